@@ -1,0 +1,23 @@
+import { z } from 'zod';
+
+/**
+ * How a collection's token vectors are stored in its segments (SPEC section 2).
+ * `fp32`, `fp16` and `int8` need no fitting; `eden` and `residual` are fitted per collection
+ * on a sample of raw vectors and stored as a versioned codec artifact in S3.
+ */
+export const CodecSettingsSchema = z
+  .object({
+    kind: z.enum(['fp32', 'fp16', 'int8', 'eden', 'residual']).default('fp16'),
+    /** EDEN bits per coordinate (1..8); residual bits (1..4). */
+    bits: z.number().int().min(1).max(8).optional(),
+    /** Linear dimension reduction to this many dims (PCA); omitted = full dims. */
+    dims: z.number().int().min(2).max(8192).optional(),
+    /** EDEN block layout: per token (rotated-domain scoring) or SDR's cross-token 128-blocks. */
+    layout: z.enum(['token', 'cross']).default('token'),
+    norms: z.enum(['fp32', 'fp16']).default('fp32'),
+    /** AESI-style side information: code only what the static embedding does not predict. */
+    sideInfo: z.boolean().default(false),
+  })
+  .strict();
+
+export type CodecSettings = z.infer<typeof CodecSettingsSchema>;

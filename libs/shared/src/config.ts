@@ -1,0 +1,92 @@
+import { z } from 'zod';
+import { ALL_QUEUES, QueueName } from './queues';
+
+const bool = z
+  .union([z.boolean(), z.enum(['true', 'false', '1', '0', 'yes', 'no'])])
+  .transform((v) => v === true || v === 'true' || v === '1' || v === 'yes');
+const int = (def: number, min: number, max: number) => z.coerce.number().int().min(min).max(max).default(def);
+
+/**
+ * Every environment variable lateral reads, validated once at start-up.
+ * The README's configuration table is this object, one row per key.
+ */
+export const ConfigSchema = z.object({
+  NODE_ENV: z.enum(['development', 'production', 'test']).default('development'),
+  LOG_LEVEL: z.enum(['debug', 'info', 'warn', 'error']).default('info'),
+  /** HTTP port of the API. */
+  PORT: int(8080, 0, 65535),
+  HOST: z.string().default('127.0.0.1'),
+  /** Redis URL; when unset (or unreachable, for the demo) an embedded redis-server is started. */
+  REDIS_URL: z.string().url().optional(),
+  /** Prefix of every BullMQ and lateral key in Redis. */
+  REDIS_PREFIX: z.string().regex(/^[A-Za-z0-9_-]+$/).default('lateral'),
+  /** S3 endpoint; when unset an in-process S3-compatible server is started on DATA_DIR. */
+  S3_ENDPOINT: z.string().url().optional(),
+  S3_REGION: z.string().default('us-east-1'),
+  S3_BUCKET: z.string().min(3).default('lateral'),
+  S3_ACCESS_KEY_ID: z.string().default('S3RVER'),
+  S3_SECRET_ACCESS_KEY: z.string().default('S3RVER'),
+  S3_FORCE_PATH_STYLE: bool.default(true),
+  /** Folder for the embedded S3 server and Redis data. */
+  DATA_DIR: z.string().default('.data'),
+  /** Folder holding model directories (each with model.onnx, tokenizer.json, manifest.json). */
+  MODELS_DIR: z.string().default('.cache/models'),
+  /** Model directory name used when a collection names none. */
+  DEFAULT_MODEL: z.string().default('glove-ctx-100d'),
+  /** ONNX Runtime execution provider; cuda falls back to cpu with a logged warning. */
+  ORT_EXECUTION_PROVIDER: z.enum(['cpu', 'cuda']).default('cpu'),
+  ORT_CUDA_DEVICE_ID: int(0, 0, 64),
+  /** Threads per ONNX session (0 = ONNX Runtime's default). */
+  ORT_INTRA_OP_THREADS: int(0, 0, 256),
+  /** Token budget of one encoder batch (sum of padded lengths). */
+  ENCODE_TOKEN_BUDGET: int(16384, 256, 1 << 22),
+  /** Queues this process works on (comma-separated); the API process works none by default. */
+  WORKER_QUEUES: z
+    .string()
+    .default('')
+    .transform((s, ctx) => {
+      const names = s.split(',').map((x) => x.trim()).filter(Boolean);
+      for (const n of names) {
+        if (!ALL_QUEUES.includes(n as QueueName)) {
+          ctx.addIssue({ code: 'custom', message: `unknown queue '${n}' (known: ${ALL_QUEUES.join(', ')})` });
+        }
+      }
+      return names as QueueName[];
+    }),
+  ENCODE_CONCURRENCY: int(1, 1, 64),
+  COMPRESS_CONCURRENCY: int(2, 1, 64),
+  INDEX_CONCURRENCY: int(4, 1, 64),
+  RERANK_CONCURRENCY: int(1, 1, 64),
+  SEARCH_CONCURRENCY: int(2, 1, 64),
+  /** Attempts per job before it is marked failed (transient errors only). */
+  JOB_ATTEMPTS: int(5, 1, 100),
+  /** Largest single document text, in bytes (UTF-8). */
+  MAX_DOCUMENT_BYTES: int(100_000, 1, 16 << 20),
+  /** Most documents in one ingest request. */
+  MAX_BATCH_DOCUMENTS: int(5_000, 1, 1_000_000),
+  /** Largest request body, in bytes. */
+  MAX_REQUEST_BYTES: int(64 << 20, 1024, 1 << 30),
+  /** Documents per encode job (an ingest request is split into batches of this size). */
+  ENCODE_BATCH_DOCUMENTS: int(256, 1, 100_000),
+  /** Longest `wait` a caller may ask for on rerank, in seconds. */
+  RERANK_MAX_WAIT_SECONDS: int(60, 0, 3600),
+  /** Tenant used until API keys arrive. */
+  DEFAULT_TENANT: z.string().regex(/^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$/).default('default'),
+});
+
+export type Config = z.infer<typeof ConfigSchema>;
+
+export class ConfigError extends Error {}
+
+/** Parse once at start-up; fails fast naming every bad variable. */
+export function loadConfig(env: Record<string, string | undefined> = process.env): Config {
+  const known = Object.fromEntries(Object.keys(ConfigSchema.shape).map((k) => [k, env[k] === '' ? undefined : env[k]]));
+  const parsed = ConfigSchema.safeParse(known);
+  if (!parsed.success) {
+    const lines = parsed.error.issues.map((i) => `  ${i.path.join('.')}: ${i.message}`);
+    throw new ConfigError(`invalid configuration:\n${lines.join('\n')}`);
+  }
+  return parsed.data;
+}
+
+export const CONFIG_KEYS = Object.keys(ConfigSchema.shape) as (keyof Config)[];

@@ -1,0 +1,50 @@
+import { z } from 'zod';
+
+/**
+ * The small JSON manifest (`manifest.json`) that sits beside `model.onnx` and `tokenizer.json`
+ * in a model directory. Any ColBERT / XTR / ME-BERT style export can be served by writing one.
+ */
+export const ModelManifestSchema = z.object({
+  name: z.string().min(1),
+  /** Manifest format version. */
+  format: z.literal(1),
+  inputs: z
+    .object({
+      inputIds: z.string().default('input_ids'),
+      attentionMask: z.string().nullable().default('attention_mask'),
+      /** Element type of the id / mask inputs. */
+      dtype: z.enum(['int64', 'int32']).default('int64'),
+    })
+    .prefault({}),
+  outputs: z
+    .object({
+      /** Output holding the token vectors, shape [batch, seq, dims]. */
+      tokenEmbeddings: z.string().default('last_hidden_state'),
+      /** Optional per-token signed weights, shape [batch, seq] (Signed MaxSim). */
+      tokenWeights: z.string().nullable().default(null),
+    })
+    .prefault({}),
+  dims: z.number().int().positive().max(8192),
+  maxQueryTokens: z.number().int().positive().max(4096),
+  maxDocTokens: z.number().int().positive().max(16384),
+  /** Marker tokens prepended after [CLS] (ColBERT's [Q] / [D]); null when the model uses none. */
+  queryMarker: z.string().nullable().default(null),
+  docMarker: z.string().nullable().default(null),
+  /** Tokens added around every sequence (BERT's [CLS] ... [SEP]); null when none. */
+  clsToken: z.string().nullable().default(null),
+  sepToken: z.string().nullable().default(null),
+  padToken: z.string().default('[PAD]'),
+  /** ColBERT query augmentation: pad queries to maxQueryTokens with this token, attended to. */
+  queryPadding: z.enum(['mask', 'none']).default('none'),
+  maskToken: z.string().default('[MASK]'),
+  /** Document tokens dropped after encoding (ColBERT's punctuation skiplist). */
+  skiplist: z.array(z.string()).default([]),
+  /** L2-normalise output vectors in the runtime (false when the graph already does it). */
+  normalize: z.boolean().default(true),
+  /** How the single `dense` vector is pooled from token vectors. */
+  pooling: z.enum(['mean', 'cls']).default('mean'),
+  /** Free-form provenance shown by the API (source vectors, vocabulary size, window ...). */
+  description: z.string().default(''),
+});
+
+export type ModelManifest = z.infer<typeof ModelManifestSchema>;

@@ -1,0 +1,80 @@
+import { z } from 'zod';
+import { resourceId } from './ids';
+
+export enum QueueName {
+  encode = 'encode',
+  compress = 'compress',
+  index = 'index',
+  rerank = 'rerank',
+  search = 'search',
+}
+
+const tenantId = resourceId('tenantId');
+const collectionId = resourceId('collectionId');
+const s3Key = z.string().min(1).max(1024);
+
+/** Payloads carry references only (ids and S3 keys), never vectors. */
+export const JobPayloadSchemas = {
+  [QueueName.encode]: z.object({
+    tenantId,
+    collectionId,
+    ingestionId: resourceId('ingestionId'),
+    batchId: resourceId('batchId'),
+    documentsKey: s3Key,
+    documents: z.number().int().nonnegative(),
+  }),
+  [QueueName.compress]: z.object({
+    tenantId,
+    collectionId,
+    ingestionId: resourceId('ingestionId').nullable(),
+    batchId: resourceId('batchId'),
+    rawKey: s3Key,
+    codecVersion: z.number().int().positive(),
+    documents: z.number().int().nonnegative(),
+  }),
+  [QueueName.index]: z.object({
+    tenantId,
+    collectionId,
+    ingestionId: resourceId('ingestionId').nullable(),
+    batchId: resourceId('batchId'),
+    segmentKey: s3Key,
+    codecVersion: z.number().int().positive(),
+    documents: z.number().int().nonnegative(),
+  }),
+  [QueueName.rerank]: z.object({
+    tenantId,
+    rerankId: resourceId('rerankId'),
+    requestKey: s3Key,
+  }),
+  [QueueName.search]: z.object({
+    tenantId,
+    collectionId,
+    searchId: resourceId('searchId'),
+    requestKey: s3Key,
+  }),
+} as const;
+
+export type JobPayload<Q extends QueueName> = z.infer<(typeof JobPayloadSchemas)[Q]>;
+
+/** What a finished job returns (stored by BullMQ; small). */
+export interface JobResults {
+  [QueueName.encode]: { rawKey: string; documents: number; tokens: number };
+  [QueueName.compress]: { segmentKey: string; bytes: number };
+  [QueueName.index]: { generation: number };
+  [QueueName.rerank]: { resultKey: string; queries: number; candidates: number; missing: number };
+  [QueueName.search]: { resultKey: string };
+}
+
+export const ALL_QUEUES: QueueName[] = Object.values(QueueName);
+
+/** Parse a payload at a worker's entry; it crossed a JSON boundary. */
+export function parsePayload<Q extends QueueName>(queue: Q, data: unknown): JobPayload<Q> {
+  const parsed = JobPayloadSchemas[queue].safeParse(data);
+  if (!parsed.success) {
+    const issues = parsed.error.issues.map((i) => `${i.path.join('.') || '(root)'}: ${i.message}`).join('; ');
+    throw new InvalidPayloadError(`invalid ${queue} job payload: ${issues}`);
+  }
+  return parsed.data as JobPayload<Q>;
+}
+
+export class InvalidPayloadError extends Error {}

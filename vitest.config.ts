@@ -1,0 +1,23 @@
+import { defineConfig } from 'vitest/config';
+import { fileURLToPath } from 'node:url';
+
+const lib = (name: string) => fileURLToPath(new URL(`./libs/${name}/src/index.ts`, import.meta.url));
+
+export default defineConfig({
+  resolve: {
+    alias: {
+      '@lateral/shared': lib('shared'),
+      '@lateral/scoring': lib('scoring'),
+      '@lateral/codec': lib('codec'),
+      '@lateral/model': lib('model'),
+      '@lateral/infra': lib('infra'),
+    },
+  },
+  test: {
+    include: ['apps/**/*.spec.ts', 'libs/**/*.spec.ts', 'test/**/*.spec.ts'],
+    testTimeout: 60_000,
+    hookTimeout: 120_000,
+    pool: 'forks',
+    globalSetup: ['test/global-setup.ts'],
+  },
+});
