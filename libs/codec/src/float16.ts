@@ -1,0 +1,72 @@
+/**
+ * IEEE 754 binary16 conversion, written by hand (Node 20 has no Math.f16round / Float16Array).
+ * float32 -> float16 rounds to nearest, ties to even; overflow goes to +-Infinity, values below
+ * half the smallest subnormal (2^-25) go to +-0, NaN stays NaN (quiet). float16 -> float32 is exact.
+ */
+const f32 = new Float32Array(1);
+const u32 = new Uint32Array(f32.buffer);
+
+/** Bits of the float16 nearest to `x` (after x is first rounded to float32). */
+export function toHalfBits(x: number): number {
+  f32[0] = x;
+  const b = u32[0];
+  const sign = (b >>> 16) & 0x8000;
+  const exp = (b >>> 23) & 0xff;
+  const mant = b & 0x7fffff;
+  if (exp === 0xff) return sign | 0x7c00 | (mant !== 0 ? 0x200 | (mant >>> 13) : 0);
+  const e = exp - 127 + 15; // rebiased exponent
+  if (e >= 0x1f) return sign | 0x7c00;
+  if (e <= 0) {
+    // Subnormal half: k * 2^-24 with k = M * 2^(e-14), M = mantissa with its implicit bit.
+    if (e < -10) return sign;
+    const m = mant | 0x800000;
+    const shift = 14 - e;
+    let k = m >>> shift;
+    const rem = m & ((1 << shift) - 1);
+    const half = 1 << (shift - 1);
+    if (rem > half || (rem === half && (k & 1) === 1)) k++;
+    return sign | k; // k may reach 0x400: the carry lands in the exponent, which is correct
+  }
+  let v = (e << 10) | (mant >>> 13);
+  const rem = mant & 0x1fff;
+  if (rem > 0x1000 || (rem === 0x1000 && (v & 1) === 1)) v++; // carry may give 0x7c00 = Inf
+  return sign | v;
+}
+
+/** The float16 with bits `h` as a number (exact). */
+export function fromHalfBits(h: number): number {
+  const sign = h & 0x8000 ? -1 : 1;
+  const exp = (h >>> 10) & 0x1f;
+  const mant = h & 0x3ff;
+  if (exp === 0) return sign * mant * 2 ** -24;
+  if (exp === 0x1f) return mant !== 0 ? NaN : sign * Infinity;
+  return sign * (1 + mant / 1024) * 2 ** (exp - 15);
+}
+
+let decodeTable: Float32Array | null = null;
+function table(): Float32Array {
+  if (decodeTable === null) {
+    decodeTable = new Float32Array(65536);
+    for (let h = 0; h < 65536; h++) decodeTable[h] = fromHalfBits(h);
+  }
+  return decodeTable;
+}
+
+/** Shape: n -> n. */
+export function encodeHalf(values: Float32Array): Uint16Array {
+  const out = new Uint16Array(values.length);
+  for (let i = 0; i < values.length; i++) out[i] = toHalfBits(values[i]);
+  return out;
+}
+
+/** Shape: n -> n. */
+export function decodeHalf(bits: Uint16Array, out: Float32Array = new Float32Array(bits.length)): Float32Array {
+  const t = table();
+  for (let i = 0; i < bits.length; i++) out[i] = t[bits[i]];
+  return out;
+}
+
+/** Rounds every element of `values` to the nearest float16 value. Shape: n -> n. */
+export function roundToHalf(values: Float32Array): Float32Array {
+  return decodeHalf(encodeHalf(values));
+}

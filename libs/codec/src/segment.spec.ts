@@ -1,0 +1,169 @@
+import { describe, expect, it } from 'vitest';
+import { createCodec, readSegment, SegmentCorruptError, writeSegment, type SegmentDocs, type SegmentReader } from './index';
+import { CodecSettingsSchema } from '@lateral/shared';
+import { gaussian, rng } from './test-utils';
+import { roundToHalf } from './float16';
+
+function makeDocs(lengths: number[], dims: number, seed: number, withExtras = true): SegmentDocs {
+  const offsets = new Uint32Array(lengths.length + 1);
+  lengths.forEach((m, i) => (offsets[i + 1] = offsets[i] + m));
+  const T = offsets[lengths.length];
+  const r = rng(seed);
+  return {
+    docIds: lengths.map((_, i) => `doc-${seed}-${i}-é`),
+    tokenOffsets: offsets,
+    tokenIds: Int32Array.from({ length: T }, () => Math.floor(r() * 30000)),
+    vectors: gaussian(T, dims, seed),
+    dims,
+    docVectors: withExtras ? gaussian(lengths.length, dims, seed + 1) : undefined,
+    metadata: withExtras ? lengths.map((_, i) => (i % 3 === 0 ? null : { title: `t${i}`, n: i, tags: ['a', 'b'] })) : undefined,
+  };
+}
+
+const codec = (kind: 'fp32' | 'fp16' | 'int8', norms: 'fp32' | 'fp16' = 'fp32') => createCodec(CodecSettingsSchema.parse({ kind, norms }));
+
+function expectSameMeta(r: SegmentReader, docs: SegmentDocs) {
+  expect(r.documents).toBe(docs.docIds.length);
+  expect(r.tokens).toBe(docs.tokenIds.length);
+  expect(r.dims).toBe(docs.dims);
+  expect(r.docIds).toEqual(docs.docIds);
+  expect(Array.from(r.tokenOffsets)).toEqual(Array.from(docs.tokenOffsets));
+  expect(Array.from(r.tokenIds)).toEqual(Array.from(docs.tokenIds));
+  for (let i = 0; i < r.documents; i++) expect(r.metadata(i)).toEqual(docs.metadata?.[i] ?? null);
+}
+
+describe('segment format v1', () => {
+  it('round-trips fp32 exactly, with doc vectors and metadata', () => {
+    const docs = makeDocs([5, 0, 17, 1], 12, 1);
+    const bytes = writeSegment(docs, codec('fp32'), { seed: 42n });
+    const r = readSegment(bytes, 'seg-a');
+    expectSameMeta(r, docs);
+    expect(r.name).toBe('seg-a');
+    expect(r.version).toBe(1);
+    expect(r.seed).toBe(42n);
+    expect(r.codec.kind).toBe('fp32');
+    expect(Array.from(r.decodeAll())).toEqual(Array.from(docs.vectors));
+    expect(Array.from(r.docVectors!)).toEqual(Array.from(docs.docVectors!));
+    expect(r.decodeDoc(1).length).toBe(0);
+    expect(Array.from(r.decodeDoc(2))).toEqual(Array.from(docs.vectors.subarray(5 * 12, 22 * 12)));
+    const sizes = r.sectionSizes();
+    expect(sizes.codes).toBe(23 * 12 * 4);
+    expect(sizes.tokenIds).toBe(23 * 4);
+    expect(sizes.total).toBe(bytes.length);
+    expect(Object.entries(sizes).filter(([k]) => k !== 'total').reduce((s, [, v]) => s + v, 0)).toBe(bytes.length);
+  });
+
+  it('round-trips fp16 to the float16 rounding, and stores fp16 doc vectors', () => {
+    const docs = makeDocs([3, 9, 0], 8, 2);
+    const r = readSegment(writeSegment(docs, codec('fp16'), { docVectors: 'fp16' }), 'seg-b');
+    expectSameMeta(r, docs);
+    expect(Array.from(r.decodeAll())).toEqual(Array.from(roundToHalf(docs.vectors)));
+    expect(Array.from(r.docVectors!)).toEqual(Array.from(roundToHalf(docs.docVectors!)));
+    expect(r.sectionSizes().codes).toBe(12 * 8 * 2);
+    expect(r.sectionSizes().docVectors).toBe(3 * 8 * 2);
+  });
+
+  it.each(['fp32', 'fp16'] as const)('round-trips int8 within max|x|/254 per coordinate (scales %s)', (norms) => {
+    const dims = 16;
+    const docs = makeDocs([4, 0, 11], dims, 3);
+    docs.vectors.fill(0, 0, dims); // an all-zero token
+    const r = readSegment(writeSegment(docs, codec('int8', norms)), 'seg-c');
+    const back = r.decodeAll();
+    for (let t = 0; t < r.tokens; t++) {
+      let max = 0;
+      for (let j = 0; j < dims; j++) max = Math.max(max, Math.abs(docs.vectors[t * dims + j]));
+      for (let j = 0; j < dims; j++) expect(Math.abs(back[t * dims + j] - docs.vectors[t * dims + j])).toBeLessThanOrEqual((max / 254) * 1.002 + 1e-7);
+    }
+    for (let j = 0; j < dims; j++) expect(back[j]).toBe(0);
+    expect(r.sectionSizes().codes).toBe(15 * dims);
+    expect(r.sectionSizes().norms).toBe(15 * (norms === 'fp32' ? 4 : 2));
+  });
+
+  it('handles zero documents', () => {
+    const docs = makeDocs([], 4, 4);
+    const r = readSegment(writeSegment(docs, codec('fp16')), 'empty');
+    expect(r.documents).toBe(0);
+    expect(r.tokens).toBe(0);
+    expect(r.decodeAll().length).toBe(0);
+    expect(r.docIds).toEqual([]);
+    expect(r.docVectors!.length).toBe(0);
+  });
+
+  it('handles documents with no tokens and no extras', () => {
+    const docs = makeDocs([0, 0], 4, 5, false);
+    const r = readSegment(writeSegment(docs, codec('int8')), 'zeros');
+    expect(r.tokens).toBe(0);
+    expect(r.decodeDoc(0).length).toBe(0);
+    expect(r.docVectors).toBeNull();
+    expect(r.metadata(1)).toBeNull();
+  });
+
+  it('rejects bad writer input and bad indices', () => {
+    const docs = makeDocs([2], 4, 6);
+    expect(() => writeSegment({ ...docs, vectors: new Float32Array(3) }, codec('fp32'))).toThrow(/vectors has 3 values/);
+    expect(() => writeSegment({ ...docs, tokenOffsets: Uint32Array.from([0, 3]) }, codec('fp32'))).toThrow(/tokenIds/);
+    const r = readSegment(writeSegment(docs, codec('fp32')), 'x');
+    expect(() => r.decodeDoc(1)).toThrow(RangeError);
+  });
+
+  it('names the segment and the section in its errors', () => {
+    const bytes = writeSegment(makeDocs([3, 4], 8, 7), codec('fp16'));
+    const r = readSegment(bytes, 's');
+    const codesAt = r.sectionSizes().header + r.sectionSizes().docIds + r.sectionSizes().tokenOffsets + r.sectionSizes().tokenIds + r.sectionSizes().norms;
+    const bad = bytes.slice();
+    bad[codesAt + 3] ^= 0x10;
+    expect(() => readSegment(bad, 'tenants/t/seg-9.seg')).toThrow(SegmentCorruptError);
+    expect(() => readSegment(bad, 'tenants/t/seg-9.seg')).toThrow('segment "tenants/t/seg-9.seg" is corrupt in section "codes": checksum mismatch');
+    try {
+      readSegment(bytes.subarray(0, 10), 'short');
+    } catch (e) {
+      expect(e).toBeInstanceOf(SegmentCorruptError);
+      expect((e as SegmentCorruptError).segment).toBe('short');
+      expect((e as SegmentCorruptError).section).toBe('header');
+    }
+    const magic = bytes.slice();
+    magic[0] = 0x58;
+    expect(() => readSegment(magic, 'm')).toThrow(/section "header": bad magic/);
+  });
+
+  it('fuzz: every flipped byte and every truncation throws SegmentCorruptError', () => {
+    const r = rng(20261121);
+    const segments = [
+      writeSegment(makeDocs([3, 0, 7, 2], 8, 11), codec('fp32'), { seed: 9n }),
+      writeSegment(makeDocs([5, 1], 6, 12), codec('fp16'), { docVectors: 'fp16' }),
+      writeSegment(makeDocs([4, 4, 0], 10, 13), codec('int8', 'fp16')),
+      writeSegment(makeDocs([], 4, 14), codec('int8')),
+      writeSegment(makeDocs([2, 3], 4, 15, false), codec('fp32')),
+    ];
+    let flips = 0;
+    let cuts = 0;
+    for (let c = 0; c < 4000; c++) {
+      const seg = segments[c % segments.length];
+      const bad = seg.slice();
+      if (c % 2 === 0) {
+        const at = Math.floor(r() * bad.length);
+        bad[at] ^= 1 + Math.floor(r() * 255);
+        flips++;
+        expect(() => readSegment(bad, `fuzz-${c}`), `flip at ${at}`).toThrow(SegmentCorruptError);
+      } else {
+        const len = Math.floor(r() * seg.length);
+        cuts++;
+        expect(() => readSegment(seg.subarray(0, len), `fuzz-${c}`), `cut at ${len}`).toThrow(SegmentCorruptError);
+      }
+      // An extra trailing byte is rejected too.
+      if (c < 5) {
+        const longer = new Uint8Array(seg.length + 1);
+        longer.set(seg);
+        expect(() => readSegment(longer, 'long')).toThrow(SegmentCorruptError);
+      }
+    }
+    // Exhaustively: every byte of one small segment is covered by some checksum.
+    const small = segments[4];
+    for (let at = 0; at < small.length; at++) {
+      const bad = small.slice();
+      bad[at] ^= 0x80;
+      expect(() => readSegment(bad, 'x'), `flip at ${at}`).toThrow(SegmentCorruptError);
+    }
+    expect(flips + cuts).toBe(4000);
+  });
+});

@@ -1,0 +1,308 @@
+import { crc32c } from './crc32c';
+import { SegmentCorruptError } from './errors';
+import { decodeHalf, encodeHalf } from './float16';
+import { bytesOf, viewAs, type Codec, type CodecDescriptor, type DocKey } from './codec';
+import { codecFromDescriptor, type CodecArtifact } from './create-codec';
+
+/** Documents to write into one segment. */
+export interface SegmentDocs {
+  docIds: string[];
+  /** docs + 1 entries, offsets into the token arrays. */
+  tokenOffsets: Uint32Array;
+  /** T token ids. */
+  tokenIds: Int32Array;
+  /** T x dims, row-major. */
+  vectors: Float32Array;
+  dims: number;
+  /** docs x dims pooled per-document vectors. */
+  docVectors?: Float32Array;
+  metadata?: (Record<string, unknown> | null)[];
+  /** T x staticDims static token embeddings (sideInfo codecs only; not stored). */
+  staticEmbeddings?: Float32Array;
+}
+
+export interface WriteSegmentOptions {
+  /** 64-bit seed recorded in the header; EDEN derives its random signs from it. Default 0. */
+  seed?: bigint | number;
+  /** Storage of docVectors; default fp32. */
+  docVectors?: 'fp32' | 'fp16';
+}
+
+export interface ReadSegmentOptions {
+  /** sideInfo codecs: the static embedding of doc i's tokens (tokens_i x staticDims). */
+  staticEmbeddings?: (doc: number, tokenIds: Int32Array) => Float32Array;
+}
+
+export interface SegmentReader {
+  readonly name: string;
+  readonly version: number;
+  readonly codec: CodecDescriptor;
+  readonly seed: bigint;
+  readonly documents: number;
+  readonly tokens: number;
+  readonly dims: number;
+  readonly docIds: string[];
+  readonly tokenOffsets: Uint32Array;
+  readonly tokenIds: Int32Array;
+  readonly docVectors: Float32Array | null;
+  metadata(i: number): Record<string, unknown> | null;
+  /** tokens_i x dims, reconstructed fp32. */
+  decodeDoc(i: number): Float32Array;
+  /** T x dims. */
+  decodeAll(): Float32Array;
+  /** The coded bytes of doc i (codes and norms), for compressed-domain scoring. */
+  encodedDoc(i: number): { codes: Uint8Array; norms: Uint8Array };
+  /** Bytes per section, plus `header` and `total`. */
+  sectionSizes(): Record<string, number>;
+}
+
+export const SEGMENT_MAGIC = 'LSEG';
+export const SEGMENT_VERSION = 1;
+const FIXED_HEADER = 40;
+const SECTION_ENTRY = 16;
+/** Section ids in file order; v1 always writes all seven (possibly empty). */
+export const SECTION_IDS = ['DIDS', 'TOFF', 'TIDS', 'NORM', 'CODE', 'DVEC', 'META'] as const;
+type SectionId = (typeof SECTION_IDS)[number];
+const SECTION_NAMES: Record<SectionId, string> = {
+  DIDS: 'docIds',
+  TOFF: 'tokenOffsets',
+  TIDS: 'tokenIds',
+  NORM: 'norms',
+  CODE: 'codes',
+  DVEC: 'docVectors',
+  META: 'metadata',
+};
+const DOC_VECTOR_FORMATS = { none: 0, fp32: 1, fp16: 2 } as const;
+
+if (new Uint8Array(new Uint16Array([1]).buffer)[0] !== 1) throw new Error('@lateral/codec assumes a little-endian host');
+
+const utf8 = new TextEncoder();
+const utf8Strict = new TextDecoder('utf-8', { fatal: true });
+
+function seedBigInt(seed: bigint | number | undefined): bigint {
+  return BigInt.asUintN(64, BigInt(seed ?? 0));
+}
+
+/**
+ * Serialises documents and their coded vectors into one immutable segment (format v1, see
+ * docs/segment-format.md). Every byte is covered by a CRC32C: the header by its own, each
+ * section by its entry in the (checksummed) section table.
+ */
+export function writeSegment(docs: SegmentDocs, codec: Codec, opts: WriteSegmentOptions = {}): Uint8Array {
+  const n = docs.docIds.length;
+  const { dims, tokenOffsets } = docs;
+  if (!Number.isInteger(dims) || dims < 1) throw new RangeError(`dims must be a positive integer, got ${dims}`);
+  if (tokenOffsets.length !== n + 1 || tokenOffsets[0] !== 0) throw new RangeError(`tokenOffsets must have docs + 1 = ${n + 1} entries starting at 0`);
+  for (let i = 0; i < n; i++) if (tokenOffsets[i + 1] < tokenOffsets[i]) throw new RangeError(`tokenOffsets must be non-decreasing (doc ${i})`);
+  const T = tokenOffsets[n];
+  if (docs.tokenIds.length !== T) throw new RangeError(`tokenIds has ${docs.tokenIds.length} entries, expected ${T}`);
+  if (docs.vectors.length !== T * dims) throw new RangeError(`vectors has ${docs.vectors.length} values, expected T x dims = ${T * dims}`);
+  if (docs.docVectors && docs.docVectors.length !== n * dims) throw new RangeError(`docVectors has ${docs.docVectors.length} values, expected docs x dims = ${n * dims}`);
+  if (docs.metadata && docs.metadata.length !== n) throw new RangeError(`metadata has ${docs.metadata.length} entries, expected ${n}`);
+  const seed = seedBigInt(opts.seed);
+  const keys: DocKey[] = docs.docIds.map((docId) => ({ docId, seed }));
+  const encoded = codec.encode(docs.vectors, tokenOffsets, dims, keys, docs.staticEmbeddings);
+
+  const dvFormat = docs.docVectors ? (opts.docVectors ?? 'fp32') : 'none';
+  const dvec = !docs.docVectors ? new Uint8Array(0) : dvFormat === 'fp16' ? bytesOf(encodeHalf(docs.docVectors)) : bytesOf(docs.docVectors);
+  const meta = docs.metadata && docs.metadata.some((m) => m !== null) ? utf8.encode(JSON.stringify(docs.metadata)) : new Uint8Array(0);
+  const sections: Record<SectionId, Uint8Array> = {
+    DIDS: utf8.encode(JSON.stringify(docs.docIds)),
+    TOFF: bytesOf(tokenOffsets),
+    TIDS: bytesOf(docs.tokenIds),
+    NORM: encoded.norms,
+    CODE: encoded.codes,
+    DVEC: dvec,
+    META: meta,
+  };
+
+  const descriptor = utf8.encode(JSON.stringify(codec.descriptor));
+  const headerLength = FIXED_HEADER + SECTION_IDS.length * SECTION_ENTRY + descriptor.length + 4;
+  let total = headerLength;
+  for (const id of SECTION_IDS) total += sections[id].length;
+  if (total > 0xffffffff) throw new RangeError(`segment of ${total} bytes exceeds the 4 GiB limit of format v1`);
+  const out = new Uint8Array(total);
+  const view = new DataView(out.buffer);
+  out.set(utf8.encode(SEGMENT_MAGIC), 0);
+  view.setUint16(4, SEGMENT_VERSION, true);
+  view.setUint8(6, DOC_VECTOR_FORMATS[dvFormat]);
+  view.setUint32(8, headerLength, true);
+  view.setUint32(12, n, true);
+  view.setUint32(16, T, true);
+  view.setUint32(20, dims, true);
+  view.setBigUint64(24, seed, true);
+  view.setUint16(32, SECTION_IDS.length, true);
+  view.setUint32(36, descriptor.length, true);
+  let offset = headerLength;
+  SECTION_IDS.forEach((id, k) => {
+    const e = FIXED_HEADER + k * SECTION_ENTRY;
+    const bytes = sections[id];
+    out.set(utf8.encode(id), e);
+    view.setUint32(e + 4, offset, true);
+    view.setUint32(e + 8, bytes.length, true);
+    view.setUint32(e + 12, crc32c(bytes), true);
+    out.set(bytes, offset);
+    offset += bytes.length;
+  });
+  out.set(descriptor, FIXED_HEADER + SECTION_IDS.length * SECTION_ENTRY);
+  view.setUint32(headerLength - 4, crc32c(out.subarray(0, headerLength - 4)), true);
+  return out;
+}
+
+/**
+ * Opens a segment, validating the header checksum, every section checksum, that the sections
+ * tile the file exactly, and that their contents agree with the header. Anything wrong throws
+ * SegmentCorruptError naming the segment and the section. `artifact` is required by fitted codecs.
+ */
+export function readSegment(bytes: Uint8Array, name: string, artifact?: CodecArtifact, opts: ReadSegmentOptions = {}): SegmentReader {
+  const fail = (section: string, detail: string): never => {
+    throw new SegmentCorruptError(name, section, detail);
+  };
+  if (bytes.length < FIXED_HEADER + 4) fail('header', `${bytes.length} bytes is shorter than the fixed header`);
+  const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  const magic = String.fromCharCode(bytes[0], bytes[1], bytes[2], bytes[3]);
+  if (magic !== SEGMENT_MAGIC) fail('header', `bad magic ${JSON.stringify(magic)}`);
+  const headerLength = view.getUint32(8, true);
+  if (headerLength < FIXED_HEADER + 4 || headerLength > bytes.length) fail('header', `header length ${headerLength} out of range (file is ${bytes.length} bytes)`);
+  const headerCrc = view.getUint32(headerLength - 4, true);
+  if (crc32c(bytes.subarray(0, headerLength - 4)) !== headerCrc) fail('header', 'checksum mismatch (truncated or corrupted)');
+  // From here on the header bytes are exactly what the writer produced.
+  const version = view.getUint16(4, true);
+  if (version !== SEGMENT_VERSION) fail('header', `unsupported version ${version}`);
+  const dvCode = view.getUint8(6);
+  const dvFormat = (Object.keys(DOC_VECTOR_FORMATS) as (keyof typeof DOC_VECTOR_FORMATS)[]).find((k) => DOC_VECTOR_FORMATS[k] === dvCode);
+  if (dvFormat === undefined) fail('header', `unknown docVectors format ${dvCode}`);
+  const documents = view.getUint32(12, true);
+  const tokens = view.getUint32(16, true);
+  const dims = view.getUint32(20, true);
+  if (dims < 1) fail('header', 'dims is 0');
+  const seed = view.getBigUint64(24, true);
+  const sectionCount = view.getUint16(32, true);
+  const descriptorLength = view.getUint32(36, true);
+  if (sectionCount !== SECTION_IDS.length) fail('header', `expected ${SECTION_IDS.length} sections, found ${sectionCount}`);
+  const descStart = FIXED_HEADER + sectionCount * SECTION_ENTRY;
+  if (descStart + descriptorLength + 4 !== headerLength) fail('header', 'descriptor length disagrees with header length');
+  let descriptor: CodecDescriptor;
+  try {
+    descriptor = JSON.parse(utf8Strict.decode(bytes.subarray(descStart, descStart + descriptorLength))) as CodecDescriptor;
+  } catch (e) {
+    return fail('header', `codec descriptor is not JSON: ${(e as Error).message}`);
+  }
+  let codec: Codec;
+  try {
+    codec = codecFromDescriptor(descriptor, artifact);
+  } catch (e) {
+    return fail('header', `codec descriptor unusable: ${(e as Error).message}`);
+  }
+
+  const sec = {} as Record<SectionId, Uint8Array>;
+  const sizes: Record<string, number> = { header: headerLength };
+  let expected = headerLength;
+  SECTION_IDS.forEach((id, k) => {
+    const e = FIXED_HEADER + k * SECTION_ENTRY;
+    const label = SECTION_NAMES[id];
+    const got = String.fromCharCode(bytes[e], bytes[e + 1], bytes[e + 2], bytes[e + 3]);
+    if (got !== id) fail(label, `section ${k} is ${JSON.stringify(got)}, expected ${id}`);
+    const off = view.getUint32(e + 4, true);
+    const len = view.getUint32(e + 8, true);
+    if (off !== expected) fail(label, `starts at ${off}, expected ${expected} (sections must tile the file)`);
+    if (off + len > bytes.length) fail(label, `ends at ${off + len}, past the end of the ${bytes.length}-byte file (truncated)`);
+    sec[id] = bytes.subarray(off, off + len);
+    if (crc32c(sec[id]) !== view.getUint32(e + 12, true)) fail(label, 'checksum mismatch');
+    sizes[label] = len;
+    expected = off + len;
+  });
+  if (expected !== bytes.length) fail('metadata', `${bytes.length - expected} trailing bytes after the last section`);
+  sizes.total = bytes.length;
+
+  // Contents: checksums passed, so these only fail on writer bugs or a mismatched artifact.
+  let docIds: unknown;
+  try {
+    docIds = JSON.parse(utf8Strict.decode(sec.DIDS));
+  } catch (e) {
+    return fail('docIds', `not JSON: ${(e as Error).message}`);
+  }
+  if (!Array.isArray(docIds) || docIds.length !== documents || !docIds.every((d) => typeof d === 'string')) fail('docIds', `expected ${documents} strings`);
+  if (sec.TOFF.length !== (documents + 1) * 4) fail('tokenOffsets', `${sec.TOFF.length} bytes, expected ${(documents + 1) * 4}`);
+  const tokenOffsets = viewAs(sec.TOFF, Uint32Array);
+  if (tokenOffsets[0] !== 0 || tokenOffsets[documents] !== tokens) fail('tokenOffsets', `must run from 0 to ${tokens}`);
+  for (let i = 0; i < documents; i++) if (tokenOffsets[i + 1] < tokenOffsets[i]) fail('tokenOffsets', `decreasing at doc ${i}`);
+  if (sec.TIDS.length !== tokens * 4) fail('tokenIds', `${sec.TIDS.length} bytes, expected ${tokens * 4}`);
+  const tokenIds = viewAs(sec.TIDS, Int32Array);
+  const codeStart = new Float64Array(documents + 1);
+  const normStart = new Float64Array(documents + 1);
+  for (let i = 0; i < documents; i++) {
+    const b = codec.docBytes(tokenOffsets[i + 1] - tokenOffsets[i], dims);
+    codeStart[i + 1] = codeStart[i] + b.codes;
+    normStart[i + 1] = normStart[i] + b.norms;
+  }
+  if (sec.CODE.length !== codeStart[documents]) fail('codes', `${sec.CODE.length} bytes, the codec needs ${codeStart[documents]}`);
+  if (sec.NORM.length !== normStart[documents]) fail('norms', `${sec.NORM.length} bytes, the codec needs ${normStart[documents]}`);
+  const codes = sec.CODE.slice();
+  const norms = sec.NORM.slice();
+  let docVectors: Float32Array | null = null;
+  if (dvFormat === 'none') {
+    if (sec.DVEC.length !== 0) fail('docVectors', 'present although the header says none');
+  } else {
+    const width = dvFormat === 'fp32' ? 4 : 2;
+    if (sec.DVEC.length !== documents * dims * width) fail('docVectors', `${sec.DVEC.length} bytes, expected ${documents * dims * width}`);
+    docVectors = dvFormat === 'fp32' ? viewAs(sec.DVEC, Float32Array) : decodeHalf(viewAs(sec.DVEC, Uint16Array));
+  }
+  let metadata: (Record<string, unknown> | null)[] | null = null;
+  if (sec.META.length > 0) {
+    let parsed: unknown;
+    try {
+      parsed = JSON.parse(utf8Strict.decode(sec.META));
+    } catch (e) {
+      return fail('metadata', `not JSON: ${(e as Error).message}`);
+    }
+    if (!Array.isArray(parsed) || parsed.length !== documents || !parsed.every((m) => m === null || (typeof m === 'object' && !Array.isArray(m))))
+      fail('metadata', `expected ${documents} objects or nulls`);
+    metadata = parsed as (Record<string, unknown> | null)[];
+  }
+
+  const ids = docIds as string[];
+  const keyOf = (i: number): DocKey => ({ docId: ids[i], seed });
+  const encodedDoc = (i: number) => ({
+    codes: codes.subarray(codeStart[i], codeStart[i + 1]),
+    norms: norms.subarray(normStart[i], normStart[i + 1]),
+  });
+  const decodeDoc = (i: number): Float32Array => {
+    if (!Number.isInteger(i) || i < 0 || i >= documents) throw new RangeError(`document index ${i} out of range [0, ${documents})`);
+    const m = tokenOffsets[i + 1] - tokenOffsets[i];
+    const side = descriptor.sideInfo ? sideFor(i) : undefined;
+    return codec.decodeDoc(encodedDoc(i), m, dims, keyOf(i), side);
+  };
+  const sideFor = (i: number): Float32Array => {
+    if (!opts.staticEmbeddings) throw new Error(`segment "${name}" uses side information: pass opts.staticEmbeddings to readSegment`);
+    return opts.staticEmbeddings(i, tokenIds.subarray(tokenOffsets[i], tokenOffsets[i + 1]));
+  };
+  return {
+    name,
+    version,
+    codec: descriptor,
+    seed,
+    documents,
+    tokens,
+    dims,
+    docIds: ids,
+    tokenOffsets,
+    tokenIds,
+    docVectors,
+    metadata: (i: number) => {
+      if (!Number.isInteger(i) || i < 0 || i >= documents) throw new RangeError(`document index ${i} out of range [0, ${documents})`);
+      return metadata ? metadata[i] : null;
+    },
+    decodeDoc,
+    decodeAll: () => {
+      const out = new Float32Array(tokens * dims);
+      for (let i = 0; i < documents; i++) out.set(decodeDoc(i), tokenOffsets[i] * dims);
+      return out;
+    },
+    encodedDoc: (i: number) => {
+      if (!Number.isInteger(i) || i < 0 || i >= documents) throw new RangeError(`document index ${i} out of range [0, ${documents})`);
+      return encodedDoc(i);
+    },
+    sectionSizes: () => ({ ...sizes }),
+  };
+}
