@@ -12,6 +12,8 @@ export default defineConfig({
       '@lateral/model': lib('model'),
       '@lateral/infra': lib('infra'),
       '@lateral/scoring-runtime': lib('scoring-runtime'),
+      '@lateral/pipeline': lib('pipeline'),
+      '@lateral/http-api': lib('http-api'),
     },
   },
   test: {

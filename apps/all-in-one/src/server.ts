@@ -1,0 +1,40 @@
+import type { NestExpressApplication } from '@nestjs/platform-express';
+import { QueueName, type Config } from '@lateral/shared';
+import { createLogger, type WorkerHost } from '@lateral/infra';
+import { createRuntime, resolveServices, startWorkers, type Runtime } from '@lateral/pipeline';
+import { closeApi, createApiApp } from '@lateral/http-api';
+
+export interface Server {
+  url: string;
+  runtime: Runtime;
+  app: NestExpressApplication;
+  workers: WorkerHost;
+  stop(): Promise<void>;
+}
+
+/**
+ * API + every worker in one process, with the embedded Redis and S3 when none are configured.
+ * Used by `npm start`, the demo, the benchmarks and the integration tests.
+ */
+export async function startServer(config: Config, opts: { queues?: QueueName[]; quiet?: boolean } = {}): Promise<Server> {
+  const logger = createLogger(opts.quiet ? 'warn' : config.LOG_LEVEL, 'lateral');
+  const services = await resolveServices(config, logger);
+  const runtime = await createRuntime(config, services, logger);
+  const workers = startWorkers(runtime, opts.queues ?? [QueueName.encode, QueueName.compress, QueueName.index, QueueName.rerank]);
+  const app = await createApiApp(runtime);
+  await app.listen(config.PORT, config.HOST);
+  const addr = app.getHttpServer().address() as { port: number };
+  const url = `http://${config.HOST}:${addr.port}`;
+  return {
+    url,
+    runtime,
+    app,
+    workers,
+    stop: async () => {
+      await closeApi(app);
+      await workers.close();
+      await runtime.close();
+      await services.stop();
+    },
+  };
+}

@@ -1,0 +1,26 @@
+import { loadConfig } from '@lateral/shared';
+import { createLogger } from '@lateral/infra';
+import { createRuntime, requireServices } from '@lateral/pipeline';
+import { closeApi, createApiApp } from '@lateral/http-api';
+
+/** The API process alone: needs REDIS_URL and S3 (S3_ENDPOINT or AWS); runs no workers. */
+async function main() {
+  const config = loadConfig();
+  const logger = createLogger(config.LOG_LEVEL, 'api');
+  const rt = await createRuntime(config, requireServices(config), logger);
+  const app = await createApiApp(rt);
+  await app.listen(config.PORT, config.HOST);
+  logger.info(`API on http://${config.HOST}:${config.PORT} (OpenAPI: /openapi.json, docs: /docs)`);
+  const stop = async () => {
+    await closeApi(app);
+    await rt.close();
+    process.exit(0);
+  };
+  process.once('SIGTERM', stop);
+  process.once('SIGINT', stop);
+}
+
+main().catch((err) => {
+  console.error(err instanceof Error ? err.message : err);
+  process.exit(1);
+});

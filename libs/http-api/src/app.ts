@@ -1,0 +1,44 @@
+import 'reflect-metadata';
+import { Module, type DynamicModule } from '@nestjs/common';
+import { NestFactory } from '@nestjs/core';
+import type { NestExpressApplication } from '@nestjs/platform-express';
+import { SwaggerModule, type OpenAPIObject } from '@nestjs/swagger';
+import type { Runtime } from '@lateral/pipeline';
+import { CollectionsController, HealthController, RerankController } from './controllers';
+import { CollectionsService } from './collections.service';
+import { HttpErrorsFilter } from './http-errors.filter';
+import { openApiDocument } from './openapi';
+import { RerankService } from './rerank.service';
+import { RUNTIME } from './tokens';
+
+@Module({})
+class ApiModule {
+  static forRuntime(rt: Runtime): DynamicModule {
+    return {
+      module: ApiModule,
+      controllers: [CollectionsController, RerankController, HealthController],
+      providers: [
+        { provide: RUNTIME, useValue: rt },
+        { provide: CollectionsService, useFactory: () => new CollectionsService(rt) },
+        { provide: RerankService, useFactory: () => new RerankService(rt) },
+      ],
+    };
+  }
+}
+
+/** Builds the HTTP API around a runtime. Bodies are read as text so JSON and NDJSON share one parser. */
+export async function createApiApp(rt: Runtime): Promise<NestExpressApplication> {
+  const app = await NestFactory.create<NestExpressApplication>(ApiModule.forRuntime(rt), { bodyParser: false, logger: ['error', 'warn'] });
+  app.useBodyParser('text', { type: () => true, limit: rt.config.MAX_REQUEST_BYTES });
+  app.useGlobalFilters(new HttpErrorsFilter(rt.logger.child('http')));
+  app.enableShutdownHooks();
+  const doc = openApiDocument('0.1.0');
+  app.getHttpAdapter().get('/openapi.json', (_req: unknown, res: unknown) => (res as { json(v: unknown): void }).json(doc));
+  SwaggerModule.setup('docs', app, doc as unknown as OpenAPIObject, { jsonDocumentUrl: 'docs/openapi.json' });
+  return app;
+}
+
+export async function closeApi(app: NestExpressApplication): Promise<void> {
+  await app.get(RerankService).close();
+  await app.close();
+}

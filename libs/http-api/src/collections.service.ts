@@ -1,0 +1,150 @@
+import { randomUUID } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import path from 'node:path';
+import {
+  ConflictError,
+  CreateCollectionSchema,
+  ModelManifestSchema,
+  NotFoundError,
+  QueueName,
+  ValidationError,
+  jobIds,
+  s3Keys,
+  type Collection,
+  type ModelManifest,
+} from '@lateral/shared';
+import { parseDocumentsBody, toNdjson, validateDocuments, type Runtime } from '@lateral/pipeline';
+import { zodIssues } from './zod-issues';
+
+/** Collections and ingestion: validation, S3-first writes, then the encode jobs. */
+export class CollectionsService {
+  private readonly manifests = new Map<string, ModelManifest>();
+
+  constructor(private readonly rt: Runtime) {}
+
+  private get tenant(): string {
+    return this.rt.config.DEFAULT_TENANT;
+  }
+
+  modelManifest(model: string): ModelManifest {
+    const cached = this.manifests.get(model);
+    if (cached) return cached;
+    const file = path.resolve(this.rt.config.MODELS_DIR, model, 'manifest.json');
+    let raw: unknown;
+    try {
+      raw = JSON.parse(readFileSync(file, 'utf8'));
+    } catch {
+      throw new ValidationError(`model '${model}' not found: no readable ${path.join(model, 'manifest.json')} under MODELS_DIR (${this.rt.config.MODELS_DIR})`, [
+        { field: 'model', message: 'unknown model' },
+      ]);
+    }
+    const m = ModelManifestSchema.safeParse(raw);
+    if (!m.success) throw new ValidationError(`model '${model}' has an invalid manifest.json`, zodIssues(m.error, 'manifest'));
+    this.manifests.set(model, m.data);
+    return m.data;
+  }
+
+  async create(body: unknown): Promise<Collection> {
+    const parsed = CreateCollectionSchema.safeParse(body);
+    if (!parsed.success) throw new ValidationError('invalid collection', zodIssues(parsed.error));
+    const req = parsed.data;
+    const model = req.model ?? this.rt.config.DEFAULT_MODEL;
+    const manifest = this.modelManifest(model);
+    if (req.maxDocTokens !== undefined && req.maxDocTokens > manifest.maxDocTokens) {
+      throw new ValidationError(`maxDocTokens ${req.maxDocTokens} is over the model's limit (${manifest.maxDocTokens})`, [
+        { field: 'maxDocTokens', message: `at most ${manifest.maxDocTokens} for model ${model}` },
+      ]);
+    }
+    if (req.codec.kind === 'eden' || req.codec.kind === 'residual') {
+      throw new ValidationError(`codec '${req.codec.kind}' is not available in the pipeline yet (use fp32, fp16 or int8)`, [
+        { field: 'codec.kind', message: 'one of fp32, fp16, int8' },
+      ]);
+    }
+    if (await this.rt.collections.get(this.tenant, req.id)) throw new ConflictError(`collection '${req.id}' already exists`);
+    const c: Collection = {
+      tenantId: this.tenant,
+      id: req.id,
+      model,
+      dims: manifest.dims,
+      maxDocTokens: req.maxDocTokens ?? manifest.maxDocTokens,
+      codec: req.codec,
+      codecVersion: 1,
+      createdAt: new Date().toISOString(),
+    };
+    await this.rt.collections.create(c);
+    return c;
+  }
+
+  async require(id: string): Promise<Collection> {
+    const c = await this.rt.collections.get(this.tenant, id);
+    if (!c) throw new NotFoundError(`collection '${id}' not found`);
+    return c;
+  }
+
+  async describe(id: string) {
+    const c = await this.require(id);
+    const [stats, manifest] = await Promise.all([this.rt.collections.stats(this.tenant, id), this.rt.collections.manifest(this.tenant, id)]);
+    const bytes = manifest?.segments.reduce((s, x) => s + x.bytes, 0) ?? 0;
+    const tokens = manifest?.segments.reduce((s, x) => s + x.tokens, 0) ?? 0;
+    return {
+      ...c,
+      generation: manifest?.generation ?? 0,
+      segments: manifest?.segments.length ?? 0,
+      documents: manifest?.segments.reduce((s, x) => s + x.documents, 0) ?? 0,
+      tokens,
+      segmentBytes: bytes,
+      bytesPerToken: tokens ? bytes / tokens : null,
+      stages: stats,
+    };
+  }
+
+  async list() {
+    const ids = await this.rt.collections.list(this.tenant);
+    return { collections: await Promise.all(ids.map((id) => this.describe(id).catch(() => ({ id, missing: true })))) };
+  }
+
+  async delete(id: string): Promise<void> {
+    await this.require(id);
+    await this.rt.collections.delete(this.tenant, id);
+  }
+
+  /**
+   * Accepts a batch of documents. Everything is validated first (all-or-nothing), the documents
+   * are written to S3, and only then are the encode jobs enqueued and the request answered.
+   */
+  async ingest(id: string, body: string, contentType: string | undefined) {
+    const collection = await this.require(id);
+    const docs = validateDocuments(parseDocumentsBody(body, contentType), {
+      maxDocumentBytes: this.rt.config.MAX_DOCUMENT_BYTES,
+      maxBatchDocuments: this.rt.config.MAX_BATCH_DOCUMENTS,
+    });
+    const ingestionId = `ing-${randomUUID()}`;
+    const size = this.rt.config.ENCODE_BATCH_DOCUMENTS;
+    const batches: { batchId: string; key: string; documents: number }[] = [];
+    for (let i = 0; i < docs.length; i += size) {
+      const batchId = `${ingestionId}-${String(batches.length).padStart(5, '0')}`;
+      const chunk = docs.slice(i, i + size);
+      const key = s3Keys.batchDocuments(this.tenant, collection.id, batchId);
+      await this.rt.store.put(key, toNdjson(chunk), 'application/x-ndjson');
+      batches.push({ batchId, key, documents: chunk.length });
+    }
+    await this.rt.collections.startIngestion(this.tenant, collection.id, ingestionId, docs.length, batches.length);
+    await this.rt.queues.addBulk(
+      QueueName.encode,
+      batches.map((b) => ({
+        jobId: jobIds.encode(this.tenant, collection.id, b.batchId),
+        payload: { tenantId: this.tenant, collectionId: collection.id, ingestionId, batchId: b.batchId, documentsKey: b.key, documents: b.documents },
+      })),
+    );
+    return { ingestionId, collection: collection.id, documents: docs.length, batches: batches.length, status: `/v1/collections/${collection.id}/ingestions/${ingestionId}` };
+  }
+
+  async ingestion(id: string, ingestionId: string) {
+    await this.require(id);
+    const s = await this.rt.collections.ingestion(this.tenant, id, ingestionId);
+    if (!s) throw new NotFoundError(`ingestion '${ingestionId}' not found in collection '${id}'`);
+    const accepted = Number(s.accepted);
+    const state = Number(s.indexed) >= accepted ? 'done' : Number(s.failed) > 0 ? 'failed' : 'processing';
+    return { ingestionId, collection: id, state, stages: { accepted, encoded: s.encoded, compressed: s.compressed, indexed: s.indexed, failed: s.failed }, batches: s.batches, createdAt: s.createdAt };
+  }
+}

@@ -1,0 +1,2 @@
+export { createApiApp, closeApi } from './app';
+export { openApiDocument } from './openapi';

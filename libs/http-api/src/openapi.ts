@@ -1,0 +1,108 @@
+import { z } from 'zod';
+import { CodecSettingsSchema, CreateCollectionSchema, RerankRequestSchema, SCORER_NAMES } from '@lateral/shared';
+
+const schema = (s: z.ZodType) => z.toJSONSchema(s, { io: 'input', unrepresentable: 'any' }) as Record<string, unknown>;
+
+const error = { $ref: '#/components/schemas/Error' };
+const errors = (...codes: number[]) =>
+  Object.fromEntries(
+    codes.map((c) => [
+      String(c),
+      {
+        description: { 400: 'bad input (the message and details name the field and the limit)', 404: 'unknown resource', 409: 'already exists', 413: 'body over MAX_REQUEST_BYTES', 503: 'Redis or S3 unavailable; retry after the Retry-After header' }[c] ?? 'error',
+        content: { 'application/json': { schema: error } },
+      },
+    ]),
+  );
+const ok = (description: string, s: Record<string, unknown> = { type: 'object' }) => ({ description, content: { 'application/json': { schema: s } } });
+const idParam = { name: 'id', in: 'path', required: true, schema: { type: 'string' }, description: 'collection id' };
+const waitParam = { name: 'wait', in: 'query', required: false, schema: { type: 'number', minimum: 0 }, description: 'block up to this many seconds (<= RERANK_MAX_WAIT_SECONDS) for the result' };
+
+/**
+ * The OpenAPI document, generated from the same zod schemas that validate requests, so the
+ * documented shapes cannot drift from the code.
+ */
+export function openApiDocument(version: string) {
+  return {
+    openapi: '3.1.0',
+    info: {
+      title: 'lateral',
+      version,
+      description: 'Late-interaction retrieval and re-ranking: ingest documents, store them as token vectors in S3, re-rank candidates asynchronously with MaxSim and friends.',
+    },
+    paths: {
+      '/v1/health': { get: { summary: 'Health of Redis and S3, queue counts', responses: { '200': ok('healthy'), ...errors(503) } } },
+      '/v1/collections': {
+        get: { summary: 'List collections', responses: { '200': ok('collections') } },
+        post: {
+          summary: 'Create a collection',
+          requestBody: { required: true, content: { 'application/json': { schema: schema(CreateCollectionSchema) } } },
+          responses: { '201': ok('created'), ...errors(400, 409, 503) },
+        },
+      },
+      '/v1/collections/{id}': {
+        get: { summary: 'Describe a collection (generation, documents, tokens, bytes per token, stage counts)', parameters: [idParam], responses: { '200': ok('collection'), ...errors(404, 503) } },
+        delete: { summary: 'Delete a collection and everything it stores', parameters: [idParam], responses: { '204': { description: 'deleted' }, ...errors(404, 503) } },
+      },
+      '/v1/collections/{id}/documents': {
+        post: {
+          summary: 'Ingest documents (JSON array, {documents: [...]}, or NDJSON). Written to S3 before the answer.',
+          parameters: [idParam],
+          requestBody: {
+            required: true,
+            content: {
+              'application/json': { schema: { type: 'array', items: { $ref: '#/components/schemas/Document' } } },
+              'application/x-ndjson': { schema: { type: 'string', description: 'one Document JSON object per line' } },
+            },
+          },
+          responses: { '202': ok('accepted; poll the ingestion status', { $ref: '#/components/schemas/Ingestion' }), ...errors(400, 404, 413, 503) },
+        },
+      },
+      '/v1/collections/{id}/ingestions/{ingestionId}': {
+        get: {
+          summary: 'Ingestion progress: documents per stage',
+          parameters: [idParam, { name: 'ingestionId', in: 'path', required: true, schema: { type: 'string' } }],
+          responses: { '200': ok('status'), ...errors(404, 503) },
+        },
+      },
+      '/v1/rerank': {
+        post: {
+          summary: `Re-rank candidates of one or more queries (scorers: ${SCORER_NAMES.join(', ')}). Answers 202 with a job id, or 200 with the result when it finishes within \`wait\`.`,
+          parameters: [waitParam],
+          requestBody: { required: true, content: { 'application/json': { schema: schema(RerankRequestSchema) } } },
+          responses: { '200': ok('finished within wait', { $ref: '#/components/schemas/RerankStatus' }), '202': ok('queued', { $ref: '#/components/schemas/RerankStatus' }), ...errors(400, 404, 413, 503) },
+        },
+      },
+      '/v1/rerank/{id}': {
+        get: {
+          summary: 'Status and result of a re-rank job; missing candidate ids are listed per query',
+          parameters: [{ name: 'id', in: 'path', required: true, schema: { type: 'string' } }, waitParam],
+          responses: { '200': ok('status', { $ref: '#/components/schemas/RerankStatus' }), ...errors(400, 404, 503) },
+        },
+      },
+    },
+    components: {
+      schemas: {
+        Error: { type: 'object', required: ['error', 'message'], properties: { error: { type: 'string' }, message: { type: 'string' }, details: { type: 'array', items: { type: 'object', properties: { field: { type: 'string' }, message: { type: 'string' } } } } } },
+        Document: { type: 'object', required: ['id', 'text'], additionalProperties: false, properties: { id: { type: 'string', maxLength: 512 }, text: { type: 'string', minLength: 1 }, metadata: { type: 'object' } } },
+        Ingestion: { type: 'object', properties: { ingestionId: { type: 'string' }, collection: { type: 'string' }, documents: { type: 'integer' }, batches: { type: 'integer' }, status: { type: 'string' } } },
+        CodecSettings: schema(CodecSettingsSchema),
+        RerankStatus: {
+          type: 'object',
+          properties: {
+            id: { type: 'string' },
+            status: { enum: ['queued', 'running', 'completed', 'failed'] },
+            progress: { type: 'number' },
+            error: { type: 'string' },
+            result: {
+              type: 'object',
+              properties: {
+                results: { type: 'array', items: { type: 'object', properties: { queryId: { type: 'string' }, hits: { type: 'array', items: { type: 'object', properties: { id: { type: 'string' }, score: { type: 'number' } } } }, missing: { type: 'array', items: { type: 'string' } } } } },
+              },
+            },
+          },
+        },
+      },
+    },
+  };
+}

@@ -1,0 +1,5 @@
+export * from './logger';
+export * from './embedded-services';
+export * from './object-store';
+export * from './queues';
+export * from './collection.repository';

@@ -1,0 +1,152 @@
+import { Queue, QueueEvents, UnrecoverableError, Worker, type Job, type JobsOptions } from 'bullmq';
+import { Redis, type RedisOptions } from 'ioredis';
+import {
+  ALL_QUEUES,
+  InvalidPayloadError,
+  PermanentJobError,
+  QueueName,
+  UnavailableError,
+  parsePayload,
+  type JobPayload,
+  type JobResults,
+} from '@lateral/shared';
+import type { Logger } from './logger';
+
+/**
+ * Producers (the API) fail fast when Redis is down so a request gets a 503 instead of hanging;
+ * workers wait and reconnect forever (BullMQ requires maxRetriesPerRequest: null for them).
+ */
+export function createRedis(url: string, role: 'producer' | 'worker', logger?: Logger): Redis {
+  const common: RedisOptions = { connectionName: `lateral-${role}`, connectTimeout: 5000 };
+  const opts: RedisOptions =
+    role === 'producer'
+      ? { ...common, enableOfflineQueue: false, maxRetriesPerRequest: 1, commandTimeout: 3000, retryStrategy: (n) => Math.min(n * 200, 2000) }
+      : { ...common, maxRetriesPerRequest: null, enableReadyCheck: false, retryStrategy: (n) => Math.min(n * 500, 5000) };
+  const client = new Redis(url, opts);
+  let lastLogged = 0;
+  client.on('error', (err) => {
+    if (Date.now() - lastLogged > 10_000) {
+      lastLogged = Date.now();
+      logger?.warn(`redis (${role}) error: ${err.message}`);
+    }
+  });
+  return client;
+}
+
+export async function waitReady(client: Redis, timeoutMs = 10_000): Promise<void> {
+  if (client.status === 'ready') return;
+  await new Promise<void>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new UnavailableError(`Redis not ready after ${timeoutMs} ms`)), timeoutMs);
+    client.once('ready', () => {
+      clearTimeout(timer);
+      resolve();
+    });
+  });
+}
+
+/** Errors that mean "Redis is not there": mapped to 503 + Retry-After by the API. */
+export function isRedisDown(err: unknown): boolean {
+  const m = err instanceof Error ? err.message : String(err);
+  return /Stream isn't writeable|enableOfflineQueue|Connection is closed|ECONNREFUSED|Command timed out|ETIMEDOUT|ENOTFOUND|Redis not ready/i.test(m);
+}
+
+export const DEFAULT_JOB_OPTIONS = (attempts: number): JobsOptions => ({
+  attempts,
+  backoff: { type: 'exponential', delay: 1000 },
+  removeOnComplete: { age: 24 * 3600, count: 10_000 },
+  removeOnFail: { age: 7 * 24 * 3600 },
+});
+
+/** One BullMQ queue per QueueName, sharing the producer connection. */
+export class JobQueues {
+  private readonly queues = new Map<QueueName, Queue>();
+
+  constructor(readonly connection: Redis, readonly prefix: string, private readonly attempts: number) {
+    for (const name of ALL_QUEUES) {
+      this.queues.set(name, new Queue(name, { connection, prefix, defaultJobOptions: DEFAULT_JOB_OPTIONS(attempts) }));
+    }
+  }
+
+  get(name: QueueName): Queue {
+    const q = this.queues.get(name);
+    if (!q) throw new Error(`no queue ${name}`);
+    return q;
+  }
+
+  async add<Q extends QueueName>(name: Q, jobId: string, payload: JobPayload<Q>, opts: JobsOptions = {}): Promise<Job> {
+    parsePayload(name, payload);
+    return this.get(name).add(name, payload, { ...opts, jobId });
+  }
+
+  async addBulk<Q extends QueueName>(name: Q, jobs: { jobId: string; payload: JobPayload<Q> }[]): Promise<Job[]> {
+    for (const j of jobs) parsePayload(name, j.payload);
+    return this.get(name).addBulk(jobs.map((j) => ({ name, data: j.payload, opts: { jobId: j.jobId } })));
+  }
+
+  async counts(): Promise<Record<string, Record<string, number>>> {
+    const out: Record<string, Record<string, number>> = {};
+    for (const [name, q] of this.queues) out[name] = await q.getJobCounts('waiting', 'active', 'completed', 'failed', 'delayed', 'prioritized');
+    return out;
+  }
+
+  async close(): Promise<void> {
+    await Promise.all([...this.queues.values()].map((q) => q.close()));
+  }
+}
+
+export type JobHandler<Q extends QueueName> = (payload: JobPayload<Q>, job: Job) => Promise<JobResults[Q]>;
+export type HandlerRegistry = { [Q in QueueName]?: JobHandler<Q> };
+
+/**
+ * Runs BullMQ workers for the queues this process serves. Fails at start-up when a requested
+ * queue has no handler. Payloads are parsed at the entry; bad payloads and permanent failures
+ * become UnrecoverableError (no retry); everything else is retried with backoff.
+ */
+export class WorkerHost {
+  private readonly workers: Worker[] = [];
+
+  constructor(
+    private readonly opts: { redisUrl: string; prefix: string; logger: Logger; concurrency: Partial<Record<QueueName, number>>; lockDuration?: number },
+  ) {}
+
+  start(queues: QueueName[], handlers: HandlerRegistry): void {
+    const seen = new Set<QueueName>();
+    for (const name of queues) {
+      if (seen.has(name)) throw new Error(`queue ${name} listed twice in WORKER_QUEUES`);
+      seen.add(name);
+      if (!handlers[name]) throw new Error(`no handler registered for queue ${name} in this process`);
+    }
+    for (const name of queues) {
+      const handler = handlers[name] as JobHandler<QueueName>;
+      const log = this.opts.logger.child(name);
+      const connection = createRedis(this.opts.redisUrl, 'worker', log);
+      const worker = new Worker(
+        name,
+        async (job: Job) => {
+          let payload;
+          try {
+            payload = parsePayload(name, job.data);
+          } catch (err) {
+            throw new UnrecoverableError((err as Error).message);
+          }
+          try {
+            return await handler(payload, job);
+          } catch (err) {
+            if (err instanceof PermanentJobError || err instanceof InvalidPayloadError) throw new UnrecoverableError(err.message);
+            throw err;
+          }
+        },
+        { connection, prefix: this.opts.prefix, concurrency: this.opts.concurrency[name] ?? 1, lockDuration: this.opts.lockDuration ?? 60_000 },
+      );
+      worker.on('error', (err) => log.warn(`worker error: ${err.message}`));
+      worker.on('failed', (job, err) => log.warn(`job ${job?.id} failed (attempt ${job?.attemptsMade}): ${err.message}`));
+      this.workers.push(worker);
+    }
+  }
+
+  async close(): Promise<void> {
+    await Promise.all(this.workers.map((w) => w.close()));
+  }
+}
+
+export { QueueEvents };

@@ -1,0 +1,34 @@
+import { PermanentJobError, QueueName, s3Keys, type JobPayload, type JobResults } from '@lateral/shared';
+import { SegmentCorruptError, createCodec, readSegment, writeSegment } from '@lateral/codec';
+import type { PipelineContext } from './context';
+import { enqueueNext } from './pipeline';
+
+/**
+ * Turns a batch's raw fp16 vectors into an immutable segment with the collection's codec.
+ * The segment key carries the codec version, so a re-compression never overwrites a live segment.
+ */
+export async function compressProcessor(ctx: PipelineContext, p: JobPayload<QueueName.compress>): Promise<JobResults[QueueName.compress]> {
+  const collection = await ctx.collections.get(p.tenantId, p.collectionId);
+  if (!collection) throw new PermanentJobError(`collection ${p.tenantId}/${p.collectionId} no longer exists`);
+  const bytes = await ctx.store.get(p.rawKey);
+  if (!bytes) throw new PermanentJobError(`raw vectors are missing from S3: ${p.rawKey}`);
+  let raw;
+  try {
+    raw = readSegment(bytes, p.rawKey);
+  } catch (err) {
+    if (err instanceof SegmentCorruptError) throw new PermanentJobError(err.message);
+    throw err;
+  }
+  const codec = createCodec(collection.codec);
+  const metadata = Array.from({ length: raw.documents }, (_, i) => raw.metadata(i));
+  const segment = writeSegment(
+    { docIds: raw.docIds, tokenOffsets: raw.tokenOffsets, tokenIds: raw.tokenIds, vectors: raw.decodeAll(), dims: raw.dims, docVectors: raw.docVectors ?? undefined, metadata },
+    codec,
+  );
+  const segmentKey = s3Keys.segment(p.tenantId, p.collectionId, p.batchId, p.codecVersion);
+  await ctx.store.put(segmentKey, segment);
+  await ctx.collections.count(p.tenantId, p.collectionId, p.ingestionId, 'compressed', raw.documents);
+  const result = { segmentKey, bytes: segment.byteLength };
+  await enqueueNext(ctx.queues, QueueName.compress, p, result);
+  return result;
+}

@@ -1,0 +1,59 @@
+import type { Job } from 'bullmq';
+import { PermanentJobError, QueueName, s3Keys, type JobPayload, type JobResults } from '@lateral/shared';
+import { createCodec, writeSegment } from '@lateral/codec';
+import { meanPool } from '@lateral/scoring';
+import type { EncodedText } from '@lateral/model';
+import type { PipelineContext } from './context';
+import { fromNdjson } from './documents';
+import { enqueueNext } from './pipeline';
+
+/** Raw vectors are always kept at fp16: re-compression starts from them without re-encoding. */
+export const RAW_CODEC = createCodec({ kind: 'fp16', layout: 'token', norms: 'fp32', sideInfo: false });
+
+/** Concatenates per-document encodings into one segment's arrays (T x dims, row-major). */
+export function assembleSegmentDocs(ids: string[], encoded: EncodedText[], dims: number, metadata?: (Record<string, unknown> | null)[]) {
+  const offsets = new Uint32Array(ids.length + 1);
+  for (let i = 0; i < encoded.length; i++) offsets[i + 1] = offsets[i] + encoded[i].length;
+  const total = offsets[ids.length];
+  const tokenIds = new Int32Array(total);
+  const vectors = new Float32Array(total * dims);
+  const docVectors = new Float32Array(ids.length * dims);
+  for (let i = 0; i < encoded.length; i++) {
+    const e = encoded[i];
+    tokenIds.set(e.tokenIds, offsets[i]);
+    vectors.set(e.vectors, offsets[i] * dims);
+    if (e.length > 0) docVectors.set(meanPool(e.vectors, e.length, dims, true), i * dims);
+  }
+  return { docIds: ids, tokenOffsets: offsets, tokenIds, vectors, dims, docVectors, metadata };
+}
+
+export async function encodeProcessor(ctx: PipelineContext, p: JobPayload<QueueName.encode>, job?: Job): Promise<JobResults[QueueName.encode]> {
+  const collection = await ctx.collections.get(p.tenantId, p.collectionId);
+  if (!collection) throw new PermanentJobError(`collection ${p.tenantId}/${p.collectionId} no longer exists`);
+  const body = await ctx.store.get(p.documentsKey);
+  if (!body) throw new PermanentJobError(`accepted documents are missing from S3: ${p.documentsKey}`);
+  const docs = fromNdjson(body);
+  const encoder = await ctx.encoders(collection.model);
+  if (encoder.dims !== collection.dims) {
+    throw new PermanentJobError(`model ${collection.model} produces ${encoder.dims}-d vectors but collection ${p.collectionId} was created with ${collection.dims} dims`);
+  }
+  const started = Date.now();
+  const encoded = await encoder.encodeDocuments(
+    docs.map((d) => d.text),
+    { maxTokens: collection.maxDocTokens, tokenBudget: ctx.config.ENCODE_TOKEN_BUDGET },
+  );
+  await job?.updateProgress(80);
+  const segment = writeSegment(
+    assembleSegmentDocs(docs.map((d) => d.id), encoded, encoder.dims, docs.map((d) => d.metadata ?? null)),
+    RAW_CODEC,
+  );
+  const rawKey = s3Keys.rawVectors(p.tenantId, p.collectionId, p.batchId);
+  await ctx.store.put(rawKey, segment);
+  const tokens = encoded.reduce((s, e) => s + e.length, 0);
+  await ctx.collections.count(p.tenantId, p.collectionId, p.ingestionId, 'encoded', docs.length);
+  await ctx.collections.addTotals(p.tenantId, p.collectionId, { tokens, rawBytes: segment.byteLength, truncated: encoded.filter((e) => e.truncated).length });
+  ctx.logger.debug(`encoded ${docs.length} docs / ${tokens} tokens in ${Date.now() - started} ms`, { batch: p.batchId });
+  const result = { rawKey, documents: docs.length, tokens };
+  await enqueueNext(ctx.queues, QueueName.encode, p, result);
+  return result;
+}

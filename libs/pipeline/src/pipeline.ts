@@ -1,0 +1,42 @@
+import { QueueName, jobIds, type JobPayload, type JobResults } from '@lateral/shared';
+import type { JobQueues } from '@lateral/infra';
+
+/**
+ * The pipeline's next step, decided in one place: encode -> compress -> index.
+ * Called at the end of a processor (before it returns), so a crash between the two cannot lose
+ * the chain; a retried job re-adds the same deterministic job id, which BullMQ de-duplicates.
+ */
+export async function enqueueNext<Q extends QueueName>(queues: JobQueues, queue: Q, payload: JobPayload<Q>, result: JobResults[Q]): Promise<void> {
+  switch (queue) {
+    case QueueName.encode: {
+      const p = payload as JobPayload<QueueName.encode>;
+      const r = result as JobResults[QueueName.encode];
+      await queues.add(QueueName.compress, jobIds.compress(p.tenantId, p.collectionId, p.batchId, 1), {
+        tenantId: p.tenantId,
+        collectionId: p.collectionId,
+        ingestionId: p.ingestionId,
+        batchId: p.batchId,
+        rawKey: r.rawKey,
+        codecVersion: 1,
+        documents: r.documents,
+      });
+      return;
+    }
+    case QueueName.compress: {
+      const p = payload as JobPayload<QueueName.compress>;
+      const r = result as JobResults[QueueName.compress];
+      await queues.add(QueueName.index, jobIds.index(p.tenantId, p.collectionId, p.batchId, p.codecVersion), {
+        tenantId: p.tenantId,
+        collectionId: p.collectionId,
+        ingestionId: p.ingestionId,
+        batchId: p.batchId,
+        segmentKey: r.segmentKey,
+        codecVersion: p.codecVersion,
+        documents: p.documents,
+      });
+      return;
+    }
+    default:
+      return;
+  }
+}
