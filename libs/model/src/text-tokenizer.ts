@@ -1,0 +1,106 @@
+import { Tokenizer } from '@huggingface/tokenizers';
+import type { ModelManifest } from '@lateral/shared';
+import { ModelLoadError } from './errors';
+
+export type TextKind = 'query' | 'doc';
+
+/** One sequence ready for the model: ids including special tokens and query padding. */
+export interface TokenizedText {
+  ids: Int32Array;
+  /** Real tokens (specials included, query [MASK] padding included: it is attended to). */
+  length: number;
+  /** Content tokens were dropped to fit maxTokens. */
+  truncated: boolean;
+}
+
+/**
+ * Turns text into model input ids as the manifest describes: `[cls] [marker] tokens... [sep]`,
+ * truncated to `maxTokens` positions in total, queries padded with [MASK] when
+ * `queryPadding = 'mask'`. The word splitting itself is the model's own tokenizer.json, run by
+ * @huggingface/tokenizers; its post-processor is bypassed (special tokens come from the manifest,
+ * so a BERT-style tokenizer.json does not add a second [CLS]).
+ */
+export class TextTokenizer {
+  readonly padId: number;
+  readonly maskId: number | null;
+  /** Token ids dropped from documents after encoding (manifest.skiplist entries found in the vocabulary). */
+  readonly skipIds: ReadonlySet<number>;
+  private readonly prefix: Record<TextKind, number[]>;
+  private readonly suffix: number[];
+
+  constructor(
+    readonly tokenizer: Tokenizer,
+    readonly manifest: ModelManifest,
+    source = 'tokenizer.json',
+  ) {
+    const id = (field: string, token: string): number => {
+      const v = tokenizer.token_to_id(token);
+      if (v === undefined) throw new ModelLoadError(`${source}: manifest field '${field}' names token '${token}', which is not in the vocabulary`);
+      return v;
+    };
+    const optional = (field: string, token: string | null): number[] => (token === null ? [] : [id(field, token)]);
+    this.padId = id('padToken', manifest.padToken);
+    this.maskId = manifest.queryPadding === 'mask' ? id('maskToken', manifest.maskToken) : null;
+    const cls = optional('clsToken', manifest.clsToken);
+    this.prefix = {
+      query: [...cls, ...optional('queryMarker', manifest.queryMarker)],
+      doc: [...cls, ...optional('docMarker', manifest.docMarker)],
+    };
+    this.suffix = optional('sepToken', manifest.sepToken);
+    const skip = new Set<number>();
+    for (const t of manifest.skiplist) {
+      const v = tokenizer.token_to_id(t);
+      if (v !== undefined) skip.add(v);
+    }
+    this.skipIds = skip;
+  }
+
+  static fromJson(json: Record<string, unknown>, manifest: ModelManifest, source = 'tokenizer.json'): TextTokenizer {
+    const model = json.model as { unk_token?: string } | undefined;
+    let tokenizer: Tokenizer;
+    try {
+      tokenizer = new Tokenizer(json, {
+        unk_token: model?.unk_token ?? '[UNK]',
+        pad_token: manifest.padToken,
+        mask_token: manifest.maskToken,
+      });
+    } catch (err) {
+      throw new ModelLoadError(`${source}: cannot be loaded by @huggingface/tokenizers (${err instanceof Error ? err.message : String(err)})`);
+    }
+    return new TextTokenizer(tokenizer, manifest, source);
+  }
+
+  /** Content token ids of `text`, no special tokens. */
+  contentIds(text: string): number[] {
+    return this.tokenizer.encode(text, { add_special_tokens: false }).ids;
+  }
+
+  /** Positions taken by special tokens around a `kind` sequence. */
+  specialCount(kind: TextKind): number {
+    return this.prefix[kind].length + this.suffix.length;
+  }
+
+  /**
+   * Model input for one text. `maxTokens` bounds the whole sequence (special tokens included);
+   * for queries with [MASK] padding the sequence is then padded to `maxTokens`.
+   */
+  encode(text: string, kind: TextKind, maxTokens: number): TokenizedText {
+    const content = this.contentIds(text);
+    const room = Math.max(0, maxTokens - this.specialCount(kind));
+    const truncated = content.length > room;
+    const kept = truncated ? content.slice(0, room) : content;
+    const seq = [...this.prefix[kind], ...kept, ...this.suffix];
+    if (kind === 'query' && this.maskId !== null) while (seq.length < maxTokens) seq.push(this.maskId);
+    const ids = Int32Array.from(seq);
+    return { ids, length: ids.length, truncated };
+  }
+
+  /** Sequence length (special tokens included, no query padding), capped at maxTokens. */
+  count(text: string, kind: TextKind, maxTokens = Number.POSITIVE_INFINITY): number {
+    return Math.min(this.contentIds(text).length + this.specialCount(kind), maxTokens);
+  }
+
+  decode(ids: ArrayLike<number>): string {
+    return this.tokenizer.decode(Array.from(ids), { skip_special_tokens: true });
+  }
+}

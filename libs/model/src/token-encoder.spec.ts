@@ -1,0 +1,218 @@
+import { mkdtempSync, readFileSync, rmSync, unlinkSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Tokenizer } from '@huggingface/tokenizers';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { ModelManifestSchema } from '@lateral/shared';
+import { ModelLoadError, ModelShapeError, TokenEncoder, getEncoder, planBatches, type EncodedText } from './index';
+import { writeTinyTransformer } from './testing/tiny-transformer';
+
+const cpu = { executionProvider: 'cpu' as const, intraOpThreads: 1 };
+let root: string;
+let tinyDir: string;
+let enc: TokenEncoder;
+
+function newTinyDir(name: string, opts: Parameters<typeof writeTinyTransformer>[1] = {}): string {
+  const dir = join(root, name);
+  writeTinyTransformer(dir, opts);
+  return dir;
+}
+
+function rowNorm(e: EncodedText, r: number, d: number): number {
+  let n = 0;
+  for (let k = 0; k < d; k++) n += e.vectors[r * d + k]! ** 2;
+  return Math.sqrt(n);
+}
+
+function maxAbsDiff(a: Float32Array, b: Float32Array): number {
+  expect(a.length).toBe(b.length);
+  let m = 0;
+  for (let i = 0; i < a.length; i++) m = Math.max(m, Math.abs(a[i]! - b[i]!));
+  return m;
+}
+
+beforeAll(async () => {
+  root = mkdtempSync(join(tmpdir(), 'lateral-model-'));
+  tinyDir = newTinyDir('tiny');
+  enc = await TokenEncoder.load(tinyDir, cpu);
+});
+
+afterAll(async () => {
+  await enc?.release();
+  rmSync(root, { recursive: true, force: true });
+});
+
+describe('tiny transformer model directory', () => {
+  it('writes a manifest valid under ModelManifestSchema and a tokenizer.json @huggingface/tokenizers loads', () => {
+    const manifest = ModelManifestSchema.parse(JSON.parse(readFileSync(join(tinyDir, 'manifest.json'), 'utf8')));
+    expect(manifest.dims).toBe(32);
+    const tok = new Tokenizer(JSON.parse(readFileSync(join(tinyDir, 'tokenizer.json'), 'utf8')), { unk_token: '[UNK]' });
+    expect(tok.encode('Flow AIR', { add_special_tokens: false }).tokens).toEqual(['flow', 'air']);
+  });
+});
+
+describe('TextTokenizer', () => {
+  it('round-trips text through ids (lowercased, punctuation split, unknown words -> [UNK])', () => {
+    const t = enc.tokenizer;
+    const ids = t.contentIds('The Boundary layer, over a FLAT plate.');
+    // decode skips special tokens, so the unknown "flat" ([UNK]) disappears
+    expect(t.decode(ids)).toBe('the boundary layer, over a plate.');
+    const unk = t.tokenizer.token_to_id('[UNK]');
+    expect(ids.filter((id) => id === unk)).toHaveLength(1); // "flat" is not in the tiny vocabulary
+    expect(t.tokenizer.encode('wing-body', { add_special_tokens: false }).tokens).toEqual(['wing', '-', 'body']);
+  });
+
+  it('adds [CLS] marker ... [SEP] per manifest and pads queries with [MASK]', () => {
+    const t = enc.tokenizer;
+    const id = (s: string) => t.tokenizer.token_to_id(s)!;
+    const d = t.encode('shock wave', 'doc', 64);
+    expect(Array.from(d.ids)).toEqual([id('[CLS]'), id('[D]'), id('shock'), id('wave'), id('[SEP]')]);
+    const q = t.encode('shock wave', 'query', 32);
+    expect(q.length).toBe(32);
+    expect(Array.from(q.ids.slice(0, 5))).toEqual([id('[CLS]'), id('[Q]'), id('shock'), id('wave'), id('[SEP]')]);
+    expect(new Set(q.ids.slice(5))).toEqual(new Set([id('[MASK]')]));
+  });
+});
+
+describe('planBatches', () => {
+  it('groups by length under the token budget, covering every index once', () => {
+    const lengths = [5, 60, 7, 30, 31, 2, 64, 64, 10];
+    const batches = planBatches(lengths, 128);
+    expect(batches.flat().sort((a, b) => a - b)).toEqual(lengths.map((_, i) => i));
+    for (const b of batches) expect(b.length * Math.max(...b.map((i) => lengths[i]!))).toBeLessThanOrEqual(128);
+    expect(planBatches([500], 128)).toEqual([[0]]); // a text longer than the budget still gets a batch
+    expect(() => planBatches([1], 0)).toThrow(RangeError);
+  });
+});
+
+describe('TokenEncoder on the tiny transformer', () => {
+  it('truncates documents to min(maxTokens, manifest.maxDocTokens) and counts tokens', async () => {
+    const long = Array.from({ length: 100 }, (_, i) => (i % 2 ? 'flow' : 'air')).join(' ');
+    const [a, b, c] = await enc.encodeDocuments([long, long, 'air flow'], { maxTokens: 20 });
+    expect(a!.length).toBe(20);
+    expect(a!.truncated).toBe(true);
+    expect(a!.tokenIds[19]).toBe(enc.tokenizer.tokenizer.token_to_id('[SEP]'));
+    expect(b!.vectors).toEqual(a!.vectors);
+    expect(c!.truncated).toBe(false);
+    const [capped] = await enc.encodeDocuments([long], { maxTokens: 10_000 });
+    expect(capped!.length).toBe(enc.manifest.maxDocTokens);
+    expect(enc.countTokens(long, 'doc')).toBe(103); // 100 words + [CLS] [D] [SEP]
+    expect(enc.countTokens(long, 'doc', 20)).toBe(20);
+    expect(enc.countTokens('air flow', 'query')).toBe(5);
+  });
+
+  it('gives the same vectors for a text alone and padded inside a batch (mask respected)', async () => {
+    const short = 'shock wave over the wing';
+    const longer = 'laminar and turbulent boundary layer flow over a flat plate at high mach number with heat transfer';
+    const [alone] = await enc.encodeDocuments([short]);
+    const batched = await enc.encodeDocuments([longer, short, 'cone', longer + ' ' + longer]);
+    expect(batched[1]!.length).toBe(alone!.length);
+    expect(maxAbsDiff(batched[1]!.vectors, alone!.vectors)).toBeLessThan(1e-5);
+    // and results come back in input order whatever the batching
+    const split = await enc.encodeDocuments([longer, short, 'cone', longer + ' ' + longer], { tokenBudget: 40 });
+    split.forEach((r, i) => expect(maxAbsDiff(r.vectors, batched[i]!.vectors)).toBeLessThan(1e-5));
+    const [q1] = await enc.encodeQueries([short]);
+    const qs = await enc.encodeQueries([longer, short]);
+    expect(maxAbsDiff(qs[1]!.vectors, q1!.vectors)).toBeLessThan(1e-5);
+  });
+
+  it('L2-normalises output vectors when manifest.normalize is true', async () => {
+    const [d] = await enc.encodeDocuments(['pressure distribution on a cylinder in supersonic flow']);
+    for (let r = 0; r < d!.length; r++) expect(rowNorm(d!, r, enc.dims)).toBeCloseTo(1, 5);
+  });
+
+  it('drops skiplist tokens from documents but not from queries', async () => {
+    const comma = enc.tokenizer.tokenizer.token_to_id(',')!;
+    const dot = enc.tokenizer.tokenizer.token_to_id('.')!;
+    const [d] = await enc.encodeDocuments(['lift, drag.']);
+    expect(Array.from(d!.tokenIds)).not.toContain(comma);
+    expect(Array.from(d!.tokenIds)).not.toContain(dot);
+    expect(d!.length).toBe(5); // [CLS] [D] lift drag [SEP]
+    expect(d!.vectors.length).toBe(5 * enc.dims);
+    const [q] = await enc.encodeQueries(['lift, drag.']);
+    expect(Array.from(q!.tokenIds)).toContain(comma);
+    expect(q!.length).toBe(32);
+  });
+
+  it('reads token_weights when the manifest names them', async () => {
+    const dir = newTinyDir('weights', { tokenWeights: true });
+    const e = await TokenEncoder.load(dir, cpu);
+    try {
+      const [d] = await e.encodeDocuments(['lift, drag.']);
+      expect(d!.weights).not.toBeNull();
+      expect(d!.weights!.length).toBe(d!.length);
+      for (const w of d!.weights!) expect(Math.abs(w)).toBeLessThanOrEqual(1);
+      expect((await enc.encodeDocuments(['lift']))[0]!.weights).toBeNull();
+    } finally {
+      await e.release();
+    }
+  });
+
+  it('throws ModelShapeError naming both shapes when the manifest lies about dims', async () => {
+    const dir = newTinyDir('liar', { manifest: { dims: 100 } });
+    const e = await TokenEncoder.load(dir, cpu);
+    try {
+      const err = await e.encodeDocuments(['air flow']).catch((x: unknown) => x);
+      expect(err).toBeInstanceOf(ModelShapeError);
+      expect((err as Error).message).toMatch(/'last_hidden_state' has shape \[1,5,32\].*declares dims 100.*\[batch, seq, 100\]/);
+    } finally {
+      await e.release();
+    }
+  });
+
+  it('throws ModelLoadError naming the missing file or the bad field', async () => {
+    const noTok = newTinyDir('no-tokenizer');
+    unlinkSync(join(noTok, 'tokenizer.json'));
+    await expect(TokenEncoder.load(noTok, cpu)).rejects.toThrow(ModelLoadError);
+    await expect(TokenEncoder.load(noTok, cpu)).rejects.toThrow(/tokenizer\.json/);
+
+    const badManifest = newTinyDir('bad-manifest');
+    const m = JSON.parse(readFileSync(join(badManifest, 'manifest.json'), 'utf8'));
+    writeFileSync(join(badManifest, 'manifest.json'), JSON.stringify({ ...m, dims: -3 }));
+    await expect(TokenEncoder.load(badManifest, cpu)).rejects.toThrow(/manifest\.json.*field 'dims'/);
+
+    const badToken = newTinyDir('bad-token', { manifest: { queryMarker: '[QUERY]' } });
+    await expect(TokenEncoder.load(badToken, cpu)).rejects.toThrow(/'queryMarker'.*\[QUERY\]/);
+
+    const badOutput = newTinyDir('bad-output', { manifest: { outputs: { tokenEmbeddings: 'hidden', tokenWeights: null } } });
+    await expect(TokenEncoder.load(badOutput, cpu)).rejects.toThrow(/outputs\.tokenEmbeddings.*hidden.*last_hidden_state/);
+  });
+
+  it('falls back to CPU with a warning when CUDA is unavailable', async () => {
+    const warn = vi.fn();
+    const e = await TokenEncoder.load(tinyDir, { executionProvider: 'cuda', logger: { info: () => {}, warn } });
+    try {
+      if (e.executionProvider === 'cpu') expect(warn).toHaveBeenCalledWith(expect.stringMatching(/falling back to CPU/));
+      expect((await e.encodeQueries(['lift']))[0]!.length).toBe(32);
+    } finally {
+      await e.release();
+    }
+  });
+});
+
+describe('getEncoder', () => {
+  it('loads one session per model directory and shares it between concurrent callers', async () => {
+    const dir = newTinyDir('shared');
+    const spy = vi.spyOn(TokenEncoder, 'load');
+    const [a, b] = await Promise.all([getEncoder(dir, cpu), getEncoder(dir + '/', cpu)]);
+    const c = await getEncoder(dir, cpu);
+    expect(a).toBe(b);
+    expect(c).toBe(a);
+    expect(spy).toHaveBeenCalledTimes(1);
+    await a.release();
+    const d = await getEncoder(dir, cpu);
+    expect(d).not.toBe(a);
+    expect(spy).toHaveBeenCalledTimes(2);
+    await d.release();
+    spy.mockRestore();
+  });
+
+  it('forgets a failed load so a later call can retry', async () => {
+    const dir = join(root, 'missing');
+    await expect(getEncoder(dir, cpu)).rejects.toThrow(ModelLoadError);
+    const fixed = newTinyDir('missing');
+    const e = await getEncoder(fixed, cpu);
+    expect(e.dims).toBe(32);
+    await e.release();
+  });
+});

@@ -1,0 +1,262 @@
+import { resolve } from 'node:path';
+import * as ort from 'onnxruntime-node';
+import type { ModelManifest } from '@lateral/shared';
+import { planBatches } from './batching';
+import { ModelLoadError, ModelShapeError } from './errors';
+import { readModelDir } from './model-dir';
+import { TextTokenizer, type TextKind, type TokenizedText } from './text-tokenizer';
+
+export interface EncodedText {
+  /** Ids of the kept tokens (documents: skiplist tokens removed), one per vector. */
+  tokenIds: Int32Array;
+  /** length x dims, row-major. */
+  vectors: Float32Array;
+  /** Per-token weights when the model has a token_weights output, else null. */
+  weights: Float32Array | null;
+  length: number;
+  truncated: boolean;
+}
+
+export interface EncoderLogger {
+  info(msg: string): void;
+  warn(msg: string): void;
+}
+
+export interface EncoderOptions {
+  executionProvider: 'cpu' | 'cuda';
+  deviceId?: number;
+  intraOpThreads?: number;
+  logger?: EncoderLogger;
+}
+
+export interface EncodeDocumentsOptions {
+  /** Cap on the sequence length (special tokens included); never above manifest.maxDocTokens. */
+  maxTokens?: number;
+  /** Upper bound on batchSize x paddedLength for one session.run. */
+  tokenBudget?: number;
+}
+
+export const DEFAULT_TOKEN_BUDGET = 16_384;
+/** Texts tokenized between yields to the event loop, so BullMQ lock renewal is never starved. */
+const TOKENIZE_CHUNK = 64;
+
+const yieldToEventLoop = () => new Promise<void>((r) => setImmediate(r));
+
+const shapeOf = (dims: readonly number[]) => `[${dims.join(',')}]`;
+
+async function createSession(modelPath: string, opts: EncoderOptions): Promise<{ session: ort.InferenceSession; provider: 'cpu' | 'cuda' }> {
+  const base: ort.InferenceSession.SessionOptions = {
+    graphOptimizationLevel: 'all',
+    ...(opts.intraOpThreads ? { intraOpNumThreads: opts.intraOpThreads } : {}),
+  };
+  if (opts.executionProvider === 'cuda') {
+    try {
+      const session = await ort.InferenceSession.create(modelPath, {
+        ...base,
+        executionProviders: [{ name: 'cuda', deviceId: opts.deviceId ?? 0 }, 'cpu'],
+      });
+      return { session, provider: 'cuda' };
+    } catch (err) {
+      opts.logger?.warn(
+        `CUDA execution provider unavailable for ${modelPath} (${err instanceof Error ? err.message : String(err)}); falling back to CPU`,
+      );
+    }
+  }
+  try {
+    return { session: await ort.InferenceSession.create(modelPath, { ...base, executionProviders: ['cpu'] }), provider: 'cpu' };
+  } catch (err) {
+    throw new ModelLoadError(`${modelPath}: ONNX Runtime cannot load the model (${err instanceof Error ? err.message : String(err)})`);
+  }
+}
+
+/**
+ * Text -> token vectors with one ONNX Runtime session. Holds the tokenizer, the manifest and the
+ * session of one model directory; use `getEncoder` to share one instance per directory per process.
+ */
+export class TokenEncoder {
+  readonly dims: number;
+  private released = false;
+
+  private constructor(
+    readonly dir: string,
+    readonly manifest: ModelManifest,
+    readonly tokenizer: TextTokenizer,
+    private readonly session: ort.InferenceSession,
+    readonly executionProvider: 'cpu' | 'cuda',
+  ) {
+    this.dims = manifest.dims;
+  }
+
+  static async load(dir: string, opts: EncoderOptions): Promise<TokenEncoder> {
+    const abs = resolve(dir);
+    const files = readModelDir(abs);
+    const { manifest } = files;
+    const tokenizer = TextTokenizer.fromJson(files.tokenizerJson, manifest, `${abs}/tokenizer.json`);
+    const { session, provider } = await createSession(files.modelPath, opts);
+    const need = (names: readonly string[], name: string | null, field: string, kind: string) => {
+      if (name !== null && !names.includes(name)) {
+        void session.release();
+        throw new ModelLoadError(
+          `${abs}/manifest.json: field '${field}' names ${kind} '${name}', but model.onnx has ${kind}s [${names.join(', ')}]`,
+        );
+      }
+    };
+    need(session.inputNames, manifest.inputs.inputIds, 'inputs.inputIds', 'input');
+    need(session.inputNames, manifest.inputs.attentionMask, 'inputs.attentionMask', 'input');
+    need(session.outputNames, manifest.outputs.tokenEmbeddings, 'outputs.tokenEmbeddings', 'output');
+    need(session.outputNames, manifest.outputs.tokenWeights, 'outputs.tokenWeights', 'output');
+    opts.logger?.info(`loaded model ${manifest.name} from ${abs} (dims ${manifest.dims}, ${provider})`);
+    return new TokenEncoder(abs, manifest, tokenizer, session, provider);
+  }
+
+  /**
+   * Sequence length of `text` as the model sees it (special tokens included, before query [MASK]
+   * padding and before the document skiplist), capped at `maxTokens` when given.
+   */
+  countTokens(text: string, kind: 'query' | 'doc', maxTokens?: number): number {
+    return this.tokenizer.count(text, kind, maxTokens);
+  }
+
+  /** Document vectors, in input order; skiplist tokens are dropped. */
+  async encodeDocuments(texts: string[], opts: EncodeDocumentsOptions = {}): Promise<EncodedText[]> {
+    const max = Math.min(opts.maxTokens ?? this.manifest.maxDocTokens, this.manifest.maxDocTokens);
+    if (!(max >= 1)) throw new RangeError(`maxTokens must be >= 1, got ${opts.maxTokens}`);
+    return this.encode(texts, 'doc', max, opts.tokenBudget ?? DEFAULT_TOKEN_BUDGET);
+  }
+
+  /** Query vectors, in input order; [MASK]-padded to maxQueryTokens when the manifest says so. */
+  async encodeQueries(texts: string[], opts: { tokenBudget?: number } = {}): Promise<EncodedText[]> {
+    return this.encode(texts, 'query', this.manifest.maxQueryTokens, opts.tokenBudget ?? DEFAULT_TOKEN_BUDGET);
+  }
+
+  async release(): Promise<void> {
+    if (this.released) return;
+    this.released = true;
+    forgetEncoder(this);
+    await this.session.release();
+  }
+
+  private async encode(texts: string[], kind: TextKind, maxTokens: number, tokenBudget: number): Promise<EncodedText[]> {
+    if (this.released) throw new Error(`encoder for ${this.dir} has been released`);
+    const seqs: TokenizedText[] = new Array(texts.length);
+    for (let i = 0; i < texts.length; i++) {
+      if (i > 0 && i % TOKENIZE_CHUNK === 0) await yieldToEventLoop();
+      seqs[i] = this.tokenizer.encode(texts[i]!, kind, maxTokens);
+    }
+    const results: EncodedText[] = new Array(texts.length);
+    for (const batch of planBatches(seqs.map((s) => s.length), tokenBudget)) {
+      const out = await this.runBatch(batch.map((i) => seqs[i]!), kind);
+      batch.forEach((i, j) => (results[i] = out[j]!));
+      await yieldToEventLoop();
+    }
+    return results;
+  }
+
+  private async runBatch(seqs: TokenizedText[], kind: TextKind): Promise<EncodedText[]> {
+    const m = this.manifest;
+    const batch = seqs.length;
+    const seqLen = Math.max(1, ...seqs.map((s) => s.length));
+    const int64 = m.inputs.dtype === 'int64';
+    const ids = int64 ? new BigInt64Array(batch * seqLen) : new Int32Array(batch * seqLen);
+    const mask = int64 ? new BigInt64Array(batch * seqLen) : new Int32Array(batch * seqLen);
+    const pad = this.tokenizer.padId;
+    for (let b = 0; b < batch; b++) {
+      const s = seqs[b]!;
+      for (let t = 0; t < seqLen; t++) {
+        const real = t < s.length;
+        const id = real ? s.ids[t]! : pad;
+        if (int64) {
+          (ids as BigInt64Array)[b * seqLen + t] = BigInt(id);
+          (mask as BigInt64Array)[b * seqLen + t] = real ? 1n : 0n;
+        } else {
+          (ids as Int32Array)[b * seqLen + t] = id;
+          (mask as Int32Array)[b * seqLen + t] = real ? 1 : 0;
+        }
+      }
+    }
+    const feeds: Record<string, ort.Tensor> = {
+      [m.inputs.inputIds]: new ort.Tensor(m.inputs.dtype, ids, [batch, seqLen]),
+    };
+    if (m.inputs.attentionMask !== null) feeds[m.inputs.attentionMask] = new ort.Tensor(m.inputs.dtype, mask, [batch, seqLen]);
+    const fetch = [m.outputs.tokenEmbeddings, ...(m.outputs.tokenWeights ? [m.outputs.tokenWeights] : [])];
+    const out = await this.session.run(feeds, fetch);
+
+    const emb = out[m.outputs.tokenEmbeddings]!;
+    const expected = [batch, seqLen, m.dims];
+    if (emb.dims.length !== 3 || emb.dims.some((d, i) => d !== expected[i]) || emb.type !== 'float32') {
+      throw new ModelShapeError(
+        `model output '${m.outputs.tokenEmbeddings}' has shape ${shapeOf(emb.dims)} (${emb.type}) but manifest.json declares dims ${m.dims} ` +
+          `(expected float32 [batch, seq, ${m.dims}] = ${shapeOf(expected)}) in ${this.dir}`,
+      );
+    }
+    let weights: Float32Array | null = null;
+    if (m.outputs.tokenWeights) {
+      const w = out[m.outputs.tokenWeights]!;
+      if (w.dims.length !== 2 || w.dims[0] !== batch || w.dims[1] !== seqLen || w.type !== 'float32') {
+        throw new ModelShapeError(
+          `model output '${m.outputs.tokenWeights}' has shape ${shapeOf(w.dims)} (${w.type}) but the token weights must be float32 [batch, seq] = ${shapeOf([batch, seqLen])} in ${this.dir}`,
+        );
+      }
+      weights = w.data as Float32Array;
+    }
+    const data = emb.data as Float32Array;
+    const d = m.dims;
+    const skip = kind === 'doc' ? this.tokenizer.skipIds : null;
+    const results = seqs.map((s, b): EncodedText => {
+      const keep: number[] = [];
+      for (let t = 0; t < s.length; t++) if (!skip?.has(s.ids[t]!)) keep.push(t);
+      const vectors = new Float32Array(keep.length * d);
+      const tokenIds = new Int32Array(keep.length);
+      const w = weights ? new Float32Array(keep.length) : null;
+      keep.forEach((t, r) => {
+        const src = (b * seqLen + t) * d;
+        tokenIds[r] = s.ids[t]!;
+        if (w) w[r] = weights![b * seqLen + t]!;
+        if (m.normalize) {
+          let n = 0;
+          for (let k = 0; k < d; k++) n += data[src + k]! * data[src + k]!;
+          const inv = n > 0 ? 1 / Math.sqrt(n) : 0;
+          for (let k = 0; k < d; k++) vectors[r * d + k] = data[src + k]! * inv;
+        } else vectors.set(data.subarray(src, src + d), r * d);
+      });
+      return { tokenIds, vectors, weights: w, length: keep.length, truncated: s.truncated };
+    });
+    for (const t of Object.values(out)) t.dispose?.();
+    return results;
+  }
+}
+
+const encoders = new Map<string, Promise<TokenEncoder>>();
+/** Resolved entries of `encoders`, so release() can forget its own entry synchronously. */
+const loaded = new Map<string, TokenEncoder>();
+
+/**
+ * The process-wide encoder of a model directory: loaded lazily on first use, once; concurrent
+ * callers share the same promise. Options of the first call win. A failed load is forgotten so a
+ * later call can try again; so is a released encoder.
+ */
+export function getEncoder(dir: string, opts: EncoderOptions): Promise<TokenEncoder> {
+  const key = resolve(dir);
+  let p = encoders.get(key);
+  if (!p) {
+    const created = TokenEncoder.load(key, opts);
+    p = created;
+    encoders.set(key, created);
+    created.then(
+      (enc) => {
+        if (encoders.get(key) === created) loaded.set(key, enc);
+      },
+      () => {
+        if (encoders.get(key) === created) encoders.delete(key);
+      },
+    );
+  }
+  return p;
+}
+
+function forgetEncoder(enc: TokenEncoder): void {
+  if (loaded.get(enc.dir) === enc) {
+    loaded.delete(enc.dir);
+    encoders.delete(enc.dir);
+  }
+}
