@@ -1,0 +1,105 @@
+/**
+ * ONNX graphs for the scorers that run in ONNX Runtime. Plain data in, protobuf objects out
+ * (no I/O); the weights are baked in as initializers so one file is one artifact.
+ */
+import { assertLiteWeights, KNRM_MU, KNRM_SIGMA, KNRM_MIN_K, LITE_LN_EPS, type KnrmWeights, type LiteWeights } from '../../scoring/src/index';
+import { floatScalar, floatTensor, GraphBuilder, int64Tensor, makeModel, makeTensor, makeValueInfo, type ModelProto } from '../../../scripts/lib/onnx-graph';
+
+/** Large negative bias for padded token slots: exp-free, so any value far below a cosine works. */
+export const MASK_BIAS = -1e9;
+
+export type MaxsimGraphKind = 'masked' | 'uniform';
+
+/**
+ * Batched MaxSim. Inputs: `docs` [C, L, d] (candidates padded to L tokens), `query_t` [d, n]
+ * (the query transposed, so the MatMul needs no Transpose node), and for 'masked' a `bias`
+ * [C, L, 1] (0 on real tokens, MASK_BIAS on padding). Output `scores` [C] = sum_i max_j S.
+ * One MatMul [C*L, d] x [d, n] (ORT flattens a 3-D x 2-D MatMul into a single GEMM), then
+ * ReduceMax over tokens and ReduceSum over query tokens. 'uniform' (every candidate has exactly
+ * L tokens) drops the bias Add, which is a full extra pass over the C x L x n similarities.
+ */
+export function buildMaxsimModel(kind: MaxsimGraphKind = 'masked'): ModelProto {
+  const g = new GraphBuilder();
+  let s = g.op('MatMul', ['docs', 'query_t']);
+  if (kind === 'masked') s = g.op('Add', [s, 'bias']);
+  const mx = g.op('ReduceMax', [s], { axes: [1], keepdims: 0 });
+  g.op('ReduceSum', [mx, g.constant(int64Tensor('axis1', [1], [1]))], { keepdims: 0 }, 'scores');
+  const inputs = [makeValueInfo('docs', 'FLOAT', ['C', 'L', 'd']), makeValueInfo('query_t', 'FLOAT', ['d', 'n'])];
+  if (kind === 'masked') inputs.push(makeValueInfo('bias', 'FLOAT', ['C', 'L', 1]));
+  return makeModel(g.build(`maxsim_${kind}`, inputs, [makeValueInfo('scores', 'FLOAT', ['C'])]), {
+    docString: 'Batched MaxSim: scores[c] = sum_i max_j <q_i, d_cj>; padded slots carry a -1e9 bias',
+    metadata: { scorer: 'maxsim', kind },
+  });
+}
+
+/** W (out x inp, row-major) -> W^T (inp x out), the layout MatMul(x, W^T) wants. */
+function transpose(W: Float32Array, out: number, inp: number): Float32Array {
+  const t = new Float32Array(W.length);
+  for (let o = 0; o < out; o++) for (let k = 0; k < inp; k++) t[k * out + o] = W[o * inp + k];
+  return t;
+}
+
+/** y = LayerNorm(ReLU(x W^T + b)) over the last axis. */
+function denseLayer(g: GraphBuilder, x: string, W: Float32Array, b: Float32Array, gain: Float32Array, beta: Float32Array, out: number, inp: number, name: string): string {
+  const wT = g.constant(makeTensor(`${name}_wT`, [inp, out], transpose(W, out, inp)));
+  const h = g.op('Add', [g.op('MatMul', [x, wT]), g.constant(makeTensor(`${name}_b`, [out], b))]);
+  const r = g.op('Relu', [h]);
+  return g.op('LayerNormalization', [r, g.constant(makeTensor(`${name}_g`, [out], gain)), g.constant(makeTensor(`${name}_beta`, [out], beta))], {
+    axis: -1,
+    epsilon: { kind: 'float', value: LITE_LN_EPS },
+  });
+}
+
+/**
+ * Separable LITE, batched over the candidates of one query. Inputs: `query` [L1, d] and
+ * `docs` [B, L2, d], both zero-padded (a zero vector gives similarity 0: exactly the
+ * "truncate, then pad S with 0" convention of `liteReference`). Output `scores` [B].
+ * S = docs x query^T is computed in the graph, so the caller never materialises S.
+ */
+export function buildLiteModel(w: LiteWeights): ModelProto {
+  assertLiteWeights('buildLiteModel', w);
+  const { L1, L2, m1, m2 } = w;
+  const g = new GraphBuilder();
+  const qT = g.op('Transpose', ['query'], { perm: [1, 0] }); // [d, L1]
+  const sT = g.op('MatMul', ['docs', qT]); // [B, L2, L1]
+  const s = g.op('Transpose', [sT], { perm: [0, 2, 1] }); // [B, L1, L2]
+  const h = denseLayer(g, s, w.W1, w.b1, w.g1, w.be1, m2, L2, 'row1'); // [B, L1, m2]
+  const r = denseLayer(g, h, w.W2, w.b2, w.g2, w.be2, L2, m2, 'row2'); // [B, L1, L2]
+  const rT = g.op('Transpose', [r], { perm: [0, 2, 1] }); // [B, L2, L1]
+  const c1 = denseLayer(g, rT, w.W3, w.b3, w.g3, w.be3, m1, L1, 'col1'); // [B, L2, m1]
+  const c2 = denseLayer(g, c1, w.W4, w.b4, w.g4, w.be4, L1, m1, 'col2'); // [B, L2, L1]
+  // final linear: w is indexed i * L2 + j; c2 is [B, j, i]
+  const wT = g.constant(makeTensor('final_wT', [L2, L1], transpose(w.w, L1, L2)));
+  const prod = g.op('Mul', [c2, wT]);
+  g.op('ReduceSum', [prod, g.constant(int64Tensor('axes12', [2], [1, 2]))], { keepdims: 0 }, 'scores');
+  return makeModel(
+    g.build('lite_separable', [makeValueInfo('query', 'FLOAT', [L1, 'd']), makeValueInfo('docs', 'FLOAT', ['B', L2, 'd'])], [makeValueInfo('scores', 'FLOAT', ['B'])]),
+    {
+      docString: 'Separable LITE (affine -> ReLU -> LayerNorm on every layer); inputs truncated/zero-padded to L1 query and L2 doc tokens',
+      metadata: { scorer: 'lite', L1: String(L1), L2: String(L2), m1: String(m1), m2: String(m2), padding: 'truncate-then-zero-similarity' },
+    },
+  );
+}
+
+/**
+ * K-NRM, batched. Inputs: `query` [n, d], `docs` [B, L, d], `mask` [B, L, 1, 1] (1 real, 0 pad).
+ * Output `scores` [B] = tanh(w . phi + b), phi as in `knrmFeatures` (log clamped at 1e-10).
+ */
+export function buildKnrmModel(w: KnrmWeights): ModelProto {
+  if (w.w.length !== KNRM_MU.length) throw new RangeError(`buildKnrmModel: w has length ${w.w.length}, expected 11`);
+  const g = new GraphBuilder();
+  const qT = g.op('Transpose', ['query'], { perm: [1, 0] });
+  const s = g.op('Unsqueeze', [g.op('MatMul', ['docs', qT]), g.constant(int64Tensor('ax3', [1], [3]))]); // [B, L, n, 1]
+  const diff = g.op('Sub', [s, g.constant(floatTensor('mu', [KNRM_MU.length], KNRM_MU))]);
+  const coef = g.constant(floatTensor('neg_inv_2s2', [KNRM_MU.length], KNRM_SIGMA.map((x) => -1 / (2 * x * x))));
+  const k = g.op('Mul', [g.op('Exp', [g.op('Mul', [g.op('Mul', [diff, diff]), coef])]), 'mask']); // [B, L, n, 11]
+  const kSum = g.op('ReduceSum', [k, g.constant(int64Tensor('ax1', [1], [1]))], { keepdims: 0 }); // [B, n, 11]
+  const logK = g.op('Log', [g.op('Max', [kSum, g.constant(floatScalar('min_k', KNRM_MIN_K))])]);
+  const phi = g.op('ReduceSum', [logK, g.constant(int64Tensor('ax1b', [1], [1]))], { keepdims: 0 }); // [B, 11]
+  const z = g.op('Add', [g.op('MatMul', [phi, g.constant(floatTensor('w', [KNRM_MU.length, 1], Array.from(w.w)))]), g.constant(floatScalar('b', w.b))]);
+  g.op('Reshape', [g.op('Tanh', [z]), g.constant(int64Tensor('flat', [1], [-1]))], {}, 'scores');
+  return makeModel(
+    g.build('knrm', [makeValueInfo('query', 'FLOAT', ['n', 'd']), makeValueInfo('docs', 'FLOAT', ['B', 'L', 'd']), makeValueInfo('mask', 'FLOAT', ['B', 'L', 1, 1])], [makeValueInfo('scores', 'FLOAT', ['B'])]),
+    { docString: 'K-NRM: 11 RBF kernels (mu = 1.0 sigma 1e-3, mu = 0.9..-0.9 sigma 0.1), tanh(w . phi + b)', metadata: { scorer: 'knrm' } },
+  );
+}
