@@ -36,6 +36,8 @@ export interface EncodedVectors {
 
 export interface Codec {
   readonly descriptor: CodecDescriptor;
+  /** Seed `writeSegment` records when none is given (a fitted codec's collection seed). */
+  readonly defaultSeed?: bigint;
   /** Exact bytes of codes and norms for one document of `tokens` tokens of `dims` dims. */
   docBytes(tokens: number, dims: number): { codes: number; norms: number };
   /** Bytes per token for long documents (ignores last-block padding). */

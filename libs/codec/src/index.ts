@@ -3,7 +3,16 @@ export { toHalfBits, fromHalfBits, encodeHalf, decodeHalf, roundToHalf } from '.
 export { SegmentCorruptError } from './errors';
 export type { Codec, CodecDescriptor, DocKey, EncodedDoc, EncodedVectors } from './codec';
 export { Fp32Codec, Fp16Codec, Int8Codec } from './simple-codecs';
+export { EdenCodec, CROSS_BLOCK, type RotatedQuery } from './eden-codec';
+export { ResidualCodec } from './residual-codec';
 export { createCodec, codecFromDescriptor } from './create-codec';
-export type { CodecArtifact } from './artifact';
+export { fitCodec, DEFAULT_BITS, type FitCodecOptions } from './fit-codec';
+export { serializeArtifact, deserializeArtifact, makeArtifact, ARTIFACT_VERSION, CodecArtifactCorruptError, type CodecArtifact } from './artifact';
 export { writeSegment, readSegment, SEGMENT_MAGIC, SEGMENT_VERSION, SECTION_IDS } from './segment';
 export type { SegmentDocs, SegmentReader, WriteSegmentOptions, ReadSegmentOptions } from './segment';
+export { SplitMix64, fnv1a64, signKey, rademacher } from './prng';
+export { fwht, nextPow2 } from './hadamard';
+export { lloydMax, erf, erfc, nearestCentroid, type LloydMaxTable } from './lloyd-max';
+export { edenEncodeBlock, edenDecodeBlock, edenRotate, edenDotRotated } from './eden';
+export { packCodes, unpackCodes, packedBytes } from './bitpack';
+export { fitPca, symmetricEigen, covariance, columnMeans, fitLinear, kmeans } from './linalg';

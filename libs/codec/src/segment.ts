@@ -22,7 +22,7 @@ export interface SegmentDocs {
 }
 
 export interface WriteSegmentOptions {
-  /** 64-bit seed recorded in the header; EDEN derives its random signs from it. Default 0. */
+  /** 64-bit seed recorded in the header; EDEN derives its random signs from it. Default: the codec's artifact seed, else 0. */
   seed?: bigint | number;
   /** Storage of docVectors; default fp32. */
   docVectors?: 'fp32' | 'fp16';
@@ -99,7 +99,7 @@ export function writeSegment(docs: SegmentDocs, codec: Codec, opts: WriteSegment
   if (docs.vectors.length !== T * dims) throw new RangeError(`vectors has ${docs.vectors.length} values, expected T x dims = ${T * dims}`);
   if (docs.docVectors && docs.docVectors.length !== n * dims) throw new RangeError(`docVectors has ${docs.docVectors.length} values, expected docs x dims = ${n * dims}`);
   if (docs.metadata && docs.metadata.length !== n) throw new RangeError(`metadata has ${docs.metadata.length} entries, expected ${n}`);
-  const seed = seedBigInt(opts.seed);
+  const seed = seedBigInt(opts.seed ?? codec.defaultSeed);
   const keys: DocKey[] = docs.docIds.map((docId) => ({ docId, seed }));
   const encoded = codec.encode(docs.vectors, tokenOffsets, dims, keys, docs.staticEmbeddings);
 

@@ -1,0 +1,218 @@
+import { DocCodec, type CodecDescriptor, type DocKey, type EncodedDoc } from './codec';
+import type { CodecArtifact } from './artifact';
+import { LinearStage } from './linear-stage';
+import { lloydMax, type LloydMaxTable } from './lloyd-max';
+import { nextPow2 } from './hadamard';
+import { fnv1a64, rademacher, signKey } from './prng';
+import { packCodes, packedBytes, unpackCodes } from './bitpack';
+import { edenDecodeBlock, edenEncodeBlock, edenRotate } from './eden';
+import { fromHalfBits, toHalfBits } from './float16';
+
+/** SDR's cross-token block length. */
+export const CROSS_BLOCK = 128;
+const HALF_MAX = 65504;
+
+/** Writes norms as fp32 or fp16 (fp16 clamps to the largest finite half, 65504). */
+export function writeNorms(values: Float64Array, format: 'fp32' | 'fp16'): Uint8Array {
+  const out = new Uint8Array(values.length * (format === 'fp32' ? 4 : 2));
+  const view = new DataView(out.buffer);
+  for (let i = 0; i < values.length; i++) {
+    if (format === 'fp32') view.setFloat32(4 * i, values[i], true);
+    else view.setUint16(2 * i, toHalfBits(Math.min(values[i], HALF_MAX)), true);
+  }
+  return out;
+}
+
+/** Shape: bytes -> count norms. */
+export function readNorms(bytes: Uint8Array, count: number, format: 'fp32' | 'fp16'): Float64Array {
+  const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  const out = new Float64Array(count);
+  for (let i = 0; i < count; i++) out[i] = format === 'fp32' ? view.getFloat32(4 * i, true) : fromHalfBits(view.getUint16(2 * i, true));
+  return out;
+}
+
+/** A query prepared for rotated-domain scoring against one document (token layout). */
+export interface RotatedQuery {
+  /** n x p: H Dg P q_i for each query token (p = padded coded dims). */
+  rotated: Float64Array;
+  /** n: <q_i, mean> (the part of the score the codes do not carry). */
+  offsets: Float64Array;
+  n: number;
+}
+
+/**
+ * EDEN codec over the artifact's linear stage (PCA / side information / mean) or the identity.
+ *
+ * - layout `token`: each token's coded vector (c dims) is zero-padded to p = nextPow2(c) and is
+ *   one EDEN block with its own norm. All tokens of a document share one sign vector, key =
+ *   seed xor fnv1a64(docId) xor 0, so a query is rotated once per document and scored in the
+ *   rotated domain (`rotateQuery` + `scoreRotated`). Codes: ceil(m p B / 8) bytes per doc
+ *   (one bit stream), norms: m x 4 (fp32) or m x 2 (fp16).
+ * - layout `cross` (SDR): the document's coded values, token-major (m x c), are cut into
+ *   128-blocks across token boundaries, the last block zero-padded; block b's signs use key =
+ *   seed xor fnv1a64(docId) xor b. Bytes per doc: ceil(m c / 128) x (16 B + 4) with fp32 norms.
+ */
+export class EdenCodec extends DocCodec {
+  readonly descriptor: CodecDescriptor;
+  readonly defaultSeed: bigint | undefined;
+  private readonly stage: LinearStage;
+  private readonly table: LloydMaxTable;
+  private readonly normBytes: number;
+
+  constructor(
+    readonly bits: number,
+    readonly layout: 'token' | 'cross',
+    readonly norms: 'fp32' | 'fp16',
+    readonly artifact: CodecArtifact | null,
+  ) {
+    super();
+    this.stage = new LinearStage(artifact);
+    this.table = lloydMax(bits);
+    this.normBytes = norms === 'fp32' ? 4 : 2;
+    this.defaultSeed = artifact?.seed;
+    this.descriptor = {
+      kind: 'eden',
+      bits,
+      ...(artifact?.components ? { codedDims: artifact.codedDims } : {}),
+      layout,
+      norms,
+      sideInfo: (artifact?.sideDims ?? 0) > 0,
+      artifact: artifact ? { version: artifact.version, checksum: artifact.checksum } : null,
+    };
+  }
+
+  override sideDims(): number {
+    return this.stage.sideDims;
+  }
+
+  /** Coded dims c and per-token block length p for input dims d. */
+  private shape(d: number): { c: number; p: number } {
+    const c = this.stage.outDims(d);
+    return { c, p: nextPow2(c) };
+  }
+
+  docBytes(tokens: number, dims: number) {
+    const { c, p } = this.shape(dims);
+    if (this.layout === 'token') return { codes: packedBytes(tokens * p, this.bits), norms: tokens * this.normBytes };
+    const blocks = Math.ceil((tokens * c) / CROSS_BLOCK);
+    return { codes: blocks * packedBytes(CROSS_BLOCK, this.bits), norms: blocks * this.normBytes };
+  }
+
+  bytesPerTokenEstimate(dims: number): number {
+    const { c, p } = this.shape(dims);
+    if (this.layout === 'token') return (p * this.bits) / 8 + this.normBytes;
+    return (c / CROSS_BLOCK) * (packedBytes(CROSS_BLOCK, this.bits) + this.normBytes);
+  }
+
+  /** tokens x dims (+ side tokens x s) -> packed codes + norms. */
+  encodeDoc(vectors: Float32Array, dims: number, key: DocKey, side?: Float32Array): EncodedDoc {
+    const m = vectors.length / dims;
+    const { c, p } = this.shape(dims);
+    const z = this.stage.forward(vectors, dims, side);
+    const sizes = this.docBytes(m, dims);
+    const packed = new Uint8Array(sizes.codes);
+    const h = fnv1a64(key.docId);
+    if (this.layout === 'token') {
+      const signs = rademacher(signKey(key.seed, h, 0), p);
+      const block = new Float64Array(p);
+      const codes = new Uint8Array(p);
+      const scratch = new Float64Array(p);
+      const norms = new Float64Array(m);
+      for (let t = 0; t < m; t++) {
+        block.fill(0);
+        block.set(z.subarray(t * c, (t + 1) * c));
+        norms[t] = edenEncodeBlock(block, signs, this.table, codes, scratch);
+        packCodes(codes, this.bits, packed, t * p * this.bits);
+      }
+      return { codes: packed, norms: writeNorms(norms, this.norms) };
+    }
+    const blocks = Math.ceil((m * c) / CROSS_BLOCK);
+    const norms = new Float64Array(blocks);
+    const block = new Float64Array(CROSS_BLOCK);
+    const codes = new Uint8Array(CROSS_BLOCK);
+    const scratch = new Float64Array(CROSS_BLOCK);
+    const blockBytes = packedBytes(CROSS_BLOCK, this.bits);
+    for (let b = 0; b < blocks; b++) {
+      block.fill(0);
+      block.set(z.subarray(b * CROSS_BLOCK, Math.min((b + 1) * CROSS_BLOCK, m * c)));
+      norms[b] = edenEncodeBlock(block, rademacher(signKey(key.seed, h, b), CROSS_BLOCK), this.table, codes, scratch);
+      packCodes(codes, this.bits, packed.subarray(b * blockBytes, (b + 1) * blockBytes));
+    }
+    return { codes: packed, norms: writeNorms(norms, this.norms) };
+  }
+
+  /** -> tokens x dims. */
+  decodeDoc(doc: EncodedDoc, tokens: number, dims: number, key: DocKey, side?: Float32Array): Float32Array {
+    const m = tokens;
+    const { c, p } = this.shape(dims);
+    const z = new Float64Array(m * c);
+    const h = fnv1a64(key.docId);
+    if (this.layout === 'token') {
+      const norms = readNorms(doc.norms, m, this.norms);
+      const signs = rademacher(signKey(key.seed, h, 0), p);
+      const codes = new Uint8Array(p);
+      const out = new Float64Array(p);
+      for (let t = 0; t < m; t++) {
+        unpackCodes(doc.codes, this.bits, p, t * p * this.bits, codes);
+        edenDecodeBlock(codes, norms[t], signs, this.table, out);
+        z.set(out.subarray(0, c), t * c);
+      }
+    } else {
+      const blocks = Math.ceil((m * c) / CROSS_BLOCK);
+      const norms = readNorms(doc.norms, blocks, this.norms);
+      const codes = new Uint8Array(CROSS_BLOCK);
+      const out = new Float64Array(CROSS_BLOCK);
+      const blockBytes = packedBytes(CROSS_BLOCK, this.bits);
+      for (let b = 0; b < blocks; b++) {
+        unpackCodes(doc.codes.subarray(b * blockBytes, (b + 1) * blockBytes), this.bits, CROSS_BLOCK, 0, codes);
+        edenDecodeBlock(codes, norms[b], rademacher(signKey(key.seed, h, b), CROSS_BLOCK), this.table, out);
+        const end = Math.min(CROSS_BLOCK, m * c - b * CROSS_BLOCK);
+        z.set(out.subarray(0, end), b * CROSS_BLOCK);
+      }
+    }
+    return this.stage.inverse(z, m, dims, side);
+  }
+
+  /**
+   * Prepares query tokens for rotated-domain scoring against document `key` (token layout, no
+   * side information). Shape: q n x dims -> n x p rotated + n offsets.
+   */
+  rotateQuery(q: Float32Array, dims: number, key: DocKey): RotatedQuery {
+    if (this.layout !== 'token') throw new Error('rotated-domain scoring needs the token layout');
+    if (this.stage.sideDims > 0) throw new Error('rotated-domain scoring is not available with side information');
+    const { c, p } = this.shape(dims);
+    const n = q.length / dims;
+    const pq = this.stage.projectQuery(q, dims);
+    const signs = rademacher(signKey(key.seed, fnv1a64(key.docId), 0), p);
+    const rotated = new Float64Array(n * p);
+    for (let i = 0; i < n; i++) edenRotate(pq.subarray(i * c, (i + 1) * c), signs, rotated.subarray(i * p, (i + 1) * p));
+    return { rotated, offsets: this.stage.queryOffsets(q, dims), n };
+  }
+
+  /**
+   * S_ij = <q_i, x^_j> straight from the codes: offsets_i + (||z_j|| / sqrt p) <H Dg P q_i, C[X_j]>.
+   * Shape: rotated query n x p, doc of m tokens -> n x m.
+   */
+  scoreRotated(query: RotatedQuery, doc: EncodedDoc, tokens: number, dims: number): Float32Array {
+    const { p } = this.shape(dims);
+    const { n, rotated, offsets } = query;
+    const norms = readNorms(doc.norms, tokens, this.norms);
+    const codes = new Uint8Array(p);
+    const values = new Float64Array(p);
+    const out = new Float32Array(n * tokens);
+    const inv = 1 / Math.sqrt(p);
+    const cent = this.table.centroids;
+    for (let t = 0; t < tokens; t++) {
+      unpackCodes(doc.codes, this.bits, p, t * p * this.bits, codes);
+      const scale = Number.isFinite(norms[t]) ? norms[t] * inv : 0;
+      for (let k = 0; k < p; k++) values[k] = cent[codes[k]] * scale;
+      for (let i = 0; i < n; i++) {
+        let s = 0;
+        const base = i * p;
+        for (let k = 0; k < p; k++) s += rotated[base + k] * values[k];
+        out[i * tokens + t] = offsets[i] + s;
+      }
+    }
+    return out;
+  }
+}

@@ -1,0 +1,125 @@
+import { describe, expect, it } from 'vitest';
+import { CodecSettingsSchema } from '@lateral/shared';
+import { edenDecodeBlock, edenEncodeBlock } from './eden';
+import { lloydMax } from './lloyd-max';
+import { rademacher } from './prng';
+import { createCodec, crc32c, EdenCodec, readSegment, writeSegment, type DocKey } from './index';
+import { gaussian } from './test-utils';
+
+const settings = (o: Record<string, unknown>) => CodecSettingsSchema.parse({ kind: 'eden', ...o });
+
+describe('EDEN block quantizer (SPEC section 5 item 8)', () => {
+  it.each([1, 2, 3, 4, 5, 6, 7, 8])('B=%i: relative MSE per coordinate on Gaussian blocks matches the Lloyd-Max MSE', (b) => {
+    const d = 128;
+    const blocks = 400;
+    const x = gaussian(blocks, d, 100 + b);
+    const t = lloydMax(b);
+    const codes = new Uint8Array(d);
+    let err = 0;
+    let energy = 0;
+    for (let k = 0; k < blocks; k++) {
+      const signs = rademacher(BigInt(k * 7919 + b), d);
+      const blk = x.subarray(k * d, (k + 1) * d);
+      const norm = edenEncodeBlock(blk, signs, t, codes);
+      const back = edenDecodeBlock(codes, norm, signs, t);
+      for (let i = 0; i < d; i++) {
+        err += (back[i] - blk[i]) ** 2;
+        energy += blk[i] ** 2;
+      }
+    }
+    const mse = err / energy; // per coordinate of a unit-variance input
+    console.log(`EDEN B=${b} d=128: measured ${mse.toExponential(3)} vs Lloyd-Max ${t.mse.toExponential(3)} (ratio ${(mse / t.mse).toFixed(3)})`);
+    expect(mse / t.mse).toBeGreaterThan(0.9);
+    expect(mse / t.mse).toBeLessThan(1.1);
+  });
+
+  it('round-trips a zero block to exactly zero', () => {
+    const signs = rademacher(5n, 64);
+    const codes = new Uint8Array(64).fill(9);
+    const norm = edenEncodeBlock(new Float64Array(64), signs, lloydMax(4), codes);
+    expect(norm).toBe(0);
+    expect(Array.from(edenDecodeBlock(codes, norm, signs, lloydMax(4)))).toEqual(new Array(64).fill(0));
+  });
+});
+
+describe('EdenCodec', () => {
+  const dims = 96; // not a power of two: token layout pads to 128
+  const m = 13;
+  const x = gaussian(m, dims, 1);
+  const key: DocKey = { docId: 'doc-1', seed: 12345n };
+
+  it('is deterministic for a seed, bit-exact across runs, and changes with the seed or doc id', () => {
+    for (const layout of ['token', 'cross'] as const) {
+      const codec = createCodec(settings({ bits: 4, layout }));
+      const a = codec.encodeDoc(x, dims, key);
+      const b = createCodec(settings({ bits: 4, layout })).encodeDoc(x, dims, key);
+      expect(a.codes).toEqual(b.codes);
+      expect(a.norms).toEqual(b.norms);
+      expect(codec.encodeDoc(x, dims, { ...key, seed: 12346n }).codes).not.toEqual(a.codes);
+      expect(codec.encodeDoc(x, dims, { ...key, docId: 'doc-2' }).codes).not.toEqual(a.codes);
+      // Pinned: any change to the PRNG, Hadamard, centroids or packing changes these.
+      expect([crc32c(a.codes), crc32c(a.norms)]).toEqual(layout === 'token' ? PINNED.token : PINNED.cross);
+    }
+  });
+
+  it.each([
+    ['token', 'fp32'],
+    ['token', 'fp16'],
+    ['cross', 'fp32'],
+    ['cross', 'fp16'],
+  ] as const)('round-trips through a segment (%s layout, %s norms) with the expected error and bytes', (layout, norms) => {
+    const bits = 5;
+    const codec = createCodec(settings({ bits, layout, norms }));
+    const lengths = [13, 0, 1, 40];
+    const offsets = new Uint32Array(5);
+    lengths.forEach((l, i) => (offsets[i + 1] = offsets[i] + l));
+    const T = offsets[4];
+    const v = gaussian(T, dims, 2);
+    const bytes = writeSegment({ docIds: ['a', 'b', 'c', 'd'], tokenOffsets: offsets, tokenIds: new Int32Array(T), vectors: v, dims }, codec, { seed: 77n });
+    const r = readSegment(bytes, 'eden');
+    expect(r.codec).toEqual(codec.descriptor);
+    const back = r.decodeAll();
+    let err = 0;
+    let energy = 0;
+    for (let i = 0; i < v.length; i++) {
+      err += (back[i] - v[i]) ** 2;
+      energy += v[i] ** 2;
+    }
+    // Token layout: a block is 96 real + 32 zero-padded coordinates; the rotation spreads the error
+    // evenly over all 128, so only 96/128 of it lands on the real coordinates.
+    const expected = lloydMax(bits).mse * (layout === 'token' ? 96 / 128 : 1);
+    expect(err / energy).toBeLessThan(expected * 1.25);
+    expect(err / energy).toBeGreaterThan(expected * 0.75);
+    const nb = norms === 'fp32' ? 4 : 2;
+    const perDoc = lengths.map((l) => (layout === 'cross' ? Math.ceil((l * dims) / 128) * (16 * bits + nb) : Math.ceil((l * 128 * bits) / 8) + l * nb));
+    expect(r.sectionSizes().codes + r.sectionSizes().norms).toBe(perDoc.reduce((s, n) => s + n, 0));
+    if (layout === 'cross' && norms === 'fp32') expect(perDoc[3]).toBe(Math.ceil((40 * 96) / 128) * (16 * bits + 4)); // SPEC formula
+    expect(r.decodeDoc(1).length).toBe(0);
+  });
+
+  it('scores in the rotated domain exactly like decoded vectors (token layout)', () => {
+    const codec = createCodec(settings({ bits: 3, layout: 'token' })) as EdenCodec;
+    const enc = codec.encodeDoc(x, dims, key);
+    const decoded = codec.decodeDoc(enc, m, dims, key);
+    const q = gaussian(5, dims, 9);
+    const s = codec.scoreRotated(codec.rotateQuery(q, dims, key), enc, m, dims);
+    for (let i = 0; i < 5; i++)
+      for (let t = 0; t < m; t++) {
+        let dot = 0;
+        for (let j = 0; j < dims; j++) dot += q[i * dims + j] * decoded[t * dims + j];
+        expect(s[i * m + t]).toBeCloseTo(dot, 3);
+      }
+    expect(() => (createCodec(settings({ layout: 'cross' })) as EdenCodec).rotateQuery(q, dims, key)).toThrow(/token layout/);
+  });
+
+  it('decodes all-zero tokens to zero in both layouts', () => {
+    for (const layout of ['token', 'cross'] as const) {
+      const codec = createCodec(settings({ bits: 2, layout }));
+      const z = new Float32Array(3 * 128);
+      const back = codec.decodeDoc(codec.encodeDoc(z, 128, key), 3, 128, key);
+      expect(Array.from(back).every((v) => v === 0)).toBe(true);
+    }
+  });
+});
+
+const PINNED = { token: [930908215, 3655281934], cross: [2271885564, 25858227] };
