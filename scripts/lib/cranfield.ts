@@ -1,0 +1,76 @@
+/**
+ * The Cranfield 1400 collection (aerodynamics abstracts, 225 queries, graded judgements), as
+ * distributed: cran.all.1400 (`.I n` / `.T` / `.A` / `.B` / `.W` fields), cran.qry (`.I` numbers
+ * with gaps; the judged query number is the query's position, 1..225) and cranqrel
+ * (`qid docid grade`, grade 1 = complete answer .. 4 = minimum interest, -1 = not relevant).
+ */
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+
+export interface CranfieldData {
+  /** text = title + ' ' + abstract (.T + .W), whitespace collapsed. */
+  docs: { id: string; text: string }[];
+  /** id = position in cran.qry, '1'..'225'. */
+  queries: { id: string; text: string }[];
+  /** qid -> docid -> gain (5 - grade for grades 1..4; -1 judgements are left out). */
+  qrels: Map<string, Map<string, number>>;
+}
+
+/** Splits a `.I`-delimited file into records of field letter -> text. */
+function parseRecords(text: string): { id: string; fields: Map<string, string> }[] {
+  const records: { id: string; fields: Map<string, string> }[] = [];
+  let field: string | null = null;
+  for (const line of text.split(/\r?\n/)) {
+    const marker = /^\.([A-Z])(?:\s+(.*))?$/.exec(line);
+    if (marker) {
+      if (marker[1] === 'I') {
+        records.push({ id: String(Number(marker[2]!.trim())), fields: new Map() });
+        field = null;
+      } else field = marker[1]!;
+      continue;
+    }
+    const rec = records.at(-1);
+    if (!rec || field === null) continue;
+    rec.fields.set(field, (rec.fields.get(field) ?? '') + ' ' + line);
+  }
+  return records;
+}
+
+const clean = (s: string | undefined) => (s ?? '').replace(/\s+/g, ' ').trim();
+
+export function loadCranfield(dir: string): CranfieldData {
+  const docs = parseRecords(readFileSync(join(dir, 'cran.all.1400'), 'utf8')).map((r) => ({
+    id: r.id,
+    text: clean(`${clean(r.fields.get('T'))} ${clean(r.fields.get('W'))}`),
+  }));
+  const queries = parseRecords(readFileSync(join(dir, 'cran.qry'), 'utf8')).map((r, i) => ({
+    id: String(i + 1),
+    text: clean(r.fields.get('W')),
+  }));
+  const qrels = new Map<string, Map<string, number>>();
+  for (const line of readFileSync(join(dir, 'cranqrel'), 'utf8').split(/\r?\n/)) {
+    const parts = line.trim().split(/\s+/);
+    if (parts.length < 3) continue;
+    const [qid, docid, g] = parts as [string, string, string];
+    const grade = Number(g);
+    if (!(grade >= 1 && grade <= 4)) continue;
+    let m = qrels.get(String(Number(qid)));
+    if (!m) qrels.set(String(Number(qid)), (m = new Map()));
+    m.set(String(Number(docid)), 5 - grade);
+  }
+  return { docs, queries, qrels };
+}
+
+/**
+ * nDCG@10 with linear gain (trec_eval's ndcg_cut_10): DCG = sum_{i<10} gain_i / log2(i + 2),
+ * normalised by the DCG of all judged gains sorted descending. 0 when nothing is relevant.
+ */
+export function ndcgAt10(ranking: string[], qrel: Map<string, number>): number {
+  const k = 10;
+  let dcg = 0;
+  for (let i = 0; i < Math.min(k, ranking.length); i++) dcg += (qrel.get(ranking[i]!) ?? 0) / Math.log2(i + 2);
+  const ideal = [...qrel.values()].filter((g) => g > 0).sort((a, b) => b - a);
+  let idcg = 0;
+  for (let i = 0; i < Math.min(k, ideal.length); i++) idcg += ideal[i]! / Math.log2(i + 2);
+  return idcg > 0 ? dcg / idcg : 0;
+}
