@@ -16,7 +16,7 @@ export interface Server {
  * API + every worker in one process, with the embedded Redis and S3 when none are configured.
  * Used by `npm start`, the demo, the benchmarks and the integration tests.
  */
-export async function startServer(config: Config, opts: { queues?: QueueName[]; quiet?: boolean } = {}): Promise<Server> {
+export async function startServer(config: Config, opts: { queues?: QueueName[]; quiet?: boolean; closeGraceMs?: number } = {}): Promise<Server> {
   const logger = createLogger(opts.quiet ? 'warn' : config.LOG_LEVEL, 'lateral');
   const services = await resolveServices(config, logger);
   const runtime = await createRuntime(config, services, logger);
@@ -31,10 +31,15 @@ export async function startServer(config: Config, opts: { queues?: QueueName[]; 
     app,
     workers,
     stop: async () => {
-      await closeApi(app);
-      await workers.close();
-      await runtime.close();
-      await services.stop();
+      const step = async (what: string, fn: () => Promise<unknown>) => {
+        const t = Date.now();
+        await fn();
+        if (process.env.LATERAL_DEBUG_STOP) console.error(`stop: ${what} ${Date.now() - t} ms`);
+      };
+      await step('api', () => closeApi(app));
+      await step('workers', () => workers.close(opts.closeGraceMs));
+      await step('runtime', () => runtime.close());
+      await step('services', () => services.stop());
     },
   };
 }

@@ -1,7 +1,7 @@
 import { Body, Controller, Delete, Get, HttpCode, Inject, Param, Post, Query, Req, Res } from '@nestjs/common';
 import type { Request, Response } from 'express';
 import { ValidationError } from '@lateral/shared';
-import type { Runtime } from '@lateral/pipeline';
+import { describeJsonError, type Runtime } from '@lateral/pipeline';
 import { CollectionsService } from './collections.service';
 import { RerankService } from './rerank.service';
 import { RUNTIME } from './tokens';
@@ -15,7 +15,7 @@ function json(body: unknown): unknown {
   try {
     return JSON.parse(body);
   } catch (err) {
-    throw new ValidationError(`malformed JSON: ${(err as Error).message}`, [{ field: 'body', message: (err as Error).message }]);
+    throw new ValidationError(`malformed JSON: ${describeJsonError(body, err)}`, [{ field: 'body', message: (err as Error).message }]);
   }
 }
 

@@ -50,11 +50,11 @@ export interface EmbeddedRedis {
  * Starts `redis-server` from PATH on a free port, configured as production wants it for BullMQ
  * (noeviction). Persistence is off: the embedded server is for the demo and tests.
  */
-export async function startEmbeddedRedis(opts: { dir: string; logger?: Logger }): Promise<EmbeddedRedis> {
+export async function startEmbeddedRedis(opts: { dir: string; logger?: Logger; port?: number }): Promise<EmbeddedRedis> {
   const which = spawnSync('redis-server', ['--version'], { encoding: 'utf8' });
   if (which.error || which.status !== 0) throw new RedisServerMissingError();
   mkdirSync(opts.dir, { recursive: true });
-  const port = await freePort();
+  const port = opts.port ?? (await freePort());
   const child: ChildProcess = spawn(
     'redis-server',
     ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--maxmemory-policy', 'noeviction', '--dir', path.resolve(opts.dir)],

@@ -104,9 +104,18 @@ export type HandlerRegistry = { [Q in QueueName]?: JobHandler<Q> };
  */
 export class WorkerHost {
   private readonly workers: Worker[] = [];
+  private readonly connections: Redis[] = [];
 
   constructor(
-    private readonly opts: { redisUrl: string; prefix: string; logger: Logger; concurrency: Partial<Record<QueueName, number>>; lockDuration?: number },
+    private readonly opts: {
+      redisUrl: string;
+      prefix: string;
+      logger: Logger;
+      concurrency: Partial<Record<QueueName, number>>;
+      lockDuration?: number;
+      /** Called once when a job has failed for good (no retry left, or unrecoverable). */
+      onFinalFailure?: (queue: QueueName, job: Job, err: Error) => Promise<void>;
+    },
   ) {}
 
   start(queues: QueueName[], handlers: HandlerRegistry): void {
@@ -120,6 +129,7 @@ export class WorkerHost {
       const handler = handlers[name] as JobHandler<QueueName>;
       const log = this.opts.logger.child(name);
       const connection = createRedis(this.opts.redisUrl, 'worker', log);
+      this.connections.push(connection);
       const worker = new Worker(
         name,
         async (job: Job) => {
@@ -139,13 +149,30 @@ export class WorkerHost {
         { connection, prefix: this.opts.prefix, concurrency: this.opts.concurrency[name] ?? 1, lockDuration: this.opts.lockDuration ?? 60_000 },
       );
       worker.on('error', (err) => log.warn(`worker error: ${err.message}`));
-      worker.on('failed', (job, err) => log.warn(`job ${job?.id} failed (attempt ${job?.attemptsMade}): ${err.message}`));
+      worker.on('failed', (job, err) => {
+        log.warn(`job ${job?.id} failed (attempt ${job?.attemptsMade}): ${err.message}`);
+        const final = job && (err instanceof UnrecoverableError || err.name === 'UnrecoverableError' || job.attemptsMade >= (job.opts.attempts ?? 1));
+        if (final && this.opts.onFinalFailure) this.opts.onFinalFailure(name, job, err).catch((e) => log.warn(`failure hook: ${(e as Error).message}`));
+      });
       this.workers.push(worker);
     }
   }
 
-  async close(): Promise<void> {
-    await Promise.all(this.workers.map((w) => w.close()));
+  /**
+   * Graceful close: stop taking jobs and let active ones finish, up to `graceMs`; after that the
+   * workers are closed by force (their jobs go back to the queue when their locks expire).
+   */
+  async close(graceMs = 30_000): Promise<void> {
+    let timer: NodeJS.Timeout | undefined;
+    const graceful = Promise.all(this.workers.map((w) => w.close())).then(() => true);
+    const timedOut = new Promise<boolean>((resolve) => (timer = setTimeout(() => resolve(false), graceMs)));
+    const ok = await Promise.race([graceful, timedOut]);
+    clearTimeout(timer);
+    if (!ok) {
+      this.opts.logger.warn(`workers did not close within ${graceMs} ms; forcing`);
+      await Promise.race([Promise.all(this.workers.map((w) => w.close(true))), new Promise((r) => setTimeout(r, 2000))]);
+    }
+    for (const c of this.connections) c.disconnect();
   }
 }
 

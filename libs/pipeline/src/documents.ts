@@ -1,3 +1,4 @@
+import { parse as parseLenient, printParseErrorCode, type ParseError } from 'jsonc-parser';
 import { MAX_DOC_ID_LENGTH, ValidationError, type FieldIssue } from '@lateral/shared';
 
 export interface IngestDocument {
@@ -38,15 +39,16 @@ export function parseDocumentsBody(body: string, contentType: string | undefined
   return out;
 }
 
-function describeJsonError(body: string, err: unknown): string {
-  const msg = (err as Error).message;
-  const m = /position (\d+)/.exec(msg);
-  if (!m) return msg;
-  const pos = Number(m[1]);
-  const before = body.slice(0, pos);
+/** Node 20's JSON.parse does not always say where it failed: locate the first error by offset. */
+export function describeJsonError(body: string, err: unknown): string {
+  const errors: ParseError[] = [];
+  parseLenient(body, errors, { disallowComments: true, allowTrailingComma: false, allowEmptyContent: false });
+  const first = errors[0];
+  if (!first) return (err as Error).message;
+  const before = body.slice(0, first.offset);
   const line = before.split('\n').length;
-  const column = pos - before.lastIndexOf('\n');
-  return `${msg.replace(/\s*\(line \d+ column \d+\)/, '')} (line ${line}, column ${column})`;
+  const column = first.offset - before.lastIndexOf('\n');
+  return `${printParseErrorCode(first.error)} at line ${line}, column ${column}`;
 }
 
 /**

@@ -2,7 +2,7 @@ import type { Job } from 'bullmq';
 import { PermanentJobError, QueueName, s3Keys, type JobPayload, type JobResults } from '@lateral/shared';
 import { createCodec, writeSegment } from '@lateral/codec';
 import { meanPool } from '@lateral/scoring';
-import type { EncodedText } from '@lateral/model';
+import { ModelLoadError, ModelShapeError, type EncodedText } from '@lateral/model';
 import type { PipelineContext } from './context';
 import { fromNdjson } from './documents';
 import { enqueueNext } from './pipeline';
@@ -33,15 +33,17 @@ export async function encodeProcessor(ctx: PipelineContext, p: JobPayload<QueueN
   const body = await ctx.store.get(p.documentsKey);
   if (!body) throw new PermanentJobError(`accepted documents are missing from S3: ${p.documentsKey}`);
   const docs = fromNdjson(body);
-  const encoder = await ctx.encoders(collection.model);
+  const encoder = await ctx.encoders(collection.model).catch(permanentModelErrors);
   if (encoder.dims !== collection.dims) {
     throw new PermanentJobError(`model ${collection.model} produces ${encoder.dims}-d vectors but collection ${p.collectionId} was created with ${collection.dims} dims`);
   }
   const started = Date.now();
-  const encoded = await encoder.encodeDocuments(
-    docs.map((d) => d.text),
-    { maxTokens: collection.maxDocTokens, tokenBudget: ctx.config.ENCODE_TOKEN_BUDGET },
-  );
+  const encoded = await encoder
+    .encodeDocuments(
+      docs.map((d) => d.text),
+      { maxTokens: collection.maxDocTokens, tokenBudget: ctx.config.ENCODE_TOKEN_BUDGET },
+    )
+    .catch(permanentModelErrors);
   await job?.updateProgress(80);
   const segment = writeSegment(
     assembleSegmentDocs(docs.map((d) => d.id), encoded, encoder.dims, docs.map((d) => d.metadata ?? null)),
@@ -56,4 +58,10 @@ export async function encodeProcessor(ctx: PipelineContext, p: JobPayload<QueueN
   const result = { rawKey, documents: docs.length, tokens };
   await enqueueNext(ctx.queues, QueueName.encode, p, result);
   return result;
+}
+
+/** A model that does not match its manifest can never succeed: fail without retry. */
+export function permanentModelErrors(err: unknown): never {
+  if (err instanceof ModelShapeError || err instanceof ModelLoadError) throw new PermanentJobError(err.message);
+  throw err;
 }

@@ -4,6 +4,7 @@ import { dense, maxsim, meanPool, topK } from '@lateral/scoring';
 import type { EncodedText } from '@lateral/model';
 import type { PipelineContext } from './context';
 import type { CollectionView, CollectionViewCache } from './collection-view';
+import { permanentModelErrors } from './encode.processor';
 
 /** Scores one query against candidate rows of a collection view. */
 export function scoreCandidates(view: CollectionView, query: EncodedText, rows: number[], scorer: ScorerSpec): Float32Array {
@@ -35,9 +36,9 @@ export async function rerankProcessor(ctx: PipelineContext, views: CollectionVie
   const tLoad = Date.now();
   const view: CollectionView | null = manifest ? await views.get(manifest) : null;
   const loadMs = Date.now() - tLoad;
-  const encoder = await ctx.encoders(collection.model);
+  const encoder = await ctx.encoders(collection.model).catch(permanentModelErrors);
   const tEnc = Date.now();
-  const queries = await encoder.encodeQueries(req.queries.map((q) => q.text));
+  const queries = await encoder.encodeQueries(req.queries.map((q) => q.text)).catch(permanentModelErrors);
   const encodeQueriesMs = Date.now() - tEnc;
   const tScore = Date.now();
   let missingTotal = 0;

@@ -123,6 +123,13 @@ export function startWorkers(ctx: Runtime, queues: QueueName[]): WorkerHost {
       rerank: ctx.config.RERANK_CONCURRENCY,
       search: ctx.config.SEARCH_CONCURRENCY,
     },
+    onFinalFailure: async (queue, job) => {
+      // Documents whose batch failed for good are counted, so an ingestion never looks stuck.
+      const d = job.data as { tenantId?: string; collectionId?: string; ingestionId?: string | null; documents?: number };
+      if ((queue === QueueName.encode || queue === QueueName.compress || queue === QueueName.index) && d.tenantId && d.collectionId) {
+        await ctx.collections.count(d.tenantId, d.collectionId, d.ingestionId ?? null, 'failed', d.documents ?? 0);
+      }
+    },
   });
   host.start(queues, pipelineHandlers(ctx));
   return host;
