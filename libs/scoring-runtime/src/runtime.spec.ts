@@ -3,7 +3,8 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { knrm, liteReference, LITE_SMALL, maxsim } from '../../scoring/src/index';
-import { OnnxKnrm, OnnxLite, OnnxMaxsim } from './index';
+import { buildLiteModel, OnnxKnrm, OnnxLite, OnnxMaxsim } from './index';
+import { encodeModel } from '../../../scripts/lib/onnx-graph';
 import { randomKnrmWeights, randomLiteWeights, readLiteArtifact, writeLiteArtifact } from './artifact';
 
 function rng(seed: number) {
@@ -120,6 +121,26 @@ describe('OnnxLite', () => {
       expect(Math.abs(got[c] - ref)).toBeLessThan(1e-4 * Math.max(1, Math.abs(ref)));
     });
     await lite.release();
+  });
+});
+
+describe('LITE formulations', () => {
+  it('gemm2d and matmul3d graphs agree with liteReference to 1e-4', async () => {
+    const w = randomLiteWeights(11, { L1: 6, L2: 10, m1: 12, m2: 20 });
+    const r = rng(12);
+    const d = 8;
+    const q = unitRows(r, 5, d);
+    const { docs, offsets, lengths } = candidates(r, [10, 3, 0, 14], d);
+    for (const f of ['gemm2d', 'matmul3d'] as const) {
+      const lite = await OnnxLite.create(encodeModel(buildLiteModel(w, f)));
+      const got = await lite.score(q, 5, docs, offsets, d);
+      lengths.forEach((m, c) => {
+        const ref = liteReference(q, 5, docOf(docs, offsets, c, d), m, d, w);
+        expect(Math.abs(got[c] - ref)).toBeLessThan(1e-4 * Math.max(1, Math.abs(ref)));
+      });
+      expect(readLiteArtifact(encodeModel(buildLiteModel(w, f))).W3).toEqual(w.W3);
+      await lite.release();
+    }
   });
 });
 

@@ -17,16 +17,19 @@ export interface XtrScores {
 
 /**
  * XTR inference scoring from retrieved tokens only (XTR section 3.2, SPEC 3.2).
- * retrieved: n lists, list i = query token i's top-k' document tokens in descending score order.
+ * retrieved: n lists, list i = query token i's top-k' document tokens in descending score order
+ * (document indices must be integers in [0, 2^32 - 1)).
  * m_i = the last (k'-th, or last if fewer) score of list i; an empty list imputes m_i = 0.
  * score(D) = (sum_i m_i + sum_{i in R(D)} (s_iD - m_i)) / n, s_iD = the first (best) hit of D in list i.
- * O(n k') hash-map updates; never touches a document's full token set.
+ * O(n k') updates of an open-addressing hash table sized once from sum k' (no rehashing, no
+ * per-entry allocation); never touches a document's full token set.
  * Throws on a list that is not in non-increasing order or whose arrays differ in length.
  */
 export function xtrAggregate(retrieved: XtrRetrieved[]): XtrScores {
   const n = retrieved.length;
   const imputed = new Float64Array(n);
   let base = 0;
+  let total = 0;
   for (let i = 0; i < n; i++) {
     const { docs, scores } = retrieved[i];
     if (docs.length !== scores.length) {
@@ -34,35 +37,47 @@ export function xtrAggregate(retrieved: XtrRetrieved[]): XtrScores {
     }
     imputed[i] = scores.length > 0 ? scores[scores.length - 1] : 0;
     base += imputed[i];
+    total += docs.length;
   }
-  const slot = new Map<number, number>();
-  const order: number[] = [];
-  const delta: number[] = [];
-  // lastSeen[c] = i + 1 when candidate c already took its best hit from list i
-  const lastSeen: number[] = [];
+  let cap = 16;
+  while (cap < 2 * total) cap *= 2;
+  const mask = cap - 1;
+  const EMPTY = 0xffffffff;
+  const keys = new Uint32Array(cap).fill(EMPTY);
+  const slotOf = new Uint32Array(cap); // table position -> candidate number
+  const order = new Uint32Array(total); // candidate number -> document index
+  const delta = new Float64Array(total);
+  const lastSeen = new Uint32Array(total); // i + 1 of the last list that contributed
+  let count = 0;
   for (let i = 0; i < n; i++) {
     const { docs, scores } = retrieved[i];
     const mi = imputed[i];
+    const tag = i + 1;
+    let prev = Infinity;
     for (let r = 0; r < docs.length; r++) {
-      if (r > 0 && scores[r] > scores[r - 1]) {
-        throw new ShapeError(`xtrAggregate: query token ${i}'s list must be in descending score order, but scores[${r - 1}] = ${scores[r - 1]} < scores[${r}] = ${scores[r]}`);
+      const s = scores[r];
+      if (s > prev) {
+        throw new ShapeError(`xtrAggregate: query token ${i}'s list must be in descending score order, but scores[${r - 1}] = ${prev} < scores[${r}] = ${s}`);
       }
-      const doc = docs[r];
-      let c = slot.get(doc);
-      if (c === undefined) {
-        c = order.length;
-        slot.set(doc, c);
-        order.push(doc);
-        delta.push(0);
-        lastSeen.push(0);
-      }
-      if (lastSeen[c] !== i + 1) {
-        lastSeen[c] = i + 1;
-        delta[c] += scores[r] - mi;
+      prev = s;
+      const doc = docs[r] >>> 0;
+      if (doc === EMPTY || doc !== docs[r]) throw new ShapeError(`xtrAggregate: query token ${i}: docs[${r}] = ${docs[r]} is not an integer in [0, 2^32 - 1)`);
+      let h = Math.imul(doc, 0x9e3779b1) & mask;
+      while (keys[h] !== EMPTY && keys[h] !== doc) h = (h + 1) & mask;
+      let c: number;
+      if (keys[h] === EMPTY) {
+        keys[h] = doc;
+        c = count++;
+        slotOf[h] = c;
+        order[c] = doc;
+      } else c = slotOf[h];
+      if (lastSeen[c] !== tag) {
+        lastSeen[c] = tag;
+        delta[c] += s - mi;
       }
     }
   }
-  const outScores = new Float64Array(order.length);
-  for (let c = 0; c < order.length; c++) outScores[c] = n === 0 ? 0 : (base + delta[c]) / n;
-  return { docs: Uint32Array.from(order), scores: outScores, imputed };
+  const outScores = new Float64Array(count);
+  for (let c = 0; c < count; c++) outScores[c] = n === 0 ? 0 : (base + delta[c]) / n;
+  return { docs: order.slice(0, count), scores: outScores, imputed };
 }
