@@ -1,0 +1,77 @@
+/**
+ * A small HTTP client of lateral's API used by the demo and the benchmarks: it ingests a corpus
+ * with progress and runs re-rank jobs, exactly as any user would, over HTTP.
+ */
+import { SingleBar, Presets } from 'cli-progress';
+
+export interface Doc {
+  id: string;
+  text: string;
+}
+
+async function call(base: string, method: string, url: string, body?: unknown, contentType = 'application/json') {
+  const res = await fetch(base + url, { method, headers: body === undefined ? {} : { 'content-type': contentType }, body: body === undefined ? undefined : typeof body === 'string' ? body : JSON.stringify(body) });
+  const text = await res.text();
+  const json = text ? JSON.parse(text) : null;
+  if (res.status >= 400) throw new Error(`${method} ${url} -> ${res.status}: ${json?.message ?? text}`);
+  return { status: res.status, body: json };
+}
+
+export async function recreateCollection(base: string, id: string, model: string, extra: Record<string, unknown> = {}): Promise<void> {
+  const exists = await fetch(`${base}/v1/collections/${id}`);
+  if (exists.status === 200) await call(base, 'DELETE', `/v1/collections/${id}`);
+  await call(base, 'POST', '/v1/collections', { id, model, ...extra });
+}
+
+/** Posts documents in requests of `perRequest` and waits until every one is indexed. */
+export async function ingest(base: string, collection: string, docs: Doc[], opts: { perRequest?: number; label?: string; progress?: boolean } = {}): Promise<{ seconds: number; tokens: number }> {
+  const t0 = performance.now();
+  const per = opts.perRequest ?? 250;
+  const tty = opts.progress !== false && process.stdout.isTTY;
+  const bar = tty ? new SingleBar({ format: `${opts.label ?? collection} [{bar}] {percentage}% | {value}/{total} docs indexed | {stage}` }, Presets.shades_classic) : null;
+  bar?.start(docs.length, 0, { stage: 'uploading' });
+  const statuses: string[] = [];
+  for (let i = 0; i < docs.length; i += per) {
+    const ndjson = docs.slice(i, i + per).map((d) => JSON.stringify(d)).join('\n');
+    const r = await call(base, 'POST', `/v1/collections/${collection}/documents`, ndjson, 'application/x-ndjson');
+    statuses.push(r.body.status);
+  }
+  let lastPrinted = -1;
+  for (;;) {
+    const all = await Promise.all(statuses.map((s) => call(base, 'GET', s).then((r) => r.body)));
+    const sum = (k: string) => all.reduce((s, x) => s + Number(x.stages[k]), 0);
+    const indexed = sum('indexed');
+    const failed = sum('failed');
+    bar?.update(indexed, { stage: `encoded ${sum('encoded')}, compressed ${sum('compressed')}` });
+    if (!tty && opts.progress !== false && Math.floor((10 * indexed) / docs.length) !== lastPrinted) {
+      lastPrinted = Math.floor((10 * indexed) / docs.length);
+      console.log(`${opts.label ?? collection}: ${indexed}/${docs.length} documents indexed`);
+    }
+    if (failed > 0) {
+      bar?.stop();
+      throw new Error(`${failed} documents failed to ingest into ${collection}`);
+    }
+    if (indexed >= docs.length) break;
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  bar?.stop();
+  const seconds = (performance.now() - t0) / 1000;
+  const info = await call(base, 'GET', `/v1/collections/${collection}`);
+  return { seconds, tokens: info.body.tokens };
+}
+
+export interface RerankHitList {
+  queryId: string;
+  hits: { id: string; score: number }[];
+  missing: string[];
+}
+
+/** Submits one asynchronous re-rank job and polls (long-poll) until it is done. */
+export async function rerank(base: string, body: Record<string, unknown>): Promise<{ seconds: number; results: RerankHitList[] }> {
+  const t0 = performance.now();
+  const submitted = await call(base, 'POST', '/v1/rerank', body);
+  let st = submitted.body;
+  while (st.status !== 'completed' && st.status !== 'failed') st = (await call(base, 'GET', `/v1/rerank/${submitted.body.id}?wait=30`)).body;
+  if (st.status === 'failed') throw new Error(`re-rank job ${submitted.body.id} failed: ${st.error}`);
+  return { seconds: (performance.now() - t0) / 1000, results: st.result.results };
+}
