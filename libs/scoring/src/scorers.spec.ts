@@ -176,9 +176,37 @@ describe('xtrAggregate', () => {
     expect(res.scores[1]).toBeCloseTo((0.8 + 0.6) / 2, 12);
     expect(res.scores[2]).toBeCloseTo((0.5 + 0.4) / 2, 12);
   });
+  it('matches a Map-based reference through table growth, duplicates and large document ids', () => {
+    const r = rng(23);
+    const n = 40;
+    const lists: XtrRetrieved[] = Array.from({ length: n }, (_, i) => {
+      const k = 5 + (i % 13);
+      const docs = Array.from({ length: k }, () => (r() < 0.3 ? 0xfffffffe - Math.floor(r() * 5) : Math.floor(r() * 500)));
+      let sc = 1;
+      const scores = docs.map(() => (sc -= r() * 0.1));
+      return { docs, scores };
+    });
+    const m = lists.map((l) => l.scores[l.scores.length - 1] as number);
+    const best = new Map<number, Map<number, number>>();
+    lists.forEach((l, i) => (l.docs as number[]).forEach((doc, j) => {
+      const row = best.get(doc) ?? new Map<number, number>();
+      if (!row.has(i)) row.set(i, l.scores[j] as number);
+      best.set(doc, row);
+    }));
+    const res = xtrAggregate(lists);
+    expect(res.docs.length).toBe(best.size);
+    expect(Array.from(res.docs)).toEqual([...best.keys()]); // order of first retrieval
+    res.docs.forEach((doc, c) => {
+      const row = best.get(doc)!;
+      const expected = m.reduce((acc, mi, i) => acc + (row.has(i) ? row.get(i)! : mi), 0) / n;
+      expect(Math.abs(res.scores[c] - expected)).toBeLessThan(1e-12);
+    });
+  });
+
   it('rejects unsorted lists and mismatched lengths', () => {
     expect(() => xtrAggregate([{ docs: [1, 2], scores: [0.1, 0.2] }])).toThrow("query token 0's list must be in descending score order, but scores[0] = 0.1 < scores[1] = 0.2");
     expect(() => xtrAggregate([{ docs: [1], scores: [0.1, 0.2] }])).toThrow("query token 0 has 1 docs but 2 scores");
+    expect(() => xtrAggregate([{ docs: [1.5], scores: [0.1] }])).toThrow('query token 0: docs[0] = 1.5 is not an integer in [0, 2^32 - 1)');
   });
 });
 
