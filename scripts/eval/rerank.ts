@@ -1,0 +1,145 @@
+/**
+ * Re-ranking evaluation on a first-stage run with text (the format of
+ * /work/shared/datasets/trec-dl-2019-passage): every query's candidates are encoded with the token
+ * encoder and re-scored by each scorer; reported beside the first stage: nDCG@10 with **linear
+ * gain** (rel / log2(rank + 1), ideal DCG from every judged document of the query, as trec_eval),
+ * MRR@10 and recall@10 with "relevant" = grade >= --rel-level (default 2, the TREC DL convention
+ * for binary measures). Queries without judgments are skipped. Ties keep first-stage order.
+ *
+ *   npx tsx scripts/eval/rerank.ts [--data DIR] [--model DIR] [--rel-level 2] [--lambda 0.5] [--lite FILE.onnx] [--json]
+ *
+ * Scorers: first stage; maxsim; maxsim-topk (k = 2, 4, sum); dense (mean pool); mebert (mean-pooled
+ * query vs the first 4 document vectors: the GloVe models have no CLS); signed-maxsim with the
+ * negation heuristic on queries; hybrid (min-max maxsim + lambda * min-max first-stage score,
+ * lambda NOT tuned: there is no dev split here); rrf(first stage, maxsim); lite when an artifact is given.
+ */
+import { readFileSync } from 'node:fs';
+import { join, resolve } from 'node:path';
+import { pathToFileURL } from 'node:url';
+import {
+  dense, hybridLinear, maxsim, maxsimTopK, meanPool, mebert, negationWeights, rrf, signedMaxsim, topK,
+} from '../../libs/scoring/src/index';
+import { OnnxLite } from '../../libs/scoring-runtime/src/index';
+import { TokenEncoder, type EncodedText } from '../../libs/model/src/index';
+
+export const DEFAULT_RERANK_DIR = '/work/shared/datasets/trec-dl-2019-passage';
+export const DEFAULT_MODEL_DIR = '.cache/models/glove-ctx-100d';
+
+interface Hit { content: string; qid: string | number; docid: string | number; rank: number; score: number }
+interface RunQuery { query: string; hits: Hit[] }
+
+export interface Metrics { ndcg10: number; mrr10: number; recall10: number }
+
+/** qrels (TREC format: qid 0 docid grade) -> qid -> docid -> grade. */
+export function readQrels(path: string): Map<string, Map<string, number>> {
+  const out = new Map<string, Map<string, number>>();
+  for (const line of readFileSync(path, 'utf8').split('\n')) {
+    const f = line.trim().split(/\s+/);
+    if (f.length < 4) continue;
+    const row = out.get(f[0]) ?? new Map<string, number>();
+    row.set(f[2], Number(f[3]));
+    out.set(f[0], row);
+  }
+  return out;
+}
+
+/** ranking: doc ids best first; judged: docid -> grade. */
+export function metricsAt10(ranking: string[], judged: Map<string, number>, relLevel: number): Metrics {
+  const top = ranking.slice(0, 10);
+  let dcg = 0;
+  top.forEach((id, r) => { dcg += Math.max(0, judged.get(id) ?? 0) / Math.log2(r + 2); });
+  const ideal = [...judged.values()].filter((g) => g > 0).sort((a, b) => b - a).slice(0, 10);
+  const idcg = ideal.reduce((s, g, r) => s + g / Math.log2(r + 2), 0);
+  const first = top.findIndex((id) => (judged.get(id) ?? 0) >= relLevel);
+  const relevant = [...judged.values()].filter((g) => g >= relLevel).length;
+  const found = top.filter((id) => (judged.get(id) ?? 0) >= relLevel).length;
+  return { ndcg10: idcg > 0 ? dcg / idcg : 0, mrr10: first >= 0 ? 1 / (first + 1) : 0, recall10: relevant > 0 ? found / relevant : 0 };
+}
+
+function flag(args: string[], name: string): string | undefined {
+  const i = args.indexOf(name);
+  return i >= 0 ? args[i + 1] : undefined;
+}
+
+async function tokenStrings(enc: TokenEncoder, e: EncodedText): Promise<string[]> {
+  return Array.from(e.tokenIds, (id) => enc.tokenizer.decode([id]) || '[SPECIAL]');
+}
+
+export async function runRerankEval(args: string[]): Promise<Record<string, unknown>> {
+  const dataDir = resolve(flag(args, '--data') ?? DEFAULT_RERANK_DIR);
+  const modelDir = resolve(flag(args, '--model') ?? DEFAULT_MODEL_DIR);
+  const relLevel = Number(flag(args, '--rel-level') ?? 2);
+  const lambda = Number(flag(args, '--lambda') ?? 0.5);
+  const litePath = flag(args, '--lite');
+  const log = (m: string) => process.stderr.write(`${m}\n`);
+
+  const run = JSON.parse(readFileSync(join(dataDir, 'retrieve_results_dl19.json'), 'utf8')) as RunQuery[];
+  const qrels = readQrels(join(dataDir, 'qrels.dl19-passage.txt'));
+  const enc = await TokenEncoder.load(modelDir, { executionProvider: 'cpu', intraOpThreads: 2 });
+  const lite = litePath ? await OnnxLite.create(litePath) : null;
+  const d = enc.dims;
+
+  const names = ['first-stage', 'maxsim', 'maxsim-top2', 'maxsim-top4', 'dense', 'mebert-4', 'signed-maxsim (heuristic)', `hybrid minmax lambda=${lambda}`, 'rrf(first, maxsim)', ...(lite ? ['lite'] : [])];
+  const sums = new Map(names.map((n) => [n, { ndcg10: 0, mrr10: 0, recall10: 0 }]));
+  let evaluated = 0;
+  const t0 = performance.now();
+  for (const [qi, rq] of run.entries()) {
+    const qid = String(rq.hits[0]?.qid ?? '');
+    const judged = qrels.get(qid);
+    if (!judged || rq.hits.length === 0) continue;
+    const hits = [...rq.hits].sort((a, b) => a.rank - b.rank);
+    const ids = hits.map((h) => String(h.docid));
+    const [q] = await enc.encodeQueries([rq.query]);
+    const docsEnc = await enc.encodeDocuments(hits.map((h) => h.content));
+    const C = hits.length, n = q.length;
+    const qPool = meanPool(q.vectors, n, d);
+    const qSigns = negationWeights(await tokenStrings(enc, q));
+    const s = (f: (e: EncodedText) => number) => Float32Array.from(docsEnc, f);
+    const scores: Record<string, Float32Array> = {
+      maxsim: s((e) => maxsim(q.vectors, n, e.vectors, e.length, d)),
+      'maxsim-top2': s((e) => maxsimTopK(q.vectors, n, e.vectors, e.length, d, 2)),
+      'maxsim-top4': s((e) => maxsimTopK(q.vectors, n, e.vectors, e.length, d, 4)),
+      dense: s((e) => dense(qPool, meanPool(e.vectors, e.length, d))),
+      'mebert-4': s((e) => mebert(qPool, e.vectors, e.length, d, 4)),
+      'signed-maxsim (heuristic)': s((e) => signedMaxsim(q.vectors, qSigns, n, e.vectors, new Float32Array(e.length).fill(1), e.length, d)),
+    };
+    const first = Float32Array.from(hits, (h) => h.score);
+    scores[`hybrid minmax lambda=${lambda}`] = Float32Array.from(hybridLinear(scores.maxsim, first, lambda, 'minmax'));
+    if (lite) {
+      const offsets = new Uint32Array(C + 1);
+      docsEnc.forEach((e, c) => { offsets[c + 1] = offsets[c] + e.length; });
+      const all = new Float32Array(offsets[C] * d);
+      docsEnc.forEach((e, c) => all.set(e.vectors, offsets[c] * d));
+      scores.lite = await lite.score(q.vectors, n, all, offsets, d);
+    }
+    const rankings: Record<string, string[]> = { 'first-stage': ids };
+    for (const [name, sc] of Object.entries(scores)) rankings[name] = topK(sc, ids, C).map((h) => h.id);
+    rankings['rrf(first, maxsim)'] = rrf([ids, rankings.maxsim]).map((h) => h.id);
+    for (const name of names) {
+      const m = metricsAt10(rankings[name], judged, relLevel);
+      const acc = sums.get(name)!;
+      acc.ndcg10 += m.ndcg10; acc.mrr10 += m.mrr10; acc.recall10 += m.recall10;
+    }
+    evaluated++;
+    if ((qi + 1) % 10 === 0) log(`rerank eval: ${qi + 1}/${run.length} queries`);
+  }
+  await lite?.release();
+  const table: Record<string, Metrics> = {};
+  for (const [name, acc] of sums) table[name] = { ndcg10: acc.ndcg10 / evaluated, mrr10: acc.mrr10 / evaluated, recall10: acc.recall10 / evaluated };
+  const w = Math.max(...names.map((x) => x.length));
+  console.log(`${'scorer'.padEnd(w)}  nDCG@10  MRR@10  R@10   (${evaluated} queries, ${enc.manifest.name}, relevant = grade >= ${relLevel})`);
+  for (const name of names) {
+    const m = table[name];
+    console.log(`${name.padEnd(w)}  ${m.ndcg10.toFixed(4)}   ${m.mrr10.toFixed(4)}  ${m.recall10.toFixed(4)}`);
+  }
+  return { dataset: dataDir, model: enc.manifest.name, queries: evaluated, relLevel, lambda, ms: performance.now() - t0, scorers: table };
+}
+
+if (process.argv[1] && import.meta.url === pathToFileURL(resolve(process.argv[1])).href) {
+  runRerankEval(process.argv.slice(2))
+    .then((res) => { if (process.argv.includes('--json')) console.log(JSON.stringify(res)); })
+    .catch((err: unknown) => {
+      console.error(err instanceof Error ? err.stack : err);
+      process.exit(1);
+    });
+}
