@@ -32,7 +32,6 @@ export function xtrAggregate(retrieved: XtrRetrieved[]): XtrScores {
   const n = retrieved.length;
   const imputed = new Float64Array(n);
   let base = 0;
-  let total = 0;
   for (let i = 0; i < n; i++) {
     const { docs, scores } = retrieved[i];
     if (docs.length !== scores.length) {
@@ -40,7 +39,6 @@ export function xtrAggregate(retrieved: XtrRetrieved[]): XtrScores {
     }
     imputed[i] = scores.length > 0 ? scores[scores.length - 1] : 0;
     base += imputed[i];
-    total += docs.length;
   }
   // Open addressing, linear probing, one 16-byte slot per document so a probe touches one cache
   // line: table[2h] = (document + 1) * TAGS + (i + 1 of the last list that contributed), exact in
