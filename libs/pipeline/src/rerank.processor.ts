@@ -1,6 +1,6 @@
 import type { Job } from 'bullmq';
 import { PermanentJobError, QueueName, RerankRequestSchema, s3Keys, type JobPayload, type JobResults, type RerankResult, type ScorerSpec } from '@lateral/shared';
-import { dense, maxsim, meanPool, topK } from '@lateral/scoring';
+import { dense, maxsimBatch, meanPool, topK } from '@lateral/scoring';
 import type { EncodedText } from '@lateral/model';
 import type { PipelineContext } from './context';
 import type { CollectionView, CollectionViewCache } from './collection-view';
@@ -15,12 +15,15 @@ export function scoreCandidates(view: CollectionView, query: EncodedText, rows: 
     for (let i = 0; i < rows.length; i++) scores[i] = dense(qv, view.docVectors.subarray(rows[i] * d, (rows[i] + 1) * d));
     return scores;
   }
-  for (let i = 0; i < rows.length; i++) {
-    const r = rows[i];
-    const m = view.offsets[r + 1] - view.offsets[r];
-    scores[i] = maxsim(query.vectors, query.length, view.vectors.subarray(view.offsets[r] * d, view.offsets[r + 1] * d), m, d, { normalize: scorer.normalize });
-  }
-  return scores;
+  // The blocked batch kernel reads candidates as one contiguous T x d block: use the view's own
+  // storage when the candidates are the whole collection in order, else gather them once.
+  const whole = rows.length === view.docIds.length && rows.every((r, i) => r === i);
+  if (whole) return maxsimBatch(query.vectors, query.length, view.vectors, view.offsets, d, { normalize: scorer.normalize });
+  const offsets = new Uint32Array(rows.length + 1);
+  for (let i = 0; i < rows.length; i++) offsets[i + 1] = offsets[i] + (view.offsets[rows[i] + 1] - view.offsets[rows[i]]);
+  const gathered = new Float32Array(offsets[rows.length] * d);
+  for (let i = 0; i < rows.length; i++) gathered.set(view.vectors.subarray(view.offsets[rows[i]] * d, view.offsets[rows[i] + 1] * d), offsets[i] * d);
+  return maxsimBatch(query.vectors, query.length, gathered, offsets, d, { normalize: scorer.normalize });
 }
 
 export async function rerankProcessor(ctx: PipelineContext, views: CollectionViewCache, p: JobPayload<QueueName.rerank>, job?: Job): Promise<JobResults[QueueName.rerank]> {
@@ -64,10 +67,9 @@ export async function rerankProcessor(ctx: PipelineContext, views: CollectionVie
     missingTotal += missing.length;
     const scores = view && rows.length > 0 ? scoreCandidates(view, queries[qi], rows, req.scorer) : new Float32Array(0);
     results.push({ queryId: q.id, hits: topK(scores, ids, req.topK).map((h) => ({ id: h.id, score: h.score })), missing });
-    if (qi % 16 === 15) {
-      await job?.updateProgress(Math.round((100 * (qi + 1)) / req.queries.length));
-      await new Promise((r) => setImmediate(r)); // let BullMQ renew its lock
-    }
+    // One query at a time, then yield: BullMQ's lock renewal and (all-in-one) the API keep running.
+    await new Promise((r) => setImmediate(r));
+    if (qi % 16 === 15) await job?.updateProgress(Math.round((100 * (qi + 1)) / req.queries.length));
   }
   const result: RerankResult = {
     rerankId: p.rerankId,
