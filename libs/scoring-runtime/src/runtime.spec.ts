@@ -74,6 +74,20 @@ describe('OnnxMaxsim', () => {
     expect(Array.from(got)).toEqual([-1, -0.25]);
   });
 
+  it('exact on small-integer data with ties; empty query scores 0 like the reference', async () => {
+    const r = rng(8);
+    const d = 5, n = 3;
+    const q = Float32Array.from({ length: n * d }, () => Math.floor(r() * 5) - 2);
+    const lengths = [4, 1, 0, 7, 4];
+    const offsets = new Uint32Array(lengths.length + 1);
+    lengths.forEach((l, c) => { offsets[c + 1] = offsets[c] + l; });
+    const docs = Float32Array.from({ length: offsets[lengths.length] * d }, () => Math.floor(r() * 3) - 1);
+    const got = await scorer.score(q, n, docs, offsets, d);
+    lengths.forEach((m, c) => expect(got[c]).toBe(maxsim(q, n, docOf(docs, offsets, c, d), m, d)));
+    const none = await scorer.score(new Float32Array(0), 0, docs, offsets, d);
+    lengths.forEach((m, c) => expect(none[c]).toBe(maxsim(new Float32Array(0), 0, docOf(docs, offsets, c, d), m, d)));
+  });
+
   it('names shapes in its errors', async () => {
     await expect(scorer.score(new Float32Array(3), 2, new Float32Array(4), Uint32Array.of(0, 2), 2)).rejects.toThrow('OnnxMaxsim.score: q has length 3, expected n x d = 2 x 2 = 4');
   });
