@@ -8,3 +8,4 @@ export * from './collection-view';
 export * from './rerank.processor';
 export * from './runtime';
 export * from './worker-main';
+export * from './gemm-maxsim';

@@ -1,29 +1,39 @@
 import type { Job } from 'bullmq';
 import { PermanentJobError, QueueName, RerankRequestSchema, s3Keys, type JobPayload, type JobResults, type RerankResult, type ScorerSpec } from '@lateral/shared';
-import { dense, maxsimBatch, meanPool, topK } from '@lateral/scoring';
+import { dense, meanPool, topK } from '@lateral/scoring';
 import type { EncodedText } from '@lateral/model';
 import type { PipelineContext } from './context';
 import type { CollectionView, CollectionViewCache } from './collection-view';
+import type { GemmMaxsim } from './gemm-maxsim';
 import { permanentModelErrors } from './encode.processor';
 
-/** Scores one query against candidate rows of a collection view. */
-export function scoreCandidates(view: CollectionView, query: EncodedText, rows: number[], scorer: ScorerSpec): Float32Array {
+/** Candidate rows of a collection view as one contiguous T x d block with C + 1 offsets. */
+export function gatherRows(view: CollectionView, rows: number[]): { docs: Float32Array; offsets: Uint32Array } {
   const d = view.dims;
-  const scores = new Float32Array(rows.length);
-  if (scorer.name === 'dense') {
-    const qv = meanPool(query.vectors, query.length, d, true);
-    for (let i = 0; i < rows.length; i++) scores[i] = dense(qv, view.docVectors.subarray(rows[i] * d, (rows[i] + 1) * d));
-    return scores;
-  }
-  // The blocked batch kernel reads candidates as one contiguous T x d block: use the view's own
-  // storage when the candidates are the whole collection in order, else gather them once.
-  const whole = rows.length === view.docIds.length && rows.every((r, i) => r === i);
-  if (whole) return maxsimBatch(query.vectors, query.length, view.vectors, view.offsets, d, { normalize: scorer.normalize });
+  if (rows.length === view.docIds.length && rows.every((r, i) => r === i)) return { docs: view.vectors, offsets: view.offsets };
   const offsets = new Uint32Array(rows.length + 1);
   for (let i = 0; i < rows.length; i++) offsets[i + 1] = offsets[i] + (view.offsets[rows[i] + 1] - view.offsets[rows[i]]);
-  const gathered = new Float32Array(offsets[rows.length] * d);
-  for (let i = 0; i < rows.length; i++) gathered.set(view.vectors.subarray(view.offsets[rows[i]] * d, view.offsets[rows[i] + 1] * d), offsets[i] * d);
-  return maxsimBatch(query.vectors, query.length, gathered, offsets, d, { normalize: scorer.normalize });
+  const docs = new Float32Array(offsets[rows.length] * d);
+  for (let i = 0; i < rows.length; i++) docs.set(view.vectors.subarray(view.offsets[rows[i]] * d, view.offsets[rows[i] + 1] * d), offsets[i] * d);
+  return { docs, offsets };
+}
+
+/**
+ * Scores queries that share one candidate list. MaxSim runs as GEMMs over the shared candidate
+ * tokens (all queries of the group at once); dense is one dot product per candidate.
+ */
+export async function scoreGroup(gemm: GemmMaxsim, view: CollectionView, queries: EncodedText[], rows: number[], scorer: ScorerSpec, yieldEvery: () => Promise<void>): Promise<Float32Array[]> {
+  const d = view.dims;
+  if (scorer.name === 'dense') {
+    return queries.map((q) => {
+      const qv = meanPool(q.vectors, q.length, d, true);
+      const scores = new Float32Array(rows.length);
+      for (let i = 0; i < rows.length; i++) scores[i] = dense(qv, view.docVectors.subarray(rows[i] * d, (rows[i] + 1) * d));
+      return scores;
+    });
+  }
+  const { docs, offsets } = gatherRows(view, rows);
+  return gemm.score(queries, docs, offsets, d, { normalize: scorer.normalize, yieldEvery });
 }
 
 export async function rerankProcessor(ctx: PipelineContext, views: CollectionViewCache, p: JobPayload<QueueName.rerank>, job?: Job): Promise<JobResults[QueueName.rerank]> {
@@ -46,9 +56,9 @@ export async function rerankProcessor(ctx: PipelineContext, views: CollectionVie
   const tScore = Date.now();
   let missingTotal = 0;
   let candidatesTotal = 0;
-  const results: RerankResult['results'] = [];
-  for (let qi = 0; qi < req.queries.length; qi++) {
-    const q = req.queries[qi];
+  // Resolve candidates, then group queries that share the same candidate list (the common bulk
+  // case: one list for many queries) so each group is scored in one pass over its tokens.
+  const resolved = req.queries.map((q) => {
     const ids: string[] = [];
     const rows: number[] = [];
     const missing: string[] = [];
@@ -65,12 +75,37 @@ export async function rerankProcessor(ctx: PipelineContext, views: CollectionVie
     }
     candidatesTotal += ids.length;
     missingTotal += missing.length;
-    const scores = view && rows.length > 0 ? scoreCandidates(view, queries[qi], rows, req.scorer) : new Float32Array(0);
-    results.push({ queryId: q.id, hits: topK(scores, ids, req.topK).map((h) => ({ id: h.id, score: h.score })), missing });
-    // One query at a time, then yield: BullMQ's lock renewal and (all-in-one) the API keep running.
-    await new Promise((r) => setImmediate(r));
-    if (qi % 16 === 15) await job?.updateProgress(Math.round((100 * (qi + 1)) / req.queries.length));
+    return { ids, rows, missing, key: rows.join(',') };
+  });
+  const groups = new Map<string, number[]>();
+  resolved.forEach((r, i) => groups.set(r.key, [...(groups.get(r.key) ?? []), i]));
+  const scores: Float32Array[] = new Array(req.queries.length);
+  let done = 0;
+  let lastYield = Date.now();
+  const yieldEvery = async () => {
+    // Bounded chunks: give BullMQ's lock renewal (and, all-in-one, the API) the event loop.
+    if (Date.now() - lastYield > 50) {
+      await new Promise((r) => setImmediate(r));
+      lastYield = Date.now();
+    }
+  };
+  for (const members of groups.values()) {
+    const rows = resolved[members[0]].rows;
+    if (!view || rows.length === 0) {
+      for (const i of members) scores[i] = new Float32Array(0);
+      continue;
+    }
+    const gemm = await views.gemm();
+    const out = await scoreGroup(gemm, view, members.map((i) => queries[i]), rows, req.scorer, yieldEvery);
+    members.forEach((qi, k) => (scores[qi] = out[k]));
+    done += members.length;
+    await job?.updateProgress(Math.round((100 * done) / req.queries.length));
   }
+  const results: RerankResult['results'] = req.queries.map((q, i) => ({
+    queryId: q.id,
+    hits: topK(scores[i], resolved[i].ids, req.topK).map((h) => ({ id: h.id, score: h.score })),
+    missing: resolved[i].missing,
+  }));
   const result: RerankResult = {
     rerankId: p.rerankId,
     collection: req.collection,
