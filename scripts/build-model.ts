@@ -31,7 +31,7 @@ import {
 } from './lib/onnx-graph';
 
 /** Bump when the graph, tokenizer or manifest layout changes, so cached builds are redone. */
-export const BUILD_SCRIPT_VERSION = 4;
+export const BUILD_SCRIPT_VERSION = 5;
 export const DEFAULT_VOCAB_SIZE = 150_000;
 export const DEFAULT_OUT_DIR = '.cache/models';
 export const DIMS = 100;
@@ -304,7 +304,7 @@ function gloveManifest(name: string, vocab: string[], description: string): Mode
     format: 1,
     dims: DIMS,
     maxQueryTokens: 32,
-    maxDocTokens: 512,
+    maxDocTokens: 180,
     queryMarker: null,
     docMarker: null,
     clsToken: null,

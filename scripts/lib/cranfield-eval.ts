@@ -3,7 +3,7 @@
  * exact MaxSim (ColBERT: sum over query tokens of the max dot product over document tokens) and
  * with dense scoring (dot product of mean-pooled, L2-normalised vectors); nDCG@10, linear gain.
  *
- *   npx tsx scripts/lib/cranfield-eval.ts [--models dirA,dirB] [--data /work/shared/datasets/cranfield]
+ *   npx tsx scripts/lib/cranfield-eval.ts [--models dirA,dirB] [--data /work/shared/datasets/cranfield] [--max-doc-tokens N]
  *   npx tsx scripts/lib/cranfield-eval.ts --sweep [--vocab N] [--radii 1,2,3] [--decays 0.5,0.75]
  *       # static + contextual window grid, built under .cache/tmp/cranfield-sweep (how CTX_WINDOW was chosen)
  *
@@ -114,10 +114,15 @@ export async function maxSimScores(queries: EncodedText[], docs: EncodedText[], 
   return scores;
 }
 
-export async function evaluateCranfield(encoder: TokenEncoder, data: CranfieldData): Promise<CranfieldScores> {
+export interface EvalOptions {
+  /** Document truncation (capped by the manifest's maxDocTokens). */
+  maxDocTokens?: number;
+}
+
+export async function evaluateCranfield(encoder: TokenEncoder, data: CranfieldData, opts: EvalOptions = {}): Promise<CranfieldScores> {
   const d = encoder.dims;
   const t0 = Date.now();
-  const docs = await encoder.encodeDocuments(data.docs.map((x) => x.text));
+  const docs = await encoder.encodeDocuments(data.docs.map((x) => x.text), { maxTokens: opts.maxDocTokens });
   const queries = await encoder.encodeQueries(data.queries.map((x) => x.text));
   const t1 = Date.now();
   const docIds = data.docs.map((x) => x.id);
@@ -153,10 +158,10 @@ export async function evaluateCranfield(encoder: TokenEncoder, data: CranfieldDa
   };
 }
 
-export async function evaluateModelDir(dir: string, data: CranfieldData): Promise<CranfieldScores> {
+export async function evaluateModelDir(dir: string, data: CranfieldData, opts: EvalOptions = {}): Promise<CranfieldScores> {
   const enc = await TokenEncoder.load(dir, { executionProvider: 'cpu' });
   try {
-    return await evaluateCranfield(enc, data);
+    return await evaluateCranfield(enc, data, opts);
   } finally {
     await enc.release();
   }
@@ -173,6 +178,7 @@ async function main(): Promise<void> {
     return i >= 0 ? args[i + 1] : undefined;
   };
   const data = loadCranfield(arg('--data') ?? DEFAULT_CRANFIELD_DIR);
+  const evalOpts: EvalOptions = arg('--max-doc-tokens') ? { maxDocTokens: Number(arg('--max-doc-tokens')) } : {};
   const build = await import('../build-model');
   if (args.includes('--sweep')) {
     const vocab = Number(arg('--vocab') ?? build.DEFAULT_VOCAB_SIZE);
@@ -180,13 +186,13 @@ async function main(): Promise<void> {
     const base = resolve('.cache/tmp/cranfield-sweep');
     const staticDir = join(base, 'static');
     build.writeGloveModelDir(staticDir, wv, { name: 'static', variant: 'static', window: build.CTX_WINDOW, sourceVersion: build.winkPackageInfo().version });
-    console.log(fmt(await evaluateModelDir(staticDir, data), `static (vocab ${wv.words.length})`));
+    console.log(fmt(await evaluateModelDir(staticDir, data, evalOpts), `static (vocab ${wv.words.length})`));
     const list = (name: string, def: number[]) => (arg(name)?.split(',').map(Number) ?? def);
     for (const radius of list('--radii', [1, 2, 3, 4, 6])) {
       for (const decay of list('--decays', [0.25, 0.5, 0.75, 1])) {
         const dir = join(base, `ctx-r${radius}-d${decay}`);
         build.writeGloveModelDir(dir, wv, { name: `ctx-r${radius}-d${decay}`, variant: 'ctx', window: { radius, decay }, sourceVersion: '' });
-        console.log(fmt(await evaluateModelDir(dir, data)));
+        console.log(fmt(await evaluateModelDir(dir, data, evalOpts)));
       }
     }
     return;
@@ -196,7 +202,7 @@ async function main(): Promise<void> {
     const res = await build.buildModels({ all: false });
     dirs = [res.dirs['glove-static-100d']!, res.dirs['glove-ctx-100d']!];
   }
-  for (const dir of dirs) console.log(fmt(await evaluateModelDir(dir, data)));
+  for (const dir of dirs) console.log(fmt(await evaluateModelDir(dir, data, evalOpts)));
 }
 
 if (process.argv[1] && import.meta.url === pathToFileURL(resolve(process.argv[1])).href) {

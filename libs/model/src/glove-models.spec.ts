@@ -104,5 +104,7 @@ describe('static vs contextual GloVe encoders', () => {
     expect(d!.length).toBe(4);
     const [q] = await stat.encodeQueries(['lift, drag?']);
     expect(q!.length).toBe(4);
+    const [empty, punct] = await ctx.encodeDocuments(['', '...']);
+    expect([empty!.length, punct!.length]).toEqual([0, 0]);
   });
 });

@@ -4,6 +4,9 @@ import { ModelLoadError } from './errors';
 
 export type TextKind = 'query' | 'doc';
 
+/** Characters per token assumed when pre-cutting very long texts (real tokenizers average 3-6). */
+const CHARS_PER_TOKEN_BOUND = 32;
+
 /** One sequence ready for the model: ids including special tokens and query padding. */
 export interface TokenizedText {
   ids: Int32Array;
@@ -85,9 +88,23 @@ export class TextTokenizer {
    * for queries with [MASK] padding the sequence is then padded to `maxTokens`.
    */
   encode(text: string, kind: TextKind, maxTokens: number): TokenizedText {
-    const content = this.contentIds(text);
     const room = Math.max(0, maxTokens - this.specialCount(kind));
-    const truncated = content.length > room;
+    let content: number[] | null = null;
+    let cut = false;
+    // A huge text (a whole book sent as one document) would block the event loop in one
+    // tokenizer call; tokenize a generous prefix first and fall back to the whole text only when
+    // the prefix does not fill `room` (e.g. pathological whitespace).
+    const prefixChars = Math.max(4096, room * CHARS_PER_TOKEN_BOUND);
+    if (text.length > prefixChars) {
+      const head = this.contentIds(text.slice(0, prefixChars));
+      // the last token may be a word cut in half: require one spare token
+      if (head.length > room) {
+        content = head;
+        cut = true;
+      }
+    }
+    content ??= this.contentIds(text);
+    const truncated = cut || content.length > room;
     const kept = truncated ? content.slice(0, room) : content;
     const seq = [...this.prefix[kind], ...kept, ...this.suffix];
     if (kind === 'query' && this.maskId !== null) while (seq.length < maxTokens) seq.push(this.maskId);

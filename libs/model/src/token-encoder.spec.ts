@@ -216,3 +216,21 @@ describe('getEncoder', () => {
     await e.release();
   });
 });
+
+describe('long and empty texts', () => {
+  it('truncates a huge document without tokenizing all of it, with the same result', async () => {
+    const words = Array.from({ length: 200_000 }, (_, i) => (i % 3 ? 'flow' : 'air'));
+    const huge = words.join(' ');
+    const [a] = await enc.encodeDocuments([huge], { maxTokens: 30 });
+    const [b] = await enc.encodeDocuments([words.slice(0, 40).join(' ')], { maxTokens: 30 });
+    expect(a!.truncated).toBe(true);
+    expect(Array.from(a!.tokenIds)).toEqual(Array.from(b!.tokenIds));
+    expect(maxAbsDiff(a!.vectors, b!.vectors)).toBeLessThan(1e-5);
+  });
+
+  it('encodes empty and punctuation-only documents', async () => {
+    const [e, p] = await enc.encodeDocuments(['', '...']);
+    expect(e!.length).toBe(3); // [CLS] [D] [SEP]
+    expect(p!.length).toBe(3);
+  });
+});
