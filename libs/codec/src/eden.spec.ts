@@ -112,6 +112,18 @@ describe('EdenCodec', () => {
     expect(() => (createCodec(settings({ layout: 'cross' })) as EdenCodec).rotateQuery(q, dims, key)).toThrow(/token layout/);
   });
 
+  it('batch encode / decode equals the per-document pair', () => {
+    for (const layout of ['token', 'cross'] as const) {
+      const codec = createCodec(settings({ bits: 3, layout }));
+      const offsets = Uint32Array.from([0, 4, 4, 13]);
+      const keys = ['a', 'b', 'c'].map((docId) => ({ docId, seed: 3n }));
+      const enc = codec.encode(x, offsets, dims, keys);
+      const all = codec.decode(enc, offsets, dims, keys);
+      const last = codec.decodeDoc(codec.encodeDoc(x.subarray(4 * dims), dims, keys[2]), 9, dims, keys[2]);
+      expect(Array.from(all.subarray(4 * dims))).toEqual(Array.from(last));
+    }
+  });
+
   it('decodes all-zero tokens to zero in both layouts', () => {
     for (const layout of ['token', 'cross'] as const) {
       const codec = createCodec(settings({ bits: 2, layout }));

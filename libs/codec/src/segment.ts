@@ -194,6 +194,7 @@ export function readSegment(bytes: Uint8Array, name: string, artifact?: CodecArt
   } catch (e) {
     return fail('header', `codec descriptor unusable: ${(e as Error).message}`);
   }
+  if (descriptor.artifact && artifact && artifact.inputDims !== dims) fail('header', `dims ${dims} differ from the artifact's ${artifact.inputDims}`);
 
   const sec = {} as Record<SectionId, Uint8Array>;
   const sizes: Record<string, number> = { header: headerLength };
