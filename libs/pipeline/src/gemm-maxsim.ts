@@ -3,8 +3,8 @@ import { GraphBuilder, encodeModel, makeModel, makeValueInfo } from '../../../sc
 
 /** Query token columns per GEMM (queries are never split across blocks). */
 const MAX_COLS = 1024;
-/** Document token rows per GEMM (chunks end on document boundaries). */
-const MAX_ROWS = 4096;
+/** Padded document token rows per GEMM: small enough that S stays in cache. */
+const MAX_ROWS = 2048;
 
 export interface QueryTokens {
   vectors: Float32Array; // n x d
@@ -12,19 +12,21 @@ export interface QueryTokens {
 }
 
 /**
- * Exact MaxSim of many queries against one shared candidate set, without padding:
- * S = D Q^T is computed by ONNX Runtime's GEMM (MLAS on CPU) over chunks of candidate token
- * rows x blocks of query token columns, and the per-document max over its own rows plus the
- * per-query sum are done in tight typed-array loops. The ragged layout (no padding to the
- * longest document) is what makes this cheaper than a padded [C, L, d] batch.
+ * Exact MaxSim of many queries against one shared candidate set, in ONNX Runtime:
+ * candidates are sorted by length and cut into chunks of similar length, each chunk padded to
+ * [c, L, d] by repeating one of the document's own tokens (a duplicate row cannot change a max,
+ * so no mask is needed); then MatMul with [d, N] query columns (many queries at once) and
+ * ReduceMax over L leave only [c, N] for JavaScript, which sums each query's columns.
+ * Empty candidates score -Infinity, as in @lateral/scoring's reference.
  */
 export class GemmMaxsim {
   private constructor(private readonly session: ort.InferenceSession) {}
 
   static async create(threads = 0): Promise<GemmMaxsim> {
     const g = new GraphBuilder();
-    g.op('MatMul', ['docs', 'query_t'], {}, 'sims');
-    const model = makeModel(g.build('ragged_maxsim', [makeValueInfo('docs', 'FLOAT', ['R', 'd']), makeValueInfo('query_t', 'FLOAT', ['d', 'N'])], [makeValueInfo('sims', 'FLOAT', ['R', 'N'])]));
+    const s = g.op('MatMul', ['docs', 'query_t']);
+    g.op('ReduceMax', [s], { axes: [1], keepdims: 0 }, 'best');
+    const model = makeModel(g.build('padded_maxsim', [makeValueInfo('docs', 'FLOAT', ['C', 'L', 'd']), makeValueInfo('query_t', 'FLOAT', ['d', 'N'])], [makeValueInfo('best', 'FLOAT', ['C', 'N'])]));
     const session = await ort.InferenceSession.create(encodeModel(model), {
       executionProviders: ['cpu'],
       graphOptimizationLevel: 'all',
@@ -35,77 +37,49 @@ export class GemmMaxsim {
 
   /**
    * queries: each n_q x d; docs: T x d rows of C candidates (offsets C + 1).
-   * Returns one Float32Array of C scores per query; a candidate with no tokens scores -Infinity.
+   * Returns one Float32Array of C scores per query.
    */
   async score(queries: QueryTokens[], docs: Float32Array, offsets: Uint32Array, d: number, opts: { normalize?: boolean; yieldEvery?: () => Promise<void> } = {}): Promise<Float32Array[]> {
     const C = offsets.length - 1;
     const out = queries.map(() => new Float32Array(C));
-    // Column blocks of whole queries.
-    const blocks: number[][] = [];
-    let cur: number[] = [];
-    let cols = 0;
-    queries.forEach((q, i) => {
-      if (cur.length > 0 && cols + q.length > MAX_COLS) {
-        blocks.push(cur);
-        cur = [];
-        cols = 0;
+    const blocks = columnBlocks(queries, d);
+    const len = (c: number) => offsets[c + 1] - offsets[c];
+    const order = Array.from({ length: C }, (_, i) => i).sort((a, b) => len(a) - len(b) || a - b);
+    let k = 0;
+    while (k < C && len(order[k]) === 0) {
+      for (const q of out) q[order[k]] = -Infinity;
+      k++;
+    }
+    while (k < C) {
+      // Sorted by length, so the chunk's last document is its longest.
+      let end = k + 1;
+      while (end < C && (end + 1 - k) * len(order[end]) <= MAX_ROWS) end++;
+      const count = end - k;
+      const L = len(order[end - 1]);
+      const block = new Float32Array(count * L * d);
+      for (let c = 0; c < count; c++) {
+        const doc = order[k + c];
+        const a = offsets[doc] * d;
+        const m = len(doc);
+        block.set(docs.subarray(a, a + m * d), c * L * d);
+        for (let r = m; r < L; r++) block.copyWithin((c * L + r) * d, c * L * d, c * L * d + d);
       }
-      cur.push(i);
-      cols += q.length;
-    });
-    if (cur.length) blocks.push(cur);
-
-    for (const block of blocks) {
-      const N = block.reduce((s, i) => s + queries[i].length, 0);
-      if (N === 0) continue;
-      const qT = new Float32Array(d * N);
-      const colStart: number[] = [];
-      let c0 = 0;
-      for (const i of block) {
-        colStart.push(c0);
-        const q = queries[i];
-        for (let r = 0; r < q.length; r++) for (let k = 0; k < d; k++) qT[k * N + c0 + r] = q.vectors[r * d + k];
-        c0 += q.length;
-      }
-      const queryT = new ort.Tensor('float32', qT, [d, N]);
-      const best = new Float32Array(N);
-      let doc = 0;
-      while (doc < C) {
-        // Grow a chunk of whole documents up to MAX_ROWS rows (a longer document gets its own chunk).
-        let end = doc + 1;
-        while (end < C && offsets[end + 1] - offsets[doc] <= MAX_ROWS) end++;
-        const r0 = offsets[doc];
-        const rows = offsets[end] - r0;
-        let sims: Float32Array | null = null;
-        if (rows > 0) {
-          const res = await this.session.run({ docs: new ort.Tensor('float32', docs.subarray(r0 * d, offsets[end] * d), [rows, d]), query_t: queryT });
-          sims = res.sims.data as Float32Array;
-        }
-        for (let c = doc; c < end; c++) {
-          const a = offsets[c] - r0;
-          const b = offsets[c + 1] - r0;
-          if (a === b || !sims) {
-            for (const i of block) out[i][c] = -Infinity;
-            continue;
-          }
-          best.set(sims.subarray(a * N, a * N + N));
-          for (let r = a + 1; r < b; r++) {
-            const row = r * N;
-            for (let j = 0; j < N; j++) {
-              const v = sims[row + j];
-              if (v > best[j]) best[j] = v;
-            }
-          }
-          block.forEach((qi, bi) => {
-            const n = queries[qi].length;
+      const tensor = new ort.Tensor('float32', block, [count, L, d]);
+      for (const b of blocks) {
+        const res = await this.session.run({ docs: tensor, query_t: b.queryT });
+        const best = res.best.data as Float32Array; // count x N
+        b.members.forEach((qi, bi) => {
+          const n = queries[qi].length;
+          const s0 = b.colStart[bi];
+          for (let c = 0; c < count; c++) {
             let s = 0;
-            for (let j = colStart[bi]; j < colStart[bi] + n; j++) s += best[j];
-            out[qi][c] = opts.normalize && n > 0 ? s / n : s;
-          });
-        }
-        doc = end;
-        if (opts.yieldEvery) await opts.yieldEvery();
+            for (let j = s0; j < s0 + n; j++) s += best[c * b.N + j];
+            out[qi][order[k + c]] = opts.normalize && n > 0 ? s / n : s;
+          }
+        });
       }
+      k = end;
+      if (opts.yieldEvery) await opts.yieldEvery();
     }
     return out;
   }
@@ -113,4 +87,34 @@ export class GemmMaxsim {
   async release(): Promise<void> {
     await this.session.release();
   }
+}
+
+/** Groups whole queries into blocks of at most MAX_COLS token columns, transposed to [d, N]. */
+function columnBlocks(queries: QueryTokens[], d: number) {
+  const groups: number[][] = [];
+  let cur: number[] = [];
+  let cols = 0;
+  queries.forEach((q, i) => {
+    if (cur.length > 0 && cols + q.length > MAX_COLS) {
+      groups.push(cur);
+      cur = [];
+      cols = 0;
+    }
+    cur.push(i);
+    cols += q.length;
+  });
+  if (cur.length) groups.push(cur);
+  return groups.map((members) => {
+    const N = Math.max(1, members.reduce((s, i) => s + queries[i].length, 0));
+    const qT = new Float32Array(d * N);
+    const colStart: number[] = [];
+    let c0 = 0;
+    for (const i of members) {
+      colStart.push(c0);
+      const q = queries[i];
+      for (let r = 0; r < q.length; r++) for (let x = 0; x < d; x++) qT[x * N + c0 + r] = q.vectors[r * d + x];
+      c0 += q.length;
+    }
+    return { members, N, colStart, queryT: new ort.Tensor('float32', qT, [d, N]) };
+  });
 }
