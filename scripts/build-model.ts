@@ -31,7 +31,7 @@ import {
 } from './lib/onnx-graph';
 
 /** Bump when the graph, tokenizer or manifest layout changes, so cached builds are redone. */
-export const BUILD_SCRIPT_VERSION = 5;
+export const BUILD_SCRIPT_VERSION = 6;
 export const DEFAULT_VOCAB_SIZE = 150_000;
 export const DEFAULT_OUT_DIR = '.cache/models';
 export const DIMS = 100;
@@ -45,7 +45,7 @@ export const SPECIAL_TOKENS = ['[PAD]', '[UNK]', '[CLS]', '[SEP]', '[MASK]', '[Q
  * L2-normalised word vectors of real (attention_mask = 1) neighbours, then L2-normalised.
  * Chosen on Cranfield with scripts/lib/cranfield-eval.ts (see docs/models.md).
  */
-export const CTX_WINDOW = { radius: 2, decay: 0.5 } as const;
+export const CTX_WINDOW = { radius: 2, decay: 0.35 } as const;
 export type ContextWindow = { radius: number; decay: number };
 
 export interface WordVectors {
@@ -287,8 +287,14 @@ function writeDirAtomically(dir: string, write: (tmp: string) => void): void {
   mkdirSync(tmp, { recursive: true });
   try {
     write(tmp);
-    rmSync(dir, { recursive: true, force: true });
-    renameSync(tmp, dir);
+    try {
+      rmSync(dir, { recursive: true, force: true });
+      renameSync(tmp, dir);
+    } catch {
+      // another process (a parallel test run) swapped its copy in between our rm and rename
+      rmSync(dir, { recursive: true, force: true });
+      renameSync(tmp, dir);
+    }
   } catch (err) {
     rmSync(tmp, { recursive: true, force: true });
     throw err;
