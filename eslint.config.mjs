@@ -6,7 +6,7 @@ import tseslint from 'typescript-eslint';
 const heavy = ['bullmq', 'ioredis', '@aws-sdk/*', '@nestjs/*', 'onnxruntime-node', 'onnxruntime-common', 's3rver', 'express'];
 
 export default [
-  { ignores: ['**/node_modules/**', '**/dist/**', '.cache/**', '.data/**', '.nx/**'] },
+  { ignores: ['**/node_modules/**', '**/dist/**', '.cache/**', '.data/**', '.nx/**', '**/*.cjs'] },
   ...tseslint.configs.recommended,
   {
     files: ['**/*.ts'],
