@@ -155,6 +155,18 @@ export async function runScoreBench(args: string[]): Promise<Record<string, unkn
   await masked.release();
   await gemm.release();
 
+  // the full ragged path of OnnxMaxsim (padding copy included): the last candidate one token short
+  const raggedOffsets = Uint32Array.from(offsets);
+  raggedOffsets[C] -= 1;
+  const raggedDocs = docs.subarray(0, (C * M - 1) * D);
+  const ragged: Record<string, number> = {};
+  for (const maskMode of ['gather', 'bias-column', 'bias-add'] as const) {
+    log(`score bench: MaxSim ragged path (${maskMode})...`);
+    const s = await OnnxMaxsim.create({ intraOpThreads: threads, chunkFloats: C * M * (D + 1), maskMode });
+    ragged[maskMode] = await timeIt(() => s.score(q, N, raggedDocs, raggedOffsets, D), quick ? 3 : 10);
+    await s.release();
+  }
+
   log('score bench: MaxSim (JS kernels)...');
   let jsScores: Float32Array = new Float32Array(0);
   const jsMs = await timeIt(() => { jsScores = maxsimBatch(q, N, docs, offsets, D); }, quick ? 2 : 5, 1);
@@ -197,6 +209,9 @@ export async function runScoreBench(args: string[]): Promise<Record<string, unkn
     maxsim_masked_ms: maskedMs,
     maxsim_masked_fraction_of_peak: FLOPS / maskedMs / 1e6 / (gemm.flops / peakMs2 / 1e6),
     peak_gflops_during_masked: gemm.flops / peakMs2 / 1e6,
+    maxsim_ragged_ms: ragged.gather,
+    maxsim_ragged_bias_column_ms: ragged['bias-column'],
+    maxsim_ragged_bias_add_ms: ragged['bias-add'],
     js_ms: jsMs,
     js_reference_ms: jsRefMs,
     js_over_onnx: jsMs / maxsimMs,
@@ -214,6 +229,7 @@ export async function runScoreBench(args: string[]): Promise<Record<string, unkn
     ['GEMM peak (ORT MatMul 2048^3)', `${f(peak.gflops, 1)} GFLOP/s (${f(peak.ms)} ms)`],
     ['MaxSim ONNX, 1000 x 180 x 128 vs 32', `${f(maxsimMs)} ms, ${f(maxsimGflops, 1)} GFLOP/s, ${f(100 * maxsimGflops / peak.gflops, 1)}% of peak`],
     ['MaxSim ONNX, masked (ragged) graph', `${f(maskedMs)} ms, ${f((100 * FLOPS) / maskedMs / 1e6 / (gemm.flops / peakMs2 / 1e6), 1)}% of peak (${f(gemm.flops / peakMs2 / 1e6, 1)} GFLOP/s alongside)`],
+    ['MaxSim ONNX ragged path incl. padding copy', `gather (default) ${f(ragged.gather)} ms, bias column ${f(ragged['bias-column'])} ms, bias add ${f(ragged['bias-add'])} ms`],
     ['MaxSim JS maxsimBatch', `${f(jsMs, 1)} ms (${f(jsMs / maxsimMs, 1)}x ONNX), max |diff| ${maxDiff.toExponential(2)}`],
     ['MaxSim JS reference loop (extrapolated)', `${f(jsRefMs, 1)} ms (${f(jsRefMs / maxsimMs, 1)}x ONNX)`],
     ['MaxSim numpy', np ? `${f(np.ms)} ms (${f(np.ms / maxsimMs, 2)}x ONNX)` : 'n/a (python3 + numpy not importable)'],

@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { liteShapes } from '../../scoring/src/index';
+import { liteShapes } from '@lateral/scoring';
 import { parseArgs, writeScorerArtifact } from '../../../scripts/write-scorer-artifact';
 import { randomLiteWeights, readLiteArtifact, seededUniform } from './artifact';
 

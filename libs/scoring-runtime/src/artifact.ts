@@ -3,7 +3,7 @@
  * (SPEC section 1: "Runs from an ONNX artifact"). Writing / reading and seeded random weights.
  */
 import { readFileSync } from 'node:fs';
-import { liteShapes, assertLiteWeights, KNRM_MU, type KnrmWeights, type LiteWeights } from '../../scoring/src/index';
+import { liteShapes, assertLiteWeights, KNRM_MU, type KnrmWeights, type LiteWeights } from '@lateral/scoring';
 import { onnx, writeModel } from '../../../scripts/lib/onnx-graph';
 import { buildKnrmModel, buildLiteModel } from './graphs';
 

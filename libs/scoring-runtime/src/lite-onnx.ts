@@ -1,4 +1,4 @@
-import { type LiteWeights, type KnrmWeights } from '../../scoring/src/index';
+import { type LiteWeights, type KnrmWeights } from '@lateral/scoring';
 import { buildKnrmModel, buildLiteModel } from './graphs';
 import { checkCsr, padCandidates, padRows } from './padding';
 import { createScorerSession, ort, type ScorerSessionOptions } from './session';

@@ -1,4 +1,4 @@
-import { ShapeError } from '../../scoring/src/index';
+import { ShapeError } from '@lateral/scoring';
 
 /**
  * CSR candidates (docs: T x d, offsets: C + 1) -> a dense [C, L, d] block. Rows past L are

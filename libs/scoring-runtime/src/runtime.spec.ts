@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { knrm, liteReference, LITE_SMALL, maxsim } from '../../scoring/src/index';
+import { knrm, liteReference, LITE_SMALL, maxsim } from '@lateral/scoring';
 import { buildLiteModel, OnnxKnrm, OnnxLite, OnnxMaxsim } from './index';
 import { encodeModel } from '../../../scripts/lib/onnx-graph';
 import { randomKnrmWeights, randomLiteWeights, readLiteArtifact, writeLiteArtifact } from './artifact';
@@ -42,14 +42,35 @@ describe('OnnxMaxsim', () => {
     const d = 32, n = 7;
     const q = unitRows(r, n, d);
     const { docs, offsets, lengths } = candidates(r, [5, 0, 1, 17, 3, 0, 9, 12], d);
-    for (const normalize of [false, true]) {
-      const got = await scorer.score(q, n, docs, offsets, d, { normalize });
+    const biasAdd = await OnnxMaxsim.create({ maskMode: 'bias-add' });
+    const biasColumn = await OnnxMaxsim.create({ maskMode: 'bias-column' });
+    const smallChunks = await OnnxMaxsim.create({ chunkFloats: 40 * d });
+    expect(scorer.maskMode).toBe('gather');
+    for (const [normalize, s] of [[false, scorer], [true, scorer], [false, biasAdd], [true, biasAdd], [false, biasColumn], [true, smallChunks]] as const) {
+      const got = await s.score(q, n, docs, offsets, d, { normalize });
       lengths.forEach((m, c) => {
         const ref = maxsim(q, n, docOf(docs, offsets, c, d), m, d, { normalize });
         if (m === 0) expect(got[c]).toBe(-Infinity);
         else expect(Math.abs(got[c] - ref)).toBeLessThan(1e-5);
       });
     }
+    await Promise.all([biasAdd.release(), biasColumn.release(), smallChunks.release()]);
+  });
+
+  it('gather mode: chunks made only of empty candidates, and empty candidates at the end', async () => {
+    const r = rng(9);
+    const d = 8, n = 2;
+    const q = unitRows(r, n, d);
+    const { docs, offsets, lengths } = candidates(r, [0, 0, 3, 0, 2, 0, 0], d);
+    const tiny = await OnnxMaxsim.create({ chunkFloats: 1 });
+    for (const s of [scorer, tiny]) {
+      const got = await s.score(q, n, docs, offsets, d);
+      lengths.forEach((m, c) => {
+        if (m === 0) expect(got[c]).toBe(-Infinity);
+        else expect(Math.abs(got[c] - maxsim(q, n, docOf(docs, offsets, c, d), m, d))).toBeLessThan(1e-5);
+      });
+    }
+    await tiny.release();
   });
 
   it('uniform-length candidates (no mask) and small chunks give the same scores, one-token query', async () => {
@@ -72,6 +93,11 @@ describe('OnnxMaxsim', () => {
     const docs = Float32Array.of(-1, 0, -0.5, 0, -0.25, 0); // doc 0: 1 token (-1), doc 1: 2 tokens (-0.5, -0.25)
     const got = await scorer.score(q, 1, docs, Uint32Array.of(0, 1, 3), 2);
     expect(Array.from(got)).toEqual([-1, -0.25]);
+    for (const maskMode of ['bias-add', 'bias-column'] as const) {
+      const other = await OnnxMaxsim.create({ maskMode });
+      expect(Array.from(await other.score(q, 1, docs, Uint32Array.of(0, 1, 3), 2))).toEqual([-1, -0.25]);
+      await other.release();
+    }
   });
 
   it('exact on small-integer data with ties; empty query scores 0 like the reference', async () => {
