@@ -5,11 +5,12 @@
  *
  *   npx tsx scripts/lib/cranfield-eval.ts [--models dirA,dirB] [--data /work/shared/datasets/cranfield] [--max-doc-tokens N]
  *   npx tsx scripts/lib/cranfield-eval.ts --sweep [--vocab N] [--radii 1,2,3] [--decays 0.5,0.75]
- *       # static + contextual window grid, built under .cache/tmp/cranfield-sweep (how CTX_WINDOW was chosen)
+ *       # static + contextual window grid, built under .cache/tmp/cranfield-sweep , removed afterwards (how CTX_WINDOW was chosen)
  *
  * The MaxSim similarity matrix is computed by ONNX Runtime (a one-node Gemm graph, MLAS on CPU);
  * the per-document max and the sums are plain typed-array loops.
  */
+import { rmSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import * as ort from 'onnxruntime-node';
@@ -193,8 +194,10 @@ async function main(): Promise<void> {
         const dir = join(base, `ctx-r${radius}-d${decay}`);
         build.writeGloveModelDir(dir, wv, { name: `ctx-r${radius}-d${decay}`, variant: 'ctx', window: { radius, decay }, sourceVersion: '' });
         console.log(fmt(await evaluateModelDir(dir, data, evalOpts)));
+        rmSync(dir, { recursive: true, force: true }); // 60 MB each
       }
     }
+    rmSync(base, { recursive: true, force: true });
     return;
   }
   let dirs = arg('--models')?.split(',');
