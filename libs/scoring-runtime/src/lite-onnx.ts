@@ -12,7 +12,7 @@ export class OnnxLite {
     private readonly session: ort.InferenceSession,
     readonly L1: number,
     readonly L2: number,
-    /** Candidates per session.run (bounds the B x L1 x m2 activations). */
+    /** Candidates per session.run: bounds the B x L1 x m2 activations (default 32: 100 candidates ran 5-15% faster in chunks of 20-34 than in one run of 100). */
     private readonly batch: number,
   ) {}
 
@@ -29,7 +29,7 @@ export class OnnxLite {
     if (typeof L1 !== 'number' || typeof L2 !== 'number') {
       throw new Error(`OnnxLite: the artifact's inputs must be query [L1, d] and docs [B, L2, d] with fixed L1, L2; got query ${JSON.stringify(dims('query'))}, docs ${JSON.stringify(dims('docs'))}`);
     }
-    return new OnnxLite(session, L1, L2, opts.batch ?? 128);
+    return new OnnxLite(session, L1, L2, opts.batch ?? 32);
   }
 
   /** q: n x d; docs: T x d (CSR, offsets C + 1). Returns C scores. */
