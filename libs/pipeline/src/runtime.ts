@@ -100,6 +100,9 @@ export async function createRuntime(config: Config, services: ResolvedServices, 
   };
 }
 
+/** Queues this build has processors for (`search` arrives with the retrieval issue). */
+export const HANDLED_QUEUES: QueueName[] = [QueueName.encode, QueueName.compress, QueueName.index, QueueName.rerank];
+
 /** The complete queue -> handler registry; WorkerHost refuses to start a queue without one. */
 export function pipelineHandlers(ctx: PipelineContext): HandlerRegistry {
   const views = new CollectionViewCache(ctx.store);
