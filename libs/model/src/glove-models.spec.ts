@@ -3,6 +3,8 @@ import { join } from 'node:path';
 import { Tokenizer } from '@huggingface/tokenizers';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ModelManifestSchema } from '@lateral/shared';
+// The default models come from the build script (`npm test` runs it first; on its own this spec builds them).
+// eslint-disable-next-line @nx/enforce-module-boundaries
 import { buildModels, ensureDefaultModels, DEFAULT_VOCAB_SIZE } from '../../../scripts/build-model';
 import { TokenEncoder, type EncodedText } from './index';
 

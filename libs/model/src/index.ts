@@ -8,3 +8,33 @@ export { TextTokenizer } from './text-tokenizer';
 export type { TextKind, TokenizedText } from './text-tokenizer';
 export { makeWordLevelTokenizerJson, isPunctuation, isPreTokenizerAtom } from './tokenizer-json';
 export type { WordLevelTokenizerSpec, TokenizerJson } from './tokenizer-json';
+export {
+  onnx,
+  DataType,
+  makeTensor,
+  floatTensor,
+  int64Tensor,
+  floatScalar,
+  floatAttr,
+  floatsAttr,
+  tensorAttr,
+  makeNode,
+  makeValueInfo,
+  makeGraph,
+  makeModel,
+  encodeModel,
+  writeModel,
+  GraphBuilder,
+} from './onnx-graph';
+export type {
+  ModelProto,
+  NodeProto,
+  TensorProto,
+  ValueInfoProto,
+  GraphProto,
+  DataTypeName,
+  TensorData,
+  AttrValue,
+  GraphSpec,
+  ModelOptions,
+} from './onnx-graph';

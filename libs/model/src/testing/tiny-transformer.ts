@@ -18,7 +18,7 @@ import {
   makeModel,
   makeValueInfo,
   writeModel,
-} from '../../../../scripts/lib/onnx-graph';
+} from '../onnx-graph';
 import { isPunctuation, makeWordLevelTokenizerJson } from '../tokenizer-json';
 
 export const TINY_TRANSFORMER_VERSION = 1;
