@@ -148,6 +148,17 @@ describe('TokenEncoder on the tiny transformer', () => {
     }
   });
 
+  it('feeds int32 inputs when manifest.inputs.dtype is int32, with the same vectors', async () => {
+    const e = await TokenEncoder.load(newTinyDir('int32', { inputDtype: 'int32' }), cpu);
+    try {
+      const text = ['shock wave over the wing', 'air'];
+      const [a, b] = [await e.encodeDocuments(text), await enc.encodeDocuments(text)];
+      a.forEach((r, i) => expect(maxAbsDiff(r.vectors, b[i]!.vectors)).toBeLessThan(1e-6));
+    } finally {
+      await e.release();
+    }
+  });
+
   it('throws ModelShapeError naming both shapes when the manifest lies about dims', async () => {
     const dir = newTinyDir('liar', { manifest: { dims: 100 } });
     const e = await TokenEncoder.load(dir, cpu);

@@ -51,6 +51,8 @@ export interface TinyTransformerOptions {
   /** Manifest fields to override (e.g. to test validation or a lying `dims`). */
   manifest?: Partial<ModelManifest>;
   maxPositions?: number;
+  /** Element type of input_ids / attention_mask (default int64). */
+  inputDtype?: 'int64' | 'int32';
 }
 
 /** mulberry32: a tiny deterministic PRNG, uniform in [0, 1). */
@@ -118,9 +120,10 @@ export function writeTinyTransformer(dir: string, opts: TinyTransformerOptions =
     g.op('Tanh', [sq], {}, 'token_weights');
     outputs.push(makeValueInfo('token_weights', 'FLOAT', ['batch', 'seq']));
   }
+  const inputType = opts.inputDtype === 'int32' ? 'INT32' : 'INT64';
   const graph = g.build(
     'tiny_transformer',
-    [makeValueInfo('input_ids', 'INT64', ['batch', 'seq']), makeValueInfo('attention_mask', 'INT64', ['batch', 'seq'])],
+    [makeValueInfo('input_ids', inputType, ['batch', 'seq']), makeValueInfo('attention_mask', inputType, ['batch', 'seq'])],
     outputs,
   );
   const name = opts.name ?? 'test-transformer';
@@ -142,6 +145,7 @@ export function writeTinyTransformer(dir: string, opts: TinyTransformerOptions =
     skiplist: vocab.filter(isPunctuation),
     normalize: true,
     pooling: 'mean',
+    inputs: { dtype: opts.inputDtype ?? 'int64' },
     outputs: { tokenWeights: opts.tokenWeights ? 'token_weights' : null },
     description: `Tiny seeded transformer for tests (seed ${seed}, dims ${d}, ${vocab.length} tokens): random weights, not a real model.`,
     ...opts.manifest,
