@@ -1,5 +1,5 @@
 import * as ort from 'onnxruntime-node';
-import { GraphBuilder, encodeModel, makeModel, makeValueInfo } from '../../../scripts/lib/onnx-graph';
+import { GraphBuilder, encodeModel, makeModel, makeValueInfo } from '@lateral/model';
 
 /** Query token columns per GEMM (queries are never split across blocks). */
 const MAX_COLS = 1024;
