@@ -17,9 +17,10 @@
 import { readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
-import { LITE_DEFAULT, LITE_SMALL, liteShapes, type KnrmWeights, type LiteWeights } from '../libs/scoring/src/index';
-// relative import: this script must not depend on the tsconfig alias of a library it ships with
-import { randomKnrmWeights, randomLiteWeights, writeKnrmArtifact, writeLiteArtifact } from '../libs/scoring-runtime/src/index';
+import { LITE_DEFAULT, LITE_SMALL, type LiteWeights } from '../libs/scoring/src/index';
+import {
+  knrmWeightsFromJson, liteWeightsFromBinary, liteWeightsFromJson, randomKnrmWeights, randomLiteWeights, writeKnrmArtifact, writeLiteArtifact,
+} from '../libs/scoring-runtime/src/index';
 
 export interface WriteArtifactArgs {
   kind: 'lite' | 'knrm';
@@ -29,52 +30,17 @@ export interface WriteArtifactArgs {
   sizes?: { L1: number; L2: number; m1: number; m2: number };
 }
 
-function liteFromJson(raw: Record<string, unknown>): LiteWeights {
-  const dims = ['L1', 'L2', 'm1', 'm2'].map((k) => raw[k]);
-  if (!dims.every((v) => Number.isInteger(v))) throw new Error('LITE JSON: L1, L2, m1, m2 must be integers');
-  const [L1, L2, m1, m2] = dims as number[];
-  const w = { L1, L2, m1, m2 } as LiteWeights;
-  for (const [key, len] of Object.entries(liteShapes(L1, L2, m1, m2))) {
-    const v = raw[key];
-    if (!Array.isArray(v) || v.length !== len) throw new Error(`LITE JSON: ${key} must be an array of ${len} numbers, got ${Array.isArray(v) ? v.length : typeof v}`);
-    (w as unknown as Record<string, Float32Array>)[key] = Float32Array.from(v as number[]);
-  }
-  return w;
-}
-
-function liteFromBinary(bytes: Buffer, sizes: { L1: number; L2: number; m1: number; m2: number }): LiteWeights {
-  const shapes = liteShapes(sizes.L1, sizes.L2, sizes.m1, sizes.m2);
-  const total = Object.values(shapes).reduce((a, b) => a + b, 0);
-  if (bytes.byteLength !== total * 4) {
-    throw new Error(`LITE binary: ${bytes.byteLength} bytes, expected ${total * 4} (${total} float32) for L1=${sizes.L1} L2=${sizes.L2} m1=${sizes.m1} m2=${sizes.m2}`);
-  }
-  const all = new Float32Array(total);
-  for (let i = 0; i < total; i++) all[i] = bytes.readFloatLE(i * 4);
-  const w = { ...sizes } as LiteWeights;
-  let p = 0;
-  for (const [key, len] of Object.entries(shapes)) {
-    (w as unknown as Record<string, Float32Array>)[key] = all.slice(p, p + len);
-    p += len;
-  }
-  return w;
-}
-
-function knrmFromJson(raw: Record<string, unknown>): KnrmWeights {
-  if (!Array.isArray(raw.w) || raw.w.length !== 11 || typeof raw.b !== 'number') throw new Error('K-NRM JSON: expected { "w": [11 numbers], "b": number }');
-  return { w: Float32Array.from(raw.w as number[]), b: raw.b };
-}
-
 /** Writes the artifact and returns its size in bytes. */
 export function writeScorerArtifact(args: WriteArtifactArgs): { path: string; bytes: number } {
   const path = resolve(args.out);
   if (args.kind === 'knrm') {
-    const w = args.weights ? knrmFromJson(JSON.parse(readFileSync(args.weights, 'utf8'))) : randomKnrmWeights(args.seed ?? 1);
+    const w = args.weights ? knrmWeightsFromJson(JSON.parse(readFileSync(args.weights, 'utf8'))) : randomKnrmWeights(args.seed ?? 1);
     return { path, bytes: writeKnrmArtifact(path, w) };
   }
   let w: LiteWeights;
   if (!args.weights) w = randomLiteWeights(args.seed ?? 1, args.sizes ?? LITE_DEFAULT);
-  else if (args.weights.endsWith('.json')) w = liteFromJson(JSON.parse(readFileSync(args.weights, 'utf8')));
-  else w = liteFromBinary(readFileSync(args.weights), args.sizes ?? LITE_DEFAULT);
+  else if (args.weights.endsWith('.json')) w = liteWeightsFromJson(JSON.parse(readFileSync(args.weights, 'utf8')));
+  else w = liteWeightsFromBinary(readFileSync(args.weights), args.sizes ?? LITE_DEFAULT);
   return { path, bytes: writeLiteArtifact(path, w) };
 }
 

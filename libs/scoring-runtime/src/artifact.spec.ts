@@ -1,46 +1,44 @@
 import { describe, expect, it } from 'vitest';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { liteShapes } from '@lateral/scoring';
-import { parseArgs, writeScorerArtifact } from '../../../scripts/write-scorer-artifact';
-import { randomLiteWeights, readLiteArtifact, seededUniform } from './artifact';
+import {
+  knrmWeightsFromJson, liteWeightsFromBinary, liteWeightsFromJson, randomLiteWeights, readLiteArtifact, seededUniform, writeLiteArtifact,
+} from './artifact';
 
-describe('write-scorer-artifact', () => {
+describe('LITE artifacts', () => {
   const sizes = { L1: 3, L2: 4, m1: 5, m2: 6 };
-  it('writes LITE from JSON and from binary identically to the in-memory weights', () => {
+  it('JSON and binary weight files give the in-memory weights; the written artifact reads back identically', () => {
+    const w = randomLiteWeights(3, sizes);
+    const json: Record<string, unknown> = { ...sizes };
+    const parts: Float32Array[] = [];
+    for (const key of Object.keys(liteShapes(3, 4, 5, 6))) {
+      const arr = (w as unknown as Record<string, Float32Array>)[key];
+      json[key] = Array.from(arr);
+      parts.push(arr);
+    }
+    const bin = Buffer.alloc(parts.reduce((s, p) => s + p.length, 0) * 4);
+    let o = 0;
+    for (const p of parts) for (const x of p) { bin.writeFloatLE(x, o); o += 4; }
+    expect(liteWeightsFromJson(JSON.parse(JSON.stringify(json)))).toEqual(w);
+    expect(liteWeightsFromBinary(bin, sizes)).toEqual(w);
+    expect(() => liteWeightsFromBinary(bin, { ...sizes, m2: 7 })).toThrow('LITE binary: 576 bytes, expected 620 (155 float32) for L1=3 L2=4 m1=5 m2=7');
+    expect(() => liteWeightsFromJson({ ...json, W2: [1] })).toThrow('LITE JSON: W2 must be an array of 24 numbers, got 1');
     const dir = mkdtempSync(join(tmpdir(), 'artifact-'));
     try {
-      const w = randomLiteWeights(3, sizes);
-      const json: Record<string, unknown> = { ...sizes };
-      const parts: Float32Array[] = [];
-      for (const key of Object.keys(liteShapes(3, 4, 5, 6))) {
-        const arr = (w as unknown as Record<string, Float32Array>)[key];
-        json[key] = Array.from(arr);
-        parts.push(arr);
-      }
-      writeFileSync(join(dir, 'w.json'), JSON.stringify(json));
-      const bin = Buffer.alloc(parts.reduce((s, p) => s + p.length, 0) * 4);
-      let o = 0;
-      for (const p of parts) for (const x of p) { bin.writeFloatLE(x, o); o += 4; }
-      writeFileSync(join(dir, 'w.bin'), bin);
-      writeScorerArtifact(parseArgs(['lite', '--out', join(dir, 'a.onnx'), '--weights', join(dir, 'w.json')]));
-      writeScorerArtifact(parseArgs(['lite', '--out', join(dir, 'b.onnx'), '--weights', join(dir, 'w.bin'), '--L1', '3', '--L2', '4', '--m1', '5', '--m2', '6']));
-      const a = readLiteArtifact(join(dir, 'a.onnx'));
-      const b = readLiteArtifact(join(dir, 'b.onnx'));
-      expect(a).toEqual(w);
-      expect(b).toEqual(w);
+      writeLiteArtifact(join(dir, 'a.onnx'), w);
+      writeLiteArtifact(join(dir, 'b.onnx'), liteWeightsFromBinary(bin, sizes));
+      expect(readLiteArtifact(join(dir, 'a.onnx'))).toEqual(w);
       expect(readFileSync(join(dir, 'a.onnx')).equals(readFileSync(join(dir, 'b.onnx')))).toBe(true);
-      expect(() => writeScorerArtifact(parseArgs(['lite', '--out', join(dir, 'c.onnx'), '--weights', join(dir, 'w.bin'), '--size', 'small']))).toThrow('LITE binary: ');
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }
   });
-  it('seeded weights are reproducible and the CLI rejects bad arguments', () => {
+  it('seeded weights are reproducible; K-NRM JSON is validated', () => {
     expect(randomLiteWeights(5, sizes)).toEqual(randomLiteWeights(5, sizes));
     expect(seededUniform(1)()).not.toBe(seededUniform(2)());
-    expect(() => parseArgs(['lite'])).toThrow('--out FILE is required');
-    expect(() => parseArgs(['foo'])).toThrow('usage:');
-    expect(() => parseArgs(['lite', '--out', 'x', '--size', 'huge'])).toThrow('--size must be default or small');
+    expect(knrmWeightsFromJson({ w: Array(11).fill(0.5), b: 1 }).w).toHaveLength(11);
+    expect(() => knrmWeightsFromJson({ w: [1], b: 0 })).toThrow('K-NRM JSON: expected');
   });
 });

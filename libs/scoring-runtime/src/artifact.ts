@@ -4,7 +4,7 @@
  */
 import { readFileSync } from 'node:fs';
 import { liteShapes, assertLiteWeights, KNRM_MU, type KnrmWeights, type LiteWeights } from '@lateral/scoring';
-import { onnx, writeModel } from '../../../scripts/lib/onnx-graph';
+import { onnx, writeModel } from '@lateral/model';
 import { buildKnrmModel, buildLiteModel } from './graphs';
 
 /** splitmix64-seeded xorshift-free generator: portable, so a seed names the same weights everywhere. */
@@ -43,6 +43,51 @@ export function randomLiteWeights(seed: number, sizes: { L1: number; L2: number;
 export function randomKnrmWeights(seed: number): KnrmWeights {
   const r = seededUniform(seed);
   return { w: Float32Array.from(KNRM_MU, () => (r() * 2 - 1) * 0.1), b: (r() * 2 - 1) * 0.1 };
+}
+
+/**
+ * LITE weights from JSON: { L1, L2, m1, m2, W1: number[], b1, g1, be1, W2, ..., be4, w }, every
+ * matrix row-major as in `LiteWeights`.
+ */
+export function liteWeightsFromJson(raw: Record<string, unknown>): LiteWeights {
+  const dims = ['L1', 'L2', 'm1', 'm2'].map((k) => raw[k]);
+  if (!dims.every((v) => Number.isInteger(v))) throw new Error('LITE JSON: L1, L2, m1, m2 must be integers');
+  const [L1, L2, m1, m2] = dims as number[];
+  const w = { L1, L2, m1, m2 } as LiteWeights;
+  for (const [key, len] of Object.entries(liteShapes(L1, L2, m1, m2))) {
+    const v = raw[key];
+    if (!Array.isArray(v) || v.length !== len) throw new Error(`LITE JSON: ${key} must be an array of ${len} numbers, got ${Array.isArray(v) ? v.length : typeof v}`);
+    (w as unknown as Record<string, Float32Array>)[key] = Float32Array.from(v as number[]);
+  }
+  return w;
+}
+
+/**
+ * LITE weights from a binary file: little-endian float32, tensors concatenated in the order
+ * W1 b1 g1 be1 W2 b2 g2 be2 W3 b3 g3 be3 W4 b4 g4 be4 w; the sizes are not in the file.
+ */
+export function liteWeightsFromBinary(bytes: Uint8Array, sizes: { L1: number; L2: number; m1: number; m2: number }): LiteWeights {
+  const shapes = liteShapes(sizes.L1, sizes.L2, sizes.m1, sizes.m2);
+  const total = Object.values(shapes).reduce((a, b) => a + b, 0);
+  if (bytes.byteLength !== total * 4) {
+    throw new Error(`LITE binary: ${bytes.byteLength} bytes, expected ${total * 4} (${total} float32) for L1=${sizes.L1} L2=${sizes.L2} m1=${sizes.m1} m2=${sizes.m2}`);
+  }
+  const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  const w = { ...sizes } as LiteWeights;
+  let p = 0;
+  for (const [key, len] of Object.entries(shapes)) {
+    const a = new Float32Array(len);
+    for (let i = 0; i < len; i++) a[i] = view.getFloat32((p + i) * 4, true);
+    (w as unknown as Record<string, Float32Array>)[key] = a;
+    p += len;
+  }
+  return w;
+}
+
+/** K-NRM weights from JSON: { w: [11 numbers in KNRM_MU order], b: number }. */
+export function knrmWeightsFromJson(raw: Record<string, unknown>): KnrmWeights {
+  if (!Array.isArray(raw.w) || raw.w.length !== KNRM_MU.length || typeof raw.b !== 'number') throw new Error('K-NRM JSON: expected { "w": [11 numbers], "b": number }');
+  return { w: Float32Array.from(raw.w as number[]), b: raw.b };
 }
 
 export function writeLiteArtifact(path: string, weights: LiteWeights): number {

@@ -3,7 +3,7 @@
  * (no I/O); the weights are baked in as initializers so one file is one artifact.
  */
 import { assertLiteWeights, KNRM_MU, KNRM_SIGMA, KNRM_MIN_K, LITE_LN_EPS, type KnrmWeights, type LiteWeights } from '@lateral/scoring';
-import { floatScalar, floatTensor, GraphBuilder, int64Tensor, makeModel, makeTensor, makeValueInfo, type ModelProto } from '../../../scripts/lib/onnx-graph';
+import { floatScalar, floatTensor, GraphBuilder, int64Tensor, makeModel, makeTensor, makeValueInfo, type ModelProto } from '@lateral/model';
 
 /** Large negative bias for padded token slots: exp-free, so any value far below a cosine works. */
 export const MASK_BIAS = -1e9;

@@ -5,4 +5,5 @@ export { OnnxLite, OnnxKnrm } from './lite-onnx';
 export { padCandidates, padRows } from './padding';
 export {
   seededUniform, randomLiteWeights, randomKnrmWeights, writeLiteArtifact, writeKnrmArtifact, readLiteArtifact,
+  liteWeightsFromJson, liteWeightsFromBinary, knrmWeightsFromJson,
 } from './artifact';

@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { knrm, liteReference, LITE_SMALL, maxsim } from '@lateral/scoring';
 import { buildLiteModel, OnnxKnrm, OnnxLite, OnnxMaxsim } from './index';
-import { encodeModel } from '../../../scripts/lib/onnx-graph';
+import { encodeModel } from '@lateral/model';
 import { randomKnrmWeights, randomLiteWeights, readLiteArtifact, writeLiteArtifact } from './artifact';
 
 function rng(seed: number) {

@@ -1,5 +1,5 @@
 import * as ort from 'onnxruntime-node';
-import { encodeModel, type ModelProto } from '../../../scripts/lib/onnx-graph';
+import { encodeModel, type ModelProto } from '@lateral/model';
 
 export interface ScorerSessionOptions {
   /** Intra-op threads; default 2 (the scorer worker's core budget). */
