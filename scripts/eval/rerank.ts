@@ -6,7 +6,8 @@
  * MRR@10 and recall@10 with "relevant" = grade >= --rel-level (default 2, the TREC DL convention
  * for binary measures). Queries without judgments are skipped. Ties keep first-stage order.
  *
- *   npx tsx scripts/eval/rerank.ts [--data DIR] [--model DIR] [--rel-level 2] [--lambda 0.5] [--lite FILE.onnx] [--json]
+ *   npx tsx scripts/eval/rerank.ts [--dataset DIR (alias --data)] [--model DIR] [--scorers a,b,...] [--rel-level 2] [--lambda 0.5] [--lite FILE.onnx] [--json]
+ *   (--scorers filters by name prefix, e.g. --scorers maxsim,dense; the first stage is always reported)
  *
  * Scorers: first stage; maxsim; maxsim-topk (k = 2, 4, sum); dense (mean pool); mebert (mean-pooled
  * query vs the first 4 document vectors: the GloVe models have no CLS); signed-maxsim with the
@@ -66,7 +67,8 @@ async function tokenStrings(enc: TokenEncoder, e: EncodedText): Promise<string[]
 }
 
 export async function runRerankEval(args: string[]): Promise<Record<string, unknown>> {
-  const dataDir = resolve(flag(args, '--data') ?? DEFAULT_RERANK_DIR);
+  const dataDir = resolve(flag(args, '--dataset') ?? flag(args, '--data') ?? DEFAULT_RERANK_DIR);
+  const only = flag(args, '--scorers')?.split(',').map((x) => x.trim()).filter(Boolean);
   const modelDir = resolve(flag(args, '--model') ?? DEFAULT_MODEL_DIR);
   const relLevel = Number(flag(args, '--rel-level') ?? 2);
   const lambda = Number(flag(args, '--lambda') ?? 0.5);
@@ -79,7 +81,9 @@ export async function runRerankEval(args: string[]): Promise<Record<string, unkn
   const lite = litePath ? await OnnxLite.create(litePath) : null;
   const d = enc.dims;
 
-  const names = ['first-stage', 'maxsim', 'maxsim-top2', 'maxsim-top4', 'dense', 'mebert-4', 'signed-maxsim (heuristic)', `hybrid minmax lambda=${lambda}`, 'rrf(first, maxsim)', ...(lite ? ['lite'] : [])];
+  const all = ['first-stage', 'maxsim', 'maxsim-top2', 'maxsim-top4', 'dense', 'mebert-4', 'signed-maxsim (heuristic)', `hybrid minmax lambda=${lambda}`, 'rrf(first, maxsim)', ...(lite ? ['lite'] : [])];
+  const names = only ? all.filter((n) => n === 'first-stage' || only.some((o) => n.startsWith(o))) : all;
+  if (only && names.length === 1) throw new Error(`--scorers ${only.join(',')} matches none of: ${all.slice(1).join(', ')}`);
   const sums = new Map(names.map((n) => [n, { ndcg10: 0, mrr10: 0, recall10: 0 }]));
   let evaluated = 0;
   const t0 = performance.now();
