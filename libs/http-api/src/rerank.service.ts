@@ -10,7 +10,8 @@ import {
   type RerankResult,
 } from '@lateral/shared';
 import { createRedis } from '@lateral/infra';
-import type { Runtime } from '@lateral/pipeline';
+import { checkScorerArtifact, type Runtime } from '@lateral/pipeline';
+import path from 'node:path';
 import { zodIssues } from './zod-issues';
 
 export interface RerankStatus {
@@ -46,6 +47,7 @@ export class RerankService {
     const parsed = RerankRequestSchema.safeParse(body);
     if (!parsed.success) throw new ValidationError('invalid re-rank request', zodIssues(parsed.error));
     const req = parsed.data;
+    checkScorerArtifact(path.resolve(this.rt.config.SCORERS_DIR), req.scorer);
     const collection = await this.rt.collections.get(this.tenant, req.collection);
     if (!collection) throw new NotFoundError(`collection '${req.collection}' not found`);
     const id = `rr-${randomUUID()}`;

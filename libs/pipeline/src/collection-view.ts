@@ -1,7 +1,6 @@
 import { readSegment } from '@lateral/codec';
 import type { CollectionManifest } from '@lateral/shared';
 import type { ObjectStore } from '@lateral/infra';
-import { GemmMaxsim } from './gemm-maxsim';
 
 /**
  * A committed generation of a collection, decoded for scoring: all token vectors of all live
@@ -23,13 +22,6 @@ export interface CollectionView {
 /** Loads generations once per process; segments are immutable so decoded generations are cached by key. */
 export class CollectionViewCache {
   private readonly views = new Map<string, Promise<CollectionView>>();
-  private gemmSession: Promise<GemmMaxsim> | null = null;
-
-  /** The scoring session, created once per process on first use. */
-  gemm(): Promise<GemmMaxsim> {
-    this.gemmSession ??= GemmMaxsim.create();
-    return this.gemmSession;
-  }
 
   constructor(private readonly store: ObjectStore, private readonly maxViews = 4) {}
 

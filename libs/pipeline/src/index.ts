@@ -9,3 +9,4 @@ export * from './rerank.processor';
 export * from './runtime';
 export * from './worker-main';
 export * from './gemm-maxsim';
+export * from './scorers';

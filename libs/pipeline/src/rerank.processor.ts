@@ -1,42 +1,12 @@
 import type { Job } from 'bullmq';
-import { PermanentJobError, QueueName, RerankRequestSchema, s3Keys, type JobPayload, type JobResults, type RerankResult, type ScorerSpec } from '@lateral/shared';
-import { dense, meanPool, topK } from '@lateral/scoring';
-import type { EncodedText } from '@lateral/model';
+import { PermanentJobError, QueueName, RerankRequestSchema, ValidationError, s3Keys, type JobPayload, type JobResults, type RerankResult } from '@lateral/shared';
+import { ShapeError, topK } from '@lateral/scoring';
 import type { PipelineContext } from './context';
 import type { CollectionView, CollectionViewCache } from './collection-view';
-import type { GemmMaxsim } from './gemm-maxsim';
+import { scoreGroup, type ScorerResources } from './scorers';
 import { permanentModelErrors } from './encode.processor';
 
-/** Candidate rows of a collection view as one contiguous T x d block with C + 1 offsets. */
-export function gatherRows(view: CollectionView, rows: number[]): { docs: Float32Array; offsets: Uint32Array } {
-  const d = view.dims;
-  if (rows.length === view.docIds.length && rows.every((r, i) => r === i)) return { docs: view.vectors, offsets: view.offsets };
-  const offsets = new Uint32Array(rows.length + 1);
-  for (let i = 0; i < rows.length; i++) offsets[i + 1] = offsets[i] + (view.offsets[rows[i] + 1] - view.offsets[rows[i]]);
-  const docs = new Float32Array(offsets[rows.length] * d);
-  for (let i = 0; i < rows.length; i++) docs.set(view.vectors.subarray(view.offsets[rows[i]] * d, view.offsets[rows[i] + 1] * d), offsets[i] * d);
-  return { docs, offsets };
-}
-
-/**
- * Scores queries that share one candidate list. MaxSim runs as GEMMs over the shared candidate
- * tokens (all queries of the group at once); dense is one dot product per candidate.
- */
-export async function scoreGroup(gemm: GemmMaxsim, view: CollectionView, queries: EncodedText[], rows: number[], scorer: ScorerSpec, yieldEvery: () => Promise<void>): Promise<Float32Array[]> {
-  const d = view.dims;
-  if (scorer.name === 'dense') {
-    return queries.map((q) => {
-      const qv = meanPool(q.vectors, q.length, d, true);
-      const scores = new Float32Array(rows.length);
-      for (let i = 0; i < rows.length; i++) scores[i] = dense(qv, view.docVectors.subarray(rows[i] * d, (rows[i] + 1) * d));
-      return scores;
-    });
-  }
-  const { docs, offsets } = gatherRows(view, rows);
-  return gemm.score(queries, docs, offsets, d, { normalize: scorer.normalize, yieldEvery });
-}
-
-export async function rerankProcessor(ctx: PipelineContext, views: CollectionViewCache, p: JobPayload<QueueName.rerank>, job?: Job): Promise<JobResults[QueueName.rerank]> {
+export async function rerankProcessor(ctx: PipelineContext, views: CollectionViewCache, scorers: ScorerResources, p: JobPayload<QueueName.rerank>, job?: Job): Promise<JobResults[QueueName.rerank]> {
   const t0 = Date.now();
   const raw = await ctx.store.getJson<unknown>(p.requestKey);
   if (!raw) throw new PermanentJobError(`re-rank request missing from S3: ${p.requestKey}`);
@@ -63,7 +33,9 @@ export async function rerankProcessor(ctx: PipelineContext, views: CollectionVie
     const rows: number[] = [];
     const missing: string[] = [];
     const seen = new Set<string>();
-    for (const id of q.candidates) {
+    const first: number[] = [];
+    for (const cand of q.candidates) {
+      const id = typeof cand === 'string' ? cand : cand.id;
       if (seen.has(id)) continue;
       seen.add(id);
       const row = view?.rowOf.get(id);
@@ -71,11 +43,12 @@ export async function rerankProcessor(ctx: PipelineContext, views: CollectionVie
       else {
         ids.push(id);
         rows.push(row);
+        first.push(typeof cand === 'string' ? NaN : cand.score);
       }
     }
     candidatesTotal += ids.length;
     missingTotal += missing.length;
-    return { ids, rows, missing, key: rows.join(',') };
+    return { ids, rows, missing, first: Float64Array.from(first), key: rows.join(',') };
   });
   const groups = new Map<string, number[]>();
   resolved.forEach((r, i) => groups.set(r.key, [...(groups.get(r.key) ?? []), i]));
@@ -95,8 +68,15 @@ export async function rerankProcessor(ctx: PipelineContext, views: CollectionVie
       for (const i of members) scores[i] = new Float32Array(0);
       continue;
     }
-    const gemm = await views.gemm();
-    const out = await scoreGroup(gemm, view, members.map((i) => queries[i]), rows, req.scorer, yieldEvery);
+    const out = await scoreGroup(
+      scorers,
+      { view, encoder, queries: members.map((i) => queries[i]), rows, firstStage: members.map((i) => resolved[i].first), yieldEvery },
+      req.scorer,
+    ).catch((err) => {
+      // A scorer that cannot run on this request (e.g. a model without token_weights) will never succeed.
+      if (err instanceof ValidationError || err instanceof ShapeError) throw new PermanentJobError(err.message);
+      throw err;
+    });
     members.forEach((qi, k) => (scores[qi] = out[k]));
     done += members.length;
     await job?.updateProgress(Math.round((100 * done) / req.queries.length));

@@ -20,6 +20,7 @@ import { compressProcessor } from './compress.processor';
 import { indexProcessor } from './index.processor';
 import { rerankProcessor } from './rerank.processor';
 import { CollectionViewCache } from './collection-view';
+import { ScorerResources } from './scorers';
 
 export interface ResolvedServices {
   redisUrl: string;
@@ -106,11 +107,12 @@ export const HANDLED_QUEUES: QueueName[] = [QueueName.encode, QueueName.compress
 /** The complete queue -> handler registry; WorkerHost refuses to start a queue without one. */
 export function pipelineHandlers(ctx: PipelineContext): HandlerRegistry {
   const views = new CollectionViewCache(ctx.store);
+  const scorers = new ScorerResources(path.resolve(ctx.config.SCORERS_DIR));
   return {
     [QueueName.encode]: (p) => encodeProcessor(ctx, p),
     [QueueName.compress]: (p) => compressProcessor(ctx, p),
     [QueueName.index]: (p) => indexProcessor(ctx, p),
-    [QueueName.rerank]: (p, job) => rerankProcessor(ctx, views, p, job),
+    [QueueName.rerank]: (p, job) => rerankProcessor(ctx, views, scorers, p, job),
   };
 }
 

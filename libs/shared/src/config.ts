@@ -31,6 +31,8 @@ export const ConfigSchema = z.object({
   DATA_DIR: z.string().default('.data'),
   /** Folder holding model directories (each with model.onnx, tokenizer.json, manifest.json). */
   MODELS_DIR: z.string().default('.cache/models'),
+  /** Folder of scorer artifacts (LITE / KNRM `.onnx`, lite-flat `.json`) named by re-rank requests. */
+  SCORERS_DIR: z.string().default('.cache/scorers'),
   /** Model directory name used when a collection names none. */
   DEFAULT_MODEL: z.string().default('glove-ctx-100d'),
   /** ONNX Runtime execution provider; cuda falls back to cpu with a logged warning. */
