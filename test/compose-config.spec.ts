@@ -9,7 +9,7 @@ import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { parse, parseAllDocuments } from 'yaml';
-import { ALL_QUEUES, CONFIG_KEYS, ConfigSchema } from '@lateral/shared';
+import { CONFIG_KEYS, ConfigSchema } from '@lateral/shared';
 
 const ROOT = resolve(__dirname, '..');
 const read = (p: string) => readFileSync(join(ROOT, p), 'utf8');

@@ -4,7 +4,6 @@ import { ValidationError, type ScorerSpec } from '@lateral/shared';
 import {
   dense,
   hybridLinear,
-  knrm,
   liteFlat,
   maxsimTopK,
   meanPool,
