@@ -5,7 +5,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { roundToHalf } from '@lateral/codec';
 import { getEncoder, type EncodedText } from '@lateral/model';
 import { LITE_SMALL, knrm, liteReference, maxsim, maxsimTopK, meanPool, mebert, negationWeights, signedMaxsim, hybridLinear } from '@lateral/scoring';
-import type { ScorerSpec } from '@lateral/shared';
+import type { z } from 'zod';
+import type { ScorerSchema } from '@lateral/shared';
 import { randomKnrmWeights, randomLiteWeights, writeKnrmArtifact, writeLiteArtifact } from '@lateral/scoring-runtime';
 import { startServer, type Server } from '../apps/all-in-one/src/server';
 import { loadCranfield } from '../scripts/lib/cranfield';
@@ -46,7 +47,7 @@ describe('scorers through the re-rank API', () => {
     await server?.stop();
   });
 
-  async function run(scorer: ScorerSpec | string, withScores = false) {
+  async function run(scorer: z.input<typeof ScorerSchema> | string, withScores = false) {
     const first = (i: number) => 100 - i;
     const res = await api('POST', '/v1/rerank?wait=60', {
       collection: 'c',
