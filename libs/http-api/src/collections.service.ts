@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import {
+  CodecSettingsSchema,
   ConflictError,
   CreateCollectionSchema,
   ModelManifestSchema,
@@ -11,9 +12,11 @@ import {
   jobIds,
   s3Keys,
   type Collection,
+  type CodecSettings,
   type ModelManifest,
 } from '@lateral/shared';
 import { parseDocumentsBody, toNdjson, validateDocuments, type Runtime } from '@lateral/pipeline';
+import { z } from 'zod';
 import { zodIssues } from './zod-issues';
 
 /** Collections and ingestion: validation, S3-first writes, then the encode jobs. */
@@ -55,11 +58,7 @@ export class CollectionsService {
         { field: 'maxDocTokens', message: `at most ${manifest.maxDocTokens} for model ${model}` },
       ]);
     }
-    if (req.codec.kind === 'eden' || req.codec.kind === 'residual') {
-      throw new ValidationError(`codec '${req.codec.kind}' is not available in the pipeline yet (use fp32, fp16 or int8)`, [
-        { field: 'codec.kind', message: 'one of fp32, fp16, int8' },
-      ]);
-    }
+    checkPipelineCodec(req.codec, manifest.dims);
     if (await this.rt.collections.get(this.tenant, req.id)) throw new ConflictError(`collection '${req.id}' already exists`);
     const c: Collection = {
       tenantId: this.tenant,
@@ -73,6 +72,40 @@ export class CollectionsService {
     };
     await this.rt.collections.create(c);
     return c;
+  }
+
+  /**
+   * Re-compresses a collection at new codec settings from its stored raw vectors, without
+   * re-encoding: every batch is compressed again at a new codec version, and the new generation
+   * is committed only when every segment is written.
+   */
+  async recompress(id: string, body: unknown) {
+    const collection = await this.require(id);
+    const parsed = z.object({ codec: CodecSettingsSchema }).strict().safeParse(body);
+    if (!parsed.success) throw new ValidationError('invalid re-compression request', zodIssues(parsed.error));
+    checkPipelineCodec(parsed.data.codec, collection.dims);
+    if (collection.pending) throw new ConflictError(`collection '${id}' is already being re-compressed to codec v${collection.pending.codecVersion}`);
+    const manifest = await this.rt.collections.manifest(this.tenant, id);
+    if (!manifest || manifest.segments.length === 0) throw new ConflictError(`collection '${id}' has no committed segments to re-compress`);
+    const codecVersion = Math.max(collection.codecVersion, ...manifest.segments.map((s) => s.codecVersion)) + 1;
+    const batches = manifest.segments.map((s) => s.batchId);
+    await this.rt.collections.update({ ...collection, pending: { codecVersion, codec: parsed.data.codec, batches, startedAt: new Date().toISOString() } });
+    await this.rt.queues.addBulk(
+      QueueName.compress,
+      manifest.segments.map((s) => ({
+        jobId: jobIds.compress(this.tenant, id, s.batchId, codecVersion),
+        payload: {
+          tenantId: this.tenant,
+          collectionId: id,
+          ingestionId: null,
+          batchId: s.batchId,
+          rawKey: s3Keys.rawVectors(this.tenant, id, s.batchId),
+          codecVersion,
+          documents: s.documents,
+        },
+      })),
+    );
+    return { collection: id, codecVersion, batches: batches.length, status: `/v1/collections/${id}` };
   }
 
   async require(id: string): Promise<Collection> {
@@ -94,6 +127,7 @@ export class CollectionsService {
       tokens,
       segmentBytes: bytes,
       bytesPerToken: tokens ? bytes / tokens : null,
+      codecVersions: [...new Set(manifest?.segments.map((x) => x.codecVersion) ?? [])],
       stages: stats,
     };
   }
@@ -146,5 +180,17 @@ export class CollectionsService {
     const accepted = Number(s.accepted);
     const state = Number(s.indexed) >= accepted ? 'done' : Number(s.failed) > 0 ? 'failed' : 'processing';
     return { ingestionId, collection: id, state, stages: { accepted, encoded: s.encoded, compressed: s.compressed, indexed: s.indexed, failed: s.failed }, batches: s.batches, createdAt: s.createdAt };
+  }
+}
+
+/** Codec settings the pipeline can serve: side information needs the static model at read time (not wired yet). */
+function checkPipelineCodec(codec: CodecSettings, dims: number): void {
+  if (codec.sideInfo) {
+    throw new ValidationError('codec.sideInfo is not available in the pipeline yet (it is measured by `npm run eval -- compression`)', [
+      { field: 'codec.sideInfo', message: 'must be false' },
+    ]);
+  }
+  if (codec.dims !== undefined && codec.dims > dims) {
+    throw new ValidationError(`codec.dims ${codec.dims} is over the model's ${dims} dims`, [{ field: 'codec.dims', message: `at most ${dims}` }]);
   }
 }

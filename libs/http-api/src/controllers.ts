@@ -51,6 +51,12 @@ export class CollectionsController {
     return this.svc.ingest(id, typeof body === 'string' ? body : JSON.stringify(body ?? ''), req.headers['content-type']);
   }
 
+  @Post(':id/recompress')
+  @HttpCode(202)
+  recompress(@Param('id') id: string, @Body() body: unknown) {
+    return this.svc.recompress(id, json(body));
+  }
+
   @Get(':id/ingestions/:ingestionId')
   ingestion(@Param('id') id: string, @Param('ingestionId') ingestionId: string) {
     return this.svc.ingestion(id, ingestionId);

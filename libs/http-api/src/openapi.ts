@@ -58,6 +58,14 @@ export function openApiDocument(version: string) {
           responses: { '202': ok('accepted; poll the ingestion status', { $ref: '#/components/schemas/Ingestion' }), ...errors(400, 404, 413, 503) },
         },
       },
+      '/v1/collections/{id}/recompress': {
+        post: {
+          summary: 'Re-compress a collection at new codec settings from its stored raw vectors (no re-encoding); the new generation is committed when every segment is written',
+          parameters: [idParam],
+          requestBody: { required: true, content: { 'application/json': { schema: { type: 'object', required: ['codec'], properties: { codec: { $ref: '#/components/schemas/CodecSettings' } } } } } },
+          responses: { '202': ok('re-compression queued'), ...errors(400, 404, 409, 503) },
+        },
+      },
       '/v1/collections/{id}/ingestions/{ingestionId}': {
         get: {
           summary: 'Ingestion progress: documents per stage',

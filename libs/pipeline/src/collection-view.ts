@@ -1,6 +1,7 @@
 import { readSegment } from '@lateral/codec';
 import type { CollectionManifest } from '@lateral/shared';
 import type { ObjectStore } from '@lateral/infra';
+import type { CodecArtifacts } from './codec-artifacts';
 
 /**
  * A committed generation of a collection, decoded for scoring: all token vectors of all live
@@ -23,7 +24,7 @@ export interface CollectionView {
 export class CollectionViewCache {
   private readonly views = new Map<string, Promise<CollectionView>>();
 
-  constructor(private readonly store: ObjectStore, private readonly maxViews = 4) {}
+  constructor(private readonly store: ObjectStore, private readonly codecs: CodecArtifacts, private readonly maxViews = 4) {}
 
   get(manifest: CollectionManifest): Promise<CollectionView> {
     const key = `${manifest.tenantId}/${manifest.collectionId}/${manifest.generation}`;
@@ -42,7 +43,8 @@ export class CollectionViewCache {
       manifest.segments.map(async (s) => {
         const bytes = await this.store.get(s.key);
         if (!bytes) throw new Error(`segment ${s.key} of generation ${manifest.generation} is missing from S3`);
-        return readSegment(bytes, s.key);
+        // Each segment is decoded with the codec artifact of the version it was written with.
+        return readSegment(bytes, s.key, await this.codecs.get(manifest.tenantId, manifest.collectionId, s.codecVersion));
       }),
     );
     const dims = readers[0]?.dims ?? 0;

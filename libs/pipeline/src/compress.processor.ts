@@ -19,11 +19,16 @@ export async function compressProcessor(ctx: PipelineContext, p: JobPayload<Queu
     if (err instanceof SegmentCorruptError) throw new PermanentJobError(err.message);
     throw err;
   }
-  const codec = createCodec(collection.codec);
+  // Settings of this job's codec version: the collection's current one, or a re-compression's.
+  const settings = p.codecVersion === collection.codecVersion ? collection.codec : collection.pending?.codecVersion === p.codecVersion ? collection.pending.codec : null;
+  if (!settings) throw new PermanentJobError(`codec version ${p.codecVersion} of ${p.collectionId} is neither current (${collection.codecVersion}) nor being re-compressed`);
+  const artifact = await ctx.codecs.ensure(p.tenantId, p.collectionId, p.codecVersion, settings, () => ({ vectors: raw.decodeAll(), dims: raw.dims }));
+  const codec = createCodec(artifact.settings, artifact);
   const metadata = Array.from({ length: raw.documents }, (_, i) => raw.metadata(i));
   const segment = writeSegment(
     { docIds: raw.docIds, tokenOffsets: raw.tokenOffsets, tokenIds: raw.tokenIds, vectors: raw.decodeAll(), dims: raw.dims, docVectors: raw.docVectors ?? undefined, metadata },
     codec,
+    { seed: artifact.seed },
   );
   const segmentKey = s3Keys.segment(p.tenantId, p.collectionId, p.batchId, p.codecVersion);
   await ctx.store.put(segmentKey, segment);

@@ -3,6 +3,7 @@ import type { Redis } from 'ioredis';
 import type { Config } from '@lateral/shared';
 import type { CollectionRepository, JobQueues, Logger, ObjectStore } from '@lateral/infra';
 import { getEncoder, type TokenEncoder } from '@lateral/model';
+import type { CodecArtifacts } from './codec-artifacts';
 
 /** What the processors receive: only the repositories they use, built once per process. */
 export interface PipelineContext {
@@ -12,6 +13,7 @@ export interface PipelineContext {
   queues: JobQueues;
   collections: CollectionRepository;
   encoders: EncoderProvider;
+  codecs: CodecArtifacts;
   logger: Logger;
 }
 

@@ -55,7 +55,7 @@ export async function encodeProcessor(ctx: PipelineContext, p: JobPayload<QueueN
   await ctx.collections.count(p.tenantId, p.collectionId, p.ingestionId, 'encoded', docs.length);
   await ctx.collections.addTotals(p.tenantId, p.collectionId, { tokens, rawBytes: segment.byteLength, truncated: encoded.filter((e) => e.truncated).length });
   ctx.logger.debug(`encoded ${docs.length} docs / ${tokens} tokens in ${Date.now() - started} ms`, { batch: p.batchId });
-  const result = { rawKey, documents: docs.length, tokens };
+  const result = { rawKey, documents: docs.length, tokens, codecVersion: collection.codecVersion };
   await enqueueNext(ctx.queues, QueueName.encode, p, result);
   return result;
 }

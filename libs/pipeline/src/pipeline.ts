@@ -11,13 +11,13 @@ export async function enqueueNext<Q extends QueueName>(queues: JobQueues, queue:
     case QueueName.encode: {
       const p = payload as JobPayload<QueueName.encode>;
       const r = result as JobResults[QueueName.encode];
-      await queues.add(QueueName.compress, jobIds.compress(p.tenantId, p.collectionId, p.batchId, 1), {
+      await queues.add(QueueName.compress, jobIds.compress(p.tenantId, p.collectionId, p.batchId, r.codecVersion), {
         tenantId: p.tenantId,
         collectionId: p.collectionId,
         ingestionId: p.ingestionId,
         batchId: p.batchId,
         rawKey: r.rawKey,
-        codecVersion: 1,
+        codecVersion: r.codecVersion,
         documents: r.documents,
       });
       return;

@@ -21,6 +21,7 @@ import { indexProcessor } from './index.processor';
 import { rerankProcessor } from './rerank.processor';
 import { CollectionViewCache } from './collection-view';
 import { ScorerResources } from './scorers';
+import { CodecArtifacts } from './codec-artifacts';
 
 export interface ResolvedServices {
   redisUrl: string;
@@ -91,6 +92,7 @@ export async function createRuntime(config: Config, services: ResolvedServices, 
     queues,
     collections,
     encoders: encoderProvider(config, logger),
+    codecs: new CodecArtifacts(store, redis, config.REDIS_PREFIX),
     logger,
     services,
     close: async () => {
@@ -106,7 +108,7 @@ export const HANDLED_QUEUES: QueueName[] = [QueueName.encode, QueueName.compress
 
 /** The complete queue -> handler registry; WorkerHost refuses to start a queue without one. */
 export function pipelineHandlers(ctx: PipelineContext): HandlerRegistry {
-  const views = new CollectionViewCache(ctx.store);
+  const views = new CollectionViewCache(ctx.store, ctx.codecs);
   const scorers = new ScorerResources(path.resolve(ctx.config.SCORERS_DIR));
   return {
     [QueueName.encode]: (p) => encodeProcessor(ctx, p),

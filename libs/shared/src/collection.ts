@@ -25,6 +25,8 @@ export interface Collection {
   /** Codec artifact version (bumped by re-compression). */
   codecVersion: number;
   createdAt: string;
+  /** A re-compression in flight: segments at `codecVersion` are being written from the raw vectors. */
+  pending?: { codecVersion: number; codec: z.infer<typeof CodecSettingsSchema>; batches: string[]; startedAt: string };
 }
 
 /** One committed generation of a collection: the list of live segments. Immutable once written. */
@@ -39,6 +41,8 @@ export interface CollectionManifest {
 
 export interface SegmentRef {
   batchId: string;
+  /** Codec version the segment was written with (its codec artifact). */
+  codecVersion: number;
   key: string;
   documents: number;
   tokens: number;

@@ -32,6 +32,10 @@ export const redisKeys = {
   /** Lock held while a new manifest generation is written. */
   manifestLock: (prefix: string, t: string, c: string) => `${prefix}:t:${t}:c:${c}:manifest-lock`,
   collections: (prefix: string, t: string) => `${prefix}:t:${t}:collections`,
+  /** Hash batchId -> SegmentRef JSON of a re-compression's written segments. */
+  recompress: (prefix: string, t: string, c: string, v: number) => `${prefix}:t:${t}:c:${c}:recompress:v${v}`,
+  /** Lock held while a codec version is fitted. */
+  codecFitLock: (prefix: string, t: string, c: string, v: number) => `${prefix}:t:${t}:c:${c}:codec-fit:v${v}`,
 };
 
 /** BullMQ forbids ':' in custom ids; '~' never appears in resource ids. */

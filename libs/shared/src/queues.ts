@@ -58,7 +58,7 @@ export type JobPayload<Q extends QueueName> = z.infer<(typeof JobPayloadSchemas)
 
 /** What a finished job returns (stored by BullMQ; small). */
 export interface JobResults {
-  [QueueName.encode]: { rawKey: string; documents: number; tokens: number };
+  [QueueName.encode]: { rawKey: string; documents: number; tokens: number; codecVersion: number };
   [QueueName.compress]: { segmentKey: string; bytes: number };
   [QueueName.index]: { generation: number };
   [QueueName.rerank]: { resultKey: string; queries: number; candidates: number; missing: number };

@@ -1,0 +1,84 @@
+import { randomUUID } from 'node:crypto';
+import type { Redis } from 'ioredis';
+import { deserializeArtifact, fitCodec, fnv1a64, serializeArtifact, type CodecArtifact } from '@lateral/codec';
+import { redisKeys, s3Keys, type CodecSettings } from '@lateral/shared';
+import type { ObjectStore } from '@lateral/infra';
+
+/** Tokens drawn (seeded, without replacement) from the first batch to fit a collection's codec. */
+export const FIT_SAMPLE_TOKENS = 20_000;
+
+/**
+ * Codec artifacts, one per (collection, codec version), fitted once on a sample of the
+ * collection's raw vectors and stored in S3 (versioned, checksummed). The first compress job of
+ * a version fits it under a Redis lock; the others wait for the object to appear.
+ * The artifact carries its settings, so segments are always read with the codec they were written with.
+ */
+export class CodecArtifacts {
+  private readonly cache = new Map<string, Promise<CodecArtifact>>();
+
+  constructor(private readonly store: ObjectStore, private readonly redis: Redis, private readonly prefix: string) {}
+
+  /** Seed of a collection's codec: derived from its tenant and id, so refits are reproducible. */
+  static seed(tenantId: string, collectionId: string): bigint {
+    return fnv1a64(`${tenantId}/${collectionId}`);
+  }
+
+  get(t: string, c: string, version: number): Promise<CodecArtifact> {
+    const key = s3Keys.codecArtifact(t, c, version);
+    let a = this.cache.get(key);
+    if (!a) {
+      a = this.store.get(key).then((bytes) => {
+        if (!bytes) throw new Error(`codec artifact ${key} is missing from S3`);
+        return deserializeArtifact(bytes);
+      });
+      a.catch(() => this.cache.delete(key));
+      this.cache.set(key, a);
+    }
+    return a;
+  }
+
+  async ensure(t: string, c: string, version: number, settings: CodecSettings, sample: () => { vectors: Float32Array; dims: number }): Promise<CodecArtifact> {
+    const key = s3Keys.codecArtifact(t, c, version);
+    if (await this.store.get(key)) return this.get(t, c, version);
+    const lock = redisKeys.codecFitLock(this.prefix, t, c, version);
+    const token = randomUUID();
+    const deadline = Date.now() + 120_000;
+    while ((await this.redis.set(lock, token, 'PX', 120_000, 'NX')) !== 'OK') {
+      if (await this.store.get(key)) return this.get(t, c, version);
+      if (Date.now() > deadline) throw new Error(`codec v${version} of ${t}/${c} was not fitted within 120 s`);
+      await new Promise((r) => setTimeout(r, 200));
+    }
+    try {
+      if (!(await this.store.get(key))) {
+        const { vectors, dims } = sample();
+        const artifact = fitCodec(settings, subsample(vectors, dims, FIT_SAMPLE_TOKENS, CodecArtifacts.seed(t, c)), dims, { seed: CodecArtifacts.seed(t, c) });
+        await this.store.put(key, serializeArtifact(artifact));
+      }
+    } finally {
+      await this.redis.eval("if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) else return 0 end", 1, lock, token);
+    }
+    return this.get(t, c, version);
+  }
+}
+
+/** Up to `max` rows of an n x d matrix, chosen by a seeded partial Fisher-Yates shuffle, in order. */
+function subsample(x: Float32Array, d: number, max: number, seed: bigint): Float32Array {
+  const n = x.length / d;
+  if (n <= max) return x;
+  let state = Number(seed & 0xffffffffn) || 1;
+  const rand = () => {
+    state ^= state << 13;
+    state ^= state >>> 17;
+    state ^= state << 5;
+    return (state >>> 0) / 4294967296;
+  };
+  const idx = Array.from({ length: n }, (_, i) => i);
+  for (let i = 0; i < max; i++) {
+    const j = i + Math.floor(rand() * (n - i));
+    [idx[i], idx[j]] = [idx[j], idx[i]];
+  }
+  const chosen = idx.slice(0, max).sort((a, b) => a - b);
+  const out = new Float32Array(max * d);
+  chosen.forEach((r, i) => out.set(x.subarray(r * d, (r + 1) * d), i * d));
+  return out;
+}

@@ -1,0 +1,96 @@
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startServer, type Server } from '../apps/all-in-one/src/server';
+import { loadCranfield } from '../scripts/lib/cranfield';
+import { http, testConfig, until } from './helpers';
+
+/**
+ * Codecs in the pipeline: a collection compressed with EDEN (fitted on its own vectors, artifact
+ * in S3) re-ranks close to fp16, and a re-compression from the stored raw vectors commits one new
+ * generation with every segment at the new codec version.
+ */
+describe('compression in the pipeline', () => {
+  const config = testConfig({ ENCODE_BATCH_DOCUMENTS: '40' });
+  const cran = loadCranfield(path.resolve('data/cranfield'));
+  const docs = cran.docs.filter((d) => d.text).slice(0, 120);
+  const queries = cran.queries.slice(0, 5);
+  let server: Server;
+  const api = (method: string, url: string, body?: unknown) => http(server.url, method, url, body);
+
+  beforeAll(async () => {
+    server = await startServer(config, { quiet: true });
+  });
+  afterAll(async () => {
+    await server?.stop();
+  });
+
+  async function ingestInto(id: string, codec: unknown) {
+    expect((await api('POST', '/v1/collections', { id, codec })).status).toBe(201);
+    const ing = await api('POST', `/v1/collections/${id}/documents`, docs);
+    await until(async () => ((await api('GET', ing.body.status)).body.state === 'done' ? true : null), 120_000);
+    return (await api('GET', `/v1/collections/${id}`)).body;
+  }
+
+  async function rank(id: string) {
+    const r = await api('POST', '/v1/rerank?wait=60', { collection: id, topK: docs.length, queries: queries.map((q) => ({ id: q.id, text: q.text, candidates: docs.map((d) => d.id) })) });
+    expect(r.body.status).toBe('completed');
+    return r.body.result.results.map((x: { hits: { id: string; score: number }[] }) => new Map(x.hits.map((h) => [h.id, h.score])));
+  }
+
+  const meanAbsError = (a: Map<string, number>[], b: Map<string, number>[]) => {
+    let s = 0;
+    let n = 0;
+    a.forEach((m, qi) => m.forEach((v, id) => ((s += Math.abs(v - b[qi].get(id)!)), n++)));
+    return s / n;
+  };
+
+  const meanScore = (a: Map<string, number>[]) => {
+    let s = 0;
+    let n = 0;
+    a.forEach((m) => m.forEach((v) => ((s += Math.abs(v)), n++)));
+    return s / n;
+  };
+  const top10 = (m: Map<string, number>) => new Set([...m.entries()].sort((x, y) => y[1] - x[1]).slice(0, 10).map((e) => e[0]));
+  const top10Overlap = (a: Map<string, number>[], b: Map<string, number>[]) =>
+    a.reduce((s, m, qi) => s + [...top10(m)].filter((id) => top10(b[qi]).has(id)).length / 10, 0) / a.length;
+
+  it('EDEN segments are smaller than fp16 and rank almost the same; re-compression commits once, at the new version', async () => {
+    const fp16 = await ingestInto('fp16', { kind: 'fp16' });
+    const eden = await ingestInto('eden', { kind: 'eden', bits: 4, layout: 'cross' });
+    expect(eden.bytesPerToken).toBeLessThan(fp16.bytesPerToken * 0.45);
+    const ref = await rank('fp16');
+    const e4 = await rank('eden');
+    expect(meanAbsError(e4, ref)).toBeLessThan(0.05);
+
+    const before = (await api('GET', '/v1/collections/eden')).body;
+    const rc = await api('POST', '/v1/collections/eden/recompress', { codec: { kind: 'eden', bits: 2, layout: 'cross' } });
+    expect(rc.status).toBe(202);
+    expect(rc.body.codecVersion).toBe(2);
+    expect((await api('POST', '/v1/collections/eden/recompress', { codec: { kind: 'fp16' } })).status).toBe(409);
+    const after = await until(async () => {
+      const c = (await api('GET', '/v1/collections/eden')).body;
+      return c.codecVersion === 2 && !c.pending ? c : null;
+    }, 120_000);
+    expect(after.generation).toBe(before.generation + 1);
+    expect(after.codecVersions).toEqual([2]);
+    expect(after.documents).toBe(docs.length);
+    expect(after.bytesPerToken).toBeLessThan(before.bytesPerToken);
+    const e2 = await rank('eden');
+    const err2 = meanAbsError(e2, ref);
+    // Fewer bits, larger error (EDEN's per-coordinate MSE is 0.0095 at 4 bits, 0.1175 at 2).
+    expect(err2).toBeGreaterThan(meanAbsError(e4, ref));
+    // Relative to the scores themselves: 2-bit codes still stay within 10% of fp16 on average.
+    expect(err2 / meanScore(ref)).toBeLessThan(0.1);
+    expect(top10Overlap(e4, ref)).toBeGreaterThanOrEqual(0.8);
+    expect(top10Overlap(e2, ref)).toBeGreaterThanOrEqual(0.5);
+  });
+
+  it('rejects codec settings the pipeline cannot serve', async () => {
+    const side = await api('POST', '/v1/collections', { id: 'side', codec: { kind: 'eden', bits: 4, sideInfo: true } });
+    expect(side.status).toBe(400);
+    expect(side.body.message).toMatch(/sideInfo/);
+    const bits = await api('POST', '/v1/collections', { id: 'bits', codec: { kind: 'eden', bits: 9 } });
+    expect(bits.status).toBe(400);
+    expect(JSON.stringify(bits.body)).toMatch(/codec\.bits/);
+  });
+});
