@@ -9,6 +9,12 @@
  *   by numpy when `python3 -c "import numpy"` works, timed inside python.
  * - Separable LITE for 100 candidates at default and small sizes (ms per query, ONNX Runtime).
  * - XTR aggregation, n = 32, k' = 1,000 and 40,000 (ms per query).
+ * - Compressed candidates: the same 1,000 x 180 x 128 stored EDEN-coded (4 bits, token layout,
+ *   64 B codes + 4 B norm per token), scored from the codes by two ONNX graphs (see
+ *   compressedCase): decode + MaxSim, and rotated-domain MaxSim. Each is timed in alternation with
+ *   the fp32 ONNX MaxSim; `compressed_decode_ratio` / `compressed_rotated_ratio` are the ratios.
+ *   The library's JS paths (EdenCodec.decode, rotateQuery + scoreRotated) are timed on 100
+ *   candidates and extrapolated.
  *
  * Options: --quick (fewer repetitions), --threads N (intra-op threads, default 2).
  */
@@ -17,7 +23,8 @@ import { resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { maxsim, maxsimBatch, xtrAggregate, LITE_DEFAULT, LITE_SMALL, type XtrRetrieved } from '../../libs/scoring/src/index';
 import { buildMaxsimModel, createScorerSession, OnnxLite, OnnxMaxsim, randomLiteWeights, seededUniform } from '../../libs/scoring-runtime/src/index';
-import { GraphBuilder, makeModel, makeValueInfo } from '../lib/onnx-graph';
+import { createCodec, rademacher, signKey, fnv1a64, lloydMax, type EdenCodec } from '../../libs/codec/src/index';
+import { floatTensor, GraphBuilder, int64Tensor, makeModel, makeValueInfo } from '../lib/onnx-graph';
 import * as ort from 'onnxruntime-node';
 
 const C = 1000, M = 180, D = 128, N = 32;
@@ -123,6 +130,186 @@ function xtrLists(r: () => number, n: number, kPrime: number, numDocs: number): 
   });
 }
 
+/** Entry (i, j) of the unnormalised Sylvester-Hadamard matrix: (-1)^popcount(i & j). */
+function hadamardEntry(i: number, j: number): number {
+  let b = i & j;
+  let parity = 0;
+  while (b) {
+    parity ^= b & 1;
+    b >>= 1;
+  }
+  return parity ? -1 : 1;
+}
+
+/** A uint16 graph input (the shared DataType table has no UINT16). */
+function uint16Info(name: string, shape: (number | string)[]) {
+  const info = makeValueInfo(name, 'UINT8', shape);
+  info.type!.tensorType!.elemType = 4; // TensorProto.DataType.UINT16
+  return info;
+}
+
+/**
+ * The compressed case: EDEN 4-bit, token layout, d = p = 128 (64 B of codes + a 4 B fp32 norm per
+ * token). Two ONNX Runtime graphs read the stored codes directly (as uint16 words, 4 codes each;
+ * code k sits in bits [4k, 4k + 4) of the little-endian stream):
+ * - decode + MaxSim: Gather of a 65,536 x 4 centroid table, one GEMM with H / p, the document's
+ *   signs and the token norms (the decoded fp32 vectors exist as a tensor), then MaxSim.
+ * - rotated: the query rotated per document (signs, then H = H16 (x) H8 as two small MatMuls),
+ *   the centroid lookup, one batched MatMul [C, L, 128] x [C, 128, n] scaled by the norms, max, sum.
+ * The signs are re-derived from the document ids (SplitMix64, as the codec does) in each timed run.
+ */
+async function compressedCase(
+  q: Float32Array, docs: Float32Array, offsets: Uint32Array, threads: number, quick: boolean, log: (m: string) => void,
+): Promise<{ result: Record<string, number>; rows: [string, string][] }> {
+  const BITS = 4;
+  const P = 128;
+  const W = (P * BITS) / 16; // uint16 words per token
+  const codec = createCodec({ kind: 'eden', bits: BITS, layout: 'token', norms: 'fp32', sideInfo: false }) as EdenCodec;
+  const seed = 7n;
+  const keys = Array.from({ length: C }, (_, c) => ({ docId: `cand-${c}`, seed }));
+  const hashes = keys.map((k) => fnv1a64(k.docId)); // per-document constants, kept beside the doc ids
+  const t0 = performance.now();
+  const enc = codec.encode(docs, offsets, D, keys);
+  const encodeMs = performance.now() - t0;
+  const bytesPerToken = (enc.codes.length + enc.norms.length) / (C * M);
+  const norms = new Float32Array(enc.norms.buffer.slice(enc.norms.byteOffset, enc.norms.byteOffset + enc.norms.byteLength));
+  const codes16 = new Uint16Array(enc.codes.buffer.slice(enc.codes.byteOffset, enc.codes.byteOffset + enc.codes.byteLength));
+
+  const cent = lloydMax(BITS).centroids;
+  const quad = new Float32Array(65536 * 4);
+  for (let v = 0; v < 65536; v++) for (let k = 0; k < 4; k++) quad[v * 4 + k] = cent[(v >> (4 * k)) & 15];
+  // 1/sqrt(p) of the normalised H times 1/sqrt(p) of EDEN's (||x|| / sqrt p) scale
+  const Hp = new Float32Array(P * P);
+  for (let i = 0; i < P; i++) for (let j = 0; j < P; j++) Hp[i * P + j] = hadamardEntry(i, j) / P;
+  const H16 = new Float32Array(256);
+  const H8 = new Float32Array(64);
+  for (let i = 0; i < 16; i++) for (let j = 0; j < 16; j++) H16[i * 16 + j] = hadamardEntry(i, j) / P;
+  for (let i = 0; i < 8; i++) for (let j = 0; j < 8; j++) H8[i * 8 + j] = hadamardEntry(i, j);
+  const qT = new Float32Array(D * N);
+  for (let i = 0; i < N; i++) for (let k = 0; k < D; k++) qT[k * N + i] = q[i * D + k];
+
+  const lookup = (g: GraphBuilder) => {
+    const idx = g.op('Cast', ['codes'], { to: 6 });
+    return g.op('Gather', [g.constant(floatTensor('centroids4', [65536, 4], quad)), idx], { axis: 0 }); // [C, L, W, 4]
+  };
+  const axis1 = (g: GraphBuilder) => g.constant(int64Tensor('axis1', [1], [1]));
+  // decode + MaxSim
+  const gd = new GraphBuilder();
+  const vflat = gd.op('Reshape', [lookup(gd), gd.constant(int64Tensor('rows', [2], [-1, P]))]);
+  const rotated = gd.op('MatMul', [vflat, gd.constant(floatTensor('hadamard', [P, P], Hp))]);
+  const shaped = gd.op('Reshape', [rotated, gd.constant(int64Tensor('clp', [3], [C, M, P]))]);
+  const decodedT = gd.op('Mul', [gd.op('Mul', [shaped, 'signs']), 'norms']); // [C, L, 128]: the decoded vectors
+  const sd = gd.op('MatMul', [decodedT, 'query_t']);
+  gd.op('ReduceSum', [gd.op('ReduceMax', [sd], { axes: [1], keepdims: 0 }), axis1(gd)], { keepdims: 0 }, 'scores');
+  const decodeSession = await createScorerSession(makeModel(gd.build('eden_decode_maxsim', [
+    uint16Info('codes', [C, M, W]), makeValueInfo('norms', 'FLOAT', [C, M, 1]), makeValueInfo('signs', 'FLOAT', [C, 1, P]), makeValueInfo('query_t', 'FLOAT', [D, N]),
+  ], [makeValueInfo('scores', 'FLOAT', [C])])), { intraOpThreads: threads });
+  // rotated domain
+  const gr = new GraphBuilder();
+  const qs = gr.op('Mul', ['signs', 'query_t']); // [C, 128, n]
+  const h16 = gr.op('MatMul', [gr.constant(floatTensor('h16', [16, 16], H16)), gr.op('Reshape', [qs, gr.constant(int64Tensor('s16', [3], [C, 16, 8 * N]))])]);
+  const h8 = gr.op('MatMul', [gr.constant(floatTensor('h8', [8, 8], H8)), gr.op('Reshape', [h16, gr.constant(int64Tensor('s8', [3], [C * 16, 8, N]))])]);
+  const qrot = gr.op('Reshape', [h8, gr.constant(int64Tensor('sq', [3], [C, P, N]))]);
+  const values = gr.op('Reshape', [lookup(gr), gr.constant(int64Tensor('clp', [3], [0, 0, -1]))]); // [C, L, 128]
+  const sr = gr.op('Mul', [gr.op('MatMul', [values, qrot]), 'norms']);
+  gr.op('ReduceSum', [gr.op('ReduceMax', [sr], { axes: [1], keepdims: 0 }), axis1(gr)], { keepdims: 0 }, 'scores');
+  const rotatedSession = await createScorerSession(makeModel(gr.build('eden_rotated_maxsim', [
+    uint16Info('codes', [C, M, W]), makeValueInfo('norms', 'FLOAT', [C, M, 1]), makeValueInfo('signs', 'FLOAT', [C, P, 1]), makeValueInfo('query_t', 'FLOAT', [D, N]),
+  ], [makeValueInfo('scores', 'FLOAT', [C])])), { intraOpThreads: threads });
+
+  const signs = new Float32Array(C * P);
+  const deriveSigns = () => {
+    for (let c = 0; c < C; c++) signs.set(rademacher(signKey(seed, hashes[c], 0), P), c * P);
+  };
+  const feeds = (signShape: number[]) => ({
+    codes: new ort.Tensor('uint16', codes16, [C, M, W]),
+    norms: new ort.Tensor('float32', norms, [C, M, 1]),
+    signs: new ort.Tensor('float32', signs, signShape),
+    query_t: new ort.Tensor('float32', qT, [D, N]),
+  });
+  const decodeRun = async () => {
+    deriveSigns();
+    return (await decodeSession.run(feeds([C, 1, P]))).scores!.data as Float32Array;
+  };
+  const rotatedRun = async () => {
+    deriveSigns();
+    return (await rotatedSession.run(feeds([C, P, 1]))).scores!.data as Float32Array;
+  };
+  const fp32 = await OnnxMaxsim.create({ intraOpThreads: threads, chunkFloats: C * M * D });
+  const fp32Run = () => fp32.score(q, N, docs, offsets, D);
+
+  // correctness: both graphs against the library (decode + exact MaxSim, rotateQuery + scoreRotated)
+  const fp32Scores = await fp32Run();
+  const decScores = await decodeRun();
+  const rotScores = await rotatedRun();
+  const sub = 100;
+  const libDecode = () => codec.decode(enc, offsets.subarray(0, sub + 1), D, keys.slice(0, sub));
+  const libRotated = () => {
+    const out = new Float64Array(sub);
+    for (let c = 0; c < sub; c++) {
+      const doc = { codes: enc.codes.subarray(c * M * 2 * W, (c + 1) * M * 2 * W), norms: enc.norms.subarray(c * M * 4, (c + 1) * M * 4) };
+      const S = codec.scoreRotated(codec.rotateQuery(q, D, keys[c]), doc, M, D);
+      let total = 0;
+      for (let i = 0; i < N; i++) {
+        let best = -Infinity;
+        for (let t = 0; t < M; t++) if (S[i * M + t] > best) best = S[i * M + t];
+        total += best;
+      }
+      out[c] = total;
+    }
+    return out;
+  };
+  const libDec = libDecode();
+  const libRot = libRotated();
+  let decodeDiff = 0;
+  let rotatedDiff = 0;
+  for (let c = 0; c < sub; c++) {
+    decodeDiff = Math.max(decodeDiff, Math.abs(decScores[c] - maxsim(q, N, libDec.subarray(c * M * D, (c + 1) * M * D), M, D)));
+    rotatedDiff = Math.max(rotatedDiff, Math.abs(rotScores[c] - libRot[c]));
+  }
+  let quantErr = 0;
+  for (let c = 0; c < C; c++) quantErr += Math.abs(rotScores[c] - fp32Scores[c]) / C;
+
+  const rounds = quick ? 3 : 9;
+  log('score bench: compressed, decode + MaxSim (interleaved with fp32 MaxSim)...');
+  const [fp32A, decodeMs] = await interleaved(fp32Run, decodeRun, rounds, 1);
+  log('score bench: compressed, rotated domain (interleaved with fp32 MaxSim)...');
+  const [fp32B, rotatedMs] = await interleaved(fp32Run, rotatedRun, rounds, 1);
+  const signsMs = await timeIt(deriveSigns, quick ? 3 : 10, 1);
+  const libDecodeMs = (await timeIt(libDecode, quick ? 2 : 3, 1)) * (C / sub);
+  const libRotatedMs = (await timeIt(libRotated, quick ? 1 : 2, 0)) * (C / sub);
+  await decodeSession.release();
+  await rotatedSession.release();
+  await fp32.release();
+
+  const fp32Ms = (fp32A + fp32B) / 2;
+  const result: Record<string, number> = {
+    compressed_bits: BITS,
+    compressed_bytes_per_token: bytesPerToken,
+    compressed_encode_ms: encodeMs,
+    compressed_fp32_maxsim_ms: fp32Ms,
+    compressed_decode_maxsim_ms: decodeMs,
+    compressed_rotated_ms: rotatedMs,
+    compressed_decode_ratio: decodeMs / fp32A,
+    compressed_rotated_ratio: rotatedMs / fp32B,
+    compressed_sign_derivation_ms: signsMs,
+    compressed_library_decode_ms: libDecodeMs,
+    compressed_library_rotated_ms: libRotatedMs,
+    compressed_library_decode_ratio: (libDecodeMs + fp32Ms) / fp32Ms,
+    compressed_library_rotated_ratio: libRotatedMs / fp32Ms,
+    compressed_decode_vs_library_max_abs_diff: decodeDiff,
+    compressed_rotated_vs_library_max_abs_diff: rotatedDiff,
+    compressed_mean_abs_score_error_vs_fp32: quantErr,
+  };
+  const f = (x: number, p = 2) => x.toFixed(p);
+  const rows: [string, string][] = [
+    [`Compressed EDEN ${BITS}b token (${f(bytesPerToken)} B/tok): decode + MaxSim`, `${f(decodeMs)} ms = ${f(decodeMs / fp32A)}x fp32 MaxSim (${f(fp32A)} ms alongside), max |diff| vs library ${decodeDiff.toExponential(1)}`],
+    ['Compressed: rotated-domain MaxSim (ONNX)', `${f(rotatedMs)} ms = ${f(rotatedMs / fp32B)}x fp32 MaxSim (${f(fp32B)} ms alongside; signs ${f(signsMs)} ms), max |diff| vs library ${rotatedDiff.toExponential(1)}`],
+    ['Compressed: library JS paths (extrapolated from 100)', `EdenCodec.decode ${f(libDecodeMs, 0)} ms (+ MaxSim = ${f((libDecodeMs + fp32Ms) / fp32Ms, 1)}x), rotateQuery + scoreRotated ${f(libRotatedMs, 0)} ms (${f(libRotatedMs / fp32Ms, 1)}x)`],
+  ];
+  return { result, rows };
+}
+
 export async function runScoreBench(args: string[]): Promise<Record<string, unknown>> {
   const quick = args.includes('--quick');
   const ti = args.indexOf('--threads');
@@ -198,6 +385,9 @@ export async function runScoreBench(args: string[]): Promise<Record<string, unkn
   const xtr1k = await timeIt(() => xtrAggregate(l1k), quick ? 5 : 30);
   const xtr40k = await timeIt(() => xtrAggregate(l40k), quick ? 3 : 10);
 
+  log('score bench: compressed candidates (EDEN 4-bit, token layout)...');
+  const compressed = await compressedCase(q, docs, offsets, threads, quick, log);
+
   const maxsimGflops = FLOPS / maxsimMs / 1e6;
   const result: Record<string, unknown> = {
     threads,
@@ -223,6 +413,7 @@ export async function runScoreBench(args: string[]): Promise<Record<string, unkn
     lite_small_100_ms: liteSmallMs,
     xtr_1000_ms: xtr1k,
     xtr_40000_ms: xtr40k,
+    ...compressed.result,
   };
 
   const f = (x: number, p = 2) => x.toFixed(p);
@@ -238,6 +429,7 @@ export async function runScoreBench(args: string[]): Promise<Record<string, unkn
     ['LITE small, 100 candidates', `${f(liteSmallMs)} ms`],
     ["XTR aggregation n=32 k'=1000", `${f(xtr1k, 3)} ms`],
     ["XTR aggregation n=32 k'=40000", `${f(xtr40k, 3)} ms`],
+    ...compressed.rows,
   ];
   const w = Math.max(...rows.map(([k]) => k.length));
   console.log(rows.map(([k, v]) => `${k.padEnd(w)}  ${v}`).join('\n'));
