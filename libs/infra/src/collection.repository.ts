@@ -63,17 +63,21 @@ export class CollectionRepository {
   /**
    * Commits a change to the segment list as a new generation. The new manifest object is written
    * to S3 under the next generation number before the pointer moves, under a Redis lock, so
-   * readers see either the old generation or the new one, never a partial list.
+   * readers see either the old generation or the new one, never a partial list. `change` may
+   * return null when there is nothing to commit.
    */
   async commit(
     tenantId: string,
     id: string,
-    change: (segments: SegmentRef[], codecVersion: number) => { segments: SegmentRef[]; codecVersion: number },
+    change: (segments: SegmentRef[], codecVersion: number) => { segments: SegmentRef[]; codecVersion: number } | null,
   ): Promise<CollectionManifest> {
     return this.withLock(redisKeys.manifestLock(this.prefix, tenantId, id), async () => {
       const current = await this.manifest(tenantId, id);
       const prev = current ?? { segments: [] as SegmentRef[], codecVersion: 1, generation: 0 };
       const next = change([...prev.segments], prev.codecVersion);
+      // null: nothing to change (e.g. the same commit already made by a concurrent job).
+      if (next === null && current) return current;
+      if (next === null) throw new Error(`nothing to commit for ${tenantId}/${id} and no manifest yet`);
       const manifest: CollectionManifest = {
         tenantId,
         collectionId: id,

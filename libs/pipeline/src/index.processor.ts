@@ -31,11 +31,17 @@ export async function indexProcessor(ctx: PipelineContext, p: JobPayload<QueueNa
     await ctx.redis.hset(key, p.batchId, JSON.stringify(ref));
     const written = await ctx.redis.hgetall(key);
     if (!pending.batches.every((b) => written[b])) return { generation: await ctx.collections.currentGeneration(p.tenantId, p.collectionId) };
-    const manifest = await ctx.collections.commit(p.tenantId, p.collectionId, (segments) => ({
-      // Every re-compressed batch at once; batches ingested meanwhile keep their own version.
-      segments: segments.map((s) => (written[s.batchId] ? (JSON.parse(written[s.batchId]) as SegmentRef) : s)),
-      codecVersion: p.codecVersion,
-    }));
+    // Under the manifest lock; two last jobs can both see the set complete, the second finds the
+    // commit already made and changes nothing.
+    const manifest = await ctx.collections.commit(p.tenantId, p.collectionId, (segments, codecVersion) =>
+      codecVersion === p.codecVersion
+        ? null
+        : {
+            // Every re-compressed batch at once; batches ingested meanwhile keep their own version.
+            segments: segments.map((s) => (written[s.batchId] ? (JSON.parse(written[s.batchId]) as SegmentRef) : s)),
+            codecVersion: p.codecVersion,
+          },
+    );
     // Re-read: the collection record may have changed while the segments were written.
     const latest = (await ctx.collections.get(p.tenantId, p.collectionId)) ?? collection;
     if (latest.pending?.codecVersion === p.codecVersion) {
