@@ -1,18 +1,29 @@
 /**
  * Issue 4 evaluation: what each codec setting costs in bytes and in ranking quality.
  *
- * For every codec setting: fit on a seeded sample of document token vectors, write the whole
- * collection into segments (`docsPerSegment` documents each), read them back (all checksums
- * verified), decode, and rank every query against every document with exact MaxSim. Reported:
- * bytes per token from the actual segment bytes (headers, doc ids, offsets, token ids, norms,
- * padding and codes included) and for the vectors alone (codes + norms), the compression ratio
- * against fp32 vectors, relative reconstruction error, nDCG@10 (and its change against fp32),
- * and fit / encode / decode times.
+ * Re-ranking sweep (`runCompressionEvalCli`, the `npm run eval -- compression` entry point):
+ *
+ *   npm run eval -- compression --dataset DIR [--json] [--plot out.svg] [--quick]
+ *       [--model DIR] [--static-model DIR] [--settings prefix,...] [--docs-per-segment 1000] [--sample-tokens 20000] [--seed N]
+ *
+ * DIR is a TREC-DL-format folder (`retrieve_results*.json` = [{query, hits:[{content, qid, docid,
+ * rank, score}]}], `qrels*.txt` = `qid 0 docid grade`), e.g. /work/shared/datasets/trec-dl-2019-passage.
+ * Each judged query's first-stage candidates are re-ranked with exact MaxSim (float64 loop) under
+ * every setting: fp32, fp16, int8, EDEN B in {1,2,3,4,5,6,8} x c in {full, 64, 32, 16} x layout
+ * {token, cross}, EDEN with side information (static embedding) at a few (B, c), residual coding,
+ * and token-id references. Documents are encoded once; each codec is fitted on a seeded sample of
+ * the collection's document token vectors, the whole collection is written into segments (format
+ * v1), read back (checksums verified) and decoded. Reported per setting: bytes per token of the
+ * vector representation on disk (whole segment files minus the token-id and doc-id sections:
+ * headers, token offsets, norms, codes, padding), nDCG@10 (linear gain, trec_eval ideal), the
+ * recall of fp32's top 10, the mean |score - fp32 score|, the relative reconstruction error.
+ * Table on stdout, progress on stderr; the returned object is printed as JSON by the dispatcher.
+ *
+ * Legacy Cranfield evaluation (`runCompressionEval`, all-documents ranking, used by
+ * docs/segment-format.md): `npx tsx scripts/eval/compression.ts` without --dataset.
  *
  * Side-information settings use the static model (same tokenizer, no context) as the static
  * embedding u of every token, recomputed at read time, never stored.
- *
- *   npx tsx scripts/eval/compression.ts [--data DIR] [--model DIR] [--static-model DIR] [--docs-per-segment 200]
  */
 import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
@@ -317,6 +328,8 @@ export interface RerankSettingResult {
   'ndcg@10': number;
   /** ndcg / fp32's - 1. */
   ndcg_rel_change: number;
+  /** Standard error of the mean per-query paired difference (nDCG@10 - fp32's): the noise level of ndcg_rel_change x fp32. */
+  ndcg_delta_se: number;
   /** |top-10 of this setting n top-10 of fp32| / 10, averaged over queries. */
   top10_recall: number;
   /** Mean over (query, candidate) of |MaxSim score - fp32 MaxSim score|. */
@@ -565,6 +578,7 @@ export async function runRerankCompression(
   let fp32Scores: Float64Array[] | null = null;
   let fp32Top: Set<number>[] = [];
   let fp32Ndcg = NaN;
+  let fp32PerQuery: number[] = [];
   let tokenIdBytes = 4;
   let overheadBytes = 0; // header + token offsets share of an fp32 run: what a codes-free representation still pays
   for (const setting of sweep) {
@@ -638,10 +652,12 @@ export async function runRerankCompression(
     let absErr = 0;
     let pairs = 0;
     const tops: Set<number>[] = [];
+    const perQuery: number[] = [];
     scores.forEach((sc, qi) => {
       const q = queries[qi]!;
       const order = orderOf(sc);
-      ndcg += ndcg10(order.map((i) => docIds[q.candidates[i]!]!), q.judged);
+      perQuery.push(ndcg10(order.map((i) => docIds[q.candidates[i]!]!), q.judged));
+      ndcg += perQuery[qi]!;
       const top = new Set(order.slice(0, 10));
       tops.push(top);
       if (fp32Scores) {
@@ -661,14 +677,19 @@ export async function runRerankCompression(
       fp32Scores = scores;
       fp32Top = tops;
       fp32Ndcg = ndcg;
+      fp32PerQuery = perQuery;
       recall = queries.length;
     }
+    const diffs = perQuery.map((v, i) => v - fp32PerQuery[i]!);
+    const meanDiff = diffs.reduce((a, b) => a + b, 0) / diffs.length;
+    const se = diffs.length > 1 ? Math.sqrt(diffs.reduce((a, b) => a + (b - meanDiff) ** 2, 0) / (diffs.length - 1) / diffs.length) : 0;
     const row: RerankSettingResult = {
       name: setting.name,
       bytes_per_token: vecBytes / T,
       token_id_bytes_per_token: idBytes,
       'ndcg@10': ndcg,
       ndcg_rel_change: ndcg / fp32Ndcg - 1,
+      ndcg_delta_se: se,
       top10_recall: recall / queries.length,
       mean_abs_score_error: pairs > 0 ? absErr / pairs : 0,
       relative_error: relErr,
@@ -716,7 +737,7 @@ function relativeError(ref: Float32Array, x: Float32Array): number {
 export function formatRerankRow(r: RerankSettingResult): string {
   const rel = Number.isFinite(r.ndcg_rel_change) ? `${r.ndcg_rel_change >= 0 ? '+' : ''}${(100 * r.ndcg_rel_change).toFixed(1)}%` : 'n/a';
   return (
-    `${r.name.padEnd(26)} ${r.bytes_per_token.toFixed(2).padStart(7)} B/tok  ${r['ndcg@10'].toFixed(4)} (${rel.padStart(6)})  ` +
+    `${r.name.padEnd(26)} ${r.bytes_per_token.toFixed(2).padStart(7)} B/tok  ${r['ndcg@10'].toFixed(4)} (${rel.padStart(6)} +-${r.ndcg_delta_se.toFixed(4)})  ` +
     `R@10(fp32) ${r.top10_recall.toFixed(3)}  |ds| ${r.mean_abs_score_error.toExponential(2)}  rel.err ${r.relative_error === null ? 'n/a     ' : r.relative_error.toExponential(2)}  ${r.ms} ms`
   );
 }
@@ -781,7 +802,7 @@ export function compressionPlotSvg(res: RerankCompressionResult): string {
 export function formatRerankTable(res: RerankCompressionResult): string {
   const lines = [
     `${res.model}: ${res.queries} queries, ${res.documents} documents, ${res.tokens} tokens, d = ${res.dims}; token ids ${res.settings[0]?.token_id_bytes_per_token.toFixed(2)} B/token and text ${res.text_bytes_per_token.toFixed(2)} B/token on top of the vector bytes`,
-    `${'setting'.padEnd(26)} ${'B/tok'.padStart(7)}        nDCG@10 (vs fp32)  top-10 recall of fp32, mean |score - fp32 score|, relative reconstruction error`,
+    `${'setting'.padEnd(26)} ${'B/tok'.padStart(7)}        nDCG@10 (vs fp32, +- s.e. of the paired per-query difference)  top-10 recall of fp32, mean |score - fp32 score|, relative reconstruction error`,
     ...res.settings.map(formatRerankRow),
     `fp32 nDCG@10 ${res.fp32['ndcg@10'].toFixed(4)} at ${res.fp32.bytes_per_token.toFixed(2)} B/token`,
     `smallest within 1% of fp32 nDCG@10: ${res.smallest_within_1pct ? `${res.smallest_within_1pct.name} at ${res.smallest_within_1pct.bytes_per_token.toFixed(2)} B/token (${res.smallest_within_1pct['ndcg@10'].toFixed(4)})` : 'none'}` +
