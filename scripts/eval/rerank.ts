@@ -23,7 +23,8 @@ import {
 import { OnnxLite } from '../../libs/scoring-runtime/src/index';
 import { TokenEncoder, type EncodedText } from '../../libs/model/src/index';
 
-export const DEFAULT_RERANK_DIR = '/work/shared/datasets/trec-dl-2019-passage';
+/** The shared test collections sit beside the repository (`../shared/`). */
+export const DEFAULT_RERANK_DIR = '../shared/datasets/trec-dl-2019-passage';
 export const DEFAULT_MODEL_DIR = '.cache/models/glove-ctx-100d';
 
 interface Hit { content: string; qid: string | number; docid: string | number; rank: number; score: number }

@@ -18,7 +18,8 @@ import { TokenEncoder, type EncodedText } from '../../libs/model/src/index';
 import { loadCranfield, ndcgAt10, type CranfieldData } from './cranfield';
 import { encodeModel, floatAttr, makeModel, makeNode, makeValueInfo } from './onnx-graph';
 
-export const DEFAULT_CRANFIELD_DIR = '/work/shared/datasets/cranfield';
+/** The vendored copy (data/cranfield) of ../shared/datasets/cranfield. */
+export const DEFAULT_CRANFIELD_DIR = 'data/cranfield';
 
 export interface CranfieldScores {
   model: string;
