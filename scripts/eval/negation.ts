@@ -138,7 +138,24 @@ export async function runNegationEval(args: string[]): Promise<Record<string, un
   console.log(`negation benchmark: ${numDocs} docs, ${numQueries} queries (seed ${seed}), model ${enc.manifest.name}; nDCG@10`);
   console.log(`${'scorer'.padEnd(w)}  mixed   negation-only`);
   for (const s of scorers) console.log(`${s.padEnd(w)}  ${table.mixed[s].toFixed(4)}  ${table['negation-only'][s].toFixed(4)}`);
-  return { docs: numDocs, queries: numQueries, seed, model: enc.manifest.name, negatedTokensPerQuery: negatedTokens / numQueries, ndcg10: table, example: bench.queries[0]?.text };
+  const total = counts.mixed + counts['negation-only'];
+  const entry = (s: (typeof scorers)[number]) => ({
+    all: total ? (sums.mixed[s] + sums['negation-only'][s]) / total : 0,
+    mixed: table.mixed[s],
+    negation_only: table['negation-only'][s],
+  });
+  // The issue's shape first ({"maxsim": {"all", "negation_only"}, "signed-maxsim": {...}}), then context.
+  return {
+    maxsim: entry('maxsim'),
+    'signed-maxsim': { ...entry('signed-maxsim (heuristic)'), weights: 'heuristic (rule-based negation head)' },
+    dense: entry('dense'),
+    docs: numDocs,
+    queries: numQueries,
+    seed,
+    model: enc.manifest.name,
+    negatedTokensPerQuery: negatedTokens / numQueries,
+    example: bench.queries[0]?.text,
+  };
 }
 
 if (process.argv[1] && import.meta.url === pathToFileURL(resolve(process.argv[1])).href) {
