@@ -137,7 +137,18 @@ export async function runRerankEval(args: string[]): Promise<Record<string, unkn
     const m = table[name];
     console.log(`${name.padEnd(w)}  ${m.ndcg10.toFixed(4)}   ${m.mrr10.toFixed(4)}  ${m.recall10.toFixed(4)}`);
   }
-  return { dataset: dataDir, model: enc.manifest.name, queries: evaluated, relLevel, lambda, ms: performance.now() - t0, scorers: table };
+  const out = (m: Metrics) => ({ 'ndcg@10': m.ndcg10, 'mrr@10': m.mrr10, 'recall@10': m.recall10 });
+  const { ['first-stage']: firstStage, ...rest } = table;
+  return {
+    first_stage: out(firstStage),
+    scorers: Object.fromEntries(Object.entries(rest).map(([k, v]) => [k, out(v)])),
+    dataset: dataDir,
+    model: enc.manifest.name,
+    queries: evaluated,
+    relLevel,
+    lambda,
+    ms: performance.now() - t0,
+  };
 }
 
 if (process.argv[1] && import.meta.url === pathToFileURL(resolve(process.argv[1])).href) {
