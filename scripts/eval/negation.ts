@@ -19,6 +19,7 @@ import { resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { dense, maxsimBatch, meanPool, negationWeights, signedMaxsim, topK } from '../../libs/scoring/src/index';
 import { TokenEncoder } from '../../libs/model/src/index';
+import { mulberry32 } from '../../libs/shared/src/index';
 
 const ATTRIBUTES = [
   'apples', 'bananas', 'cherries', 'grapes', 'lemons', 'mangoes', 'oranges', 'peaches', 'pears', 'plums',
@@ -32,15 +33,7 @@ const ATTRIBUTES = [
 const FIRST = ['John', 'Mary', 'David', 'Sarah', 'James', 'Linda', 'Robert', 'Emma', 'Michael', 'Laura', 'Peter', 'Anna', 'Thomas', 'Julia', 'Daniel', 'Grace'];
 const LAST = ['Smith', 'Brown', 'Taylor', 'Wilson', 'Clark', 'Lewis', 'Walker', 'Hall', 'Young', 'King', 'Wright', 'Green', 'Baker', 'Adams', 'Nelson', 'Carter'];
 
-function rng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = Math.imul(a ^ (a >>> 15), a | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+const rng = mulberry32;
 
 export interface NegationQuery { text: string; kind: 'mixed' | 'negation-only'; relevant: Set<number> }
 export interface NegationCorpus { docs: string[]; attrs: Set<string>[]; queries: NegationQuery[] }

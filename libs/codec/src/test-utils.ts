@@ -1,14 +1,6 @@
-/** Small seeded PRNG for tests (mulberry32) and a Box-Muller normal. Not used by the codecs. */
-export function rng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+import { mulberry32 } from '@lateral/shared';
+/** Seeded test data (mulberry32), so failures reproduce from the seed alone. */
+export const rng = mulberry32;
 
 export function normal(rand: () => number): () => number {
   return () => {

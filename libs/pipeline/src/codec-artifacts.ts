@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { Redis } from 'ioredis';
 import { deserializeArtifact, fitCodec, fnv1a64, serializeArtifact, type CodecArtifact } from '@lateral/codec';
-import { redisKeys, s3Keys, type CodecSettings } from '@lateral/shared';
+import { mulberry32, redisKeys, s3Keys, type CodecSettings } from '@lateral/shared';
 import type { ObjectStore } from '@lateral/infra';
 
 /** Tokens drawn (seeded, without replacement) from the first batch to fit a collection's codec. */
@@ -65,13 +65,7 @@ export class CodecArtifacts {
 function subsample(x: Float32Array, d: number, max: number, seed: bigint): Float32Array {
   const n = x.length / d;
   if (n <= max) return x;
-  let state = Number(seed & 0xffffffffn) || 1;
-  const rand = () => {
-    state ^= state << 13;
-    state ^= state >>> 17;
-    state ^= state << 5;
-    return (state >>> 0) / 4294967296;
-  };
+  const rand = mulberry32(Number(seed & 0xffffffffn));
   const idx = Array.from({ length: n }, (_, i) => i);
   for (let i = 0; i < max; i++) {
     const j = i + Math.floor(rand() * (n - i));

@@ -6,16 +6,9 @@ import { knrm, liteReference, LITE_SMALL, maxsim } from '@lateral/scoring';
 import { buildLiteModel, OnnxKnrm, OnnxLite, OnnxMaxsim } from './index';
 import { encodeModel } from '@lateral/model';
 import { randomKnrmWeights, randomLiteWeights, readLiteArtifact, writeLiteArtifact } from './artifact';
+import { mulberry32 } from '@lateral/shared';
 
-function rng(seed: number) {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = Math.imul(a ^ (a >>> 15), a | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+const rng = mulberry32;
 function unitRows(r: () => number, rows: number, d: number): Float32Array {
   const a = new Float32Array(rows * d);
   for (let i = 0; i < rows; i++) {

@@ -1,14 +1,6 @@
+import { mulberry32 } from '@lateral/shared';
 /** Deterministic test data: mulberry32, so failures reproduce from the seed alone. */
-export function rng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+export const rng = mulberry32;
 
 /** rows x d uniform in [-1, 1), optionally L2-normalised per row. */
 export function randMatrix(r: () => number, rows: number, d: number, normalize = false): Float32Array {

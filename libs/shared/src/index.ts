@@ -7,3 +7,4 @@ export * from './keys';
 export * from './queues';
 export * from './rerank';
 export * from './config';
+export * from './random';

@@ -20,6 +20,7 @@ import {
   writeModel,
 } from '../onnx-graph';
 import { isPunctuation, makeWordLevelTokenizerJson } from '../tokenizer-json';
+import { mulberry32 } from '@lateral/shared';
 
 export const TINY_TRANSFORMER_VERSION = 1;
 
@@ -55,17 +56,7 @@ export interface TinyTransformerOptions {
   inputDtype?: 'int64' | 'int32';
 }
 
-/** mulberry32: a tiny deterministic PRNG, uniform in [0, 1). */
-function rng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+const rng = mulberry32;
 
 function randomMatrix(next: () => number, rows: number, cols: number, scale: number): Float32Array {
   const out = new Float32Array(rows * cols);
