@@ -100,10 +100,12 @@ export interface GroupInput {
  */
 export async function scoreGroup(res: ScorerResources, g: GroupInput, spec: ScorerSpec): Promise<Float32Array[]> {
   const d = g.view.dims;
-  const { docs, offsets } = gatherRows(g.view, g.rows);
+  // Candidate tokens are gathered only by the scorers that read them (not dense, not hybrid's outer call).
+  let gathered: { docs: Float32Array; offsets: Uint32Array } | null = null;
+  const tokens = () => (gathered ??= gatherRows(g.view, g.rows));
   const C = g.rows.length;
-  const doc = (c: number) => docs.subarray(offsets[c] * d, offsets[c + 1] * d);
-  const len = (c: number) => offsets[c + 1] - offsets[c];
+  const doc = (c: number) => tokens().docs.subarray(tokens().offsets[c] * d, tokens().offsets[c + 1] * d);
+  const len = (c: number) => tokens().offsets[c + 1] - tokens().offsets[c];
   const perCandidate = async (f: (q: EncodedText, qi: number) => (c: number) => number) => {
     const out: Float32Array[] = [];
     for (let qi = 0; qi < g.queries.length; qi++) {
@@ -117,7 +119,7 @@ export async function scoreGroup(res: ScorerResources, g: GroupInput, spec: Scor
   };
   switch (spec.name) {
     case 'maxsim':
-      return (await res.gemm()).score(g.queries, docs, offsets, d, { normalize: spec.normalize, yieldEvery: g.yieldEvery });
+      return (await res.gemm()).score(g.queries, tokens().docs, tokens().offsets, d, { normalize: spec.normalize, yieldEvery: g.yieldEvery });
     case 'dense':
       return perCandidate((q) => {
         const qv = meanPool(q.vectors, q.length, d, true);
@@ -130,7 +132,7 @@ export async function scoreGroup(res: ScorerResources, g: GroupInput, spec: Scor
       const session = await res.onnx(spec);
       const out: Float32Array[] = [];
       for (const q of g.queries) {
-        out.push(await session.score(q.vectors, q.length, docs, offsets, d));
+        out.push(await session.score(q.vectors, q.length, tokens().docs, tokens().offsets, d));
         await g.yieldEvery();
       }
       return out;
@@ -152,7 +154,7 @@ export async function scoreGroup(res: ScorerResources, g: GroupInput, spec: Scor
       });
     case 'xtr':
       return perCandidate((q) => {
-        const s = xtrScores(q, docs, offsets, d, spec.kPrime);
+        const s = xtrScores(q, tokens().docs, tokens().offsets, d, spec.kPrime);
         return (c) => s[c];
       });
     case 'hybrid': {
