@@ -523,7 +523,7 @@ export async function runRerankCompression(
 ): Promise<RerankCompressionResult> {
   const f = parseFlags(args);
   const t0 = performance.now();
-  const dataDir = resolve(f.dataset ?? '/work/shared/datasets/trec-dl-2019-passage');
+  const dataDir = resolve(f.dataset ?? '../shared/datasets/trec-dl-2019-passage');
   const data = loadRerankFolder(dataDir);
   let queriesList = data.queries;
   if (f.quick) queriesList = queriesList.slice(0, 10);
