@@ -3,21 +3,13 @@ export {};
  * `npm run eval -- <name> [--json] [...]`: ranking-quality evaluations on real judged data.
  *   rerank       re-rank a TREC-DL-format folder's candidates per scorer (--dataset DIR --scorers a,b)
  *   negation     synthetic LIMIT-style negation benchmark: maxsim vs signed-maxsim
- *   compression  bytes per token vs nDCG@10 for each codec setting (Cranfield, in-process)
+ *   compression  bytes per token vs nDCG@10 per codec setting (--dataset DIR in TREC-DL format, --plot out.svg, --quick)
  * With --json the last line of output is one JSON object.
  */
 const evals: Record<string, () => Promise<(args: string[]) => Promise<unknown>>> = {
   rerank: async () => (await import('./eval/rerank')).runRerankEval,
   negation: async () => (await import('./eval/negation')).runNegationEval,
-  compression: async () => {
-    const m = await import('./eval/compression');
-    return async (args: string[]) => {
-      const opt = (name: string) => (args.includes(name) ? args[args.indexOf(name) + 1] : undefined);
-      const res = await m.runCompressionEval({ dataDir: opt('--data') ?? 'data/cranfield', modelDir: opt('--model'), log: (s: string) => console.log(s) });
-      for (const row of res.rows ?? []) console.log(m.formatRow(row));
-      return res;
-    };
-  },
+  compression: async () => (await import('./eval/compression')).runCompressionEvalCli,
 };
 
 async function main() {
