@@ -14,7 +14,7 @@ import path from 'node:path';
 import { loadConfig } from '@lateral/shared';
 import { freePort } from '@lateral/infra';
 import { startServer } from '../apps/all-in-one/src/server';
-import { loadCranfield, ndcgAt10 } from './lib/cranfield';
+import { loadCranfield, ndcgAt10, withPlaceholders } from './lib/cranfield';
 import { ingest, recreateCollection, rerank } from './lib/client';
 
 const args = process.argv.slice(2);
@@ -47,12 +47,10 @@ async function main() {
   const base = server.url;
   console.log(`lateral is up: API ${base}  (Redis ${server.runtime.services.redisUrl}, S3 ${server.runtime.services.s3Endpoint ?? 'AWS'})`);
 
-  const cran = loadCranfield(path.resolve('data/cranfield'));
-  // Records 471 and 995 of cran.all.1400 have no title and no abstract. The API refuses empty
-  // text (as it should), so they are sent with a placeholder that says so rather than dropped.
-  const empty = cran.docs.filter((d) => d.text.length === 0);
-  for (const d of empty) d.text = `cranfield record ${d.id} has no title or abstract`;
+  const raw = loadCranfield(path.resolve('data/cranfield'));
+  const empty = raw.docs.filter((d) => d.text.length === 0);
   if (empty.length) console.log(`note: ${empty.length} Cranfield records have no text (${empty.map((d) => d.id).join(', ')}); they are ingested with a placeholder`);
+  const cran = { ...raw, docs: withPlaceholders(raw.docs) };
   const judged = cran.queries.filter((q) => (cran.qrels.get(q.id)?.size ?? 0) > 0);
   const candidates = cran.docs.map((d) => d.id);
   const perModel: Record<string, { 'ndcg@10': { maxsim: number; dense: number }; ingest_seconds: number; rerank_seconds: { maxsim: number; dense: number }; tokens: number }> = {};

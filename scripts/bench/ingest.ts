@@ -12,14 +12,14 @@ import { createCodec, readSegment, writeSegment } from '@lateral/codec';
 import { getEncoder } from '@lateral/model';
 import { RAW_CODEC, assembleSegmentDocs } from '@lateral/pipeline';
 import { startServer } from '../../apps/all-in-one/src/server';
-import { loadCranfield } from '../lib/cranfield';
+import { loadCranfield, withPlaceholders } from '../lib/cranfield';
 import { ingest, recreateCollection } from '../lib/client';
 
 export async function runIngestBench(args: string[]): Promise<Record<string, unknown>> {
   const limit = Number(args[args.indexOf('--docs') + 1]) || undefined;
   const config = loadConfig({ ...process.env, PORT: '0', LOG_LEVEL: 'warn', DATA_DIR: process.env.DATA_DIR ?? '.data/bench' });
   const cran = loadCranfield(path.resolve('data/cranfield'));
-  const docs = cran.docs.slice(0, limit).map((d) => ({ id: d.id, text: d.text || `cranfield record ${d.id} has no title or abstract` }));
+  const docs = withPlaceholders(cran.docs.slice(0, limit));
 
   // Bare compute, in-process, same model, same batching budget, same segment writer.
   const encoder = await getEncoder(path.resolve(config.MODELS_DIR, config.DEFAULT_MODEL), { executionProvider: 'cpu' });
