@@ -8,6 +8,8 @@ export interface CodecDescriptor {
   /** Dims after the codec's linear reduction (PCA); absent = the segment's dims. */
   codedDims?: number;
   layout?: 'token' | 'cross';
+  /** Token layout: one random rotation (sign vector) per collection seed. */
+  rotation?: 'collection';
   /** Storage of per-token (or per-block) scales / norms. */
   norms: 'fp32' | 'fp16';
   sideInfo: boolean;

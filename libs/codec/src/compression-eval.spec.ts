@@ -5,7 +5,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import { CodecSettingsSchema } from '@lateral/shared';
-import { createCodec, fitCodec, fnv1a64, lloydMax, rademacher, readSegment, signKey, writeSegment, type EdenCodec } from './index';
+import { createCodec, fitCodec, lloydMax, rademacher, readSegment, signKey, writeSegment, type EdenCodec } from './index';
 import { gaussian } from './test-utils';
 
 const eden = (bits: number, layout: 'token' | 'cross', dims?: number) =>
@@ -56,7 +56,7 @@ describe('compression evaluation accounting', () => {
     const words = new Uint16Array(enc.codes.buffer.slice(enc.codes.byteOffset, enc.codes.byteOffset + enc.codes.byteLength));
     const norms = new Float32Array(enc.norms.buffer.slice(enc.norms.byteOffset, enc.norms.byteOffset + enc.norms.byteLength));
     const cent = lloydMax(4).centroids;
-    const signs = rademacher(signKey(seed, fnv1a64('x'), 0), d);
+    const signs = rademacher(signKey(seed, 0n, 0), d);
     const decoded = codec.decodeDoc(enc, 7, d, { docId: 'x', seed });
     // x^ = Dg H (||x|| / sqrt p) C[X], H normalised: entry (i, j) = (-1)^popcount(i & j) / sqrt p
     for (const t of [0, 3, 6]) {
@@ -87,7 +87,7 @@ describe('compression evaluation accounting', () => {
     const key = { docId: 'doc', seed: 2n };
     const enc = codec.encodeDoc(x, d, key);
     const dec = codec.decodeDoc(enc, 9, d, key);
-    const S = codec.scoreRotated(codec.rotateQuery(q, d, key), enc, 9, d);
+    const S = codec.scoreRotated(codec.rotateQuery(q, d, key.seed), enc, 9, d);
     for (let i = 0; i < 3; i++)
       for (let t = 0; t < 9; t++) {
         let dot = 0;

@@ -44,10 +44,11 @@ export interface RotatedQuery {
  * EDEN codec over the artifact's linear stage (PCA / side information / mean) or the identity.
  *
  * - layout `token`: each token's coded vector (c dims) is zero-padded to p = nextPow2(c) and is
- *   one EDEN block with its own norm. All tokens of a document share one sign vector, key =
- *   seed xor fnv1a64(docId) xor 0, so a query is rotated once per document and scored in the
- *   rotated domain (`rotateQuery` + `scoreRotated`). Codes: ceil(m p B / 8) bytes per doc
- *   (one bit stream), norms: m x 4 (fp32) or m x 2 (fp16).
+ *   one EDEN block with its own norm. Every token of the collection shares one sign vector,
+ *   key = seed (the codec artifact's collection seed), so a query is rotated once and scored
+ *   against any document in the rotated domain (`rotateQuery` + `scoreRotated`, or the int8
+ *   image of `rotatedImage`). Codes: ceil(m p B / 8) bytes per doc (one bit stream),
+ *   norms: m x 4 (fp32) or m x 2 (fp16). The descriptor records `rotation: 'collection'`.
  * - layout `cross` (SDR): the document's coded values, token-major (m x c), are cut into
  *   128-blocks across token boundaries, the last block zero-padded; block b's signs use key =
  *   seed xor fnv1a64(docId) xor b. Bytes per doc: ceil(m c / 128) x (16 B + 4) with fp32 norms.
@@ -58,6 +59,7 @@ export class EdenCodec extends DocCodec {
   private readonly stage: LinearStage;
   private readonly table: LloydMaxTable;
   private readonly normBytes: number;
+  private signCache: { seed: bigint; signs: Float64Array } | null = null;
 
   constructor(
     readonly bits: number,
@@ -75,6 +77,7 @@ export class EdenCodec extends DocCodec {
       bits,
       ...(artifact?.components ? { codedDims: artifact.codedDims } : {}),
       layout,
+      ...(layout === 'token' ? { rotation: 'collection' as const } : {}),
       norms,
       sideInfo: (artifact?.sideDims ?? 0) > 0,
       artifact: artifact ? { version: artifact.version, checksum: artifact.checksum } : null,
@@ -113,7 +116,7 @@ export class EdenCodec extends DocCodec {
     const packed = new Uint8Array(sizes.codes);
     const h = fnv1a64(key.docId);
     if (this.layout === 'token') {
-      const signs = rademacher(signKey(key.seed, h, 0), p);
+      const signs = this.tokenSigns(key.seed, p);
       const block = new Float64Array(p);
       const codes = new Uint8Array(p);
       const scratch = new Float64Array(p);
@@ -149,7 +152,7 @@ export class EdenCodec extends DocCodec {
     const h = fnv1a64(key.docId);
     if (this.layout === 'token') {
       const norms = readNorms(doc.norms, m, this.norms);
-      const signs = rademacher(signKey(key.seed, h, 0), p);
+      const signs = this.tokenSigns(key.seed, p);
       const codes = new Uint8Array(p);
       const out = new Float64Array(p);
       for (let t = 0; t < m; t++) {
@@ -173,20 +176,58 @@ export class EdenCodec extends DocCodec {
     return this.stage.inverse(z, m, dims, side);
   }
 
+  /** The token layout's sign vector: one per collection seed (cached, it is used for every token). */
+  private tokenSigns(seed: bigint, p: number): Float64Array {
+    if (this.signCache?.seed !== seed || this.signCache.signs.length !== p) this.signCache = { seed, signs: rademacher(signKey(seed, 0n, 0), p) };
+    return this.signCache.signs;
+  }
+
   /**
-   * Prepares query tokens for rotated-domain scoring against document `key` (token layout, no
-   * side information). Shape: q n x dims -> n x p rotated + n offsets.
+   * Prepares query tokens for rotated-domain scoring against documents coded with collection
+   * seed `seed` (token layout, no side information). Shape: q n x dims -> n x p rotated + n offsets.
    */
-  rotateQuery(q: Float32Array, dims: number, key: DocKey): RotatedQuery {
+  rotateQuery(q: Float32Array, dims: number, seed: bigint): RotatedQuery {
     if (this.layout !== 'token') throw new Error('rotated-domain scoring needs the token layout');
     if (this.stage.sideDims > 0) throw new Error('rotated-domain scoring is not available with side information');
     const { c, p } = this.shape(dims);
     const n = q.length / dims;
     const pq = this.stage.projectQuery(q, dims);
-    const signs = rademacher(signKey(key.seed, fnv1a64(key.docId), 0), p);
+    const signs = this.tokenSigns(seed, p);
     const rotated = new Float64Array(n * p);
     for (let i = 0; i < n; i++) edenRotate(pq.subarray(i * c, (i + 1) * c), signs, rotated.subarray(i * p, (i + 1) * p));
     return { rotated, offsets: this.stage.queryOffsets(q, dims), n };
+  }
+
+  /** The centroid grid of `rotatedImage`: 127 / max|C| (see rotated-image.ts). */
+  get imageScale(): number {
+    const c = this.table.centroids;
+    return 127 / Math.max(Math.abs(c[0]), Math.abs(c[c.length - 1]));
+  }
+
+  /** Per-token coded width p (the image's row length). */
+  paddedDims(dims: number): number {
+    return this.shape(dims).p;
+  }
+
+  /**
+   * One document's codes as the uint8 centroid image of rotated-image.ts (token layout, no side
+   * information): image m x p (written at `image[at * p ...]`), scales m (at `scales[at ...]`).
+   */
+  rotatedImage(doc: EncodedDoc, tokens: number, dims: number, image: Uint8Array, scales: Float32Array, at = 0): void {
+    if (this.layout !== 'token') throw new Error('the rotated image needs the token layout');
+    if (this.stage.sideDims > 0) throw new Error('the rotated image is not available with side information');
+    const { p } = this.shape(dims);
+    const S = this.imageScale;
+    const lut = this.table.centroids.map((c) => 128 + Math.round(c * S));
+    const norms = readNorms(doc.norms, tokens, this.norms);
+    const codes = new Uint8Array(p);
+    const inv = 1 / (Math.sqrt(p) * S);
+    for (let t = 0; t < tokens; t++) {
+      unpackCodes(doc.codes, this.bits, p, t * p * this.bits, codes);
+      const base = (at + t) * p;
+      for (let k = 0; k < p; k++) image[base + k] = lut[codes[k]];
+      scales[at + t] = Number.isFinite(norms[t]) ? norms[t] * inv : 0;
+    }
   }
 
   /**

@@ -3,7 +3,7 @@ import { CodecSettingsSchema } from '@lateral/shared';
 import { edenDecodeBlock, edenEncodeBlock } from './eden';
 import { lloydMax } from './lloyd-max';
 import { rademacher } from './prng';
-import { createCodec, crc32c, EdenCodec, readSegment, writeSegment, type DocKey } from './index';
+import { createCodec, crc32c, EdenCodec, quantizeRotatedQuery, readSegment, scoreImage, unpackCodes, writeSegment, type DocKey } from './index';
 import { gaussian } from './test-utils';
 
 const settings = (o: Record<string, unknown>) => CodecSettingsSchema.parse({ kind: 'eden', ...o });
@@ -48,7 +48,7 @@ describe('EdenCodec', () => {
   const x = gaussian(m, dims, 1);
   const key: DocKey = { docId: 'doc-1', seed: 12345n };
 
-  it('is deterministic for a seed, bit-exact across runs, and changes with the seed or doc id', () => {
+  it('is deterministic for a seed, bit-exact across runs, and changes with the seed (and, cross layout, the doc id)', () => {
     for (const layout of ['token', 'cross'] as const) {
       const codec = createCodec(settings({ bits: 4, layout }));
       const a = codec.encodeDoc(x, dims, key);
@@ -56,7 +56,7 @@ describe('EdenCodec', () => {
       expect(a.codes).toEqual(b.codes);
       expect(a.norms).toEqual(b.norms);
       expect(codec.encodeDoc(x, dims, { ...key, seed: 12346n }).codes).not.toEqual(a.codes);
-      expect(codec.encodeDoc(x, dims, { ...key, docId: 'doc-2' }).codes).not.toEqual(a.codes);
+      if (layout === 'cross') expect(codec.encodeDoc(x, dims, { ...key, docId: 'doc-2' }).codes).not.toEqual(a.codes);
       // Pinned: any change to the PRNG, Hadamard, centroids or packing changes these.
       expect([crc32c(a.codes), crc32c(a.norms)]).toEqual(layout === 'token' ? PINNED.token : PINNED.cross);
     }
@@ -102,14 +102,52 @@ describe('EdenCodec', () => {
     const enc = codec.encodeDoc(x, dims, key);
     const decoded = codec.decodeDoc(enc, m, dims, key);
     const q = gaussian(5, dims, 9);
-    const s = codec.scoreRotated(codec.rotateQuery(q, dims, key), enc, m, dims);
+    const s = codec.scoreRotated(codec.rotateQuery(q, dims, key.seed), enc, m, dims);
     for (let i = 0; i < 5; i++)
       for (let t = 0; t < m; t++) {
         let dot = 0;
         for (let j = 0; j < dims; j++) dot += q[i * dims + j] * decoded[t * dims + j];
         expect(s[i * m + t]).toBeCloseTo(dot, 3);
       }
-    expect(() => (createCodec(settings({ layout: 'cross' })) as EdenCodec).rotateQuery(q, dims, key)).toThrow(/token layout/);
+    expect(() => (createCodec(settings({ layout: 'cross' })) as EdenCodec).rotateQuery(q, dims, key.seed)).toThrow(/token layout/);
+  });
+
+  it('shares one rotation per collection seed in the token layout: the codes do not depend on the document id', () => {
+    const codec = createCodec(settings({ bits: 4, layout: 'token' })) as EdenCodec;
+    const a = codec.encodeDoc(x, dims, { docId: 'a', seed: key.seed });
+    const b = codec.encodeDoc(x, dims, { docId: 'another id', seed: key.seed });
+    expect(Buffer.from(b.codes).equals(Buffer.from(a.codes))).toBe(true);
+    const c = codec.encodeDoc(x, dims, { docId: 'a', seed: key.seed ^ 1n });
+    expect(Buffer.from(c.codes).equals(Buffer.from(a.codes))).toBe(false);
+    expect(codec.descriptor.rotation).toBe('collection');
+  });
+
+  it.each([1, 2, 3, 4, 5, 6, 8])('scores from the int8 rotated image within the rounding bound (B = %i)', (bits) => {
+    const codec = createCodec(settings({ bits, layout: 'token' })) as EdenCodec;
+    const enc = codec.encodeDoc(x, dims, key);
+    const p = codec.paddedDims(dims);
+    const image = new Uint8Array(m * p);
+    const scales = new Float32Array(m);
+    codec.rotatedImage(enc, m, dims, image, scales);
+    const q = gaussian(5, dims, 11);
+    const rq = codec.rotateQuery(q, dims, key.seed);
+    const qq = quantizeRotatedQuery(rq, p);
+    const approx = scoreImage(qq, image, scales, m);
+    const exact = codec.scoreRotated(rq, enc, m, dims);
+    const S = codec.imageScale;
+    const norms = new Float32Array(enc.norms.buffer.slice(enc.norms.byteOffset, enc.norms.byteOffset + enc.norms.byteLength));
+    const cent = lloydMax(bits).centroids;
+    const codes = new Uint8Array(p);
+    for (let i = 0; i < 5; i++)
+      for (let t = 0; t < m; t++) {
+        // |error| <= (||z|| / sqrt p) (qscale / 2 sum |C[X_k]| + sum |qscale q8_k| / (2 S)), plus fp32 rounding
+        unpackCodes(enc.codes, bits, p, t * p * bits, codes);
+        let b = 0;
+        for (let k = 0; k < p; k++) b += (qq.qscale[i] / 2) * Math.abs(cent[codes[k]]) + Math.abs(qq.qscale[i] * qq.q8[i * p + k]) / (2 * S);
+        const bound = (norms[t] / Math.sqrt(p)) * b * (1 + 1e-6) + 1e-5;
+        expect(Math.abs(approx[i * m + t] - exact[i * m + t])).toBeLessThanOrEqual(bound);
+      }
+    expect(() => (createCodec(settings({ layout: 'cross' })) as EdenCodec).rotatedImage(enc, m, dims, image, scales)).toThrow(/token layout/);
   });
 
   it('batch encode / decode equals the per-document pair', () => {
@@ -134,4 +172,4 @@ describe('EdenCodec', () => {
   });
 });
 
-const PINNED = { token: [930908215, 3655281934], cross: [2271885564, 25858227] };
+const PINNED = { token: [1038173054, 3655281934], cross: [2271885564, 25858227] };
