@@ -31,9 +31,11 @@ describe('compression in the pipeline', () => {
     return (await api('GET', `/v1/collections/${id}`)).body;
   }
 
-  async function rank(id: string) {
-    const r = await api('POST', '/v1/rerank?wait=60', { collection: id, topK: docs.length, queries: queries.map((q) => ({ id: q.id, text: q.text, candidates: docs.map((d) => d.id) })) });
+  const held = new Map<string, string>();
+  async function rank(id: string, scorer: unknown = { name: 'maxsim' }) {
+    const r = await api('POST', '/v1/rerank?wait=60', { collection: id, topK: docs.length, scorer, queries: queries.map((q) => ({ id: q.id, text: q.text, candidates: docs.map((d) => d.id) })) });
     expect(r.body.status).toBe('completed');
+    held.set(id, r.body.result.vectors);
     return r.body.result.results.map((x: { hits: { id: string; score: number }[] }) => new Map(x.hits.map((h) => [h.id, h.score])));
   }
 
@@ -60,6 +62,8 @@ describe('compression in the pipeline', () => {
     expect(eden.bytesPerToken).toBeLessThan(fp16.bytesPerToken * 0.45);
     const ref = await rank('fp16');
     const e4 = await rank('eden');
+    // Neither fp16 nor the cross-token layout can be scored in the rotated domain: decoded vectors.
+    expect([held.get('fp16'), held.get('eden')]).toEqual(['fp32', 'fp32']);
     expect(meanAbsError(e4, ref)).toBeLessThan(0.05);
 
     const before = (await api('GET', '/v1/collections/eden')).body;
@@ -83,6 +87,24 @@ describe('compression in the pipeline', () => {
     expect(err2 / meanScore(ref)).toBeLessThan(0.1);
     expect(top10Overlap(e4, ref)).toBeGreaterThanOrEqual(0.8);
     expect(top10Overlap(e2, ref)).toBeGreaterThanOrEqual(0.5);
+  });
+
+  it('scores EDEN token-layout collections from their codes: the int8 rotated image agrees with exact MaxSim on the decoded vectors', async () => {
+    const col = await ingestInto('eden-token', { kind: 'eden', bits: 4, layout: 'token' });
+    expect(col.bytesPerToken).toBeGreaterThan(0);
+    const image = await rank('eden-token');
+    expect(held.get('eden-token')).toBe('rotated-int8');
+    // maxsim-topk with k = 1 is MaxSim, computed on the candidates decoded from the same codes.
+    const exact = await rank('eden-token', { name: 'maxsim-topk', k: 1, reduce: 'sum' });
+    const err = meanAbsError(image, exact);
+    expect(err).toBeGreaterThan(0); // two different computations (integer GEMM vs decoded fp32)
+    expect(err / meanScore(exact)).toBeLessThan(0.01);
+    expect(top10Overlap(image, exact)).toBeGreaterThanOrEqual(0.9);
+    // 6 bits are still served from the image, 8 bits from decoded vectors (the int8 grid would cost precision).
+    const e8 = await ingestInto('eden-token-8', { kind: 'eden', bits: 8, layout: 'token' });
+    expect(e8.documents).toBe(docs.length);
+    await rank('eden-token-8');
+    expect(held.get('eden-token-8')).toBe('fp32');
   });
 
   it('rejects codec settings the pipeline cannot serve', async () => {

@@ -10,3 +10,4 @@ export * from './runtime';
 export * from './worker-main';
 export * from './gemm-maxsim';
 export * from './scorers';
+export * from './rotated-maxsim';

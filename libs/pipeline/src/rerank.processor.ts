@@ -91,6 +91,7 @@ export async function rerankProcessor(ctx: PipelineContext, views: CollectionVie
     collection: req.collection,
     scorer: req.scorer,
     generation: manifest?.generation ?? 0,
+    ...(view ? { vectors: view.rotated ? ('rotated-int8' as const) : ('fp32' as const) } : {}),
     results,
     timings: { totalMs: Date.now() - t0, encodeQueriesMs, scoreMs: Date.now() - tScore, loadMs },
   };

@@ -19,6 +19,7 @@ import { OnnxKnrm, OnnxLite } from '@lateral/scoring-runtime';
 import type { EncodedText, TokenEncoder } from '@lateral/model';
 import type { CollectionView } from './collection-view';
 import { GemmMaxsim } from './gemm-maxsim';
+import { RotatedMaxsim } from './rotated-maxsim';
 
 /** Where a scorer's artifact lives: `<SCORERS_DIR>/<artifact>.onnx` (`.json` for lite-flat). */
 export function artifactPath(scorersDir: string, spec: ScorerSpec): string | null {
@@ -40,6 +41,7 @@ export function checkScorerArtifact(scorersDir: string, spec: ScorerSpec): void 
 /** Scoring sessions and artifacts, loaded once per process and shared by every job. */
 export class ScorerResources {
   private gemmSession: Promise<GemmMaxsim> | null = null;
+  private rotatedSession: Promise<RotatedMaxsim> | null = null;
   private readonly sessions = new Map<string, Promise<OnnxLite | OnnxKnrm>>();
   private readonly flat = new Map<string, LiteFlatWeights>();
 
@@ -48,6 +50,11 @@ export class ScorerResources {
   gemm(): Promise<GemmMaxsim> {
     this.gemmSession ??= GemmMaxsim.create();
     return this.gemmSession;
+  }
+
+  rotated(): Promise<RotatedMaxsim> {
+    this.rotatedSession ??= RotatedMaxsim.create();
+    return this.rotatedSession;
   }
 
   onnx(spec: ScorerSpec & { name: 'lite' | 'knrm' }): Promise<OnnxLite | OnnxKnrm> {
@@ -73,17 +80,6 @@ export class ScorerResources {
   }
 }
 
-/** Candidate rows of a collection view as one contiguous T x d block with C + 1 offsets. */
-export function gatherRows(view: CollectionView, rows: number[]): { docs: Float32Array; offsets: Uint32Array } {
-  const d = view.dims;
-  if (rows.length === view.docIds.length && rows.every((r, i) => r === i)) return { docs: view.vectors, offsets: view.offsets };
-  const offsets = new Uint32Array(rows.length + 1);
-  for (let i = 0; i < rows.length; i++) offsets[i + 1] = offsets[i] + (view.offsets[rows[i] + 1] - view.offsets[rows[i]]);
-  const docs = new Float32Array(offsets[rows.length] * d);
-  for (let i = 0; i < rows.length; i++) docs.set(view.vectors.subarray(view.offsets[rows[i]] * d, view.offsets[rows[i] + 1] * d), offsets[i] * d);
-  return { docs, offsets };
-}
-
 export interface GroupInput {
   view: CollectionView;
   encoder: TokenEncoder;
@@ -102,7 +98,7 @@ export async function scoreGroup(res: ScorerResources, g: GroupInput, spec: Scor
   const d = g.view.dims;
   // Candidate tokens are gathered only by the scorers that read them (not dense, not hybrid's outer call).
   let gathered: { docs: Float32Array; offsets: Uint32Array } | null = null;
-  const tokens = () => (gathered ??= gatherRows(g.view, g.rows));
+  const tokens = () => (gathered ??= g.view.rowVectors(g.rows));
   const C = g.rows.length;
   const doc = (c: number) => tokens().docs.subarray(tokens().offsets[c] * d, tokens().offsets[c + 1] * d);
   const len = (c: number) => tokens().offsets[c + 1] - tokens().offsets[c];
@@ -119,6 +115,8 @@ export async function scoreGroup(res: ScorerResources, g: GroupInput, spec: Scor
   };
   switch (spec.name) {
     case 'maxsim':
+      // EDEN token-layout generations are scored from their codes in the rotated domain.
+      if (g.view.rotated) return (await res.rotated()).score(g.queries, g.view.rotated, g.rows, { normalize: spec.normalize, yieldEvery: g.yieldEvery });
       return (await res.gemm()).score(g.queries, tokens().docs, tokens().offsets, d, { normalize: spec.normalize, yieldEvery: g.yieldEvery });
     case 'dense':
       return perCandidate((q) => {

@@ -97,6 +97,12 @@ export interface RerankResult {
   collection: string;
   scorer: ScorerSpec;
   generation: number;
+  /**
+   * How the generation's token vectors were held when scoring: `rotated-int8` = EDEN token-layout
+   * codes expanded to the int8 rotated image (MaxSim by integer GEMMs, other scorers decode their
+   * candidates from the codes); `fp32` = decoded vectors. Absent when the collection is empty.
+   */
+  vectors?: 'rotated-int8' | 'fp32';
   results: { queryId: string; hits: RerankHit[]; missing: string[] }[];
   timings: { totalMs: number; encodeQueriesMs: number; scoreMs: number; loadMs: number };
 }
