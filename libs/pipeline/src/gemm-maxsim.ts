@@ -1,116 +1,103 @@
 import * as ort from 'onnxruntime-node';
-import { GraphBuilder, encodeModel, makeModel, makeValueInfo } from '@lateral/model';
+import { IMAGE_ZERO_POINT } from '@lateral/codec';
+import { GraphBuilder, encodeModel, makeModel, makeTensor, makeValueInfo } from '@lateral/model';
 
 /** Query token columns per GEMM (queries are never split across blocks). */
 const MAX_COLS = 1024;
 /**
- * Padded document token rows per GEMM. 1,000 x 180 candidates vs a 32-token query, 2 threads:
- * 2,048 rows 56.7 ms, 8,192 47.2 ms, 32,768 49.5 ms, all at once 100.5 ms.
+ * Candidate token rows per GEMM (S is at most MAX_ROWS x MAX_COLS floats, 128 MiB). 1,000 x 180
+ * candidates vs a 32-token query, 2 threads: the former padded copies in chunks of 2,048 rows took
+ * 56.7 ms; unpadded rows + Gather in chunks of 32,768 take 19.7 ms (ORT's single-tensor MaxSim 19.0).
  */
-const MAX_ROWS = 8192;
+const MAX_ROWS = 32768;
 
 export interface QueryTokens {
   vectors: Float32Array; // n x d
   length: number;
 }
 
-/**
- * Exact MaxSim of many queries against one shared candidate set, in ONNX Runtime:
- * candidates are sorted by length and cut into chunks of similar length, each chunk padded to
- * [c, L, d] by repeating one of the document's own tokens (a duplicate row cannot change a max,
- * so no mask is needed); then MatMul with [d, N] query columns (many queries at once) and
- * ReduceMax over L leave only [c, N] for JavaScript, which sums each query's columns.
- * Empty candidates score -Infinity, as in @lateral/scoring's reference.
- */
-export class GemmMaxsim {
-  private constructor(private readonly session: ort.InferenceSession) {}
-
-  static async create(threads = 0): Promise<GemmMaxsim> {
-    const g = new GraphBuilder();
-    const s = g.op('MatMul', ['docs', 'query_t']);
-    g.op('ReduceMax', [s], { axes: [1], keepdims: 0 }, 'best');
-    const model = makeModel(g.build('padded_maxsim', [makeValueInfo('docs', 'FLOAT', ['C', 'L', 'd']), makeValueInfo('query_t', 'FLOAT', ['d', 'N'])], [makeValueInfo('best', 'FLOAT', ['C', 'N'])]));
-    const session = await ort.InferenceSession.create(encodeModel(model), {
-      executionProviders: ['cpu'],
-      graphOptimizationLevel: 'all',
-      ...(threads > 0 ? { intraOpNumThreads: threads } : {}),
-    });
-    return new GemmMaxsim(session);
-  }
-
-  /**
-   * queries: each n_q x d; docs: T x d rows of C candidates (offsets C + 1).
-   * Returns one Float32Array of C scores per query.
-   */
-  async score(queries: QueryTokens[], docs: Float32Array, offsets: Uint32Array, d: number, opts: { normalize?: boolean; yieldEvery?: () => Promise<void> } = {}): Promise<Float32Array[]> {
-    const C = offsets.length - 1;
-    const out = queries.map(() => new Float32Array(C));
-    const blocks = columnBlocks(queries, d);
-    for await (const chunk of lengthChunks(offsets, opts.yieldEvery)) {
-      const { docs: members, L } = chunk;
-      const count = members.length;
-      if (L === 0) {
-        for (const q of out) for (const doc of members) q[doc] = -Infinity;
-        continue;
-      }
-      const block = new Float32Array(count * L * d);
-      members.forEach((doc, c) => padRows(docs, offsets[doc], offsets[doc + 1] - offsets[doc], L, d, block, c * L * d));
-      const tensor = new ort.Tensor('float32', block, [count, L, d]);
-      for (const b of blocks) {
-        const res = await this.session.run({ docs: tensor, query_t: b.queryT });
-        sumColumns(res.best.data as Float32Array, b, queries, members, out, opts.normalize);
-      }
-    }
-    return out;
-  }
-
-  async release(): Promise<void> {
-    await this.session.release();
-  }
+/** One block of query columns: the tensor a graph takes and where each member query's columns start. */
+export interface ColumnBlock {
+  members: number[];
+  N: number;
+  colStart: number[];
+  queryT: ort.Tensor;
 }
 
 /**
- * Candidates sorted by length (ties by index) and cut into chunks of at most MAX_ROWS padded
- * rows; empty candidates come first as one chunk with L = 0. Yields between chunks.
+ * MaxSim graphs over unpadded candidate rows: S = rows x query^T once ([T, N]), then Gather with
+ * `index` [c, L] (a candidate's padded slots repeat one of its own rows, which cannot change a
+ * max) and ReduceMax over L, leaving [c, N] for JavaScript. Nothing is padded or copied when
+ * the candidates are already contiguous (a whole generation in order).
  */
-export async function* lengthChunks(offsets: Uint32Array, yieldEvery?: () => Promise<void>): AsyncGenerator<{ docs: number[]; L: number }> {
+export async function createMaxsimSession(kind: 'fp32' | 'int8', threads = 0): Promise<ort.InferenceSession> {
+  const g = new GraphBuilder();
+  let s: string;
+  const inputs = [makeValueInfo('index', 'INT32', ['C', 'L'])];
+  if (kind === 'fp32') {
+    s = g.op('MatMul', ['docs', 'query_t']);
+    inputs.push(makeValueInfo('docs', 'FLOAT', ['T', 'd']), makeValueInfo('query_t', 'FLOAT', ['d', 'N']));
+  } else {
+    // uint8 image with zero point 128 (u8 x s8 is the integer GEMM MLAS accelerates), per-row scales.
+    const zp = g.constant(makeTensor('image_zero_point', [], Uint8Array.of(IMAGE_ZERO_POINT)));
+    s = g.op('Mul', [g.op('Cast', [g.op('MatMulInteger', ['image', 'query_t', zp])], { to: 1 }), 'scales']);
+    inputs.push(makeValueInfo('image', 'UINT8', ['T', 'p']), makeValueInfo('query_t', 'INT8', ['p', 'N']), makeValueInfo('scales', 'FLOAT', ['T', 1]));
+  }
+  g.op('ReduceMax', [g.op('Gather', [s, 'index'], { axis: 0 })], { axes: [1], keepdims: 0 }, 'best');
+  const model = makeModel(g.build(`maxsim_rows_${kind}`, inputs, [makeValueInfo('best', 'FLOAT', ['C', 'N'])]));
+  return ort.InferenceSession.create(encodeModel(model), {
+    executionProviders: ['cpu'],
+    graphOptimizationLevel: 'all',
+    ...(threads > 0 ? { intraOpNumThreads: threads } : {}),
+  });
+}
+
+/**
+ * Walks C candidates (offsets C + 1, rows contiguous in candidate order) in chunks of at most
+ * MAX_ROWS rows, calling `run(first row, row count, index tensor, candidates)` for each; empty
+ * candidates are reported with L = 0 and no call. Yields between chunks.
+ */
+export async function forEachRowChunk(
+  offsets: Uint32Array,
+  run: (row0: number, rows: number, index: ort.Tensor, docs: number[]) => Promise<void>,
+  onEmpty: (doc: number) => void,
+  yieldEvery?: () => Promise<void>,
+): Promise<void> {
   const C = offsets.length - 1;
-  const len = (c: number) => offsets[c + 1] - offsets[c];
-  const order = Array.from({ length: C }, (_, i) => i).sort((a, b) => len(a) - len(b) || a - b);
-  let k = 0;
-  while (k < C && len(order[k]) === 0) k++;
-  if (k > 0) yield { docs: order.slice(0, k), L: 0 };
-  while (k < C) {
-    // Sorted by length, so the chunk's last document is its longest.
-    let end = k + 1;
-    while (end < C && (end + 1 - k) * len(order[end]) <= MAX_ROWS) end++;
-    yield { docs: order.slice(k, end), L: len(order[end - 1]) };
-    k = end;
+  let c = 0;
+  while (c < C) {
+    const docs: number[] = [];
+    const row0 = offsets[c];
+    let L = 0;
+    while (c < C && (docs.length === 0 || offsets[c + 1] - row0 <= MAX_ROWS)) {
+      const m = offsets[c + 1] - offsets[c];
+      if (m === 0) onEmpty(c);
+      else {
+        docs.push(c);
+        L = Math.max(L, m);
+      }
+      c++;
+    }
+    if (docs.length === 0) continue;
+    const index = new Int32Array(docs.length * L);
+    docs.forEach((doc, k) => {
+      const a = offsets[doc] - row0;
+      const m = offsets[doc + 1] - offsets[doc];
+      for (let r = 0; r < L; r++) index[k * L + r] = a + (r < m ? r : 0);
+    });
+    await run(row0, offsets[c] - row0, new ort.Tensor('int32', index, [docs.length, L]), docs);
     if (yieldEvery) await yieldEvery();
   }
 }
 
-/** Copies rows [start, start + m) of a row-major `src` (width w) to `dst` at `at`, repeating the first row up to L rows. */
-export function padRows<T extends Float32Array | Uint8Array>(src: T, start: number, m: number, L: number, w: number, dst: T, at: number): void {
-  dst.set(src.subarray(start * w, (start + m) * w), at);
-  for (let r = m; r < L; r++) dst.copyWithin(at + r * w, at, at + w);
-}
-
-/** Adds each query's columns of `best` (count x N, one row per member doc) into its scores. */
-export function sumColumns(
-  best: Float32Array,
-  b: { members: number[]; N: number; colStart: number[] },
-  queries: { length: number }[],
-  docs: number[],
-  out: Float32Array[],
-  normalize?: boolean,
-): void {
+/** Adds each query's columns of `best` (one row per doc of `docs`, N columns) into its scores. */
+export function sumColumns(best: Float32Array, b: ColumnBlock, queries: { length: number }[], docs: number[], out: Float32Array[], normalize?: boolean): void {
   b.members.forEach((qi, bi) => {
     const n = queries[qi].length;
     const s0 = b.colStart[bi];
-    docs.forEach((doc, c) => {
+    docs.forEach((doc, k) => {
       let s = 0;
-      for (let j = s0; j < s0 + n; j++) s += best[c * b.N + j];
+      for (let j = s0; j < s0 + n; j++) s += best[k * b.N + j];
       out[qi][doc] = normalize && n > 0 ? s / n : s;
     });
   });
@@ -134,8 +121,46 @@ export function columnGroups(lengths: number[]): number[][] {
   return groups;
 }
 
+/**
+ * Exact MaxSim of many queries against one shared candidate set, in ONNX Runtime: the candidates'
+ * fp32 rows (T x d, contiguous, offsets C + 1) times [d, N] query columns (many queries at once),
+ * gathered per candidate and max-reduced (createMaxsimSession); JavaScript sums each query's
+ * columns. Empty candidates score -Infinity, as in @lateral/scoring's reference.
+ */
+export class GemmMaxsim {
+  private constructor(private readonly session: ort.InferenceSession) {}
+
+  static async create(threads = 0): Promise<GemmMaxsim> {
+    return new GemmMaxsim(await createMaxsimSession('fp32', threads));
+  }
+
+  /** queries: each n_q x d; docs: T x d rows of C candidates (offsets C + 1). Returns C scores per query. */
+  async score(queries: QueryTokens[], docs: Float32Array, offsets: Uint32Array, d: number, opts: { normalize?: boolean; yieldEvery?: () => Promise<void> } = {}): Promise<Float32Array[]> {
+    const C = offsets.length - 1;
+    const out = queries.map(() => new Float32Array(C));
+    const blocks = columnBlocks(queries, d);
+    await forEachRowChunk(
+      offsets,
+      async (row0, rows, index, members) => {
+        const tensor = new ort.Tensor('float32', docs.subarray(row0 * d, (row0 + rows) * d), [rows, d]);
+        for (const b of blocks) {
+          const res = await this.session.run({ docs: tensor, query_t: b.queryT, index });
+          sumColumns(res.best.data as Float32Array, b, queries, members, out, opts.normalize);
+        }
+      },
+      (doc) => out.forEach((q) => (q[doc] = -Infinity)),
+      opts.yieldEvery,
+    );
+    return out;
+  }
+
+  async release(): Promise<void> {
+    await this.session.release();
+  }
+}
+
 /** Groups whole queries into blocks of at most MAX_COLS token columns, transposed to [d, N]. */
-function columnBlocks(queries: QueryTokens[], d: number) {
+function columnBlocks(queries: QueryTokens[], d: number): ColumnBlock[] {
   return columnGroups(queries.map((q) => q.length)).map((members) => {
     const N = Math.max(1, members.reduce((s, i) => s + queries[i].length, 0));
     const qT = new Float32Array(d * N);

@@ -1,7 +1,6 @@
 import * as ort from 'onnxruntime-node';
-import { IMAGE_ZERO_POINT, quantizeRotatedQuery, type EdenCodec } from '@lateral/codec';
-import { GraphBuilder, encodeModel, makeModel, makeTensor, makeValueInfo } from '@lateral/model';
-import { columnGroups, lengthChunks, padRows, sumColumns, type QueryTokens } from './gemm-maxsim';
+import { quantizeRotatedQuery, type EdenCodec } from '@lateral/codec';
+import { columnGroups, createMaxsimSession, forEachRowChunk, sumColumns, type QueryTokens } from './gemm-maxsim';
 
 /**
  * A generation held as EDEN codes (token layout) for scoring in the rotated domain: each token's
@@ -24,35 +23,19 @@ export interface RotatedImageSet {
 }
 
 /**
- * MaxSim of many queries against candidates of a RotatedImageSet, in ONNX Runtime:
- * queries are rotated once (H Dg P q) and quantised to int8 per token; candidates are chunked by
- * length and padded like GemmMaxsim (repeating a real token), then
- * MatMulInteger(image [c, L, p] with zero point 128, query [p, N]) -> Cast -> x token scales ->
- * ReduceMax over L. JavaScript multiplies each column by its query scale and adds the query
- * token's mean offset. The rounding error is bounded in @lateral/codec's tests and measured by
- * `npm run bench -- score`.
+ * MaxSim of many queries against candidates of a RotatedImageSet, in ONNX Runtime: queries are
+ * rotated once (H Dg P q) and quantised to int8 per token; the candidates' image rows (copied to
+ * be contiguous unless they are the whole set in order) go through createMaxsimSession('int8'):
+ * MatMulInteger(image [T, p] with zero point 128, query [p, N]) -> Cast -> x token scales ->
+ * Gather per candidate -> ReduceMax. JavaScript multiplies each column by its query scale and
+ * adds the query token's mean offset. The rounding error is bounded in @lateral/codec's tests
+ * and measured by `npm run bench -- score`.
  */
 export class RotatedMaxsim {
   private constructor(private readonly session: ort.InferenceSession) {}
 
   static async create(threads = 0): Promise<RotatedMaxsim> {
-    const g = new GraphBuilder();
-    const zp = g.constant(makeTensor('image_zero_point', [], Uint8Array.of(IMAGE_ZERO_POINT)));
-    const dots = g.op('Cast', [g.op('MatMulInteger', ['image', 'query_t', zp])], { to: 1 });
-    g.op('ReduceMax', [g.op('Mul', [dots, 'scales'])], { axes: [1], keepdims: 0 }, 'best');
-    const model = makeModel(
-      g.build(
-        'rotated_image_maxsim',
-        [makeValueInfo('image', 'UINT8', ['C', 'L', 'p']), makeValueInfo('query_t', 'INT8', ['p', 'N']), makeValueInfo('scales', 'FLOAT', ['C', 'L', 1])],
-        [makeValueInfo('best', 'FLOAT', ['C', 'N'])],
-      ),
-    );
-    const session = await ort.InferenceSession.create(encodeModel(model), {
-      executionProviders: ['cpu'],
-      graphOptimizationLevel: 'all',
-      ...(threads > 0 ? { intraOpNumThreads: threads } : {}),
-    });
-    return new RotatedMaxsim(session);
+    return new RotatedMaxsim(await createMaxsimSession('int8', threads));
   }
 
   /** queries: each n_q x dims (original space); rows: candidate rows of `set`. Returns C scores per query. */
@@ -60,32 +43,33 @@ export class RotatedMaxsim {
     const { p } = set;
     const C = rows.length;
     const out = queries.map(() => new Float32Array(C));
-    const offsets = new Uint32Array(C + 1);
-    rows.forEach((r, c) => (offsets[c + 1] = offsets[c] + (set.offsets[r + 1] - set.offsets[r])));
-    const blocks = queryBlocks(queries, set);
-    for await (const { docs: members, L } of lengthChunks(offsets, opts.yieldEvery)) {
-      const count = members.length;
-      if (L === 0) {
-        for (const q of out) for (const c of members) q[c] = -Infinity;
-        continue;
-      }
-      const image = new Uint8Array(count * L * p);
-      const scales = new Float32Array(count * L);
-      members.forEach((c, k) => {
-        const start = set.offsets[rows[c]];
-        const m = offsets[c + 1] - offsets[c];
-        padRows(set.image, start, m, L, p, image, k * L * p);
-        padRows(set.scales, start, m, L, 1, scales, k * L);
+    let { image, scales, offsets } = set;
+    if (!(C === set.offsets.length - 1 && rows.every((r, i) => r === i))) {
+      offsets = new Uint32Array(C + 1);
+      rows.forEach((r, c) => (offsets[c + 1] = offsets[c] + (set.offsets[r + 1] - set.offsets[r])));
+      image = new Uint8Array(offsets[C] * p);
+      scales = new Float32Array(offsets[C]);
+      rows.forEach((r, c) => {
+        image.set(set.image.subarray(set.offsets[r] * p, set.offsets[r + 1] * p), offsets[c] * p);
+        scales.set(set.scales.subarray(set.offsets[r], set.offsets[r + 1]), offsets[c]);
       });
-      const imageT = new ort.Tensor('uint8', image, [count, L, p]);
-      const scalesT = new ort.Tensor('float32', scales, [count, L, 1]);
-      for (const b of blocks) {
-        const res = await this.session.run({ image: imageT, query_t: b.queryT, scales: scalesT });
-        const best = res.best.data as Float32Array;
-        for (let k = 0; k < count; k++) for (let j = 0; j < b.N; j++) best[k * b.N + j] = best[k * b.N + j] * b.qscale[j] + b.offset[j];
-        sumColumns(best, b, queries, members, out, opts.normalize);
-      }
     }
+    const blocks = queryBlocks(queries, set);
+    await forEachRowChunk(
+      offsets,
+      async (row0, n, index, members) => {
+        const imageT = new ort.Tensor('uint8', image.subarray(row0 * p, (row0 + n) * p), [n, p]);
+        const scalesT = new ort.Tensor('float32', scales.subarray(row0, row0 + n), [n, 1]);
+        for (const b of blocks) {
+          const res = await this.session.run({ image: imageT, query_t: b.queryT, scales: scalesT, index });
+          const best = res.best.data as Float32Array;
+          for (let k = 0; k < members.length; k++) for (let j = 0; j < b.N; j++) best[k * b.N + j] = best[k * b.N + j] * b.qscale[j] + b.offset[j];
+          sumColumns(best, b, queries, members, out, opts.normalize);
+        }
+      },
+      (c) => out.forEach((q) => (q[c] = -Infinity)),
+      opts.yieldEvery,
+    );
     return out;
   }
 

@@ -1,0 +1,72 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createCodec, quantizeRotatedQuery, scoreImage, type EdenCodec } from '@lateral/codec';
+import { maxsim } from '@lateral/scoring';
+import { mulberry32 } from '@lateral/shared';
+import { GemmMaxsim } from './gemm-maxsim';
+import { RotatedMaxsim, type RotatedImageSet } from './rotated-maxsim';
+
+/** The two ONNX MaxSim paths of the scorer against the library references, on ragged candidates. */
+describe('ONNX MaxSim kernels', () => {
+  const d = 96;
+  const rand = mulberry32(7);
+  const gauss = (n: number) => Float32Array.from({ length: n }, () => rand() - 0.5);
+  // ragged lengths, including empty candidates and one longer than a whole chunk's average
+  const lengths = [5, 0, 17, 1, 40, 3, 0, 22, 9, 180, 2, 11];
+  const offsets = new Uint32Array(lengths.length + 1);
+  lengths.forEach((m, i) => (offsets[i + 1] = offsets[i] + m));
+  const docs = gauss(offsets[lengths.length] * d);
+  const queries = [7, 1, 32].map((n) => ({ vectors: gauss(n * d), length: n }));
+  let gemm: GemmMaxsim;
+  let rotated: RotatedMaxsim;
+  beforeAll(async () => {
+    gemm = await GemmMaxsim.create(1);
+    rotated = await RotatedMaxsim.create(1);
+  });
+  afterAll(async () => {
+    await gemm.release();
+    await rotated.release();
+  });
+
+  it('GemmMaxsim equals the reference MaxSim for every query and candidate; empty candidates score -Infinity', async () => {
+    const out = await gemm.score(queries, docs, offsets, d);
+    queries.forEach((q, qi) =>
+      lengths.forEach((m, c) => {
+        const ref = maxsim(q.vectors, q.length, docs.subarray(offsets[c] * d, offsets[c + 1] * d), m, d);
+        if (m === 0) expect(out[qi][c]).toBe(-Infinity);
+        else expect(out[qi][c]).toBeCloseTo(ref, 4);
+      }),
+    );
+  });
+
+  it('RotatedMaxsim equals the integer reference (scoreImage) on a permuted subset of rows', async () => {
+    const codec = createCodec({ kind: 'eden', bits: 4, layout: 'token', norms: 'fp32', sideInfo: false }) as EdenCodec;
+    const seed = 11n;
+    const keys = lengths.map((_, i) => ({ docId: `d${i}`, seed }));
+    const enc = codec.encode(docs, offsets, d, keys);
+    const p = codec.paddedDims(d);
+    const image = new Uint8Array(offsets[lengths.length] * p);
+    const scales = new Float32Array(offsets[lengths.length]);
+    let co = 0;
+    let no = 0;
+    lengths.forEach((m, c) => {
+      const b = codec.docBytes(m, d);
+      codec.rotatedImage({ codes: enc.codes.subarray(co, co + b.codes), norms: enc.norms.subarray(no, no + b.norms) }, m, d, image, scales, offsets[c]);
+      co += b.codes;
+      no += b.norms;
+    });
+    const set: RotatedImageSet = { codec, seed, dims: d, p, image, scales, offsets };
+    const rows = [9, 1, 4, 0, 11, 7, 2];
+    const out = await rotated.score(queries, set, rows, { normalize: true });
+    queries.forEach((q, qi) => {
+      const qq = quantizeRotatedQuery(codec.rotateQuery(q.vectors, d, seed), p);
+      rows.forEach((r, c) => {
+        const m = lengths[r];
+        if (m === 0) return expect(out[qi][c]).toBe(-Infinity);
+        const S = scoreImage(qq, image.subarray(offsets[r] * p, offsets[r + 1] * p), scales.subarray(offsets[r], offsets[r + 1]), m);
+        let total = 0;
+        for (let i = 0; i < q.length; i++) total += Math.max(...S.subarray(i * m, (i + 1) * m));
+        expect(out[qi][c]).toBeCloseTo(total / q.length, 4);
+      });
+    });
+  });
+});
