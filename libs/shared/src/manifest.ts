@@ -45,6 +45,26 @@ export const ModelManifestSchema = z.object({
   pooling: z.enum(['mean', 'cls']).default('mean'),
   /** Free-form provenance shown by the API (source vectors, vocabulary size, window ...). */
   description: z.string().default(''),
+  /**
+   * The model's static input embedding table, for codecs with side information (`codec.sideInfo`):
+   * a file in the model directory holding one row of `dims` values per token id of the tokenizer's
+   * vocabulary (row-major, little-endian, no header; `fp16` or `fp32`), the context-free vector
+   * of each token. The codec predicts each contextual vector from its token's row and codes only
+   * the residual, so the table must never change for a deployed collection. null = none.
+   */
+  staticEmbeddings: z
+    .object({
+      file: z
+        .string()
+        .min(1)
+        .regex(/^[A-Za-z0-9_.-]+$/, 'a file name inside the model directory')
+        .refine((f) => f !== '.' && f !== '..', 'a file name inside the model directory'),
+      dims: z.number().int().positive().max(8192),
+      dtype: z.enum(['fp16', 'fp32']),
+    })
+    .strict()
+    .nullable()
+    .default(null),
 });
 
 export type ModelManifest = z.infer<typeof ModelManifestSchema>;
