@@ -38,3 +38,5 @@ export type {
   GraphSpec,
   ModelOptions,
 } from './onnx-graph';
+export { loadStaticEmbeddings, staticEmbeddingsFromTable } from './static-embeddings';
+export type { StaticEmbeddings } from './static-embeddings';
