@@ -37,7 +37,11 @@ export class CodecArtifacts {
     return a;
   }
 
-  async ensure(t: string, c: string, version: number, settings: CodecSettings, sample: () => { vectors: Float32Array; dims: number }): Promise<CodecArtifact> {
+  /**
+   * `sample()` gives the raw vectors to fit on (T x dims) and, for side-information settings, the
+   * static embeddings of the same T tokens (T x staticDims).
+   */
+  async ensure(t: string, c: string, version: number, settings: CodecSettings, sample: () => FitSample): Promise<CodecArtifact> {
     const key = s3Keys.codecArtifact(t, c, version);
     if (await this.store.get(key)) return this.get(t, c, version);
     const lock = redisKeys.codecFitLock(this.prefix, t, c, version);
@@ -50,8 +54,11 @@ export class CodecArtifacts {
     }
     try {
       if (!(await this.store.get(key))) {
-        const { vectors, dims } = sample();
-        const artifact = fitCodec(settings, subsample(vectors, dims, FIT_SAMPLE_TOKENS, CodecArtifacts.seed(t, c)), dims, { seed: CodecArtifacts.seed(t, c) });
+        const { vectors, dims, staticEmbeddings, staticDims } = sample();
+        const seed = CodecArtifacts.seed(t, c);
+        // Both subsamples draw the same rows: same row count, same seed.
+        const side = staticEmbeddings && staticDims ? { staticEmbeddings: subsample(staticEmbeddings, staticDims, FIT_SAMPLE_TOKENS, seed), staticDims } : {};
+        const artifact = fitCodec(settings, subsample(vectors, dims, FIT_SAMPLE_TOKENS, seed), dims, { seed, ...side });
         await this.store.put(key, serializeArtifact(artifact));
       }
     } finally {
@@ -59,6 +66,14 @@ export class CodecArtifacts {
     }
     return this.get(t, c, version);
   }
+}
+
+export interface FitSample {
+  vectors: Float32Array;
+  dims: number;
+  /** sideInfo: static embeddings of the same tokens, rows in the same order. */
+  staticEmbeddings?: Float32Array;
+  staticDims?: number;
 }
 
 /** Up to `max` rows of an n x d matrix, chosen by a seeded partial Fisher-Yates shuffle, in order. */

@@ -1,7 +1,18 @@
 import { PermanentJobError, QueueName, s3Keys, type JobPayload, type JobResults } from '@lateral/shared';
 import { SegmentCorruptError, createCodec, readSegment, writeSegment } from '@lateral/codec';
+import type { StaticEmbeddings } from '@lateral/model';
 import type { PipelineContext } from './context';
 import { enqueueNext } from './pipeline';
+
+/** The static rows of the raw segment's tokens; a token id outside the table is a permanent error (wrong model table). */
+function lookupStatic(se: StaticEmbeddings, tokenIds: Int32Array, rawKey: string): Float32Array {
+  try {
+    return se.lookup(tokenIds);
+  } catch (err) {
+    if (err instanceof RangeError) throw new PermanentJobError(`${rawKey}: ${err.message}`);
+    throw err;
+  }
+}
 
 /**
  * Turns a batch's raw fp16 vectors into an immutable segment with the collection's codec.
@@ -22,11 +33,19 @@ export async function compressProcessor(ctx: PipelineContext, p: JobPayload<Queu
   // Settings of this job's codec version: the collection's current one, or a re-compression's.
   const settings = p.codecVersion === collection.codecVersion ? collection.codec : collection.pending?.codecVersion === p.codecVersion ? collection.pending.codec : null;
   if (!settings) throw new PermanentJobError(`codec version ${p.codecVersion} of ${p.collectionId} is neither current (${collection.codecVersion}) nor being re-compressed`);
-  const artifact = await ctx.codecs.ensure(p.tenantId, p.collectionId, p.codecVersion, settings, () => ({ vectors: raw.decodeAll(), dims: raw.dims }));
+  // Side information: the static embedding of every raw token, from the collection's model (fit and encode).
+  const se = settings.sideInfo ? await ctx.staticEmbeddings.forCollection(collection) : null;
+  const staticEmbeddings = se ? lookupStatic(se, raw.tokenIds, p.rawKey) : undefined;
+  const artifact = await ctx.codecs.ensure(p.tenantId, p.collectionId, p.codecVersion, settings, () => ({
+    vectors: raw.decodeAll(),
+    dims: raw.dims,
+    ...(se ? { staticEmbeddings, staticDims: se.dims } : {}),
+  }));
+  if (artifact.settings.sideInfo && !staticEmbeddings) throw new PermanentJobError(`codec v${p.codecVersion} of ${p.collectionId} uses side information but its job settings do not`);
   const codec = createCodec(artifact.settings, artifact);
   const metadata = Array.from({ length: raw.documents }, (_, i) => raw.metadata(i));
   const segment = writeSegment(
-    { docIds: raw.docIds, tokenOffsets: raw.tokenOffsets, tokenIds: raw.tokenIds, vectors: raw.decodeAll(), dims: raw.dims, docVectors: raw.docVectors ?? undefined, metadata },
+    { docIds: raw.docIds, tokenOffsets: raw.tokenOffsets, tokenIds: raw.tokenIds, vectors: raw.decodeAll(), dims: raw.dims, docVectors: raw.docVectors ?? undefined, metadata, staticEmbeddings },
     codec,
     { seed: artifact.seed },
   );

@@ -4,6 +4,7 @@ import type { Config } from '@lateral/shared';
 import type { CollectionRepository, JobQueues, Logger, ObjectStore } from '@lateral/infra';
 import { getEncoder, type TokenEncoder } from '@lateral/model';
 import type { CodecArtifacts } from './codec-artifacts';
+import type { StaticEmbeddingsCache } from './static-embeddings';
 
 /** What the processors receive: only the repositories they use, built once per process. */
 export interface PipelineContext {
@@ -14,6 +15,8 @@ export interface PipelineContext {
   collections: CollectionRepository;
   encoders: EncoderProvider;
   codecs: CodecArtifacts;
+  /** Static input embedding tables of the models, for side-information codecs. */
+  staticEmbeddings: StaticEmbeddingsCache;
   logger: Logger;
 }
 

@@ -5,6 +5,7 @@ export * from './encode.processor';
 export * from './compress.processor';
 export * from './index.processor';
 export * from './collection-view';
+export * from './static-embeddings';
 export * from './rerank.processor';
 export * from './runtime';
 export * from './worker-main';

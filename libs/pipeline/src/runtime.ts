@@ -22,6 +22,7 @@ import { rerankProcessor } from './rerank.processor';
 import { CollectionViewCache } from './collection-view';
 import { ScorerResources } from './scorers';
 import { CodecArtifacts } from './codec-artifacts';
+import { StaticEmbeddingsCache } from './static-embeddings';
 
 export interface ResolvedServices {
   redisUrl: string;
@@ -93,6 +94,7 @@ export async function createRuntime(config: Config, services: ResolvedServices, 
     collections,
     encoders: encoderProvider(config, logger),
     codecs: new CodecArtifacts(store, redis, config.REDIS_PREFIX),
+    staticEmbeddings: new StaticEmbeddingsCache(path.resolve(config.MODELS_DIR)),
     logger,
     services,
     close: async () => {
