@@ -3,6 +3,7 @@ import type { CollectionManifest } from '@lateral/shared';
 import type { ObjectStore } from '@lateral/infra';
 import type { CodecArtifacts } from './codec-artifacts';
 import type { RotatedImageSet } from './rotated-maxsim';
+import type { SideInfoProvider } from './static-embeddings';
 
 /**
  * A committed generation of a collection, loaded for scoring: per-document token offsets, pooled
@@ -32,7 +33,13 @@ export interface CollectionView {
 export class CollectionViewCache {
   private readonly views = new Map<string, Promise<CollectionView>>();
 
-  constructor(private readonly store: ObjectStore, private readonly codecs: CodecArtifacts, private readonly maxViews = 4) {}
+  constructor(
+    private readonly store: ObjectStore,
+    private readonly codecs: CodecArtifacts,
+    private readonly maxViews = 4,
+    /** Static embeddings for side-information segments (undefined: the generation has none). */
+    private readonly sideInfo: SideInfoProvider = async () => undefined,
+  ) {}
 
   get(manifest: CollectionManifest): Promise<CollectionView> {
     const key = `${manifest.tenantId}/${manifest.collectionId}/${manifest.generation}`;
@@ -47,13 +54,14 @@ export class CollectionViewCache {
   }
 
   private async load(manifest: CollectionManifest): Promise<CollectionView> {
+    const staticEmbeddings = await this.sideInfo(manifest);
     const loaded = await Promise.all(
       manifest.segments.map(async (s) => {
         const bytes = await this.store.get(s.key);
         if (!bytes) throw new Error(`segment ${s.key} of generation ${manifest.generation} is missing from S3`);
         // Each segment is decoded with the codec artifact of the version it was written with.
         const artifact = await this.codecs.get(manifest.tenantId, manifest.collectionId, s.codecVersion);
-        return { reader: readSegment(bytes, s.key, artifact), artifact };
+        return { reader: readSegment(bytes, s.key, artifact, { staticEmbeddings }), artifact };
       }),
     );
     const readers = loaded.map((l) => l.reader);

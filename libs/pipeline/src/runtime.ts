@@ -22,7 +22,7 @@ import { rerankProcessor } from './rerank.processor';
 import { CollectionViewCache } from './collection-view';
 import { ScorerResources } from './scorers';
 import { CodecArtifacts } from './codec-artifacts';
-import { StaticEmbeddingsCache } from './static-embeddings';
+import { StaticEmbeddingsCache, generationSideInfo } from './static-embeddings';
 
 export interface ResolvedServices {
   redisUrl: string;
@@ -110,7 +110,7 @@ export const HANDLED_QUEUES: QueueName[] = [QueueName.encode, QueueName.compress
 
 /** The complete queue -> handler registry; WorkerHost refuses to start a queue without one. */
 export function pipelineHandlers(ctx: PipelineContext): HandlerRegistry {
-  const views = new CollectionViewCache(ctx.store, ctx.codecs);
+  const views = new CollectionViewCache(ctx.store, ctx.codecs, undefined, generationSideInfo(ctx));
   const scorers = new ScorerResources(path.resolve(ctx.config.SCORERS_DIR));
   return {
     [QueueName.encode]: (p) => encodeProcessor(ctx, p),
