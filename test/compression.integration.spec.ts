@@ -7,7 +7,8 @@ import { http, testConfig, until } from './helpers';
 /**
  * Codecs in the pipeline: a collection compressed with EDEN (fitted on its own vectors, artifact
  * in S3) re-ranks close to fp16, and a re-compression from the stored raw vectors commits one new
- * generation with every segment at the new codec version.
+ * generation with every segment at the new codec version. Side information (EDEN + the model's
+ * static input embeddings) works end to end, and is refused with a 400 where it cannot work.
  */
 describe('compression in the pipeline', () => {
   const config = testConfig({ ENCODE_BATCH_DOCUMENTS: '40' });
@@ -107,10 +108,59 @@ describe('compression in the pipeline', () => {
     expect(held.get('eden-token-8')).toBe('fp32');
   });
 
+  it('EDEN with side information (static embeddings of the model) ingests, re-ranks close to fp16, and beats the same PCA without it', async () => {
+    const side = { kind: 'eden', bits: 4, dims: 32, layout: 'cross', sideInfo: true };
+    const created = await ingestInto('side', side);
+    expect(created.codec).toMatchObject(side);
+    expect(created.documents).toBe(docs.length);
+    // The fp16 reference of the first test (created here when this test runs alone).
+    if ((await api('GET', '/v1/collections/fp16')).status === 404) await ingestInto('fp16', { kind: 'fp16' });
+    // 32 coded dims at 4 bits: a small fraction of fp16's 200 bytes per token.
+    expect(created.bytesPerToken).toBeLessThan((await api('GET', '/v1/collections/fp16')).body.bytesPerToken * 0.2);
+    const ref = await rank('fp16');
+    const withSide = await rank('side');
+    expect(top10Overlap(withSide, ref)).toBeGreaterThanOrEqual(0.8);
+    expect(meanAbsError(withSide, ref) / meanScore(ref)).toBeLessThan(0.05);
+
+    // The same PCA 32 / 4 bits without side information loses more (the predictor carries what PCA drops),
+    // and re-compressing that collection to side information brings it to the side collection's ranking.
+    await ingestInto('pca32', { kind: 'eden', bits: 4, dims: 32, layout: 'cross' });
+    const noSide = await rank('pca32');
+    expect(meanAbsError(withSide, ref)).toBeLessThan(meanAbsError(noSide, ref) * 0.5);
+    const rc = await api('POST', '/v1/collections/pca32/recompress', { codec: side });
+    expect(rc.status).toBe(202);
+    const after = await until(async () => {
+      const c = (await api('GET', '/v1/collections/pca32')).body;
+      return c.codecVersion === 2 && !c.pending ? c : null;
+    }, 120_000);
+    expect(after.codecVersions).toEqual([2]);
+    const recompressed = await rank('pca32');
+    // Same settings, same raw vectors, a different collection seed: the same fidelity, not the same bits.
+    expect(meanAbsError(recompressed, ref)).toBeLessThan(meanAbsError(noSide, ref) * 0.5);
+    expect(top10Overlap(recompressed, ref)).toBeGreaterThanOrEqual(0.75);
+  });
+
   it('rejects codec settings the pipeline cannot serve', async () => {
-    const side = await api('POST', '/v1/collections', { id: 'side', codec: { kind: 'eden', bits: 4, sideInfo: true } });
-    expect(side.status).toBe(400);
-    expect(side.body.message).toMatch(/sideInfo/);
+    // Side information needs a model that declares its static input embeddings (the test transformer does not) ...
+    const noTable = await api('POST', '/v1/collections', { id: 'side-tt', model: 'test-transformer', codec: { kind: 'eden', bits: 4, sideInfo: true } });
+    expect(noTable.status).toBe(400);
+    expect(noTable.body.message).toMatch(/model 'test-transformer' declares no staticEmbeddings/);
+    expect(noTable.body.details).toEqual([expect.objectContaining({ field: 'codec.sideInfo' })]);
+    // ... and kind 'eden'.
+    const residual = await api('POST', '/v1/collections', { id: 'side-res', codec: { kind: 'residual', bits: 2, sideInfo: true } });
+    expect(residual.status).toBe(400);
+    expect(residual.body.message).toMatch(/codec\.sideInfo needs codec\.kind 'eden' \(got 'residual'\)/);
+    expect(residual.body.details).toEqual([expect.objectContaining({ field: 'codec.sideInfo' })]);
+    expect((await api('GET', '/v1/collections/side-tt')).status).toBe(404);
+    // Re-compression checks the same, against the collection's model.
+    expect((await api('POST', '/v1/collections', { id: 'tt', model: 'test-transformer', codec: { kind: 'fp16' } })).status).toBe(201);
+    const ing = await api('POST', '/v1/collections/tt/documents', docs.slice(0, 5));
+    await until(async () => ((await api('GET', ing.body.status)).body.state === 'done' ? true : null), 60_000);
+    const rc = await api('POST', '/v1/collections/tt/recompress', { codec: { kind: 'eden', bits: 4, sideInfo: true } });
+    expect(rc.status).toBe(400);
+    expect(rc.body.details).toEqual([expect.objectContaining({ field: 'codec.sideInfo' })]);
+    expect((await api('GET', '/v1/collections/tt')).body.pending).toBeUndefined();
+
     const bits = await api('POST', '/v1/collections', { id: 'bits', codec: { kind: 'eden', bits: 9 } });
     expect(bits.status).toBe(400);
     expect(JSON.stringify(bits.body)).toMatch(/codec\.bits/);

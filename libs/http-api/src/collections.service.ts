@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { readFileSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import {
   CodecSettingsSchema,
@@ -58,7 +58,7 @@ export class CollectionsService {
         { field: 'maxDocTokens', message: `at most ${manifest.maxDocTokens} for model ${model}` },
       ]);
     }
-    checkPipelineCodec(req.codec, manifest.dims);
+    this.checkPipelineCodec(req.codec, model, manifest);
     if (await this.rt.collections.get(this.tenant, req.id)) throw new ConflictError(`collection '${req.id}' already exists`);
     const c: Collection = {
       tenantId: this.tenant,
@@ -83,7 +83,7 @@ export class CollectionsService {
     const collection = await this.require(id);
     const parsed = z.object({ codec: CodecSettingsSchema }).strict().safeParse(body);
     if (!parsed.success) throw new ValidationError('invalid re-compression request', zodIssues(parsed.error));
-    checkPipelineCodec(parsed.data.codec, collection.dims);
+    this.checkPipelineCodec(parsed.data.codec, collection.model, this.modelManifest(collection.model));
     if (collection.pending) throw new ConflictError(`collection '${id}' is already being re-compressed to codec v${collection.pending.codecVersion}`);
     const manifest = await this.rt.collections.manifest(this.tenant, id);
     if (!manifest || manifest.segments.length === 0) throw new ConflictError(`collection '${id}' has no committed segments to re-compress`);
@@ -106,6 +106,34 @@ export class CollectionsService {
       })),
     );
     return { collection: id, codecVersion, batches: batches.length, status: `/v1/collections/${id}` };
+  }
+
+  /**
+   * Codec settings the pipeline can serve for this model: side information needs kind 'eden'
+   * and a model whose manifest declares its static input embedding table (the file must exist).
+   */
+  private checkPipelineCodec(codec: CodecSettings, model: string, manifest: ModelManifest): void {
+    if (codec.sideInfo) {
+      if (codec.kind !== 'eden') {
+        throw new ValidationError(`codec.sideInfo needs codec.kind 'eden' (got '${codec.kind}')`, [
+          { field: 'codec.sideInfo', message: `side information is only available with kind 'eden', not '${codec.kind}'` },
+        ]);
+      }
+      const se = manifest.staticEmbeddings;
+      if (!se) {
+        throw new ValidationError(`codec.sideInfo needs a model with static input embeddings; model '${model}' declares no staticEmbeddings in its manifest.json`, [
+          { field: 'codec.sideInfo', message: `model '${model}' has no static embedding table (manifest staticEmbeddings)` },
+        ]);
+      }
+      if (!existsSync(path.resolve(this.rt.config.MODELS_DIR, model, se.file))) {
+        throw new ValidationError(`codec.sideInfo needs model '${model}''s static embedding table, but ${path.join(model, se.file)} is missing under MODELS_DIR`, [
+          { field: 'codec.sideInfo', message: `static embedding table ${se.file} of model '${model}' is missing` },
+        ]);
+      }
+    }
+    if (codec.dims !== undefined && codec.dims > manifest.dims) {
+      throw new ValidationError(`codec.dims ${codec.dims} is over the model's ${manifest.dims} dims`, [{ field: 'codec.dims', message: `at most ${manifest.dims}` }]);
+    }
   }
 
   async require(id: string): Promise<Collection> {
@@ -180,17 +208,5 @@ export class CollectionsService {
     const accepted = Number(s.accepted);
     const state = Number(s.indexed) >= accepted ? 'done' : Number(s.failed) > 0 ? 'failed' : 'processing';
     return { ingestionId, collection: id, state, stages: { accepted, encoded: s.encoded, compressed: s.compressed, indexed: s.indexed, failed: s.failed }, batches: s.batches, createdAt: s.createdAt };
-  }
-}
-
-/** Codec settings the pipeline can serve: side information needs the static model at read time (not wired yet). */
-function checkPipelineCodec(codec: CodecSettings, dims: number): void {
-  if (codec.sideInfo) {
-    throw new ValidationError('codec.sideInfo is not available in the pipeline yet (it is measured by `npm run eval -- compression`)', [
-      { field: 'codec.sideInfo', message: 'must be false' },
-    ]);
-  }
-  if (codec.dims !== undefined && codec.dims > dims) {
-    throw new ValidationError(`codec.dims ${codec.dims} is over the model's ${dims} dims`, [{ field: 'codec.dims', message: `at most ${dims}` }]);
   }
 }

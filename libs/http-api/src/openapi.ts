@@ -36,6 +36,7 @@ export function openApiDocument(version: string) {
         get: { summary: 'List collections', responses: { '200': ok('collections') } },
         post: {
           summary: 'Create a collection',
+          description: "400 names the failing field, e.g. `codec.sideInfo` when side information is asked for with a kind other than 'eden' or a model that declares no static input embeddings (manifest `staticEmbeddings`).",
           requestBody: { required: true, content: { 'application/json': { schema: schema(CreateCollectionSchema) } } },
           responses: { '201': ok('created'), ...errors(400, 409, 503) },
         },
@@ -61,6 +62,7 @@ export function openApiDocument(version: string) {
       '/v1/collections/{id}/recompress': {
         post: {
           summary: 'Re-compress a collection at new codec settings from its stored raw vectors (no re-encoding); the new generation is committed when every segment is written',
+          description: "Same codec checks as creation (`codec.sideInfo` needs kind 'eden' and a model with static input embeddings).",
           parameters: [idParam],
           requestBody: { required: true, content: { 'application/json': { schema: { type: 'object', required: ['codec'], properties: { codec: { $ref: '#/components/schemas/CodecSettings' } } } } } },
           responses: { '202': ok('re-compression queued'), ...errors(400, 404, 409, 503) },

@@ -15,8 +15,16 @@ export const CodecSettingsSchema = z
     /** EDEN block layout: per token (rotated-domain scoring) or SDR's cross-token 128-blocks. */
     layout: z.enum(['token', 'cross']).default('token'),
     norms: z.enum(['fp32', 'fp16']).default('fp32'),
-    /** AESI-style side information: code only what the static embedding does not predict. */
-    sideInfo: z.boolean().default(false),
+    /**
+     * AESI-style side information: code only what the static embedding does not predict.
+     * Pipeline: kind 'eden' only, and the collection's model must declare its static input
+     * embedding table (manifest `staticEmbeddings`); otherwise collection creation and
+     * re-compression answer 400 on `codec.sideInfo`.
+     */
+    sideInfo: z
+      .boolean()
+      .default(false)
+      .describe("AESI-style side information (kind 'eden' only; the model must declare staticEmbeddings in its manifest.json, else 400)"),
   })
   .strict();
 
