@@ -13,7 +13,8 @@ import { buildModels } from '../../../scripts/build-model';
 import { loadCranfield, ndcgAt10 } from '../../../scripts/lib/cranfield';
 // eslint-disable-next-line @nx/enforce-module-boundaries
 import { DEFAULT_CRANFIELD_DIR } from '../../../scripts/lib/cranfield-eval';
-import { GraphBuilder, TokenEncoder, encodeModel, floatAttr, floatTensor, makeModel, makeNode, makeTensor, makeValueInfo } from './index';
+import { ModelManifestSchema } from '@lateral/shared';
+import { GraphBuilder, TokenEncoder, encodeModel, loadStaticEmbeddings, floatAttr, floatTensor, makeModel, makeNode, makeTensor, makeValueInfo } from './index';
 
 const root = mkdtempSync(join(tmpdir(), 'lateral-build-'));
 afterAll(() => rmSync(root, { recursive: true, force: true }));
@@ -58,6 +59,37 @@ describe('scripts/build-model.ts', () => {
     const [d] = await enc.encodeDocuments(['the government said']);
     expect(d!.length).toBe(3);
     await enc.release();
+  });
+
+  it('writes the static embedding table both GloVe models declare: row i = the static model output for token id i, bit for bit', async () => {
+    const out = join(root, 'models');
+    await buildModels({ outDir: out, vocabSize: 2000 }); // cached by the test above
+    const dirOf = (name: string) => join(out, name);
+    const manifest = JSON.parse(readFileSync(join(dirOf('glove-ctx-100d'), 'manifest.json'), 'utf8'));
+    expect(manifest.staticEmbeddings).toEqual({ file: 'static-embeddings.f32', dims: 100, dtype: 'fp32' });
+    const st = await TokenEncoder.load(dirOf('glove-static-100d'), { executionProvider: 'cpu' });
+    const table = loadStaticEmbeddings(dirOf('glove-ctx-100d'), ModelManifestSchema.parse(manifest));
+    expect(table.rows).toBe(2007);
+    expect(loadStaticEmbeddings(dirOf('glove-static-100d'), st.manifest).table).toEqual(table.table);
+    const texts = ['The pressure distribution on a swept wing, at supersonic speed.', 'heat transfer in the laminar boundary layer of a flat plate', 'x 3 a [UNK]'];
+    const docs = await st.encodeDocuments(texts);
+    let tokens = 0;
+    for (const d of docs) {
+      tokens += d.length;
+      // Same bits, not just close: side information must see what the static model would output.
+      expect(Array.from(table.lookup(d.tokenIds))).toEqual(Array.from(d.vectors));
+    }
+    expect(tokens).toBeGreaterThan(20);
+    // every id of the vocabulary at once, through the static graph
+    const ids = Array.from({ length: table.rows }, (_, i) => i);
+    const session = await ort.InferenceSession.create(join(dirOf('glove-static-100d'), 'model.onnx'));
+    const res = await session.run({
+      input_ids: new ort.Tensor('int64', BigInt64Array.from(ids, BigInt), [1, ids.length]),
+      attention_mask: new ort.Tensor('int64', new BigInt64Array(ids.length).fill(1n), [1, ids.length]),
+    });
+    expect(Array.from(res.last_hidden_state!.data as Float32Array)).toEqual(Array.from(table.table));
+    await session.release();
+    await st.release();
   });
 });
 

@@ -54,13 +54,14 @@ export function loadStaticEmbeddings(modelDir: string, manifest: Pick<ModelManif
         `(${rowBytes} bytes each), e.g. ${Math.max(1, below) * rowBytes} or ${(below + 1) * rowBytes}`,
     );
   }
-  const rows = size / rowBytes;
   const bytes = readFileSync(path);
   if (bytes.byteLength !== size) throw new ModelLoadError(`${path}: expected ${size} bytes, read ${bytes.byteLength} (file changed while reading)`);
-  // Copy into an aligned buffer (a Buffer may sit at any offset of Node's pool).
-  const aligned = new Uint8Array(size);
-  aligned.set(bytes);
-  const table = spec.dtype === 'fp32' ? new Float32Array(aligned.buffer) : decodeHalf(new Uint16Array(aligned.buffer));
+  // Typed-array views need an aligned offset; a small Buffer may sit anywhere in Node's pool.
+  const aligned = bytes.byteOffset % 4 === 0 ? bytes : Uint8Array.from(bytes);
+  const table =
+    spec.dtype === 'fp32'
+      ? new Float32Array(aligned.buffer, aligned.byteOffset, size / 4)
+      : decodeHalf(new Uint16Array(aligned.buffer, aligned.byteOffset, size / 2));
   return staticEmbeddingsFromTable(table, spec.dims);
 }
 
