@@ -22,8 +22,10 @@
  * Legacy Cranfield evaluation (`runCompressionEval`, all-documents ranking, used by
  * docs/segment-format.md): `npx tsx scripts/eval/compression.ts` without --dataset.
  *
- * Side-information settings use the static model (same tokenizer, no context) as the static
- * embedding u of every token, recomputed at read time, never stored.
+ * Side-information settings use the static embedding u of every token, recomputed at read time,
+ * never stored: the contextual model's own table when its manifest declares `staticEmbeddings`
+ * (as the pipeline does; for the GloVe models it equals glove-static-100d's output bit for bit),
+ * else (or with --static-model) the static model (same tokenizer, no context).
  */
 import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
@@ -31,16 +33,28 @@ import { pathToFileURL } from 'node:url';
 import { CodecSettingsSchema, type CodecSettings } from '../../libs/shared/src/index';
 import { createCodec, fitCodec, readSegment, writeSegment, type CodecArtifact } from '../../libs/codec/src/index';
 import { LinearStage } from '../../libs/codec/src/linear-stage';
-import { TokenEncoder, type EncodedText } from '../../libs/model/src/index';
+import { TokenEncoder, loadStaticEmbeddings, type EncodedText, type StaticEmbeddings } from '../../libs/model/src/index';
 import { loadCranfield, ndcgAt10 } from '../lib/cranfield';
 import { DEFAULT_CRANFIELD_DIR, maxSimScores } from '../lib/cranfield-eval';
+
+/**
+ * The contextual model's own static input embedding table (manifest `staticEmbeddings`), or null.
+ * For the GloVe models its rows equal glove-static-100d's output bit for bit, so the numbers are
+ * the same as with the static model, without a second encoding pass.
+ */
+function modelStaticTable(encoder: TokenEncoder): StaticEmbeddings | null {
+  return encoder.manifest.staticEmbeddings ? loadStaticEmbeddings(encoder.dir, encoder.manifest) : null;
+}
 
 export interface CompressionEvalOptions {
   /** Cranfield directory. */
   dataDir?: string;
   /** Contextual encoder (default .cache/models/glove-ctx-100d). */
   modelDir?: string;
-  /** Static encoder giving the side information (default .cache/models/glove-static-100d); null = skip sideInfo settings. */
+  /**
+   * Static encoder giving the side information; default: the model's own table (manifest
+   * staticEmbeddings) if it declares one, else .cache/models/glove-static-100d; null = skip sideInfo settings.
+   */
   staticModelDir?: string | null;
   /** Settings to evaluate; default DEFAULT_COMPRESSION_SWEEP. */
   settings?: Partial<CodecSettings>[];
@@ -173,10 +187,17 @@ export async function runCompressionEval(opts: CompressionEvalOptions = {}): Pro
   const docIds = data.docs.map((x) => x.id);
   log(`${encoder.manifest.name}: ${docs.length} documents, ${T} tokens, ${d} dims, ${queries.length} queries`);
 
-  // Static embeddings of the same tokens (same tokenizer and skiplist, no context).
+  // Static embeddings of the same tokens (same tokenizer and skiplist, no context): the model's own
+  // table when it declares one (what the pipeline uses), else the static model.
   let staticVectors: Float32Array | null = null;
   let sd = 0;
-  const staticDir = opts.staticModelDir === undefined ? '.cache/models/glove-static-100d' : opts.staticModelDir;
+  const table = opts.staticModelDir === undefined && settingsList.some((s) => s.sideInfo) ? modelStaticTable(encoder) : null;
+  const staticDir = table ? null : opts.staticModelDir === undefined ? '.cache/models/glove-static-100d' : opts.staticModelDir;
+  if (table) {
+    staticVectors = table.lookup(tokenIds);
+    sd = table.dims;
+    log(`static embeddings: ${encoder.manifest.name}'s table ${encoder.manifest.staticEmbeddings!.file}`);
+  }
   if (staticDir && settingsList.some((s) => s.sideInfo)) {
     const st = await TokenEncoder.load(staticDir, { executionProvider: 'cpu' });
     try {
@@ -484,6 +505,7 @@ function parseFlags(args: string[]) {
     dataset: opt('--dataset') ?? opt('--data'),
     model: opt('--model') ?? DEFAULT_CTX_MODEL,
     staticModel: opt('--static-model') ?? DEFAULT_STATIC_MODEL,
+    staticModelGiven: opt('--static-model') !== undefined,
     plot: opt('--plot'),
     quick: args.includes('--quick'),
     json: args.includes('--json'),
@@ -498,6 +520,8 @@ export interface RerankCompressionResult extends Record<string, unknown> {
   dataset: string;
   model: string;
   static_model: string;
+  /** Where the documents' static embeddings came from: the model's own table (manifest staticEmbeddings) or the static model; null when not needed. */
+  static_embeddings: 'model-table' | 'static-model' | null;
   dims: number;
   queries: number;
   documents: number;
@@ -553,14 +577,26 @@ export async function runRerankCompression(
   let staticVectors: Float32Array | null = null;
   let staticQueries: EncodedText[] | null = null;
   let sd = 0;
-  if (needStatic) {
+  // Document side: the model's own table when it declares one and --static-model is not given
+  // (bit-identical to the static model's output for the GloVe models); queries of the
+  // 'static-model' reference always come from the static model.
+  const table = needStatic && !f.staticModelGiven ? modelStaticTable(enc) : null;
+  if (table) {
+    staticVectors = table.lookup(tokenIds);
+    sd = table.dims;
+    log(`static embeddings of the documents: ${enc.manifest.name}'s table ${enc.manifest.staticEmbeddings!.file}`);
+  }
+  const needStaticModel = needStatic && (!table || sweep.some((s) => s.reference === 'static-model'));
+  if (needStaticModel) {
     const st = await TokenEncoder.load(f.staticModel, { executionProvider: 'cpu', intraOpThreads: 2 });
     try {
-      const flat = flatten(await st.encodeDocuments(texts), st.dims);
-      if (flat.T !== T || flat.tokenIds.some((t, i) => t !== tokenIds[i])) throw new Error(`static model ${f.staticModel} tokenizes differently from ${f.model}`);
-      staticVectors = flat.vectors;
+      if (!table) {
+        const flat = flatten(await st.encodeDocuments(texts), st.dims);
+        if (flat.T !== T || flat.tokenIds.some((t, i) => t !== tokenIds[i])) throw new Error(`static model ${f.staticModel} tokenizes differently from ${f.model}`);
+        staticVectors = flat.vectors;
+        sd = st.dims;
+      }
       staticQueries = await st.encodeQueries(queries.map((q) => q.text));
-      sd = st.dims;
     } finally {
       await st.release();
     }
@@ -589,12 +625,12 @@ export async function runRerankCompression(
     let qs = qenc;
     let relErr: number | null = null;
     if (setting.reference) {
-      if (!staticVectors || !staticQueries) throw new Error('reference settings need the static model');
+      if (!staticVectors || (setting.reference === 'static-model' && !staticQueries)) throw new Error('reference settings need the static embeddings (and static-model the static model)');
       vecBytes = overheadBytes;
       if (setting.reference === 'token-id') decoded = staticVectors;
       else if (setting.reference === 'static-model') {
         decoded = staticVectors;
-        qs = staticQueries;
+        qs = staticQueries!;
       } else {
         // The side-information predictor alone: decode zero codes.
         const art = fitCodec(CodecSettingsSchema.parse({ kind: 'eden', dims: 2, layout: 'cross', sideInfo: true }), sample.rows, d, { seed: f.seed, staticEmbeddings: sampleStatic, staticDims: sd });
@@ -711,6 +747,7 @@ export async function runRerankCompression(
     qrels: data.qrelsFile,
     model: enc.manifest.name,
     static_model: f.staticModel,
+    static_embeddings: table ? 'model-table' : needStatic ? 'static-model' : null,
     dims: d,
     queries: queries.length,
     documents: docs.length,
