@@ -31,7 +31,7 @@ import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { CodecSettingsSchema, type CodecSettings } from '../../libs/shared/src/index';
-import { createCodec, fitCodec, readSegment, writeSegment, type CodecArtifact } from '../../libs/codec/src/index';
+import { IMAGE_MAX_BITS, createCodec, fitCodec, quantizeRotatedQuery, readSegment, scoreImage, writeSegment, type CodecArtifact, type EdenCodec } from '../../libs/codec/src/index';
 import { LinearStage } from '../../libs/codec/src/linear-stage';
 import { TokenEncoder, loadStaticEmbeddings, type EncodedText, type StaticEmbeddings } from '../../libs/model/src/index';
 import { loadCranfield, ndcgAt10 } from '../lib/cranfield';
@@ -357,6 +357,11 @@ export interface RerankSettingResult {
   mean_abs_score_error: number;
   /** sum ||x - x^||^2 / sum ||x||^2 over all document tokens (null for references). */
   relative_error: number | null;
+  /**
+   * EDEN token layout with bits <= IMAGE_MAX_BITS: the same codes scored the way the pipeline's
+   * scorer does (int8 rotated image, int8 query; libs/codec rotated-image.ts).
+   */
+  int8_image?: { 'ndcg@10': number; ndcg_rel_change: number; top10_recall: number; mean_abs_score_error: number };
   ms: number;
 }
 
@@ -364,14 +369,20 @@ const DEFAULT_CTX_MODEL = '.cache/models/glove-ctx-100d';
 const DEFAULT_STATIC_MODEL = '.cache/models/glove-static-100d';
 const ALL_BITS = [1, 2, 3, 4, 5, 6, 8];
 const ALL_DIMS: (number | undefined)[] = [undefined, 64, 32, 16];
-const SIDE_POINTS: [number, number][] = [
-  [4, 64],
-  [2, 64],
-  [4, 32],
-  [2, 32],
-  [6, 16],
-  [4, 16],
-  [2, 16],
+/** (bits, dims, norms) of the side-information sweep; the fp16-norm points sit at or under ~6 B/token. */
+const SIDE_POINTS: [number, number, 'fp32' | 'fp16'][] = [
+  [4, 64, 'fp32'],
+  [2, 64, 'fp32'],
+  [4, 32, 'fp32'],
+  [2, 32, 'fp32'],
+  [6, 16, 'fp32'],
+  [4, 16, 'fp32'],
+  [2, 16, 'fp32'],
+  [1, 32, 'fp32'],
+  [1, 40, 'fp16'],
+  [2, 20, 'fp16'],
+  [3, 12, 'fp16'],
+  [5, 8, 'fp16'],
 ];
 
 function settingName(s: CodecSettings): string {
@@ -402,7 +413,7 @@ export function rerankSweep(quick = false): RerankSetting[] {
   }
   for (const layout of ['token', 'cross'] as const)
     for (const dims of ALL_DIMS) for (const bits of ALL_BITS) out.push(codecSetting({ kind: 'eden', bits, layout, ...(dims ? { dims } : {}) }));
-  for (const [bits, dims] of SIDE_POINTS) out.push(codecSetting({ kind: 'eden', bits, dims, layout: 'cross', sideInfo: true }));
+  for (const [bits, dims, norms] of SIDE_POINTS) out.push(codecSetting({ kind: 'eden', bits, dims, layout: 'cross', norms, sideInfo: true }));
   for (const bits of [1, 2, 4]) out.push(codecSetting({ kind: 'residual', bits }));
   out.push({ name: 'token-id', reference: 'token-id' }, { name: 'token-id-pred', reference: 'token-id-pred' }, { name: 'static-model', reference: 'static-model' });
   return out;
@@ -610,6 +621,43 @@ export async function runRerankCompression(
       return Float64Array.from(q.candidates, (c) => maxSimOne(e.vectors, e.length, x, offsets[c]! * dims, offsets[c + 1]! - offsets[c]!, dims));
     });
 
+  /** nDCG@10, fp32 top-10 recall and score error when the codes are scored as the pipeline does (int8 rotated image). */
+  const imageScores = (im: { codec: EdenCodec; p: number; bytes: Uint8Array; scales: Float32Array; seed: bigint }, ref: Float64Array[], refTop: Set<number>[]) => {
+    let ndcg = 0;
+    let recall = 0;
+    let absErr = 0;
+    let pairs = 0;
+    queries.forEach((q, qi) => {
+      const e = qenc[qi]!;
+      const qq = quantizeRotatedQuery(im.codec.rotateQuery(e.vectors.subarray(0, e.length * d), d, im.seed), im.p);
+      const sc = Float64Array.from(q.candidates, (c) => {
+        const a = offsets[c]!;
+        const m = offsets[c + 1]! - a;
+        if (m === 0) return -Infinity;
+        const S = scoreImage(qq, im.bytes.subarray(a * im.p, (a + m) * im.p), im.scales.subarray(a, a + m), m);
+        let total = 0;
+        for (let i = 0; i < e.length; i++) {
+          let best = -Infinity;
+          for (let j = 0; j < m; j++) best = Math.max(best, S[i * m + j]!);
+          total += best;
+        }
+        return total;
+      });
+      const order = orderOf(sc);
+      ndcg += ndcg10(order.map((i) => docIds[q.candidates[i]!]!), q.judged);
+      let hit = 0;
+      for (const i of order.slice(0, 10)) if (refTop[qi]!.has(i)) hit++;
+      recall += hit / Math.min(10, sc.length);
+      for (let i = 0; i < sc.length; i++)
+        if (Number.isFinite(sc[i]!) && Number.isFinite(ref[qi]![i]!)) {
+          absErr += Math.abs(sc[i]! - ref[qi]![i]!);
+          pairs++;
+        }
+    });
+    ndcg /= queries.length;
+    return { 'ndcg@10': ndcg, ndcg_rel_change: ndcg / fp32Ndcg - 1, top10_recall: recall / queries.length, mean_abs_score_error: pairs > 0 ? absErr / pairs : 0 };
+  };
+
   const results: RerankSettingResult[] = [];
   let fp32Scores: Float64Array[] | null = null;
   let fp32Top: Set<number>[] = [];
@@ -617,8 +665,10 @@ export async function runRerankCompression(
   let fp32PerQuery: number[] = [];
   let tokenIdBytes = 4;
   let overheadBytes = 0; // header + token offsets share of an fp32 run: what a codes-free representation still pays
+  let image: { codec: EdenCodec; p: number; bytes: Uint8Array; scales: Float32Array; seed: bigint } | null = null;
   for (const setting of sweep) {
     const ts = performance.now();
+    image = null;
     let decoded: Float32Array;
     let vecBytes: number;
     let idBytes = tokenIdBytes;
@@ -645,6 +695,9 @@ export async function runRerankCompression(
         : undefined;
       const codec = createCodec(s, artifact);
       decoded = new Float32Array(T * d);
+      const imaged = s.kind === 'eden' && s.layout === 'token' && !s.sideInfo && (s.bits ?? 6) <= IMAGE_MAX_BITS ? (codec as EdenCodec) : null;
+      const p = imaged ? imaged.paddedDims(d) : 0;
+      image = imaged ? { codec: imaged, p, bytes: new Uint8Array(T * p), scales: new Float32Array(T), seed: 0n } : null;
       let fileBytes = 0;
       let idSection = 0;
       let didSection = 0;
@@ -672,6 +725,8 @@ export async function runRerankCompression(
         idSection += sizes.tokenIds!;
         didSection += sizes.docIds!;
         decoded.set(r.decodeAll(), o0 * d);
+        if (image) image.seed = r.seed;
+        if (image) for (let i = 0; i < b - a; i++) image.codec.rotatedImage(r.encodedDoc(i), r.tokenOffsets[i + 1]! - r.tokenOffsets[i]!, d, image.bytes, image.scales, offsets[a + i]!);
       }
       vecBytes = fileBytes - idSection - didSection;
       idBytes = idSection / T;
@@ -732,6 +787,7 @@ export async function runRerankCompression(
       ms: Math.round(performance.now() - ts),
     };
     if (setting.reference) row.bytes_per_token = (overheadBytes + idBytes * T) / T; // the id is the representation
+    if (image && fp32Scores) row.int8_image = imageScores(image, fp32Scores, fp32Top);
     results.push(row);
     log(formatRerankRow(row));
   }
@@ -775,7 +831,8 @@ export function formatRerankRow(r: RerankSettingResult): string {
   const rel = Number.isFinite(r.ndcg_rel_change) ? `${r.ndcg_rel_change >= 0 ? '+' : ''}${(100 * r.ndcg_rel_change).toFixed(1)}%` : 'n/a';
   return (
     `${r.name.padEnd(26)} ${r.bytes_per_token.toFixed(2).padStart(7)} B/tok  ${r['ndcg@10'].toFixed(4)} (${rel.padStart(6)} +-${r.ndcg_delta_se.toFixed(4)})  ` +
-    `R@10(fp32) ${r.top10_recall.toFixed(3)}  |ds| ${r.mean_abs_score_error.toExponential(2)}  rel.err ${r.relative_error === null ? 'n/a     ' : r.relative_error.toExponential(2)}  ${r.ms} ms`
+    `R@10(fp32) ${r.top10_recall.toFixed(3)}  |ds| ${r.mean_abs_score_error.toExponential(2)}  rel.err ${r.relative_error === null ? 'n/a     ' : r.relative_error.toExponential(2)}  ${r.ms} ms` +
+    (r.int8_image ? `  [int8 image: ${r.int8_image['ndcg@10'].toFixed(4)}, R@10 ${r.int8_image.top10_recall.toFixed(3)}, |ds| ${r.int8_image.mean_abs_score_error.toExponential(2)}]` : '')
   );
 }
 
@@ -783,7 +840,7 @@ const PLOT_COLORS: [RegExp, string, string][] = [
   [/^(fp32|fp16|int8)$/, '#000000', 'fp32 / fp16 / int8'],
   [/^eden-.*-token$/, '#1f77b4', 'EDEN, token layout'],
   [/^eden-.*-cross$/, '#ff7f0e', 'EDEN, cross layout'],
-  [/-side$/, '#2ca02c', 'EDEN + side information (cross)'],
+  [/-side(-fp16norms)?$/, '#2ca02c', 'EDEN + side information (cross)'],
   [/^residual/, '#9467bd', 'residual (PLAID-style)'],
   [/^(token-id|token-id-pred|static-model)$/, '#d62728', 'token id only (references)'],
 ];
