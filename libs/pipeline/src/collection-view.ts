@@ -39,6 +39,8 @@ export class CollectionViewCache {
     private readonly maxViews = 4,
     /** Static embeddings for side-information segments (undefined: the generation has none). */
     private readonly sideInfo: SideInfoProvider = async () => undefined,
+    /** false: decode EDEN token-layout generations to fp32 too (COMPRESSED_SCORING=decode). */
+    private readonly scoreFromCodes = true,
   ) {}
 
   get(manifest: CollectionManifest): Promise<CollectionView> {
@@ -85,7 +87,7 @@ export class CollectionViewCache {
       rowOf.set(docIds[row], row);
     });
 
-    const rotated = rotatedImage(loaded, sources, offsets, dims);
+    const rotated = this.scoreFromCodes ? rotatedImage(loaded, sources, offsets, dims) : null;
     let vectors: Float32Array | null = null;
     if (!rotated) {
       vectors = new Float32Array(tokens * dims);

@@ -110,8 +110,8 @@ export const HANDLED_QUEUES: QueueName[] = [QueueName.encode, QueueName.compress
 
 /** The complete queue -> handler registry; WorkerHost refuses to start a queue without one. */
 export function pipelineHandlers(ctx: PipelineContext): HandlerRegistry {
-  const views = new CollectionViewCache(ctx.store, ctx.codecs, undefined, generationSideInfo(ctx));
-  const scorers = new ScorerResources(path.resolve(ctx.config.SCORERS_DIR));
+  const views = new CollectionViewCache(ctx.store, ctx.codecs, undefined, generationSideInfo(ctx), ctx.config.COMPRESSED_SCORING === 'int8-image');
+  const scorers = new ScorerResources(path.resolve(ctx.config.SCORERS_DIR), ctx.config.ORT_INTRA_OP_THREADS);
   return {
     [QueueName.encode]: (p) => encodeProcessor(ctx, p),
     [QueueName.compress]: (p) => compressProcessor(ctx, p),

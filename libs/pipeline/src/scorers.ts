@@ -45,15 +45,16 @@ export class ScorerResources {
   private readonly sessions = new Map<string, Promise<OnnxLite | OnnxKnrm>>();
   private readonly flat = new Map<string, LiteFlatWeights>();
 
-  constructor(readonly scorersDir: string) {}
+  /** threads: ONNX Runtime intra-op threads of the MaxSim sessions (0 = its default). */
+  constructor(readonly scorersDir: string, private readonly threads = 0) {}
 
   gemm(): Promise<GemmMaxsim> {
-    this.gemmSession ??= GemmMaxsim.create();
+    this.gemmSession ??= GemmMaxsim.create(this.threads);
     return this.gemmSession;
   }
 
   rotated(): Promise<RotatedMaxsim> {
-    this.rotatedSession ??= RotatedMaxsim.create();
+    this.rotatedSession ??= RotatedMaxsim.create(this.threads);
     return this.rotatedSession;
   }
 

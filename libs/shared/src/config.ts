@@ -33,6 +33,12 @@ export const ConfigSchema = z.object({
   MODELS_DIR: z.string().default('.cache/models'),
   /** Folder of scorer artifacts (LITE / KNRM `.onnx`, lite-flat `.json`) named by re-rank requests. */
   SCORERS_DIR: z.string().default('.cache/scorers'),
+  /**
+   * How a scorer holds EDEN token-layout generations (bits <= 6, no side information):
+   * `int8-image` keeps the codes as their int8 rotated image and runs MaxSim as integer GEMMs
+   * (faster, 1 B per dim in RAM, adds the grid and query roundings); `decode` decodes them to fp32.
+   */
+  COMPRESSED_SCORING: z.enum(['int8-image', 'decode']).default('int8-image'),
   /** Model directory name used when a collection names none. */
   DEFAULT_MODEL: z.string().default('glove-ctx-100d'),
   /** ONNX Runtime execution provider; cuda falls back to cpu with a logged warning. */
