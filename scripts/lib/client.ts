@@ -67,11 +67,11 @@ export interface RerankHitList {
 }
 
 /** Submits one asynchronous re-rank job and polls (long-poll) until it is done. */
-export async function rerank(base: string, body: Record<string, unknown>): Promise<{ seconds: number; results: RerankHitList[] }> {
+export async function rerank(base: string, body: Record<string, unknown>): Promise<{ seconds: number; results: RerankHitList[]; vectors?: string }> {
   const t0 = performance.now();
   const submitted = await call(base, 'POST', '/v1/rerank', body);
   let st = submitted.body;
   while (st.status !== 'completed' && st.status !== 'failed') st = (await call(base, 'GET', `/v1/rerank/${submitted.body.id}?wait=30`)).body;
   if (st.status === 'failed') throw new Error(`re-rank job ${submitted.body.id} failed: ${st.error}`);
-  return { seconds: (performance.now() - t0) / 1000, results: st.result.results };
+  return { seconds: (performance.now() - t0) / 1000, results: st.result.results, vectors: st.result.vectors };
 }

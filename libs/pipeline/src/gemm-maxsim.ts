@@ -8,6 +8,8 @@ const MAX_COLS = 1024;
  * Candidate token rows per GEMM (S is at most MAX_ROWS x MAX_COLS floats, 128 MiB). 1,000 x 180
  * candidates vs a 32-token query, 2 threads: the former padded copies in chunks of 2,048 rows took
  * 56.7 ms; unpadded rows + Gather in chunks of 32,768 take 19.7 ms (ORT's single-tensor MaxSim 19.0).
+ * 225 queries x 10 tokens vs 1,400 candidates of 20-180 tokens (d = 100, machine under load):
+ * 2,048 rows 2.58 s, 4,096 2.18 s, 8,192 2.10 s, 32,768 1.75 s.
  */
 const MAX_ROWS = 32768;
 
