@@ -330,6 +330,8 @@ export interface RerankSetting {
   name: string;
   /** A codec setting, or one of the reference representations that store no vector codes. */
   codec?: CodecSettings;
+  /** residual: k-means centroids (default the codec's rule, min(256, PLAID's)). */
+  centroids?: number;
   /**
    * token-id: the document token is represented by its id alone and decoded to the static
    *   embedding of that id (glove-static-100d), scored against the contextual query;
@@ -415,6 +417,9 @@ export function rerankSweep(quick = false): RerankSetting[] {
     for (const dims of ALL_DIMS) for (const bits of ALL_BITS) out.push(codecSetting({ kind: 'eden', bits, layout, ...(dims ? { dims } : {}) }));
   for (const [bits, dims, norms] of SIDE_POINTS) out.push(codecSetting({ kind: 'eden', bits, dims, layout: 'cross', norms, sideInfo: true }));
   for (const bits of [1, 2, 4]) out.push(codecSetting({ kind: 'residual', bits }));
+  // PLAID's rule, K = 2^floor(log2(16 sqrt T)) (8,192 for TREC DL 2019's 275k tokens), capped at
+  // sample / 8 so each centroid is fitted on about 8 sample vectors or more: 2,048 at 20,000.
+  out.push({ ...codecSetting({ kind: 'residual', bits: 2 }), name: 'residual-2b-full-k2048', centroids: 2048 });
   out.push({ name: 'token-id', reference: 'token-id' }, { name: 'token-id-pred', reference: 'token-id-pred' }, { name: 'static-model', reference: 'static-model' });
   return out;
 }
@@ -691,7 +696,7 @@ export async function runRerankCompression(
       const s = setting.codec!;
       const fitted = s.kind === 'eden' || s.kind === 'residual';
       const artifact = fitted
-        ? fitCodec(s, sample.rows, d, { seed: f.seed, ...(s.sideInfo ? { staticEmbeddings: sampleStatic, staticDims: sd } : {}) })
+        ? fitCodec(s, sample.rows, d, { seed: f.seed, ...(setting.centroids ? { centroids: setting.centroids } : {}), ...(s.sideInfo ? { staticEmbeddings: sampleStatic, staticDims: sd } : {}) })
         : undefined;
       const codec = createCodec(s, artifact);
       decoded = new Float32Array(T * d);
