@@ -93,6 +93,7 @@ async function main() {
     fp16_bytes_per_token: round(await bpt(`cranfield-${config.DEFAULT_MODEL}`.replace(/[^A-Za-z0-9_.-]/g, '-')), 2),
     'ndcg@10': { maxsim: round(cNdcg) },
     scored_from: cr.vectors,
+    ingest_seconds: round(cing.seconds, 2),
     rerank_seconds: round(cr.seconds, 2),
   };
   console.log(

@@ -15,7 +15,9 @@ describe('ONNX MaxSim kernels', () => {
   const offsets = new Uint32Array(lengths.length + 1);
   lengths.forEach((m, i) => (offsets[i + 1] = offsets[i] + m));
   const docs = gauss(offsets[lengths.length] * d);
-  const queries = [7, 1, 32].map((n) => ({ vectors: gauss(n * d), length: n }));
+  // 40 query columns (candidates walked as given) and 120 (copied in length order first)
+  const few = [7, 1, 32].map((n) => ({ vectors: gauss(n * d), length: n }));
+  const many = [...few, ...[30, 30, 20].map((n) => ({ vectors: gauss(n * d), length: n }))];
   let gemm: GemmMaxsim;
   let rotated: RotatedMaxsim;
   beforeAll(async () => {
@@ -27,7 +29,10 @@ describe('ONNX MaxSim kernels', () => {
     await rotated.release();
   });
 
-  it('GemmMaxsim equals the reference MaxSim for every query and candidate; empty candidates score -Infinity', async () => {
+  it.each([
+    ['few', few],
+    ['many', many],
+  ])('GemmMaxsim equals the reference MaxSim for every query and candidate; empty candidates score -Infinity (%s query columns)', async (_, queries) => {
     const out = await gemm.score(queries, docs, offsets, d);
     queries.forEach((q, qi) =>
       lengths.forEach((m, c) => {
@@ -38,7 +43,10 @@ describe('ONNX MaxSim kernels', () => {
     );
   });
 
-  it('RotatedMaxsim equals the integer reference (scoreImage) on a permuted subset of rows', async () => {
+  it.each([
+    ['few', few],
+    ['many', many],
+  ])('RotatedMaxsim equals the integer reference (scoreImage) on a permuted subset of rows (%s query columns)', async (_, queries) => {
     const codec = createCodec({ kind: 'eden', bits: 4, layout: 'token', norms: 'fp32', sideInfo: false }) as EdenCodec;
     const seed = 11n;
     const keys = lengths.map((_, i) => ({ docId: `d${i}`, seed }));

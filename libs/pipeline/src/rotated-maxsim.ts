@@ -1,6 +1,6 @@
 import * as ort from 'onnxruntime-node';
 import { quantizeRotatedQuery, type EdenCodec } from '@lateral/codec';
-import { columnGroups, createMaxsimSession, forEachRowChunk, sumColumns, type QueryTokens } from './gemm-maxsim';
+import { columnGroups, createMaxsimSession, forEachRowChunk, padByIndex, permuteRows, rowPlan, sumColumns, type QueryTokens } from './gemm-maxsim';
 
 /**
  * A generation held as EDEN codes (token layout) for scoring in the rotated domain: each token's
@@ -32,10 +32,13 @@ export interface RotatedImageSet {
  * and measured by `npm run bench -- score`.
  */
 export class RotatedMaxsim {
-  private constructor(private readonly session: ort.InferenceSession) {}
+  private constructor(
+    private readonly unpadded: ort.InferenceSession,
+    private readonly padded: ort.InferenceSession,
+  ) {}
 
   static async create(threads = 0): Promise<RotatedMaxsim> {
-    return new RotatedMaxsim(await createMaxsimSession('int8', threads));
+    return new RotatedMaxsim(await createMaxsimSession('int8', false, threads), await createMaxsimSession('int8', true, threads));
   }
 
   /** queries: each n_q x dims (original space); rows: candidate rows of `set`. Returns C scores per query. */
@@ -43,38 +46,57 @@ export class RotatedMaxsim {
     const { p } = set;
     const C = rows.length;
     const out = queries.map(() => new Float32Array(C));
-    let { image, scales, offsets } = set;
-    if (!(C === set.offsets.length - 1 && rows.every((r, i) => r === i))) {
-      offsets = new Uint32Array(C + 1);
-      rows.forEach((r, c) => (offsets[c + 1] = offsets[c] + (set.offsets[r + 1] - set.offsets[r])));
-      image = new Uint8Array(offsets[C] * p);
-      scales = new Float32Array(offsets[C]);
-      rows.forEach((r, c) => {
-        image.set(set.image.subarray(set.offsets[r] * p, set.offsets[r + 1] * p), offsets[c] * p);
-        scales.set(set.scales.subarray(set.offsets[r], set.offsets[r + 1]), offsets[c]);
-      });
-    }
     const blocks = queryBlocks(queries, set);
+    const candOffsets = new Uint32Array(C + 1);
+    rows.forEach((r, c) => (candOffsets[c + 1] = candOffsets[c] + (set.offsets[r + 1] - set.offsets[r])));
+    const plan = rowPlan(candOffsets, Math.max(...blocks.map((b) => b.N)));
+    // Unpadded chunks read a contiguous row range: the set itself when the candidates are all of it
+    // in order, else a copy in candidate order (1 byte per dim). Padded chunks copy from the set.
+    let image = set.image;
+    let scales = set.scales;
+    const identity = C === set.offsets.length - 1 && rows.every((r, i) => r === i);
+    if (!plan.order && !identity) {
+      image = permuteRows(set.image, set.offsets, rows, p, (n) => new Uint8Array(n)).data;
+      scales = permuteRows(set.scales, set.offsets, rows, 1, (n) => new Float32Array(n)).data;
+    }
     await forEachRowChunk(
-      offsets,
-      async (row0, n, index, members) => {
-        const imageT = new ort.Tensor('uint8', image.subarray(row0 * p, (row0 + n) * p), [n, p]);
-        const scalesT = new ort.Tensor('float32', scales.subarray(row0, row0 + n), [n, 1]);
+      candOffsets,
+      async (index, L, members, row0, row1) => {
+        const count = members.length;
+        let feeds: Record<string, ort.Tensor>;
+        if (plan.order) {
+          // candidate rows -> the set's rows
+          members.forEach((c, j) => {
+            const shift = set.offsets[rows[c]] - candOffsets[c];
+            for (let r = 0; r < L; r++) index[j * L + r] += shift;
+          });
+          feeds = {
+            image: new ort.Tensor('uint8', padByIndex(set.image, index, p, (k) => new Uint8Array(k)), [count, L, p]),
+            scales: new ort.Tensor('float32', padByIndex(set.scales, index, 1, (k) => new Float32Array(k)), [count, L, 1]),
+          };
+        } else {
+          feeds = {
+            image: new ort.Tensor('uint8', image.subarray(row0 * p, row1 * p), [row1 - row0, p]),
+            scales: new ort.Tensor('float32', scales.subarray(row0, row1), [row1 - row0, 1]),
+            index: new ort.Tensor('int32', index, [count, L]),
+          };
+        }
         for (const b of blocks) {
-          const res = await this.session.run({ image: imageT, query_t: b.queryT, scales: scalesT, index });
+          const res = await (plan.order ? this.padded : this.unpadded).run({ ...feeds, query_t: b.queryT });
           const best = res.best.data as Float32Array;
-          for (let k = 0; k < members.length; k++) for (let j = 0; j < b.N; j++) best[k * b.N + j] = best[k * b.N + j] * b.qscale[j] + b.offset[j];
+          for (let k = 0; k < count; k++) for (let j = 0; j < b.N; j++) best[k * b.N + j] = best[k * b.N + j] * b.qscale[j] + b.offset[j];
           sumColumns(best, b, queries, members, out, opts.normalize);
         }
       },
       (c) => out.forEach((q) => (q[c] = -Infinity)),
-      opts.yieldEvery,
+      { yieldEvery: opts.yieldEvery, maxRows: plan.maxRows, order: plan.order },
     );
     return out;
   }
 
   async release(): Promise<void> {
-    await this.session.release();
+    await this.unpadded.release();
+    await this.padded.release();
   }
 }
 
