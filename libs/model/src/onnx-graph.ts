@@ -163,13 +163,15 @@ export interface ModelOptions {
   docString?: string;
   /** Free-form string metadata (`metadata_props`), readable with onnxruntime's session metadata. */
   metadata?: Record<string, string>;
+  /** Further operator sets, e.g. onnxruntime's contrib ops `{ domain: 'com.microsoft', version: 1 }`. */
+  extraOpsets?: { domain: string; version: number }[];
 }
 
 export function makeModel(graph: GraphProto | GraphSpec, opts: ModelOptions = {}): ModelProto {
   const g = graph instanceof onnx.GraphProto ? graph : makeGraph(graph as GraphSpec);
   return onnx.ModelProto.create({
     irVersion: opts.irVersion ?? 8,
-    opsetImport: [{ domain: '', version: opts.opset ?? 17 }],
+    opsetImport: [{ domain: '', version: opts.opset ?? 17 }, ...(opts.extraOpsets ?? [])],
     producerName: opts.producerName ?? 'lateral',
     producerVersion: opts.producerVersion ?? '1',
     docString: opts.docString ?? '',
@@ -214,9 +216,11 @@ export class GraphBuilder {
   }
 
   /** Adds a single-output node and returns the output name (or `output` when given). */
-  op(opType: string, inputs: readonly string[], attrs: Record<string, AttrValue> = {}, output?: string): string {
+  op(opType: string, inputs: readonly string[], attrs: Record<string, AttrValue> = {}, output?: string, domain?: string): string {
     const out = output ?? this.fresh(opType.toLowerCase());
-    this.nodes.push(makeNode(opType, inputs, [out], attrs));
+    const node = makeNode(opType, inputs, [out], attrs);
+    if (domain) node.domain = domain;
+    this.nodes.push(node);
     return out;
   }
 
