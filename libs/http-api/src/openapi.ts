@@ -107,6 +107,12 @@ export function openApiDocument(version: string) {
             result: {
               type: 'object',
               properties: {
+                generation: { type: 'integer', description: 'collection generation the candidates were scored in' },
+                vectors: {
+                  enum: ['rotated-int8', 'fp32'],
+                  description: 'how the generation was held: EDEN token-layout codes as their int8 rotated image (MaxSim by integer GEMMs), or decoded fp32 vectors (COMPRESSED_SCORING)',
+                },
+                timings: { type: 'object', properties: { totalMs: { type: 'number' }, encodeQueriesMs: { type: 'number' }, scoreMs: { type: 'number' }, loadMs: { type: 'number' } } },
                 results: { type: 'array', items: { type: 'object', properties: { queryId: { type: 'string' }, hits: { type: 'array', items: { type: 'object', properties: { id: { type: 'string' }, score: { type: 'number' } } } }, missing: { type: 'array', items: { type: 'string' } } } } },
               },
             },
