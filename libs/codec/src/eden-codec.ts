@@ -60,6 +60,7 @@ export class EdenCodec extends DocCodec {
   private readonly table: LloydMaxTable;
   private readonly normBytes: number;
   private signCache: { seed: bigint; signs: Float64Array } | null = null;
+  private byteLut: Uint8Array | null = null;
 
   constructor(
     readonly bits: number,
@@ -218,17 +219,51 @@ export class EdenCodec extends DocCodec {
     if (this.stage.sideDims > 0) throw new Error('the rotated image is not available with side information');
     const { p } = this.shape(dims);
     const S = this.imageScale;
-    const lut = this.table.centroids.map((c) => 128 + Math.round(c * S));
     const norms = readNorms(doc.norms, tokens, this.norms);
-    const codes = new Uint8Array(p);
     const inv = 1 / (Math.sqrt(p) * S);
+    for (let t = 0; t < tokens; t++) scales[at + t] = Number.isFinite(norms[t]) ? norms[t] * inv : 0;
+    const bits = this.bits;
+    if (8 % bits === 0 && (p * bits) % 8 === 0) {
+      // Whole bytes: one table lookup per byte gives its 8 / B image values.
+      const per = 8 / bits;
+      const byteLut = this.imageByteLut(per);
+      const codes = doc.codes;
+      const end = (tokens * p) / per;
+      const start = image.byteOffset + at * p;
+      if ((per === 2 || per === 4) && start % per === 0) {
+        // Each byte's values written as one u16 / u32 (little-endian host, as the segment format assumes).
+        const words = per === 2 ? new Uint16Array(byteLut.buffer, byteLut.byteOffset, 256) : new Uint32Array(byteLut.buffer, byteLut.byteOffset, 256);
+        const out = per === 2 ? new Uint16Array(image.buffer, start, end) : new Uint32Array(image.buffer, start, end);
+        for (let b = 0; b < end; b++) out[b] = words[codes[b]];
+        return;
+      }
+      let o = at * p;
+      for (let b = 0; b < end; b++) {
+        const e = codes[b] * per;
+        for (let i = 0; i < per; i++) image[o++] = byteLut[e + i];
+      }
+      return;
+    }
+    const lut = this.table.centroids.map((c) => 128 + Math.round(c * S));
+    const codes = new Uint8Array(p);
     for (let t = 0; t < tokens; t++) {
-      unpackCodes(doc.codes, this.bits, p, t * p * this.bits, codes);
+      unpackCodes(doc.codes, bits, p, t * p * bits, codes);
       const base = (at + t) * p;
       for (let k = 0; k < p; k++) image[base + k] = lut[codes[k]];
-      scales[at + t] = Number.isFinite(norms[t]) ? norms[t] * inv : 0;
     }
   }
+
+  /** byte -> its 8 / B image values (low bits first, as packCodes stores them), cached. */
+  private imageByteLut(per: number): Uint8Array {
+    if (this.byteLut) return this.byteLut;
+    const S = this.imageScale;
+    const mask = (1 << this.bits) - 1;
+    const lut = new Uint8Array(256 * per);
+    for (let v = 0; v < 256; v++) for (let i = 0; i < per; i++) lut[v * per + i] = 128 + Math.round(this.table.centroids[(v >> (i * this.bits)) & mask] * S);
+    this.byteLut = lut;
+    return lut;
+  }
+
 
   /**
    * S_ij = <q_i, x^_j> straight from the codes: offsets_i + (||z_j|| / sqrt p) <H Dg P q_i, C[X_j]>.

@@ -148,6 +148,15 @@ describe('EdenCodec', () => {
         expect(Math.abs(approx[i * m + t] - exact[i * m + t])).toBeLessThanOrEqual(bound);
       }
     expect(() => (createCodec(settings({ layout: 'cross' })) as EdenCodec).rotatedImage(enc, m, dims, image, scales)).toThrow(/token layout/);
+    // The same image at an unaligned offset (the word-at-a-time path cannot be used there).
+    const shifted = new Uint8Array(m * p + 1).subarray(1);
+    codec.rotatedImage(enc, m, dims, shifted, new Float32Array(m));
+    expect(Buffer.from(shifted).equals(Buffer.from(image))).toBe(true);
+    // and the generic unpacking reference
+    for (let t = 0; t < m; t++) {
+      unpackCodes(enc.codes, bits, p, t * p * bits, codes);
+      for (let k = 0; k < p; k++) expect(image[t * p + k]).toBe(128 + Math.round(cent[codes[k]] * S));
+    }
   });
 
   it('batch encode / decode equals the per-document pair', () => {
