@@ -19,10 +19,7 @@ export interface QueryTokens {
 }
 
 /** One block of query columns: the tensor a graph takes and where each member query's columns start. */
-export interface ColumnBlock {
-  members: number[];
-  N: number;
-  colStart: number[];
+export interface ColumnBlock extends ColumnLayout {
   queryT: ort.Tensor;
 }
 
@@ -173,8 +170,17 @@ export function sumColumns(best: Float32Array, b: ColumnBlock, queries: { length
   });
 }
 
-/** Splits whole queries into groups of at most MAX_COLS token columns. */
-export function columnGroups(lengths: number[]): number[][] {
+/** Where each query's token columns go: groups of whole queries of at most MAX_COLS columns. */
+export interface ColumnLayout {
+  members: number[];
+  /** Columns of the group (at least 1). */
+  N: number;
+  /** First column of each member. */
+  colStart: number[];
+}
+
+/** Splits whole queries (token counts `lengths`) into column groups of at most MAX_COLS columns. */
+export function columnLayout(lengths: number[]): ColumnLayout[] {
   const groups: number[][] = [];
   let cur: number[] = [];
   let cols = 0;
@@ -188,7 +194,15 @@ export function columnGroups(lengths: number[]): number[][] {
     cols += n;
   });
   if (cur.length) groups.push(cur);
-  return groups;
+  return groups.map((members) => {
+    const colStart: number[] = [];
+    let c0 = 0;
+    for (const i of members) {
+      colStart.push(c0);
+      c0 += lengths[i];
+    }
+    return { members, N: Math.max(1, c0), colStart };
+  });
 }
 
 /**
@@ -238,17 +252,14 @@ export class GemmMaxsim {
 
 /** Groups whole queries into blocks of at most MAX_COLS token columns, transposed to [d, N]. */
 function columnBlocks(queries: QueryTokens[], d: number): ColumnBlock[] {
-  return columnGroups(queries.map((q) => q.length)).map((members) => {
-    const N = Math.max(1, members.reduce((s, i) => s + queries[i].length, 0));
+  return columnLayout(queries.map((q) => q.length)).map((layout) => {
+    const { members, N, colStart } = layout;
     const qT = new Float32Array(d * N);
-    const colStart: number[] = [];
-    let c0 = 0;
-    for (const i of members) {
-      colStart.push(c0);
+    members.forEach((i, bi) => {
       const q = queries[i];
+      const c0 = colStart[bi];
       for (let r = 0; r < q.length; r++) for (let x = 0; x < d; x++) qT[x * N + c0 + r] = q.vectors[r * d + x];
-      c0 += q.length;
-    }
-    return { members, N, colStart, queryT: new ort.Tensor('float32', qT, [d, N]) };
+    });
+    return { ...layout, queryT: new ort.Tensor('float32', qT, [d, N]) };
   });
 }

@@ -1,6 +1,6 @@
 import * as ort from 'onnxruntime-node';
 import { IMAGE_ZERO_POINT, quantizeRotatedQuery, type EdenCodec } from '@lateral/codec';
-import { columnGroups, createMaxsimSession, forEachRowChunk, padByIndex, permuteRows, rowPlan, sumColumns, type QueryTokens } from './gemm-maxsim';
+import { columnLayout, createMaxsimSession, forEachRowChunk, padByIndex, permuteRows, rowPlan, sumColumns, type QueryTokens } from './gemm-maxsim';
 
 /**
  * A generation held as EDEN codes (token layout) for scoring in the rotated domain: each token's
@@ -125,18 +125,16 @@ function transposedBlock(image: Uint8Array, index: Int32Array, p: number): Int8A
 /** Rotated, int8-quantised query columns [p, N] in blocks of whole queries, with per-column scale and offset. */
 function queryBlocks(queries: QueryTokens[], set: RotatedImageSet) {
   const { p, dims } = set;
-  return columnGroups(queries.map((q) => q.length)).map((members) => {
-    const N = Math.max(1, members.reduce((s, i) => s + queries[i].length, 0));
+  const zp = IMAGE_ZERO_POINT;
+  return columnLayout(queries.map((q) => q.length)).map((layout) => {
+    const { members, N, colStart } = layout;
     const qT = new Int8Array(p * N);
     const qU = new Uint8Array(N * p); // the same, token-major, offset by the zero point 128
     const qscale = new Float32Array(N);
     const offset = new Float32Array(N);
-    const colStart: number[] = [];
-    let c0 = 0;
-    const zp = IMAGE_ZERO_POINT;
-    for (const i of members) {
-      colStart.push(c0);
+    members.forEach((i, bi) => {
       const q = queries[i];
+      const c0 = colStart[bi];
       const qq = quantizeRotatedQuery(set.codec.rotateQuery(q.vectors.subarray(0, q.length * dims), dims, set.seed), p);
       for (let r = 0; r < q.length; r++) {
         for (let k = 0; k < p; k++) {
@@ -146,8 +144,7 @@ function queryBlocks(queries: QueryTokens[], set: RotatedImageSet) {
         qscale[c0 + r] = qq.qscale[r];
         offset[c0 + r] = qq.offsets[r];
       }
-      c0 += q.length;
-    }
-    return { members, N, colStart, qscale, offset, queryT: new ort.Tensor('int8', qT, [p, N]), queryU8: new ort.Tensor('uint8', qU, [N, p]) };
+    });
+    return { ...layout, qscale, offset, queryT: new ort.Tensor('int8', qT, [p, N]), queryU8: new ort.Tensor('uint8', qU, [N, p]) };
   });
 }
