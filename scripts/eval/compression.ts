@@ -626,16 +626,43 @@ export async function runRerankCompression(
       return Float64Array.from(q.candidates, (c) => maxSimOne(e.vectors, e.length, x, offsets[c]! * dims, offsets[c + 1]! - offsets[c]!, dims));
     });
 
-  /** nDCG@10, fp32 top-10 recall and score error when the codes are scored as the pipeline does (int8 rotated image). */
-  const imageScores = (im: { codec: EdenCodec; p: number; bytes: Uint8Array; scales: Float32Array; seed: bigint }, ref: Float64Array[], refTop: Set<number>[]) => {
-    let ndcg = 0;
+  /**
+   * Per query: nDCG@10 and the top-10 set of `scores`; against a reference run (fp32), the mean
+   * recall of its top 10 and the mean |score - reference score| over finite pairs.
+   */
+  const rankMetrics = (scores: Float64Array[], ref: { scores: Float64Array[]; tops: Set<number>[] } | null) => {
     let recall = 0;
     let absErr = 0;
     let pairs = 0;
-    queries.forEach((q, qi) => {
+    const tops: Set<number>[] = [];
+    const perQuery: number[] = [];
+    scores.forEach((sc, qi) => {
+      const q = queries[qi]!;
+      const order = orderOf(sc);
+      perQuery.push(ndcg10(order.map((i) => docIds[q.candidates[i]!]!), q.judged));
+      const top = new Set(order.slice(0, 10));
+      tops.push(top);
+      if (!ref) return;
+      let hit = 0;
+      for (const i of top) if (ref.tops[qi]!.has(i)) hit++;
+      recall += hit / Math.min(10, sc.length);
+      const r = ref.scores[qi]!;
+      for (let i = 0; i < sc.length; i++)
+        if (Number.isFinite(sc[i]!) && Number.isFinite(r[i]!)) {
+          absErr += Math.abs(sc[i]! - r[i]!);
+          pairs++;
+        }
+    });
+    const ndcg = perQuery.reduce((x, y) => x + y, 0) / queries.length;
+    return { ndcg, perQuery, tops, top10Recall: recall / queries.length, meanAbsError: pairs > 0 ? absErr / pairs : 0 };
+  };
+
+  /** The same metrics when the codes are scored as the pipeline does (int8 rotated image, int8 query). */
+  const imageScores = (im: { codec: EdenCodec; p: number; bytes: Uint8Array; scales: Float32Array; seed: bigint }, ref: { scores: Float64Array[]; tops: Set<number>[] }) => {
+    const scores = queries.map((q, qi) => {
       const e = qenc[qi]!;
       const qq = quantizeRotatedQuery(im.codec.rotateQuery(e.vectors.subarray(0, e.length * d), d, im.seed), im.p);
-      const sc = Float64Array.from(q.candidates, (c) => {
+      return Float64Array.from(q.candidates, (c) => {
         const a = offsets[c]!;
         const m = offsets[c + 1]! - a;
         if (m === 0) return -Infinity;
@@ -648,19 +675,9 @@ export async function runRerankCompression(
         }
         return total;
       });
-      const order = orderOf(sc);
-      ndcg += ndcg10(order.map((i) => docIds[q.candidates[i]!]!), q.judged);
-      let hit = 0;
-      for (const i of order.slice(0, 10)) if (refTop[qi]!.has(i)) hit++;
-      recall += hit / Math.min(10, sc.length);
-      for (let i = 0; i < sc.length; i++)
-        if (Number.isFinite(sc[i]!) && Number.isFinite(ref[qi]![i]!)) {
-          absErr += Math.abs(sc[i]! - ref[qi]![i]!);
-          pairs++;
-        }
     });
-    ndcg /= queries.length;
-    return { 'ndcg@10': ndcg, ndcg_rel_change: ndcg / fp32Ndcg - 1, top10_recall: recall / queries.length, mean_abs_score_error: pairs > 0 ? absErr / pairs : 0 };
+    const m = rankMetrics(scores, ref);
+    return { 'ndcg@10': m.ndcg, ndcg_rel_change: m.ndcg / fp32Ndcg - 1, top10_recall: m.top10Recall, mean_abs_score_error: m.meanAbsError };
   };
 
   const results: RerankSettingResult[] = [];
@@ -743,38 +760,13 @@ export async function runRerankCompression(
       relErr = s.kind === 'fp32' ? 0 : relativeError(vectors, decoded);
     }
     const scores = scoreAll(qs, decoded, d);
-    let ndcg = 0;
-    let recall = 0;
-    let absErr = 0;
-    let pairs = 0;
-    const tops: Set<number>[] = [];
-    const perQuery: number[] = [];
-    scores.forEach((sc, qi) => {
-      const q = queries[qi]!;
-      const order = orderOf(sc);
-      perQuery.push(ndcg10(order.map((i) => docIds[q.candidates[i]!]!), q.judged));
-      ndcg += perQuery[qi]!;
-      const top = new Set(order.slice(0, 10));
-      tops.push(top);
-      if (fp32Scores) {
-        let hit = 0;
-        for (const i of top) if (fp32Top[qi]!.has(i)) hit++;
-        recall += hit / Math.min(10, sc.length);
-        const ref = fp32Scores[qi]!;
-        for (let i = 0; i < sc.length; i++)
-          if (Number.isFinite(sc[i]!) && Number.isFinite(ref[i]!)) {
-            absErr += Math.abs(sc[i]! - ref[i]!);
-            pairs++;
-          }
-      }
-    });
-    ndcg /= queries.length;
-    if (setting.codec?.kind === 'fp32') {
+    const { ndcg, perQuery, tops, top10Recall, meanAbsError } = rankMetrics(scores, fp32Scores ? { scores: fp32Scores, tops: fp32Top } : null);
+    const isFp32 = setting.codec?.kind === 'fp32';
+    if (isFp32) {
       fp32Scores = scores;
       fp32Top = tops;
       fp32Ndcg = ndcg;
       fp32PerQuery = perQuery;
-      recall = queries.length;
     }
     const diffs = perQuery.map((v, i) => v - fp32PerQuery[i]!);
     const meanDiff = diffs.reduce((a, b) => a + b, 0) / diffs.length;
@@ -786,13 +778,13 @@ export async function runRerankCompression(
       'ndcg@10': ndcg,
       ndcg_rel_change: ndcg / fp32Ndcg - 1,
       ndcg_delta_se: se,
-      top10_recall: recall / queries.length,
-      mean_abs_score_error: pairs > 0 ? absErr / pairs : 0,
+      top10_recall: isFp32 ? 1 : top10Recall,
+      mean_abs_score_error: meanAbsError,
       relative_error: relErr,
       ms: Math.round(performance.now() - ts),
     };
     if (setting.reference) row.bytes_per_token = (overheadBytes + idBytes * T) / T; // the id is the representation
-    if (image && fp32Scores) row.int8_image = imageScores(image, fp32Scores, fp32Top);
+    if (image && fp32Scores) row.int8_image = imageScores(image, { scores: fp32Scores, tops: fp32Top });
     results.push(row);
     log(formatRerankRow(row));
   }
