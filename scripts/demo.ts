@@ -15,7 +15,7 @@ import { loadConfig } from '@lateral/shared';
 import { freePort } from '@lateral/infra';
 import { startServer } from '../apps/all-in-one/src/server';
 import { loadCranfield, ndcgAt10, withPlaceholders } from './lib/cranfield';
-import { ingest, recreateCollection, rerank } from './lib/client';
+import { getCollection, ingest, recreateCollection, rerank } from './lib/client';
 
 const args = process.argv.slice(2);
 const once = args.includes('--once');
@@ -54,19 +54,21 @@ async function main() {
   const judged = cran.queries.filter((q) => (cran.qrels.get(q.id)?.size ?? 0) > 0);
   const candidates = cran.docs.map((d) => d.id);
   const perModel: Record<string, { 'ndcg@10': { maxsim: number; dense: number }; ingest_seconds: number; rerank_seconds: { maxsim: number; dense: number }; tokens: number }> = {};
+  const collectionId = (name: string) => `cranfield-${name}`.replace(/[^A-Za-z0-9_.-]/g, '-');
+  /** Re-ranks every document for all 225 queries; mean nDCG@10 over the judged ones. */
+  const rerankAll = async (collection: string, scorer: string) => {
+    const r = await rerank(base, { collection, queries: cran.queries.map((q) => ({ id: q.id, text: q.text, candidates })), scorer, topK: 10 });
+    const byId = new Map(r.results.map((x) => [x.queryId, x.hits.map((h) => h.id)]));
+    return { ndcg: judged.reduce((s, q) => s + ndcgAt10(byId.get(q.id) ?? [], cran.qrels.get(q.id)!), 0) / judged.length, seconds: r.seconds, vectors: r.vectors };
+  };
 
   for (const model of models) {
-    const id = `cranfield-${model}`.replace(/[^A-Za-z0-9_.-]/g, '-');
+    const id = collectionId(model);
     await recreateCollection(base, id, model);
     const ing = await ingest(base, id, cran.docs, { label: `ingest ${model}` });
     const ndcg: Record<string, number> = {};
     const seconds: Record<string, number> = {};
-    for (const scorer of ['maxsim', 'dense'] as const) {
-      const r = await rerank(base, { collection: id, queries: cran.queries.map((q) => ({ id: q.id, text: q.text, candidates })), scorer, topK: 10 });
-      const byId = new Map(r.results.map((x) => [x.queryId, x.hits.map((h) => h.id)]));
-      ndcg[scorer] = judged.reduce((s, q) => s + ndcgAt10(byId.get(q.id) ?? [], cran.qrels.get(q.id)!), 0) / judged.length;
-      seconds[scorer] = r.seconds;
-    }
+    for (const scorer of ['maxsim', 'dense'] as const) ({ ndcg: ndcg[scorer], seconds: seconds[scorer] } = await rerankAll(id, scorer));
     perModel[model] = {
       'ndcg@10': { maxsim: round(ndcg.maxsim), dense: round(ndcg.dense) },
       ingest_seconds: round(ing.seconds, 2),
@@ -79,18 +81,15 @@ async function main() {
   }
 
   // The default model again, stored EDEN 4-bit (token layout): scored from its codes.
-  const cid = `cranfield-${config.DEFAULT_MODEL}-eden4`.replace(/[^A-Za-z0-9_.-]/g, '-');
+  const cid = collectionId(`${config.DEFAULT_MODEL}-eden4`);
   const codec = { kind: 'eden', bits: 4 };
   await recreateCollection(base, cid, config.DEFAULT_MODEL, { codec });
   const cing = await ingest(base, cid, cran.docs, { label: `ingest ${config.DEFAULT_MODEL} eden-4b` });
-  const cr = await rerank(base, { collection: cid, queries: cran.queries.map((q) => ({ id: q.id, text: q.text, candidates })), scorer: 'maxsim', topK: 10 });
-  const cById = new Map(cr.results.map((x) => [x.queryId, x.hits.map((h) => h.id)]));
-  const cNdcg = judged.reduce((s, q) => s + ndcgAt10(cById.get(q.id) ?? [], cran.qrels.get(q.id)!), 0) / judged.length;
-  const bpt = async (id: string) => ((await (await fetch(`${base}/v1/collections/${id}`)).json()) as { bytesPerToken: number }).bytesPerToken;
+  const { ndcg: cNdcg, ...cr } = await rerankAll(cid, 'maxsim');
   const compressed = {
     codec,
-    bytes_per_token: round(await bpt(cid), 2),
-    fp16_bytes_per_token: round(await bpt(`cranfield-${config.DEFAULT_MODEL}`.replace(/[^A-Za-z0-9_.-]/g, '-')), 2),
+    bytes_per_token: round((await getCollection(base, cid)).bytesPerToken, 2),
+    fp16_bytes_per_token: round((await getCollection(base, collectionId(config.DEFAULT_MODEL))).bytesPerToken, 2),
     'ndcg@10': { maxsim: round(cNdcg) },
     scored_from: cr.vectors,
     ingest_seconds: round(cing.seconds, 2),

@@ -17,6 +17,11 @@ async function call(base: string, method: string, url: string, body?: unknown, c
   return { status: res.status, body: json };
 }
 
+/** GET /v1/collections/{id} (the collection's counts, generation and bytes per token). */
+export async function getCollection(base: string, id: string): Promise<{ bytesPerToken: number } & Record<string, unknown>> {
+  return (await call(base, 'GET', `/v1/collections/${id}`)).body;
+}
+
 export async function recreateCollection(base: string, id: string, model: string, extra: Record<string, unknown> = {}): Promise<void> {
   const exists = await fetch(`${base}/v1/collections/${id}`);
   if (exists.status === 200) await call(base, 'DELETE', `/v1/collections/${id}`);
