@@ -21,7 +21,7 @@
 import { spawnSync } from 'node:child_process';
 import { resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
-import { maxsim, maxsimBatch, xtrAggregate, LITE_DEFAULT, LITE_SMALL, type XtrRetrieved } from '../../libs/scoring/src/index';
+import { maxsim, maxsimBatch, maxsimOfSimilarities, xtrAggregate, LITE_DEFAULT, LITE_SMALL, type XtrRetrieved } from '../../libs/scoring/src/index';
 import { buildMaxsimModel, createScorerSession, OnnxLite, OnnxMaxsim, randomLiteWeights, seededUniform } from '../../libs/scoring-runtime/src/index';
 import { createCodec, lloydMax, type EdenCodec } from '../../libs/codec/src/index';
 import { GemmMaxsim, RotatedMaxsim, type RotatedImageSet } from '../../libs/pipeline/src/index';
@@ -221,14 +221,7 @@ async function compressedCase(
     const rq = codec.rotateQuery(q, D, seed);
     const out = new Float64Array(sub);
     for (let c = 0; c < sub; c++) {
-      const S = codec.scoreRotated(rq, docOf(c), M, D);
-      let total = 0;
-      for (let i = 0; i < N; i++) {
-        let best = -Infinity;
-        for (let t = 0; t < M; t++) if (S[i * M + t] > best) best = S[i * M + t];
-        total += best;
-      }
-      out[c] = total;
+      out[c] = maxsimOfSimilarities(codec.scoreRotated(rq, docOf(c), M, D), N, M);
     }
     return out;
   };

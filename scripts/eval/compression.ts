@@ -31,6 +31,7 @@ import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { CodecSettingsSchema, type CodecSettings } from '../../libs/shared/src/index';
+import { maxsimOfSimilarities } from '../../libs/scoring/src/index';
 import { IMAGE_MAX_BITS, createCodec, fitCodec, quantizeRotatedQuery, readSegment, scoreImage, writeSegment, type CodecArtifact, type EdenCodec } from '../../libs/codec/src/index';
 import { LinearStage } from '../../libs/codec/src/linear-stage';
 import { TokenEncoder, loadStaticEmbeddings, type EncodedText, type StaticEmbeddings } from '../../libs/model/src/index';
@@ -666,14 +667,7 @@ export async function runRerankCompression(
         const a = offsets[c]!;
         const m = offsets[c + 1]! - a;
         if (m === 0) return -Infinity;
-        const S = scoreImage(qq, im.bytes.subarray(a * im.p, (a + m) * im.p), im.scales.subarray(a, a + m), m);
-        let total = 0;
-        for (let i = 0; i < e.length; i++) {
-          let best = -Infinity;
-          for (let j = 0; j < m; j++) best = Math.max(best, S[i * m + j]!);
-          total += best;
-        }
-        return total;
+        return maxsimOfSimilarities(scoreImage(qq, im.bytes.subarray(a * im.p, (a + m) * im.p), im.scales.subarray(a, a + m), m), e.length, m);
       });
     });
     const m = rankMetrics(scores, ref);

@@ -1,5 +1,5 @@
 export { ShapeError } from './shapes';
-export { maxsim, maxsimBatch, maxsimTopK, type MaxsimOptions, type TopKReduce } from './maxsim';
+export { maxsim, maxsimBatch, maxsimOfSimilarities, maxsimTopK, type MaxsimOptions, type TopKReduce } from './maxsim';
 export { dense, denseBatch, meanPool } from './dense';
 export { topK, type ScoredId } from './topk';
 export { knrm, knrmFeatures, similarityMatrix, KNRM_MU, KNRM_SIGMA, KNRM_MIN_K, type KnrmWeights } from './knrm';

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { maxsim, maxsimBatch, maxsimTopK } from './maxsim';
+import { maxsim, maxsimBatch, maxsimOfSimilarities, maxsimTopK } from './maxsim';
+import { similarityMatrix } from './knrm';
 import { dense, denseBatch, meanPool } from './dense';
 import { topK } from './topk';
 import { intMatrix, randMatrix, rng } from './test-utils';
@@ -16,6 +17,19 @@ function csr(docs: Float32Array[], d: number): { docs: Float32Array; offsets: Ui
   for (const doc of docs) { all.set(doc, p); p += doc.length; }
   return { docs: all, offsets };
 }
+
+describe('maxsimOfSimilarities', () => {
+  it('equals maxsim on the similarity matrix of integer data, with its empty-set rules and shape check', () => {
+    const r = rng(5);
+    for (const [n, m] of [[3, 7], [1, 1], [4, 0], [0, 3]] as const) {
+      const q = intMatrix(r, n, 6);
+      const doc = intMatrix(r, m, 6);
+      expect(maxsimOfSimilarities(similarityMatrix(q, n, doc, m, 6), n, m)).toBe(maxsim(q, n, doc, m, 6));
+      if (n > 0 && m > 0) expect(maxsimOfSimilarities(similarityMatrix(q, n, doc, m, 6), n, m, { normalize: true })).toBe(maxsim(q, n, doc, m, 6, { normalize: true }));
+    }
+    expect(() => maxsimOfSimilarities(new Float32Array(5), 2, 3)).toThrow(/expected n x m/);
+  });
+});
 
 describe('maxsim (reference)', () => {
   it('matches a hand-computed value', () => {

@@ -16,6 +16,23 @@ export interface MaxsimOptions {
 }
 
 /**
+ * MaxSim from a similarity matrix already computed: sum_i max_j S[i, j], S: n x m row-major
+ * (same empty-set rules as `maxsim`). For scores computed another way, e.g. from codes.
+ */
+export function maxsimOfSimilarities(S: ArrayLike<number>, n: number, m: number, opts: MaxsimOptions = {}): number {
+  assertMatrix('maxsimOfSimilarities', 'S', S, n, m, 'n', 'm');
+  if (n === 0) return 0;
+  if (m === 0) return -Infinity;
+  let total = 0;
+  for (let i = 0; i < n; i++) {
+    let best = -Infinity;
+    for (let j = 0; j < m; j++) if (S[i * m + j] > best) best = S[i * m + j];
+    total += best;
+  }
+  return opts.normalize ? total / n : total;
+}
+
+/**
  * Reference MaxSim, the plain triple loop.
  * q: n x d, doc: m x d (row-major). Returns a scalar.
  */
