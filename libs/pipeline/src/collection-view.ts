@@ -1,4 +1,4 @@
-import { IMAGE_MAX_BITS, createCodec, readSegment, type CodecArtifact, type EdenCodec, type SegmentReader } from '@lateral/codec';
+import { IMAGE_MAX_BITS, codecFromDescriptor, readSegment, type CodecArtifact, type EdenCodec, type SegmentReader } from '@lateral/codec';
 import type { CollectionManifest } from '@lateral/shared';
 import type { ObjectStore } from '@lateral/infra';
 import type { CodecArtifacts } from './codec-artifacts';
@@ -129,7 +129,7 @@ function rotatedImage(
     r.codec.kind === 'eden' && r.codec.layout === 'token' && !r.codec.sideInfo && (r.codec.bits ?? 8) <= IMAGE_MAX_BITS &&
     r.seed === first.reader.seed && JSON.stringify(r.codec) === JSON.stringify(d);
   if (!loaded.every((l) => eligible(l.reader)) || !d.artifact) return null;
-  const codec = createCodec(first.artifact.settings, first.artifact) as EdenCodec;
+  const codec = codecFromDescriptor(d, first.artifact) as EdenCodec;
   const p = codec.paddedDims(dims);
   const T = offsets[offsets.length - 1];
   const image = new Uint8Array(T * p);
