@@ -12,7 +12,7 @@ import { spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, symlinkSync, rmSync } from 'node:fs';
 import path from 'node:path';
 import { loadConfig } from '@lateral/shared';
-import { freePort } from '@lateral/infra';
+import { freePort, runMain, stopOnSignal } from '@lateral/infra';
 import { startServer } from '../apps/all-in-one/src/server';
 import { loadCranfield, ndcgAt10, withPlaceholders } from './lib/cranfield';
 import { getCollection, ingest, recreateCollection, rerank } from './lib/client';
@@ -117,12 +117,7 @@ async function main() {
     process.exit(0);
   }
   console.log(`\nServing. API ${base}   OpenAPI ${base}/openapi.json   docs ${base}/docs   (Ctrl-C to stop)`);
-  const stop = async () => {
-    await server.stop();
-    process.exit(0);
-  };
-  process.once('SIGINT', stop);
-  process.once('SIGTERM', stop);
+  stopOnSignal(() => server.stop());
 }
 
 function round(x: number, digits = 4): number {
@@ -138,7 +133,4 @@ async function portFree(port: number): Promise<boolean> {
   });
 }
 
-main().catch((err) => {
-  console.error(`demo failed: ${err instanceof Error ? err.message : err}`);
-  process.exit(1);
-});
+runMain(main, 'demo failed: ');

@@ -1,5 +1,5 @@
 import { loadConfig } from '@lateral/shared';
-import { createLogger } from '@lateral/infra';
+import { createLogger, runMain, stopOnSignal } from '@lateral/infra';
 import { createRuntime, requireServices } from '@lateral/pipeline';
 import { closeApi, createApiApp } from '@lateral/http-api';
 
@@ -11,16 +11,10 @@ async function main() {
   const app = await createApiApp(rt);
   await app.listen(config.PORT, config.HOST);
   logger.info(`API on http://${config.HOST}:${config.PORT} (OpenAPI: /openapi.json, docs: /docs)`);
-  const stop = async () => {
+  stopOnSignal(async () => {
     await closeApi(app);
     await rt.close();
-    process.exit(0);
-  };
-  process.once('SIGTERM', stop);
-  process.once('SIGINT', stop);
+  });
 }
 
-main().catch((err) => {
-  console.error(err instanceof Error ? err.message : err);
-  process.exit(1);
-});
+runMain(main);

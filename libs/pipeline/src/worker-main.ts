@@ -1,5 +1,5 @@
 import { loadConfig, type QueueName } from '@lateral/shared';
-import { createLogger } from '@lateral/infra';
+import { createLogger, stopOnSignal } from '@lateral/infra';
 import { createRuntime, requireServices, startWorkers } from './runtime';
 
 /**
@@ -13,12 +13,9 @@ export async function runWorkerApp(name: string, defaults: QueueName[]): Promise
   const queues = config.WORKER_QUEUES.length ? config.WORKER_QUEUES : defaults;
   const host = startWorkers(rt, queues);
   logger.info(`${name} working on ${queues.join(', ')} (onnx: ${config.ORT_EXECUTION_PROVIDER})`);
-  const stop = async () => {
+  stopOnSignal(async () => {
     logger.info('closing workers');
     await host.close();
     await rt.close();
-    process.exit(0);
-  };
-  process.once('SIGTERM', stop);
-  process.once('SIGINT', stop);
+  });
 }
