@@ -32,7 +32,7 @@ import { join, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { CodecSettingsSchema, type CodecSettings } from '../../libs/shared/src/index';
 import { maxsimOfSimilarities } from '../../libs/scoring/src/index';
-import { IMAGE_MAX_BITS, createCodec, fitCodec, quantizeRotatedQuery, readSegment, scoreImage, writeSegment, type CodecArtifact, type EdenCodec } from '../../libs/codec/src/index';
+import { IMAGE_MAX_BITS, createCodec, fitCodec, quantizeRotatedQuery, readSegment, scoreImage, writeSegment, type CodecArtifact, type EdenCodec, type SegmentDocs } from '../../libs/codec/src/index';
 import { LinearStage } from '../../libs/codec/src/linear-stage';
 import { TokenEncoder, loadStaticEmbeddings, type EncodedText, type StaticEmbeddings } from '../../libs/model/src/index';
 import { loadCranfield, ndcgAt10 } from '../lib/cranfield';
@@ -124,6 +124,29 @@ export function labelOf(s: CodecSettings): string {
   if (s.norms === 'fp16') parts.push('fp16-norms');
   if (s.sideInfo) parts.push('side');
   return parts.join('-');
+}
+
+/**
+ * Documents [a, b) of a flattened collection as the input of one segment, with their static
+ * embeddings when `side` is given (side-information codecs).
+ */
+function segmentSlice(
+  c: { docIds: string[]; offsets: Uint32Array; tokenIds: Int32Array; vectors: Float32Array },
+  d: number,
+  a: number,
+  b: number,
+  side: { vectors: Float32Array; dims: number } | null,
+): SegmentDocs {
+  const o0 = c.offsets[a]!;
+  const o1 = c.offsets[b]!;
+  return {
+    docIds: c.docIds.slice(a, b),
+    tokenOffsets: c.offsets.slice(a, b + 1).map((o) => o - o0),
+    tokenIds: c.tokenIds.subarray(o0, o1),
+    vectors: c.vectors.subarray(o0 * d, o1 * d),
+    dims: d,
+    ...(side ? { staticEmbeddings: side.vectors.subarray(o0 * side.dims, o1 * side.dims) } : {}),
+  };
 }
 
 /** Concatenates encoded texts: token offsets (n + 1), T token ids, T x d vectors. */
@@ -241,22 +264,8 @@ export async function runCompressionEval(opts: CompressionEvalOptions = {}): Pro
     const segments: Uint8Array[] = [];
     for (let a = 0; a < docs.length; a += docsPerSegment) {
       const b = Math.min(a + docsPerSegment, docs.length);
-      const o0 = offsets[a]!;
-      const o1 = offsets[b]!;
-      segments.push(
-        writeSegment(
-          {
-            docIds: docIds.slice(a, b),
-            tokenOffsets: offsets.slice(a, b + 1).map((o) => o - o0),
-            tokenIds: tokenIds.subarray(o0, o1),
-            vectors: vectors.subarray(o0 * d, o1 * d),
-            dims: d,
-            ...(settings.sideInfo ? { staticEmbeddings: staticVectors!.subarray(o0 * sd, o1 * sd) } : {}),
-          },
-          codec,
-          { seed },
-        ),
-      );
+      const side = settings.sideInfo ? { vectors: staticVectors!, dims: sd } : null;
+      segments.push(writeSegment(segmentSlice({ docIds, offsets, tokenIds, vectors }, d, a, b, side), codec, { seed }));
     }
     const encodeMs = Date.now() - t0;
 
@@ -720,19 +729,8 @@ export async function runRerankCompression(
       for (let a = 0; a < docs.length; a += f.docsPerSegment) {
         const b = Math.min(a + f.docsPerSegment, docs.length);
         const o0 = offsets[a]!;
-        const o1 = offsets[b]!;
-        const bytes = writeSegment(
-          {
-            docIds: docIds.slice(a, b),
-            tokenOffsets: offsets.slice(a, b + 1).map((o) => o - o0),
-            tokenIds: tokenIds.subarray(o0, o1),
-            vectors: vectors.subarray(o0 * d, o1 * d),
-            dims: d,
-            ...(s.sideInfo ? { staticEmbeddings: staticVectors!.subarray(o0 * sd, o1 * sd) } : {}),
-          },
-          codec,
-          { seed: f.seed },
-        );
+        const side = s.sideInfo ? { vectors: staticVectors!, dims: sd } : null;
+        const bytes = writeSegment(segmentSlice({ docIds, offsets, tokenIds, vectors }, d, a, b, side), codec, { seed: f.seed });
         const r = readSegment(bytes, `${setting.name}/${a / f.docsPerSegment}`, artifact, {
           staticEmbeddings: (i) => staticVectors!.subarray(offsets[a + i]! * sd, offsets[a + i + 1]! * sd),
         });
