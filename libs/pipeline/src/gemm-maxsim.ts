@@ -158,7 +158,7 @@ export async function forEachRowChunk(
 }
 
 /** Adds each query's columns of `best` (one row per doc of `docs`, N columns) into its scores. */
-export function sumColumns(best: Float32Array, b: ColumnBlock, queries: { length: number }[], docs: number[], out: Float32Array[], normalize?: boolean): void {
+export function sumColumns(best: Float32Array, b: ColumnLayout, queries: { length: number }[], docs: number[], out: Float32Array[], normalize?: boolean): void {
   b.members.forEach((qi, bi) => {
     const n = queries[qi].length;
     const s0 = b.colStart[bi];

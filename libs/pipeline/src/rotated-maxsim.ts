@@ -1,6 +1,6 @@
 import * as ort from 'onnxruntime-node';
 import { IMAGE_ZERO_POINT, quantizeRotatedQuery, type EdenCodec } from '@lateral/codec';
-import { columnLayout, createMaxsimSession, forEachRowChunk, padByIndex, permuteRows, rowPlan, sumColumns, type QueryTokens } from './gemm-maxsim';
+import { columnLayout, createMaxsimSession, type ColumnLayout, forEachRowChunk, padByIndex, permuteRows, rowPlan, sumColumns, type QueryTokens } from './gemm-maxsim';
 
 /**
  * A generation held as EDEN codes (token layout) for scoring in the rotated domain: each token's
@@ -49,10 +49,11 @@ export class RotatedMaxsim {
     const { p } = set;
     const C = rows.length;
     const out = queries.map(() => new Float32Array(C));
-    const blocks = queryBlocks(queries, set);
     const candOffsets = new Uint32Array(C + 1);
     rows.forEach((r, c) => (candOffsets[c + 1] = candOffsets[c] + (set.offsets[r + 1] - set.offsets[r])));
-    const plan = rowPlan(candOffsets, Math.max(...blocks.map((b) => b.N)));
+    const layout = columnLayout(queries.map((q) => q.length));
+    const plan = rowPlan(candOffsets, Math.max(...layout.map((l) => l.N)));
+    const blocks = queryBlocks(queries, set, layout, plan.order !== null);
     // Unpadded chunks read a contiguous row range: the set itself when the candidates are all of it
     // in order, else a copy in candidate order (1 byte per dim). Padded chunks copy from the set.
     let image = set.image;
@@ -88,10 +89,10 @@ export class RotatedMaxsim {
         for (const b of blocks) {
           const best = new Float32Array(count * b.N);
           if (plan.order) {
-            const t = (await this.padded.run({ ...feeds, query_u8: b.queryU8 })).best_t.data as Float32Array; // [N, count]
+            const t = (await this.padded.run({ ...feeds, query_u8: b.query })).best_t.data as Float32Array; // [N, count]
             for (let k = 0; k < count; k++) for (let j = 0; j < b.N; j++) best[k * b.N + j] = t[j * count + k] * b.qscale[j] + b.offset[j];
           } else {
-            const r = (await this.unpadded.run({ ...feeds, query_t: b.queryT })).best.data as Float32Array; // [count, N]
+            const r = (await this.unpadded.run({ ...feeds, query_t: b.query })).best.data as Float32Array; // [count, N]
             for (let k = 0; k < count; k++) for (let j = 0; j < b.N; j++) best[k * b.N + j] = r[k * b.N + j] * b.qscale[j] + b.offset[j];
           }
           sumColumns(best, b, queries, members, out, opts.normalize);
@@ -122,14 +123,16 @@ function transposedBlock(image: Uint8Array, index: Int32Array, p: number): Int8A
   return out;
 }
 
-/** Rotated, int8-quantised query columns [p, N] in blocks of whole queries, with per-column scale and offset. */
-function queryBlocks(queries: QueryTokens[], set: RotatedImageSet) {
+/**
+ * Rotated, int8-quantised query columns in the layout's blocks of whole queries, with per-column
+ * scale and offset: [p, N] int8 for the unpadded graph, or [N, p] uint8 (+128) for the padded one.
+ */
+function queryBlocks(queries: QueryTokens[], set: RotatedImageSet, layout: ColumnLayout[], padded: boolean) {
   const { p, dims } = set;
   const zp = IMAGE_ZERO_POINT;
-  return columnLayout(queries.map((q) => q.length)).map((layout) => {
-    const { members, N, colStart } = layout;
-    const qT = new Int8Array(p * N);
-    const qU = new Uint8Array(N * p); // the same, token-major, offset by the zero point 128
+  return layout.map((l) => {
+    const { members, N, colStart } = l;
+    const q8 = padded ? new Uint8Array(N * p) : new Int8Array(p * N);
     const qscale = new Float32Array(N);
     const offset = new Float32Array(N);
     members.forEach((i, bi) => {
@@ -137,14 +140,13 @@ function queryBlocks(queries: QueryTokens[], set: RotatedImageSet) {
       const c0 = colStart[bi];
       const qq = quantizeRotatedQuery(set.codec.rotateQuery(q.vectors.subarray(0, q.length * dims), dims, set.seed), p);
       for (let r = 0; r < q.length; r++) {
-        for (let k = 0; k < p; k++) {
-          qT[k * N + c0 + r] = qq.q8[r * p + k];
-          qU[(c0 + r) * p + k] = qq.q8[r * p + k] + zp;
-        }
+        if (padded) for (let k = 0; k < p; k++) q8[(c0 + r) * p + k] = qq.q8[r * p + k] + zp;
+        else for (let k = 0; k < p; k++) q8[k * N + c0 + r] = qq.q8[r * p + k];
         qscale[c0 + r] = qq.qscale[r];
         offset[c0 + r] = qq.offsets[r];
       }
     });
-    return { ...layout, qscale, offset, queryT: new ort.Tensor('int8', qT, [p, N]), queryU8: new ort.Tensor('uint8', qU, [N, p]) };
+    const query = padded ? new ort.Tensor('uint8', q8 as Uint8Array, [N, p]) : new ort.Tensor('int8', q8 as Int8Array, [p, N]);
+    return { ...l, qscale, offset, query };
   });
 }
