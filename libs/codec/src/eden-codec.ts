@@ -61,6 +61,7 @@ export class EdenCodec extends DocCodec {
   private readonly normBytes: number;
   private signCache: { seed: bigint; signs: Float64Array } | null = null;
   private byteLut: Uint8Array | null = null;
+  private codeLut: Uint8Array | null = null;
 
   constructor(
     readonly bits: number,
@@ -244,7 +245,7 @@ export class EdenCodec extends DocCodec {
       }
       return;
     }
-    const lut = this.table.centroids.map((c) => 128 + Math.round(c * S));
+    const lut = this.imageValues();
     const codes = new Uint8Array(p);
     for (let t = 0; t < tokens; t++) {
       unpackCodes(doc.codes, bits, p, t * p * bits, codes);
@@ -253,13 +254,19 @@ export class EdenCodec extends DocCodec {
     }
   }
 
+  /** code -> its image value, 128 + round(C[code] S), cached. */
+  private imageValues(): Uint8Array {
+    this.codeLut ??= Uint8Array.from(this.table.centroids, (c) => 128 + Math.round(c * this.imageScale));
+    return this.codeLut;
+  }
+
   /** byte -> its 8 / B image values (low bits first, as packCodes stores them), cached. */
   private imageByteLut(per: number): Uint8Array {
     if (this.byteLut) return this.byteLut;
-    const S = this.imageScale;
+    const values = this.imageValues();
     const mask = (1 << this.bits) - 1;
     const lut = new Uint8Array(256 * per);
-    for (let v = 0; v < 256; v++) for (let i = 0; i < per; i++) lut[v * per + i] = 128 + Math.round(this.table.centroids[(v >> (i * this.bits)) & mask] * S);
+    for (let v = 0; v < 256; v++) for (let i = 0; i < per; i++) lut[v * per + i] = values[(v >> (i * this.bits)) & mask];
     this.byteLut = lut;
     return lut;
   }
