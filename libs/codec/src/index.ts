@@ -16,4 +16,4 @@ export { lloydMax, erf, erfc, nearestCentroid, type LloydMaxTable } from './lloy
 export { edenEncodeBlock, edenDecodeBlock, edenRotate, edenDotRotated } from './eden';
 export { packCodes, unpackCodes, packedBytes } from './bitpack';
 export { fitPca, symmetricEigen, covariance, columnMeans, fitLinear, kmeans } from './linalg';
-export { IMAGE_MAX_BITS, IMAGE_ZERO_POINT, quantizeRotatedQuery, scoreImage, type QuantizedQuery } from './rotated-image';
+export { IMAGE_MAX_BITS, IMAGE_ZERO_POINT, PAIR_SUM_LIMIT, QUERY_MAX, QUERY_ZERO_POINT, worstPairSum, quantizeRotatedQuery, scoreImage, type QuantizedQuery } from './rotated-image';

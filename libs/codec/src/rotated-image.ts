@@ -6,18 +6,48 @@ import type { RotatedQuery } from './eden-codec';
  * on an int8 grid (`round(C[X_k] * S)`, S = 127 / max|C|), stored offset by 128 as uint8 so
  * that integer GEMM kernels with a zero point of 128 read it directly, plus one fp32 scale per
  * token, ||z|| / (sqrt(p) S). A query token in the rotated domain is quantised symmetrically
- * to int8 with its own scale. Then
+ * to a 7-bit grid (QUERY_MAX) with its own scale. Then
  *   <q_i, x^_j> ~= offset_i + qscale_i * scale_j * sum_k q8_ik (image_jk - 128),
  * exact in integers; the approximation is the two roundings (centroids to the grid, the query
- * to int8), measured by `npm run bench -- score` and bounded in the tests.
+ * to 7 bits), measured by `npm run bench -- score` and bounded in the tests.
+ *
+ * Operand ranges. x86-64 CPUs without VNNI (AVX2, AVX-512BW) multiply u8 x s8 with vpmaddubsw,
+ * which adds each pair of adjacent products into a signed 16-bit lane with saturation; ONNX
+ * Runtime's MLAS kernels multiply the raw stored bytes (zero points are corrected afterwards),
+ * so every |a_k b_k + a_k+1 b_k+1| over the raw operands must stay <= 32,767 or the sum is
+ * silently clipped. With VNNI (vpdpbusd) or AMX the products go straight to 32 bits and any range
+ * is exact. The ranges below keep 2 max|u8| max|s8| <= 32,767 whatever instruction runs:
+ * - the image as the u8 operand (raw 1..255) x the query as s8 in [-63, 63]: 2 x 255 x 63 = 32,130;
+ * - the query as the u8 operand (raw q + 64 in 1..127) x the image as s8 in [-127, 127]:
+ *   2 x 127 x 127 = 32,258.
+ * The query keeps 7 bits: its rounding (max / 63 per step on a rotated, near-Gaussian vector)
+ * stays two orders of magnitude under EDEN's own error at B <= 6, while the image keeps its full
+ * 8-bit grid, which carries the coarser error.
  */
 export const IMAGE_ZERO_POINT = 128;
+
+/** Largest |q8| of a quantised query coordinate (7 bits, see "Operand ranges"). */
+export const QUERY_MAX = 63;
+
+/** Zero point of the query when it is the u8 operand: raw bytes q8 + 64, in 1..127. */
+export const QUERY_ZERO_POINT = 64;
+
+/** A signed 16-bit lane: the largest pair sum a u8 x s8 kernel without VNNI adds exactly. */
+export const PAIR_SUM_LIMIT = 32767;
+
+/**
+ * The largest |a_k b_k + a_k+1 b_k+1| a u8 x s8 GEMM can form from u8 bytes up to `u8Max` and s8
+ * values up to `s8Max` in magnitude. Exact on every x86-64 CPU when <= PAIR_SUM_LIMIT.
+ */
+export function worstPairSum(u8Max: number, s8Max: number): number {
+  return 2 * u8Max * s8Max;
+}
 
 /** Bits up to which the pipeline scores from the image: the grid adds under 12% to EDEN's own MSE. */
 export const IMAGE_MAX_BITS = 6;
 
 export interface QuantizedQuery {
-  /** n x p int8, row-major. */
+  /** n x p int8 in [-QUERY_MAX, QUERY_MAX], row-major. */
   q8: Int8Array;
   /** n scales: rotated_ik ~= q8_ik * qscale_i. */
   qscale: Float32Array;
@@ -27,7 +57,7 @@ export interface QuantizedQuery {
   p: number;
 }
 
-/** Symmetric per-token int8 quantisation of a rotated query. Shape: n x p -> n x p int8 + n scales. */
+/** Symmetric per-token quantisation of a rotated query to [-QUERY_MAX, QUERY_MAX]. Shape: n x p -> n x p int8 + n scales. */
 export function quantizeRotatedQuery(query: RotatedQuery, p: number): QuantizedQuery {
   const { n, rotated, offsets } = query;
   const q8 = new Int8Array(n * p);
@@ -35,9 +65,9 @@ export function quantizeRotatedQuery(query: RotatedQuery, p: number): QuantizedQ
   for (let i = 0; i < n; i++) {
     let max = 0;
     for (let k = 0; k < p; k++) max = Math.max(max, Math.abs(rotated[i * p + k]));
-    const s = max > 0 ? max / 127 : 1;
+    const s = max > 0 ? max / QUERY_MAX : 1;
     qscale[i] = s;
-    for (let k = 0; k < p; k++) q8[i * p + k] = Math.max(-127, Math.min(127, Math.round(rotated[i * p + k] / s)));
+    for (let k = 0; k < p; k++) q8[i * p + k] = Math.max(-QUERY_MAX, Math.min(QUERY_MAX, Math.round(rotated[i * p + k] / s)));
   }
   return { q8, qscale, offsets, n, p };
 }

@@ -1,5 +1,5 @@
 import * as ort from 'onnxruntime-node';
-import { IMAGE_ZERO_POINT } from '@lateral/codec';
+import { IMAGE_ZERO_POINT, QUERY_ZERO_POINT } from '@lateral/codec';
 import { GraphBuilder, encodeModel, makeModel, makeTensor, makeValueInfo } from '@lateral/model';
 
 /** Query token columns per GEMM (queries are never split across blocks). */
@@ -50,7 +50,8 @@ export async function createMaxsimSession(kind: 'fp32' | 'int8', padded: boolean
     inputs.push(makeValueInfo('image', 'UINT8', ['T', 'p']), makeValueInfo('query_t', 'INT8', ['p', 'N']), makeValueInfo('scales', 'FLOAT', ['T', 1]));
   } else {
     const one = g.constant(makeTensor('query_scale', [], Float32Array.of(1)));
-    const zp = g.constant(makeTensor('query_zero_point', [], Uint8Array.of(IMAGE_ZERO_POINT)));
+    // The query is the u8 operand here (raw q8 + 64 in 1..127, see rotated-image.ts "Operand ranges").
+    const zp = g.constant(makeTensor('query_zero_point', [], Uint8Array.of(QUERY_ZERO_POINT)));
     const y = g.op('MatMulIntegerToFloat', ['query_u8', 'image_t', one, 'scales', zp], {}, undefined, 'com.microsoft');
     s = g.op('Reshape', [y, 'shape']); // [N, C, L]
     inputs.push(makeValueInfo('query_u8', 'UINT8', ['N', 'p']), makeValueInfo('image_t', 'INT8', ['p', 'R']), makeValueInfo('scales', 'FLOAT', ['R']), makeValueInfo('shape', 'INT64', [3]));

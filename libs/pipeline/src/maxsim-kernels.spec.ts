@@ -1,5 +1,6 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createCodec, quantizeRotatedQuery, scoreImage, type EdenCodec } from '@lateral/codec';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import * as ort from 'onnxruntime-node';
+import { createCodec, PAIR_SUM_LIMIT, quantizeRotatedQuery, scoreImage, worstPairSum, type EdenCodec } from '@lateral/codec';
 import { maxsim, maxsimOfSimilarities } from '@lateral/scoring';
 import { mulberry32 } from '@lateral/shared';
 import { GemmMaxsim } from './gemm-maxsim';
@@ -43,10 +44,8 @@ describe('ONNX MaxSim kernels', () => {
     );
   });
 
-  it.each([
-    ['few', few],
-    ['many', many],
-  ])('RotatedMaxsim equals the integer reference (scoreImage) on a permuted subset of rows (%s query columns)', async (_, queries) => {
+  /** The test documents EDEN-coded (4 bits, token layout) and expanded to the int8 rotated image. */
+  function imageSet(): { set: RotatedImageSet; codec: EdenCodec; seed: bigint } {
     const codec = createCodec({ kind: 'eden', bits: 4, layout: 'token', norms: 'fp32', sideInfo: false }) as EdenCodec;
     const seed = 11n;
     const keys = lengths.map((_, i) => ({ docId: `d${i}`, seed }));
@@ -62,7 +61,15 @@ describe('ONNX MaxSim kernels', () => {
       co += b.codes;
       no += b.norms;
     });
-    const set: RotatedImageSet = { codec, seed, dims: d, p, image, scales, offsets };
+    return { set: { codec, seed, dims: d, p, image, scales, offsets }, codec, seed };
+  }
+
+  it.each([
+    ['few', few],
+    ['many', many],
+  ])('RotatedMaxsim equals the integer reference (scoreImage) on a permuted subset of rows (%s query columns)', async (_, queries) => {
+    const { set, codec, seed } = imageSet();
+    const { p, image, scales } = set;
     const rows = [9, 1, 4, 0, 11, 7, 2];
     const out = await rotated.score(queries, set, rows, { normalize: true });
     queries.forEach((q, qi) => {
@@ -74,5 +81,37 @@ describe('ONNX MaxSim kernels', () => {
         expect(out[qi][c]).toBeCloseTo(maxsimOfSimilarities(S, q.length, m, { normalize: true }), 4);
       });
     });
+  });
+
+  /**
+   * Independent of the CPU the suite runs on: every u8 x s8 GEMM the scorer hands ONNX Runtime is
+   * captured, and its operands must be such that no pair of products can leave a signed 16-bit
+   * lane (what vpmaddubsw does on CPUs without VNNI). A CPU with VNNI computes the right scores
+   * from wider operands too, so the equality test above cannot catch this there; this one can.
+   */
+  it.each([
+    ['few', few],
+    ['many', many],
+  ])('RotatedMaxsim feeds integer GEMMs operands whose pair sums fit 16 bits (%s query columns)', async (_, queries) => {
+    const { set } = imageSet();
+    const seen: { u8Max: number; s8Max: number }[] = [];
+    const absMax = (a: Int8Array) => a.reduce((m, v) => Math.max(m, Math.abs(v)), 0);
+    const max = (a: Uint8Array) => a.reduce((m, v) => Math.max(m, v), 0);
+    // Sessions are instances of the class behind ort.InferenceSession (typed as a factory only).
+    const proto = (ort.InferenceSession as unknown as { prototype: ort.InferenceSession }).prototype;
+    const original = proto.run;
+    const spy = vi.spyOn(proto, 'run').mockImplementation(function (this: ort.InferenceSession, feeds: ort.InferenceSession.FeedsType, ...rest: unknown[]) {
+      const f = feeds as Record<string, ort.Tensor>;
+      if (f.image && f.query_t) seen.push({ u8Max: max(f.image.data as Uint8Array), s8Max: absMax(f.query_t.data as Int8Array) });
+      if (f.query_u8 && f.image_t) seen.push({ u8Max: max(f.query_u8.data as Uint8Array), s8Max: absMax(f.image_t.data as Int8Array) });
+      return (original as (...a: unknown[]) => ReturnType<typeof original>).call(this, feeds, ...rest);
+    });
+    try {
+      await rotated.score(queries, set, [9, 1, 4, 0, 11, 7, 2]);
+    } finally {
+      spy.mockRestore();
+    }
+    expect(seen.length).toBeGreaterThan(0);
+    for (const s of seen) expect(worstPairSum(s.u8Max, s.s8Max)).toBeLessThanOrEqual(PAIR_SUM_LIMIT);
   });
 });

@@ -1,5 +1,5 @@
 import * as ort from 'onnxruntime-node';
-import { IMAGE_ZERO_POINT, quantizeRotatedQuery, type EdenCodec } from '@lateral/codec';
+import { IMAGE_ZERO_POINT, QUERY_ZERO_POINT, quantizeRotatedQuery, type EdenCodec } from '@lateral/codec';
 import { columnLayout, createMaxsimSession, type ColumnLayout, forEachRowChunk, padByIndex, permuteRows, rowPlan, sumColumns, type QueryTokens } from './gemm-maxsim';
 
 /**
@@ -24,9 +24,9 @@ export interface RotatedImageSet {
 
 /**
  * MaxSim of many queries against candidates of a RotatedImageSet, in ONNX Runtime: queries are
- * rotated once (H Dg P q) and quantised to int8 per token. A few query columns: the candidates'
+ * rotated once (H Dg P q) and quantised to 7 bits per token. A few query columns: the candidates'
  * image rows (copied to be contiguous unless they are the whole set in order) times the query,
- * MatMulInteger (u8 with zero point 128 x s8) -> Cast -> x token scales -> Gather per candidate ->
+ * MatMulInteger (u8 with zero point 128 x s8 in [-63, 63]) -> Cast -> x token scales -> Gather per candidate ->
  * ReduceMax. Many columns: length-sorted candidates in padded blocks, transposed to int8, and
  * MatMulIntegerToFloat with the token scales as its per-column scale (createMaxsimSession).
  * JavaScript multiplies each column by its query scale and adds the query token's mean offset.
@@ -124,12 +124,13 @@ function transposedBlock(image: Uint8Array, index: Int32Array, p: number): Int8A
 }
 
 /**
- * Rotated, int8-quantised query columns in the layout's blocks of whole queries, with per-column
- * scale and offset: [p, N] int8 for the unpadded graph, or [N, p] uint8 (+128) for the padded one.
+ * Rotated, 7-bit quantised query columns in the layout's blocks of whole queries, with per-column
+ * scale and offset: [p, N] int8 for the unpadded graph, or [N, p] uint8 (+64) for the padded one
+ * (ranges that no 16-bit pair sum can overflow: rotated-image.ts, "Operand ranges").
  */
-function queryBlocks(queries: QueryTokens[], set: RotatedImageSet, layout: ColumnLayout[], padded: boolean) {
+export function queryBlocks(queries: QueryTokens[], set: RotatedImageSet, layout: ColumnLayout[], padded: boolean) {
   const { p, dims } = set;
-  const zp = IMAGE_ZERO_POINT;
+  const zp = QUERY_ZERO_POINT;
   return layout.map((l) => {
     const { members, N, colStart } = l;
     const q8 = padded ? new Uint8Array(N * p) : new Int8Array(p * N);
