@@ -1,8 +1,10 @@
+import { AsyncLocalStorage } from 'node:async_hooks';
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { mkdirSync } from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
 import { Redis } from 'ioredis';
+import type { S3rverInstance, S3rverMiddleware } from 's3rver';
 import type { Logger } from './logger';
 
 /** Finds a free TCP port on 127.0.0.1 by binding port 0. */
@@ -103,8 +105,148 @@ export async function startEmbeddedS3(opts: { dir: string; bucket: string; acces
     configureBuckets: [{ name: opts.bucket, configs: [] }],
     allowMismatchedSignatures: false,
   });
+  await addConditionalWrites(server);
+  await fixListV2Pagination();
   await server.run();
   const endpoint = `http://127.0.0.1:${port}`;
   opts.logger?.info(`started in-process S3 server on ${endpoint} (folder ${opts.dir})`);
   return { endpoint, stop: () => server.close() };
+}
+
+/** What a conditional write request asked for, visible to the store calls made while serving it. */
+const conditionalWrite = new AsyncLocalStorage<{ ifNoneMatch: boolean }>();
+
+/**
+ * Gives s3rver (3.x ignores the header) S3's conditional-write semantics for `If-None-Match: *` on
+ * PutObject, CopyObject and CompleteMultipartUpload: the write is refused with 412
+ * PreconditionFailed when the key already holds an object.
+ *
+ * - A Koa middleware, put right after s3rver's vhost rewrite (so the path is `/bucket/key` for
+ *   path-style and virtual-host requests alike) and before its router, takes a per-key lock for
+ *   such a request and runs the rest of the request inside an AsyncLocalStorage context.
+ * - The store's putObject/copyObject check, inside that context, whether the key exists, and throw
+ *   s3rver's own S3Error (its onerror renders the S3 XML body) instead of writing. The check thus
+ *   runs where S3 runs it: after authentication and the bucket check, at the moment of the write.
+ *
+ * The lock is a per-key promise chain in this process, held until s3rver's handler has returned
+ * (object and metadata written, or the request refused): this one
+ * process serialises check-then-write for conditional writers, so of N concurrent
+ * `If-None-Match: *` PUTs of a new key exactly one writes. It does not serialise against
+ * unconditional PUTs (as on S3, a plain PUT just overwrites) nor against another process writing
+ * the same folder. `If-Match` and any other `If-None-Match` value on a write answer 501
+ * NotImplemented instead of being ignored silently.
+ */
+async function addConditionalWrites(server: S3rverInstance): Promise<void> {
+  const { default: S3Error } = await import('s3rver/lib/models/error');
+  const store = server.store;
+  const putObject = store.putObject.bind(store);
+  const copyObject = store.copyObject.bind(store);
+  const refuseIfPresent = async (bucket: string, key: string) => {
+    if (conditionalWrite.getStore()?.ifNoneMatch && (await store.existsObject(bucket, key))) {
+      throw new S3Error('PreconditionFailed', 'At least one of the pre-conditions you specified did not hold', { Condition: 'If-None-Match' });
+    }
+  };
+  store.putObject = async (object) => {
+    await refuseIfPresent(object.bucket, object.key);
+    return putObject(object);
+  };
+  store.copyObject = async (srcBucket, srcKey, destBucket, destKey, replacementMetadata) => {
+    await refuseIfPresent(destBucket, destKey);
+    return copyObject(srcBucket, srcKey, destBucket, destKey, replacementMetadata);
+  };
+
+  const tails = new Map<string, Promise<void>>();
+  const middleware: S3rverMiddleware = async (ctx, next) => {
+    const ifNoneMatch = ctx.get('if-none-match');
+    const ifMatch = ctx.get('if-match');
+    const objectPath = /^\/[^/]+\/./.test(ctx.path);
+    if (!objectPath || (ctx.method !== 'PUT' && ctx.method !== 'POST') || (!ifNoneMatch && !ifMatch)) return next();
+    if (ifMatch || ifNoneMatch.trim() !== '*') {
+      throw new S3Error('NotImplemented', 'A header you provided implies functionality that is not implemented', { Header: ifMatch ? 'If-Match' : 'If-None-Match' });
+    }
+    let lockKey: string;
+    try {
+      lockKey = decodeURIComponent(ctx.path);
+    } catch {
+      lockKey = ctx.path;
+    }
+    const previous = tails.get(lockKey) ?? Promise.resolve();
+    let release!: () => void;
+    const mine = new Promise<void>((resolve) => (release = resolve));
+    const tail = previous.then(() => mine);
+    tails.set(lockKey, tail);
+    await previous;
+    try {
+      await conditionalWrite.run({ ifNoneMatch: true }, next);
+    } finally {
+      release();
+      if (tails.get(lockKey) === tail) tails.delete(lockKey);
+    }
+  };
+  const vhost = server.middleware.findIndex((fn) => fn.name === 'vhost');
+  if (vhost < 0) throw new Error('s3rver: vhost middleware not found; cannot add If-None-Match support (s3rver version changed?)');
+  server.middleware.splice(vhost + 1, 0, middleware);
+}
+
+const PAGINATION_FIXED = Symbol.for('lateral.s3rver.listV2Pagination');
+const TOKEN_TAG = 'lateral1:';
+
+/**
+ * s3rver 3.7 encrypts ListObjectsV2 continuation tokens with DES, which OpenSSL 3 (Node >= 17) no
+ * longer offers: every truncated V2 listing (more keys than max-keys, 1000 by default) and every
+ * request carrying a continuation token answers 500. This wraps s3rver's bucket controller (the
+ * router looks `getBucket` up on the module's exports at each request; the wrapper runs after
+ * authentication, which signs the original query) so that it never reaches the DES code: a token
+ * is `lateral1:` + the last key listed, base64, turned into `start-after` for s3rver; the listing
+ * runs with a store view that reports no truncation, and the answer gets IsTruncated and our
+ * NextContinuationToken back. Patches the module once per process; every embedded server shares it.
+ */
+async function fixListV2Pagination(): Promise<void> {
+  const { default: bucketCtrl } = await import('s3rver/lib/controllers/bucket');
+  const { default: S3Error } = await import('s3rver/lib/models/error');
+  const patched = bucketCtrl as typeof bucketCtrl & { [PAGINATION_FIXED]?: true };
+  if (patched[PAGINATION_FIXED]) return;
+  const getBucket = bucketCtrl.getBucket;
+  bucketCtrl.getBucket = async (ctx) => {
+    if (ctx.query['list-type'] !== '2') return getBucket(ctx);
+    const bucket = ctx.params.bucket;
+    const token = ctx.query['continuation-token'];
+    if (token) {
+      const decoded = Buffer.from(token, 'base64').toString('utf8');
+      const prefix = `${TOKEN_TAG}${bucket}/`;
+      if (!decoded.startsWith(prefix)) {
+        throw new S3Error('InvalidArgument', 'The continuation token provided is incorrect', { ArgumentName: 'continuation-token' });
+      }
+      const rest = { ...ctx.query };
+      delete rest['continuation-token'];
+      ctx.query = { ...rest, 'start-after': decoded.slice(prefix.length) };
+    }
+    const store = ctx.store;
+    let lastKey: string | undefined;
+    ctx.store = Object.create(store, {
+      listObjects: {
+        value: async (b: string, options: unknown) => {
+          const result = await store.listObjects(b, options);
+          lastKey = result.isTruncated ? result.objects.at(-1)?.key : undefined;
+          return { ...result, isTruncated: false };
+        },
+      },
+    }) as typeof store;
+    try {
+      await getBucket(ctx);
+    } finally {
+      delete (ctx as { store?: unknown }).store;
+    }
+    const out = (ctx.body as { ListBucketResult?: Record<string, unknown> } | undefined)?.ListBucketResult;
+    if (!out) return;
+    if (token) {
+      out.StartAfter = undefined;
+      out.ContinuationToken = token;
+    }
+    if (lastKey !== undefined) {
+      out.IsTruncated = true;
+      out.NextContinuationToken = Buffer.from(`${TOKEN_TAG}${bucket}/${lastKey}`, 'utf8').toString('base64');
+    }
+  };
+  patched[PAGINATION_FIXED] = true;
 }

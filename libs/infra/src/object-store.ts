@@ -3,6 +3,7 @@ import {
   DeleteObjectsCommand,
   GetObjectCommand,
   HeadBucketCommand,
+  HeadObjectCommand,
   ListObjectsV2Command,
   NoSuchKey,
   PutObjectCommand,
@@ -72,6 +73,85 @@ export class ObjectStore {
     await this.put(key, JSON.stringify(value), 'application/json');
   }
 
+  /**
+   * Compare-and-swap create: writes the object only if the key holds none (`If-None-Match: *`).
+   * Returns true when this call wrote it, false when the key already existed or a concurrent
+   * conditional writer of the same key won (412 PreconditionFailed, or 409
+   * ConditionalRequestConflict while another conditional write of the key is in flight). Of N
+   * concurrent callers on a new key exactly one gets true. Any other failure throws as `put` does.
+   *
+   * The SDK retries transient failures (maxAttempts 3): when the first attempt was written but its
+   * answer was lost, the retry gets 412 for our own object. So a 412 after more than one attempt
+   * reads the object back and returns true when it holds exactly these bytes (a writer with
+   * identical bytes is then indistinguishable from us, which for content such as a manifest is the
+   * same outcome).
+   */
+  async putIfAbsent(key: string, body: Uint8Array | string, contentType = 'application/octet-stream'): Promise<boolean> {
+    try {
+      await this.client.send(new PutObjectCommand({ Bucket: this.bucket, Key: key, Body: body, ContentType: contentType, IfNoneMatch: '*' }));
+      return true;
+    } catch (err) {
+      const status = httpStatus(err);
+      const name = (err as Error).name;
+      if (status === 409 || name === 'ConditionalRequestConflict') return false;
+      if (status === 412 || name === 'PreconditionFailed') {
+        const attempts = (err as { $metadata?: { attempts?: number } }).$metadata?.attempts ?? 1;
+        if (attempts <= 1) return false;
+        const stored = await this.get(key);
+        return stored !== null && Buffer.from(stored).equals(typeof body === 'string' ? Buffer.from(body, 'utf8') : Buffer.from(body.buffer, body.byteOffset, body.byteLength));
+      }
+      throw wrapError(`writing s3://${this.bucket}/${key} (if absent)`, err);
+    }
+  }
+
+  /** `putIfAbsent` of a JSON document. */
+  async putJsonIfAbsent(key: string, value: unknown): Promise<boolean> {
+    return this.putIfAbsent(key, JSON.stringify(value), 'application/json');
+  }
+
+  /** Whether an object exists under the key (HeadObject). */
+  async exists(key: string): Promise<boolean> {
+    try {
+      await this.client.send(new HeadObjectCommand({ Bucket: this.bucket, Key: key }));
+      return true;
+    } catch (err) {
+      if (httpStatus(err) === 404 || (err as Error).name === 'NotFound' || (err as Error).name === 'NoSuchKey') return false;
+      throw wrapError(`checking s3://${this.bucket}/${key}`, err);
+    }
+  }
+
+  /**
+   * The greatest key under the prefix in S3's order (UTF-8 bytes), or null when there is none. With
+   * zero-padded names (manifests) that is the highest generation. S3 lists in ascending order, so
+   * this is the last key of the last page; the maximum is taken over every page anyway, because
+   * s3rver lists in its folder walk's order, which differs from S3's for keys of unequal length.
+   * Reads every page: O(keys under the prefix). `pageSize` sets MaxKeys (tests use a small one).
+   */
+  async latestKey(prefix: string, opts: { pageSize?: number } = {}): Promise<string | null> {
+    let best: string | null = null;
+    let bestBytes: Buffer | null = null;
+    let token: string | undefined;
+    try {
+      do {
+        const page = await this.client.send(
+          new ListObjectsV2Command({ Bucket: this.bucket, Prefix: prefix, ContinuationToken: token, MaxKeys: opts.pageSize }),
+        );
+        for (const o of page.Contents ?? []) {
+          if (!o.Key) continue;
+          const bytes = Buffer.from(o.Key, 'utf8');
+          if (bestBytes === null || Buffer.compare(bytes, bestBytes) > 0) {
+            best = o.Key;
+            bestBytes = bytes;
+          }
+        }
+        token = page.IsTruncated ? page.NextContinuationToken : undefined;
+      } while (token);
+    } catch (err) {
+      throw wrapError(`listing s3://${this.bucket}/${prefix}`, err);
+    }
+    return best;
+  }
+
   /** Returns the object's bytes, or null when it does not exist. */
   async get(key: string): Promise<Uint8Array | null> {
     try {
@@ -111,4 +191,8 @@ export class ObjectStore {
   destroy(): void {
     this.client.destroy();
   }
+}
+
+function httpStatus(err: unknown): number | undefined {
+  return (err as { $metadata?: { httpStatusCode?: number } }).$metadata?.httpStatusCode;
 }
