@@ -11,7 +11,7 @@ export default defineConfig({
       '@lateral/codec': lib('codec'),
       '@lateral/model': lib('model'),
       '@lateral/infra': lib('infra'),
-      '@lateral/scoring-runtime': lib('scoring-runtime'),
+      '@lateral/kernels': lib('kernels'),
       '@lateral/pipeline': lib('pipeline'),
       '@lateral/http-api': lib('http-api'),
     },

@@ -20,7 +20,7 @@ import { pathToFileURL } from 'node:url';
 import { LITE_DEFAULT, LITE_SMALL, type LiteWeights } from '../libs/scoring/src/index';
 import {
   knrmWeightsFromJson, liteWeightsFromBinary, liteWeightsFromJson, randomKnrmWeights, randomLiteWeights, writeKnrmArtifact, writeLiteArtifact,
-} from '../libs/scoring-runtime/src/index';
+} from '../libs/kernels/src/index';
 
 export interface WriteArtifactArgs {
   kind: 'lite' | 'knrm';

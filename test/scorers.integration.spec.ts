@@ -7,7 +7,7 @@ import { getEncoder, type EncodedText } from '@lateral/model';
 import { LITE_SMALL, knrm, liteReference, maxsim, maxsimTopK, meanPool, mebert, negationWeights, signedMaxsim, hybridLinear } from '@lateral/scoring';
 import type { z } from 'zod';
 import type { ScorerSchema } from '@lateral/shared';
-import { randomKnrmWeights, randomLiteWeights, writeKnrmArtifact, writeLiteArtifact } from '@lateral/scoring-runtime';
+import { randomKnrmWeights, randomLiteWeights, writeKnrmArtifact, writeLiteArtifact } from '@lateral/kernels';
 import { startServer, type Server } from '../apps/all-in-one/src/server';
 import { loadCranfield } from '../scripts/lib/cranfield';
 import { http, testConfig, until } from './helpers';

@@ -22,7 +22,7 @@ import { spawnSync } from 'node:child_process';
 import { resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { maxsim, maxsimBatch, maxsimOfSimilarities, xtrAggregate, LITE_DEFAULT, LITE_SMALL, type XtrRetrieved } from '../../libs/scoring/src/index';
-import { buildMaxsimModel, createScorerSession, OnnxLite, OnnxMaxsim, randomLiteWeights, seededUniform } from '../../libs/scoring-runtime/src/index';
+import { buildMaxsimModel, createScorerSession, OnnxLite, OnnxMaxsim, randomLiteWeights, seededUniform } from '../../libs/kernels/src/index';
 import { createCodec, lloydMax, type EdenCodec } from '../../libs/codec/src/index';
 import { GemmMaxsim, RotatedMaxsim, type RotatedImageSet } from '../../libs/pipeline/src/index';
 import { floatTensor, GraphBuilder, int64Tensor, makeModel, makeValueInfo } from '../lib/onnx-graph';

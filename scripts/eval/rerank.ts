@@ -20,7 +20,7 @@ import { pathToFileURL } from 'node:url';
 import {
   dense, hybridLinear, maxsim, maxsimTopK, meanPool, mebert, negationWeights, rrf, signedMaxsim, topK,
 } from '../../libs/scoring/src/index';
-import { OnnxLite } from '../../libs/scoring-runtime/src/index';
+import { OnnxLite } from '../../libs/kernels/src/index';
 import { TokenEncoder, type EncodedText } from '../../libs/model/src/index';
 
 /** The shared test collections sit beside the repository (`../shared/`). */

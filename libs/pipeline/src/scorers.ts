@@ -15,7 +15,7 @@ import {
   type LiteFlatWeights,
   type XtrRetrieved,
 } from '@lateral/scoring';
-import { OnnxKnrm, OnnxLite } from '@lateral/scoring-runtime';
+import { OnnxKnrm, OnnxLite } from '@lateral/kernels';
 import type { EncodedText, TokenEncoder } from '@lateral/model';
 import type { CollectionView } from './collection-view';
 import { GemmMaxsim } from './gemm-maxsim';

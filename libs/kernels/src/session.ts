@@ -23,7 +23,7 @@ export async function createScorerSession(model: ModelProto | Uint8Array | strin
     return typeof source === 'string' ? await ort.InferenceSession.create(source, options) : await ort.InferenceSession.create(source, options);
   } catch (err) {
     const what = typeof source === 'string' ? source : `in-memory model (${source.byteLength} bytes)`;
-    throw new Error(`scoring-runtime: ONNX Runtime cannot load ${what}: ${err instanceof Error ? err.message : String(err)}`);
+    throw new Error(`kernels: ONNX Runtime cannot load ${what}: ${err instanceof Error ? err.message : String(err)}`);
   }
 }
 
