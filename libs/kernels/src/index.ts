@@ -7,3 +7,5 @@ export {
   seededUniform, randomLiteWeights, randomKnrmWeights, writeLiteArtifact, writeKnrmArtifact, readLiteArtifact,
   liteWeightsFromJson, liteWeightsFromBinary, knrmWeightsFromJson,
 } from './artifact';
+export { GemmMaxsim, createMaxsimSession, columnLayout, type ColumnLayout, type QueryTokens } from './gemm-maxsim';
+export { RotatedMaxsim, type RotatedImageSet } from './rotated-maxsim';

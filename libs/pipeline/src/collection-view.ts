@@ -2,7 +2,7 @@ import { IMAGE_MAX_BITS, codecFromDescriptor, readSegment, type CodecArtifact, t
 import type { CollectionManifest } from '@lateral/shared';
 import type { ObjectStore } from '@lateral/infra';
 import type { CodecArtifacts } from './codec-artifacts';
-import type { RotatedImageSet } from './rotated-maxsim';
+import type { RotatedImageSet } from '@lateral/kernels';
 import type { SideInfoProvider } from './static-embeddings';
 
 /**

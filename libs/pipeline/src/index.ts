@@ -9,6 +9,4 @@ export * from './static-embeddings';
 export * from './rerank.processor';
 export * from './runtime';
 export * from './worker-main';
-export * from './gemm-maxsim';
 export * from './scorers';
-export * from './rotated-maxsim';

@@ -15,11 +15,9 @@ import {
   type LiteFlatWeights,
   type XtrRetrieved,
 } from '@lateral/scoring';
-import { OnnxKnrm, OnnxLite } from '@lateral/kernels';
+import { GemmMaxsim, OnnxKnrm, OnnxLite, RotatedMaxsim } from '@lateral/kernels';
 import type { EncodedText, TokenEncoder } from '@lateral/model';
 import type { CollectionView } from './collection-view';
-import { GemmMaxsim } from './gemm-maxsim';
-import { RotatedMaxsim } from './rotated-maxsim';
 
 /** Where a scorer's artifact lives: `<SCORERS_DIR>/<artifact>.onnx` (`.json` for lite-flat). */
 export function artifactPath(scorersDir: string, spec: ScorerSpec): string | null {
