@@ -21,9 +21,21 @@ export default [
           banTransitiveDependencies: false,
           depConstraints: [
             { sourceTag: 'type:app', onlyDependOnLibsWithTags: ['type:lib'] },
+            // contracts and pure math: no I/O, no framework, no ONNX Runtime
             { sourceTag: 'scope:contract', onlyDependOnLibsWithTags: ['scope:contract'], bannedExternalImports: heavy },
             { sourceTag: 'scope:math', onlyDependOnLibsWithTags: ['scope:contract', 'scope:math'], bannedExternalImports: heavy },
-            { sourceTag: 'scope:adapter', onlyDependOnLibsWithTags: ['scope:contract', 'scope:math', 'scope:adapter'] },
+            // S3, Redis, queues, repositories, embedded services: no ONNX Runtime, no HTTP framework
+            { sourceTag: 'scope:io', onlyDependOnLibsWithTags: ['scope:contract', 'scope:math'], bannedExternalImports: ['onnxruntime-node', 'onnxruntime-common', '@nestjs/*', 'express'] },
+            // model directories, tokenizer, encoder (ONNX Runtime)
+            { sourceTag: 'scope:model', onlyDependOnLibsWithTags: ['scope:contract', 'scope:math', 'scope:io'], bannedExternalImports: ['bullmq', '@aws-sdk/*', '@nestjs/*', 'express', 's3rver'] },
+            // production ONNX kernels: graphs and sessions, no queues, S3 or HTTP
+            { sourceTag: 'scope:kernels', onlyDependOnLibsWithTags: ['scope:contract', 'scope:math', 'scope:model'], bannedExternalImports: ['bullmq', 'ioredis', '@aws-sdk/*', '@nestjs/*', 'express', 's3rver'] },
+            // the processors
+            { sourceTag: 'scope:pipeline', onlyDependOnLibsWithTags: ['scope:contract', 'scope:math', 'scope:io', 'scope:model', 'scope:kernels'], bannedExternalImports: ['@nestjs/*', 'express'] },
+            // the HTTP API never loads ONNX Runtime: no pipeline, kernels or model
+            { sourceTag: 'scope:api', onlyDependOnLibsWithTags: ['scope:contract', 'scope:math', 'scope:io'], bannedExternalImports: ['onnxruntime-node', 'onnxruntime-common'] },
+            // the worker composition root wires processors to queues
+            { sourceTag: 'scope:composition', onlyDependOnLibsWithTags: ['scope:contract', 'scope:math', 'scope:io', 'scope:model', 'scope:kernels', 'scope:pipeline'] },
           ],
         },
       ],

@@ -14,10 +14,11 @@ export default defineConfig({
       '@lateral/kernels': lib('kernels'),
       '@lateral/pipeline': lib('pipeline'),
       '@lateral/http-api': lib('http-api'),
+      '@lateral/workers': lib('workers'),
     },
   },
   test: {
-    include: ['apps/**/*.spec.ts', 'libs/**/*.spec.ts', 'test/**/*.spec.ts'],
+    include: ['apps/**/*.spec.ts', 'libs/**/*.spec.ts', 'scripts/**/*.spec.ts', 'test/**/*.spec.ts'],
     testTimeout: 60_000,
     hookTimeout: 120_000,
     pool: 'forks',

@@ -4,7 +4,7 @@
  * ConfigSchema knows, the values each process gets parse, and the few infrastructure settings
  * the service depends on (GPU reservation, Redis noeviction + AOF, KEDA list names) are there.
  */
-import { HANDLED_QUEUES } from '@lateral/pipeline';
+import { HANDLED_QUEUES } from '@lateral/workers';
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { describe, expect, it } from 'vitest';
@@ -116,7 +116,7 @@ describe('docker-compose.yml', () => {
     expect(enc.WORKER_QUEUES).toEqual(['encode', 'compress']);
     expect(enc.ORT_EXECUTION_PROVIDER).toBe('cuda');
     const sc = cfg('scorer-worker');
-    expect(sc.WORKER_QUEUES).toEqual(['index', 'rerank']);
+    expect(sc.WORKER_QUEUES).toEqual(['commit', 'rerank']);
     expect(sc.ORT_EXECUTION_PROVIDER).toBe('cpu');
     // Every queue this build has a processor for is worked by some pool, and no pool asks for a
     // queue without one (WorkerHost would refuse to start).
@@ -290,7 +290,7 @@ describe('infra/k8s', () => {
     const c = deploymentConfig(dep);
     expect(c.ORT_EXECUTION_PROVIDER).toBe('cuda');
     expect(c.WORKER_QUEUES).toEqual(['encode', 'compress']);
-    expect(deploymentConfig(deployments.find((d) => d.metadata.name === 'lateral-scorer-worker')!).WORKER_QUEUES).toEqual(['index', 'rerank']);
+    expect(deploymentConfig(deployments.find((d) => d.metadata.name === 'lateral-scorer-worker')!).WORKER_QUEUES).toEqual(['commit', 'rerank']);
   });
 
   it('KEDA ScaledObjects scale each worker pool on <REDIS_PREFIX>:<queue>:wait of every queue it works', () => {

@@ -1,7 +1,7 @@
 import type { NestExpressApplication } from '@nestjs/platform-express';
 import { QueueName, type Config } from '@lateral/shared';
-import { createLogger, type WorkerHost } from '@lateral/infra';
-import { createRuntime, resolveServices, startWorkers, type Runtime } from '@lateral/pipeline';
+import { createLogger, createRuntime, resolveServices, type Runtime, type WorkerHost } from '@lateral/infra';
+import { HANDLED_QUEUES, startWorkers } from '@lateral/workers';
 import { closeApi, createApiApp } from '@lateral/http-api';
 
 export interface Server {
@@ -20,7 +20,7 @@ export async function startServer(config: Config, opts: { queues?: QueueName[]; 
   const logger = createLogger(opts.quiet ? 'warn' : config.LOG_LEVEL, 'lateral');
   const services = await resolveServices(config, logger);
   const runtime = await createRuntime(config, services, logger);
-  const workers = startWorkers(runtime, opts.queues ?? [QueueName.encode, QueueName.compress, QueueName.index, QueueName.rerank]);
+  const workers = startWorkers(runtime, opts.queues ?? HANDLED_QUEUES);
   const app = await createApiApp(runtime);
   await app.listen(config.PORT, config.HOST);
   const addr = app.getHttpServer().address() as { port: number };

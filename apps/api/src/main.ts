@@ -1,6 +1,5 @@
 import { loadConfig } from '@lateral/shared';
-import { createLogger, runMain, stopOnSignal } from '@lateral/infra';
-import { createRuntime, requireServices } from '@lateral/pipeline';
+import { createLogger, createRuntime, requireServices, runMain, stopOnSignal } from '@lateral/infra';
 import { closeApi, createApiApp } from '@lateral/http-api';
 
 /** The API process alone: needs REDIS_URL and S3 (S3_ENDPOINT or AWS); runs no workers. */

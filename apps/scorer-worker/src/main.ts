@@ -1,6 +1,6 @@
 import { QueueName } from '@lateral/shared';
 import { runMain } from '@lateral/infra';
-import { runWorkerApp } from '@lateral/pipeline';
+import { runWorkerApp } from '@lateral/workers';
 
-/** Index commits and re-ranking (CPU pool); encodes queries itself. */
-runMain(() => runWorkerApp('scorer-worker', [QueueName.index, QueueName.rerank]));
+/** Commits and re-ranking (CPU pool); encodes queries itself. */
+runMain(() => runWorkerApp('scorer-worker', [QueueName.commit, QueueName.rerank]));

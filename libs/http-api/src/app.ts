@@ -3,7 +3,7 @@ import { Module, type DynamicModule } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import type { NestExpressApplication } from '@nestjs/platform-express';
 import { SwaggerModule, type OpenAPIObject } from '@nestjs/swagger';
-import type { Runtime } from '@lateral/pipeline';
+import type { Runtime } from '@lateral/infra';
 import { CollectionsController, HealthController, RerankController } from './controllers';
 import { CollectionsService } from './collections.service';
 import { HttpErrorsFilter } from './http-errors.filter';

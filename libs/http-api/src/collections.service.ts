@@ -11,11 +11,13 @@ import {
   ValidationError,
   jobIds,
   s3Keys,
+  toNdjson,
   type Collection,
   type CodecSettings,
   type ModelManifest,
 } from '@lateral/shared';
-import { parseDocumentsBody, toNdjson, validateDocuments, type Runtime } from '@lateral/pipeline';
+import type { Runtime } from '@lateral/infra';
+import { parseDocumentsBody, validateDocuments } from './documents';
 import { z } from 'zod';
 import { zodIssues } from './zod-issues';
 
@@ -60,6 +62,8 @@ export class CollectionsService {
     }
     this.checkPipelineCodec(req.codec, model, manifest);
     if (await this.rt.collections.get(this.tenant, req.id)) throw new ConflictError(`collection '${req.id}' already exists`);
+    // A collection deleted and created again starts over at generation 1.
+    this.rt.generations.forget(this.tenant, req.id);
     const c: Collection = {
       tenantId: this.tenant,
       id: req.id,
@@ -70,7 +74,7 @@ export class CollectionsService {
       codecVersion: 1,
       createdAt: new Date().toISOString(),
     };
-    await this.rt.collections.create(c);
+    if (!(await this.rt.collections.create(c))) throw new ConflictError(`collection '${req.id}' already exists`);
     return c;
   }
 
@@ -85,7 +89,7 @@ export class CollectionsService {
     if (!parsed.success) throw new ValidationError('invalid re-compression request', zodIssues(parsed.error));
     this.checkPipelineCodec(parsed.data.codec, collection.model, this.modelManifest(collection.model));
     if (collection.pending) throw new ConflictError(`collection '${id}' is already being re-compressed to codec v${collection.pending.codecVersion}`);
-    const manifest = await this.rt.collections.manifest(this.tenant, id);
+    const manifest = await this.rt.generations.manifest(this.tenant, id);
     if (!manifest || manifest.segments.length === 0) throw new ConflictError(`collection '${id}' has no committed segments to re-compress`);
     const codecVersion = Math.max(collection.codecVersion, ...manifest.segments.map((s) => s.codecVersion)) + 1;
     const batches = manifest.segments.map((s) => s.batchId);
@@ -144,14 +148,16 @@ export class CollectionsService {
 
   async describe(id: string) {
     const c = await this.require(id);
-    const [stats, manifest] = await Promise.all([this.rt.collections.stats(this.tenant, id), this.rt.collections.manifest(this.tenant, id)]);
+    const manifest = await this.rt.generations.manifest(this.tenant, id);
+    const stats = await this.rt.ingestions.totals(this.tenant, id, manifest, codecVersions(c));
     const bytes = manifest?.segments.reduce((s, x) => s + x.bytes, 0) ?? 0;
     const tokens = manifest?.segments.reduce((s, x) => s + x.tokens, 0) ?? 0;
     return {
       ...c,
       generation: manifest?.generation ?? 0,
       segments: manifest?.segments.length ?? 0,
-      documents: manifest?.segments.reduce((s, x) => s + x.documents, 0) ?? 0,
+      // distinct live ids (an id ingested again counts once)
+      documents: manifest?.documents ?? manifest?.segments.reduce((s, x) => s + x.documents, 0) ?? 0,
       tokens,
       segmentBytes: bytes,
       bytesPerToken: tokens ? bytes / tokens : null,
@@ -168,6 +174,7 @@ export class CollectionsService {
   async delete(id: string): Promise<void> {
     await this.require(id);
     await this.rt.collections.delete(this.tenant, id);
+    this.rt.generations.forget(this.tenant, id);
   }
 
   /**
@@ -190,7 +197,9 @@ export class CollectionsService {
       await this.rt.store.put(key, toNdjson(chunk), 'application/x-ndjson');
       batches.push({ batchId, key, documents: chunk.length });
     }
-    await this.rt.collections.startIngestion(this.tenant, collection.id, ingestionId, docs.length, batches.length);
+    // The record first: it is what the ingestion's progress is measured against.
+    const record = { ingestionId, createdAt: new Date().toISOString(), documents: docs.length, batches: batches.map((b) => ({ batchId: b.batchId, documents: b.documents })) };
+    await this.rt.ingestions.create(this.tenant, collection.id, record);
     await this.rt.queues.addBulk(
       QueueName.encode,
       batches.map((b) => ({
@@ -202,11 +211,24 @@ export class CollectionsService {
   }
 
   async ingestion(id: string, ingestionId: string) {
-    await this.require(id);
-    const s = await this.rt.collections.ingestion(this.tenant, id, ingestionId);
+    const c = await this.require(id);
+    const manifest = await this.rt.generations.manifest(this.tenant, id);
+    const s = await this.rt.ingestions.state(this.tenant, id, ingestionId, manifest, codecVersions(c));
     if (!s) throw new NotFoundError(`ingestion '${ingestionId}' not found in collection '${id}'`);
-    const accepted = Number(s.accepted);
-    const state = Number(s.indexed) >= accepted ? 'done' : Number(s.failed) > 0 ? 'failed' : 'processing';
-    return { ingestionId, collection: id, state, stages: { accepted, encoded: s.encoded, compressed: s.compressed, indexed: s.indexed, failed: s.failed }, batches: s.batches, createdAt: s.createdAt };
+    return {
+      ingestionId,
+      collection: id,
+      state: s.state,
+      stages: s.stages,
+      batches: s.record.batches.length,
+      createdAt: s.record.createdAt,
+      ...(s.failures.length ? { failures: s.failures.map((f) => ({ batchId: f.batchId, stage: f.queue, documents: f.documents, error: f.error })) } : {}),
+    };
   }
+}
+
+/** Codec versions whose segments count as compressed: every version up to a re-compression in flight. */
+function codecVersions(c: Collection): number[] {
+  const top = Math.max(c.codecVersion, c.pending?.codecVersion ?? 0);
+  return Array.from({ length: top }, (_, i) => i + 1);
 }

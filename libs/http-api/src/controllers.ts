@@ -1,7 +1,8 @@
 import { Body, Controller, Delete, Get, HttpCode, Inject, Param, Post, Query, Req, Res } from '@nestjs/common';
 import type { Request, Response } from 'express';
 import { ValidationError } from '@lateral/shared';
-import { describeJsonError, type Runtime } from '@lateral/pipeline';
+import type { Runtime } from '@lateral/infra';
+import { describeJsonError } from './documents';
 import { CollectionsService } from './collections.service';
 import { RerankService } from './rerank.service';
 import { RUNTIME } from './tokens';

@@ -10,7 +10,8 @@ import {
   type RerankResult,
 } from '@lateral/shared';
 import { createRedis } from '@lateral/infra';
-import { checkScorerArtifact, type Runtime } from '@lateral/pipeline';
+import type { Runtime } from '@lateral/infra';
+import { checkScorerArtifact } from '@lateral/shared';
 import path from 'node:path';
 import { zodIssues } from './zod-issues';
 

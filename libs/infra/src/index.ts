@@ -3,4 +3,8 @@ export * from './embedded-services';
 export * from './object-store';
 export * from './queues';
 export * from './collection.repository';
+export * from './generations.repository';
+export * from './ingestions.repository';
+export * from './codec-artifacts.repository';
 export * from './process';
+export * from './runtime';

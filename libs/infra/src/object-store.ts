@@ -1,5 +1,6 @@
 import {
   CreateBucketCommand,
+  DeleteObjectCommand,
   DeleteObjectsCommand,
   GetObjectCommand,
   HeadBucketCommand,
@@ -125,16 +126,17 @@ export class ObjectStore {
    * zero-padded names (manifests) that is the highest generation. S3 lists in ascending order, so
    * this is the last key of the last page; the maximum is taken over every page anyway, because
    * s3rver lists in its folder walk's order, which differs from S3's for keys of unequal length.
-   * Reads every page: O(keys under the prefix). `pageSize` sets MaxKeys (tests use a small one).
+   * Reads every page: O(keys under the prefix), or only the keys after `startAfter` when a caller
+   * knows a lower bound (generations only grow). `pageSize` sets MaxKeys (tests use a small one).
    */
-  async latestKey(prefix: string, opts: { pageSize?: number } = {}): Promise<string | null> {
+  async latestKey(prefix: string, opts: { pageSize?: number; startAfter?: string } = {}): Promise<string | null> {
     let best: string | null = null;
     let bestBytes: Buffer | null = null;
     let token: string | undefined;
     try {
       do {
         const page = await this.client.send(
-          new ListObjectsV2Command({ Bucket: this.bucket, Prefix: prefix, ContinuationToken: token, MaxKeys: opts.pageSize }),
+          new ListObjectsV2Command({ Bucket: this.bucket, Prefix: prefix, ContinuationToken: token, MaxKeys: opts.pageSize, StartAfter: token ? undefined : opts.startAfter }),
         );
         for (const o of page.Contents ?? []) {
           if (!o.Key) continue;
@@ -150,6 +152,30 @@ export class ObjectStore {
       throw wrapError(`listing s3://${this.bucket}/${prefix}`, err);
     }
     return best;
+  }
+
+  /** The "folders" directly under a prefix (CommonPrefixes with delimiter '/'), each ending in '/'. */
+  async listPrefixes(prefix: string): Promise<string[]> {
+    const out: string[] = [];
+    let token: string | undefined;
+    try {
+      do {
+        const page = await this.client.send(new ListObjectsV2Command({ Bucket: this.bucket, Prefix: prefix, Delimiter: '/', ContinuationToken: token }));
+        for (const p of page.CommonPrefixes ?? []) if (p.Prefix) out.push(p.Prefix);
+        token = page.IsTruncated ? page.NextContinuationToken : undefined;
+      } while (token);
+    } catch (err) {
+      throw wrapError(`listing s3://${this.bucket}/${prefix}`, err);
+    }
+    return [...new Set(out)].sort();
+  }
+
+  async delete(key: string): Promise<void> {
+    try {
+      await this.client.send(new DeleteObjectCommand({ Bucket: this.bucket, Key: key }));
+    } catch (err) {
+      throw wrapError(`deleting s3://${this.bucket}/${key}`, err);
+    }
   }
 
   /** Returns the object's bytes, or null when it does not exist. */

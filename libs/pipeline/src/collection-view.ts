@@ -1,7 +1,7 @@
 import { IMAGE_MAX_BITS, codecFromDescriptor, readSegment, type CodecArtifact, type EdenCodec, type SegmentReader } from '@lateral/codec';
 import type { CollectionManifest } from '@lateral/shared';
 import type { ObjectStore } from '@lateral/infra';
-import type { CodecArtifacts } from './codec-artifacts';
+import type { CodecArtifactRepository } from '@lateral/infra';
 import type { RotatedImageSet } from '@lateral/kernels';
 import type { SideInfoProvider } from './static-embeddings';
 
@@ -35,7 +35,7 @@ export class CollectionViewCache {
 
   constructor(
     private readonly store: ObjectStore,
-    private readonly codecs: CodecArtifacts,
+    private readonly codecs: CodecArtifactRepository,
     private readonly maxViews = 4,
     /** Static embeddings for side-information segments (undefined: the generation has none). */
     private readonly sideInfo: SideInfoProvider = async () => undefined,

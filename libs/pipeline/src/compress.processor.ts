@@ -1,8 +1,18 @@
 import { PermanentJobError, QueueName, s3Keys, type JobPayload, type JobResults } from '@lateral/shared';
 import { SegmentCorruptError, createCodec, readSegment, writeSegment } from '@lateral/codec';
 import type { StaticEmbeddings } from '@lateral/model';
-import type { PipelineContext } from './context';
+import type { CodecArtifactRepository, CollectionRepository, JobQueues, ObjectStore } from '@lateral/infra';
 import { enqueueNext } from './pipeline';
+import type { StaticEmbeddingsCache } from './static-embeddings';
+
+/** What the compress processor touches. */
+export interface CompressDeps {
+  store: Pick<ObjectStore, 'get' | 'put'>;
+  collections: Pick<CollectionRepository, 'get'>;
+  codecs: Pick<CodecArtifactRepository, 'ensure'>;
+  staticEmbeddings: Pick<StaticEmbeddingsCache, 'forCollection'>;
+  queues: Pick<JobQueues, 'add'>;
+}
 
 /** The static rows of the raw segment's tokens; a token id outside the table is a permanent error (wrong model table). */
 function lookupStatic(se: StaticEmbeddings, tokenIds: Int32Array, rawKey: string): Float32Array {
@@ -18,7 +28,7 @@ function lookupStatic(se: StaticEmbeddings, tokenIds: Int32Array, rawKey: string
  * Turns a batch's raw fp16 vectors into an immutable segment with the collection's codec.
  * The segment key carries the codec version, so a re-compression never overwrites a live segment.
  */
-export async function compressProcessor(ctx: PipelineContext, p: JobPayload<QueueName.compress>): Promise<JobResults[QueueName.compress]> {
+export async function compressProcessor(ctx: CompressDeps, p: JobPayload<QueueName.compress>): Promise<JobResults[QueueName.compress]> {
   const collection = await ctx.collections.get(p.tenantId, p.collectionId);
   if (!collection) throw new PermanentJobError(`collection ${p.tenantId}/${p.collectionId} no longer exists`);
   const bytes = await ctx.store.get(p.rawKey);
@@ -51,7 +61,6 @@ export async function compressProcessor(ctx: PipelineContext, p: JobPayload<Queu
   );
   const segmentKey = s3Keys.segment(p.tenantId, p.collectionId, p.batchId, p.codecVersion);
   await ctx.store.put(segmentKey, segment);
-  await ctx.collections.count(p.tenantId, p.collectionId, p.ingestionId, 'compressed', raw.documents);
   const result = { segmentKey, bytes: segment.byteLength };
   await enqueueNext(ctx.queues, QueueName.compress, p, result);
   return result;

@@ -3,9 +3,21 @@ import { PermanentJobError, QueueName, s3Keys, type JobPayload, type JobResults 
 import { createCodec, writeSegment } from '@lateral/codec';
 import { meanPool } from '@lateral/scoring';
 import { ModelLoadError, ModelShapeError, type EncodedText } from '@lateral/model';
-import type { PipelineContext } from './context';
-import { fromNdjson } from './documents';
+import type { CollectionRepository, JobQueues, Logger, ObjectStore } from '@lateral/infra';
+import { fromNdjson } from '@lateral/shared';
 import { enqueueNext } from './pipeline';
+import type { EncoderProvider } from './encoders';
+
+/** What the encode processor touches. */
+export interface EncodeDeps {
+  store: Pick<ObjectStore, 'get' | 'put'>;
+  collections: Pick<CollectionRepository, 'get'>;
+  encoders: EncoderProvider;
+  queues: Pick<JobQueues, 'add'>;
+  /** Padded tokens per encoder batch (ENCODE_TOKEN_BUDGET). */
+  tokenBudget: number;
+  logger: Logger;
+}
 
 /** Raw vectors are always kept at fp16: re-compression starts from them without re-encoding. */
 export const RAW_CODEC = createCodec({ kind: 'fp16', layout: 'token', norms: 'fp32', sideInfo: false });
@@ -27,7 +39,7 @@ export function assembleSegmentDocs(ids: string[], encoded: EncodedText[], dims:
   return { docIds: ids, tokenOffsets: offsets, tokenIds, vectors, dims, docVectors, metadata };
 }
 
-export async function encodeProcessor(ctx: PipelineContext, p: JobPayload<QueueName.encode>, job?: Job): Promise<JobResults[QueueName.encode]> {
+export async function encodeProcessor(ctx: EncodeDeps, p: JobPayload<QueueName.encode>, job?: Job): Promise<JobResults[QueueName.encode]> {
   const collection = await ctx.collections.get(p.tenantId, p.collectionId);
   if (!collection) throw new PermanentJobError(`collection ${p.tenantId}/${p.collectionId} no longer exists`);
   const body = await ctx.store.get(p.documentsKey);
@@ -41,7 +53,7 @@ export async function encodeProcessor(ctx: PipelineContext, p: JobPayload<QueueN
   const encoded = await encoder
     .encodeDocuments(
       docs.map((d) => d.text),
-      { maxTokens: collection.maxDocTokens, tokenBudget: ctx.config.ENCODE_TOKEN_BUDGET },
+      { maxTokens: collection.maxDocTokens, tokenBudget: ctx.tokenBudget },
     )
     .catch(permanentModelErrors);
   await job?.updateProgress(80);
@@ -52,8 +64,6 @@ export async function encodeProcessor(ctx: PipelineContext, p: JobPayload<QueueN
   const rawKey = s3Keys.rawVectors(p.tenantId, p.collectionId, p.batchId);
   await ctx.store.put(rawKey, segment);
   const tokens = encoded.reduce((s, e) => s + e.length, 0);
-  await ctx.collections.count(p.tenantId, p.collectionId, p.ingestionId, 'encoded', docs.length);
-  await ctx.collections.addTotals(p.tenantId, p.collectionId, { tokens, rawBytes: segment.byteLength, truncated: encoded.filter((e) => e.truncated).length });
   ctx.logger.debug(`encoded ${docs.length} docs / ${tokens} tokens in ${Date.now() - started} ms`, { batch: p.batchId });
   const result = { rawKey, documents: docs.length, tokens, codecVersion: collection.codecVersion };
   await enqueueNext(ctx.queues, QueueName.encode, p, result);

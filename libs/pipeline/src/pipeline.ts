@@ -2,11 +2,11 @@ import { QueueName, jobIds, type JobPayload, type JobResults } from '@lateral/sh
 import type { JobQueues } from '@lateral/infra';
 
 /**
- * The pipeline's next step, decided in one place: encode -> compress -> index.
+ * The pipeline's next step, decided in one place: encode -> compress -> commit.
  * Called at the end of a processor (before it returns), so a crash between the two cannot lose
  * the chain; a retried job re-adds the same deterministic job id, which BullMQ de-duplicates.
  */
-export async function enqueueNext<Q extends QueueName>(queues: JobQueues, queue: Q, payload: JobPayload<Q>, result: JobResults[Q]): Promise<void> {
+export async function enqueueNext<Q extends QueueName>(queues: Pick<JobQueues, 'add'>, queue: Q, payload: JobPayload<Q>, result: JobResults[Q]): Promise<void> {
   switch (queue) {
     case QueueName.encode: {
       const p = payload as JobPayload<QueueName.encode>;
@@ -25,7 +25,7 @@ export async function enqueueNext<Q extends QueueName>(queues: JobQueues, queue:
     case QueueName.compress: {
       const p = payload as JobPayload<QueueName.compress>;
       const r = result as JobResults[QueueName.compress];
-      await queues.add(QueueName.index, jobIds.index(p.tenantId, p.collectionId, p.batchId, p.codecVersion), {
+      await queues.add(QueueName.commit, jobIds.commit(p.tenantId, p.collectionId, p.batchId, p.codecVersion), {
         tenantId: p.tenantId,
         collectionId: p.collectionId,
         ingestionId: p.ingestionId,

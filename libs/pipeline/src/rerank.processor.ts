@@ -1,12 +1,24 @@
 import type { Job } from 'bullmq';
 import { PermanentJobError, QueueName, RerankRequestSchema, ValidationError, s3Keys, type JobPayload, type JobResults, type RerankResult } from '@lateral/shared';
 import { ShapeError, topK } from '@lateral/scoring';
-import type { PipelineContext } from './context';
+import type { CollectionRepository, GenerationRepository, ObjectStore } from '@lateral/infra';
 import type { CollectionView, CollectionViewCache } from './collection-view';
 import { scoreGroup, type ScorerResources } from './scorers';
 import { permanentModelErrors } from './encode.processor';
+import type { EncoderProvider } from './encoders';
 
-export async function rerankProcessor(ctx: PipelineContext, views: CollectionViewCache, scorers: ScorerResources, p: JobPayload<QueueName.rerank>, job?: Job): Promise<JobResults[QueueName.rerank]> {
+/** What the re-rank processor touches. */
+export interface RerankDeps {
+  store: Pick<ObjectStore, 'getJson' | 'putJson'>;
+  collections: Pick<CollectionRepository, 'get'>;
+  generations: Pick<GenerationRepository, 'manifest'>;
+  encoders: EncoderProvider;
+  views: Pick<CollectionViewCache, 'get'>;
+  scorers: ScorerResources;
+}
+
+export async function rerankProcessor(ctx: RerankDeps, p: JobPayload<QueueName.rerank>, job?: Pick<Job, 'updateProgress'>): Promise<JobResults[QueueName.rerank]> {
+  const { views, scorers } = ctx;
   const t0 = Date.now();
   const raw = await ctx.store.getJson<unknown>(p.requestKey);
   if (!raw) throw new PermanentJobError(`re-rank request missing from S3: ${p.requestKey}`);
@@ -15,7 +27,7 @@ export async function rerankProcessor(ctx: PipelineContext, views: CollectionVie
   const req = parsed.data;
   const collection = await ctx.collections.get(p.tenantId, req.collection);
   if (!collection) throw new PermanentJobError(`collection ${p.tenantId}/${req.collection} does not exist`);
-  const manifest = await ctx.collections.manifest(p.tenantId, req.collection);
+  const manifest = await ctx.generations.manifest(p.tenantId, req.collection);
   const tLoad = Date.now();
   const view: CollectionView | null = manifest ? await views.get(manifest) : null;
   const loadMs = Date.now() - tLoad;

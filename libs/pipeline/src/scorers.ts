@@ -1,5 +1,3 @@
-import { existsSync, readFileSync } from 'node:fs';
-import path from 'node:path';
 import { ValidationError, type ScorerSpec } from '@lateral/shared';
 import {
   dense,
@@ -12,72 +10,14 @@ import {
   rrf,
   signedMaxsim,
   xtrAggregate,
-  type LiteFlatWeights,
   type XtrRetrieved,
 } from '@lateral/scoring';
-import { GemmMaxsim, OnnxKnrm, OnnxLite, RotatedMaxsim } from '@lateral/kernels';
+import { ScorerResources } from '@lateral/kernels';
 import type { EncodedText, TokenEncoder } from '@lateral/model';
 import type { CollectionView } from './collection-view';
 
-/** Where a scorer's artifact lives: `<SCORERS_DIR>/<artifact>.onnx` (`.json` for lite-flat). */
-export function artifactPath(scorersDir: string, spec: ScorerSpec): string | null {
-  if (spec.name === 'lite' || spec.name === 'knrm') return path.resolve(scorersDir, `${spec.artifact}.onnx`);
-  if (spec.name === 'lite-flat') return path.resolve(scorersDir, `${spec.artifact}.json`);
-  return null;
-}
-
-/** A request naming an artifact that does not exist is a 400, checked before anything is queued. */
-export function checkScorerArtifact(scorersDir: string, spec: ScorerSpec): void {
-  const file = artifactPath(scorersDir, spec);
-  if (file && !existsSync(file)) {
-    throw new ValidationError(`scorer '${spec.name}' needs artifact '${path.basename(file)}', which is not in SCORERS_DIR (${scorersDir})`, [
-      { field: 'scorer.artifact', message: `no file ${path.basename(file)} in SCORERS_DIR` },
-    ]);
-  }
-}
-
-/** Scoring sessions and artifacts, loaded once per process and shared by every job. */
-export class ScorerResources {
-  private gemmSession: Promise<GemmMaxsim> | null = null;
-  private rotatedSession: Promise<RotatedMaxsim> | null = null;
-  private readonly sessions = new Map<string, Promise<OnnxLite | OnnxKnrm>>();
-  private readonly flat = new Map<string, LiteFlatWeights>();
-
-  /** threads: ONNX Runtime intra-op threads of the MaxSim sessions (0 = its default). */
-  constructor(readonly scorersDir: string, private readonly threads = 0) {}
-
-  gemm(): Promise<GemmMaxsim> {
-    this.gemmSession ??= GemmMaxsim.create(this.threads);
-    return this.gemmSession;
-  }
-
-  rotated(): Promise<RotatedMaxsim> {
-    this.rotatedSession ??= RotatedMaxsim.create(this.threads);
-    return this.rotatedSession;
-  }
-
-  onnx(spec: ScorerSpec & { name: 'lite' | 'knrm' }): Promise<OnnxLite | OnnxKnrm> {
-    const file = artifactPath(this.scorersDir, spec)!;
-    let s = this.sessions.get(file);
-    if (!s) {
-      s = spec.name === 'lite' ? OnnxLite.create(file) : OnnxKnrm.create(file);
-      s.catch(() => this.sessions.delete(file));
-      this.sessions.set(file, s);
-    }
-    return s;
-  }
-
-  liteFlat(spec: ScorerSpec & { name: 'lite-flat' }): LiteFlatWeights {
-    const file = artifactPath(this.scorersDir, spec)!;
-    let w = this.flat.get(file);
-    if (!w) {
-      const raw = JSON.parse(readFileSync(file, 'utf8')) as { L1: number; L2: number; hidden: number; W: number[]; b: number[]; a: number[] };
-      w = { L1: raw.L1, L2: raw.L2, hidden: raw.hidden, W: Float32Array.from(raw.W), b: Float32Array.from(raw.b), a: Float32Array.from(raw.a) };
-      this.flat.set(file, w);
-    }
-    return w;
-  }
-}
+/** Re-exported while the worker wiring and rerank.processor still import it from here; its home is @lateral/kernels. */
+export { ScorerResources };
 
 export interface GroupInput {
   view: CollectionView;

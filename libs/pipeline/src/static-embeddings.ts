@@ -1,9 +1,8 @@
 import path from 'node:path';
 import type { ReadSegmentOptions } from '@lateral/codec';
 import { PermanentJobError, type Collection, type CollectionManifest } from '@lateral/shared';
-import type { CollectionRepository } from '@lateral/infra';
+import type { CodecArtifactRepository, CollectionRepository } from '@lateral/infra';
 import { loadStaticEmbeddings, readModelDir, type StaticEmbeddings } from '@lateral/model';
-import type { CodecArtifacts } from './codec-artifacts';
 
 /** What readSegment needs to decode a side-information segment: doc i's static rows from its token ids. */
 export type SideInfoReader = NonNullable<ReadSegmentOptions['staticEmbeddings']>;
@@ -59,7 +58,7 @@ export type SideInfoProvider = (manifest: CollectionManifest) => Promise<SideInf
  * side-information codec (checked on the segments' codec artifacts, so a re-compression away
  * from sideInfo stops needing the table). The table is only loaded in that case.
  */
-export function generationSideInfo(deps: { collections: Pick<CollectionRepository, 'get'>; codecs: Pick<CodecArtifacts, 'get'>; staticEmbeddings: StaticEmbeddingsCache }): SideInfoProvider {
+export function generationSideInfo(deps: { collections: Pick<CollectionRepository, 'get'>; codecs: Pick<CodecArtifactRepository, 'get'>; staticEmbeddings: StaticEmbeddingsCache }): SideInfoProvider {
   return async (manifest) => {
     const versions = [...new Set(manifest.segments.map((s) => s.codecVersion))];
     const artifacts = await Promise.all(versions.map((v) => deps.codecs.get(manifest.tenantId, manifest.collectionId, v)));

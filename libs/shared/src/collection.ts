@@ -37,6 +37,8 @@ export interface CollectionManifest {
   codecVersion: number;
   committedAt: string;
   segments: SegmentRef[];
+  /** Distinct live document ids (an id in several segments counts once). Absent in manifests written before 0.2. */
+  documents?: number;
 }
 
 export interface SegmentRef {
@@ -53,3 +55,28 @@ export interface SegmentRef {
 
 export const STAGES = ['accepted', 'encoded', 'compressed', 'indexed', 'failed'] as const;
 export type Stage = (typeof STAGES)[number];
+
+/** One ingestion as recorded in S3 when it is accepted: its batches and their document counts. */
+export interface IngestionRecord {
+  ingestionId: string;
+  createdAt: string;
+  documents: number;
+  batches: { batchId: string; documents: number }[];
+}
+
+/** Why a batch stopped for good (recorded in S3 by the worker's final-failure hook). */
+export interface BatchFailure {
+  batchId: string;
+  ingestionId: string | null;
+  queue: string;
+  documents: number;
+  error: string;
+  failedAt: string;
+}
+
+/**
+ * Progress of documents through the stages, derived from what S3 holds per batch (raw vectors,
+ * segments, the current manifest, failure records), so replaying a job cannot count twice and
+ * losing Redis loses nothing. `indexed` means searchable: the batch is in the current generation.
+ */
+export type StageCounts = Record<Stage, number>;

@@ -63,7 +63,7 @@ export const ConfigSchema = z.object({
     }),
   ENCODE_CONCURRENCY: int(1, 1, 64),
   COMPRESS_CONCURRENCY: int(2, 1, 64),
-  INDEX_CONCURRENCY: int(4, 1, 64),
+  COMMIT_CONCURRENCY: int(4, 1, 64),
   RERANK_CONCURRENCY: int(1, 1, 64),
   SEARCH_CONCURRENCY: int(2, 1, 64),
   /** Attempts per job before it is marked failed (transient errors only). */

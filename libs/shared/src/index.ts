@@ -8,3 +8,5 @@ export * from './queues';
 export * from './rerank';
 export * from './config';
 export * from './random';
+export * from './scorer-artifacts';
+export * from './documents';

@@ -16,25 +16,29 @@ export const s3Keys = {
   manifest: (t: string, c: string, generation: number) =>
     `tenants/${t}/collections/${c}/manifests/${String(generation).padStart(10, '0')}.json`,
   manifestPrefix: (t: string, c: string) => `tenants/${t}/collections/${c}/manifests/`,
+  /** Where every collection of a tenant lives (one common prefix per collection). */
+  collectionsPrefix: (t: string) => `tenants/${t}/collections/`,
+  rawPrefix: (t: string, c: string) => `tenants/${t}/collections/${c}/raw/`,
+  segmentPrefix: (t: string, c: string, codecVersion: number) => `tenants/${t}/collections/${c}/segments/v${codecVersion}/`,
+  /** One ingestion's record: its batches and their document counts (written before the API answers). */
+  ingestion: (t: string, c: string, ingestion: string) => `tenants/${t}/collections/${c}/ingestions/${ingestion}.json`,
+  ingestionPrefix: (t: string, c: string) => `tenants/${t}/collections/${c}/ingestions/`,
+  /** A batch whose job failed for good (which stage, why). */
+  batchFailure: (t: string, c: string, batch: string) => `tenants/${t}/collections/${c}/failures/${batch}.json`,
+  failurePrefix: (t: string, c: string) => `tenants/${t}/collections/${c}/failures/`,
+  /** A re-compression's written segment (its SegmentRef), until the last one commits them all. */
+  pendingSegment: (t: string, c: string, v: number, batch: string) => `tenants/${t}/collections/${c}/pending/v${v}/${batch}.json`,
+  pendingPrefix: (t: string, c: string, v: number) => `tenants/${t}/collections/${c}/pending/v${v}/`,
   rerankRequest: (t: string, job: string) => `tenants/${t}/rerank/${job}/request.json`,
   rerankResult: (t: string, job: string) => `tenants/${t}/rerank/${job}/result.json`,
 };
 
+/**
+ * Redis holds queues and caches only: nothing here is needed to rebuild a collection, its
+ * generations or its ingestions' progress after Redis loses its data (see docs/storage.md).
+ */
 export const redisKeys = {
-  /** Hash: field = stage, value = number of documents that reached it. */
-  ingestion: (prefix: string, t: string, c: string, ingestion: string) => `${prefix}:t:${t}:c:${c}:ingest:${ingestion}`,
-  /** Hash of stage counts over the collection's whole life. */
-  collectionStats: (prefix: string, t: string, c: string) => `${prefix}:t:${t}:c:${c}:stats`,
-  /** Set of ingestion ids of the collection. */
-  ingestions: (prefix: string, t: string, c: string) => `${prefix}:t:${t}:c:${c}:ingestions`,
-  /** Current committed generation (integer) of the collection's manifest. */
-  generation: (prefix: string, t: string, c: string) => `${prefix}:t:${t}:c:${c}:generation`,
-  /** Lock held while a new manifest generation is written. */
-  manifestLock: (prefix: string, t: string, c: string) => `${prefix}:t:${t}:c:${c}:manifest-lock`,
-  collections: (prefix: string, t: string) => `${prefix}:t:${t}:collections`,
-  /** Hash batchId -> SegmentRef JSON of a re-compression's written segments. */
-  recompress: (prefix: string, t: string, c: string, v: number) => `${prefix}:t:${t}:c:${c}:recompress:v${v}`,
-  /** Lock held while a codec version is fitted. */
+  /** Lock held while a codec version is fitted (saves duplicate fits; the artifact write is conditional). */
   codecFitLock: (prefix: string, t: string, c: string, v: number) => `${prefix}:t:${t}:c:${c}:codec-fit:v${v}`,
 };
 
@@ -42,7 +46,7 @@ export const redisKeys = {
 export const jobIds = {
   encode: (t: string, c: string, batch: string) => `${t}~${c}~encode~${batch}`,
   compress: (t: string, c: string, batch: string, v: number) => `${t}~${c}~compress~${batch}~v${v}`,
-  index: (t: string, c: string, batch: string, v: number) => `${t}~${c}~index~${batch}~v${v}`,
+  commit: (t: string, c: string, batch: string, v: number) => `${t}~${c}~commit~${batch}~v${v}`,
   rerank: (t: string, id: string) => `${t}~rerank~${id}`,
   search: (t: string, id: string) => `${t}~search~${id}`,
 };

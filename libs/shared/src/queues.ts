@@ -4,7 +4,8 @@ import { resourceId } from './ids';
 export enum QueueName {
   encode = 'encode',
   compress = 'compress',
-  index = 'index',
+  /** Makes a written segment part of the collection's next generation (was `index` before 0.2). */
+  commit = 'commit',
   rerank = 'rerank',
   search = 'search',
 }
@@ -32,7 +33,7 @@ export const JobPayloadSchemas = {
     codecVersion: z.number().int().positive(),
     documents: z.number().int().nonnegative(),
   }),
-  [QueueName.index]: z.object({
+  [QueueName.commit]: z.object({
     tenantId,
     collectionId,
     ingestionId: resourceId('ingestionId').nullable(),
@@ -60,7 +61,7 @@ export type JobPayload<Q extends QueueName> = z.infer<(typeof JobPayloadSchemas)
 export interface JobResults {
   [QueueName.encode]: { rawKey: string; documents: number; tokens: number; codecVersion: number };
   [QueueName.compress]: { segmentKey: string; bytes: number };
-  [QueueName.index]: { generation: number };
+  [QueueName.commit]: { generation: number; committed: boolean };
   [QueueName.rerank]: { resultKey: string; queries: number; candidates: number; missing: number };
   [QueueName.search]: { resultKey: string };
 }

@@ -1,11 +1,6 @@
 import { parse as parseLenient, printParseErrorCode, type ParseError } from 'jsonc-parser';
-import { MAX_DOC_ID_LENGTH, ValidationError, type FieldIssue } from '@lateral/shared';
+import { MAX_DOC_ID_LENGTH, ValidationError, type FieldIssue, type IngestDocument } from '@lateral/shared';
 
-export interface IngestDocument {
-  id: string;
-  text: string;
-  metadata?: Record<string, unknown>;
-}
 
 /** Parses a request body that is either a JSON array (or `{ documents: [...] }`) or NDJSON. */
 export function parseDocumentsBody(body: string, contentType: string | undefined): unknown[] {
@@ -94,16 +89,4 @@ export function validateDocuments(raw: unknown[], limits: { maxDocumentBytes: nu
     throw new ValidationError(`${issues.length} problem(s) in the documents, nothing was accepted: ${shown}${issues.length > 20 ? '; ...' : ''}`, issues);
   }
   return docs;
-}
-
-export function toNdjson(docs: IngestDocument[]): string {
-  return docs.map((d) => JSON.stringify(d)).join('\n') + '\n';
-}
-
-export function fromNdjson(body: Uint8Array): IngestDocument[] {
-  return Buffer.from(body)
-    .toString('utf8')
-    .split('\n')
-    .filter((l) => l.length > 0)
-    .map((l) => JSON.parse(l) as IngestDocument);
 }

@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import type { Redis } from 'ioredis';
 import { deserializeArtifact, fitCodec, fnv1a64, serializeArtifact, type CodecArtifact } from '@lateral/codec';
 import { mulberry32, redisKeys, s3Keys, type CodecSettings } from '@lateral/shared';
-import type { ObjectStore } from '@lateral/infra';
+import type { ObjectStore } from './object-store';
 
 /** Tokens drawn (seeded, without replacement) from the first batch to fit a collection's codec. */
 export const FIT_SAMPLE_TOKENS = 20_000;
@@ -10,10 +10,12 @@ export const FIT_SAMPLE_TOKENS = 20_000;
 /**
  * Codec artifacts, one per (collection, codec version), fitted once on a sample of the
  * collection's raw vectors and stored in S3 (versioned, checksummed). The first compress job of
- * a version fits it under a Redis lock; the others wait for the object to appear.
+ * a version fits it; the others wait for the object to appear. The Redis lock only saves
+ * duplicate fits: the write itself is conditional (If-None-Match), so the first artifact written
+ * for a version is the one every segment of that version is read with, even without Redis.
  * The artifact carries its settings, so segments are always read with the codec they were written with.
  */
-export class CodecArtifacts {
+export class CodecArtifactRepository {
   private readonly cache = new Map<string, Promise<CodecArtifact>>();
 
   constructor(private readonly store: ObjectStore, private readonly redis: Redis, private readonly prefix: string) {}
@@ -55,11 +57,11 @@ export class CodecArtifacts {
     try {
       if (!(await this.store.get(key))) {
         const { vectors, dims, staticEmbeddings, staticDims } = sample();
-        const seed = CodecArtifacts.seed(t, c);
+        const seed = CodecArtifactRepository.seed(t, c);
         // Both subsamples draw the same rows: same row count, same seed.
         const side = staticEmbeddings && staticDims ? { staticEmbeddings: subsample(staticEmbeddings, staticDims, FIT_SAMPLE_TOKENS, seed), staticDims } : {};
         const artifact = fitCodec(settings, subsample(vectors, dims, FIT_SAMPLE_TOKENS, seed), dims, { seed, ...side });
-        await this.store.put(key, serializeArtifact(artifact));
+        await this.store.putIfAbsent(key, serializeArtifact(artifact));
       }
     } finally {
       await this.redis.eval("if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) else return 0 end", 1, lock, token);

@@ -1,0 +1,105 @@
+import path from 'node:path';
+import type { Redis } from 'ioredis';
+import type { Config } from '@lateral/shared';
+import { startEmbeddedRedis, startEmbeddedS3, redisReachable } from './embedded-services';
+import { createLogger, type Logger } from './logger';
+import { ObjectStore } from './object-store';
+import { JobQueues, createRedis, waitReady } from './queues';
+import { CollectionRepository } from './collection.repository';
+import { GenerationRepository } from './generations.repository';
+import { IngestionRepository } from './ingestions.repository';
+import { CodecArtifactRepository } from './codec-artifacts.repository';
+
+export interface ResolvedServices {
+  redisUrl: string;
+  s3Endpoint: string | undefined;
+  stop(): Promise<void>;
+}
+
+/**
+ * The embedded defaults: start `redis-server` from PATH when REDIS_URL is unset or unreachable,
+ * and the in-process S3 server when S3_ENDPOINT is unset. Used by the demo, the tests and the
+ * all-in-one entry; the standalone apps require both to be configured.
+ */
+export async function resolveServices(config: Config, logger: Logger): Promise<ResolvedServices> {
+  const stops: (() => Promise<void>)[] = [];
+  let redisUrl = config.REDIS_URL;
+  if (!redisUrl || !(await redisReachable(redisUrl))) {
+    if (redisUrl) logger.warn(`REDIS_URL ${redisUrl} is not reachable; starting an embedded redis-server instead`);
+    const redis = await startEmbeddedRedis({ dir: path.join(config.DATA_DIR, 'redis'), logger });
+    redisUrl = redis.url;
+    stops.push(redis.stop);
+  }
+  let s3Endpoint = config.S3_ENDPOINT;
+  if (!s3Endpoint) {
+    const s3 = await startEmbeddedS3({
+      dir: path.join(config.DATA_DIR, 's3'),
+      bucket: config.S3_BUCKET,
+      accessKeyId: config.S3_ACCESS_KEY_ID,
+      secretAccessKey: config.S3_SECRET_ACCESS_KEY,
+      logger,
+    });
+    s3Endpoint = s3.endpoint;
+    stops.push(s3.stop);
+  }
+  return {
+    redisUrl,
+    s3Endpoint,
+    stop: async () => {
+      for (const s of stops.reverse()) await s();
+    },
+  };
+}
+
+export function requireServices(config: Config): ResolvedServices {
+  if (!config.REDIS_URL) throw new Error('REDIS_URL is required for a standalone app (use `npm start` for the all-in-one process with embedded services)');
+  if (!config.S3_ENDPOINT && !process.env.AWS_REGION && config.S3_REGION === 'us-east-1' && config.S3_ACCESS_KEY_ID === 'S3RVER') {
+    throw new Error('S3_ENDPOINT (or real AWS credentials via S3_ACCESS_KEY_ID / S3_SECRET_ACCESS_KEY) is required for a standalone app');
+  }
+  return { redisUrl: config.REDIS_URL, s3Endpoint: config.S3_ENDPOINT, stop: async () => undefined };
+}
+
+/**
+ * A process's connections and repositories, built once. S3 holds every collection, generation
+ * and ingestion; Redis (`redis`, `queues`) holds the job queues and caches only.
+ */
+export interface Runtime {
+  config: Config;
+  services: ResolvedServices;
+  logger: Logger;
+  store: ObjectStore;
+  /** The producer connection: queues and the health check. */
+  redis: Redis;
+  queues: JobQueues;
+  collections: CollectionRepository;
+  generations: GenerationRepository;
+  ingestions: IngestionRepository;
+  codecs: CodecArtifactRepository;
+  close(): Promise<void>;
+}
+
+/** Connects the shared resources of a process once. */
+export async function createRuntime(config: Config, services: ResolvedServices, logger: Logger = createLogger(config.LOG_LEVEL)): Promise<Runtime> {
+  const store = ObjectStore.fromConfig(config, services.s3Endpoint);
+  await store.ensureBucket();
+  const redis = createRedis(services.redisUrl, 'producer', logger);
+  await waitReady(redis);
+  const queues = new JobQueues(redis, config.REDIS_PREFIX, config.JOB_ATTEMPTS);
+  return {
+    config,
+    services,
+    logger,
+    store,
+    redis,
+    queues,
+    collections: new CollectionRepository(store),
+    generations: new GenerationRepository(store),
+    ingestions: new IngestionRepository(store),
+    codecs: new CodecArtifactRepository(store, redis, config.REDIS_PREFIX),
+    close: async () => {
+      await queues.close();
+      redis.disconnect();
+      store.destroy();
+    },
+  };
+}

@@ -1,0 +1,45 @@
+import path from 'node:path';
+import { QueueName } from '@lateral/shared';
+import type { HandlerRegistry, Runtime } from '@lateral/infra';
+import {
+  CollectionViewCache,
+  ScorerResources,
+  SegmentIds,
+  StaticEmbeddingsCache,
+  commitProcessor,
+  compressProcessor,
+  encodeProcessor,
+  encoderProvider,
+  generationSideInfo,
+  rerankProcessor,
+} from '@lateral/pipeline';
+import { readSegment } from '@lateral/codec';
+
+/** Queues this build has processors for (`search` arrives with the retrieval issue). */
+export const HANDLED_QUEUES: QueueName[] = [QueueName.encode, QueueName.compress, QueueName.commit, QueueName.rerank];
+
+/**
+ * The complete queue -> handler registry; WorkerHost refuses to start a queue without one. Each
+ * processor receives only the repositories and settings it uses.
+ */
+export function pipelineHandlers(rt: Runtime): HandlerRegistry {
+  const { config, store, collections, generations, codecs, queues, logger } = rt;
+  const encoders = encoderProvider(
+    { modelsDir: config.MODELS_DIR, executionProvider: config.ORT_EXECUTION_PROVIDER, deviceId: config.ORT_CUDA_DEVICE_ID, intraOpThreads: config.ORT_INTRA_OP_THREADS },
+    logger,
+  );
+  const staticEmbeddings = new StaticEmbeddingsCache(path.resolve(config.MODELS_DIR));
+  const views = new CollectionViewCache(store, codecs, undefined, generationSideInfo({ collections, codecs, staticEmbeddings }), config.COMPRESSED_SCORING === 'int8-image');
+  const scorers = new ScorerResources(path.resolve(config.SCORERS_DIR), config.ORT_INTRA_OP_THREADS);
+  const liveIds = new SegmentIds(async (t, c, ref) => {
+    const bytes = await store.get(ref.key);
+    if (!bytes) throw new Error(`segment ${ref.key} of the current generation is missing from S3`);
+    return readSegment(bytes, ref.key, await codecs.get(t, c, ref.codecVersion)).docIds;
+  });
+  return {
+    [QueueName.encode]: (p, job) => encodeProcessor({ store, collections, encoders, queues, tokenBudget: config.ENCODE_TOKEN_BUDGET, logger }, p, job),
+    [QueueName.compress]: (p) => compressProcessor({ store, collections, codecs, staticEmbeddings, queues }, p),
+    [QueueName.commit]: (p) => commitProcessor({ store, collections, generations, codecs, liveIds, logger }, p),
+    [QueueName.rerank]: (p, job) => rerankProcessor({ store, collections, generations, encoders, views, scorers }, p, job),
+  };
+}

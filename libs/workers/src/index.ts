@@ -1,0 +1,2 @@
+export { HANDLED_QUEUES, pipelineHandlers } from './handlers';
+export { startWorkers, runWorkerApp } from './start';

@@ -1,0 +1,54 @@
+import { QueueName, loadConfig } from '@lateral/shared';
+import { WorkerHost, createLogger, createRuntime, requireServices, stopOnSignal, type Runtime } from '@lateral/infra';
+import { pipelineHandlers } from './handlers';
+
+/** Starts BullMQ workers for `queues` in this process, with the pipeline's handlers. */
+export function startWorkers(rt: Runtime, queues: QueueName[]): WorkerHost {
+  const { config } = rt;
+  const host = new WorkerHost({
+    redisUrl: rt.services.redisUrl,
+    prefix: config.REDIS_PREFIX,
+    logger: rt.logger.child('worker'),
+    concurrency: {
+      encode: config.ENCODE_CONCURRENCY,
+      compress: config.COMPRESS_CONCURRENCY,
+      commit: config.COMMIT_CONCURRENCY,
+      rerank: config.RERANK_CONCURRENCY,
+      search: config.SEARCH_CONCURRENCY,
+    },
+    onFinalFailure: async (queue, job, err) => {
+      // A batch that failed for good is recorded in S3, so its ingestion reports it and never looks stuck.
+      const d = job.data as { tenantId?: string; collectionId?: string; ingestionId?: string | null; batchId?: string; documents?: number };
+      if ((queue === QueueName.encode || queue === QueueName.compress || queue === QueueName.commit) && d.tenantId && d.collectionId && d.batchId && d.ingestionId) {
+        await rt.ingestions.recordFailure(d.tenantId, d.collectionId, {
+          batchId: d.batchId,
+          ingestionId: d.ingestionId,
+          queue,
+          documents: d.documents ?? 0,
+          error: err.message.slice(0, 2000),
+          failedAt: new Date().toISOString(),
+        });
+      }
+    },
+  });
+  host.start(queues, pipelineHandlers(rt));
+  return host;
+}
+
+/**
+ * Entry shared by the standalone worker apps: the queues come from WORKER_QUEUES when set,
+ * otherwise from the app's defaults. Closes gracefully on SIGTERM (finishes active jobs).
+ */
+export async function runWorkerApp(name: string, defaults: QueueName[]): Promise<void> {
+  const config = loadConfig();
+  const logger = createLogger(config.LOG_LEVEL, name);
+  const rt = await createRuntime(config, requireServices(config), logger);
+  const queues = config.WORKER_QUEUES.length ? config.WORKER_QUEUES : defaults;
+  const host = startWorkers(rt, queues);
+  logger.info(`${name} working on ${queues.join(', ')} (onnx: ${config.ORT_EXECUTION_PROVIDER})`);
+  stopOnSignal(async () => {
+    logger.info('closing workers');
+    await host.close();
+    await rt.close();
+  });
+}
