@@ -17,20 +17,23 @@ import { existsSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync 
 import { createRequire } from 'node:module';
 import { dirname, join, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
-import { ModelManifestSchema, type ModelManifest } from '../libs/shared/src/manifest';
-import { isPreTokenizerAtom, isPunctuation, makeWordLevelTokenizerJson } from '../libs/model/src/tokenizer-json';
-import { TINY_TRANSFORMER_VERSION, writeTinyTransformer } from '../libs/model/src/testing/tiny-transformer';
+import { ModelManifestSchema, type ModelManifest } from '@lateral/shared';
 import {
   GraphBuilder,
+  TINY_TRANSFORMER_VERSION,
   encodeModel,
   floatScalar,
   floatTensor,
   int64Tensor,
+  isPreTokenizerAtom,
+  isPunctuation,
   makeModel,
   makeTensor,
   makeValueInfo,
+  makeWordLevelTokenizerJson,
   writeModel,
-} from './lib/onnx-graph';
+  writeTinyTransformer,
+} from '@lateral/model';
 
 /** Bump when the graph, tokenizer or manifest layout changes, so cached builds are redone. */
 export const BUILD_SCRIPT_VERSION = 7;

@@ -17,10 +17,10 @@
 import { readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
-import { LITE_DEFAULT, LITE_SMALL, type LiteWeights } from '../libs/scoring/src/index';
+import { LITE_DEFAULT, LITE_SMALL, type LiteWeights } from '@lateral/scoring';
 import {
   knrmWeightsFromJson, liteWeightsFromBinary, liteWeightsFromJson, randomKnrmWeights, randomLiteWeights, writeKnrmArtifact, writeLiteArtifact,
-} from '../libs/kernels/src/index';
+} from '@lateral/kernels';
 
 export interface WriteArtifactArgs {
   kind: 'lite' | 'knrm';

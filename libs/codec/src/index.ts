@@ -17,3 +17,4 @@ export { edenEncodeBlock, edenDecodeBlock, edenRotate, edenDotRotated } from './
 export { packCodes, unpackCodes, packedBytes } from './bitpack';
 export { fitPca, symmetricEigen, covariance, columnMeans, fitLinear, kmeans } from './linalg';
 export { IMAGE_MAX_BITS, IMAGE_ZERO_POINT, PAIR_SUM_LIMIT, QUERY_MAX, QUERY_ZERO_POINT, worstPairSum, quantizeRotatedQuery, scoreImage, type QuantizedQuery } from './rotated-image';
+export { LinearStage } from './linear-stage';

@@ -40,3 +40,4 @@ export type {
 } from './onnx-graph';
 export { loadStaticEmbeddings, staticEmbeddingsFromTable } from './static-embeddings';
 export type { StaticEmbeddings } from './static-embeddings';
+export { TINY_TRANSFORMER_VERSION, writeTinyTransformer } from './testing/tiny-transformer';
