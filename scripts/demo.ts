@@ -14,7 +14,8 @@ import path from 'node:path';
 import { loadConfig } from '@lateral/shared';
 import { freePort, runMain, stopOnSignal } from '@lateral/infra';
 import { startServer } from '../apps/all-in-one/src/server';
-import { loadCranfield, ndcgAt10, withPlaceholders } from './lib/cranfield';
+import { loadCranfield, withPlaceholders } from './lib/cranfield';
+import { ndcgAt } from './lib/metrics';
 import { getCollection, ingest, recreateCollection, rerank } from './lib/client';
 
 const args = process.argv.slice(2);
@@ -59,7 +60,7 @@ async function main() {
   const rerankAll = async (collection: string, scorer: string) => {
     const r = await rerank(base, { collection, queries: cran.queries.map((q) => ({ id: q.id, text: q.text, candidates })), scorer, topK: 10 });
     const byId = new Map(r.results.map((x) => [x.queryId, x.hits.map((h) => h.id)]));
-    return { ndcg: judged.reduce((s, q) => s + ndcgAt10(byId.get(q.id) ?? [], cran.qrels.get(q.id)!), 0) / judged.length, seconds: r.seconds, vectors: r.vectors };
+    return { ndcg: judged.reduce((s, q) => s + ndcgAt(byId.get(q.id) ?? [], cran.qrels.get(q.id)!, 10), 0) / judged.length, seconds: r.seconds, vectors: r.vectors };
   };
 
   for (const model of models) {

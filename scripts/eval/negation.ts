@@ -17,9 +17,10 @@
  */
 import { resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
-import { dense, maxsimBatch, meanPool, negationWeights, signedMaxsim, topK } from '../../libs/scoring/src/index';
-import { TokenEncoder } from '../../libs/model/src/index';
-import { mulberry32 } from '../../libs/shared/src/index';
+import { dense, maxsimBatch, meanPool, negationWeights, signedMaxsim, topK } from '@lateral/scoring';
+import { TokenEncoder } from '@lateral/model';
+import { mulberry32 } from '@lateral/shared';
+import { binaryJudgments, ndcgAt } from '../lib/metrics';
 
 const ATTRIBUTES = [
   'apples', 'bananas', 'cherries', 'grapes', 'lemons', 'mangoes', 'oranges', 'peaches', 'pears', 'plums',
@@ -73,14 +74,6 @@ export function generateNegationBenchmark(numDocs: number, numQueries: number, s
   return { docs, attrs, queries };
 }
 
-export function ndcg10Binary(ranking: number[], relevant: Set<number>): number {
-  let dcg = 0;
-  ranking.slice(0, 10).forEach((i, r) => { if (relevant.has(i)) dcg += 1 / Math.log2(r + 2); });
-  let idcg = 0;
-  for (let r = 0; r < Math.min(10, relevant.size); r++) idcg += 1 / Math.log2(r + 2);
-  return idcg > 0 ? dcg / idcg : 0;
-}
-
 function flag(args: string[], name: string, dflt: string): string {
   const i = args.indexOf(name);
   return i >= 0 && args[i + 1] !== undefined ? args[i + 1] : dflt;
@@ -119,9 +112,10 @@ export async function runNegationEval(args: string[]): Promise<Record<string, un
       'signed-maxsim (heuristic)': Float32Array.from(docsEnc, (doc) => signedMaxsim(e.vectors, w, e.length, doc.vectors, new Float32Array(doc.length).fill(1), doc.length, d)),
       dense: Float32Array.from(pooled, (p) => dense(qPool, p)),
     };
+    const judged = binaryJudgments(q.relevant);
     for (const s of scorers) {
       const ranking = topK(scores[s], ids, 10).map((h) => Number(h.id));
-      sums[q.kind][s] += ndcg10Binary(ranking, q.relevant);
+      sums[q.kind][s] += ndcgAt(ranking, judged, 10);
     }
     counts[q.kind]++;
   }

@@ -14,9 +14,9 @@ import { rmSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import * as ort from 'onnxruntime-node';
-import { TokenEncoder, type EncodedText } from '../../libs/model/src/index';
-import { loadCranfield, ndcgAt10, type CranfieldData } from './cranfield';
-import { encodeModel, floatAttr, makeModel, makeNode, makeValueInfo } from './onnx-graph';
+import { TokenEncoder, encodeModel, floatAttr, makeModel, makeNode, makeValueInfo, type EncodedText } from '@lateral/model';
+import { loadCranfield, type CranfieldData } from './cranfield';
+import { hasRelevant, ndcgAt, rankByScore } from './metrics';
 
 /** The vendored copy (data/cranfield) of ../shared/datasets/cranfield. */
 export const DEFAULT_CRANFIELD_DIR = 'data/cranfield';
@@ -52,11 +52,6 @@ function meanPooled(e: EncodedText, d: number): Float32Array {
   const inv = n > 0 ? 1 / Math.sqrt(n) : 0;
   for (let k = 0; k < d; k++) v[k]! *= inv;
   return v;
-}
-
-function rank(scores: Float64Array, docIds: string[]): string[] {
-  const order = Array.from(scores.keys()).sort((a, b) => scores[b]! - scores[a]! || a - b);
-  return order.map((i) => docIds[i]!);
 }
 
 /**
@@ -136,9 +131,9 @@ export async function evaluateCranfield(encoder: TokenEncoder, data: CranfieldDa
   let judged = 0;
   queries.forEach((q, qi) => {
     const qrel = data.qrels.get(data.queries[qi]!.id);
-    if (!qrel || ![...qrel.values()].some((g) => g > 0)) return;
+    if (!qrel || !hasRelevant(qrel)) return;
     judged++;
-    sumMax += ndcgAt10(rank(maxsim.subarray(qi * docs.length, (qi + 1) * docs.length), docIds), qrel);
+    sumMax += ndcgAt(rankByScore(maxsim.subarray(qi * docs.length, (qi + 1) * docs.length), docIds), qrel, 10);
     const qm = meanPooled(q, d);
     const dense = new Float64Array(docs.length);
     docMeans.forEach((v, j) => {
@@ -146,7 +141,7 @@ export async function evaluateCranfield(encoder: TokenEncoder, data: CranfieldDa
       for (let k = 0; k < d; k++) s += qm[k]! * v[k]!;
       dense[j] = docs[j]!.length > 0 ? s : Number.NEGATIVE_INFINITY;
     });
-    sumDense += ndcgAt10(rank(dense, docIds), qrel);
+    sumDense += ndcgAt(rankByScore(dense, docIds), qrel, 10);
   });
   return {
     model: encoder.manifest.name,
