@@ -1,43 +1,16 @@
-// Tests for the build/eval scripts this library's models come from (scripts/ is not a vitest root).
+// Tests of scripts/build-model.ts: the GloVe model directories it builds, their cache and CLI.
 import { spawnSync } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import * as ort from 'onnxruntime-node';
 import { afterAll, describe, expect, it } from 'vitest';
-// These specs test scripts/ (not an Nx project, so it has no spec root of its own); a library's
-// production code never imports from scripts/.
-// eslint-disable-next-line @nx/enforce-module-boundaries
-import { buildModels } from '../../../scripts/build-model';
-// eslint-disable-next-line @nx/enforce-module-boundaries
-import { loadCranfield, ndcgAt10 } from '../../../scripts/lib/cranfield';
-// eslint-disable-next-line @nx/enforce-module-boundaries
-import { DEFAULT_CRANFIELD_DIR } from '../../../scripts/lib/cranfield-eval';
 import { ModelManifestSchema } from '@lateral/shared';
-import { GraphBuilder, TokenEncoder, encodeModel, loadStaticEmbeddings, floatAttr, floatTensor, makeModel, makeNode, makeTensor, makeValueInfo } from './index';
+import { TokenEncoder, loadStaticEmbeddings } from '@lateral/model';
+import { buildModels } from './build-model';
 
 const root = mkdtempSync(join(tmpdir(), 'lateral-build-'));
 afterAll(() => rmSync(root, { recursive: true, force: true }));
-
-describe('onnx-graph helpers (also re-exported as scripts/lib/onnx-graph)', () => {
-  it('build a graph onnxruntime runs: y = relu(x * 2 + b)', async () => {
-    const g = new GraphBuilder();
-    const two = g.constant(floatTensor('two', [], [2]));
-    const b = g.constant(floatTensor('b', [3], [1, -10, 0.5]));
-    g.op('Relu', [g.op('Add', [g.op('Mul', ['x', two]), b])], {}, 'y');
-    const model = makeModel(g.build('t', [makeValueInfo('x', 'FLOAT', ['n', 3])], [makeValueInfo('y', 'FLOAT', ['n', 3])]));
-    const s = await ort.InferenceSession.create(encodeModel(model));
-    const out = await s.run({ x: new ort.Tensor('float32', Float32Array.from([1, 2, 3, -1, 0, 1]), [2, 3]) });
-    expect(Array.from(out.y!.data as Float32Array)).toEqual([3, 0, 6.5, 0, 0, 2.5]);
-    await s.release();
-  });
-
-  it('reject inconsistent tensors and non-integer INT attributes', () => {
-    expect(() => makeTensor('t', [2, 3], new Float32Array(5))).toThrow(/dims \[2,3\] hold 6 elements but data has 5/);
-    expect(() => makeNode('LeakyRelu', ['x'], ['y'], { alpha: 0.1 })).toThrow(/use floatAttr/);
-    expect(makeNode('LeakyRelu', ['x'], ['y'], { alpha: floatAttr(0.1) }).attribute[0]!.f).toBeCloseTo(0.1);
-  });
-});
 
 describe('scripts/build-model.ts', () => {
   it('builds both GloVe models with --vocab N, caches them by build.json, and --quiet prints one line', async () => {
@@ -90,33 +63,5 @@ describe('scripts/build-model.ts', () => {
     expect(Array.from(res.last_hidden_state!.data as Float32Array)).toEqual(Array.from(table.table));
     await session.release();
     await st.release();
-  });
-});
-
-describe('scripts/lib/cranfield.ts', () => {
-  it('computes nDCG@10 with linear gains against the ideal ranking of all judged documents', () => {
-    const qrel = new Map([
-      ['a', 3],
-      ['b', 1],
-      ['c', 4],
-    ]);
-    expect(ndcgAt10(['c', 'a', 'b'], qrel)).toBeCloseTo(1, 12);
-    const dcg = 0 / Math.log2(2) + 3 / Math.log2(3) + 4 / Math.log2(4); // x, a, c (b not retrieved)
-    const idcg = 4 + 3 / Math.log2(3) + 1 / Math.log2(4);
-    expect(ndcgAt10(['x', 'a', 'c'], qrel)).toBeCloseTo(dcg / idcg, 12);
-    expect(ndcgAt10(['x'], new Map())).toBe(0);
-    // only the first 10 ranks count
-    expect(ndcgAt10([...'0123456789'.split(''), 'c'], qrel)).toBe(0);
-  });
-
-  it.skipIf(!existsSync(DEFAULT_CRANFIELD_DIR))('loads the Cranfield collection', () => {
-    const c = loadCranfield(DEFAULT_CRANFIELD_DIR);
-    expect(c.docs).toHaveLength(1400);
-    expect(c.queries).toHaveLength(225);
-    expect(c.queries[0]).toEqual({ id: '1', text: expect.stringMatching(/^what similarity laws must be obeyed/) });
-    expect(c.docs[0]!.text).toMatch(/^experimental investigation of the aerodynamics of a wing in a slipstream \. experimental/);
-    expect(c.qrels.get('1')!.get('184')).toBe(3); // grade 2 -> gain 3
-    const gains = new Set([...c.qrels.values()].flatMap((m) => [...m.values()]));
-    expect([...gains].sort()).toEqual([1, 2, 3, 4]);
   });
 });
