@@ -1,6 +1,6 @@
-import * as ort from 'onnxruntime-node';
 import { IMAGE_ZERO_POINT, QUERY_ZERO_POINT } from '@lateral/codec';
-import { GraphBuilder, encodeModel, makeModel, makeTensor, makeValueInfo } from '@lateral/model';
+import { GraphBuilder, makeModel, makeTensor, makeValueInfo } from '@lateral/model';
+import { createScorerSession, ort } from './session';
 
 /** Query token columns per GEMM (queries are never split across blocks). */
 const MAX_COLS = 1024;
@@ -33,7 +33,7 @@ export interface ColumnBlock extends ColumnLayout {
  * 128) by the block transposed, imageT [p, c L] (int8), with com.microsoft MatMulIntegerToFloat,
  * whose per-column scale is the per-token scale, so S is written once, as floats (one chunk of
  * 15 x 136 tokens vs 1,024 columns: 2.6 ms, against 6.1 ms for MatMulInteger + Cast + Mul and
- * 4.0 ms for the fp32 GEMM at d = 100).
+ * 4.0 ms for the fp32 GEMM at d = 100). threads: intra-op threads (0 = ONNX Runtime's default).
  */
 export async function createMaxsimSession(kind: 'fp32' | 'int8', padded: boolean, threads = 0): Promise<ort.InferenceSession> {
   const g = new GraphBuilder();
@@ -66,11 +66,7 @@ export async function createMaxsimSession(kind: 'fp32' | 'int8', padded: boolean
   const model = makeModel(g.build(`maxsim_${padded ? 'padded' : 'rows'}_${kind}`, inputs, [makeValueInfo(output, 'FLOAT', transposed ? ['N', 'C'] : ['C', 'N'])]), {
     ...(transposed ? { extraOpsets: [{ domain: 'com.microsoft', version: 1 }] } : {}),
   });
-  return ort.InferenceSession.create(encodeModel(model), {
-    executionProviders: ['cpu'],
-    graphOptimizationLevel: 'all',
-    ...(threads > 0 ? { intraOpNumThreads: threads } : {}),
-  });
+  return createScorerSession(model, { intraOpThreads: threads });
 }
 
 /** Rows `index[k]` of `src` (width w) copied one after another: the padded block [count, L, w]. */

@@ -3,6 +3,9 @@ import { buildKnrmModel, buildLiteModel } from './graphs';
 import { checkCsr, padCandidates, padRows } from './padding';
 import { createScorerSession, ort, type ScorerSessionOptions } from './session';
 
+/** Intra-op threads of a LITE / K-NRM session unless the caller says otherwise: the scorer worker's core budget. */
+const DEFAULT_THREADS = 2;
+
 /**
  * Separable LITE from an ONNX artifact, batched over all candidates of one query.
  * Inputs are truncated/zero-padded to L1 query and L2 document tokens (`liteReference`'s convention).
@@ -19,7 +22,7 @@ export class OnnxLite {
   /** model: an artifact path, its bytes, or weights (built in memory). L1/L2 are read from the graph's input shapes. */
   static async create(model: string | Uint8Array | LiteWeights, opts: ScorerSessionOptions & { batch?: number } = {}): Promise<OnnxLite> {
     const source = typeof model === 'string' || model instanceof Uint8Array ? model : buildLiteModel(model);
-    const session = await createScorerSession(source, opts);
+    const session = await createScorerSession(source, { intraOpThreads: opts.intraOpThreads ?? DEFAULT_THREADS });
     const dims = (name: string) => {
       const meta = session.inputMetadata.find((m) => m.name === name);
       return meta && meta.isTensor ? meta.shape : [];
@@ -60,7 +63,7 @@ export class OnnxKnrm {
 
   static async create(model: string | Uint8Array | KnrmWeights, opts: ScorerSessionOptions = {}): Promise<OnnxKnrm> {
     const source = typeof model === 'string' || model instanceof Uint8Array ? model : buildKnrmModel(model);
-    return new OnnxKnrm(await createScorerSession(source, opts));
+    return new OnnxKnrm(await createScorerSession(source, { intraOpThreads: opts.intraOpThreads ?? DEFAULT_THREADS }));
   }
 
   /** q: n x d; docs: T x d (CSR, offsets C + 1). Returns C scores. */

@@ -1,6 +1,6 @@
-import * as ort from 'onnxruntime-node';
 import { IMAGE_ZERO_POINT, QUERY_ZERO_POINT, quantizeRotatedQuery, type EdenCodec } from '@lateral/codec';
 import { columnLayout, createMaxsimSession, type ColumnLayout, forEachRowChunk, padByIndex, permuteRows, rowPlan, sumColumns, type QueryTokens } from './gemm-maxsim';
+import { ort } from './session';
 
 /**
  * A generation held as EDEN codes (token layout) for scoring in the rotated domain: each token's

@@ -2,13 +2,14 @@ import * as ort from 'onnxruntime-node';
 import { encodeModel, type ModelProto } from '@lateral/model';
 
 export interface ScorerSessionOptions {
-  /** Intra-op threads; default 2 (the scorer worker's core budget). */
+  /** Intra-op threads; 0 or unset: ONNX Runtime's default (one per core). */
   intraOpThreads?: number;
 }
 
 /**
- * One CPU session with the settings measured best for scoring graphs: all graph optimisations,
- * sequential execution, a fixed intra-op pool. Create once per process and reuse.
+ * The one factory of the kernels' sessions (MaxSim, LITE, K-NRM): CPU execution provider, all
+ * graph optimisations, sequential execution, and an intra-op pool of `intraOpThreads` when > 0.
+ * Create once per process and reuse.
  */
 export async function createScorerSession(model: ModelProto | Uint8Array | string, opts: ScorerSessionOptions = {}): Promise<ort.InferenceSession> {
   const source = typeof model === 'string' || model instanceof Uint8Array ? model : encodeModel(model);
@@ -16,8 +17,8 @@ export async function createScorerSession(model: ModelProto | Uint8Array | strin
     executionProviders: ['cpu'],
     graphOptimizationLevel: 'all',
     executionMode: 'sequential',
-    intraOpNumThreads: opts.intraOpThreads ?? 2,
     interOpNumThreads: 1,
+    ...(opts.intraOpThreads && opts.intraOpThreads > 0 ? { intraOpNumThreads: opts.intraOpThreads } : {}),
   };
   try {
     return typeof source === 'string' ? await ort.InferenceSession.create(source, options) : await ort.InferenceSession.create(source, options);
