@@ -42,7 +42,12 @@ export function openApiDocument(version: string) {
         },
       },
       '/v1/collections/{id}': {
-        get: { summary: 'Describe a collection (generation, documents, tokens, bytes per token, stage counts)', parameters: [idParam], responses: { '200': ok('collection'), ...errors(404, 503) } },
+        get: {
+          summary: 'Describe a collection (generation, distinct live documents, tokens, bytes per token, stage counts)',
+          description: 'Everything here is read from S3: the current generation is the highest manifest; `stages` sums every ingestion of the collection (see IngestionStatus).',
+          parameters: [idParam],
+          responses: { '200': ok('collection', { $ref: '#/components/schemas/CollectionDescription' }), ...errors(404, 503) },
+        },
         delete: { summary: 'Delete a collection and everything it stores', parameters: [idParam], responses: { '204': { description: 'deleted' }, ...errors(404, 503) } },
       },
       '/v1/collections/{id}/documents': {
@@ -71,8 +76,10 @@ export function openApiDocument(version: string) {
       '/v1/collections/{id}/ingestions/{ingestionId}': {
         get: {
           summary: 'Ingestion progress: documents per stage',
+          description:
+            'Derived from S3 per batch (raw vectors, segments, the current generation, failure records): a job delivered twice counts once, and the status survives a Redis that lost its data. `done` means every document is in the current generation.',
           parameters: [idParam, { name: 'ingestionId', in: 'path', required: true, schema: { type: 'string' } }],
-          responses: { '200': ok('status'), ...errors(404, 503) },
+          responses: { '200': ok('status', { $ref: '#/components/schemas/IngestionStatus' }), ...errors(404, 503) },
         },
       },
       '/v1/rerank': {
@@ -96,6 +103,45 @@ export function openApiDocument(version: string) {
         Error: { type: 'object', required: ['error', 'message'], properties: { error: { type: 'string' }, message: { type: 'string' }, details: { type: 'array', items: { type: 'object', properties: { field: { type: 'string' }, message: { type: 'string' } } } } } },
         Document: { type: 'object', required: ['id', 'text'], additionalProperties: false, properties: { id: { type: 'string', maxLength: 512 }, text: { type: 'string', minLength: 1 }, metadata: { type: 'object' } } },
         Ingestion: { type: 'object', properties: { ingestionId: { type: 'string' }, collection: { type: 'string' }, documents: { type: 'integer' }, batches: { type: 'integer' }, status: { type: 'string' } } },
+        Stages: {
+          type: 'object',
+          description: 'documents per stage: accepted (in the ingestion record), encoded (raw vectors written), compressed (segment written), indexed (in the current generation), failed (batch failed for good)',
+          properties: { accepted: { type: 'integer' }, encoded: { type: 'integer' }, compressed: { type: 'integer' }, indexed: { type: 'integer' }, failed: { type: 'integer' } },
+        },
+        IngestionStatus: {
+          type: 'object',
+          properties: {
+            ingestionId: { type: 'string' },
+            collection: { type: 'string' },
+            state: { enum: ['processing', 'done', 'failed'] },
+            stages: { $ref: '#/components/schemas/Stages' },
+            batches: { type: 'integer' },
+            createdAt: { type: 'string' },
+            failures: {
+              type: 'array',
+              description: 'present when a batch failed for good',
+              items: { type: 'object', properties: { batchId: { type: 'string' }, stage: { type: 'string' }, documents: { type: 'integer' }, error: { type: 'string' } } },
+            },
+          },
+        },
+        CollectionDescription: {
+          type: 'object',
+          properties: {
+            id: { type: 'string' },
+            model: { type: 'string' },
+            dims: { type: 'integer' },
+            codec: { $ref: '#/components/schemas/CodecSettings' },
+            codecVersion: { type: 'integer' },
+            generation: { type: 'integer', description: 'current generation: the highest manifest in S3 (0: nothing committed yet)' },
+            segments: { type: 'integer' },
+            documents: { type: 'integer', description: 'distinct live document ids (an id ingested again counts once)' },
+            tokens: { type: 'integer' },
+            segmentBytes: { type: 'integer' },
+            bytesPerToken: { type: ['number', 'null'] },
+            codecVersions: { type: 'array', items: { type: 'integer' } },
+            stages: { $ref: '#/components/schemas/Stages' },
+          },
+        },
         CodecSettings: schema(CodecSettingsSchema),
         RerankStatus: {
           type: 'object',
