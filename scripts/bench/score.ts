@@ -22,11 +22,10 @@ import { spawnSync } from 'node:child_process';
 import { resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { maxsim, maxsimBatch, maxsimOfSimilarities, xtrAggregate, LITE_DEFAULT, LITE_SMALL, type XtrRetrieved } from '../../libs/scoring/src/index';
-import {
-  buildMaxsimModel, createScorerSession, GemmMaxsim, OnnxLite, OnnxMaxsim, randomLiteWeights, RotatedMaxsim, seededUniform, type RotatedImageSet,
-} from '../../libs/kernels/src/index';
+import { createScorerSession, GemmMaxsim, OnnxLite, randomLiteWeights, RotatedMaxsim, seededUniform, type RotatedImageSet } from '../../libs/kernels/src/index';
 import { createCodec, lloydMax, type EdenCodec } from '../../libs/codec/src/index';
 import { floatTensor, GraphBuilder, int64Tensor, makeModel, makeValueInfo } from '../lib/onnx-graph';
+import { buildMaxsimModel, OnnxMaxsim } from './maxsim-single-tensor';
 import * as ort from 'onnxruntime-node';
 
 const C = 1000, M = 180, D = 128, N = 32;

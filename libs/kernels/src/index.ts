@@ -1,8 +1,7 @@
-export { buildMaxsimModel, buildLiteModel, buildKnrmModel, MASK_BIAS, type MaxsimGraphKind } from './graphs';
+export { buildLiteModel, buildKnrmModel } from './graphs';
 export { createScorerSession, type ScorerSessionOptions } from './session';
-export { OnnxMaxsim } from './maxsim-onnx';
 export { OnnxLite, OnnxKnrm } from './lite-onnx';
-export { padCandidates, padRows } from './padding';
+export { checkCsr, padCandidates, padRows } from './padding';
 export {
   seededUniform, randomLiteWeights, randomKnrmWeights, writeLiteArtifact, writeKnrmArtifact, readLiteArtifact,
   liteWeightsFromJson, liteWeightsFromBinary, knrmWeightsFromJson,

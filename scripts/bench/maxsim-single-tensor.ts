@@ -1,6 +1,47 @@
-import { buildMaxsimModel, MASK_BIAS } from './graphs';
-import { checkCsr, padCandidates } from './padding';
-import { createScorerSession, ort, type ScorerSessionOptions } from './session';
+/**
+ * The single-tensor MaxSim graph (one GEMM [C*L, d] x [d, n], ReduceMax, ReduceSum, with three ways
+ * of masking ragged candidates) and its runner OnnxMaxsim. The pipeline scores with GemmMaxsim /
+ * RotatedMaxsim from @lateral/kernels instead; this graph is kept as the benchmark's reference
+ * point (`npm run bench -- score`: equal lengths, no Gather) and for the masking comparisons.
+ */
+import * as ort from 'onnxruntime-node';
+import { checkCsr, createScorerSession, padCandidates, type ScorerSessionOptions } from '@lateral/kernels';
+import { GraphBuilder, int64Tensor, makeModel, makeValueInfo, type ModelProto } from '@lateral/model';
+
+/** Large negative bias for padded token slots: exp-free, so any value far below a cosine works. */
+export const MASK_BIAS = -1e9;
+
+export type MaxsimGraphKind = 'masked' | 'uniform' | 'gather';
+
+/**
+ * Batched MaxSim. Inputs: `docs` [C, L, d] (candidates padded to L tokens), `query_t` [d, n]
+ * (the query transposed, so the MatMul needs no Transpose node), and for 'masked' a `bias`
+ * [C, L, 1] (0 on real tokens, MASK_BIAS on padding). Output `scores` [C] = sum_i max_j S.
+ * One MatMul [C*L, d] x [d, n] (ORT flattens a 3-D x 2-D MatMul into a single GEMM), then
+ * ReduceMax over tokens and ReduceSum over query tokens. 'uniform' (every candidate has exactly
+ * L tokens) drops the bias Add, which is a full extra pass over the C x L x n similarities.
+ * 'gather' takes the candidates unpadded (`docs` [T, d], CSR rows as they are, no copy), computes
+ * S = docs x query^T once ([T, n], 4x smaller than padded docs when n = 32 and d = 128), and
+ * gathers it into [C, L, n] with `index` [C, L] (int32): a candidate's padded slots repeat one
+ * of its own rows, which leaves the max unchanged (exact, no bias needed). Empty candidates
+ * must be fixed up by the caller.
+ */
+export function buildMaxsimModel(kind: MaxsimGraphKind = 'masked'): ModelProto {
+  const g = new GraphBuilder();
+  let s = g.op('MatMul', ['docs', 'query_t']);
+  if (kind === 'masked') s = g.op('Add', [s, 'bias']);
+  if (kind === 'gather') s = g.op('Gather', [s, 'index'], { axis: 0 });
+  const mx = g.op('ReduceMax', [s], { axes: [1], keepdims: 0 });
+  g.op('ReduceSum', [mx, g.constant(int64Tensor('axis1', [1], [1]))], { keepdims: 0 }, 'scores');
+  const inputs = kind === 'gather'
+    ? [makeValueInfo('docs', 'FLOAT', ['T', 'd']), makeValueInfo('query_t', 'FLOAT', ['d', 'n']), makeValueInfo('index', 'INT32', ['C', 'L'])]
+    : [makeValueInfo('docs', 'FLOAT', ['C', 'L', 'd']), makeValueInfo('query_t', 'FLOAT', ['d', 'n'])];
+  if (kind === 'masked') inputs.push(makeValueInfo('bias', 'FLOAT', ['C', 'L', 1]));
+  return makeModel(g.build(`maxsim_${kind}`, inputs, [makeValueInfo('scores', 'FLOAT', ['C'])]), {
+    docString: 'Batched MaxSim: scores[c] = sum_i max_j <q_i, d_cj>; padded slots carry a -1e9 bias',
+    metadata: { scorer: 'maxsim', kind },
+  });
+}
 
 /**
  * How padded slots of ragged candidates are masked:
