@@ -9,8 +9,7 @@ import {
   negationWeights,
   rrf,
   signedMaxsim,
-  xtrAggregate,
-  type XtrRetrieved,
+  xtrScores,
 } from '@lateral/scoring';
 import { ScorerResources } from '@lateral/kernels';
 import type { EncodedText, TokenEncoder } from '@lateral/model';
@@ -91,7 +90,7 @@ export async function scoreGroup(res: ScorerResources, g: GroupInput, spec: Scor
       });
     case 'xtr':
       return perCandidate((q) => {
-        const s = xtrScores(q, tokens().docs, tokens().offsets, d, spec.kPrime);
+        const s = xtrScores(q.vectors, q.length, tokens().docs, tokens().offsets, d, spec.kPrime);
         return (c) => s[c];
       });
     case 'hybrid': {
@@ -117,41 +116,4 @@ export function queryWeights(encoder: TokenEncoder, q: EncodedText, mode: 'auto'
   if (mode !== 'heuristic' && q.weights) return q.weights;
   if (mode === 'model') throw new ValidationError(`scorer signed-maxsim with weights 'model': model ${encoder.manifest.name} has no token_weights output`, [{ field: 'scorer.weights', message: 'use auto or heuristic' }]);
   return negationWeights(Array.from(q.tokenIds, (id) => encoder.tokenizer.decode([id])));
-}
-
-/**
- * XTR over a candidate set (SPEC 3.2): each query token retrieves its top-k' tokens among all
- * candidate tokens; candidates are scored from those hits only, missing similarities imputed by
- * the k'-th score. q: n x d; docs: T x d (offsets C + 1). Returns C scores.
- */
-export function xtrScores(q: EncodedText, docs: Float32Array, offsets: Uint32Array, d: number, kPrime: number): Float32Array {
-  const C = offsets.length - 1;
-  const T = offsets[C];
-  const owner = new Uint32Array(T);
-  for (let c = 0; c < C; c++) owner.fill(c, offsets[c], offsets[c + 1]);
-  const sims = new Float32Array(T);
-  const retrieved: XtrRetrieved[] = [];
-  for (let i = 0; i < q.length; i++) {
-    const qi = q.vectors.subarray(i * d, (i + 1) * d);
-    for (let t = 0; t < T; t++) {
-      let s = 0;
-      const b = t * d;
-      for (let k = 0; k < d; k++) s += qi[k] * docs[b + k];
-      sims[t] = s;
-    }
-    const k = Math.min(kPrime, T);
-    const threshold = k === 0 ? Infinity : Float32Array.from(sims).sort()[T - k];
-    const idx: number[] = [];
-    for (let t = 0; t < T && idx.length < T; t++) if (sims[t] >= threshold) idx.push(t);
-    idx.sort((a, b) => sims[b] - sims[a] || a - b);
-    idx.length = Math.min(idx.length, k);
-    retrieved.push({ docs: Uint32Array.from(idx, (t) => owner[t]), scores: Float32Array.from(idx, (t) => sims[t]) });
-  }
-  const agg = xtrAggregate(retrieved);
-  const out = new Float32Array(C);
-  // Candidates no query token retrieved score sum_i m_i / n (every similarity imputed).
-  const base = q.length ? agg.imputed.reduce((s, m) => s + m, 0) / q.length : 0;
-  out.fill(base);
-  agg.docs.forEach((c, j) => (out[c] = agg.scores[j]));
-  return out;
 }

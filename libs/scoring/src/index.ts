@@ -8,7 +8,7 @@ export {
   LITE_DEFAULT, LITE_SMALL, LITE_LN_EPS, type LiteWeights, type LiteFlatWeights,
 } from './lite';
 export { signedMaxsim } from './signed-maxsim';
-export { xtrAggregate, type XtrRetrieved, type XtrScores } from './xtr';
+export { xtrAggregate, xtrScores, type XtrRetrieved, type XtrScores } from './xtr';
 export { mebert, dedupMaxByDoc } from './mebert';
 export { hybridLinear, normalizeScores, rrf, RRF_K, type ScoreNormalization } from './hybrid';
 export { negationWeights } from './negation';

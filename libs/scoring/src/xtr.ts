@@ -1,4 +1,4 @@
-import { ShapeError } from './shapes';
+import { assertDim, assertMatrix, assertOffsets, ShapeError } from './shapes';
 
 /** One query token's retrieved document tokens, best first: owning document index and score. */
 export interface XtrRetrieved {
@@ -87,4 +87,47 @@ export function xtrAggregate(retrieved: XtrRetrieved[]): XtrScores {
   const outScores = new Float64Array(count);
   for (let c = 0; c < count; c++) outScores[c] = n === 0 ? 0 : (base + delta[c]) / n;
   return { docs: order.slice(0, count), scores: outScores, imputed };
+}
+
+/**
+ * XTR over a candidate set (SPEC 3.2): each query token retrieves its top-k' tokens among all
+ * candidate tokens (exhaustively, by dot product); candidates are scored from those hits only
+ * (`xtrAggregate`), missing similarities imputed by the k'-th score. Candidates no query token
+ * retrieved score sum_i m_i / n. q: n x d; docs: T x d (CSR, offsets C + 1). Returns C scores.
+ */
+export function xtrScores(q: Float32Array, n: number, docs: Float32Array, offsets: Uint32Array, d: number, kPrime: number): Float32Array {
+  assertDim('xtrScores', 'd', d, 1);
+  assertDim('xtrScores', 'n', n);
+  assertDim('xtrScores', 'kPrime', kPrime);
+  assertMatrix('xtrScores', 'q', q, n, d, 'n', 'd');
+  if (docs.length % d !== 0) throw new ShapeError(`xtrScores: docs has length ${docs.length}, expected T x d with d = ${d}`);
+  assertOffsets('xtrScores', offsets, docs.length / d);
+  const C = offsets.length - 1;
+  const T = offsets[C];
+  const owner = new Uint32Array(T);
+  for (let c = 0; c < C; c++) owner.fill(c, offsets[c], offsets[c + 1]);
+  const sims = new Float32Array(T);
+  const retrieved: XtrRetrieved[] = [];
+  for (let i = 0; i < n; i++) {
+    const qi = q.subarray(i * d, (i + 1) * d);
+    for (let t = 0; t < T; t++) {
+      let s = 0;
+      const b = t * d;
+      for (let k = 0; k < d; k++) s += qi[k] * docs[b + k];
+      sims[t] = s;
+    }
+    const k = Math.min(kPrime, T);
+    const threshold = k === 0 ? Infinity : Float32Array.from(sims).sort()[T - k];
+    const idx: number[] = [];
+    for (let t = 0; t < T && idx.length < T; t++) if (sims[t] >= threshold) idx.push(t);
+    idx.sort((a, b) => sims[b] - sims[a] || a - b);
+    idx.length = Math.min(idx.length, k);
+    retrieved.push({ docs: Uint32Array.from(idx, (t) => owner[t]), scores: Float32Array.from(idx, (t) => sims[t]) });
+  }
+  const agg = xtrAggregate(retrieved);
+  const out = new Float32Array(C);
+  const base = n ? agg.imputed.reduce((s, m) => s + m, 0) / n : 0;
+  out.fill(base);
+  agg.docs.forEach((c, j) => (out[c] = agg.scores[j]));
+  return out;
 }
