@@ -21,10 +21,10 @@
 import { spawnSync } from 'node:child_process';
 import { resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
-import { maxsim, maxsimBatch, maxsimOfSimilarities, xtrAggregate, LITE_DEFAULT, LITE_SMALL, type XtrRetrieved } from '../../libs/scoring/src/index';
-import { createScorerSession, GemmMaxsim, OnnxLite, randomLiteWeights, RotatedMaxsim, seededUniform, type RotatedImageSet } from '../../libs/kernels/src/index';
-import { createCodec, lloydMax, type EdenCodec } from '../../libs/codec/src/index';
-import { floatTensor, GraphBuilder, int64Tensor, makeModel, makeValueInfo } from '../lib/onnx-graph';
+import { maxsim, maxsimBatch, maxsimOfSimilarities, xtrAggregate, LITE_DEFAULT, LITE_SMALL, type XtrRetrieved } from '@lateral/scoring';
+import { createScorerSession, GemmMaxsim, OnnxLite, randomLiteWeights, RotatedMaxsim, seededUniform, type RotatedImageSet } from '@lateral/kernels';
+import { createCodec, lloydMax, type EdenCodec } from '@lateral/codec';
+import { floatTensor, GraphBuilder, int64Tensor, makeModel, makeValueInfo } from '@lateral/model';
 import { buildMaxsimModel, OnnxMaxsim } from './maxsim-single-tensor';
 import * as ort from 'onnxruntime-node';
 
