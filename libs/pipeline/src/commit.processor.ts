@@ -1,5 +1,5 @@
 import { PermanentJobError, QueueName, type Collection, type JobPayload, type JobResults, type SegmentRef } from '@lateral/shared';
-import { crc32c, readSegment } from '@lateral/codec';
+import { SegmentCorruptError, crc32c, readSegment } from '@lateral/codec';
 import type { CodecArtifactRepository, CollectionRepository, GenerationRepository, Logger, ObjectStore } from '@lateral/infra';
 
 /** What the commit processor touches. */
@@ -25,7 +25,15 @@ export async function commitProcessor(deps: CommitDeps, p: JobPayload<QueueName.
   const bytes = await deps.store.get(p.segmentKey);
   if (!bytes) throw new PermanentJobError(`segment missing from S3: ${p.segmentKey}`);
   // Verifies every section's checksum before the segment becomes visible to readers.
-  const seg = readSegment(bytes, p.segmentKey, await deps.codecs.get(p.tenantId, p.collectionId, p.codecVersion));
+  const artifact = await deps.codecs.get(p.tenantId, p.collectionId, p.codecVersion);
+  let seg;
+  try {
+    seg = readSegment(bytes, p.segmentKey, artifact);
+  } catch (err) {
+    // Retrying the commit cannot repair the object (only its compress job writes it): fail for good.
+    if (err instanceof SegmentCorruptError) throw new PermanentJobError(err.message);
+    throw err;
+  }
   deps.liveIds.remember(p.segmentKey, seg.docIds);
   const ref: SegmentRef = {
     batchId: p.batchId,

@@ -66,6 +66,7 @@ export async function rerankProcessor(ctx: RerankDeps, p: JobPayload<QueueName.r
   resolved.forEach((r, i) => groups.set(r.key, [...(groups.get(r.key) ?? []), i]));
   const scores: Float32Array[] = new Array(req.queries.length);
   let done = 0;
+  let reported = 0;
   let lastYield = Date.now();
   const yieldEvery = async () => {
     // Bounded chunks: give BullMQ's lock renewal (and, all-in-one, the API) the event loop.
@@ -78,6 +79,7 @@ export async function rerankProcessor(ctx: RerankDeps, p: JobPayload<QueueName.r
     const rows = resolved[members[0]].rows;
     if (!view || rows.length === 0) {
       for (const i of members) scores[i] = new Float32Array(0);
+      done += members.length;
       continue;
     }
     const out = await scoreGroup(
@@ -91,8 +93,11 @@ export async function rerankProcessor(ctx: RerankDeps, p: JobPayload<QueueName.r
     });
     members.forEach((qi, k) => (scores[qi] = out[k]));
     done += members.length;
-    await job?.updateProgress(Math.round((100 * done) / req.queries.length));
+    reported = Math.round((100 * done) / req.queries.length);
+    await job?.updateProgress(reported);
   }
+  // Groups without candidates are counted too, so a finished job always reports 100.
+  if (reported < 100) await job?.updateProgress(100);
   const results: RerankResult['results'] = req.queries.map((q, i) => ({
     queryId: q.id,
     hits: topK(scores[i], resolved[i].ids, req.topK).map((h) => ({ id: h.id, score: h.score })),
