@@ -5,7 +5,7 @@ import type { EncodedText, TokenEncoder } from '@lateral/model';
 import type { RotatedImageSet } from '@lateral/kernels';
 import type { CollectionView } from './collection-view';
 import { rerankProcessor, type RerankDeps } from './rerank.processor';
-import type { ScorerResources } from './scorers';
+import type { ScorerResources } from '@lateral/kernels';
 import { strictMock, takeStrictMockViolations, type Stubs } from './testing/strict-mock';
 
 afterEach(() => expect(takeStrictMockViolations()).toEqual([]));

@@ -3,7 +3,8 @@ import { PermanentJobError, QueueName, RerankRequestSchema, ValidationError, s3K
 import { ShapeError, topK } from '@lateral/scoring';
 import type { CollectionRepository, GenerationRepository, ObjectStore } from '@lateral/infra';
 import type { CollectionView, CollectionViewCache } from './collection-view';
-import { scoreGroup, type ScorerResources } from './scorers';
+import type { ScorerResources } from '@lateral/kernels';
+import { scoreGroup } from './scorers';
 import { permanentModelErrors } from './encode.processor';
 import type { EncoderProvider } from './encoders';
 

@@ -11,12 +11,11 @@ import {
   signedMaxsim,
   xtrScores,
 } from '@lateral/scoring';
-import { ScorerResources } from '@lateral/kernels';
+import type { ScorerResources } from '@lateral/kernels';
 import type { EncodedText, TokenEncoder } from '@lateral/model';
 import type { CollectionView } from './collection-view';
 
 /** Re-exported while the worker wiring and rerank.processor still import it from here; its home is @lateral/kernels. */
-export { ScorerResources };
 
 export interface GroupInput {
   view: CollectionView;

@@ -3,7 +3,6 @@ import { QueueName } from '@lateral/shared';
 import type { HandlerRegistry, Runtime } from '@lateral/infra';
 import {
   CollectionViewCache,
-  ScorerResources,
   SegmentIds,
   StaticEmbeddingsCache,
   commitProcessor,
@@ -14,6 +13,7 @@ import {
   rerankProcessor,
 } from '@lateral/pipeline';
 import { readSegment } from '@lateral/codec';
+import { ScorerResources } from '@lateral/kernels';
 
 /** Queues this build has processors for (`search` arrives with the retrieval issue). */
 export const HANDLED_QUEUES: QueueName[] = [QueueName.encode, QueueName.compress, QueueName.commit, QueueName.rerank];
