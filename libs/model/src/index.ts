@@ -41,3 +41,5 @@ export type {
 export { loadStaticEmbeddings, staticEmbeddingsFromTable } from './static-embeddings';
 export type { StaticEmbeddings } from './static-embeddings';
 export { TINY_TRANSFORMER_VERSION, writeTinyTransformer } from './testing/tiny-transformer';
+export { readSafetensors, type NamedTensor } from './safetensors';
+export { BertWeights, bertConfigFromJson, bertStaticEmbeddings, buildBertModel, quantizeColumns, BERT_INT8_WEIGHT_MAX, type BertConfig, type BertBuildOptions } from './bert-graph';

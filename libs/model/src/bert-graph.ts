@@ -1,0 +1,218 @@
+/**
+ * A BERT encoder (Hugging Face `BertModel` layout) as an ONNX graph, built from its weights with
+ * the project's own graph builder: no PyTorch, no exporter. Inputs `input_ids`, `attention_mask`,
+ * `token_type_ids` [batch, seq] int64; output `last_hidden_state` [batch, seq, hidden].
+ *
+ *   x = LayerNorm(word[ids] + position[0..seq) + token_type[types])
+ *   per layer: a = LayerNorm(x + Wo MHA(x)),  x = LayerNorm(a + W2 gelu(W1 a))
+ *
+ * Padding keys get an additive -1e9 before the softmax (exactly zero attention), so a text
+ * encoded alone or right-padded inside a batch gives the same vectors. gelu is the exact erf form.
+ */
+import { ModelLoadError } from './errors';
+import { GraphBuilder, floatAttr, floatScalar, floatTensor, int64Tensor, makeModel, makeNode, makeTensor, makeValueInfo, type ModelProto } from './onnx-graph';
+import type { NamedTensor } from './safetensors';
+
+export interface BertConfig {
+  hiddenSize: number;
+  numLayers: number;
+  numHeads: number;
+  intermediateSize: number;
+  vocabSize: number;
+  maxPositions: number;
+  typeVocabSize: number;
+  layerNormEps: number;
+}
+
+/** The fields of a Hugging Face config.json this builder needs; refuses what it does not implement. */
+export function bertConfigFromJson(json: Record<string, unknown>, source = 'config.json'): BertConfig {
+  const num = (k: string): number => {
+    const v = json[k];
+    if (typeof v !== 'number' || !Number.isFinite(v)) throw new ModelLoadError(`${source}: '${k}' must be a number (got ${JSON.stringify(v)})`);
+    return v;
+  };
+  if (json.model_type !== undefined && json.model_type !== 'bert') throw new ModelLoadError(`${source}: model_type '${String(json.model_type)}' is not 'bert'`);
+  const act = json.hidden_act ?? 'gelu';
+  if (act !== 'gelu') throw new ModelLoadError(`${source}: hidden_act '${String(act)}' is not supported (only the exact erf 'gelu')`);
+  const pos = json.position_embedding_type ?? 'absolute';
+  if (pos !== 'absolute') throw new ModelLoadError(`${source}: position_embedding_type '${String(pos)}' is not supported (only 'absolute')`);
+  const c: BertConfig = {
+    hiddenSize: num('hidden_size'),
+    numLayers: num('num_hidden_layers'),
+    numHeads: num('num_attention_heads'),
+    intermediateSize: num('intermediate_size'),
+    vocabSize: num('vocab_size'),
+    maxPositions: num('max_position_embeddings'),
+    typeVocabSize: num('type_vocab_size'),
+    layerNormEps: typeof json.layer_norm_eps === 'number' ? json.layer_norm_eps : 1e-12,
+  };
+  if (c.hiddenSize % c.numHeads !== 0) throw new ModelLoadError(`${source}: hidden_size ${c.hiddenSize} is not a multiple of num_attention_heads ${c.numHeads}`);
+  return c;
+}
+
+/** Weights by Hugging Face name, with or without a `bert.` prefix; checks every shape. */
+export class BertWeights {
+  constructor(
+    private readonly tensors: Map<string, NamedTensor>,
+    private readonly config: BertConfig,
+  ) {}
+
+  get(name: string, shape: number[]): Float32Array {
+    const t = this.tensors.get(name) ?? this.tensors.get(`bert.${name}`);
+    if (!t) throw new ModelLoadError(`weights: tensor '${name}' is missing`);
+    if (t.shape.length !== shape.length || t.shape.some((d, i) => d !== shape[i])) {
+      throw new ModelLoadError(`weights: tensor '${name}' has shape [${t.shape}], expected [${shape}] from config.json`);
+    }
+    return t.data;
+  }
+
+  /** A Linear layer's weight [out, in] transposed to the [in, out] MatMul takes. */
+  linear(name: string, inDim: number, outDim: number): Float32Array {
+    const w = this.get(`${name}.weight`, [outDim, inDim]);
+    const t = new Float32Array(inDim * outDim);
+    for (let o = 0; o < outDim; o++) for (let i = 0; i < inDim; i++) t[i * outDim + o] = w[o * inDim + i];
+    return t;
+  }
+
+  get bertConfig(): BertConfig {
+    return this.config;
+  }
+}
+
+/**
+ * Largest |weight code| of the int8 variant: 7 bits, so that u8 activations (0..255) times the
+ * codes can never leave a 16-bit pair sum on CPUs without VNNI (2 x 255 x 63 = 32,130; see
+ * @lateral/codec rotated-image.ts, "Operand ranges").
+ */
+export const BERT_INT8_WEIGHT_MAX = 63;
+
+export interface BertBuildOptions {
+  /**
+   * 'int8': every dense layer of the encoder (attention projections and the feed-forward) as a
+   * dynamically quantised MatMulIntegerToFloat: activations u8 per tensor at run time, weights
+   * int8 per output column (7 bits). Embeddings, LayerNorm, softmax stay fp32.
+   */
+  quantize?: 'none' | 'int8';
+}
+
+/** Builds the encoder graph. `name` goes into the model's metadata. */
+export function buildBertModel(weights: BertWeights, name: string, opts: BertBuildOptions = {}): ModelProto {
+  const int8 = opts.quantize === 'int8';
+  const c = weights.bertConfig;
+  const H = c.hiddenSize;
+  const nh = c.numHeads;
+  const dh = H / nh;
+  const g = new GraphBuilder();
+  const cst = (n: string, dims: number[], data: Float32Array) => g.constant(floatTensor(n, dims, data));
+  const layerNorm = (x: string, prefix: string) =>
+    g.op('LayerNormalization', [x, cst(`${prefix}_gamma`, [H], weights.get(`${prefix}.weight`, [H])), cst(`${prefix}_beta`, [H], weights.get(`${prefix}.bias`, [H]))], {
+      axis: -1,
+      epsilon: floatAttr(c.layerNormEps),
+    });
+  const denseFp32 = (x: string, prefix: string, inDim: number, outDim: number) =>
+    g.op('Add', [g.op('MatMul', [x, cst(`${prefix}_w`, [inDim, outDim], weights.linear(prefix, inDim, outDim))]), cst(`${prefix}_b`, [outDim], weights.get(`${prefix}.bias`, [outDim]))]);
+  const denseInt8 = (x: string, prefix: string, inDim: number, outDim: number) => {
+    const w = weights.linear(prefix, inDim, outDim); // [in, out]
+    const { codes, scales } = quantizeColumns(w, inDim, outDim, BERT_INT8_WEIGHT_MAX);
+    const q = g.fresh('xq');
+    const qs = g.fresh('xq_scale');
+    const qz = g.fresh('xq_zero');
+    g.nodes.push(makeNode('DynamicQuantizeLinear', [x], [q, qs, qz]));
+    const y = g.op(
+      'MatMulIntegerToFloat',
+      [q, g.constant(makeTensor(`${prefix}_wq`, [inDim, outDim], codes)), qs, cst(`${prefix}_ws`, [outDim], scales), qz],
+      {},
+      undefined,
+      'com.microsoft',
+    );
+    return g.op('Add', [y, cst(`${prefix}_b`, [outDim], weights.get(`${prefix}.bias`, [outDim]))]);
+  };
+  const dense = int8 ? denseInt8 : denseFp32;
+
+  // embeddings
+  const word = g.op('Gather', [cst('word_embeddings', [c.vocabSize, H], weights.get('embeddings.word_embeddings.weight', [c.vocabSize, H])), 'input_ids'], { axis: 0 });
+  const seq = g.op('Gather', [g.op('Shape', ['input_ids']), g.constant(int64Tensor('seq_axis', [], [1]))], { axis: 0 });
+  const positions = g.op('Range', [g.constant(int64Tensor('zero', [], [0])), seq, g.constant(int64Tensor('one', [], [1]))]);
+  const pos = g.op('Gather', [cst('position_embeddings', [c.maxPositions, H], weights.get('embeddings.position_embeddings.weight', [c.maxPositions, H])), positions], { axis: 0 });
+  const types = g.op('Gather', [cst('token_type_embeddings', [c.typeVocabSize, H], weights.get('embeddings.token_type_embeddings.weight', [c.typeVocabSize, H])), 'token_type_ids'], {
+    axis: 0,
+  });
+  let x = layerNorm(g.op('Add', [g.op('Add', [word, pos]), types]), 'embeddings.LayerNorm');
+
+  // [B,1,1,S] additive mask: 0 for real tokens, -1e9 for padding
+  const maskf = g.op('Cast', ['attention_mask'], { to: 1 });
+  const bias = g.op('Mul', [g.op('Sub', [maskf, g.constant(floatScalar('one_f', 1))]), g.constant(floatScalar('big', 1e9))]);
+  const bias4 = g.op('Unsqueeze', [bias, g.constant(int64Tensor('mask_axes', [2], [1, 2]))]);
+  const heads = g.constant(int64Tensor('heads_shape', [4], [0, 0, nh, dh]));
+  const merged = g.constant(int64Tensor('merged_shape', [3], [0, 0, H]));
+  const scale = g.constant(floatScalar('inv_sqrt_dh', 1 / Math.sqrt(dh)));
+  const sqrtHalf = g.constant(floatScalar('inv_sqrt2', Math.SQRT1_2));
+  const half = g.constant(floatScalar('half', 0.5));
+  const oneF = g.constant(floatScalar('one_gelu', 1));
+
+  for (let l = 0; l < c.numLayers; l++) {
+    const p = `encoder.layer.${l}`;
+    const split = (t: string, perm: number[]) => g.op('Transpose', [g.op('Reshape', [t, heads])], { perm });
+    const q = split(dense(x, `${p}.attention.self.query`, H, H), [0, 2, 1, 3]); // [B,nh,S,dh]
+    const k = split(dense(x, `${p}.attention.self.key`, H, H), [0, 2, 3, 1]); // [B,nh,dh,S]
+    const v = split(dense(x, `${p}.attention.self.value`, H, H), [0, 2, 1, 3]); // [B,nh,S,dh]
+    const scores = g.op('Add', [g.op('Mul', [g.op('MatMul', [q, k]), scale]), bias4]);
+    const ctx = g.op('MatMul', [g.op('Softmax', [scores], { axis: -1 }), v]); // [B,nh,S,dh]
+    const ctxMerged = g.op('Reshape', [g.op('Transpose', [ctx], { perm: [0, 2, 1, 3] }), merged]);
+    const a = layerNorm(g.op('Add', [x, dense(ctxMerged, `${p}.attention.output.dense`, H, H)]), `${p}.attention.output.LayerNorm`);
+    const h = dense(a, `${p}.intermediate.dense`, H, c.intermediateSize);
+    const gelu = g.op('Mul', [g.op('Mul', [h, half]), g.op('Add', [g.op('Erf', [g.op('Mul', [h, sqrtHalf])]), oneF])]);
+    x = layerNorm(g.op('Add', [a, dense(gelu, `${p}.output.dense`, c.intermediateSize, H)]), `${p}.output.LayerNorm`);
+  }
+  g.op('Identity', [x], {}, 'last_hidden_state');
+  const ids = ['input_ids', 'attention_mask', 'token_type_ids'].map((n) => makeValueInfo(n, 'INT64', ['batch', 'seq']));
+  const graph = g.build('bert', ids, [makeValueInfo('last_hidden_state', 'FLOAT', ['batch', 'seq', H])]);
+  return makeModel(graph, {
+    metadata: { name, architecture: `bert L${c.numLayers} H${H} A${nh}`, quantize: int8 ? 'int8 (dynamic, 7-bit weights per column)' : 'none' },
+    ...(int8 ? { extraOpsets: [{ domain: 'com.microsoft', version: 1 }] } : {}),
+  });
+}
+
+/** Symmetric per-column quantisation of w [rows, cols] to codes in [-max, max] and one scale per column. */
+export function quantizeColumns(w: Float32Array, rows: number, cols: number, max: number): { codes: Int8Array; scales: Float32Array } {
+  const scales = new Float32Array(cols);
+  for (let j = 0; j < cols; j++) {
+    let m = 0;
+    for (let i = 0; i < rows; i++) m = Math.max(m, Math.abs(w[i * cols + j]));
+    scales[j] = m > 0 ? m / max : 1;
+  }
+  const codes = new Int8Array(rows * cols);
+  for (let i = 0; i < rows; i++) for (let j = 0; j < cols; j++) codes[i * cols + j] = Math.max(-max, Math.min(max, Math.round(w[i * cols + j] / scales[j])));
+  return { codes, scales };
+}
+
+/**
+ * The context-free input embedding of every token id: LayerNorm(word + token_type[0] + the mean
+ * position embedding over positions 1..positions-1), the embedding layer's output for a token
+ * whose position is not known. Rows: vocabSize x hidden. For codecs with side information.
+ */
+export function bertStaticEmbeddings(weights: BertWeights, positions: number): Float32Array {
+  const c = weights.bertConfig;
+  const H = c.hiddenSize;
+  const word = weights.get('embeddings.word_embeddings.weight', [c.vocabSize, H]);
+  const pos = weights.get('embeddings.position_embeddings.weight', [c.maxPositions, H]);
+  const type0 = weights.get('embeddings.token_type_embeddings.weight', [c.typeVocabSize, H]).subarray(0, H);
+  const gamma = weights.get('embeddings.LayerNorm.weight', [H]);
+  const beta = weights.get('embeddings.LayerNorm.bias', [H]);
+  const last = Math.min(positions, c.maxPositions);
+  const base = new Float64Array(H);
+  for (let p = 1; p < last; p++) for (let k = 0; k < H; k++) base[k] += pos[p * H + k] / (last - 1);
+  for (let k = 0; k < H; k++) base[k] += type0[k];
+  const out = new Float32Array(c.vocabSize * H);
+  const row = new Float64Array(H);
+  for (let t = 0; t < c.vocabSize; t++) {
+    let mean = 0;
+    for (let k = 0; k < H; k++) mean += row[k] = word[t * H + k] + base[k];
+    mean /= H;
+    let v = 0;
+    for (let k = 0; k < H; k++) v += (row[k] - mean) ** 2;
+    const inv = 1 / Math.sqrt(v / H + c.layerNormEps);
+    for (let k = 0; k < H; k++) out[t * H + k] = (row[k] - mean) * inv * gamma[k] + beta[k];
+  }
+  return out;
+}
