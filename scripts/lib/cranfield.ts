@@ -3,6 +3,7 @@
  * distributed: cran.all.1400 (`.I n` / `.T` / `.A` / `.B` / `.W` fields), cran.qry (`.I` numbers
  * with gaps; the judged query number is the query's position, 1..225) and cranqrel
  * (`qid docid grade`, grade 1 = complete answer .. 4 = minimum interest, -1 = not relevant).
+ * Metrics (nDCG@10 with these gains) are in ./metrics.
  */
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -59,20 +60,6 @@ export function loadCranfield(dir: string): CranfieldData {
     m.set(String(Number(docid)), 5 - grade);
   }
   return { docs, queries, qrels };
-}
-
-/**
- * nDCG@10 with linear gain (trec_eval's ndcg_cut_10): DCG = sum_{i<10} gain_i / log2(i + 2),
- * normalised by the DCG of all judged gains sorted descending. 0 when nothing is relevant.
- */
-export function ndcgAt10(ranking: string[], qrel: Map<string, number>): number {
-  const k = 10;
-  let dcg = 0;
-  for (let i = 0; i < Math.min(k, ranking.length); i++) dcg += (qrel.get(ranking[i]!) ?? 0) / Math.log2(i + 2);
-  const ideal = [...qrel.values()].filter((g) => g > 0).sort((a, b) => b - a);
-  let idcg = 0;
-  for (let i = 0; i < Math.min(k, ideal.length); i++) idcg += ideal[i]! / Math.log2(i + 2);
-  return idcg > 0 ? dcg / idcg : 0;
 }
 
 /**
