@@ -1,12 +1,14 @@
 /**
- * Re-ranking evaluation on a first-stage run with text (the format of
- * /work/shared/datasets/trec-dl-2019-passage): every query's candidates are encoded with the token
- * encoder and re-scored by each scorer; reported beside the first stage: nDCG@10 with **linear
- * gain** (rel / log2(rank + 1), ideal DCG from every judged document of the query, as trec_eval),
- * MRR@10 and recall@10 with "relevant" = grade >= --rel-level (default 2, the TREC DL convention
- * for binary measures). Queries without judgments are skipped. Ties keep first-stage order.
+ * Re-ranking evaluation on a first-stage run with text, in any TREC-DL-format folder (the layout
+ * of ../shared/datasets/trec-dl-2019-passage, any year: `retrieve_results*.json` + `qrels*.txt`,
+ * found by pattern by scripts/lib/trec-dl.ts; --run / --qrels name a file when several match).
+ * Every query's candidates are encoded with the token encoder and re-scored by each scorer;
+ * reported beside the first stage (scripts/lib/metrics): nDCG@10 with **linear gain**
+ * (rel / log2(rank + 1), ideal DCG from every judged document of the query, as trec_eval), MRR@10
+ * and recall@10 with "relevant" = grade >= --rel-level (default 2, the TREC DL convention for
+ * binary measures). Queries without judgments are skipped. Ties keep first-stage order.
  *
- *   npx tsx scripts/eval/rerank.ts [--dataset DIR (alias --data)] [--model DIR] [--scorers a,b,...] [--rel-level 2] [--lambda 0.5] [--lite FILE.onnx] [--json]
+ *   npx tsx scripts/eval/rerank.ts [--dataset DIR (alias --data)] [--run FILE] [--qrels FILE] [--model DIR] [--scorers a,b,...] [--rel-level 2] [--lambda 0.5] [--lite FILE.onnx] [--json]
  *   (--scorers filters by name prefix, e.g. --scorers maxsim,dense; the first stage is always reported)
  *
  * Scorers: first stage; maxsim; maxsim-topk (k = 2, 4, sum); dense (mean pool); mebert (mean-pooled
@@ -14,48 +16,26 @@
  * negation heuristic on queries; hybrid (min-max maxsim + lambda * min-max first-stage score,
  * lambda NOT tuned: there is no dev split here); rrf(first stage, maxsim); lite when an artifact is given.
  */
-import { readFileSync } from 'node:fs';
-import { join, resolve } from 'node:path';
+import { resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import {
   dense, hybridLinear, maxsim, maxsimTopK, meanPool, mebert, negationWeights, rrf, signedMaxsim, topK,
-} from '../../libs/scoring/src/index';
-import { OnnxLite } from '../../libs/kernels/src/index';
-import { TokenEncoder, type EncodedText } from '../../libs/model/src/index';
+} from '@lateral/scoring';
+import { OnnxLite } from '@lateral/kernels';
+import { TokenEncoder, type EncodedText } from '@lateral/model';
+import { ndcgAt, recallAt, reciprocalRankAt, relevantAtLeast, type Judgments } from '../lib/metrics';
+import { loadTrecDlFolder } from '../lib/trec-dl';
 
 /** The shared test collections sit beside the repository (`../shared/`). */
 export const DEFAULT_RERANK_DIR = '../shared/datasets/trec-dl-2019-passage';
 export const DEFAULT_MODEL_DIR = '.cache/models/glove-ctx-100d';
 
-interface Hit { content: string; qid: string | number; docid: string | number; rank: number; score: number }
-interface RunQuery { query: string; hits: Hit[] }
-
 export interface Metrics { ndcg10: number; mrr10: number; recall10: number }
 
-/** qrels (TREC format: qid 0 docid grade) -> qid -> docid -> grade. */
-export function readQrels(path: string): Map<string, Map<string, number>> {
-  const out = new Map<string, Map<string, number>>();
-  for (const line of readFileSync(path, 'utf8').split('\n')) {
-    const f = line.trim().split(/\s+/);
-    if (f.length < 4) continue;
-    const row = out.get(f[0]) ?? new Map<string, number>();
-    row.set(f[2], Number(f[3]));
-    out.set(f[0], row);
-  }
-  return out;
-}
-
-/** ranking: doc ids best first; judged: docid -> grade. */
-export function metricsAt10(ranking: string[], judged: Map<string, number>, relLevel: number): Metrics {
-  const top = ranking.slice(0, 10);
-  let dcg = 0;
-  top.forEach((id, r) => { dcg += Math.max(0, judged.get(id) ?? 0) / Math.log2(r + 2); });
-  const ideal = [...judged.values()].filter((g) => g > 0).sort((a, b) => b - a).slice(0, 10);
-  const idcg = ideal.reduce((s, g, r) => s + g / Math.log2(r + 2), 0);
-  const first = top.findIndex((id) => (judged.get(id) ?? 0) >= relLevel);
-  const relevant = [...judged.values()].filter((g) => g >= relLevel).length;
-  const found = top.filter((id) => (judged.get(id) ?? 0) >= relLevel).length;
-  return { ndcg10: idcg > 0 ? dcg / idcg : 0, mrr10: first >= 0 ? 1 / (first + 1) : 0, recall10: relevant > 0 ? found / relevant : 0 };
+/** ranking: doc ids best first; judged: docid -> grade; relevant for MRR and recall = grade >= relLevel. */
+export function metricsAt10(ranking: string[], judged: Judgments, relLevel: number): Metrics {
+  const relevant = relevantAtLeast(judged, relLevel);
+  return { ndcg10: ndcgAt(ranking, judged, 10), mrr10: reciprocalRankAt(ranking, relevant, 10), recall10: recallAt(ranking, relevant, 10) };
 }
 
 function flag(args: string[], name: string): string | undefined {
@@ -76,8 +56,8 @@ export async function runRerankEval(args: string[]): Promise<Record<string, unkn
   const litePath = flag(args, '--lite');
   const log = (m: string) => process.stderr.write(`${m}\n`);
 
-  const run = JSON.parse(readFileSync(join(dataDir, 'retrieve_results_dl19.json'), 'utf8')) as RunQuery[];
-  const qrels = readQrels(join(dataDir, 'qrels.dl19-passage.txt'));
+  const { files, queries: run, qrels } = loadTrecDlFolder(dataDir, { run: flag(args, '--run'), qrels: flag(args, '--qrels') });
+  log(`rerank eval: ${files.run} (${run.length} queries), ${files.qrels}`);
   const enc = await TokenEncoder.load(modelDir, { executionProvider: 'cpu', intraOpThreads: 2 });
   const lite = litePath ? await OnnxLite.create(litePath) : null;
   const d = enc.dims;
@@ -89,12 +69,11 @@ export async function runRerankEval(args: string[]): Promise<Record<string, unkn
   let evaluated = 0;
   const t0 = performance.now();
   for (const [qi, rq] of run.entries()) {
-    const qid = String(rq.hits[0]?.qid ?? '');
-    const judged = qrels.get(qid);
+    const judged = qrels.get(rq.qid);
     if (!judged || rq.hits.length === 0) continue;
-    const hits = [...rq.hits].sort((a, b) => a.rank - b.rank);
-    const ids = hits.map((h) => String(h.docid));
-    const [q] = await enc.encodeQueries([rq.query]);
+    const hits = rq.hits;
+    const ids = hits.map((h) => h.docid);
+    const [q] = await enc.encodeQueries([rq.text]);
     const docsEnc = await enc.encodeDocuments(hits.map((h) => h.content));
     const C = hits.length, n = q.length;
     const qPool = meanPool(q.vectors, n, d);
@@ -143,6 +122,8 @@ export async function runRerankEval(args: string[]): Promise<Record<string, unkn
     first_stage: out(firstStage),
     scorers: Object.fromEntries(Object.entries(rest).map(([k, v]) => [k, out(v)])),
     dataset: dataDir,
+    run: files.run,
+    qrels: files.qrels,
     model: enc.manifest.name,
     queries: evaluated,
     relLevel,
