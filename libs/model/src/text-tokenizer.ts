@@ -4,6 +4,27 @@ import { ModelLoadError } from './errors';
 
 export type TextKind = 'query' | 'doc';
 
+/**
+ * The tokenizer.json as the encoder uses it: its own `padding` and `truncation` removed (a Hugging
+ * Face export often saves a fixed length, e.g. `padding: { strategy: { Fixed: 128 } }`; lengths are
+ * the manifest's business), and the Rust defaults filled in where @huggingface/tokenizers would
+ * otherwise misread an omitted field (WordPiece's `continuing_subword_prefix` '##' and
+ * `max_input_chars_per_word` 100, an empty `added_tokens`). The input object is not modified.
+ */
+export function prepareTokenizerJson(json: Record<string, unknown>): Record<string, unknown> {
+  const out: Record<string, unknown> = { ...json, padding: null, truncation: null };
+  if (!Array.isArray(out.added_tokens)) out.added_tokens = [];
+  const model = json.model as Record<string, unknown> | null | undefined;
+  if (model && typeof model === 'object' && model.type === 'WordPiece') {
+    out.model = {
+      ...model,
+      continuing_subword_prefix: model.continuing_subword_prefix ?? '##',
+      max_input_chars_per_word: model.max_input_chars_per_word ?? 100,
+    };
+  }
+  return out;
+}
+
 /** Characters per token assumed when pre-cutting very long texts (real tokenizers average 3-6). */
 const CHARS_PER_TOKEN_BOUND = 32;
 
@@ -21,13 +42,19 @@ export interface TokenizedText {
  * truncated to `maxTokens` positions in total, queries padded with [MASK] when
  * `queryPadding = 'mask'`. The word splitting itself is the model's own tokenizer.json, run by
  * @huggingface/tokenizers; its post-processor is bypassed (special tokens come from the manifest,
- * so a BERT-style tokenizer.json does not add a second [CLS]).
+ * so a BERT-style tokenizer.json does not add a second [CLS]), and so are its own `padding` and
+ * `truncation` (an export saved with a fixed length of 128 must not pad or cut our sequences:
+ * lengths are the manifest's business).
  */
 export class TextTokenizer {
   readonly padId: number;
   readonly maskId: number | null;
   /** Token ids dropped from documents after encoding (manifest.skiplist entries found in the vocabulary). */
   readonly skipIds: ReadonlySet<number>;
+  /** Id of manifest.clsToken (always position 0 of a sequence), or null when the manifest has none. */
+  readonly clsId: number | null;
+  /** One more than the largest token id the tokenizer can produce (added tokens included). */
+  readonly vocabSize: number;
   private readonly prefix: Record<TextKind, number[]>;
   private readonly suffix: number[];
 
@@ -45,6 +72,7 @@ export class TextTokenizer {
     this.padId = id('padToken', manifest.padToken);
     this.maskId = manifest.queryPadding === 'mask' ? id('maskToken', manifest.maskToken) : null;
     const cls = optional('clsToken', manifest.clsToken);
+    this.clsId = cls[0] ?? null;
     this.prefix = {
       query: [...cls, ...optional('queryMarker', manifest.queryMarker)],
       doc: [...cls, ...optional('docMarker', manifest.docMarker)],
@@ -56,13 +84,16 @@ export class TextTokenizer {
       if (v !== undefined) skip.add(v);
     }
     this.skipIds = skip;
+    let maxId = -1;
+    for (const v of tokenizer.get_vocab(true).values()) if (v > maxId) maxId = v;
+    this.vocabSize = maxId + 1;
   }
 
   static fromJson(json: Record<string, unknown>, manifest: ModelManifest, source = 'tokenizer.json'): TextTokenizer {
     const model = json.model as { unk_token?: string } | undefined;
     let tokenizer: Tokenizer;
     try {
-      tokenizer = new Tokenizer(json, {
+      tokenizer = new Tokenizer(prepareTokenizerJson(json), {
         unk_token: model?.unk_token ?? '[UNK]',
         pad_token: manifest.padToken,
         mask_token: manifest.maskToken,
