@@ -12,7 +12,12 @@ export const ModelManifestSchema = z.object({
     .object({
       inputIds: z.string().default('input_ids'),
       attentionMask: z.string().nullable().default('attention_mask'),
-      /** Element type of the id / mask inputs. */
+      /**
+       * Graph input for BERT's segment ids (`token_type_ids`), fed as zeros of the ids' dtype and
+       * shape (every sequence is a single segment); null when the graph takes none.
+       */
+      tokenTypeIds: z.string().nullable().default(null),
+      /** Element type of the id / mask / token type inputs. */
       dtype: z.enum(['int64', 'int32']).default('int64'),
     })
     .prefault({}),
@@ -41,7 +46,10 @@ export const ModelManifestSchema = z.object({
   skiplist: z.array(z.string()).default([]),
   /** L2-normalise output vectors in the runtime (false when the graph already does it). */
   normalize: z.boolean().default(true),
-  /** How the single `dense` vector is pooled from token vectors. */
+  /**
+   * How the single `dense` vector is pooled: `mean` of the kept token vectors, or `cls`, the
+   * vector of the clsToken position (which then must be set). Either way it is L2-normalised.
+   */
   pooling: z.enum(['mean', 'cls']).default('mean'),
   /** Free-form provenance shown by the API (source vectors, vocabulary size, window ...). */
   description: z.string().default(''),
@@ -65,6 +73,23 @@ export const ModelManifestSchema = z.object({
     .strict()
     .nullable()
     .default(null),
+}).superRefine((m, ctx) => {
+  // Each graph input is fed once: two fields naming the same input would feed it twice.
+  const inputs: [string, string | null][] = [
+    ['inputIds', m.inputs.inputIds],
+    ['attentionMask', m.inputs.attentionMask],
+    ['tokenTypeIds', m.inputs.tokenTypeIds],
+  ];
+  inputs.forEach(([field, name], i) => {
+    const first = inputs.findIndex(([, n]) => n === name);
+    if (name !== null && first < i) {
+      ctx.addIssue({ code: 'custom', path: ['inputs', field], message: `'${name}' is already named by inputs.${inputs[first]![0]}` });
+    }
+  });
+  // 'cls' pooling takes the vector at the clsToken position, so there must be one.
+  if (m.pooling === 'cls' && m.clsToken === null) {
+    ctx.addIssue({ code: 'custom', path: ['pooling'], message: "'cls' pools the vector of the clsToken position: set clsToken (e.g. \"[CLS]\") or use 'mean'" });
+  }
 });
 
 export type ModelManifest = z.infer<typeof ModelManifestSchema>;
