@@ -1,10 +1,10 @@
-export { TokenEncoder, getEncoder, DEFAULT_TOKEN_BUDGET } from './token-encoder';
-export type { EncodedText, EncoderOptions, EncoderLogger, EncodeDocumentsOptions } from './token-encoder';
+export { TokenEncoder, getEncoder, poolEncoded, DEFAULT_TOKEN_BUDGET } from './token-encoder';
+export type { EncodedText, EncoderOptions, EncoderLogger, EncodeDocumentsOptions, Pooling } from './token-encoder';
 export { ModelShapeError, ModelLoadError } from './errors';
 export { planBatches } from './batching';
-export { readModelDir, parseManifest } from './model-dir';
-export type { ModelDirFiles } from './model-dir';
-export { TextTokenizer } from './text-tokenizer';
+export { readModelDir, parseManifest, readEmbeddingTable } from './model-dir';
+export type { ModelDirFiles, EmbeddingTable } from './model-dir';
+export { TextTokenizer, prepareTokenizerJson } from './text-tokenizer';
 export type { TextKind, TokenizedText } from './text-tokenizer';
 export { makeWordLevelTokenizerJson, isPunctuation, isPreTokenizerAtom } from './tokenizer-json';
 export type { WordLevelTokenizerSpec, TokenizerJson } from './tokenizer-json';

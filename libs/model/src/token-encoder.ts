@@ -1,9 +1,10 @@
 import { resolve } from 'node:path';
 import * as ort from 'onnxruntime-node';
 import type { ModelManifest } from '@lateral/shared';
+import { meanPool } from '@lateral/scoring';
 import { planBatches } from './batching';
 import { ModelLoadError, ModelShapeError } from './errors';
-import { readModelDir } from './model-dir';
+import { readEmbeddingTable, readModelDir } from './model-dir';
 import { TextTokenizer, type TextKind, type TokenizedText } from './text-tokenizer';
 
 export interface EncodedText {
@@ -15,6 +16,31 @@ export interface EncodedText {
   weights: Float32Array | null;
   length: number;
   truncated: boolean;
+  /**
+   * The vector of the clsToken position (sequence position 0), normalised like `vectors`; kept
+   * here whatever the skiplist drops. null (or absent, in hand-built values) when the manifest has
+   * no clsToken. `pooling: 'cls'` pools it.
+   */
+  cls?: Float32Array | null;
+}
+
+export type Pooling = ModelManifest['pooling'];
+
+/**
+ * The single dense vector of one encoded text, L2-normalised (a zero vector stays zero):
+ * `mean` = the mean of the kept token vectors (`meanPool` of @lateral/scoring; documents have
+ * their skiplist tokens dropped already), `cls` = the vector of the clsToken position
+ * (`EncodedText.cls`). Documents and queries must be pooled alike: use the model's
+ * `manifest.pooling`, or `TokenEncoder.pool`.
+ */
+export function poolEncoded(e: EncodedText, dims: number, pooling: Pooling): Float32Array {
+  if (pooling === 'mean') return meanPool(e.vectors, e.length, dims, true);
+  if (!e.cls) throw new RangeError("pooling 'cls' needs EncodedText.cls, the vector of the clsToken position; this text was encoded without a clsToken");
+  if (e.cls.length !== dims) throw new RangeError(`EncodedText.cls has ${e.cls.length} values, expected dims = ${dims}`);
+  let n = 0;
+  for (let k = 0; k < dims; k++) n += e.cls[k]! * e.cls[k]!;
+  const inv = n > 0 ? 1 / Math.sqrt(n) : 0;
+  return Float32Array.from(e.cls, (v) => v * inv);
 }
 
 export interface EncoderLogger {
@@ -69,6 +95,49 @@ async function createSession(modelPath: string, opts: EncoderOptions): Promise<{
   }
 }
 
+/** Inputs the encoder feeds: manifest field -> graph input name (null = not fed). */
+const INPUT_FIELDS = ['inputIds', 'attentionMask', 'tokenTypeIds'] as const;
+
+/**
+ * Load-time agreement of manifest, tokenizer and graph (ModelLoadError otherwise): every input and
+ * output the manifest names exists; every input the graph requires is one the manifest names (the
+ * encoder feeds nothing else); the tokenizer's ids fit the graph's token embedding table when that
+ * table can be read from model.onnx (skipped when it cannot).
+ */
+function checkGraph(dir: string, m: ModelManifest, tokenizer: TextTokenizer, session: ort.InferenceSession, modelPath: string): void {
+  const list = (names: readonly string[]) => `[${names.join(', ')}]`;
+  const need = (names: readonly string[], name: string | null, field: string, kind: string) => {
+    if (name !== null && !names.includes(name)) {
+      throw new ModelLoadError(`${dir}/manifest.json: field '${field}' names ${kind} '${name}', but model.onnx has ${kind}s ${list(names)}`);
+    }
+  };
+  for (const f of INPUT_FIELDS) need(session.inputNames, m.inputs[f], `inputs.${f}`, 'input');
+  need(session.outputNames, m.outputs.tokenEmbeddings, 'outputs.tokenEmbeddings', 'output');
+  need(session.outputNames, m.outputs.tokenWeights, 'outputs.tokenWeights', 'output');
+
+  const fed = INPUT_FIELDS.filter((f) => m.inputs[f] !== null);
+  for (const name of session.inputNames) {
+    if (fed.some((f) => m.inputs[f] === name)) continue;
+    const field = /type|segment/i.test(name) ? 'tokenTypeIds' : /mask/i.test(name) ? 'attentionMask' : null;
+    const fix =
+      field && m.inputs[field] === null
+        ? `set inputs.${field} to "${name}"${field === 'tokenTypeIds' ? ' (BERT segment ids: the encoder feeds zeros)' : ''}`
+        : `name it in inputs.attentionMask or inputs.tokenTypeIds if it is one of those, else export the graph without it`;
+    throw new ModelLoadError(
+      `${dir}/manifest.json: model.onnx takes inputs ${list(session.inputNames)} but the manifest feeds only ` +
+        `${list(fed.map((f) => `${m.inputs[f]} (inputs.${f})`))}; input '${name}' is not accounted for: ${fix}`,
+    );
+  }
+
+  const table = readEmbeddingTable(modelPath, m.inputs.inputIds);
+  if (table && tokenizer.vocabSize > table.rows) {
+    throw new ModelLoadError(
+      `${dir}: tokenizer.json has ${tokenizer.vocabSize} token ids (0..${tokenizer.vocabSize - 1}) but model.onnx's token embedding ` +
+        `'${table.name}' has ${table.rows} rows: the tokenizer does not belong to this graph`,
+    );
+  }
+}
+
 /**
  * Text -> token vectors with one ONNX Runtime session. Holds the tokenizer, the manifest and the
  * session of one model directory; use `getEncoder` to share one instance per directory per process.
@@ -93,18 +162,12 @@ export class TokenEncoder {
     const { manifest } = files;
     const tokenizer = TextTokenizer.fromJson(files.tokenizerJson, manifest, `${abs}/tokenizer.json`);
     const { session, provider } = await createSession(files.modelPath, opts);
-    const need = (names: readonly string[], name: string | null, field: string, kind: string) => {
-      if (name !== null && !names.includes(name)) {
-        void session.release();
-        throw new ModelLoadError(
-          `${abs}/manifest.json: field '${field}' names ${kind} '${name}', but model.onnx has ${kind}s [${names.join(', ')}]`,
-        );
-      }
-    };
-    need(session.inputNames, manifest.inputs.inputIds, 'inputs.inputIds', 'input');
-    need(session.inputNames, manifest.inputs.attentionMask, 'inputs.attentionMask', 'input');
-    need(session.outputNames, manifest.outputs.tokenEmbeddings, 'outputs.tokenEmbeddings', 'output');
-    need(session.outputNames, manifest.outputs.tokenWeights, 'outputs.tokenWeights', 'output');
+    try {
+      checkGraph(abs, manifest, tokenizer, session, files.modelPath);
+    } catch (err) {
+      void session.release();
+      throw err;
+    }
     opts.logger?.info(`loaded model ${manifest.name} from ${abs} (dims ${manifest.dims}, ${provider})`);
     return new TokenEncoder(abs, manifest, tokenizer, session, provider);
   }
@@ -115,6 +178,14 @@ export class TokenEncoder {
    */
   countTokens(text: string, kind: 'query' | 'doc', maxTokens?: number): number {
     return this.tokenizer.count(text, kind, maxTokens);
+  }
+
+  /**
+   * The single dense vector of an encoded query or document as the manifest says (`pooling`:
+   * mean of the kept token vectors, or the clsToken vector), L2-normalised. See `poolEncoded`.
+   */
+  pool(encoded: EncodedText): Float32Array {
+    return poolEncoded(encoded, this.dims, this.manifest.pooling);
   }
 
   /** Document vectors, in input order; skiplist tokens are dropped. */
@@ -178,6 +249,11 @@ export class TokenEncoder {
       [m.inputs.inputIds]: new ort.Tensor(m.inputs.dtype, ids, [batch, seqLen]),
     };
     if (m.inputs.attentionMask !== null) feeds[m.inputs.attentionMask] = new ort.Tensor(m.inputs.dtype, mask, [batch, seqLen]);
+    if (m.inputs.tokenTypeIds !== null) {
+      // one segment per sequence: BERT's token type 0 everywhere
+      const zeros = int64 ? new BigInt64Array(batch * seqLen) : new Int32Array(batch * seqLen);
+      feeds[m.inputs.tokenTypeIds] = new ort.Tensor(m.inputs.dtype, zeros, [batch, seqLen]);
+    }
     const fetch = [m.outputs.tokenEmbeddings, ...(m.outputs.tokenWeights ? [m.outputs.tokenWeights] : [])];
     const out = await this.session.run(feeds, fetch);
 
@@ -202,6 +278,17 @@ export class TokenEncoder {
     const data = emb.data as Float32Array;
     const d = m.dims;
     const skip = kind === 'doc' ? this.tokenizer.skipIds : null;
+    /** Copies the output row of (b, t) into `dst` at `at`, L2-normalised when the manifest says so. */
+    const copyRow = (b: number, t: number, dst: Float32Array, at: number) => {
+      const src = (b * seqLen + t) * d;
+      if (m.normalize) {
+        let n = 0;
+        for (let k = 0; k < d; k++) n += data[src + k]! * data[src + k]!;
+        const inv = n > 0 ? 1 / Math.sqrt(n) : 0;
+        for (let k = 0; k < d; k++) dst[at + k] = data[src + k]! * inv;
+      } else dst.set(data.subarray(src, src + d), at);
+    };
+    const hasCls = this.tokenizer.clsId !== null;
     const results = seqs.map((s, b): EncodedText => {
       const keep: number[] = [];
       for (let t = 0; t < s.length; t++) if (!skip?.has(s.ids[t]!)) keep.push(t);
@@ -209,17 +296,13 @@ export class TokenEncoder {
       const tokenIds = new Int32Array(keep.length);
       const w = weights ? new Float32Array(keep.length) : null;
       keep.forEach((t, r) => {
-        const src = (b * seqLen + t) * d;
         tokenIds[r] = s.ids[t]!;
         if (w) w[r] = weights![b * seqLen + t]!;
-        if (m.normalize) {
-          let n = 0;
-          for (let k = 0; k < d; k++) n += data[src + k]! * data[src + k]!;
-          const inv = n > 0 ? 1 / Math.sqrt(n) : 0;
-          for (let k = 0; k < d; k++) vectors[r * d + k] = data[src + k]! * inv;
-        } else vectors.set(data.subarray(src, src + d), r * d);
+        copyRow(b, t, vectors, r * d);
       });
-      return { tokenIds, vectors, weights: w, length: keep.length, truncated: s.truncated };
+      let cls: Float32Array | null = null;
+      if (hasCls) copyRow(b, 0, (cls = new Float32Array(d)), 0); // clsToken is always position 0
+      return { tokenIds, vectors, weights: w, length: keep.length, truncated: s.truncated, cls };
     });
     for (const t of Object.values(out)) t.dispose?.();
     return results;
