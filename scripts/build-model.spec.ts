@@ -1,4 +1,5 @@
-// Tests of scripts/build-model.ts: the GloVe model directories it builds, their cache and CLI.
+// Tests of scripts/build-model.ts: the GloVe model directories it builds, their cache and CLI
+// (the pretrained models fetched from PyPI are left out here: --no-pretrained / skipPretrained).
 import { spawnSync } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -15,13 +16,13 @@ afterAll(() => rmSync(root, { recursive: true, force: true }));
 describe('scripts/build-model.ts', () => {
   it('builds both GloVe models with --vocab N, caches them by build.json, and --quiet prints one line', async () => {
     const out = join(root, 'models');
-    const first = await buildModels({ outDir: out, vocabSize: 2000 });
+    const first = await buildModels({ outDir: out, vocabSize: 2000, skipPretrained: true });
     expect(first.built.sort()).toEqual(['glove-ctx-100d', 'glove-static-100d']);
     const manifest = JSON.parse(readFileSync(join(out, 'glove-static-100d', 'manifest.json'), 'utf8'));
     expect(manifest.description).toContain('2000 most frequent');
     expect(existsSync(join(out, 'test-transformer'))).toBe(false);
 
-    const cli = spawnSync(process.execPath, ['--import', 'tsx', 'scripts/build-model.ts', '--quiet', '--out', out, '--vocab', '2000'], { encoding: 'utf8' });
+    const cli = spawnSync(process.execPath, ['--import', 'tsx', 'scripts/build-model.ts', '--quiet', '--no-pretrained', '--out', out, '--vocab', '2000'], { encoding: 'utf8' });
     expect(cli.status).toBe(0);
     const lines = cli.stdout.trim().split('\n');
     expect(lines).toHaveLength(1);
@@ -36,7 +37,7 @@ describe('scripts/build-model.ts', () => {
 
   it('writes the static embedding table both GloVe models declare: row i = the static model output for token id i, bit for bit', async () => {
     const out = join(root, 'models');
-    await buildModels({ outDir: out, vocabSize: 2000 }); // cached by the test above
+    await buildModels({ outDir: out, vocabSize: 2000, skipPretrained: true }); // cached by the test above
     const dirOf = (name: string) => join(out, name);
     const manifest = JSON.parse(readFileSync(join(dirOf('glove-ctx-100d'), 'manifest.json'), 'utf8'));
     expect(manifest.staticEmbeddings).toEqual({ file: 'static-embeddings.f32', dims: 100, dtype: 'fp32' });
