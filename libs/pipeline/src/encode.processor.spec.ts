@@ -2,7 +2,7 @@ import type { Job } from 'bullmq';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { PermanentJobError, QueueName, jobIds, s3Keys, toNdjson, type Collection, type IngestDocument, type JobPayload } from '@lateral/shared';
 import { readSegment } from '@lateral/codec';
-import { ModelShapeError, type EncodeDocumentsOptions, type EncodedText, type TokenEncoder } from '@lateral/model';
+import { ModelShapeError, poolEncoded, type EncodeDocumentsOptions, type EncodedText, type TokenEncoder } from '@lateral/model';
 import type { Logger } from '@lateral/infra';
 import { RAW_CODEC, encodeProcessor, type EncodeDeps } from './encode.processor';
 import { UnstubbedMemberError, strictMock, takeStrictMockViolations } from './testing/strict-mock';
@@ -47,7 +47,8 @@ const encodings: EncodedText[] = [
 
 function setup(over: { collection?: Collection | null; body?: Uint8Array | null; encoderDims?: number; encoders?: EncodeDeps['encoders'] } = {}) {
   const encodeDocuments = vi.fn(async (_texts: string[], _opts?: EncodeDocumentsOptions) => encodings.map((e) => ({ ...e })));
-  const encoder = strictMock<TokenEncoder>('encoder', { dims: over.encoderDims ?? DIMS, encodeDocuments });
+  const pool = (e: EncodedText) => poolEncoded(e, over.encoderDims ?? DIMS, 'mean');
+  const encoder = strictMock<TokenEncoder>('encoder', { dims: over.encoderDims ?? DIMS, encodeDocuments, pool });
   const get = vi.fn(async (_key: string) => (over.body === undefined ? new TextEncoder().encode(toNdjson(docs)) : over.body));
   const put = vi.fn(async (_key: string, _body: Uint8Array | string) => undefined);
   const collectionsGet = vi.fn(async (_t: string, _c: string) => (over.collection === undefined ? collection : over.collection));

@@ -1,8 +1,7 @@
 import type { Job } from 'bullmq';
 import { PermanentJobError, QueueName, s3Keys, type JobPayload, type JobResults } from '@lateral/shared';
 import { createCodec, writeSegment } from '@lateral/codec';
-import { meanPool } from '@lateral/scoring';
-import { ModelLoadError, ModelShapeError, type EncodedText } from '@lateral/model';
+import { ModelLoadError, ModelShapeError, poolEncoded, type EncodedText } from '@lateral/model';
 import type { CollectionRepository, JobQueues, Logger, ObjectStore } from '@lateral/infra';
 import { fromNdjson } from '@lateral/shared';
 import { enqueueNext } from './pipeline';
@@ -22,8 +21,18 @@ export interface EncodeDeps {
 /** Raw vectors are always kept at fp16: re-compression starts from them without re-encoding. */
 export const RAW_CODEC = createCodec({ kind: 'fp16', layout: 'token', norms: 'fp32', sideInfo: false });
 
-/** Concatenates per-document encodings into one segment's arrays (T x dims, row-major). */
-export function assembleSegmentDocs(ids: string[], encoded: EncodedText[], dims: number, metadata?: (Record<string, unknown> | null)[]) {
+/**
+ * Concatenates per-document encodings into one segment's arrays (T x dims, row-major).
+ * `pool` gives each document's dense vector: pass the model's (`(e) => encoder.pool(e)`); the
+ * default is mean pooling.
+ */
+export function assembleSegmentDocs(
+  ids: string[],
+  encoded: EncodedText[],
+  dims: number,
+  metadata?: (Record<string, unknown> | null)[],
+  pool: (e: EncodedText) => Float32Array = (e) => poolEncoded(e, dims, 'mean'),
+) {
   const offsets = new Uint32Array(ids.length + 1);
   for (let i = 0; i < encoded.length; i++) offsets[i + 1] = offsets[i] + encoded[i].length;
   const total = offsets[ids.length];
@@ -34,7 +43,7 @@ export function assembleSegmentDocs(ids: string[], encoded: EncodedText[], dims:
     const e = encoded[i];
     tokenIds.set(e.tokenIds, offsets[i]);
     vectors.set(e.vectors, offsets[i] * dims);
-    if (e.length > 0) docVectors.set(meanPool(e.vectors, e.length, dims, true), i * dims);
+    docVectors.set(pool(e), i * dims);
   }
   return { docIds: ids, tokenOffsets: offsets, tokenIds, vectors, dims, docVectors, metadata };
 }
@@ -58,7 +67,7 @@ export async function encodeProcessor(ctx: EncodeDeps, p: JobPayload<QueueName.e
     .catch(permanentModelErrors);
   await job?.updateProgress(80);
   const segment = writeSegment(
-    assembleSegmentDocs(docs.map((d) => d.id), encoded, encoder.dims, docs.map((d) => d.metadata ?? null)),
+    assembleSegmentDocs(docs.map((d) => d.id), encoded, encoder.dims, docs.map((d) => d.metadata ?? null), (e) => encoder.pool(e)),
     RAW_CODEC,
   );
   const rawKey = s3Keys.rawVectors(p.tenantId, p.collectionId, p.batchId);

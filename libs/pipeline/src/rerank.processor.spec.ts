@@ -1,7 +1,7 @@
 import type { Job } from 'bullmq';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { PermanentJobError, QueueName, s3Keys, type Collection, type CollectionManifest, type JobPayload, type ModelManifest, type RerankResult } from '@lateral/shared';
-import type { EncodedText, TokenEncoder } from '@lateral/model';
+import { poolEncoded, type EncodedText, type TokenEncoder } from '@lateral/model';
 import type { RotatedImageSet } from '@lateral/kernels';
 import type { CollectionView } from './collection-view';
 import { rerankProcessor, type RerankDeps } from './rerank.processor';
@@ -72,7 +72,8 @@ function setup(opts: {
   const view = strictMock<CollectionView>('view', opts.view ?? viewStubs());
   const viewsGet = vi.fn(async (_m: CollectionManifest) => view);
   const encodeQueries = vi.fn(async (texts: string[]) => (opts.queries ?? texts.map(() => enc([[1, 0]]))).map((e) => ({ ...e })));
-  const encoder = strictMock<TokenEncoder>('encoder', { encodeQueries, ...opts.encoder });
+  const pool = (e: EncodedText) => poolEncoded(e, DIMS, 'mean');
+  const encoder = strictMock<TokenEncoder>('encoder', { encodeQueries, pool, ...opts.encoder });
   const encoders = vi.fn(async (_model: string) => encoder);
   const updateProgress = vi.fn(async (_p: unknown) => undefined);
   const deps: RerankDeps = {

@@ -4,7 +4,6 @@ import {
   hybridLinear,
   liteFlat,
   maxsimTopK,
-  meanPool,
   mebert,
   negationWeights,
   rrf,
@@ -57,7 +56,7 @@ export async function scoreGroup(res: ScorerResources, g: GroupInput, spec: Scor
       return (await res.gemm()).score(g.queries, tokens().docs, tokens().offsets, d, { normalize: spec.normalize, yieldEvery: g.yieldEvery });
     case 'dense':
       return perCandidate((q) => {
-        const qv = meanPool(q.vectors, q.length, d, true);
+        const qv = g.encoder.pool(q);
         return (c) => dense(qv, g.view.docVectors.subarray(g.rows[c] * d, (g.rows[c] + 1) * d));
       });
     case 'maxsim-topk':
@@ -84,7 +83,7 @@ export async function scoreGroup(res: ScorerResources, g: GroupInput, spec: Scor
       });
     case 'mebert':
       return perCandidate((q) => {
-        const qv = meanPool(q.vectors, q.length, d, true);
+        const qv = g.encoder.pool(q);
         return (c) => mebert(qv, doc(c), len(c), d, spec.m);
       });
     case 'xtr':

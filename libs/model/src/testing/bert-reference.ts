@@ -42,7 +42,7 @@ export function bertReferenceForward(weights: BertWeights, ids: number[], types:
       }
     return y;
   };
-  let x = new Float64Array(S * H);
+  let x: Float64Array = new Float64Array(S * H);
   for (let s = 0; s < S; s++) for (let k = 0; k < H; k++) x[s * H + k] = word[ids[s] * H + k] + pos[s * H + k] + typ[types[s] * H + k];
   x = ln(x, 'embeddings.LayerNorm', H);
   for (let l = 0; l < c.numLayers; l++) {
