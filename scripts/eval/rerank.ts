@@ -11,7 +11,7 @@
  *   npx tsx scripts/eval/rerank.ts [--dataset DIR (alias --data)] [--run FILE] [--qrels FILE] [--model DIR] [--scorers a,b,...] [--rel-level 2] [--lambda 0.5] [--lite FILE.onnx] [--json]
  *   (--scorers filters by name prefix, e.g. --scorers maxsim,dense; the first stage is always reported)
  *
- * Scorers: first stage; maxsim; maxsim-topk (k = 2, 4, sum); dense (mean pool); mebert (mean-pooled
+ * Scorers: first stage; maxsim; maxsim-topk (k = 2, 4, sum); dense (the model's pooling); mebert (mean-pooled
  * query vs the first 4 document vectors: the GloVe models have no CLS); signed-maxsim with the
  * negation heuristic on queries; hybrid (min-max maxsim + lambda * min-max first-stage score,
  * lambda NOT tuned: there is no dev split here); rrf(first stage, maxsim); lite when an artifact is given.
@@ -19,7 +19,7 @@
 import { resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import {
-  dense, hybridLinear, maxsim, maxsimTopK, meanPool, mebert, negationWeights, rrf, signedMaxsim, topK,
+  dense, hybridLinear, maxsim, maxsimTopK, mebert, negationWeights, rrf, signedMaxsim, topK,
 } from '@lateral/scoring';
 import { OnnxLite } from '@lateral/kernels';
 import { TokenEncoder, type EncodedText } from '@lateral/model';
@@ -76,14 +76,14 @@ export async function runRerankEval(args: string[]): Promise<Record<string, unkn
     const [q] = await enc.encodeQueries([rq.text]);
     const docsEnc = await enc.encodeDocuments(hits.map((h) => h.content));
     const C = hits.length, n = q.length;
-    const qPool = meanPool(q.vectors, n, d);
+    const qPool = enc.pool(q);
     const qSigns = negationWeights(await tokenStrings(enc, q));
     const s = (f: (e: EncodedText) => number) => Float32Array.from(docsEnc, f);
     const scores: Record<string, Float32Array> = {
       maxsim: s((e) => maxsim(q.vectors, n, e.vectors, e.length, d)),
       'maxsim-top2': s((e) => maxsimTopK(q.vectors, n, e.vectors, e.length, d, 2)),
       'maxsim-top4': s((e) => maxsimTopK(q.vectors, n, e.vectors, e.length, d, 4)),
-      dense: s((e) => dense(qPool, meanPool(e.vectors, e.length, d))),
+      dense: s((e) => dense(qPool, enc.pool(e))),
       'mebert-4': s((e) => mebert(qPool, e.vectors, e.length, d, 4)),
       'signed-maxsim (heuristic)': s((e) => signedMaxsim(q.vectors, qSigns, n, e.vectors, new Float32Array(e.length).fill(1), e.length, d)),
     };
