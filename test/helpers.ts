@@ -17,6 +17,9 @@ export function testConfig(overrides: Record<string, string> = {}): Config {
     LOG_LEVEL: 'warn',
     DATA_DIR: mkdtempSync(path.join(os.tmpdir(), 'lateral-data-')),
     MODELS_DIR: path.resolve('.cache/models'),
+    // The plumbing tests run on the small GloVe model (fast on 2 cores); the pretrained model's
+    // service path has its own test (test/pretrained-model.integration.spec.ts).
+    DEFAULT_MODEL: 'glove-ctx-100d',
     ...overrides,
   });
 }

@@ -39,7 +39,7 @@ export class CollectionsService {
     try {
       raw = JSON.parse(readFileSync(file, 'utf8'));
     } catch {
-      throw new ValidationError(`model '${model}' not found: no readable ${path.join(model, 'manifest.json')} under MODELS_DIR (${this.rt.config.MODELS_DIR})`, [
+      throw new ValidationError(`model '${model}' not found: no readable ${path.join(model, 'manifest.json')} under MODELS_DIR (${this.rt.config.MODELS_DIR}); the built-in models are made by \`npm run build-model\``, [
         { field: 'model', message: 'unknown model' },
       ]);
     }

@@ -40,7 +40,7 @@ export const ConfigSchema = z.object({
    */
   COMPRESSED_SCORING: z.enum(['int8-image', 'decode']).default('int8-image'),
   /** Model directory name used when a collection names none. */
-  DEFAULT_MODEL: z.string().default('glove-ctx-100d'),
+  DEFAULT_MODEL: z.string().default('minilm-l6-384'),
   /** ONNX Runtime execution provider; cuda falls back to cpu with a logged warning. */
   ORT_EXECUTION_PROVIDER: z.enum(['cpu', 'cuda']).default('cpu'),
   ORT_CUDA_DEVICE_ID: int(0, 0, 64),
