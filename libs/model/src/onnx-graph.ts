@@ -3,7 +3,7 @@
  *
  * Used by `scripts/build-model.ts` (GloVe encoders), the tiny transformer test model, and any other
  * code that writes a fixed-weight graph (e.g. LITE / KNRM scorer artifacts). Import it as
- * `@lateral/model` from libraries (Nx module boundaries), or `scripts/lib/onnx-graph` from scripts. Everything here is
+ * `@lateral/model` from libraries (Nx module boundaries). Everything here is
  * plain data in, protobuf objects out; `writeModel` is the only function that touches the disk.
  *
  * Conventions: tensors are stored as little-endian `rawData` (Node is little-endian on every

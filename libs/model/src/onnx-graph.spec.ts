@@ -2,7 +2,7 @@ import * as ort from 'onnxruntime-node';
 import { describe, expect, it } from 'vitest';
 import { GraphBuilder, encodeModel, floatAttr, floatTensor, makeModel, makeNode, makeTensor, makeValueInfo } from './onnx-graph';
 
-describe('scripts/lib/onnx-graph (the graph helpers of @lateral/model)', () => {
+describe('onnx-graph helpers', () => {
   it('build a graph onnxruntime runs: y = relu(x * 2 + b)', async () => {
     const g = new GraphBuilder();
     const two = g.constant(floatTensor('two', [], [2]));
