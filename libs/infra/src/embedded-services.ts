@@ -1,8 +1,9 @@
 import { AsyncLocalStorage } from 'node:async_hooks';
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { mkdirSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, realpathSync } from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
+import type { Writable } from 'node:stream';
 import { Redis } from 'ioredis';
 import type { S3rverInstance, S3rverMiddleware } from 's3rver';
 import type { Logger } from './logger';
@@ -45,45 +46,142 @@ export class RedisServerMissingError extends Error {
 
 export interface EmbeddedRedis {
   url: string;
+  port: number;
+  /** The server's working folder (its append-only files when `persistent`). */
+  dir: string;
+  /** Whether it writes an append-only file under `dir`, so its data survives a restart. */
+  persistent: boolean;
+  /** Process id of redis-server itself (its watchdog shell is its parent). */
+  pid: number | undefined;
   stop(): Promise<void>;
 }
 
 /**
- * Starts `redis-server` from PATH on a free port, configured as production wants it for BullMQ
- * (noeviction). Persistence is off: the embedded server is for the demo and tests.
+ * Runs redis-server as a child of a small POSIX shell that owns it: the shell kills it (SIGTERM,
+ * which makes it flush its append-only file and exit) when the read end of fd 3 reaches EOF,
+ * i.e. when this process closes the pipe (`stop()`) or dies in any way, SIGKILL included, since
+ * the kernel closes the pipe then. It also forwards SIGINT/SIGTERM/SIGHUP sent to the shell. So an
+ * embedded redis-server is never left running without the process that started it. The first
+ * line on stdout is the server's pid.
  */
-export async function startEmbeddedRedis(opts: { dir: string; logger?: Logger; port?: number }): Promise<EmbeddedRedis> {
+const REDIS_WATCHDOG = [
+  'redis-server "$@" &',
+  'pid=$!',
+  'echo "lateral-redis-pid=$pid"',
+  "trap 'kill -TERM $pid 2>/dev/null' INT TERM HUP",
+  '{ read _ <&3; kill -TERM $pid 2>/dev/null; } &',
+  'watcher=$!',
+  'code=0',
+  'while :; do',
+  '  wait $pid; code=$?',
+  '  kill -0 $pid 2>/dev/null || break',
+  'done',
+  'kill $watcher 2>/dev/null',
+  'exit $code',
+].join('\n');
+
+/** The pid of a live redis-server already serving `dir` (from its pidfile), if any. */
+function liveRedisIn(dir: string): number | undefined {
+  const pidfile = path.join(dir, 'redis-server.pid');
+  if (!existsSync(pidfile)) return undefined;
+  const pid = Number(readFileSync(pidfile, 'utf8').trim());
+  if (!Number.isInteger(pid) || pid <= 0) return undefined;
+  try {
+    process.kill(pid, 0);
+  } catch {
+    return undefined;
+  }
+  // A pid can be reused: on Linux, the server's working folder must be this one.
+  try {
+    return realpathSync(`/proc/${pid}/cwd`) === realpathSync(dir) ? pid : undefined;
+  } catch {
+    const comm = spawnSync('ps', ['-p', String(pid), '-o', 'comm='], { encoding: 'utf8' });
+    return comm.stdout?.includes('redis') ? pid : undefined;
+  }
+}
+
+/**
+ * Starts `redis-server` from PATH on a free port, configured as production wants it for BullMQ
+ * (noeviction), in its own process group (a Ctrl-C in the terminal reaches the node process, which
+ * stops the workers first and Redis last) and tied to this process's life (see REDIS_WATCHDOG).
+ *
+ * `persistent`: an append-only file under `dir` (`appendonlydir/`, fsync every second and at
+ * shutdown), so queues, jobs and caches survive a restart on the same folder; `npm start` uses it.
+ * Refuses to start when another live redis-server already writes that folder. Off (the default):
+ * nothing is written, for tests.
+ */
+export async function startEmbeddedRedis(opts: { dir: string; logger?: Logger; port?: number; persistent?: boolean }): Promise<EmbeddedRedis> {
   const which = spawnSync('redis-server', ['--version'], { encoding: 'utf8' });
   if (which.error || which.status !== 0) throw new RedisServerMissingError();
-  mkdirSync(opts.dir, { recursive: true });
+  const dir = path.resolve(opts.dir);
+  mkdirSync(dir, { recursive: true });
+  const persistent = opts.persistent ?? false;
   const port = opts.port ?? (await freePort());
-  const child: ChildProcess = spawn(
-    'redis-server',
-    ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--maxmemory-policy', 'noeviction', '--dir', path.resolve(opts.dir)],
-    { stdio: ['ignore', 'pipe', 'pipe'] },
-  );
+  const args = ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--maxmemory-policy', 'noeviction', '--dir', dir];
+  if (persistent) {
+    const other = liveRedisIn(dir);
+    if (other !== undefined) {
+      throw new Error(`another redis-server (pid ${other}) is already using ${dir}: stop it (or the lateral process that started it), or use another DATA_DIR`);
+    }
+    const major = Number(/v=(\d+)/.exec(which.stdout)?.[1] ?? 7);
+    args.push('--appendonly', 'yes', '--appendfsync', 'everysec', '--pidfile', path.join(dir, 'redis-server.pid'));
+    // Redis 7 keeps a multi-part AOF in a folder; Redis 6 one appendonly.aof in --dir.
+    if (major >= 7) args.push('--appenddirname', 'appendonlydir');
+  } else {
+    args.push('--appendonly', 'no');
+  }
+  const child: ChildProcess = spawn('sh', ['-c', REDIS_WATCHDOG, 'lateral-redis', ...args], {
+    stdio: ['ignore', 'pipe', 'pipe', 'pipe'],
+    detached: true,
+  });
+  const lifeline = child.stdio[3] as Writable;
+  lifeline.on('error', () => undefined);
+  let pid: number | undefined;
   let output = '';
-  child.stdout?.on('data', (b: Buffer) => (output += b.toString()));
+  child.stdout?.on('data', (b: Buffer) => {
+    output += b.toString();
+    pid ??= Number(/lateral-redis-pid=(\d+)/.exec(output)?.[1]) || undefined;
+  });
   child.stderr?.on('data', (b: Buffer) => (output += b.toString()));
+  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
   const url = `redis://127.0.0.1:${port}`;
   const deadline = Date.now() + 10_000;
   while (!(await redisReachable(url, 300))) {
     if (child.exitCode !== null || Date.now() > deadline) {
+      if (pid) process.kill(pid, 'SIGKILL');
       child.kill('SIGKILL');
       throw new Error(`redis-server did not start on port ${port}: ${output.slice(-500)}`);
     }
     await new Promise((r) => setTimeout(r, 50));
   }
-  opts.logger?.info(`started redis-server on ${url}`);
+  opts.logger?.info(`started redis-server on ${url} (pid ${pid}; ${persistent ? `append-only file under ${dir}` : 'nothing kept on disk'})`);
+  let stopping: Promise<void> | undefined;
   return {
     url,
+    port,
+    dir,
+    persistent,
+    get pid() {
+      return pid;
+    },
     stop: () =>
-      new Promise<void>((resolve) => {
-        if (child.exitCode !== null) return resolve();
-        child.once('exit', () => resolve());
-        child.kill('SIGTERM');
-        setTimeout(() => child.kill('SIGKILL'), 3000).unref();
-      }),
+      (stopping ??= (async () => {
+        if (child.exitCode !== null || child.signalCode !== null) return;
+        // EOF on the lifeline: the watchdog sends SIGTERM (Redis flushes its AOF) and exits after it.
+        lifeline.destroy();
+        const timer = setTimeout(() => {
+          if (pid) {
+            try {
+              process.kill(pid, 'SIGKILL');
+            } catch {
+              // already gone
+            }
+          }
+          child.kill('SIGKILL');
+        }, 10_000);
+        await exited;
+        clearTimeout(timer);
+      })()),
   };
 }
 

@@ -13,6 +13,9 @@ import { CodecArtifactRepository } from './codec-artifacts.repository';
 export interface ResolvedServices {
   redisUrl: string;
   s3Endpoint: string | undefined;
+  /** What this process started itself (empty when REDIS_URL and S3_ENDPOINT are used), e.g. "embedded redis-server redis://127.0.0.1:40123". */
+  embedded: string[];
+  /** Stops the embedded services this process started (S3 first, Redis last), logging each. */
   stop(): Promise<void>;
 }
 
@@ -20,35 +23,52 @@ export interface ResolvedServices {
  * The embedded defaults: start `redis-server` from PATH when REDIS_URL is unset or unreachable,
  * and the in-process S3 server when S3_ENDPOINT is unset. Used by the demo, the tests and the
  * all-in-one entry; the standalone apps require both to be configured.
+ *
+ * Both keep their data under DATA_DIR, so `npm start` survives a restart: S3 objects (collections,
+ * generations, segments, ingestions) in DATA_DIR/s3, Redis (queues, jobs, caches) as an
+ * append-only file in DATA_DIR/redis.
  */
 export async function resolveServices(config: Config, logger: Logger): Promise<ResolvedServices> {
-  const stops: (() => Promise<void>)[] = [];
-  let redisUrl = config.REDIS_URL;
-  if (!redisUrl || !(await redisReachable(redisUrl))) {
-    if (redisUrl) logger.warn(`REDIS_URL ${redisUrl} is not reachable; starting an embedded redis-server instead`);
-    const redis = await startEmbeddedRedis({ dir: path.join(config.DATA_DIR, 'redis'), logger });
-    redisUrl = redis.url;
-    stops.push(redis.stop);
+  const started: { name: string; stop: () => Promise<void> }[] = [];
+  try {
+    let redisUrl = config.REDIS_URL;
+    if (!redisUrl || !(await redisReachable(redisUrl))) {
+      if (redisUrl) logger.warn(`REDIS_URL ${redisUrl} is not reachable; starting an embedded redis-server instead`);
+      const redis = await startEmbeddedRedis({ dir: path.join(config.DATA_DIR, 'redis'), logger, persistent: true });
+      redisUrl = redis.url;
+      started.push({ name: `embedded redis-server ${redis.url} (pid ${redis.pid}, append-only file under ${redis.dir})`, stop: redis.stop });
+    }
+    let s3Endpoint = config.S3_ENDPOINT;
+    if (!s3Endpoint) {
+      const dir = path.join(config.DATA_DIR, 's3');
+      const s3 = await startEmbeddedS3({
+        dir,
+        bucket: config.S3_BUCKET,
+        accessKeyId: config.S3_ACCESS_KEY_ID,
+        secretAccessKey: config.S3_SECRET_ACCESS_KEY,
+        logger,
+      });
+      s3Endpoint = s3.endpoint;
+      started.push({ name: `in-process S3 server ${s3.endpoint} (folder ${path.resolve(dir)})`, stop: s3.stop });
+    }
+    let stopping: Promise<void> | undefined;
+    return {
+      redisUrl,
+      s3Endpoint,
+      embedded: started.map((s) => s.name),
+      stop: () =>
+        (stopping ??= (async () => {
+          for (const s of [...started].reverse()) {
+            logger.info(`stopping ${s.name}`);
+            await s.stop();
+          }
+        })()),
+    };
+  } catch (err) {
+    // Redis started but S3 did not: do not leave Redis behind.
+    for (const s of started.reverse()) await s.stop().catch(() => undefined);
+    throw err;
   }
-  let s3Endpoint = config.S3_ENDPOINT;
-  if (!s3Endpoint) {
-    const s3 = await startEmbeddedS3({
-      dir: path.join(config.DATA_DIR, 's3'),
-      bucket: config.S3_BUCKET,
-      accessKeyId: config.S3_ACCESS_KEY_ID,
-      secretAccessKey: config.S3_SECRET_ACCESS_KEY,
-      logger,
-    });
-    s3Endpoint = s3.endpoint;
-    stops.push(s3.stop);
-  }
-  return {
-    redisUrl,
-    s3Endpoint,
-    stop: async () => {
-      for (const s of stops.reverse()) await s();
-    },
-  };
 }
 
 export function requireServices(config: Config): ResolvedServices {
@@ -56,7 +76,7 @@ export function requireServices(config: Config): ResolvedServices {
   if (!config.S3_ENDPOINT && !process.env.AWS_REGION && config.S3_REGION === 'us-east-1' && config.S3_ACCESS_KEY_ID === 'S3RVER') {
     throw new Error('S3_ENDPOINT (or real AWS credentials via S3_ACCESS_KEY_ID / S3_SECRET_ACCESS_KEY) is required for a standalone app');
   }
-  return { redisUrl: config.REDIS_URL, s3Endpoint: config.S3_ENDPOINT, stop: async () => undefined };
+  return { redisUrl: config.REDIS_URL, s3Endpoint: config.S3_ENDPOINT, embedded: [], stop: async () => undefined };
 }
 
 /**
