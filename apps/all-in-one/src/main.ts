@@ -1,11 +1,14 @@
 import { loadConfig } from '@lateral/shared';
-import { runMain, stopOnSignal } from '@lateral/infra';
+import { createLogger, runMain, stopOnSignal } from '@lateral/infra';
 import { startServer } from './server';
 
 async function main() {
-  const server = await startServer(loadConfig());
+  const config = loadConfig();
+  const server = await startServer(config);
+  const { services } = server.runtime;
   console.log(`lateral all-in-one: API ${server.url}  OpenAPI ${server.url}/openapi.json  docs ${server.url}/docs`);
-  stopOnSignal(() => server.stop());
+  console.log(`  Redis ${services.redisUrl}  S3 ${services.s3Endpoint ?? 'AWS'}  (Ctrl-C or SIGTERM stops it cleanly)`);
+  stopOnSignal(() => server.stop(), { logger: createLogger(config.LOG_LEVEL, 'lateral') });
 }
 
 runMain(main);

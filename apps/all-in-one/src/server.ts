@@ -22,24 +22,39 @@ export async function startServer(config: Config, opts: { queues?: QueueName[]; 
   const runtime = await createRuntime(config, services, logger);
   const workers = startWorkers(runtime, opts.queues ?? HANDLED_QUEUES);
   const app = await createApiApp(runtime);
+  detachNestSignalHandlers(app);
   await app.listen(config.PORT, config.HOST);
   const addr = app.getHttpServer().address() as { port: number };
   const url = `http://${config.HOST}:${addr.port}`;
+  const queues = opts.queues ?? HANDLED_QUEUES;
+  let stopping: Promise<void> | undefined;
   return {
     url,
     runtime,
     app,
     workers,
-    stop: async () => {
-      const step = async (what: string, fn: () => Promise<unknown>) => {
-        const t = Date.now();
-        await fn();
-        if (process.env.LATERAL_DEBUG_STOP) console.error(`stop: ${what} ${Date.now() - t} ms`);
-      };
-      await step('api', () => closeApi(app));
-      await step('workers', () => workers.close(opts.closeGraceMs));
-      await step('runtime', () => runtime.close());
-      await step('services', () => services.stop());
-    },
+    stop: () =>
+      (stopping ??= (async () => {
+        const step = async (what: string, fn: () => Promise<unknown>) => {
+          const t = Date.now();
+          logger.info(`stopping ${what}`);
+          await fn();
+          if (process.env.LATERAL_DEBUG_STOP) console.error(`stop: ${what} ${Date.now() - t} ms`);
+        };
+        await step(`API ${url}`, () => closeApi(app));
+        await step(`workers (${queues.join(', ')}; active jobs finish first)`, () => workers.close(opts.closeGraceMs));
+        await step('Redis and S3 connections', () => runtime.close());
+        await services.stop();
+      })()),
   };
+}
+
+/**
+ * NestJS's `enableShutdownHooks` (libs/http-api/src/app.ts) adds its own SIGINT/SIGTERM listeners,
+ * which close the app and then re-send the signal to the process: with ours (stopOnSignal) that
+ * killed the process with exit code 130 before the workers and the embedded services were stopped.
+ * The entry points own the process's signals; `stop()` closes the app itself.
+ */
+export function detachNestSignalHandlers(app: NestExpressApplication): void {
+  (app as unknown as { unsubscribeFromProcessSignals?: () => void }).unsubscribeFromProcessSignals?.();
 }

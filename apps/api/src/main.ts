@@ -8,12 +8,20 @@ async function main() {
   const logger = createLogger(config.LOG_LEVEL, 'api');
   const rt = await createRuntime(config, requireServices(config), logger);
   const app = await createApiApp(rt);
+  // The process's signals are ours (stopOnSignal); NestJS's own listeners would re-send the signal
+  // and kill the process before it is closed (see detachNestSignalHandlers in apps/all-in-one).
+  (app as unknown as { unsubscribeFromProcessSignals?: () => void }).unsubscribeFromProcessSignals?.();
   await app.listen(config.PORT, config.HOST);
   logger.info(`API on http://${config.HOST}:${config.PORT} (OpenAPI: /openapi.json, docs: /docs)`);
-  stopOnSignal(async () => {
-    await closeApi(app);
-    await rt.close();
-  });
+  stopOnSignal(
+    async () => {
+      logger.info('stopping API');
+      await closeApi(app);
+      logger.info('stopping Redis and S3 connections');
+      await rt.close();
+    },
+    { logger },
+  );
 }
 
 runMain(main);
