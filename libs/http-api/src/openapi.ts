@@ -15,6 +15,28 @@ const errors = (...codes: number[]) =>
     ]),
   );
 const ok = (description: string, s: Record<string, unknown> = { type: 'object' }) => ({ description, content: { 'application/json': { schema: s } } });
+const serviceCheck = { type: 'object', required: ['ok', 'ms'], properties: { ok: { type: 'boolean' }, ms: { type: 'number' }, error: { type: 'string' } } };
+/** GET /v1/health, 200 and 503 alike (libs/http-api/src/health.controller.ts). */
+const HEALTH = {
+  type: 'object',
+  required: ['status', 'redis', 's3', 'models', 'queues'],
+  properties: {
+    status: { type: 'string', enum: ['ok', 'degraded'] },
+    redis: serviceCheck,
+    s3: serviceCheck,
+    models: {
+      type: 'object',
+      required: ['ok', 'default', 'missing'],
+      properties: {
+        ok: { type: 'boolean' },
+        default: { type: 'string', description: 'DEFAULT_MODEL' },
+        missing: { type: 'array', items: { type: 'string' }, description: 'models whose manifest.json is not under MODELS_DIR' },
+        hint: { type: 'string', description: 'what to do, when something is missing' },
+      },
+    },
+    queues: { type: ['object', 'null'], additionalProperties: { type: 'object', additionalProperties: { type: 'number' } }, description: 'job counts per queue and state; null when Redis is down' },
+  },
+};
 const idParam = { name: 'id', in: 'path', required: true, schema: { type: 'string' }, description: 'collection id' };
 const waitParam = { name: 'wait', in: 'query', required: false, schema: { type: 'number', minimum: 0 }, description: 'block up to this many seconds (<= RERANK_MAX_WAIT_SECONDS) for the result' };
 
@@ -31,7 +53,18 @@ export function openApiDocument(version: string) {
       description: 'Late-interaction retrieval and re-ranking: ingest documents, store them as token vectors in S3, re-rank candidates asynchronously with MaxSim and friends.',
     },
     paths: {
-      '/v1/health': { get: { summary: 'Health of Redis and S3, queue counts', responses: { '200': ok('healthy'), ...errors(503) } } },
+      '/v1/health': {
+        get: {
+          summary: 'Readiness: Redis, S3, the default model, queue counts',
+          description:
+            "200 with status 'ok' when Redis and S3 answer and DEFAULT_MODEL's manifest.json is under MODELS_DIR. Otherwise 503 with status 'degraded' and the same body: " +
+            "a backing service down sets its `ok` to false and adds `Retry-After`; a default model that is not built sets `models.ok` to false and lists it in `models.missing` with a `hint` (`npm run build-model`), without Retry-After: it needs an operator, not a retry.",
+          responses: {
+            '200': ok('ready', HEALTH),
+            '503': ok('not ready: Redis or S3 unreachable (Retry-After set), or the default model missing (models.ok false)', HEALTH),
+          },
+        },
+      },
       '/v1/collections': {
         get: { summary: 'List collections', responses: { '200': ok('collections') } },
         post: {
