@@ -1,47 +1,29 @@
 import { randomUUID } from 'node:crypto';
-import { Job, QueueEvents } from 'bullmq';
-import {
-  NotFoundError,
-  QueueName,
-  RerankRequestSchema,
-  ValidationError,
-  jobIds,
-  s3Keys,
-  type RerankResult,
-} from '@lateral/shared';
-import { createRedis } from '@lateral/infra';
-import type { Runtime } from '@lateral/infra';
-import { checkScorerArtifact } from '@lateral/shared';
 import path from 'node:path';
+import { NotFoundError, QueueName, RerankRequestSchema, ValidationError, checkScorerArtifact, jobIds, s3Keys, type RerankResult } from '@lateral/shared';
+import type { Runtime } from '@lateral/infra';
+import { AsyncJobs, type JobStatus } from './async-jobs';
 import { zodIssues } from './zod-issues';
 
-export interface RerankStatus {
-  id: string;
-  status: 'queued' | 'running' | 'completed' | 'failed';
-  progress: number;
-  result?: RerankResult;
-  error?: string;
-  stats?: { queries: number; candidates: number; missing: number };
-}
+export type RerankStatus = JobStatus<RerankResult, { queries: number; candidates: number; missing: number }>;
 
 /** Asynchronous re-ranking: the request goes to S3, a job to the rerank queue, the result back to S3. */
 export class RerankService {
-  private events: QueueEvents | null = null;
+  private readonly jobs: AsyncJobs<RerankResult, { queries: number; candidates: number; missing: number }>;
 
-  constructor(private readonly rt: Runtime) {}
+  constructor(private readonly rt: Runtime) {
+    this.jobs = new AsyncJobs(rt, QueueName.rerank, jobIds.rerank, 're-rank', (rv) => {
+      const r = rv as { resultKey: string; queries: number; candidates: number; missing: number };
+      return { resultKey: r.resultKey, stats: { queries: r.queries, candidates: r.candidates, missing: r.missing } };
+    });
+  }
 
   private get tenant(): string {
     return this.rt.config.DEFAULT_TENANT;
   }
 
   parseWait(raw: unknown): number {
-    if (raw === undefined || raw === '') return 0;
-    const n = Number(raw);
-    const max = this.rt.config.RERANK_MAX_WAIT_SECONDS;
-    if (!Number.isFinite(n) || n < 0 || n > max) {
-      throw new ValidationError(`wait must be a number of seconds between 0 and ${max} (RERANK_MAX_WAIT_SECONDS)`, [{ field: 'wait', message: `0..${max}` }]);
-    }
-    return n;
+    return this.jobs.parseWait(raw);
   }
 
   async submit(body: unknown, waitSeconds: number): Promise<{ status: number; body: RerankStatus }> {
@@ -55,44 +37,14 @@ export class RerankService {
     const requestKey = s3Keys.rerankRequest(this.tenant, id);
     await this.rt.store.putJson(requestKey, req);
     await this.rt.queues.add(QueueName.rerank, jobIds.rerank(this.tenant, id), { tenantId: this.tenant, rerankId: id, requestKey });
-    if (waitSeconds > 0) {
-      const st = await this.status(id, waitSeconds);
-      return { status: st.status === 'completed' || st.status === 'failed' ? 200 : 202, body: st };
-    }
-    return { status: 202, body: { id, status: 'queued', progress: 0 } };
+    return this.jobs.answer(this.tenant, id, waitSeconds);
   }
 
-  async status(id: string, waitSeconds = 0): Promise<RerankStatus> {
-    const job = await Job.fromId(this.rt.queues.get(QueueName.rerank), jobIds.rerank(this.tenant, id));
-    if (!job) throw new NotFoundError(`re-rank job '${id}' not found (results are kept 24 hours)`);
-    if (waitSeconds > 0 && !(await job.isCompleted()) && !(await job.isFailed())) {
-      try {
-        await job.waitUntilFinished(this.queueEvents(), waitSeconds * 1000);
-      } catch {
-        // Timed out, or failed: the state read below tells which.
-      }
-    }
-    const state = await job.getState();
-    const fresh = (await Job.fromId(this.rt.queues.get(QueueName.rerank), job.id!)) ?? job;
-    const progress = typeof fresh.progress === 'number' ? fresh.progress : 0;
-    if (state === 'completed') {
-      const rv = fresh.returnvalue as { resultKey: string; queries: number; candidates: number; missing: number };
-      const result = await this.rt.store.getJson<RerankResult>(rv.resultKey);
-      return { id, status: 'completed', progress: 100, result: result ?? undefined, stats: { queries: rv.queries, candidates: rv.candidates, missing: rv.missing } };
-    }
-    if (state === 'failed') return { id, status: 'failed', progress, error: fresh.failedReason };
-    return { id, status: state === 'active' ? 'running' : 'queued', progress };
+  status(id: string, waitSeconds = 0): Promise<RerankStatus> {
+    return this.jobs.status(this.tenant, id, waitSeconds);
   }
 
-  private queueEvents(): QueueEvents {
-    if (!this.events) {
-      this.events = new QueueEvents(QueueName.rerank, { connection: createRedis(this.rt.services.redisUrl, 'worker', this.rt.logger), prefix: this.rt.config.REDIS_PREFIX });
-      this.events.on('error', () => undefined);
-    }
-    return this.events;
-  }
-
-  async close(): Promise<void> {
-    await this.events?.close();
+  close(): Promise<void> {
+    return this.jobs.close();
   }
 }

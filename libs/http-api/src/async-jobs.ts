@@ -1,0 +1,84 @@
+import { Job, QueueEvents } from 'bullmq';
+import { NotFoundError, QueueName, ValidationError } from '@lateral/shared';
+import { createRedis, type Runtime } from '@lateral/infra';
+
+export interface JobStatus<R, S> {
+  id: string;
+  status: 'queued' | 'running' | 'completed' | 'failed';
+  progress: number;
+  result?: R;
+  error?: string;
+  stats?: S;
+}
+
+/**
+ * The asynchronous request contract shared by re-rank and search: the request is written to S3,
+ * a job is queued, `wait` (seconds, <= RERANK_MAX_WAIT_SECONDS) blocks until it finishes, and the
+ * result is read back from S3 by the key the job returned.
+ */
+export class AsyncJobs<R, S> {
+  private events: QueueEvents | null = null;
+
+  constructor(
+    private readonly rt: Runtime,
+    private readonly queue: QueueName.rerank | QueueName.search,
+    private readonly jobId: (tenant: string, id: string) => string,
+    private readonly what: string,
+    /** The job's return value -> result key and stats. */
+    private readonly unpack: (returnvalue: unknown) => { resultKey: string; stats?: S },
+  ) {}
+
+  parseWait(raw: unknown): number {
+    if (raw === undefined || raw === '') return 0;
+    const n = Number(raw);
+    const max = this.rt.config.RERANK_MAX_WAIT_SECONDS;
+    if (!Number.isFinite(n) || n < 0 || n > max) {
+      throw new ValidationError(`wait must be a number of seconds between 0 and ${max} (RERANK_MAX_WAIT_SECONDS)`, [{ field: 'wait', message: `0..${max}` }]);
+    }
+    return n;
+  }
+
+  /** After the job was queued: answers at once (202) or waits up to `waitSeconds` (200 when finished). */
+  async answer(tenant: string, id: string, waitSeconds: number): Promise<{ status: number; body: JobStatus<R, S> }> {
+    if (waitSeconds > 0) {
+      const st = await this.status(tenant, id, waitSeconds);
+      return { status: st.status === 'completed' || st.status === 'failed' ? 200 : 202, body: st };
+    }
+    return { status: 202, body: { id, status: 'queued', progress: 0 } };
+  }
+
+  async status(tenant: string, id: string, waitSeconds = 0): Promise<JobStatus<R, S>> {
+    const q = this.rt.queues.get(this.queue);
+    const job = await Job.fromId(q, this.jobId(tenant, id));
+    if (!job) throw new NotFoundError(`${this.what} job '${id}' not found (results are kept 24 hours)`);
+    if (waitSeconds > 0 && !(await job.isCompleted()) && !(await job.isFailed())) {
+      try {
+        await job.waitUntilFinished(this.queueEvents(), waitSeconds * 1000);
+      } catch {
+        // Timed out, or failed: the state read below tells which.
+      }
+    }
+    const state = await job.getState();
+    const fresh = (await Job.fromId(q, job.id!)) ?? job;
+    const progress = typeof fresh.progress === 'number' ? fresh.progress : 0;
+    if (state === 'completed') {
+      const { resultKey, stats } = this.unpack(fresh.returnvalue);
+      const result = await this.rt.store.getJson<R>(resultKey);
+      return { id, status: 'completed', progress: 100, result: result ?? undefined, ...(stats ? { stats } : {}) };
+    }
+    if (state === 'failed') return { id, status: 'failed', progress, error: fresh.failedReason };
+    return { id, status: state === 'active' ? 'running' : 'queued', progress };
+  }
+
+  private queueEvents(): QueueEvents {
+    if (!this.events) {
+      this.events = new QueueEvents(this.queue, { connection: createRedis(this.rt.services.redisUrl, 'worker', this.rt.logger), prefix: this.rt.config.REDIS_PREFIX });
+      this.events.on('error', () => undefined);
+    }
+    return this.events;
+  }
+
+  async close(): Promise<void> {
+    await this.events?.close();
+  }
+}
