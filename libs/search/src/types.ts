@@ -1,0 +1,118 @@
+import type { SegmentReader } from '@lateral/codec';
+
+/**
+ * What search reads from one segment. `searchSegment(reader, docBase)` builds it from
+ * `@lateral/codec`'s `readSegment`; tests and other callers may build it by hand.
+ *
+ * Documents are addressed by their local index `doc` in [0, documents); token rows by their
+ * index `row` in [0, T) (doc `i` owns rows tokenOffsets[i] .. tokenOffsets[i+1]-1).
+ *
+ * `docBase` makes the **global document key** `docBase + doc`, the tie-break of every merge
+ * (score descending, then key ascending). The caller sets it to the number of documents in the
+ * segments before this one in the generation's manifest order; then the same documents give
+ * the same keys, hence the same order, however they are cut into segments.
+ */
+export interface SearchSegment {
+  readonly name: string;
+  readonly documents: number;
+  readonly dims: number;
+  readonly docBase: number;
+  readonly docIds: readonly string[];
+  /** documents + 1 offsets into the token rows. */
+  readonly tokenOffsets: Uint32Array;
+  /** T token ids (BM25 terms, explain). */
+  readonly tokenIds: Int32Array;
+  /** T x dims decoded token vectors, row-major (decoded on first use, then kept). */
+  readonly tokens: Float32Array;
+  /** T: the local document owning each token row (built on first use). */
+  readonly tokenDoc: Uint32Array;
+  /** documents x dims pooled, normalised vectors (`dense`), or null when the segment has none. */
+  readonly docVectors: Float32Array | null;
+  metadata(i: number): Record<string, unknown> | null;
+}
+
+/** Per document of a segment: non-zero = searchable. Filters and tombstones both end up here. */
+export type DocMask = Uint8Array;
+
+/** Per hit, per query token: the matched document token row (-1: none, e.g. XTR imputation) and its similarity. */
+export interface HitExplain {
+  rows: Int32Array;
+  similarities: Float64Array;
+}
+
+/** One segment's best documents, ordered by score descending then local doc ascending. */
+export interface SegmentHits {
+  docBase: number;
+  docs: Uint32Array;
+  scores: Float64Array;
+  /** aligned with docs when explain was asked for */
+  explain?: HitExplain[];
+}
+
+/** A merged hit: `segment` is the position of its segment in the caller's list. */
+export interface Hit {
+  segment: number;
+  doc: number;
+  /** global document key, docBase + doc */
+  key: number;
+  score: number;
+  explain?: HitExplain;
+}
+
+/** The part of a SegmentReader that search needs. */
+export type SegmentSource = Pick<SegmentReader, 'name' | 'documents' | 'dims' | 'docIds' | 'tokenOffsets' | 'tokenIds' | 'docVectors' | 'metadata' | 'decodeAll'>;
+
+/**
+ * A SearchSegment over a segment reader. Token vectors are decoded once, on first use (BM25 and
+ * filters never decode); `docBase` is the global key of local document 0 (see SearchSegment).
+ */
+export function searchSegment(source: SegmentSource, docBase = 0): SearchSegment {
+  if (!Number.isSafeInteger(docBase) || docBase < 0) throw new RangeError(`docBase must be a non-negative safe integer, got ${docBase}`);
+  let tokens: Float32Array | null = null;
+  let tokenDoc: Uint32Array | null = null;
+  return {
+    name: source.name,
+    documents: source.documents,
+    dims: source.dims,
+    docBase,
+    docIds: source.docIds,
+    tokenOffsets: source.tokenOffsets,
+    tokenIds: source.tokenIds,
+    get tokens() {
+      if (!tokens) {
+        tokens = source.decodeAll();
+        if (tokens.length !== source.tokenIds.length * source.dims) {
+          throw new RangeError(`segment "${source.name}": decodeAll() gave ${tokens.length} values, expected T x dims = ${source.tokenIds.length * source.dims}`);
+        }
+      }
+      return tokens;
+    },
+    get tokenDoc() {
+      if (!tokenDoc) tokenDoc = tokenOwners(source.tokenOffsets);
+      return tokenDoc;
+    },
+    docVectors: source.docVectors,
+    metadata: (i: number) => source.metadata(i),
+  };
+}
+
+/** tokenOffsets (documents + 1) -> T owners. */
+export function tokenOwners(tokenOffsets: Uint32Array): Uint32Array {
+  const docs = tokenOffsets.length - 1;
+  const out = new Uint32Array(tokenOffsets[docs] ?? 0);
+  for (let i = 0; i < docs; i++) out.fill(i, tokenOffsets[i], tokenOffsets[i + 1]);
+  return out;
+}
+
+export function assertMask(fn: string, mask: DocMask | undefined, documents: number): void {
+  if (mask && mask.length !== documents) throw new RangeError(`${fn}: mask has ${mask.length} entries, the segment has ${documents} documents`);
+}
+
+export function assertTopN(fn: string, name: string, n: number): void {
+  if (!Number.isInteger(n) || n < 0) throw new RangeError(`${fn}: ${name} must be an integer >= 0, got ${n}`);
+}
+
+export function assertQuery(fn: string, q: Float32Array, n: number, d: number): void {
+  if (!Number.isInteger(n) || n < 0) throw new RangeError(`${fn}: n must be an integer >= 0, got ${n}`);
+  if (q.length !== n * d) throw new RangeError(`${fn}: q has length ${q.length}, expected n x d = ${n} x ${d} = ${n * d}`);
+}
