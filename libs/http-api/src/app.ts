@@ -7,6 +7,8 @@ import type { Runtime } from '@lateral/infra';
 import { CollectionsController } from './collections.controller';
 import { HealthController } from './health.controller';
 import { RerankController } from './rerank.controller';
+import { SearchController } from './search.controller';
+import { SearchService } from './search.service';
 import { CollectionsService } from './collections.service';
 import { HttpErrorsFilter } from './http-errors.filter';
 import { openApiDocument } from './openapi';
@@ -18,11 +20,12 @@ class ApiModule {
   static forRuntime(rt: Runtime): DynamicModule {
     return {
       module: ApiModule,
-      controllers: [CollectionsController, RerankController, HealthController],
+      controllers: [CollectionsController, RerankController, SearchController, HealthController],
       providers: [
         { provide: RUNTIME, useValue: rt },
         { provide: CollectionsService, useFactory: () => new CollectionsService(rt) },
         { provide: RerankService, useFactory: () => new RerankService(rt) },
+        { provide: SearchService, useFactory: () => new SearchService(rt) },
       ],
     };
   }
@@ -33,6 +36,12 @@ export async function createApiApp(rt: Runtime): Promise<NestExpressApplication>
   const app = await NestFactory.create<NestExpressApplication>(ApiModule.forRuntime(rt), { bodyParser: false, logger: ['error', 'warn'] });
   app.useBodyParser('text', { type: () => true, limit: rt.config.MAX_REQUEST_BYTES });
   app.useGlobalFilters(new HttpErrorsFilter(rt.logger.child('http')));
+  // Keep idle connections longer than clients and load balancers do (60 s is common): a server
+  // that closes a kept-alive socket first races the client's next request on it (ECONNRESET),
+  // most often when the event loop was busy (all-in-one: an index build in the same process).
+  const http = app.getHttpServer() as { keepAliveTimeout: number; headersTimeout: number };
+  http.keepAliveTimeout = 65_000;
+  http.headersTimeout = 66_000;
   app.enableShutdownHooks();
   const doc = openApiDocument('0.1.0');
   app.getHttpAdapter().get('/openapi.json', (_req: unknown, res: unknown) => (res as { json(v: unknown): void }).json(doc));
@@ -42,5 +51,6 @@ export async function createApiApp(rt: Runtime): Promise<NestExpressApplication>
 
 export async function closeApi(app: NestExpressApplication): Promise<void> {
   await app.get(RerankService).close();
+  await app.get(SearchService).close();
   await app.close();
 }

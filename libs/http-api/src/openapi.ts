@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { CodecSettingsSchema, CreateCollectionSchema, RerankRequestSchema, SCORER_NAMES } from '@lateral/shared';
+import { CodecSettingsSchema, CreateCollectionSchema, RerankRequestSchema, SCORER_NAMES, SEARCH_MODES, SearchRequestSchema } from '@lateral/shared';
 
 const schema = (s: z.ZodType) => z.toJSONSchema(s, { io: 'input', unrepresentable: 'any' }) as Record<string, unknown>;
 
@@ -115,6 +115,42 @@ export function openApiDocument(version: string) {
           responses: { '200': ok('status', { $ref: '#/components/schemas/IngestionStatus' }), ...errors(404, 503) },
         },
       },
+      '/v1/search': {
+        post: {
+          summary: `Search a whole collection (modes: ${SEARCH_MODES.join(', ')}). Answers 202 with a job id, or 200 with the result when it finishes within \`wait\`.`,
+          description:
+            'Every committed segment is searched with its own index and the per-segment lists are merged exactly (XTR: per query token top-k\' over the token IVF, missing similarities imputed by the global k\'-th score; BM25 with global statistics; dense and ME-BERT over pooled vectors; exhaustive MaxSim, the reference). `filter` (Qdrant-like `must` / `should` / `must_not` of `{ key, match: { value } | { any: [...] } | range: { gt, gte, lt, lte } | is_empty | exists }`, nestable) applies before ranking. `rerank` re-scores the top `depth` hits with any re-rank scorer. `explain` returns, per hit and query token, the matched document token and its similarity (xtr, exhaustive). 400 names a bad mode, parameter or filter path; a query of only stop words or punctuation gets empty hits with a `reason`; a collection with no committed generation answers empty hits with `generation: 0`.',
+          parameters: [waitParam],
+          requestBody: {
+            required: true,
+            content: {
+              'application/json': {
+                schema: schema(SearchRequestSchema),
+                examples: {
+                  xtr: { value: { collection: 'papers', queries: [{ id: 'q1', text: 'supersonic wing flutter' }], mode: { name: 'xtr', kPrime: 1000, nprobe: 32 }, topK: 10 } },
+                  filtered: {
+                    value: {
+                      collection: 'papers',
+                      queries: [{ id: 'q1', text: 'heat transfer' }],
+                      mode: 'bm25',
+                      filter: { must: [{ key: 'year', range: { gte: 1960 } }], must_not: [{ key: 'kind', match: { any: ['draft', 'retracted'] } }] },
+                    },
+                  },
+                  hybrid: { value: { collection: 'papers', queries: [{ id: 'q1', text: 'shock wave' }], mode: { name: 'hybrid', base: 'xtr', fusion: 'linear', lambda: 0.5, normalization: 'minmax' }, rerank: { scorer: 'maxsim', depth: 100 } } },
+                },
+              },
+            },
+          },
+          responses: { '200': ok('finished within wait', { $ref: '#/components/schemas/SearchStatus' }), '202': ok('queued', { $ref: '#/components/schemas/SearchStatus' }), ...errors(400, 404, 413, 503) },
+        },
+      },
+      '/v1/search/{id}': {
+        get: {
+          summary: 'Status and result of a search job',
+          parameters: [{ name: 'id', in: 'path', required: true, schema: { type: 'string' } }, waitParam],
+          responses: { '200': ok('status', { $ref: '#/components/schemas/SearchStatus' }), ...errors(400, 404, 503) },
+        },
+      },
       '/v1/rerank': {
         post: {
           summary: `Re-rank candidates of one or more queries (scorers: ${SCORER_NAMES.join(', ')}). Answers 202 with a job id, or 200 with the result when it finishes within \`wait\`.`,
@@ -176,6 +212,48 @@ export function openApiDocument(version: string) {
           },
         },
         CodecSettings: schema(CodecSettingsSchema),
+        SearchStatus: {
+          type: 'object',
+          properties: {
+            id: { type: 'string' },
+            status: { enum: ['queued', 'running', 'completed', 'failed'] },
+            progress: { type: 'number' },
+            error: { type: 'string' },
+            result: {
+              type: 'object',
+              properties: {
+                generation: { type: 'integer', description: 'collection generation searched (0: nothing committed yet)' },
+                mode: { type: 'object' },
+                timings: { type: 'object', properties: { totalMs: { type: 'number' }, encodeQueriesMs: { type: 'number' }, searchMs: { type: 'number' }, loadMs: { type: 'number' } } },
+                results: {
+                  type: 'array',
+                  items: {
+                    type: 'object',
+                    properties: {
+                      queryId: { type: 'string' },
+                      reason: { type: 'string', description: 'why there are no hits (e.g. only stop words), when that is known' },
+                      hits: {
+                        type: 'array',
+                        items: {
+                          type: 'object',
+                          properties: {
+                            id: { type: 'string' },
+                            score: { type: 'number' },
+                            scoredBy: { type: 'string', description: 'the mode, or rerank:<scorer> for a second stage' },
+                            explain: {
+                              type: 'array',
+                              items: { type: 'object', properties: { queryToken: { type: 'string' }, docToken: { type: 'string' }, similarity: { type: 'number' }, imputed: { type: 'boolean' } } },
+                            },
+                          },
+                        },
+                      },
+                    },
+                  },
+                },
+              },
+            },
+          },
+        },
         RerankStatus: {
           type: 'object',
           properties: {

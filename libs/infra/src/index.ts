@@ -6,5 +6,6 @@ export * from './collection.repository';
 export * from './generations.repository';
 export * from './ingestions.repository';
 export * from './codec-artifacts.repository';
+export * from './ivf-centroids.repository';
 export * from './process';
 export * from './runtime';

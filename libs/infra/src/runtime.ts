@@ -9,6 +9,7 @@ import { CollectionRepository } from './collection.repository';
 import { GenerationRepository } from './generations.repository';
 import { IngestionRepository } from './ingestions.repository';
 import { CodecArtifactRepository } from './codec-artifacts.repository';
+import { IvfCentroidRepository } from './ivf-centroids.repository';
 
 export interface ResolvedServices {
   redisUrl: string;
@@ -95,6 +96,7 @@ export interface Runtime {
   generations: GenerationRepository;
   ingestions: IngestionRepository;
   codecs: CodecArtifactRepository;
+  ivf: IvfCentroidRepository;
   close(): Promise<void>;
 }
 
@@ -116,6 +118,7 @@ export async function createRuntime(config: Config, services: ResolvedServices, 
     generations: new GenerationRepository(store),
     ingestions: new IngestionRepository(store),
     codecs: new CodecArtifactRepository(store, redis, config.REDIS_PREFIX),
+    ivf: new IvfCentroidRepository(store),
     close: async () => {
       await queues.close();
       redis.disconnect();

@@ -9,3 +9,4 @@ export {
 export { GemmMaxsim, createMaxsimSession, columnLayout, type ColumnLayout, type QueryTokens } from './gemm-maxsim';
 export { RotatedMaxsim, type RotatedImageSet } from './rotated-maxsim';
 export { ScorerResources } from './scorer-resources';
+export { OnnxNearestCentroid, onnxSphericalKmeans } from './nearest-centroid';

@@ -135,7 +135,7 @@ describe('compressProcessor', () => {
     // Without its artifact the segment cannot be read: it is bound to the version's fit.
     expect(() => readSegment(bytes, key)).toThrow(/artifact/);
 
-    expect(s.add).toHaveBeenCalledExactlyOnceWith(QueueName.commit, jobIds.commit(T, C, BATCH, 2), {
+    expect(s.add).toHaveBeenCalledExactlyOnceWith(QueueName.index, jobIds.index(T, C, BATCH, 2), {
       tenantId: T,
       collectionId: C,
       ingestionId: 'ing-1',
@@ -144,7 +144,7 @@ describe('compressProcessor', () => {
       codecVersion: 2,
       documents: 3,
     });
-    expect(jobIds.commit(T, C, BATCH, 2)).toBe('t1~c1~commit~b-1~v2');
+    expect(jobIds.index(T, C, BATCH, 2)).toBe('t1~c1~index~b-1~v2');
     expect(s.put.mock.invocationCallOrder[0]).toBeLessThan(s.add.mock.invocationCallOrder[0]);
     expect(result).toEqual({ segmentKey, bytes: bytes.byteLength });
   });
@@ -175,7 +175,7 @@ describe('compressProcessor', () => {
     await compressProcessor(s.deps, payload(2));
     expect(s.ensure).toHaveBeenCalledExactlyOnceWith(T, C, 2, eden4, expect.any(Function));
     expect(written(s).key).toBe(s3Keys.segment(T, C, BATCH, 2));
-    expect(s.add.mock.calls[0][1]).toBe(jobIds.commit(T, C, BATCH, 2));
+    expect(s.add.mock.calls[0][1]).toBe(jobIds.index(T, C, BATCH, 2));
 
     // A job of the current version during the re-compression keeps the current settings.
     const cur = setup({ collection: collectionWith(fp16, 1, pending) });

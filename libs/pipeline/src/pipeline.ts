@@ -2,7 +2,7 @@ import { QueueName, jobIds, type JobPayload, type JobResults } from '@lateral/sh
 import type { JobQueues } from '@lateral/infra';
 
 /**
- * The pipeline's next step, decided in one place: encode -> compress -> commit.
+ * The pipeline's next step, decided in one place: encode -> compress -> index -> commit.
  * Called at the end of a processor (before it returns), so a crash between the two cannot lose
  * the chain; a retried job re-adds the same deterministic job id, which BullMQ de-duplicates.
  */
@@ -25,7 +25,7 @@ export async function enqueueNext<Q extends QueueName>(queues: Pick<JobQueues, '
     case QueueName.compress: {
       const p = payload as JobPayload<QueueName.compress>;
       const r = result as JobResults[QueueName.compress];
-      await queues.add(QueueName.commit, jobIds.commit(p.tenantId, p.collectionId, p.batchId, p.codecVersion), {
+      await queues.add(QueueName.index, jobIds.index(p.tenantId, p.collectionId, p.batchId, p.codecVersion), {
         tenantId: p.tenantId,
         collectionId: p.collectionId,
         ingestionId: p.ingestionId,
@@ -34,6 +34,12 @@ export async function enqueueNext<Q extends QueueName>(queues: Pick<JobQueues, '
         codecVersion: p.codecVersion,
         documents: p.documents,
       });
+      return;
+    }
+    case QueueName.index: {
+      // The segment and its search index are both written: commit it.
+      const p = payload as JobPayload<QueueName.index>;
+      await queues.add(QueueName.commit, jobIds.commit(p.tenantId, p.collectionId, p.batchId, p.codecVersion), { ...p });
       return;
     }
     default:

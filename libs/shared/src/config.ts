@@ -63,6 +63,9 @@ export const ConfigSchema = z.object({
     }),
   ENCODE_CONCURRENCY: int(1, 1, 64),
   COMPRESS_CONCURRENCY: int(2, 1, 64),
+  INDEX_CONCURRENCY: int(2, 1, 64),
+  /** Token IVF centroids per collection and codec version; 0 = PLAID's rule on the first indexed segment's tokens. */
+  IVF_CENTROIDS: int(0, 0, 65536),
   COMMIT_CONCURRENCY: int(4, 1, 64),
   RERANK_CONCURRENCY: int(1, 1, 64),
   SEARCH_CONCURRENCY: int(2, 1, 64),

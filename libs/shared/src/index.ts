@@ -10,3 +10,4 @@ export * from './config';
 export * from './random';
 export * from './scorer-artifacts';
 export * from './documents';
+export * from './search';

@@ -29,6 +29,12 @@ export const s3Keys = {
   /** A re-compression's written segment (its SegmentRef), until the last one commits them all. */
   pendingSegment: (t: string, c: string, v: number, batch: string) => `tenants/${t}/collections/${c}/pending/v${v}/${batch}.json`,
   pendingPrefix: (t: string, c: string, v: number) => `tenants/${t}/collections/${c}/pending/v${v}/`,
+  /** Search index of one segment (IVF postings, BM25 postings), immutable like the segment. */
+  segmentIndex: (t: string, c: string, batch: string, codecVersion: number) => `tenants/${t}/collections/${c}/indexes/v${codecVersion}/${batch}.idx`,
+  /** IVF centroids of a collection at one codec version, fitted once (conditional write). */
+  ivfCentroids: (t: string, c: string, codecVersion: number) => `tenants/${t}/collections/${c}/ivf/v${codecVersion}.centroids`,
+  searchRequest: (t: string, job: string) => `tenants/${t}/search/${job}/request.json`,
+  searchResult: (t: string, job: string) => `tenants/${t}/search/${job}/result.json`,
   rerankRequest: (t: string, job: string) => `tenants/${t}/rerank/${job}/request.json`,
   rerankResult: (t: string, job: string) => `tenants/${t}/rerank/${job}/result.json`,
 };
@@ -46,6 +52,7 @@ export const redisKeys = {
 export const jobIds = {
   encode: (t: string, c: string, batch: string) => `${t}~${c}~encode~${batch}`,
   compress: (t: string, c: string, batch: string, v: number) => `${t}~${c}~compress~${batch}~v${v}`,
+  index: (t: string, c: string, batch: string, v: number) => `${t}~${c}~index~${batch}~v${v}`,
   commit: (t: string, c: string, batch: string, v: number) => `${t}~${c}~commit~${batch}~v${v}`,
   rerank: (t: string, id: string) => `${t}~rerank~${id}`,
   search: (t: string, id: string) => `${t}~search~${id}`,

@@ -4,6 +4,8 @@ import { resourceId } from './ids';
 export enum QueueName {
   encode = 'encode',
   compress = 'compress',
+  /** Builds a written segment's search index (IVF and BM25 postings) before it is committed. */
+  index = 'index',
   /** Makes a written segment part of the collection's next generation (was `index` before 0.2). */
   commit = 'commit',
   rerank = 'rerank',
@@ -30,6 +32,15 @@ export const JobPayloadSchemas = {
     ingestionId: resourceId('ingestionId').nullable(),
     batchId: resourceId('batchId'),
     rawKey: s3Key,
+    codecVersion: z.number().int().positive(),
+    documents: z.number().int().nonnegative(),
+  }),
+  [QueueName.index]: z.object({
+    tenantId,
+    collectionId,
+    ingestionId: resourceId('ingestionId').nullable(),
+    batchId: resourceId('batchId'),
+    segmentKey: s3Key,
     codecVersion: z.number().int().positive(),
     documents: z.number().int().nonnegative(),
   }),
@@ -61,9 +72,10 @@ export type JobPayload<Q extends QueueName> = z.infer<(typeof JobPayloadSchemas)
 export interface JobResults {
   [QueueName.encode]: { rawKey: string; documents: number; tokens: number; codecVersion: number };
   [QueueName.compress]: { segmentKey: string; bytes: number };
+  [QueueName.index]: { indexKey: string; bytes: number };
   [QueueName.commit]: { generation: number; committed: boolean };
   [QueueName.rerank]: { resultKey: string; queries: number; candidates: number; missing: number };
-  [QueueName.search]: { resultKey: string };
+  [QueueName.search]: { resultKey: string; queries: number; hits: number };
 }
 
 export const ALL_QUEUES: QueueName[] = Object.values(QueueName);

@@ -8,15 +8,18 @@ import {
   commitProcessor,
   compressProcessor,
   encodeProcessor,
+  indexProcessor,
   encoderProvider,
   generationSideInfo,
   rerankProcessor,
+  searchProcessor,
+  SearchSegmentCache,
 } from '@lateral/pipeline';
 import { readSegment } from '@lateral/codec';
-import { ScorerResources } from '@lateral/kernels';
+import { OnnxNearestCentroid, ScorerResources } from '@lateral/kernels';
 
-/** Queues this build has processors for (`search` arrives with the retrieval issue). */
-export const HANDLED_QUEUES: QueueName[] = [QueueName.encode, QueueName.compress, QueueName.commit, QueueName.rerank];
+/** Queues this build has processors for. */
+export const HANDLED_QUEUES: QueueName[] = [QueueName.encode, QueueName.compress, QueueName.index, QueueName.commit, QueueName.rerank, QueueName.search];
 
 /**
  * The complete queue -> handler registry; WorkerHost refuses to start a queue without one. Each
@@ -31,6 +34,9 @@ export function pipelineHandlers(rt: Runtime): HandlerRegistry {
   const staticEmbeddings = new StaticEmbeddingsCache(path.resolve(config.MODELS_DIR));
   const views = new CollectionViewCache(store, codecs, undefined, generationSideInfo({ collections, codecs, staticEmbeddings }), config.COMPRESSED_SCORING === 'int8-image');
   const scorers = new ScorerResources(path.resolve(config.SCORERS_DIR), config.ORT_INTRA_OP_THREADS);
+  const segments = new SearchSegmentCache(store, codecs);
+  let nearest: Promise<OnnxNearestCentroid> | null = null;
+  const assigner = () => (nearest ??= OnnxNearestCentroid.create(config.ORT_INTRA_OP_THREADS));
   const liveIds = new SegmentIds(async (t, c, ref) => {
     const bytes = await store.get(ref.key);
     if (!bytes) throw new Error(`segment ${ref.key} of the current generation is missing from S3`);
@@ -39,7 +45,9 @@ export function pipelineHandlers(rt: Runtime): HandlerRegistry {
   return {
     [QueueName.encode]: (p, job) => encodeProcessor({ store, collections, encoders, queues, tokenBudget: config.ENCODE_TOKEN_BUDGET, logger }, p, job),
     [QueueName.compress]: (p) => compressProcessor({ store, collections, codecs, staticEmbeddings, queues }, p),
+    [QueueName.index]: (p) => indexProcessor({ store, collections, codecs, ivf: rt.ivf, encoders, queues, ivfCentroids: config.IVF_CENTROIDS, assigner }, p),
     [QueueName.commit]: (p) => commitProcessor({ store, collections, generations, codecs, liveIds, logger }, p),
+    [QueueName.search]: (p, job) => searchProcessor({ store, collections, generations, ivf: rt.ivf, encoders, segments, views, scorers }, p, job),
     [QueueName.rerank]: (p, job) => rerankProcessor({ store, collections, generations, encoders, views, scorers }, p, job),
   };
 }

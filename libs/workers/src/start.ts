@@ -12,6 +12,7 @@ export function startWorkers(rt: Runtime, queues: QueueName[]): WorkerHost {
     concurrency: {
       encode: config.ENCODE_CONCURRENCY,
       compress: config.COMPRESS_CONCURRENCY,
+      index: config.INDEX_CONCURRENCY,
       commit: config.COMMIT_CONCURRENCY,
       rerank: config.RERANK_CONCURRENCY,
       search: config.SEARCH_CONCURRENCY,
@@ -19,7 +20,7 @@ export function startWorkers(rt: Runtime, queues: QueueName[]): WorkerHost {
     onFinalFailure: async (queue, job, err) => {
       // A batch that failed for good is recorded in S3, so its ingestion reports it and never looks stuck.
       const d = job.data as { tenantId?: string; collectionId?: string; ingestionId?: string | null; batchId?: string; documents?: number };
-      if ((queue === QueueName.encode || queue === QueueName.compress || queue === QueueName.commit) && d.tenantId && d.collectionId && d.batchId && d.ingestionId) {
+      if ((queue === QueueName.encode || queue === QueueName.compress || queue === QueueName.index || queue === QueueName.commit) && d.tenantId && d.collectionId && d.batchId && d.ingestionId) {
         await rt.ingestions.recordFailure(d.tenantId, d.collectionId, {
           batchId: d.batchId,
           ingestionId: d.ingestionId,

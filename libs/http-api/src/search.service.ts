@@ -1,0 +1,53 @@
+import { randomUUID } from 'node:crypto';
+import path from 'node:path';
+import { NotFoundError, QueueName, SearchRequestSchema, ValidationError, checkScorerArtifact, jobIds, s3Keys, type SearchResult } from '@lateral/shared';
+import type { Runtime } from '@lateral/infra';
+import { compileFilter } from '@lateral/search';
+import { AsyncJobs, type JobStatus } from './async-jobs';
+import { zodIssues } from './zod-issues';
+
+export type SearchStatus = JobStatus<SearchResult, { queries: number; hits: number }>;
+
+/** Asynchronous search over a whole collection: request to S3, a job on the search queue, the result back from S3. */
+export class SearchService {
+  private readonly jobs: AsyncJobs<SearchResult, { queries: number; hits: number }>;
+
+  constructor(private readonly rt: Runtime) {
+    this.jobs = new AsyncJobs(rt, QueueName.search, jobIds.search, 'search', (rv) => {
+      const r = rv as { resultKey: string; queries?: number; hits?: number };
+      return { resultKey: r.resultKey, stats: { queries: r.queries ?? 0, hits: r.hits ?? 0 } };
+    });
+  }
+
+  private get tenant(): string {
+    return this.rt.config.DEFAULT_TENANT;
+  }
+
+  parseWait(raw: unknown): number {
+    return this.jobs.parseWait(raw);
+  }
+
+  async submit(body: unknown, waitSeconds: number): Promise<{ status: number; body: SearchStatus }> {
+    const parsed = SearchRequestSchema.safeParse(body);
+    if (!parsed.success) throw new ValidationError('invalid search request', zodIssues(parsed.error));
+    const req = parsed.data;
+    // 400 naming the path of a bad filter condition, before anything is queued.
+    if (req.filter !== undefined) compileFilter(req.filter);
+    if (req.rerank) checkScorerArtifact(path.resolve(this.rt.config.SCORERS_DIR), req.rerank.scorer);
+    const collection = await this.rt.collections.get(this.tenant, req.collection);
+    if (!collection) throw new NotFoundError(`collection '${req.collection}' not found`);
+    const id = `sr-${randomUUID()}`;
+    const requestKey = s3Keys.searchRequest(this.tenant, id);
+    await this.rt.store.putJson(requestKey, req);
+    await this.rt.queues.add(QueueName.search, jobIds.search(this.tenant, id), { tenantId: this.tenant, collectionId: req.collection, searchId: id, requestKey });
+    return this.jobs.answer(this.tenant, id, waitSeconds);
+  }
+
+  status(id: string, waitSeconds = 0): Promise<SearchStatus> {
+    return this.jobs.status(this.tenant, id, waitSeconds);
+  }
+
+  close(): Promise<void> {
+    return this.jobs.close();
+  }
+}

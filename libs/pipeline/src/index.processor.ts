@@ -1,0 +1,87 @@
+import { PermanentJobError, QueueName, s3Keys, type JobPayload, type JobResults } from '@lateral/shared';
+import { SegmentCorruptError, readSegment } from '@lateral/codec';
+import { buildSegmentIndex, distinctSample, ivfCentroidCount, normalizeRows, searchSegment, serializeSegmentIndex } from '@lateral/search';
+import { mulberry32 } from '@lateral/shared';
+import { onnxSphericalKmeans, type OnnxNearestCentroid } from '@lateral/kernels';
+import type { TokenEncoder } from '@lateral/model';
+import type { CodecArtifactRepository, CollectionRepository, IvfCentroidRepository, JobQueues, ObjectStore } from '@lateral/infra';
+import { permanentModelErrors } from './encode.processor';
+import type { EncoderProvider } from './encoders';
+import { enqueueNext } from './pipeline';
+
+/** What the index processor touches. */
+export interface IndexDeps {
+  store: Pick<ObjectStore, 'get' | 'put'>;
+  collections: Pick<CollectionRepository, 'get'>;
+  codecs: Pick<CodecArtifactRepository, 'get'>;
+  ivf: Pick<IvfCentroidRepository, 'ensure'>;
+  encoders: EncoderProvider;
+  queues: Pick<JobQueues, 'add'>;
+  /** IVF centroids per collection and codec version; 0 = PLAID's rule on the first segment's tokens. */
+  ivfCentroids: number;
+  /** The nearest-centroid GEMM kernel (ONNX Runtime), created once per process. */
+  assigner: () => Promise<OnnxNearestCentroid>;
+}
+
+/** Lloyd iterations of the IVF fit, and sampled tokens per centroid. */
+const KMEANS_ITERATIONS = 4;
+const SAMPLE_PER_CENTROID = 32;
+
+/** Token ids that are no words: the manifest's special and marker tokens (left out of BM25). */
+export function specialTokenIds(encoder: Pick<TokenEncoder, 'manifest' | 'tokenizer'>): Set<number> {
+  const m = encoder.manifest;
+  const ids = new Set<number>();
+  for (const t of [m.clsToken, m.sepToken, m.queryMarker, m.docMarker, m.maskToken, m.padToken]) {
+    if (t === null) continue;
+    const id = encoder.tokenizer.tokenizer.token_to_id(t);
+    if (id !== undefined) ids.add(id);
+  }
+  return ids;
+}
+
+/**
+ * Builds a written segment's search index (token IVF postings against the collection's centroids
+ * for this codec version, BM25 postings over its token ids) and stores it beside the segment,
+ * before the segment is committed, so every committed segment can be searched. Deterministic:
+ * a replayed job writes the same bytes. The centroids are fitted once per collection and codec
+ * version, by the first index job, on that segment's tokens (conditional write).
+ */
+export async function indexProcessor(deps: IndexDeps, p: JobPayload<QueueName.index>): Promise<JobResults[QueueName.index]> {
+  const collection = await deps.collections.get(p.tenantId, p.collectionId);
+  if (!collection) throw new PermanentJobError(`collection ${p.tenantId}/${p.collectionId} no longer exists`);
+  const bytes = await deps.store.get(p.segmentKey);
+  if (!bytes) throw new PermanentJobError(`segment missing from S3: ${p.segmentKey}`);
+  let reader;
+  try {
+    reader = readSegment(bytes, p.segmentKey, await deps.codecs.get(p.tenantId, p.collectionId, p.codecVersion));
+  } catch (err) {
+    if (err instanceof SegmentCorruptError) throw new PermanentJobError(err.message);
+    throw err;
+  }
+  const seg = searchSegment(reader);
+  const d = reader.dims;
+  const T = reader.tokens;
+  const assigner = await deps.assigner();
+  const ivf = await deps.ivf.ensure(p.tenantId, p.collectionId, p.codecVersion, async () => {
+    // Fitted on this (the first indexed) segment's tokens: a seeded sample, 32 per centroid.
+    const k = Math.min(T, deps.ivfCentroids || ivfCentroidCount(T));
+    const n = Math.min(T, Math.max(SAMPLE_PER_CENTROID * k, 4096));
+    const rows = distinctSample(T, n, mulberry32(1)).sort();
+    const sample = new Float32Array(n * d);
+    rows.forEach((r, i) => sample.set(seg.tokens.subarray(r * d, r * d + d), i * d));
+    const x = normalizeRows(sample, n, d);
+    const centroids = await onnxSphericalKmeans(assigner, x, n, d, distinctSample(n, k, mulberry32(2)), KMEANS_ITERATIONS);
+    return { k, dims: d, centroids };
+  });
+  if (ivf.dims !== d) throw new PermanentJobError(`IVF centroids of ${p.collectionId} v${p.codecVersion} have ${ivf.dims} dims, the segment ${d}`);
+  const encoder = await deps.encoders(collection.model).catch(permanentModelErrors);
+  const skip = specialTokenIds(encoder);
+  const { nearest } = await assigner.assign(seg.tokens, T, ivf.centroids, ivf.k, d);
+  const index = buildSegmentIndex(seg, ivf.centroids, d, { assignments: nearest, bm25Skip: (id) => skip.has(id) });
+  const out = serializeSegmentIndex(index);
+  const indexKey = s3Keys.segmentIndex(p.tenantId, p.collectionId, p.batchId, p.codecVersion);
+  await deps.store.put(indexKey, out);
+  const result = { indexKey, bytes: out.byteLength };
+  await enqueueNext(deps.queues, QueueName.index, p, result);
+  return result;
+}

@@ -1,0 +1,267 @@
+import type { Job } from 'bullmq';
+import {
+  PermanentJobError,
+  QueueName,
+  SearchRequestSchema,
+  ValidationError,
+  s3Keys,
+  type CollectionManifest,
+  type JobPayload,
+  type JobResults,
+  type SearchHit,
+  type SearchMode,
+  type SearchRequest,
+  type SearchResult,
+  type SegmentRef,
+} from '@lateral/shared';
+import { SegmentCorruptError, readSegment } from '@lateral/codec';
+import { ShapeError, hybridLinear, rrf } from '@lateral/scoring';
+import {
+  andMasks,
+  bm25Search,
+  compileFilter,
+  deserializeSegmentIndex,
+  denseSearch,
+  docMask,
+  exhaustiveSearch,
+  mebertSearch,
+  searchSegment,
+  xtrSearch,
+  type DocMask,
+  type Hit,
+  type SearchSegment,
+  type SegmentIndex,
+} from '@lateral/search';
+import type { EncodedText, TokenEncoder } from '@lateral/model';
+import type { ScorerResources } from '@lateral/kernels';
+import type { CodecArtifactRepository, CollectionRepository, GenerationRepository, IvfCentroidRepository, ObjectStore } from '@lateral/infra';
+import type { CollectionViewCache } from './collection-view';
+import { permanentModelErrors } from './encode.processor';
+import type { EncoderProvider } from './encoders';
+import { specialTokenIds } from './index.processor';
+import { scoreGroup } from './scorers';
+
+/** What the search processor touches. */
+export interface SearchDeps {
+  store: Pick<ObjectStore, 'getJson' | 'putJson'>;
+  collections: Pick<CollectionRepository, 'get'>;
+  generations: Pick<GenerationRepository, 'manifest'>;
+  ivf: Pick<IvfCentroidRepository, 'get'>;
+  encoders: EncoderProvider;
+  segments: Pick<SearchSegmentCache, 'get'>;
+  /** For the optional second stage (re-rank scorers). */
+  views: Pick<CollectionViewCache, 'get'>;
+  scorers: ScorerResources;
+}
+
+interface LoadedSegment {
+  ref: SegmentRef;
+  segment: SearchSegment;
+  index: SegmentIndex;
+}
+
+/**
+ * Segments and their search indexes, read from S3 once per process (both immutable), the most
+ * recently used `max` kept. A segment is searched with the codec it was written with.
+ */
+export class SearchSegmentCache {
+  private readonly loaded = new Map<string, Promise<{ segment: SearchSegment; index: SegmentIndex }>>();
+
+  constructor(
+    private readonly store: Pick<ObjectStore, 'get'>,
+    private readonly codecs: Pick<CodecArtifactRepository, 'get'>,
+    private readonly max = 256,
+  ) {}
+
+  get(t: string, c: string, ref: SegmentRef, docBase: number): Promise<{ segment: SearchSegment; index: SegmentIndex }> {
+    const key = `${ref.key}@${docBase}`;
+    let p = this.loaded.get(key);
+    if (p) {
+      this.loaded.delete(key); // most recently used last
+      this.loaded.set(key, p);
+      return p;
+    }
+    p = (async () => {
+      const indexKey = s3Keys.segmentIndex(t, c, ref.batchId, ref.codecVersion);
+      const [bytes, indexBytes, artifact] = await Promise.all([this.store.get(ref.key), this.store.get(indexKey), this.codecs.get(t, c, ref.codecVersion)]);
+      if (!bytes) throw new Error(`segment ${ref.key} of the current generation is missing from S3`);
+      if (!indexBytes) throw new Error(`search index ${indexKey} of a committed segment is missing from S3 (segments committed before 0.2 have none: re-compress the collection to index it)`);
+      try {
+        const segment = searchSegment(readSegment(bytes, ref.key, artifact), docBase);
+        return { segment, index: deserializeSegmentIndex(indexBytes, indexKey) };
+      } catch (err) {
+        if (err instanceof SegmentCorruptError) throw new PermanentJobError(err.message);
+        throw err;
+      }
+    })();
+    p.catch(() => this.loaded.delete(key));
+    this.loaded.set(key, p);
+    while (this.loaded.size > this.max) this.loaded.delete(this.loaded.keys().next().value as string);
+    return p;
+  }
+}
+
+/** Per segment: documents whose id a later segment of the generation also holds (the last committed wins). */
+function supersededMasks(parts: LoadedSegment[]): (DocMask | undefined)[] {
+  const seen = new Set<string>();
+  const out: (DocMask | undefined)[] = new Array(parts.length);
+  for (let s = parts.length - 1; s >= 0; s--) {
+    const ids = parts[s].segment.docIds;
+    let mask: DocMask | undefined;
+    for (let i = 0; i < ids.length; i++) {
+      if (seen.has(ids[i])) (mask ??= new Uint8Array(ids.length).fill(1))[i] = 0;
+    }
+    for (const id of ids) seen.add(id);
+    out[s] = mask;
+  }
+  return out;
+}
+
+const modeLabel = (m: SearchMode) => m.name;
+
+/**
+ * Search over a whole collection: every segment of the current generation is searched with its
+ * own index (SPEC 3: XTR over the token IVF, BM25, dense, ME-BERT, exhaustive MaxSim, hybrids)
+ * and the per-segment lists are merged exactly. Filters and superseded documents become masks
+ * applied before ranking. An optional second stage re-scores the top hits with a re-rank scorer.
+ */
+export async function searchProcessor(deps: SearchDeps, p: JobPayload<QueueName.search>, job?: Pick<Job, 'updateProgress'>): Promise<JobResults[QueueName.search]> {
+  const t0 = Date.now();
+  const raw = await deps.store.getJson<unknown>(p.requestKey);
+  if (!raw) throw new PermanentJobError(`search request missing from S3: ${p.requestKey}`);
+  const parsed = SearchRequestSchema.safeParse(raw);
+  if (!parsed.success) throw new PermanentJobError(`invalid stored search request ${p.requestKey}: ${parsed.error.message}`);
+  const req: SearchRequest = parsed.data;
+  const collection = await deps.collections.get(p.tenantId, req.collection);
+  if (!collection) throw new PermanentJobError(`collection ${p.tenantId}/${req.collection} does not exist`);
+  let predicate;
+  try {
+    predicate = req.filter === undefined ? undefined : compileFilter(req.filter);
+  } catch (err) {
+    if (err instanceof ValidationError) throw new PermanentJobError(err.message);
+    throw err;
+  }
+  const manifest = await deps.generations.manifest(p.tenantId, req.collection);
+  const resultKey = s3Keys.searchResult(p.tenantId, p.searchId);
+  const empty = (reason: string, generation: number, timings = { encodeQueriesMs: 0, searchMs: 0, loadMs: 0 }) =>
+    finish(deps, resultKey, { searchId: p.searchId, collection: req.collection, mode: req.mode, generation, results: req.queries.map((q) => ({ queryId: q.id, hits: [], reason })), timings: { totalMs: Date.now() - t0, ...timings } });
+  if (!manifest || manifest.segments.length === 0) return empty('the collection has no committed generation yet', 0);
+
+  const tLoad = Date.now();
+  const parts = await loadParts(deps, p.tenantId, req.collection, manifest);
+  const superseded = supersededMasks(parts);
+  const masks = parts.map((part, s) => andMasks(superseded[s], predicate ? docMask(part.segment, predicate) : undefined));
+  const loadMs = Date.now() - tLoad;
+
+  const encoder = await deps.encoders(collection.model).catch(permanentModelErrors);
+  const tEnc = Date.now();
+  const queries = await encoder.encodeQueries(req.queries.map((q) => q.text)).catch(permanentModelErrors);
+  const encodeQueriesMs = Date.now() - tEnc;
+  const specials = specialTokenIds(encoder);
+  const skip = (id: number) => specials.has(id) || encoder.tokenizer.skipIds.has(id);
+  const needsIvf = req.mode.name === 'xtr' || (req.mode.name === 'hybrid' && req.mode.base === 'xtr');
+  const ivf = needsIvf ? await deps.ivf.get(p.tenantId, req.collection, manifest.codecVersion) : null;
+  if (needsIvf && !ivf) throw new Error(`IVF centroids of ${req.collection} v${manifest.codecVersion} are missing from S3`);
+  const searchParts = parts.map((part, s) => ({ segment: part.segment, index: part.index, mask: masks[s] }));
+
+  const tSearch = Date.now();
+  const results: SearchResult['results'] = [];
+  for (const [qi, q] of req.queries.entries()) {
+    const e = queries[qi];
+    const terms = Array.from(encoder.tokenizer.contentIds(q.text)).filter((id) => !skip(id));
+    const depth = Math.max(req.topK, req.rerank?.depth ?? 0);
+    const run = (mode: SearchMode, n: number): { hits: Hit[]; reason?: string } => {
+      switch (mode.name) {
+        case 'bm25':
+          if (terms.length === 0) return { hits: [], reason: 'the query has no searchable terms (only stop words, punctuation or special tokens)' };
+          return { hits: bm25Search(searchParts, terms, n, { k1: mode.k1, b: mode.b }, skip) };
+        case 'dense':
+          return { hits: denseSearch(searchParts, encoder.pool(e), n) };
+        case 'mebert':
+          return { hits: mebertSearch(searchParts, encoder.pool(e), mode.m, n) };
+        case 'exhaustive':
+          if (e.length === 0) return { hits: [], reason: 'the query has no tokens' };
+          return { hits: exhaustiveSearch(searchParts, e.vectors, e.length, n, { explain: req.explain }) };
+        case 'xtr':
+          if (e.length === 0) return { hits: [], reason: 'the query has no tokens' };
+          return { hits: xtrSearch(searchParts, e.vectors, e.length, ivf!.centroids, { kPrime: mode.kPrime, nprobe: Math.min(mode.nprobe, ivf!.k), topN: n, explain: req.explain }).hits };
+        case 'hybrid': {
+          const base: SearchMode = mode.base === 'xtr' ? { name: 'xtr', kPrime: mode.kPrime, nprobe: mode.nprobe } : mode.base === 'dense' ? { name: 'dense' } : { name: 'exhaustive' };
+          const a = run(base, mode.depth).hits;
+          const b = run({ name: 'bm25', k1: mode.k1, b: mode.b }, mode.depth).hits;
+          return { hits: fuse(a, b, mode, n) };
+        }
+      }
+    };
+    const { hits, reason } = run(req.mode, depth);
+    let out: SearchHit[] = hits.map((h) => toHit(h, parts, modeLabel(req.mode), req.explain ? { encoder, query: e } : null));
+    if (req.rerank && out.length > 0) out = await secondStage(deps, manifest, encoder, e, out.slice(0, req.rerank.depth), req.rerank.scorer);
+    results.push({ queryId: q.id, hits: out.slice(0, req.topK), ...(reason ? { reason } : {}) });
+    await job?.updateProgress(Math.round((100 * (qi + 1)) / req.queries.length));
+  }
+  const searchMs = Date.now() - tSearch;
+  return finish(deps, resultKey, { searchId: p.searchId, collection: req.collection, mode: req.mode, generation: manifest.generation, results, timings: { totalMs: Date.now() - t0, encodeQueriesMs, searchMs, loadMs } });
+}
+
+async function finish(deps: Pick<SearchDeps, 'store'>, resultKey: string, result: SearchResult): Promise<JobResults[QueueName.search]> {
+  await deps.store.putJson(resultKey, result);
+  return { resultKey, queries: result.results.length, hits: result.results.reduce((s, r) => s + r.hits.length, 0) };
+}
+
+async function loadParts(deps: SearchDeps, t: string, c: string, manifest: CollectionManifest): Promise<LoadedSegment[]> {
+  let docBase = 0;
+  const bases = manifest.segments.map((s) => {
+    const b = docBase;
+    docBase += s.documents;
+    return b;
+  });
+  return Promise.all(manifest.segments.map(async (ref, i) => ({ ref, ...(await deps.segments.get(t, c, ref, bases[i])) })));
+}
+
+/** Linear (explicit lambda, normalisation) or RRF fusion of two hit lists over their union. */
+function fuse(a: Hit[], b: Hit[], mode: Extract<SearchMode, { name: 'hybrid' }>, n: number): Hit[] {
+  const byKey = new Map<number, Hit>();
+  for (const h of [...a, ...b]) if (!byKey.has(h.key)) byKey.set(h.key, { ...h, explain: undefined });
+  const keys = [...byKey.keys()];
+  let scored: { key: number; score: number }[];
+  if (mode.fusion === 'rrf') {
+    const fused = rrf([a.map((h) => String(h.key)), b.map((h) => String(h.key))], mode.rrfK);
+    scored = fused.map((f) => ({ key: Number(f.id), score: f.score }));
+  } else {
+    const sa = new Map(a.map((h) => [h.key, h.score]));
+    const sb = new Map(b.map((h) => [h.key, h.score]));
+    const s = hybridLinear(Float64Array.from(keys, (k) => sa.get(k) ?? NaN), Float64Array.from(keys, (k) => sb.get(k) ?? NaN), mode.lambda!, mode.normalization);
+    scored = keys.map((key, i) => ({ key, score: s[i] }));
+  }
+  scored.sort((x, y) => y.score - x.score || x.key - y.key);
+  return scored.slice(0, n).map(({ key, score }) => ({ ...byKey.get(key)!, score }));
+}
+
+function toHit(h: Hit, parts: LoadedSegment[], scoredBy: string, explain: { encoder: TokenEncoder; query: EncodedText } | null): SearchHit {
+  const seg = parts[h.segment].segment;
+  const hit: SearchHit = { id: seg.docIds[h.doc], score: h.score, scoredBy };
+  if (explain && h.explain) {
+    const tok = (id: number) => explain.encoder.tokenizer.tokenizer.id_to_token(id) ?? `#${id}`;
+    hit.explain = Array.from(h.explain.rows, (row, i) => ({
+      queryToken: tok(explain.query.tokenIds[i]),
+      docToken: row >= 0 ? tok(seg.tokenIds[row]) : '',
+      similarity: h.explain!.similarities[i],
+      imputed: row < 0,
+    }));
+  }
+  return hit;
+}
+
+/** The second stage: the first stage's top hits re-scored by a re-rank scorer over the loaded generation. */
+async function secondStage(deps: SearchDeps, manifest: CollectionManifest, encoder: TokenEncoder, q: EncodedText, hits: SearchHit[], scorer: NonNullable<SearchRequest['rerank']>['scorer']): Promise<SearchHit[]> {
+  const view = await deps.views.get(manifest);
+  const kept = hits.filter((h) => view.rowOf.has(h.id));
+  const rows = kept.map((h) => view.rowOf.get(h.id)!);
+  const scores = await scoreGroup(deps.scorers, { view, encoder, queries: [q], rows, firstStage: [Float64Array.from(kept, (h) => h.score)], yieldEvery: () => new Promise<void>((r) => setImmediate(r)) }, scorer).catch((err) => {
+    if (err instanceof ValidationError || err instanceof ShapeError) throw new PermanentJobError(err.message);
+    throw err;
+  });
+  return kept
+    .map((h, i) => ({ id: h.id, score: scores[0][i], scoredBy: `rerank:${scorer.name}` }))
+    .sort((a, b) => (Number.isNaN(b.score) ? -1 : b.score - a.score));
+}

@@ -1,0 +1,89 @@
+import { z } from 'zod';
+import { resourceId } from './ids';
+import { MAX_QUERY_CHARS, ScorerSchema } from './rerank';
+
+export const MAX_SEARCH_QUERIES = 1_000;
+export const MAX_SEARCH_TOP_K = 1_000;
+export const MAX_K_PRIME = 100_000;
+export const MAX_NPROBE = 65_536;
+
+/** First-stage retrieval modes over a whole collection (SPEC section 3), each with its parameters. */
+export const SearchModeSchema = z.discriminatedUnion('name', [
+  z
+    .object({
+      name: z.literal('xtr'),
+      /** Document tokens each query token retrieves (over the whole collection). */
+      kPrime: z.number().int().min(1).max(MAX_K_PRIME).default(1000),
+      /** IVF lists probed per query token. */
+      nprobe: z.number().int().min(1).max(MAX_NPROBE).default(32),
+    })
+    .strict(),
+  z.object({ name: z.literal('bm25'), k1: z.number().min(0).max(10).default(0.9), b: z.number().min(0).max(1).default(0.4) }).strict(),
+  z.object({ name: z.literal('dense') }).strict(),
+  z.object({ name: z.literal('mebert'), m: z.number().int().min(1).max(64).default(4) }).strict(),
+  /** Exact MaxSim over every document: the reference the approximate modes are measured against. */
+  z.object({ name: z.literal('exhaustive') }).strict(),
+  z
+    .object({
+      name: z.literal('hybrid'),
+      /** The late-interaction or dense mode fused with BM25. */
+      base: z.enum(['xtr', 'dense', 'exhaustive']).default('xtr'),
+      fusion: z.enum(['linear', 'rrf']).default('linear'),
+      /** score = base + lambda * bm25 after normalisation (fusion = linear). Required: no hidden default. */
+      lambda: z.number().min(-1000).max(1000).optional(),
+      normalization: z.enum(['none', 'minmax', 'zscore']).default('minmax'),
+      rrfK: z.number().int().min(1).max(10_000).default(60),
+      /** How many hits each part contributes to the union before fusion. */
+      depth: z.number().int().min(1).max(MAX_SEARCH_TOP_K).default(100),
+      kPrime: z.number().int().min(1).max(MAX_K_PRIME).default(1000),
+      nprobe: z.number().int().min(1).max(MAX_NPROBE).default(32),
+      k1: z.number().min(0).max(10).default(0.9),
+      b: z.number().min(0).max(1).default(0.4),
+    })
+    .strict()
+    .refine((h) => h.fusion === 'rrf' || h.lambda !== undefined, { message: 'hybrid with fusion linear needs an explicit lambda', path: ['lambda'] }),
+]);
+export type SearchMode = z.infer<typeof SearchModeSchema>;
+export const SEARCH_MODES = ['xtr', 'bm25', 'dense', 'mebert', 'exhaustive', 'hybrid'] as const;
+
+export const SearchRequestSchema = z
+  .object({
+    collection: resourceId('collection'),
+    queries: z
+      .array(z.object({ id: z.string().min(1).max(512), text: z.string().min(1, 'query text must not be empty').max(MAX_QUERY_CHARS) }).strict())
+      .min(1)
+      .max(MAX_SEARCH_QUERIES),
+    mode: z.preprocess((v) => (typeof v === 'string' ? { name: v } : v), SearchModeSchema).default({ name: 'xtr', kPrime: 1000, nprobe: 32 }),
+    topK: z.number().int().positive().max(MAX_SEARCH_TOP_K).default(10),
+    /** Metadata filter (Qdrant-like must / should / must_not); validated by @lateral/search. */
+    filter: z.unknown().optional(),
+    /** Optional second stage: the top `depth` hits re-scored by any re-rank scorer. */
+    rerank: z
+      .object({
+        scorer: z.preprocess((v) => (typeof v === 'string' ? { name: v } : v), ScorerSchema),
+        depth: z.number().int().min(1).max(MAX_SEARCH_TOP_K).default(100),
+      })
+      .strict()
+      .optional(),
+    /** Per hit, which query token matched which document token, with the similarity (xtr, exhaustive). */
+    explain: z.boolean().default(false),
+  })
+  .strict();
+export type SearchRequest = z.infer<typeof SearchRequestSchema>;
+
+export interface SearchHit {
+  id: string;
+  score: number;
+  /** The mode (or `rerank:<scorer>`) that gave this score. */
+  scoredBy: string;
+  explain?: { queryToken: string; docToken: string; similarity: number; imputed: boolean }[];
+}
+
+export interface SearchResult {
+  searchId: string;
+  collection: string;
+  mode: SearchMode;
+  generation: number;
+  results: { queryId: string; hits: SearchHit[]; reason?: string }[];
+  timings: { totalMs: number; encodeQueriesMs: number; searchMs: number; loadMs: number };
+}
