@@ -296,6 +296,19 @@ const EXPECTATIONS: Expectation[] = [
     },
   },
   {
+    name: 'search, waiting',
+    method: 'POST',
+    path: /^\/v1\/search$/,
+    check: (status, body) => {
+      expect(status, JSON.stringify(body)).toBe(200);
+      expect(body.status).toBe('completed');
+      const [q] = body.result.results;
+      // only d1 carries metadata.year (1962): the filter keeps it alone, and it holds all three words
+      expect(q.hits.map((h: Body) => h.id)).toEqual(['d1']);
+      expect(q.hits[0].scoredBy).toBe('bm25');
+    },
+  },
+  {
     name: 're-compress',
     method: 'POST',
     path: /^\/v1\/collections\/papers\/recompress$/,
