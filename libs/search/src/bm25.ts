@@ -1,0 +1,169 @@
+import { lowerBound, type Bm25Postings, type SegmentIndex } from './segment-index';
+import { mergeHits } from './merge';
+import { TopK } from './select';
+import { assertMask, assertTopN, type DocMask, type Hit, type SearchSegment, type SegmentHits } from './types';
+
+/**
+ * BM25 over token ids (SPEC 3.4), per segment with global statistics, then merged.
+ *
+ * score(D, Q) = sum over distinct query terms t of
+ *   idf(t) * tf(t, D) * (k1 + 1) / (tf(t, D) + k1 * (1 - b + b * |D| / avgdl))
+ * idf(t) = ln(1 + (N - df(t) + 0.5) / (df(t) + 0.5))   (Lucene's non-negative idf)
+ * N, avgdl = total length / N and df are **global**: sums of the per-segment statistics, so a
+ * document scores the same whichever segment holds it. Defaults k1 = 0.9, b = 0.4 (Anserini).
+ * The (k1 + 1) factor, which Lucene >= 8 drops, changes no ranking; document lengths are exact
+ * (Lucene quantises them to a byte). Query terms are deduplicated (a repeated term counts once).
+ * Terms are summed in ascending term-id order, so the float result does not depend on how
+ * documents are cut into segments.
+ */
+export const BM25_K1 = 0.9;
+export const BM25_B = 0.4;
+
+export interface Bm25Params {
+  k1?: number;
+  b?: number;
+}
+
+/** Collection statistics; per segment from its index, global as their sum. */
+export interface Bm25Stats {
+  documents: number;
+  totalLength: number;
+  /** distinct terms, strictly increasing */
+  terms: Int32Array;
+  /** document frequency of each term */
+  df: Uint32Array;
+}
+
+/** A segment's BM25 statistics (df per term from its postings). */
+export function segmentBm25Stats(index: SegmentIndex | { documents: number; bm25: Bm25Postings }): Bm25Stats {
+  const { terms, postingOffsets, totalLength } = index.bm25;
+  const df = new Uint32Array(terms.length);
+  for (let u = 0; u < terms.length; u++) df[u] = postingOffsets[u + 1] - postingOffsets[u];
+  return { documents: index.documents, totalLength, terms, df };
+}
+
+/** Global statistics: N, total length and df summed over segments. O(total terms log total terms). */
+export function sumBm25Stats(stats: readonly Bm25Stats[]): Bm25Stats {
+  let documents = 0;
+  let totalLength = 0;
+  let all = 0;
+  for (const s of stats) {
+    documents += s.documents;
+    totalLength += s.totalLength;
+    all += s.terms.length;
+  }
+  const sorted = new Int32Array(all);
+  let o = 0;
+  for (const s of stats) {
+    sorted.set(s.terms, o);
+    o += s.terms.length;
+  }
+  sorted.sort();
+  let U = 0;
+  for (let i = 0; i < all; i++) if (i === 0 || sorted[i] !== sorted[i - 1]) sorted[U++] = sorted[i];
+  const terms = sorted.slice(0, U);
+  const df = new Uint32Array(U);
+  for (const s of stats) {
+    // both sorted: one forward walk per segment
+    let u = 0;
+    for (let j = 0; j < s.terms.length; j++) {
+      while (u < U && terms[u] !== s.terms[j]) u++;
+      if (u === U) throw new RangeError('sumBm25Stats: every segment\'s terms must be strictly increasing');
+      df[u] += s.df[j];
+    }
+  }
+  return { documents, totalLength, terms, df };
+}
+
+/** df of one term (0 when absent). */
+export function documentFrequency(stats: Bm25Stats, term: number): number {
+  const u = lowerBound(stats.terms, term);
+  return u < stats.terms.length && stats.terms[u] === term ? stats.df[u] : 0;
+}
+
+/** A query ready for every segment: distinct terms (ascending) and their global idf. */
+export interface Bm25Query {
+  terms: Int32Array;
+  idf: Float64Array;
+  avgdl: number;
+  k1: number;
+  b: number;
+}
+
+/**
+ * Prepares a query: deduplicates and sorts the term ids, looks up the global df, computes idf.
+ * Terms no document contains are dropped (they cannot score). `skip` must be the build's bm25Skip.
+ */
+export function bm25Query(queryTermIds: ArrayLike<number>, stats: Bm25Stats, params: Bm25Params = {}, skip?: (tokenId: number) => boolean): Bm25Query {
+  const k1 = params.k1 ?? BM25_K1;
+  const b = params.b ?? BM25_B;
+  if (!(Number.isFinite(k1) && k1 >= 0)) throw new RangeError(`bm25: k1 must be a finite number >= 0, got ${k1}`);
+  if (!(Number.isFinite(b) && b >= 0 && b <= 1)) throw new RangeError(`bm25: b must be in [0, 1], got ${b}`);
+  const distinct = Int32Array.from(new Set(Array.from(queryTermIds).filter((t) => !(skip && skip(t))))).sort();
+  const N = stats.documents;
+  const terms: number[] = [];
+  const idf: number[] = [];
+  for (const t of distinct) {
+    const df = documentFrequency(stats, t);
+    if (df === 0) continue;
+    terms.push(t);
+    idf.push(Math.log(1 + (N - df + 0.5) / (df + 0.5)));
+  }
+  const avgdl = N > 0 ? stats.totalLength / N : 0;
+  return { terms: Int32Array.from(terms), idf: Float64Array.from(idf), avgdl, k1, b };
+}
+
+export interface SegmentSearchOptions {
+  /** documents with mask[doc] === 0 never score (filters, tombstones) */
+  mask?: DocMask;
+}
+
+/**
+ * One segment's BM25 top-n (score descending, local doc ascending). A direct-addressed float64
+ * accumulator over the segment's documents; only documents containing a query term score.
+ */
+export function bm25SegmentSearch(seg: SearchSegment, index: SegmentIndex, query: Bm25Query, topN: number, opts: SegmentSearchOptions = {}): SegmentHits {
+  assertTopN('bm25SegmentSearch', 'topN', topN);
+  const D = index.documents;
+  if (D !== seg.documents) throw new RangeError(`bm25SegmentSearch: index has ${D} documents, segment "${seg.name}" has ${seg.documents}`);
+  assertMask('bm25SegmentSearch', opts.mask, D);
+  const { terms, postingOffsets, postingDocs, postingTfs, docLengths } = index.bm25;
+  const mask = opts.mask;
+  const { k1, b, avgdl } = query;
+  const acc = new Float64Array(D);
+  const hit = new Uint8Array(D);
+  const touched: number[] = [];
+  for (let q = 0; q < query.terms.length; q++) {
+    const u = lowerBound(terms, query.terms[q]);
+    if (u >= terms.length || terms[u] !== query.terms[q]) continue;
+    const idf = query.idf[q];
+    for (let p = postingOffsets[u]; p < postingOffsets[u + 1]; p++) {
+      const doc = postingDocs[p];
+      if (mask && mask[doc] === 0) continue;
+      const tf = postingTfs[p];
+      const norm = avgdl > 0 ? k1 * (1 - b + (b * docLengths[doc]) / avgdl) : k1;
+      acc[doc] += (idf * tf * (k1 + 1)) / (tf + norm);
+      if (!hit[doc]) {
+        hit[doc] = 1;
+        touched.push(doc);
+      }
+    }
+  }
+  const top = new TopK(topN, touched.length);
+  for (const doc of touched) top.push(acc[doc], doc);
+  const { scores, ids } = top.drain();
+  return { docBase: seg.docBase, docs: ids, scores };
+}
+
+/** BM25 over many segments: global statistics, per-segment top-n, exact merge. */
+export function bm25Search(
+  parts: readonly { segment: SearchSegment; index: SegmentIndex; mask?: DocMask }[],
+  queryTermIds: ArrayLike<number>,
+  topN: number,
+  params: Bm25Params = {},
+  skip?: (tokenId: number) => boolean,
+): Hit[] {
+  const stats = sumBm25Stats(parts.map((p) => segmentBm25Stats(p.index)));
+  const query = bm25Query(queryTermIds, stats, params, skip);
+  return mergeHits(parts.map((p) => bm25SegmentSearch(p.segment, p.index, query, topN, { mask: p.mask })), topN);
+}
