@@ -140,3 +140,24 @@ export function randomCuts(r: () => number, documents: number, parts: number): n
   while (inner.size < Math.min(parts - 1, documents - 1)) inner.add(1 + Math.floor(r() * (documents - 1)));
   return [0, ...[...inner].sort((x, y) => x - y), documents];
 }
+
+/** Small-integer vectors: many exact ties between rows, to check tie rules. */
+export function intMatrixCorpus(): { corpus: Corpus; q: Float32Array; n: number } {
+  const r = rng(99);
+  const dims = 3;
+  const lengths = [4, 1, 6, 5, 3];
+  const T = lengths.reduce((a, b) => a + b, 0);
+  const vectors = Float32Array.from({ length: T * dims }, () => Math.floor(r() * 3) - 1);
+  const n = 3;
+  const q = Float32Array.from({ length: n * dims }, () => Math.floor(r() * 3) - 1);
+  return {
+    corpus: {
+      dims, lengths, vectors,
+      docIds: lengths.map((_, i) => `t${i}`),
+      tokenIds: new Int32Array(T),
+      docVectors: new Float32Array(lengths.length * dims),
+      metadata: lengths.map(() => null),
+    },
+    q, n,
+  };
+}

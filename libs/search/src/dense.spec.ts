@@ -1,0 +1,92 @@
+import { describe, expect, it } from 'vitest';
+import { dedupMaxByDoc, denseBatch, mebert } from '@lateral/scoring';
+import { denseSearch, denseSegmentSearch, mebertSearch, mebertSegmentSearch } from './dense';
+import { docMask } from './filters';
+import { makeCorpus, randomCuts, randomUnit, rng, segmentsOf } from './test-utils';
+import type { Hit } from './types';
+
+const d = 12;
+const corpus = makeCorpus(51, { documents: 150, dims: d, maxLen: 10, minLen: 0 });
+const one = segmentsOf(corpus).map((segment) => ({ segment }));
+const plain = (hits: Hit[]) => hits.map((h) => [h.key, h.score]);
+const starts = [0];
+corpus.lengths.forEach((m, i) => starts.push(starts[i] + m));
+
+describe('dense', () => {
+  it('equals brute-force inner products with the pooled vectors (scoring\'s denseBatch), ties to the lower key', () => {
+    const q = randomUnit(rng(1), 1, d);
+    const ref = Array.from(denseBatch(q, corpus.docVectors, d), (s, doc) => ({ doc, s }));
+    const hits = denseSearch(one, q, 150);
+    expect(hits.map((h) => h.key)).toEqual([...ref].sort((a, b) => b.s - a.s || a.doc - b.doc).map((r) => r.doc));
+    for (const h of hits) expect(Math.abs(h.score - ref[h.key].s)).toBeLessThan(1e-6); // denseBatch returns float32
+    // exact ties: the same query against duplicated vectors
+    const dup = segmentsOf({ ...corpus, docVectors: corpus.docVectors.map((_, i) => corpus.docVectors[(i % d)]) }).map((segment) => ({ segment }));
+    expect(denseSearch(dup, q, 5).map((h) => h.key)).toEqual([0, 1, 2, 3, 4]);
+  });
+
+  it('many segments == one segment, bit for bit', () => {
+    const r = rng(2);
+    for (const parts of [2, 9, 150]) {
+      const many = segmentsOf(corpus, randomCuts(r, 150, parts)).map((segment) => ({ segment }));
+      for (let t = 0; t < 5; t++) {
+        const q = randomUnit(r, 1, d);
+        for (const n of [1, 10, 200]) expect(plain(denseSearch(many, q, n))).toEqual(plain(denseSearch(one, q, n)));
+      }
+    }
+  });
+
+  it('a mask keeps filtered documents out: the kept documents\' top-n', () => {
+    const pred = (m: Record<string, unknown> | null) => m?.tag === 'a';
+    const parts = segmentsOf(corpus, [0, 50, 51, 150]).map((segment) => ({ segment, mask: docMask(segment, pred) }));
+    const q = randomUnit(rng(3), 1, d);
+    const all = denseSearch(one, q, 150).filter((h) => pred(corpus.metadata[h.key]));
+    expect(plain(denseSearch(parts, q, 8))).toEqual(plain(all.slice(0, 8)));
+  });
+
+  it('names what is wrong', () => {
+    expect(() => denseSegmentSearch(one[0].segment, new Float32Array(3), 1)).toThrow('qVec has length 3, expected d = 12');
+    const noVectors = { ...one[0].segment, docVectors: null };
+    expect(() => denseSegmentSearch(noVectors, new Float32Array(d), 1)).toThrow('segment "seg-0" has no document vectors');
+  });
+});
+
+describe('mebert', () => {
+  it('equals scoring\'s mebert per document and the search-then-dedup of all first-m vectors (SPEC 5.9)', () => {
+    const q = randomUnit(rng(4), 1, d);
+    for (const m of [1, 3, 8]) {
+      const perDoc = corpus.lengths.map((len, doc) => mebert(q, corpus.vectors.subarray(starts[doc] * d, starts[doc + 1] * d), len, d, m));
+      // every first-m vector as its own entry, deduplicated by document
+      const owners: number[] = [];
+      const scores: number[] = [];
+      corpus.lengths.forEach((len, doc) => {
+        for (let j = 0; j < Math.min(len, m); j++) {
+          owners.push(doc);
+          let s = 0;
+          for (let t = 0; t < d; t++) s += q[t] * corpus.vectors[(starts[doc] + j) * d + t];
+          scores.push(s);
+        }
+      });
+      const dedup = dedupMaxByDoc(owners, scores);
+      const hits = mebertSearch(one, q, m, 1000, { explain: true });
+      expect(hits.length).toBe(corpus.lengths.filter((len) => len > 0).length); // empty documents never score
+      expect(hits.map((h) => h.key)).toEqual(dedup.map((x) => x.doc));
+      for (const h of hits) {
+        expect(h.score).toBe(perDoc[h.key]);
+        const row = h.explain!.rows[0];
+        expect(row - one[0].segment.tokenOffsets[h.doc]).toBeLessThan(m);
+        expect(h.explain!.similarities[0]).toBe(h.score);
+      }
+    }
+  });
+
+  it('many segments == one segment; a mask keeps filtered documents out', () => {
+    const r = rng(5);
+    const q = randomUnit(r, 1, d);
+    const many = segmentsOf(corpus, randomCuts(r, 150, 12)).map((segment) => ({ segment }));
+    expect(plain(mebertSearch(many, q, 4, 20))).toEqual(plain(mebertSearch(one, q, 4, 20)));
+    const pred = (m: Record<string, unknown> | null) => m !== null && (m.n as number) % 2 === 0;
+    const masked = many.map((p) => ({ ...p, mask: docMask(p.segment, pred) }));
+    expect(plain(mebertSearch(masked, q, 4, 20))).toEqual(plain(mebertSearch(one, q, 4, 1000).filter((h) => pred(corpus.metadata[h.key])).slice(0, 20)));
+    expect(() => mebertSegmentSearch(one[0].segment, q, 0, 3)).toThrow('mVecs must be an integer >= 1, got 0');
+  });
+});
