@@ -9,6 +9,7 @@ export default defineConfig({
       '@lateral/shared': lib('shared'),
       '@lateral/scoring': lib('scoring'),
       '@lateral/codec': lib('codec'),
+      '@lateral/search': lib('search'),
       '@lateral/model': lib('model'),
       '@lateral/infra': lib('infra'),
       '@lateral/kernels': lib('kernels'),

@@ -1,0 +1,27 @@
+export { searchSegment, tokenOwners, type SearchSegment, type SegmentSource, type DocMask, type Hit, type HitExplain, type SegmentHits } from './types';
+export { TopK } from './select';
+export { kWayMerge, mergeHits, compareRanked, hitKeys, type RankedList, type MergedPositions } from './merge';
+export {
+  ivfCentroidCount, sphericalKmeans, fitIvfCentroids, assignNearest, normalizeRows, distinctSample, IVF_MIN_CENTROIDS, IVF_MAX_CENTROIDS,
+  type KmeansOptions, type KmeansResult, type FitIvfOptions, type Assignment, type AssignFn,
+} from './kmeans';
+export {
+  buildSegmentIndex, buildBm25Postings, serializeSegmentIndex, deserializeSegmentIndex, centroidsChecksum, SegmentIndexCorruptError,
+  SEGMENT_INDEX_MAGIC, SEGMENT_INDEX_VERSION, SEGMENT_INDEX_SECTIONS,
+  type SegmentIndex, type TokenIvf, type Bm25Postings, type BuildSegmentIndexOptions, type IndexExpectations,
+} from './segment-index';
+export {
+  BM25_K1, BM25_B, segmentBm25Stats, sumBm25Stats, documentFrequency, bm25Query, bm25SegmentSearch, bm25Search,
+  type Bm25Params, type Bm25Stats, type Bm25Query, type SegmentSearchOptions,
+} from './bm25';
+export {
+  xtrProbe, xtrSegmentSearch, xtrMerge, xtrAccumulate, xtrCandidates, xtrCandidateCount, XtrWorkspace, xtrAggregateSegment, xtrSearch, benchXtrAccumulator, XTR_MAX_QUERY_TOKENS,
+  type XtrProbe, type XtrSegmentLists, type XtrSegmentOptions, type XtrMerged, type XtrAggregateOptions, type XtrSearchOptions,
+  type XtrSearchResult, type XtrAccumulatorBenchOptions, type XtrAccumulatorBench,
+} from './xtr';
+export { denseSegmentSearch, denseSearch, mebertSegmentSearch, mebertSearch, type DenseOptions, type MebertOptions } from './dense';
+export { exhaustiveSegmentSearch, exhaustiveSearch, type ExhaustiveOptions } from './exhaustive';
+export {
+  FilterSchema, FilterConditionSchema, parseFilter, compileFilter, docMask, andMasks, valuesAt, parseIsoDate, FILTER_MAX_DEPTH,
+  type Filter, type FilterCondition, type MatchValue, type RangeBound, type DocPredicate,
+} from './filters';
