@@ -8,6 +8,7 @@ import type { CodecArtifactRepository, CollectionRepository, IvfCentroidReposito
 import { permanentModelErrors } from './encode.processor';
 import type { EncoderProvider } from './encoders';
 import { enqueueNext } from './pipeline';
+import { segmentReadOptions, type StaticEmbeddingsCache } from './static-embeddings';
 
 /** What the index processor touches. */
 export interface IndexDeps {
@@ -19,6 +20,8 @@ export interface IndexDeps {
   queues: Pick<JobQueues, 'add'>;
   /** IVF centroids per collection and codec version; 0 = PLAID's rule on the first segment's tokens. */
   ivfCentroids: number;
+  /** Static tables of the models, for segments written with side information. */
+  staticEmbeddings: Pick<StaticEmbeddingsCache, 'forCollection'>;
   /** The nearest-centroid GEMM kernel (ONNX Runtime), created once per process. */
   assigner: () => Promise<OnnxNearestCentroid>;
 }
@@ -53,7 +56,8 @@ export async function indexProcessor(deps: IndexDeps, p: JobPayload<QueueName.in
   if (!bytes) throw new PermanentJobError(`segment missing from S3: ${p.segmentKey}`);
   let reader;
   try {
-    reader = readSegment(bytes, p.segmentKey, await deps.codecs.get(p.tenantId, p.collectionId, p.codecVersion));
+    const artifact = await deps.codecs.get(p.tenantId, p.collectionId, p.codecVersion);
+    reader = readSegment(bytes, p.segmentKey, artifact, await segmentReadOptions(artifact, collection, deps.staticEmbeddings));
   } catch (err) {
     if (err instanceof SegmentCorruptError) throw new PermanentJobError(err.message);
     throw err;

@@ -5,6 +5,7 @@ import {
   SearchRequestSchema,
   ValidationError,
   s3Keys,
+  type Collection,
   type CollectionManifest,
   type JobPayload,
   type JobResults,
@@ -39,6 +40,7 @@ import type { CollectionViewCache } from './collection-view';
 import { permanentModelErrors } from './encode.processor';
 import type { EncoderProvider } from './encoders';
 import { specialTokenIds } from './index.processor';
+import { segmentReadOptions, type StaticEmbeddingsCache } from './static-embeddings';
 import { scoreGroup } from './scorers';
 
 /** What the search processor touches. */
@@ -70,10 +72,13 @@ export class SearchSegmentCache {
   constructor(
     private readonly store: Pick<ObjectStore, 'get'>,
     private readonly codecs: Pick<CodecArtifactRepository, 'get'>,
+    private readonly staticEmbeddings: Pick<StaticEmbeddingsCache, 'forCollection'>,
     private readonly max = 256,
   ) {}
 
-  get(t: string, c: string, ref: SegmentRef, docBase: number): Promise<{ segment: SearchSegment; index: SegmentIndex }> {
+  get(collection: Pick<Collection, 'tenantId' | 'id' | 'model'>, ref: SegmentRef, docBase: number): Promise<{ segment: SearchSegment; index: SegmentIndex }> {
+    const t = collection.tenantId;
+    const c = collection.id;
     const key = `${ref.key}@${docBase}`;
     let p = this.loaded.get(key);
     if (p) {
@@ -87,7 +92,7 @@ export class SearchSegmentCache {
       if (!bytes) throw new Error(`segment ${ref.key} of the current generation is missing from S3`);
       if (!indexBytes) throw new Error(`search index ${indexKey} of a committed segment is missing from S3 (segments committed before 0.2 have none: re-compress the collection to index it)`);
       try {
-        const segment = searchSegment(readSegment(bytes, ref.key, artifact), docBase);
+        const segment = searchSegment(readSegment(bytes, ref.key, artifact, await segmentReadOptions(artifact, collection, this.staticEmbeddings)), docBase);
         return { segment, index: deserializeSegmentIndex(indexBytes, indexKey) };
       } catch (err) {
         if (err instanceof SegmentCorruptError) throw new PermanentJobError(err.message);
@@ -148,7 +153,7 @@ export async function searchProcessor(deps: SearchDeps, p: JobPayload<QueueName.
   if (!manifest || manifest.segments.length === 0) return empty('the collection has no committed generation yet', 0);
 
   const tLoad = Date.now();
-  const parts = await loadParts(deps, p.tenantId, req.collection, manifest);
+  const parts = await loadParts(deps, collection, manifest);
   const superseded = supersededMasks(parts);
   const masks = parts.map((part, s) => andMasks(superseded[s], predicate ? docMask(part.segment, predicate) : undefined));
   const loadMs = Date.now() - tLoad;
@@ -208,14 +213,14 @@ async function finish(deps: Pick<SearchDeps, 'store'>, resultKey: string, result
   return { resultKey, queries: result.results.length, hits: result.results.reduce((s, r) => s + r.hits.length, 0) };
 }
 
-async function loadParts(deps: SearchDeps, t: string, c: string, manifest: CollectionManifest): Promise<LoadedSegment[]> {
+async function loadParts(deps: SearchDeps, collection: Collection, manifest: CollectionManifest): Promise<LoadedSegment[]> {
   let docBase = 0;
   const bases = manifest.segments.map((s) => {
     const b = docBase;
     docBase += s.documents;
     return b;
   });
-  return Promise.all(manifest.segments.map(async (ref, i) => ({ ref, ...(await deps.segments.get(t, c, ref, bases[i])) })));
+  return Promise.all(manifest.segments.map(async (ref, i) => ({ ref, ...(await deps.segments.get(collection, ref, bases[i])) })));
 }
 
 /** Linear (explicit lambda, normalisation) or RRF fusion of two hit lists over their union. */

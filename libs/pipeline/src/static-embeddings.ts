@@ -68,3 +68,15 @@ export function generationSideInfo(deps: { collections: Pick<CollectionRepositor
     return sideInfoReader(await deps.staticEmbeddings.forCollection(collection));
   };
 }
+
+/**
+ * readSegment's options for one segment: the side-information reader when its codec artifact
+ * uses side information (the model's static table, loaded once per process), else none.
+ */
+export async function segmentReadOptions(
+  artifact: { settings: { sideInfo?: boolean } },
+  collection: Pick<Collection, 'tenantId' | 'id' | 'model'>,
+  staticEmbeddings: Pick<StaticEmbeddingsCache, 'forCollection'>,
+): Promise<ReadSegmentOptions> {
+  return artifact.settings.sideInfo ? { staticEmbeddings: sideInfoReader(await staticEmbeddings.forCollection(collection)) } : {};
+}

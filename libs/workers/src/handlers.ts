@@ -34,7 +34,7 @@ export function pipelineHandlers(rt: Runtime): HandlerRegistry {
   const staticEmbeddings = new StaticEmbeddingsCache(path.resolve(config.MODELS_DIR));
   const views = new CollectionViewCache(store, codecs, undefined, generationSideInfo({ collections, codecs, staticEmbeddings }), config.COMPRESSED_SCORING === 'int8-image');
   const scorers = new ScorerResources(path.resolve(config.SCORERS_DIR), config.ORT_INTRA_OP_THREADS);
-  const segments = new SearchSegmentCache(store, codecs);
+  const segments = new SearchSegmentCache(store, codecs, staticEmbeddings);
   let nearest: Promise<OnnxNearestCentroid> | null = null;
   const assigner = () => (nearest ??= OnnxNearestCentroid.create(config.ORT_INTRA_OP_THREADS));
   const liveIds = new SegmentIds(async (t, c, ref) => {
@@ -45,7 +45,7 @@ export function pipelineHandlers(rt: Runtime): HandlerRegistry {
   return {
     [QueueName.encode]: (p, job) => encodeProcessor({ store, collections, encoders, queues, tokenBudget: config.ENCODE_TOKEN_BUDGET, logger }, p, job),
     [QueueName.compress]: (p) => compressProcessor({ store, collections, codecs, staticEmbeddings, queues }, p),
-    [QueueName.index]: (p) => indexProcessor({ store, collections, codecs, ivf: rt.ivf, encoders, queues, ivfCentroids: config.IVF_CENTROIDS, assigner }, p),
+    [QueueName.index]: (p) => indexProcessor({ store, collections, codecs, ivf: rt.ivf, encoders, queues, ivfCentroids: config.IVF_CENTROIDS, assigner, staticEmbeddings }, p),
     [QueueName.commit]: (p) => commitProcessor({ store, collections, generations, codecs, liveIds, logger }, p),
     [QueueName.search]: (p, job) => searchProcessor({ store, collections, generations, ivf: rt.ivf, encoders, segments, views, scorers }, p, job),
     [QueueName.rerank]: (p, job) => rerankProcessor({ store, collections, generations, encoders, views, scorers }, p, job),
