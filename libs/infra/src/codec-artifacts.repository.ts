@@ -49,7 +49,10 @@ export class CodecArtifactRepository {
     const lock = redisKeys.codecFitLock(this.prefix, t, c, version);
     const token = randomUUID();
     const deadline = Date.now() + 120_000;
-    while ((await this.redis.set(lock, token, 'PX', 120_000, 'NX')) !== 'OK') {
+    // A command that times out while another job's fit holds the event loop counts as "not
+    // acquired": the loop looks for the artifact and asks again.
+    const acquire = () => this.redis.set(lock, token, 'PX', 120_000, 'NX').catch(() => null);
+    while ((await acquire()) !== 'OK') {
       if (await this.store.get(key)) return this.get(t, c, version);
       if (Date.now() > deadline) throw new Error(`codec v${version} of ${t}/${c} was not fitted within 120 s`);
       await new Promise((r) => setTimeout(r, 200));
