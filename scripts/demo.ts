@@ -7,7 +7,8 @@
  * queries as one asynchronous re-rank job over every document, per scorer, and prints nDCG@10
  * (linear gain) for MaxSim and dense, for every built-in model (all-MiniLM-L6-v2 fp32 and int8 when
  * its PyPI package could be fetched, and the two GloVe models), then for the default model stored
- * EDEN 4-bit and scored from its codes.
+ * EDEN 4-bit and scored from its codes; then searches the default-model collection with every query
+ * (xtr, bm25, dense, hybrid) and prints nDCG@10 per mode.
  * With --once the last line is one JSON object; otherwise the server keeps running.
  */
 import { spawnSync } from 'node:child_process';
@@ -18,7 +19,7 @@ import { freePort, runMain, stopOnSignal } from '@lateral/infra';
 import { startServer } from '../apps/all-in-one/src/server';
 import { loadCranfield, withPlaceholders } from './lib/cranfield';
 import { ndcgAt } from './lib/metrics';
-import { getCollection, ingest, recreateCollection, rerank } from './lib/client';
+import { getCollection, ingest, recreateCollection, rerank, search } from './lib/client';
 
 const args = process.argv.slice(2);
 /** Every model build-model makes, in the order the demo reports them. */
@@ -91,6 +92,22 @@ async function main() {
     );
   }
 
+  // Search the whole default-model collection (no candidates given): all 225 queries per mode.
+  const searchModes: Record<string, unknown> = {
+    xtr: { name: 'xtr', kPrime: 1000, nprobe: 32 },
+    bm25: 'bm25',
+    dense: 'dense',
+    'hybrid (xtr + bm25, lambda 0.5 untuned)': { name: 'hybrid', base: 'xtr', fusion: 'linear', lambda: 0.5, normalization: 'minmax' },
+  };
+  const searched: Record<string, { 'ndcg@10': number; seconds: number }> = {};
+  for (const [label, mode] of Object.entries(searchModes)) {
+    const r = await search(base, { collection: collectionId(config.DEFAULT_MODEL), mode, topK: 10, queries: cran.queries.map((q) => ({ id: q.id, text: q.text })) });
+    const byId = new Map(r.results.map((x) => [x.queryId, x.hits.map((h) => h.id)]));
+    const ndcg = judged.reduce((acc, q) => acc + ndcgAt(byId.get(q.id) ?? [], cran.qrels.get(q.id)!, 10), 0) / judged.length;
+    searched[label] = { 'ndcg@10': round(ndcg), seconds: round(r.ms / 1000, 2) };
+    console.log(`${`search ${label}`.padEnd(20)} nDCG@10 ${ndcg.toFixed(4)}  | 225 queries over all 1400 documents in ${(r.ms / 1000).toFixed(1)} s (${config.DEFAULT_MODEL})`);
+  }
+
   // The default model again, stored EDEN 4-bit (token layout): scored from its codes.
   const cid = collectionId(`${config.DEFAULT_MODEL}-eden4`);
   const codec = { kind: 'eden', bits: 4 };
@@ -120,6 +137,7 @@ async function main() {
     ingest_seconds: main.ingest_seconds,
     rerank_seconds: main.rerank_seconds.maxsim,
     models: perModel,
+    search: searched,
     compressed,
   };
   if (once) {

@@ -1,6 +1,6 @@
 /**
  * A small HTTP client of lateral's API used by the demo and the benchmarks: it ingests a corpus
- * with progress and runs re-rank jobs, exactly as any user would, over HTTP.
+ * with progress and runs re-rank and search jobs, exactly as any user would, over HTTP.
  */
 import { SingleBar, Presets } from 'cli-progress';
 
@@ -79,4 +79,25 @@ export async function rerank(base: string, body: Record<string, unknown>): Promi
   while (st.status !== 'completed' && st.status !== 'failed') st = (await call(base, 'GET', `/v1/rerank/${submitted.body.id}?wait=30`)).body;
   if (st.status === 'failed') throw new Error(`re-rank job ${submitted.body.id} failed: ${st.error}`);
   return { seconds: (performance.now() - t0) / 1000, results: st.result.results, vectors: st.result.vectors };
+}
+
+export interface SearchHitList {
+  queryId: string;
+  hits: { id: string; score: number; scoredBy: string }[];
+  /** Why a query has no hits (only stop words, no committed generation, ...). */
+  reason?: string;
+}
+
+/**
+ * POST /v1/search?wait=`wait` and, when the job is not finished by then, long-polls
+ * GET /v1/search/{id} until it is. `ms` is the client's wall clock from the POST until the
+ * completed answer (what a user waits for one search).
+ */
+export async function search(base: string, body: Record<string, unknown>, wait = 60): Promise<{ ms: number; results: SearchHitList[]; generation: number; timings?: Record<string, number> }> {
+  const t0 = performance.now();
+  let st = (await call(base, 'POST', `/v1/search?wait=${wait}`, body)).body;
+  while (st.status !== 'completed' && st.status !== 'failed') st = (await call(base, 'GET', `/v1/search/${st.id}?wait=${Math.min(wait, 30)}`)).body;
+  const ms = performance.now() - t0;
+  if (st.status === 'failed') throw new Error(`search job ${st.id} failed: ${st.error}`);
+  return { ms, results: st.result.results, generation: st.result.generation, timings: st.result.timings };
 }
