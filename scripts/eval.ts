@@ -5,12 +5,15 @@ import { runCommand, type Command } from './lib/command';
  *   rerank       re-rank a TREC-DL-format folder's candidates per scorer (--dataset DIR --scorers a,b)
  *   negation     synthetic LIMIT-style negation benchmark: maxsim vs signed-maxsim
  *   compression  bytes per token vs nDCG@10 per codec setting (--dataset DIR in TREC-DL format, --plot out.svg, --quick)
+ *   retrieval    POST /v1/search per mode through the service: nDCG@10, recall@100, latency p50/p95
+ *                (--dataset DIR in Vaswani (TREC) or Cranfield (Glasgow) format, --model NAME, --plot out.svg, --quick)
  * With --json the last line of output is one JSON object.
  */
 const evals: Record<string, () => Promise<Command>> = {
   rerank: async () => (await import('./eval/rerank')).runRerankEval,
   negation: async () => (await import('./eval/negation')).runNegationEval,
   compression: async () => (await import('./eval/compression')).runCompressionEvalCli,
+  retrieval: async () => (await import('./eval/retrieval')).runRetrievalEvalCli,
 };
 
 runCommand('eval', evals);

@@ -3,10 +3,13 @@
  * distributed: cran.all.1400 (`.I n` / `.T` / `.A` / `.B` / `.W` fields), cran.qry (`.I` numbers
  * with gaps; the judged query number is the query's position, 1..225) and cranqrel
  * (`qid docid grade`, grade 1 = complete answer .. 4 = minimum interest, -1 = not relevant).
- * Metrics (nDCG@10 with these gains) are in ./metrics.
+ * Metrics (nDCG@10 with these gains) are in ./metrics. The `.I`-record parsing is the Glasgow
+ * format's (./glasgow); `npm run eval -- retrieval` reads Cranfield and other Glasgow collections
+ * with any file names through ./retrieval-dataset.
  */
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { cleanText as clean, parseGlasgowRecords as parseRecords } from './glasgow';
 
 export interface CranfieldData {
   /** text = title + ' ' + abstract (.T + .W), whitespace collapsed. */
@@ -16,28 +19,6 @@ export interface CranfieldData {
   /** qid -> docid -> gain (5 - grade for grades 1..4; -1 judgements are left out). */
   qrels: Map<string, Map<string, number>>;
 }
-
-/** Splits a `.I`-delimited file into records of field letter -> text. */
-function parseRecords(text: string): { id: string; fields: Map<string, string> }[] {
-  const records: { id: string; fields: Map<string, string> }[] = [];
-  let field: string | null = null;
-  for (const line of text.split(/\r?\n/)) {
-    const marker = /^\.([A-Z])(?:\s+(.*))?$/.exec(line);
-    if (marker) {
-      if (marker[1] === 'I') {
-        records.push({ id: String(Number(marker[2]!.trim())), fields: new Map() });
-        field = null;
-      } else field = marker[1]!;
-      continue;
-    }
-    const rec = records.at(-1);
-    if (!rec || field === null) continue;
-    rec.fields.set(field, (rec.fields.get(field) ?? '') + ' ' + line);
-  }
-  return records;
-}
-
-const clean = (s: string | undefined) => (s ?? '').replace(/\s+/g, ' ').trim();
 
 export function loadCranfield(dir: string): CranfieldData {
   const docs = parseRecords(readFileSync(join(dir, 'cran.all.1400'), 'utf8')).map((r) => ({
