@@ -16,6 +16,17 @@ const tenantId = resourceId('tenantId');
 const collectionId = resourceId('collectionId');
 const s3Key = z.string().min(1).max(1024);
 
+/** A written segment on its way to the current generation: the index job's payload, passed on unchanged to its commit. */
+const writtenSegment = z.object({
+  tenantId,
+  collectionId,
+  ingestionId: resourceId('ingestionId').nullable(),
+  batchId: resourceId('batchId'),
+  segmentKey: s3Key,
+  codecVersion: z.number().int().positive(),
+  documents: z.number().int().nonnegative(),
+});
+
 /** Payloads carry references only (ids and S3 keys), never vectors. */
 export const JobPayloadSchemas = {
   [QueueName.encode]: z.object({
@@ -35,24 +46,8 @@ export const JobPayloadSchemas = {
     codecVersion: z.number().int().positive(),
     documents: z.number().int().nonnegative(),
   }),
-  [QueueName.index]: z.object({
-    tenantId,
-    collectionId,
-    ingestionId: resourceId('ingestionId').nullable(),
-    batchId: resourceId('batchId'),
-    segmentKey: s3Key,
-    codecVersion: z.number().int().positive(),
-    documents: z.number().int().nonnegative(),
-  }),
-  [QueueName.commit]: z.object({
-    tenantId,
-    collectionId,
-    ingestionId: resourceId('ingestionId').nullable(),
-    batchId: resourceId('batchId'),
-    segmentKey: s3Key,
-    codecVersion: z.number().int().positive(),
-    documents: z.number().int().nonnegative(),
-  }),
+  [QueueName.index]: writtenSegment,
+  [QueueName.commit]: writtenSegment,
   [QueueName.rerank]: z.object({
     tenantId,
     rerankId: resourceId('rerankId'),
