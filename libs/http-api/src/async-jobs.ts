@@ -1,6 +1,6 @@
 import { Job, QueueEvents } from 'bullmq';
 import { NotFoundError, QueueName, ValidationError } from '@lateral/shared';
-import { createRedis, type Runtime } from '@lateral/infra';
+import { BULLMQ_CONNECTION_OPTIONS, createRedis, type Runtime } from '@lateral/infra';
 
 export interface JobStatus<R, S> {
   id: string;
@@ -72,7 +72,7 @@ export class AsyncJobs<R, S> {
 
   private queueEvents(): QueueEvents {
     if (!this.events) {
-      this.events = new QueueEvents(this.queue, { connection: createRedis(this.rt.services.redisUrl, 'worker', this.rt.logger), prefix: this.rt.config.REDIS_PREFIX });
+      this.events = new QueueEvents(this.queue, { ...BULLMQ_CONNECTION_OPTIONS, connection: createRedis(this.rt.services.redisUrl, 'worker', this.rt.logger), prefix: this.rt.config.REDIS_PREFIX });
       this.events.on('error', () => undefined);
     }
     return this.events;

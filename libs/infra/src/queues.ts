@@ -33,6 +33,15 @@ export function createRedis(url: string, role: 'producer' | 'worker', logger?: L
   return client;
 }
 
+/**
+ * Options for every BullMQ Queue, Worker and QueueEvents. `skipVersionCheck`: BullMQ's connection
+ * initialisation otherwise sends INFO and, when that fails after the connection has been closed
+ * (a process stopped while Redis is slow to answer), re-emits the failure as an 'error' event on
+ * an object whose listeners close() has already removed, which crashes the process. The embedded
+ * and documented Redis (7.x) is above BullMQ's minimum (5.0), so the check buys nothing here.
+ */
+export const BULLMQ_CONNECTION_OPTIONS = { skipVersionCheck: true } as const;
+
 export async function waitReady(client: Redis, timeoutMs = 10_000): Promise<void> {
   if (client.status === 'ready') return;
   await new Promise<void>((resolve, reject) => {
@@ -63,7 +72,7 @@ export class JobQueues {
 
   constructor(readonly connection: Redis, readonly prefix: string, private readonly attempts: number) {
     for (const name of ALL_QUEUES) {
-      this.queues.set(name, new Queue(name, { connection, prefix, defaultJobOptions: DEFAULT_JOB_OPTIONS(attempts) }));
+      this.queues.set(name, new Queue(name, { ...BULLMQ_CONNECTION_OPTIONS, connection, prefix, defaultJobOptions: DEFAULT_JOB_OPTIONS(attempts) }));
     }
   }
 
@@ -146,7 +155,7 @@ export class WorkerHost {
             throw err;
           }
         },
-        { connection, prefix: this.opts.prefix, concurrency: this.opts.concurrency[name] ?? 1, lockDuration: this.opts.lockDuration ?? 60_000 },
+        { ...BULLMQ_CONNECTION_OPTIONS, connection, prefix: this.opts.prefix, concurrency: this.opts.concurrency[name] ?? 1, lockDuration: this.opts.lockDuration ?? 60_000 },
       );
       worker.on('error', (err) => log.warn(`worker error: ${err.message}`));
       worker.on('failed', (job, err) => {
