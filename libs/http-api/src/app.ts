@@ -11,6 +11,8 @@ import { SearchController } from './search.controller';
 import { SearchService } from './search.service';
 import { CollectionsService } from './collections.service';
 import { HttpErrorsFilter } from './http-errors.filter';
+import { backpressure } from './backpressure';
+import { bodyReader } from './body-reader';
 import { openApiDocument } from './openapi';
 import { RerankService } from './rerank.service';
 import { RUNTIME } from './tokens';
@@ -31,11 +33,14 @@ class ApiModule {
   }
 }
 
-/** Builds the HTTP API around a runtime. Bodies are read as text so JSON and NDJSON share one parser. */
+/** Builds the HTTP API around a runtime. Bodies are read as text (body-reader.ts) so JSON and NDJSON share one parser. */
 export async function createApiApp(rt: Runtime): Promise<NestExpressApplication> {
   const app = await NestFactory.create<NestExpressApplication>(ApiModule.forRuntime(rt), { bodyParser: false, logger: ['error', 'warn'] });
-  app.useBodyParser('text', { type: () => true, limit: rt.config.MAX_REQUEST_BYTES });
-  app.useGlobalFilters(new HttpErrorsFilter(rt.logger.child('http')));
+  // Back-pressure first (a saturated queue refuses before a body is read), then the body reader:
+  // content types, Content-Encoding, UTF-8, MAX_JSON_DEPTH, bounded concurrency of large bodies.
+  app.use(backpressure(rt.queues, rt.config.MAX_QUEUE_BACKLOG));
+  app.use(bodyReader({ maxBytes: rt.config.MAX_REQUEST_BYTES, maxDepth: rt.config.MAX_JSON_DEPTH, concurrency: rt.config.BODY_PARSE_CONCURRENCY }));
+  app.useGlobalFilters(new HttpErrorsFilter(rt.logger.child('http'), { ...rt.config, S3_ENDPOINT: rt.services.s3Endpoint ?? rt.config.S3_ENDPOINT, REDIS_URL: rt.services.redisUrl }));
   // Keep idle connections longer than clients and load balancers do (60 s is common): a server
   // that closes a kept-alive socket first races the client's next request on it (ECONNRESET),
   // most often when the event loop was busy (all-in-one: an index build in the same process).

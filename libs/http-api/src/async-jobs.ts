@@ -1,5 +1,6 @@
 import { Job, QueueEvents } from 'bullmq';
-import { NotFoundError, QueueName, ValidationError } from '@lateral/shared';
+import { NotFoundError, QueueName } from '@lateral/shared';
+import { parseWaitSeconds } from './json-body';
 import { BULLMQ_CONNECTION_OPTIONS, createRedis, type Runtime } from '@lateral/infra';
 
 export interface JobStatus<R, S> {
@@ -29,13 +30,7 @@ export class AsyncJobs<R, S> {
   ) {}
 
   parseWait(raw: unknown): number {
-    if (raw === undefined || raw === '') return 0;
-    const n = Number(raw);
-    const max = this.rt.config.RERANK_MAX_WAIT_SECONDS;
-    if (!Number.isFinite(n) || n < 0 || n > max) {
-      throw new ValidationError(`wait must be a number of seconds between 0 and ${max} (RERANK_MAX_WAIT_SECONDS)`, [{ field: 'wait', message: `0..${max}` }]);
-    }
-    return n;
+    return parseWaitSeconds(raw, this.rt.config.RERANK_MAX_WAIT_SECONDS);
   }
 
   /** After the job was queued: answers at once (202) or waits up to `waitSeconds` (200 when finished). */

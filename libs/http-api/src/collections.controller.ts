@@ -2,6 +2,7 @@ import { Body, Controller, Delete, Get, HttpCode, Inject, Param, Post, Req } fro
 import type { Request } from 'express';
 import { CollectionsService } from './collections.service';
 import { json } from './json-body';
+import { CollectionIdParam, IngestionIdParam } from './path-params';
 
 @Controller('v1/collections')
 export class CollectionsController {
@@ -19,30 +20,30 @@ export class CollectionsController {
   }
 
   @Get(':id')
-  get(@Param('id') id: string) {
+  get(@Param('id', CollectionIdParam) id: string) {
     return this.svc.describe(id);
   }
 
   @Delete(':id')
   @HttpCode(204)
-  async remove(@Param('id') id: string) {
+  async remove(@Param('id', CollectionIdParam) id: string) {
     await this.svc.delete(id);
   }
 
   @Post(':id/documents')
   @HttpCode(202)
-  ingest(@Param('id') id: string, @Body() body: unknown, @Req() req: Request) {
+  ingest(@Param('id', CollectionIdParam) id: string, @Body() body: unknown, @Req() req: Request) {
     return this.svc.ingest(id, typeof body === 'string' ? body : JSON.stringify(body ?? ''), req.headers['content-type']);
   }
 
   @Post(':id/recompress')
   @HttpCode(202)
-  recompress(@Param('id') id: string, @Body() body: unknown) {
+  recompress(@Param('id', CollectionIdParam) id: string, @Body() body: unknown) {
     return this.svc.recompress(id, json(body));
   }
 
   @Get(':id/ingestions/:ingestionId')
-  ingestion(@Param('id') id: string, @Param('ingestionId') ingestionId: string) {
+  ingestion(@Param('id', CollectionIdParam) id: string, @Param('ingestionId', IngestionIdParam) ingestionId: string) {
     return this.svc.ingestion(id, ingestionId);
   }
 }

@@ -14,6 +14,22 @@ export function json(body: unknown): unknown {
   }
 }
 
+/**
+ * `wait`, from the query string (decimal text) or a body (a JSON number): seconds, 0..max. Strict:
+ * `0x10`, `1e1`, ` 5`, `true`, `[]` and `"wait": true` are 400s naming the field, not 16 s or 1 s.
+ */
+export function parseWaitSeconds(raw: unknown, max: number, limitName = 'RERANK_MAX_WAIT_SECONDS'): number {
+  if (raw === undefined || raw === '') return 0;
+  const bad = (why: string) =>
+    new ValidationError(`wait must be a number of seconds between 0 and ${max} (${limitName}): ${why}`, [{ field: 'wait', message: `0..${max} seconds` }]);
+  let n: number;
+  if (typeof raw === 'number') n = raw;
+  else if (typeof raw === 'string' && /^\d{1,10}(\.\d{1,6})?$/.test(raw)) n = Number(raw);
+  else throw bad(typeof raw === 'string' ? `'${raw.slice(0, 20)}' is not a decimal number` : `got ${Array.isArray(raw) ? 'an array' : raw === null ? 'null' : `a ${typeof raw}`}`);
+  if (!Number.isFinite(n) || n < 0 || n > max) throw bad(`got ${n}`);
+  return n;
+}
+
 /** A service behind the asynchronous request contract (re-rank, search). */
 export interface AsyncSubmitter<B> {
   parseWait(raw: unknown): number;

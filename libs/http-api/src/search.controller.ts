@@ -2,6 +2,7 @@ import { Body, Controller, Get, Inject, Param, Post, Query, Res } from '@nestjs/
 import type { Response } from 'express';
 import { SearchService } from './search.service';
 import { submitAsync } from './json-body';
+import { JobIdParam } from './path-params';
 
 @Controller('v1/search')
 export class SearchController {
@@ -13,7 +14,7 @@ export class SearchController {
   }
 
   @Get(':id')
-  status(@Param('id') id: string, @Query('wait') wait: string | undefined) {
+  status(@Param('id', JobIdParam) id: string, @Query('wait') wait: string | undefined) {
     return this.svc.status(id, this.svc.parseWait(wait));
   }
 }

@@ -71,12 +71,27 @@ export const ConfigSchema = z.object({
   SEARCH_CONCURRENCY: int(2, 1, 64),
   /** Attempts per job before it is marked failed (transient errors only). */
   JOB_ATTEMPTS: int(5, 1, 100),
+  /**
+   * A job's lock in Redis, renewed by its worker every half of it: a worker killed mid-job leaves a
+   * lock that expires within this time, and the job is then handed to another worker (docs/deploy.md).
+   */
+  JOB_LOCK_SECONDS: int(10, 2, 600),
+  /** How often every worker looks for jobs whose lock expired (stalled) and puts them back in their queue. */
+  JOB_STALLED_CHECK_SECONDS: int(5, 1, 600),
+  /** On SIGTERM / SIGINT, how long workers may finish their active jobs; then the jobs still running go back to their queue. */
+  SHUTDOWN_GRACE_SECONDS: int(30, 0, 3600),
+  /** Jobs waiting in one queue above which new requests that feed it answer 503 + Retry-After (0 = no limit). */
+  MAX_QUEUE_BACKLOG: int(10_000, 0, 100_000_000),
   /** Largest single document text, in bytes (UTF-8). */
   MAX_DOCUMENT_BYTES: int(100_000, 1, 16 << 20),
   /** Most documents in one ingest request. */
   MAX_BATCH_DOCUMENTS: int(5_000, 1, 1_000_000),
   /** Largest request body, in bytes. */
   MAX_REQUEST_BYTES: int(64 << 20, 1024, 1 << 30),
+  /** Deepest nesting of arrays / objects in a JSON or NDJSON body. */
+  MAX_JSON_DEPTH: int(64, 2, 10_000),
+  /** Request bodies over 1 MiB (or compressed, or of unknown length) read and handled at once per API process; the others wait. */
+  BODY_PARSE_CONCURRENCY: int(2, 1, 256),
   /** Documents per encode job (an ingest request is split into batches of this size). */
   ENCODE_BATCH_DOCUMENTS: int(256, 1, 100_000),
   /** Longest `wait` a caller may ask for on rerank, in seconds. */

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { ValidationError } from './errors';
 
 /** Tenants, collections and documents share one id alphabet so they are safe in S3 keys, Redis keys and job ids. */
 export const ID_PATTERN = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$/;
@@ -11,3 +12,25 @@ export const resourceId = (what: string) =>
 
 /** Document ids are free-form text (up to 512 bytes); they are never used raw inside keys. */
 export const MAX_DOC_ID_LENGTH = 512;
+
+/**
+ * A document id, in a body or in a URL path: 1 to MAX_DOC_ID_LENGTH bytes of UTF-8 text without
+ * control characters (they cannot be typed, logged or shown faithfully). Never used raw in a key.
+ */
+export const documentId = (what = 'document id') =>
+  z
+    .string({ error: `${what} must be a string` })
+    .min(1, `${what} must not be empty`)
+    .refine((s) => !/[\u0000-\u001f\u007f]/.test(s), `${what} must not contain control characters`)
+    .refine((s) => s.length <= MAX_DOC_ID_LENGTH && new TextEncoder().encode(s).length <= MAX_DOC_ID_LENGTH, `${what} is longer than ${MAX_DOC_ID_LENGTH} bytes (UTF-8)`);
+
+/** Throws unless `value` is a resource id (ID_PATTERN): S3 keys, Redis keys and job ids are built only from these. */
+export function assertResourceId(what: string, value: string): string {
+  if (typeof value !== 'string' || !ID_PATTERN.test(value)) {
+    throw new InvalidKeyPartError(`${what} is not a valid id (${ID_PATTERN.source}); refusing to build a storage key from it`, [{ field: what, message: `must match ${ID_PATTERN.source}` }]);
+  }
+  return value;
+}
+
+/** A storage key was asked for with an id that never passed validation (unvalidated input): a 400, never a key. */
+export class InvalidKeyPartError extends ValidationError {}

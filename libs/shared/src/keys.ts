@@ -1,42 +1,46 @@
+import { assertResourceId as safe } from './ids';
+
 /**
  * Where everything lives. S3 keys, Redis keys and job ids all carry the tenant, and are
  * deterministic so that a retried job overwrites its own output instead of duplicating it.
+ * Every builder checks each id it is given against ID_PATTERN (assertResourceId) and throws
+ * instead of building a key from anything else: no '/', '..', NUL or 10 kB id reaches S3 or Redis.
  */
 export const s3Keys = {
-  collectionPrefix: (t: string, c: string) => `tenants/${t}/collections/${c}/`,
-  collection: (t: string, c: string) => `tenants/${t}/collections/${c}/collection.json`,
+  collectionPrefix: (t: string, c: string) => `tenants/${safe('tenant id', t)}/collections/${safe('collection id', c)}/`,
+  collection: (t: string, c: string) => `tenants/${safe('tenant id', t)}/collections/${safe('collection id', c)}/collection.json`,
   /** Accepted documents of one ingest batch, NDJSON, written before the API answers. */
-  batchDocuments: (t: string, c: string, batch: string) => `tenants/${t}/collections/${c}/batches/${batch}/documents.ndjson`,
+  batchDocuments: (t: string, c: string, batch: string) => `tenants/${safe('tenant id', t)}/collections/${safe('collection id', c)}/batches/${safe('batch id', batch)}/documents.ndjson`,
   /** Raw fp16 token vectors + token ids of one batch (a segment with the fp16 codec). */
-  rawVectors: (t: string, c: string, batch: string) => `tenants/${t}/collections/${c}/raw/${batch}.seg`,
+  rawVectors: (t: string, c: string, batch: string) => `tenants/${safe('tenant id', t)}/collections/${safe('collection id', c)}/raw/${safe('batch id', batch)}.seg`,
   /** Compressed, immutable segment of one batch at one codec version. */
   segment: (t: string, c: string, batch: string, codecVersion: number) =>
-    `tenants/${t}/collections/${c}/segments/v${codecVersion}/${batch}.seg`,
-  codecArtifact: (t: string, c: string, codecVersion: number) => `tenants/${t}/collections/${c}/codecs/v${codecVersion}.codec`,
+    `tenants/${safe('tenant id', t)}/collections/${safe('collection id', c)}/segments/v${codecVersion}/${safe('batch id', batch)}.seg`,
+  codecArtifact: (t: string, c: string, codecVersion: number) => `tenants/${safe('tenant id', t)}/collections/${safe('collection id', c)}/codecs/v${codecVersion}.codec`,
   manifest: (t: string, c: string, generation: number) =>
-    `tenants/${t}/collections/${c}/manifests/${String(generation).padStart(10, '0')}.json`,
-  manifestPrefix: (t: string, c: string) => `tenants/${t}/collections/${c}/manifests/`,
+    `tenants/${safe('tenant id', t)}/collections/${safe('collection id', c)}/manifests/${String(generation).padStart(10, '0')}.json`,
+  manifestPrefix: (t: string, c: string) => `tenants/${safe('tenant id', t)}/collections/${safe('collection id', c)}/manifests/`,
   /** Where every collection of a tenant lives (one common prefix per collection). */
-  collectionsPrefix: (t: string) => `tenants/${t}/collections/`,
-  rawPrefix: (t: string, c: string) => `tenants/${t}/collections/${c}/raw/`,
-  segmentPrefix: (t: string, c: string, codecVersion: number) => `tenants/${t}/collections/${c}/segments/v${codecVersion}/`,
+  collectionsPrefix: (t: string) => `tenants/${safe('tenant id', t)}/collections/`,
+  rawPrefix: (t: string, c: string) => `tenants/${safe('tenant id', t)}/collections/${safe('collection id', c)}/raw/`,
+  segmentPrefix: (t: string, c: string, codecVersion: number) => `tenants/${safe('tenant id', t)}/collections/${safe('collection id', c)}/segments/v${codecVersion}/`,
   /** One ingestion's record: its batches and their document counts (written before the API answers). */
-  ingestion: (t: string, c: string, ingestion: string) => `tenants/${t}/collections/${c}/ingestions/${ingestion}.json`,
-  ingestionPrefix: (t: string, c: string) => `tenants/${t}/collections/${c}/ingestions/`,
+  ingestion: (t: string, c: string, ingestion: string) => `tenants/${safe('tenant id', t)}/collections/${safe('collection id', c)}/ingestions/${safe('ingestion id', ingestion)}.json`,
+  ingestionPrefix: (t: string, c: string) => `tenants/${safe('tenant id', t)}/collections/${safe('collection id', c)}/ingestions/`,
   /** A batch whose job failed for good (which stage, why). */
-  batchFailure: (t: string, c: string, batch: string) => `tenants/${t}/collections/${c}/failures/${batch}.json`,
-  failurePrefix: (t: string, c: string) => `tenants/${t}/collections/${c}/failures/`,
+  batchFailure: (t: string, c: string, batch: string) => `tenants/${safe('tenant id', t)}/collections/${safe('collection id', c)}/failures/${safe('batch id', batch)}.json`,
+  failurePrefix: (t: string, c: string) => `tenants/${safe('tenant id', t)}/collections/${safe('collection id', c)}/failures/`,
   /** A re-compression's written segment (its SegmentRef), until the last one commits them all. */
-  pendingSegment: (t: string, c: string, v: number, batch: string) => `tenants/${t}/collections/${c}/pending/v${v}/${batch}.json`,
-  pendingPrefix: (t: string, c: string, v: number) => `tenants/${t}/collections/${c}/pending/v${v}/`,
+  pendingSegment: (t: string, c: string, v: number, batch: string) => `tenants/${safe('tenant id', t)}/collections/${safe('collection id', c)}/pending/v${v}/${safe('batch id', batch)}.json`,
+  pendingPrefix: (t: string, c: string, v: number) => `tenants/${safe('tenant id', t)}/collections/${safe('collection id', c)}/pending/v${v}/`,
   /** Search index of one segment (IVF postings, BM25 postings), immutable like the segment. */
-  segmentIndex: (t: string, c: string, batch: string, codecVersion: number) => `tenants/${t}/collections/${c}/indexes/v${codecVersion}/${batch}.idx`,
+  segmentIndex: (t: string, c: string, batch: string, codecVersion: number) => `tenants/${safe('tenant id', t)}/collections/${safe('collection id', c)}/indexes/v${codecVersion}/${safe('batch id', batch)}.idx`,
   /** IVF centroids of a collection at one codec version, fitted once (conditional write). */
-  ivfCentroids: (t: string, c: string, codecVersion: number) => `tenants/${t}/collections/${c}/ivf/v${codecVersion}.centroids`,
-  searchRequest: (t: string, job: string) => `tenants/${t}/search/${job}/request.json`,
-  searchResult: (t: string, job: string) => `tenants/${t}/search/${job}/result.json`,
-  rerankRequest: (t: string, job: string) => `tenants/${t}/rerank/${job}/request.json`,
-  rerankResult: (t: string, job: string) => `tenants/${t}/rerank/${job}/result.json`,
+  ivfCentroids: (t: string, c: string, codecVersion: number) => `tenants/${safe('tenant id', t)}/collections/${safe('collection id', c)}/ivf/v${codecVersion}.centroids`,
+  searchRequest: (t: string, job: string) => `tenants/${safe('tenant id', t)}/search/${safe('job id', job)}/request.json`,
+  searchResult: (t: string, job: string) => `tenants/${safe('tenant id', t)}/search/${safe('job id', job)}/result.json`,
+  rerankRequest: (t: string, job: string) => `tenants/${safe('tenant id', t)}/rerank/${safe('job id', job)}/request.json`,
+  rerankResult: (t: string, job: string) => `tenants/${safe('tenant id', t)}/rerank/${safe('job id', job)}/result.json`,
 };
 
 /**
@@ -45,15 +49,15 @@ export const s3Keys = {
  */
 export const redisKeys = {
   /** Lock held while a codec version is fitted (saves duplicate fits; the artifact write is conditional). */
-  codecFitLock: (prefix: string, t: string, c: string, v: number) => `${prefix}:t:${t}:c:${c}:codec-fit:v${v}`,
+  codecFitLock: (prefix: string, t: string, c: string, v: number) => `${prefix}:t:${safe('tenant id', t)}:c:${safe('collection id', c)}:codec-fit:v${v}`,
 };
 
 /** BullMQ forbids ':' in custom ids; '~' never appears in resource ids. */
 export const jobIds = {
-  encode: (t: string, c: string, batch: string) => `${t}~${c}~encode~${batch}`,
-  compress: (t: string, c: string, batch: string, v: number) => `${t}~${c}~compress~${batch}~v${v}`,
-  index: (t: string, c: string, batch: string, v: number) => `${t}~${c}~index~${batch}~v${v}`,
-  commit: (t: string, c: string, batch: string, v: number) => `${t}~${c}~commit~${batch}~v${v}`,
-  rerank: (t: string, id: string) => `${t}~rerank~${id}`,
-  search: (t: string, id: string) => `${t}~search~${id}`,
+  encode: (t: string, c: string, batch: string) => `${safe('tenant id', t)}~${safe('collection id', c)}~encode~${safe('batch id', batch)}`,
+  compress: (t: string, c: string, batch: string, v: number) => `${safe('tenant id', t)}~${safe('collection id', c)}~compress~${safe('batch id', batch)}~v${v}`,
+  index: (t: string, c: string, batch: string, v: number) => `${safe('tenant id', t)}~${safe('collection id', c)}~index~${safe('batch id', batch)}~v${v}`,
+  commit: (t: string, c: string, batch: string, v: number) => `${safe('tenant id', t)}~${safe('collection id', c)}~commit~${safe('batch id', batch)}~v${v}`,
+  rerank: (t: string, id: string) => `${safe('tenant id', t)}~rerank~${safe('job id', id)}`,
+  search: (t: string, id: string) => `${safe('tenant id', t)}~search~${safe('job id', id)}`,
 };

@@ -18,7 +18,7 @@ export function artifactPath(scorersDir: string, spec: ScorerSpec): string | nul
 export function checkScorerArtifact(scorersDir: string, spec: ScorerSpec): void {
   const file = artifactPath(scorersDir, spec);
   if (file && !existsSync(file)) {
-    throw new ValidationError(`scorer '${spec.name}' needs artifact '${path.basename(file)}', which is not in SCORERS_DIR (${scorersDir})`, [
+    throw new ValidationError(`scorer '${spec.name}' needs artifact '${path.basename(file)}', which is not in SCORERS_DIR`, [
       { field: 'scorer.artifact', message: `no file ${path.basename(file)} in SCORERS_DIR` },
     ]);
   }
