@@ -43,7 +43,7 @@ export default [
   },
   {
     // Belt and braces for the pure libraries: the rule also holds where Nx's project graph is unavailable.
-    files: ['libs/shared/**/*.ts', 'libs/scoring/**/*.ts', 'libs/codec/**/*.ts', 'libs/search/**/*.ts'],
+    files: ['libs/shared/**/*.ts', 'libs/scoring/**/*.ts', 'libs/codec/**/*.ts', 'libs/search/**/*.ts', 'libs/training/**/*.ts'],
     rules: {
       'no-restricted-imports': ['error', { patterns: heavy.map((group) => ({ group: [group], message: 'pure libraries do no I/O and import no framework' })) }],
     },

@@ -11,3 +11,4 @@ export * from './random';
 export * from './scorer-artifacts';
 export * from './documents';
 export * from './search';
+export * from './training';

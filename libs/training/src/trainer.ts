@@ -1,0 +1,375 @@
+/**
+ * Fits a LITE or K-NRM head from judged queries over a collection's stored token vectors (the
+ * encoder stays frozen), with TF.js:
+ * - split: the judged queries (those with a positive) are shuffled with the seed; `valFraction` of
+ *   them are held out for early stopping and the held-out figures, the rest train;
+ * - each epoch, every training query gives up to `positivesPerQuery` (positive, negatives) groups:
+ *   a judged positive (grade > 0) against `negatives` documents of grade 0, each drawn with
+ *   probability 1/2 from the query's `hardPool` best first-stage (MaxSim) non-positive candidates
+ *   (hard negatives) and otherwise from all its non-positive candidates;
+ * - loss: pairwise logistic (RankNet), mean of softplus(s_neg - s_pos); Adam;
+ * - after each epoch: nDCG@10 of the held-out queries re-ranking their candidate lists; the best
+ *   epoch's weights are kept and training stops after `patience` epochs without improvement;
+ * - a non-finite loss stops with `TrainingDivergedError` (the epoch and the last finite loss).
+ * Everything random comes from the seed (weights, split, sampling), so a run is reproducible on
+ * one backend. Steps are small and the loop awaits between them, so a worker's event loop (lock
+ * renewal, other queues) keeps running.
+ */
+import { MIN_TRAIN_QUERIES } from '@lateral/shared';
+import { KNRM_MU, type KnrmWeights, type LiteWeights } from '@lateral/scoring';
+import { KnrmTf, LiteTf, knrmPhiTf, padRowsTo, type LiteSizes } from './heads';
+import { initTf, rng, shuffled, tf, type TfBackend } from './tf';
+
+export interface TokenSource {
+  dims: number;
+  /** Token vectors (length x dims) of document `i`. */
+  doc(i: number): { vectors: Float32Array; length: number };
+}
+
+export interface TrainingQuery {
+  id: string;
+  /** query token vectors (length x dims), as the re-rank path encodes them */
+  vectors: Float32Array;
+  length: number;
+  /** candidate documents (indices into the TokenSource): judged ones and the first stage's best */
+  candidates: number[];
+  /** per candidate: the judged grade, 0 for judged non-relevant or unjudged */
+  grades: number[];
+  /** per candidate: the first-stage (MaxSim) score, for hard negatives and the baseline */
+  firstStage: Float32Array;
+}
+
+export type HeadKind = 'lite' | 'knrm';
+
+export interface TrainOptions {
+  head: HeadKind;
+  /** LITE only */
+  sizes?: LiteSizes;
+  seed: number;
+  maxEpochs?: number;
+  patience?: number;
+  learningRate?: number;
+  negatives?: number;
+  hardPool?: number;
+  positivesPerQuery?: number;
+  /** (positive, negatives) groups per Adam step */
+  groupsPerStep?: number;
+  valFraction?: number;
+  /** explicit split (ids); overrides valFraction (cross-validation) */
+  split?: { train: string[]; val: string[] };
+  backend?: TfBackend;
+  /** called after every step and epoch; throw (e.g. a cancellation) to stop */
+  onProgress?: (p: TrainProgress) => Promise<void> | void;
+}
+
+export interface TrainProgress {
+  epoch: number;
+  maxEpochs: number;
+  step: number;
+  stepsPerEpoch: number;
+  /** mean loss of this epoch so far */
+  loss: number;
+  etaSeconds: number;
+  curve: EpochRecord[];
+}
+
+export interface EpochRecord {
+  epoch: number;
+  trainLoss: number;
+  valNdcg10: number;
+  seconds: number;
+}
+
+export interface TrainResult {
+  head: HeadKind;
+  weights: LiteWeights | KnrmWeights;
+  bestEpoch: number;
+  curve: EpochRecord[];
+  heldOut: { queries: number; ndcg10: number; maxsimNdcg10: number };
+  split: { train: string[]; val: string[] };
+  data: { queries: number; trainQueries: number; valQueries: number; positives: number; candidates: number; groupsPerEpoch: number };
+  options: Required<Omit<TrainOptions, 'onProgress' | 'split' | 'sizes' | 'backend'>> & { sizes?: LiteSizes; backend: TfBackend };
+  seconds: number;
+}
+
+export { MIN_TRAIN_QUERIES };
+
+export class TrainingDivergedError extends Error {
+  override name = 'TrainingDivergedError';
+  constructor(readonly epoch: number, readonly lastFiniteLoss: number | null) {
+    super(`training diverged: non-finite loss in epoch ${epoch}; last finite loss ${lastFiniteLoss === null ? 'none' : lastFiniteLoss.toPrecision(6)}`);
+  }
+}
+export class TooFewQueriesError extends Error {
+  override name = 'TooFewQueriesError';
+}
+
+/** nDCG@10, linear gain, ideal over the judged positives given (trec_eval's ndcg_cut_10 over the list). */
+export function ndcg10(scores: ArrayLike<number>, grades: readonly number[], idealGrades: readonly number[] = grades): number {
+  const ideal = [...idealGrades].filter((g) => g > 0).sort((a, b) => b - a);
+  let idcg = 0;
+  for (let r = 0; r < Math.min(10, ideal.length); r++) idcg += ideal[r] / Math.log2(r + 2);
+  if (idcg === 0) return 0;
+  const order = Array.from(grades, (_, i) => i).sort((a, b) => scores[b] - scores[a] || a - b);
+  let dcg = 0;
+  for (let r = 0; r < Math.min(10, order.length); r++) dcg += Math.max(0, grades[order[r]]) / Math.log2(r + 2);
+  return dcg / idcg;
+}
+
+const yieldLoop = () => new Promise<void>((r) => setImmediate(r));
+
+/** The model behind a head: scores candidates of one query, and a batched training forward. */
+interface Head {
+  variables(): tf.Variable[];
+  /** scores of the candidates `cands` of query `q` (no gradient) */
+  scoreQuery(q: TrainingQuery, cands: number[]): Promise<Float32Array>;
+  /** training forward: groups of (query, docs) -> scores [groups * (1 + negatives)] */
+  forward(groups: { q: TrainingQuery; docs: number[] }[]): tf.Tensor1D;
+  export(): Promise<LiteWeights | KnrmWeights>;
+  load(w: LiteWeights | KnrmWeights): void;
+  dispose(): void;
+}
+
+function liteHead(src: TokenSource, sizes: LiteSizes, seed: number): Head {
+  const model = new LiteTf(sizes, seed);
+  const { L1, L2 } = sizes;
+  const d = src.dims;
+  const queryBlock = (q: TrainingQuery) => padRowsTo(q.vectors, q.length, d, L1);
+  const docsBlock = (docs: number[]) => {
+    const out = new Float32Array(docs.length * L2 * d);
+    docs.forEach((i, b) => {
+      const t = src.doc(i);
+      padRowsTo(t.vectors, t.length, d, L2, out, b * L2 * d);
+    });
+    return out;
+  };
+  return {
+    variables: () => model.variables(),
+    async scoreQuery(q, cands) {
+      const out = new Float32Array(cands.length);
+      const qb = queryBlock(q);
+      for (let c0 = 0; c0 < cands.length; c0 += 16) {
+        const sub = cands.slice(c0, c0 + 16);
+        const s = tf.tidy(() => {
+          const qt = tf.tile(tf.tensor3d(qb, [1, L1, d]), [sub.length, 1, 1]) as tf.Tensor3D;
+          return model.score(qt, tf.tensor3d(docsBlock(sub), [sub.length, L2, d]));
+        });
+        out.set(await s.data(), c0);
+        s.dispose();
+        await yieldLoop();
+      }
+      return out;
+    },
+    forward(groups) {
+      const B = groups.reduce((a, g) => a + g.docs.length, 0);
+      const qs = new Float32Array(B * L1 * d);
+      let b = 0;
+      for (const g of groups) {
+        const qb = queryBlock(g.q);
+        for (let k = 0; k < g.docs.length; k++) qs.set(qb, (b++) * L1 * d);
+      }
+      return model.score(tf.tensor3d(qs, [B, L1, d]), tf.tensor3d(docsBlock(groups.flatMap((g) => g.docs)), [B, L2, d]));
+    },
+    export: () => model.export(),
+    load: (w) => model.load(w as LiteWeights),
+    dispose: () => model.dispose(),
+  };
+}
+
+/** K-NRM: phi is fixed (the kernels are not learned), so it is computed once per (query, candidate). */
+async function knrmHead(src: TokenSource, queries: TrainingQuery[]): Promise<Head> {
+  const model = new KnrmTf();
+  const d = src.dims;
+  const phi = new Map<string, Float32Array>(); // query id -> candidates x 11
+  for (const q of queries) {
+    const C = q.candidates.length;
+    const out = new Float32Array(C * KNRM_MU.length);
+    for (let c0 = 0; c0 < C; c0 += 64) {
+      const sub = q.candidates.slice(c0, c0 + 64);
+      const L = Math.max(1, ...sub.map((i) => src.doc(i).length));
+      const docs = new Float32Array(sub.length * L * d);
+      const mask = new Float32Array(sub.length * L);
+      sub.forEach((i, b) => {
+        const t = src.doc(i);
+        docs.set(t.vectors.subarray(0, t.length * d), b * L * d);
+        mask.fill(1, b * L, b * L + t.length);
+      });
+      const p = tf.tidy(() => knrmPhiTf(tf.tensor2d(q.vectors.subarray(0, q.length * d), [q.length, d]), tf.tensor3d(docs, [sub.length, L, d]), tf.tensor2d(mask, [sub.length, L])));
+      out.set(await p.data(), c0 * KNRM_MU.length);
+      p.dispose();
+    }
+    phi.set(q.id, out);
+    await yieldLoop();
+  }
+  const K = KNRM_MU.length;
+  const rowsOf = (q: TrainingQuery, docs: number[]) => {
+    const all = phi.get(q.id)!;
+    const pos = new Map(q.candidates.map((c, i) => [c, i]));
+    const out = new Float32Array(docs.length * K);
+    docs.forEach((doc, b) => out.set(all.subarray(pos.get(doc)! * K, (pos.get(doc)! + 1) * K), b * K));
+    return out;
+  };
+  return {
+    variables: () => model.variables(),
+    async scoreQuery(q, cands) {
+      const s = tf.tidy(() => model.scorePhi(tf.tensor2d(rowsOf(q, cands), [cands.length, K])));
+      const out = Float32Array.from(await s.data());
+      s.dispose();
+      return out;
+    },
+    forward(groups) {
+      const rows = groups.map((g) => rowsOf(g.q, g.docs));
+      const B = groups.reduce((a, g) => a + g.docs.length, 0);
+      const all = new Float32Array(B * K);
+      let at = 0;
+      for (const r of rows) {
+        all.set(r, at);
+        at += r.length;
+      }
+      return model.scorePhi(tf.tensor2d(all, [B, K]));
+    },
+    export: () => model.export(),
+    load: (w) => model.load(w as KnrmWeights),
+    dispose: () => model.dispose(),
+  };
+}
+
+/** Seeded split of the queries that have a positive. */
+export function splitQueries(ids: string[], seed: number, valFraction: number): { train: string[]; val: string[] } {
+  if (ids.length < MIN_TRAIN_QUERIES) throw new TooFewQueriesError(`training needs at least ${MIN_TRAIN_QUERIES} judged queries with a positive judgment, got ${ids.length}`);
+  const order = shuffled(ids, rng(seed ^ 0x5eed));
+  const nVal = Math.min(ids.length - 2, Math.max(2, Math.round(ids.length * valFraction)));
+  return { val: order.slice(0, nVal).sort(), train: order.slice(nVal).sort() };
+}
+
+export async function trainHead(src: TokenSource, queries: TrainingQuery[], options: TrainOptions): Promise<TrainResult> {
+  const t0 = Date.now();
+  const backend = await initTf(options.backend ?? 'wasm');
+  const opts = {
+    head: options.head,
+    seed: options.seed,
+    maxEpochs: options.maxEpochs ?? 20,
+    patience: options.patience ?? 3,
+    learningRate: options.learningRate ?? (options.head === 'knrm' ? 1e-3 : 1e-4),
+    negatives: options.negatives ?? 3,
+    hardPool: options.hardPool ?? 20,
+    positivesPerQuery: options.positivesPerQuery ?? 4,
+    groupsPerStep: options.groupsPerStep ?? (options.head === 'knrm' ? 64 : 4),
+    valFraction: options.valFraction ?? 0.2,
+    backend,
+    ...(options.head === 'lite' ? { sizes: options.sizes ?? { L1: 30, L2: 200, m1: 360, m2: 2400 } } : {}),
+  };
+  const judged = queries.filter((q) => q.grades.some((g) => g > 0) && q.grades.some((g) => g <= 0));
+  const split = options.split ?? splitQueries(judged.map((q) => q.id), opts.seed, opts.valFraction);
+  const byId = new Map(judged.map((q) => [q.id, q]));
+  const train = split.train.map((id) => byId.get(id)).filter((q): q is TrainingQuery => !!q);
+  const val = split.val.map((id) => byId.get(id)).filter((q): q is TrainingQuery => !!q);
+  if (train.length < 1 || val.length < 1) throw new TooFewQueriesError(`training needs judged queries (a positive and a non-positive candidate) on both sides of the split: ${train.length} train, ${val.length} held out`);
+
+  const r = rng(opts.seed);
+  const head = opts.head === 'lite' ? liteHead(src, opts.sizes!, opts.seed) : await knrmHead(src, [...train, ...val]);
+  const optimizer = tf.train.adam(opts.learningRate);
+  const negativesOf = new Map<string, { hard: number[]; all: number[] }>();
+  for (const q of train) {
+    const all = q.candidates.filter((_, i) => q.grades[i] <= 0);
+    const hard = q.candidates.map((c, i) => ({ c, i })).filter(({ i }) => q.grades[i] <= 0).sort((a, b) => q.firstStage[b.i] - q.firstStage[a.i] || a.i - b.i).slice(0, opts.hardPool).map((x) => x.c);
+    negativesOf.set(q.id, { hard, all });
+  }
+  const pick = <T>(a: T[]) => a[Math.floor(r() * a.length)];
+
+  const evaluate = async (qs: TrainingQuery[]) => {
+    let sum = 0;
+    for (const q of qs) sum += ndcg10(await head.scoreQuery(q, q.candidates), q.grades);
+    return qs.length ? sum / qs.length : 0;
+  };
+  const maxsimVal = val.reduce((a, q) => a + ndcg10(q.firstStage, q.grades), 0) / val.length;
+
+  const curve: EpochRecord[] = [];
+  let best = { ndcg: -Infinity, epoch: 0, weights: null as LiteWeights | KnrmWeights | null };
+  let lastFinite: number | null = null;
+  let stepsPerEpoch = 0;
+  let secondsPerStep = 0;
+  let groupsPerEpoch = 0;
+  try {
+    for (let epoch = 1; epoch <= opts.maxEpochs; epoch++) {
+      const te = Date.now();
+      const groups: { q: TrainingQuery; docs: number[] }[] = [];
+      for (const q of shuffled(train, r)) {
+        const pos = shuffled(q.candidates.filter((_, i) => q.grades[i] > 0), r).slice(0, opts.positivesPerQuery);
+        const neg = negativesOf.get(q.id)!;
+        for (const p of pos) {
+          const docs = [p];
+          for (let k = 0; k < opts.negatives; k++) docs.push(r() < 0.5 && neg.hard.length ? pick(neg.hard) : pick(neg.all));
+          groups.push({ q, docs });
+        }
+      }
+      const order = shuffled(groups, r);
+      groupsPerEpoch = order.length;
+      stepsPerEpoch = Math.ceil(order.length / opts.groupsPerStep);
+      let lossSum = 0;
+      let lossN = 0;
+      for (let s = 0; s < stepsPerEpoch; s++) {
+        const batch = order.slice(s * opts.groupsPerStep, (s + 1) * opts.groupsPerStep);
+        const ts = Date.now();
+        const lossT = optimizer.minimize(() => {
+          const scores = tf.reshape(head.forward(batch), [batch.length, 1 + opts.negatives]);
+          const pos = tf.slice(scores, [0, 0], [batch.length, 1]);
+          const neg = tf.slice(scores, [0, 1], [batch.length, opts.negatives]);
+          return tf.mean(tf.softplus(tf.sub(neg, pos))) as tf.Scalar;
+        }, true, head.variables());
+        const loss = (await lossT!.data())[0];
+        lossT!.dispose();
+        if (!Number.isFinite(loss)) throw new TrainingDivergedError(epoch, lastFinite);
+        lastFinite = loss;
+        lossSum += loss;
+        lossN++;
+        secondsPerStep = secondsPerStep ? 0.9 * secondsPerStep + 0.1 * ((Date.now() - ts) / 1000) : (Date.now() - ts) / 1000;
+        await options.onProgress?.({
+          epoch, maxEpochs: opts.maxEpochs, step: s + 1, stepsPerEpoch, loss: lossSum / lossN,
+          etaSeconds: Math.round(secondsPerStep * ((opts.maxEpochs - epoch) * stepsPerEpoch + (stepsPerEpoch - s - 1))),
+          curve,
+        });
+        await yieldLoop();
+      }
+      const valNdcg10 = await evaluate(val);
+      curve.push({ epoch, trainLoss: lossSum / Math.max(1, lossN), valNdcg10, seconds: (Date.now() - te) / 1000 });
+      if (valNdcg10 > best.ndcg) best = { ndcg: valNdcg10, epoch, weights: await head.export() };
+      await options.onProgress?.({ epoch, maxEpochs: opts.maxEpochs, step: stepsPerEpoch, stepsPerEpoch, loss: lossSum / Math.max(1, lossN), etaSeconds: Math.round(secondsPerStep * (opts.maxEpochs - epoch) * stepsPerEpoch), curve });
+      if (epoch - best.epoch >= opts.patience) break;
+    }
+  } finally {
+    optimizer.dispose();
+    head.dispose();
+  }
+  return {
+    head: opts.head,
+    weights: best.weights!,
+    bestEpoch: best.epoch,
+    curve,
+    heldOut: { queries: val.length, ndcg10: best.ndcg, maxsimNdcg10: maxsimVal },
+    split: { train: train.map((q) => q.id), val: val.map((q) => q.id) },
+    data: {
+      queries: judged.length,
+      trainQueries: train.length,
+      valQueries: val.length,
+      positives: train.reduce((a, q) => a + q.grades.filter((g) => g > 0).length, 0),
+      candidates: [...train, ...val].reduce((a, q) => a + q.candidates.length, 0),
+      groupsPerEpoch,
+    },
+    options: opts as TrainResult['options'],
+    seconds: (Date.now() - t0) / 1000,
+  };
+}
+
+/** Scores of `cands` of one query with trained weights, through TF.js (for parity checks and evaluation). */
+export async function scoreWithWeights(src: TokenSource, q: TrainingQuery, cands: number[], weights: LiteWeights | KnrmWeights, backend: TfBackend = 'wasm'): Promise<Float32Array> {
+  await initTf(backend);
+  const isLite = 'L1' in weights;
+  const head = isLite ? liteHead(src, weights, 0) : await knrmHead(src, [{ ...q, candidates: cands, grades: cands.map(() => 0), firstStage: new Float32Array(cands.length) }]);
+  try {
+    head.load(weights);
+    return await head.scoreQuery({ ...q, candidates: cands }, cands);
+  } finally {
+    head.dispose();
+  }
+}
