@@ -1,6 +1,7 @@
 export * from './logger';
 export * from './embedded-services';
 export * from './object-store';
+export * from './disk-cache';
 export * from './queues';
 export * from './collection.repository';
 export * from './generations.repository';

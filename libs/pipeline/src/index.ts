@@ -5,6 +5,8 @@ export * from './index.processor';
 export * from './commit.processor';
 export * from './encoders';
 export * from './collection-view';
+export * from './segment-cache';
+export * from './id-table';
 export * from './static-embeddings';
 export * from './rerank.processor';
 export * from './search.processor';

@@ -70,7 +70,7 @@ function setup(opts: {
   const collectionsGet = vi.fn(async (_t: string, _c: string) => (opts.collection === undefined ? collection : opts.collection));
   const manifestFn = vi.fn(async (_t: string, _c: string) => (opts.manifest === undefined ? manifest : opts.manifest));
   const view = strictMock<CollectionView>('view', opts.view ?? viewStubs());
-  const viewsGet = vi.fn(async (_m: CollectionManifest) => view);
+  const viewsGet = vi.fn(async (_c: Collection, _m: CollectionManifest, _ids: readonly string[]) => view);
   const encodeQueries = vi.fn(async (texts: string[]) => (opts.queries ?? texts.map(() => enc([[1, 0]]))).map((e) => ({ ...e })));
   const pool = (e: EncodedText) => poolEncoded(e, DIMS, 'mean');
   const encoder = strictMock<TokenEncoder>('encoder', { encodeQueries, pool, ...opts.encoder });
@@ -81,7 +81,7 @@ function setup(opts: {
     collections: strictMock<RerankDeps['collections']>('collections', { get: collectionsGet }),
     generations: strictMock<RerankDeps['generations']>('generations', { manifest: manifestFn }),
     encoders,
-    views: strictMock<RerankDeps['views']>('views', opts.manifest === null ? {} : { get: viewsGet }),
+    views: strictMock<RerankDeps['views']>('views', opts.manifest === null ? {} : { view: viewsGet }),
     scorers: strictMock<ScorerResources>('scorers', opts.scorers ?? {}),
   };
   const job = strictMock<Pick<Job, 'updateProgress'>>('job', { updateProgress });
@@ -122,7 +122,8 @@ describe('rerankProcessor', () => {
     expect(s.getJson).toHaveBeenCalledExactlyOnceWith(s3Keys.rerankRequest(T, RR));
     expect(s.collectionsGet).toHaveBeenCalledExactlyOnceWith(T, C);
     expect(s.manifestFn).toHaveBeenCalledExactlyOnceWith(T, C);
-    expect(s.viewsGet).toHaveBeenCalledExactlyOnceWith(manifest);
+    // The view is asked for the request's distinct candidate ids only, in first-seen order.
+    expect(s.viewsGet).toHaveBeenCalledExactlyOnceWith(collection, manifest, ['d1', 'nope', 'd2', 'zzz']);
     expect(s.encoders).toHaveBeenCalledExactlyOnceWith('fake-model');
     expect(s.encodeQueries).toHaveBeenCalledExactlyOnceWith(['alpha', 'beta', 'gamma']);
 

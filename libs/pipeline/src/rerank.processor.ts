@@ -2,7 +2,8 @@ import type { Job } from 'bullmq';
 import { PermanentJobError, QueueName, RerankRequestSchema, ValidationError, s3Keys, type JobPayload, type JobResults, type RerankResult } from '@lateral/shared';
 import { ShapeError, topK } from '@lateral/scoring';
 import type { CollectionRepository, GenerationRepository, ObjectStore } from '@lateral/infra';
-import type { CollectionView, CollectionViewCache } from './collection-view';
+import type { CollectionView } from './collection-view';
+import type { SegmentCache } from './segment-cache';
 import type { ScorerResources } from '@lateral/kernels';
 import { scoreGroup } from './scorers';
 import { permanentModelErrors } from './encode.processor';
@@ -14,7 +15,8 @@ export interface RerankDeps {
   collections: Pick<CollectionRepository, 'get'>;
   generations: Pick<GenerationRepository, 'manifest'>;
   encoders: EncoderProvider;
-  views: Pick<CollectionViewCache, 'get'>;
+  /** Builds the view over the request's candidates from the cached segments holding them. */
+  views: Pick<SegmentCache, 'view'>;
   scorers: ScorerResources;
 }
 
@@ -30,7 +32,7 @@ export async function rerankProcessor(ctx: RerankDeps, p: JobPayload<QueueName.r
   if (!collection) throw new PermanentJobError(`collection ${p.tenantId}/${req.collection} does not exist`);
   const manifest = await ctx.generations.manifest(p.tenantId, req.collection);
   const tLoad = Date.now();
-  const view: CollectionView | null = manifest ? await views.get(manifest) : null;
+  const view: CollectionView | null = manifest ? await views.view(collection, manifest, candidateIds(req.queries)) : null;
   const loadMs = Date.now() - tLoad;
   const encoder = await ctx.encoders(collection.model).catch(permanentModelErrors);
   const tEnc = Date.now();
@@ -116,4 +118,16 @@ export async function rerankProcessor(ctx: RerankDeps, p: JobPayload<QueueName.r
   const resultKey = s3Keys.rerankResult(p.tenantId, p.rerankId);
   await ctx.store.putJson(resultKey, result);
   return { resultKey, queries: req.queries.length, candidates: candidatesTotal, missing: missingTotal };
+}
+
+/** Every distinct candidate id of the request, in first-seen order. */
+function candidateIds(queries: readonly { candidates: readonly unknown[] }[]): string[] {
+  const ids = new Set<string>();
+  for (const q of queries) {
+    for (const c of q.candidates) {
+      if (typeof c === 'string') ids.add(c);
+      else if (c && typeof (c as { id?: unknown }).id === 'string') ids.add((c as { id: string }).id);
+    }
+  }
+  return [...ids];
 }

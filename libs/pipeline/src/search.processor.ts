@@ -13,34 +13,26 @@ import {
   type SearchMode,
   type SearchRequest,
   type SearchResult,
-  type SegmentRef,
 } from '@lateral/shared';
-import { SegmentCorruptError, readSegment } from '@lateral/codec';
 import { ShapeError, hybridLinear, rrf } from '@lateral/scoring';
 import {
   andMasks,
   bm25Search,
   compileFilter,
-  deserializeSegmentIndex,
   denseSearch,
   docMask,
   exhaustiveSearch,
   mebertSearch,
-  searchSegment,
   xtrSearch,
-  type DocMask,
   type Hit,
-  type SearchSegment,
-  type SegmentIndex,
 } from '@lateral/search';
 import type { EncodedText, TokenEncoder } from '@lateral/model';
 import type { ScorerResources } from '@lateral/kernels';
-import type { CodecArtifactRepository, CollectionRepository, GenerationRepository, IvfCentroidRepository, ObjectStore } from '@lateral/infra';
-import type { CollectionViewCache } from './collection-view';
+import type { CollectionRepository, GenerationRepository, IvfCentroidRepository, ObjectStore } from '@lateral/infra';
+import type { SearchPart, SegmentCache } from './segment-cache';
 import { permanentModelErrors } from './encode.processor';
 import type { EncoderProvider } from './encoders';
 import { specialTokenIds } from './index.processor';
-import { segmentReadOptions, type StaticEmbeddingsCache } from './static-embeddings';
 import { scoreGroup } from './scorers';
 
 /** What the search processor touches. */
@@ -50,77 +42,12 @@ export interface SearchDeps {
   generations: Pick<GenerationRepository, 'manifest'>;
   ivf: Pick<IvfCentroidRepository, 'get'>;
   encoders: EncoderProvider;
-  segments: Pick<SearchSegmentCache, 'get'>;
-  /** For the optional second stage (re-rank scorers). */
-  views: Pick<CollectionViewCache, 'get'>;
+  /** Segments with their indexes and live documents, and (second stage) views over candidates: one cache. */
+  segments: Pick<SegmentCache, 'searchParts' | 'view'>;
   scorers: ScorerResources;
 }
 
-interface LoadedSegment {
-  ref: SegmentRef;
-  segment: SearchSegment;
-  index: SegmentIndex;
-}
-
-/**
- * Segments and their search indexes, read from S3 once per process (both immutable), the most
- * recently used `max` kept. A segment is searched with the codec it was written with.
- */
-export class SearchSegmentCache {
-  private readonly loaded = new Map<string, Promise<{ segment: SearchSegment; index: SegmentIndex }>>();
-
-  constructor(
-    private readonly store: Pick<ObjectStore, 'get'>,
-    private readonly codecs: Pick<CodecArtifactRepository, 'get'>,
-    private readonly staticEmbeddings: Pick<StaticEmbeddingsCache, 'forCollection'>,
-    private readonly max = 256,
-  ) {}
-
-  get(collection: Pick<Collection, 'tenantId' | 'id' | 'model'>, ref: SegmentRef, docBase: number): Promise<{ segment: SearchSegment; index: SegmentIndex }> {
-    const t = collection.tenantId;
-    const c = collection.id;
-    const key = `${ref.key}@${docBase}`;
-    let p = this.loaded.get(key);
-    if (p) {
-      this.loaded.delete(key); // most recently used last
-      this.loaded.set(key, p);
-      return p;
-    }
-    p = (async () => {
-      const indexKey = s3Keys.segmentIndex(t, c, ref.batchId, ref.codecVersion);
-      const [bytes, indexBytes, artifact] = await Promise.all([this.store.get(ref.key), this.store.get(indexKey), this.codecs.get(t, c, ref.codecVersion)]);
-      if (!bytes) throw new Error(`segment ${ref.key} of the current generation is missing from S3`);
-      if (!indexBytes) throw new Error(`search index ${indexKey} of a committed segment is missing from S3 (segments committed before 0.2 have none: re-compress the collection to index it)`);
-      try {
-        const segment = searchSegment(readSegment(bytes, ref.key, artifact, await segmentReadOptions(artifact, collection, this.staticEmbeddings)), docBase);
-        return { segment, index: deserializeSegmentIndex(indexBytes, indexKey) };
-      } catch (err) {
-        if (err instanceof SegmentCorruptError) throw new PermanentJobError(err.message);
-        throw err;
-      }
-    })();
-    p.catch(() => this.loaded.delete(key));
-    this.loaded.set(key, p);
-    while (this.loaded.size > this.max) this.loaded.delete(this.loaded.keys().next().value as string);
-    return p;
-  }
-}
-
-/** Per segment: documents whose id a later segment of the generation also holds (the last committed wins). */
-function supersededMasks(parts: LoadedSegment[]): (DocMask | undefined)[] {
-  const seen = new Set<string>();
-  const out: (DocMask | undefined)[] = new Array(parts.length);
-  for (let s = parts.length - 1; s >= 0; s--) {
-    const ids = parts[s].segment.docIds;
-    let mask: DocMask | undefined;
-    for (let i = 0; i < ids.length; i++) {
-      if (seen.has(ids[i])) (mask ??= new Uint8Array(ids.length).fill(1))[i] = 0;
-    }
-    for (const id of ids) seen.add(id);
-    out[s] = mask;
-  }
-  return out;
-}
+type LoadedSegment = SearchPart;
 
 const modeLabel = (m: SearchMode) => m.name;
 
@@ -153,9 +80,9 @@ export async function searchProcessor(deps: SearchDeps, p: JobPayload<QueueName.
   if (!manifest || manifest.segments.length === 0) return empty('the collection has no committed generation yet', 0);
 
   const tLoad = Date.now();
-  const parts = await loadParts(deps, collection, manifest);
-  const superseded = supersededMasks(parts);
-  const masks = parts.map((part, s) => andMasks(superseded[s], predicate ? docMask(part.segment, predicate) : undefined));
+  const parts = await deps.segments.searchParts(collection, manifest);
+  // Deleted and superseded documents (the generation's live table) and the filter, before ranking.
+  const masks = parts.map((part) => andMasks(part.live, predicate ? docMask(part.segment, predicate) : undefined));
   const loadMs = Date.now() - tLoad;
 
   const encoder = await deps.encoders(collection.model).catch(permanentModelErrors);
@@ -200,7 +127,7 @@ export async function searchProcessor(deps: SearchDeps, p: JobPayload<QueueName.
     };
     const { hits, reason } = run(req.mode, depth);
     let out: SearchHit[] = hits.map((h) => toHit(h, parts, modeLabel(req.mode), req.explain ? { encoder, query: e } : null));
-    if (req.rerank && out.length > 0) out = await secondStage(deps, manifest, encoder, e, out.slice(0, req.rerank.depth), req.rerank.scorer);
+    if (req.rerank && out.length > 0) out = await secondStage(deps, collection, manifest, encoder, e, out.slice(0, req.rerank.depth), req.rerank.scorer);
     results.push({ queryId: q.id, hits: out.slice(0, req.topK), ...(reason ? { reason } : {}) });
     await job?.updateProgress(Math.round((100 * (qi + 1)) / req.queries.length));
   }
@@ -211,16 +138,6 @@ export async function searchProcessor(deps: SearchDeps, p: JobPayload<QueueName.
 async function finish(deps: Pick<SearchDeps, 'store'>, resultKey: string, result: SearchResult): Promise<JobResults[QueueName.search]> {
   await deps.store.putJson(resultKey, result);
   return { resultKey, queries: result.results.length, hits: result.results.reduce((s, r) => s + r.hits.length, 0) };
-}
-
-async function loadParts(deps: SearchDeps, collection: Collection, manifest: CollectionManifest): Promise<LoadedSegment[]> {
-  let docBase = 0;
-  const bases = manifest.segments.map((s) => {
-    const b = docBase;
-    docBase += s.documents;
-    return b;
-  });
-  return Promise.all(manifest.segments.map(async (ref, i) => ({ ref, ...(await deps.segments.get(collection, ref, bases[i])) })));
 }
 
 /** Linear (explicit lambda, normalisation) or RRF fusion of two hit lists over their union. */
@@ -258,8 +175,8 @@ function toHit(h: Hit, parts: LoadedSegment[], scoredBy: string, explain: { enco
 }
 
 /** The second stage: the first stage's top hits re-scored by a re-rank scorer over the loaded generation. */
-async function secondStage(deps: SearchDeps, manifest: CollectionManifest, encoder: TokenEncoder, q: EncodedText, hits: SearchHit[], scorer: NonNullable<SearchRequest['rerank']>['scorer']): Promise<SearchHit[]> {
-  const view = await deps.views.get(manifest);
+async function secondStage(deps: SearchDeps, collection: Collection, manifest: CollectionManifest, encoder: TokenEncoder, q: EncodedText, hits: SearchHit[], scorer: NonNullable<SearchRequest['rerank']>['scorer']): Promise<SearchHit[]> {
+  const view = await deps.segments.view(collection, manifest, hits.map((h) => h.id));
   const kept = hits.filter((h) => view.rowOf.has(h.id));
   const rows = kept.map((h) => view.rowOf.get(h.id)!);
   const scores = await scoreGroup(deps.scorers, { view, encoder, queries: [q], rows, firstStage: [Float64Array.from(kept, (h) => h.score)], yieldEvery: () => new Promise<void>((r) => setImmediate(r)) }, scorer).catch((err) => {

@@ -51,6 +51,12 @@ export interface SegmentRef {
   bytes: number;
   /** CRC32C of the whole segment object, as hex. */
   checksum: string;
+  /**
+   * Deleted documents of this segment in this generation: their indexes in the segment, sorted
+   * ascending (a delete, or a later ingest of the same id). Absent: none. Written with the
+   * manifest, so a generation says by itself which documents are live.
+   */
+  tombstones?: number[];
 }
 
 export const STAGES = ['accepted', 'encoded', 'compressed', 'indexed', 'failed'] as const;

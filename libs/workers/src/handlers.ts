@@ -1,8 +1,7 @@
 import path from 'node:path';
 import { QueueName } from '@lateral/shared';
-import type { HandlerRegistry, Runtime } from '@lateral/infra';
+import { DiskObjectCache, type HandlerRegistry, type Runtime } from '@lateral/infra';
 import {
-  CollectionViewCache,
   SegmentIds,
   StaticEmbeddingsCache,
   commitProcessor,
@@ -10,10 +9,9 @@ import {
   encodeProcessor,
   indexProcessor,
   encoderProvider,
-  generationSideInfo,
   rerankProcessor,
   searchProcessor,
-  SearchSegmentCache,
+  SegmentCache,
 } from '@lateral/pipeline';
 import { readSegment } from '@lateral/codec';
 import { OnnxNearestCentroid, ScorerResources } from '@lateral/kernels';
@@ -32,9 +30,14 @@ export function pipelineHandlers(rt: Runtime): HandlerRegistry {
     logger,
   );
   const staticEmbeddings = new StaticEmbeddingsCache(path.resolve(config.MODELS_DIR));
-  const views = new CollectionViewCache(store, codecs, undefined, generationSideInfo({ collections, codecs, staticEmbeddings }), config.COMPRESSED_SCORING === 'int8-image');
   const scorers = new ScorerResources(path.resolve(config.SCORERS_DIR), config.ORT_INTRA_OP_THREADS);
-  const segments = new SearchSegmentCache(store, codecs, staticEmbeddings);
+  // One byte-bounded cache of segments for re-rank and search, over the local disk cache of S3 objects.
+  const objects = new DiskObjectCache(store, path.resolve(config.SCORER_DISK_CACHE_DIR), config.SCORER_DISK_CACHE_BYTES, `${rt.services.s3Endpoint ?? 'embedded'}/${config.S3_BUCKET}`);
+  const segments = new SegmentCache(objects, codecs, staticEmbeddings, {
+    maxBytes: config.SCORER_CACHE_BYTES,
+    loadConcurrency: config.SCORER_LOAD_CONCURRENCY,
+    scoreFromCodes: config.COMPRESSED_SCORING === 'int8-image',
+  });
   let nearest: Promise<OnnxNearestCentroid> | null = null;
   const assigner = () => (nearest ??= OnnxNearestCentroid.create(config.ORT_INTRA_OP_THREADS));
   const liveIds = new SegmentIds(async (t, c, ref) => {
@@ -47,7 +50,7 @@ export function pipelineHandlers(rt: Runtime): HandlerRegistry {
     [QueueName.compress]: (p) => compressProcessor({ store, collections, codecs, staticEmbeddings, queues }, p),
     [QueueName.index]: (p) => indexProcessor({ store, collections, codecs, ivf: rt.ivf, encoders, queues, ivfCentroids: config.IVF_CENTROIDS, assigner, staticEmbeddings }, p),
     [QueueName.commit]: (p) => commitProcessor({ store, collections, generations, codecs, liveIds, logger }, p),
-    [QueueName.search]: (p, job) => searchProcessor({ store, collections, generations, ivf: rt.ivf, encoders, segments, views, scorers }, p, job),
-    [QueueName.rerank]: (p, job) => rerankProcessor({ store, collections, generations, encoders, views, scorers }, p, job),
+    [QueueName.search]: (p, job) => searchProcessor({ store, collections, generations, ivf: rt.ivf, encoders, segments, scorers }, p, job),
+    [QueueName.rerank]: (p, job) => rerankProcessor({ store, collections, generations, encoders, views: segments, scorers }, p, job),
   };
 }

@@ -1,0 +1,260 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { crc32c, createCodec, fitCodec, readSegment, writeSegment, type CodecArtifact } from '@lateral/codec';
+import { s3Keys, type CodecSettings, type Collection, type CollectionManifest, type SegmentRef } from '@lateral/shared';
+import { DiskObjectCache } from '@lateral/infra';
+import type { EncodedText } from '@lateral/model';
+import { assembleSegmentDocs } from './encode.processor';
+import { ByteLru, Limiter, SegmentCache, type ObjectSource } from './segment-cache';
+import { findId, generationTable, segmentIdTable } from './id-table';
+
+const T = 't1';
+const C = 'c1';
+const DIMS = 4;
+const fp16: CodecSettings = { kind: 'fp16', layout: 'token', norms: 'fp32', sideInfo: false };
+const eden4: CodecSettings = { kind: 'eden', bits: 4, layout: 'token', norms: 'fp32', sideInfo: false };
+const fp16Artifact = fitCodec(fp16, new Float32Array(DIMS), DIMS, { seed: 7n });
+const edenArtifact = fitCodec(eden4, Float32Array.from({ length: 64 * DIMS }, (_, i) => Math.cos(i * 1.7)), DIMS, { seed: 11n });
+const collection: Pick<Collection, 'tenantId' | 'id' | 'model'> = { tenantId: T, id: C, model: 'm' };
+
+/** Three tokens per document, values depending on the salt and position. */
+const encodedDocs = (n: number, salt: number): EncodedText[] =>
+  Array.from({ length: n }, (_, d) => ({
+    tokenIds: Int32Array.from([d * 3, d * 3 + 1, d * 3 + 2]),
+    vectors: Float32Array.from({ length: 3 * DIMS }, (_, k) => (((salt * 5 + d * 3 + k * 7) % 11) - 5) / 5),
+    weights: null,
+    length: 3,
+    truncated: false,
+  }));
+
+interface Stored {
+  ref: SegmentRef;
+  bytes: Uint8Array;
+}
+
+function segment(batchId: string, ids: string[], salt: number, settings: CodecSettings = fp16, artifact: CodecArtifact = fp16Artifact): Stored {
+  const bytes = writeSegment(assembleSegmentDocs(ids, encodedDocs(ids.length, salt), DIMS), createCodec(settings, artifact));
+  const ref: SegmentRef = {
+    batchId,
+    codecVersion: 1,
+    key: s3Keys.segment(T, C, batchId, 1),
+    documents: ids.length,
+    tokens: ids.length * 3,
+    bytes: bytes.byteLength,
+    checksum: crc32c(bytes).toString(16).padStart(8, '0'),
+  };
+  return { ref, bytes };
+}
+
+const manifestOf = (generation: number, refs: SegmentRef[]): CollectionManifest => ({
+  tenantId: T,
+  collectionId: C,
+  generation,
+  codecVersion: 1,
+  committedAt: `2026-01-01T00:00:0${generation}.000Z`,
+  segments: refs,
+});
+
+/** An object source over stored segments that counts reads per key and the most reads at once. */
+function countingSource(stored: Stored[], delayMs = 0) {
+  const byKey = new Map(stored.map((s) => [s.ref.key, s.bytes]));
+  const reads = new Map<string, number>();
+  let inFlight = 0;
+  let peak = 0;
+  const source: ObjectSource & { get(key: string): Promise<Uint8Array | null> } = {
+    async get(key) {
+      reads.set(key, (reads.get(key) ?? 0) + 1);
+      inFlight++;
+      peak = Math.max(peak, inFlight);
+      if (delayMs > 0) await new Promise((r) => setTimeout(r, delayMs));
+      inFlight--;
+      const b = byKey.get(key);
+      return b ? b.slice() : null;
+    },
+  };
+  return { source, reads, peak: () => peak, add: (s: Stored) => byKey.set(s.ref.key, s.bytes) };
+}
+
+const noStatic = { forCollection: async () => Promise.reject(new Error('no side information in these tests')) };
+const cacheOver = (source: ObjectSource, maxBytes = 1 << 30, loadConcurrency = 4, artifact: CodecArtifact = fp16Artifact) =>
+  new SegmentCache(source, { get: async () => artifact }, noStatic, { maxBytes, loadConcurrency, scoreFromCodes: true });
+
+/** The vectors of document `id` as the segment holding it decodes them. */
+function decodedOf(s: Stored, id: string, artifact: CodecArtifact = fp16Artifact): Float32Array {
+  const r = readSegment(s.bytes, s.ref.key, artifact);
+  return r.decodeDoc(r.docIds.indexOf(id));
+}
+
+describe('id tables', () => {
+  it('a segment table is sorted and finds every id by binary search (a repeated id keeps its last copy)', () => {
+    const t = segmentIdTable(['d3', 'd1', 'd2', 'd1']);
+    expect(t.ids).toEqual(['d1', 'd2', 'd3']);
+    expect(Array.from(t.doc)).toEqual([3, 2, 0]);
+    expect(findId(t.ids, 'd2')).toBe(1);
+    expect(findId(t.ids, 'd0')).toBe(-1);
+    expect(findId(t.ids, 'd9')).toBe(-1);
+  });
+
+  it('the generation table keeps the last segment copy of an id and drops tombstoned owners', () => {
+    const a = segmentIdTable(['a', 'b', 'c']);
+    const b = segmentIdTable(['b', 'd']);
+    const c = segmentIdTable(['c', 'e']);
+    // b superseded by segment 1; c superseded by segment 2, whose copy is tombstoned: c is gone.
+    const g = generationTable([{ documents: 3 }, { documents: 2 }, { documents: 2, tombstones: [0] }], [a, b, c]);
+    expect(g.ids).toEqual(['a', 'b', 'd', 'e']);
+    expect(Array.from(g.seg)).toEqual([0, 1, 1, 2]);
+    expect(Array.from(g.doc)).toEqual([0, 0, 1, 1]);
+    expect(g.documents).toBe(4);
+    expect(g.live.map((m) => (m ? Array.from(m) : undefined))).toEqual([[1, 0, 0], undefined, [0, 1]]);
+  });
+});
+
+describe('ByteLru', () => {
+  const load = (bytes: number, value = bytes) => async () => ({ value, bytes });
+
+  it('keeps at most maxBytes, evicting the least recently used, and counts hits, misses and evictions', async () => {
+    const lru = new ByteLru<number>(100);
+    await lru.get('a', load(40));
+    await lru.get('b', load(40));
+    await lru.get('a', load(40)); // a is now the most recently used
+    await lru.get('c', load(40)); // 120 > 100: b goes, not a
+    expect(lru.keys()).toEqual(['a', 'c']);
+    expect(lru.stats()).toEqual({ hits: 1, misses: 3, hitRatio: 0.25, bytes: 80, maxBytes: 100, entries: 2, evictions: 1 });
+    await lru.get('d', load(90)); // a and c both go
+    expect(lru.keys()).toEqual(['d']);
+    expect(lru.stats().bytes).toBe(90);
+    expect(lru.stats().evictions).toBe(3);
+  });
+
+  it('a value larger than the bound is returned but not kept; concurrent gets share one load; a failed load is not kept', async () => {
+    const lru = new ByteLru<number>(10);
+    await expect(lru.get('big', load(11, 7))).resolves.toBe(7);
+    expect(lru.keys()).toEqual([]);
+    expect(lru.stats().bytes).toBe(0);
+    let loads = 0;
+    const slow = async () => {
+      loads++;
+      await new Promise((r) => setTimeout(r, 5));
+      return { value: 1, bytes: 1 };
+    };
+    await Promise.all([lru.get('x', slow), lru.get('x', slow), lru.get('x', slow)]);
+    expect(loads).toBe(1);
+    await expect(lru.get('bad', () => Promise.reject(new Error('boom')))).rejects.toThrow('boom');
+    expect(lru.has('bad')).toBe(false);
+    await expect(lru.get('bad', load(2, 5))).resolves.toBe(5);
+  });
+});
+
+describe('Limiter', () => {
+  it('runs at most n tasks at once', async () => {
+    const lim = new Limiter(2);
+    let now = 0;
+    let most = 0;
+    await Promise.all(
+      Array.from({ length: 7 }, () =>
+        lim.run(async () => {
+          most = Math.max(most, ++now);
+          await new Promise((r) => setTimeout(r, 3));
+          now--;
+        }),
+      ),
+    );
+    expect(most).toBe(2);
+    expect(lim.peak).toBe(2);
+  });
+});
+
+describe('SegmentCache', () => {
+  const A = segment('b-a', ['d1', 'd2', 'd3'], 1);
+  const B = segment('b-b', ['d4', 'd5'], 2);
+  const B2 = segment('b-c', ['d2', 'd6'], 3); // re-ingests d2
+
+  it('a view holds the live candidates only, in request order, with the vectors of their owning segment', async () => {
+    const src = countingSource([A, B, B2]);
+    const cache = cacheOver(src.source);
+    const m = manifestOf(2, [A.ref, B.ref, { ...B2.ref, tombstones: [1] }]); // d6 deleted
+    const view = await cache.view(collection, m, ['d5', 'nope', 'd2', 'd6', 'd5']);
+    expect(view.docIds).toEqual(['d5', 'd2']);
+    expect([...view.rowOf]).toEqual([
+      ['d5', 0],
+      ['d2', 1],
+    ]);
+    expect(view.generation).toBe(2);
+    expect(view.rotated).toBeNull();
+    expect(Array.from(view.offsets)).toEqual([0, 3, 6]);
+    expect(view.vectors!.subarray(0, 3 * DIMS)).toEqual(decodedOf(B, 'd5'));
+    expect(view.vectors!.subarray(3 * DIMS)).toEqual(decodedOf(B2, 'd2')); // the later copy, not A's
+    expect(decodedOf(A, 'd2')).not.toEqual(decodedOf(B2, 'd2'));
+    // Only the segments holding candidates were decoded; A was read for its ids alone.
+    expect(cache.heldKeys().filter((k) => k.startsWith('dec:')).sort()).toEqual([`dec:${B.ref.key}`, `dec:${B2.ref.key}`].sort());
+  });
+
+  it('a new generation reuses every loaded segment: committing a batch costs reading that batch', async () => {
+    const src = countingSource([A, B]);
+    const cache = cacheOver(src.source);
+    const g1 = manifestOf(1, [A.ref, B.ref]);
+    await cache.view(collection, g1, ['d1', 'd4']);
+    expect(src.reads.get(A.ref.key)).toBe(1);
+    expect(src.reads.get(B.ref.key)).toBe(1);
+    src.add(B2);
+    const g2 = manifestOf(2, [A.ref, B.ref, B2.ref]);
+    const view = await cache.view(collection, g2, ['d1', 'd6']);
+    expect(view.docIds).toEqual(['d1', 'd6']);
+    expect(src.reads.get(A.ref.key)).toBe(1);
+    expect(src.reads.get(B.ref.key)).toBe(1);
+    expect(src.reads.get(B2.ref.key)).toBe(1);
+    expect(cache.stats().hits).toBeGreaterThan(0);
+  });
+
+  it('respects its byte bound, and a segment evicted from memory comes back from the disk cache, not S3', async () => {
+    const dir = mkdtempSync(path.join(tmpdir(), 'lateral-disk-cache-'));
+    try {
+      const src = countingSource([A, B]);
+      const disk = new DiskObjectCache(src.source, dir, 1 << 20, 'test');
+      // Room for about one segment with its tables and vectors: loading B evicts A's entries.
+      const bound = A.bytes.byteLength + 600;
+      const cache = cacheOver(disk, bound);
+      await cache.view(collection, manifestOf(1, [A.ref]), ['d1']);
+      expect(cache.stats().bytes).toBeLessThanOrEqual(bound);
+      await cache.view(collection, manifestOf(2, [B.ref]), ['d4']);
+      expect(cache.stats().bytes).toBeLessThanOrEqual(bound);
+      expect(cache.stats().evictions).toBeGreaterThan(0);
+      expect(cache.heldKeys()).not.toContain(`seg:${A.ref.key}`);
+      const view = await cache.view(collection, manifestOf(1, [A.ref]), ['d1']);
+      expect(view.vectors!).toEqual(decodedOf(A, 'd1'));
+      expect(src.reads.get(A.ref.key)).toBe(1); // read from S3 once; the second load came from disk
+      expect(disk.stats().hits).toBeGreaterThanOrEqual(1);
+      expect(cache.stats().disk).toEqual(disk.stats());
+      expect(cache.stats().bytes).toBeLessThanOrEqual(bound);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('loads at most loadConcurrency segments at once', async () => {
+    const many = Array.from({ length: 9 }, (_, i) => segment(`b-${i}`, [`x${i}a`, `x${i}b`], i));
+    const src = countingSource(many, 5);
+    const cache = cacheOver(src.source, 1 << 30, 3);
+    const view = await cache.view(collection, manifestOf(1, many.map((s) => s.ref)), many.map((_, i) => `x${i}b`));
+    expect(view.docIds).toHaveLength(9);
+    expect(src.peak()).toBe(3);
+    expect(cache.stats().loadPeak).toBe(3);
+  });
+
+  it('EDEN token-layout segments give the int8 rotated image of the candidates, shared across segments', async () => {
+    const E1 = segment('e-1', ['e1', 'e2'], 4, eden4, edenArtifact);
+    const E2 = segment('e-2', ['e3'], 5, eden4, edenArtifact);
+    const cache = cacheOver(countingSource([E1, E2]).source, 1 << 30, 2, edenArtifact);
+    const view = await cache.view(collection, manifestOf(1, [E1.ref, E2.ref]), ['e3', 'e1']);
+    expect(view.vectors).toBeNull();
+    expect(view.rotated).not.toBeNull();
+    expect(view.rotated!.scales).toHaveLength(6);
+    expect(view.rotated!.image).toHaveLength(6 * view.rotated!.p);
+    // Other scorers get the candidates decoded from the codes.
+    const { docs } = view.rowVectors([1]);
+    expect(docs).toEqual(decodedOf(E1, 'e1', edenArtifact));
+  });
+});
+

@@ -1,0 +1,411 @@
+import { IMAGE_MAX_BITS, SegmentCorruptError, codecFromDescriptor, readSegment, type CodecArtifact, type EdenCodec, type SegmentReader } from '@lateral/codec';
+import { PermanentJobError, s3Keys, type Collection, type CollectionManifest, type SegmentRef } from '@lateral/shared';
+import type { CodecArtifactRepository, DiskCacheStats } from '@lateral/infra';
+import { deserializeSegmentIndex, searchSegment, type DocMask, type SearchSegment, type SegmentIndex } from '@lateral/search';
+import type { RotatedImageSet } from '@lateral/kernels';
+import type { CollectionView } from './collection-view';
+import { findId, generationTable, generationTableBytes, segmentIdTable, type GenerationTable, type SegmentIdTable } from './id-table';
+import { segmentReadOptions, type StaticEmbeddingsCache } from './static-embeddings';
+
+/** At most `n` loads at once; the others wait their turn (first come, first served). */
+export class Limiter {
+  private active = 0;
+  private readonly waiting: (() => void)[] = [];
+  /** The most loads that ever ran at once (for tests and stats). */
+  peak = 0;
+
+  constructor(private readonly n: number) {
+    if (!Number.isInteger(n) || n < 1) throw new RangeError(`concurrency must be a positive integer, got ${n}`);
+  }
+
+  async run<T>(f: () => Promise<T>): Promise<T> {
+    if (this.active >= this.n) await new Promise<void>((r) => this.waiting.push(r));
+    this.active++;
+    this.peak = Math.max(this.peak, this.active);
+    try {
+      return await f();
+    } finally {
+      this.active--;
+      this.waiting.shift()?.();
+    }
+  }
+}
+
+export interface ByteLruStats {
+  hits: number;
+  misses: number;
+  /** hits / (hits + misses); 0 before any lookup. */
+  hitRatio: number;
+  bytes: number;
+  maxBytes: number;
+  entries: number;
+  evictions: number;
+}
+
+interface Entry<V> {
+  value: Promise<V>;
+  bytes: number;
+  settled: boolean;
+}
+
+/**
+ * Values by key, evicted least recently used once the bytes they hold pass `maxBytes`. A value
+ * counts from when it has loaded (its loader says how many bytes it holds); concurrent lookups
+ * of a key share one load, and a failed load is not kept. A value larger than the bound is
+ * handed to its caller and not kept. Eviction only drops the cache's reference: a request still
+ * using an evicted value keeps it alive until it finishes.
+ */
+export class ByteLru<V> {
+  private readonly entries = new Map<string, Entry<V>>();
+  private held = 0;
+  private readonly counters = { hits: 0, misses: 0, evictions: 0 };
+
+  constructor(readonly maxBytes: number) {}
+
+  get(key: string, load: () => Promise<{ value: V; bytes: number }>): Promise<V> {
+    const hit = this.entries.get(key);
+    if (hit) {
+      this.counters.hits++;
+      this.entries.delete(key); // most recently used last
+      this.entries.set(key, hit);
+      return hit.value;
+    }
+    this.counters.misses++;
+    const entry: Entry<V> = { value: null as unknown as Promise<V>, bytes: 0, settled: false };
+    entry.value = load().then(
+      ({ value, bytes }) => {
+        if (this.entries.get(key) === entry) {
+          entry.settled = true;
+          entry.bytes = bytes;
+          this.held += bytes;
+          this.evict();
+        }
+        return value;
+      },
+      (err: unknown) => {
+        if (this.entries.get(key) === entry) this.entries.delete(key);
+        throw err;
+      },
+    );
+    this.entries.set(key, entry);
+    return entry.value;
+  }
+
+  /** A synchronous get: the kept value, or `compute()` kept now. */
+  getSync(key: string, compute: () => { value: V; bytes: number }): V {
+    const hit = this.entries.get(key);
+    if (hit?.settled) {
+      this.counters.hits++;
+      this.entries.delete(key);
+      this.entries.set(key, hit);
+      return (hit as Entry<V> & { sync: V }).sync;
+    }
+    this.counters.misses++;
+    const { value, bytes } = compute();
+    const entry = { value: Promise.resolve(value), bytes, settled: true, sync: value };
+    this.drop(key);
+    this.entries.set(key, entry);
+    this.held += bytes;
+    this.evict();
+    return value;
+  }
+
+  has(key: string): boolean {
+    return this.entries.has(key);
+  }
+
+  keys(): string[] {
+    return [...this.entries.keys()];
+  }
+
+  stats(): ByteLruStats {
+    const { hits, misses, evictions } = this.counters;
+    return { hits, misses, hitRatio: hits + misses === 0 ? 0 : hits / (hits + misses), bytes: this.held, maxBytes: this.maxBytes, entries: this.entries.size, evictions };
+  }
+
+  private drop(key: string): void {
+    const e = this.entries.get(key);
+    if (!e) return;
+    this.entries.delete(key);
+    if (e.settled) this.held -= e.bytes;
+  }
+
+  private evict(): void {
+    if (this.held <= this.maxBytes) return;
+    for (const [key, e] of this.entries) {
+      if (this.held <= this.maxBytes) break;
+      if (!e.settled) continue; // loading: not counted yet
+      this.drop(key);
+      this.counters.evictions++;
+    }
+  }
+}
+
+/** What the segment cache reads objects through: S3, normally behind the local disk cache. */
+export interface ObjectSource {
+  get(key: string): Promise<Uint8Array | null>;
+  invalidate?(key: string): Promise<void>;
+  stats?(): DiskCacheStats;
+}
+
+export interface SegmentCacheOptions {
+  /** Bytes of segments, indexes and derived arrays kept in memory (SCORER_CACHE_BYTES). */
+  maxBytes: number;
+  /** Segment and index loads at once (SCORER_LOAD_CONCURRENCY). */
+  loadConcurrency: number;
+  /** false: EDEN token-layout segments are decoded to fp32 too (COMPRESSED_SCORING=decode). */
+  scoreFromCodes: boolean;
+}
+
+export interface SegmentCacheStats extends ByteLruStats {
+  /** Most segment / index loads that ran at once. */
+  loadPeak: number;
+  disk?: DiskCacheStats;
+}
+
+/** A segment of a generation, ready for search: its index, its place in the generation, its live documents. */
+export interface SearchPart {
+  ref: SegmentRef;
+  segment: SearchSegment;
+  index: SegmentIndex;
+  /** Live documents (undefined: all): tombstones and superseded copies are 0. */
+  live: DocMask | undefined;
+}
+
+interface LoadedSegment {
+  reader: SegmentReader;
+  artifact: CodecArtifact;
+}
+
+interface RotatedSegment {
+  codec: EdenCodec;
+  descriptor: string;
+  p: number;
+  image: Uint8Array;
+  scales: Float32Array;
+}
+
+type Cached = LoadedSegment | SegmentIdTable | GenerationTable | SegmentIndex | RotatedSegment | Float32Array | null;
+
+/**
+ * A scorer's memory: segments, not generations. One byte-bounded LRU (SCORER_CACHE_BYTES) holds,
+ * by S3 key, each segment's reader, its sorted id table, its search index, its decoded fp32
+ * vectors or its int8 rotated image (each made when first needed), plus one id table per
+ * generation. Segments are immutable, so a new generation reuses everything already loaded and
+ * committing a batch costs loading that batch; a re-rank finds its candidates in the
+ * generation's sorted id table and builds vectors only for the segments holding them. Objects
+ * are read through the local disk cache, at most `loadConcurrency` at a time.
+ */
+export class SegmentCache {
+  private readonly lru: ByteLru<Cached>;
+  private readonly limiter: Limiter;
+
+  constructor(
+    private readonly source: ObjectSource,
+    private readonly codecs: Pick<CodecArtifactRepository, 'get'>,
+    private readonly staticEmbeddings: Pick<StaticEmbeddingsCache, 'forCollection'>,
+    private readonly opts: SegmentCacheOptions,
+  ) {
+    this.lru = new ByteLru(opts.maxBytes);
+    this.limiter = new Limiter(opts.loadConcurrency);
+  }
+
+  stats(): SegmentCacheStats {
+    const disk = this.source.stats?.();
+    return { ...this.lru.stats(), loadPeak: this.limiter.peak, ...(disk ? { disk } : {}) };
+  }
+
+  /** Keys held now, least recently used first (for tests and debugging). */
+  heldKeys(): string[] {
+    return this.lru.keys();
+  }
+
+  /**
+   * The generation's live documents among `ids` as a CollectionView over those documents only
+   * (rows in the order of `ids`, unknown and deleted ids left out). Only the segments holding
+   * them are loaded beyond their id tables.
+   */
+  async view(collection: Pick<Collection, 'tenantId' | 'id' | 'model'>, manifest: CollectionManifest, ids: readonly string[]): Promise<CollectionView> {
+    const table = await this.table(collection, manifest);
+    const rowOf = new Map<string, number>();
+    const docIds: string[] = [];
+    const where: [number, number][] = [];
+    for (const id of ids) {
+      if (rowOf.has(id)) continue;
+      const at = findId(table.ids, id);
+      if (at < 0) continue;
+      rowOf.set(id, docIds.length);
+      docIds.push(id);
+      where.push([table.seg[at], table.doc[at]]);
+    }
+    const touched = [...new Set(where.map(([s]) => s))];
+    const loaded = new Map<number, LoadedSegment>();
+    await Promise.all(touched.map(async (s) => loaded.set(s, await this.segment(collection, manifest.segments[s]))));
+    const dims = loaded.size > 0 ? loaded.get(touched[0])!.reader.dims : 0;
+    const offsets = new Uint32Array(docIds.length + 1);
+    where.forEach(([s, d], row) => {
+      const r = loaded.get(s)!.reader;
+      offsets[row + 1] = offsets[row] + (r.tokenOffsets[d + 1] - r.tokenOffsets[d]);
+    });
+    const tokens = offsets[docIds.length];
+    const docVectors = new Float32Array(docIds.length * dims);
+    where.forEach(([s, d], row) => {
+      const r = loaded.get(s)!.reader;
+      if (r.docVectors) docVectors.set(r.docVectors.subarray(d * dims, (d + 1) * dims), row * dims);
+    });
+
+    let rotated: RotatedImageSet | null = null;
+    const images = this.opts.scoreFromCodes ? await Promise.all(touched.map((s) => this.rotated(manifest.segments[s].key, loaded.get(s)!))) : [];
+    if (images.length > 0 && images.every((im) => im !== null && im.descriptor === images[0]!.descriptor)) {
+      const bySeg = new Map(touched.map((s, i) => [s, images[i]!]));
+      const first = images[0]!;
+      const image = new Uint8Array(tokens * first.p);
+      const scales = new Float32Array(tokens);
+      where.forEach(([s, d], row) => {
+        const r = loaded.get(s)!.reader;
+        const im = bySeg.get(s)!;
+        image.set(im.image.subarray(r.tokenOffsets[d] * first.p, r.tokenOffsets[d + 1] * first.p), offsets[row] * first.p);
+        scales.set(im.scales.subarray(r.tokenOffsets[d], r.tokenOffsets[d + 1]), offsets[row]);
+      });
+      rotated = { codec: first.codec, seed: loaded.get(touched[0])!.reader.seed, dims, p: first.p, image, scales, offsets };
+    }
+    let vectors: Float32Array | null = null;
+    if (!rotated) {
+      vectors = new Float32Array(tokens * dims);
+      const decoded = new Map(touched.map((s) => [s, this.decoded(manifest.segments[s].key, loaded.get(s)!.reader)]));
+      where.forEach(([s, d], row) => {
+        const r = loaded.get(s)!.reader;
+        vectors!.set(decoded.get(s)!.subarray(r.tokenOffsets[d] * dims, r.tokenOffsets[d + 1] * dims), offsets[row] * dims);
+      });
+    }
+    const rowVectors = (rows: number[]) => {
+      if (vectors && rows.length === docIds.length && rows.every((r, i) => r === i)) return { docs: vectors, offsets };
+      const out = new Uint32Array(rows.length + 1);
+      rows.forEach((r, i) => (out[i + 1] = out[i] + (offsets[r + 1] - offsets[r])));
+      const docs = new Float32Array(out[rows.length] * dims);
+      rows.forEach((r, i) => {
+        if (vectors) docs.set(vectors.subarray(offsets[r] * dims, offsets[r + 1] * dims), out[i] * dims);
+        else docs.set(loaded.get(where[r][0])!.reader.decodeDoc(where[r][1]), out[i] * dims);
+      });
+      return { docs, offsets: out };
+    };
+    return { generation: manifest.generation, dims, vectors, rotated, offsets, docVectors, rowOf, docIds, tokens, rowVectors };
+  }
+
+  /** Every segment of the generation with its search index and live documents, for search. */
+  async searchParts(collection: Pick<Collection, 'tenantId' | 'id' | 'model'>, manifest: CollectionManifest): Promise<SearchPart[]> {
+    const table = await this.table(collection, manifest);
+    let docBase = 0;
+    const bases = manifest.segments.map((s) => {
+      const b = docBase;
+      docBase += s.documents;
+      return b;
+    });
+    return Promise.all(
+      manifest.segments.map(async (ref, i) => {
+        const [loaded, index] = await Promise.all([this.segment(collection, ref), this.index(collection, ref)]);
+        const r = loaded.reader;
+        // Decoded vectors are kept in the cache (shared with re-rank), not in the wrapper.
+        const source = {
+          name: r.name,
+          documents: r.documents,
+          dims: r.dims,
+          docIds: r.docIds,
+          tokenOffsets: r.tokenOffsets,
+          tokenIds: r.tokenIds,
+          docVectors: r.docVectors,
+          metadata: (d: number) => r.metadata(d),
+          decodeAll: () => this.decoded(ref.key, r),
+        };
+        return { ref, segment: searchSegment(source, bases[i]), index, live: table.live[i] };
+      }),
+    );
+  }
+
+  /** The generation's sorted table of live ids (built from the segments' id tables, kept per generation). */
+  async table(collection: Pick<Collection, 'tenantId' | 'id' | 'model'>, manifest: CollectionManifest): Promise<GenerationTable> {
+    const key = `gen:${manifest.tenantId}/${manifest.collectionId}/${manifest.generation}/${manifest.committedAt}`;
+    return (await this.lru.get(key, async () => {
+      const tables = await Promise.all(manifest.segments.map((ref) => this.idTable(collection, ref)));
+      const value = generationTable(manifest.segments, tables);
+      return { value, bytes: generationTableBytes(value) };
+    })) as GenerationTable;
+  }
+
+  private async idTable(collection: Pick<Collection, 'tenantId' | 'id' | 'model'>, ref: SegmentRef): Promise<SegmentIdTable> {
+    return (await this.lru.get(`ids:${ref.key}`, async () => {
+      const { reader } = await this.segment(collection, ref);
+      const value = segmentIdTable(reader.docIds);
+      return { value, bytes: value.ids.length * 12 + stringBytes(value.ids) };
+    })) as SegmentIdTable;
+  }
+
+  private async segment(collection: Pick<Collection, 'tenantId' | 'id' | 'model'>, ref: SegmentRef): Promise<LoadedSegment> {
+    return (await this.lru.get(`seg:${ref.key}`, () =>
+      this.limiter.run(async () => {
+        const [bytes, artifact] = await Promise.all([this.source.get(ref.key), this.codecs.get(collection.tenantId, collection.id, ref.codecVersion)]);
+        if (!bytes) throw new Error(`segment ${ref.key} of the current generation is missing from S3`);
+        let reader: SegmentReader;
+        try {
+          reader = readSegment(bytes, ref.key, artifact, await segmentReadOptions(artifact, collection, this.staticEmbeddings));
+        } catch (err) {
+          if (err instanceof SegmentCorruptError) {
+            await this.source.invalidate?.(ref.key); // a corrupt local copy is read from S3 next time
+            throw new PermanentJobError(err.message);
+          }
+          throw err;
+        }
+        const own = reader.docVectors && reader.docVectors.buffer !== bytes.buffer ? reader.docVectors.byteLength : 0;
+        return { value: { reader, artifact }, bytes: bytes.byteLength + own + stringBytes(reader.docIds) };
+      }),
+    )) as LoadedSegment;
+  }
+
+  private async index(collection: Pick<Collection, 'tenantId' | 'id'>, ref: SegmentRef): Promise<SegmentIndex> {
+    const indexKey = s3Keys.segmentIndex(collection.tenantId, collection.id, ref.batchId, ref.codecVersion);
+    return (await this.lru.get(`idx:${indexKey}`, () =>
+      this.limiter.run(async () => {
+        const bytes = await this.source.get(indexKey);
+        if (!bytes) throw new Error(`search index ${indexKey} of a committed segment is missing from S3 (segments committed before 0.2 have none: re-compress the collection to index it)`);
+        try {
+          return { value: deserializeSegmentIndex(bytes, indexKey), bytes: bytes.byteLength };
+        } catch (err) {
+          await this.source.invalidate?.(indexKey);
+          throw err;
+        }
+      }),
+    )) as SegmentIndex;
+  }
+
+  /** The segment's tokens decoded to fp32 (T x dims), kept in the cache. */
+  private decoded(key: string, reader: SegmentReader): Float32Array {
+    return this.lru.getSync(`dec:${key}`, () => {
+      const value = reader.decodeAll();
+      return { value, bytes: value.byteLength };
+    }) as Float32Array;
+  }
+
+  /** The segment's int8 rotated image when it is EDEN token layout (bits <= IMAGE_MAX_BITS, no side information), else null. */
+  private async rotated(key: string, loaded: LoadedSegment): Promise<RotatedSegment | null> {
+    const r = loaded.reader;
+    const d = r.codec;
+    if (!(d.kind === 'eden' && d.layout === 'token' && !d.sideInfo && (d.bits ?? 8) <= IMAGE_MAX_BITS && d.artifact)) return null;
+    return (await this.lru.get(`rot:${key}`, async () => {
+      const codec = codecFromDescriptor(d, loaded.artifact) as EdenCodec;
+      const p = codec.paddedDims(r.dims);
+      const image = new Uint8Array(r.tokens * p);
+      const scales = new Float32Array(r.tokens);
+      for (let i = 0; i < r.documents; i++) codec.rotatedImage(r.encodedDoc(i), r.tokenOffsets[i + 1] - r.tokenOffsets[i], r.dims, image, scales, r.tokenOffsets[i]);
+      // Segments share one rotation when their codec descriptor and seed are the same.
+      const value: RotatedSegment = { codec, descriptor: `${JSON.stringify(d)}#${r.seed}`, p, image, scales };
+      return { value, bytes: image.byteLength + scales.byteLength };
+    })) as RotatedSegment;
+  }
+}
+
+/** Approximate heap bytes of strings (UTF-16 plus the string header). */
+function stringBytes(ids: readonly string[]): number {
+  let n = 0;
+  for (const s of ids) n += 2 * s.length + 24;
+  return n;
+}
