@@ -16,18 +16,23 @@ import { bodyReader } from './body-reader';
 import { openApiDocument } from './openapi';
 import { RerankService } from './rerank.service';
 import { RUNTIME } from './tokens';
+import { AdminKeysController } from './admin-keys.controller';
+import { apiKeyProviders } from './api-keys.guard';
+import { requestContextMiddleware } from './request-context';
 
 @Module({})
 class ApiModule {
   static forRuntime(rt: Runtime): DynamicModule {
     return {
       module: ApiModule,
-      controllers: [CollectionsController, RerankController, SearchController, HealthController],
+      controllers: [CollectionsController, RerankController, SearchController, HealthController, AdminKeysController],
       providers: [
         { provide: RUNTIME, useValue: rt },
         { provide: CollectionsService, useFactory: () => new CollectionsService(rt) },
         { provide: RerankService, useFactory: () => new RerankService(rt) },
         { provide: SearchService, useFactory: () => new SearchService(rt) },
+        // AUTH=keys: ApiKeysGuard on every route (tenant and role from the key, rate limits)
+        ...apiKeyProviders(rt),
       ],
     };
   }
@@ -40,6 +45,8 @@ export async function createApiApp(rt: Runtime): Promise<NestExpressApplication>
   // content types, Content-Encoding, UTF-8, MAX_JSON_DEPTH, bounded concurrency of large bodies.
   app.use(backpressure(rt.queues, rt.config.MAX_QUEUE_BACKLOG));
   app.use(bodyReader({ maxBytes: rt.config.MAX_REQUEST_BYTES, maxDepth: rt.config.MAX_JSON_DEPTH, concurrency: rt.config.BODY_PARSE_CONCURRENCY }));
+  // Each request's own context (its tenant, set by ApiKeysGuard), after the body is read.
+  app.use(requestContextMiddleware);
   app.useGlobalFilters(new HttpErrorsFilter(rt.logger.child('http'), { ...rt.config, S3_ENDPOINT: rt.services.s3Endpoint ?? rt.config.S3_ENDPOINT, REDIS_URL: rt.services.redisUrl }));
   // Keep idle connections longer than clients and load balancers do (60 s is common): a server
   // that closes a kept-alive socket first races the client's next request on it (ECONNRESET),

@@ -17,6 +17,7 @@ import {
   type ModelManifest,
 } from '@lateral/shared';
 import type { Runtime } from '@lateral/infra';
+import { currentTenant } from './request-context';
 import { parseDocumentsBody, validateDocuments } from './documents';
 import { z } from 'zod';
 import { zodIssues } from './zod-issues';
@@ -27,8 +28,9 @@ export class CollectionsService {
 
   constructor(private readonly rt: Runtime) {}
 
+  /** The caller's tenant (request-context.ts): DEFAULT_TENANT with AUTH=none, the API key's with AUTH=keys. */
   private get tenant(): string {
-    return this.rt.config.DEFAULT_TENANT;
+    return currentTenant(this.rt.config);
   }
 
   modelManifest(model: string): ModelManifest {

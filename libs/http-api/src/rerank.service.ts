@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import path from 'node:path';
 import { NotFoundError, QueueName, RerankRequestSchema, ValidationError, checkScorerArtifact, jobIds, s3Keys, type RerankResult } from '@lateral/shared';
 import type { Runtime } from '@lateral/infra';
+import { currentTenant } from './request-context';
 import { AsyncJobs, type JobStatus } from './async-jobs';
 import { zodIssues } from './zod-issues';
 
@@ -18,8 +19,9 @@ export class RerankService {
     });
   }
 
+  /** The caller's tenant (request-context.ts): DEFAULT_TENANT with AUTH=none, the API key's with AUTH=keys. */
   private get tenant(): string {
-    return this.rt.config.DEFAULT_TENANT;
+    return currentTenant(this.rt.config);
   }
 
   parseWait(raw: unknown): number {

@@ -1,7 +1,6 @@
 export * from './logger';
 export * from './embedded-services';
 export * from './object-store';
-export * from './disk-cache';
 export * from './queues';
 export * from './collection.repository';
 export * from './generations.repository';
@@ -10,3 +9,5 @@ export * from './codec-artifacts.repository';
 export * from './ivf-centroids.repository';
 export * from './process';
 export * from './runtime';
+export * from './api-keys.repository';
+export * from './rate-limiter';

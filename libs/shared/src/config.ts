@@ -39,17 +39,6 @@ export const ConfigSchema = z.object({
    * (faster, 1 B per dim in RAM, adds the grid and query roundings); `decode` decodes them to fp32.
    */
   COMPRESSED_SCORING: z.enum(['int8-image', 'decode']).default('int8-image'),
-  /**
-   * Bytes a scorer keeps in memory of segments, their search indexes, id tables and the vectors
-   * made from them (decoded fp32 or the int8 rotated image), evicted least recently used.
-   */
-  SCORER_CACHE_BYTES: int(2 * 2 ** 30, 1 << 20, 2 ** 46),
-  /** Bytes of S3 objects (segments, indexes) a scorer keeps on local disk under SCORER_DISK_CACHE_DIR (0 = no disk cache). */
-  SCORER_DISK_CACHE_BYTES: int(10 * 2 ** 30, 0, 2 ** 50),
-  /** Folder of the scorer's local disk cache of S3 objects (may be shared by the processes of one machine). */
-  SCORER_DISK_CACHE_DIR: z.string().default('.cache/scorer-objects'),
-  /** Segment and index objects a scorer reads and parses at once. */
-  SCORER_LOAD_CONCURRENCY: int(4, 1, 256),
   /** Model directory name used when a collection names none. */
   DEFAULT_MODEL: z.string().default('minilm-l6-384'),
   /** ONNX Runtime execution provider; cuda falls back to cpu with a logged warning. */
@@ -107,8 +96,18 @@ export const ConfigSchema = z.object({
   ENCODE_BATCH_DOCUMENTS: int(256, 1, 100_000),
   /** Longest `wait` a caller may ask for on rerank, in seconds. */
   RERANK_MAX_WAIT_SECONDS: int(60, 0, 3600),
-  /** Tenant used until API keys arrive. */
+  /** Tenant of every request when AUTH=none, and of the bootstrap admin key (ADMIN_API_KEY). */
   DEFAULT_TENANT: z.string().regex(/^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$/).default('default'),
+  /** `none`: single tenant, no credentials (as before API keys); `keys`: every /v1 request but health needs an API key. */
+  AUTH: z.enum(['none', 'keys']).default('none'),
+  /** With AUTH=keys: a bootstrap admin credential of DEFAULT_TENANT (at least 32 characters), to create the first keys. */
+  ADMIN_API_KEY: z.string().min(32, 'ADMIN_API_KEY must be at least 32 characters').optional(),
+  /** How long an API process trusts a key it has read from S3: a revoked or rotated key stops working within this delay. */
+  API_KEY_CACHE_SECONDS: z.coerce.number().min(0).max(3600).default(5),
+  /** Per-key rate limit (token bucket in Redis): requests per second; 0 = no limit. */
+  RATE_LIMIT_PER_SECOND: z.coerce.number().min(0).max(1_000_000).default(50),
+  /** Per-key burst: the bucket's size. */
+  RATE_LIMIT_BURST: int(100, 1, 1_000_000),
 });
 
 export type Config = z.infer<typeof ConfigSchema>;

@@ -12,3 +12,4 @@ export * from './scorer-artifacts';
 export * from './documents';
 export * from './search';
 export * from './training';
+export * from './api-keys';
