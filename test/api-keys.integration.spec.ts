@@ -269,4 +269,15 @@ describe('AUTH=none (the default): single tenant, as before', () => {
     expect(admin.status).toBe(403);
     expect(admin.body.message).toMatch(/AUTH=keys/);
   });
+
+  it('documents the key schemes, the key-management paths and the role of each operation in the OpenAPI document', async () => {
+    const doc = (await http(server.url, 'GET', '/openapi.json')).body;
+    expect(Object.keys(doc.components.securitySchemes).sort()).toEqual(['bearerApiKey', 'headerApiKey']);
+    expect(doc.security).toContainEqual({});
+    expect(Object.keys(doc.paths)).toEqual(expect.arrayContaining(['/v1/admin/keys', '/v1/admin/keys/{id}', '/v1/admin/keys/{id}/rotate']));
+    expect(doc.paths['/v1/health'].get.security).toEqual([]);
+    expect(doc.paths['/v1/collections/{id}/documents'].post.description).toMatch(/role `write`/);
+    expect(doc.paths['/v1/rerank'].post.description).toMatch(/role `read`/);
+    expect(doc.paths['/v1/admin/keys'].post.responses['429'].headers['Retry-After']).toBeTruthy();
+  });
 });

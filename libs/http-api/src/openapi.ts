@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { CodecSettingsSchema, CreateCollectionSchema, RerankRequestSchema, SCORER_NAMES, SEARCH_MODES, SearchRequestSchema } from '@lateral/shared';
+import { withApiKeySecurity } from './openapi-keys';
 
 const schema = (s: z.ZodType) => z.toJSONSchema(s, { io: 'input', unrepresentable: 'any' }) as Record<string, unknown>;
 
@@ -45,6 +46,10 @@ const waitParam = { name: 'wait', in: 'query', required: false, schema: { type: 
  * documented shapes cannot drift from the code.
  */
 export function openApiDocument(version: string) {
+  return withApiKeySecurity(baseDocument(version));
+}
+
+function baseDocument(version: string) {
   return {
     openapi: '3.1.0',
     info: {
