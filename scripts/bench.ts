@@ -8,6 +8,7 @@ import { runCommand, type Command } from './lib/command';
 const benches: Record<string, () => Promise<Command>> = {
   ingest: async () => (await import('./bench/ingest')).runIngestBench,
   score: async () => (await import('./bench/score')).runScoreBench,
+  peers: async () => (await import('./bench/peers')).runPeersBench,
 };
 
 runCommand('bench', benches);

@@ -1,0 +1,167 @@
+"""Runs the peer engines of `npm run bench -- peers` on vectors exported by lateral.
+
+Called by scripts/bench/peers.ts with the virtual environment under .cache/peers-venv; never
+imported by lateral itself. Input folder (written by peers.ts):
+  doc_vectors.npy  float32 [T, d]   every stored document token vector, decoded from lateral's segments
+  doc_lens.npy     int64   [n]      tokens per document, in document order
+  query_vectors.npy float32 [Tq, d] the query token vectors lateral's search encodes
+  query_lens.npy   int64   [q]
+  texts.json       {"docs": [str], "queries": [str]} for the text engine (bm25s)
+  settings.json    {"top_k": int, "threads": int}
+Usage: python peers.py FOLDER PEER. Each peer runs in its own process (a peer that crashes, as
+maxsim-cpu can on CPUs its JIT misdetects, takes nothing else down).
+Output: peer-<PEER>.json in the same folder:
+  {"status": "ok", "build_s", "index_bytes", "latencies_ms": [...], "rankings": [[doc index, ...], ...], "settings": {...}}
+  or {"status": "skipped", "reason": "..."}.
+Each query is searched alone (batch of one) after one warm-up query, as lateral is measured.
+"""
+
+import json
+import os
+import shutil
+import sys
+import tempfile
+import time
+import traceback
+
+
+def folder_bytes(path):
+    total = 0
+    for root, _, files in os.walk(path):
+        for f in files:
+            total += os.path.getsize(os.path.join(root, f))
+    return total
+
+
+def split(flat, lens):
+    out, at = [], 0
+    for n in lens:
+        out.append(flat[at : at + int(n)])
+        at += int(n)
+    return out
+
+
+def timed_queries(search_one, queries):
+    search_one(queries[0])  # warm-up, not counted
+    latencies, rankings = [], []
+    for q in queries:
+        t0 = time.perf_counter()
+        ranking = search_one(q)
+        latencies.append((time.perf_counter() - t0) * 1000.0)
+        rankings.append([int(i) for i in ranking])
+    return latencies, rankings
+
+
+def run_xtr_warp(docs, queries, top_k, threads, work):
+    import torch
+    from xtr_warp import XTRWarp
+
+    path = os.path.join(work, "xtr-warp")
+    t0 = time.perf_counter()
+    index = XTRWarp(index=path, device="cpu")
+    index.create([torch.from_numpy(d) for d in docs], device="cpu", show_progress=False)
+    index.load(device="cpu")
+    build_s = time.perf_counter() - t0
+
+    def one(q):
+        res = index.search(torch.from_numpy(q).unsqueeze(0), top_k=top_k, num_threads=threads, show_progress=False)
+        return [pid for pid, _ in res[0]]
+
+    lat, rankings = timed_queries(one, queries)
+    return {"build_s": build_s, "index_bytes": folder_bytes(path), "latencies_ms": lat, "rankings": rankings, "settings": {"device": "cpu", "num_threads": threads, "nbits": 4, "t_prime": "default", "nprobe": "default"}}
+
+
+def run_fast_plaid(docs, queries, top_k, threads, work):
+    import torch
+    from fast_plaid import search as fp_search
+
+    path = os.path.join(work, "fast-plaid")
+    t0 = time.perf_counter()
+    index = fp_search.FastPlaid(index=path, device="cpu")
+    index.create([torch.from_numpy(d) for d in docs])
+    build_s = time.perf_counter() - t0
+
+    def one(q):
+        res = index.search(torch.from_numpy(q).unsqueeze(0), top_k=top_k, show_progress=False)
+        return [pid for pid, _ in res[0]]
+
+    lat, rankings = timed_queries(one, queries)
+    return {"build_s": build_s, "index_bytes": folder_bytes(path), "latencies_ms": lat, "rankings": rankings, "settings": {"device": "cpu", "nbits": 4, "n_ivf_probe": 8, "n_full_scores": 4096}}
+
+
+def run_maxsim_cpu(docs, queries, top_k, threads, work):
+    import numpy as np
+    import maxsim_cpu
+
+    t0 = time.perf_counter()
+    normed = [np.ascontiguousarray(d, dtype=np.float32) for d in docs]
+    build_s = time.perf_counter() - t0
+
+    def one(q):
+        scores = np.asarray(maxsim_cpu.maxsim_scores_variable(np.ascontiguousarray(q, dtype=np.float32), normed))
+        k = min(top_k, len(scores))
+        top = np.argpartition(-scores, k - 1)[:k]
+        return top[np.argsort(-scores[top], kind="stable")]
+
+    lat, rankings = timed_queries(one, queries)
+    stored = sum(d.nbytes for d in normed)
+    return {"build_s": build_s, "index_bytes": stored, "latencies_ms": lat, "rankings": rankings, "settings": {"exact": True, "storage": "fp32 in RAM"}}
+
+
+def run_bm25s(texts_docs, texts_queries, top_k, work):
+    import bm25s
+
+    t0 = time.perf_counter()
+    corpus_tokens = bm25s.tokenize(texts_docs, stopwords="en", show_progress=False)
+    retriever = bm25s.BM25(k1=0.9, b=0.4)
+    retriever.index(corpus_tokens, show_progress=False)
+    build_s = time.perf_counter() - t0
+    path = os.path.join(work, "bm25s")
+    retriever.save(path)
+    k = min(top_k, len(texts_docs))
+
+    def one(q):
+        toks = bm25s.tokenize([q], stopwords="en", show_progress=False)
+        results, _ = retriever.retrieve(toks, k=k, show_progress=False)
+        return results[0]
+
+    lat, rankings = timed_queries(one, texts_queries)
+    return {"build_s": build_s, "index_bytes": folder_bytes(path), "latencies_ms": lat, "rankings": rankings, "settings": {"k1": 0.9, "b": 0.4, "stopwords": "en", "tokenizer": "bm25s default (words, no stemmer)"}}
+
+
+def main():
+    folder, name = sys.argv[1], sys.argv[2]
+    import numpy as np
+
+    settings = json.load(open(os.path.join(folder, "settings.json")))
+    top_k, threads = int(settings["top_k"]), int(settings["threads"])
+    try:
+        import torch
+
+        torch.set_num_threads(threads)
+    except Exception:  # noqa: BLE001 - torch is optional for bm25s and maxsim-cpu
+        pass
+    docs = split(np.load(os.path.join(folder, "doc_vectors.npy")), np.load(os.path.join(folder, "doc_lens.npy")))
+    queries = split(np.load(os.path.join(folder, "query_vectors.npy")), np.load(os.path.join(folder, "query_lens.npy")))
+    texts = json.load(open(os.path.join(folder, "texts.json")))
+    work = tempfile.mkdtemp(prefix="lateral-peers-")
+    runners = {
+        "xtr-warp-rs": lambda: run_xtr_warp(docs, queries, top_k, threads, work),
+        "fast-plaid": lambda: run_fast_plaid(docs, queries, top_k, threads, work),
+        "maxsim-cpu": lambda: run_maxsim_cpu(docs, queries, top_k, threads, work),
+        "bm25s": lambda: run_bm25s(texts["docs"], texts["queries"], top_k, work),
+    }
+    try:
+        out = {"status": "ok", **runners[name]()}
+    except ImportError as err:
+        out = {"status": "skipped", "reason": f"not importable: {err}"}
+    except Exception as err:  # noqa: BLE001 - reported as this peer's result, not a crash
+        traceback.print_exc()
+        out = {"status": "skipped", "reason": f"{type(err).__name__}: {err}"}
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    json.dump(out, open(os.path.join(folder, f"peer-{name}.json"), "w"))
+
+
+if __name__ == "__main__":
+    main()

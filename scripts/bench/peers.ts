@@ -1,0 +1,319 @@
+/**
+ * `npm run bench -- peers [--dataset DIR] [--quick] [--json] [--peers a,b] [--no-install]`
+ *
+ * lateral beside the engines users would pick instead, on one collection, in one run:
+ *   xtr-warp-rs (WARP, XTR token retrieval), fast-plaid (PLAID), maxsim-cpu (an exact MaxSim
+ *   kernel), bm25s (BM25 on sparse matrices).
+ * They are installed from PyPI into a virtual environment under .cache/peers-venv (a peer that
+ * will not install or import is skipped with the reason printed). No peer code is in this
+ * repository: scripts/bench/peers.py only calls their published Python APIs.
+ *
+ * Same data for everyone: the dataset (default ../shared/datasets/vaswani) is ingested into
+ * lateral through the service (HTTP, queues, S3); then the token vectors lateral STORED are read
+ * back from its segments in S3 and decoded (not re-encoded), and the queries are encoded once by
+ * the same model as lateral's search does. The peers index those vectors; bm25s gets the texts.
+ *
+ * Per engine: index build time, bytes per token of what it keeps, nDCG@10 and recall@100 on the
+ * judged queries, single-query latency p50 / p95 and queries per second (one query at a time,
+ * after one warm-up query), and the ratio lateral / peer for its counterpart:
+ *   xtr-warp-rs and fast-plaid  <->  lateral xtr (k' 1000, nprobe 32)
+ *   maxsim-cpu                  <->  lateral exhaustive
+ *   bm25s                       <->  lateral bm25
+ * lateral's latency is a client's wall clock through HTTP and the queue (POST /v1/search?wait=60),
+ * the peers' an in-process Python call: the ratio includes lateral's service overhead, and says
+ * so. lateral's build time is the sum of its index jobs (IVF fit + per-segment postings), taken
+ * from BullMQ's job records; its bytes per token count segments, indexes and centroids in S3.
+ */
+import { spawnSync } from 'node:child_process';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { Queue } from 'bullmq';
+import { loadConfig } from '@lateral/shared';
+import { readSegment } from '@lateral/codec';
+import { getEncoder } from '@lateral/model';
+import { BULLMQ_CONNECTION_OPTIONS, createRedis } from '@lateral/infra';
+import { startServer, type Server } from '../../apps/all-in-one/src/server';
+import { getCollection, ingest, recreateCollection, search } from '../lib/client';
+import { hasRelevant } from '../lib/metrics';
+import { loadRetrievalDataset } from '../lib/retrieval-dataset';
+import { percentile, queryMetrics, quickSubset } from '../eval/retrieval';
+
+export const PEERS = ['xtr-warp-rs', 'fast-plaid', 'maxsim-cpu', 'bm25s'] as const;
+type Peer = (typeof PEERS)[number];
+const COUNTERPART: Record<Peer, string> = { 'xtr-warp-rs': 'xtr', 'fast-plaid': 'xtr', 'maxsim-cpu': 'exhaustive', bm25s: 'bm25' };
+const PIP_NAME: Record<Peer, string> = { 'xtr-warp-rs': 'xtr-warp-rs', 'fast-plaid': 'fast-plaid', 'maxsim-cpu': 'maxsim-cpu', bm25s: 'bm25s' };
+const TOP_K = 100;
+const VENV = path.resolve('.cache/peers-venv');
+
+export interface EngineFigures {
+  engine: string;
+  status: 'ok' | 'skipped';
+  reason?: string;
+  build_s?: number;
+  bytes_per_token?: number;
+  'ndcg@10'?: number;
+  'recall@100'?: number;
+  p50_ms?: number;
+  p95_ms?: number;
+  qps?: number;
+  /** lateral only: the search job's own time (timings.totalMs), without HTTP and the queue. */
+  search_job_p50_ms?: number;
+  settings?: Record<string, unknown>;
+}
+
+/** p50 / p95 / qps of per-query latencies in ms (qps from the mean, one query at a time). */
+export function latencyFigures(ms: readonly number[]): { p50_ms: number; p95_ms: number; qps: number } {
+  const meanMs = ms.reduce((a, x) => a + x, 0) / Math.max(1, ms.length);
+  return { p50_ms: round(percentile(ms, 0.5), 2), p95_ms: round(percentile(ms, 0.95), 2), qps: round(meanMs > 0 ? 1000 / meanMs : 0, 1) };
+}
+
+/** lateral / peer for every figure both have; > 1 means lateral's figure is larger. */
+export function ratios(lateral: EngineFigures, peer: EngineFigures): Record<string, number | null> {
+  const keys = ['build_s', 'bytes_per_token', 'ndcg@10', 'recall@100', 'p50_ms', 'p95_ms', 'qps'] as const;
+  return Object.fromEntries(keys.map((k) => [k, lateral[k] !== undefined && peer[k] ? round(lateral[k]! / peer[k]!, 3) : null]));
+}
+
+/** Creates the virtual environment and installs each peer; returns why a peer is unavailable. */
+function ensureVenv(peers: Peer[], log: (m: string) => void, install: boolean): Map<Peer, string> {
+  const missing = new Map<Peer, string>();
+  const py = path.join(VENV, 'bin', 'python');
+  if (!existsSync(py)) {
+    if (!install) {
+      for (const p of peers) missing.set(p, `no virtual environment at ${VENV} (--no-install)`);
+      return missing;
+    }
+    log(`peers: creating ${VENV}`);
+    const r = spawnSync('python3', ['-m', 'venv', VENV], { stdio: 'inherit' });
+    if (r.status !== 0) {
+      for (const p of peers) missing.set(p, 'python3 -m venv failed');
+      return missing;
+    }
+  }
+  for (const p of peers) {
+    const module = { 'xtr-warp-rs': 'xtr_warp', 'fast-plaid': 'fast_plaid', 'maxsim-cpu': 'maxsim_cpu', bm25s: 'bm25s' }[p];
+    if (spawnSync(py, ['-c', `import ${module}`], { stdio: 'ignore' }).status === 0) continue;
+    if (!install) {
+      missing.set(p, `not installed in ${VENV} (--no-install)`);
+      continue;
+    }
+    log(`peers: pip install ${PIP_NAME[p]} (PyPI) into ${VENV}`);
+    const r = spawnSync(py, ['-m', 'pip', 'install', '-q', '--disable-pip-version-check', PIP_NAME[p]], { encoding: 'utf8' });
+    if (r.status !== 0) missing.set(p, `pip install ${PIP_NAME[p]} failed: ${(r.stderr || r.stdout).trim().split('\n').slice(-1)[0]}`);
+    else if (spawnSync(py, ['-c', `import ${module}`], { stdio: 'ignore' }).status !== 0) missing.set(p, `installed but 'import ${module}' fails`);
+  }
+  return missing;
+}
+
+/** Writes an .npy file (version 1.0) of a little-endian float32 or int64 array. */
+export function npy(file: string, data: Float32Array | BigInt64Array, shape: number[]): void {
+  const descr = data instanceof Float32Array ? '<f4' : '<i8';
+  let header = `{'descr': '${descr}', 'fortran_order': False, 'shape': (${shape.join(', ')}${shape.length === 1 ? ',' : ''}), }`;
+  const pad = 64 - ((10 + header.length + 1) % 64);
+  header = header + ' '.repeat(pad % 64) + '\n';
+  const head = Buffer.alloc(10);
+  head.write('\x93NUMPY', 0, 'latin1');
+  head[6] = 1;
+  head[7] = 0;
+  head.writeUInt16LE(header.length, 8);
+  writeFileSync(file, Buffer.concat([head, Buffer.from(header, 'latin1'), Buffer.from(data.buffer, data.byteOffset, data.byteLength)]));
+}
+
+/** The token vectors lateral stores for `collection`, decoded from its current generation's segments. */
+async function exportStored(server: Server, collection: string): Promise<{ docIds: string[]; lens: number[]; vectors: Float32Array; dims: number; segmentBytes: number; indexBytes: number }> {
+  const rt = server.runtime;
+  const tenant = rt.config.DEFAULT_TENANT;
+  const manifest = await rt.generations.manifest(tenant, collection);
+  if (!manifest) throw new Error(`collection ${collection} has no committed generation`);
+  const owner = new Map<string, { seg: number; doc: number }>();
+  const readers = [];
+  for (const [si, ref] of manifest.segments.entries()) {
+    const bytes = await rt.store.get(ref.key);
+    if (!bytes) throw new Error(`segment ${ref.key} missing`);
+    const artifact = await rt.codecs.get(tenant, collection, ref.codecVersion);
+    const r = readSegment(bytes, ref.key, artifact);
+    readers.push(r);
+    r.docIds.forEach((id, di) => owner.set(id, { seg: si, doc: di }));
+  }
+  const dims = readers[0]!.dims;
+  const decoded = readers.map((r) => r.decodeAll());
+  const docIds = [...owner.keys()];
+  const lens = docIds.map((id) => {
+    const { seg, doc } = owner.get(id)!;
+    return readers[seg]!.tokenOffsets[doc + 1]! - readers[seg]!.tokenOffsets[doc]!;
+  });
+  const vectors = new Float32Array(lens.reduce((a, x) => a + x, 0) * dims);
+  let at = 0;
+  for (const id of docIds) {
+    const { seg, doc } = owner.get(id)!;
+    const r = readers[seg]!;
+    const part = decoded[seg]!.subarray(r.tokenOffsets[doc]! * dims, r.tokenOffsets[doc + 1]! * dims);
+    vectors.set(part, at);
+    at += part.length;
+  }
+  const prefix = `tenants/${tenant}/collections/${collection}/`;
+  const objects = await rt.store.list(prefix);
+  const live = new Set(manifest.segments.map((s) => s.key));
+  const segmentBytes = objects.filter((o) => live.has(o.key)).reduce((a, o) => a + o.size, 0);
+  const indexBytes = objects.filter((o) => /\/(indexes|ivf)\//.test(o.key)).reduce((a, o) => a + o.size, 0);
+  return { docIds, lens, vectors, dims, segmentBytes, indexBytes };
+}
+
+/** Seconds spent in the collection's completed index jobs (BullMQ processedOn -> finishedOn). */
+async function indexSeconds(server: Server): Promise<number> {
+  const rt = server.runtime;
+  const q = new Queue('index', { ...BULLMQ_CONNECTION_OPTIONS, connection: createRedis(rt.services.redisUrl, 'producer'), prefix: rt.config.REDIS_PREFIX });
+  try {
+    const jobs = await q.getJobs(['completed'], 0, -1);
+    return jobs.reduce((a, j) => a + ((j.finishedOn ?? 0) - (j.processedOn ?? 0)) / 1000, 0);
+  } finally {
+    await q.close();
+    await (await q.client).quit().catch(() => undefined);
+  }
+}
+
+export async function runPeersBench(args: string[]): Promise<Record<string, unknown>> {
+  const log = (m: string) => process.stderr.write(`${m}\n`);
+  const flag = (name: string) => (args.includes(name) ? args[args.indexOf(name) + 1] : undefined);
+  const dataset = path.resolve(flag('--dataset') ?? '../shared/datasets/vaswani');
+  const peers = (flag('--peers')?.split(',') ?? [...PEERS]) as Peer[];
+  for (const p of peers) if (!PEERS.includes(p)) throw new Error(`--peers: unknown peer '${p}' (known: ${PEERS.join(', ')})`);
+  const unavailable = ensureVenv(peers, log, !args.includes('--no-install'));
+  for (const [p, why] of unavailable) log(`peers: skipping ${p}: ${why}`);
+
+  let ds = loadRetrievalDataset(dataset);
+  if (args.includes('--quick')) ds = quickSubset(ds);
+  const judged = ds.queries.filter((q) => hasRelevant(ds.qrels.get(q.id)));
+  const tmp = mkdtempSync(path.join(os.tmpdir(), 'lateral-peers-'));
+  const config = loadConfig({ ...process.env, PORT: '0', LOG_LEVEL: 'warn', DATA_DIR: path.join(tmp, 'data') });
+  const model = config.DEFAULT_MODEL;
+  const threads = os.cpus().length;
+  const server = await startServer(config, { quiet: true });
+  const engines: EngineFigures[] = [];
+  const lateral: Record<string, EngineFigures> = {};
+  try {
+    const collection = `peers-${path.basename(dataset)}`.replace(/[^A-Za-z0-9_.-]/g, '-');
+    await recreateCollection(server.url, collection, model);
+    log(`peers: ingesting ${ds.docs.length} documents of ${dataset} into lateral (${model}) over HTTP`);
+    const ing = await ingest(server.url, collection, ds.docs, { label: 'ingest', progress: false });
+    const info = await getCollection(server.url, collection);
+    const exported = await exportStored(server, collection);
+    const tokens = exported.lens.reduce((a, x) => a + x, 0);
+    const buildS = await indexSeconds(server);
+    log(`peers: lateral ingested in ${ing.seconds.toFixed(1)} s (${tokens} tokens, ${info.segments} segments; index jobs ${buildS.toFixed(1)} s)`);
+
+    for (const [name, mode] of [
+      ['xtr', { name: 'xtr', kPrime: 1000 }],
+      ['exhaustive', 'exhaustive'],
+      ['bm25', 'bm25'],
+    ] as const) {
+      await search(server.url, { collection, mode, topK: TOP_K, queries: [judged[0]!] });
+      const ms: number[] = [];
+      const serverMs: number[] = [];
+      const metrics: { ndcg: number; recall: number }[] = [];
+      for (const q of judged) {
+        const r = await search(server.url, { collection, mode, topK: TOP_K, queries: [q] });
+        ms.push(r.ms);
+        if (r.timings?.totalMs !== undefined) serverMs.push(r.timings.totalMs);
+        metrics.push(queryMetrics((r.results[0]?.hits ?? []).map((h) => h.id), ds.qrels.get(q.id)!));
+      }
+      lateral[name] = {
+        engine: `lateral ${name}`,
+        status: 'ok',
+        build_s: name === 'bm25' || name === 'exhaustive' ? undefined : round(buildS, 2),
+        // xtr keeps the segments (token codes) and the IVF + postings; exhaustive only the segments;
+        // bm25's postings share the index objects with the IVF, so no separate figure.
+        bytes_per_token: name === 'xtr' ? round((exported.segmentBytes + exported.indexBytes) / tokens, 1) : name === 'exhaustive' ? round(exported.segmentBytes / tokens, 1) : undefined,
+        'ndcg@10': round(mean(metrics.map((m) => m.ndcg)), 4),
+        'recall@100': round(mean(metrics.map((m) => m.recall)), 4),
+        ...latencyFigures(ms),
+        ...(serverMs.length ? { search_job_p50_ms: round(percentile(serverMs, 0.5), 2) } : {}),
+        settings: { mode, through: 'HTTP + queue (POST /v1/search?wait=60)', model },
+      };
+      log(`peers: lateral ${name}: nDCG@10 ${lateral[name]['ndcg@10']} p50 ${lateral[name].p50_ms} ms`);
+      engines.push(lateral[name]);
+    }
+
+    const runnable = peers.filter((p) => !unavailable.has(p));
+    if (runnable.length > 0) {
+      const dir = path.join(tmp, 'export');
+      mkdirSync(dir, { recursive: true });
+      const encoder = await getEncoder(path.resolve(config.MODELS_DIR, model), { executionProvider: 'cpu' });
+      const encoded = await encoder.encodeQueries(judged.map((q) => q.text));
+      const qLens = encoded.map((e) => e.length);
+      const qVectors = new Float32Array(qLens.reduce((a, x) => a + x, 0) * exported.dims);
+      let at = 0;
+      for (const e of encoded) {
+        qVectors.set(e.vectors, at);
+        at += e.vectors.length;
+      }
+      npy(path.join(dir, 'doc_vectors.npy'), exported.vectors, [tokens, exported.dims]);
+      npy(path.join(dir, 'doc_lens.npy'), BigInt64Array.from(exported.lens, BigInt), [exported.lens.length]);
+      npy(path.join(dir, 'query_vectors.npy'), qVectors, [qVectors.length / exported.dims, exported.dims]);
+      npy(path.join(dir, 'query_lens.npy'), BigInt64Array.from(qLens, BigInt), [qLens.length]);
+      const text = new Map(ds.docs.map((d) => [d.id, d.text]));
+      writeFileSync(path.join(dir, 'texts.json'), JSON.stringify({ docs: exported.docIds.map((id) => text.get(id) ?? ''), queries: judged.map((q) => q.text) }));
+      writeFileSync(path.join(dir, 'settings.json'), JSON.stringify({ top_k: TOP_K, threads }));
+      for (const p of runnable) {
+        log(`peers: ${p} on the exported vectors (${threads} threads)`);
+        const r = spawnSync(path.join(VENV, 'bin', 'python'), [path.resolve('scripts/bench/peers.py'), dir, p], { encoding: 'utf8', env: { ...process.env, TQDM_DISABLE: '1' } });
+        const file = path.join(dir, `peer-${p}.json`);
+        if (r.status !== 0 || !existsSync(file)) {
+          const why = r.signal ? `crashed (${r.signal})` : `exited with ${r.status}`;
+          log(`peers: ${p} ${why}; last output: ${(r.stderr || r.stdout || '').trim().split('\n').slice(-3).join(' | ')}`);
+          engines.push({ engine: p, status: 'skipped', reason: `${why} on this machine` });
+          continue;
+        }
+        const o = JSON.parse(readFileSync(file, 'utf8')) as { status: string; reason?: string; build_s: number; index_bytes: number; latencies_ms: number[]; rankings: number[][]; settings: Record<string, unknown> };
+        if (o.status !== 'ok') {
+          engines.push({ engine: p, status: 'skipped', reason: o.reason ?? 'no output' });
+          continue;
+        }
+        const metrics = judged.map((q, i) => queryMetrics((o.rankings[i] ?? []).map((d) => exported.docIds[d]!), ds.qrels.get(q.id)!));
+        engines.push({
+          engine: p,
+          status: 'ok',
+          build_s: round(o.build_s, 2),
+          bytes_per_token: round(o.index_bytes / tokens, 1),
+          'ndcg@10': round(mean(metrics.map((m) => m.ndcg)), 4),
+          'recall@100': round(mean(metrics.map((m) => m.recall)), 4),
+          ...latencyFigures(o.latencies_ms),
+          settings: o.settings,
+        });
+      }
+    }
+    for (const [p, why] of unavailable) engines.push({ engine: p, status: 'skipped', reason: why });
+
+    const comparisons = engines
+      .filter((e) => e.status === 'ok' && (PEERS as readonly string[]).includes(e.engine))
+      .map((e) => ({ peer: e.engine, lateral: `lateral ${COUNTERPART[e.engine as Peer]}`, 'lateral/peer': ratios(lateral[COUNTERPART[e.engine as Peer]]!, e) }));
+    const result = { dataset, documents: exported.docIds.length, tokens, queries: judged.length, model, threads, quick: args.includes('--quick'), engines, comparisons, load_average: os.loadavg()[0] };
+    {
+      console.log(`peers on ${path.basename(dataset)}: ${result.documents} documents, ${tokens} tokens, ${judged.length} judged queries, ${model}, ${threads} threads`);
+      console.log(`${'engine'.padEnd(18)} ${'build s'.padStart(8)} ${'B/token'.padStart(8)} ${'nDCG@10'.padStart(8)} ${'R@100'.padStart(7)} ${'p50 ms'.padStart(8)} ${'p95 ms'.padStart(8)} ${'q/s'.padStart(7)}`);
+      for (const e of engines) {
+        if (e.status !== 'ok') {
+          console.log(`${e.engine.padEnd(18)} skipped: ${e.reason}`);
+          continue;
+        }
+        const f = (x: number | undefined, w: number) => (x === undefined ? '-' : String(x)).padStart(w);
+        console.log(`${e.engine.padEnd(18)} ${f(e.build_s, 8)} ${f(e.bytes_per_token, 8)} ${f(e['ndcg@10'], 8)} ${f(e['recall@100'], 7)} ${f(e.p50_ms, 8)} ${f(e.p95_ms, 8)} ${f(e.qps, 7)}`);
+      }
+      for (const c of comparisons) console.log(`${c.lateral} / ${c.peer}: ${Object.entries(c['lateral/peer']).filter(([, v]) => v !== null).map(([k, v]) => `${k} ${v}x`).join(', ')}`);
+      console.log("lateral's latencies are a client's wall clock through HTTP and the queue; the peers' are in-process Python calls.");
+      for (const [name, e] of Object.entries(lateral)) if (e.search_job_p50_ms !== undefined) console.log(`  lateral ${name}: the search job itself (timings.totalMs) p50 ${e.search_job_p50_ms} ms of the ${e.p50_ms} ms`);
+    }
+    return result;
+  } finally {
+    await server.stop();
+    rmSync(tmp, { recursive: true, force: true });
+  }
+}
+
+function mean(xs: number[]): number {
+  return xs.reduce((a, x) => a + x, 0) / Math.max(1, xs.length);
+}
+
+function round(x: number, digits = 1): number {
+  return Number(x.toFixed(digits));
+}
