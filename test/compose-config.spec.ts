@@ -113,10 +113,10 @@ describe('docker-compose.yml', () => {
     expect(api.HOST).toBe('0.0.0.0');
     expect(api.WORKER_QUEUES).toEqual([]);
     const enc = cfg('encoder-worker');
-    expect(enc.WORKER_QUEUES).toEqual(['encode', 'compress']);
+    expect(enc.WORKER_QUEUES).toEqual(['encode', 'compress', 'encode-texts']);
     expect(enc.ORT_EXECUTION_PROVIDER).toBe('cuda');
     const sc = cfg('scorer-worker');
-    expect(sc.WORKER_QUEUES).toEqual(['index', 'commit', 'rerank', 'search']);
+    expect(sc.WORKER_QUEUES).toEqual(['index', 'commit', 'rerank', 'search', 'batch']);
     expect(sc.ORT_EXECUTION_PROVIDER).toBe('cpu');
     // Every queue this build has a processor for is worked by some pool, and no pool asks for a
     // queue without one (WorkerHost would refuse to start).
@@ -289,8 +289,8 @@ describe('infra/k8s', () => {
     expect(Object.keys(pod.nodeSelector ?? {}).length).toBeGreaterThan(0);
     const c = deploymentConfig(dep);
     expect(c.ORT_EXECUTION_PROVIDER).toBe('cuda');
-    expect(c.WORKER_QUEUES).toEqual(['encode', 'compress']);
-    expect(deploymentConfig(deployments.find((d) => d.metadata.name === 'lateral-scorer-worker')!).WORKER_QUEUES).toEqual(['index', 'commit', 'rerank', 'search']);
+    expect(c.WORKER_QUEUES).toEqual(['encode', 'compress', 'encode-texts']);
+    expect(deploymentConfig(deployments.find((d) => d.metadata.name === 'lateral-scorer-worker')!).WORKER_QUEUES).toEqual(['index', 'commit', 'rerank', 'search', 'batch']);
   });
 
   it('KEDA ScaledObjects scale each worker pool on <REDIS_PREFIX>:<queue>:wait of every queue it works', () => {
@@ -308,7 +308,7 @@ describe('infra/k8s', () => {
       });
       for (const q of queues) expect(lists, `${dep.metadata.name} scales on ${q}`).toContain(`${prefix}:${q}:wait`);
       for (const l of lists) {
-        const m = /^(.+):([a-z]+):(wait|active)$/.exec(l);
+        const m = /^(.+):([a-z-]+):(wait|active)$/.exec(l);
         expect(m, `list name ${l}`).not.toBeNull();
         expect(m![1]).toBe(prefix);
         expect(queues).toContain(m![2]);

@@ -42,6 +42,7 @@ const BODYLESS = new Set(['GET', 'HEAD', 'DELETE', 'OPTIONS']);
 
 /** The media types a route takes: NDJSON too for document ingestion, JSON everywhere else. */
 export function acceptedTypes(method: string, path: string): string[] {
+  if (method === 'POST' && /^\/v1\/batches\/?$/.test(path)) return [...JSON_TYPES, ...NDJSON_TYPES];
   if (method === 'POST' && /^\/v1\/collections\/[^/]+\/documents\/?$/.test(path)) return [...JSON_TYPES, ...NDJSON_TYPES];
   return JSON_TYPES;
 }
@@ -268,6 +269,8 @@ export function bodyReader(opts: BodyReaderOptions) {
     }
     try {
       checkType(req, path);
+      // A batch file (JSONL) is not read here: the batches controller streams it to S3 (BATCH_MAX_BYTES).
+      if (req.method === 'POST' && /^\/v1\/batches\/?$/.test(path) && NDJSON_TYPES.includes(mediaType(req).type)) return next();
       const encoding = String(req.headers['content-encoding'] ?? '').trim().toLowerCase();
       decoder(encoding)?.destroy(); // unsupported coding: 400 before reading anything
       const declared = Number(req.headers['content-length']);

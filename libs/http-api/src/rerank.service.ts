@@ -1,10 +1,11 @@
 import { randomUUID } from 'node:crypto';
 import path from 'node:path';
-import { NotFoundError, QueueName, RerankRequestSchema, ValidationError, checkScorerArtifact, jobIds, s3Keys, type RerankResult } from '@lateral/shared';
+import { QueueName, RerankRequestSchema, ValidationError, checkScorerArtifact, jobIds, type RerankResult } from '@lateral/shared';
 import type { Runtime } from '@lateral/infra';
 import { currentTenant } from './request-context';
 import { AsyncJobs, type JobStatus } from './async-jobs';
 import { zodIssues } from './zod-issues';
+import { TextRerankSubmitter } from './text-candidates';
 
 export type RerankStatus = JobStatus<RerankResult, { queries: number; candidates: number; missing: number }>;
 
@@ -12,7 +13,10 @@ export type RerankStatus = JobStatus<RerankResult, { queries: number; candidates
 export class RerankService {
   private readonly jobs: AsyncJobs<RerankResult, { queries: number; candidates: number; missing: number }>;
 
+  readonly texts: TextRerankSubmitter;
+
   constructor(private readonly rt: Runtime) {
+    this.texts = new TextRerankSubmitter(rt);
     this.jobs = new AsyncJobs(rt, QueueName.rerank, jobIds.rerank, 're-rank', (rv) => {
       const r = rv as { resultKey: string; queries: number; candidates: number; missing: number };
       return { resultKey: r.resultKey, stats: { queries: r.queries, candidates: r.candidates, missing: r.missing } };
@@ -33,12 +37,10 @@ export class RerankService {
     if (!parsed.success) throw new ValidationError('invalid re-rank request', zodIssues(parsed.error));
     const req = parsed.data;
     checkScorerArtifact(path.resolve(this.rt.config.SCORERS_DIR), req.scorer);
-    const collection = await this.rt.collections.get(this.tenant, req.collection);
-    if (!collection) throw new NotFoundError(`collection '${req.collection}' not found`);
+    // Collection and/or model; text candidates go to the encoder pool first (text-candidates.ts).
+    const collection = await this.texts.target(this.tenant, req);
     const id = `rr-${randomUUID()}`;
-    const requestKey = s3Keys.rerankRequest(this.tenant, id);
-    await this.rt.store.putJson(requestKey, req);
-    await this.rt.queues.add(QueueName.rerank, jobIds.rerank(this.tenant, id), { tenantId: this.tenant, rerankId: id, requestKey });
+    await this.texts.enqueue(this.tenant, id, req, collection);
     return this.jobs.answer(this.tenant, id, waitSeconds);
   }
 
@@ -46,7 +48,8 @@ export class RerankService {
     return this.jobs.status(this.tenant, id, waitSeconds);
   }
 
-  close(): Promise<void> {
-    return this.jobs.close();
+  async close(): Promise<void> {
+    await this.texts.close();
+    await this.jobs.close();
   }
 }

@@ -32,6 +32,11 @@ export class ObjectStore {
     });
   }
 
+  /** The SDK client, for the streaming helpers in object-streams.ts (multipart uploads, streamed reads). */
+  get s3(): S3Client {
+    return this.client;
+  }
+
   static fromConfig(config: Config, endpoint = config.S3_ENDPOINT): ObjectStore {
     return new ObjectStore(config.S3_BUCKET, {
       endpoint,

@@ -11,3 +11,7 @@ export * from './static-embeddings';
 export * from './rerank.processor';
 export * from './search.processor';
 export * from './scorers';
+export * from './text-cache';
+export * from './encode-texts.processor';
+export * from './rerank-texts';
+export * from './batch.processor';

@@ -28,6 +28,8 @@ export async function rerankProcessor(ctx: RerankDeps, p: JobPayload<QueueName.r
   const parsed = RerankRequestSchema.safeParse(raw);
   if (!parsed.success) throw new PermanentJobError(`invalid stored re-rank request ${p.requestKey}: ${parsed.error.message}`);
   const req = parsed.data;
+  // Requests with text candidates (which may name no collection) are scored by rerankJob (rerank-texts.ts).
+  if (!req.collection) throw new PermanentJobError(`re-rank request ${p.rerankId} names no collection; it belongs to rerankJob`);
   const collection = await ctx.collections.get(p.tenantId, req.collection);
   if (!collection) throw new PermanentJobError(`collection ${p.tenantId}/${req.collection} does not exist`);
   const manifest = await ctx.generations.manifest(p.tenantId, req.collection);
@@ -50,7 +52,8 @@ export async function rerankProcessor(ctx: RerankDeps, p: JobPayload<QueueName.r
     const seen = new Set<string>();
     const first: number[] = [];
     for (const cand of q.candidates) {
-      const id = typeof cand === 'string' ? cand : cand.id;
+      // Text candidates never reach this processor (rerankJob scores those requests), so every object has an id.
+      const id = typeof cand === 'string' ? cand : (cand.id ?? '');
       if (seen.has(id)) continue;
       seen.add(id);
       const row = view?.rowOf.get(id);
@@ -58,7 +61,7 @@ export async function rerankProcessor(ctx: RerankDeps, p: JobPayload<QueueName.r
       else {
         ids.push(id);
         rows.push(row);
-        first.push(typeof cand === 'string' ? NaN : cand.score);
+        first.push(typeof cand === 'string' || cand.score === undefined ? NaN : cand.score);
       }
     }
     candidatesTotal += ids.length;

@@ -69,6 +69,18 @@ export const ConfigSchema = z.object({
   COMMIT_CONCURRENCY: int(4, 1, 64),
   RERANK_CONCURRENCY: int(1, 1, 64),
   SEARCH_CONCURRENCY: int(2, 1, 64),
+  /** Concurrent encode-texts jobs (candidate texts -> the text cache) per process. */
+  ENCODE_TEXTS_CONCURRENCY: int(1, 1, 64),
+  /** Concurrent batch jobs (plan, chunk, finalize) per process. */
+  BATCH_CONCURRENCY: int(1, 1, 64),
+  /** Days an encoded candidate text stays reusable in the text cache (checked on read; expired entries are deleted by the cleanup). */
+  TEXT_CACHE_TTL_DAYS: int(30, 1, 3650),
+  /** Decoded cached texts a scorer process keeps in memory (MiB). */
+  TEXT_CACHE_MEMORY_MB: int(256, 0, 65536),
+  /** Largest batch input file (bytes). */
+  BATCH_MAX_BYTES: int(1 << 30, 1024, 2 ** 40),
+  /** Rows (input lines) per batch chunk job. */
+  BATCH_CHUNK_ROWS: int(250, 1, 10_000),
   /** Attempts per job before it is marked failed (transient errors only). */
   JOB_ATTEMPTS: int(5, 1, 100),
   /**

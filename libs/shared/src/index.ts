@@ -6,6 +6,8 @@ export * from './collection';
 export * from './keys';
 export * from './queues';
 export * from './rerank';
+export * from './batch-keys';
+export * from './batches';
 export * from './config';
 export * from './random';
 export * from './scorer-artifacts';

@@ -10,6 +10,10 @@ export enum QueueName {
   commit = 'commit',
   rerank = 'rerank',
   search = 'search',
+  /** Encodes candidate texts of re-rank requests and batches into the text cache (encoder pool). */
+  encodeTexts = 'encode-texts',
+  /** Batch files: plan (validate rows, cut chunks), chunk (re-rank a chunk's rows), finalize (the result file). */
+  batch = 'batch',
 }
 
 const tenantId = resourceId('tenantId');
@@ -59,6 +63,22 @@ export const JobPayloadSchemas = {
     searchId: resourceId('searchId'),
     requestKey: s3Key,
   }),
+  [QueueName.encodeTexts]: z.object({
+    tenantId,
+    model: z.string().regex(/^[A-Za-z0-9_.-]+$/).max(128),
+    /** Token cap of the encoded texts (the collection's maxDocTokens, or the model's). */
+    maxTokens: z.number().int().positive(),
+    /** Codec of the cached vectors: a collection's current codec version, or null for the default (fp16). */
+    codec: z.object({ collectionId, codecVersion: z.number().int().positive() }).nullable(),
+    /** JSON array of the distinct texts to have encoded. */
+    textsKey: s3Key,
+    texts: z.number().int().nonnegative(),
+  }),
+  [QueueName.batch]: z.discriminatedUnion('step', [
+    z.object({ step: z.literal('plan'), tenantId, batchId: resourceId('batchId') }),
+    z.object({ step: z.literal('chunk'), tenantId, batchId: resourceId('batchId'), chunk: z.number().int().nonnegative() }),
+    z.object({ step: z.literal('finalize'), tenantId, batchId: resourceId('batchId'), chunks: z.number().int().nonnegative() }),
+  ]),
 } as const;
 
 export type JobPayload<Q extends QueueName> = z.infer<(typeof JobPayloadSchemas)[Q]>;
@@ -69,8 +89,12 @@ export interface JobResults {
   [QueueName.compress]: { segmentKey: string; bytes: number };
   [QueueName.index]: { indexKey: string; bytes: number };
   [QueueName.commit]: { generation: number; committed: boolean };
-  [QueueName.rerank]: { resultKey: string; queries: number; candidates: number; missing: number };
+  /** `texts`: requests with text candidates (how many texts were encoded for this job, how many reused). */
+  [QueueName.rerank]: { resultKey: string; queries: number; candidates: number; missing: number; texts?: { candidates: number; encoded: number; reused: number } };
   [QueueName.search]: { resultKey: string; queries: number; hits: number };
+  [QueueName.encodeTexts]: { texts: number; encoded: number; reused: number; tokens: number; ms: number };
+  /** plan: rows read and rows that failed validation; chunk: rows re-ranked and failed, texts encoded / reused, time per part (ms). */
+  [QueueName.batch]: { step: 'plan' | 'chunk' | 'finalize'; rows: number; failed: number; encoded?: number; reused?: number; tokens?: number; timings?: Record<string, number> };
 }
 
 export const ALL_QUEUES: QueueName[] = Object.values(QueueName);

@@ -49,15 +49,40 @@ export type ScorerSpec = z.infer<typeof ScorerSchema>;
 export const SCORER_NAMES = ['maxsim', 'dense', 'maxsim-topk', 'knrm', 'lite', 'lite-flat', 'signed-maxsim', 'xtr', 'mebert', 'hybrid'] as const;
 export type ScorerName = (typeof SCORER_NAMES)[number];
 
-/** A candidate: a document id, or `{ id, score }` carrying its first-stage score (hybrid needs them). */
+/** Longest candidate text (characters); batch rows are also held to MAX_DOCUMENT_BYTES. */
+export const MAX_CANDIDATE_TEXT_CHARS = 100_000;
+
+/** A candidate given by its text (encoded by the encoder pool, cached per model and text hash); `score` for hybrid. */
+export const TextCandidateSchema = z
+  .object({
+    id: z.string().min(1).max(512).optional(),
+    text: z.string().min(1, 'candidate text must not be empty').max(MAX_CANDIDATE_TEXT_CHARS, `candidate text is over ${MAX_CANDIDATE_TEXT_CHARS} characters`),
+    score: z.number().optional(),
+  })
+  .strict();
+export type TextCandidate = z.infer<typeof TextCandidateSchema>;
+
+/**
+ * A candidate: a document id, `{ id, score }` carrying its first-stage score (hybrid needs them),
+ * or `{ id?, text, score? }` (a text; without an id its hits are named `#<position in the list>`).
+ */
 export const CandidateSchema = z.union([
   z.string().min(1).max(512),
   z.object({ id: z.string().min(1).max(512), score: z.number() }).strict(),
+  TextCandidateSchema,
 ]);
+export type Candidate = z.infer<typeof CandidateSchema>;
+
+export const isTextCandidate = (c: Candidate): c is TextCandidate => typeof c === 'object' && 'text' in c;
+/** The id a candidate's hits carry: its id, or `#<position>` for a text given without one. */
+export const candidateId = (c: Candidate, position: number): string => (typeof c === 'string' ? c : (c.id ?? `#${position}`));
 
 export const RerankRequestSchema = z
   .object({
-    collection: resourceId('collection'),
+    /** Collection of id candidates; optional when every candidate is a text (then `model` is required). */
+    collection: resourceId('collection').optional(),
+    /** Model directory (under MODELS_DIR) of a request without a collection; must equal the collection's model when both are given. */
+    model: z.string().regex(/^[A-Za-z0-9_.-]+$/, 'model must be a model directory name').max(128).optional(),
     queries: z
       .array(
         z
@@ -75,10 +100,18 @@ export const RerankRequestSchema = z
   })
   .strict()
   .superRefine((req, ctx) => {
+    if (req.collection === undefined) {
+      if (req.model === undefined) ctx.addIssue({ code: 'custom', path: ['model'], message: 'model is required when the request names no collection' });
+      req.queries.forEach((q, qi) =>
+        q.candidates.forEach((c, ci) => {
+          if (!isTextCandidate(c)) ctx.addIssue({ code: 'custom', path: ['queries', qi, 'candidates', ci], message: 'a candidate given by id needs a collection: name one, or give the candidate as { text }' });
+        }),
+      );
+    }
     if (req.scorer.name !== 'hybrid') return;
     req.queries.forEach((q, qi) =>
       q.candidates.forEach((c, ci) => {
-        if (typeof c === 'string') {
+        if (typeof c === 'string' || (isTextCandidate(c) && c.score === undefined)) {
           ctx.addIssue({ code: 'custom', path: ['queries', qi, 'candidates', ci], message: 'the hybrid scorer needs every candidate as { id, score } with its first-stage score' });
         }
       }),
@@ -92,9 +125,21 @@ export interface RerankHit {
   score: number;
 }
 
+/** Text candidates of a re-rank job: how many distinct texts the encoder pool encoded, and how many it found already encoded. */
+export interface TextCandidateStats {
+  candidates: number;
+  encoded: number;
+  reused: number;
+}
+
 export interface RerankResult {
   rerankId: string;
-  collection: string;
+  /** Absent when the request named none (text candidates only). */
+  collection?: string;
+  /** The model that encoded the queries (and the text candidates). */
+  model?: string;
+  /** Present when the request had text candidates. */
+  texts?: TextCandidateStats;
   scorer: ScorerSpec;
   generation: number;
   /**

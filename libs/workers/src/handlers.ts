@@ -1,6 +1,6 @@
 import path from 'node:path';
-import { QueueName } from '@lateral/shared';
-import { DiskObjectCache, type HandlerRegistry, type Runtime } from '@lateral/infra';
+import { PermanentJobError, QueueName, textCodecRef } from '@lateral/shared';
+import { DiskObjectCache, JobFlows, type HandlerRegistry, type Runtime } from '@lateral/infra';
 import {
   SegmentIds,
   StaticEmbeddingsCache,
@@ -9,15 +9,21 @@ import {
   encodeProcessor,
   indexProcessor,
   encoderProvider,
-  rerankProcessor,
   searchProcessor,
   SegmentCache,
+  KnownTexts,
+  TextCacheReader,
+  TextMemoryCache,
+  batchProcessor,
+  childTextStats,
+  encodeTextsProcessor,
+  rerankJob,
 } from '@lateral/pipeline';
 import { readSegment } from '@lateral/codec';
 import { OnnxNearestCentroid, ScorerResources } from '@lateral/kernels';
 
 /** Queues this build has processors for. */
-export const HANDLED_QUEUES: QueueName[] = [QueueName.encode, QueueName.compress, QueueName.index, QueueName.commit, QueueName.rerank, QueueName.search];
+export const HANDLED_QUEUES: QueueName[] = [QueueName.encode, QueueName.compress, QueueName.index, QueueName.commit, QueueName.rerank, QueueName.search, QueueName.encodeTexts, QueueName.batch];
 
 /**
  * The complete queue -> handler registry; WorkerHost refuses to start a queue without one. Each
@@ -38,6 +44,12 @@ export function pipelineHandlers(rt: Runtime): HandlerRegistry {
     loadConcurrency: config.SCORER_LOAD_CONCURRENCY,
     scoreFromCodes: config.COMPRESSED_SCORING === 'int8-image',
   });
+  // Candidate texts: decoded entries kept in memory (TEXT_CACHE_MEMORY_MB), keys known to be in S3.
+  const modelsDir = path.resolve(config.MODELS_DIR);
+  const texts = new TextCacheReader({ store, codecs, memory: new TextMemoryCache(config.TEXT_CACHE_MEMORY_MB * 1024 * 1024), ttlDays: config.TEXT_CACHE_TTL_DAYS });
+  const knownTexts = new KnownTexts();
+  const flows = new JobFlows(rt.redis, config.REDIS_PREFIX, config.JOB_ATTEMPTS);
+  const rerankDeps = { store, collections, generations, encoders, views: segments, scorers };
   let nearest: Promise<OnnxNearestCentroid> | null = null;
   const assigner = () => (nearest ??= OnnxNearestCentroid.create(config.ORT_INTRA_OP_THREADS));
   const liveIds = new SegmentIds(async (t, c, ref) => {
@@ -51,6 +63,27 @@ export function pipelineHandlers(rt: Runtime): HandlerRegistry {
     [QueueName.index]: (p) => indexProcessor({ store, collections, codecs, ivf: rt.ivf, encoders, queues, ivfCentroids: config.IVF_CENTROIDS, assigner, staticEmbeddings }, p),
     [QueueName.commit]: (p) => commitProcessor({ store, collections, generations, codecs, liveIds, logger }, p),
     [QueueName.search]: (p, job) => searchProcessor({ store, collections, generations, ivf: rt.ivf, encoders, segments, scorers }, p, job),
-    [QueueName.rerank]: (p, job) => rerankProcessor({ store, collections, generations, encoders, views: segments, scorers }, p, job),
+    [QueueName.rerank]: async (p, job) => rerankJob({ ...rerankDeps, texts, modelsDir }, p, job, await childTextStats(job)),
+    [QueueName.encodeTexts]: (p, job) =>
+      encodeTextsProcessor({ store, collections, codecs, encoders, modelsDir, tokenBudget: config.ENCODE_TOKEN_BUDGET, ttlDays: config.TEXT_CACHE_TTL_DAYS, known: knownTexts }, p, job),
+    [QueueName.batch]: (p, job) =>
+      batchProcessor(
+        {
+          store,
+          flows,
+          rerank: { ...rerankDeps, texts, modelsDir },
+          chunkRows: config.BATCH_CHUNK_ROWS,
+          maxTextBytes: config.MAX_DOCUMENT_BYTES,
+          textSpace: async (rec) => {
+            const collection = rec.options.collection ? await collections.get(rec.tenantId, rec.options.collection) : null;
+            if (rec.options.collection && !collection) throw new PermanentJobError(`collection ${rec.tenantId}/${rec.options.collection} does not exist`);
+            const model = collection?.model ?? rec.options.model!;
+            const maxTokens = collection?.maxDocTokens ?? (await encoders(model)).manifest.maxDocTokens;
+            return { model, maxTokens, codec: textCodecRef(collection) };
+          },
+        },
+        p,
+        job,
+      ),
   };
 }

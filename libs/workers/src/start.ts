@@ -1,6 +1,7 @@
 import { QueueName, loadConfig } from '@lateral/shared';
 import { WorkerHost, createLogger, createRuntime, requireServices, stopOnSignal, type Runtime } from '@lateral/infra';
 import { pipelineHandlers } from './handlers';
+import { startTextCacheCleanup } from './text-cache-cleanup';
 
 /** Starts BullMQ workers for `queues` in this process, with the pipeline's handlers. */
 export function startWorkers(rt: Runtime, queues: QueueName[]): WorkerHost {
@@ -16,6 +17,8 @@ export function startWorkers(rt: Runtime, queues: QueueName[]): WorkerHost {
       commit: config.COMMIT_CONCURRENCY,
       rerank: config.RERANK_CONCURRENCY,
       search: config.SEARCH_CONCURRENCY,
+      'encode-texts': config.ENCODE_TEXTS_CONCURRENCY,
+      batch: config.BATCH_CONCURRENCY,
     },
     onFinalFailure: async (queue, job, err) => {
       // A batch that failed for good is recorded in S3, so its ingestion reports it and never looks stuck.
@@ -33,6 +36,7 @@ export function startWorkers(rt: Runtime, queues: QueueName[]): WorkerHost {
     },
   });
   host.start(queues, pipelineHandlers(rt));
+  startTextCacheCleanup(rt, queues);
   return host;
 }
 

@@ -1,0 +1,106 @@
+import { readFileSync } from 'node:fs';
+import path from 'node:path';
+import {
+  ModelManifestSchema,
+  NotFoundError,
+  QueueName,
+  ValidationError,
+  isTextCandidate,
+  jobIds,
+  s3Keys,
+  textCodecRef,
+  textJobIds,
+  textKeys,
+  type Collection,
+  type ModelManifest,
+  type RerankRequest,
+} from '@lateral/shared';
+import { JobFlows, type Runtime } from '@lateral/infra';
+
+/**
+ * Re-rank requests whose candidates may be texts: the request names a collection, a model, or
+ * both (they must agree). Texts are never encoded here: a request with texts becomes a BullMQ flow,
+ * the rerank job as parent of an encode-texts job that the encoder pool runs first (it reuses the
+ * texts already in the text cache).
+ */
+export class TextRerankSubmitter {
+  private readonly manifests = new Map<string, ModelManifest>();
+  readonly flows: JobFlows;
+
+  constructor(private readonly rt: Runtime) {
+    this.flows = new JobFlows(rt.redis, rt.config.REDIS_PREFIX, rt.config.JOB_ATTEMPTS);
+  }
+
+  /** The manifest of a model directory under MODELS_DIR; 400 naming the model when there is none. */
+  modelManifest(model: string, field = 'model'): ModelManifest {
+    const cached = this.manifests.get(model);
+    if (cached) return cached;
+    let raw: unknown;
+    try {
+      raw = JSON.parse(readFileSync(path.resolve(this.rt.config.MODELS_DIR, model, 'manifest.json'), 'utf8'));
+    } catch {
+      throw new ValidationError(`unknown model '${model}': no model directory with a manifest.json of that name under MODELS_DIR`, [{ field, message: `unknown model '${model}'` }]);
+    }
+    const m = ModelManifestSchema.safeParse(raw);
+    if (!m.success) throw new ValidationError(`model '${model}' has an invalid manifest.json`, [{ field, message: 'invalid manifest' }]);
+    this.manifests.set(model, m.data);
+    return m.data;
+  }
+
+  /** The request's collection (404 when unknown) or null; checks the model and the fields texts cannot use. */
+  async target(tenant: string, req: Pick<RerankRequest, 'collection' | 'model' | 'queries'> & { include?: unknown; group?: unknown }): Promise<Collection | null> {
+    const collection = req.collection ? await this.rt.collections.get(tenant, req.collection) : null;
+    if (req.collection && !collection) throw new NotFoundError(`collection '${req.collection}' not found`);
+    if (req.model) {
+      this.modelManifest(req.model);
+      if (collection && collection.model !== req.model) {
+        throw new ValidationError(`model '${req.model}' is not the model of collection '${collection.id}' (${collection.model})`, [{ field: 'model', message: `collection '${collection.id}' uses ${collection.model}` }]);
+      }
+    }
+    const hasTexts = req.queries.some((q) => q.candidates.some(isTextCandidate));
+    if (hasTexts && (req.include !== undefined || req.group !== undefined)) {
+      throw new ValidationError('include and group read documents of a collection: they apply to id candidates only, not to text candidates', [
+        { field: req.include !== undefined ? 'include' : 'group', message: 'not with text candidates' },
+      ]);
+    }
+    return collection;
+  }
+
+  /** Writes the request (and its distinct texts) to S3 and queues the job, or the flow when there are texts. */
+  async enqueue(tenant: string, id: string, req: RerankRequest, collection: Collection | null): Promise<void> {
+    const requestKey = s3Keys.rerankRequest(tenant, id);
+    await this.rt.store.putJson(requestKey, req);
+    const texts = [...new Set(req.queries.flatMap((q) => q.candidates.filter(isTextCandidate).map((c) => c.text)))];
+    const payload = { tenantId: tenant, rerankId: id, requestKey };
+    if (texts.length === 0) {
+      await this.rt.queues.add(QueueName.rerank, jobIds.rerank(tenant, id), payload);
+      return;
+    }
+    const model = collection?.model ?? req.model!;
+    const textsKey = textKeys.rerankTexts(tenant, id);
+    await this.rt.store.putJson(textsKey, texts);
+    await this.flows.add({
+      queue: QueueName.rerank,
+      jobId: jobIds.rerank(tenant, id),
+      payload,
+      children: [
+        {
+          queue: QueueName.encodeTexts,
+          jobId: textJobIds.rerankTexts(tenant, id),
+          payload: {
+            tenantId: tenant,
+            model,
+            maxTokens: collection?.maxDocTokens ?? this.modelManifest(model).maxDocTokens,
+            codec: textCodecRef(collection),
+            textsKey,
+            texts: texts.length,
+          },
+        },
+      ],
+    });
+  }
+
+  close(): Promise<void> {
+    return this.flows.close();
+  }
+}

@@ -1,0 +1,64 @@
+import { ID_PATTERN } from './ids';
+
+/** Throws instead of building a key from an id outside the resource-id alphabet. */
+function id(what: string, v: string): string {
+  if (!ID_PATTERN.test(v)) throw new Error(`${what} '${String(v).slice(0, 80)}' is not a valid resource id (${ID_PATTERN.source})`);
+  return v;
+}
+const hex64 = /^[0-9a-f]{64}$/;
+const chunkName = (n: number) => String(n).padStart(6, '0');
+
+/** S3 keys of text candidates, the text cache and batch files (every key carries the tenant). */
+export const textKeys = {
+  /** Distinct candidate texts of a re-rank request, for its encode-texts job (JSON array). */
+  rerankTexts: (t: string, job: string) => `tenants/${id('tenant id', t)}/rerank/${id('job id', job)}/texts.json`,
+  /**
+   * An encoded candidate text, one segment of one document: model, model version (a hash of its
+   * files), token cap, codec (`fp16`, or `<collection>.v<codecVersion>` for a codec with an
+   * artifact) and the text's sha256.
+   */
+  vectors: (t: string, model: string, modelVersion: string, maxTokens: number, codecTag: string, sha256: string) => {
+    if (!hex64.test(sha256)) throw new Error('text hash must be a sha256 in hex');
+    return `tenants/${id('tenant id', t)}/text-cache/${id('model', model)}/${id('model version', modelVersion)}/t${maxTokens}/${id('codec tag', codecTag)}/${sha256.slice(0, 2)}/${sha256}.seg`;
+  },
+  cachePrefix: (t: string) => `tenants/${id('tenant id', t)}/text-cache/`,
+};
+
+export const batchKeys = {
+  /** A batch's record: state, options, counts, chunks (written by the API, the plan and the finalize steps). */
+  record: (t: string, b: string) => `tenants/${id('tenant id', t)}/batches/${id('batch id', b)}/batch.json`,
+  prefix: (t: string) => `tenants/${id('tenant id', t)}/batches/`,
+  input: (t: string, b: string) => `tenants/${id('tenant id', t)}/batches/${id('batch id', b)}/input.jsonl`,
+  /** One chunk's rows as the plan validated them (JSONL: `{ line, custom_id, row }` or `{ line, custom_id, error }`). */
+  chunk: (t: string, b: string, n: number) => `tenants/${id('tenant id', t)}/batches/${id('batch id', b)}/chunks/${chunkName(n)}.jsonl`,
+  chunkTexts: (t: string, b: string, n: number) => `tenants/${id('tenant id', t)}/batches/${id('batch id', b)}/chunks/${chunkName(n)}.texts.json`,
+  chunkResult: (t: string, b: string, n: number) => `tenants/${id('tenant id', t)}/batches/${id('batch id', b)}/chunks/${chunkName(n)}.result.jsonl`,
+  chunksPrefix: (t: string, b: string) => `tenants/${id('tenant id', t)}/batches/${id('batch id', b)}/chunks/`,
+  result: (t: string, b: string) => `tenants/${id('tenant id', t)}/batches/${id('batch id', b)}/results.jsonl`,
+};
+
+/** BullMQ job ids ('~' never appears in resource ids). */
+export const textJobIds = {
+  rerankTexts: (t: string, rr: string) => `${id('tenant id', t)}~encode-texts~${id('job id', rr)}`,
+  batchChunkTexts: (t: string, b: string, n: number) => `${id('tenant id', t)}~encode-texts~${id('batch id', b)}~${n}`,
+  batchPlan: (t: string, b: string) => `${id('tenant id', t)}~batch~${id('batch id', b)}~plan`,
+  batchChunk: (t: string, b: string, n: number) => `${id('tenant id', t)}~batch~${id('batch id', b)}~chunk~${n}`,
+  batchFinalize: (t: string, b: string) => `${id('tenant id', t)}~batch~${id('batch id', b)}~finalize`,
+};
+
+/**
+ * The codec the text cache keeps a collection's encoded texts with: the collection's own when
+ * it has one beyond the default (`{ collectionId, codecVersion }`), null for the default fp16
+ * (no collection, an fp16 token-layout collection, or side-information codecs, which need the
+ * static table at read time). The cache key's codec tag follows from it.
+ */
+export function textCodecRef(
+  collection: { id: string; codecVersion: number; codec: { kind: string; layout?: string; sideInfo?: boolean } } | null | undefined,
+): { collectionId: string; codecVersion: number } | null {
+  if (!collection) return null;
+  const c = collection.codec;
+  if (c.sideInfo || (c.kind === 'fp16' && (c.layout ?? 'token') === 'token')) return null;
+  return { collectionId: collection.id, codecVersion: collection.codecVersion };
+}
+
+export const textCodecTag = (ref: { collectionId: string; codecVersion: number } | null) => (ref ? `${ref.collectionId}.v${ref.codecVersion}` : 'fp16');

@@ -1,0 +1,71 @@
+import { z } from 'zod';
+import { resourceId } from './ids';
+import { CandidateSchema, MAX_CANDIDATES_PER_QUERY, MAX_QUERY_CHARS, ScorerSchema, type ScorerSpec } from './rerank';
+
+/** Settings of a whole batch (query string of an upload, or the JSON body naming an S3 key). */
+export const BatchOptionsSchema = z
+  .object({
+    /** Collection of id candidates; optional when rows give candidates as texts (then `model` is required). */
+    collection: resourceId('collection').optional(),
+    model: z.string().regex(/^[A-Za-z0-9_.-]+$/, 'model must be a model directory name').max(128).optional(),
+    scorer: z.preprocess((v) => (typeof v === 'string' ? { name: v } : v), ScorerSchema).default({ name: 'maxsim', normalize: false }),
+    /** Hits per row (a row's `top_k` overrides it). */
+    topK: z.coerce.number().int().positive().max(MAX_CANDIDATES_PER_QUERY).default(10),
+  })
+  .strict()
+  .superRefine((o, ctx) => {
+    if (!o.collection && !o.model) ctx.addIssue({ code: 'custom', path: ['model'], message: 'model is required when the batch names no collection' });
+  });
+export type BatchOptions = z.infer<typeof BatchOptionsSchema>;
+
+/** One line of a batch file: a re-rank row. */
+export const BatchRowSchema = z
+  .object({
+    custom_id: z.string().min(1, 'custom_id must not be empty').max(512, 'custom_id is over 512 characters'),
+    query: z.string().trim().min(1, 'query must not be empty').max(MAX_QUERY_CHARS, `query is over ${MAX_QUERY_CHARS} characters`),
+    candidates: z
+      .array(CandidateSchema)
+      .min(1, 'candidates must not be empty')
+      .max(MAX_CANDIDATES_PER_QUERY, `too many candidates: at most ${MAX_CANDIDATES_PER_QUERY} per row`),
+    top_k: z.number().int().positive().max(MAX_CANDIDATES_PER_QUERY).optional(),
+  })
+  .strict();
+export type BatchRow = z.infer<typeof BatchRowSchema>;
+
+/** One line of a chunk file as the plan step wrote it: a valid row, or that row's error. */
+export type BatchChunkEntry =
+  | { line: number; custom_id: string; row: BatchRow }
+  | { line: number; custom_id: string | null; error: BatchRowError };
+
+export interface BatchRowError {
+  message: string;
+  issues?: { field: string; message: string }[];
+}
+
+/** One line of a batch's result file, in the input's order. */
+export type BatchResultLine =
+  | { custom_id: string; line: number; hits: { id: string; score: number | null }[]; missing?: string[] }
+  | { custom_id: string | null; line: number; error: BatchRowError };
+
+export type BatchState = 'validating' | 'running' | 'completed' | 'failed' | 'cancelled';
+
+/** A batch's record in S3 (batchKeys.record). */
+export interface BatchRecord {
+  id: string;
+  tenantId: string;
+  state: BatchState;
+  createdAt: string;
+  startedAt?: string;
+  completedAt?: string;
+  cancelledAt?: string;
+  options: BatchOptions & { scorer: ScorerSpec };
+  input: { key: string; bytes: number };
+  /** Filled by the plan step. */
+  chunks?: number;
+  chunkRows?: number;
+  counts?: { rows: number; invalid: number; completed?: number; failed?: number };
+  texts?: { encoded: number; reused: number; tokens: number };
+  timings?: Record<string, number>;
+  resultKey?: string;
+  error?: string;
+}
