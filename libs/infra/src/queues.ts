@@ -127,6 +127,11 @@ export class WorkerHost {
     },
   ) {}
 
+  /** The BullMQ workers start() created, one per queue served (heartbeats and metrics listen to their events). */
+  get started(): readonly Worker[] {
+    return this.workers;
+  }
+
   start(queues: QueueName[], handlers: HandlerRegistry): void {
     const seen = new Set<QueueName>();
     for (const name of queues) {

@@ -13,5 +13,6 @@ export * from './random';
 export * from './scorer-artifacts';
 export * from './documents';
 export * from './search';
+export * from './worker-heartbeat';
 export * from './training';
 export * from './api-keys';

@@ -1,6 +1,7 @@
 import { QueueName, loadConfig } from '@lateral/shared';
 import { WorkerHost, createLogger, createRuntime, requireServices, stopOnSignal, type Runtime } from '@lateral/infra';
 import { pipelineHandlers } from './handlers';
+import { startHeartbeat } from './heartbeat';
 import { startTextCacheCleanup } from './text-cache-cleanup';
 
 /** Starts BullMQ workers for `queues` in this process, with the pipeline's handlers. */
@@ -36,6 +37,7 @@ export function startWorkers(rt: Runtime, queues: QueueName[]): WorkerHost {
     },
   });
   host.start(queues, pipelineHandlers(rt));
+  startHeartbeat(rt, host, queues);
   startTextCacheCleanup(rt, queues);
   return host;
 }

@@ -1,0 +1,112 @@
+import os from 'node:os';
+import path from 'node:path';
+import { randomUUID } from 'node:crypto';
+import {
+  HEARTBEAT_INTERVAL_MS,
+  HEARTBEAT_TTL_SECONDS,
+  heartbeatFields,
+  heartbeatKeys,
+  type QueueName,
+  type WorkerHeartbeat,
+} from '@lateral/shared';
+import type { Runtime, WorkerHost } from '@lateral/infra';
+
+const APPS = ['all-in-one', 'api', 'encoder-worker', 'scorer-worker'];
+
+/** The app this process runs, from its command line (apps/<name>/..., or `start.cjs <name>`); else the script's name. */
+export function processName(argv: string[] = process.argv): string {
+  for (const a of argv.slice(1)) {
+    const m = /apps[\\/]([^\\/]+)[\\/]/.exec(a);
+    if (m) return m[1];
+    if (APPS.includes(a)) return a;
+  }
+  return path.basename(argv[1] ?? 'node').replace(/\.[cm]?[jt]s$/, '');
+}
+
+export interface HeartbeatOptions {
+  process?: string;
+  intervalMs?: number;
+  /** Extra figures (cache bytes and hit ratio) from the processes that keep caches. */
+  extra?: () => Pick<WorkerHeartbeat, 'cacheBytes' | 'cacheHitRatio'>;
+}
+
+/**
+ * Writes this process's heartbeat (WorkerHeartbeat, libs/shared/src/worker-heartbeat.ts) to Redis
+ * every few seconds, with a TTL, and counts the jobs its workers finish. Stops, and removes the
+ * heartbeat, once the host has closed (it wraps host.close). A failed write (Redis down) is skipped:
+ * the next beat tries again.
+ */
+export function startHeartbeat(rt: Runtime, host: WorkerHost, queues: QueueName[], opts: HeartbeatOptions = {}): { stop(): Promise<void> } {
+  const prefix = rt.config.REDIS_PREFIX;
+  const id = `${os.hostname()}-${process.pid}-${randomUUID().slice(0, 8)}`;
+  const key = heartbeatKeys.worker(prefix, id);
+  const startedAt = Date.now();
+  const finishedAt: number[] = [];
+  let completed = 0;
+  let failed = 0;
+  let active = 0;
+  for (const w of host.started) {
+    w.on('active', () => active++);
+    w.on('completed', () => {
+      active = Math.max(0, active - 1);
+      completed++;
+      finishedAt.push(Date.now());
+    });
+    w.on('failed', () => {
+      active = Math.max(0, active - 1);
+      failed++;
+      finishedAt.push(Date.now());
+    });
+  }
+  const c = rt.config;
+  const beat = async () => {
+    const now = Date.now();
+    while (finishedAt.length && finishedAt[0] < now - 60_000) finishedAt.shift();
+    const window = Math.min(60_000, Math.max(1_000, now - startedAt));
+    const record: WorkerHeartbeat = {
+      id,
+      process: opts.process ?? processName(),
+      host: os.hostname(),
+      pid: process.pid,
+      queues,
+      concurrency: Object.fromEntries(host.started.map((w) => [w.name, w.concurrency])),
+      executionProvider: c.ORT_EXECUTION_PROVIDER,
+      model: c.DEFAULT_MODEL,
+      startedAt,
+      beatAt: now,
+      completed,
+      failed,
+      active,
+      jobsPerSecond: Math.round((finishedAt.length / (window / 1000)) * 1000) / 1000,
+      ...(opts.extra?.() ?? {}),
+    };
+    await rt.redis
+      .multi()
+      .hset(key, heartbeatFields(record))
+      .expire(key, HEARTBEAT_TTL_SECONDS)
+      .zadd(heartbeatKeys.index(prefix), now, id)
+      .exec();
+  };
+  let stopped = false;
+  const tick = () => beat().catch(() => undefined);
+  void tick();
+  const timer = setInterval(tick, opts.intervalMs ?? HEARTBEAT_INTERVAL_MS);
+  timer.unref();
+  const stop = async () => {
+    if (stopped) return;
+    stopped = true;
+    clearInterval(timer);
+    await rt.redis
+      .multi()
+      .del(key)
+      .zrem(heartbeatKeys.index(prefix), id)
+      .exec()
+      .catch(() => undefined);
+  };
+  const close = host.close.bind(host);
+  host.close = async (graceMs?: number) => {
+    await close(graceMs);
+    await stop();
+  };
+  return { stop };
+}
