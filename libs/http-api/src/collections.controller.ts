@@ -1,8 +1,8 @@
-import { Body, Controller, Delete, Get, HttpCode, Inject, Param, Post, Req } from '@nestjs/common';
-import type { Request } from 'express';
+import { Body, Controller, Delete, Get, HttpCode, Inject, Param, Post, Query, Req, Res } from '@nestjs/common';
+import type { Request, Response } from 'express';
 import { CollectionsService } from './collections.service';
 import { json } from './json-body';
-import { CollectionIdParam, IngestionIdParam } from './path-params';
+import { CollectionIdParam, DocumentIdParam, IngestionIdParam } from './path-params';
 
 @Controller('v1/collections')
 export class CollectionsController {
@@ -30,10 +30,25 @@ export class CollectionsController {
     await this.svc.delete(id);
   }
 
+  /** 202 with the accepted ingestion; with `wait` (query or body), 200 and its final status when it finished in time. */
   @Post(':id/documents')
-  @HttpCode(202)
-  ingest(@Param('id', CollectionIdParam) id: string, @Body() body: unknown, @Req() req: Request) {
-    return this.svc.ingest(id, typeof body === 'string' ? body : JSON.stringify(body ?? ''), req.headers['content-type']);
+  async ingest(@Param('id', CollectionIdParam) id: string, @Body() body: unknown, @Query('wait') wait: string | undefined, @Req() req: Request, @Res({ passthrough: true }) res: Response) {
+    const out = await this.svc.ingestAndWait(id, typeof body === 'string' ? body : JSON.stringify(body ?? ''), req.headers['content-type'], wait);
+    res.status(out.status);
+    if (out.status === 202) res.setHeader('Location', String(out.body.status));
+    return out.body;
+  }
+
+  /** Live document ids, sorted, one page (`limit`, opaque `cursor`). */
+  @Get(':id/documents')
+  documentIds(@Param('id', CollectionIdParam) id: string, @Query('limit') limit: unknown, @Query('cursor') cursor: unknown) {
+    return this.svc.documentIds(id, limit, cursor);
+  }
+
+  /** One live document: text, metadata, tokens, truncation, the generation and segment holding it. */
+  @Get(':id/documents/:docId')
+  document(@Param('id', CollectionIdParam) id: string, @Param('docId', DocumentIdParam) docId: string) {
+    return this.svc.document(id, docId);
   }
 
   @Post(':id/recompress')

@@ -12,11 +12,17 @@ import {
   jobIds,
   s3Keys,
   toNdjson,
+  DEFAULT_DOCUMENT_LIST_LIMIT,
+  MAX_DOCUMENT_LIST_LIMIT,
+  TRUNCATED_IDS_SHOWN,
   type Collection,
+  type DocumentIdPage,
+  type IngestionRecord,
+  type StoredDocument,
   type CodecSettings,
   type ModelManifest,
 } from '@lateral/shared';
-import type { Runtime } from '@lateral/infra';
+import { DocumentRepository, type Runtime } from '@lateral/infra';
 import { currentTenant } from './request-context';
 import { parseDocumentsBody, validateDocuments } from './documents';
 import { z } from 'zod';
@@ -25,8 +31,12 @@ import { zodIssues } from './zod-issues';
 /** Collections and ingestion: validation, S3-first writes, then the encode jobs. */
 export class CollectionsService {
   private readonly manifests = new Map<string, ModelManifest>();
+  /** Documents read back from S3 (text, metadata, tokens, the segment holding them). */
+  private readonly documents: DocumentRepository;
 
-  constructor(private readonly rt: Runtime) {}
+  constructor(private readonly rt: Runtime) {
+    this.documents = new DocumentRepository(rt.store);
+  }
 
   /** The caller's tenant (request-context.ts): DEFAULT_TENANT with AUTH=none, the API key's with AUTH=keys. */
   private get tenant(): string {
@@ -63,6 +73,12 @@ export class CollectionsService {
       ]);
     }
     this.checkPipelineCodec(req.codec, model, manifest);
+    const maxDocTokens = req.maxDocTokens ?? manifest.maxDocTokens;
+    if (req.passages && req.passages.overlap * 2 > maxDocTokens) {
+      throw new ValidationError(`passages.overlap ${req.passages.overlap} is over half of maxDocTokens (${maxDocTokens}), the passage window`, [
+        { field: 'passages.overlap', message: `at most ${Math.floor(maxDocTokens / 2)} (half of maxDocTokens ${maxDocTokens})` },
+      ]);
+    }
     if (await this.rt.collections.get(this.tenant, req.id)) throw new ConflictError(`collection '${req.id}' already exists`);
     // A collection deleted and created again starts over at generation 1.
     this.rt.generations.forget(this.tenant, req.id);
@@ -73,6 +89,7 @@ export class CollectionsService {
       dims: manifest.dims,
       maxDocTokens: req.maxDocTokens ?? manifest.maxDocTokens,
       codec: req.codec,
+      ...(req.passages ? { passages: req.passages } : {}),
       codecVersion: 1,
       createdAt: new Date().toISOString(),
     };
@@ -188,6 +205,7 @@ export class CollectionsService {
     const docs = validateDocuments(parseDocumentsBody(body, contentType), {
       maxDocumentBytes: this.rt.config.MAX_DOCUMENT_BYTES,
       maxBatchDocuments: this.rt.config.MAX_BATCH_DOCUMENTS,
+      passages: collection.passages !== undefined,
     });
     const ingestionId = `ing-${randomUUID()}`;
     const size = this.rt.config.ENCODE_BATCH_DOCUMENTS;
@@ -224,8 +242,96 @@ export class CollectionsService {
       stages: s.stages,
       batches: s.record.batches.length,
       createdAt: s.record.createdAt,
+      ...(await this.longDocuments(id, s.record)),
       ...(s.failures.length ? { failures: s.failures.map((f) => ({ batchId: f.batchId, stage: f.queue, documents: f.documents, error: f.error })) } : {}),
     };
+  }
+
+  /**
+   * Long documents of an ingestion, over the batches encoded so far (their info.json): how many
+   * were truncated to maxDocTokens (the first TRUNCATED_IDS_SHOWN ids named) and, in a collection
+   * with passages, how many were split and into how many passages.
+   */
+  private async longDocuments(id: string, record: IngestionRecord) {
+    const infos = await Promise.all(record.batches.map((b) => this.documents.encodedInfo(this.tenant, id, b.batchId)));
+    let truncated = 0;
+    const ids: string[] = [];
+    const split = new Set<string>();
+    let passages = 0;
+    for (const info of infos) {
+      for (const d of info?.documents ?? []) {
+        if (d.parent !== undefined) {
+          split.add(d.parent);
+          passages++;
+        } else if (d.truncated) {
+          truncated++;
+          if (ids.length < TRUNCATED_IDS_SHOWN) ids.push(d.id);
+        }
+      }
+    }
+    return {
+      encodedBatches: infos.filter((i) => i !== null).length,
+      truncated: { documents: truncated, ids },
+      ...(split.size > 0 ? { split: { documents: split.size, passages } } : {}),
+    };
+  }
+
+  /** One live document of the current generation, read back from S3. */
+  async document(id: string, docId: string): Promise<StoredDocument> {
+    await this.require(id);
+    const manifest = await this.rt.generations.manifest(this.tenant, id);
+    const doc = manifest ? await this.documents.get(manifest, docId) : null;
+    if (!doc) {
+      throw new NotFoundError(`document '${docId.slice(0, 200)}' not found in collection '${id}' (generation ${manifest?.generation ?? 0}; a document accepted by an ingestion still in progress appears when the ingestion is done)`);
+    }
+    return doc;
+  }
+
+  /** Live document ids of the current generation, sorted, `limit` per page after an opaque cursor. */
+  async documentIds(id: string, rawLimit: unknown, rawCursor: unknown): Promise<DocumentIdPage> {
+    const limit = parseLimit(rawLimit);
+    const after = rawCursor === undefined || rawCursor === '' ? undefined : decodeCursor(rawCursor);
+    await this.require(id);
+    const manifest = await this.rt.generations.manifest(this.tenant, id);
+    if (!manifest) return { collection: id, generation: 0, documents: [] };
+    const page = await this.documents.listIds(manifest, limit, after);
+    return {
+      collection: id,
+      generation: manifest.generation,
+      documents: page.ids,
+      ...(page.more ? { nextCursor: encodeCursor(page.ids[page.ids.length - 1]) } : {}),
+    };
+  }
+
+  /** `wait` of an ingest (query or body): seconds, at most RERANK_MAX_WAIT_SECONDS, as for re-rank. */
+  parseWait(raw: unknown): number {
+    if (raw === undefined || raw === '') return 0;
+    const n = Number(raw);
+    const max = this.rt.config.RERANK_MAX_WAIT_SECONDS;
+    if (typeof raw === 'boolean' || !Number.isFinite(n) || n < 0 || n > max) {
+      throw new ValidationError(`wait must be a number of seconds between 0 and ${max} (RERANK_MAX_WAIT_SECONDS)`, [{ field: 'wait', message: `0..${max}` }]);
+    }
+    return n;
+  }
+
+  /**
+   * Ingest, then wait up to `waitSeconds` for the ingestion to finish: 200 with its final status
+   * (done or failed), or 202 with the accepted ingestion as without `wait`.
+   */
+  async ingestAndWait(id: string, body: string, contentType: string | undefined, queryWait: string | undefined): Promise<{ status: number; body: Record<string, unknown> }> {
+    const waitSeconds = this.parseWait(queryWait ?? bodyWait(body, contentType));
+    const accepted = await this.ingest(id, body, contentType);
+    if (waitSeconds <= 0) return { status: 202, body: accepted };
+    const deadline = Date.now() + waitSeconds * 1000;
+    let pause = 100;
+    for (;;) {
+      const st = await this.ingestion(id, accepted.ingestionId);
+      if (st.state !== 'processing') return { status: 200, body: { ...accepted, ...st } };
+      const left = deadline - Date.now();
+      if (left <= 0) return { status: 202, body: accepted };
+      await new Promise((r) => setTimeout(r, Math.min(pause, left)));
+      pause = Math.min(1000, Math.round(pause * 1.5));
+    }
   }
 }
 
@@ -233,4 +339,42 @@ export class CollectionsService {
 function codecVersions(c: Collection): number[] {
   const top = Math.max(c.codecVersion, c.pending?.codecVersion ?? 0);
   return Array.from({ length: top }, (_, i) => i + 1);
+}
+
+function parseLimit(raw: unknown): number {
+  if (raw === undefined || raw === '') return DEFAULT_DOCUMENT_LIST_LIMIT;
+  const n = Number(raw);
+  if (typeof raw !== 'string' || !/^\d+$/.test(raw) || !Number.isInteger(n) || n < 1 || n > MAX_DOCUMENT_LIST_LIMIT) {
+    throw new ValidationError(`limit must be an integer between 1 and ${MAX_DOCUMENT_LIST_LIMIT}`, [{ field: 'limit', message: `an integer in 1..${MAX_DOCUMENT_LIST_LIMIT} (default ${DEFAULT_DOCUMENT_LIST_LIMIT})` }]);
+  }
+  return n;
+}
+
+/** Cursors are opaque to callers: base64url of `{"after": lastId}`. */
+function encodeCursor(after: string): string {
+  return Buffer.from(JSON.stringify({ after }), 'utf8').toString('base64url');
+}
+
+function decodeCursor(raw: unknown): string {
+  const bad = () => new ValidationError('cursor is not a cursor this API returned (pass nextCursor from the previous page unchanged)', [{ field: 'cursor', message: 'invalid cursor' }]);
+  if (typeof raw !== 'string' || raw.length > 4096 || !/^[A-Za-z0-9_-]+$/.test(raw)) throw bad();
+  try {
+    const v = JSON.parse(Buffer.from(raw, 'base64url').toString('utf8')) as { after?: unknown };
+    if (v && typeof v === 'object' && typeof v.after === 'string') return v.after;
+  } catch {
+    // fall through
+  }
+  throw bad();
+}
+
+/** The `wait` field of a `{ "documents": [...], "wait": n }` JSON body (other body forms carry none). */
+function bodyWait(body: string, contentType: string | undefined): unknown {
+  const ct = (contentType ?? '').split(';')[0].trim().toLowerCase();
+  if (ct === 'application/x-ndjson' || ct === 'application/ndjson' || ct === 'application/jsonl' || !body.includes('"wait"') || !body.trimStart().startsWith('{')) return undefined;
+  try {
+    const v = JSON.parse(body) as unknown;
+    return v && typeof v === 'object' && !Array.isArray(v) && Array.isArray((v as { documents?: unknown }).documents) ? (v as { wait?: unknown }).wait : undefined;
+  } catch {
+    return undefined; // the ingest reports the malformed body
+  }
 }

@@ -1,5 +1,5 @@
 import { parse as parseLenient, printParseErrorCode, type ParseError } from 'jsonc-parser';
-import { MAX_DOC_ID_LENGTH, ValidationError, type FieldIssue, type IngestDocument } from '@lateral/shared';
+import { MAX_DOC_ID_LENGTH, PASSAGE_SEPARATOR, ValidationError, type FieldIssue, type IngestDocument } from '@lateral/shared';
 
 
 /** Parses a request body that is either a JSON array (or `{ documents: [...] }`) or NDJSON. */
@@ -50,7 +50,7 @@ export function describeJsonError(body: string, err: unknown): string {
  * Validates a batch: every problem is collected and reported together, naming the documents.
  * Nothing of a batch is accepted unless all of it is valid, so nothing is silently dropped.
  */
-export function validateDocuments(raw: unknown[], limits: { maxDocumentBytes: number; maxBatchDocuments: number }): IngestDocument[] {
+export function validateDocuments(raw: unknown[], limits: { maxDocumentBytes: number; maxBatchDocuments: number; passages?: boolean }): IngestDocument[] {
   if (raw.length === 0) throw new ValidationError('no documents in the request', [{ field: 'documents', message: 'at least 1 document is required' }]);
   if (raw.length > limits.maxBatchDocuments) {
     throw new ValidationError(`too many documents in one request: ${raw.length} > MAX_BATCH_DOCUMENTS (${limits.maxBatchDocuments})`, [
@@ -71,6 +71,7 @@ export function validateDocuments(raw: unknown[], limits: { maxDocumentBytes: nu
     for (const k of Object.keys(rest)) issues.push({ field: `${label}.${k}`, message: `unknown field '${k}' (allowed: id, text, metadata)` });
     if (typeof id !== 'string' || id.length === 0) issues.push({ field: `${where}.id`, message: 'id must be a non-empty string' });
     else if (Buffer.byteLength(id) > MAX_DOC_ID_LENGTH) issues.push({ field: `${label}.id`, message: `id is longer than ${MAX_DOC_ID_LENGTH} bytes` });
+    else if (limits.passages && id.includes(PASSAGE_SEPARATOR)) issues.push({ field: `${label}.id`, message: `'${PASSAGE_SEPARATOR}' is reserved for passage ids (id#n) in a collection with passages` });
     else if (seen.has(id)) issues.push({ field: `${label}.id`, message: `duplicate id in this batch (also documents[${seen.get(id)}])` });
     else seen.set(id, i);
     if (typeof text !== 'string') issues.push({ field: `${label}.text`, message: 'text must be a string' });

@@ -13,3 +13,4 @@ export * from './process';
 export * from './runtime';
 export * from './api-keys.repository';
 export * from './rate-limiter';
+export * from './documents.repository';

@@ -1,6 +1,6 @@
 import type { Job } from 'bullmq';
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import { PermanentJobError, QueueName, jobIds, s3Keys, toNdjson, type Collection, type IngestDocument, type JobPayload } from '@lateral/shared';
+import { PermanentJobError, QueueName, batchInfoKey, jobIds, s3Keys, toNdjson, type Collection, type IngestDocument, type JobPayload } from '@lateral/shared';
 import { readSegment } from '@lateral/codec';
 import { ModelShapeError, poolEncoded, type EncodeDocumentsOptions, type EncodedText, type TokenEncoder } from '@lateral/model';
 import type { Logger } from '@lateral/infra';
@@ -81,7 +81,16 @@ describe('encodeProcessor', () => {
 
     const rawKey = s3Keys.rawVectors(T, C, BATCH);
     expect(rawKey).toBe('tenants/t1/collections/c1/raw/b-1.seg');
-    expect(s.put).toHaveBeenCalledOnce();
+    // the raw vectors, then what each document became (tokens, truncation) beside the batch's documents
+    expect(s.put).toHaveBeenCalledTimes(2);
+    expect(s.put.mock.calls[1][0]).toBe(batchInfoKey(T, C, BATCH));
+    expect(JSON.parse(s.put.mock.calls[1][1] as string)).toEqual({
+      batchId: BATCH,
+      documents: [
+        { id: 'd1', line: 0, tokens: 2, truncated: false },
+        { id: 'd2', line: 1, tokens: 3, truncated: false },
+      ],
+    });
     const [key, bytes] = s.put.mock.calls[0];
     expect(key).toBe(rawKey);
     const seg = readSegment(bytes as Uint8Array, key);

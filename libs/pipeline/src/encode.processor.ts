@@ -3,8 +3,9 @@ import { PermanentJobError, QueueName, s3Keys, type JobPayload, type JobResults 
 import { createCodec, writeSegment } from '@lateral/codec';
 import { ModelLoadError, ModelShapeError, poolEncoded, type EncodedText } from '@lateral/model';
 import type { CollectionRepository, JobQueues, Logger, ObjectStore } from '@lateral/infra';
-import { fromNdjson } from '@lateral/shared';
+import { batchInfoKey, fromNdjson } from '@lateral/shared';
 import { enqueueNext } from './pipeline';
+import { batchDocumentInfo, prepareDocuments } from './document-info';
 import type { EncoderProvider } from './encoders';
 
 /** What the encode processor touches. */
@@ -59,19 +60,21 @@ export async function encodeProcessor(ctx: EncodeDeps, p: JobPayload<QueueName.e
     throw new PermanentJobError(`model ${collection.model} produces ${encoder.dims}-d vectors but collection ${p.collectionId} was created with ${collection.dims} dims`);
   }
   const started = Date.now();
+  const prepared = prepareDocuments(docs, collection, encoder); // passages, when the collection asks for them
   const encoded = await encoder
     .encodeDocuments(
-      docs.map((d) => d.text),
+      prepared.texts,
       { maxTokens: collection.maxDocTokens, tokenBudget: ctx.tokenBudget },
     )
     .catch(permanentModelErrors);
   await job?.updateProgress(80);
   const segment = writeSegment(
-    assembleSegmentDocs(docs.map((d) => d.id), encoded, encoder.dims, docs.map((d) => d.metadata ?? null), (e) => encoder.pool(e)),
+    assembleSegmentDocs(prepared.ids, encoded, encoder.dims, prepared.metadata, (e) => encoder.pool(e)),
     RAW_CODEC,
   );
   const rawKey = s3Keys.rawVectors(p.tenantId, p.collectionId, p.batchId);
   await ctx.store.put(rawKey, segment);
+  await ctx.store.put(batchInfoKey(p.tenantId, p.collectionId, p.batchId), JSON.stringify(batchDocumentInfo(p.batchId, prepared, encoded, encoder)), 'application/json');
   const tokens = encoded.reduce((s, e) => s + e.length, 0);
   ctx.logger.debug(`encoded ${docs.length} docs / ${tokens} tokens in ${Date.now() - started} ms`, { batch: p.batchId });
   const result = { rawKey, documents: docs.length, tokens, codecVersion: collection.codecVersion };

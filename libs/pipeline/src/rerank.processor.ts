@@ -6,11 +6,12 @@ import type { CollectionView } from './collection-view';
 import type { SegmentCache } from './segment-cache';
 import type { ScorerResources } from '@lateral/kernels';
 import { scoreGroup } from './scorers';
+import { hitShaping, type HitDocumentDeps } from './hit-documents';
 import { permanentModelErrors } from './encode.processor';
 import type { EncoderProvider } from './encoders';
 
 /** What the re-rank processor touches. */
-export interface RerankDeps {
+export interface RerankDeps extends HitDocumentDeps {
   store: Pick<ObjectStore, 'getJson' | 'putJson'>;
   collections: Pick<CollectionRepository, 'get'>;
   generations: Pick<GenerationRepository, 'manifest'>;
@@ -33,6 +34,8 @@ export async function rerankProcessor(ctx: RerankDeps, p: JobPayload<QueueName.r
   const collection = await ctx.collections.get(p.tenantId, req.collection);
   if (!collection) throw new PermanentJobError(`collection ${p.tenantId}/${req.collection} does not exist`);
   const manifest = await ctx.generations.manifest(p.tenantId, req.collection);
+  const shaping = hitShaping(collection, req, Number.MAX_SAFE_INTEGER); // passages, group, include
+  await shaping.expand(ctx, manifest, req.queries);
   const tLoad = Date.now();
   const view: CollectionView | null = manifest ? await views.view(collection, manifest, candidateIds(req.queries)) : null;
   const loadMs = Date.now() - tLoad;
@@ -106,9 +109,10 @@ export async function rerankProcessor(ctx: RerankDeps, p: JobPayload<QueueName.r
   if (reported < 100) await job?.updateProgress(100);
   const results: RerankResult['results'] = req.queries.map((q, i) => ({
     queryId: q.id,
-    hits: topK(scores[i], resolved[i].ids, req.topK).map((h) => ({ id: h.id, score: h.score })),
+    hits: topK(scores[i], resolved[i].ids, shaping.depth).map((h) => ({ id: h.id, score: h.score })),
     missing: resolved[i].missing,
   }));
+  await shaping.finish(ctx, manifest, results);
   const result: RerankResult = {
     rerankId: p.rerankId,
     collection: req.collection,

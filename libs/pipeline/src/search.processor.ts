@@ -3,6 +3,7 @@ import {
   PermanentJobError,
   QueueName,
   SearchRequestSchema,
+  MAX_SEARCH_TOP_K,
   ValidationError,
   s3Keys,
   type Collection,
@@ -34,9 +35,10 @@ import { permanentModelErrors } from './encode.processor';
 import type { EncoderProvider } from './encoders';
 import { specialTokenIds } from './index.processor';
 import { scoreGroup } from './scorers';
+import { GROUP_DEPTH_FACTOR, hitShaping, type HitDocumentDeps } from './hit-documents';
 
 /** What the search processor touches. */
-export interface SearchDeps {
+export interface SearchDeps extends HitDocumentDeps {
   store: Pick<ObjectStore, 'getJson' | 'putJson'>;
   collections: Pick<CollectionRepository, 'get'>;
   generations: Pick<GenerationRepository, 'manifest'>;
@@ -96,12 +98,13 @@ export async function searchProcessor(deps: SearchDeps, p: JobPayload<QueueName.
   if (needsIvf && !ivf) throw new Error(`IVF centroids of ${req.collection} v${manifest.codecVersion} are missing from S3`);
   const searchParts = parts.map((part, s) => ({ segment: part.segment, index: part.index, mask: masks[s] }));
 
+  const shaping = hitShaping(collection, req, Math.min(10 * MAX_SEARCH_TOP_K, req.topK * GROUP_DEPTH_FACTOR)); // group, include
   const tSearch = Date.now();
   const results: SearchResult['results'] = [];
   for (const [qi, q] of req.queries.entries()) {
     const e = queries[qi];
     const terms = Array.from(encoder.tokenizer.contentIds(q.text)).filter((id) => !skip(id));
-    const depth = Math.max(req.topK, req.rerank?.depth ?? 0);
+    const depth = Math.max(shaping.depth, req.rerank?.depth ?? 0);
     const run = (mode: SearchMode, n: number): { hits: Hit[]; reason?: string } => {
       switch (mode.name) {
         case 'bm25':
@@ -128,9 +131,10 @@ export async function searchProcessor(deps: SearchDeps, p: JobPayload<QueueName.
     const { hits, reason } = run(req.mode, depth);
     let out: SearchHit[] = hits.map((h) => toHit(h, parts, modeLabel(req.mode), req.explain ? { encoder, query: e } : null));
     if (req.rerank && out.length > 0) out = await secondStage(deps, collection, manifest, encoder, e, out.slice(0, req.rerank.depth), req.rerank.scorer);
-    results.push({ queryId: q.id, hits: out.slice(0, req.topK), ...(reason ? { reason } : {}) });
+    results.push({ queryId: q.id, hits: out.slice(0, shaping.depth), ...(reason ? { reason } : {}) });
     await job?.updateProgress(Math.round((100 * (qi + 1)) / req.queries.length));
   }
+  await shaping.finish(deps, manifest, results);
   const searchMs = Date.now() - tSearch;
   return finish(deps, resultKey, { searchId: p.searchId, collection: req.collection, mode: req.mode, generation: manifest.generation, results, timings: { totalMs: Date.now() - t0, encodeQueriesMs, searchMs, loadMs } });
 }

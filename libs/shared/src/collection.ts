@@ -2,6 +2,15 @@ import { z } from 'zod';
 import { CodecSettingsSchema } from './codec-settings';
 import { resourceId } from './ids';
 
+export const MAX_PASSAGE_OVERLAP = 4096;
+export const PassageSettingsSchema = z
+  .object({
+    /** Tokens shared by consecutive passages (at most half of maxDocTokens). */
+    overlap: z.number().int().min(0).max(MAX_PASSAGE_OVERLAP).default(0),
+  })
+  .strict();
+export type PassageSettings = z.infer<typeof PassageSettingsSchema>;
+
 export const CreateCollectionSchema = z
   .object({
     id: resourceId('id'),
@@ -10,6 +19,11 @@ export const CreateCollectionSchema = z
     /** Cap on document tokens (<= the model's maxDocTokens). */
     maxDocTokens: z.number().int().positive().max(16384).optional(),
     codec: CodecSettingsSchema.prefault({}),
+    /**
+     * Split documents longer than maxDocTokens into passages `docId#0`, `docId#1`, ... (windows of
+     * maxDocTokens, consecutive windows sharing about `overlap` tokens) instead of truncating them.
+     */
+    passages: PassageSettingsSchema.optional(),
   })
   .strict();
 
@@ -22,6 +36,8 @@ export interface Collection {
   dims: number;
   maxDocTokens: number;
   codec: z.infer<typeof CodecSettingsSchema>;
+  /** Documents over maxDocTokens are split into passages (absent: they are truncated). */
+  passages?: PassageSettings;
   /** Codec artifact version (bumped by re-compression). */
   codecVersion: number;
   createdAt: string;

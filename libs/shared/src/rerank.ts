@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { resourceId } from './ids';
+import { GroupSchema, IncludeSchema, type HitDocumentFields } from './documents';
 
 export const MAX_RERANK_QUERIES = 10_000;
 export const MAX_CANDIDATES_PER_QUERY = 10_000;
@@ -97,6 +98,10 @@ export const RerankRequestSchema = z
       .max(MAX_RERANK_QUERIES),
     scorer: z.preprocess((v) => (typeof v === 'string' ? { name: v } : v), ScorerSchema).default({ name: 'maxsim', normalize: false }),
     topK: z.number().int().positive().max(MAX_CANDIDATES_PER_QUERY).default(100),
+    /** Fields read back from S3 onto every hit: `text`, `metadata`. */
+    include: IncludeSchema.optional(),
+    /** `parent`: passages of one document count once, with the best passage's score. */
+    group: GroupSchema.optional(),
   })
   .strict()
   .superRefine((req, ctx) => {
@@ -120,7 +125,7 @@ export const RerankRequestSchema = z
 
 export type RerankRequest = z.infer<typeof RerankRequestSchema>;
 
-export interface RerankHit {
+export interface RerankHit extends HitDocumentFields {
   id: string;
   score: number;
 }

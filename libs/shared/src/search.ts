@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { resourceId } from './ids';
 import { MAX_QUERY_CHARS, ScorerSchema } from './rerank';
+import { GroupSchema, IncludeSchema, type HitDocumentFields } from './documents';
 
 export const MAX_SEARCH_QUERIES = 1_000;
 export const MAX_SEARCH_TOP_K = 1_000;
@@ -67,11 +68,15 @@ export const SearchRequestSchema = z
       .optional(),
     /** Per hit, which query token matched which document token, with the similarity (xtr, exhaustive). */
     explain: z.boolean().default(false),
+    /** Fields read back from S3 onto every hit: `text`, `metadata`. */
+    include: IncludeSchema.optional(),
+    /** `parent`: passages of one document count once, with the best passage's score. */
+    group: GroupSchema.optional(),
   })
   .strict();
 export type SearchRequest = z.infer<typeof SearchRequestSchema>;
 
-export interface SearchHit {
+export interface SearchHit extends HitDocumentFields {
   id: string;
   score: number;
   /** The mode (or `rerank:<scorer>`) that gave this score. */

@@ -1,6 +1,6 @@
 import path from 'node:path';
 import { PermanentJobError, QueueName, textCodecRef } from '@lateral/shared';
-import { DiskObjectCache, JobFlows, type HandlerRegistry, type Runtime } from '@lateral/infra';
+import { DocumentRepository, DiskObjectCache, JobFlows, type HandlerRegistry, type Runtime } from '@lateral/infra';
 import {
   SegmentIds,
   StaticEmbeddingsCache,
@@ -37,6 +37,7 @@ export function pipelineHandlers(rt: Runtime): HandlerRegistry {
   );
   const staticEmbeddings = new StaticEmbeddingsCache(path.resolve(config.MODELS_DIR));
   const scorers = new ScorerResources(path.resolve(config.SCORERS_DIR), config.ORT_INTRA_OP_THREADS);
+  const documents = new DocumentRepository(store); // hits' text and metadata, passages of parent candidates (from S3)
   // One byte-bounded cache of segments for re-rank and search, over the local disk cache of S3 objects.
   const objects = new DiskObjectCache(store, path.resolve(config.SCORER_DISK_CACHE_DIR), config.SCORER_DISK_CACHE_BYTES, `${rt.services.s3Endpoint ?? 'embedded'}/${config.S3_BUCKET}`);
   const segments = new SegmentCache(objects, codecs, staticEmbeddings, {
@@ -49,7 +50,7 @@ export function pipelineHandlers(rt: Runtime): HandlerRegistry {
   const texts = new TextCacheReader({ store, codecs, memory: new TextMemoryCache(config.TEXT_CACHE_MEMORY_MB * 1024 * 1024), ttlDays: config.TEXT_CACHE_TTL_DAYS });
   const knownTexts = new KnownTexts();
   const flows = new JobFlows(rt.redis, config.REDIS_PREFIX, config.JOB_ATTEMPTS);
-  const rerankDeps = { store, collections, generations, encoders, views: segments, scorers };
+  const rerankDeps = { store, collections, generations, encoders, views: segments, scorers, documents };
   let nearest: Promise<OnnxNearestCentroid> | null = null;
   const assigner = () => (nearest ??= OnnxNearestCentroid.create(config.ORT_INTRA_OP_THREADS));
   const liveIds = new SegmentIds(async (t, c, ref) => {
@@ -62,7 +63,7 @@ export function pipelineHandlers(rt: Runtime): HandlerRegistry {
     [QueueName.compress]: (p) => compressProcessor({ store, collections, codecs, staticEmbeddings, queues }, p),
     [QueueName.index]: (p) => indexProcessor({ store, collections, codecs, ivf: rt.ivf, encoders, queues, ivfCentroids: config.IVF_CENTROIDS, assigner, staticEmbeddings }, p),
     [QueueName.commit]: (p) => commitProcessor({ store, collections, generations, codecs, liveIds, logger }, p),
-    [QueueName.search]: (p, job) => searchProcessor({ store, collections, generations, ivf: rt.ivf, encoders, segments, scorers }, p, job),
+    [QueueName.search]: (p, job) => searchProcessor({ store, collections, generations, ivf: rt.ivf, encoders, segments, scorers, documents }, p, job),
     [QueueName.rerank]: async (p, job) => rerankJob({ ...rerankDeps, texts, modelsDir }, p, job, await childTextStats(job)),
     [QueueName.encodeTexts]: (p, job) =>
       encodeTextsProcessor({ store, collections, codecs, encoders, modelsDir, tokenBudget: config.ENCODE_TOKEN_BUDGET, ttlDays: config.TEXT_CACHE_TTL_DAYS, known: knownTexts }, p, job),

@@ -1,0 +1,106 @@
+import { describe, expect, it, vi } from 'vitest';
+import type { CollectionManifest, HitDocumentFields, HitField } from '@lateral/shared';
+import { expandCandidates, hitShaping } from './hit-documents';
+import { batchDocumentInfo, prepareDocuments, type DocumentTokenizer } from './document-info';
+
+const manifest: CollectionManifest = { tenantId: 't', collectionId: 'c', generation: 3, codecVersion: 1, committedAt: '2026-01-01T00:00:00.000Z', segments: [] };
+const withPassages = { passages: { overlap: 0 } };
+
+describe('expandCandidates', () => {
+  const stored = new Set(['a#0', 'a#1', 'a#2', 'b', 'c#0', 'c']);
+  const has = (id: string) => stored.has(id);
+
+  it('replaces a parent id that is not stored by its passages, in order; keeps stored ids, unknown ids and texts', () => {
+    expect(expandCandidates(['a', 'b', 'x', 'c'], has)).toEqual(['a#0', 'a#1', 'a#2', 'b', 'x', 'c']);
+    expect(expandCandidates([{ id: 'a', score: 2 }, { text: 'free text' }], has)).toEqual([{ id: 'a#0', score: 2 }, { id: 'a#1', score: 2 }, { id: 'a#2', score: 2 }, { text: 'free text' }]);
+  });
+});
+
+describe('hitShaping', () => {
+  it('group parent keeps the best passage of each parent (ranked order), names it, then cuts to topK', async () => {
+    const s = hitShaping(withPassages, { topK: 2, group: 'parent' }, 50);
+    expect(s.depth).toBe(50);
+    const results = [{ hits: [{ id: 'a#2', score: 0.9 }, { id: 'b', score: 0.8 }, { id: 'a#0', score: 0.7 }, { id: 'c#1', score: 0.6 }] }];
+    await s.finish({}, manifest, results);
+    expect(results[0].hits).toEqual([
+      { id: 'a', score: 0.9, passage: 'a#2' },
+      { id: 'b', score: 0.8 },
+    ]);
+  });
+
+  it('without group, passage hits carry their parent and the list is cut to topK; a collection without passages is left alone', async () => {
+    const s = hitShaping(withPassages, { topK: 2 }, 50);
+    expect(s.depth).toBe(2);
+    const r = [{ hits: [{ id: 'a#1', score: 1 }, { id: 'b', score: 0.5 }] }];
+    await s.finish({}, manifest, r);
+    expect(r[0].hits).toEqual([{ id: 'a#1', score: 1, parent: 'a' }, { id: 'b', score: 0.5 }]);
+
+    const plain = hitShaping({}, { topK: 5, group: 'parent' }, 50);
+    const p = [{ hits: [{ id: 'x#1', score: 1 }, { id: 'x#2', score: 0.5 }] }];
+    await plain.finish({}, manifest, p);
+    expect(p[0].hits).toEqual([{ id: 'x#1', score: 1 }, { id: 'x#2', score: 0.5 }]);
+  });
+
+  it('include reads the fields of each hit (a grouped hit: its best passage) once, and leaves ids it cannot find as they are', async () => {
+    const hitFields = vi.fn(async (_m: CollectionManifest, ids: string[], include: readonly HitField[]) => {
+      const out = new Map<string, HitDocumentFields>();
+      for (const id of ids) if (id !== 'gone') out.set(id, { ...(include.includes('text') ? { text: `text of ${id}` } : {}), ...(id.includes('#') ? { parent: id.split('#')[0] } : {}) });
+      return out;
+    });
+    const liveSet = vi.fn();
+    const s = hitShaping(withPassages, { topK: 10, group: 'parent', include: ['text'] }, 50);
+    const r = [{ hits: [{ id: 'a#1', score: 2 }, { id: 'gone', score: 1 }] }];
+    await s.finish({ documents: { hitFields, liveSet } }, manifest, r);
+    expect(hitFields).toHaveBeenCalledExactlyOnceWith(manifest, ['a#1', 'gone'], ['text']);
+    expect(r[0].hits).toEqual([
+      { id: 'a', score: 2, passage: 'a#1', text: 'text of a#1' },
+      { id: 'gone', score: 1 },
+    ]);
+    expect(liveSet).not.toHaveBeenCalled();
+  });
+
+  it('expand rewrites candidates in place from the live ids, only in a collection with passages', async () => {
+    const liveSet = vi.fn(async () => ({ has: (id: string) => id === 'a#0' || id === 'a#1' }));
+    const deps = { documents: { hitFields: vi.fn(), liveSet } };
+    const queries = [{ candidates: ['a', 'b'] as unknown[] }];
+    await hitShaping(withPassages, { topK: 1 }, 1).expand(deps, manifest, queries);
+    expect(queries[0].candidates).toEqual(['a#0', 'a#1', 'b']);
+    const untouched = [{ candidates: ['a'] as unknown[] }];
+    await hitShaping({}, { topK: 1 }, 1).expand(deps, manifest, untouched);
+    expect(untouched[0].candidates).toEqual(['a']);
+    expect(liveSet).toHaveBeenCalledOnce();
+  });
+});
+
+describe('prepareDocuments / batchDocumentInfo', () => {
+  // a word is one token; sequences add 2 special tokens
+  const enc: DocumentTokenizer = {
+    countTokens: (text: string, _kind: 'doc', max?: number) => Math.min(text.split(/\s+/).filter(Boolean).length + 2, max ?? Infinity),
+    tokenizer: { contentIds: (text: string) => text.split(/\s+/).filter(Boolean).map((w) => w.length), specialCount: () => 2 },
+  };
+  const long = Array.from({ length: 20 }, (_, i) => `w${i}`).join(' ');
+  const docs = [{ id: 'short', text: 'a b c', metadata: { k: 1 } }, { id: 'long', text: long }];
+
+  it('without passages every document is encoded whole; truncated ones get their original length', () => {
+    const p = prepareDocuments(docs, { maxDocTokens: 10 }, enc);
+    expect(p.ids).toEqual(['short', 'long']);
+    const info = batchDocumentInfo('b1', p, [{ length: 5, truncated: false }, { length: 10, truncated: true }] as never, enc);
+    expect(info).toEqual({
+      batchId: 'b1',
+      documents: [
+        { id: 'short', line: 0, tokens: 5, truncated: false },
+        { id: 'long', line: 1, tokens: 10, truncated: true, originalTokens: 22 },
+      ],
+    });
+  });
+
+  it('with passages a long document becomes windows of maxDocTokens with the overlap, carrying the parent metadata and range', () => {
+    const p = prepareDocuments([...docs, { id: 'long2', text: long, metadata: { k: 2 } }], { maxDocTokens: 10, passages: { overlap: 2 } }, enc);
+    // room 8 content tokens, overlap 2: 20 words -> [0,8) [6,14) [12,20)
+    expect(p.ids).toEqual(['short', 'long#0', 'long#1', 'long#2', 'long2#0', 'long2#1', 'long2#2']);
+    expect(p.texts[2].split(' ')).toEqual(['w6', 'w7', 'w8', 'w9', 'w10', 'w11', 'w12', 'w13']);
+    expect(p.metadata).toEqual([{ k: 1 }, null, null, null, { k: 2 }, { k: 2 }, { k: 2 }]);
+    expect(p.info[3]).toEqual({ id: 'long#2', line: 1, originalTokens: 22, parent: 'long', passage: 2, start: long.indexOf('w12'), end: long.length });
+    expect(long.slice(p.info[3].start, p.info[3].end)).toBe(p.texts[3]);
+  });
+});
