@@ -56,7 +56,10 @@ export class ApiKeysService implements OnApplicationBootstrap {
     );
   }
 
-  onApplicationBootstrap(): void {
+  async onApplicationBootstrap(): Promise<void> {
     this.rt.logger.info(this.startupLine());
+    if (this.enabled && !this.bootstrapHash && !(await this.repository.any().catch(() => true))) {
+      this.rt.logger.warn('auth: AUTH=keys but no API key exists and ADMIN_API_KEY is unset: every /v1 request will answer 401; create one with `npm run keys -- create --tenant <t> --role admin`');
+    }
   }
 }

@@ -75,6 +75,8 @@ export function withApiKeySecurity<D extends Doc>(doc: D): D {
   const paths: Record<string, Record<string, Operation>> = { ...doc.paths, ...(PATHS as unknown as Record<string, Record<string, Operation>>) };
   for (const [path, ops] of Object.entries(paths)) {
     for (const [method, op] of Object.entries(ops)) {
+      // An operation that declares its own security (the operator endpoints) keeps it.
+      if (op.security !== undefined) continue;
       const access = routeAccess(method.toUpperCase(), path.replace(/\{[^}]+\}/g, 'x'));
       if (access === 'public') {
         ops[method] = { ...op, security: [] };

@@ -98,6 +98,11 @@ export class ApiKeyRepository {
       .map(info);
   }
 
+  /** Whether any key record exists (revoked ones included). */
+  async any(): Promise<boolean> {
+    return (await this.store.latestKey(apiKeyKeys.prefix)) !== null;
+  }
+
   async get(id: string): Promise<ApiKeyInfo | null> {
     const r = await this.read(id);
     return r ? info(r) : null;
