@@ -18,7 +18,7 @@ const present = required.every((p) => existsSync(path.join(root, 'node_modules',
 const fresh = present && existsSync(stamp) && readFileSync(stamp, 'utf8').trim() === hash;
 if (!fresh) {
   console.log(present ? 'package-lock.json changed: running npm install ...' : 'dependencies missing: running npm install ...');
-  const r = spawnSync('npm', ['install', '--no-audit', '--no-fund'], { cwd: root, stdio: 'inherit' });
+  const r = spawnSync('npm', ['install', '--no-audit', '--no-fund', '--loglevel=warn'], { cwd: root, stdio: 'inherit' });
   if (r.status !== 0) {
     console.error('npm install failed; see the output above');
     process.exit(r.status ?? 1);

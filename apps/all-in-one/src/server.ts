@@ -1,6 +1,6 @@
 import type { NestExpressApplication } from '@nestjs/platform-express';
 import { QueueName, type Config } from '@lateral/shared';
-import { createLogger, createRuntime, resolveServices, type Runtime, type WorkerHost } from '@lateral/infra';
+import { createLogger, createRuntime, resolveServices, type Logger, type Runtime, type WorkerHost } from '@lateral/infra';
 import { HANDLED_QUEUES, startWorkers } from '@lateral/workers';
 import { closeApi, createApiApp } from '@lateral/http-api';
 
@@ -16,8 +16,8 @@ export interface Server {
  * API + every worker in one process, with the embedded Redis and S3 when none are configured.
  * Used by `npm start`, the demo, the benchmarks and the integration tests.
  */
-export async function startServer(config: Config, opts: { queues?: QueueName[]; quiet?: boolean; closeGraceMs?: number } = {}): Promise<Server> {
-  const logger = createLogger(opts.quiet ? 'warn' : config.LOG_LEVEL, 'lateral');
+export async function startServer(config: Config, opts: { queues?: QueueName[]; quiet?: boolean; closeGraceMs?: number; logger?: Logger } = {}): Promise<Server> {
+  const logger = opts.logger ?? createLogger(opts.quiet ? 'warn' : config.LOG_LEVEL, 'lateral');
   const services = await resolveServices(config, logger);
   const runtime = await createRuntime(config, services, logger);
   const workers = startWorkers(runtime, opts.queues ?? HANDLED_QUEUES);

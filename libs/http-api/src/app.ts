@@ -14,6 +14,8 @@ import { HttpErrorsFilter } from './http-errors.filter';
 import { backpressure } from './backpressure';
 import { bodyReader } from './body-reader';
 import { openApiDocument } from './openapi';
+import { metricsEndpoint } from './metrics-endpoint';
+import { requestLogContext, requestLogging } from './request-logging';
 import { RerankService } from './rerank.service';
 import { RUNTIME } from './tokens';
 import { AdminKeysController } from './admin-keys.controller';
@@ -41,12 +43,16 @@ class ApiModule {
 /** Builds the HTTP API around a runtime. Bodies are read as text (body-reader.ts) so JSON and NDJSON share one parser. */
 export async function createApiApp(rt: Runtime): Promise<NestExpressApplication> {
   const app = await NestFactory.create<NestExpressApplication>(ApiModule.forRuntime(rt), { bodyParser: false, logger: ['error', 'warn'] });
+  // First: the request id (x-request-id) and one log line + duration metric per request.
+  app.use(requestLogging(rt.logger));
   // Back-pressure first (a saturated queue refuses before a body is read), then the body reader:
   // content types, Content-Encoding, UTF-8, MAX_JSON_DEPTH, bounded concurrency of large bodies.
   app.use(backpressure(rt.queues, rt.config.MAX_QUEUE_BACKLOG));
   app.use(bodyReader({ maxBytes: rt.config.MAX_REQUEST_BYTES, maxDepth: rt.config.MAX_JSON_DEPTH, concurrency: rt.config.BODY_PARSE_CONCURRENCY }));
   // Each request's own context (its tenant, set by ApiKeysGuard), after the body is read.
   app.use(requestContextMiddleware);
+  // The request id on every line logged for this request and in the payload of every job it enqueues.
+  app.use(requestLogContext);
   app.useGlobalFilters(new HttpErrorsFilter(rt.logger.child('http'), { ...rt.config, S3_ENDPOINT: rt.services.s3Endpoint ?? rt.config.S3_ENDPOINT, REDIS_URL: rt.services.redisUrl }));
   // Keep idle connections longer than clients and load balancers do (60 s is common): a server
   // that closes a kept-alive socket first races the client's next request on it (ECONNRESET),
@@ -57,6 +63,8 @@ export async function createApiApp(rt: Runtime): Promise<NestExpressApplication>
   app.enableShutdownHooks();
   const doc = openApiDocument('0.1.0');
   app.getHttpAdapter().get('/openapi.json', (_req: unknown, res: unknown) => (res as { json(v: unknown): void }).json(doc));
+  // Prometheus: this process's registry (its workers' too in the all-in-one process) + queue depths.
+  app.getHttpAdapter().get('/metrics', metricsEndpoint(rt));
   SwaggerModule.setup('docs', app, doc as unknown as OpenAPIObject, { jsonDocumentUrl: 'docs/openapi.json' });
   return app;
 }

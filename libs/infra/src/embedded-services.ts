@@ -156,6 +156,18 @@ export async function startEmbeddedRedis(opts: { dir: string; logger?: Logger; p
   }
   opts.logger?.info(`started redis-server on ${url} (pid ${pid}; ${persistent ? `append-only file under ${dir}` : 'nothing kept on disk'})`);
   let stopping: Promise<void> | undefined;
+  // An exit we did not ask for: say so, and what to do, instead of leaving callers with ioredis's errors.
+  child.once('exit', (code, signal) => {
+    if (stopping) return;
+    const how = signal ? `was killed by ${signal}` : `exited with code ${code}`;
+    const tail = output.trim().split('\n').slice(-5).join(' | ').slice(-800);
+    opts.logger?.error(
+      `the embedded redis-server (pid ${pid}, ${url}) ${how}: queues are unavailable, requests that need them answer 503 and workers wait. ` +
+        `Restart lateral to start a new one${persistent ? ` (queued jobs are kept in the append-only file under ${dir}; if Redis refuses it as corrupt, run redis-check-aof --fix on it)` : ''}, ` +
+        `check free memory and disk space, or set REDIS_URL to a Redis you run.${tail ? ` Its last output: ${tail}` : ''}`,
+      { service: 'redis-server', pid, code, signal },
+    );
+  });
   return {
     url,
     port,

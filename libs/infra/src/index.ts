@@ -14,3 +14,4 @@ export * from './runtime';
 export * from './api-keys.repository';
 export * from './rate-limiter';
 export * from './documents.repository';
+export * from './metrics';

@@ -11,6 +11,9 @@ import {
   S3Client,
 } from '@aws-sdk/client-s3';
 import { UnavailableError, wrapError, type Config } from '@lateral/shared';
+import { recordS3 } from './metrics';
+
+const byteLength = (body: Uint8Array | string) => (typeof body === 'string' ? Buffer.byteLength(body, 'utf8') : body.byteLength);
 
 /**
  * The one class that talks to S3. Everything lateral stores (accepted documents, raw vectors,
@@ -20,6 +23,10 @@ export class ObjectStore {
   private readonly client: S3Client;
 
   constructor(readonly bucket: string, opts: { endpoint?: string; region: string; accessKeyId: string; secretAccessKey: string; forcePathStyle: boolean }) {
+    // The SDK prints a NodeVersionSupportWarning (its releases after January 2027 need Node 22) on
+    // every start under Node 20, which this project supports: off through the SDK's own switch,
+    // unless the environment sets it.
+    process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED ??= 'true';
     this.client = new S3Client({
       endpoint: opts.endpoint,
       region: opts.region,
@@ -70,7 +77,9 @@ export class ObjectStore {
   async put(key: string, body: Uint8Array | string, contentType = 'application/octet-stream'): Promise<void> {
     try {
       await this.client.send(new PutObjectCommand({ Bucket: this.bucket, Key: key, Body: body, ContentType: contentType }));
+      recordS3('put', 'ok', byteLength(body));
     } catch (err) {
+      recordS3('put', 'error');
       throw wrapError(`writing s3://${this.bucket}/${key}`, err);
     }
   }
@@ -95,6 +104,7 @@ export class ObjectStore {
   async putIfAbsent(key: string, body: Uint8Array | string, contentType = 'application/octet-stream'): Promise<boolean> {
     try {
       await this.client.send(new PutObjectCommand({ Bucket: this.bucket, Key: key, Body: body, ContentType: contentType, IfNoneMatch: '*' }));
+      recordS3('put', 'ok', byteLength(body));
       return true;
     } catch (err) {
       const status = httpStatus(err);
@@ -187,9 +197,15 @@ export class ObjectStore {
   async get(key: string): Promise<Uint8Array | null> {
     try {
       const out = await this.client.send(new GetObjectCommand({ Bucket: this.bucket, Key: key }));
-      return out.Body ? await out.Body.transformToByteArray() : new Uint8Array();
+      const bytes = out.Body ? await out.Body.transformToByteArray() : new Uint8Array();
+      recordS3('get', 'ok', bytes.byteLength);
+      return bytes;
     } catch (err) {
-      if (err instanceof NoSuchKey || (err as Error).name === 'NoSuchKey' || (err as { $metadata?: { httpStatusCode?: number } }).$metadata?.httpStatusCode === 404) return null;
+      if (err instanceof NoSuchKey || (err as Error).name === 'NoSuchKey' || (err as { $metadata?: { httpStatusCode?: number } }).$metadata?.httpStatusCode === 404) {
+        recordS3('get', 'missing');
+        return null;
+      }
+      recordS3('get', 'error');
       throw wrapError(`reading s3://${this.bucket}/${key}`, err);
     }
   }

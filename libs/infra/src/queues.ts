@@ -1,3 +1,4 @@
+import { AsyncLocalStorage } from 'node:async_hooks';
 import { Queue, QueueEvents, UnrecoverableError, Worker, type Job, type JobsOptions } from 'bullmq';
 import { Redis, type RedisOptions } from 'ioredis';
 import {
@@ -10,7 +11,8 @@ import {
   type JobPayload,
   type JobResults,
 } from '@lateral/shared';
-import type { Logger } from './logger';
+import { currentLogContext, withLogContext, type LogFields, type Logger } from './logger';
+import { recordJob, recordJobFailure } from './metrics';
 
 /**
  * Producers (the API) fail fast when Redis is down so a request gets a 503 instead of hanging;
@@ -83,13 +85,15 @@ export class JobQueues {
   }
 
   async add<Q extends QueueName>(name: Q, jobId: string, payload: JobPayload<Q>, opts: JobsOptions = {}): Promise<Job> {
-    parsePayload(name, payload);
-    return this.get(name).add(name, payload, { ...opts, jobId });
+    const data = withRequestId(payload);
+    parsePayload(name, data);
+    return this.get(name).add(name, data, { ...opts, jobId });
   }
 
   async addBulk<Q extends QueueName>(name: Q, jobs: { jobId: string; payload: JobPayload<Q> }[]): Promise<Job[]> {
-    for (const j of jobs) parsePayload(name, j.payload);
-    return this.get(name).addBulk(jobs.map((j) => ({ name, data: j.payload, opts: { jobId: j.jobId } })));
+    const data = jobs.map((j) => withRequestId(j.payload));
+    for (const d of data) parsePayload(name, d);
+    return this.get(name).addBulk(jobs.map((j, i) => ({ name, data: data[i], opts: { jobId: j.jobId } })));
   }
 
   async counts(): Promise<Record<string, Record<string, number>>> {
@@ -101,6 +105,40 @@ export class JobQueues {
   async close(): Promise<void> {
     await Promise.all([...this.queues.values()].map((q) => q.close()));
   }
+}
+
+/**
+ * The request id of the enclosing log context (an API request, or the job that enqueues a follow-on
+ * job) goes into the job's data beside the payload, so every job a request causes, directly or
+ * through other jobs, logs it. The payload schemas do not declare it (parsing drops it, processors
+ * never see it): WorkerHost reads it from the job's raw data, jobLogFields.
+ */
+function withRequestId<T>(payload: T): T {
+  const requestId = currentLogContext()?.requestId;
+  if (typeof requestId !== 'string' || (payload as { requestId?: unknown }).requestId !== undefined) return payload;
+  return { ...payload, requestId };
+}
+
+/** The fields on every log line a job writes: job id, queue, tenant, collection and the request id that caused it. */
+export function jobLogFields(queue: string, job: Pick<Job, 'id' | 'data' | 'attemptsMade'>): LogFields {
+  const d = (job.data ?? {}) as { tenantId?: unknown; collectionId?: unknown; requestId?: unknown };
+  return {
+    jobId: job.id,
+    queue,
+    ...(typeof d.tenantId === 'string' ? { tenant: d.tenantId } : {}),
+    ...(typeof d.collectionId === 'string' ? { collection: d.collectionId } : {}),
+    ...(typeof d.requestId === 'string' ? { requestId: d.requestId } : {}),
+  };
+}
+
+const jobLoggers = new AsyncLocalStorage<Logger>();
+
+/**
+ * The logger of the job running here (WorkerHost's, for its queue; every line carries the job's
+ * fields), or undefined outside a job: processors write their one summary line with it.
+ */
+export function jobLogger(): Logger | undefined {
+  return jobLoggers.getStore();
 }
 
 export type JobHandler<Q extends QueueName> = (payload: JobPayload<Q>, job: Job) => Promise<JobResults[Q]>;
@@ -146,26 +184,40 @@ export class WorkerHost {
       this.connections.push(connection);
       const worker = new Worker(
         name,
-        async (job: Job) => {
-          let payload;
-          try {
-            payload = parsePayload(name, job.data);
-          } catch (err) {
-            throw new UnrecoverableError((err as Error).message);
-          }
-          try {
-            return await handler(payload, job);
-          } catch (err) {
-            if (err instanceof PermanentJobError || err instanceof InvalidPayloadError) throw new UnrecoverableError(err.message);
-            throw err;
-          }
-        },
+        // Every line logged while the job runs (by any logger) carries jobLogFields; its duration is
+        // recorded per outcome.
+        (job: Job) =>
+          withLogContext(jobLogFields(name, job), () => jobLoggers.run(log, async () => {
+            const t0 = performance.now();
+            let outcome: 'completed' | 'failed' = 'failed';
+            try {
+              let payload;
+              try {
+                payload = parsePayload(name, job.data);
+              } catch (err) {
+                throw new UnrecoverableError((err as Error).message);
+              }
+              try {
+                const result = await handler(payload, job);
+                outcome = 'completed';
+                return result;
+              } catch (err) {
+                if (err instanceof PermanentJobError || err instanceof InvalidPayloadError) throw new UnrecoverableError(err.message);
+                throw err;
+              }
+            } finally {
+              const seconds = (performance.now() - t0) / 1000;
+              recordJob(name, outcome, seconds);
+              log.debug(`job ${outcome} in ${Math.round(seconds * 1000)} ms`);
+            }
+          })),
         { ...BULLMQ_CONNECTION_OPTIONS, connection, prefix: this.opts.prefix, concurrency: this.opts.concurrency[name] ?? 1, lockDuration: this.opts.lockDuration ?? 60_000 },
       );
       worker.on('error', (err) => log.warn(`worker error: ${err.message}`));
       worker.on('failed', (job, err) => {
-        log.warn(`job ${job?.id} failed (attempt ${job?.attemptsMade}): ${err.message}`);
         const final = job && (err instanceof UnrecoverableError || err.name === 'UnrecoverableError' || job.attemptsMade >= (job.opts.attempts ?? 1));
+        log.warn(`job ${job?.id} failed (attempt ${job?.attemptsMade}${final ? ', final' : ', will retry'}): ${err.message}`, job ? jobLogFields(name, job) : undefined);
+        if (job) recordJobFailure(name, !!final);
         if (final && this.opts.onFinalFailure) this.opts.onFinalFailure(name, job, err).catch((e) => log.warn(`failure hook: ${(e as Error).message}`));
       });
       this.workers.push(worker);

@@ -1,5 +1,5 @@
 import * as ort from 'onnxruntime-node';
-import { encodeModel, type ModelProto } from '@lateral/model';
+import { encodeModel, reportInference, type ModelProto } from '@lateral/model';
 
 export interface ScorerSessionOptions {
   /** Intra-op threads; 0 or unset: ONNX Runtime's default (one per core). */
@@ -20,12 +20,28 @@ export async function createScorerSession(model: ModelProto | Uint8Array | strin
     interOpNumThreads: 1,
     ...(opts.intraOpThreads && opts.intraOpThreads > 0 ? { intraOpNumThreads: opts.intraOpThreads } : {}),
   };
+  const graph = typeof model === 'string' ? model.replace(/^.*\//, '').replace(/\.onnx$/, '') : model instanceof Uint8Array ? 'kernel' : model.graph?.name || 'kernel';
   try {
-    return typeof source === 'string' ? await ort.InferenceSession.create(source, options) : await ort.InferenceSession.create(source, options);
+    const session = typeof source === 'string' ? await ort.InferenceSession.create(source, options) : await ort.InferenceSession.create(source, options);
+    return observeRuns(session, graph);
   } catch (err) {
     const what = typeof source === 'string' ? source : `in-memory model (${source.byteLength} bytes)`;
     throw new Error(`kernels: ONNX Runtime cannot load ${what}: ${err instanceof Error ? err.message : String(err)}`);
   }
+}
+
+/** Reports each run's time to the inference observer (see @lateral/model's setInferenceObserver). */
+function observeRuns(session: ort.InferenceSession, graph: string): ort.InferenceSession {
+  const run = session.run.bind(session) as (...args: unknown[]) => Promise<ort.InferenceSession.ReturnType>;
+  (session as unknown as { run: typeof run }).run = async (...args: unknown[]) => {
+    const t = performance.now();
+    try {
+      return await run(...args);
+    } finally {
+      reportInference({ graph, ms: performance.now() - t });
+    }
+  };
+  return session;
 }
 
 export { ort };

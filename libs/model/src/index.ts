@@ -43,3 +43,4 @@ export type { StaticEmbeddings } from './static-embeddings';
 export { TINY_TRANSFORMER_VERSION, writeTinyTransformer } from './testing/tiny-transformer';
 export { readSafetensors, type NamedTensor } from './safetensors';
 export { BertWeights, bertConfigFromJson, bertStaticEmbeddings, buildBertModel, quantizeColumns, BERT_INT8_WEIGHT_MAX, type BertConfig, type BertBuildOptions } from './bert-graph';
+export { setInferenceObserver, reportInference, type InferenceEvent, type InferenceObserver } from './inference-observer';

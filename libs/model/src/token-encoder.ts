@@ -6,6 +6,7 @@ import { planBatches } from './batching';
 import { ModelLoadError, ModelShapeError } from './errors';
 import { readEmbeddingTable, readModelDir } from './model-dir';
 import { TextTokenizer, type TextKind, type TokenizedText } from './text-tokenizer';
+import { reportInference } from './inference-observer';
 
 export interface EncodedText {
   /** Ids of the kept tokens (documents: skiplist tokens removed), one per vector. */
@@ -255,7 +256,9 @@ export class TokenEncoder {
       feeds[m.inputs.tokenTypeIds] = new ort.Tensor(m.inputs.dtype, zeros, [batch, seqLen]);
     }
     const fetch = [m.outputs.tokenEmbeddings, ...(m.outputs.tokenWeights ? [m.outputs.tokenWeights] : [])];
+    const tRun = performance.now();
     const out = await this.session.run(feeds, fetch);
+    reportInference({ graph: m.name, ms: performance.now() - tRun, batch, tokens: batch * seqLen });
 
     const emb = out[m.outputs.tokenEmbeddings]!;
     const expected = [batch, seqLen, m.dims];

@@ -1,6 +1,7 @@
 import { PermanentJobError, QueueName, type Collection, type JobPayload, type JobResults, type SegmentRef } from '@lateral/shared';
 import { SegmentCorruptError, crc32c, readSegment } from '@lateral/codec';
 import type { CodecArtifactRepository, CollectionRepository, GenerationRepository, Logger, ObjectStore } from '@lateral/infra';
+import { logIngestionIfFinished } from './job-logs';
 
 /** What the commit processor touches. */
 export interface CommitDeps {
@@ -53,6 +54,8 @@ export async function commitProcessor(deps: CommitDeps, p: JobPayload<QueueName.
     else segments.push(ref);
     return { segments, codecVersion: current?.codecVersion ?? collection.codecVersion, documents: await deps.liveIds.count(p.tenantId, p.collectionId, segments) };
   });
+  // The ingestion's one summary line, when this commit completed it (a log failure never fails the commit).
+  if (result.committed) await logIngestionIfFinished(deps.store, deps.logger, p, result.manifest).catch((err: Error) => deps.logger.debug(`ingestion summary skipped: ${err.message}`));
   return { generation: result.manifest.generation, committed: result.committed };
 }
 

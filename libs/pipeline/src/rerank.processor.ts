@@ -1,13 +1,14 @@
 import type { Job } from 'bullmq';
 import { PermanentJobError, QueueName, RerankRequestSchema, ValidationError, s3Keys, type JobPayload, type JobResults, type RerankResult } from '@lateral/shared';
 import { ShapeError, topK } from '@lateral/scoring';
-import type { CollectionRepository, GenerationRepository, ObjectStore } from '@lateral/infra';
+import { addLogContext, type CollectionRepository, type GenerationRepository, type ObjectStore } from '@lateral/infra';
 import type { CollectionView } from './collection-view';
 import type { SegmentCache } from './segment-cache';
 import type { ScorerResources } from '@lateral/kernels';
 import { scoreGroup } from './scorers';
 import { hitShaping, type HitDocumentDeps } from './hit-documents';
 import { permanentModelErrors } from './encode.processor';
+import { logRerankDone } from './job-logs';
 import type { EncoderProvider } from './encoders';
 
 /** What the re-rank processor touches. */
@@ -31,6 +32,7 @@ export async function rerankProcessor(ctx: RerankDeps, p: JobPayload<QueueName.r
   const req = parsed.data;
   // Requests with text candidates (which may name no collection) are scored by rerankJob (rerank-texts.ts).
   if (!req.collection) throw new PermanentJobError(`re-rank request ${p.rerankId} names no collection; it belongs to rerankJob`);
+  addLogContext({ collection: req.collection }); // the payload names no collection: from here on, every line of this job says it
   const collection = await ctx.collections.get(p.tenantId, req.collection);
   if (!collection) throw new PermanentJobError(`collection ${p.tenantId}/${req.collection} does not exist`);
   const manifest = await ctx.generations.manifest(p.tenantId, req.collection);
@@ -124,6 +126,7 @@ export async function rerankProcessor(ctx: RerankDeps, p: JobPayload<QueueName.r
   };
   const resultKey = s3Keys.rerankResult(p.tenantId, p.rerankId);
   await ctx.store.putJson(resultKey, result);
+  logRerankDone(result, { queries: req.queries.length, candidates: candidatesTotal, missing: missingTotal });
   return { resultKey, queries: req.queries.length, candidates: candidatesTotal, missing: missingTotal };
 }
 

@@ -16,6 +16,7 @@ import {
   type SearchResult,
 } from '@lateral/shared';
 import { ShapeError, hybridLinear, rrf } from '@lateral/scoring';
+import { logSearchDone } from './job-logs';
 import {
   andMasks,
   bm25Search,
@@ -141,7 +142,9 @@ export async function searchProcessor(deps: SearchDeps, p: JobPayload<QueueName.
 
 async function finish(deps: Pick<SearchDeps, 'store'>, resultKey: string, result: SearchResult): Promise<JobResults[QueueName.search]> {
   await deps.store.putJson(resultKey, result);
-  return { resultKey, queries: result.results.length, hits: result.results.reduce((s, r) => s + r.hits.length, 0) };
+  const hits = result.results.reduce((s, r) => s + r.hits.length, 0);
+  logSearchDone(result, hits);
+  return { resultKey, queries: result.results.length, hits };
 }
 
 /** Linear (explicit lambda, normalisation) or RRF fusion of two hit lists over their union. */

@@ -13,6 +13,8 @@ const int = (def: number, min: number, max: number) => z.coerce.number().int().m
 export const ConfigSchema = z.object({
   NODE_ENV: z.enum(['development', 'production', 'test']).default('development'),
   LOG_LEVEL: z.enum(['debug', 'info', 'warn', 'error']).default('info'),
+  /** Port of a standalone worker process's own GET /metrics (Prometheus text), bound on HOST; 0 = none. The API serves /metrics on PORT. */
+  METRICS_PORT: int(9464, 0, 65535),
   /** HTTP port of the API. */
   PORT: int(8080, 0, 65535),
   HOST: z.string().default('127.0.0.1'),

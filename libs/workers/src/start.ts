@@ -1,5 +1,6 @@
 import { QueueName, loadConfig } from '@lateral/shared';
-import { WorkerHost, createLogger, createRuntime, requireServices, stopOnSignal, type Runtime } from '@lateral/infra';
+import { WorkerHost, createLogger, createRuntime, recordInference, requireServices, startMetricsServer, stopOnSignal, type Runtime } from '@lateral/infra';
+import { setInferenceObserver } from '@lateral/model';
 import { pipelineHandlers } from './handlers';
 import { startHeartbeat } from './heartbeat';
 import { startTextCacheCleanup } from './text-cache-cleanup';
@@ -7,6 +8,8 @@ import { startTextCacheCleanup } from './text-cache-cleanup';
 /** Starts BullMQ workers for `queues` in this process, with the pipeline's handlers. */
 export function startWorkers(rt: Runtime, queues: QueueName[]): WorkerHost {
   const { config } = rt;
+  // ONNX Runtime run times and encoder batch sizes -> this process's metrics.
+  setInferenceObserver(recordInference);
   const host = new WorkerHost({
     redisUrl: rt.services.redisUrl,
     prefix: config.REDIS_PREFIX,
@@ -52,10 +55,12 @@ export async function runWorkerApp(name: string, defaults: QueueName[]): Promise
   const rt = await createRuntime(config, requireServices(config), logger);
   const queues = config.WORKER_QUEUES.length ? config.WORKER_QUEUES : defaults;
   const host = startWorkers(rt, queues);
-  logger.info(`${name} working on ${queues.join(', ')} (onnx: ${config.ORT_EXECUTION_PROVIDER})`);
+  const metrics = config.METRICS_PORT > 0 ? await startMetricsServer(config.METRICS_PORT, config.HOST) : null;
+  logger.info(`${name} working on ${queues.join(', ')} (onnx: ${config.ORT_EXECUTION_PROVIDER}${metrics ? `; metrics: http://${config.HOST}:${metrics.port}/metrics` : ''})`);
   stopOnSignal(async () => {
     logger.info('closing workers');
     await host.close();
+    await metrics?.close();
     await rt.close();
   });
 }
