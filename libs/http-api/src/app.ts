@@ -18,6 +18,7 @@ import { metricsEndpoint } from './metrics-endpoint';
 import { requestLogContext, requestLogging } from './request-logging';
 import { RerankService } from './rerank.service';
 import { RUNTIME } from './tokens';
+import { AdminModule, mountAdminAuth } from './admin.module';
 import { AdminKeysController } from './admin-keys.controller';
 import { apiKeyProviders } from './api-keys.guard';
 import { requestContextMiddleware } from './request-context';
@@ -27,6 +28,7 @@ class ApiModule {
   static forRuntime(rt: Runtime): DynamicModule {
     return {
       module: ApiModule,
+      imports: [AdminModule.forRuntime(rt)],
       controllers: [CollectionsController, RerankController, SearchController, HealthController, AdminKeysController],
       providers: [
         { provide: RUNTIME, useValue: rt },
@@ -43,6 +45,7 @@ class ApiModule {
 /** Builds the HTTP API around a runtime. Bodies are read as text (body-reader.ts) so JSON and NDJSON share one parser. */
 export async function createApiApp(rt: Runtime): Promise<NestExpressApplication> {
   const app = await NestFactory.create<NestExpressApplication>(ApiModule.forRuntime(rt), { bodyParser: false, logger: ['error', 'warn'] });
+  mountAdminAuth(app, rt);
   // First: the request id (x-request-id) and one log line + duration metric per request.
   app.use(requestLogging(rt.logger));
   // Back-pressure first (a saturated queue refuses before a body is read), then the body reader:

@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { CodecSettingsSchema, CreateCollectionSchema, RerankRequestSchema, SCORER_NAMES, SEARCH_MODES, SearchRequestSchema } from '@lateral/shared';
 import { withApiKeySecurity } from './openapi-keys';
+import { ADMIN_OPENAPI_PATHS, ADMIN_SECURITY_SCHEMES } from './openapi-admin';
 
 const schema = (s: z.ZodType) => z.toJSONSchema(s, { io: 'input', unrepresentable: 'any' }) as Record<string, unknown>;
 
@@ -171,8 +172,10 @@ function baseDocument(version: string) {
           responses: { '200': ok('status', { $ref: '#/components/schemas/RerankStatus' }), ...errors(400, 404, 503) },
         },
       },
+      ...ADMIN_OPENAPI_PATHS,
     },
     components: {
+      securitySchemes: ADMIN_SECURITY_SCHEMES,
       schemas: {
         Error: { type: 'object', required: ['error', 'message'], properties: { error: { type: 'string' }, message: { type: 'string' }, details: { type: 'array', items: { type: 'object', properties: { field: { type: 'string' }, message: { type: 'string' } } } } } },
         Document: { type: 'object', required: ['id', 'text'], additionalProperties: false, properties: { id: { type: 'string', maxLength: 512 }, text: { type: 'string', minLength: 1 }, metadata: { type: 'object' } } },

@@ -18,6 +18,8 @@ export const ConfigSchema = z.object({
   /** HTTP port of the API. */
   PORT: int(8080, 0, 65535),
   HOST: z.string().default('127.0.0.1'),
+  /** Operator credential for /dashboard, /admin/queues and /v1/admin/* (at least 16 characters); unset: those answer 403 (disabled). */
+  ADMIN_TOKEN: z.string().min(16, 'ADMIN_TOKEN must be at least 16 characters').optional(),
   /** Redis URL; when unset (or unreachable, for the demo) an embedded redis-server is started. */
   REDIS_URL: z.string().url().optional(),
   /** Prefix of every BullMQ and lateral key in Redis. */

@@ -1,0 +1,166 @@
+/** OpenAPI entries of the operations endpoints (admin.controller.ts), behind adminAuth (admin-auth.ts). */
+
+const error = { $ref: '#/components/schemas/Error' };
+const json = (description: string, schema: Record<string, unknown>) => ({ description, content: { 'application/json': { schema } } });
+const security = [{ adminToken: [] }, { adminSession: [] }];
+const AUTH_ANSWERS = {
+  '401': json('no operator credential (ADMIN_TOKEN as a Bearer token, or the dashboard session cookie); `WWW-Authenticate: Bearer`', error),
+  '403': json("operator endpoints disabled: ADMIN_TOKEN is not set (`error: 'admin_disabled'`)", error),
+};
+
+export const ADMIN_SECURITY_SCHEMES = {
+  adminToken: { type: 'http', scheme: 'bearer', description: 'the operator credential: `Authorization: Bearer <ADMIN_TOKEN>` (README, "Operations dashboard")' },
+  adminSession: { type: 'apiKey', in: 'cookie', name: 'lateral_admin', description: 'the session cookie set by the dashboard login form (POST /dashboard/login): an HMAC of ADMIN_TOKEN' },
+};
+
+const int = { type: 'integer' };
+const num = { type: ['number', 'null'] };
+const percentiles = { type: 'object', properties: { count: int, p50: num, p95: num, p99: num }, description: 'nearest-rank percentiles in ms; null when no job finished in the window' };
+const latency = { type: 'object', properties: { total: percentiles, processing: percentiles }, description: 'total: enqueued -> finished (what a caller waits); processing: started -> finished (worker time)' };
+
+const OVERVIEW = {
+  type: 'object',
+  required: ['at', 'tenants', 'throughputFrom', 'queues', 'latency', 'workers', 'ingestions', 'collections', 'failedJobs'],
+  properties: {
+    at: { type: 'integer', description: 'when this overview was taken (ms since the epoch); overviews are shared for up to 1 s' },
+    tenants: { type: 'array', items: { type: 'string' }, description: 'every tenant with data in S3 (collections below are of all of them)' },
+    throughputFrom: { type: 'integer', description: 'start of the first minute of the per-minute series (ms)' },
+    queues: {
+      type: 'array',
+      items: {
+        type: 'object',
+        properties: {
+          name: { type: 'string' },
+          counts: { type: 'object', additionalProperties: int, description: 'waiting, active, completed, failed, delayed, prioritized (BullMQ)' },
+          completedPerMinute: { type: 'array', items: int, minItems: 60, maxItems: 60, description: 'jobs completed per minute over the last hour, oldest first' },
+          failedPerMinute: { type: 'array', items: int, minItems: 60, maxItems: 60 },
+        },
+      },
+    },
+    latency: {
+      type: 'object',
+      description: 'per queue (rerank, search), over the last 5 and 60 minutes, from the latest 5,000 completed jobs',
+      additionalProperties: { type: 'object', properties: { '5m': latency, '60m': latency } },
+    },
+    workers: {
+      type: 'array',
+      description: 'worker processes from their heartbeats (every 5 s; stale after 15 s; gone after 120 s)',
+      items: {
+        type: 'object',
+        properties: {
+          id: { type: 'string' },
+          process: { type: 'string' },
+          host: { type: 'string' },
+          pid: int,
+          queues: { type: 'array', items: { type: 'string' } },
+          concurrency: { type: 'object', additionalProperties: int },
+          executionProvider: { type: 'string' },
+          model: { type: 'string' },
+          startedAt: int,
+          beatAt: int,
+          ageMs: int,
+          stale: { type: 'boolean' },
+          completed: int,
+          failed: int,
+          active: int,
+          jobsPerSecond: { type: 'number' },
+          cacheBytes: { type: 'number' },
+          cacheHitRatio: { type: 'number' },
+        },
+      },
+    },
+    ingestions: {
+      type: 'array',
+      description: 'running ingestions (oldest first), then the latest 5 done',
+      items: {
+        type: 'object',
+        properties: {
+          tenant: { type: 'string' },
+          collection: { type: 'string' },
+          ingestionId: { type: 'string' },
+          createdAt: { type: 'string' },
+          state: { enum: ['processing', 'done', 'failed'] },
+          documents: int,
+          batches: int,
+          stages: {
+            type: 'object',
+            description: 'documents per stage: accepted, encoded (raw vectors), compressed (segment), indexed (search index built), committed (in the current generation), failed',
+            properties: { accepted: int, encoded: int, compressed: int, indexed: int, committed: int, failed: int },
+          },
+          docsPerSecond: { type: 'number' },
+          etaSeconds: { type: ['integer', 'null'], description: 'null when nothing moved over the last minute' },
+          failures: { type: 'array', items: { type: 'object', properties: { batchId: { type: 'string' }, stage: { type: 'string' }, error: { type: 'string' } } } },
+        },
+      },
+    },
+    collections: {
+      type: 'array',
+      items: {
+        type: 'object',
+        properties: {
+          tenant: { type: 'string' },
+          id: { type: 'string' },
+          model: { type: 'string' },
+          codec: { type: 'string' },
+          codecVersion: int,
+          recompressing: { type: ['string', 'null'] },
+          generation: int,
+          segments: int,
+          documents: int,
+          tokens: int,
+          segmentBytes: int,
+          s3Bytes: { type: 'integer', description: 'every object under the collection in S3 (re-listed every 30 s)' },
+          bytesPerToken: num,
+          shards: { type: ['integer', 'null'], description: 'null: not tracked yet' },
+          degradedSegments: { type: ['integer', 'null'], description: 'null: not tracked yet' },
+        },
+      },
+    },
+    failedJobs: {
+      type: 'array',
+      description: 'the latest 20 failed jobs across queues, newest first',
+      items: {
+        type: 'object',
+        properties: {
+          queue: { type: 'string' },
+          id: { type: 'string' },
+          failedReason: { type: 'string' },
+          attemptsMade: int,
+          attempts: int,
+          finishedOn: { type: ['integer', 'null'] },
+          timestamp: int,
+          tenant: { type: ['string', 'null'] },
+          collection: { type: ['string', 'null'] },
+        },
+      },
+    },
+  },
+};
+
+export const ADMIN_OPENAPI_PATHS = {
+  '/v1/admin/overview': {
+    get: {
+      summary: 'Operations overview (what /dashboard shows): queues, throughput, latency percentiles, workers, ingestions, collections, failed jobs',
+      security,
+      responses: { '200': json('the overview', OVERVIEW), ...AUTH_ANSWERS },
+    },
+  },
+  '/v1/admin/jobs/{queue}/{jobId}/retry': {
+    post: {
+      summary: 'Retry a failed job: back to its queue with its attempts counted from zero',
+      description: "A pipeline batch's failure record is removed from S3 first, so its ingestion reads `processing` again.",
+      security,
+      parameters: [
+        { name: 'queue', in: 'path', required: true, schema: { type: 'string' }, description: 'queue name' },
+        { name: 'jobId', in: 'path', required: true, schema: { type: 'string', maxLength: 512 }, description: 'the job id, URL-encoded (ids contain `~`)' },
+      ],
+      responses: {
+        '202': json('moved back to the queue', { type: 'object', properties: { queue: { type: 'string' }, jobId: { type: 'string' }, state: { const: 'waiting' }, previousAttempts: int } }),
+        '400': json('unknown queue (`path.queue`) or a bad job id (`path.jobId`)', error),
+        '404': json('no such job (failed jobs are kept 7 days)', error),
+        '409': json('the job is not failed', error),
+        ...AUTH_ANSWERS,
+      },
+    },
+  },
+};
