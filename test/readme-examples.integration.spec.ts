@@ -309,6 +309,26 @@ const EXPECTATIONS: Expectation[] = [
     },
   },
   {
+    name: 'read a document back',
+    method: 'GET',
+    path: /^\/v1\/collections\/papers\/documents\/d1$/,
+    check: (status, body) => {
+      expect(status, JSON.stringify(body)).toBe(200);
+      expect(body).toMatchObject({ id: 'd1', text: 'flutter of a swept wing at supersonic speed', metadata: { year: 1962 }, truncated: false, tokens: expect.any(Number), generation: expect.any(Number) });
+      expect(body.segment.batchId).toMatch(/^ing-/);
+    },
+  },
+  {
+    name: 'list document ids',
+    method: 'GET',
+    path: /^\/v1\/collections\/papers\/documents$/,
+    check: (status, body) => {
+      expect(status, JSON.stringify(body)).toBe(200);
+      expect(body.documents).toEqual(['d1', 'd2']);
+      expect(body.nextCursor).toEqual(expect.any(String));
+    },
+  },
+  {
     name: 're-compress',
     method: 'POST',
     path: /^\/v1\/collections\/papers\/recompress$/,

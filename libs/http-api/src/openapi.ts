@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { CodecSettingsSchema, CreateCollectionSchema, RerankRequestSchema, SCORER_NAMES, SEARCH_MODES, SearchRequestSchema } from '@lateral/shared';
+import { DEFAULT_DOCUMENT_LIST_LIMIT, MAX_DOCUMENT_LIST_LIMIT, TRUNCATED_IDS_SHOWN } from '@lateral/shared';
 import { withApiKeySecurity } from './openapi-keys';
 import { ADMIN_OPENAPI_PATHS, ADMIN_SECURITY_SCHEMES } from './openapi-admin';
 
@@ -90,17 +91,49 @@ function baseDocument(version: string) {
         delete: { summary: 'Delete a collection and everything it stores', parameters: [idParam], responses: { '204': { description: 'deleted' }, ...errors(404, 503) } },
       },
       '/v1/collections/{id}/documents': {
+        get: {
+          summary: 'Live document ids of the current generation, sorted, one page at a time',
+          description: `An id ingested again counts once; passages are listed by their ids (\`docId#n\`). \`limit\`: 1..${MAX_DOCUMENT_LIST_LIMIT} (default ${DEFAULT_DOCUMENT_LIST_LIMIT}); \`cursor\`: the \`nextCursor\` of the previous page, unchanged (absent on the last page). 400 names \`limit\` or \`cursor\`.`,
+          parameters: [
+            idParam,
+            { name: 'limit', in: 'query', required: false, schema: { type: 'integer', minimum: 1, maximum: MAX_DOCUMENT_LIST_LIMIT, default: DEFAULT_DOCUMENT_LIST_LIMIT } },
+            { name: 'cursor', in: 'query', required: false, schema: { type: 'string' }, description: 'opaque: nextCursor of the previous page' },
+          ],
+          responses: { '200': ok('one page of ids', { $ref: '#/components/schemas/DocumentIdPage' }), ...errors(400, 404, 503) },
+        },
         post: {
-          summary: 'Ingest documents (JSON array, {documents: [...]}, or NDJSON). Written to S3 before the answer.',
-          parameters: [idParam],
+          summary: 'Ingest documents (JSON array, {documents: [...], wait?}, or NDJSON). Written to S3 before the answer.',
+          description:
+            '202 with the accepted ingestion (and `Location`: its status). With `wait` (query, or the body field of the object form; seconds, <= RERANK_MAX_WAIT_SECONDS) the answer waits for the ingestion: 200 with its final status (the 202 fields plus IngestionStatus) when it is done or failed in time, else 202 as without `wait`. In a collection with `passages`, `#` is reserved in document ids.',
+          parameters: [idParam, waitParam],
           requestBody: {
             required: true,
             content: {
-              'application/json': { schema: { type: 'array', items: { $ref: '#/components/schemas/Document' } } },
+              'application/json': {
+                schema: {
+                  oneOf: [
+                    { type: 'array', items: { $ref: '#/components/schemas/Document' } },
+                    { type: 'object', required: ['documents'], properties: { documents: { type: 'array', items: { $ref: '#/components/schemas/Document' } }, wait: { type: 'number', minimum: 0 } } },
+                  ],
+                },
+              },
               'application/x-ndjson': { schema: { type: 'string', description: 'one Document JSON object per line' } },
             },
           },
-          responses: { '202': ok('accepted; poll the ingestion status', { $ref: '#/components/schemas/Ingestion' }), ...errors(400, 404, 413, 503) },
+          responses: {
+            '200': ok('finished within wait: the final ingestion status', { allOf: [{ $ref: '#/components/schemas/Ingestion' }, { $ref: '#/components/schemas/IngestionStatus' }] }),
+            '202': ok('accepted; poll the ingestion status', { $ref: '#/components/schemas/Ingestion' }),
+            ...errors(400, 404, 413, 503),
+          },
+        },
+      },
+      '/v1/collections/{id}/documents/{docId}': {
+        get: {
+          summary: 'One live document, read back from S3: text, metadata, tokens, truncation, the generation and segment holding it',
+          description:
+            'A passage (`docId#n`, collections with `passages`) answers its own text with `parent`; the id of a document split into passages answers its whole text with `passages`. 404 names the id (a document of an ingestion still in progress is not live yet).',
+          parameters: [idParam, { name: 'docId', in: 'path', required: true, schema: { type: 'string', maxLength: 512 }, description: 'document id, URL-encoded' }],
+          responses: { '200': ok('the document', { $ref: '#/components/schemas/StoredDocument' }), ...errors(400, 404, 503) },
         },
       },
       '/v1/collections/{id}/recompress': {
@@ -194,6 +227,13 @@ function baseDocument(version: string) {
             stages: { $ref: '#/components/schemas/Stages' },
             batches: { type: 'integer' },
             createdAt: { type: 'string' },
+            encodedBatches: { type: 'integer', description: 'batches whose encode job has written its document info (the long-document counts below are over these)' },
+            truncated: {
+              type: 'object',
+              description: `documents cut to the collection's maxDocTokens: how many, and the first ${TRUNCATED_IDS_SHOWN} ids`,
+              properties: { documents: { type: 'integer' }, ids: { type: 'array', items: { type: 'string' } } },
+            },
+            split: { type: 'object', description: 'collections with passages: documents split into passages, and how many passages', properties: { documents: { type: 'integer' }, passages: { type: 'integer' } } },
             failures: {
               type: 'array',
               description: 'present when a batch failed for good',
@@ -220,6 +260,40 @@ function baseDocument(version: string) {
           },
         },
         CodecSettings: schema(CodecSettingsSchema),
+        RerankHit: {
+          type: 'object',
+          required: ['id', 'score'],
+          properties: {
+            id: { type: 'string' },
+            score: { type: ['number', 'null'] },
+            text: { type: 'string', description: "with include: ['text'] (a passage's own text)" },
+            metadata: { type: ['object', 'null'], description: "with include: ['metadata'] (a passage carries its parent's)" },
+            parent: { type: 'string', description: 'a passage hit (collections with passages): its parent document' },
+            passage: { type: 'string', description: "group: 'parent': the best-scoring passage, whose score the hit carries" },
+          },
+        },
+        StoredDocument: {
+          type: 'object',
+          required: ['id', 'collection', 'text', 'metadata', 'tokens', 'truncated', 'generation', 'segment'],
+          properties: {
+            id: { type: 'string' },
+            collection: { type: 'string' },
+            text: { type: 'string' },
+            metadata: { type: ['object', 'null'] },
+            tokens: { type: ['integer', 'null'], description: 'token vectors stored (special tokens in, skiplist tokens out); a split document: the sum over its passages; null for documents encoded before this was recorded' },
+            truncated: { type: ['boolean', 'null'], description: "content tokens were cut to the collection's maxDocTokens" },
+            originalTokens: { type: 'integer', description: "the model's sequence length of the whole text: present when it was truncated or split" },
+            parent: { type: 'string', description: 'a passage: its parent document' },
+            passages: { type: 'array', items: { type: 'string' }, description: 'a document split into passages: their ids' },
+            generation: { type: 'integer', description: 'the current generation it was read from' },
+            segment: { type: 'object', properties: { batchId: { type: 'string' }, key: { type: 'string' }, codecVersion: { type: 'integer' } }, description: 'the segment holding it (a split document: its first passage)' },
+          },
+        },
+        DocumentIdPage: {
+          type: 'object',
+          required: ['collection', 'generation', 'documents'],
+          properties: { collection: { type: 'string' }, generation: { type: 'integer' }, documents: { type: 'array', items: { type: 'string' } }, nextCursor: { type: 'string', description: 'absent on the last page' } },
+        },
         SearchStatus: {
           type: 'object',
           properties: {
@@ -248,6 +322,10 @@ function baseDocument(version: string) {
                             id: { type: 'string' },
                             score: { type: 'number' },
                             scoredBy: { type: 'string', description: 'the mode, or rerank:<scorer> for a second stage' },
+                            text: { type: 'string', description: "with include: ['text'] (a passage's own text)" },
+                            metadata: { type: ['object', 'null'], description: "with include: ['metadata'] (a passage carries its parent's)" },
+                            parent: { type: 'string', description: 'a passage hit (collections with passages): its parent document' },
+                            passage: { type: 'string', description: "group: 'parent': the best-scoring passage, whose score the hit carries" },
                             explain: {
                               type: 'array',
                               items: { type: 'object', properties: { queryToken: { type: 'string' }, docToken: { type: 'string' }, similarity: { type: 'number' }, imputed: { type: 'boolean' } } },
@@ -278,7 +356,7 @@ function baseDocument(version: string) {
                   description: 'how the generation was held: EDEN token-layout codes as their int8 rotated image (MaxSim by integer GEMMs), or decoded fp32 vectors (COMPRESSED_SCORING)',
                 },
                 timings: { type: 'object', properties: { totalMs: { type: 'number' }, encodeQueriesMs: { type: 'number' }, scoreMs: { type: 'number' }, loadMs: { type: 'number' } } },
-                results: { type: 'array', items: { type: 'object', properties: { queryId: { type: 'string' }, hits: { type: 'array', items: { type: 'object', properties: { id: { type: 'string' }, score: { type: 'number' } } } }, missing: { type: 'array', items: { type: 'string' } } } } },
+                results: { type: 'array', items: { type: 'object', properties: { queryId: { type: 'string' }, hits: { type: 'array', items: { $ref: '#/components/schemas/RerankHit' } }, missing: { type: 'array', items: { type: 'string' } } } } },
               },
             },
           },
