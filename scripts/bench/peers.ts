@@ -30,7 +30,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { Queue } from 'bullmq';
 import { loadConfig } from '@lateral/shared';
-import { readSegment } from '@lateral/codec';
+import { readSegment, type SegmentReader } from '@lateral/codec';
 import { getEncoder } from '@lateral/model';
 import { BULLMQ_CONNECTION_OPTIONS, createRedis } from '@lateral/infra';
 import { startServer, type Server } from '../../apps/all-in-one/src/server';
@@ -126,7 +126,7 @@ async function exportStored(server: Server, collection: string): Promise<{ docId
   const manifest = await rt.generations.manifest(tenant, collection);
   if (!manifest) throw new Error(`collection ${collection} has no committed generation`);
   const owner = new Map<string, { seg: number; doc: number }>();
-  const readers = [];
+  const readers: SegmentReader[] = [];
   for (const [si, ref] of manifest.segments.entries()) {
     const bytes = await rt.store.get(ref.key);
     if (!bytes) throw new Error(`segment ${ref.key} missing`);

@@ -22,8 +22,8 @@ import { spawnSync } from 'node:child_process';
 import { resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { maxsim, maxsimBatch, maxsimOfSimilarities, xtrAggregate, LITE_DEFAULT, LITE_SMALL, type XtrRetrieved } from '@lateral/scoring';
-import { benchXtrAccumulator } from '@lateral/search';
-import { createScorerSession, GemmMaxsim, OnnxLite, randomLiteWeights, RotatedMaxsim, seededUniform, type RotatedImageSet } from '@lateral/kernels';
+import { benchXtrAccumulator, xtrProbe } from '@lateral/search';
+import { createScorerSession, GemmMaxsim, OnnxIvfProbe, OnnxLite, randomLiteWeights, RotatedMaxsim, seededUniform, type RotatedImageSet } from '@lateral/kernels';
 import { createCodec, lloydMax, type EdenCodec } from '@lateral/codec';
 import { floatTensor, GraphBuilder, int64Tensor, makeModel, makeValueInfo } from '@lateral/model';
 import { buildMaxsimModel, OnnxMaxsim } from './maxsim-single-tensor';
@@ -366,6 +366,18 @@ export async function runScoreBench(args: string[]): Promise<Record<string, unkn
   // The search path's per-segment aggregation: direct-addressed accumulators (@lateral/search).
   const seg = benchXtrAccumulator({ n: N, kPrime: 40_000, documents: 1_000_000, segments: 16, repeats: quick ? 3 : 9 });
 
+  // XTR's IVF probe at Vaswani's shape with MiniLM (K = 8,192 centroids by PLAID's rule for
+  // ~0.9M tokens, d = 384, 16 query tokens, nprobe 32): the JS loop vs one ORT GEMM + TopK.
+  log('score bench: XTR IVF probe (JS vs ORT)...');
+  const P = { n: 16, K: 8192, d: 384, nprobe: 32 };
+  const probeQ = Float32Array.from({ length: P.n * P.d }, () => r() - 0.5);
+  const probeC = Float32Array.from({ length: P.K * P.d }, () => r() - 0.5);
+  const ortProbe = await OnnxIvfProbe.create(threads);
+  await ortProbe.probe(probeQ, P.n, probeC, P.d, P.nprobe); // builds the transposed centroids once, as a scorer does per collection
+  const probeOrtMs = await timeIt(() => ortProbe.probe(probeQ, P.n, probeC, P.d, P.nprobe), quick ? 5 : 20);
+  const probeJsMs = await timeIt(() => xtrProbe(probeQ, P.n, probeC, P.d, P.nprobe), quick ? 2 : 5);
+  await ortProbe.release();
+
   log('score bench: compressed candidates (EDEN 4-bit, token layout)...');
   const compressed = await compressedCase(q, docs, offsets, threads, quick, log);
 
@@ -398,6 +410,10 @@ export async function runScoreBench(args: string[]): Promise<Record<string, unkn
     xtr_segmented_updates_per_s: seg.updatesPerSecond,
     xtr_segmented_vs_hash_ratio: (seg.seconds * 1000) / xtr40k,
     xtr_segmented_total_40000_ms: seg.secondsTotal * 1000,
+    xtr_probe_js_ms: probeJsMs,
+    xtr_probe_ort_ms: probeOrtMs,
+    xtr_probe_ort_gflops: (2 * P.n * P.K * P.d) / probeOrtMs / 1e6,
+    xtr_probe_ort_fraction_of_peak: (2 * P.n * P.K * P.d) / probeOrtMs / 1e6 / peak.gflops,
     ...compressed.result,
   };
 
@@ -415,6 +431,7 @@ export async function runScoreBench(args: string[]): Promise<Record<string, unkn
     ["XTR aggregation n=32 k'=1000", `${f(xtr1k, 3)} ms`],
     ["XTR aggregation n=32 k'=40000", `${f(xtr40k, 3)} ms`],
     ["XTR per-segment accumulators, n=32 k'=40000, 1M docs in 16 segments", `${f(seg.seconds * 1000, 3)} ms = ${f(seg.updatesPerSecond / 1e6, 0)} M updates/s (${f((seg.seconds * 1000) / xtr40k, 3)}x the hash-table aggregation); with zeroing + top-100 ${f(seg.secondsTotal * 1000, 3)} ms`],
+    ['XTR IVF probe, 16 query tokens x 8192 centroids x 384, nprobe 32', `JS ${f(probeJsMs, 2)} ms, ORT GEMM + TopK ${f(probeOrtMs, 2)} ms (${f(probeJsMs / probeOrtMs, 1)}x faster, ${f((100 * (2 * P.n * P.K * P.d)) / probeOrtMs / 1e6 / peak.gflops, 1)}% of the GEMM peak)`],
     ...compressed.rows,
   ];
   const w = Math.max(...rows.map(([k]) => k.length));

@@ -10,3 +10,4 @@ export { GemmMaxsim, createMaxsimSession, columnLayout, type ColumnLayout, type 
 export { RotatedMaxsim, type RotatedImageSet } from './rotated-maxsim';
 export { ScorerResources } from './scorer-resources';
 export { OnnxNearestCentroid, onnxSphericalKmeans } from './nearest-centroid';
+export { OnnxIvfProbe, type IvfProbe } from './ivf-probe';

@@ -2,6 +2,7 @@ import { readFileSync } from 'node:fs';
 import { artifactPath, type ScorerSpec } from '@lateral/shared';
 import type { LiteFlatWeights } from '@lateral/scoring';
 import { GemmMaxsim } from './gemm-maxsim';
+import { OnnxIvfProbe } from './ivf-probe';
 import { OnnxKnrm, OnnxLite } from './lite-onnx';
 import { RotatedMaxsim } from './rotated-maxsim';
 
@@ -9,6 +10,7 @@ import { RotatedMaxsim } from './rotated-maxsim';
 export class ScorerResources {
   private gemmSession: Promise<GemmMaxsim> | null = null;
   private rotatedSession: Promise<RotatedMaxsim> | null = null;
+  private probeSession: Promise<OnnxIvfProbe> | null = null;
   private readonly sessions = new Map<string, Promise<OnnxLite | OnnxKnrm>>();
   private readonly flat = new Map<string, LiteFlatWeights>();
 
@@ -23,6 +25,12 @@ export class ScorerResources {
   rotated(): Promise<RotatedMaxsim> {
     this.rotatedSession ??= RotatedMaxsim.create(this.threads);
     return this.rotatedSession;
+  }
+
+  /** XTR's IVF probe (query tokens x centroids GEMM + TopK) for the search processor. */
+  ivfProbe(): Promise<OnnxIvfProbe> {
+    this.probeSession ??= OnnxIvfProbe.create(this.threads);
+    return this.probeSession;
   }
 
   onnx(spec: ScorerSpec & { name: 'lite' | 'knrm' }): Promise<OnnxLite | OnnxKnrm> {

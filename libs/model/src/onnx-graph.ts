@@ -224,6 +224,12 @@ export class GraphBuilder {
     return out;
   }
 
+  /** A node with several named outputs (TopK: values and indices). */
+  opOutputs(opType: string, inputs: readonly string[], outputs: readonly string[], attrs: Record<string, AttrValue> = {}): readonly string[] {
+    this.nodes.push(makeNode(opType, inputs, [...outputs], attrs));
+    return outputs;
+  }
+
   build(name: string, inputs: ValueInfoProto[], outputs: ValueInfoProto[], docString?: string): GraphProto {
     return makeGraph({ name, nodes: this.nodes, inputs, outputs, initializers: this.initializers, docString });
   }

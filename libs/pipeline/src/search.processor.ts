@@ -106,6 +106,9 @@ export async function searchProcessor(deps: SearchDeps, p: JobPayload<QueueName.
     const e = queries[qi];
     const terms = Array.from(encoder.tokenizer.contentIds(q.text)).filter((id) => !skip(id));
     const depth = Math.max(shaping.depth, req.rerank?.depth ?? 0);
+    // XTR's probe (query tokens x centroids) as one ORT GEMM, before the synchronous per-segment work.
+    const xtrNprobe = req.mode.name === 'xtr' || (req.mode.name === 'hybrid' && req.mode.base === 'xtr') ? Math.min(req.mode.nprobe, ivf!.k) : 0;
+    const probe = xtrNprobe > 0 && e.length > 0 ? await (await deps.scorers.ivfProbe()).probe(e.vectors, e.length, ivf!.centroids, e.vectors.length / e.length, xtrNprobe) : undefined;
     const run = (mode: SearchMode, n: number): { hits: Hit[]; reason?: string } => {
       switch (mode.name) {
         case 'bm25':
@@ -120,7 +123,7 @@ export async function searchProcessor(deps: SearchDeps, p: JobPayload<QueueName.
           return { hits: exhaustiveSearch(searchParts, e.vectors, e.length, n, { explain: req.explain }) };
         case 'xtr':
           if (e.length === 0) return { hits: [], reason: 'the query has no tokens' };
-          return { hits: xtrSearch(searchParts, e.vectors, e.length, ivf!.centroids, { kPrime: mode.kPrime, nprobe: Math.min(mode.nprobe, ivf!.k), topN: n, explain: req.explain }).hits };
+          return { hits: xtrSearch(searchParts, e.vectors, e.length, ivf!.centroids, { kPrime: mode.kPrime, nprobe: Math.min(mode.nprobe, ivf!.k), topN: n, explain: req.explain, probe }).hits };
         case 'hybrid': {
           const base: SearchMode = mode.base === 'xtr' ? { name: 'xtr', kPrime: mode.kPrime, nprobe: mode.nprobe } : mode.base === 'dense' ? { name: 'dense' } : { name: 'exhaustive' };
           const a = run(base, mode.depth).hits;

@@ -224,4 +224,12 @@ describe('xtr', () => {
     expect(b.candidates).toBeLessThanOrEqual(4000);
     expect(b.updatesPerSecond).toBeGreaterThan(0);
   });
+  it('takes a probe computed elsewhere (the ORT GEMM) and refuses one made for another query shape', () => {
+    const q = randomUnit(rng(21), 4, d);
+    const probe = xtrProbe(q, 4, centroids, d, 3);
+    const given = xtrSearch(one, q, 4, centroids, { kPrime: 20, nprobe: 3, topN: 10, probe });
+    expect(given.hits.length).toBeGreaterThan(0);
+    expect(given.hits).toEqual(xtrSearch(one, q, 4, centroids, { kPrime: 20, nprobe: 3, topN: 10 }).hits);
+    expect(() => xtrSearch(one, q, 4, centroids, { kPrime: 20, nprobe: 2, topN: 10, probe })).toThrow(/given probe is for 4 query tokens x nprobe 3, expected 4 x 2/);
+  });
 });

@@ -421,6 +421,11 @@ export interface XtrSearchOptions {
   kPrime: number;
   nprobe: number;
   topN: number;
+  /**
+   * The probe computed elsewhere (the search processor's ONNX Runtime GEMM, OnnxIvfProbe in
+   * @lateral/kernels); default `xtrProbe` here. Must be for these n query tokens and nprobe.
+   */
+  probe?: XtrProbe;
   normalize?: boolean;
   explain?: boolean;
 }
@@ -443,7 +448,10 @@ export function xtrSearch(
 ): XtrSearchResult {
   if (parts.length === 0) return { hits: [], imputed: new Float64Array(n), scored: 0 };
   const d = parts[0].segment.dims;
-  const probe = xtrProbe(q, n, centroids, d, opts.nprobe);
+  if (opts.probe && (opts.probe.n !== n || opts.probe.nprobe !== opts.nprobe || opts.probe.centroids.length !== n * opts.nprobe)) {
+    throw new RangeError(`xtrSearch: the given probe is for ${opts.probe.n} query tokens x nprobe ${opts.probe.nprobe}, expected ${n} x ${opts.nprobe}`);
+  }
+  const probe = opts.probe ?? xtrProbe(q, n, centroids, d, opts.nprobe);
   const lists = parts.map((p) => xtrSegmentSearch(p.segment, p.index, q, n, probe, { kPrime: opts.kPrime, mask: p.mask }));
   const merged = xtrMerge(lists);
   const workspace = new XtrWorkspace();
