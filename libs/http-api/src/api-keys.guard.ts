@@ -15,16 +15,44 @@ const ACCESS = 'lateral:access';
 export const RequiresRole = (role: RouteAccess) => SetMetadata(ACCESS, role);
 
 /**
- * The default rule when a route declares nothing: health is public; /v1/admin needs admin;
+ * The default rule when a route declares nothing: health is public, and so are the operator paths
+ * for this guard (admin-auth.ts checks them: ADMIN_TOKEN or an admin key); /v1/admin needs admin;
  * re-rank and search (submitting and reading jobs) and every GET need read; anything else that
  * changes state (create, ingest, recompress, delete) needs write.
  */
-export function routeAccess(method: string, path: string): RouteAccess {
+export function routeAccess(method: string, path: string, operatorPaths: readonly string[] = []): RouteAccess {
   if (path === '/v1/health' || path.startsWith('/v1/health/')) return 'public';
+  if (under(path, operatorPaths)) return 'public';
   if (path === '/v1/admin' || path.startsWith('/v1/admin/')) return 'admin';
   if (/^\/v1\/(rerank|search)(\/|$)/.test(path)) return 'read';
   if (method === 'GET' || method === 'HEAD' || method === 'OPTIONS') return 'read';
   return 'write';
+}
+
+/** Injection token: the operator paths (admin.module.ts ADMIN_PATHS), checked by admin-auth.ts before Nest runs. */
+export const OPERATOR_PATHS = Symbol('OPERATOR_PATHS');
+
+function under(path: string, prefixes: readonly string[]): boolean {
+  return prefixes.some((p) => path === p || path.startsWith(`${p}/`));
+}
+
+/**
+ * Express middleware in front of admin-auth.ts on the operator paths: with AUTH=keys, a request
+ * presenting a live API key of role admin is marked (`req.adminKey`), which admin-auth accepts as
+ * the operator credential, like ADMIN_TOKEN. Any other key is left to admin-auth (401).
+ */
+export function markAdminApiKey(keys: ApiKeysService) {
+  return (req: Request & { adminKey?: boolean }, _res: Response, next: (err?: unknown) => void): void => {
+    const presented = keys.enabled ? presentedKey(req) : null;
+    if (!presented) return next();
+    keys.verify(presented).then(
+      (who) => {
+        if (who?.role === 'admin') req.adminKey = true;
+        next();
+      },
+      () => next(), // S3 unreachable: not marked, admin-auth decides (ADMIN_TOKEN still works)
+    );
+  };
 }
 
 /** The key a request presents: `Authorization: Bearer <key>`, else `x-api-key: <key>`. */
@@ -52,13 +80,14 @@ export class ApiKeysGuard implements CanActivate {
   constructor(
     @Inject(ApiKeysService) private readonly keys: ApiKeysService,
     @Inject(Reflector) private readonly reflector: Reflector,
+    @Inject(OPERATOR_PATHS) private readonly operatorPaths: readonly string[],
   ) {}
 
   async canActivate(ctx: ExecutionContext): Promise<boolean> {
     if (ctx.getType() !== 'http' || !this.keys.enabled) return true;
     const req = ctx.switchToHttp().getRequest<Request>();
     const res = ctx.switchToHttp().getResponse<Response>();
-    const need = this.reflector.getAllAndOverride<RouteAccess | undefined>(ACCESS, [ctx.getHandler(), ctx.getClass()]) ?? routeAccess(req.method, req.path);
+    const need = this.reflector.getAllAndOverride<RouteAccess | undefined>(ACCESS, [ctx.getHandler(), ctx.getClass()]) ?? routeAccess(req.method, req.path, this.operatorPaths);
     if (need === 'public') return true;
     const presented = presentedKey(req);
     if (!presented) {
@@ -87,9 +116,10 @@ export class ApiKeysGuard implements CanActivate {
 }
 
 /** The providers app.ts registers: the key service and the guard on every route. */
-export function apiKeyProviders(rt: Runtime): Provider[] {
+export function apiKeyProviders(rt: Runtime, operatorPaths: readonly string[] = []): Provider[] {
   return [
     { provide: ApiKeysService, useFactory: () => new ApiKeysService(rt) },
+    { provide: OPERATOR_PATHS, useValue: operatorPaths },
     { provide: APP_GUARD, useClass: ApiKeysGuard },
   ];
 }

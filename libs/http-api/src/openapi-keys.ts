@@ -75,8 +75,12 @@ export function withApiKeySecurity<D extends Doc>(doc: D): D {
   const paths: Record<string, Record<string, Operation>> = { ...doc.paths, ...(PATHS as unknown as Record<string, Record<string, Operation>>) };
   for (const [path, ops] of Object.entries(paths)) {
     for (const [method, op] of Object.entries(ops)) {
-      // An operation that declares its own security (the operator endpoints) keeps it.
-      if (op.security !== undefined) continue;
+      // An operation that declares its own security (the operator endpoints: ADMIN_TOKEN) also takes an admin key.
+      if (Array.isArray(op.security)) {
+        const note = 'With AUTH=keys, an API key of role `admin` is an operator credential too.';
+        ops[method] = { ...op, description: op.description ? `${op.description}\n\n${note}` : note, security: [...op.security, { bearerApiKey: [] }, { headerApiKey: [] }] };
+        continue;
+      }
       const access = routeAccess(method.toUpperCase(), path.replace(/\{[^}]+\}/g, 'x'));
       if (access === 'public') {
         ops[method] = { ...op, security: [] };
