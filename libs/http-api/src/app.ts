@@ -9,6 +9,10 @@ import { HealthController } from './health.controller';
 import { RerankController } from './rerank.controller';
 import { SearchController } from './search.controller';
 import { SearchService } from './search.service';
+import { BatchesController } from './batches.controller';
+import { BatchesService } from './batches.service';
+import { CohereController } from './cohere.controller';
+import { CohereService } from './cohere.service';
 import { CollectionsService } from './collections.service';
 import { HttpErrorsFilter } from './http-errors.filter';
 import { backpressure } from './backpressure';
@@ -29,12 +33,15 @@ class ApiModule {
     return {
       module: ApiModule,
       imports: [AdminModule.forRuntime(rt)],
-      controllers: [CollectionsController, RerankController, SearchController, HealthController, AdminKeysController],
+      controllers: [CollectionsController, RerankController, SearchController, HealthController, AdminKeysController, BatchesController, CohereController],
       providers: [
         { provide: RUNTIME, useValue: rt },
         { provide: CollectionsService, useFactory: () => new CollectionsService(rt) },
         { provide: RerankService, useFactory: () => new RerankService(rt) },
         { provide: SearchService, useFactory: () => new SearchService(rt) },
+        // Batch files and the Cohere-compatible endpoint share the re-rank service's text submitter.
+        { provide: BatchesService, inject: [RerankService], useFactory: (rr: RerankService) => new BatchesService(rt, rr.texts) },
+        { provide: CohereService, inject: [RerankService], useFactory: (rr: RerankService) => new CohereService(rr, rt.config.RERANK_MAX_WAIT_SECONDS) },
         // AUTH=keys: ApiKeysGuard on every route (tenant and role from the key, rate limits)
         ...apiKeyProviders(rt),
       ],
