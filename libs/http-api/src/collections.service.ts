@@ -253,7 +253,10 @@ export class CollectionsService {
    * with passages, how many were split and into how many passages.
    */
   private async longDocuments(id: string, record: IngestionRecord) {
-    const infos = await Promise.all(record.batches.map((b) => this.documents.encodedInfo(this.tenant, id, b.batchId)));
+    // only batches with raw vectors have been encoded (one LIST), and a found info.json is cached: a status poll reads little
+    const raw = await this.rt.store.list(`${s3Keys.rawPrefix(this.tenant, id)}${record.ingestionId}-`);
+    const encoded = new Set(raw.map((k) => k.key.slice(k.key.lastIndexOf('/') + 1).replace(/\.seg$/, '')));
+    const infos = await Promise.all(record.batches.filter((b) => encoded.has(b.batchId)).map((b) => this.documents.encodedInfo(this.tenant, id, b.batchId)));
     let truncated = 0;
     const ids: string[] = [];
     const split = new Set<string>();
