@@ -5,6 +5,8 @@ import type { NestExpressApplication } from '@nestjs/platform-express';
 import { SwaggerModule, type OpenAPIObject } from '@nestjs/swagger';
 import type { Runtime } from '@lateral/infra';
 import { CollectionsController } from './collections.controller';
+import { DeletesController } from './deletes.controller';
+import { DeletesService } from './deletes.service';
 import { HealthController } from './health.controller';
 import { RerankController } from './rerank.controller';
 import { SearchController } from './search.controller';
@@ -33,10 +35,11 @@ class ApiModule {
     return {
       module: ApiModule,
       imports: [AdminModule.forRuntime(rt)],
-      controllers: [CollectionsController, RerankController, SearchController, HealthController, AdminKeysController, BatchesController, CohereController],
+      controllers: [CollectionsController, DeletesController, RerankController, SearchController, HealthController, AdminKeysController, BatchesController, CohereController],
       providers: [
         { provide: RUNTIME, useValue: rt },
         { provide: CollectionsService, useFactory: () => new CollectionsService(rt) },
+        { provide: DeletesService, useFactory: () => new DeletesService(rt) },
         { provide: RerankService, useFactory: () => new RerankService(rt) },
         { provide: SearchService, useFactory: () => new SearchService(rt) },
         // Batch files and the Cohere-compatible endpoint share the re-rank service's text submitter.

@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { CodecSettingsSchema, CreateCollectionSchema, RerankRequestSchema, SCORER_NAMES, SEARCH_MODES, SearchRequestSchema } from '@lateral/shared';
 import { DEFAULT_DOCUMENT_LIST_LIMIT, MAX_DOCUMENT_LIST_LIMIT, TRUNCATED_IDS_SHOWN } from '@lateral/shared';
+import { DeleteDocumentsSchema, MAX_DELETE_IDS } from '@lateral/shared';
 import { withApiKeySecurity } from './openapi-keys';
 import { ADMIN_OPENAPI_PATHS, ADMIN_SECURITY_SCHEMES } from './openapi-admin';
 
@@ -135,6 +136,30 @@ function baseDocument(version: string) {
           parameters: [idParam, { name: 'docId', in: 'path', required: true, schema: { type: 'string', maxLength: 512 }, description: 'document id, URL-encoded' }],
           responses: { '200': ok('the document', { $ref: '#/components/schemas/StoredDocument' }), ...errors(400, 404, 503) },
         },
+        delete: {
+          summary: 'Delete one document: commits a generation with its tombstone (through the commit queue); 200 once committed',
+          description:
+            'After the 200 the document is never returned by re-rank or search and `documents` no longer counts it. 404 names the id when it is not a live document. `wait` (default 30 s, <= RERANK_MAX_WAIT_SECONDS): longer than that, 202 with the status URL. A delete and an ingest of the same id: the one committed later wins (an ingestion is acknowledged when its state is `done`).',
+          parameters: [idParam, { name: 'docId', in: 'path', required: true, schema: { type: 'string', maxLength: 512 }, description: 'document id, URL-encoded' }, waitParam],
+          responses: { '200': ok('deleted', { $ref: '#/components/schemas/DeleteResult' }), '202': ok('still in the commit queue', { $ref: '#/components/schemas/DeletePending' }), ...errors(400, 404, 503) },
+        },
+      },
+      '/v1/collections/{id}/documents/delete': {
+        post: {
+          summary: `Delete documents by ids (at most ${MAX_DELETE_IDS}) or by a search filter: one generation with their tombstones; 200 once committed`,
+          description:
+            'Exactly one of `ids` or `filter` (the search filter language). Ids that are not live documents are listed in `notFound` (not an error). Nothing live to delete: 200 with `committed: false`. `wait` as for the single delete.',
+          parameters: [idParam, waitParam],
+          requestBody: { required: true, content: { 'application/json': { schema: schema(DeleteDocumentsSchema) } } },
+          responses: { '200': ok('deleted', { $ref: '#/components/schemas/DeleteResult' }), '202': ok('still in the commit queue', { $ref: '#/components/schemas/DeletePending' }), ...errors(400, 404, 503) },
+        },
+      },
+      '/v1/collections/{id}/deletes/{deleteId}': {
+        get: {
+          summary: 'A delete that answered 202: its result once committed',
+          parameters: [idParam, { name: 'deleteId', in: 'path', required: true, schema: { type: 'string' } }],
+          responses: { '200': ok('deleted', { $ref: '#/components/schemas/DeleteResult' }), '202': ok('still in the commit queue', { $ref: '#/components/schemas/DeletePending' }), ...errors(404, 503) },
+        },
       },
       '/v1/collections/{id}/recompress': {
         post: {
@@ -260,6 +285,19 @@ function baseDocument(version: string) {
           },
         },
         CodecSettings: schema(CodecSettingsSchema),
+        DeleteResult: {
+          type: 'object',
+          required: ['deleteId', 'generation', 'committed', 'deleted', 'notFound', 'documents'],
+          properties: {
+            deleteId: { type: 'string' },
+            generation: { type: 'integer', description: 'the generation holding the tombstones (the current one when nothing was deleted)' },
+            committed: { type: 'boolean', description: 'false: nothing live matched, no generation written' },
+            deleted: { type: 'integer' },
+            notFound: { type: 'array', items: { type: 'string' }, description: 'requested ids that are not live documents' },
+            documents: { type: 'integer', description: 'live documents after the delete' },
+          },
+        },
+        DeletePending: { type: 'object', required: ['deleteId', 'status', 'statusUrl'], properties: { deleteId: { type: 'string' }, status: { enum: ['queued', 'running'] }, statusUrl: { type: 'string' } } },
         RerankHit: {
           type: 'object',
           required: ['id', 'score'],

@@ -1,6 +1,7 @@
 export * from './logger';
 export * from './embedded-services';
 export * from './object-store';
+export * from './disk-cache';
 export * from './object-streams';
 export * from './job-flows';
 export * from './queues';

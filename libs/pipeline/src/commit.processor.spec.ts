@@ -1,10 +1,10 @@
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import { PermanentJobError, QueueName, s3Keys, type CodecSettings, type Collection, type CollectionManifest, type JobPayload, type SegmentRef } from '@lateral/shared';
+import { PermanentJobError, s3Keys, type CodecSettings, type Collection, type CollectionManifest, type SegmentRef } from '@lateral/shared';
 import { crc32c, createCodec, fitCodec, writeSegment, type CodecArtifact } from '@lateral/codec';
 import type { EncodedText } from '@lateral/model';
 import type { CommitResult, GenerationChange, Logger } from '@lateral/infra';
 import { assembleSegmentDocs } from './encode.processor';
-import { SegmentIds, commitProcessor, type CommitDeps } from './commit.processor';
+import { SegmentIds, commitProcessor, type CommitDeps, type SegmentCommitPayload } from './commit.processor';
 import { strictMock, takeStrictMockViolations } from './testing/strict-mock';
 
 afterEach(() => expect(takeStrictMockViolations()).toEqual([]));
@@ -63,7 +63,7 @@ const manifestOf = (generation: number, codecVersion: number, segments: SegmentR
   ...(documents !== undefined ? { documents } : {}),
 });
 
-const payload = (batchId: string, codecVersion = 1): JobPayload<QueueName.commit> => ({
+const payload = (batchId: string, codecVersion = 1): SegmentCommitPayload => ({
   tenantId: T,
   collectionId: C,
   ingestionId: 'ing-1',
@@ -139,8 +139,8 @@ describe('commitProcessor', () => {
     expect(s.codecsGet).toHaveBeenCalledExactlyOnceWith(T, C, 1);
     expect(s.commit).toHaveBeenCalledExactlyOnceWith(T, C, expect.any(Function));
     expect(ref1.checksum).toMatch(/^[0-9a-f]{8}$/);
-    // d2 is in both segments: 3 distinct documents, not 4.
-    expect(s.changes).toEqual([{ segments: [ref0, ref1], codecVersion: 1, documents: 3 }]);
+    // d2 is in both segments: 3 distinct documents, not 4; the older copy of d2 (b-0's second document) gets a tombstone.
+    expect(s.changes).toEqual([{ segments: [{ ...ref0, tombstones: [1] }, ref1], codecVersion: 1, documents: 3 }]);
     // The committed segment's ids are remembered, the other one is loaded once.
     expect(s.load).toHaveBeenCalledExactlyOnceWith(T, C, ref0);
     expect(result).toEqual({ generation: 5, committed: true });
@@ -172,7 +172,8 @@ describe('commitProcessor', () => {
     expect(newRef.checksum).not.toBe(ref1.checksum);
     const s = setup({ objects: { [ref1.key]: rewritten }, current: manifestOf(5, 1, [ref1, ref0], 3), stored: { [ref0.key]: ['d1', 'd2'] } });
     expect(await commitProcessor(s.deps, payload('b-1'))).toEqual({ generation: 6, committed: true });
-    expect(s.changes).toEqual([{ segments: [newRef, ref0], codecVersion: 1, documents: 3 }]);
+    // b-0, later in the manifest, holds d2 too: the rewritten b-1's d2 is the superseded copy.
+    expect(s.changes).toEqual([{ segments: [{ ...newRef, tombstones: [0] }, ref0], codecVersion: 1, documents: 3 }]);
   });
 
   it('a missing segment object or collection is permanent; nothing is committed', async () => {
@@ -293,5 +294,18 @@ describe('SegmentIds', () => {
     await expect(live.count(T, C, [ref('a')])).rejects.toThrow('S3 503');
     expect(await live.count(T, C, [ref('a')])).toBe(2);
     expect(load).toHaveBeenCalledTimes(2);
+  });
+
+  it('live: superseded copies get tombstones (the last copy of an id wins), tombstoned last copies are not counted', async () => {
+    const live = new SegmentIds(async (_t, _c, r) => ids[r.key]);
+    const out = await live.live(T, C, [ref('a'), ref('b'), ref('c')]);
+    // d2 of a is superseded by b; in b, d3 at 1 by d3 at 2
+    expect(out.segments).toEqual([{ ...ref('a'), tombstones: [1] }, { ...ref('b'), tombstones: [1] }, ref('c')]);
+    expect(out.documents).toBe(4);
+    // b's d2 deleted: d2 is gone even though a holds an older copy (which gets its tombstone too)
+    const del = await live.live(T, C, [ref('a'), { ...ref('b'), tombstones: [0] }, ref('c')]);
+    expect(del.segments.map((s) => s.tombstones)).toEqual([[1], [0, 1], undefined]);
+    expect(del.documents).toBe(3);
+    expect(await live.count(T, C, [ref('a'), { ...ref('b'), tombstones: [0, 2] }])).toBe(1);
   });
 });

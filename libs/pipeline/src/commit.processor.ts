@@ -1,4 +1,7 @@
 import { PermanentJobError, QueueName, type Collection, type JobPayload, type JobResults, type SegmentRef } from '@lateral/shared';
+
+/** A commit job that commits a written segment (the commit queue also carries deletes: delete.processor.ts). */
+export type SegmentCommitPayload = Extract<JobPayload<QueueName.commit>, { batchId: string }>;
 import { SegmentCorruptError, crc32c, readSegment } from '@lateral/codec';
 import type { CodecArtifactRepository, CollectionRepository, GenerationRepository, Logger, ObjectStore } from '@lateral/infra';
 import { logIngestionIfFinished } from './job-logs';
@@ -9,7 +12,7 @@ export interface CommitDeps {
   collections: Pick<CollectionRepository, 'get' | 'update'>;
   generations: Pick<GenerationRepository, 'commit' | 'recordPending' | 'pending' | 'clearPending'>;
   codecs: Pick<CodecArtifactRepository, 'get'>;
-  liveIds: Pick<SegmentIds, 'remember' | 'count'>;
+  liveIds: Pick<SegmentIds, 'remember' | 'live'>;
   logger: Logger;
 }
 
@@ -20,7 +23,7 @@ export interface CommitDeps {
  * completes the set commits them all at once, so a collection is never scored with half of its
  * segments at one codec and half at another.
  */
-export async function commitProcessor(deps: CommitDeps, p: JobPayload<QueueName.commit>): Promise<JobResults[QueueName.commit]> {
+export async function commitProcessor(deps: CommitDeps, p: SegmentCommitPayload): Promise<JobResults[QueueName.commit]> {
   const collection = await deps.collections.get(p.tenantId, p.collectionId);
   if (!collection) throw new PermanentJobError(`collection ${p.tenantId}/${p.collectionId} no longer exists`);
   const bytes = await deps.store.get(p.segmentKey);
@@ -50,16 +53,18 @@ export async function commitProcessor(deps: CommitDeps, p: JobPayload<QueueName.
   const result = await deps.generations.commit(p.tenantId, p.collectionId, async (segments, current) => {
     const i = segments.findIndex((s) => s.batchId === p.batchId);
     if (i >= 0 && segments[i].key === ref.key && segments[i].checksum === ref.checksum) return null; // already committed
-    if (i >= 0) segments[i] = ref;
+    if (i >= 0) segments[i] = withTombstones(ref, segments[i]); // the same batch's documents, in the same order
     else segments.push(ref);
-    return { segments, codecVersion: current?.codecVersion ?? collection.codecVersion, documents: await deps.liveIds.count(p.tenantId, p.collectionId, segments) };
+    // Copies of the new segment's ids in earlier segments are tombstoned (the later ingest replaces them).
+    const live = await deps.liveIds.live(p.tenantId, p.collectionId, segments);
+    return { segments: live.segments, codecVersion: current?.codecVersion ?? collection.codecVersion, documents: live.documents };
   });
   // The ingestion's one summary line, when this commit completed it (a log failure never fails the commit).
   if (result.committed) await logIngestionIfFinished(deps.store, deps.logger, p, result.manifest).catch((err: Error) => deps.logger.debug(`ingestion summary skipped: ${err.message}`));
   return { generation: result.manifest.generation, committed: result.committed };
 }
 
-async function commitRecompression(deps: CommitDeps, collection: Collection, p: JobPayload<QueueName.commit>, ref: SegmentRef): Promise<JobResults[QueueName.commit]> {
+async function commitRecompression(deps: CommitDeps, collection: Collection, p: SegmentCommitPayload, ref: SegmentRef): Promise<JobResults[QueueName.commit]> {
   const pending = collection.pending!;
   await deps.generations.recordPending(p.tenantId, p.collectionId, p.codecVersion, ref);
   const written = await deps.generations.pending(p.tenantId, p.collectionId, p.codecVersion);
@@ -70,7 +75,8 @@ async function commitRecompression(deps: CommitDeps, collection: Collection, p: 
       ? null
       : {
           // Every re-compressed batch at once; batches ingested meanwhile keep their own version.
-          segments: segments.map((s) => written.get(s.batchId) ?? s),
+          // (a re-compressed batch holds the same documents in the same order: its tombstones carry over)
+          segments: segments.map((s) => (written.has(s.batchId) ? withTombstones(written.get(s.batchId)!, s) : s)),
           codecVersion: p.codecVersion,
           documents: current?.documents,
         },
@@ -98,11 +104,54 @@ export class SegmentIds {
     this.ids.set(key, docIds);
   }
 
-  /** Distinct document ids over `segments` (an id in several segments counts once). */
+  /** Distinct live document ids over `segments` (an id in several segments counts once; tombstoned copies not at all). */
   async count(tenantId: string, collectionId: string, segments: SegmentRef[]): Promise<number> {
-    await Promise.all(segments.filter((s) => !this.ids.has(s.key)).map(async (s) => this.ids.set(s.key, await this.load(tenantId, collectionId, s))));
-    const all = new Set<string>();
-    for (const s of segments) for (const id of this.ids.get(s.key)!) all.add(id);
-    return all.size;
+    return (await this.live(tenantId, collectionId, segments)).documents;
   }
+
+  /** The document ids of one segment, in segment order. */
+  async docIds(tenantId: string, collectionId: string, ref: SegmentRef): Promise<readonly string[]> {
+    await this.ensure(tenantId, collectionId, [ref]);
+    return this.ids.get(ref.key)!;
+  }
+
+  /**
+   * `segments` with every superseded copy tombstoned (an id's live copy is its last one: the
+   * latest segment holding it, the last position in that segment) and the number of live ids:
+   * those whose last copy is not tombstoned.
+   */
+  async live(tenantId: string, collectionId: string, segments: SegmentRef[]): Promise<{ segments: SegmentRef[]; documents: number }> {
+    await this.ensure(tenantId, collectionId, segments);
+    const seen = new Set<string>();
+    let documents = 0;
+    const out: SegmentRef[] = new Array(segments.length);
+    for (let s = segments.length - 1; s >= 0; s--) {
+      const ref = segments[s];
+      const ids = this.ids.get(ref.key)!;
+      const dead = new Set(ref.tombstones ?? []);
+      let added = false;
+      for (let i = ids.length - 1; i >= 0; i--) {
+        if (seen.has(ids[i])) {
+          if (!dead.has(i)) {
+            dead.add(i);
+            added = true;
+          }
+          continue;
+        }
+        seen.add(ids[i]);
+        if (!dead.has(i)) documents++;
+      }
+      out[s] = added ? { ...ref, tombstones: [...dead].sort((a, b) => a - b) } : ref;
+    }
+    return { segments: out, documents };
+  }
+
+  private async ensure(tenantId: string, collectionId: string, segments: SegmentRef[]): Promise<void> {
+    await Promise.all(segments.filter((s) => !this.ids.has(s.key)).map(async (s) => this.ids.set(s.key, await this.load(tenantId, collectionId, s))));
+  }
+}
+
+/** `ref` carrying `previous`'s tombstones (the same batch written again: same documents, same order). */
+function withTombstones(ref: SegmentRef, previous: SegmentRef): SegmentRef {
+  return previous.tombstones && previous.tombstones.length > 0 ? { ...ref, tombstones: previous.tombstones } : ref;
 }

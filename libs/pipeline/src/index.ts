@@ -3,6 +3,7 @@ export * from './encode.processor';
 export * from './compress.processor';
 export * from './index.processor';
 export * from './commit.processor';
+export * from './delete.processor';
 export * from './encoders';
 export * from './collection-view';
 export * from './segment-cache';

@@ -43,6 +43,17 @@ export const ConfigSchema = z.object({
    * (faster, 1 B per dim in RAM, adds the grid and query roundings); `decode` decodes them to fp32.
    */
   COMPRESSED_SCORING: z.enum(['int8-image', 'decode']).default('int8-image'),
+  /**
+   * Bytes a scorer keeps in memory of segments, their search indexes, id tables and the vectors
+   * made from them (decoded fp32 or the int8 rotated image), evicted least recently used.
+   */
+  SCORER_CACHE_BYTES: int(2 * 2 ** 30, 1 << 20, 2 ** 46),
+  /** Bytes of S3 objects (segments, indexes) a scorer keeps on local disk under SCORER_DISK_CACHE_DIR (0 = no disk cache). */
+  SCORER_DISK_CACHE_BYTES: int(10 * 2 ** 30, 0, 2 ** 50),
+  /** Folder of the scorer's local disk cache of S3 objects (may be shared by the processes of one machine); unset: DATA_DIR/scorer-cache. */
+  SCORER_DISK_CACHE_DIR: z.string().min(1).optional(),
+  /** Segment and index objects a scorer reads and parses at once. */
+  SCORER_LOAD_CONCURRENCY: int(4, 1, 256),
   /** Model directory name used when a collection names none. */
   DEFAULT_MODEL: z.string().default('minilm-l6-384'),
   /** ONNX Runtime execution provider; cuda falls back to cpu with a logged warning. */

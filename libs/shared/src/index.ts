@@ -5,6 +5,7 @@ export * from './codec-settings';
 export * from './collection';
 export * from './keys';
 export * from './queues';
+export * from './deletes';
 export * from './rerank';
 export * from './batch-keys';
 export * from './batches';

@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { resourceId } from './ids';
+import { DeletePayloadSchema } from './deletes';
 
 export enum QueueName {
   encode = 'encode',
@@ -51,7 +52,8 @@ export const JobPayloadSchemas = {
     documents: z.number().int().nonnegative(),
   }),
   [QueueName.index]: writtenSegment,
-  [QueueName.commit]: writtenSegment,
+  /** A written segment to commit, or a delete (tombstones): both change the generation, so they share one queue. */
+  [QueueName.commit]: z.union([writtenSegment, DeletePayloadSchema]),
   [QueueName.rerank]: z.object({
     tenantId,
     rerankId: resourceId('rerankId'),
@@ -82,13 +84,16 @@ export const JobPayloadSchemas = {
 } as const;
 
 export type JobPayload<Q extends QueueName> = z.infer<(typeof JobPayloadSchemas)[Q]>;
+/** A commit job that commits a written segment (not a delete). */
+export type SegmentCommitPayload = z.infer<typeof writtenSegment>;
 
 /** What a finished job returns (stored by BullMQ; small). */
 export interface JobResults {
   [QueueName.encode]: { rawKey: string; documents: number; tokens: number; codecVersion: number };
   [QueueName.compress]: { segmentKey: string; bytes: number };
   [QueueName.index]: { indexKey: string; bytes: number };
-  [QueueName.commit]: { generation: number; committed: boolean };
+  /** A delete also returns what it deleted (DeleteResult). */
+  [QueueName.commit]: { generation: number; committed: boolean; deleted?: number; notFound?: string[]; documents?: number };
   /** `texts`: requests with text candidates (how many texts were encoded for this job, how many reused). */
   [QueueName.rerank]: { resultKey: string; queries: number; candidates: number; missing: number; texts?: { candidates: number; encoded: number; reused: number } };
   [QueueName.search]: { resultKey: string; queries: number; hits: number };

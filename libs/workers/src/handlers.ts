@@ -1,10 +1,11 @@
 import path from 'node:path';
-import { PermanentJobError, QueueName, textCodecRef } from '@lateral/shared';
+import { PermanentJobError, QueueName, textCodecRef, type SegmentRef } from '@lateral/shared';
 import { DocumentRepository, DiskObjectCache, JobFlows, type HandlerRegistry, type Runtime } from '@lateral/infra';
 import {
   SegmentIds,
   StaticEmbeddingsCache,
   commitProcessor,
+  deleteProcessor,
   compressProcessor,
   encodeProcessor,
   indexProcessor,
@@ -39,7 +40,7 @@ export function pipelineHandlers(rt: Runtime): HandlerRegistry {
   const scorers = new ScorerResources(path.resolve(config.SCORERS_DIR), config.ORT_INTRA_OP_THREADS);
   const documents = new DocumentRepository(store); // hits' text and metadata, passages of parent candidates (from S3)
   // One byte-bounded cache of segments for re-rank and search, over the local disk cache of S3 objects.
-  const objects = new DiskObjectCache(store, path.resolve(config.SCORER_DISK_CACHE_DIR), config.SCORER_DISK_CACHE_BYTES, `${rt.services.s3Endpoint ?? 'embedded'}/${config.S3_BUCKET}`);
+  const objects = new DiskObjectCache(store, path.resolve(config.SCORER_DISK_CACHE_DIR ?? path.join(config.DATA_DIR, 'scorer-cache')), config.SCORER_DISK_CACHE_BYTES, `${rt.services.s3Endpoint ?? 'embedded'}/${config.S3_BUCKET}`);
   const segments = new SegmentCache(objects, codecs, staticEmbeddings, {
     maxBytes: config.SCORER_CACHE_BYTES,
     loadConcurrency: config.SCORER_LOAD_CONCURRENCY,
@@ -58,11 +59,18 @@ export function pipelineHandlers(rt: Runtime): HandlerRegistry {
     if (!bytes) throw new Error(`segment ${ref.key} of the current generation is missing from S3`);
     return readSegment(bytes, ref.key, await codecs.get(t, c, ref.codecVersion)).docIds;
   });
+  // Deletes by filter read each segment's ids and metadata (no vectors decoded).
+  const segmentDocs = async (t: string, c: string, ref: SegmentRef) => {
+    const bytes = await store.get(ref.key);
+    if (!bytes) throw new Error(`segment ${ref.key} of the current generation is missing from S3`);
+    return readSegment(bytes, ref.key, await codecs.get(t, c, ref.codecVersion));
+  };
   return {
     [QueueName.encode]: (p, job) => encodeProcessor({ store, collections, encoders, queues, tokenBudget: config.ENCODE_TOKEN_BUDGET, logger }, p, job),
     [QueueName.compress]: (p) => compressProcessor({ store, collections, codecs, staticEmbeddings, queues }, p),
     [QueueName.index]: (p) => indexProcessor({ store, collections, codecs, ivf: rt.ivf, encoders, queues, ivfCentroids: config.IVF_CENTROIDS, assigner, staticEmbeddings }, p),
-    [QueueName.commit]: (p) => commitProcessor({ store, collections, generations, codecs, liveIds, logger }, p),
+    // The commit queue serialises segment commits and deletes (both write the next generation).
+    [QueueName.commit]: (p) => ('op' in p ? deleteProcessor({ store, collections, generations, liveIds, segmentDocs, logger }, p) : commitProcessor({ store, collections, generations, codecs, liveIds, logger }, p)),
     [QueueName.search]: (p, job) => searchProcessor({ store, collections, generations, ivf: rt.ivf, encoders, segments, scorers, documents }, p, job),
     [QueueName.rerank]: async (p, job) => rerankJob({ ...rerankDeps, texts, modelsDir }, p, job, await childTextStats(job)),
     [QueueName.encodeTexts]: (p, job) =>
