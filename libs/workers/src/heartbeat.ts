@@ -37,6 +37,8 @@ export interface HeartbeatOptions {
  * the next beat tries again.
  */
 export function startHeartbeat(rt: Runtime, host: WorkerHost, queues: QueueName[], opts: HeartbeatOptions = {}): { stop(): Promise<void> } {
+  // A process that serves no queue (an API-only all-in-one) is not a worker.
+  if (host.started.length === 0) return { stop: async () => undefined };
   const prefix = rt.config.REDIS_PREFIX;
   const id = `${os.hostname()}-${process.pid}-${randomUUID().slice(0, 8)}`;
   const key = heartbeatKeys.worker(prefix, id);
