@@ -6,6 +6,7 @@ import { runKeysCli } from '../scripts/lib/keys-cli';
 import { http, testConfig, until } from './helpers';
 
 const ADMIN = 'bootstrap-admin-credential-of-the-test-0123456789';
+const OPERATOR = 'operator-token-of-the-dashboard-0123';
 
 /**
  * AUTH=keys through the real service (HTTP, queues, workers, Redis, S3): two tenants, each with
@@ -14,7 +15,7 @@ const ADMIN = 'bootstrap-admin-credential-of-the-test-0123456789';
  */
 describe('API keys and tenants (AUTH=keys)', () => {
   // Revocation by another process (the CLI) is seen within API_KEY_CACHE_SECONDS: 1 s here.
-  const config = testConfig({ AUTH: 'keys', ADMIN_API_KEY: ADMIN, API_KEY_CACHE_SECONDS: '1', RATE_LIMIT_PER_SECOND: '1000', RATE_LIMIT_BURST: '1000' });
+  const config = testConfig({ AUTH: 'keys', ADMIN_API_KEY: ADMIN, ADMIN_TOKEN: OPERATOR, API_KEY_CACHE_SECONDS: '1', RATE_LIMIT_PER_SECOND: '1000', RATE_LIMIT_BURST: '1000' });
   let server: Server;
   const call = (key: string | null, method: string, url: string, body?: unknown, headers: Record<string, string> = {}) =>
     http(server.url, method, url, body, key ? { authorization: `Bearer ${key}`, ...headers } : headers);
@@ -138,6 +139,19 @@ describe('API keys and tenants (AUTH=keys)', () => {
     expect((await call(aRead, 'GET', '/v1/admin/keys')).status).toBe(403);
     expect((await call(aWrite, 'POST', '/v1/admin/keys', { tenant: 'tenant-a', role: 'admin' })).body.message).toMatch(/role 'admin'/);
     expect((await call(aRead, 'GET', '/v1/collections/a-docs')).body.documents).toBe(2);
+  });
+
+  it('accepts an admin API key as the operator credential of the operations endpoints (beside ADMIN_TOKEN), and no other key', async () => {
+    const admin = await createKey('tenant-a', 'admin');
+    const overview = await call(admin.key, 'GET', '/v1/admin/overview');
+    expect(overview.status, JSON.stringify(overview.body)).toBe(200);
+    expect((await call(null, 'GET', '/v1/admin/overview', undefined, { 'x-api-key': admin.key })).status).toBe(200);
+    expect((await call(OPERATOR, 'GET', '/v1/admin/overview')).status).toBe(200);
+    expect((await call(aWrite, 'GET', '/v1/admin/overview')).status).toBe(401);
+    expect((await call(null, 'GET', '/v1/admin/overview')).status).toBe(401);
+    // ... and an admin key manages keys; ADMIN_TOKEN is not an API key
+    expect((await call(admin.key, 'GET', '/v1/admin/keys')).status).toBe(200);
+    expect((await call(OPERATOR, 'GET', '/v1/admin/keys')).status).toBe(401);
   });
 
   it('lists keys without their secrets, and validates a key request naming the field', async () => {

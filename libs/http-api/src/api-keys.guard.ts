@@ -17,14 +17,16 @@ export const RequiresRole = (role: RouteAccess) => SetMetadata(ACCESS, role);
 /**
  * The default rule when a route declares nothing: health is public, and so are the operator paths
  * for this guard (admin-auth.ts checks them: ADMIN_TOKEN or an admin key); /v1/admin needs admin;
- * re-rank and search (submitting and reading jobs) and every GET need read; anything else that
- * changes state (create, ingest, recompress, delete) needs write.
+ * re-rank and search (submitting and reading jobs, the Cohere-compatible re-rank too) and every GET
+ * need read; anything else changes a tenant's data (collections, ingestion, recompression,
+ * deletes, batches, judgments, training) and needs write.
  */
 export function routeAccess(method: string, path: string, operatorPaths: readonly string[] = []): RouteAccess {
   if (path === '/v1/health' || path.startsWith('/v1/health/')) return 'public';
   if (under(path, operatorPaths)) return 'public';
   if (path === '/v1/admin' || path.startsWith('/v1/admin/')) return 'admin';
-  if (/^\/v1\/(rerank|search)(\/|$)/.test(path)) return 'read';
+  // re-rank, search, and the Cohere-compatible re-rank (its clients send Authorization: Bearer <key>)
+  if (/^\/v1\/(rerank|search|compat\/cohere)(\/|$)/.test(path)) return 'read';
   if (method === 'GET' || method === 'HEAD' || method === 'OPTIONS') return 'read';
   return 'write';
 }

@@ -24,9 +24,10 @@ import { metricsEndpoint } from './metrics-endpoint';
 import { requestLogContext, requestLogging } from './request-logging';
 import { RerankService } from './rerank.service';
 import { RUNTIME } from './tokens';
-import { AdminModule, mountAdminAuth } from './admin.module';
+import { ADMIN_PATHS, AdminModule, mountAdminAuth } from './admin.module';
 import { AdminKeysController } from './admin-keys.controller';
-import { apiKeyProviders } from './api-keys.guard';
+import { apiKeyProviders, markAdminApiKey } from './api-keys.guard';
+import { ApiKeysService } from './api-keys.service';
 import { requestContextMiddleware } from './request-context';
 
 @Module({})
@@ -46,7 +47,7 @@ class ApiModule {
         { provide: BatchesService, inject: [RerankService], useFactory: (rr: RerankService) => new BatchesService(rt, rr.texts) },
         { provide: CohereService, inject: [RerankService], useFactory: (rr: RerankService) => new CohereService(rr, rt.config.RERANK_MAX_WAIT_SECONDS) },
         // AUTH=keys: ApiKeysGuard on every route (tenant and role from the key, rate limits)
-        ...apiKeyProviders(rt),
+        ...apiKeyProviders(rt, ADMIN_PATHS),
       ],
     };
   }
@@ -55,6 +56,8 @@ class ApiModule {
 /** Builds the HTTP API around a runtime. Bodies are read as text (body-reader.ts) so JSON and NDJSON share one parser. */
 export async function createApiApp(rt: Runtime): Promise<NestExpressApplication> {
   const app = await NestFactory.create<NestExpressApplication>(ApiModule.forRuntime(rt), { bodyParser: false, logger: ['error', 'warn'] });
+  // AUTH=keys: an admin API key is an operator credential too (admin-auth.ts accepts it when marked).
+  app.use(ADMIN_PATHS, markAdminApiKey(app.get(ApiKeysService)));
   mountAdminAuth(app, rt);
   // First: the request id (x-request-id) and one log line + duration metric per request.
   app.use(requestLogging(rt.logger));
