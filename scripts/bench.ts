@@ -9,6 +9,7 @@ const benches: Record<string, () => Promise<Command>> = {
   ingest: async () => (await import('./bench/ingest')).runIngestBench,
   score: async () => (await import('./bench/score')).runScoreBench,
   peers: async () => (await import('./bench/peers')).runPeersBench,
+  documents: async () => (await import('./bench/documents')).runDocumentsBench,
 };
 
 runCommand('bench', benches);
