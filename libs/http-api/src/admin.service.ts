@@ -50,7 +50,8 @@ export interface IngestionOverview {
   documents: number;
   batches: number;
   stages: { accepted: number; encoded: number; compressed: number; indexed: number; committed: number; failed: number };
-  docsPerSecond: number;
+  /** null: a done ingestion this process never saw running (its end time is not known). */
+  docsPerSecond: number | null;
   etaSeconds: number | null;
   failures: { batchId: string; stage: string; error: string }[];
 }
@@ -304,9 +305,9 @@ export class AdminService {
         failures: s.failures.map((f) => ({ batchId: f.batchId, stage: f.queue, error: f.error })),
       };
       if (s.state === 'done') {
-        // Final rate: the whole ingestion's mean.
+        // Final rate: the whole ingestion's mean, when this process saw it running (else its end is not known).
         const secs = Math.max(0.001, (now - Date.parse(r.createdAt)) / 1000);
-        o.docsPerSecond = series.length > 1 ? Math.round((r.documents / secs) * 100) / 100 : o.docsPerSecond;
+        o.docsPerSecond = series.length > 1 ? Math.round((r.documents / secs) * 100) / 100 : null;
         this.done.set(key, o);
         this.samples.delete(key);
       }

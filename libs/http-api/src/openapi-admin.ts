@@ -87,7 +87,7 @@ const OVERVIEW = {
             description: 'documents per stage: accepted, encoded (raw vectors), compressed (segment), indexed (search index built), committed (in the current generation), failed',
             properties: { accepted: int, encoded: int, compressed: int, indexed: int, committed: int, failed: int },
           },
-          docsPerSecond: { type: 'number' },
+          docsPerSecond: { type: ['number', 'null'], description: 'null: a done ingestion this API process never saw running' },
           etaSeconds: { type: ['integer', 'null'], description: 'null when nothing moved over the last minute' },
           failures: { type: 'array', items: { type: 'object', properties: { batchId: { type: 'string' }, stage: { type: 'string' }, error: { type: 'string' } } } },
         },

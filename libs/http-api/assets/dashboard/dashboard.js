@@ -120,7 +120,7 @@
         el('div', { className: 'stages' }, stages),
         el('div', { className: 'rate' }, [
           el('div', { className: 'state-' + ing.state, text: ing.state }),
-          el('div', { text: fmt(ing.docsPerSecond, 1) + ' docs/s · ' + eta(ing.etaSeconds) }),
+          el('div', { text: (ing.docsPerSecond === null ? '—' : fmt(ing.docsPerSecond, 1)) + ' docs/s · ' + eta(ing.etaSeconds) }),
           failedNote,
         ]),
       ]));
@@ -186,7 +186,7 @@
       return el('tr', { 'data-job': j.id, 'data-queue': j.queue }, [
         td(j.finishedOn ? new Date(j.finishedOn).toLocaleTimeString() : '—'),
         td(j.queue),
-        td(j.id, { className: 'text' }),
+        td(j.id, { className: 'id' }),
         td(j.collection),
         td(j.attemptsMade + '/' + j.attempts),
         td(j.failedReason, { className: 'error', 'data-field': 'error' }),
