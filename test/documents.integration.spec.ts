@@ -197,6 +197,23 @@ describe('documents (real Redis, real S3 server, real ONNX model)', () => {
     }, 120_000);
   });
 
+  describe('deletes', () => {
+    it('a deleted document is not read back nor listed; ingested again, it is', async () => {
+      const del = await api('DELETE', '/v1/collections/docs/documents/extra?wait=30');
+      expect(del.status, JSON.stringify(del.body)).toBe(200);
+      const gone = await api('GET', '/v1/collections/docs/documents/extra');
+      expect(gone.status).toBe(404);
+      expect(gone.body.message).toContain("'extra'");
+      const list = await api('GET', '/v1/collections/docs/documents?limit=1000');
+      expect(list.body.documents).not.toContain('extra');
+      expect(list.body.documents).toContain('extra2');
+      expect(list.body.documents.length).toBe((await api('GET', '/v1/collections/docs')).body.documents);
+      const again = await api('POST', '/v1/collections/docs/documents?wait=60', [{ id: 'extra', text: 'a boundary layer again' }]);
+      expect(again.status).toBe(200);
+      expect((await api('GET', '/v1/collections/docs/documents/extra')).body).toMatchObject({ id: 'extra', text: 'a boundary layer again', metadata: null });
+    }, 120_000);
+  });
+
   describe('a collection with passages', () => {
     const overlap = 16;
     const shortText = docs[5].text;

@@ -44,7 +44,7 @@ interface BatchEntries {
   recorded: boolean;
 }
 
-/** Which segment of a generation holds each live id (the last committed occurrence wins). */
+/** Which segment of a generation holds each live id (its last copy, unless that one is tombstoned). */
 interface GenerationIndex {
   owner: Map<string, number>;
   sorted: string[] | null;
@@ -141,9 +141,15 @@ export class DocumentRepository {
     if (!p) {
       p = (async () => {
         const batches = await mapLimit(manifest.segments, LOAD_CONCURRENCY, (s) => this.batch(manifest.tenantId, manifest.collectionId, s.batchId));
+        // An id is live when its last copy is not tombstoned (deleted, or superseded: SegmentRef.tombstones
+        // indexes a segment's documents, the order info.json lists them in).
         const owner = new Map<string, number>();
         batches.forEach((b, si) => {
-          for (const d of b.info.documents) owner.set(d.id, si);
+          const dead = new Set(manifest.segments[si].tombstones ?? []);
+          b.info.documents.forEach((d, i) => {
+            if (dead.has(i)) owner.delete(d.id);
+            else owner.set(d.id, si);
+          });
         });
         return { owner, sorted: null };
       })();
