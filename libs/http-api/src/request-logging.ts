@@ -52,7 +52,9 @@ export function requestLogging(logger: Logger) {
     if (raw !== undefined && !valid) {
       res.status(400).json({
         error: 'bad_request',
-        message: `header ${REQUEST_ID_HEADER}: at most ${REQUEST_ID_MAX_LENGTH} characters of letters, digits and . _ : - (got ${raw.length} characters${raw.length ? ', not all allowed' : ''})`,
+        message: `header ${REQUEST_ID_HEADER}: 1 to ${REQUEST_ID_MAX_LENGTH} characters of letters, digits and . _ : - (got ${
+          raw.length > REQUEST_ID_MAX_LENGTH ? `${raw.length} characters` : raw.length === 0 ? 'an empty value' : 'other characters'
+        })`,
         details: { header: REQUEST_ID_HEADER, maxLength: REQUEST_ID_MAX_LENGTH, pattern: VALID_REQUEST_ID.source },
       });
       return;
