@@ -76,8 +76,11 @@ export interface FailedJobOverview {
  */
 export class AdminService {
   private readonly samples = new Map<string, ProgressSample[]>();
-  /** Ingestions seen done (S3 never undoes that), with what they looked like then. */
-  private readonly done = new Map<string, IngestionOverview>();
+  /**
+   * Ingestions not re-read from S3 on every call: done ones for good (S3 never undoes that), failed
+   * ones that stopped moving for a minute (a retry through this API forgets them at once).
+   */
+  private readonly settled = new Map<string, { o: IngestionOverview; until: number }>();
   private readonly s3Bytes = new Map<string, { at: number; bytes: number }>();
   private inflight: Promise<unknown> | null = null;
   private cached: { at: number; value: unknown } | null = null;
@@ -264,9 +267,9 @@ export class AdminService {
     const out: IngestionOverview[] = [];
     for (const r of records) {
       const key = `${t}/${c.id}/${r.ingestionId}`;
-      const known = this.done.get(key);
-      if (known) {
-        out.push(known);
+      const known = this.settled.get(key);
+      if (known && known.until > now) {
+        out.push(known.o);
         continue;
       }
       const s = await this.rt.ingestions.state(t, c.id, r.ingestionId, manifest, versions);
@@ -308,8 +311,10 @@ export class AdminService {
         // Final rate: the whole ingestion's mean, when this process saw it running (else its end is not known).
         const secs = Math.max(0.001, (now - Date.parse(r.createdAt)) / 1000);
         o.docsPerSecond = series.length > 1 ? Math.round((r.documents / secs) * 100) / 100 : null;
-        this.done.set(key, o);
+        this.settled.set(key, { o, until: Infinity });
         this.samples.delete(key);
+      } else if (s.state === 'failed' && series.length >= 2 && series[series.length - 1].work === series[series.length - 2].work) {
+        this.settled.set(key, { o, until: now + MINUTE });
       }
       out.push(o);
     }
@@ -334,7 +339,7 @@ export class AdminService {
     const d = (job.data ?? {}) as { tenantId?: string; collectionId?: string; batchId?: string; ingestionId?: string | null };
     if (PIPELINE_QUEUES.includes(queue as QueueName) && d.tenantId && d.collectionId && d.batchId) {
       await this.rt.store.delete(s3Keys.batchFailure(d.tenantId, d.collectionId, d.batchId));
-      if (d.ingestionId) this.done.delete(`${d.tenantId}/${d.collectionId}/${d.ingestionId}`);
+      if (d.ingestionId) this.settled.delete(`${d.tenantId}/${d.collectionId}/${d.ingestionId}`);
     }
     const previousAttempts = job.attemptsMade;
     await job.retry('failed', { resetAttemptsMade: true, resetAttemptsStarted: true });
