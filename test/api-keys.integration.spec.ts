@@ -67,6 +67,11 @@ describe('API keys and tenants (AUTH=keys)', () => {
     expect((await call('lat_notakey', 'GET', '/v1/collections')).status).toBe(401);
     expect((await call(aWrite.slice(0, -1) + (aWrite.endsWith('A') ? 'B' : 'A'), 'GET', '/v1/collections')).status).toBe(401);
     expect((await call(null, 'GET', '/v1/health')).status).not.toBe(401);
+    // before the body is read: a body the reader would refuse (415) gets the 401 first
+    const early = await call(null, 'POST', '/v1/collections/a-docs/documents', 'not json', { 'content-type': 'text/plain' });
+    expect(early.status).toBe(401);
+    expect(early.body.error).toBe('unauthorized');
+    expect((await call(aWrite, 'POST', '/v1/collections/a-docs/documents', 'not json', { 'content-type': 'text/plain' })).status).toBe(415);
     // x-api-key is the other accepted header
     expect((await call(null, 'GET', '/v1/collections', undefined, { 'x-api-key': aRead })).status).toBe(200);
   });

@@ -1,6 +1,6 @@
-import { ForbiddenException, HttpException, Inject, Injectable, SetMetadata, UnauthorizedException, type CanActivate, type ExecutionContext, type Provider } from '@nestjs/common';
+import { ForbiddenException, HttpException, Inject, Injectable, SetMetadata, type CanActivate, type ExecutionContext, type Provider } from '@nestjs/common';
 import { APP_GUARD, Reflector } from '@nestjs/core';
-import type { Runtime } from '@lateral/infra';
+import type { Runtime, VerifiedKey } from '@lateral/infra';
 import type { Request, Response } from 'express';
 import { roleAllows, type Role } from '@lateral/shared';
 import { ApiKeysService } from './api-keys.service';
@@ -69,6 +69,60 @@ export function presentedKey(req: Pick<Request, 'headers'>): string | null {
   return null;
 }
 
+const CALLER = Symbol('lateral:api-key-caller');
+type CallerRequest = Request & { [CALLER]?: VerifiedKey };
+
+type Authenticated = { ok: true; who: VerifiedKey } | { ok: false; status: 401 | 429; error: 'unauthorized' | 'rate_limited'; message: string };
+
+/**
+ * Who presents this request's key, after its rate limit: 401 without a key or with an unknown,
+ * revoked or rotated-away one (WWW-Authenticate set), 429 over the key's limit (Retry-After set).
+ */
+async function authenticate(keys: ApiKeysService, req: Request, res: Response): Promise<Authenticated> {
+  const presented = presentedKey(req);
+  if (!presented) {
+    res.setHeader('WWW-Authenticate', 'Bearer');
+    return { ok: false, status: 401, error: 'unauthorized', message: 'an API key is required (AUTH=keys): send `Authorization: Bearer <key>` or `x-api-key: <key>`' };
+  }
+  const who = await keys.verify(presented);
+  if (!who) {
+    res.setHeader('WWW-Authenticate', 'Bearer error="invalid_token"');
+    return { ok: false, status: 401, error: 'unauthorized', message: 'the API key is not valid: unknown, revoked or rotated' };
+  }
+  const rate = await keys.take(who);
+  if (!rate.allowed) {
+    res.setHeader('Retry-After', String(rate.retryAfterSeconds));
+    return {
+      ok: false,
+      status: 429,
+      error: 'rate_limited',
+      message: `rate limit of API key '${who.keyId}' exceeded: ${rate.limit!.perSecond} requests per second, burst ${rate.limit!.burst} (RATE_LIMIT_PER_SECOND / RATE_LIMIT_BURST or the key's own limit); retry after ${rate.retryAfterSeconds} s`,
+    };
+  }
+  return { ok: true, who };
+}
+
+/**
+ * Express middleware before the body is read (app.ts): with AUTH=keys, a /v1 request that is not
+ * public by routeAccess is authenticated and rate-limited here, so a caller without a live key,
+ * or over its limit, is refused before its body takes memory or a body-parsing slot. The guard
+ * then checks the role (which may depend on the route's metadata) with the caller found here.
+ * Routes made public only by @RequiresRole('public') must be public in routeAccess too (the
+ * operator paths are).
+ */
+export function authenticateEarly(keys: ApiKeysService, operatorPaths: readonly string[] = []) {
+  return (req: CallerRequest, res: Response, next: (err?: unknown) => void): void => {
+    if (!keys.enabled || !req.path.startsWith('/v1/') || routeAccess(req.method, req.path, operatorPaths) === 'public') return next();
+    authenticate(keys, req, res).then((result) => {
+      if (result.ok) {
+        req[CALLER] = result.who;
+        return next();
+      }
+      res.status(result.status).json({ error: result.error, message: result.message });
+    }, next);
+  };
+}
+
 /**
  * With AUTH=keys, every route but the public ones needs a live API key: 401 without one (or with
  * a revoked, rotated-away or unknown one), 403 naming the role needed when the key's role is
@@ -91,24 +145,10 @@ export class ApiKeysGuard implements CanActivate {
     const res = ctx.switchToHttp().getResponse<Response>();
     const need = this.reflector.getAllAndOverride<RouteAccess | undefined>(ACCESS, [ctx.getHandler(), ctx.getClass()]) ?? routeAccess(req.method, req.path, this.operatorPaths);
     if (need === 'public') return true;
-    const presented = presentedKey(req);
-    if (!presented) {
-      res.setHeader('WWW-Authenticate', 'Bearer');
-      throw new UnauthorizedException('an API key is required (AUTH=keys): send `Authorization: Bearer <key>` or `x-api-key: <key>`');
-    }
-    const who = await this.keys.verify(presented);
-    if (!who) {
-      res.setHeader('WWW-Authenticate', 'Bearer error="invalid_token"');
-      throw new UnauthorizedException('the API key is not valid: unknown, revoked or rotated');
-    }
-    const rate = await this.keys.take(who);
-    if (!rate.allowed) {
-      res.setHeader('Retry-After', String(rate.retryAfterSeconds));
-      throw new HttpException(
-        `rate limit of API key '${who.keyId}' exceeded: ${rate.limit!.perSecond} requests per second, burst ${rate.limit!.burst} (RATE_LIMIT_PER_SECOND / RATE_LIMIT_BURST or the key's own limit); retry after ${rate.retryAfterSeconds} s`,
-        429,
-      );
-    }
+    const early = (req as CallerRequest)[CALLER];
+    const result = early ? { ok: true as const, who: early } : await authenticate(this.keys, req, res);
+    if (!result.ok) throw new HttpException(result.message, result.status);
+    const who = result.who;
     if (!roleAllows(who.role, need)) {
       throw new ForbiddenException(`this endpoint needs an API key with role '${need}' (or above); this key's role is '${who.role}'`);
     }

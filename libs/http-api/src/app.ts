@@ -26,7 +26,7 @@ import { RerankService } from './rerank.service';
 import { RUNTIME } from './tokens';
 import { ADMIN_PATHS, AdminModule, mountAdminAuth } from './admin.module';
 import { AdminKeysController } from './admin-keys.controller';
-import { apiKeyProviders, markAdminApiKey } from './api-keys.guard';
+import { apiKeyProviders, authenticateEarly, markAdminApiKey } from './api-keys.guard';
 import { ApiKeysService } from './api-keys.service';
 import { requestContextMiddleware } from './request-context';
 
@@ -59,6 +59,8 @@ export async function createApiApp(rt: Runtime): Promise<NestExpressApplication>
   // AUTH=keys: an admin API key is an operator credential too (admin-auth.ts accepts it when marked).
   app.use(ADMIN_PATHS, markAdminApiKey(app.get(ApiKeysService)));
   mountAdminAuth(app, rt);
+  // AUTH=keys: the caller's key and rate limit, before anything reads the body (the guard checks the role).
+  app.use(authenticateEarly(app.get(ApiKeysService), ADMIN_PATHS));
   // First: the request id (x-request-id) and one log line + duration metric per request.
   app.use(requestLogging(rt.logger));
   // Back-pressure first (a saturated queue refuses before a body is read), then the body reader:
