@@ -10,6 +10,7 @@ const benches: Record<string, () => Promise<Command>> = {
   score: async () => (await import('./bench/score')).runScoreBench,
   peers: async () => (await import('./bench/peers')).runPeersBench,
   documents: async () => (await import('./bench/documents')).runDocumentsBench,
+  'segment-cache': async () => (await import('./bench/segment-cache')).runSegmentCacheBench,
 };
 
 runCommand('bench', benches);

@@ -135,7 +135,8 @@ describe('commitProcessor', () => {
     const result = await commitProcessor(s.deps, payload('b-1'));
 
     expect(s.collectionsGet).toHaveBeenCalledExactlyOnceWith(T, C);
-    expect(s.get).toHaveBeenCalledExactlyOnceWith(ref1.key);
+    // The segment, then (after the commit) the ingestion record for its one summary line.
+    expect(s.get.mock.calls).toEqual([[ref1.key], [s3Keys.ingestion(T, C, 'ing-1')]]);
     expect(s.codecsGet).toHaveBeenCalledExactlyOnceWith(T, C, 1);
     expect(s.commit).toHaveBeenCalledExactlyOnceWith(T, C, expect.any(Function));
     expect(ref1.checksum).toMatch(/^[0-9a-f]{8}$/);

@@ -1,6 +1,6 @@
 import path from 'node:path';
 import { PermanentJobError, QueueName, textCodecRef, type SegmentRef } from '@lateral/shared';
-import { DocumentRepository, DiskObjectCache, JobFlows, type HandlerRegistry, type Runtime } from '@lateral/infra';
+import { DocumentRepository, DiskObjectCache, registerCacheMetrics, JobFlows, type HandlerRegistry, type Runtime } from '@lateral/infra';
 import {
   SegmentIds,
   StaticEmbeddingsCache,
@@ -45,6 +45,12 @@ export function pipelineHandlers(rt: Runtime): HandlerRegistry {
     maxBytes: config.SCORER_CACHE_BYTES,
     loadConcurrency: config.SCORER_LOAD_CONCURRENCY,
     scoreFromCodes: config.COMPRESSED_SCORING === 'int8-image',
+  });
+  // lateral_cache_*{cache=...}: hit ratio, bytes held and evictions of both, read at each scrape.
+  registerCacheMetrics('scorer-segments', () => segments.stats());
+  registerCacheMetrics('scorer-disk', () => {
+    const d = objects.stats();
+    return { bytes: d.bytes, entries: d.files, hits: d.hits, misses: d.misses, evictions: d.evictions };
   });
   // Candidate texts: decoded entries kept in memory (TEXT_CACHE_MEMORY_MB), keys known to be in S3.
   const modelsDir = path.resolve(config.MODELS_DIR);
