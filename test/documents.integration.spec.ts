@@ -312,5 +312,25 @@ describe('documents (real Redis, real S3 server, real ONNX model)', () => {
       expect(g.find((h) => h.id === 'L')).toMatchObject({ score: bestL.score, passage: bestL.id });
       expect(g.find((h) => h.id === 'S')!.score).toBe(hits.find((h) => h.id === 'S')!.score);
     }, 120_000);
+
+    it('a document ingested again replaces all of its old passages: fewer passages, or whole', async () => {
+      const shorter = longText.slice(0, Math.floor(longText.length / 2));
+      const r1 = await api('POST', '/v1/collections/long/documents?wait=60', [{ id: 'L', text: shorter }]);
+      expect(r1.status).toBe(200);
+      const parent = (await api('GET', '/v1/collections/long/documents/L')).body;
+      expect(parent.text).toBe(shorter);
+      expect(parent.passages.length).toBeLessThan(passageIds.length);
+      expect((await api('GET', '/v1/collections/long/documents')).body.documents).toEqual([...parent.passages, 'S'].sort());
+      expect((await api('GET', `/v1/collections/long/documents/${encodeURIComponent(passageIds[passageIds.length - 1])}`)).status).toBe(404);
+
+      const r2 = await api('POST', '/v1/collections/long/documents?wait=60', [{ id: 'L', text: 'a short flutter note' }]);
+      expect(r2.status).toBe(200);
+      expect((await api('GET', '/v1/collections/long/documents')).body.documents).toEqual(['L', 'S']);
+      expect((await api('GET', '/v1/collections/long/documents/L')).body).toMatchObject({ text: 'a short flutter note', truncated: false });
+      expect((await api('GET', '/v1/collections/long')).body.documents).toBe(2);
+      const q = cran.queries[1];
+      const sr = await api('POST', '/v1/search?wait=60', { collection: 'long', mode: 'exhaustive', topK: 10, queries: [{ id: q.id, text: q.text }] });
+      expect(sr.body.result.results[0].hits.map((h: { id: string }) => h.id).sort()).toEqual(['L', 'S']);
+    }, 120_000);
   });
 });

@@ -309,4 +309,21 @@ describe('SegmentIds', () => {
     expect(del.documents).toBe(3);
     expect(await live.count(T, C, [ref('a'), { ...ref('b'), tombstones: [0, 2] }])).toBe(1);
   });
+
+  it('live with a family (passages): a document ingested again replaces every old passage, whole or split', async () => {
+    const families: Record<string, string[]> = { p: ['x#0', 'x#1', 'x#2', 'y'], q: ['x#0', 'x#1', 'z'], r: ['x', 'y#0'], s: ['w'] };
+    const fref = (k: string): SegmentRef => ({ ...ref('a'), batchId: k, key: `seg-${k}` });
+    const live = new SegmentIds(async (_t, _c, r) => families[r.batchId]);
+    const family = (id: string) => id.replace(/#\d+$/, '');
+    // x split in 3, then in 2: the old x#2 goes with x#0 and x#1
+    const two = await live.live(T, C, [fref('p'), fref('q')], family);
+    expect(two.segments.map((s) => s.tombstones)).toEqual([[0, 1, 2], undefined]);
+    expect(two.documents).toBe(4); // y, x#0, x#1, z
+    // then whole again, and y split: every passage of x and the whole y are replaced
+    const three = await live.live(T, C, [fref('p'), fref('q'), fref('r'), fref('s')], family);
+    expect(three.segments.map((s) => s.tombstones)).toEqual([[0, 1, 2, 3], [0, 1], undefined, undefined]);
+    expect(three.documents).toBe(4); // z, x, y#0, w
+    // without a family only equal ids replace each other
+    expect((await live.live(T, C, [fref('p'), fref('q')])).segments.map((s) => s.tombstones)).toEqual([[0, 1], undefined]);
+  });
 });

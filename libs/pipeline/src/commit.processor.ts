@@ -1,4 +1,4 @@
-import { PermanentJobError, QueueName, type Collection, type JobPayload, type JobResults, type SegmentRef } from '@lateral/shared';
+import { PermanentJobError, QueueName, parentOf, type Collection, type JobPayload, type JobResults, type SegmentRef } from '@lateral/shared';
 
 /** A commit job that commits a written segment (the commit queue also carries deletes: delete.processor.ts). */
 export type SegmentCommitPayload = Extract<JobPayload<QueueName.commit>, { batchId: string }>;
@@ -56,7 +56,7 @@ export async function commitProcessor(deps: CommitDeps, p: SegmentCommitPayload)
     if (i >= 0) segments[i] = withTombstones(ref, segments[i]); // the same batch's documents, in the same order
     else segments.push(ref);
     // Copies of the new segment's ids in earlier segments are tombstoned (the later ingest replaces them).
-    const live = await deps.liveIds.live(p.tenantId, p.collectionId, segments);
+    const live = await deps.liveIds.live(p.tenantId, p.collectionId, segments, collection.passages ? passageFamily : undefined);
     return { segments: live.segments, codecVersion: current?.codecVersion ?? collection.codecVersion, documents: live.documents };
   });
   // The ingestion's one summary line, when this commit completed it (a log failure never fails the commit).
@@ -118,11 +118,14 @@ export class SegmentIds {
   /**
    * `segments` with every superseded copy tombstoned (an id's live copy is its last one: the
    * latest segment holding it, the last position in that segment) and the number of live ids:
-   * those whose last copy is not tombstoned.
+   * those whose last copy is not tombstoned. `family` groups ids replaced together (passages
+   * `d#n` of a document `d`): a family's ids in segments before the latest one holding any of
+   * them are tombstoned too, so a document ingested again replaces all of its old passages.
    */
-  async live(tenantId: string, collectionId: string, segments: SegmentRef[]): Promise<{ segments: SegmentRef[]; documents: number }> {
+  async live(tenantId: string, collectionId: string, segments: SegmentRef[], family?: (id: string) => string): Promise<{ segments: SegmentRef[]; documents: number }> {
     await this.ensure(tenantId, collectionId, segments);
     const seen = new Set<string>();
+    const latest = new Map<string, number>(); // family -> the latest segment holding one of its ids
     let documents = 0;
     const out: SegmentRef[] = new Array(segments.length);
     for (let s = segments.length - 1; s >= 0; s--) {
@@ -131,7 +134,9 @@ export class SegmentIds {
       const dead = new Set(ref.tombstones ?? []);
       let added = false;
       for (let i = ids.length - 1; i >= 0; i--) {
-        if (seen.has(ids[i])) {
+        const f = family?.(ids[i]);
+        if (f !== undefined && (latest.get(f) ?? s) === s) latest.set(f, s);
+        if (seen.has(ids[i]) || (f !== undefined && latest.get(f)! > s)) {
           if (!dead.has(i)) {
             dead.add(i);
             added = true;
@@ -154,4 +159,9 @@ export class SegmentIds {
 /** `ref` carrying `previous`'s tombstones (the same batch written again: same documents, same order). */
 function withTombstones(ref: SegmentRef, previous: SegmentRef): SegmentRef {
   return previous.tombstones && previous.tombstones.length > 0 ? { ...ref, tombstones: previous.tombstones } : ref;
+}
+
+/** Passages `d#n` and the document `d` are one family (collections with passages reserve '#'). */
+function passageFamily(id: string): string {
+  return parentOf(id) ?? id;
 }
