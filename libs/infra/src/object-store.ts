@@ -210,9 +210,19 @@ export class ObjectStore {
     }
   }
 
+  /**
+   * A JSON object, or null when there is none. An object that does not parse is an UnavailableError
+   * (503 + Retry-After at the API, a retry in a job): S3-compatible servers that write in place
+   * (s3rver) can hand out an object half-written while a concurrent PUT of the same key runs.
+   */
   async getJson<T>(key: string): Promise<T | null> {
     const bytes = await this.get(key);
-    return bytes ? (JSON.parse(Buffer.from(bytes).toString('utf8')) as T) : null;
+    if (!bytes) return null;
+    try {
+      return JSON.parse(Buffer.from(bytes).toString('utf8')) as T;
+    } catch {
+      throw new UnavailableError(`the object store returned an incomplete or invalid JSON object (${bytes.length} bytes; being written?)`, 1);
+    }
   }
 
   async list(prefix: string): Promise<{ key: string; size: number }[]> {

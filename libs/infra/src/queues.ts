@@ -141,6 +141,10 @@ export function jobLogger(): Logger | undefined {
   return jobLoggers.getStore();
 }
 
+/** Defaults of JOB_LOCK_SECONDS and JOB_STALLED_CHECK_SECONDS (docs/deploy.md, "Stalled jobs"). */
+export const DEFAULT_LOCK_MS = 10_000;
+export const DEFAULT_STALLED_INTERVAL_MS = 5_000;
+
 export type JobHandler<Q extends QueueName> = (payload: JobPayload<Q>, job: Job) => Promise<JobResults[Q]>;
 export type HandlerRegistry = { [Q in QueueName]?: JobHandler<Q> };
 
@@ -152,6 +156,8 @@ export type HandlerRegistry = { [Q in QueueName]?: JobHandler<Q> };
 export class WorkerHost {
   private readonly workers: Worker[] = [];
   private readonly connections: Redis[] = [];
+  /** Jobs being worked on in this process (handed back to their queue by a forced close). */
+  private readonly active = new Map<string, { job: Job; abandon: (err: Error) => void }>();
 
   constructor(
     private readonly opts: {
@@ -159,7 +165,14 @@ export class WorkerHost {
       prefix: string;
       logger: Logger;
       concurrency: Partial<Record<QueueName, number>>;
+      /** A job's lock (ms; JOB_LOCK_SECONDS), renewed every half of it; a killed worker's job is handed on once it expires. */
       lockDuration?: number;
+      /** How often this process's workers look for stalled jobs (ms; JOB_STALLED_CHECK_SECONDS). */
+      stalledInterval?: number;
+      /** Stalls a job may have before BullMQ fails it (JOB_ATTEMPTS; each stall also uses one attempt, see tracked()). */
+      maxStalledCount?: number;
+      /** close()'s grace period (ms; SHUTDOWN_GRACE_SECONDS). */
+      graceMs?: number;
       /** Called once when a job has failed for good (no retry left, or unrecoverable). */
       onFinalFailure?: (queue: QueueName, job: Job, err: Error) => Promise<void>;
     },
@@ -178,7 +191,7 @@ export class WorkerHost {
       if (!handlers[name]) throw new Error(`no handler registered for queue ${name} in this process`);
     }
     for (const name of queues) {
-      const handler = handlers[name] as JobHandler<QueueName>;
+      const handler = this.tracked(name, handlers[name] as JobHandler<QueueName>);
       const log = this.opts.logger.child(name);
       const connection = createRedis(this.opts.redisUrl, 'worker', log);
       this.connections.push(connection);
@@ -211,9 +224,10 @@ export class WorkerHost {
               log.debug(`job ${outcome} in ${Math.round(seconds * 1000)} ms`);
             }
           })),
-        { ...BULLMQ_CONNECTION_OPTIONS, connection, prefix: this.opts.prefix, concurrency: this.opts.concurrency[name] ?? 1, lockDuration: this.opts.lockDuration ?? 60_000 },
+        { ...BULLMQ_CONNECTION_OPTIONS, connection, prefix: this.opts.prefix, concurrency: this.opts.concurrency[name] ?? 1, lockDuration: this.opts.lockDuration ?? DEFAULT_LOCK_MS, stalledInterval: this.opts.stalledInterval ?? DEFAULT_STALLED_INTERVAL_MS, maxStalledCount: this.opts.maxStalledCount ?? 5 },
       );
       worker.on('error', (err) => log.warn(`worker error: ${err.message}`));
+      worker.on('stalled', (jobId) => log.warn(`job ${jobId} stalled (its worker died or lost its lock): back in its queue`));
       worker.on('failed', (job, err) => {
         const final = job && (err instanceof UnrecoverableError || err.name === 'UnrecoverableError' || job.attemptsMade >= (job.opts.attempts ?? 1));
         log.warn(`job ${job?.id} failed (attempt ${job?.attemptsMade}${final ? ', final' : ', will retry'}): ${err.message}`, job ? jobLogFields(name, job) : undefined);
@@ -225,20 +239,64 @@ export class WorkerHost {
   }
 
   /**
-   * Graceful close: stop taking jobs and let active ones finish, up to `graceMs`; after that the
-   * workers are closed by force (their jobs go back to the queue when their locks expire).
+   * The job budget shared by failures and stalls, and the record of what runs here: a job that has
+   * stalled (its worker died, or lost its lock) `s` times and failed `f` times has used `s + f` of
+   * its JOB_ATTEMPTS, so a flapping worker cannot run it forever, and one stall no longer fails it
+   * for good (BullMQ's default maxStalledCount of 1 did, whatever JOB_ATTEMPTS said).
    */
-  async close(graceMs = 30_000): Promise<void> {
+  private tracked(name: QueueName, handler: JobHandler<QueueName>): JobHandler<QueueName> {
+    return async (payload, job) => {
+      const attempts = job.opts.attempts ?? 1;
+      const stalls = job.stalledCounter ?? 0;
+      if (stalls > 0 && job.attemptsMade + stalls >= attempts) {
+        throw new UnrecoverableError(
+          `job stalled ${stalls} time(s) (its worker died or lost its lock) and failed ${job.attemptsMade} time(s): its ${attempts} attempts (JOB_ATTEMPTS) are used up`,
+        );
+      }
+      const key = `${name}:${job.id}`;
+      // A job handed back on shutdown settles its processor at once (its result would be refused
+      // anyway: the lock is gone), so the worker can close before its connection does.
+      let abandon!: (err: Error) => void;
+      const abandoned = new Promise<never>((_, reject) => (abandon = reject));
+      abandoned.catch(() => undefined);
+      this.active.set(key, { job, abandon });
+      try {
+        return await Promise.race([handler(payload, job), abandoned]);
+      } finally {
+        this.active.delete(key);
+      }
+    };
+  }
+
+  /**
+   * Graceful close (SIGTERM): stop taking jobs and let active ones finish, up to `graceMs`
+   * (SHUTDOWN_GRACE_SECONDS). Jobs still running then are handed back to their queue at once
+   * (moved to wait with their lock released, no attempt used), so another worker resumes them
+   * without waiting for the lock to expire; then the workers are closed by force.
+   */
+  async close(graceMs = this.opts.graceMs ?? 30_000): Promise<void> {
     let timer: NodeJS.Timeout | undefined;
     const graceful = Promise.all(this.workers.map((w) => w.close())).then(() => true);
     const timedOut = new Promise<boolean>((resolve) => (timer = setTimeout(() => resolve(false), graceMs)));
     const ok = await Promise.race([graceful, timedOut]);
     clearTimeout(timer);
     if (!ok) {
-      this.opts.logger.warn(`workers did not close within ${graceMs} ms; forcing`);
+      const running = [...this.active.values()].map((a) => a.job);
+      this.opts.logger.warn(`workers did not finish within ${graceMs} ms (SHUTDOWN_GRACE_SECONDS); handing ${running.length} running job(s) back to their queues`);
+      await Promise.race([
+        Promise.all(running.map((job) => job.moveToWait(job.token).catch((err: Error) => this.opts.logger.warn(`could not hand job ${job.id} back (its lock will expire): ${err.message}`)))),
+        new Promise((r) => setTimeout(r, 2000)),
+      ]);
+      for (const a of this.active.values()) a.abandon(new Error('handed back to its queue at shutdown (SHUTDOWN_GRACE_SECONDS)'));
+      this.active.clear();
       await Promise.race([Promise.all(this.workers.map((w) => w.close(true))), new Promise((r) => setTimeout(r, 2000))]);
     }
     for (const c of this.connections) c.disconnect();
+  }
+
+  /** Jobs this process is working on now. */
+  get running(): number {
+    return this.active.size;
   }
 }
 

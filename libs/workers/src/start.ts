@@ -14,6 +14,13 @@ export function startWorkers(rt: Runtime, queues: QueueName[]): WorkerHost {
     redisUrl: rt.services.redisUrl,
     prefix: config.REDIS_PREFIX,
     logger: rt.logger.child('worker'),
+    // Stalled jobs and shutdown (docs/deploy.md): a killed worker's job is resumed within
+    // JOB_LOCK_SECONDS + JOB_STALLED_CHECK_SECONDS, a stall uses one of JOB_ATTEMPTS, and SIGTERM
+    // gives active jobs SHUTDOWN_GRACE_SECONDS before handing them back.
+    lockDuration: config.JOB_LOCK_SECONDS * 1000,
+    stalledInterval: config.JOB_STALLED_CHECK_SECONDS * 1000,
+    maxStalledCount: config.JOB_ATTEMPTS,
+    graceMs: config.SHUTDOWN_GRACE_SECONDS * 1000,
     concurrency: {
       encode: config.ENCODE_CONCURRENCY,
       compress: config.COMPRESS_CONCURRENCY,
@@ -57,10 +64,11 @@ export async function runWorkerApp(name: string, defaults: QueueName[]): Promise
   const host = startWorkers(rt, queues);
   const metrics = config.METRICS_PORT > 0 ? await startMetricsServer(config.METRICS_PORT, config.HOST) : null;
   logger.info(`${name} working on ${queues.join(', ')} (onnx: ${config.ORT_EXECUTION_PROVIDER}${metrics ? `; metrics: http://${config.HOST}:${metrics.port}/metrics` : ''})`);
+  // The process's own deadline leaves the workers their grace period (SHUTDOWN_GRACE_SECONDS) and 30 s more.
   stopOnSignal(async () => {
-    logger.info('closing workers');
+    logger.info(`closing workers (active jobs get SHUTDOWN_GRACE_SECONDS = ${config.SHUTDOWN_GRACE_SECONDS} s, then go back to their queues)`);
     await host.close();
     await metrics?.close();
     await rt.close();
-  });
+  }, { timeoutMs: (config.SHUTDOWN_GRACE_SECONDS + 30) * 1000 });
 }
