@@ -9,6 +9,7 @@ const benches: Record<string, () => Promise<Command>> = {
   ingest: async () => (await import('./bench/ingest')).runIngestBench,
   score: async () => (await import('./bench/score')).runScoreBench,
   peers: async () => (await import('./bench/peers')).runPeersBench,
+  'rerank-batch': async () => (await import('./bench/rerank-batch')).runRerankBatchBench,
   documents: async () => (await import('./bench/documents')).runDocumentsBench,
   'segment-cache': async () => (await import('./bench/segment-cache')).runSegmentCacheBench,
 };

@@ -200,5 +200,7 @@ describe('text candidates, batches and the Cohere endpoint', () => {
     expect(empty.status).toBe(400);
     expect(JSON.stringify(empty.body.details)).toContain('documents.1');
     expect((await api('POST', '/v1/compat/cohere/rerank', { model: config.DEFAULT_MODEL, query: '', documents: ['a'] })).status).toBe(400);
+    const doc = await api('GET', '/openapi.json');
+    for (const p of ['/v1/batches', '/v1/batches/{id}', '/v1/batches/{id}/cancel', '/v1/batches/{id}/results', '/v1/compat/cohere/rerank']) expect(doc.body.paths[p], p).toBeDefined();
   });
 });

@@ -4,6 +4,7 @@ import { DEFAULT_DOCUMENT_LIST_LIMIT, MAX_DOCUMENT_LIST_LIMIT, TRUNCATED_IDS_SHO
 import { DeleteDocumentsSchema, MAX_DELETE_IDS } from '@lateral/shared';
 import { withApiKeySecurity } from './openapi-keys';
 import { ADMIN_OPENAPI_PATHS, ADMIN_SECURITY_SCHEMES } from './openapi-admin';
+import { BATCH_OPENAPI_PATHS, BATCH_OPENAPI_SCHEMAS } from './openapi-batches';
 
 const schema = (s: z.ZodType) => z.toJSONSchema(s, { io: 'input', unrepresentable: 'any' }) as Record<string, unknown>;
 
@@ -231,10 +232,12 @@ function baseDocument(version: string) {
         },
       },
       ...ADMIN_OPENAPI_PATHS,
+      ...BATCH_OPENAPI_PATHS,
     },
     components: {
       securitySchemes: ADMIN_SECURITY_SCHEMES,
       schemas: {
+        ...BATCH_OPENAPI_SCHEMAS,
         Error: { type: 'object', required: ['error', 'message'], properties: { error: { type: 'string' }, message: { type: 'string' }, details: { type: 'array', items: { type: 'object', properties: { field: { type: 'string' }, message: { type: 'string' } } } } } },
         Document: { type: 'object', required: ['id', 'text'], additionalProperties: false, properties: { id: { type: 'string', maxLength: 512 }, text: { type: 'string', minLength: 1 }, metadata: { type: 'object' } } },
         Ingestion: { type: 'object', properties: { ingestionId: { type: 'string' }, collection: { type: 'string' }, documents: { type: 'integer' }, batches: { type: 'integer' }, status: { type: 'string' } } },
@@ -389,6 +392,12 @@ function baseDocument(version: string) {
               type: 'object',
               properties: {
                 generation: { type: 'integer', description: 'collection generation the candidates were scored in' },
+                model: { type: 'string', description: 'the model that encoded the queries and text candidates' },
+                texts: {
+                  type: 'object',
+                  description: 'requests with text candidates: candidates given as text, and distinct texts the encoder pool encoded for this job or found already encoded',
+                  properties: { candidates: { type: 'integer' }, encoded: { type: 'integer' }, reused: { type: 'integer' } },
+                },
                 vectors: {
                   enum: ['rotated-int8', 'fp32'],
                   description: 'how the generation was held: EDEN token-layout codes as their int8 rotated image (MaxSim by integer GEMMs), or decoded fp32 vectors (COMPRESSED_SCORING)',

@@ -1,7 +1,7 @@
 import type { Job } from 'bullmq';
 import { PermanentJobError, QueueName, type CodecSettings, type JobPayload, type JobResults } from '@lateral/shared';
 import type { CodecArtifact } from '@lateral/codec';
-import { objectHead, type CodecArtifactRepository, type CollectionRepository, type ObjectStore } from '@lateral/infra';
+import { listWithDates, objectHead, type CodecArtifactRepository, type CollectionRepository, type ObjectStore } from '@lateral/infra';
 import type { EncoderProvider } from './encoders';
 import { permanentModelErrors } from './encode.processor';
 import { encodeTextEntry, mapLimit, modelVersion, textHash, textKey, type TextSpace } from './text-cache';
@@ -32,6 +32,10 @@ export interface EncodeTextsDeps {
   known: KnownTexts;
 }
 
+/** Above this many texts not known to this process, the text space is listed instead of HEAD per text. */
+const LIST_ABOVE = 64;
+const MAX_LISTED = 200_000;
+
 /** An entry needs this much life left to count as reused (the job that reads it runs after this one). */
 const MIN_LIFE_LEFT_MS = 3600 * 1000;
 
@@ -53,9 +57,26 @@ export async function encodeTextsProcessor(ctx: EncodeTextsDeps, p: JobPayload<Q
   const distinct = new Map<string, string>();
   for (const t of texts) distinct.set(textHash(t), t);
   const hashes = [...distinct.keys()];
+  // Many texts this process has not seen: one listing of the text space (1,000 keys a request)
+  // instead of a HEAD per text; a space too large to list falls back to HEADs.
+  const unknown = hashes.filter((h) => !fresh(ctx.known.get(textKey(space, h))));
+  let listedAll = false;
+  if (unknown.length > LIST_ABOVE) {
+    const prefix = textKey(space, '0'.repeat(64)).replace(/00\/0{64}\.seg$/, '');
+    let listed = 0;
+    listedAll = true;
+    for await (const o of listWithDates(ctx.store, prefix)) {
+      if (o.lastModified) ctx.known.set(o.key, o.lastModified.getTime());
+      if (++listed >= MAX_LISTED) {
+        listedAll = false;
+        break;
+      }
+    }
+  }
   const present = await mapLimit(hashes, 16, async (h) => {
     const key = textKey(space, h);
     if (fresh(ctx.known.get(key))) return true;
+    if (listedAll) return false;
     const head = await objectHead(ctx.store, key);
     const at = head?.lastModified?.getTime() ?? null;
     if (fresh(at)) {
@@ -71,7 +92,7 @@ export async function encodeTextsProcessor(ctx: EncodeTextsDeps, p: JobPayload<Q
     const encoded = await encoder.encodeDocuments(missing.map((h) => distinct.get(h)!), { maxTokens: p.maxTokens, tokenBudget: ctx.tokenBudget }).catch(permanentModelErrors);
     await job?.updateProgress(80);
     const at = Date.now();
-    await mapLimit(missing, 16, async (h, i) => {
+    await mapLimit(missing, 32, async (h, i) => {
       const key = textKey(space, h);
       await ctx.store.put(key, encodeTextEntry(encoder, encoded[i], at, artifact, settings));
       ctx.known.set(key, at);

@@ -1,0 +1,102 @@
+import { z } from 'zod';
+import { BatchOptionsSchema, BatchRowSchema } from '@lateral/shared';
+import { CohereRerankSchema } from './cohere.service';
+
+const schema = (s: z.ZodType) => z.toJSONSchema(s, { io: 'input', unrepresentable: 'any' }) as Record<string, unknown>;
+const err = (description: string) => ({ description, content: { 'application/json': { schema: { $ref: '#/components/schemas/Error' } } } });
+const json = (description: string, s: Record<string, unknown>) => ({ description, content: { 'application/json': { schema: s } } });
+const batchId = { name: 'id', in: 'path', required: true, schema: { type: 'string' }, description: 'batch id (batch-...)' };
+const options = schema(BatchOptionsSchema) as { properties?: Record<string, Record<string, unknown>> };
+
+/** OpenAPI paths of batch files (issue 15) and the Cohere-compatible endpoint. */
+export const BATCH_OPENAPI_PATHS = {
+  '/v1/batches': {
+    post: {
+      summary:
+        'Create a batch: a JSONL file, one re-rank row per line ({custom_id, query, candidates, top_k?}; candidates are ids, {id, score} or {id?, text}), streamed to S3 as it arrives, or JSON naming an S3 key. Rows are validated one by one: a bad row fails alone, named by its line and custom_id.',
+      parameters: Object.entries(options.properties ?? {}).map(([name, s]) => ({ name, in: 'query', required: false, schema: s, description: 'with a JSONL body: the batch option of that name' })),
+      requestBody: {
+        required: true,
+        content: {
+          'application/jsonl': { schema: { type: 'string', description: 'one JSON object per line', 'x-row-schema': schema(BatchRowSchema) } },
+          'application/x-ndjson': { schema: { type: 'string' } },
+          'application/json': {
+            schema: { allOf: [{ type: 'object', required: ['input'], properties: { input: { type: 'string', description: 'S3 key of a JSONL file in the service bucket' } } }, schema(BatchOptionsSchema)] },
+          },
+        },
+      },
+      responses: {
+        '202': json('accepted; poll GET /v1/batches/{id} (Location header)', { $ref: '#/components/schemas/BatchStatus' }),
+        '400': err('not JSONL (none of the first 100 lines is a JSON object), empty, bad options, unknown model'),
+        '404': err('unknown collection'),
+        '413': err('file over BATCH_MAX_BYTES'),
+        '503': err('Redis or S3 unavailable'),
+      },
+    },
+  },
+  '/v1/batches/{id}': {
+    get: {
+      summary: 'State (validating, running, completed, failed, cancelled), row counts, progress and ETA, texts encoded / reused, time per part, the result location',
+      parameters: [batchId],
+      responses: { '200': json('status', { $ref: '#/components/schemas/BatchStatus' }), '404': err('unknown batch') },
+    },
+  },
+  '/v1/batches/{id}/cancel': {
+    post: {
+      summary: 'Cancel a batch: chunks not yet started skip their rows; no result file is written',
+      parameters: [batchId],
+      responses: { '200': json('cancelled', { $ref: '#/components/schemas/BatchStatus' }), '404': err('unknown batch'), '409': err('already completed or failed') },
+    },
+  },
+  '/v1/batches/{id}/results': {
+    get: {
+      summary: 'The result file, streamed: one JSON line per input row in the input order, {custom_id, line, hits: [{id, score}], missing?} or {custom_id, line, error: {message, issues?}}',
+      parameters: [batchId],
+      responses: { '200': { description: 'JSONL', content: { 'application/x-ndjson': { schema: { type: 'string' } } } }, '404': err('unknown batch'), '409': err('not completed') },
+    },
+  },
+  '/v1/compat/cohere/rerank': {
+    post: {
+      summary:
+        "Cohere-compatible rerank (also served at /v1/compat/cohere/v1/rerank and /v2/rerank): documents are re-ranked as text candidates and answered in Cohere's shape within RERANK_MAX_WAIT_SECONDS. relevance_score is the scorer's raw score (MaxSim), not a probability.",
+      requestBody: { required: true, content: { 'application/json': { schema: schema(CohereRerankSchema) } } },
+      responses: {
+        '200': json('re-ranked', { $ref: '#/components/schemas/CohereRerankResponse' }),
+        '400': err('bad input or unknown model (named)'),
+        '503': err('the re-rank job failed, or Redis / S3 unavailable'),
+        '504': err('not finished within RERANK_MAX_WAIT_SECONDS; the message names GET /v1/rerank/{id}'),
+      },
+    },
+  },
+};
+
+export const BATCH_OPENAPI_SCHEMAS = {
+  BatchStatus: {
+    type: 'object',
+    properties: {
+      id: { type: 'string' },
+      state: { enum: ['validating', 'running', 'completed', 'failed', 'cancelled'] },
+      createdAt: { type: 'string' },
+      startedAt: { type: 'string' },
+      completedAt: { type: 'string' },
+      cancelledAt: { type: 'string' },
+      options: schema(BatchOptionsSchema),
+      input: { type: 'object', properties: { bytes: { type: 'integer' } } },
+      counts: { type: 'object', properties: { rows: { type: 'integer' }, invalid: { type: 'integer', description: 'rows that failed validation' }, completed: { type: 'integer' }, failed: { type: 'integer' } } },
+      progress: { type: 'object', properties: { chunks: { type: ['integer', 'null'] }, chunksDone: { type: 'integer' }, fraction: { type: 'number' }, etaSeconds: { type: ['number', 'null'] } } },
+      texts: { type: 'object', properties: { encoded: { type: 'integer' }, reused: { type: 'integer' }, tokens: { type: 'integer' } }, description: 'distinct texts per chunk encoded by the encoder pool / found in the text cache' },
+      timings: { type: 'object', additionalProperties: { type: 'number' }, description: 'milliseconds summed over chunks: encodeTextsMs, encodeQueriesMs, scoreMs, loadMs, chunkMs' },
+      result: { type: 'object', properties: { key: { type: 'string' }, url: { type: 'string' } } },
+      error: { type: 'string' },
+    },
+  },
+  CohereRerankResponse: {
+    type: 'object',
+    required: ['id', 'results', 'meta'],
+    properties: {
+      id: { type: 'string' },
+      results: { type: 'array', items: { type: 'object', required: ['index', 'relevance_score'], properties: { index: { type: 'integer' }, relevance_score: { type: 'number' }, document: { type: 'object', properties: { text: { type: 'string' } } } } } },
+      meta: { type: 'object' },
+    },
+  },
+};

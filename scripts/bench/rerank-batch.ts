@@ -1,0 +1,194 @@
+/**
+ * `npm run bench -- rerank-batch [--quick] [--rows N] [--model NAME] [--chunk-rows N] [--json]`
+ *
+ * Batch re-ranking end to end, the way users run it: a JSONL file of TREC DL 2019's 43 queries x
+ * their 100 first-stage candidate *texts* (../shared/datasets/trec-dl-2019-passage), repeated to
+ * at least N rows (default 10,000; --quick: 2 repetitions), uploaded to POST /v1/batches of the
+ * all-in-one server (API + workers, embedded Redis and S3) and run twice:
+ *  - first run: every distinct text is encoded by the encode-texts jobs into the text cache;
+ *  - second run (the same file again): every text is reused, none encoded.
+ * Reported per run: rows/s and candidate tokens/s from the upload to the batch's completion, the
+ * texts encoded / reused, and the share of the wall time spent encoding (encode-texts jobs and
+ * query encoding), scoring, and the rest (queues, S3, parsing, result files). The jobs of the two
+ * pools run concurrently in this process, so the shares can overlap.
+ * Checked: the nDCG@10 of the result file equals the in-process evaluation's (MaxSim over the
+ * same model's vectors, rounded to fp16 as the text cache keeps them), and every repetition of a
+ * query returns the same hits.
+ */
+import { createReadStream, createWriteStream, mkdtempSync, rmSync } from 'node:fs';
+import http from 'node:http';
+import os from 'node:os';
+import path from 'node:path';
+import { once } from 'node:events';
+import { roundToHalf } from '@lateral/codec';
+import { getEncoder } from '@lateral/model';
+import { maxsim, topK } from '@lateral/scoring';
+import { loadConfig } from '@lateral/shared';
+import { startServer, type Server } from '../../apps/all-in-one/src/server';
+import { ndcgAt } from '../lib/metrics';
+import { loadTrecDlFolder } from '../lib/trec-dl';
+
+const DATASET = '../shared/datasets/trec-dl-2019-passage';
+
+function flag(args: string[], name: string): string | undefined {
+  const i = args.indexOf(name);
+  return i >= 0 ? args[i + 1] : undefined;
+}
+
+interface RunFigures {
+  rows: number;
+  seconds: number;
+  rowsPerSecond: number;
+  candidateTokensPerSecond: number;
+  texts: { encoded: number; reused: number };
+  share: { encoding: number; scoring: number; queuesAndS3: number };
+  timingsMs: Record<string, number>;
+  ndcg10: number;
+}
+
+function post(url: string, file: string): Promise<{ status: number; body: Record<string, unknown> }> {
+  return new Promise((resolve, reject) => {
+    const req = http.request(url, { method: 'POST', headers: { 'content-type': 'application/jsonl' } }, (res) => {
+      let text = '';
+      res.setEncoding('utf8');
+      res.on('data', (c: string) => (text += c));
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, body: JSON.parse(text) as Record<string, unknown> }));
+    });
+    req.on('error', reject);
+    createReadStream(file).pipe(req);
+  });
+}
+
+export async function runRerankBatchBench(args: string[]): Promise<Record<string, unknown>> {
+  const quick = args.includes('--quick');
+  const model = flag(args, '--model') ?? 'glove-ctx-100d';
+  const log = (m: string) => process.stderr.write(`${m}\n`);
+  const { queries, qrels } = loadTrecDlFolder(path.resolve(DATASET));
+  const judged = queries.filter((q) => qrels.has(q.qid) && q.hits.length > 0);
+  const reps = quick ? 2 : Math.ceil(Number(flag(args, '--rows') ?? 10_000) / judged.length);
+  const rows = reps * judged.length;
+
+  // In-process reference: the same model, MaxSim on fp16-rounded document vectors (as cached).
+  const enc = await getEncoder(path.resolve('.cache/models', model), { executionProvider: 'cpu' });
+  const d = enc.dims;
+  let refSum = 0;
+  let refSumFp32 = 0;
+  let tokensPerRep = 0;
+  const refTop = new Map<string, string[]>();
+  for (const q of judged) {
+    const [qe] = await enc.encodeQueries([q.text]);
+    const docs = await enc.encodeDocuments(q.hits.map((h) => h.content));
+    tokensPerRep += docs.reduce((s, e) => s + e.length, 0);
+    const ids = q.hits.map((h) => h.docid);
+    const s16 = Float32Array.from(docs, (e) => maxsim(qe.vectors, qe.length, roundToHalf(e.vectors), e.length, d));
+    const s32 = Float32Array.from(docs, (e) => maxsim(qe.vectors, qe.length, e.vectors, e.length, d));
+    const top = topK(s16, ids, 10).map((h) => h.id);
+    refTop.set(q.qid, top);
+    refSum += ndcgAt(top, qrels.get(q.qid)!, 10);
+    refSumFp32 += ndcgAt(topK(s32, ids, 10).map((h) => h.id), qrels.get(q.qid)!, 10);
+  }
+  const refNdcg = refSum / judged.length;
+  const refNdcgFp32 = refSumFp32 / judged.length;
+  log(`rerank-batch: ${judged.length} queries x ${reps} = ${rows} rows, ${tokensPerRep} candidate tokens per repetition (${model}); in-process nDCG@10 ${refNdcg.toFixed(4)} (fp16 vectors), ${refNdcgFp32.toFixed(4)} (fp32)`);
+
+  const dir = mkdtempSync(path.join(os.tmpdir(), 'lateral-bench-batch-'));
+  const file = path.join(dir, 'batch.jsonl');
+  const out = createWriteStream(file);
+  const lines = judged.map((q) => JSON.stringify({ query: q.text, candidates: q.hits.map((h) => ({ id: h.docid, text: h.content })), top_k: 10 }).slice(1));
+  for (let r = 0; r < reps; r++) {
+    for (let i = 0; i < judged.length; i++) {
+      if (!out.write(`{"custom_id":"${judged[i].qid}.${r}",${lines[i]}\n`)) await once(out, 'drain');
+    }
+  }
+  out.end();
+  await once(out, 'finish');
+
+  const config = loadConfig({
+    ...process.env,
+    PORT: '0',
+    LOG_LEVEL: 'warn',
+    DATA_DIR: path.join(dir, 'data'),
+    DEFAULT_MODEL: model,
+    ...(flag(args, '--chunk-rows') ? { BATCH_CHUNK_ROWS: flag(args, '--chunk-rows') } : {}),
+    TEXT_CACHE_MEMORY_MB: process.env.TEXT_CACHE_MEMORY_MB ?? '512',
+  });
+  let server: Server | null = null;
+  const runs: RunFigures[] = [];
+  try {
+    server = await startServer(config, { quiet: true });
+    for (const label of ['first (encoding)', 'second (reuse)']) {
+      const t0 = performance.now();
+      const created = await post(`${server.url}/v1/batches?model=${model}&topK=10`, file);
+      if (created.status !== 202) throw new Error(`POST /v1/batches: ${created.status} ${JSON.stringify(created.body)}`);
+      const id = created.body.id as string;
+      let st: Record<string, any>; // eslint-disable-line @typescript-eslint/no-explicit-any
+      let lastLog = 0;
+      for (;;) {
+        st = (await (await fetch(`${server.url}/v1/batches/${id}`)).json()) as Record<string, unknown>;
+        if (['completed', 'failed', 'cancelled'].includes(st.state)) break;
+        if (performance.now() - lastLog > 10_000) {
+          lastLog = performance.now();
+          log(`  ${label}: ${st.state} ${(100 * (st.progress?.fraction ?? 0)).toFixed(0)}% eta ${st.progress?.etaSeconds ?? '?'} s`);
+        }
+        await new Promise((r) => setTimeout(r, 250));
+      }
+      const seconds = (performance.now() - t0) / 1000;
+      if (st.state !== 'completed') throw new Error(`batch ${id} ${st.state}: ${st.error ?? ''}`);
+      // nDCG@10 of the result file, and every repetition equal to the in-process top 10.
+      const res = await fetch(`${server.url}/v1/batches/${id}/results`);
+      const text = await res.text();
+      let sum = 0;
+      let n = 0;
+      let mismatched = 0;
+      for (const line of text.split('\n')) {
+        if (!line) continue;
+        const r = JSON.parse(line) as { custom_id: string; hits?: { id: string }[]; error?: unknown };
+        if (!r.hits) throw new Error(`row ${r.custom_id} failed: ${JSON.stringify(r.error)}`);
+        const qid = r.custom_id.split('.')[0];
+        const ranking = r.hits.map((h) => h.id);
+        if (ranking.join() !== refTop.get(qid)!.join()) mismatched++;
+        sum += ndcgAt(ranking, qrels.get(qid)!, 10);
+        n++;
+      }
+      if (n !== rows) throw new Error(`result file has ${n} rows, expected ${rows}`);
+      const t = st.timings as Record<string, number>;
+      const encoding = (t.encodeTextsMs ?? 0) + (t.encodeQueriesMs ?? 0);
+      const scoring = t.scoreMs ?? 0;
+      const wallMs = seconds * 1000;
+      const fig: RunFigures = {
+        rows,
+        seconds,
+        rowsPerSecond: rows / seconds,
+        candidateTokensPerSecond: (tokensPerRep * reps) / seconds,
+        texts: { encoded: st.texts.encoded, reused: st.texts.reused },
+        share: { encoding: encoding / wallMs, scoring: scoring / wallMs, queuesAndS3: Math.max(0, 1 - (encoding + scoring) / wallMs) },
+        timingsMs: t,
+        ndcg10: sum / n,
+      };
+      runs.push(fig);
+      log(
+        `${label}: ${rows} rows in ${seconds.toFixed(1)} s: ${fig.rowsPerSecond.toFixed(1)} rows/s, ${(fig.candidateTokensPerSecond / 1000).toFixed(1)}k candidate tokens/s; ` +
+          `texts encoded ${fig.texts.encoded}, reused ${fig.texts.reused}; time encoding ${(100 * fig.share.encoding).toFixed(0)}%, scoring ${(100 * fig.share.scoring).toFixed(0)}%, queues+S3+rest ${(100 * fig.share.queuesAndS3).toFixed(0)}%; ` +
+          `nDCG@10 ${fig.ndcg10.toFixed(4)} (in-process ${refNdcg.toFixed(4)}), rows differing from the in-process top 10: ${mismatched}`,
+      );
+      if (mismatched > 0 || Math.abs(fig.ndcg10 - refNdcg) > 1e-9) throw new Error(`nDCG@10 ${fig.ndcg10} of the batch differs from the in-process ${refNdcg} (${mismatched} rows differ)`);
+    }
+  } finally {
+    await server?.stop();
+    rmSync(dir, { recursive: true, force: true });
+  }
+  return {
+    dataset: DATASET,
+    model,
+    queries: judged.length,
+    repetitions: reps,
+    rows,
+    candidateTokensPerRepetition: tokensPerRep,
+    chunkRows: config.BATCH_CHUNK_ROWS,
+    inProcessNdcg10: refNdcg,
+    inProcessNdcg10Fp32: refNdcgFp32,
+    first: runs[0],
+    second: runs[1],
+    secondVsFirst: runs[0].seconds / runs[1].seconds,
+  };
+}
