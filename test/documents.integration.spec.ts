@@ -169,6 +169,11 @@ describe('documents (real Redis, real S3 server, real ONNX model)', () => {
       }
       expect(rr.body.result.results[0].missing).toEqual(['missing-id']);
 
+      // include and group read the collection's documents: with text candidates in the request they are a 400 naming the field
+      const mixed = await api('POST', '/v1/rerank?wait=60', { collection: 'docs', include: ['text'], queries: [{ id: q.id, text: q.text, candidates: [...candidates, { id: 'free', text: 'a free text candidate about wings' }] }] });
+      expect(mixed.status, JSON.stringify(mixed.body)).toBe(400);
+      expect(mixed.body.details[0].field).toBe('include');
+
       const only = await api('POST', '/v1/rerank?wait=60', { collection: 'docs', topK: 2, include: ['metadata'], queries: [{ id: q.id, text: q.text, candidates }] });
       for (const h of only.body.result.results[0].hits) {
         expect(h.text).toBeUndefined();
