@@ -1,6 +1,9 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Redis } from 'ioredis';
-import { ApiKeyRepository, ObjectStore, RateLimiter } from '@lateral/infra';
+import { mkdtempSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { ApiKeyRepository, ObjectStore, RateLimiter, startEmbeddedRedis, type EmbeddedRedis } from '@lateral/infra';
 import { startServer, type Server } from '../apps/all-in-one/src/server';
 import { runKeysCli } from '../scripts/lib/keys-cli';
 import { http, testConfig, until } from './helpers';
@@ -294,6 +297,33 @@ describe('per-key rate limiter (Redis token bucket)', () => {
       r1.disconnect();
       r2.disconnect();
     }
+  });
+});
+
+describe('AUTH=keys with Redis down (the rate limits live there)', () => {
+  const dir = mkdtempSync(path.join(os.tmpdir(), 'lateral-keys-redis-down-'));
+  let redis: EmbeddedRedis;
+  let server: Server;
+  let port: number;
+  beforeAll(async () => {
+    redis = await startEmbeddedRedis({ dir });
+    port = Number(new URL(redis.url).port);
+    server = await startServer(testConfig({ REDIS_URL: redis.url, AUTH: 'keys', ADMIN_API_KEY: ADMIN }), { quiet: true, closeGraceMs: 5000 });
+  });
+  afterAll(async () => {
+    redis = await startEmbeddedRedis({ dir, port });
+    await server?.stop();
+    await redis.stop();
+  });
+
+  it('answers 503 with Retry-After, naming no internals, instead of letting the request through or failing with 500', async () => {
+    expect((await http(server.url, 'GET', '/v1/collections', undefined, { authorization: `Bearer ${ADMIN}` })).status).toBe(200);
+    await redis.stop();
+    const res = await http(server.url, 'GET', '/v1/collections', undefined, { authorization: `Bearer ${ADMIN}` });
+    expect(res.status).toBe(503);
+    expect(res.headers.get('retry-after')).toMatch(/^\d+$/);
+    expect(res.body.error).toBe('unavailable');
+    expect(JSON.stringify(res.body)).not.toMatch(/127\.0\.0\.1|redis:\/\/|at .*\.ts/);
   });
 });
 

@@ -119,7 +119,11 @@ export function authenticateEarly(keys: ApiKeysService, operatorPaths: readonly 
         return next();
       }
       res.status(result.status).json({ error: result.error, message: result.message });
-    }, next);
+    }, () => {
+      // S3 (the key records) or Redis (the rate limits) unreachable: like every other call then.
+      res.setHeader('Retry-After', '5');
+      res.status(503).json({ error: 'unavailable', message: 'the API key cannot be checked: the object store or Redis is unreachable; retry after the Retry-After header' });
+    });
   };
 }
 
