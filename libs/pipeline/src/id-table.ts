@@ -118,6 +118,59 @@ export function generationTable(segments: Pick<SegmentRef, 'documents' | 'tombst
     k++;
   }
   // Per segment: live documents; undefined when every document of the segment is live.
+  return withLive(segments, ids, seg.slice(0, k), doc.slice(0, k));
+}
+
+/**
+ * The table of a generation that extends `prev`'s: the same segments first (same keys, same
+ * order; their tombstones may have grown, e.g. a delete or an ingest superseding copies), then
+ * `added` (the id tables of the segments appended after them). One linear merge of `prev`'s live
+ * entries with the new segments' run (a new copy of an id supersedes the old one), then the
+ * entries tombstoned in `segments` are dropped: the same table as generationTable over all
+ * segments, in O(N + new) instead of O(N log S). null when `segments` does not extend
+ * `prevSegments` (a re-compression or a replaced batch): build it whole.
+ */
+export function extendGenerationTable(
+  prev: GenerationTable,
+  prevSegments: Pick<SegmentRef, 'key' | 'tombstones'>[],
+  segments: Pick<SegmentRef, 'key' | 'documents' | 'tombstones'>[],
+  added: SegmentIdTable[],
+): GenerationTable | null {
+  const base = prevSegments.length;
+  if (segments.length !== base + added.length) return null;
+  for (let s = 0; s < base; s++) if (segments[s].key !== prevSegments[s].key) return null;
+  // The tombstones to apply: every one of the new segments', and those of earlier segments that
+  // changed. They only grow in an extension (an entry dropped from prev stays dropped).
+  const dead: (Set<number> | null)[] = new Array(segments.length).fill(null);
+  for (let s = 0; s < segments.length; s++) {
+    const now = segments[s].tombstones ?? [];
+    if (s < base) {
+      const before = prevSegments[s].tombstones ?? [];
+      if (now.length === before.length && now.every((x, i) => x === before[i])) continue;
+      const grown = new Set(now);
+      if (!before.every((x) => grown.has(x))) return null; // a tombstone went away: not an extension
+      dead[s] = grown;
+    } else if (now.length > 0) dead[s] = new Set(now);
+  }
+  let run: Run = { ids: [], seg: new Uint32Array(0), doc: new Uint32Array(0) };
+  added.forEach((t, i) => (run = mergeRuns(run, { ids: t.ids, seg: new Uint32Array(t.ids.length).fill(base + i), doc: t.doc })));
+  const all = mergeRuns({ ids: prev.ids, seg: prev.seg, doc: prev.doc }, run);
+  const ids: string[] = [];
+  const seg = new Uint32Array(all.ids.length);
+  const doc = new Uint32Array(all.ids.length);
+  let k = 0;
+  for (let i = 0; i < all.ids.length; i++) {
+    if (dead[all.seg[i]]?.has(all.doc[i])) continue;
+    ids.push(all.ids[i]);
+    seg[k] = all.seg[i];
+    doc[k] = all.doc[i];
+    k++;
+  }
+  return withLive(segments, ids, seg.slice(0, k), doc.slice(0, k));
+}
+
+function withLive(segments: Pick<SegmentRef, 'documents'>[], ids: string[], seg: Uint32Array, doc: Uint32Array): GenerationTable {
+  const k = ids.length;
   const liveCount = new Uint32Array(segments.length);
   for (let i = 0; i < k; i++) liveCount[seg[i]]++;
   const live: (Uint8Array | undefined)[] = segments.map((s, i) => (liveCount[i] === s.documents ? undefined : new Uint8Array(s.documents)));
@@ -125,7 +178,7 @@ export function generationTable(segments: Pick<SegmentRef, 'documents' | 'tombst
     const m = live[seg[i]];
     if (m) m[doc[i]] = 1;
   }
-  return { ids, seg: seg.slice(0, k), doc: doc.slice(0, k), live, documents: k };
+  return { ids, seg, doc, live, documents: k };
 }
 
 /** Bytes a GenerationTable holds beyond the id strings (shared with the segments). */

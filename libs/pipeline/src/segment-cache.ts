@@ -4,7 +4,7 @@ import type { CodecArtifactRepository, DiskCacheStats } from '@lateral/infra';
 import { deserializeSegmentIndex, searchSegment, type DocMask, type SearchSegment, type SegmentIndex } from '@lateral/search';
 import type { RotatedImageSet } from '@lateral/kernels';
 import type { CollectionView } from './collection-view';
-import { findId, generationTable, generationTableBytes, segmentIdTable, type GenerationTable, type SegmentIdTable } from './id-table';
+import { extendGenerationTable, findId, generationTable, generationTableBytes, segmentIdTable, type GenerationTable, type SegmentIdTable } from './id-table';
 import { segmentReadOptions, type StaticEmbeddingsCache } from './static-embeddings';
 
 /** At most `n` loads at once; the others wait their turn (first come, first served). */
@@ -46,6 +46,8 @@ interface Entry<V> {
   value: Promise<V>;
   bytes: number;
   settled: boolean;
+  /** The loaded value, once settled. */
+  resolved?: V;
 }
 
 /**
@@ -76,6 +78,7 @@ export class ByteLru<V> {
       ({ value, bytes }) => {
         if (this.entries.get(key) === entry) {
           entry.settled = true;
+          entry.resolved = value;
           entry.bytes = bytes;
           this.held += bytes;
           this.evict();
@@ -98,11 +101,11 @@ export class ByteLru<V> {
       this.counters.hits++;
       this.entries.delete(key);
       this.entries.set(key, hit);
-      return (hit as Entry<V> & { sync: V }).sync;
+      return hit.resolved as V;
     }
     this.counters.misses++;
     const { value, bytes } = compute();
-    const entry = { value: Promise.resolve(value), bytes, settled: true, sync: value };
+    const entry: Entry<V> = { value: Promise.resolve(value), bytes, settled: true, resolved: value };
     this.drop(key);
     this.entries.set(key, entry);
     this.held += bytes;
@@ -112,6 +115,12 @@ export class ByteLru<V> {
 
   has(key: string): boolean {
     return this.entries.has(key);
+  }
+
+  /** The kept, loaded value of `key` (undefined: none), without counting a lookup or refreshing it. */
+  peek(key: string): V | undefined {
+    const e = this.entries.get(key);
+    return e?.settled ? e.resolved : undefined;
   }
 
   keys(): string[] {
@@ -199,6 +208,8 @@ type Cached = LoadedSegment | SegmentIdTable | GenerationTable | SegmentIndex | 
 export class SegmentCache {
   private readonly lru: ByteLru<Cached>;
   private readonly limiter: Limiter;
+  /** Per collection, the last generation whose table was built (its cache key and segments), to extend it. */
+  private readonly lastTable = new Map<string, { key: string; segments: SegmentRef[] }>();
 
   constructor(
     private readonly source: ObjectSource,
@@ -325,9 +336,19 @@ export class SegmentCache {
   /** The generation's sorted table of live ids (built from the segments' id tables, kept per generation). */
   async table(collection: Pick<Collection, 'tenantId' | 'id' | 'model'>, manifest: CollectionManifest): Promise<GenerationTable> {
     const key = `gen:${manifest.tenantId}/${manifest.collectionId}/${manifest.generation}/${manifest.committedAt}`;
+    const coll = `${manifest.tenantId}/${manifest.collectionId}`;
     return (await this.lru.get(key, async () => {
-      const tables = await Promise.all(manifest.segments.map((ref) => this.idTable(collection, ref)));
-      const value = generationTable(manifest.segments, tables);
+      // A generation that appends segments to (or adds tombstones to) the last one built extends
+      // its table with one linear merge; anything else is built from every segment's id table.
+      const last = this.lastTable.get(coll);
+      const prev = last ? (this.lru.peek(last.key) as GenerationTable | undefined) : undefined;
+      let value: GenerationTable | null = null;
+      if (last && prev && last.segments.length <= manifest.segments.length && last.segments.every((s, i) => s.key === manifest.segments[i].key)) {
+        const added = await Promise.all(manifest.segments.slice(last.segments.length).map((ref) => this.idTable(collection, ref)));
+        value = extendGenerationTable(prev, last.segments, manifest.segments, added);
+      }
+      value ??= generationTable(manifest.segments, await Promise.all(manifest.segments.map((ref) => this.idTable(collection, ref))));
+      this.lastTable.set(coll, { key, segments: manifest.segments });
       return { value, bytes: generationTableBytes(value) };
     })) as GenerationTable;
   }
