@@ -188,8 +188,8 @@ export class AdminService {
 
   private async failedJobs(): Promise<FailedJobOverview[]> {
     const all: FailedJobOverview[] = [];
-    for (const name of ALL_QUEUES) {
-      const jobs = await this.rt.queues.get(name).getFailed(0, FAILED_SHOWN - 1);
+    const perQueue = await Promise.all(ALL_QUEUES.map(async (name) => ({ name, jobs: await this.rt.queues.get(name).getFailed(0, FAILED_SHOWN - 1) })));
+    for (const { name, jobs } of perQueue) {
       for (const j of jobs) {
         if (!j?.id) continue;
         const d = (j.data ?? {}) as { tenantId?: string; collectionId?: string };
@@ -211,16 +211,17 @@ export class AdminService {
 
   private async collections(now: number) {
     const tenants = await this.tenants();
-    const ingestions: IngestionOverview[] = [];
-    const collections = [];
-    for (const tenant of tenants) {
-      for (const id of (await this.rt.collections.list(tenant)).sort()) {
+    // Collections in parallel (each is a few S3 requests), listed in a stable order.
+    const ids = (await Promise.all(tenants.map(async (tenant) => (await this.rt.collections.list(tenant)).sort().map((id) => ({ tenant, id }))))).flat();
+    const rows = await Promise.all(
+      ids.map(async ({ tenant, id }) => {
         const c = await this.rt.collections.get(tenant, id);
-        if (!c) continue;
+        if (!c) return null;
         const manifest = await this.rt.generations.manifest(tenant, id);
         const tokens = manifest?.segments.reduce((s, x) => s + x.tokens, 0) ?? 0;
         const segmentBytes = manifest?.segments.reduce((s, x) => s + x.bytes, 0) ?? 0;
-        collections.push({
+        const [s3Bytes, ofCollection] = await Promise.all([this.collectionBytes(tenant, id, now), this.ingestionsOf(c, manifest, now)]);
+        const row = {
           tenant,
           id,
           model: c.model,
@@ -232,15 +233,17 @@ export class AdminService {
           documents: manifest?.documents ?? manifest?.segments.reduce((s, x) => s + x.documents, 0) ?? 0,
           tokens,
           segmentBytes,
-          s3Bytes: await this.collectionBytes(tenant, id, now),
+          s3Bytes,
           bytesPerToken: tokens ? segmentBytes / tokens : null,
           // Not tracked yet: collections are not sharded, and no check marks a segment degraded.
           shards: null,
           degradedSegments: null,
-        });
-        ingestions.push(...(await this.ingestionsOf(c, manifest, now)));
-      }
-    }
+        };
+        return { row, ingestions: ofCollection };
+      }),
+    );
+    const collections = rows.flatMap((r) => (r ? [r.row] : []));
+    const ingestions: IngestionOverview[] = rows.flatMap((r) => r?.ingestions ?? []);
     const running = ingestions.filter((i) => i.state !== 'done').sort((a, b) => a.createdAt.localeCompare(b.createdAt));
     const recent = ingestions
       .filter((i) => i.state === 'done')
@@ -264,16 +267,12 @@ export class AdminService {
     const versions = Array.from({ length: Math.max(c.codecVersion, c.pending?.codecVersion ?? 0) }, (_, i) => i + 1);
     const t = c.tenantId;
     const records = await this.rt.ingestions.list(t, c.id);
-    const out: IngestionOverview[] = [];
-    for (const r of records) {
+    const rows = await Promise.all(records.map(async (r): Promise<IngestionOverview | null> => {
       const key = `${t}/${c.id}/${r.ingestionId}`;
       const known = this.settled.get(key);
-      if (known && known.until > now) {
-        out.push(known.o);
-        continue;
-      }
+      if (known && known.until > now) return known.o;
       const s = await this.rt.ingestions.state(t, c.id, r.ingestionId, manifest, versions);
-      if (!s) continue;
+      if (!s) return null;
       // The search-index stage: a batch is indexed when its segment's index exists (any codec version).
       const indexed = new Set<string>();
       for (const v of versions) {
@@ -316,9 +315,9 @@ export class AdminService {
       } else if (s.state === 'failed' && series.length >= 2 && series[series.length - 1].work === series[series.length - 2].work) {
         this.settled.set(key, { o, until: now + MINUTE });
       }
-      out.push(o);
-    }
-    return out;
+      return o;
+    }));
+    return rows.filter((o): o is IngestionOverview => o !== null);
   }
 
   /**
