@@ -8,10 +8,10 @@ import type { NextFunction, Request, Response } from 'express';
  * The credential is ADMIN_TOKEN (configuration). A request is an operator's when it carries
  * `Authorization: Bearer <ADMIN_TOKEN>`, or the session cookie the dashboard's login form sets
  * (an HMAC of the token, never the token itself; HttpOnly, SameSite=Strict). Without ADMIN_TOKEN
- * the operator endpoints are disabled (403 saying so), never open.
+ * the operator endpoints are disabled (403 saying so), never open, except to an admin API key.
  *
- * Tenant API keys with the admin role are meant to pass `isAdmin` too: the API-key middleware,
- * once it has verified a key, can set `req.adminKey = true` (see the last line of `isAdmin`).
+ * Tenant API keys with the admin role pass `isAdmin` too: the API-key middleware in front of this
+ * one (AUTH=keys), once it has verified such a key, sets `req.adminKey = true`.
  */
 export const ADMIN_COOKIE = 'lateral_admin';
 const SESSION_HOURS = 12;
@@ -43,12 +43,12 @@ function cookie(header: string | undefined, name: string): string | undefined {
 
 /** True when the request carries the operator credential. */
 export function isAdmin(req: AdminRequest, adminToken: string | undefined): boolean {
+  if (req.adminKey === true) return true;
   if (!adminToken) return false;
   const auth = req.headers.authorization;
   if (typeof auth === 'string' && /^Bearer\s+/i.test(auth) && same(auth.replace(/^Bearer\s+/i, '').trim(), adminToken)) return true;
   const session = cookie(req.headers.cookie, ADMIN_COOKIE);
-  if (session !== undefined && same(session, adminSession(adminToken))) return true;
-  return req.adminKey === true;
+  return session !== undefined && same(session, adminSession(adminToken));
 }
 
 const escapeHtml = (s: string) => s.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
