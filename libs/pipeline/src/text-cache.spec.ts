@@ -1,0 +1,57 @@
+import { describe, expect, it } from 'vitest';
+import { TextMemoryCache, mapLimit, textHash } from './text-cache';
+import { validateRow } from './batch.processor';
+
+const entry = (floats: number, encodedAt: number) => ({ vectors: new Float32Array(floats), length: 1, docVector: new Float32Array(0), tokenIds: new Int32Array(0), encodedAt });
+
+describe('TextMemoryCache', () => {
+  it('evicts the least recently used entries past its byte budget and refuses expired ones', () => {
+    const c = new TextMemoryCache(1000);
+    c.set('a', entry(100, 0)); // 400 bytes + key
+    c.set('b', entry(100, 0));
+    expect(c.get('a', 10, 5)).toBeDefined(); // a is now the most recent
+    c.set('c', entry(100, 0)); // over 1000: b goes
+    expect(c.get('b', 10, 5)).toBeUndefined();
+    expect(c.get('a', 10, 5)).toBeDefined();
+    expect(c.get('c', 10, 5)).toBeDefined();
+    expect(c.get('a', 10, 11)).toBeUndefined(); // older than the TTL
+    c.set('huge', entry(1000, 0)); // larger than the whole budget: not kept
+    expect(c.get('huge', 10, 5)).toBeUndefined();
+  });
+});
+
+describe('textHash and mapLimit', () => {
+  it('hashes UTF-8 text with sha256 and keeps order under a concurrency limit', async () => {
+    expect(textHash('abc')).toBe('ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad');
+    let inFlight = 0;
+    let most = 0;
+    const out = await mapLimit([5, 1, 4, 2, 3], 2, async (x) => {
+      most = Math.max(most, ++inFlight);
+      await new Promise((r) => setImmediate(r));
+      inFlight--;
+      return x * 10;
+    });
+    expect(out).toEqual([50, 10, 40, 20, 30]);
+    expect(most).toBe(2);
+  });
+});
+
+describe('validateRow', () => {
+  const opts = { hasCollection: false, maxTextBytes: 10 };
+  it('names the line and the custom_id of each bad row', () => {
+    const seen = new Map<string, number>();
+    expect(validateRow('{"custom_id":"a","query":"q","candidates":[{"text":"t"}]}', 1, seen, opts)).toMatchObject({ line: 1, custom_id: 'a', row: { query: 'q' } });
+    expect(validateRow('{nope', 2, seen, opts)).toMatchObject({ line: 2, custom_id: null, error: { message: expect.stringContaining('line 2: not JSON') } });
+    expect(validateRow('[1]', 3, seen, opts)).toMatchObject({ error: { message: 'line 3: not a JSON object' } });
+    expect(validateRow('{"query":"q","candidates":[{"text":"t"}]}', 4, seen, opts)).toMatchObject({ custom_id: null, error: { message: expect.stringContaining('custom_id is missing') } });
+    expect(validateRow('{"custom_id":"a","query":"q","candidates":[{"text":"t"}]}', 5, seen, opts)).toMatchObject({ custom_id: 'a', error: { message: expect.stringContaining('duplicate custom_id (first at line 1)') } });
+    expect(validateRow('{"custom_id":"e","query":" ","candidates":[{"text":"t"}]}', 6, seen, opts).custom_id).toBe('e');
+    expect(validateRow('{"custom_id":"e2","query":" ","candidates":[{"text":"t"}]}', 7, seen, opts)).toMatchObject({ error: { message: expect.stringContaining('query must not be empty') } });
+    expect(validateRow('{"custom_id":"l","query":"q","candidates":[{"text":"01234567890"}]}', 8, seen, opts)).toMatchObject({
+      error: { message: expect.stringContaining('candidates.0.text: text is 11 bytes, over MAX_DOCUMENT_BYTES (10)') },
+    });
+    expect(validateRow('{"custom_id":"i","query":"q","candidates":["d1"]}', 9, seen, opts)).toMatchObject({ error: { message: expect.stringContaining('needs the batch to name a collection') } });
+    expect(validateRow('{"custom_id":"i2","query":"q","candidates":["d1"]}', 10, seen, { ...opts, hasCollection: true })).toHaveProperty('row');
+    expect(validateRow('{"custom_id":"x","query":"q","candidates":[{"text":"t"}],"extra":1}', 11, seen, opts)).toMatchObject({ error: { message: expect.stringContaining('line 11 (custom_id "x")') } });
+  });
+});
