@@ -1,7 +1,8 @@
 import { gzipSync } from 'node:zlib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startApiOnly } from './api-only';
-import { http, testConfig } from './helpers';
+import { QueueName } from '@lateral/shared';
+import { http, testConfig, until } from './helpers';
 
 /** Hostile input (issue 12 item 5): each answer a 4xx naming what was wrong, never a 500. */
 describe('hostile input', () => {
@@ -106,5 +107,39 @@ describe('hostile input', () => {
     }
     expect(model.body.message).toMatch(/MODELS_DIR/);
     expect(artifact.body.message).toMatch(/SCORERS_DIR/);
+  });
+});
+
+/** Queue back-pressure (issue 12 item 2): over MAX_QUEUE_BACKLOG waiting jobs, requests feeding that queue get 503 + Retry-After. */
+describe('queue back-pressure', () => {
+  const config = testConfig({ MAX_QUEUE_BACKLOG: '2' });
+  let server: Awaited<ReturnType<typeof startApiOnly>>;
+  const api = (method: string, url: string, body?: unknown) => http(server.url, method, url, body);
+
+  beforeAll(async () => {
+    server = await startApiOnly(config); // no workers: queued jobs stay waiting
+    expect((await api('POST', '/v1/collections', { id: 'c' })).status).toBe(201);
+  });
+  afterAll(async () => {
+    await server?.stop();
+  });
+
+  it('accepts up to the backlog, then refuses re-ranks naming MAX_QUEUE_BACKLOG, while other queues still accept', async () => {
+    const body = { collection: 'c', queries: [{ id: 'q', text: 'wing', candidates: ['a'] }] };
+    for (let i = 0; i < 3; i++) expect((await api('POST', '/v1/rerank', body)).status).toBe(202);
+    // the counts are cached for a second: the refusal comes once they are read again
+    const refused = await until(async () => {
+      const res = await api('POST', '/v1/rerank', body);
+      return res.status === 503 ? res : undefined;
+    }, 10_000);
+    expect(refused.headers.get('retry-after')).toMatch(/^\d+$/);
+    // (requests that came while the cached count was below the limit were still accepted)
+    const m = /rerank queue has (\d+) jobs waiting, over MAX_QUEUE_BACKLOG \(2\)/.exec(refused.body.message);
+    expect(m).not.toBeNull();
+    expect(Number(m![1])).toBeGreaterThanOrEqual(3);
+    // the refused request added nothing
+    expect(await server.rt.queues.get(QueueName.rerank).getJobCounts('wait')).toEqual({ wait: Number(m![1]) });
+    // a different queue (encode) is not refused
+    expect((await api('POST', '/v1/collections/c/documents', [{ id: 'd', text: 'wing' }])).status).toBe(202);
   });
 });

@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { CodecSettingsSchema, CreateCollectionSchema, RerankRequestSchema, SCORER_NAMES, SEARCH_MODES, SearchRequestSchema } from '@lateral/shared';
-import { DEFAULT_DOCUMENT_LIST_LIMIT, MAX_DOCUMENT_LIST_LIMIT, TRUNCATED_IDS_SHOWN } from '@lateral/shared';
+import { DEFAULT_DOCUMENT_LIST_LIMIT, ID_PATTERN, MAX_DOCUMENT_LIST_LIMIT, TRUNCATED_IDS_SHOWN } from '@lateral/shared';
 import { DeleteDocumentsSchema, MAX_DELETE_IDS } from '@lateral/shared';
 import { withApiKeySecurity } from './openapi-keys';
 import { ADMIN_OPENAPI_PATHS, ADMIN_SECURITY_SCHEMES } from './openapi-admin';
@@ -14,7 +14,7 @@ const errors = (...codes: number[]) =>
     codes.map((c) => [
       String(c),
       {
-        description: { 400: 'bad input (the message and details name the field and the limit)', 404: 'unknown resource', 409: 'already exists', 413: 'body over MAX_REQUEST_BYTES', 503: 'Redis or S3 unavailable; retry after the Retry-After header' }[c] ?? 'error',
+        description: { 400: 'bad input (the message and details name the field and the limit)', 404: 'unknown resource', 409: 'already exists', 413: 'body over MAX_REQUEST_BYTES', 415: 'Content-Type not taken by this endpoint (the message names the accepted types), or a charset other than UTF-8', 503: 'Redis or S3 unreachable, a queue over MAX_QUEUE_BACKLOG, or too many large bodies at once (BODY_PARSE_CONCURRENCY); retry after the Retry-After header' }[c] ?? 'error',
         content: { 'application/json': { schema: error } },
       },
     ]),
@@ -42,7 +42,7 @@ const HEALTH = {
     queues: { type: ['object', 'null'], additionalProperties: { type: 'object', additionalProperties: { type: 'number' } }, description: 'job counts per queue and state; null when Redis is down' },
   },
 };
-const idParam = { name: 'id', in: 'path', required: true, schema: { type: 'string' }, description: 'collection id' };
+const idParam = { name: 'id', in: 'path', required: true, schema: { type: 'string', pattern: ID_PATTERN.source }, description: 'collection id (400 naming path.id when it does not match)' };
 const waitParam = { name: 'wait', in: 'query', required: false, schema: { type: 'number', minimum: 0 }, description: 'block up to this many seconds (<= RERANK_MAX_WAIT_SECONDS) for the result' };
 
 /**
