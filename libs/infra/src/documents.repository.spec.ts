@@ -1,15 +1,17 @@
 import { describe, expect, it, vi } from 'vitest';
 import { batchInfoKey, s3Keys, toNdjson, type BatchDocumentInfo, type CollectionManifest, type IngestDocument, type SegmentRef } from '@lateral/shared';
 import { DocumentRepository } from './documents.repository';
+import type { ObjectStore } from './object-store';
 
 const T = 't';
 const C = 'c';
 
 /** An object store held in a Map (the repository only reads). */
 function memoryStore(objects: Map<string, string>) {
-  const get = vi.fn(async (key: string) => (objects.has(key) ? new TextEncoder().encode(objects.get(key)) : null));
-  const getJson = vi.fn(async <X>(key: string) => (objects.has(key) ? (JSON.parse(objects.get(key)!) as X) : null));
-  return { get, getJson };
+  const get = vi.fn(async (key: string): Promise<Uint8Array | null> => (objects.has(key) ? new TextEncoder().encode(objects.get(key)) : null));
+  const getJson = vi.fn(async (key: string): Promise<unknown> => (objects.has(key) ? JSON.parse(objects.get(key)!) : null));
+  const store: Pick<ObjectStore, 'get' | 'getJson'> = { get, getJson: getJson as unknown as ObjectStore['getJson'] };
+  return { store, getJson };
 }
 
 function batch(objects: Map<string, string>, batchId: string, docs: IngestDocument[], info?: Omit<BatchDocumentInfo, 'batchId'>): SegmentRef {
@@ -30,7 +32,7 @@ describe('DocumentRepository', () => {
       ],
     });
     const b = batch(objects, 'b2', [{ id: 'x', text: 'new x', metadata: { v: 2 } }], { documents: [{ id: 'x', line: 0, tokens: 5, truncated: false }] });
-    const repo = new DocumentRepository(memoryStore(objects));
+    const repo = new DocumentRepository(memoryStore(objects).store);
     const m = manifest(2, [{ ...a, tombstones: [0] }, b]);
     expect(await repo.get(m, 'x')).toEqual({
       id: 'x', collection: C, text: 'new x', metadata: { v: 2 }, tokens: 5, truncated: false, generation: 2, segment: { batchId: 'b2', key: 'seg/b2', codecVersion: 1 },
@@ -51,7 +53,7 @@ describe('DocumentRepository', () => {
         { id: 'p#1', line: 0, tokens: 4, truncated: false, originalTokens: 9, parent: 'p', passage: 1, start: 8, end: 23 },
       ],
     });
-    const repo = new DocumentRepository(memoryStore(objects));
+    const repo = new DocumentRepository(memoryStore(objects).store);
     const m = manifest(1, [s]);
     expect(await repo.get(m, 'p#1')).toMatchObject({ id: 'p#1', text: 'three four five', parent: 'p', metadata: { k: 1 }, tokens: 4 });
     expect(await repo.get(m, 'p')).toMatchObject({ id: 'p', text, passages: ['p#0', 'p#1'], tokens: 8, originalTokens: 9, truncated: false });
@@ -63,7 +65,7 @@ describe('DocumentRepository', () => {
   it('a batch encoded before info.json: ids from documents.ndjson, tokens and truncation unknown', async () => {
     const objects = new Map<string, string>();
     const s = batch(objects, 'old', [{ id: 'a', text: 'alpha' }, { id: 'b', text: 'beta' }]);
-    const repo = new DocumentRepository(memoryStore(objects));
+    const repo = new DocumentRepository(memoryStore(objects).store);
     expect(await repo.get(manifest(1, [s]), 'b')).toMatchObject({ text: 'beta', tokens: null, truncated: null });
     expect(await repo.encodedInfo(T, C, 'old')).toBeNull();
   });
@@ -72,14 +74,14 @@ describe('DocumentRepository', () => {
     const objects = new Map<string, string>();
     const ids = ['k', 'b', 'z', 'a', 'm'];
     const refs = ids.map((id, i) => batch(objects, `b${i}`, [{ id, text: id }], { documents: [{ id, line: 0, tokens: 1, truncated: false }] }));
-    const store = memoryStore(objects);
-    const repo = new DocumentRepository(store);
+    const mem = memoryStore(objects);
+    const repo = new DocumentRepository(mem.store);
     const m = manifest(1, refs);
     expect(await repo.listIds(m, 2)).toEqual({ ids: ['a', 'b'], more: true });
     expect(await repo.listIds(m, 2, 'b')).toEqual({ ids: ['k', 'm'], more: true });
     expect(await repo.listIds(m, 2, 'c')).toEqual({ ids: ['k', 'm'], more: true });
     expect(await repo.listIds(m, 2, 'm')).toEqual({ ids: ['z'], more: false });
     expect(await repo.listIds(m, 2, 'z')).toEqual({ ids: [], more: false });
-    expect(store.getJson).toHaveBeenCalledTimes(5);
+    expect(mem.getJson).toHaveBeenCalledTimes(5);
   });
 });
