@@ -54,7 +54,7 @@ describe('operations overview', () => {
     const prefix = config.REDIS_PREFIX;
     const now = Date.now();
     const fake = (id: string, beatAt: number) =>
-      heartbeatFields({ id, process: 'scorer-worker', host: 'elsewhere', pid: 1, queues: ['rerank'], concurrency: { rerank: 1 }, executionProvider: 'cuda', model: 'm', startedAt: beatAt - 1000, beatAt, completed: 0, failed: 0, active: 0, jobsPerSecond: 0 });
+      heartbeatFields({ id, process: 'scorer-worker', host: 'elsewhere', pid: 1, queues: ['rerank'], concurrency: { rerank: 1 }, executionProvider: 'cuda', model: 'm', startedAt: beatAt - 1000, beatAt, completed: 0, failed: 0, active: 0, jobsPerSecond: 0, caches: {} });
     await redis.hset(heartbeatKeys.worker(prefix, 'late'), fake('late', now - HEARTBEAT_STALE_MS - 5_000));
     await redis.zadd(heartbeatKeys.index(prefix), now - HEARTBEAT_STALE_MS - 5_000, 'late');
     await redis.zadd(heartbeatKeys.index(prefix), now - HEARTBEAT_TTL_SECONDS * 1000 - 1_000, 'gone');
@@ -74,6 +74,9 @@ describe('operations overview', () => {
     }, 15_000, 500);
     expect(counted.completed).toBe(7);
     expect(counted.jobsPerSecond).toBeGreaterThan(0);
+    // The scorer's segment cache (registered for /metrics) is reported too: the re-ranks loaded the collection's segment.
+    expect(counted.caches['scorer-segments'].bytes).toBeGreaterThan(0);
+    expect(counted.caches['scorer-segments'].hitRatio).toBeGreaterThan(0);
   });
 
   it("a second worker process appears with its own queues and disappears when it stops", async () => {

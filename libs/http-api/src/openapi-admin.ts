@@ -64,8 +64,11 @@ const OVERVIEW = {
           failed: int,
           active: int,
           jobsPerSecond: { type: 'number' },
-          cacheBytes: { type: 'number' },
-          cacheHitRatio: { type: 'number' },
+          caches: {
+            type: 'object',
+            description: "the process's caches (scorer-segments, scorer-disk, ...)",
+            additionalProperties: { type: 'object', properties: { bytes: { type: 'number' }, hitRatio: { type: ['number', 'null'] } } },
+          },
         },
       },
     },

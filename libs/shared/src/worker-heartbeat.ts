@@ -40,22 +40,28 @@ export interface WorkerHeartbeat {
   active: number;
   /** Jobs finished (completed or failed) per second over the last minute. */
   jobsPerSecond: number;
-  /** Optional cache figures, filled by the processes that keep caches. */
-  cacheBytes?: number;
-  cacheHitRatio?: number;
+  /** The process's caches (e.g. scorer-segments, scorer-disk): bytes held and hits / (hits + misses). */
+  caches: Record<string, CacheFigures>;
+}
+
+export interface CacheFigures {
+  bytes: number;
+  /** null before the first lookup. */
+  hitRatio: number | null;
 }
 
 /** Hash fields -> WorkerHeartbeat (tolerant: missing numbers become 0, bad JSON an empty object). */
 export function parseHeartbeat(h: Record<string, string>): WorkerHeartbeat | null {
   if (!h.id) return null;
   const num = (v: string | undefined) => (v === undefined || v === '' || !Number.isFinite(Number(v)) ? 0 : Number(v));
-  const opt = (v: string | undefined) => (v === undefined || v === '' || !Number.isFinite(Number(v)) ? undefined : Number(v));
-  let concurrency: Record<string, number> = {};
-  try {
-    concurrency = JSON.parse(h.concurrency ?? '{}') as Record<string, number>;
-  } catch {
-    concurrency = {};
-  }
+  const json = <T>(v: string | undefined, fallback: T): T => {
+    try {
+      return (v ? JSON.parse(v) : fallback) as T;
+    } catch {
+      return fallback;
+    }
+  };
+  const concurrency = json<Record<string, number>>(h.concurrency, {});
   return {
     id: h.id,
     process: h.process ?? '',
@@ -71,14 +77,13 @@ export function parseHeartbeat(h: Record<string, string>): WorkerHeartbeat | nul
     failed: num(h.failed),
     active: num(h.active),
     jobsPerSecond: num(h.jobsPerSecond),
-    cacheBytes: opt(h.cacheBytes),
-    cacheHitRatio: opt(h.cacheHitRatio),
+    caches: json<Record<string, CacheFigures>>(h.caches, {}),
   };
 }
 
 /** WorkerHeartbeat -> hash fields. */
 export function heartbeatFields(b: WorkerHeartbeat): Record<string, string> {
-  const out: Record<string, string> = {
+  return {
     id: b.id,
     process: b.process,
     host: b.host,
@@ -93,8 +98,6 @@ export function heartbeatFields(b: WorkerHeartbeat): Record<string, string> {
     failed: String(b.failed),
     active: String(b.active),
     jobsPerSecond: String(b.jobsPerSecond),
+    caches: JSON.stringify(b.caches),
   };
-  if (b.cacheBytes !== undefined) out.cacheBytes = String(b.cacheBytes);
-  if (b.cacheHitRatio !== undefined) out.cacheHitRatio = String(b.cacheHitRatio);
-  return out;
 }

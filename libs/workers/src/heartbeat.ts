@@ -6,10 +6,11 @@ import {
   HEARTBEAT_TTL_SECONDS,
   heartbeatFields,
   heartbeatKeys,
+  type CacheFigures,
   type QueueName,
   type WorkerHeartbeat,
 } from '@lateral/shared';
-import type { Runtime, WorkerHost } from '@lateral/infra';
+import { processMetrics, type Runtime, type WorkerHost } from '@lateral/infra';
 
 const APPS = ['all-in-one', 'api', 'encoder-worker', 'scorer-worker'];
 
@@ -26,8 +27,28 @@ export function processName(argv: string[] = process.argv): string {
 export interface HeartbeatOptions {
   process?: string;
   intervalMs?: number;
-  /** Extra figures (cache bytes and hit ratio) from the processes that keep caches. */
-  extra?: () => Pick<WorkerHeartbeat, 'cacheBytes' | 'cacheHitRatio'>;
+}
+
+/**
+ * The caches this process registered for its metrics (registerCacheMetrics: the scorer's segment
+ * and disk caches), read from the same Prometheus registry: bytes held and hit ratio per cache.
+ */
+export async function cacheFigures(): Promise<Record<string, CacheFigures>> {
+  const registry = processMetrics().registry;
+  const read = async (name: string) => {
+    const out = new Map<string, number>();
+    const metric = registry.getSingleMetric(name);
+    for (const v of metric ? (await metric.get()).values : []) if (typeof v.labels.cache === 'string') out.set(v.labels.cache, v.value);
+    return out;
+  };
+  const [bytes, hits, misses] = await Promise.all([read('lateral_cache_bytes'), read('lateral_cache_hits_total'), read('lateral_cache_misses_total')]);
+  const out: Record<string, CacheFigures> = {};
+  for (const [cache, b] of bytes) {
+    const h = hits.get(cache) ?? 0;
+    const lookups = h + (misses.get(cache) ?? 0);
+    out[cache] = { bytes: b, hitRatio: lookups > 0 ? h / lookups : null };
+  }
+  return out;
 }
 
 /**
@@ -80,7 +101,7 @@ export function startHeartbeat(rt: Runtime, host: WorkerHost, queues: QueueName[
       failed,
       active,
       jobsPerSecond: Math.round((finishedAt.length / (window / 1000)) * 1000) / 1000,
-      ...(opts.extra?.() ?? {}),
+      caches: await cacheFigures().catch(() => ({})),
     };
     await rt.redis
       .multi()

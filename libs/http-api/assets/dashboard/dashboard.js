@@ -144,7 +144,11 @@
   function renderWorkers(o) {
     var rows = o.workers.map(function (w) {
       var queues = w.queues.map(function (q) { return q + ' (' + (w.concurrency[q] || 1) + ')'; }).join(', ');
-      var cache = w.cacheBytes === undefined ? '—' : bytes(w.cacheBytes) + (w.cacheHitRatio === undefined ? '' : ' · ' + (100 * w.cacheHitRatio).toFixed(0) + '% hits');
+      var names = Object.keys(w.caches || {});
+      var cache = names.length === 0 ? '—' : names.map(function (n) {
+        var c = w.caches[n];
+        return n + ' ' + bytes(c.bytes) + (c.hitRatio === null ? '' : ' · ' + (100 * c.hitRatio).toFixed(0) + '% hits');
+      }).join('; ');
       return el('tr', { 'data-worker': w.id, 'data-stale': String(w.stale) }, [
         el('td', { className: 'text' }, [el('span', { text: w.process }), el('div', { className: 'muted', text: w.host + ' pid ' + w.pid })]),
         td(queues, { className: 'text' }),
@@ -152,7 +156,7 @@
         td(fmt(w.active)),
         td(fmt(w.jobsPerSecond, 2)),
         td(fmt(w.completed) + ' / ' + fmt(w.failed)),
-        td(cache),
+        td(cache, { className: 'text' }),
         td(w.stale ? 'STALE ' + ago(w.ageMs) : ago(w.ageMs) + ' ago', { className: w.stale ? 'stale' : '' }),
       ]);
     });
