@@ -27,6 +27,12 @@ describe('hostile input', () => {
       expect(ingest.status).toBe(400);
     }
     expect((await api('GET', '/v1/collections/c/ingestions/ing%2F..%2Fx')).body.details[0].field).toBe('path.ingestionId');
+    // document ids: the same rule in a path and in a body (no control characters, at most 512 bytes)
+    expect((await api('GET', '/v1/collections/c/documents/a%00b')).body.details[0].field).toBe('path.docId');
+    expect((await api('GET', `/v1/collections/c/documents/${'x'.repeat(513)}`)).status).toBe(400);
+    const ctl = await api('POST', '/v1/collections/c/documents', [{ id: 'a\u0000b', text: 'wing' }]);
+    expect(ctl.status).toBe(400);
+    expect(ctl.body.message).toMatch(/control characters/);
     expect((await api('GET', '/v1/rerank/rr-%00')).status).toBe(400);
     expect((await api('GET', '/v1/search/..%2F..')).status).toBe(400);
     // a path that does not percent-decode

@@ -34,6 +34,9 @@ describe('Redis unreachable', () => {
     expect(ingest.status).toBe(503);
     expect(ingest.headers.get('retry-after')).toMatch(/^\d+$/);
     expect(ingest.body.error).toBe('unavailable');
+    // which service, and what to do; not ioredis's internals or the address
+    expect(ingest.body.message).toMatch(/^Redis \(the job queues\) is unreachable.*retry after \d+ s.*REDIS_URL/);
+    expect(ingest.body.message).not.toMatch(/enableOfflineQueue|Stream isn't writeable|ECONNREFUSED|127\.0\.0\.1|redis:\/\//);
     const rerank = await http(server.url, 'POST', '/v1/rerank', { collection: 'c', queries: [{ id: 'q', text: 'x', candidates: ['a'] }] });
     expect(rerank.status).toBe(503);
     const health = await http(server.url, 'GET', '/v1/health');

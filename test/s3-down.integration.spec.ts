@@ -32,6 +32,9 @@ describe('S3 unreachable', () => {
       const res = await http(server.url, method, url, body);
       expect(res.status, `${method} ${url}: ${JSON.stringify(res.body)}`).toBe(503);
       expect(res.headers.get('retry-after')).toMatch(/^\d+$/);
+      // which service, and what to do; not the bucket, a key or the endpoint
+      expect(res.body.message).toMatch(/object store \(S3\) is unreachable.*S3_ENDPOINT/);
+      expect(res.body.message).not.toMatch(/s3:\/\/|tenants\/|http:\/\/|ECONNREFUSED/);
     }
     const health = await http(server.url, 'GET', '/v1/health');
     expect(health.status).toBe(503);

@@ -87,6 +87,8 @@ export function validateDocuments(raw: unknown[], limits: { maxDocumentBytes: nu
     for (const k of Object.keys(rest)) issues.push({ field: `${label}.${k}`, message: `unknown field '${k}' (allowed: id, text, metadata)` });
     if (typeof id !== 'string' || id.length === 0) issues.push({ field: `${where}.id`, message: 'id must be a non-empty string' });
     else if (Buffer.byteLength(id) > MAX_DOC_ID_LENGTH) issues.push({ field: `${label}.id`, message: `id is longer than ${MAX_DOC_ID_LENGTH} bytes` });
+    // the same rule as a document id in a URL path (documentId in @lateral/shared)
+    else if (/[\u0000-\u001f\u007f]/.test(id)) issues.push({ field: `${where}.id`, message: 'id must not contain control characters' });
     else if (limits.passages && id.includes(PASSAGE_SEPARATOR)) issues.push({ field: `${label}.id`, message: `'${PASSAGE_SEPARATOR}' is reserved for passage ids (id#n) in a collection with passages` });
     else if (seen.has(id)) issues.push({ field: `${label}.id`, message: `duplicate id in this batch (also documents[${seen.get(id)}])` });
     else seen.set(id, i);

@@ -92,7 +92,6 @@ const NETWORK = /ECONNREFUSED|ECONNRESET|ETIMEDOUT|EHOSTUNREACH|ENETUNREACH|ENOT
 /** Redis or S3 not answering (or failing on its side); null for anything else. */
 export function unreachable(err: unknown): Unreachable | null {
   if (!(err instanceof Error)) return null;
-  if (isRedisDown(err) || err.name === 'MaxRetriesPerRequestError' || /max retries per request|Connection is closed|Stream isn't writeable/i.test(err.message)) return REDIS_DOWN;
   // ObjectStore wraps every S3 failure as "<verb> s3://bucket/key: <cause>" (wrapError).
   if (/^(reading|writing|listing|checking|deleting|creating bucket)\b.*(s3:\/\/|bucket)/.test(err.message)) {
     const cause = (err as Error & { cause?: unknown }).cause as { name?: string; $metadata?: { httpStatusCode?: number }; code?: string; message?: string } | undefined;
@@ -100,5 +99,9 @@ export function unreachable(err: unknown): Unreachable | null {
     if (NETWORK.test(err.message) || (status !== undefined && status >= 500) || ['SlowDown', 'ServiceUnavailable', 'InternalError', 'RequestTimeout', 'TimeoutError'].includes(cause?.name ?? '')) return S3_DOWN;
     if (cause?.name === 'AccessDenied' || cause?.name === 'NoSuchBucket' || cause?.name === 'InvalidAccessKeyId' || cause?.name === 'SignatureDoesNotMatch' || status === 403) return S3_DOWN;
   }
+  // An AWS SDK error that was not wrapped (it carries $metadata) and never reached the server.
+  if ('$metadata' in err && NETWORK.test(`${err.name} ${err.message} ${(err as { code?: string }).code ?? ''}`)) return S3_DOWN;
+  // After S3: isRedisDown also matches the network errors that an S3 failure carries.
+  if (isRedisDown(err) || err.name === 'MaxRetriesPerRequestError' || /max retries per request|Connection is closed|Stream isn't writeable/i.test(err.message)) return REDIS_DOWN;
   return null;
 }
