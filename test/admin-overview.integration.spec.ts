@@ -47,7 +47,7 @@ describe('operations overview', () => {
     const rerank = o.queues.find((q: { name: string }) => q.name === 'rerank');
     expect(rerank.completedPerMinute.reduce((s: number, x: number) => s + x, 0)).toBe(3);
     expect(rerank.counts.completed).toBe(3);
-  });
+  }, 180_000);
 
   it("flags a worker whose heartbeat is late, forgets one whose heartbeat expired, and lists this process's workers", async () => {
     const redis = server.runtime.redis;
@@ -77,7 +77,7 @@ describe('operations overview', () => {
     // The scorer's segment cache (registered for /metrics) is reported too: the re-ranks loaded the collection's segment.
     expect(counted.caches['scorer-segments'].bytes).toBeGreaterThan(0);
     expect(counted.caches['scorer-segments'].hitRatio).toBeGreaterThan(0);
-  });
+  }, 180_000);
 
   it("a second worker process appears with its own queues and disappears when it stops", async () => {
     const other = await startServer({ ...config, PORT: 0 }, { quiet: true, queues: [QueueName.search] });
@@ -89,7 +89,7 @@ describe('operations overview', () => {
     }
     const after = await overview();
     expect(after.workers.some((w: { queues: string[] }) => w.queues.length === 1 && w.queues[0] === 'search')).toBe(false);
-  });
+  }, 180_000);
 
   it('a failed ingestion batch is reported per stage and, retried after the cause is fixed, completes', async () => {
     const encode = server.runtime.queues.get(QueueName.encode);
@@ -137,5 +137,5 @@ describe('operations overview', () => {
     const objects = await server.runtime.store.list(s3Keys.collectionPrefix(config.DEFAULT_TENANT, 'c'));
     expect(c.s3Bytes).toBeGreaterThan(0);
     expect(c.s3Bytes).toBeLessThanOrEqual(objects.reduce((s, x) => s + x.size, 0));
-  });
+  }, 180_000);
 });

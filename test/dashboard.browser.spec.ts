@@ -10,6 +10,8 @@ import { startServer, type Server } from '../apps/all-in-one/src/server';
 import { http, testConfig, until } from './helpers';
 
 const CHROMIUM = '/usr/bin/chromium';
+/** Generous: the whole suite shares two cores with this test's server, workers and browser. */
+const TEST_TIMEOUT_MS = 180_000;
 export const SCREENSHOT = path.resolve('.cache/dashboard.png');
 
 /**
@@ -82,7 +84,7 @@ describe.skipIf(!browserReady.ok)('operations dashboard in headless Chromium', (
     rerankId = bad.body.id;
     failedReason = bad.body.error;
     expect(failedReason).toMatch(/JSON/);
-  });
+  }, TEST_TIMEOUT_MS);
 
   it('signs in through the login form; the counts shown equal the API', async () => {
     await page.goto(`${server.url}/dashboard`);
@@ -130,7 +132,7 @@ describe.skipIf(!browserReady.ok)('operations dashboard in headless Chromium', (
     expect(await page.locator('#throughput').evaluate((c) => (c as unknown as { width: number }).width)).toBeGreaterThan(100);
     // Latency of the completed re-rank, over 5 minutes.
     expect(await cell('[data-testid=latency] tr[data-queue=rerank][data-window="5m"] td:nth-child(3)')).toBe(1);
-  });
+  }, TEST_TIMEOUT_MS);
 
   it('lists the failed job with its message, and retrying it from the page works', async () => {
     const jobId = `${config.DEFAULT_TENANT}~rerank~${rerankId}`;
@@ -164,7 +166,7 @@ describe.skipIf(!browserReady.ok)('operations dashboard in headless Chromium', (
     expect(await cell('[data-testid=queues] tr[data-queue=rerank] [data-count=failed]')).toBe(0);
     await page.screenshot({ path: SCREENSHOT.replace(/\.png$/, '-after-retry.png'), fullPage: true });
     expect(pageErrors).toEqual([]);
-  });
+  }, TEST_TIMEOUT_MS);
 
   it('the queue board at /admin/queues opens with the same session and lists every queue', async () => {
     await page.goto(`${server.url}/admin/queues`);
@@ -173,5 +175,5 @@ describe.skipIf(!browserReady.ok)('operations dashboard in headless Chromium', (
     const res = await anonymous.goto(`${server.url}/admin/queues`);
     expect(res?.status()).toBe(401);
     await anonymous.close();
-  });
+  }, TEST_TIMEOUT_MS);
 });
