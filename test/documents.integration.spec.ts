@@ -1,10 +1,10 @@
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { getEncoder, type TokenEncoder } from '@lateral/model';
-import { MAX_DOCUMENT_LIST_LIMIT, TRUNCATED_IDS_SHOWN } from '@lateral/shared';
+import { MAX_DOCUMENT_LIST_LIMIT, QueueName, TRUNCATED_IDS_SHOWN } from '@lateral/shared';
 import { startServer, type Server } from '../apps/all-in-one/src/server';
 import { loadCranfield } from '../scripts/lib/cranfield';
-import { http, testConfig } from './helpers';
+import { http, testConfig, until } from './helpers';
 
 /**
  * Documents in, documents out, through the real service (HTTP, queues, S3, the ONNX model): a
@@ -216,6 +216,36 @@ describe('documents (real Redis, real S3 server, real ONNX model)', () => {
       const again = await api('POST', '/v1/collections/docs/documents?wait=60', [{ id: 'extra', text: 'a boundary layer again' }]);
       expect(again.status).toBe(200);
       expect((await api('GET', '/v1/collections/docs/documents/extra')).body).toMatchObject({ id: 'extra', text: 'a boundary layer again', metadata: null });
+    }, 120_000);
+  });
+
+  describe('accepted, not live yet', () => {
+    it('right after a 202, the ingestion answers 200 (not 404) and a document it accepted is a 404 naming that ingestion', async () => {
+      const encode = server.runtime.queues.get(QueueName.encode);
+      await encode.pause(); // deterministic: nothing of this ingestion is encoded until resumed
+      let statusUrl = '';
+      try {
+        const r = await api('POST', '/v1/collections/docs/documents', [{ id: 'later', text: 'wing flutter at transonic speed' }]);
+        statusUrl = r.body.status;
+        expect(r.status).toBe(202);
+        const st = await api('GET', r.body.status);
+        expect(st.status).toBe(200);
+        expect(st.body).toMatchObject({ state: 'processing', stages: { accepted: 1, encoded: 0, indexed: 0 }, encodedBatches: 0, truncated: { documents: 0, ids: [] } });
+        const doc = await api('GET', '/v1/collections/docs/documents/later');
+        expect(doc.status).toBe(404);
+        expect(doc.body.message).toContain(`ingestion ${r.body.ingestionId} accepted it`);
+        const unknown = await api('GET', '/v1/collections/docs/documents/never-sent');
+        expect(unknown.status).toBe(404);
+        expect(unknown.body.message).not.toContain('accepted it');
+        // a short wait answers 202 as without wait, the ingestion still in progress
+        const w = await api('POST', '/v1/collections/docs/documents?wait=0.3', [{ id: 'later2', text: 'shock tube' }]);
+        expect(w.status).toBe(202);
+        expect(w.body.ingestionId).toMatch(/^ing-/);
+      } finally {
+        await encode.resume();
+      }
+      await until(async () => (await api('GET', statusUrl)).body.state === 'done', 60_000);
+      expect((await api('GET', '/v1/collections/docs/documents/later')).body).toMatchObject({ id: 'later', text: 'wing flutter at transonic speed' });
     }, 120_000);
   });
 

@@ -1,6 +1,7 @@
 import {
   batchInfoKey,
   fromNdjson,
+  parentOf,
   passageId,
   s3Keys,
   type BatchDocumentInfo,
@@ -236,6 +237,12 @@ export class DocumentRepository {
       out.set(id, f);
     });
     return out;
+  }
+
+  /** Whether `batchId`'s accepted documents (documents.ndjson) hold `id` (a passage: its parent). */
+  async accepted(t: string, c: string, batchId: string, id: string): Promise<boolean> {
+    const want = parentOf(id) ?? id;
+    return (await this.source(t, c, batchId)).some((d) => d.id === id || d.id === want);
   }
 
   /** Whether an id is live in `manifest` (a stored document or passage). */
