@@ -156,6 +156,28 @@ describe('deletes (real Redis, real S3 server, real ONNX model)', () => {
     expect(doc.paths['/v1/collections/{id}/deletes/{deleteId}'].get.responses).toHaveProperty('202');
   });
 
+  it('a delete racing an ingest of the same id: the one committed later wins', async () => {
+    const id = 'racer';
+    const ing = await api('POST', '/v1/collections/del/documents', [{ id, text: 'transonic buffet on a thin wing' }]);
+    expect(ing.status).toBe(202);
+    // Sent while the ingestion is still in the pipeline: it commits before or after the ingest's batch.
+    const del = await api('POST', '/v1/collections/del/documents/delete', { ids: [id] });
+    expect(del.status, JSON.stringify(del.body)).toBe(200);
+    await until(async () => (await api('GET', ing.body.status)).body.state === 'done', 120_000);
+    const ingestGeneration = (await api('GET', '/v1/collections/del')).body.generation as number;
+    if (del.body.deleted === 1) {
+      // the ingest committed first, then the delete: gone
+      expect(del.body.generation).toBeGreaterThanOrEqual(ingestGeneration);
+    } else {
+      // the delete committed first (nothing live to delete), then the ingest: live
+      expect(del.body.notFound).toEqual([id]);
+      live.add(id);
+    }
+    const rr = await rerank([id], 'transonic buffet on a thin wing');
+    expect(rr.hits.map((h) => h.id)).toEqual(live.has(id) ? [id] : []);
+    expect(await documents()).toBe(live.size);
+  });
+
   it('bad input: 400 naming the field; unknown collection: 404', async () => {
     const bad = async (body: unknown, field: RegExp) => {
       const r = await api('POST', '/v1/collections/del/documents/delete', body);
