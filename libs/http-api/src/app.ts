@@ -8,6 +8,8 @@ import { CollectionsController } from './collections.controller';
 import { DeletesController } from './deletes.controller';
 import { DeletesService } from './deletes.service';
 import { HealthController } from './health.controller';
+import { JudgmentsController } from './judgments.controller';
+import { JudgmentsService } from './judgments.service';
 import { RerankController } from './rerank.controller';
 import { SearchController } from './search.controller';
 import { SearchService } from './search.service';
@@ -36,13 +38,14 @@ class ApiModule {
     return {
       module: ApiModule,
       imports: [AdminModule.forRuntime(rt)],
-      controllers: [CollectionsController, DeletesController, RerankController, SearchController, HealthController, AdminKeysController, BatchesController, CohereController],
+      controllers: [CollectionsController, DeletesController, RerankController, SearchController, HealthController, AdminKeysController, BatchesController, CohereController, JudgmentsController],
       providers: [
         { provide: RUNTIME, useValue: rt },
         { provide: CollectionsService, useFactory: () => new CollectionsService(rt) },
         { provide: DeletesService, useFactory: () => new DeletesService(rt) },
         { provide: RerankService, useFactory: () => new RerankService(rt) },
         { provide: SearchService, useFactory: () => new SearchService(rt) },
+        { provide: JudgmentsService, useFactory: () => new JudgmentsService(rt) },
         // Batch files and the Cohere-compatible endpoint share the re-rank service's text submitter.
         { provide: BatchesService, inject: [RerankService], useFactory: (rr: RerankService) => new BatchesService(rt, rr.texts) },
         { provide: CohereService, inject: [RerankService], useFactory: (rr: RerankService) => new CohereService(rr, rt.config.RERANK_MAX_WAIT_SECONDS) },

@@ -40,10 +40,10 @@ const JSON_TYPES = ['application/json'];
 const NDJSON_TYPES = ['application/x-ndjson', 'application/ndjson', 'application/jsonl'];
 const BODYLESS = new Set(['GET', 'HEAD', 'DELETE', 'OPTIONS']);
 
-/** The media types a route takes: NDJSON too for document ingestion, JSON everywhere else. */
+/** The media types a route takes: NDJSON too for document ingestion, batches and judgments, JSON everywhere else. */
 export function acceptedTypes(method: string, path: string): string[] {
   if (method === 'POST' && /^\/v1\/batches\/?$/.test(path)) return [...JSON_TYPES, ...NDJSON_TYPES];
-  if (method === 'POST' && /^\/v1\/collections\/[^/]+\/documents\/?$/.test(path)) return [...JSON_TYPES, ...NDJSON_TYPES];
+  if (method === 'POST' && /^\/v1\/collections\/[^/]+\/(documents|judgments)\/?$/.test(path)) return [...JSON_TYPES, ...NDJSON_TYPES];
   return JSON_TYPES;
 }
 

@@ -16,3 +16,4 @@ export * from './text-cache';
 export * from './encode-texts.processor';
 export * from './rerank-texts';
 export * from './batch.processor';
+export * from './train.processor';

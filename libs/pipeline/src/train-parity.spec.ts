@@ -67,7 +67,7 @@ describe('trained heads: TF.js scores = ONNX Runtime scores of the written artif
 
   it('K-NRM after training', async () => {
     const { src, queries } = synthetic(14, 32);
-    const res = await trainHead(src, queries, { head: 'knrm', seed: 1, maxEpochs: 5, backend: 'wasm' });
+    const res = await trainHead(src, queries, { head: 'knrm', seed: 1, maxEpochs: 2, learningRate: 1e-3, backend: 'wasm' });
     const weights = res.weights as KnrmWeights;
     expect(Array.from(weights.w).some((v) => v !== 0)).toBe(true);
     const file = path.join(dir, 'knrm.onnx');

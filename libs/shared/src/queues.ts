@@ -11,6 +11,8 @@ export enum QueueName {
   commit = 'commit',
   rerank = 'rerank',
   search = 'search',
+  /** Fits a learned head (LITE, K-NRM) on a collection's judgments; scorer workers, concurrency 1. */
+  train = 'train',
   /** Encodes candidate texts of re-rank requests and batches into the text cache (encoder pool). */
   encodeTexts = 'encode-texts',
   /** Batch files: plan (validate rows, cut chunks), chunk (re-rank a chunk's rows), finalize (the result file). */
@@ -65,6 +67,12 @@ export const JobPayloadSchemas = {
     searchId: resourceId('searchId'),
     requestKey: s3Key,
   }),
+  [QueueName.train]: z.object({
+    tenantId,
+    collectionId,
+    trainId: resourceId('trainId'),
+    requestKey: s3Key,
+  }),
   [QueueName.encodeTexts]: z.object({
     tenantId,
     model: z.string().regex(/^[A-Za-z0-9_.-]+$/).max(128),
@@ -97,6 +105,7 @@ export interface JobResults {
   /** `texts`: requests with text candidates (how many texts were encoded for this job, how many reused). */
   [QueueName.rerank]: { resultKey: string; queries: number; candidates: number; missing: number; texts?: { candidates: number; encoded: number; reused: number } };
   [QueueName.search]: { resultKey: string; queries: number; hits: number };
+  [QueueName.train]: { artifact: string; version: number; artifactKey: string; reportKey: string; bestEpoch: number; heldOutNdcg10: number; maxsimNdcg10: number };
   [QueueName.encodeTexts]: { texts: number; encoded: number; reused: number; tokens: number; ms: number };
   /** plan: rows read and rows that failed validation; chunk: rows re-ranked and failed, texts encoded / reused, time per part (ms). */
   [QueueName.batch]: { step: 'plan' | 'chunk' | 'finalize'; rows: number; failed: number; encoded?: number; reused?: number; tokens?: number; timings?: Record<string, number> };

@@ -150,12 +150,24 @@ export function knrmPhiTf(query: tf.Tensor2D, docs: tf.Tensor3D, mask: tf.Tensor
   });
 }
 
+/**
+ * K-NRM's learned part, tanh(w . phi + b), trained on standardised features: the phi are sums of
+ * logs over query tokens (the exact-match kernel alone is about -23 per unmatched token), so raw
+ * weights of Adam's step size already saturate tanh. The model is z = w' . (phi - mu) / sigma + b'
+ * with mu, sigma the training features' mean and deviation; `export` folds them back into the
+ * plain w, b the ONNX graph takes (w = w' / sigma, b = b' - w . mu), the same function.
+ */
 export class KnrmTf {
   readonly w: tf.Variable;
   readonly b: tf.Variable;
-  constructor() {
-    // Zero start: tanh is in its linear range; the phi features are large (sums of logs over query tokens).
-    this.w = tf.variable(tf.zeros([KNRM_MU.length, 1]), true, 'knrm_w');
+  private readonly mu: Float32Array;
+  private readonly sigma: Float32Array;
+  constructor(stats?: { mu: Float32Array; sigma: Float32Array }) {
+    const K = KNRM_MU.length;
+    this.mu = stats?.mu ?? new Float32Array(K);
+    this.sigma = stats?.sigma ?? new Float32Array(K).fill(1);
+    // Zero start: tanh in its linear range.
+    this.w = tf.variable(tf.zeros([K, 1]), true, 'knrm_w');
     this.b = tf.variable(tf.scalar(0), true, 'knrm_b');
   }
   variables(): tf.Variable[] {
@@ -163,14 +175,28 @@ export class KnrmTf {
   }
   /** phi [B, 11] -> scores [B]. */
   scorePhi(phi: tf.Tensor2D): tf.Tensor1D {
-    return tf.reshape(tf.tanh(tf.add(tf.matMul(phi, this.w), this.b)), [-1]) as tf.Tensor1D;
+    const z = tf.div(tf.sub(phi, tf.tensor1d(this.mu)), tf.tensor1d(this.sigma));
+    return tf.reshape(tf.tanh(tf.add(tf.matMul(z, this.w), this.b)), [-1]) as tf.Tensor1D;
   }
   async export(): Promise<KnrmWeights> {
-    return { w: Float32Array.from(await this.w.data()), b: (await this.b.data())[0] };
+    const wp = await this.w.data();
+    let b = (await this.b.data())[0];
+    const w = new Float32Array(wp.length);
+    for (let k = 0; k < w.length; k++) {
+      w[k] = wp[k] / this.sigma[k];
+      b -= w[k] * this.mu[k];
+    }
+    return { w, b };
   }
-  load(w: KnrmWeights): void {
-    this.w.assign(tf.tensor2d(Float32Array.from(w.w), [KNRM_MU.length, 1]));
-    this.b.assign(tf.scalar(w.b));
+  load(weights: KnrmWeights): void {
+    const wp = new Float32Array(KNRM_MU.length);
+    let b = weights.b;
+    for (let k = 0; k < wp.length; k++) {
+      wp[k] = weights.w[k] * this.sigma[k];
+      b += weights.w[k] * this.mu[k];
+    }
+    this.w.assign(tf.tensor2d(wp, [KNRM_MU.length, 1]));
+    this.b.assign(tf.scalar(b));
   }
   dispose(): void {
     this.w.dispose();

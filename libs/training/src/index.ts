@@ -1,7 +1,7 @@
 export { initTf, rng, shuffled, tf, type TfBackend } from './tf';
 export { LiteTf, KnrmTf, knrmPhiTf, padRowsTo, type LiteSizes } from './heads';
 export {
-  trainHead, scoreWithWeights, splitQueries, ndcg10, MIN_TRAIN_QUERIES, TrainingDivergedError, TooFewQueriesError,
+  trainHead, scoreWithWeights, splitQueries, assembleTrainingQuery, ndcg10, MIN_TRAIN_QUERIES, TrainingDivergedError, TooFewQueriesError,
   type TokenSource, type TrainingQuery, type TrainOptions, type TrainProgress, type TrainResult, type EpochRecord, type HeadKind,
 } from './trainer';
 export { synthetic } from './synthetic';

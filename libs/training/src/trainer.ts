@@ -37,6 +37,14 @@ export interface TrainingQuery {
   grades: number[];
   /** per candidate: the first-stage (MaxSim) score, for hard negatives and the baseline */
   firstStage: Float32Array;
+  /**
+   * Positions (into `candidates`) of the first stage's top `depth`: the list a re-rank would get,
+   * on which held-out queries are scored (default: every candidate). Judged documents the first
+   * stage did not retrieve are trained on but never injected into what is evaluated.
+   */
+  rerank?: number[];
+  /** every positive judged grade of the query (the ideal DCG), retrieved or not (default: the candidates' grades) */
+  idealGrades?: number[];
 }
 
 export type HeadKind = 'lite' | 'knrm';
@@ -177,8 +185,7 @@ function liteHead(src: TokenSource, sizes: LiteSizes, seed: number): Head {
 }
 
 /** K-NRM: phi is fixed (the kernels are not learned), so it is computed once per (query, candidate). */
-async function knrmHead(src: TokenSource, queries: TrainingQuery[]): Promise<Head> {
-  const model = new KnrmTf();
+async function knrmHead(src: TokenSource, queries: TrainingQuery[], standardise = true): Promise<Head> {
   const d = src.dims;
   const phi = new Map<string, Float32Array>(); // query id -> candidates x 11
   for (const q of queries) {
@@ -202,6 +209,28 @@ async function knrmHead(src: TokenSource, queries: TrainingQuery[]): Promise<Hea
     await yieldLoop();
   }
   const K = KNRM_MU.length;
+  // Feature statistics over every (query, candidate) pair given (float64), for the standardised parametrisation.
+  const mu = new Float32Array(K);
+  const sigma = new Float32Array(K).fill(1);
+  if (standardise) {
+    const sum = new Float64Array(K);
+    const sq = new Float64Array(K);
+    let n = 0;
+    for (const rows of phi.values()) {
+      for (let i = 0; i < rows.length; i += K) {
+        for (let k = 0; k < K; k++) {
+          sum[k] += rows[i + k];
+          sq[k] += rows[i + k] * rows[i + k];
+        }
+        n++;
+      }
+    }
+    for (let k = 0; k < K; k++) {
+      mu[k] = sum[k] / Math.max(1, n);
+      sigma[k] = Math.sqrt(Math.max(sq[k] / Math.max(1, n) - mu[k] * mu[k], 0)) || 1;
+    }
+  }
+  const model = new KnrmTf({ mu, sigma });
   const rowsOf = (q: TrainingQuery, docs: number[]) => {
     const all = phi.get(q.id)!;
     const pos = new Map(q.candidates.map((c, i) => [c, i]));
@@ -250,11 +279,11 @@ export async function trainHead(src: TokenSource, queries: TrainingQuery[], opti
     seed: options.seed,
     maxEpochs: options.maxEpochs ?? 20,
     patience: options.patience ?? 3,
-    learningRate: options.learningRate ?? (options.head === 'knrm' ? 1e-3 : 1e-4),
+    learningRate: options.learningRate ?? (options.head === 'knrm' ? 1e-2 : 1e-4),
     negatives: options.negatives ?? 3,
     hardPool: options.hardPool ?? 20,
     positivesPerQuery: options.positivesPerQuery ?? 4,
-    groupsPerStep: options.groupsPerStep ?? (options.head === 'knrm' ? 64 : 4),
+    groupsPerStep: options.groupsPerStep ?? (options.head === 'knrm' ? 16 : 4),
     valFraction: options.valFraction ?? 0.2,
     backend,
     ...(options.head === 'lite' ? { sizes: options.sizes ?? { L1: 30, L2: 200, m1: 360, m2: 2400 } } : {}),
@@ -269,20 +298,38 @@ export async function trainHead(src: TokenSource, queries: TrainingQuery[], opti
   const r = rng(opts.seed);
   const head = opts.head === 'lite' ? liteHead(src, opts.sizes!, opts.seed) : await knrmHead(src, [...train, ...val]);
   const optimizer = tf.train.adam(opts.learningRate);
-  const negativesOf = new Map<string, { hard: number[]; all: number[] }>();
+  // Groups come from the list a re-rank would see (the first stage's top depth): its positives
+  // against its non-positives (half of them from its `hardPool` best), plus an occasional easy
+  // negative from outside it. Positives the first stage missed are used only when a query has none
+  // inside: training them against the first stage's best non-positives would teach the head to
+  // prefer documents unlike the query.
+  const evalList = (q: TrainingQuery) => q.rerank ?? q.candidates.map((_, i) => i);
+  const sampling = new Map<string, { pos: number[]; hard: number[]; list: number[]; easy: number[] }>();
   for (const q of train) {
-    const all = q.candidates.filter((_, i) => q.grades[i] <= 0);
-    const hard = q.candidates.map((c, i) => ({ c, i })).filter(({ i }) => q.grades[i] <= 0).sort((a, b) => q.firstStage[b.i] - q.firstStage[a.i] || a.i - b.i).slice(0, opts.hardPool).map((x) => x.c);
-    negativesOf.set(q.id, { hard, all });
+    const inList = new Set(evalList(q));
+    const idx = q.candidates.map((_, i) => i);
+    const listNeg = idx.filter((i) => inList.has(i) && q.grades[i] <= 0);
+    const hard = [...listNeg].sort((a, b) => q.firstStage[b] - q.firstStage[a] || a - b).slice(0, opts.hardPool);
+    const posIn = idx.filter((i) => inList.has(i) && q.grades[i] > 0);
+    const pos = posIn.length ? posIn : idx.filter((i) => q.grades[i] > 0);
+    const easy = idx.filter((i) => !inList.has(i) && q.grades[i] <= 0);
+    const c = (a: number[]) => a.map((i) => q.candidates[i]);
+    sampling.set(q.id, { pos: c(pos), hard: c(hard), list: c(listNeg.length ? listNeg : easy), easy: c(easy.length ? easy : listNeg) });
   }
   const pick = <T>(a: T[]) => a[Math.floor(r() * a.length)];
 
   const evaluate = async (qs: TrainingQuery[]) => {
     let sum = 0;
-    for (const q of qs) sum += ndcg10(await head.scoreQuery(q, q.candidates), q.grades);
+    for (const q of qs) {
+      const pos = evalList(q);
+      sum += ndcg10(await head.scoreQuery(q, pos.map((i) => q.candidates[i])), pos.map((i) => q.grades[i]), q.idealGrades ?? q.grades);
+    }
     return qs.length ? sum / qs.length : 0;
   };
-  const maxsimVal = val.reduce((a, q) => a + ndcg10(q.firstStage, q.grades), 0) / val.length;
+  const maxsimVal = val.reduce((a, q) => {
+    const pos = evalList(q);
+    return a + ndcg10(pos.map((i) => q.firstStage[i]), pos.map((i) => q.grades[i]), q.idealGrades ?? q.grades);
+  }, 0) / val.length;
 
   const curve: EpochRecord[] = [];
   let best = { ndcg: -Infinity, epoch: 0, weights: null as LiteWeights | KnrmWeights | null };
@@ -295,11 +342,14 @@ export async function trainHead(src: TokenSource, queries: TrainingQuery[], opti
       const te = Date.now();
       const groups: { q: TrainingQuery; docs: number[] }[] = [];
       for (const q of shuffled(train, r)) {
-        const pos = shuffled(q.candidates.filter((_, i) => q.grades[i] > 0), r).slice(0, opts.positivesPerQuery);
-        const neg = negativesOf.get(q.id)!;
-        for (const p of pos) {
+        const smp = sampling.get(q.id)!;
+        if (smp.list.length === 0) continue;
+        for (const p of shuffled(smp.pos, r).slice(0, opts.positivesPerQuery)) {
           const docs = [p];
-          for (let k = 0; k < opts.negatives; k++) docs.push(r() < 0.5 && neg.hard.length ? pick(neg.hard) : pick(neg.all));
+          for (let k = 0; k < opts.negatives; k++) {
+            const u = r();
+            docs.push(u < 0.1 ? pick(smp.easy) : u < 0.55 && smp.hard.length ? pick(smp.hard) : pick(smp.list));
+          }
           groups.push({ q, docs });
         }
       }
@@ -365,11 +415,51 @@ export async function trainHead(src: TokenSource, queries: TrainingQuery[], opti
 export async function scoreWithWeights(src: TokenSource, q: TrainingQuery, cands: number[], weights: LiteWeights | KnrmWeights, backend: TfBackend = 'wasm'): Promise<Float32Array> {
   await initTf(backend);
   const isLite = 'L1' in weights;
-  const head = isLite ? liteHead(src, weights, 0) : await knrmHead(src, [{ ...q, candidates: cands, grades: cands.map(() => 0), firstStage: new Float32Array(cands.length) }]);
+  const head = isLite ? liteHead(src, weights, 0) : await knrmHead(src, [{ ...q, candidates: cands, grades: cands.map(() => 0), firstStage: new Float32Array(cands.length) }], false);
   try {
     head.load(weights);
     return await head.scoreQuery({ ...q, candidates: cands }, cands);
   } finally {
     head.dispose();
   }
+}
+
+/**
+ * One query's training candidates: its judged documents, the `depth` best of the first stage
+ * (`pool` scored by MaxSim; it must contain every judged document) and `randomNegatives` documents
+ * drawn from the whole pool (seeded), each with its grade (0 when unjudged) and first-stage score.
+ * Random documents matter: with hard negatives only, every negative has a high first-stage score
+ * while judged positives span the whole range, and a head learns to prefer dissimilar documents.
+ * `rerank` marks the first stage's top `depth`, the list held-out queries are scored on.
+ */
+export function assembleTrainingQuery(
+  q: { id: string; vectors: Float32Array; length: number },
+  judged: ReadonlyMap<number, number>,
+  pool: ArrayLike<number>,
+  poolScores: ArrayLike<number>,
+  depth: number,
+  randomNegatives = 50,
+  seed = 1,
+): TrainingQuery {
+  const score = new Map<number, number>();
+  for (let i = 0; i < pool.length; i++) score.set(pool[i], poolScores[i]);
+  const order = Array.from(pool).sort((a, b) => score.get(b)! - score.get(a)! || a - b);
+  const top = order.slice(0, depth);
+  const cands = new Set<number>(top);
+  for (const doc of judged.keys()) if (score.has(doc)) cands.add(doc);
+  let h = seed >>> 0;
+  for (let i = 0; i < q.id.length; i++) h = Math.imul(h ^ q.id.charCodeAt(i), 16777619) >>> 0;
+  const r = rng(h);
+  for (let k = 0; k < randomNegatives && cands.size < pool.length; k++) cands.add(pool[Math.floor(r() * pool.length)]);
+  const candidates = [...cands];
+  return {
+    id: q.id,
+    vectors: q.vectors,
+    length: q.length,
+    candidates,
+    grades: candidates.map((c) => judged.get(c) ?? 0),
+    firstStage: Float32Array.from(candidates, (c) => score.get(c)!),
+    rerank: top.map((_, i) => i),
+    idealGrades: [...judged.values()].filter((g) => g > 0),
+  };
 }

@@ -1,5 +1,5 @@
 import path from 'node:path';
-import { PermanentJobError, QueueName, textCodecRef, type SegmentRef } from '@lateral/shared';
+import { PermanentJobError, QueueName, textCodecRef, trainingKeys, type SegmentRef } from '@lateral/shared';
 import { DocumentRepository, DiskObjectCache, registerCacheMetrics, JobFlows, type HandlerRegistry, type Runtime } from '@lateral/infra';
 import {
   SegmentIds,
@@ -11,6 +11,7 @@ import {
   indexProcessor,
   encoderProvider,
   searchProcessor,
+  trainProcessor,
   SegmentCache,
   KnownTexts,
   TextCacheReader,
@@ -24,7 +25,7 @@ import { readSegment } from '@lateral/codec';
 import { OnnxNearestCentroid, ScorerResources } from '@lateral/kernels';
 
 /** Queues this build has processors for. */
-export const HANDLED_QUEUES: QueueName[] = [QueueName.encode, QueueName.compress, QueueName.index, QueueName.commit, QueueName.rerank, QueueName.search, QueueName.encodeTexts, QueueName.batch];
+export const HANDLED_QUEUES: QueueName[] = [QueueName.encode, QueueName.compress, QueueName.index, QueueName.commit, QueueName.rerank, QueueName.search, QueueName.encodeTexts, QueueName.batch, QueueName.train];
 
 /**
  * The complete queue -> handler registry; WorkerHost refuses to start a queue without one. Each
@@ -58,6 +59,8 @@ export function pipelineHandlers(rt: Runtime): HandlerRegistry {
   const knownTexts = new KnownTexts();
   const flows = new JobFlows(rt.redis, config.REDIS_PREFIX, config.JOB_ATTEMPTS);
   const rerankDeps = { store, collections, generations, encoders, views: segments, scorers, documents };
+  // DELETE /v1/train/{id} sets a flag in Redis; the train job checks it between steps.
+  const cancelled = async (t: string, id: string) => (await rt.redis.exists(trainingKeys.cancelFlag(config.REDIS_PREFIX, t, id))) > 0;
   let nearest: Promise<OnnxNearestCentroid> | null = null;
   const assigner = () => (nearest ??= OnnxNearestCentroid.create(config.ORT_INTRA_OP_THREADS));
   const liveIds = new SegmentIds(async (t, c, ref) => {
@@ -79,6 +82,14 @@ export function pipelineHandlers(rt: Runtime): HandlerRegistry {
     [QueueName.commit]: (p) => ('op' in p ? deleteProcessor({ store, collections, generations, liveIds, segmentDocs, logger }, p) : commitProcessor({ store, collections, generations, codecs, liveIds, logger }, p)),
     [QueueName.search]: (p, job) => searchProcessor({ store, collections, generations, ivf: rt.ivf, encoders, segments, scorers, documents }, p, job),
     [QueueName.rerank]: async (p, job) => rerankJob({ ...rerankDeps, texts, modelsDir }, p, job, await childTextStats(job)),
+    // Training: every live document of the generation through the same segment cache (first stage, token vectors).
+    [QueueName.train]: (p, job) =>
+      trainProcessor(
+        { store, collections, generations, encoders, scorers, scorersDir: path.resolve(config.SCORERS_DIR), cancelled,
+          loadView: async (c, m) => segments.view(c, m, (await segments.searchParts(c, m)).flatMap((part) => part.segment.docIds)) },
+        p,
+        job,
+      ),
     [QueueName.encodeTexts]: (p, job) =>
       encodeTextsProcessor({ store, collections, codecs, encoders, modelsDir, tokenBudget: config.ENCODE_TOKEN_BUDGET, ttlDays: config.TEXT_CACHE_TTL_DAYS, known: knownTexts }, p, job),
     [QueueName.batch]: (p, job) =>
