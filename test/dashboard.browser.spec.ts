@@ -5,7 +5,7 @@ import path from 'node:path';
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { chromium, type Browser, type Page } from 'playwright-core';
-import { ALL_QUEUES } from '@lateral/shared';
+import { ALL_QUEUES, HEARTBEAT_STALE_MS, heartbeatFields, heartbeatKeys } from '@lateral/shared';
 import { startServer, type Server } from '../apps/all-in-one/src/server';
 import { http, testConfig, until } from './helpers';
 
@@ -31,6 +31,7 @@ const browserReady = ensureChromium();
 if (!browserReady.ok) console.warn(`SKIPPED dashboard browser test: ${browserReady.reason}`);
 
 const TOKEN = randomBytes(24).toString('base64url');
+const LATE = 'gpu-node-1-late';
 const AUTH = { authorization: `Bearer ${TOKEN}` };
 const DOCS = Array.from({ length: 40 }, (_, i) => ({
   id: `d${i}`,
@@ -96,6 +97,12 @@ describe.skipIf(!browserReady.ok)('operations dashboard in headless Chromium', (
     // From here on, no request of the page may fail and no script may throw (the login page's own 401 is expected).
     pageErrors.length = 0;
 
+    // A worker process on another host whose heartbeat stopped 20 s ago.
+    const beatAt = Date.now() - HEARTBEAT_STALE_MS - 5_000;
+    const fields = heartbeatFields({ id: LATE, process: 'encoder-worker', host: 'gpu-node-1', pid: 1, queues: ['encode'], concurrency: { encode: 4 }, executionProvider: 'cuda', model: 'minilm-l6-384', startedAt: beatAt - 60_000, beatAt, completed: 10, failed: 0, active: 1, jobsPerSecond: 0, caches: {} });
+    await server.runtime.redis.hset(heartbeatKeys.worker(config.REDIS_PREFIX, LATE), fields);
+    await server.runtime.redis.zadd(heartbeatKeys.index(config.REDIS_PREFIX), beatAt, LATE);
+
     // Nothing is running now: what the API says must be what the page shows after its next poll.
     const t = Date.now();
     const health = await api('GET', '/v1/health');
@@ -123,10 +130,13 @@ describe.skipIf(!browserReady.ok)('operations dashboard in headless Chromium', (
     for (const s of ['accepted', 'encoded', 'compressed', 'indexed', 'committed']) {
       expect(await ing.locator(`[data-stage=${s}] [role=progressbar]`).getAttribute('aria-valuenow'), s).toBe(String(DOCS.length));
     }
-    // This process's workers report their heartbeat, not stale.
-    const worker = page.locator('[data-testid=workers] tr[data-worker]').first();
+    // This process's workers report their heartbeat, not stale; a worker whose beats stopped is flagged.
+    const worker = page.locator(`[data-testid=workers] tr[data-worker]:not([data-worker="${LATE}"])`).first();
     expect(await worker.getAttribute('data-stale')).toBe('false');
     expect(await worker.textContent()).toContain('rerank');
+    const late = page.locator(`[data-testid=workers] tr[data-worker="${LATE}"]`);
+    expect(await late.getAttribute('data-stale')).toBe('true');
+    expect(await late.locator('.stale').textContent()).toMatch(/^STALE \d+ s$/);
     // The throughput chart is drawn by Chart.js (served by the API, not a CDN).
     expect(await page.evaluate('typeof window.Chart')).toBe('function');
     expect(await page.locator('#throughput').evaluate((c) => (c as unknown as { width: number }).width)).toBeGreaterThan(100);
