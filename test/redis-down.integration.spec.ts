@@ -42,6 +42,7 @@ describe('Redis unreachable', () => {
     const health = await http(server.url, 'GET', '/v1/health');
     expect(health.status).toBe(503);
     expect(health.body.redis.ok).toBe(false);
+    expect(health.body.redis.error).toMatch(/^Redis \(the job queues\) is unreachable/);
     expect(Date.now() - t0).toBeLessThan(15_000);
   });
 });

@@ -39,6 +39,8 @@ describe('S3 unreachable', () => {
     const health = await http(server.url, 'GET', '/v1/health');
     expect(health.status).toBe(503);
     expect(health.body.s3.ok).toBe(false);
+    expect(health.body.s3.error).toMatch(/object store \(S3\) is unreachable/);
+    expect(JSON.stringify(health.body)).not.toMatch(/ECONNREFUSED|127\.0\.0\.1:\d+/);
     expect(Date.now() - t0).toBeLessThan(20_000);
   });
 });

@@ -4,6 +4,7 @@ import { Controller, Get, Inject, Res } from '@nestjs/common';
 import type { Response } from 'express';
 import type { Runtime } from '@lateral/infra';
 import { RUNTIME } from './tokens';
+import { serviceDownMessage } from './http-errors.filter';
 
 /**
  * Ready or not: 200 `ok` when Redis and S3 answer and the default model is built; otherwise 503
@@ -17,16 +18,19 @@ export class HealthController {
 
   @Get()
   async health(@Res({ passthrough: true }) res: Response) {
-    const check = async (fn: () => Promise<unknown>) => {
+    const check = async (service: 'Redis' | 'S3', fn: () => Promise<unknown>) => {
       const t = Date.now();
       try {
         await fn();
         return { ok: true, ms: Date.now() - t };
       } catch (err) {
-        return { ok: false, ms: Date.now() - t, error: (err as Error).message };
+        // the cause goes to the log; the caller is told which service, and what to do (no address,
+        // bucket or client-library internals)
+        this.rt.logger.warn(`health: ${service} check failed: ${(err as Error).message}`);
+        return { ok: false, ms: Date.now() - t, error: serviceDownMessage(service) };
       }
     };
-    const [redis, s3] = await Promise.all([check(() => this.rt.redis.ping()), check(() => this.rt.store.ping())]);
+    const [redis, s3] = await Promise.all([check('Redis', () => this.rt.redis.ping()), check('S3', () => this.rt.store.ping())]);
     const models = this.models();
     const services = redis.ok && s3.ok;
     if (!services || !models.ok) res.status(503);

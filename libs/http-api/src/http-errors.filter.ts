@@ -2,7 +2,7 @@ import { ArgumentsHost, Catch, HttpException, type ExceptionFilter } from '@nest
 import type { Response } from 'express';
 import { ConflictError, NotFoundError, UnavailableError, ValidationError, type Config } from '@lateral/shared';
 import { isRedisDown, type Logger } from '@lateral/infra';
-import { redact, type RedactContext } from './redact';
+import { redact, redactContext, type RedactContext } from './redact';
 
 /** Seconds a caller should wait before retrying when Redis or S3 is unreachable. */
 export const SERVICE_RETRY_AFTER_SECONDS = 5;
@@ -22,11 +22,7 @@ export class HttpErrorsFilter implements ExceptionFilter {
     private readonly logger: Logger,
     config?: Pick<Config, 'MODELS_DIR' | 'SCORERS_DIR' | 'DATA_DIR' | 'S3_BUCKET' | 'S3_ENDPOINT' | 'REDIS_URL'>,
   ) {
-    this.ctx = {
-      dirs: { MODELS_DIR: config?.MODELS_DIR ?? '.cache/models', SCORERS_DIR: config?.SCORERS_DIR ?? '.cache/scorers', DATA_DIR: config?.DATA_DIR ?? '.data', '.': process.cwd() },
-      bucket: config?.S3_BUCKET,
-      endpoints: { S3_ENDPOINT: config?.S3_ENDPOINT, REDIS_URL: config?.REDIS_URL },
-    };
+    this.ctx = redactContext({ MODELS_DIR: '.cache/models', SCORERS_DIR: '.cache/scorers', DATA_DIR: '.data', ...config });
   }
 
   catch(err: unknown, host: ArgumentsHost): void {
@@ -88,6 +84,11 @@ const S3_DOWN: Unreachable = {
 };
 
 const NETWORK = /ECONNREFUSED|ECONNRESET|ETIMEDOUT|EHOSTUNREACH|ENETUNREACH|ENOTFOUND|EAI_AGAIN|EPIPE|socket hang up|timed? ?out/i;
+
+/** What a caller is told when Redis or S3 does not answer: which service, and what to do. */
+export function serviceDownMessage(service: 'Redis' | 'S3', retryAfterSeconds = SERVICE_RETRY_AFTER_SECONDS): string {
+  return (service === 'Redis' ? REDIS_DOWN : S3_DOWN).message(retryAfterSeconds);
+}
 
 /** Redis or S3 not answering (or failing on its side); null for anything else. */
 export function unreachable(err: unknown): Unreachable | null {

@@ -40,3 +40,12 @@ export function redact(message: string, ctx: RedactContext): string {
   if (ctx.bucket && ctx.bucket.length >= 3) m = m.replace(new RegExp(`\\bbucket\\s+['"]?${escape(ctx.bucket)}['"]?`, 'gi'), 'the bucket');
   return m;
 }
+
+/** The redaction context of a process's configuration (its folders, bucket and endpoints). */
+export function redactContext(config: { MODELS_DIR: string; SCORERS_DIR: string; DATA_DIR: string; S3_BUCKET?: string; S3_ENDPOINT?: string; REDIS_URL?: string }): RedactContext {
+  return {
+    dirs: { MODELS_DIR: config.MODELS_DIR, SCORERS_DIR: config.SCORERS_DIR, DATA_DIR: config.DATA_DIR, '.': process.cwd() },
+    bucket: config.S3_BUCKET,
+    endpoints: { S3_ENDPOINT: config.S3_ENDPOINT, REDIS_URL: config.REDIS_URL },
+  };
+}
