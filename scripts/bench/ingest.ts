@@ -1,22 +1,33 @@
 /**
- * `npm run bench -- ingest [--json] [--docs N]`
+ * `npm run bench -- ingest [--json] [--docs N] [--metrics on|off|both] [--rounds N]`
  *
  * Cranfield end to end through the HTTP API, queues and S3 (documents/s, tokens/s), and in the
  * same run the bare compute of the same work in-process (tokenize + encode + write the raw and
  * the compressed segment), so the pipeline's overhead is a ratio rather than a wall-clock number
  * that depends on the machine.
+ *
+ * `--metrics both` measures the overhead of observability in the same run: the pipeline is run
+ * with metrics off and logs at warn (`off`), and with metrics on, info-level JSON logs written to a
+ * file and a /metrics scrape every 5 s (`on`), alternating `--rounds` times (default 1), each on a
+ * fresh server and collection; the ratio of the two medians is the overhead. Default: `on`.
  */
+import { createWriteStream, readFileSync, rmSync } from 'node:fs';
 import path from 'node:path';
 import { loadConfig } from '@lateral/shared';
 import { createCodec, readSegment, writeSegment } from '@lateral/codec';
 import { getEncoder } from '@lateral/model';
 import { RAW_CODEC, assembleSegmentDocs } from '@lateral/pipeline';
+import { createLogger, setMetricsEnabled } from '@lateral/infra';
 import { startServer } from '../../apps/all-in-one/src/server';
 import { loadCranfield, withPlaceholders } from '../lib/cranfield';
 import { ingest, recreateCollection } from '../lib/client';
 
 export async function runIngestBench(args: string[]): Promise<Record<string, unknown>> {
   const limit = Number(args[args.indexOf('--docs') + 1]) || undefined;
+  const metricsArg = args.includes('--metrics') ? args[args.indexOf('--metrics') + 1] : 'on';
+  if (!['on', 'off', 'both'].includes(metricsArg)) throw new Error(`--metrics: on, off or both (got ${metricsArg})`);
+  const rounds = args.includes('--rounds') ? Number(args[args.indexOf('--rounds') + 1]) : 1;
+  if (!Number.isInteger(rounds) || rounds < 1 || rounds > 20) throw new Error('--rounds: an integer from 1 to 20');
   const config = loadConfig({ ...process.env, PORT: '0', LOG_LEVEL: 'warn', DATA_DIR: process.env.DATA_DIR ?? '.data/bench' });
   const cran = loadCranfield(path.resolve('data/cranfield'));
   const docs = withPlaceholders(cran.docs.slice(0, limit));
@@ -38,31 +49,73 @@ export async function runIngestBench(args: string[]): Promise<Record<string, unk
   }
   const bareSeconds = (performance.now() - t0) / 1000;
 
-  // The pipeline: HTTP -> S3 -> encode -> S3 -> compress -> S3 -> index (manifest commit).
-  const server = await startServer(config, { quiet: true });
-  try {
-    await recreateCollection(server.url, 'bench-ingest', config.DEFAULT_MODEL);
-    const run = await ingest(server.url, 'bench-ingest', docs, { label: 'pipeline', progress: !args.includes('--json') });
-    const out = {
-      documents: docs.length,
-      tokens: run.tokens,
-      docs_per_s: round(docs.length / run.seconds),
-      tokens_per_s: round(run.tokens / run.seconds),
-      pipeline_seconds: round(run.seconds, 3),
-      bare_seconds: round(bareSeconds, 3),
-      bare_docs_per_s: round(docs.length / bareSeconds),
-      overhead_ratio: round(run.seconds / bareSeconds, 2),
-      bare_tokens: bareTokens,
-      model: config.DEFAULT_MODEL,
-    };
-    console.log(`ingest ${out.documents} Cranfield documents (${out.tokens} tokens, ${out.model})`);
-    console.log(`  pipeline (HTTP + Redis + S3 + workers): ${out.pipeline_seconds} s = ${out.docs_per_s} docs/s, ${out.tokens_per_s} tokens/s`);
-    console.log(`  bare compute (tokenize + encode + segments, in-process): ${out.bare_seconds} s = ${out.bare_docs_per_s} docs/s`);
-    console.log(`  pipeline / bare = ${out.overhead_ratio}x`);
-    return out;
-  } finally {
-    await server.stop();
+  // The pipeline: HTTP -> S3 -> encode -> S3 -> compress -> S3 -> index -> commit, per variant.
+  const variants: ('on' | 'off')[] = metricsArg === 'both' ? Array.from({ length: rounds }, () => ['off', 'on'] as const).flat() : Array(rounds).fill(metricsArg);
+  const runs: { variant: 'on' | 'off'; seconds: number; tokens: number }[] = [];
+  const logFile = path.resolve(config.DATA_DIR, 'bench-ingest.log');
+  rmSync(logFile, { force: true });
+  for (const [i, variant] of variants.entries()) {
+    setMetricsEnabled(variant === 'on');
+    const logStream = variant === 'on' ? createWriteStream(logFile, { flags: 'a' }) : null;
+    const logger = logStream ? createLogger('info', 'lateral', { json: true, destination: logStream }) : createLogger('warn', 'lateral');
+    const server = await startServer(config, { logger });
+    let scrapes = 0;
+    // A scrape that fails (an overloaded machine resets connections) is not counted, and never stops the bench.
+    const scrape = () =>
+      fetch(`${server.url}/metrics`)
+        .then((r) => r.text())
+        .then(() => scrapes++)
+        .catch(() => undefined);
+    const scraper = variant === 'on' ? setInterval(() => void scrape(), 5000) : null;
+    try {
+      await recreateCollection(server.url, 'bench-ingest', config.DEFAULT_MODEL);
+      const run = await ingest(server.url, 'bench-ingest', docs, { label: `pipeline (metrics and logs ${variant}, ${i + 1}/${variants.length})`, progress: !args.includes('--json') });
+      runs.push({ variant, ...run });
+      if (variants.length > 1) console.log(`  run ${i + 1}/${variants.length} metrics and logs ${variant}: ${round(docs.length / run.seconds)} docs/s${scraper ? ` (${scrapes} scrapes)` : ''}`);
+    } finally {
+      if (scraper) clearInterval(scraper);
+      await server.stop();
+      await new Promise<void>((r) => (logStream ? logStream.end(() => r()) : r()));
+    }
   }
+  setMetricsEnabled(true);
+  const median = (xs: number[]) => {
+    const v = [...xs].sort((a, b) => a - b);
+    return v.length % 2 ? v[(v.length - 1) / 2] : (v[v.length / 2 - 1] + v[v.length / 2]) / 2;
+  };
+  const secondsOf = (variant: 'on' | 'off') => runs.filter((r) => r.variant === variant).map((r) => r.seconds);
+  const main = secondsOf(metricsArg === 'off' ? 'off' : 'on');
+  const seconds = median(main);
+  const tokens = runs[runs.length - 1].tokens;
+  const out: Record<string, unknown> = {
+    documents: docs.length,
+    tokens,
+    docs_per_s: round(docs.length / seconds),
+    tokens_per_s: round(tokens / seconds),
+    pipeline_seconds: round(seconds, 3),
+    bare_seconds: round(bareSeconds, 3),
+    bare_docs_per_s: round(docs.length / bareSeconds),
+    overhead_ratio: round(seconds / bareSeconds, 2),
+    bare_tokens: bareTokens,
+    model: config.DEFAULT_MODEL,
+    metrics: metricsArg,
+  };
+  console.log(`ingest ${out.documents} Cranfield documents (${out.tokens} tokens, ${out.model})`);
+  console.log(`  pipeline (HTTP + Redis + S3 + workers${metricsArg === 'off' ? ', metrics and logs off' : ''}): ${out.pipeline_seconds} s = ${out.docs_per_s} docs/s, ${out.tokens_per_s} tokens/s${main.length > 1 ? ` (median of ${main.length})` : ''}`);
+  console.log(`  bare compute (tokenize + encode + segments, in-process): ${out.bare_seconds} s = ${out.bare_docs_per_s} docs/s`);
+  console.log(`  pipeline / bare = ${out.overhead_ratio}x`);
+  if (metricsArg === 'both') {
+    const off = median(secondsOf('off'));
+    out.docs_per_s_metrics_off = round(docs.length / off);
+    out.docs_per_s_metrics_on = round(docs.length / seconds);
+    out.metrics_overhead_ratio = round(seconds / off, 3);
+    out.runs = runs.map((r) => ({ variant: r.variant, docs_per_s: round(docs.length / r.seconds) }));
+    out.log_lines_per_on_run = Math.round(readFileSync(logFile, 'utf8').split('\n').filter(Boolean).length / rounds);
+    console.log(
+      `  metrics and logs on / off (medians of ${rounds}): ${out.docs_per_s_metrics_on} vs ${out.docs_per_s_metrics_off} docs/s = ${out.metrics_overhead_ratio}x the time (on: ${out.log_lines_per_on_run} info JSON log lines per run to ${path.relative(process.cwd(), logFile)}, /metrics scraped every 5 s)`,
+    );
+  }
+  return out;
 }
 
 function round(x: number, digits = 1): number {
