@@ -17,6 +17,9 @@ export const FEEDS: { method: string; path: RegExp; queue: QueueName }[] = [
   { method: 'POST', path: /^\/v1\/collections\/[^/]+\/recompress\/?$/, queue: QueueName.compress },
   { method: 'POST', path: /^\/v1\/rerank\/?$/, queue: QueueName.rerank },
   { method: 'POST', path: /^\/v1\/search\/?$/, queue: QueueName.search },
+  { method: 'POST', path: /^\/v1\/compat\/cohere\/(v[12]\/)?rerank\/?$/, queue: QueueName.rerank },
+  { method: 'POST', path: /^\/v1\/batches\/?$/, queue: QueueName.batch },
+  { method: 'POST', path: /^\/v1\/collections\/[^/]+\/train\/?$/, queue: QueueName.train },
 ];
 
 export const BACKLOG_RETRY_AFTER_SECONDS = 5;
