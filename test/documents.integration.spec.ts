@@ -168,6 +168,7 @@ describe('documents (real Redis, real S3 server, real ONNX model)', () => {
         expect(h.metadata).toEqual(doc.metadata);
       }
       expect(rr.body.result.results[0].missing).toEqual(['missing-id']);
+      expect(rr.body.result.results[0].pending).toBeUndefined();
 
       // include and group read the collection's documents: with text candidates in the request they are a 400 naming the field
       const mixed = await api('POST', '/v1/rerank?wait=60', { collection: 'docs', include: ['text'], queries: [{ id: q.id, text: q.text, candidates: [...candidates, { id: 'free', text: 'a free text candidate about wings' }] }] });
@@ -234,6 +235,11 @@ describe('documents (real Redis, real S3 server, real ONNX model)', () => {
         const doc = await api('GET', '/v1/collections/docs/documents/later');
         expect(doc.status).toBe(404);
         expect(doc.body.message).toContain(`ingestion ${r.body.ingestionId} accepted it`);
+        // re-rank: both are missing, the accepted one is also pending
+        const rr = await api('POST', '/v1/rerank?wait=60', { collection: 'docs', queries: [{ id: 'q', text: 'wing flutter', candidates: ['later', 'never-sent', docs[1].id] }] });
+        expect(rr.status, JSON.stringify(rr.body)).toBe(200);
+        expect(rr.body.result.results[0]).toMatchObject({ missing: ['later', 'never-sent'], pending: ['later'] });
+        expect(rr.body.result.results[0].hits.map((h: { id: string }) => h.id)).toEqual([docs[1].id]);
         const unknown = await api('GET', '/v1/collections/docs/documents/never-sent');
         expect(unknown.status).toBe(404);
         expect(unknown.body.message).not.toContain('accepted it');

@@ -16,7 +16,6 @@ import {
   MAX_DOCUMENT_LIST_LIMIT,
   TRUNCATED_IDS_SHOWN,
   type Collection,
-  type CollectionManifest,
   type DocumentIdPage,
   type IngestionRecord,
   type StoredDocument,
@@ -287,27 +286,13 @@ export class CollectionsService {
     const doc = manifest ? await this.documents.get(manifest, docId) : null;
     if (!doc) {
       const shown = docId.slice(0, 200);
-      const pending = await this.pendingIngestion(id, manifest, docId);
+      const pending = (await this.documents.pending(this.tenant, id, manifest, [docId])).get(docId);
       if (pending) {
         throw new NotFoundError(`document '${shown}' is not in collection '${id}' yet: ingestion ${pending} accepted it and is still in progress (${`/v1/collections/${id}/ingestions/${pending}`}; ingest with wait to answer when it is done)`);
       }
       throw new NotFoundError(`document '${shown}' not found in collection '${id}' (generation ${manifest?.generation ?? 0})`);
     }
     return doc;
-  }
-
-  /**
-   * The newest ingestion still in progress whose accepted documents hold `docId`, looking at the
-   * PENDING_BATCHES_CHECKED newest batches not in the current generation (and not failed); null
-   * when none does.
-   */
-  private async pendingIngestion(id: string, manifest: CollectionManifest | null, docId: string): Promise<string | null> {
-    const committed = new Set(manifest?.segments.map((s) => s.batchId) ?? []);
-    const failed = new Set((await this.rt.store.list(s3Keys.failurePrefix(this.tenant, id))).map((k) => k.key.slice(k.key.lastIndexOf('/') + 1).replace(/\.json$/, '')));
-    const records = (await this.rt.ingestions.list(this.tenant, id)).reverse();
-    const pending = records.flatMap((r) => r.batches.filter((b) => !committed.has(b.batchId) && !failed.has(b.batchId)).map((b) => ({ ingestionId: r.ingestionId, batchId: b.batchId }))).slice(0, PENDING_BATCHES_CHECKED);
-    for (const b of pending) if (await this.documents.accepted(this.tenant, id, b.batchId, docId)) return b.ingestionId;
-    return null;
   }
 
   /** Live document ids of the current generation, sorted, `limit` per page after an opaque cursor. */
@@ -357,9 +342,6 @@ export class CollectionsService {
     }
   }
 }
-
-/** Uncommitted batches a 404 on a document id looks in for an ingestion still in progress that accepted it. */
-const PENDING_BATCHES_CHECKED = 16;
 
 /** Codec versions whose segments count as compressed: every version up to a re-compression in flight. */
 function codecVersions(c: Collection): number[] {

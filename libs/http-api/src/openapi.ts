@@ -403,7 +403,7 @@ function baseDocument(version: string) {
                   description: 'how the generation was held: EDEN token-layout codes as their int8 rotated image (MaxSim by integer GEMMs), or decoded fp32 vectors (COMPRESSED_SCORING)',
                 },
                 timings: { type: 'object', properties: { totalMs: { type: 'number' }, encodeQueriesMs: { type: 'number' }, scoreMs: { type: 'number' }, loadMs: { type: 'number' } } },
-                results: { type: 'array', items: { type: 'object', properties: { queryId: { type: 'string' }, hits: { type: 'array', items: { $ref: '#/components/schemas/RerankHit' } }, missing: { type: 'array', items: { type: 'string' } } } } },
+                results: { type: 'array', items: { type: 'object', properties: { queryId: { type: 'string' }, hits: { type: 'array', items: { $ref: '#/components/schemas/RerankHit' } }, missing: { type: 'array', items: { type: 'string' } }, pending: { type: 'array', items: { type: 'string' }, description: 'the missing ids an ingestion still in progress accepted: not live yet, rather than unknown (absent when none)' } } } },
               },
             },
           },

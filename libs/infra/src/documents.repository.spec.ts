@@ -10,7 +10,8 @@ const C = 'c';
 function memoryStore(objects: Map<string, string>) {
   const get = vi.fn(async (key: string): Promise<Uint8Array | null> => (objects.has(key) ? new TextEncoder().encode(objects.get(key)) : null));
   const getJson = vi.fn(async (key: string): Promise<unknown> => (objects.has(key) ? JSON.parse(objects.get(key)!) : null));
-  const store: Pick<ObjectStore, 'get' | 'getJson'> = { get, getJson: getJson as unknown as ObjectStore['getJson'] };
+  const list = async (prefix: string) => [...objects.keys()].filter((k) => k.startsWith(prefix)).sort().map((key) => ({ key, size: objects.get(key)!.length }));
+  const store: Pick<ObjectStore, 'get' | 'getJson' | 'list'> = { get, getJson: getJson as unknown as ObjectStore['getJson'], list };
   return { store, getJson };
 }
 
@@ -83,5 +84,30 @@ describe('DocumentRepository', () => {
     expect(await repo.listIds(m, 2, 'm')).toEqual({ ids: ['z'], more: false });
     expect(await repo.listIds(m, 2, 'z')).toEqual({ ids: [], more: false });
     expect(mem.getJson).toHaveBeenCalledTimes(5);
+  });
+
+  it('pending: ids accepted by an ingestion whose batch is not committed (nor failed), newest first; passages by their parent', async () => {
+    const objects = new Map<string, string>();
+    const live = batch(objects, 'ing-1-00000', [{ id: 'a', text: 'a' }], { documents: [{ id: 'a', line: 0, tokens: 1, truncated: false }] });
+    batch(objects, 'ing-2-00000', [{ id: 'b', text: 'b' }, { id: 'long', text: 'l' }]);
+    batch(objects, 'ing-3-00000', [{ id: 'c', text: 'c' }]);
+    batch(objects, 'ing-4-00000', [{ id: 'b', text: 'b again' }]);
+    const rec = (n: number, at: string) => objects.set(s3Keys.ingestion(T, C, `ing-${n}`), JSON.stringify({ ingestionId: `ing-${n}`, createdAt: at, documents: 1, batches: [{ batchId: `ing-${n}-00000`, documents: 1 }] }));
+    rec(1, '2026-01-01T00:00:00Z');
+    rec(2, '2026-01-02T00:00:00Z');
+    rec(3, '2026-01-03T00:00:00Z');
+    rec(4, '2026-01-04T00:00:00Z');
+    objects.set(s3Keys.batchFailure(T, C, 'ing-3-00000'), JSON.stringify({ batchId: 'ing-3-00000' }));
+    const repo = new DocumentRepository(memoryStore(objects).store);
+    const m = manifest(1, [live]);
+    const p = await repo.pending(T, C, m, ['a', 'b', 'c', 'long#2', 'nope']);
+    expect([...p.entries()].sort()).toEqual([
+      ['b', 'ing-4'],
+      ['long#2', 'ing-2'],
+    ]);
+    // only the newest uncommitted batch looked at
+    expect([...(await repo.pending(T, C, m, ['b', 'long'], 1)).entries()]).toEqual([['b', 'ing-4']]);
+    expect((await repo.pending(T, C, null, ['a'])).get('a')).toBe('ing-1');
+    expect((await repo.pending(T, C, m, [])).size).toBe(0);
   });
 });

@@ -9,6 +9,7 @@ import {
   type HitDocumentFields,
   type HitField,
   type IngestDocument,
+  type IngestionRecord,
   type SegmentRef,
   type StoredDocument,
   type StoredDocumentInfo,
@@ -60,6 +61,9 @@ interface Located {
 }
 
 const LOAD_CONCURRENCY = 16;
+/** Uncommitted batches `pending` looks in. */
+export const PENDING_BATCHES_CHECKED = 16;
+const baseName = (key: string) => key.slice(key.lastIndexOf('/') + 1).replace(/\.(json|seg)$/, '');
 
 async function mapLimit<T, R>(items: T[], limit: number, fn: (x: T) => Promise<R>): Promise<R[]> {
   const out: R[] = new Array(items.length);
@@ -86,8 +90,9 @@ export class DocumentRepository {
   private readonly batches = new Lru<string, Promise<BatchEntries>>(512);
   private readonly sources = new Lru<string, Promise<IngestDocument[]>>(32);
   private readonly generations = new Lru<string, Promise<GenerationIndex>>(4);
+  private readonly records = new Lru<string, IngestionRecord>(4096);
 
-  constructor(private readonly store: Pick<ObjectStore, 'get' | 'getJson'>) {}
+  constructor(private readonly store: Pick<ObjectStore, 'get' | 'getJson' | 'list'>) {}
 
   /** info.json of a batch, or null while its encode job has not written it (for ingestion status). */
   async encodedInfo(t: string, c: string, batchId: string): Promise<BatchDocumentInfo | null> {
@@ -239,10 +244,41 @@ export class DocumentRepository {
     return out;
   }
 
-  /** Whether `batchId`'s accepted documents (documents.ndjson) hold `id` (a passage: its parent). */
-  async accepted(t: string, c: string, batchId: string, id: string): Promise<boolean> {
-    const want = parentOf(id) ?? id;
-    return (await this.source(t, c, batchId)).some((d) => d.id === id || d.id === want);
+  /**
+   * Which of `ids` an ingestion still in progress accepted (id -> that ingestion): looks at the
+   * `maxBatches` newest batches that are neither in `manifest` nor failed, in their accepted
+   * documents (a passage id: its parent's). For telling "not live yet" from "unknown".
+   */
+  async pending(t: string, c: string, manifest: CollectionManifest | null, ids: string[], maxBatches = PENDING_BATCHES_CHECKED): Promise<Map<string, string>> {
+    const out = new Map<string, string>();
+    if (ids.length === 0) return out;
+    const committed = new Set(manifest?.segments.map((s) => s.batchId) ?? []);
+    const [recordKeys, failureKeys] = await Promise.all([this.store.list(s3Keys.ingestionPrefix(t, c)), this.store.list(s3Keys.failurePrefix(t, c))]);
+    const failed = new Set(failureKeys.map((k) => baseName(k.key)));
+    const records = (await mapLimit(recordKeys.filter((k) => k.key.endsWith('.json')), LOAD_CONCURRENCY, (k) => this.record(k.key))).filter((r): r is IngestionRecord => r !== null);
+    records.sort((a, b) => b.createdAt.localeCompare(a.createdAt));
+    const batches = records.flatMap((r) => r.batches.filter((b) => !committed.has(b.batchId) && !failed.has(b.batchId)).map((b) => ({ ingestionId: r.ingestionId, batchId: b.batchId }))).slice(0, maxBatches);
+    const wanted = new Map(ids.map((id) => [id, parentOf(id) ?? id]));
+    for (const b of batches) {
+      const accepted = new Set((await this.source(t, c, b.batchId)).map((d) => d.id));
+      for (const [id, parent] of wanted) {
+        if (accepted.has(id) || accepted.has(parent)) {
+          out.set(id, b.ingestionId);
+          wanted.delete(id);
+        }
+      }
+      if (wanted.size === 0) break;
+    }
+    return out;
+  }
+
+  /** Ingestion records are immutable once written: cached. */
+  private async record(key: string): Promise<IngestionRecord | null> {
+    const cached = this.records.get(key);
+    if (cached) return cached;
+    const r = await this.store.getJson<IngestionRecord>(key);
+    if (r) this.records.set(key, r);
+    return r;
   }
 
   /** Whether an id is live in `manifest` (a stored document or passage). */

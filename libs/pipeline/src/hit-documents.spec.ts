@@ -4,7 +4,8 @@ import { expandCandidates, hitShaping } from './hit-documents';
 import { batchDocumentInfo, prepareDocuments, type DocumentTokenizer } from './document-info';
 
 const manifest: CollectionManifest = { tenantId: 't', collectionId: 'c', generation: 3, codecVersion: 1, committedAt: '2026-01-01T00:00:00.000Z', segments: [] };
-const withPassages = { passages: { overlap: 0 } };
+const withPassages = { tenantId: 't', id: 'c', passages: { overlap: 0 } };
+const plainCollection = { tenantId: 't', id: 'c' };
 
 describe('expandCandidates', () => {
   const stored = new Set(['a#0', 'a#1', 'a#2', 'b', 'c#0', 'c']);
@@ -35,7 +36,7 @@ describe('hitShaping', () => {
     await s.finish({}, manifest, r);
     expect(r[0].hits).toEqual([{ id: 'a#1', score: 1, parent: 'a' }, { id: 'b', score: 0.5 }]);
 
-    const plain = hitShaping({}, { topK: 5, group: 'parent' }, 50);
+    const plain = hitShaping(plainCollection, { topK: 5, group: 'parent' }, 50);
     const p = [{ hits: [{ id: 'x#1', score: 1 }, { id: 'x#2', score: 0.5 }] }];
     await plain.finish({}, manifest, p);
     expect(p[0].hits).toEqual([{ id: 'x#1', score: 1 }, { id: 'x#2', score: 0.5 }]);
@@ -48,9 +49,13 @@ describe('hitShaping', () => {
       return out;
     });
     const liveSet = vi.fn();
+    const pending = vi.fn(async () => new Map([['new', 'ing-9']]));
     const s = hitShaping(withPassages, { topK: 10, group: 'parent', include: ['text'] }, 50);
-    const r = [{ hits: [{ id: 'a#1', score: 2 }, { id: 'gone', score: 1 }] }];
-    await s.finish({ documents: { hitFields, liveSet } }, manifest, r);
+    const r: { hits: { id: string; score: number }[]; missing?: string[]; pending?: string[] }[] = [{ hits: [{ id: 'a#1', score: 2 }, { id: 'gone', score: 1 }], missing: ['new', 'unknown'] }, { hits: [], missing: ['unknown'] }];
+    await s.finish({ documents: { hitFields, liveSet, pending } }, manifest, r);
+    expect(pending).toHaveBeenCalledExactlyOnceWith('t', 'c', manifest, ['new', 'unknown']);
+    expect(r[0].pending).toEqual(['new']);
+    expect(r[1].pending).toBeUndefined();
     expect(hitFields).toHaveBeenCalledExactlyOnceWith(manifest, ['a#1', 'gone'], ['text']);
     expect(r[0].hits).toEqual([
       { id: 'a', score: 2, passage: 'a#1', text: 'text of a#1' },
@@ -61,12 +66,12 @@ describe('hitShaping', () => {
 
   it('expand rewrites candidates in place from the live ids, only in a collection with passages', async () => {
     const liveSet = vi.fn(async () => ({ has: (id: string) => id === 'a#0' || id === 'a#1' }));
-    const deps = { documents: { hitFields: vi.fn(), liveSet } };
+    const deps = { documents: { hitFields: vi.fn(), liveSet, pending: vi.fn() } };
     const queries = [{ candidates: ['a', 'b'] as unknown[] }];
     await hitShaping(withPassages, { topK: 1 }, 1).expand(deps, manifest, queries);
     expect(queries[0].candidates).toEqual(['a#0', 'a#1', 'b']);
     const untouched = [{ candidates: ['a'] as unknown[] }];
-    await hitShaping({}, { topK: 1 }, 1).expand(deps, manifest, untouched);
+    await hitShaping(plainCollection, { topK: 1 }, 1).expand(deps, manifest, untouched);
     expect(untouched[0].candidates).toEqual(['a']);
     expect(liveSet).toHaveBeenCalledOnce();
   });

@@ -3,7 +3,7 @@ import type { DocumentRepository } from '@lateral/infra';
 
 /** What the hit shaping reads: documents from S3 (only when a request has `include`). */
 export interface HitDocumentDeps {
-  documents?: Pick<DocumentRepository, 'hitFields' | 'liveSet'>;
+  documents?: Pick<DocumentRepository, 'hitFields' | 'liveSet' | 'pending'>;
 }
 
 /** The request fields hit shaping looks at (re-rank and search alike). */
@@ -29,7 +29,7 @@ interface ShapedHit extends HitDocumentFields {
  *   `passage` names it), so processors rank `depth` hits and `finish` cuts to topK;
  * - `include` adds the text and metadata read back from S3 (`DocumentRepository.hitFields`).
  */
-export function hitShaping(collection: Pick<Collection, 'passages'> | null, req: HitShapingRequest, groupedDepth: number) {
+export function hitShaping(collection: Pick<Collection, 'passages' | 'tenantId' | 'id'> | null, req: HitShapingRequest, groupedDepth: number) {
   const passages = collection?.passages !== undefined;
   const grouped = req.group === 'parent';
   const parent = (id: string) => (passages ? (parentOf(id) ?? id) : id);
@@ -48,8 +48,19 @@ export function hitShaping(collection: Pick<Collection, 'passages'> | null, req:
       for (const q of queries) q.candidates = expandCandidates(q.candidates, (id) => live.has(id));
     },
 
-    /** Groups (when asked), cuts to topK and adds the included fields, in place. */
-    async finish<H extends ShapedHit>(deps: HitDocumentDeps, manifest: CollectionManifest | null, results: { hits: H[] }[]): Promise<void> {
+    /**
+     * Groups (when asked), cuts to topK and adds the included fields, in place; re-rank results'
+     * `missing` ids that an ingestion still in progress accepted are also listed in `pending`.
+     */
+    async finish<H extends ShapedHit>(deps: HitDocumentDeps, manifest: CollectionManifest | null, results: { hits: H[]; missing?: string[]; pending?: string[] }[]): Promise<void> {
+      const missing = [...new Set(results.flatMap((r) => r.missing ?? []))];
+      if (missing.length > 0 && collection && deps.documents) {
+        const accepted = await deps.documents.pending(collection.tenantId, collection.id, manifest, missing);
+        for (const r of results) {
+          const p = (r.missing ?? []).filter((id) => accepted.has(id));
+          if (p.length > 0) r.pending = p;
+        }
+      }
       for (const r of results) {
         if (grouped) {
           const seen = new Set<string>();

@@ -4,6 +4,8 @@ import { GroupSchema, IncludeSchema, type HitDocumentFields } from './documents'
 
 export const MAX_RERANK_QUERIES = 10_000;
 export const MAX_CANDIDATES_PER_QUERY = 10_000;
+/** Candidates in one re-rank request, all queries together (a bigger job goes through a batch file). */
+export const MAX_RERANK_CANDIDATES = 1_000_000;
 export const MAX_QUERY_CHARS = 4_096;
 export const MAX_WAIT_SECONDS = 60;
 
@@ -90,14 +92,14 @@ export const RerankRequestSchema = z
           .object({
             id: z.string().min(1).max(512),
             text: z.string().min(1, 'query text must not be empty').max(MAX_QUERY_CHARS),
-            candidates: z.array(CandidateSchema).min(1).max(MAX_CANDIDATES_PER_QUERY),
+            candidates: z.array(CandidateSchema).min(1).max(MAX_CANDIDATES_PER_QUERY, `at most ${MAX_CANDIDATES_PER_QUERY} candidates per query (MAX_CANDIDATES_PER_QUERY)`),
           })
           .strict(),
       )
       .min(1)
-      .max(MAX_RERANK_QUERIES),
+      .max(MAX_RERANK_QUERIES, `at most ${MAX_RERANK_QUERIES} queries per re-rank request (MAX_RERANK_QUERIES)`),
     scorer: z.preprocess((v) => (typeof v === 'string' ? { name: v } : v), ScorerSchema).default({ name: 'maxsim', normalize: false }),
-    topK: z.number().int().positive().max(MAX_CANDIDATES_PER_QUERY).default(100),
+    topK: z.number().int().positive().max(MAX_CANDIDATES_PER_QUERY, `topK is at most ${MAX_CANDIDATES_PER_QUERY} (MAX_CANDIDATES_PER_QUERY)`).default(100),
     /** Fields read back from S3 onto every hit: `text`, `metadata`. */
     include: IncludeSchema.optional(),
     /** `parent`: passages of one document count once, with the best passage's score. */
@@ -105,6 +107,10 @@ export const RerankRequestSchema = z
   })
   .strict()
   .superRefine((req, ctx) => {
+    const total = req.queries.reduce((s, q) => s + q.candidates.length, 0);
+    if (total > MAX_RERANK_CANDIDATES) {
+      ctx.addIssue({ code: 'custom', path: ['queries'], message: `${total} candidates in one request, over MAX_RERANK_CANDIDATES (${MAX_RERANK_CANDIDATES}) across all queries: split the request, or send a batch file (POST /v1/batches)` });
+    }
     if (req.collection === undefined) {
       if (req.model === undefined) ctx.addIssue({ code: 'custom', path: ['model'], message: 'model is required when the request names no collection' });
       req.queries.forEach((q, qi) =>
@@ -153,6 +159,7 @@ export interface RerankResult {
    * candidates from the codes); `fp32` = decoded vectors. Absent when the collection is empty.
    */
   vectors?: 'rotated-int8' | 'fp32';
-  results: { queryId: string; hits: RerankHit[]; missing: string[] }[];
+  /** `pending`: the `missing` ids that an ingestion still in progress accepted (not live yet, rather than unknown). */
+  results: { queryId: string; hits: RerankHit[]; missing: string[]; pending?: string[] }[];
   timings: { totalMs: number; encodeQueriesMs: number; scoreMs: number; loadMs: number };
 }
