@@ -7,6 +7,8 @@ import { runCommand, type Command } from './lib/command';
  *   compression  bytes per token vs nDCG@10 per codec setting (--dataset DIR in TREC-DL format, --plot out.svg, --quick)
  *   retrieval    POST /v1/search per mode through the service: nDCG@10, recall@100, latency p50/p95
  *                (--dataset DIR in Vaswani (TREC) or Cranfield (Glasgow) format, --model NAME, --plot out.svg, --quick)
+ *   heads        learned heads (LITE default / small, K-NRM) trained per fold vs MaxSim: cross-validated nDCG@10 on Cranfield
+ *                and Vaswani with glove-ctx-100d and minilm-l6-384 (--quick, --folds, --heads, --models, --datasets)
  * With --json the last line of output is one JSON object.
  */
 const evals: Record<string, () => Promise<Command>> = {
@@ -14,6 +16,7 @@ const evals: Record<string, () => Promise<Command>> = {
   negation: async () => (await import('./eval/negation')).runNegationEval,
   compression: async () => (await import('./eval/compression')).runCompressionEvalCli,
   retrieval: async () => (await import('./eval/retrieval')).runRetrievalEvalCli,
+  heads: async () => (await import('./eval/heads')).runHeadsEval,
 };
 
 runCommand('eval', evals);

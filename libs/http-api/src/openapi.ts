@@ -5,6 +5,7 @@ import { DeleteDocumentsSchema, MAX_DELETE_IDS } from '@lateral/shared';
 import { withApiKeySecurity } from './openapi-keys';
 import { ADMIN_OPENAPI_PATHS, ADMIN_SECURITY_SCHEMES } from './openapi-admin';
 import { BATCH_OPENAPI_PATHS, BATCH_OPENAPI_SCHEMAS } from './openapi-batches';
+import { TRAINING_OPENAPI_PATHS } from './openapi-training';
 
 const schema = (s: z.ZodType) => z.toJSONSchema(s, { io: 'input', unrepresentable: 'any' }) as Record<string, unknown>;
 
@@ -233,6 +234,7 @@ function baseDocument(version: string) {
       },
       ...ADMIN_OPENAPI_PATHS,
       ...BATCH_OPENAPI_PATHS,
+      ...TRAINING_OPENAPI_PATHS,
     },
     components: {
       securitySchemes: ADMIN_SECURITY_SCHEMES,
