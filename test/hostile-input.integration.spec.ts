@@ -99,6 +99,23 @@ describe('hostile input', () => {
     expect((await api('GET', '/v1/rerank/rr-x?wait=0x10')).status).toBe(400);
   });
 
+  it('re-rank and search limits are 400s naming the limit: queries, candidates per query and per request, top-k', async () => {
+    const q = (i: number, n: number) => ({ id: `q${i}`, text: 'wing', candidates: Array.from({ length: n }, (_, j) => `d${j}`) });
+    const cases: [string, unknown, RegExp][] = [
+      ['/v1/rerank', { collection: 'c', queries: [q(0, 10_001)] }, /MAX_CANDIDATES_PER_QUERY/],
+      ['/v1/rerank', { collection: 'c', queries: Array.from({ length: 10_001 }, (_, i) => ({ id: `q${i}`, text: 'w', candidates: ['a'] })) }, /MAX_RERANK_QUERIES/],
+      ['/v1/rerank', { collection: 'c', queries: Array.from({ length: 101 }, (_, i) => q(i, 10_000)) }, /over MAX_RERANK_CANDIDATES \(1000000\)/],
+      ['/v1/rerank', { collection: 'c', topK: 10_001, queries: [q(0, 1)] }, /topK is at most 10000/],
+      ['/v1/search', { collection: 'c', topK: 1001, queries: [{ id: 'q', text: 'w' }] }, /MAX_SEARCH_TOP_K/],
+      ['/v1/search', { collection: 'c', queries: Array.from({ length: 1001 }, (_, i) => ({ id: `q${i}`, text: 'w' })) }, /MAX_SEARCH_QUERIES/],
+    ];
+    for (const [url, body, limit] of cases) {
+      const res = await api('POST', url, body);
+      expect(res.status, String(limit)).toBe(400);
+      expect(JSON.stringify(res.body.details), String(limit)).toMatch(limit);
+    }
+  });
+
   it('error messages name settings, not absolute paths, buckets or endpoints', async () => {
     const model = await api('POST', '/v1/collections', { id: 'm', model: 'no-such-model' });
     expect(model.status).toBe(400);

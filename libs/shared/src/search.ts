@@ -53,9 +53,9 @@ export const SearchRequestSchema = z
     queries: z
       .array(z.object({ id: z.string().min(1).max(512), text: z.string().min(1, 'query text must not be empty').max(MAX_QUERY_CHARS) }).strict())
       .min(1)
-      .max(MAX_SEARCH_QUERIES),
+      .max(MAX_SEARCH_QUERIES, `at most ${MAX_SEARCH_QUERIES} queries per search request (MAX_SEARCH_QUERIES)`),
     mode: z.preprocess((v) => (typeof v === 'string' ? { name: v } : v), SearchModeSchema).default({ name: 'xtr', kPrime: 1000, nprobe: 32 }),
-    topK: z.number().int().positive().max(MAX_SEARCH_TOP_K).default(10),
+    topK: z.number().int().positive().max(MAX_SEARCH_TOP_K, `topK is at most ${MAX_SEARCH_TOP_K} (MAX_SEARCH_TOP_K)`).default(10),
     /** Metadata filter (Qdrant-like must / should / must_not); validated by @lateral/search. */
     filter: z.unknown().optional(),
     /** Optional second stage: the top `depth` hits re-scored by any re-rank scorer. */
