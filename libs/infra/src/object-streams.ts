@@ -11,6 +11,7 @@ import {
 } from '@aws-sdk/client-s3';
 import { wrapError } from '@lateral/shared';
 import type { ObjectStore } from './object-store';
+import { recordS3 } from './metrics';
 
 /** Smallest multipart part S3 accepts (all but the last part). */
 export const MIN_PART_BYTES = 5 * 1024 * 1024;
@@ -63,6 +64,7 @@ export class S3Upload {
       const PartNumber = this.parts.length + 1;
       const out = await client.send(new UploadPartCommand({ Bucket, Key: this.key, UploadId: this.uploadId, PartNumber, Body: body }));
       this.parts.push({ ETag: out.ETag, PartNumber });
+      recordS3('put', 'ok', body.byteLength);
     } catch (err) {
       throw wrapError(`writing s3://${Bucket}/${this.key} (multipart)`, err);
     }
@@ -97,6 +99,7 @@ export class S3Upload {
 export async function getObjectStream(store: Pick<ObjectStore, 's3' | 'bucket'>, key: string): Promise<Readable | null> {
   try {
     const out = await store.s3.send(new GetObjectCommand({ Bucket: store.bucket, Key: key }));
+    recordS3('get', 'ok', out.ContentLength ?? 0); // the object's size: what the caller will read
     if (!out.Body) return Readable.from([]);
     return out.Body as Readable;
   } catch (err) {
