@@ -3,6 +3,7 @@ import {
   BatchRowSchema,
   PermanentJobError,
   QueueName,
+  RerankRequestSchema,
   batchKeys,
   isTextCandidate,
   s3Keys,
@@ -17,7 +18,7 @@ import {
   type RerankResult,
 } from '@lateral/shared';
 import { S3Upload, getObjectStream, readLines, type FlowNode, type JobFlows, type ObjectStore } from '@lateral/infra';
-import { childTextStats, rerankJob, type RerankJobDeps } from './rerank-texts';
+import { childTextStats, hasTextCandidates, rerankJob, rerankWithTexts, type RerankJobDeps } from './rerank-texts';
 
 /** What the batch processors touch. */
 export interface BatchDeps {
@@ -194,21 +195,30 @@ async function runChunk(ctx: BatchDeps, t: string, b: string, n: number, job?: P
       topK: Math.max(rec.options.topK, ...valid.map((e) => e.row.top_k ?? 0)),
       queries: valid.map((e) => ({ id: e.custom_id, text: e.row.query, candidates: e.row.candidates })),
     };
-    const requestKey = s3Keys.rerankRequest(t, rerankId);
-    await ctx.store.putJson(requestKey, request);
     try {
-      const out = await rerankJob(ctx.rerank, { tenantId: t, rerankId, requestKey }, undefined, texts);
-      const result = await ctx.store.getJson<RerankResult>(out.resultKey);
+      const parsed = RerankRequestSchema.safeParse(request);
+      if (!parsed.success) throw new PermanentJobError(`the rows of chunk ${n} do not make a valid re-rank request: ${parsed.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ').slice(0, 500)}`);
+      let result: RerankResult | null;
+      if (hasTextCandidates(parsed.data)) {
+        // Text candidates: scored in memory, no request or result object in S3.
+        result = (await rerankWithTexts(ctx.rerank, t, rerankId, parsed.data, undefined, texts)).result;
+      } else {
+        // Ids only: the collection's re-rank processor (include, group) through S3 as any request.
+        const requestKey = s3Keys.rerankRequest(t, rerankId);
+        await ctx.store.putJson(requestKey, parsed.data);
+        const out = await rerankJob(ctx.rerank, { tenantId: t, rerankId, requestKey }, undefined, texts);
+        result = await ctx.store.getJson<RerankResult>(out.resultKey);
+        await ctx.store.delete(out.resultKey);
+        await ctx.store.delete(requestKey);
+      }
       if (!result) throw new Error(`re-rank result of chunk ${n} is missing from S3`);
       timings = result.timings;
       hitsBy = new Map(result.results.map((r) => [r.queryId, r]));
-      await ctx.store.delete(out.resultKey);
     } catch (err) {
       // A permanent failure (a scorer that cannot run on these rows) fails this chunk's rows, not the batch.
       if (!(err instanceof PermanentJobError)) throw err;
       chunkError = err.message;
     }
-    await ctx.store.delete(requestKey);
   }
   let failed = 0;
   for (const e of entries) {

@@ -230,7 +230,26 @@ export async function rerankJob(
   if (!parsed.success) throw new PermanentJobError(`invalid stored re-rank request ${p.requestKey}: ${parsed.error.message}`);
   const req = parsed.data;
   if (req.collection && !req.queries.some((q) => q.candidates.some(isTextCandidate))) return rerankProcessor(ctx, p, job);
+  const { result, candidates, missing } = await rerankWithTexts(ctx, p.tenantId, p.rerankId, req, job, textStats, t0);
+  const resultKey = s3Keys.rerankResult(p.tenantId, p.rerankId);
+  await ctx.store.putJson(resultKey, result);
+  return { resultKey, queries: req.queries.length, candidates, missing, ...(result.texts ? { texts: result.texts } : {}) };
+}
 
+/** Whether rerankWithTexts scores this request (text candidates, or no collection); else rerankProcessor does. */
+export const hasTextCandidates = (req: Pick<RerankRequest, 'collection' | 'queries'>) => !req.collection || req.queries.some((q) => q.candidates.some(isTextCandidate));
+
+/** Scores a parsed request with text candidates in memory (a batch chunk calls it directly). */
+export async function rerankWithTexts(
+  ctx: RerankJobDeps,
+  tenantId: string,
+  rerankId: string,
+  req: RerankRequest,
+  job?: Pick<Job, 'updateProgress'>,
+  textStats: { encoded: number; reused: number } = { encoded: 0, reused: 0 },
+  t0 = Date.now(),
+): Promise<{ result: RerankResult; candidates: number; missing: number }> {
+  const p = { tenantId, rerankId };
   const collection = req.collection ? await ctx.collections.get(p.tenantId, req.collection) : null;
   if (req.collection && !collection) throw new PermanentJobError(`collection ${p.tenantId}/${req.collection} does not exist`);
   const model = collection?.model ?? req.model!;
@@ -306,9 +325,7 @@ export async function rerankJob(
     results,
     timings: { totalMs: Date.now() - t0, encodeQueriesMs, scoreMs: Date.now() - tScore, loadMs },
   };
-  const resultKey = s3Keys.rerankResult(p.tenantId, p.rerankId);
-  await ctx.store.putJson(resultKey, result);
   const candidates = resolved.reduce((s, r) => s + r.ids.length, 0);
   const missing = resolved.reduce((s, r) => s + r.missing.length, 0);
-  return { resultKey, queries: req.queries.length, candidates, missing, ...(textsOut ? { texts: textsOut } : {}) };
+  return { result, candidates, missing };
 }
