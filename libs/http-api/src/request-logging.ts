@@ -7,8 +7,8 @@ export const REQUEST_ID_HEADER = 'x-request-id';
 export const REQUEST_ID_MAX_LENGTH = 128;
 const VALID_REQUEST_ID = /^[A-Za-z0-9._:-]+$/;
 
-/** Scraped or polled often: logged at debug level, not info (still measured). */
-const QUIET_ROUTES = new Set(['/metrics', '/v1/health']);
+/** Scraped or polled often (Prometheus, probes, the dashboard every 2 s): logged at debug level, not info (still measured). */
+const QUIET_ROUTES = new Set(['/metrics', '/v1/health', '/v1/admin/overview']);
 
 type WithRequestId = Request & { requestId?: string };
 
