@@ -108,6 +108,11 @@ describe('API keys and tenants (AUTH=keys)', () => {
       [b.ingestion!, 'ing-00000000-0000-0000-0000-000000000000', (i) => [`/v1/collections/b-docs/ingestions/${i}`]],
       [b.rerank!, 'rr-00000000-0000-0000-0000-000000000000', (j) => [`/v1/rerank/${j}`]],
       [b.search!, 'sr-00000000-0000-0000-0000-000000000000', (j) => [`/v1/search/${j}`]],
+      // documents read back, judgments and training (other issues' endpoints, same rule)
+      ['b-docs', 'zz-docs', (c) => [`/v1/collections/${c}/documents/d1`]],
+      ['b-docs', 'zz-docs', (c) => [`/v1/collections/${c}/documents`]],
+      ['b-docs', 'zz-docs', (c) => [`/v1/collections/${c}/judgments`, [{ queryId: 'q', query: 'wing', docId: 'd1', relevance: 1 }]]],
+      ['b-docs', 'zz-docs', (c) => [`/v1/collections/${c}/train`, { head: 'lite' }]],
     ];
     for (const [theirs, unknown, req] of pairs) {
       const [url, body] = req(theirs);
@@ -120,6 +125,7 @@ describe('API keys and tenants (AUTH=keys)', () => {
       expect(JSON.stringify(other.body).split(theirs).join('ID')).toBe(JSON.stringify(missing.body).split(unknown).join('ID'));
     }
     expect((await call(aWrite, 'DELETE', '/v1/collections/b-docs')).status).toBe(404);
+    expect((await call(aWrite, 'DELETE', '/v1/collections/b-docs/documents/d1')).status).toBe(404);
     // ... and B still has everything
     expect((await call(bWrite, 'GET', '/v1/collections/b-docs')).body).toMatchObject({ id: 'b-docs', documents: 2 });
     const rr = await call(bWrite, 'GET', `/v1/rerank/${b.rerank}`);
