@@ -1,4 +1,4 @@
-import { defineConfig } from 'vitest/config';
+import { configDefaults, defineConfig } from 'vitest/config';
 import { fileURLToPath } from 'node:url';
 
 const lib = (name: string) => fileURLToPath(new URL(`./libs/${name}/src/index.ts`, import.meta.url));
@@ -21,6 +21,8 @@ export default defineConfig({
   },
   test: {
     include: ['apps/**/*.spec.ts', 'libs/**/*.spec.ts', 'scripts/**/*.spec.ts', 'test/**/*.spec.ts'],
+    // The fault suite runs on its own: `npm run test:faults` (vitest.faults.config.ts; .ci/run calls both).
+    exclude: [...configDefaults.exclude, 'test/faults/**'],
     testTimeout: 60_000,
     hookTimeout: 120_000,
     pool: 'forks',
