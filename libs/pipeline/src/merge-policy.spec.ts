@@ -1,0 +1,80 @@
+import { describe, expect, it } from 'vitest';
+import type { SegmentRef } from '@lateral/shared';
+import { DEFAULT_MERGE_POLICY, chooseMerge, segmentTier, type MergePolicySettings } from './merge-policy';
+
+const seg = (n: number, documents: number, extra: Partial<SegmentRef> = {}): SegmentRef => ({
+  batchId: `b${n}`,
+  codecVersion: 1,
+  key: `seg/b${n}`,
+  documents,
+  tokens: documents * 10,
+  bytes: documents * 100,
+  checksum: '0',
+  ...extra,
+});
+const p: MergePolicySettings = { factor: 4, deletedFraction: 0.5, floorDocuments: 100, maxDocuments: 100_000 };
+
+describe('segmentTier', () => {
+  it('puts everything below the floor in tier 0 and one tier per factor above it', () => {
+    expect([0, 1, 99].map((n) => segmentTier(n, p))).toEqual([0, 0, 0]);
+    expect([100, 399, 400, 1599, 1600].map((n) => segmentTier(n, p))).toEqual([1, 1, 2, 2, 3]);
+  });
+});
+
+describe('chooseMerge', () => {
+  it('merges nothing while every tier holds fewer than factor segments', () => {
+    expect(chooseMerge([seg(0, 10), seg(1, 20), seg(2, 30), seg(3, 150)], 1, p)).toBeNull();
+    expect(chooseMerge([], 1, p)).toBeNull();
+  });
+
+  it('merges a tier once it holds factor segments, the factor smallest of it', () => {
+    const segments = [seg(0, 50), seg(1, 200), seg(2, 10), seg(3, 30), seg(4, 20), seg(5, 90)];
+    // Tier 0 holds 0, 2, 3, 4, 5 (5 segments): the 4 smallest are 2 (10), 4 (20), 3 (30), 0 (50).
+    expect(chooseMerge(segments, 1, p)).toEqual({ segments: [0, 2, 3, 4], reason: 'tier', tier: 0 });
+  });
+
+  it('counts live documents, not stored ones, for the tier', () => {
+    // 150 stored, 60 deleted (40 %, under the threshold): 90 live, tier 0 with the three small ones.
+    const segments = [seg(0, 150, { tombstones: Array.from({ length: 60 }, (_, i) => i) }), seg(1, 10), seg(2, 10), seg(3, 10)];
+    expect(chooseMerge(segments, 1, p)).toEqual({ segments: [0, 1, 2, 3], reason: 'tier', tier: 0 });
+  });
+
+  it('takes the lowest full tier first', () => {
+    const big = [seg(0, 200), seg(1, 210), seg(2, 220), seg(3, 230)];
+    const small = [seg(4, 1), seg(5, 2), seg(6, 3), seg(7, 4)];
+    expect(chooseMerge([...big, ...small], 1, p)).toEqual({ segments: [4, 5, 6, 7], reason: 'tier', tier: 0 });
+    expect(chooseMerge(big, 1, p)).toEqual({ segments: [0, 1, 2, 3], reason: 'tier', tier: 1 });
+  });
+
+  it('rewrites a segment whose deleted fraction reaches the threshold, with the rest of its tier', () => {
+    const segments = [seg(0, 1000, { tombstones: Array.from({ length: 500 }, (_, i) => i * 2) }), seg(1, 50), seg(2, 600)];
+    // 500 live: tier 2 (400..1599) with segment 2 (600); segment 1 stays (tier 0, alone).
+    expect(chooseMerge(segments, 1, p)).toEqual({ segments: [0, 2], reason: 'deletes', tier: 2 });
+    // Just under the threshold: nothing.
+    const under = [seg(0, 1000, { tombstones: Array.from({ length: 499 }, (_, i) => i) }), seg(1, 50)];
+    expect(chooseMerge(under, 1, p)).toBeNull();
+  });
+
+  it('rewrites a wholly deleted segment (it vanishes)', () => {
+    expect(chooseMerge([seg(0, 3, { tombstones: [0, 1, 2] }), seg(1, 500)], 1, p)).toEqual({ segments: [0], reason: 'deletes', tier: 0 });
+  });
+
+  it('leaves segments of another codec version and segments at the size cap alone', () => {
+    const other = [seg(0, 1, { codecVersion: 2 }), seg(1, 1, { codecVersion: 2 }), seg(2, 1, { codecVersion: 2 }), seg(3, 1, { codecVersion: 2 })];
+    expect(chooseMerge([...other, seg(4, 1)], 1, p)).toBeNull();
+    expect(chooseMerge([...other, seg(4, 1)], 2, p)).toEqual({ segments: [0, 1, 2, 3], reason: 'tier', tier: 0 });
+    const capped = { ...p, maxDocuments: 300 };
+    const atCap = [seg(0, 300), seg(1, 300), seg(2, 300), seg(3, 300)];
+    expect(chooseMerge(atCap, 1, capped)).toBeNull();
+    // ... unless deletes make one worth rewriting.
+    atCap[1] = seg(1, 300, { tombstones: Array.from({ length: 150 }, (_, i) => i) });
+    expect(chooseMerge(atCap, 1, capped)).toEqual({ segments: [1], reason: 'deletes', tier: 1 });
+  });
+
+  it('is deterministic with ties and uses the documented defaults', () => {
+    const segments = Array.from({ length: 12 }, (_, i) => seg(i, 5));
+    expect(chooseMerge(segments, 1)).toEqual({ segments: [0, 1, 2, 3, 4, 5, 6, 7, 8, 9], reason: 'tier', tier: 0 });
+    expect(DEFAULT_MERGE_POLICY.factor).toBe(10);
+    expect(() => chooseMerge(segments, 1, { ...p, factor: 1 })).toThrow(/at least 2/);
+  });
+});

@@ -1,0 +1,67 @@
+import type { SegmentRef } from '@lateral/shared';
+
+/** Settings of the tiered merge policy (MERGE_FACTOR, MERGE_DELETED_FRACTION, MERGE_FLOOR_DOCUMENTS, MERGE_MAX_DOCUMENTS). */
+export interface MergePolicySettings {
+  /** Segments of one tier merged at once, and the tier's growth factor (Lucene's mergeFactor / segmentsPerTier). */
+  factor: number;
+  /** A segment whose tombstoned fraction of documents reaches this is rewritten (with its tier's neighbours when they are below the factor). */
+  deletedFraction: number;
+  /** Segments smaller than this (documents) all share the lowest tier. */
+  floorDocuments: number;
+  /** Segments at or above this size (live documents) are never merged with others (only rewritten for deletes). */
+  maxDocuments: number;
+}
+
+export const DEFAULT_MERGE_POLICY: MergePolicySettings = { factor: 10, deletedFraction: 0.3, floorDocuments: 256, maxDocuments: 1_000_000 };
+
+/** One merge: the segments it rewrites (positions in the generation, ascending) and why. */
+export interface MergeSpec {
+  /** Positions in the generation's segment list, ascending. */
+  segments: number[];
+  reason: 'tier' | 'deletes';
+  /** The tier's number (0 = below floorDocuments). */
+  tier: number;
+}
+
+const live = (s: SegmentRef) => s.documents - (s.tombstones?.length ?? 0);
+
+/** Tier of a segment by its live size: 0 below the floor, then one tier per factor. */
+export function segmentTier(liveDocuments: number, p: MergePolicySettings): number {
+  if (liveDocuments < p.floorDocuments) return 0;
+  return 1 + Math.floor(Math.log(liveDocuments / p.floorDocuments) / Math.log(p.factor));
+}
+
+/**
+ * The tiered merge policy, in the spirit of Lucene's: segments of `codecVersion` (others are left
+ * for their re-compression) are grouped by size tier; a tier holding at least `factor` segments is
+ * merged, its `factor` smallest at once; a segment whose deleted fraction reaches `deletedFraction`
+ * is rewritten, together with the other segments of its tier (fewer than `factor` of them). Whole
+ * dead segments are merged too (they vanish). One merge at most, the lowest tier first (the
+ * cheapest, and the one ingests fill up); null when nothing needs merging. Pure: same input,
+ * same answer, so a merge job can recompute it on the generation it commits on.
+ */
+export function chooseMerge(segments: readonly SegmentRef[], codecVersion: number, p: MergePolicySettings = DEFAULT_MERGE_POLICY): MergeSpec | null {
+  if (!(p.factor >= 2)) throw new RangeError(`merge factor must be at least 2, got ${p.factor}`);
+  const tiers = new Map<number, number[]>();
+  segments.forEach((s, i) => {
+    if (s.codecVersion !== codecVersion) return;
+    const n = live(s);
+    if (n >= p.maxDocuments && !deleted(s, p)) return;
+    const t = segmentTier(n, p);
+    (tiers.get(t) ?? tiers.set(t, []).get(t)!).push(i);
+  });
+  for (const t of [...tiers.keys()].sort((a, b) => a - b)) {
+    const members = tiers.get(t)!;
+    if (members.length >= p.factor) {
+      // The factor smallest (by live documents, then position: deterministic).
+      const chosen = [...members].sort((a, b) => live(segments[a]) - live(segments[b]) || a - b).slice(0, p.factor);
+      return { segments: chosen.sort((a, b) => a - b), reason: 'tier', tier: t };
+    }
+    if (members.some((i) => deleted(segments[i], p))) return { segments: [...members], reason: 'deletes', tier: t };
+  }
+  return null;
+}
+
+function deleted(s: SegmentRef, p: MergePolicySettings): boolean {
+  return s.documents > 0 && (s.tombstones?.length ?? 0) / s.documents >= p.deletedFraction;
+}
