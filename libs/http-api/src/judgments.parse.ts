@@ -39,8 +39,13 @@ export function parseJudgments(body: string, contentType: string | undefined): J
     } catch (err) {
       throw new ValidationError(`malformed JSON: ${(err as Error).message}`, [{ field: 'body', message: 'not JSON' }]);
     }
-    const parsed = JudgmentsJsonSchema.safeParse(raw);
-    if (!parsed.success) throw new ValidationError('invalid judgments: expected an array of {id, text, judgments}, {queries: [...]} or {qrels, topics}', zodIssues(parsed.error));
+    // The union's member is chosen by the body's shape, so an error names the field inside it.
+    const [arrayForm, queriesForm, trecForm] = JudgmentsJsonSchema.options;
+    const obj = raw !== null && typeof raw === 'object' && !Array.isArray(raw) ? (raw as Record<string, unknown>) : null;
+    const form = Array.isArray(raw) ? arrayForm : obj && 'queries' in obj ? queriesForm : obj && ('qrels' in obj || 'topics' in obj) ? trecForm : null;
+    if (!form) throw new ValidationError('invalid judgments: expected an array of {id, text, judgments}, {queries: [...]} or {qrels, topics}', [{ field: 'body', message: 'array, {queries} or {qrels, topics}' }]);
+    const parsed = form.safeParse(raw);
+    if (!parsed.success) throw new ValidationError('invalid judgments', zodIssues(parsed.error));
     const v = parsed.data;
     queries = Array.isArray(v) ? v : 'queries' in v ? v.queries : fromTrec(v.qrels, v.topics);
   }
