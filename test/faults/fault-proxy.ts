@@ -1,0 +1,109 @@
+import net from 'node:net';
+
+export type ProxyMode = 'pass' | 'reset' | 'stall' | 'refuse';
+
+/**
+ * A fault-injecting TCP proxy on 127.0.0.1 in front of `target` (host:port):
+ * - `pass`: pipes bytes both ways;
+ * - `reset`: every new connection is reset (RST) as soon as it is accepted, and switching to it
+ *   resets the connections in flight;
+ * - `stall`: connections are accepted and never answered (held until the mode changes, then reset),
+ *   and switching to it freezes the connections in flight the same way;
+ * - `refuse`: the listening socket is closed (connect() gets ECONNREFUSED) and reopened on the
+ *   same port when the mode changes.
+ */
+export class FaultProxy {
+  private server: net.Server;
+  private mode: ProxyMode = 'pass';
+  private readonly held = new Set<net.Socket>();
+  private readonly piped = new Set<{ client: net.Socket; upstream: net.Socket; drop: () => void }>();
+  port = 0;
+  /** Connections accepted in each mode. */
+  readonly counts: Record<ProxyMode, number> = { pass: 0, reset: 0, stall: 0, refuse: 0 };
+
+  constructor(private readonly targetHost: string, private readonly targetPort: number) {
+    this.server = this.createServer();
+  }
+
+  static async start(target: string): Promise<FaultProxy> {
+    const u = new URL(target);
+    const p = new FaultProxy(u.hostname, Number(u.port));
+    await p.listen(0);
+    return p;
+  }
+
+  get endpoint(): string {
+    return `http://127.0.0.1:${this.port}`;
+  }
+
+  private createServer(): net.Server {
+    return net.createServer((client) => {
+      this.counts[this.mode]++;
+      client.on('error', () => undefined);
+      if (this.mode === 'reset') return void client.resetAndDestroy();
+      if (this.mode === 'stall') {
+        this.held.add(client);
+        client.once('close', () => this.held.delete(client));
+        return;
+      }
+      const upstream = net.connect(this.targetPort, this.targetHost);
+      upstream.on('error', () => client.destroy());
+      const drop = () => {
+        this.piped.delete(pair);
+        upstream.destroy();
+        client.destroy();
+      };
+      const pair = { client, upstream, drop };
+      this.piped.add(pair);
+      client.once('close', drop);
+      upstream.once('close', drop);
+      client.pipe(upstream);
+      upstream.pipe(client);
+    });
+  }
+
+  private listen(port: number): Promise<void> {
+    return new Promise((resolve, reject) => {
+      this.server.once('error', reject);
+      this.server.listen(port, '127.0.0.1', () => {
+        this.server.off('error', reject);
+        this.port = (this.server.address() as net.AddressInfo).port;
+        resolve();
+      });
+    });
+  }
+
+  async set(mode: ProxyMode): Promise<void> {
+    const was = this.mode;
+    if (mode === was) return;
+    this.mode = mode;
+    if (was === 'stall') for (const s of this.held) s.resetAndDestroy();
+    if (mode === 'reset') for (const { client, upstream } of this.piped) (client.resetAndDestroy(), upstream.destroy());
+    if (mode === 'stall') {
+      // In-flight connections freeze: nothing more flows either way; they are reset when the stall ends.
+      for (const pair of this.piped) {
+        pair.client.off('close', pair.drop);
+        pair.upstream.off('close', pair.drop);
+        pair.client.unpipe(pair.upstream);
+        pair.upstream.unpipe(pair.client);
+        pair.upstream.destroy();
+        this.piped.delete(pair);
+        this.held.add(pair.client);
+      }
+    }
+    if (mode === 'refuse') {
+      for (const { client, upstream } of this.piped) (client.resetAndDestroy(), upstream.destroy());
+      await new Promise<void>((resolve) => this.server.close(() => resolve()));
+    }
+    if (was === 'refuse') {
+      this.server = this.createServer();
+      await this.listen(this.port);
+    }
+  }
+
+  async stop(): Promise<void> {
+    for (const s of this.held) s.destroy();
+    for (const { client, upstream } of this.piped) (client.destroy(), upstream.destroy());
+    if (this.mode !== 'refuse') await new Promise<void>((resolve) => this.server.close(() => resolve()));
+  }
+}
