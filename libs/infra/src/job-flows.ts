@@ -1,7 +1,7 @@
 import { FlowProducer, type FlowJob, type JobNode } from 'bullmq';
 import { parsePayload, QueueName, type JobPayload } from '@lateral/shared';
 import type { Redis } from 'ioredis';
-import { BULLMQ_CONNECTION_OPTIONS, DEFAULT_JOB_OPTIONS } from './queues';
+import { BULLMQ_CONNECTION_OPTIONS, DEFAULT_JOB_OPTIONS, withRequestId } from './queues';
 
 /** A job of a flow: a parent runs once all its children have completed (BullMQ flows). */
 export interface FlowNode<Q extends QueueName = QueueName> {
@@ -26,11 +26,12 @@ export class JobFlows {
   }
 
   private toFlowJob(n: FlowNode): FlowJob {
-    parsePayload(n.queue, n.payload);
+    const data = withRequestId(n.payload); // the request id rides along, as with JobQueues.add
+    parsePayload(n.queue, data);
     return {
       name: n.queue,
       queueName: n.queue,
-      data: n.payload,
+      data,
       opts: { ...DEFAULT_JOB_OPTIONS(this.attempts), jobId: n.jobId, failParentOnFailure: true },
       children: n.children?.map((c) => this.toFlowJob(c)),
     };

@@ -113,7 +113,7 @@ export class JobQueues {
  * through other jobs, logs it. The payload schemas do not declare it (parsing drops it, processors
  * never see it): WorkerHost reads it from the job's raw data, jobLogFields.
  */
-function withRequestId<T>(payload: T): T {
+export function withRequestId<T>(payload: T): T {
   const requestId = currentLogContext()?.requestId;
   if (typeof requestId !== 'string' || (payload as { requestId?: unknown }).requestId !== undefined) return payload;
   return { ...payload, requestId };
