@@ -1,13 +1,53 @@
 import { z } from 'zod';
 import { CodecSettingsSchema, CreateCollectionSchema, RerankRequestSchema, SCORER_NAMES, SEARCH_MODES, SearchRequestSchema } from '@lateral/shared';
-import { DEFAULT_DOCUMENT_LIST_LIMIT, ID_PATTERN, MAX_DOCUMENT_LIST_LIMIT, TRUNCATED_IDS_SHOWN } from '@lateral/shared';
-import { DeleteDocumentsSchema, MAX_DELETE_IDS } from '@lateral/shared';
+import { DEFAULT_DOCUMENT_LIST_LIMIT, ID_PATTERN, MAX_DOCUMENT_LIST_LIMIT } from '@lateral/shared';
+import { DeleteDocumentsSchema, MAX_DELETE_IDS, ScorerSchema, SearchModeSchema } from '@lateral/shared';
+import {
+  CollectionDescriptionSchema,
+  CollectionListSchema,
+  CollectionSchema,
+  DeletePendingSchema,
+  DeleteResultSchema,
+  DocumentIdPageSchema,
+  ErrorBodySchema,
+  IngestionAcceptedSchema,
+  IngestionFinishedSchema,
+  IngestionStatusSchema,
+  RecompressAcceptedSchema,
+  RerankHitSchema,
+  RerankStatusSchema,
+  SearchStatusSchema,
+  StageCountsSchema,
+  StoredDocumentSchema,
+} from '@lateral/shared';
 import { withApiKeySecurity } from './openapi-keys';
 import { ADMIN_OPENAPI_PATHS, ADMIN_SECURITY_SCHEMES } from './openapi-admin';
 import { BATCH_OPENAPI_PATHS, BATCH_OPENAPI_SCHEMAS } from './openapi-batches';
 import { TRAINING_OPENAPI_PATHS } from './openapi-training';
 
-const schema = (s: z.ZodType) => z.toJSONSchema(s, { io: 'input', unrepresentable: 'any' }) as Record<string, unknown>;
+type Json = Record<string, unknown>;
+/** `scorer: "maxsim"` and `mode: "bm25"`: the names whose parameters all have defaults, accepted as a string. */
+const SHORTHAND = new Map<z.ZodType, string[]>([
+  [ScorerSchema, SCORER_NAMES.filter((name) => ScorerSchema.safeParse({ name }).success)],
+  [SearchModeSchema, SEARCH_MODES.filter((name) => SearchModeSchema.safeParse({ name }).success)],
+]);
+/** A `z.preprocess(string -> {name}, X)` field is documented as the string shorthand or X. */
+function shorthand(ctx: { zodSchema: unknown; jsonSchema: Json }): void {
+  const def = (ctx.zodSchema as { _zod: { def: { type: string; in?: { _zod: { def: { type: string } } }; out?: z.ZodType } } })._zod.def;
+  const names = def.type === 'pipe' && def.in?._zod.def.type === 'transform' && def.out ? SHORTHAND.get(def.out) : undefined;
+  if (!names) return;
+  const full = { ...ctx.jsonSchema };
+  for (const k of Object.keys(ctx.jsonSchema)) delete ctx.jsonSchema[k];
+  Object.assign(ctx.jsonSchema, { anyOf: [{ type: 'string', enum: names, description: `shorthand for {"name": "<this>"} with the defaults` }, full] });
+}
+const strip = (j: Json) => {
+  delete j.$schema;
+  return j;
+};
+/** A request body: what the zod schema accepts (shorthand forms included). */
+const schema = (s: z.ZodType) => strip(z.toJSONSchema(s, { io: 'input', unrepresentable: 'any', override: shorthand }) as Json);
+/** A response body: what the code produces, from the schema in libs/shared/src/responses.ts (closed objects). */
+const out = (s: z.ZodType) => strip(z.toJSONSchema(s, { io: 'output', unrepresentable: 'any' }) as Json);
 
 const error = { $ref: '#/components/schemas/Error' };
 const errors = (...codes: number[]) =>
@@ -15,12 +55,13 @@ const errors = (...codes: number[]) =>
     codes.map((c) => [
       String(c),
       {
-        description: { 400: 'bad input (the message and details name the field and the limit)', 404: 'unknown resource', 409: 'already exists', 413: 'body over MAX_REQUEST_BYTES', 415: 'Content-Type not taken by this endpoint (the message names the accepted types), or a charset other than UTF-8', 503: 'Redis or S3 unreachable, a queue over MAX_QUEUE_BACKLOG, or too many large bodies at once (BODY_PARSE_CONCURRENCY); retry after the Retry-After header' }[c] ?? 'error',
+        description: { 400: 'bad input (the message and details name the field and the limit)', 404: 'unknown resource', 413: 'body over MAX_REQUEST_BYTES', 415: 'Content-Type not taken by this endpoint (the message names the accepted types), or a charset other than UTF-8', 503: 'Redis or S3 unreachable, a queue over MAX_QUEUE_BACKLOG, or too many large bodies at once (BODY_PARSE_CONCURRENCY); retry after the Retry-After header' }[c] ?? 'error',
         content: { 'application/json': { schema: error } },
       },
     ]),
   );
-const ok = (description: string, s: Record<string, unknown> = { type: 'object' }) => ({ description, content: { 'application/json': { schema: s } } });
+const errorAnswer = (description: string) => ({ description, content: { 'application/json': { schema: error } } });
+const ok = (description: string, s: Json) => ({ description, content: { 'application/json': { schema: s } } });
 const serviceCheck = { type: 'object', required: ['ok', 'ms'], properties: { ok: { type: 'boolean' }, ms: { type: 'number' }, error: { type: 'string' } } };
 /** GET /v1/health, 200 and 503 alike (libs/http-api/src/health.controller.ts). */
 const HEALTH = {
@@ -76,12 +117,12 @@ function baseDocument(version: string) {
         },
       },
       '/v1/collections': {
-        get: { summary: 'List collections', responses: { '200': ok('collections') } },
+        get: { summary: 'List collections (each described as by GET /v1/collections/{id})', responses: { '200': ok('collections', out(CollectionListSchema)), ...errors(503) } },
         post: {
           summary: 'Create a collection',
           description: "400 names the failing field, e.g. `codec.sideInfo` when side information is asked for with a kind other than 'eden' or a model that declares no static input embeddings (manifest `staticEmbeddings`).",
           requestBody: { required: true, content: { 'application/json': { schema: schema(CreateCollectionSchema) } } },
-          responses: { '201': ok('created'), ...errors(400, 409, 503) },
+          responses: { '201': ok('created: the stored collection', out(CollectionSchema)), ...errors(400, 503), '409': errorAnswer('a collection with this id already exists') },
         },
       },
       '/v1/collections/{id}': {
@@ -124,7 +165,7 @@ function baseDocument(version: string) {
             },
           },
           responses: {
-            '200': ok('finished within wait: the final ingestion status', { allOf: [{ $ref: '#/components/schemas/Ingestion' }, { $ref: '#/components/schemas/IngestionStatus' }] }),
+            '200': ok('finished within wait: the accepted ingestion and its final status', out(IngestionFinishedSchema)),
             '202': ok('accepted; poll the ingestion status', { $ref: '#/components/schemas/Ingestion' }),
             ...errors(400, 404, 413, 503),
           },
@@ -169,7 +210,11 @@ function baseDocument(version: string) {
           description: "Same codec checks as creation (`codec.sideInfo` needs kind 'eden' and a model with static input embeddings).",
           parameters: [idParam],
           requestBody: { required: true, content: { 'application/json': { schema: { type: 'object', required: ['codec'], properties: { codec: { $ref: '#/components/schemas/CodecSettings' } } } } } },
-          responses: { '202': ok('re-compression queued'), ...errors(400, 404, 409, 503) },
+          responses: {
+            '202': ok('re-compression queued: poll the collection (status URL); its codecVersion and codec change when every segment is re-written', out(RecompressAcceptedSchema)),
+            ...errors(400, 404, 503),
+            '409': errorAnswer('not now: a re-compression of this collection is already running (the message names its codec version), or the collection has no committed segments to re-compress'),
+          },
         },
       },
       '/v1/collections/{id}/ingestions/{ingestionId}': {
@@ -240,176 +285,20 @@ function baseDocument(version: string) {
       securitySchemes: ADMIN_SECURITY_SCHEMES,
       schemas: {
         ...BATCH_OPENAPI_SCHEMAS,
-        Error: { type: 'object', required: ['error', 'message'], properties: { error: { type: 'string' }, message: { type: 'string' }, details: { type: 'array', items: { type: 'object', properties: { field: { type: 'string' }, message: { type: 'string' } } } } } },
+        Error: out(ErrorBodySchema),
         Document: { type: 'object', required: ['id', 'text'], additionalProperties: false, properties: { id: { type: 'string', maxLength: 512 }, text: { type: 'string', minLength: 1 }, metadata: { type: 'object' } } },
-        Ingestion: { type: 'object', properties: { ingestionId: { type: 'string' }, collection: { type: 'string' }, documents: { type: 'integer' }, batches: { type: 'integer' }, status: { type: 'string' } } },
-        Stages: {
-          type: 'object',
-          description: 'documents per stage: accepted (in the ingestion record), encoded (raw vectors written), compressed (segment written), indexed (in the current generation), failed (batch failed for good)',
-          properties: { accepted: { type: 'integer' }, encoded: { type: 'integer' }, compressed: { type: 'integer' }, indexed: { type: 'integer' }, failed: { type: 'integer' } },
-        },
-        IngestionStatus: {
-          type: 'object',
-          properties: {
-            ingestionId: { type: 'string' },
-            collection: { type: 'string' },
-            state: { enum: ['processing', 'done', 'failed'] },
-            stages: { $ref: '#/components/schemas/Stages' },
-            batches: { type: 'integer' },
-            createdAt: { type: 'string' },
-            encodedBatches: { type: 'integer', description: 'batches whose encode job has written its document info (the long-document counts below are over these)' },
-            truncated: {
-              type: 'object',
-              description: `documents cut to the collection's maxDocTokens: how many, and the first ${TRUNCATED_IDS_SHOWN} ids`,
-              properties: { documents: { type: 'integer' }, ids: { type: 'array', items: { type: 'string' } } },
-            },
-            split: { type: 'object', description: 'collections with passages: documents split into passages, and how many passages', properties: { documents: { type: 'integer' }, passages: { type: 'integer' } } },
-            failures: {
-              type: 'array',
-              description: 'present when a batch failed for good',
-              items: { type: 'object', properties: { batchId: { type: 'string' }, stage: { type: 'string' }, documents: { type: 'integer' }, error: { type: 'string' } } },
-            },
-          },
-        },
-        CollectionDescription: {
-          type: 'object',
-          properties: {
-            id: { type: 'string' },
-            model: { type: 'string' },
-            dims: { type: 'integer' },
-            codec: { $ref: '#/components/schemas/CodecSettings' },
-            codecVersion: { type: 'integer' },
-            generation: { type: 'integer', description: 'current generation: the highest manifest in S3 (0: nothing committed yet)' },
-            segments: { type: 'integer' },
-            documents: { type: 'integer', description: 'distinct live document ids (an id ingested again counts once)' },
-            tokens: { type: 'integer' },
-            segmentBytes: { type: 'integer' },
-            bytesPerToken: { type: ['number', 'null'] },
-            codecVersions: { type: 'array', items: { type: 'integer' } },
-            stages: { $ref: '#/components/schemas/Stages' },
-          },
-        },
+        Ingestion: out(IngestionAcceptedSchema),
+        Stages: out(StageCountsSchema),
+        IngestionStatus: out(IngestionStatusSchema),
+        CollectionDescription: out(CollectionDescriptionSchema),
         CodecSettings: schema(CodecSettingsSchema),
-        DeleteResult: {
-          type: 'object',
-          required: ['deleteId', 'generation', 'committed', 'deleted', 'notFound', 'documents'],
-          properties: {
-            deleteId: { type: 'string' },
-            generation: { type: 'integer', description: 'the generation holding the tombstones (the current one when nothing was deleted)' },
-            committed: { type: 'boolean', description: 'false: nothing live matched, no generation written' },
-            deleted: { type: 'integer' },
-            notFound: { type: 'array', items: { type: 'string' }, description: 'requested ids that are not live documents' },
-            documents: { type: 'integer', description: 'live documents after the delete' },
-          },
-        },
-        DeletePending: { type: 'object', required: ['deleteId', 'status', 'statusUrl'], properties: { deleteId: { type: 'string' }, status: { enum: ['queued', 'running'] }, statusUrl: { type: 'string' } } },
-        RerankHit: {
-          type: 'object',
-          required: ['id', 'score'],
-          properties: {
-            id: { type: 'string' },
-            score: { type: ['number', 'null'] },
-            text: { type: 'string', description: "with include: ['text'] (a passage's own text)" },
-            metadata: { type: ['object', 'null'], description: "with include: ['metadata'] (a passage carries its parent's)" },
-            parent: { type: 'string', description: 'a passage hit (collections with passages): its parent document' },
-            passage: { type: 'string', description: "group: 'parent': the best-scoring passage, whose score the hit carries" },
-          },
-        },
-        StoredDocument: {
-          type: 'object',
-          required: ['id', 'collection', 'text', 'metadata', 'tokens', 'truncated', 'generation', 'segment'],
-          properties: {
-            id: { type: 'string' },
-            collection: { type: 'string' },
-            text: { type: 'string' },
-            metadata: { type: ['object', 'null'] },
-            tokens: { type: ['integer', 'null'], description: 'token vectors stored (special tokens in, skiplist tokens out); a split document: the sum over its passages; null for documents encoded before this was recorded' },
-            truncated: { type: ['boolean', 'null'], description: "content tokens were cut to the collection's maxDocTokens" },
-            originalTokens: { type: 'integer', description: "the model's sequence length of the whole text: present when it was truncated or split" },
-            parent: { type: 'string', description: 'a passage: its parent document' },
-            passages: { type: 'array', items: { type: 'string' }, description: 'a document split into passages: their ids' },
-            generation: { type: 'integer', description: 'the current generation it was read from' },
-            segment: { type: 'object', properties: { batchId: { type: 'string' }, key: { type: 'string' }, codecVersion: { type: 'integer' } }, description: 'the segment holding it (a split document: its first passage)' },
-          },
-        },
-        DocumentIdPage: {
-          type: 'object',
-          required: ['collection', 'generation', 'documents'],
-          properties: { collection: { type: 'string' }, generation: { type: 'integer' }, documents: { type: 'array', items: { type: 'string' } }, nextCursor: { type: 'string', description: 'absent on the last page' } },
-        },
-        SearchStatus: {
-          type: 'object',
-          properties: {
-            id: { type: 'string' },
-            status: { enum: ['queued', 'running', 'completed', 'failed'] },
-            progress: { type: 'number' },
-            error: { type: 'string' },
-            result: {
-              type: 'object',
-              properties: {
-                generation: { type: 'integer', description: 'collection generation searched (0: nothing committed yet)' },
-                mode: { type: 'object' },
-                timings: { type: 'object', properties: { totalMs: { type: 'number' }, encodeQueriesMs: { type: 'number' }, searchMs: { type: 'number' }, loadMs: { type: 'number' } } },
-                results: {
-                  type: 'array',
-                  items: {
-                    type: 'object',
-                    properties: {
-                      queryId: { type: 'string' },
-                      reason: { type: 'string', description: 'why there are no hits (e.g. only stop words), when that is known' },
-                      hits: {
-                        type: 'array',
-                        items: {
-                          type: 'object',
-                          properties: {
-                            id: { type: 'string' },
-                            score: { type: 'number' },
-                            scoredBy: { type: 'string', description: 'the mode, or rerank:<scorer> for a second stage' },
-                            text: { type: 'string', description: "with include: ['text'] (a passage's own text)" },
-                            metadata: { type: ['object', 'null'], description: "with include: ['metadata'] (a passage carries its parent's)" },
-                            parent: { type: 'string', description: 'a passage hit (collections with passages): its parent document' },
-                            passage: { type: 'string', description: "group: 'parent': the best-scoring passage, whose score the hit carries" },
-                            explain: {
-                              type: 'array',
-                              items: { type: 'object', properties: { queryToken: { type: 'string' }, docToken: { type: 'string' }, similarity: { type: 'number' }, imputed: { type: 'boolean' } } },
-                            },
-                          },
-                        },
-                      },
-                    },
-                  },
-                },
-              },
-            },
-          },
-        },
-        RerankStatus: {
-          type: 'object',
-          properties: {
-            id: { type: 'string' },
-            status: { enum: ['queued', 'running', 'completed', 'failed'] },
-            progress: { type: 'number' },
-            error: { type: 'string' },
-            result: {
-              type: 'object',
-              properties: {
-                generation: { type: 'integer', description: 'collection generation the candidates were scored in' },
-                model: { type: 'string', description: 'the model that encoded the queries and text candidates' },
-                texts: {
-                  type: 'object',
-                  description: 'requests with text candidates: candidates given as text, and distinct texts the encoder pool encoded for this job or found already encoded',
-                  properties: { candidates: { type: 'integer' }, encoded: { type: 'integer' }, reused: { type: 'integer' } },
-                },
-                vectors: {
-                  enum: ['rotated-int8', 'fp32'],
-                  description: 'how the generation was held: EDEN token-layout codes as their int8 rotated image (MaxSim by integer GEMMs), or decoded fp32 vectors (COMPRESSED_SCORING)',
-                },
-                timings: { type: 'object', properties: { totalMs: { type: 'number' }, encodeQueriesMs: { type: 'number' }, scoreMs: { type: 'number' }, loadMs: { type: 'number' } } },
-                results: { type: 'array', items: { type: 'object', properties: { queryId: { type: 'string' }, hits: { type: 'array', items: { $ref: '#/components/schemas/RerankHit' } }, missing: { type: 'array', items: { type: 'string' } }, pending: { type: 'array', items: { type: 'string' }, description: 'the missing ids an ingestion still in progress accepted: not live yet, rather than unknown (absent when none)' } } } },
-              },
-            },
-          },
-        },
+        DeleteResult: out(DeleteResultSchema),
+        DeletePending: out(DeletePendingSchema),
+        RerankHit: out(RerankHitSchema),
+        StoredDocument: out(StoredDocumentSchema),
+        DocumentIdPage: out(DocumentIdPageSchema),
+        SearchStatus: out(SearchStatusSchema),
+        RerankStatus: out(RerankStatusSchema),
       },
     },
   };

@@ -81,14 +81,15 @@ export const GroupSchema = z.enum(['parent'], { error: "group must be 'parent' (
 export type GroupBy = z.infer<typeof GroupSchema>;
 
 /** What `include` adds to a hit (and `group: "parent"` / passages add: `parent`, `passage`). */
-export interface HitDocumentFields {
-  text?: string;
-  metadata?: Record<string, unknown> | null;
+export const HitDocumentFieldsSchema = z.object({
+  text: z.string().optional().describe("with include: ['text'] (a passage's own text)"),
+  metadata: z.record(z.string(), z.unknown()).nullable().optional().describe("with include: ['metadata']: null when the document has none (a passage carries its parent's)"),
   /** The parent document of a passage hit. */
-  parent?: string;
+  parent: z.string().optional().describe('a passage hit (collections with passages): its parent document'),
   /** Grouped hits: the id of the best-scoring passage. */
-  passage?: string;
-}
+  passage: z.string().optional().describe("group: 'parent': the best-scoring passage, whose score the hit carries"),
+});
+export type HitDocumentFields = z.infer<typeof HitDocumentFieldsSchema>;
 
 export const MAX_DOCUMENT_LIST_LIMIT = 1000;
 /** Truncated documents an ingestion's status names (it counts them all). */
@@ -96,27 +97,29 @@ export const TRUNCATED_IDS_SHOWN = 20;
 export const DEFAULT_DOCUMENT_LIST_LIMIT = 100;
 
 /** GET /v1/collections/{id}/documents/{docId}. */
-export interface StoredDocument {
-  id: string;
-  collection: string;
-  text: string;
-  metadata: Record<string, unknown> | null;
+export const StoredDocumentSchema = z.object({
+  id: z.string(),
+  collection: z.string(),
+  text: z.string(),
+  metadata: z.record(z.string(), z.unknown()).nullable().describe('null when the document has none'),
   /** Token vectors stored (null for documents encoded before 0.3, which recorded none). */
-  tokens: number | null;
-  truncated: boolean | null;
-  originalTokens?: number;
+  tokens: z.number().int().nullable().describe('token vectors stored (special tokens in, skiplist tokens out); a split document: the sum over its passages; null for documents encoded before this was recorded'),
+  truncated: z.boolean().nullable().describe("content tokens were cut to the collection's maxDocTokens (null: not recorded)"),
+  originalTokens: z.number().int().optional().describe("the model's sequence length of the whole text: present when it was truncated or split"),
   /** Passages: the parent document. A split document: the ids of its passages. */
-  parent?: string;
-  passages?: string[];
-  generation: number;
-  segment: { batchId: string; key: string; codecVersion: number };
-}
+  parent: z.string().optional().describe('a passage: its parent document'),
+  passages: z.array(z.string()).optional().describe('a document split into passages: their ids'),
+  generation: z.number().int().describe('the current generation it was read from'),
+  segment: z.object({ batchId: z.string(), key: z.string(), codecVersion: z.number().int() }).describe('the segment holding it (a split document: its first passage)'),
+});
+export type StoredDocument = z.infer<typeof StoredDocumentSchema>;
 
 /** GET /v1/collections/{id}/documents: live ids, sorted, one page. */
-export interface DocumentIdPage {
-  collection: string;
-  generation: number;
-  documents: string[];
+export const DocumentIdPageSchema = z.object({
+  collection: z.string(),
+  generation: z.number().int(),
+  documents: z.array(z.string()),
   /** Opaque: pass it as `cursor` for the next page; absent on the last page. */
-  nextCursor?: string;
-}
+  nextCursor: z.string().optional().describe('opaque: pass it as `cursor` for the next page; absent on the last page'),
+});
+export type DocumentIdPage = z.infer<typeof DocumentIdPageSchema>;

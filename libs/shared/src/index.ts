@@ -17,3 +17,4 @@ export * from './search';
 export * from './worker-heartbeat';
 export * from './training';
 export * from './api-keys';
+export * from './responses';

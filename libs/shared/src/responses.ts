@@ -1,0 +1,196 @@
+import { z } from 'zod';
+import { CodecSettingsSchema } from './codec-settings';
+import { PassageSettingsSchema, STAGES, type Collection } from './collection';
+import { HitDocumentFieldsSchema, TRUNCATED_IDS_SHOWN } from './documents';
+import { ScorerSchema, type RerankResult } from './rerank';
+import { SearchModeSchema, type SearchResult } from './search';
+
+/**
+ * Response bodies of the HTTP API as zod schemas: the OpenAPI document is generated from them
+ * (libs/http-api/src/openapi.ts, `io: 'output'`) and test/openapi-live.integration.spec.ts checks
+ * the live answers against it. Where the producing code has its own type, `Produces<Schema, T>`
+ * below makes the compiler check that the type fits the schema; the others document the shape the
+ * services build (their fields are named in each description).
+ */
+
+/** Compile-time check: `T` (what the code produces) fits `S` (what the document promises). */
+export type Produces<S extends z.ZodType, T extends z.output<S>> = T;
+
+const int = z.number().int();
+const count = int.min(0);
+
+/** Every error answer: a code, a message, and for bad input the fields at fault. */
+export const ErrorBodySchema = z.object({
+  error: z.string().describe('a short code: bad_request, not_found, conflict, unavailable, unauthorized, forbidden, payload_too_large, unsupported_media_type, ...'),
+  message: z.string().describe('what went wrong, naming the field and the limit'),
+  details: z.array(z.object({ field: z.string(), message: z.string() })).optional().describe('bad input: one entry per field at fault'),
+});
+
+export const StageCountsSchema = z
+  .object(Object.fromEntries(STAGES.map((s) => [s, count])) as Record<(typeof STAGES)[number], typeof count>)
+  .describe('documents per stage: accepted (in the ingestion record), encoded (raw vectors written), compressed (segment written), indexed (in the current generation), failed (batch failed for good)');
+
+const codec = CodecSettingsSchema;
+
+/** POST /v1/collections (201): the stored collection. */
+export const CollectionSchema = z.object({
+  tenantId: z.string(),
+  id: z.string(),
+  model: z.string(),
+  dims: int,
+  maxDocTokens: int,
+  codec,
+  passages: PassageSettingsSchema.optional().describe('documents over maxDocTokens are split into passages (absent: truncated)'),
+  codecVersion: int.describe('codec artifact version (bumped by re-compression)'),
+  createdAt: z.string(),
+  pending: z
+    .object({ codecVersion: int, codec, batches: z.array(z.string()), startedAt: z.string() })
+    .optional()
+    .describe('a re-compression in flight: segments at this codecVersion are being written'),
+});
+export type CollectionBody = Produces<typeof CollectionSchema, Collection>;
+
+/** GET /v1/collections/{id}: the collection plus what S3 holds of it. */
+export const CollectionDescriptionSchema = CollectionSchema.extend({
+  generation: count.describe('current generation: the highest manifest in S3 (0: nothing committed yet)'),
+  segments: count,
+  documents: count.describe('distinct live document ids (an id ingested again counts once)'),
+  tokens: count,
+  segmentBytes: count,
+  bytesPerToken: z.number().nullable().describe('null while nothing is committed'),
+  codecVersions: z.array(int).describe('codec versions of the live segments'),
+  stages: StageCountsSchema.describe('summed over every ingestion of the collection'),
+});
+
+/** GET /v1/collections. */
+export const CollectionListSchema = z.object({
+  collections: z.array(
+    z.union([
+      CollectionDescriptionSchema,
+      z.object({ id: z.string(), missing: z.literal(true) }).describe('a collection whose record is listed but could not be described (deleted meanwhile, or its record unreadable)'),
+    ]),
+  ),
+});
+
+/** POST /v1/collections/{id}/documents (202): the accepted ingestion. */
+export const IngestionAcceptedSchema = z.object({
+  ingestionId: z.string(),
+  collection: z.string(),
+  documents: count.describe('documents accepted'),
+  batches: count.describe('encode jobs (ENCODE_BATCH_DOCUMENTS documents each)'),
+  status: z.string().describe('URL of the ingestion status (also the Location header)'),
+});
+
+/** GET /v1/collections/{id}/ingestions/{ingestionId}. */
+export const IngestionStatusSchema = z.object({
+  ingestionId: z.string(),
+  collection: z.string(),
+  state: z.enum(['processing', 'done', 'failed']).describe('done: every document is in the current generation'),
+  stages: StageCountsSchema,
+  batches: count,
+  createdAt: z.string(),
+  encodedBatches: count.describe('batches whose encode job has written its document info (the long-document counts below are over these)'),
+  truncated: z.object({ documents: count, ids: z.array(z.string()) }).describe(`documents cut to the collection's maxDocTokens: how many, and the first ${TRUNCATED_IDS_SHOWN} ids`),
+  split: z.object({ documents: count, passages: count }).optional().describe('collections with passages: documents split into passages, and how many passages'),
+  failures: z
+    .array(z.object({ batchId: z.string(), stage: z.string(), documents: count, error: z.string() }))
+    .optional()
+    .describe('present when a batch failed for good'),
+});
+
+/** POST /v1/collections/{id}/documents with `wait`, finished in time (200). */
+export const IngestionFinishedSchema = IngestionAcceptedSchema.extend(IngestionStatusSchema.shape);
+
+/** POST /v1/collections/{id}/recompress (202). */
+export const RecompressAcceptedSchema = z.object({
+  collection: z.string(),
+  codecVersion: int.describe('the codec version being written; the collection moves to it when every segment is'),
+  batches: count.describe('segments to re-write'),
+  status: z.string().describe('URL to poll: the collection (its codecVersion and codec change when the new generation is committed)'),
+});
+
+export const DeleteResultSchema = z.object({
+  deleteId: z.string(),
+  generation: count.describe('the generation holding the tombstones (the current one when nothing was deleted)'),
+  committed: z.boolean().describe('false: nothing live matched, no generation written'),
+  deleted: count,
+  notFound: z.array(z.string()).describe('requested ids that are not live documents'),
+  documents: count.describe('live documents after the delete'),
+});
+export const DeletePendingSchema = z.object({ deleteId: z.string(), status: z.enum(['queued', 'running']), statusUrl: z.string() });
+
+// ---- asynchronous jobs (re-rank, search) -------------------------------------------------------
+
+const NULL_SCORE =
+  'null: the candidate could not be scored (a document with no token vectors, e.g. only punctuation or words on the skiplist, gives MaxSim no term: its score is NaN, which JSON writes as null); such hits are listed last';
+
+export const RerankHitSchema = HitDocumentFieldsSchema.extend({
+  id: z.string().describe('the candidate id (`#<position>` for a text candidate given without one)'),
+  score: z.number().nullable().describe(NULL_SCORE),
+});
+
+export const RerankResultSchema = z.object({
+  rerankId: z.string(),
+  collection: z.string().optional().describe('absent when the request named none (text candidates only)'),
+  model: z.string().optional().describe('the model that encoded the queries and text candidates'),
+  texts: z
+    .object({ candidates: count, encoded: count, reused: count })
+    .optional()
+    .describe('requests with text candidates: candidates given as text, and distinct texts the encoder pool encoded for this job or found already encoded'),
+  scorer: ScorerSchema.describe('the scorer with its defaults filled in'),
+  generation: count.describe('collection generation the candidates were scored in'),
+  vectors: z
+    .enum(['rotated-int8', 'fp32'])
+    .optional()
+    .describe('how the generation was held: EDEN token-layout codes as their int8 rotated image (MaxSim by integer GEMMs), or decoded fp32 vectors; absent when nothing was loaded'),
+  results: z.array(
+    z.object({
+      queryId: z.string(),
+      hits: z.array(RerankHitSchema),
+      missing: z.array(z.string()).describe('candidate ids that are not live documents of the generation'),
+      pending: z.array(z.string()).optional().describe('the missing ids that an ingestion still in progress accepted (not live yet, rather than unknown)'),
+    }),
+  ),
+  timings: z.object({ totalMs: z.number(), encodeQueriesMs: z.number(), scoreMs: z.number(), loadMs: z.number() }),
+});
+export type RerankResultBody = Produces<typeof RerankResultSchema, RerankResult>;
+
+export const SearchHitSchema = HitDocumentFieldsSchema.extend({
+  id: z.string(),
+  score: z.number().nullable().describe(NULL_SCORE),
+  scoredBy: z.string().describe('the mode, or rerank:<scorer> for a second stage'),
+  explain: z
+    .array(z.object({ queryToken: z.string(), docToken: z.string(), similarity: z.number(), imputed: z.boolean() }))
+    .optional()
+    .describe('explain: per query token, the matched document token and its similarity (xtr, exhaustive)'),
+});
+
+export const SearchResultSchema = z.object({
+  searchId: z.string(),
+  collection: z.string(),
+  mode: SearchModeSchema.describe('the mode with its defaults filled in'),
+  generation: count.describe('collection generation searched (0: nothing committed yet)'),
+  results: z.array(
+    z.object({
+      queryId: z.string(),
+      hits: z.array(SearchHitSchema),
+      reason: z.string().optional().describe('why there are no hits (e.g. only stop words), when that is known'),
+    }),
+  ),
+  timings: z.object({ totalMs: z.number(), encodeQueriesMs: z.number(), searchMs: z.number(), loadMs: z.number() }),
+});
+export type SearchResultBody = Produces<typeof SearchResultSchema, SearchResult>;
+
+/** The status of a re-rank or search job (libs/http-api/src/async-jobs.ts JobStatus). */
+function jobStatus<R extends z.ZodType, S extends z.ZodType>(result: R, stats: S) {
+  return z.object({
+    id: z.string(),
+    status: z.enum(['queued', 'running', 'completed', 'failed']),
+    progress: z.number().describe('percent'),
+    result: result.optional().describe('completed: the result'),
+    error: z.string().optional().describe('failed: why'),
+    stats: stats.optional().describe('completed: counts reported by the job'),
+  });
+}
+export const RerankStatusSchema = jobStatus(RerankResultSchema, z.object({ queries: count, candidates: count, missing: count }));
+export const SearchStatusSchema = jobStatus(SearchResultSchema, z.object({ queries: count, hits: count }));
