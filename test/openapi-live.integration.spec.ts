@@ -14,7 +14,8 @@ import { testConfig, until } from './helpers';
  * declared for that code and content type. The operations come from the document itself: one it
  * lists that the table below does not call fails the test, naming it.
  */
-type Doc = { paths: Record<string, Record<string, { responses: Record<string, { content?: Record<string, { schema: unknown }> }> }>>; components: Record<string, unknown> };
+type Content = Record<string, { schema: unknown }>;
+type Doc = { paths: Record<string, Record<string, { requestBody?: { content: Content }; responses: Record<string, { content?: Content }> }>>; components: Record<string, unknown> };
 const doc = openApiDocument('live') as unknown as Doc;
 const METHODS = ['get', 'post', 'put', 'patch', 'delete'];
 const operations = Object.entries(doc.paths).flatMap(([p, ops]) => Object.keys(ops).filter((m) => METHODS.includes(m)).map((m) => `${m.toUpperCase()} ${p}`));
@@ -25,6 +26,8 @@ interface Answer {
   status: number;
   contentType: string;
   body: unknown;
+  /** The request's body as sent (parsed when JSON) and its content type. */
+  request?: { contentType: string; body: unknown };
 }
 
 const ADMIN = 'live-admin-token';
@@ -52,7 +55,8 @@ describe('OpenAPI document vs the live service', () => {
     const contentType = (res.headers.get('content-type') ?? '').split(';')[0].trim();
     let parsed: unknown = text;
     if (contentType === 'application/json') parsed = JSON.parse(text);
-    answers.push({ op, url, status: res.status, contentType, body: text === '' ? undefined : parsed });
+    const sent = body === undefined ? undefined : { contentType: ((init.headers as Record<string, string>)['content-type'] ?? '').split(';')[0], body };
+    answers.push({ op, url, status: res.status, contentType, body: text === '' ? undefined : parsed, ...(sent ? { request: sent } : {}) });
     return { status: res.status, body: parsed };
   }
 
@@ -259,4 +263,24 @@ describe('OpenAPI document vs the live service', () => {
     }
     expect(problems).toEqual([]);
   });
+
+  it.each(operations.filter((op) => doc.paths[op.split(' ')[1]][op.split(' ')[0].toLowerCase()].requestBody))(
+    '%s: every request body the service accepted (2xx) is valid against the declared request schema (shorthand forms included)',
+    (op) => {
+      const [method, p] = op.split(' ');
+      const content = doc.paths[p][method.toLowerCase()].requestBody!.content;
+      const accepted = answers.filter((a) => a.op === op && a.status < 300 && a.request);
+      const problems: string[] = [];
+      for (const a of accepted) {
+        const media = content[a.request!.contentType];
+        if (!media) {
+          problems.push(`${a.url}: sent ${a.request!.contentType}, declared ${Object.keys(content).join(', ')}`);
+          continue;
+        }
+        const v = validator(`request ${op} ${a.request!.contentType}`, media.schema);
+        if (!v(a.request!.body)) problems.push(`${a.url}: request body rejected by the document: ${ajv.errorsText(v.errors)}; body ${JSON.stringify(a.request!.body).slice(0, 300)}`);
+      }
+      expect(problems).toEqual([]);
+    },
+  );
 });
