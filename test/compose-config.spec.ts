@@ -116,7 +116,7 @@ describe('docker-compose.yml', () => {
     expect(enc.WORKER_QUEUES).toEqual(['encode', 'compress', 'encode-texts']);
     expect(enc.ORT_EXECUTION_PROVIDER).toBe('cuda');
     const sc = cfg('scorer-worker');
-    expect(sc.WORKER_QUEUES).toEqual(['index', 'commit', 'rerank', 'search', 'batch', 'train']);
+    expect(sc.WORKER_QUEUES).toEqual(['index', 'commit', 'rerank', 'search', 'batch', 'train', 'webhook']);
     expect(sc.ORT_EXECUTION_PROVIDER).toBe('cpu');
     // Every queue this build has a processor for is worked by some pool, and no pool asks for a
     // queue without one (WorkerHost would refuse to start).
@@ -290,7 +290,7 @@ describe('infra/k8s', () => {
     const c = deploymentConfig(dep);
     expect(c.ORT_EXECUTION_PROVIDER).toBe('cuda');
     expect(c.WORKER_QUEUES).toEqual(['encode', 'compress', 'encode-texts']);
-    expect(deploymentConfig(deployments.find((d) => d.metadata.name === 'lateral-scorer-worker')!).WORKER_QUEUES).toEqual(['index', 'commit', 'rerank', 'search', 'batch', 'train']);
+    expect(deploymentConfig(deployments.find((d) => d.metadata.name === 'lateral-scorer-worker')!).WORKER_QUEUES).toEqual(['index', 'commit', 'rerank', 'search', 'batch', 'train', 'webhook']);
   });
 
   it('KEDA ScaledObjects scale each worker pool on <REDIS_PREFIX>:<queue>:wait of every queue it works', () => {

@@ -5,6 +5,7 @@ import type { Runtime } from '@lateral/infra';
 import { currentTenant } from './request-context';
 import { AsyncJobs, type JobStatus } from './async-jobs';
 import { zodIssues } from './zod-issues';
+import { checkCallback } from './callback';
 import { TextRerankSubmitter } from './text-candidates';
 
 export type RerankStatus = JobStatus<RerankResult, { queries: number; candidates: number; missing: number }>;
@@ -36,6 +37,7 @@ export class RerankService {
     const parsed = RerankRequestSchema.safeParse(body);
     if (!parsed.success) throw new ValidationError('invalid re-rank request', zodIssues(parsed.error));
     const req = parsed.data;
+    checkCallback(this.rt.config, req.callback);
     checkScorerArtifact(path.resolve(this.rt.config.SCORERS_DIR), req.scorer);
     // Collection and/or model; text candidates go to the encoder pool first (text-candidates.ts).
     const collection = await this.texts.target(this.tenant, req);

@@ -6,6 +6,7 @@ import { currentTenant } from './request-context';
 import { compileFilter } from '@lateral/search';
 import { AsyncJobs, type JobStatus } from './async-jobs';
 import { zodIssues } from './zod-issues';
+import { checkCallback } from './callback';
 
 export type SearchStatus = JobStatus<SearchResult, { queries: number; hits: number }>;
 
@@ -35,13 +36,14 @@ export class SearchService {
     const req = parsed.data;
     // 400 naming the path of a bad filter condition, before anything is queued.
     if (req.filter !== undefined) compileFilter(req.filter);
+    checkCallback(this.rt.config, req.callback);
     if (req.rerank) checkScorerArtifact(path.resolve(this.rt.config.SCORERS_DIR), req.rerank.scorer);
     const collection = await this.rt.collections.get(this.tenant, req.collection);
     if (!collection) throw new NotFoundError(`collection '${req.collection}' not found`);
     const id = `sr-${randomUUID()}`;
     const requestKey = s3Keys.searchRequest(this.tenant, id);
     await this.rt.store.putJson(requestKey, req);
-    await this.rt.queues.add(QueueName.search, jobIds.search(this.tenant, id), { tenantId: this.tenant, collectionId: req.collection, searchId: id, requestKey });
+    await this.rt.queues.add(QueueName.search, jobIds.search(this.tenant, id), { tenantId: this.tenant, collectionId: req.collection, searchId: id, requestKey, ...(req.callback ? { callback: req.callback } : {}) });
     return this.jobs.answer(this.tenant, id, waitSeconds);
   }
 

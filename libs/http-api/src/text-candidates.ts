@@ -71,7 +71,7 @@ export class TextRerankSubmitter {
     const requestKey = s3Keys.rerankRequest(tenant, id);
     await this.rt.store.putJson(requestKey, req);
     const texts = [...new Set(req.queries.flatMap((q) => q.candidates.filter(isTextCandidate).map((c) => c.text)))];
-    const payload = { tenantId: tenant, rerankId: id, requestKey };
+    const payload = { tenantId: tenant, rerankId: id, requestKey, ...(req.callback ? { callback: req.callback } : {}) };
     if (texts.length === 0) {
       await this.rt.queues.add(QueueName.rerank, jobIds.rerank(tenant, id), payload);
       return;

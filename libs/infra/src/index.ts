@@ -16,3 +16,4 @@ export * from './api-keys.repository';
 export * from './rate-limiter';
 export * from './documents.repository';
 export * from './metrics';
+export * from './webhook-delivery';

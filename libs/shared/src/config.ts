@@ -88,6 +88,21 @@ export const ConfigSchema = z.object({
   ENCODE_TEXTS_CONCURRENCY: int(1, 1, 64),
   /** Concurrent batch jobs (plan, chunk, finalize) per process. */
   BATCH_CONCURRENCY: int(1, 1, 64),
+  /**
+   * Hosts a request's `callback` URL may name (comma-separated `host`, `host:port`, `*.domain`, `*`);
+   * empty = webhooks disabled. Loopback, link-local and metadata addresses only when named exactly (README "Webhooks").
+   */
+  WEBHOOK_ALLOWED_HOSTS: z.string().default(''),
+  /** HMAC-SHA256 key of the `x-lateral-signature` header of webhook deliveries; required for callbacks to be accepted. */
+  WEBHOOK_SECRET: z.string().default(''),
+  /** One webhook delivery's time limit (connect to answer), ms; a timeout is retried. */
+  WEBHOOK_TIMEOUT_MS: int(5000, 100, 120_000),
+  /** Attempts per webhook delivery (timeouts, connection errors and 5xx are retried) before it is marked failed. */
+  WEBHOOK_ATTEMPTS: int(5, 1, 50),
+  /** First retry delay of a webhook delivery (ms), doubled on each attempt. */
+  WEBHOOK_BACKOFF_MS: int(1000, 1, 3_600_000),
+  /** Concurrent webhook deliveries per process serving the `webhook` queue. */
+  WEBHOOK_CONCURRENCY: int(8, 1, 256),
   /** Days an encoded candidate text stays reusable in the text cache (checked on read; expired entries are deleted by the cleanup). */
   TEXT_CACHE_TTL_DAYS: int(30, 1, 3650),
   /** Decoded cached texts a scorer process keeps in memory (MiB). */

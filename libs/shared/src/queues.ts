@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { resourceId } from './ids';
 import { DeletePayloadSchema } from './deletes';
+import { CallbackUrlSchema, WebhookEventSchema } from './webhooks';
 
 export enum QueueName {
   encode = 'encode',
@@ -17,6 +18,8 @@ export enum QueueName {
   encodeTexts = 'encode-texts',
   /** Batch files: plan (validate rows, cut chunks), chunk (re-rank a chunk's rows), finalize (the result file). */
   batch = 'batch',
+  /** Webhook deliveries: a finished re-rank or search POSTed to its request's `callback` URL (signed, retried). */
+  webhook = 'webhook',
 }
 
 const tenantId = resourceId('tenantId');
@@ -60,12 +63,15 @@ export const JobPayloadSchemas = {
     tenantId,
     rerankId: resourceId('rerankId'),
     requestKey: s3Key,
+    /** The request's callback URL (also in the request in S3): a webhook job is queued when this job completes or fails for good. */
+    callback: CallbackUrlSchema.optional(),
   }),
   [QueueName.search]: z.object({
     tenantId,
     collectionId,
     searchId: resourceId('searchId'),
     requestKey: s3Key,
+    callback: CallbackUrlSchema.optional(),
   }),
   [QueueName.train]: z.object({
     tenantId,
@@ -89,6 +95,8 @@ export const JobPayloadSchemas = {
     z.object({ step: z.literal('chunk'), tenantId, batchId: resourceId('batchId'), chunk: z.number().int().nonnegative() }),
     z.object({ step: z.literal('finalize'), tenantId, batchId: resourceId('batchId'), chunks: z.number().int().nonnegative() }),
   ]),
+  /** One delivery: the URL (checked again, with its resolved address, at delivery) and the event to POST. */
+  [QueueName.webhook]: z.object({ tenantId, url: CallbackUrlSchema, body: WebhookEventSchema }),
 } as const;
 
 export type JobPayload<Q extends QueueName> = z.infer<(typeof JobPayloadSchemas)[Q]>;
@@ -109,6 +117,8 @@ export interface JobResults {
   [QueueName.encodeTexts]: { texts: number; encoded: number; reused: number; tokens: number; ms: number };
   /** plan: rows read and rows that failed validation; chunk: rows re-ranked and failed, texts encoded / reused, time per part (ms). */
   [QueueName.batch]: { step: 'plan' | 'chunk' | 'finalize'; rows: number; failed: number; encoded?: number; reused?: number; tokens?: number; timings?: Record<string, number> };
+  /** The receiver's HTTP status, the address called and the time taken. */
+  [QueueName.webhook]: { status: number; host: string; address: string; ms: number };
 }
 
 export const ALL_QUEUES: QueueName[] = Object.values(QueueName);

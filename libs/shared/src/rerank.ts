@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { resourceId } from './ids';
 import { GroupSchema, IncludeSchema, type HitDocumentFields } from './documents';
+import { CallbackUrlSchema } from './webhooks';
 
 export const MAX_RERANK_QUERIES = 10_000;
 export const MAX_CANDIDATES_PER_QUERY = 10_000;
@@ -104,6 +105,8 @@ export const RerankRequestSchema = z
     include: IncludeSchema.optional(),
     /** `parent`: passages of one document count once, with the best passage's score. */
     group: GroupSchema.optional(),
+    /** Webhook: POSTed the job's summary when it completes or fails (signed; host must be in WEBHOOK_ALLOWED_HOSTS). */
+    callback: CallbackUrlSchema.optional(),
   })
   .strict()
   .superRefine((req, ctx) => {

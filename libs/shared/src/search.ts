@@ -2,6 +2,7 @@ import { z } from 'zod';
 import { resourceId } from './ids';
 import { MAX_QUERY_CHARS, ScorerSchema } from './rerank';
 import { GroupSchema, IncludeSchema, type HitDocumentFields } from './documents';
+import { CallbackUrlSchema } from './webhooks';
 
 export const MAX_SEARCH_QUERIES = 1_000;
 export const MAX_SEARCH_TOP_K = 1_000;
@@ -72,6 +73,8 @@ export const SearchRequestSchema = z
     include: IncludeSchema.optional(),
     /** `parent`: passages of one document count once, with the best passage's score. */
     group: GroupSchema.optional(),
+    /** Webhook: POSTed the job's summary when it completes or fails (signed; host must be in WEBHOOK_ALLOWED_HOSTS). */
+    callback: CallbackUrlSchema.optional(),
   })
   .strict();
 export type SearchRequest = z.infer<typeof SearchRequestSchema>;

@@ -1,6 +1,6 @@
 import path from 'node:path';
 import { PermanentJobError, QueueName, textCodecRef, trainingKeys, type SegmentRef } from '@lateral/shared';
-import { DocumentRepository, DiskObjectCache, registerCacheMetrics, JobFlows, type HandlerRegistry, type Runtime } from '@lateral/infra';
+import { DocumentRepository, DiskObjectCache, registerCacheMetrics, JobFlows, deliverWebhook, enqueueWebhook, webhookEventFor, type HandlerRegistry, type Runtime } from '@lateral/infra';
 import {
   SegmentIds,
   StaticEmbeddingsCache,
@@ -25,7 +25,7 @@ import { readSegment } from '@lateral/codec';
 import { OnnxNearestCentroid, ScorerResources } from '@lateral/kernels';
 
 /** Queues this build has processors for. */
-export const HANDLED_QUEUES: QueueName[] = [QueueName.encode, QueueName.compress, QueueName.index, QueueName.commit, QueueName.rerank, QueueName.search, QueueName.encodeTexts, QueueName.batch, QueueName.train];
+export const HANDLED_QUEUES: QueueName[] = [QueueName.encode, QueueName.compress, QueueName.index, QueueName.commit, QueueName.rerank, QueueName.search, QueueName.encodeTexts, QueueName.batch, QueueName.train, QueueName.webhook];
 
 /**
  * The complete queue -> handler registry; WorkerHost refuses to start a queue without one. Each
@@ -74,14 +74,27 @@ export function pipelineHandlers(rt: Runtime): HandlerRegistry {
     if (!bytes) throw new Error(`segment ${ref.key} of the current generation is missing from S3`);
     return readSegment(bytes, ref.key, await codecs.get(t, c, ref.codecVersion));
   };
+  // A finished job's callback becomes a job of the webhook queue; the result stands even if queueing it fails.
+  const notify = (url: string, event: Parameters<typeof enqueueWebhook>[4]) =>
+    enqueueWebhook(queues, config, event.tenant, url, event).catch((err: Error) => logger.warn(`webhook for ${event.kind} ${event.id} not queued: ${err.message}`));
   return {
     [QueueName.encode]: (p, job) => encodeProcessor({ store, collections, encoders, queues, tokenBudget: config.ENCODE_TOKEN_BUDGET, logger }, p, job),
     [QueueName.compress]: (p) => compressProcessor({ store, collections, codecs, staticEmbeddings, queues }, p),
     [QueueName.index]: (p) => indexProcessor({ store, collections, codecs, ivf: rt.ivf, encoders, queues, ivfCentroids: config.IVF_CENTROIDS, assigner, staticEmbeddings }, p),
     // The commit queue serialises segment commits and deletes (both write the next generation).
     [QueueName.commit]: (p) => ('op' in p ? deleteProcessor({ store, collections, generations, liveIds, segmentDocs, logger }, p) : commitProcessor({ store, collections, generations, codecs, liveIds, logger }, p)),
-    [QueueName.search]: (p, job) => searchProcessor({ store, collections, generations, ivf: rt.ivf, encoders, segments, scorers, documents }, p, job),
-    [QueueName.rerank]: async (p, job) => rerankJob({ ...rerankDeps, texts, modelsDir }, p, job, await childTextStats(job)),
+    [QueueName.search]: async (p, job) => {
+      const r = await searchProcessor({ store, collections, generations, ivf: rt.ivf, encoders, segments, scorers, documents }, p, job);
+      if (p.callback) await notify(p.callback, webhookEventFor('search', p, { counts: { queries: r.queries, hits: r.hits } }));
+      return r;
+    },
+    [QueueName.rerank]: async (p, job) => {
+      const r = await rerankJob({ ...rerankDeps, texts, modelsDir }, p, job, await childTextStats(job));
+      if (p.callback) await notify(p.callback, webhookEventFor('rerank', p, { counts: { queries: r.queries, candidates: r.candidates, missing: r.missing } }));
+      return r;
+    },
+    // Deliveries of the callbacks above (and of failures, start.ts): retried with backoff by BullMQ.
+    [QueueName.webhook]: (p) => deliverWebhook(config, p),
     // Training: every live document of the generation through the same segment cache (first stage, token vectors).
     [QueueName.train]: (p, job) =>
       trainProcessor(

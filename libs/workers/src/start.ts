@@ -1,5 +1,5 @@
 import { QueueName, loadConfig } from '@lateral/shared';
-import { WorkerHost, createLogger, createRuntime, recordInference, requireServices, startMetricsServer, stopOnSignal, type Runtime } from '@lateral/infra';
+import { WorkerHost, enqueueWebhook, webhookEventFor, createLogger, createRuntime, recordInference, requireServices, startMetricsServer, stopOnSignal, type Runtime } from '@lateral/infra';
 import { setInferenceObserver } from '@lateral/model';
 import { pipelineHandlers } from './handlers';
 import { startHeartbeat } from './heartbeat';
@@ -30,8 +30,15 @@ export function startWorkers(rt: Runtime, queues: QueueName[]): WorkerHost {
       search: config.SEARCH_CONCURRENCY,
       'encode-texts': config.ENCODE_TEXTS_CONCURRENCY,
       batch: config.BATCH_CONCURRENCY,
+      webhook: config.WEBHOOK_CONCURRENCY,
     },
     onFinalFailure: async (queue, job, err) => {
+      // A re-rank or search with a callback tells it that it failed (a job of the webhook queue).
+      const cb = job.data as { callback?: unknown; tenantId?: string; collectionId?: string; rerankId?: string; searchId?: string };
+      if ((queue === QueueName.rerank || queue === QueueName.search) && typeof cb.callback === 'string' && cb.tenantId) {
+        const event = webhookEventFor(queue, { ...cb, tenantId: cb.tenantId }, { error: err.message });
+        await enqueueWebhook(rt.queues, config, cb.tenantId, cb.callback, event);
+      }
       // A batch that failed for good is recorded in S3, so its ingestion reports it and never looks stuck.
       const d = job.data as { tenantId?: string; collectionId?: string; ingestionId?: string | null; batchId?: string; documents?: number };
       if ((queue === QueueName.encode || queue === QueueName.compress || queue === QueueName.index || queue === QueueName.commit) && d.tenantId && d.collectionId && d.batchId && d.ingestionId) {

@@ -1,0 +1,170 @@
+import { createServer, type IncomingHttpHeaders, type Server as HttpServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { QueueName, WebhookEventSchema, jobIds, verifyWebhookSignature, type WebhookEvent } from '@lateral/shared';
+import { deliverWebhook, webhookEventFor } from '@lateral/infra';
+import { startServer, type Server } from '../apps/all-in-one/src/server';
+import { http, testConfig, until } from './helpers';
+
+/**
+ * Webhooks (README "Webhooks") through HTTP, queues, S3 and the workers: a search or re-rank with
+ * a `callback` gets one signed POST when it finishes, a failed one a POST with its error, a
+ * receiver answering 5xx is retried with backoff, and URLs outside WEBHOOK_ALLOWED_HOSTS (or
+ * special addresses a wildcard would match) are refused. The receiver is a local HTTP server on
+ * 127.0.0.1, which the allow-list names explicitly (loopback is otherwise refused).
+ */
+describe('webhooks (real Redis, real S3 server, local receiver)', () => {
+  const SECRET = 'test-webhook-secret-0123456789';
+  let server: Server;
+  let receiver: HttpServer;
+  let base = '';
+  type Received = { path: string; headers: IncomingHttpHeaders; body: string; answered: number };
+  const received: Received[] = [];
+  const flakyAnswers = [500, 500, 200];
+  // Every job gets one attempt (the failed search fails at once); webhook deliveries get three, 50 ms apart and doubling.
+  const config = testConfig({
+    JOB_ATTEMPTS: '1',
+    WEBHOOK_ALLOWED_HOSTS: '127.0.0.1',
+    WEBHOOK_SECRET: SECRET,
+    WEBHOOK_ATTEMPTS: '3',
+    WEBHOOK_BACKOFF_MS: '50',
+    WEBHOOK_TIMEOUT_MS: '2000',
+  });
+  const docs = Array.from({ length: 12 }, (_, i) => ({ id: `d${i}`, text: `document ${i} about ${i % 2 ? 'aircraft wings and lift' : 'heat transfer in fluids'} number ${i}` }));
+
+  beforeAll(async () => {
+    receiver = createServer((req, res) => {
+      const chunks: Buffer[] = [];
+      req.on('data', (c: Buffer) => chunks.push(c));
+      req.on('end', () => {
+        const path = req.url ?? '';
+        let answered = 200;
+        if (path === '/flaky') answered = flakyAnswers[received.filter((r) => r.path === '/flaky').length] ?? 200;
+        if (path === '/down') answered = 500;
+        received.push({ path, headers: req.headers, body: Buffer.concat(chunks).toString('utf8'), answered });
+        res.statusCode = answered;
+        res.end('ok');
+      });
+    });
+    await new Promise<void>((r) => receiver.listen(0, '127.0.0.1', r));
+    base = `http://127.0.0.1:${(receiver.address() as AddressInfo).port}`;
+    server = await startServer(config, { quiet: true });
+    await api('POST', '/v1/collections', { id: 'hooks' });
+    const ing = await api('POST', '/v1/collections/hooks/documents', docs);
+    await until(async () => (await api('GET', ing.body.status)).body.state === 'done', 120_000);
+  }, 180_000);
+  afterAll(async () => {
+    await server?.stop();
+    await new Promise((r) => receiver?.close(r));
+  });
+  const api = (method: string, url: string, body?: unknown) => http(server.url, method, url, body);
+  const at = (path: string) => received.filter((r) => r.path === path);
+  const verified = (r: Received): WebhookEvent => {
+    expect(r.headers['content-type']).toBe('application/json');
+    const sig = String(r.headers['x-lateral-signature']);
+    expect(sig).toMatch(/^t=\d+,v1=[0-9a-f]{64}$/);
+    expect(verifyWebhookSignature(SECRET, r.body, sig)).toBe(true);
+    // A different secret, or a changed body, does not verify.
+    expect(verifyWebhookSignature('another-secret', r.body, sig)).toBe(false);
+    expect(verifyWebhookSignature(SECRET, `${r.body} `, sig)).toBe(false);
+    return WebhookEventSchema.parse(JSON.parse(r.body));
+  };
+
+  it('a completed search delivers one signed POST with its counts and location', async () => {
+    const r = await api('POST', '/v1/search?wait=60', { collection: 'hooks', queries: [{ id: 'q1', text: 'aircraft lift' }, { id: 'q2', text: 'heat' }], topK: 3, callback: `${base}/search` });
+    expect(r.status, JSON.stringify(r.body)).toBe(200);
+    expect(r.body.status).toBe('completed');
+    const id = r.body.id as string;
+    await until(async () => at('/search').length >= 1, 30_000);
+    const event = verified(at('/search')[0]!);
+    const hits = (r.body.result.results as { hits: unknown[] }[]).reduce((s, q) => s + q.hits.length, 0);
+    expect(event).toMatchObject({ event: 'search.completed', id, kind: 'search', status: 'completed', collection: 'hooks', location: `/v1/search/${id}`, error: null, counts: { queries: 2, hits } });
+    expect(event.counts).toEqual(r.body.stats);
+    const loc = await api('GET', event.location);
+    expect(loc.status).toBe(200);
+    expect(loc.body.status).toBe('completed');
+    // One delivery: the webhook job completed on its first attempt.
+    const job = await server.runtime.queues.get(QueueName.webhook).getJob(`${config.DEFAULT_TENANT}~search~${id}~completed`);
+    expect(job?.attemptsMade).toBe(1);
+    expect(await job?.getState()).toBe('completed');
+    expect(at('/search')).toHaveLength(1);
+  });
+
+  it('a completed re-rank delivers one signed POST with its counts and location', async () => {
+    const r = await api('POST', '/v1/rerank?wait=60', { collection: 'hooks', queries: [{ id: 'q', text: 'heat transfer', candidates: ['d0', 'd1', 'd2', 'nope'] }], callback: `${base}/rerank` });
+    expect(r.status, JSON.stringify(r.body)).toBe(200);
+    expect(r.body.status).toBe('completed');
+    const id = r.body.id as string;
+    await until(async () => at('/rerank').length >= 1, 30_000);
+    const event = verified(at('/rerank')[0]!);
+    expect(event).toMatchObject({ event: 'rerank.completed', id, kind: 'rerank', status: 'completed', location: `/v1/rerank/${id}`, error: null });
+    // The counts are the job's own, as GET /v1/rerank/{id} reports them (one of the four ids is not in the collection).
+    expect(event.counts).toEqual(r.body.stats);
+    expect(event.counts).toMatchObject({ queries: 1, missing: 1 });
+    expect((await api('GET', event.location)).body.status).toBe('completed');
+    expect(at('/rerank')).toHaveLength(1);
+  });
+
+  it('a failed search delivers status failed with its error', async () => {
+    // Made to fail on purpose: a search job whose request is not in S3 (PermanentJobError, no retry).
+    const id = 'sr-webhook-fails';
+    const requestKey = `tenants/${config.DEFAULT_TENANT}/search/${id}/request.json`;
+    await server.runtime.queues.add(QueueName.search, jobIds.search(config.DEFAULT_TENANT, id), { tenantId: config.DEFAULT_TENANT, collectionId: 'hooks', searchId: id, requestKey, callback: `${base}/failed` });
+    await until(async () => at('/failed').length >= 1, 30_000);
+    const event = verified(at('/failed')[0]!);
+    expect(event).toMatchObject({ event: 'search.failed', id, kind: 'search', status: 'failed', collection: 'hooks', location: `/v1/search/${id}`, counts: {} });
+    expect(event.error).toContain(`search request missing from S3: ${requestKey}`);
+  });
+
+  it('a receiver answering 500 twice then 200 gets three attempts, each signed, then the delivery completes', async () => {
+    const r = await api('POST', '/v1/search?wait=60', { collection: 'hooks', queries: [{ id: 'q', text: 'fluids' }], callback: `${base}/flaky` });
+    expect(r.body.status).toBe('completed');
+    const job = await until(async () => {
+      const j = await server.runtime.queues.get(QueueName.webhook).getJob(`${config.DEFAULT_TENANT}~search~${r.body.id}~completed`);
+      return j && (await j.getState()) === 'completed' ? j : null;
+    }, 30_000);
+    expect(at('/flaky').map((x) => x.answered)).toEqual([500, 500, 200]);
+    expect(job.attemptsMade).toBe(3);
+    expect(job.returnvalue).toMatchObject({ status: 200, host: new URL(base).host, address: '127.0.0.1' });
+    const bodies = at('/flaky').map((x) => verified(x));
+    expect(new Set(bodies.map((b) => JSON.stringify(b))).size).toBe(1);
+  });
+
+  it('a receiver that keeps answering 500 is tried WEBHOOK_ATTEMPTS times, then the job fails naming the host and status', async () => {
+    const r = await api('POST', '/v1/search?wait=60', { collection: 'hooks', queries: [{ id: 'q', text: 'wings' }], callback: `${base}/down` });
+    expect(r.body.status).toBe('completed');
+    const job = await until(async () => {
+      const j = await server.runtime.queues.get(QueueName.webhook).getJob(`${config.DEFAULT_TENANT}~search~${r.body.id}~completed`);
+      return j && (await j.getState()) === 'failed' ? j : null;
+    }, 30_000);
+    expect(at('/down')).toHaveLength(3);
+    expect(job.failedReason).toBe(`webhook to ${new URL(base).host} answered HTTP 500`);
+    // The search itself stays completed: the slow or failing receiver never touched it.
+    expect((await api('GET', `/v1/search/${r.body.id}`)).body.status).toBe('completed');
+  });
+
+  it('a callback outside WEBHOOK_ALLOWED_HOSTS -> 400 naming callback (search and re-rank), nothing queued', async () => {
+    for (const callback of ['https://example.com/hook', 'http://localhost:9/hook', 'http://169.254.169.254/latest/meta-data', 'http://[fe80::1]/hook', 'ftp://127.0.0.1/x', 'not a url']) {
+      const s = await api('POST', '/v1/search', { collection: 'hooks', queries: [{ id: 'q', text: 'x' }], callback });
+      expect(s.status, `${callback}: ${JSON.stringify(s.body)}`).toBe(400);
+      expect(JSON.stringify(s.body)).toContain('callback');
+      const rr = await api('POST', '/v1/rerank', { collection: 'hooks', queries: [{ id: 'q', text: 'x', candidates: ['d0'] }], callback });
+      expect(rr.status, `${callback}: ${JSON.stringify(rr.body)}`).toBe(400);
+      expect(JSON.stringify(rr.body)).toContain('callback');
+    }
+    const s = await api('POST', '/v1/search', { collection: 'hooks', queries: [{ id: 'q', text: 'x' }], callback: 'https://example.com/hook' });
+    expect(JSON.stringify(s.body)).toContain('WEBHOOK_ALLOWED_HOSTS');
+  });
+
+  it('the worker re-checks at delivery: a wildcard never reaches loopback, link-local or metadata addresses', async () => {
+    const event = webhookEventFor('search', { tenantId: 't', collectionId: 'c', searchId: 'sr-x' }, { counts: { queries: 1, hits: 1 } });
+    const settings = { WEBHOOK_ALLOWED_HOSTS: '*', WEBHOOK_SECRET: SECRET, WEBHOOK_TIMEOUT_MS: 1000, WEBHOOK_ATTEMPTS: 1, WEBHOOK_BACKOFF_MS: 1 };
+    const before = received.length;
+    for (const url of [`${base}/wild`, `http://localhost:${new URL(base).port}/wild`, 'http://169.254.169.254/latest', 'http://[::ffff:169.254.169.254]/x', 'http://metadata.google.internal/x', 'http://[fe80::1]/x']) {
+      await expect(deliverWebhook(settings, { tenantId: 't', url, body: event }), url).rejects.toThrow(/refused: .*(loopback|link-local|metadata)/);
+    }
+    expect(received.length).toBe(before);
+    // Webhooks disabled: an empty allow-list refuses everything, even an explicitly allowed receiver's address.
+    await expect(deliverWebhook({ ...settings, WEBHOOK_ALLOWED_HOSTS: '' }, { tenantId: 't', url: `${base}/wild`, body: event })).rejects.toThrow(/WEBHOOK_ALLOWED_HOSTS is empty/);
+  });
+});
