@@ -168,18 +168,15 @@ export class TextCacheReader {
 }
 
 /**
- * Deletes the tenant's cached texts older than the TTL (by their S3 last-modified time; reads also
+ * Deletes every tenant's cached texts older than the TTL (by their S3 last-modified time; reads also
  * refuse expired entries, so a late cleanup never serves stale vectors). Returns how many it deleted.
  */
-export async function cleanupTextCache(store: Pick<ObjectStore, 'delete' | 'listPrefixes' | 's3' | 'bucket'>, ttlDays: number, now = Date.now()): Promise<number> {
+export async function cleanupTextCache(store: Pick<ObjectStore, 'delete' | 's3' | 'bucket'>, ttlDays: number, now = Date.now()): Promise<number> {
   let deleted = 0;
-  for (const tenantPrefix of await store.listPrefixes('tenants/')) {
-    const tenantId = tenantPrefix.slice('tenants/'.length, -1);
-    for await (const o of listWithDates(store, textKeys.cachePrefix(tenantId))) {
-      if (o.lastModified && now - o.lastModified.getTime() > ttlDays * DAY_MS) {
-        await store.delete(o.key);
-        deleted++;
-      }
+  for await (const o of listWithDates(store, textKeys.cacheRoot)) {
+    if (o.lastModified && now - o.lastModified.getTime() > ttlDays * DAY_MS) {
+      await store.delete(o.key);
+      deleted++;
     }
   }
   return deleted;

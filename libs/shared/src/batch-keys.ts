@@ -13,15 +13,18 @@ export const textKeys = {
   /** Distinct candidate texts of a re-rank request, for its encode-texts job (JSON array). */
   rerankTexts: (t: string, job: string) => `tenants/${id('tenant id', t)}/rerank/${id('job id', job)}/texts.json`,
   /**
-   * An encoded candidate text, one segment of one document: model, model version (a hash of its
+   * An encoded candidate text, one segment of one document, under the tenant's text cache (a
+   * top-level prefix per tenant, so the expiry cleanup lists nothing else): model, model version (a hash of its
    * files), token cap, codec (`fp16`, or `<collection>.v<codecVersion>` for a codec with an
    * artifact) and the text's sha256.
    */
   vectors: (t: string, model: string, modelVersion: string, maxTokens: number, codecTag: string, sha256: string) => {
     if (!hex64.test(sha256)) throw new Error('text hash must be a sha256 in hex');
-    return `tenants/${id('tenant id', t)}/text-cache/${id('model', model)}/${id('model version', modelVersion)}/t${maxTokens}/${id('codec tag', codecTag)}/${sha256.slice(0, 2)}/${sha256}.seg`;
+    return `text-cache/${id('tenant id', t)}/${id('model', model)}/${id('model version', modelVersion)}/t${maxTokens}/${id('codec tag', codecTag)}/${sha256.slice(0, 2)}/${sha256}.seg`;
   },
-  cachePrefix: (t: string) => `tenants/${id('tenant id', t)}/text-cache/`,
+  cachePrefix: (t: string) => `text-cache/${id('tenant id', t)}/`,
+  /** Every tenant's text cache under one prefix, so the expiry cleanup lists the cache only. */
+  cacheRoot: 'text-cache/',
 };
 
 export const batchKeys = {
