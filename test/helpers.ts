@@ -20,6 +20,9 @@ export function testConfig(overrides: Record<string, string> = {}): Config {
     // The plumbing tests run on the small GloVe model (fast on 2 cores); the pretrained model's
     // service path has its own test (test/pretrained-model.integration.spec.ts).
     DEFAULT_MODEL: 'glove-ctx-100d',
+    // Background merges would change generations and segment keys under tests that count them;
+    // merges are tested on their own (test/merge.integration.spec.ts turns this on where it tests it).
+    MERGE_AFTER_COMMIT: 'false',
     ...overrides,
   });
 }

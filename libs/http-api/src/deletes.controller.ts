@@ -30,6 +30,14 @@ export class DeletesController {
     return out.body;
   }
 
+  /** Merges small segments and drops deleted documents (the tiered policy; also run after commits with MERGE_AFTER_COMMIT). */
+  @Post(':id/merge')
+  async merge(@Param('id', CollectionIdParam) id: string, @Query('wait') wait: string | undefined, @Res({ passthrough: true }) res: Response) {
+    const out = await this.svc.merge(id, this.svc.parseWait(wait));
+    res.status(out.status);
+    return out.body;
+  }
+
   @Get(':id/deletes/:deleteId')
   async status(@Param('id', CollectionIdParam) id: string, @Param('deleteId', DeleteIdParam) deleteId: string, @Res({ passthrough: true }) res: Response) {
     const out = await this.svc.status(id, deleteId);

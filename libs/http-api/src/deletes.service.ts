@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { Job } from 'bullmq';
-import { DeleteDocumentsSchema, NotFoundError, QueueName, ValidationError, deleteKeys, type DeleteDocuments, type DeleteResult } from '@lateral/shared';
+import { DeleteDocumentsSchema, NotFoundError, QueueName, ValidationError, deleteKeys, mergeJobId, type DeleteDocuments, type DeleteResult, type MergeOutcome } from '@lateral/shared';
 import { compileFilter } from '@lateral/search';
 import type { Runtime } from '@lateral/infra';
 import { currentTenant } from './request-context';
@@ -13,6 +13,11 @@ export interface DeletePending {
   status: 'queued' | 'running';
   statusUrl: string;
 }
+
+/** A merge's answer: what it did (200), or that it is still queued or running (202; asked on `generation`). */
+export type MergeAnswer =
+  | ({ collection: string; generation: number; committed: boolean } & MergeOutcome)
+  | { collection: string; generation: number; status: 'queued' | 'running' };
 
 /** How long a delete waits for its commit by default (seconds; `wait` changes it, up to RERANK_MAX_WAIT_SECONDS). */
 export const DEFAULT_DELETE_WAIT_SECONDS = 30;
@@ -67,6 +72,33 @@ export class DeletesService {
     await this.rt.store.putJson(requestKey, req);
     const job = await this.rt.queues.add(QueueName.commit, deleteKeys.job(t, collectionId, deleteId), { op: 'delete', tenantId: t, collectionId, deleteId, requestKey });
     return this.answer(collectionId, deleteId, job, waitSeconds);
+  }
+
+  /**
+   * POST /v1/collections/{id}/merge: a merge job on the commit queue (the tiered policy picks the
+   * segments on the current generation); 200 with what it did once it finished, 202 while it runs
+   * past `wait`. One job per generation asked on: asking again on the same generation answers the same job.
+   */
+  async merge(collectionId: string, waitSeconds: number): Promise<{ status: number; body: MergeAnswer }> {
+    const t = this.tenant;
+    if (!(await this.rt.collections.get(t, collectionId))) throw new NotFoundError(`collection '${collectionId}' not found`);
+    const generation = (await this.rt.generations.manifest(t, collectionId))?.generation ?? 0;
+    const jobId = mergeJobId(t, collectionId, 'api', generation);
+    const job = await this.rt.queues.add(QueueName.commit, jobId, { op: 'merge', tenantId: t, collectionId, trigger: 'api' });
+    const until = Date.now() + waitSeconds * 1000;
+    let pause = 20;
+    for (;;) {
+      const state = await job.getState();
+      if (state === 'completed' || state === 'failed') {
+        const fresh = (await Job.fromId(this.rt.queues.get(QueueName.commit), jobId)) ?? job;
+        if (state === 'failed') throw new Error(`merge of ${collectionId} failed: ${fresh.failedReason}`);
+        const r = fresh.returnvalue as { generation: number; committed: boolean; documents?: number; merged: MergeOutcome };
+        return { status: 200, body: { collection: collectionId, generation: r.generation, committed: r.committed, ...r.merged } };
+      }
+      if (Date.now() >= until) return { status: 202, body: { collection: collectionId, generation, status: state === 'active' ? 'running' : 'queued' } };
+      await new Promise((r) => setTimeout(r, Math.min(pause, Math.max(1, until - Date.now()))));
+      pause = Math.min(200, pause * 2);
+    }
   }
 
   /** Polls the job until it finishes or `waitSeconds` pass (deletes are rare: no QueueEvents connection kept). */

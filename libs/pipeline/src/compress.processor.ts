@@ -1,5 +1,5 @@
-import { PermanentJobError, QueueName, s3Keys, type JobPayload, type JobResults } from '@lateral/shared';
-import { SegmentCorruptError, createCodec, readSegment, writeSegment } from '@lateral/codec';
+import { PermanentJobError, QueueName, s3Keys, type Collection, type JobPayload, type JobResults } from '@lateral/shared';
+import { SegmentCorruptError, createCodec, readSegment, writeSegment, type SegmentReader } from '@lateral/codec';
 import type { StaticEmbeddings } from '@lateral/model';
 import type { CodecArtifactRepository, CollectionRepository, JobQueues, ObjectStore } from '@lateral/infra';
 import { enqueueNext } from './pipeline';
@@ -25,6 +25,40 @@ function lookupStatic(se: StaticEmbeddings, tokenIds: Int32Array, rawKey: string
 }
 
 /**
+ * Codes raw fp16 vectors (a raw segment) with the collection's codec `codecVersion` (fitting its
+ * artifact when it is the first batch): the bytes of the compressed segment. Deterministic per
+ * document (same artifact, same seed), so a merge that re-codes the raw vectors of several
+ * batches writes the codes their own segments held.
+ */
+export async function compressRaw(
+  ctx: Pick<CompressDeps, 'codecs' | 'staticEmbeddings'>,
+  collection: Collection,
+  raw: SegmentReader,
+  codecVersion: number,
+  rawKey: string,
+): Promise<Uint8Array> {
+  // Settings of this job's codec version: the collection's current one, or a re-compression's.
+  const settings = codecVersion === collection.codecVersion ? collection.codec : collection.pending?.codecVersion === codecVersion ? collection.pending.codec : null;
+  if (!settings) throw new PermanentJobError(`codec version ${codecVersion} of ${collection.id} is neither current (${collection.codecVersion}) nor being re-compressed`);
+  // Side information: the static embedding of every raw token, from the collection's model (fit and encode).
+  const se = settings.sideInfo ? await ctx.staticEmbeddings.forCollection(collection) : null;
+  const staticEmbeddings = se ? lookupStatic(se, raw.tokenIds, rawKey) : undefined;
+  const artifact = await ctx.codecs.ensure(collection.tenantId, collection.id, codecVersion, settings, () => ({
+    vectors: raw.decodeAll(),
+    dims: raw.dims,
+    ...(se ? { staticEmbeddings, staticDims: se.dims } : {}),
+  }));
+  if (artifact.settings.sideInfo && !staticEmbeddings) throw new PermanentJobError(`codec v${codecVersion} of ${collection.id} uses side information but its job settings do not`);
+  const codec = createCodec(artifact.settings, artifact);
+  const metadata = Array.from({ length: raw.documents }, (_, i) => raw.metadata(i));
+  return writeSegment(
+    { docIds: raw.docIds, tokenOffsets: raw.tokenOffsets, tokenIds: raw.tokenIds, vectors: raw.decodeAll(), dims: raw.dims, docVectors: raw.docVectors ?? undefined, metadata, staticEmbeddings },
+    codec,
+    { seed: artifact.seed },
+  );
+}
+
+/**
  * Turns a batch's raw fp16 vectors into an immutable segment with the collection's codec.
  * The segment key carries the codec version, so a re-compression never overwrites a live segment.
  */
@@ -40,25 +74,7 @@ export async function compressProcessor(ctx: CompressDeps, p: JobPayload<QueueNa
     if (err instanceof SegmentCorruptError) throw new PermanentJobError(err.message);
     throw err;
   }
-  // Settings of this job's codec version: the collection's current one, or a re-compression's.
-  const settings = p.codecVersion === collection.codecVersion ? collection.codec : collection.pending?.codecVersion === p.codecVersion ? collection.pending.codec : null;
-  if (!settings) throw new PermanentJobError(`codec version ${p.codecVersion} of ${p.collectionId} is neither current (${collection.codecVersion}) nor being re-compressed`);
-  // Side information: the static embedding of every raw token, from the collection's model (fit and encode).
-  const se = settings.sideInfo ? await ctx.staticEmbeddings.forCollection(collection) : null;
-  const staticEmbeddings = se ? lookupStatic(se, raw.tokenIds, p.rawKey) : undefined;
-  const artifact = await ctx.codecs.ensure(p.tenantId, p.collectionId, p.codecVersion, settings, () => ({
-    vectors: raw.decodeAll(),
-    dims: raw.dims,
-    ...(se ? { staticEmbeddings, staticDims: se.dims } : {}),
-  }));
-  if (artifact.settings.sideInfo && !staticEmbeddings) throw new PermanentJobError(`codec v${p.codecVersion} of ${p.collectionId} uses side information but its job settings do not`);
-  const codec = createCodec(artifact.settings, artifact);
-  const metadata = Array.from({ length: raw.documents }, (_, i) => raw.metadata(i));
-  const segment = writeSegment(
-    { docIds: raw.docIds, tokenOffsets: raw.tokenOffsets, tokenIds: raw.tokenIds, vectors: raw.decodeAll(), dims: raw.dims, docVectors: raw.docVectors ?? undefined, metadata, staticEmbeddings },
-    codec,
-    { seed: artifact.seed },
-  );
+  const segment = await compressRaw(ctx, collection, raw, p.codecVersion, p.rawKey);
   const segmentKey = s3Keys.segment(p.tenantId, p.collectionId, p.batchId, p.codecVersion);
   await ctx.store.put(segmentKey, segment);
   const result = { segmentKey, bytes: segment.byteLength };

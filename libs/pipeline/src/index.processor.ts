@@ -1,5 +1,5 @@
-import { PermanentJobError, QueueName, s3Keys, type JobPayload, type JobResults } from '@lateral/shared';
-import { SegmentCorruptError, readSegment } from '@lateral/codec';
+import { PermanentJobError, QueueName, s3Keys, type Collection, type JobPayload, type JobResults } from '@lateral/shared';
+import { SegmentCorruptError, readSegment, type SegmentReader } from '@lateral/codec';
 import { buildSegmentIndex, distinctSample, ivfCentroidCount, normalizeRows, searchSegment, serializeSegmentIndex } from '@lateral/search';
 import { mulberry32 } from '@lateral/shared';
 import { onnxSphericalKmeans, type OnnxNearestCentroid } from '@lateral/kernels';
@@ -43,25 +43,17 @@ export function specialTokenIds(encoder: Pick<TokenEncoder, 'manifest' | 'tokeni
 }
 
 /**
- * Builds a written segment's search index (token IVF postings against the collection's centroids
- * for this codec version, BM25 postings over its token ids) and stores it beside the segment,
- * before the segment is committed, so every committed segment can be searched. Deterministic:
- * a replayed job writes the same bytes. The centroids are fitted once per collection and codec
- * version, by the first index job, on that segment's tokens (conditional write).
+ * The serialized search index of one segment (its reader): token IVF postings against the
+ * collection's centroids for `codecVersion` (fitted on this segment's tokens when it is the first
+ * one indexed) and BM25 postings over its token ids. Shared by index jobs and merges.
  */
-export async function indexProcessor(deps: IndexDeps, p: JobPayload<QueueName.index>): Promise<JobResults[QueueName.index]> {
-  const collection = await deps.collections.get(p.tenantId, p.collectionId);
-  if (!collection) throw new PermanentJobError(`collection ${p.tenantId}/${p.collectionId} no longer exists`);
-  const bytes = await deps.store.get(p.segmentKey);
-  if (!bytes) throw new PermanentJobError(`segment missing from S3: ${p.segmentKey}`);
-  let reader;
-  try {
-    const artifact = await deps.codecs.get(p.tenantId, p.collectionId, p.codecVersion);
-    reader = readSegment(bytes, p.segmentKey, artifact, await segmentReadOptions(artifact, collection, deps.staticEmbeddings));
-  } catch (err) {
-    if (err instanceof SegmentCorruptError) throw new PermanentJobError(err.message);
-    throw err;
-  }
+export async function segmentIndexBytes(
+  deps: Pick<IndexDeps, 'ivf' | 'encoders' | 'ivfCentroids' | 'assigner'>,
+  collection: Collection,
+  reader: SegmentReader,
+  codecVersion: number,
+): Promise<Uint8Array> {
+  const p = { tenantId: collection.tenantId, collectionId: collection.id, codecVersion };
   const seg = searchSegment(reader);
   const d = reader.dims;
   const T = reader.tokens;
@@ -83,6 +75,30 @@ export async function indexProcessor(deps: IndexDeps, p: JobPayload<QueueName.in
   const { nearest } = await assigner.assign(seg.tokens, T, ivf.centroids, ivf.k, d);
   const index = buildSegmentIndex(seg, ivf.centroids, d, { assignments: nearest, bm25Skip: (id) => skip.has(id) });
   const out = serializeSegmentIndex(index);
+  return out;
+}
+
+/**
+ * Builds a written segment's search index (token IVF postings against the collection's centroids
+ * for this codec version, BM25 postings over its token ids) and stores it beside the segment,
+ * before the segment is committed, so every committed segment can be searched. Deterministic:
+ * a replayed job writes the same bytes. The centroids are fitted once per collection and codec
+ * version, by the first index job, on that segment's tokens (conditional write).
+ */
+export async function indexProcessor(deps: IndexDeps, p: JobPayload<QueueName.index>): Promise<JobResults[QueueName.index]> {
+  const collection = await deps.collections.get(p.tenantId, p.collectionId);
+  if (!collection) throw new PermanentJobError(`collection ${p.tenantId}/${p.collectionId} no longer exists`);
+  const bytes = await deps.store.get(p.segmentKey);
+  if (!bytes) throw new PermanentJobError(`segment missing from S3: ${p.segmentKey}`);
+  let reader;
+  try {
+    const artifact = await deps.codecs.get(p.tenantId, p.collectionId, p.codecVersion);
+    reader = readSegment(bytes, p.segmentKey, artifact, await segmentReadOptions(artifact, collection, deps.staticEmbeddings));
+  } catch (err) {
+    if (err instanceof SegmentCorruptError) throw new PermanentJobError(err.message);
+    throw err;
+  }
+  const out = await segmentIndexBytes(deps, collection, reader, p.codecVersion);
   const indexKey = s3Keys.segmentIndex(p.tenantId, p.collectionId, p.batchId, p.codecVersion);
   await deps.store.put(indexKey, out);
   const result = { indexKey, bytes: out.byteLength };

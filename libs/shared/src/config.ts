@@ -82,6 +82,14 @@ export const ConfigSchema = z.object({
   /** Token IVF centroids per collection and codec version; 0 = PLAID's rule on the first indexed segment's tokens. */
   IVF_CENTROIDS: int(0, 0, 65536),
   COMMIT_CONCURRENCY: int(4, 1, 64),
+  /** Merges (issue 10): a tier of the tiered policy merges once it holds this many segments. */
+  MERGE_FACTOR: int(10, 2, 1000),
+  /** A segment whose deleted (tombstoned) fraction of documents reaches this is rewritten. */
+  MERGE_DELETED_FRACTION: z.coerce.number().gt(0).max(1).default(0.3),
+  /** Segments under this many live documents share the lowest tier. */
+  MERGE_FLOOR_DOCUMENTS: int(256, 1, 10_000_000),
+  /** Enqueue a merge job after each committed generation (false: only POST /v1/collections/{id}/merge). */
+  MERGE_AFTER_COMMIT: bool.default(true),
   RERANK_CONCURRENCY: int(1, 1, 64),
   SEARCH_CONCURRENCY: int(2, 1, 64),
   /** Concurrent encode-texts jobs (candidate texts -> the text cache) per process. */

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { resourceId } from './ids';
+import { assertResourceId, resourceId } from './ids';
 import { DeletePayloadSchema } from './deletes';
 import { CallbackUrlSchema, WebhookEventSchema } from './webhooks';
 
@@ -37,6 +37,22 @@ const writtenSegment = z.object({
   documents: z.number().int().nonnegative(),
 });
 
+/**
+ * A merge on the commit queue (op 'merge'): the tiered policy chooses the segments on the
+ * current generation (libs/pipeline/src/merge-policy.ts); serialised with commits and deletes.
+ */
+export const MergePayloadSchema = z.object({
+  op: z.literal('merge'),
+  tenantId,
+  collectionId,
+  /** Who asked: 'commit' (after a committed generation) or 'api' (POST /v1/collections/{id}/merge). */
+  trigger: z.enum(['commit', 'api']),
+});
+export type MergePayload = z.infer<typeof MergePayloadSchema>;
+/** A merge's job id: one per collection and generation it was asked on (BullMQ forbids ':'; '~' never appears in resource ids). */
+export const mergeJobId = (t: string, c: string, trigger: MergePayload['trigger'], generation: number) =>
+  `${assertResourceId('tenant id', t)}~${assertResourceId('collection id', c)}~merge~${trigger}-g${generation}`;
+
 /** Payloads carry references only (ids and S3 keys), never vectors. */
 export const JobPayloadSchemas = {
   [QueueName.encode]: z.object({
@@ -57,8 +73,8 @@ export const JobPayloadSchemas = {
     documents: z.number().int().nonnegative(),
   }),
   [QueueName.index]: writtenSegment,
-  /** A written segment to commit, or a delete (tombstones): both change the generation, so they share one queue. */
-  [QueueName.commit]: z.union([writtenSegment, DeletePayloadSchema]),
+  /** A written segment to commit, a delete (tombstones) or a merge: all change the generation, so they share one queue. */
+  [QueueName.commit]: z.union([writtenSegment, DeletePayloadSchema, MergePayloadSchema]),
   [QueueName.rerank]: z.object({
     tenantId,
     rerankId: resourceId('rerankId'),
@@ -103,13 +119,23 @@ export type JobPayload<Q extends QueueName> = z.infer<(typeof JobPayloadSchemas)
 /** A commit job that commits a written segment (not a delete). */
 export type SegmentCommitPayload = z.infer<typeof writtenSegment>;
 
+/** What a merge did: the segments it replaced (keys) and the one it wrote (null: nothing was live), or why it did nothing. */
+export interface MergeOutcome {
+  status: 'merged' | 'nothing-to-merge' | 'inputs-gone' | 'recompressing';
+  inputs: string[];
+  output: string | null;
+  /** Documents dropped (tombstoned or superseded in the inputs). */
+  dropped: number;
+  reason?: 'tier' | 'deletes';
+}
+
 /** What a finished job returns (stored by BullMQ; small). */
 export interface JobResults {
   [QueueName.encode]: { rawKey: string; documents: number; tokens: number; codecVersion: number };
   [QueueName.compress]: { segmentKey: string; bytes: number };
   [QueueName.index]: { indexKey: string; bytes: number };
   /** A delete also returns what it deleted (DeleteResult). */
-  [QueueName.commit]: { generation: number; committed: boolean; deleted?: number; notFound?: string[]; documents?: number };
+  [QueueName.commit]: { generation: number; committed: boolean; deleted?: number; notFound?: string[]; documents?: number; merged?: MergeOutcome };
   /** `texts`: requests with text candidates (how many texts were encoded for this job, how many reused). */
   [QueueName.rerank]: { resultKey: string; queries: number; candidates: number; missing: number; texts?: { candidates: number; encoded: number; reused: number } };
   [QueueName.search]: { resultKey: string; queries: number; hits: number };

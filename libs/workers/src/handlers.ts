@@ -1,11 +1,14 @@
 import path from 'node:path';
 import { PermanentJobError, QueueName, textCodecRef, trainingKeys, type SegmentRef } from '@lateral/shared';
-import { DocumentRepository, DiskObjectCache, registerCacheMetrics, JobFlows, deliverWebhook, enqueueWebhook, webhookEventFor, type HandlerRegistry, type Runtime } from '@lateral/infra';
+import { DiskObjectCache, registerCacheMetrics, DocumentRepository, JobFlows, deliverWebhook, enqueueWebhook, webhookEventFor, type HandlerRegistry, type Runtime } from '@lateral/infra';
 import {
   SegmentIds,
   StaticEmbeddingsCache,
   commitProcessor,
   deleteProcessor,
+  mergeProcessor,
+  enqueueMerge,
+  DEFAULT_MERGE_POLICY,
   compressProcessor,
   encodeProcessor,
   indexProcessor,
@@ -77,12 +80,22 @@ export function pipelineHandlers(rt: Runtime): HandlerRegistry {
   // A finished job's callback becomes a job of the webhook queue; the result stands even if queueing it fails.
   const notify = (url: string, event: Parameters<typeof enqueueWebhook>[4]) =>
     enqueueWebhook(queues, config, event.tenant, url, event).catch((err: Error) => logger.warn(`webhook for ${event.kind} ${event.id} not queued: ${err.message}`));
+  const mergePolicy = { ...DEFAULT_MERGE_POLICY, factor: config.MERGE_FACTOR, deletedFraction: config.MERGE_DELETED_FRACTION, floorDocuments: config.MERGE_FLOOR_DOCUMENTS };
   return {
     [QueueName.encode]: (p, job) => encodeProcessor({ store, collections, encoders, queues, tokenBudget: config.ENCODE_TOKEN_BUDGET, logger }, p, job),
     [QueueName.compress]: (p) => compressProcessor({ store, collections, codecs, staticEmbeddings, queues }, p),
     [QueueName.index]: (p) => indexProcessor({ store, collections, codecs, ivf: rt.ivf, encoders, queues, ivfCentroids: config.IVF_CENTROIDS, assigner, staticEmbeddings }, p),
-    // The commit queue serialises segment commits and deletes (both write the next generation).
-    [QueueName.commit]: (p) => ('op' in p ? deleteProcessor({ store, collections, generations, liveIds, segmentDocs, logger }, p) : commitProcessor({ store, collections, generations, codecs, liveIds, logger }, p)),
+    // The commit queue carries segment commits, deletes and merges (all write the next generation).
+    [QueueName.commit]: async (p) => {
+      const out = !('op' in p)
+        ? await commitProcessor({ store, collections, generations, codecs, liveIds, logger }, p)
+        : p.op === 'delete'
+          ? await deleteProcessor({ store, collections, generations, liveIds, segmentDocs, logger }, p)
+          : await mergeProcessor({ store, collections, generations, codecs, liveIds, logger, policy: mergePolicy, ivf: rt.ivf, encoders, ivfCentroids: config.IVF_CENTROIDS, assigner, staticEmbeddings }, p);
+      // Each new generation may fill a merge tier (a failure to enqueue never fails the commit: the next one asks again).
+      if (out.committed && config.MERGE_AFTER_COMMIT) await enqueueMerge(queues, p.tenantId, p.collectionId, 'commit', out.generation).catch((err: Error) => logger.warn(`merge not enqueued: ${err.message}`));
+      return out;
+    },
     [QueueName.search]: async (p, job) => {
       const r = await searchProcessor({ store, collections, generations, ivf: rt.ivf, encoders, segments, scorers, documents }, p, job);
       if (p.callback) await notify(p.callback, webhookEventFor('search', p, { counts: { queries: r.queries, hits: r.hits } }));

@@ -1,0 +1,215 @@
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { readSegment } from '@lateral/codec';
+import { OnnxNearestCentroid } from '@lateral/kernels';
+import { DEFAULT_MERGE_POLICY, SegmentIds, StaticEmbeddingsCache, encoderProvider, mergeProcessor, type MergeDeps } from '@lateral/pipeline';
+import type { CollectionManifest, SegmentRef } from '@lateral/shared';
+import { startServer, type Server } from '../apps/all-in-one/src/server';
+import { loadCranfield } from '../scripts/lib/cranfield';
+import { http, testConfig, until } from './helpers';
+
+/**
+ * Merges through the service (issue 10 item 3): several small ingests, deletes and a replaced id,
+ * then POST /v1/collections/{id}/merge: one segment instead of several, the same re-rank and
+ * exhaustive-search results (ids and scores) as before, deleted and superseded copies gone. Then
+ * the two races, with the merge job's processor run here on the service's S3 and Redis and the
+ * racing operation (a delete; an ingest of a new id and of an id held by an input) committed
+ * through the service between the merge reading its inputs and its commit.
+ */
+describe('merge (real Redis, real S3 server, real ONNX model)', () => {
+  let server: Server;
+  const config = testConfig({ ENCODE_BATCH_DOCUMENTS: '10', MERGE_FACTOR: '4', MERGE_AFTER_COMMIT: 'false' });
+  const cran = loadCranfield(path.resolve('data/cranfield'));
+  const docs = cran.docs.filter((d) => d.text.length > 0).slice(0, 80);
+  let merge: MergeDeps;
+
+  const api = (method: string, url: string, body?: unknown) => http(server.url, method, url, body);
+  const ingest = async (c: string, items: { id: string; text: string; metadata?: Record<string, unknown> }[]) => {
+    const ing = await api('POST', `/v1/collections/${c}/documents`, items);
+    expect(ing.status, JSON.stringify(ing.body)).toBe(202);
+    await until(async () => (await api('GET', ing.body.status)).body.state === 'done', 120_000);
+  };
+  const rerank = async (c: string, candidates: string[], text: string) => {
+    const r = await api('POST', '/v1/rerank?wait=60', { collection: c, scorer: 'maxsim', topK: 1000, queries: [{ id: 'q', text, candidates }] });
+    expect(r.body.status, JSON.stringify(r.body)).toBe('completed');
+    return r.body.result.results[0] as { hits: { id: string; score: number }[]; missing: string[] };
+  };
+  const search = async (c: string, mode: string, text: string) => {
+    const r = await api('POST', '/v1/search?wait=60', { collection: c, mode, topK: 1000, queries: [{ id: 'q', text }] });
+    expect(r.body.status, JSON.stringify(r.body)).toBe('completed');
+    return r.body.result.results[0].hits as { id: string; score: number }[];
+  };
+  const manifest = async (c: string) => (await server.runtime.generations.manifest('default', c)) as CollectionManifest;
+  const del = async (c: string, id: string) => {
+    const r = await api('DELETE', `/v1/collections/${c}/documents/${encodeURIComponent(id)}`);
+    expect(r.status, JSON.stringify(r.body)).toBe(200);
+  };
+  /** Ids of a segment, as stored. */
+  const segmentIds = async (c: string, ref: SegmentRef) =>
+    readSegment((await server.runtime.store.get(ref.key))!, ref.key, await server.runtime.codecs.get('default', c, ref.codecVersion)).docIds;
+
+  beforeAll(async () => {
+    server = await startServer(config, { quiet: true });
+    const rt = server.runtime;
+    const store = rt.store;
+    // The merge job's dependencies, as the worker's handlers build them.
+    let nearest: Promise<OnnxNearestCentroid> | null = null;
+    merge = {
+      store,
+      collections: rt.collections,
+      generations: rt.generations,
+      codecs: rt.codecs,
+      ivf: rt.ivf,
+      encoders: encoderProvider({ modelsDir: config.MODELS_DIR, executionProvider: config.ORT_EXECUTION_PROVIDER, deviceId: config.ORT_CUDA_DEVICE_ID, intraOpThreads: config.ORT_INTRA_OP_THREADS }, rt.logger),
+      staticEmbeddings: new StaticEmbeddingsCache(path.resolve(config.MODELS_DIR)),
+      assigner: () => (nearest ??= OnnxNearestCentroid.create(config.ORT_INTRA_OP_THREADS)),
+      ivfCentroids: config.IVF_CENTROIDS,
+      liveIds: new SegmentIds(async (t, c, ref) => readSegment((await store.get(ref.key))!, ref.key, await rt.codecs.get(t, c, ref.codecVersion)).docIds),
+      policy: { ...DEFAULT_MERGE_POLICY, factor: 4 },
+      logger: rt.logger,
+    };
+  }, 180_000);
+  afterAll(async () => {
+    await server?.stop();
+  });
+
+  it('POST merge: one segment, the same re-rank and exhaustive results, deleted and replaced copies dropped', async () => {
+    await api('POST', '/v1/collections', { id: 'm1' });
+    const first = docs.slice(0, 30);
+    // Three ingests of 10 documents each (one batch, one segment each), then one replacing an id.
+    for (let i = 0; i < 30; i += 10) await ingest('m1', first.slice(i, i + 10).map((d) => ({ id: d.id, text: d.text, metadata: { n: Number(d.id) } })));
+    await ingest('m1', [{ id: first[3].id, text: first[10].text + ' replaced', metadata: { replaced: true } }]);
+    await del('m1', first[7].id);
+    await del('m1', first[25].id);
+    const before = await manifest('m1');
+    expect(before.segments).toHaveLength(4);
+    expect(before.documents).toBe(28);
+    const ids = first.map((d) => d.id);
+    const queries = [first[0].text, first[3].text, docs[50].text];
+    const rerankBefore = await Promise.all(queries.map((q) => rerank('m1', ids, q)));
+    const searchBefore = await Promise.all(queries.map((q) => search('m1', 'exhaustive', q)));
+    const xtrBefore = await Promise.all(queries.map((q) => search('m1', 'xtr', q)));
+
+    const r = await api('POST', '/v1/collections/m1/merge?wait=60');
+    expect(r.status, JSON.stringify(r.body)).toBe(200);
+    // Four segments of tier 0 (factor 4): all of them; two deleted copies and one replaced copy dropped.
+    expect(r.body).toMatchObject({ status: 'merged', committed: true, reason: 'tier', dropped: 3 });
+    expect(r.body.inputs).toEqual(before.segments.map((s) => s.key));
+    const after = await manifest('m1');
+    expect(after.generation).toBe(before.generation + 1);
+    expect(after.segments).toHaveLength(1);
+    expect(after.segments[0].key).toBe(r.body.output);
+    expect(after.segments[0].documents).toBe(28);
+    expect(after.segments[0].tombstones ?? []).toEqual([]);
+    expect(after.documents).toBe(28);
+    const merged = await segmentIds('m1', after.segments[0]);
+    expect(merged).not.toContain(first[7].id);
+    expect(merged).not.toContain(first[25].id);
+    expect(merged.filter((id) => id === first[3].id)).toHaveLength(1);
+    expect((await api('GET', '/v1/collections/m1')).body.documents).toBe(28);
+
+    // Same codes for every document (re-coded from the raw vectors with the same artifact): the same scores.
+    for (let q = 0; q < queries.length; q++) {
+      const rr = await rerank('m1', ids, queries[q]);
+      expect(rr.hits).toEqual(rerankBefore[q].hits);
+      expect(rr.missing.sort()).toEqual([first[7].id, first[25].id].sort());
+      expect(await search('m1', 'exhaustive', queries[q])).toEqual(searchBefore[q]);
+      // The rebuilt index uses the collection's centroids: XTR finds the same documents.
+      expect(new Set((await search('m1', 'xtr', queries[q])).map((h) => h.id))).toEqual(new Set(xtrBefore[q].map((h) => h.id)));
+    }
+    // Documents read back from the merged batch: the replacement's text and metadata.
+    const doc = await api('GET', `/v1/collections/m1/documents/${encodeURIComponent(first[3].id)}`);
+    expect(doc.status).toBe(200);
+    expect(doc.body).toMatchObject({ text: first[10].text + ' replaced', metadata: { replaced: true } });
+    expect(doc.body.segment.key).toBe(r.body.output);
+    expect((await api('GET', `/v1/collections/m1/documents/${encodeURIComponent(first[7].id)}`)).status).toBe(404);
+
+    // Nothing left to merge: no generation written.
+    const again = await api('POST', '/v1/collections/m1/merge?wait=60');
+    expect(again.status).toBe(200);
+    expect(again.body).toMatchObject({ status: 'nothing-to-merge', committed: false, generation: after.generation });
+    expect((await manifest('m1')).generation).toBe(after.generation);
+  }, 300_000);
+
+  /** A collection of four single-batch segments, and a merge whose commit first lets `race` commit through the service. */
+  const mergeRacing = async (c: string, race: () => Promise<void>) => {
+    await api('POST', '/v1/collections', { id: c });
+    for (let i = 40; i < 80; i += 10) await ingest(c, docs.slice(i, i + 10).map((d) => ({ id: d.id, text: d.text })));
+    const read = await manifest(c);
+    expect(read.segments).toHaveLength(4);
+    let raced = false;
+    const generations: MergeDeps['generations'] = {
+      manifest: (t, id, g) => server.runtime.generations.manifest(t, id, g),
+      commit: async (t, id, change) => {
+        if (!raced) {
+          raced = true;
+          await race(); // the merge has read its inputs and written its segment: another generation lands first
+        }
+        return server.runtime.generations.commit(t, id, change);
+      },
+    };
+    const out = await mergeProcessor({ ...merge, generations }, { op: 'merge', tenantId: 'default', collectionId: c, trigger: 'api' });
+    expect(raced).toBe(true);
+    return { read, out };
+  };
+
+  it('a delete committed while a merge runs stays deleted (its tombstone is carried onto the merged segment)', async () => {
+    const victim = docs[45].id;
+    const { read, out } = await mergeRacing('m2', () => del('m2', victim));
+    expect(out.merged).toMatchObject({ status: 'merged', dropped: 0 });
+    expect(out.committed).toBe(true);
+    const after = await manifest('m2');
+    expect(after.generation).toBe(read.generation + 2); // the delete's, then the merge's
+    expect(after.segments).toHaveLength(1);
+    const merged = await segmentIds('m2', after.segments[0]);
+    expect(merged).toHaveLength(40);
+    expect(after.segments[0].tombstones).toEqual([merged.indexOf(victim)]);
+    expect(after.documents).toBe(39);
+    const ids = docs.slice(40, 80).map((d) => d.id);
+    const rr = await rerank('m2', ids, docs[45].text);
+    expect(rr.missing).toEqual([victim]);
+    expect(rr.hits).toHaveLength(39);
+    expect((await search('m2', 'exhaustive', docs[45].text)).map((h) => h.id)).not.toContain(victim);
+    expect((await api('GET', '/v1/collections/m2')).body.documents).toBe(39);
+  }, 300_000);
+
+  it('an ingest committed while a merge runs is kept: a new id stays live, a replaced id serves its new copy', async () => {
+    const replaced = docs[52].id;
+    const { read, out } = await mergeRacing('m3', () =>
+      ingest('m3', [
+        { id: 'new-during-merge', text: docs[0].text },
+        { id: replaced, text: docs[1].text },
+      ]),
+    );
+    expect(out.merged).toMatchObject({ status: 'merged', dropped: 0 });
+    const after = await manifest('m3');
+    expect(after.generation).toBe(read.generation + 2);
+    // The merged segment (the four inputs) and the racing ingest's own segment, after it.
+    expect(after.segments).toHaveLength(2);
+    const merged = await segmentIds('m3', after.segments[0]);
+    expect(merged).toHaveLength(40);
+    // The old copy of the replaced id, tombstoned by the ingest's commit on an input, stays tombstoned.
+    expect(after.segments[0].tombstones).toEqual([merged.indexOf(replaced)]);
+    expect(await segmentIds('m3', after.segments[1])).toEqual(['new-during-merge', replaced]);
+    expect(after.documents).toBe(41);
+    const rr = await rerank('m3', ['new-during-merge', replaced], docs[1].text);
+    expect(rr.missing).toEqual([]);
+    expect(rr.hits[0].id).toBe(replaced); // its new text is the query
+    const doc = await api('GET', `/v1/collections/m3/documents/${encodeURIComponent(replaced)}`);
+    expect(doc.body.text).toBe(docs[1].text);
+    expect((await api('GET', '/v1/collections/m3')).body.documents).toBe(41);
+  }, 300_000);
+
+  it('a merge whose inputs were replaced meanwhile commits nothing', async () => {
+    // The racing operation is another merge of the same inputs (run through the service).
+    const { out } = await mergeRacing('m4', async () => {
+      const r = await api('POST', '/v1/collections/m4/merge?wait=60');
+      expect(r.body).toMatchObject({ status: 'merged', committed: true });
+    });
+    expect(out.committed).toBe(false);
+    expect(out.merged).toMatchObject({ status: 'inputs-gone', output: null });
+    const after = await manifest('m4');
+    expect(after.segments).toHaveLength(1);
+    expect(after.documents).toBe(40);
+  }, 300_000);
+});
