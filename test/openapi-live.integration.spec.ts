@@ -170,6 +170,9 @@ describe('OpenAPI document vs the live service', () => {
     await call('POST /v1/collections/{id}/documents/delete', '/v1/collections/c/documents/delete?wait=30', { ids: ['nothing-live'] }); // committed false
     await call('GET /v1/collections/{id}/deletes/{deleteId}', `/v1/collections/c/deletes/${many.body.deleteId}`);
     await call('GET /v1/collections/{id}/deletes/{deleteId}', '/v1/collections/c/deletes/del-nope'); // 404
+    await call('POST /v1/collections/{id}/merge', '/v1/collections/c/merge?wait=30');
+    await call('POST /v1/collections/{id}/merge', '/v1/collections/c/merge?wait=-1'); // 400
+    await call('POST /v1/collections/{id}/merge', '/v1/collections/nope/merge'); // 404
 
     // re-compression: queued, then 409 while one runs, and 409 on a collection with nothing committed
     await call('POST /v1/collections/{id}/recompress', '/v1/collections/c/recompress', { codec: { kind: 'int8' } });

@@ -24,6 +24,7 @@ import { withApiKeySecurity } from './openapi-keys';
 import { ADMIN_OPENAPI_PATHS, ADMIN_SECURITY_SCHEMES } from './openapi-admin';
 import { BATCH_OPENAPI_PATHS, BATCH_OPENAPI_SCHEMAS } from './openapi-batches';
 import { TRAINING_OPENAPI_PATHS } from './openapi-training';
+import { WEBHOOK_OPENAPI, WEBHOOK_OPENAPI_SCHEMAS } from './openapi-webhooks';
 
 type Json = Record<string, unknown>;
 /** `scorer: "maxsim"` and `mode: "bm25"`: the names whose parameters all have defaults, accepted as a string. */
@@ -204,6 +205,36 @@ function baseDocument(version: string) {
           responses: { '200': ok('deleted', { $ref: '#/components/schemas/DeleteResult' }), '202': ok('still in the commit queue', { $ref: '#/components/schemas/DeletePending' }), ...errors(404, 503) },
         },
       },
+      '/v1/collections/{id}/merge': {
+        post: {
+          summary: 'Merge small segments and drop deleted documents (tiered policy); 200 with what the merge did',
+          description:
+            'A merge job on the commit queue (serialised with commits and deletes; also enqueued after each committed generation with MERGE_AFTER_COMMIT). The tiered policy (MERGE_FACTOR, MERGE_DELETED_FRACTION, MERGE_FLOOR_DOCUMENTS) picks the segments on the current generation; their live documents are re-coded from the raw vectors with the same codec (scores do not change) into one segment with its search index, committed as one generation. `status`: `merged`, `nothing-to-merge`, `inputs-gone` (the inputs changed before the commit: nothing committed) or `recompressing`. Asking again on the same generation answers the same job. `wait` (default 30 s): longer than that, 202.',
+          parameters: [idParam, waitParam],
+          responses: {
+            '200': ok('the merge finished', {
+              type: 'object',
+              required: ['collection', 'generation', 'committed', 'status', 'inputs', 'output', 'dropped'],
+              properties: {
+                collection: { type: 'string' },
+                generation: { type: 'integer', description: 'the current generation after the merge' },
+                committed: { type: 'boolean', description: 'a generation was written' },
+                status: { type: 'string', enum: ['merged', 'nothing-to-merge', 'inputs-gone', 'recompressing'] },
+                inputs: { type: 'array', items: { type: 'string' }, description: 'S3 keys of the segments merged' },
+                output: { type: ['string', 'null'], description: 'S3 key of the merged segment (null: none written or committed)' },
+                dropped: { type: 'integer', description: 'deleted and superseded documents left out' },
+                reason: { type: 'string', enum: ['tier', 'deletes'] },
+              },
+            }),
+            '202': ok('still in the commit queue; ask again (same generation: same job)', {
+              type: 'object',
+              required: ['collection', 'generation', 'status'],
+              properties: { collection: { type: 'string' }, generation: { type: 'integer' }, status: { type: 'string', enum: ['queued', 'running'] } },
+            }),
+            ...errors(400, 404, 503),
+          },
+        },
+      },
       '/v1/collections/{id}/recompress': {
         post: {
           summary: 'Re-compress a collection at new codec settings from its stored raw vectors (no re-encoding); the new generation is committed when every segment is written',
@@ -281,10 +312,13 @@ function baseDocument(version: string) {
       ...BATCH_OPENAPI_PATHS,
       ...TRAINING_OPENAPI_PATHS,
     },
+    /** What lateral POSTs to a re-rank or search request's `callback` (README "Webhooks"). */
+    webhooks: WEBHOOK_OPENAPI,
     components: {
       securitySchemes: ADMIN_SECURITY_SCHEMES,
       schemas: {
         ...BATCH_OPENAPI_SCHEMAS,
+        ...WEBHOOK_OPENAPI_SCHEMAS,
         Error: out(ErrorBodySchema),
         Document: { type: 'object', required: ['id', 'text'], additionalProperties: false, properties: { id: { type: 'string', maxLength: 512 }, text: { type: 'string', minLength: 1 }, metadata: { type: 'object' } } },
         Ingestion: out(IngestionAcceptedSchema),
