@@ -78,7 +78,12 @@ export class FaultProxy {
     if (mode === was) return;
     this.mode = mode;
     if (was === 'stall') for (const s of this.held) s.resetAndDestroy();
-    if (mode === 'reset') for (const { client, upstream } of this.piped) (client.resetAndDestroy(), upstream.destroy());
+    if (mode === 'reset') {
+      for (const { client, upstream } of this.piped) {
+        client.resetAndDestroy();
+        upstream.destroy();
+      }
+    }
     if (mode === 'stall') {
       // In-flight connections freeze: nothing more flows either way; they are reset when the stall ends.
       for (const pair of this.piped) {
@@ -92,7 +97,10 @@ export class FaultProxy {
       }
     }
     if (mode === 'refuse') {
-      for (const { client, upstream } of this.piped) (client.resetAndDestroy(), upstream.destroy());
+      for (const { client, upstream } of this.piped) {
+        client.resetAndDestroy();
+        upstream.destroy();
+      }
       await new Promise<void>((resolve) => this.server.close(() => resolve()));
     }
     if (was === 'refuse') {
@@ -103,7 +111,10 @@ export class FaultProxy {
 
   async stop(): Promise<void> {
     for (const s of this.held) s.destroy();
-    for (const { client, upstream } of this.piped) (client.destroy(), upstream.destroy());
+    for (const { client, upstream } of this.piped) {
+      client.destroy();
+      upstream.destroy();
+    }
     if (this.mode !== 'refuse') await new Promise<void>((resolve) => this.server.close(() => resolve()));
   }
 }

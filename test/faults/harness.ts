@@ -104,7 +104,7 @@ export async function startCluster(opts: {
     return w;
   };
   for (let i = 0; i < (opts.workers ?? 1); i++) await spawnWorker();
-  let current = server;
+  const current = server;
   const cluster: Cluster = {
     dir,
     redis,
