@@ -1,0 +1,187 @@
+/**
+ * `npm run bench -- load [--json] [--seconds N] [--docs N] [--candidates N] [--connections N]`
+ *
+ * Load on the service as a user runs it (issue 12, item 6): the all-in-one process (API, every
+ * worker, the in-process S3 server, and its redis-server as a separate process) is started as a
+ * child on a fresh DATA_DIR, `--docs` Cranfield documents (default 300) are ingested, and then
+ * this process (the load generator, a second process on loopback) drives re-rank and search
+ * traffic at the same time for `--seconds` (default 60) with autocannon: `--connections`
+ * (default 4) connections each, re-ranks of `--candidates` (default 50) ids per query and
+ * searches (xtr, top 10), both with `?wait=30` so a request's latency is the job's round trip,
+ * the queries cycling through Cranfield's. Prints throughput, p50 / p99 latency, non-2xx answers
+ * and errors, and the RSS of each process (service, redis-server, load generator) at the start
+ * of the traffic and at its end. With --json the last line is one JSON object: rerank_rps,
+ * rerank_p50_ms, rerank_p99_ms, search_rps, search_p50_ms, search_p99_ms, and rss_start_mb /
+ * rss_end_mb keyed by process.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import autocannon from 'autocannon';
+import { loadCranfield } from '../lib/cranfield';
+import { ingest, recreateCollection } from '../lib/client';
+
+const ROOT = path.resolve(__dirname, '..', '..');
+
+const opt = (args: string[], name: string, def: number) => {
+  const i = args.indexOf(name);
+  if (i < 0) return def;
+  const n = Number(args[i + 1]);
+  if (!Number.isInteger(n) || n < 1) throw new Error(`${name}: a positive integer`);
+  return n;
+};
+const round = (x: number, d = 1) => Math.round(x * 10 ** d) / 10 ** d;
+
+/** Resident set size of a process in MB (Linux /proc), or null when it cannot be read. */
+function rssMb(pid: number | undefined): number | null {
+  if (!pid) return null;
+  try {
+    const kb = Number(/VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1]);
+    return Number.isFinite(kb) ? round(kb / 1024) : null;
+  } catch {
+    return null;
+  }
+}
+
+interface Service {
+  child: ChildProcess;
+  url: string;
+  redisPid: number | undefined;
+  stop(): Promise<void>;
+}
+
+async function startService(dataDir: string): Promise<Service> {
+  const env: NodeJS.ProcessEnv = { ...process.env, PORT: '0', DATA_DIR: dataDir, LOG_LEVEL: 'info', NODE_ENV: 'production', DEFAULT_MODEL: 'glove-ctx-100d' };
+  // The embedded services: the bench measures the service as `npm start` runs it.
+  delete env.REDIS_URL;
+  delete env.S3_ENDPOINT;
+  const child = spawn(process.execPath, ['--import', 'tsx', 'apps/all-in-one/src/main.ts'], { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] });
+  let out = '';
+  child.stdout!.on('data', (b: Buffer) => (out += b.toString()));
+  child.stderr!.on('data', (b: Buffer) => (out += b.toString()));
+  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+  const deadline = Date.now() + 120_000;
+  let url: string | undefined;
+  while (!(url = /lateral all-in-one: API (http:\/\/\S+)/.exec(out)?.[1])) {
+    if (child.exitCode !== null) throw new Error(`the service exited ${child.exitCode} before serving:\n${out.slice(-3000)}`);
+    if (Date.now() > deadline) throw new Error(`the service did not start within 120 s:\n${out.slice(-3000)}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  const redisPid = Number(/started redis-server on \S+ \(pid (\d+)/.exec(out)?.[1]) || undefined;
+  return {
+    child,
+    url,
+    redisPid,
+    stop: async () => {
+      if (child.exitCode !== null) return;
+      child.kill('SIGTERM');
+      const timer = setTimeout(() => child.kill('SIGKILL'), 30_000);
+      await exited;
+      clearTimeout(timer);
+    },
+  };
+}
+
+interface Phase {
+  rps: number;
+  p50: number;
+  p99: number;
+  requests: number;
+  non2xx: number;
+  errors: number;
+  timeouts: number;
+}
+
+function drive(url: string, pathAndQuery: string, bodies: string[], seconds: number, connections: number): Promise<Phase> {
+  let next = 0;
+  return new Promise((resolve, reject) => {
+    autocannon(
+      {
+        url: url + pathAndQuery,
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        connections,
+        duration: seconds,
+        timeout: 60,
+        requests: [{ setupRequest: (req) => ({ ...req, body: bodies[next++ % bodies.length] }) }],
+      },
+      (err, r) => {
+        if (err) return reject(err);
+        resolve({ rps: round(r.requests.average), p50: r.latency.p50, p99: r.latency.p99, requests: r.requests.total, non2xx: r.non2xx, errors: r.errors, timeouts: r.timeouts });
+      },
+    );
+  });
+}
+
+export async function runLoadBench(args: string[]): Promise<Record<string, unknown>> {
+  const seconds = opt(args, '--seconds', 60);
+  const nDocs = opt(args, '--docs', 300);
+  const nCandidates = opt(args, '--candidates', 50);
+  const connections = opt(args, '--connections', 4);
+  const json = args.includes('--json');
+  const say = (s: string) => (json ? console.error(s) : console.log(s));
+
+  const cran = loadCranfield(path.join(ROOT, 'data/cranfield'));
+  const docs = cran.docs.slice(0, nDocs).map((d) => ({ id: d.id, text: d.text || 'empty' }));
+  const dataDir = mkdtempSync(path.join(os.tmpdir(), 'lateral-bench-load-'));
+  const service = await startService(dataDir);
+  try {
+    say(`service ${service.url} (pid ${service.child.pid}, redis-server pid ${service.redisPid ?? '?'}); ingesting ${docs.length} documents`);
+    await recreateCollection(service.url, 'bench-load', 'glove-ctx-100d');
+    await ingest(service.url, 'bench-load', docs, { progress: false });
+    const rerankBodies = cran.queries.map((q, i) =>
+      JSON.stringify({
+        collection: 'bench-load',
+        queries: [{ id: q.id, text: q.text, candidates: Array.from({ length: Math.min(nCandidates, docs.length) }, (_, k) => docs[(i * 7 + k) % docs.length].id) }],
+        topK: 10,
+      }),
+    );
+    const searchBodies = cran.queries.map((q) => JSON.stringify({ collection: 'bench-load', queries: [{ id: q.id, text: q.text }], topK: 10 }));
+    // One request of each before the clock: the first re-rank loads the model and the segments.
+    for (const [p, b] of [['/v1/rerank?wait=60', rerankBodies[0]], ['/v1/search?wait=60', searchBodies[0]]] as const) {
+      const res = await fetch(service.url + p, { method: 'POST', headers: { 'content-type': 'application/json' }, body: b });
+      const body = (await res.json()) as { status?: string };
+      if (res.status !== 200 || body.status !== 'completed') throw new Error(`warm-up ${p}: ${res.status} ${JSON.stringify(body).slice(0, 500)}`);
+    }
+    const pids = { service: service.child.pid, redis: service.redisPid, loadgen: process.pid };
+    const rss = () => Object.fromEntries(Object.entries(pids).map(([k, pid]) => [k, rssMb(pid)]));
+    const rssStart = rss();
+    say(`driving re-rank and search for ${seconds} s (${connections} connections each, ${nCandidates} candidates per re-rank)`);
+    const [rr, se] = await Promise.all([
+      drive(service.url, '/v1/rerank?wait=30', rerankBodies, seconds, connections),
+      drive(service.url, '/v1/search?wait=30', searchBodies, seconds, connections),
+    ]);
+    const rssEnd = rss();
+    const line = (name: string, p: Phase) =>
+      `${name.padEnd(7)} ${String(p.rps).padStart(8)} req/s  p50 ${String(p.p50).padStart(6)} ms  p99 ${String(p.p99).padStart(6)} ms  (${p.requests} requests, ${p.non2xx} non-2xx, ${p.errors} errors, ${p.timeouts} timeouts)`;
+    say(line('rerank', rr));
+    say(line('search', se));
+    for (const k of Object.keys(pids)) say(`RSS ${k.padEnd(8)} start ${rssStart[k]} MB  end ${rssEnd[k]} MB`);
+    return {
+      bench: 'load',
+      seconds,
+      documents: docs.length,
+      candidates: nCandidates,
+      connections,
+      rerank_rps: rr.rps,
+      rerank_p50_ms: rr.p50,
+      rerank_p99_ms: rr.p99,
+      rerank_requests: rr.requests,
+      rerank_non2xx: rr.non2xx,
+      rerank_errors: rr.errors + rr.timeouts,
+      search_rps: se.rps,
+      search_p50_ms: se.p50,
+      search_p99_ms: se.p99,
+      search_requests: se.requests,
+      search_non2xx: se.non2xx,
+      search_errors: se.errors + se.timeouts,
+      rss_start_mb: rssStart,
+      rss_end_mb: rssEnd,
+      cpus: os.cpus().length,
+    };
+  } finally {
+    await service.stop();
+    rmSync(dataDir, { recursive: true, force: true });
+  }
+}
