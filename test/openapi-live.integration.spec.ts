@@ -88,7 +88,12 @@ describe('OpenAPI document vs the live service', () => {
     await call('GET /v1/collections/{id}', '/v1/collections/nope'); // 404
 
     // ingest: the object form with body wait, the array form, NDJSON with query wait, errors
-    const ing = await call('POST /v1/collections/{id}/documents', '/v1/collections/c/documents', { documents: docs.slice(0, 8), wait: 60 });
+    // (a 503 is the documented answer to a transient S3 read, e.g. an object being written: retried as its Retry-After says)
+    let ing = await call('POST /v1/collections/{id}/documents', '/v1/collections/c/documents', { documents: docs.slice(0, 8), wait: 60 });
+    for (let i = 0; i < 3 && ing.status === 503; i++) {
+      await new Promise((r) => setTimeout(r, 1000));
+      ing = await call('POST /v1/collections/{id}/documents', '/v1/collections/c/documents', { documents: docs.slice(0, 8), wait: 60 });
+    }
     expect(ing.status, JSON.stringify(ing.body)).toBe(200);
     const ing2 = await call('POST /v1/collections/{id}/documents', '/v1/collections/c/documents', docs.slice(8));
     expect(ing2.status).toBe(202);
@@ -158,6 +163,15 @@ describe('OpenAPI document vs the live service', () => {
     await call('GET /v1/collections/{id}/judgments/{judgmentsId}', '/v1/collections/c/judgments/js-nope'); // 404
     await call('POST /v1/collections/{id}/train', '/v1/collections/c/train', { head: 'knrm', maxEpochs: 1 }); // 400: too few
     await call('POST /v1/collections/{id}/train', '/v1/collections/c/train', { head: 'nope' }); // 400
+    // enough judged queries: a run queued, read, cancelled
+    const judged = docs.filter((d) => d.id !== 'punct').map((d, i) => ({ id: `j${i}`, text: d.text.split(' ').slice(0, 4).join(' '), judgments: [{ doc: d.id, grade: 1 }] }));
+    judged.push({ id: 'jn1', text: 'an ndjson line', judgments: [{ doc: 'n1', grade: 2 }] });
+    expect((await call('POST /v1/collections/{id}/judgments', '/v1/collections/c/judgments', judged)).status).toBe(201);
+    const train = await call('POST /v1/collections/{id}/train', '/v1/collections/c/train', { head: 'lite', size: 'small', maxEpochs: 1 });
+    expect(train.status, JSON.stringify(train.body)).toBe(202);
+    await call('GET /v1/train/{trainId}', `/v1/train/${train.body.trainId}`);
+    await call('DELETE /v1/train/{trainId}', `/v1/train/${train.body.trainId}`);
+    await until(async () => ['cancelled', 'completed', 'failed'].includes((await call('GET /v1/train/{trainId}', `/v1/train/${train.body.trainId}`)).body.status), 60_000, 250);
     await call('GET /v1/train/{trainId}', '/v1/train/tr-nope'); // 404
     await call('DELETE /v1/train/{trainId}', '/v1/train/tr-nope'); // 404
 

@@ -1,8 +1,17 @@
 import { z } from 'zod';
-import { BatchOptionsSchema, BatchRowSchema } from '@lateral/shared';
-import { CohereRerankSchema } from './cohere.service';
+import { BatchOptionsSchema, BatchRowSchema, BatchStatusSchema, CohereRerankResponseSchema, type Produces } from '@lateral/shared';
+import { CohereRerankSchema, type CohereRerankResponse } from './cohere.service';
+import type { BatchStatus } from './batches.service';
 
-const schema = (s: z.ZodType) => z.toJSONSchema(s, { io: 'input', unrepresentable: 'any' }) as Record<string, unknown>;
+/** The services' answers fit the documented schemas (a compile-time check). */
+export type BatchAnswers = [Produces<typeof BatchStatusSchema, BatchStatus>, Produces<typeof CohereRerankResponseSchema, CohereRerankResponse>];
+
+const strip = (j: Record<string, unknown>) => {
+  delete j.$schema;
+  return j;
+};
+const schema = (s: z.ZodType) => strip(z.toJSONSchema(s, { io: 'input', unrepresentable: 'any' }) as Record<string, unknown>);
+const out = (s: z.ZodType) => strip(z.toJSONSchema(s, { io: 'output', unrepresentable: 'any' }) as Record<string, unknown>);
 const err = (description: string) => ({ description, content: { 'application/json': { schema: { $ref: '#/components/schemas/Error' } } } });
 const json = (description: string, s: Record<string, unknown>) => ({ description, content: { 'application/json': { schema: s } } });
 const batchId = { name: 'id', in: 'path', required: true, schema: { type: 'string' }, description: 'batch id (batch-...)' };
@@ -71,32 +80,6 @@ export const BATCH_OPENAPI_PATHS = {
 };
 
 export const BATCH_OPENAPI_SCHEMAS = {
-  BatchStatus: {
-    type: 'object',
-    properties: {
-      id: { type: 'string' },
-      state: { enum: ['validating', 'running', 'completed', 'failed', 'cancelled'] },
-      createdAt: { type: 'string' },
-      startedAt: { type: 'string' },
-      completedAt: { type: 'string' },
-      cancelledAt: { type: 'string' },
-      options: schema(BatchOptionsSchema),
-      input: { type: 'object', properties: { bytes: { type: 'integer' } } },
-      counts: { type: 'object', properties: { rows: { type: 'integer' }, invalid: { type: 'integer', description: 'rows that failed validation' }, completed: { type: 'integer' }, failed: { type: 'integer' } } },
-      progress: { type: 'object', properties: { chunks: { type: ['integer', 'null'] }, chunksDone: { type: 'integer' }, fraction: { type: 'number' }, etaSeconds: { type: ['number', 'null'] } } },
-      texts: { type: 'object', properties: { encoded: { type: 'integer' }, reused: { type: 'integer' }, tokens: { type: 'integer' } }, description: 'distinct texts per chunk encoded by the encoder pool / found in the text cache' },
-      timings: { type: 'object', additionalProperties: { type: 'number' }, description: 'milliseconds summed over chunks: encodeTextsMs, encodeQueriesMs, scoreMs, loadMs, chunkMs' },
-      result: { type: 'object', properties: { key: { type: 'string' }, url: { type: 'string' } } },
-      error: { type: 'string' },
-    },
-  },
-  CohereRerankResponse: {
-    type: 'object',
-    required: ['id', 'results', 'meta'],
-    properties: {
-      id: { type: 'string' },
-      results: { type: 'array', items: { type: 'object', required: ['index', 'relevance_score'], properties: { index: { type: 'integer' }, relevance_score: { type: 'number' }, document: { type: 'object', properties: { text: { type: 'string' } } } } } },
-      meta: { type: 'object' },
-    },
-  },
+  BatchStatus: out(BatchStatusSchema),
+  CohereRerankResponse: out(CohereRerankResponseSchema),
 };

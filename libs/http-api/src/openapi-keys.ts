@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { CreateApiKeySchema } from '@lateral/shared';
+import { ApiKeyInfoSchema, ApiKeyListSchema, ApiKeyWithSecretSchema, CreateApiKeySchema } from '@lateral/shared';
 import { routeAccess } from './api-keys.guard';
 
 /**
@@ -16,23 +16,14 @@ const AUTH_ERRORS = {
   }),
 };
 
-const KEY_INFO = {
-  type: 'object',
-  required: ['id', 'tenantId', 'role', 'createdAt'],
-  properties: {
-    id: { type: 'string', pattern: '^[a-z0-9]{12}$', description: 'the <id> of lat_<id>_<secret>' },
-    tenantId: { type: 'string' },
-    role: { enum: ['read', 'write', 'admin'] },
-    name: { type: 'string' },
-    rateLimit: { type: 'object', properties: { perSecond: { type: 'number' }, burst: { type: 'integer' } } },
-    createdAt: { type: 'string', format: 'date-time' },
-    rotatedAt: { type: 'string', format: 'date-time' },
-    revokedAt: { type: 'string', format: 'date-time' },
-  },
+const strip = (j: Record<string, unknown>) => {
+  delete j.$schema;
+  return j;
 };
-const KEY_WITH_SECRET = {
-  allOf: [{ $ref: '#/components/schemas/ApiKey' }, { type: 'object', required: ['key'], properties: { key: { type: 'string', description: 'lat_<id>_<secret>: shown this once, stored only as its SHA-256' } } }],
-};
+const out = (s: z.ZodType) => strip(z.toJSONSchema(s, { io: 'output', unrepresentable: 'any' }) as Record<string, unknown>);
+/** Key management answers 403 with AUTH=none (keys are minted with `npm run keys` there), besides a key below admin. */
+const KEYS_MODE = { '403': err("AUTH=none: key management over HTTP needs AUTH=keys (use `npm run keys`); AUTH=keys: the key's role is below admin") };
+const KEY_WITH_SECRET = out(ApiKeyWithSecretSchema);
 const json = (description: string, schema: Record<string, unknown>) => ({ description, content: { 'application/json': { schema } } });
 const keyId = { name: 'id', in: 'path', required: true, schema: { type: 'string' }, description: 'key id' };
 const notFound = err('no key with this id');
@@ -42,27 +33,27 @@ const PATHS = {
     get: {
       summary: 'List API keys (every tenant, or one): ids, tenants, roles, dates, never secrets',
       parameters: [{ name: 'tenant', in: 'query', required: false, schema: { type: 'string' } }],
-      responses: { '200': json('keys, oldest first (revoked ones too, with revokedAt)', { type: 'object', properties: { keys: { type: 'array', items: { $ref: '#/components/schemas/ApiKey' } } } }) },
+      responses: { '200': json('keys, oldest first (revoked ones too, with revokedAt)', out(ApiKeyListSchema)), ...KEYS_MODE, '400': err('bad tenant (`query.tenant`)') },
     },
     post: {
       summary: 'Create an API key for a tenant; the answer holds the secret, once',
-      requestBody: { required: true, content: { 'application/json': { schema: z.toJSONSchema(CreateApiKeySchema, { io: 'input' }) } } },
-      responses: { '201': json('created', KEY_WITH_SECRET), '400': err('bad tenant, role, name or rateLimit (details name the field)') },
+      requestBody: { required: true, content: { 'application/json': { schema: strip(z.toJSONSchema(CreateApiKeySchema, { io: 'input' }) as Record<string, unknown>) } } },
+      responses: { '201': json('created', KEY_WITH_SECRET), '400': err('bad tenant, role, name or rateLimit (details name the field)'), ...KEYS_MODE },
     },
   },
   '/v1/admin/keys/{id}': {
-    get: { summary: 'One API key', parameters: [keyId], responses: { '200': json('the key', { $ref: '#/components/schemas/ApiKey' }), '404': notFound } },
+    get: { summary: 'One API key', parameters: [keyId], responses: { '200': json('the key', { $ref: '#/components/schemas/ApiKey' }), '404': notFound, ...KEYS_MODE } },
     delete: {
       summary: 'Revoke an API key (the record stays, with revokedAt): it stops working within API_KEY_CACHE_SECONDS on every API process, at once on this one',
       parameters: [keyId],
-      responses: { '200': json('revoked', { $ref: '#/components/schemas/ApiKey' }), '404': notFound },
+      responses: { '200': json('revoked', { $ref: '#/components/schemas/ApiKey' }), '404': notFound, ...KEYS_MODE },
     },
   },
   '/v1/admin/keys/{id}/rotate': {
     post: {
       summary: 'A new secret for the key (same id, tenant, role, rate limit); the old secret stops working like a revoked key',
       parameters: [keyId],
-      responses: { '200': json('rotated', KEY_WITH_SECRET), '400': err('the key is revoked'), '404': notFound },
+      responses: { '200': json('rotated', KEY_WITH_SECRET), '400': err('the key is revoked'), '404': notFound, ...KEYS_MODE },
     },
   },
 };
@@ -106,7 +97,7 @@ export function withApiKeySecurity<D extends Doc>(doc: D): D {
         bearerApiKey: { type: 'http', scheme: 'bearer', description: 'AUTH=keys: `Authorization: Bearer lat_<id>_<secret>` (README, "API keys and tenants")' },
         headerApiKey: { type: 'apiKey', in: 'header', name: 'x-api-key', description: 'the same key in `x-api-key`' },
       },
-      schemas: { ...doc.components?.schemas, ApiKey: KEY_INFO },
+      schemas: { ...doc.components?.schemas, ApiKey: out(ApiKeyInfoSchema) },
     },
   };
 }

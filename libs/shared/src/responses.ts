@@ -4,6 +4,9 @@ import { PassageSettingsSchema, STAGES, type Collection } from './collection';
 import { HitDocumentFieldsSchema, TRUNCATED_IDS_SHOWN } from './documents';
 import { ScorerSchema, type RerankResult } from './rerank';
 import { SearchModeSchema, type SearchResult } from './search';
+import { BatchOptionsSchema } from './batches';
+import { ApiKeyRecordSchema, type ApiKeyInfo } from './api-keys';
+import { JudgedQuerySchema, type JudgmentSet } from './training';
 
 /**
  * Response bodies of the HTTP API as zod schemas: the OpenAPI document is generated from them
@@ -194,3 +197,104 @@ function jobStatus<R extends z.ZodType, S extends z.ZodType>(result: R, stats: S
 }
 export const RerankStatusSchema = jobStatus(RerankResultSchema, z.object({ queries: count, candidates: count, missing: count }));
 export const SearchStatusSchema = jobStatus(SearchResultSchema, z.object({ queries: count, hits: count }));
+
+// ---- batches, the Cohere-compatible endpoint, API keys, judgments and training ----------------
+
+/** GET /v1/batches/{id} (libs/http-api/src/batches.service.ts BatchStatus, checked in openapi-batches.ts). */
+export const BatchStatusSchema = z.object({
+  id: z.string(),
+  state: z.enum(['validating', 'running', 'completed', 'failed', 'cancelled']),
+  createdAt: z.string(),
+  startedAt: z.string().optional(),
+  completedAt: z.string().optional(),
+  cancelledAt: z.string().optional(),
+  options: BatchOptionsSchema.describe('the batch options with their defaults filled in'),
+  input: z.object({ bytes: count }),
+  counts: z
+    .object({ rows: count, invalid: count.describe('rows that failed validation'), completed: count.optional(), failed: count.optional() })
+    .optional()
+    .describe('after validation'),
+  progress: z.object({ chunks: count.nullable().describe('null until validated'), chunksDone: count, fraction: z.number(), etaSeconds: z.number().nullable() }),
+  texts: z.object({ encoded: count, reused: count, tokens: count }).optional().describe('distinct texts per chunk encoded by the encoder pool / found in the text cache'),
+  timings: z.record(z.string(), z.number()).optional().describe('milliseconds summed over chunks: encodeTextsMs, encodeQueriesMs, scoreMs, loadMs, chunkMs'),
+  result: z.object({ key: z.string(), url: z.string() }).optional().describe('completed: the result file (S3 key, and its URL here)'),
+  error: z.string().optional(),
+});
+
+/** POST /v1/compat/cohere/rerank (200), Cohere's shape. */
+export const CohereRerankResponseSchema = z.object({
+  id: z.string().describe('the re-rank job id (GET /v1/rerank/{id})'),
+  results: z.array(
+    z.object({
+      index: count.describe('position of the document in the request'),
+      relevance_score: z.number().nullable().describe(`the scorer's raw score (MaxSim), not a probability; ${NULL_SCORE}`),
+      document: z.object({ text: z.string() }).optional().describe('with return_documents: true'),
+    }),
+  ),
+  meta: z.object({ api_version: z.object({ version: z.string() }), billed_units: z.object({ search_units: count }) }),
+});
+
+/** An API key as listed (never its secret or hash). */
+export const ApiKeyInfoSchema = ApiKeyRecordSchema.omit({ secretSha256: true });
+export type ApiKeyInfoBody = Produces<typeof ApiKeyInfoSchema, ApiKeyInfo>;
+export const ApiKeyWithSecretSchema = ApiKeyInfoSchema.extend({ key: z.string().describe('lat_<id>_<secret>: shown this once, stored only as its SHA-256') });
+export const ApiKeyListSchema = z.object({ keys: z.array(ApiKeyInfoSchema).describe('oldest first (revoked ones too, with revokedAt)') });
+
+/** POST /v1/collections/{id}/judgments (201) (judgments.service.ts JudgmentsSummary, checked in openapi-training.ts). */
+export const JudgmentsSummarySchema = z.object({
+  judgmentsId: z.string(),
+  collection: z.string(),
+  queries: count,
+  judgments: count,
+  positives: count,
+  trainableQueries: count.describe('queries with a positive judgment of a document the collection has'),
+  unknownDocuments: z.array(z.string()).describe('judged ids the collection has not accepted (first 1,000); not an error'),
+  unknownDocumentsTotal: count,
+});
+
+/** GET /v1/collections/{id}/judgments/{judgmentsId}: the stored set. */
+export const JudgmentSetSchema = z.object({
+  judgmentsId: z.string(),
+  collection: z.string(),
+  createdAt: z.string(),
+  queries: z.array(JudgedQuerySchema),
+  unknownDocuments: z.array(z.string()).describe('judged document ids that the collection had not accepted when the set was stored'),
+});
+export type JudgmentSetBody = Produces<typeof JudgmentSetSchema, JudgmentSet>;
+
+/** POST /v1/collections/{id}/train (202). */
+export const TrainAcceptedSchema = z.object({ trainId: z.string(), collection: z.string(), judgmentsId: z.string(), status: z.literal('queued'), trainableQueries: count });
+
+const TrainReportSchema = z
+  .object({
+    trainId: z.string(),
+    artifact: z.string(),
+    head: z.enum(['lite', 'knrm']),
+    size: z.enum(['default', 'small']).optional(),
+    version: int,
+    collection: z.string(),
+    generation: int,
+    model: z.string(),
+    judgmentsId: z.string(),
+    bestEpoch: int,
+    curve: z.array(z.object({ epoch: int, trainLoss: z.number(), valNdcg10: z.number(), seconds: z.number() })),
+    heldOut: z.object({ queries: count, ndcg10: z.number(), maxsimNdcg10: z.number() }),
+    data: z.record(z.string(), z.unknown()),
+    options: z.record(z.string(), z.unknown()),
+    seconds: z.number(),
+    createdAt: z.string(),
+  })
+  .describe('the training report (also `{artifact}.training.json` beside the artifact)');
+
+/** GET /v1/train/{trainId} (judgments.service.ts TrainStatus, checked in openapi-training.ts). */
+export const TrainStatusSchema = z.object({
+  trainId: z.string(),
+  collection: z.string(),
+  status: z.enum(['queued', 'running', 'completed', 'failed', 'cancelled']),
+  progress: z.unknown().describe('stage (loading, first-stage, training, writing), percent, epoch, maxEpochs, step, stepsPerEpoch, loss (mean of the epoch so far), etaSeconds, curve'),
+  result: TrainReportSchema.optional(),
+  error: z.string().optional().describe('why it failed: a diverged run names the epoch and the last finite loss'),
+});
+
+/** DELETE /v1/train/{trainId} (202). */
+export const TrainCancelSchema = z.object({ trainId: z.string(), status: z.enum(['cancelled', 'cancelling', 'completed', 'failed']).describe('cancelled: it was queued; cancelling: it stops at its next step; completed / failed: it had finished, nothing to cancel') });
