@@ -3,7 +3,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { readSegment } from '@lateral/codec';
 import { OnnxNearestCentroid } from '@lateral/kernels';
 import { DEFAULT_MERGE_POLICY, SegmentIds, StaticEmbeddingsCache, encoderProvider, mergeProcessor, type MergeDeps } from '@lateral/pipeline';
-import type { CollectionManifest, SegmentRef } from '@lateral/shared';
+import { Job } from 'bullmq';
+import { QueueName, mergeJobId, type CollectionManifest, type SegmentRef } from '@lateral/shared';
 import { startServer, type Server } from '../apps/all-in-one/src/server';
 import { loadCranfield } from '../scripts/lib/cranfield';
 import { http, testConfig, until } from './helpers';
@@ -211,5 +212,46 @@ describe('merge (real Redis, real S3 server, real ONNX model)', () => {
     const after = await manifest('m4');
     expect(after.segments).toHaveLength(1);
     expect(after.documents).toBe(40);
+  }, 300_000);
+});
+
+describe('merges after commits (MERGE_AFTER_COMMIT)', () => {
+  let server: Server;
+  const config = testConfig({ ENCODE_BATCH_DOCUMENTS: '10', MERGE_FACTOR: '3', MERGE_AFTER_COMMIT: 'true' });
+  const docs = loadCranfield(path.resolve('data/cranfield')).docs.filter((d) => d.text.length > 0).slice(0, 30);
+  const api = (method: string, url: string, body?: unknown) => http(server.url, method, url, body);
+
+  beforeAll(async () => {
+    server = await startServer(config, { quiet: true });
+  }, 180_000);
+  afterAll(async () => {
+    await server?.stop();
+  });
+
+  it('the third small segment fills tier 0 (factor 3): a merge job (id per generation) rewrites the three into one', async () => {
+    await api('POST', '/v1/collections', { id: 'auto' });
+    for (let i = 0; i < 30; i += 10) {
+      const ing = await api('POST', '/v1/collections/auto/documents', docs.slice(i, i + 10).map((d) => ({ id: d.id, text: d.text })));
+      expect(ing.status).toBe(202);
+      await until(async () => (await api('GET', ing.body.status)).body.state === 'done', 120_000);
+    }
+    const merged = await until(async () => {
+      const m = await server.runtime.generations.manifest('default', 'auto');
+      return m && m.segments.length === 1 ? m : null;
+    }, 120_000);
+    expect(merged.generation).toBe(4); // three commits, then one merge
+    expect(merged.documents).toBe(30);
+    expect(merged.segments[0].documents).toBe(30);
+    // One merge job per committed generation (deterministic ids); exactly one of them merged.
+    const jobs = await Promise.all([1, 2, 3, 4].map((g) => until(() => Job.fromId(server.runtime.queues.get(QueueName.commit), mergeJobId('default', 'auto', 'commit', g)), 30_000)));
+    await until(async () => (await Promise.all(jobs.map((j) => j.isCompleted()))).every(Boolean), 30_000);
+    const results = await Promise.all(jobs.map(async (j) => (await Job.fromId(server.runtime.queues.get(QueueName.commit), j.id!))!.returnvalue));
+    const done = results.filter((r) => r.committed);
+    expect(done).toHaveLength(1);
+    expect(done[0]).toMatchObject({ generation: 4, merged: { status: 'merged', reason: 'tier', dropped: 0 } });
+    expect(results.filter((r) => !r.committed).map((r) => r.merged.status)).toEqual(['nothing-to-merge', 'nothing-to-merge', 'nothing-to-merge']);
+    const rr = await api('POST', '/v1/rerank?wait=60', { collection: 'auto', scorer: 'maxsim', topK: 1000, queries: [{ id: 'q', text: docs[4].text, candidates: docs.map((d) => d.id) }] });
+    expect(rr.body.result.results[0].hits).toHaveLength(30);
+    expect(rr.body.result.results[0].hits[0].id).toBe(docs[4].id);
   }, 300_000);
 });
