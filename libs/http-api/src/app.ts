@@ -59,13 +59,13 @@ class ApiModule {
 /** Builds the HTTP API around a runtime. Bodies are read as text (body-reader.ts) so JSON and NDJSON share one parser. */
 export async function createApiApp(rt: Runtime): Promise<NestExpressApplication> {
   const app = await NestFactory.create<NestExpressApplication>(ApiModule.forRuntime(rt), { bodyParser: false, logger: ['error', 'warn'] });
+  // First: the request id (x-request-id) and one log line + duration metric per request.
+  app.use(requestLogging(rt.logger));
   // AUTH=keys: an admin API key is an operator credential too (admin-auth.ts accepts it when marked).
   app.use(ADMIN_PATHS, markAdminApiKey(app.get(ApiKeysService)));
   mountAdminAuth(app, rt);
   // AUTH=keys: the caller's key and rate limit, before anything reads the body (the guard checks the role).
   app.use(authenticateEarly(app.get(ApiKeysService), ADMIN_PATHS));
-  // First: the request id (x-request-id) and one log line + duration metric per request.
-  app.use(requestLogging(rt.logger));
   // Back-pressure first (a saturated queue refuses before a body is read), then the body reader:
   // content types, Content-Encoding, UTF-8, MAX_JSON_DEPTH, bounded concurrency of large bodies.
   app.use(backpressure(rt.queues, rt.config.MAX_QUEUE_BACKLOG));
