@@ -15,7 +15,7 @@ import { testConfig, until } from './helpers';
  * lists that the table below does not call fails the test, naming it.
  */
 type Content = Record<string, { schema: unknown }>;
-type Doc = { paths: Record<string, Record<string, { requestBody?: { content: Content }; responses: Record<string, { content?: Content }> }>>; components: Record<string, unknown> };
+type Doc = { paths: Record<string, Record<string, { requestBody?: { content: Content }; responses: Record<string, { content?: Content; headers?: Record<string, unknown> }> }>>; components: Record<string, unknown> };
 const doc = openApiDocument('live') as unknown as Doc;
 const METHODS = ['get', 'post', 'put', 'patch', 'delete'];
 const operations = Object.entries(doc.paths).flatMap(([p, ops]) => Object.keys(ops).filter((m) => METHODS.includes(m)).map((m) => `${m.toUpperCase()} ${p}`));
@@ -26,6 +26,7 @@ interface Answer {
   status: number;
   contentType: string;
   body: unknown;
+  headers: Headers;
   /** The request's body as sent (parsed when JSON) and its content type. */
   request?: { contentType: string; body: unknown };
 }
@@ -56,7 +57,7 @@ describe('OpenAPI document vs the live service', () => {
     let parsed: unknown = text;
     if (contentType === 'application/json') parsed = JSON.parse(text);
     const sent = body === undefined ? undefined : { contentType: ((init.headers as Record<string, string>)['content-type'] ?? '').split(';')[0], body };
-    answers.push({ op, url, status: res.status, contentType, body: text === '' ? undefined : parsed, ...(sent ? { request: sent } : {}) });
+    answers.push({ op, url, status: res.status, headers: res.headers, contentType, body: text === '' ? undefined : parsed, ...(sent ? { request: sent } : {}) });
     return { status: res.status, body: parsed };
   }
 
@@ -100,6 +101,7 @@ describe('OpenAPI document vs the live service', () => {
     await call('POST /v1/collections/{id}/documents', '/v1/collections/c/documents?wait=60', JSON.stringify({ id: 'n1', text: 'an ndjson line about wings' }) + '\n', { ...admin, 'content-type': 'application/x-ndjson' });
     await call('POST /v1/collections/{id}/documents', '/v1/collections/c/documents', [{ id: 'x', text: '' }]); // 400
     await call('POST /v1/collections/{id}/documents', '/v1/collections/nope/documents', [{ id: 'x', text: 'y' }]); // 404
+    await call('POST /v1/collections/{id}/documents', '/v1/collections/c/documents', '<doc/>', { ...admin, 'content-type': 'text/xml' }); // 415
     await until(async () => (await call('GET /v1/collections/{id}/ingestions/{ingestionId}', `/v1/collections/c/ingestions/${ing2.body.ingestionId}`)).body.state === 'done', 60_000, 250);
     await call('GET /v1/collections/{id}/ingestions/{ingestionId}', '/v1/collections/c/ingestions/ing-nope'); // 404
     await call('GET /v1/collections/{id}', '/v1/collections/c');
@@ -123,6 +125,7 @@ describe('OpenAPI document vs the live service', () => {
     await call('GET /v1/rerank/{id}', `/v1/rerank/${rrQueued.body.id}?wait=30`);
     await call('GET /v1/rerank/{id}', '/v1/rerank/rr-nope'); // 404
     await call('POST /v1/rerank', '/v1/rerank', { collection: 'c', queries: [] }); // 400
+    await call('POST /v1/rerank', '/v1/rerank', 'collection=c', { ...admin, 'content-type': 'application/x-www-form-urlencoded' }); // 415
     await call('POST /v1/rerank', '/v1/rerank', { collection: 'nope', queries: [{ id: 'q', text: 't', candidates: ['a'] }] }); // 404
     // text candidates (no collection)
     await call('POST /v1/rerank', '/v1/rerank?wait=30', { model: config.DEFAULT_MODEL, queries: [{ id: 'q', text: 'wing', candidates: [{ text: 'a wing' }, { id: 't2', text: 'a shell' }] }] });
@@ -265,6 +268,10 @@ describe('OpenAPI document vs the live service', () => {
       if (!declared) {
         problems.push(`${a.url}: status ${a.status} not declared (declared: ${Object.keys(responses).join(', ')}); body ${JSON.stringify(a.body)?.slice(0, 300)}`);
         continue;
+      }
+      for (const h of Object.keys(declared.headers ?? {})) {
+        // Retry-After is declared on every 503; Location on the 202s that name a status URL
+        if (!a.headers.has(h)) problems.push(`${a.url}: ${a.status} declares header ${h}, not sent`);
       }
       if (!declared.content) {
         if (a.body !== undefined) problems.push(`${a.url}: ${a.status} declares no body but got ${JSON.stringify(a.body).slice(0, 200)}`);

@@ -51,12 +51,16 @@ const schema = (s: z.ZodType) => strip(z.toJSONSchema(s, { io: 'input', unrepres
 const out = (s: z.ZodType) => strip(z.toJSONSchema(s, { io: 'output', unrepresentable: 'any' }) as Json);
 
 const error = { $ref: '#/components/schemas/Error' };
-const errors = (...codes: number[]) =>
+const retryAfter = { 'Retry-After': { description: 'seconds to wait before retrying', schema: { type: 'integer' } } };
+const location = (what: string) => ({ Location: { description: what, schema: { type: 'string' } } });
+/** Error answers: a code, or [code, what it means for this endpoint]. */
+const errors = (...codes: (number | [number, string])[]) =>
   Object.fromEntries(
-    codes.map((c) => [
-      String(c),
+    codes.map((entry) => [entry, typeof entry === 'number' ? undefined : entry[1]] as const).map(([entry, why]) => [
+      String(typeof entry === 'number' ? entry : entry[0]),
       {
-        description: { 400: 'bad input (the message and details name the field and the limit)', 404: 'unknown resource', 413: 'body over MAX_REQUEST_BYTES', 415: 'Content-Type not taken by this endpoint (the message names the accepted types), or a charset other than UTF-8', 503: 'Redis or S3 unreachable, a queue over MAX_QUEUE_BACKLOG, or too many large bodies at once (BODY_PARSE_CONCURRENCY); retry after the Retry-After header' }[c] ?? 'error',
+        ...((typeof entry === 'number' ? entry : entry[0]) === 503 ? { headers: retryAfter } : {}),
+        description: why ?? { 400: 'bad input (the message and details name the field and the limit)', 404: 'unknown resource', 413: 'body over MAX_REQUEST_BYTES', 415: 'Content-Type not taken by this endpoint (the message names the accepted types), or a charset other than UTF-8', 503: 'Redis or S3 unreachable, a queue over MAX_QUEUE_BACKLOG, or too many large bodies at once (BODY_PARSE_CONCURRENCY); retry after the Retry-After header' }[typeof entry === 'number' ? entry : entry[0]] ?? 'error',
         content: { 'application/json': { schema: error } },
       },
     ]),
@@ -131,9 +135,9 @@ function baseDocument(version: string) {
           summary: 'Describe a collection (generation, distinct live documents, tokens, bytes per token, stage counts)',
           description: 'Everything here is read from S3: the current generation is the highest manifest; `stages` sums every ingestion of the collection (see IngestionStatus).',
           parameters: [idParam],
-          responses: { '200': ok('collection', { $ref: '#/components/schemas/CollectionDescription' }), ...errors(404, 503) },
+          responses: { '200': ok('collection', { $ref: '#/components/schemas/CollectionDescription' }), ...errors([404, 'no collection with this id'], 503) },
         },
-        delete: { summary: 'Delete a collection and everything it stores', parameters: [idParam], responses: { '204': { description: 'deleted' }, ...errors(404, 503) } },
+        delete: { summary: 'Delete a collection and everything it stores', parameters: [idParam], responses: { '204': { description: 'deleted' }, ...errors([404, 'no collection with this id'], 503) } },
       },
       '/v1/collections/{id}/documents': {
         get: {
@@ -144,7 +148,7 @@ function baseDocument(version: string) {
             { name: 'limit', in: 'query', required: false, schema: { type: 'integer', minimum: 1, maximum: MAX_DOCUMENT_LIST_LIMIT, default: DEFAULT_DOCUMENT_LIST_LIMIT } },
             { name: 'cursor', in: 'query', required: false, schema: { type: 'string' }, description: 'opaque: nextCursor of the previous page' },
           ],
-          responses: { '200': ok('one page of ids', { $ref: '#/components/schemas/DocumentIdPage' }), ...errors(400, 404, 503) },
+          responses: { '200': ok('one page of ids', { $ref: '#/components/schemas/DocumentIdPage' }), ...errors(400, [404, 'no collection with this id'], 503) },
         },
         post: {
           summary: 'Ingest documents (JSON array, {documents: [...], wait?}, or NDJSON). Written to S3 before the answer.',
@@ -167,8 +171,8 @@ function baseDocument(version: string) {
           },
           responses: {
             '200': ok('finished within wait: the accepted ingestion and its final status', out(IngestionFinishedSchema)),
-            '202': ok('accepted; poll the ingestion status', { $ref: '#/components/schemas/Ingestion' }),
-            ...errors(400, 404, 413, 503),
+            '202': { ...ok('accepted (or not done within wait); poll the ingestion status', { $ref: '#/components/schemas/Ingestion' }), headers: location('the ingestion status') },
+            ...errors(400, [404, 'no collection with this id'], 413, 415, 503),
           },
         },
       },
@@ -178,7 +182,7 @@ function baseDocument(version: string) {
           description:
             'A passage (`docId#n`, collections with `passages`) answers its own text with `parent`; the id of a document split into passages answers its whole text with `passages`. 404 names the id (a document of an ingestion still in progress is not live yet).',
           parameters: [idParam, { name: 'docId', in: 'path', required: true, schema: { type: 'string', maxLength: 512 }, description: 'document id, URL-encoded' }],
-          responses: { '200': ok('the document', { $ref: '#/components/schemas/StoredDocument' }), ...errors(400, 404, 503) },
+          responses: { '200': ok('the document', { $ref: '#/components/schemas/StoredDocument' }), ...errors(400, [404, 'no such collection, or the id is not a live document (the message names the ingestion when one still in progress accepted it)'], 503) },
         },
         delete: {
           summary: 'Delete one document: commits a generation with its tombstone (through the commit queue); 200 once committed',
@@ -254,7 +258,7 @@ function baseDocument(version: string) {
           description:
             'Derived from S3 per batch (raw vectors, segments, the current generation, failure records): a job delivered twice counts once, and the status survives a Redis that lost its data. `done` means every document is in the current generation.',
           parameters: [idParam, { name: 'ingestionId', in: 'path', required: true, schema: { type: 'string' } }],
-          responses: { '200': ok('status', { $ref: '#/components/schemas/IngestionStatus' }), ...errors(404, 503) },
+          responses: { '200': ok('status', { $ref: '#/components/schemas/IngestionStatus' }), ...errors([404, 'no such collection, or no such ingestion in it'], 503) },
         },
       },
       '/v1/search': {
@@ -283,14 +287,14 @@ function baseDocument(version: string) {
               },
             },
           },
-          responses: { '200': ok('finished within wait', { $ref: '#/components/schemas/SearchStatus' }), '202': ok('queued', { $ref: '#/components/schemas/SearchStatus' }), ...errors(400, 404, 413, 503) },
+          responses: { '200': ok('finished within wait', { $ref: '#/components/schemas/SearchStatus' }), '202': { ...ok('queued', { $ref: '#/components/schemas/SearchStatus' }), headers: location('GET /v1/search/{id}') }, ...errors(400, [404, 'no collection with this id'], 413, 415, 503) },
         },
       },
       '/v1/search/{id}': {
         get: {
           summary: 'Status and result of a search job',
           parameters: [{ name: 'id', in: 'path', required: true, schema: { type: 'string' } }, waitParam],
-          responses: { '200': ok('status', { $ref: '#/components/schemas/SearchStatus' }), ...errors(400, 404, 503) },
+          responses: { '200': ok('status (completed or failed, or still queued / running when `wait` ran out)', { $ref: '#/components/schemas/SearchStatus' }), ...errors(400, [404, 'unknown job id, or its result expired (kept 24 hours)'], 503) },
         },
       },
       '/v1/rerank': {
@@ -298,14 +302,14 @@ function baseDocument(version: string) {
           summary: `Re-rank candidates of one or more queries (scorers: ${SCORER_NAMES.join(', ')}). Answers 202 with a job id, or 200 with the result when it finishes within \`wait\`.`,
           parameters: [waitParam],
           requestBody: { required: true, content: { 'application/json': { schema: schema(RerankRequestSchema) } } },
-          responses: { '200': ok('finished within wait', { $ref: '#/components/schemas/RerankStatus' }), '202': ok('queued', { $ref: '#/components/schemas/RerankStatus' }), ...errors(400, 404, 413, 503) },
+          responses: { '200': ok('finished within wait', { $ref: '#/components/schemas/RerankStatus' }), '202': { ...ok('queued', { $ref: '#/components/schemas/RerankStatus' }), headers: location('GET /v1/rerank/{id}') }, ...errors(400, [404, 'no collection with this id'], 413, 415, 503) },
         },
       },
       '/v1/rerank/{id}': {
         get: {
           summary: 'Status and result of a re-rank job; missing candidate ids are listed per query',
           parameters: [{ name: 'id', in: 'path', required: true, schema: { type: 'string' } }, waitParam],
-          responses: { '200': ok('status', { $ref: '#/components/schemas/RerankStatus' }), ...errors(400, 404, 503) },
+          responses: { '200': ok('status (completed or failed, or still queued / running when `wait` ran out)', { $ref: '#/components/schemas/RerankStatus' }), ...errors(400, [404, 'unknown job id, or its result expired (kept 24 hours)'], 503) },
         },
       },
       ...ADMIN_OPENAPI_PATHS,
