@@ -1,5 +1,6 @@
 import { createServer, type IncomingHttpHeaders, type Server as HttpServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import Ajv from 'ajv';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { QueueName, WebhookEventSchema, jobIds, verifyWebhookSignature, type WebhookEvent } from '@lateral/shared';
 import { deliverWebhook, webhookEventFor } from '@lateral/infra';
@@ -88,6 +89,18 @@ describe('webhooks (real Redis, real S3 server, local receiver)', () => {
     expect(job?.attemptsMade).toBe(1);
     expect(await job?.getState()).toBe('completed');
     expect(at('/search')).toHaveLength(1);
+  });
+
+  it('the OpenAPI document declares `callback` on both requests, the WebhookEvent component (the delivered body matches it) and the signature', async () => {
+    const doc = (await api('GET', '/openapi.json')).body;
+    for (const p of ['/v1/search', '/v1/rerank']) expect(doc.paths[p].post.requestBody.content['application/json'].schema.properties.callback.description).toContain('WEBHOOK_ALLOWED_HOSTS');
+    expect(doc.webhooks.jobFinished.post.requestBody.content['application/json'].schema).toEqual({ $ref: '#/components/schemas/WebhookEvent' });
+    expect(doc.components.schemas.WebhookEvent.description).toContain('HMAC-SHA256');
+    const ajv = new Ajv({ allErrors: true, unknownFormats: 'ignore', schemaId: 'auto' });
+    const validate = ajv.compile({ allOf: [{ $ref: '#/components/schemas/WebhookEvent' }], components: doc.components });
+    expect(received.length).toBeGreaterThan(0);
+    for (const r of received) expect(validate(JSON.parse(r.body)), ajv.errorsText(validate.errors)).toBe(true);
+    expect(validate({ ...JSON.parse(received[0]!.body), status: 'maybe' })).toBe(false);
   });
 
   it('a completed re-rank delivers one signed POST with its counts and location', async () => {

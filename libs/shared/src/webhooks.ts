@@ -22,7 +22,8 @@ export const CallbackUrlSchema = z
     } catch {
       return false;
     }
-  }, 'callback must be an absolute http:// or https:// URL without credentials');
+  }, 'callback must be an absolute http:// or https:// URL without credentials')
+  .describe('Webhook: POSTed a signed WebhookEvent when the job completes or fails for good; its host must be in WEBHOOK_ALLOWED_HOSTS (400 naming `callback` otherwise).');
 
 /** What a webhook delivery POSTs (JSON): the summary of a finished re-rank or search job and where its result is. */
 export const WebhookEventSchema = z.object({

@@ -1,0 +1,38 @@
+import { z } from 'zod';
+import { WEBHOOK_SIGNATURE_HEADER, WebhookEventSchema } from '@lateral/shared';
+
+type Json = Record<string, unknown>;
+
+const SIGNATURE =
+  `\`${WEBHOOK_SIGNATURE_HEADER}: t=<unix seconds>,v1=<hex>\`: v1 is HMAC-SHA256, keyed with WEBHOOK_SECRET, over the string \`<t>.<raw request body>\`. ` +
+  'Recompute it over the bytes received, compare in constant time, and reject an old t (replay). ' +
+  'Any 2xx completes the delivery; a timeout (WEBHOOK_TIMEOUT_MS), connection error, 408, 429 or 5xx is retried with exponential backoff ' +
+  '(WEBHOOK_BACKOFF_MS, doubling) up to WEBHOOK_ATTEMPTS, then the delivery (a job of the `webhook` queue) is failed with the host and status in its message; other answers fail it at once. ' +
+  'Only hosts in WEBHOOK_ALLOWED_HOSTS are called; loopback, link-local and metadata addresses only when an entry names them exactly (README "Webhooks").';
+
+const event = z.toJSONSchema(WebhookEventSchema, { io: 'output', unrepresentable: 'any' }) as Json;
+delete event.$schema;
+
+/** components.schemas: the body a `callback` URL receives. */
+export const WEBHOOK_OPENAPI_SCHEMAS: Record<string, Json> = {
+  WebhookEvent: {
+    ...event,
+    description: `POSTed (application/json) to a re-rank or search request's \`callback\` when the job completes or fails for good. \`location\` is the job's GET path (/v1/rerank/{id}, /v1/search/{id}). Signed: ${SIGNATURE}`,
+  },
+};
+
+/** OpenAPI 3.1 `webhooks`: what lateral sends to a callback URL. */
+export const WEBHOOK_OPENAPI: Record<string, Json> = {
+  jobFinished: {
+    post: {
+      summary: 'A re-rank or search with a `callback` completed or failed',
+      description: SIGNATURE,
+      parameters: [
+        { name: WEBHOOK_SIGNATURE_HEADER, in: 'header', required: true, schema: { type: 'string', pattern: '^t=\\d+,v1=[0-9a-f]{64}$' }, description: SIGNATURE },
+        { name: 'x-lateral-event', in: 'header', required: true, schema: { type: 'string', enum: ['rerank.completed', 'rerank.failed', 'search.completed', 'search.failed'] } },
+      ],
+      requestBody: { required: true, content: { 'application/json': { schema: { $ref: '#/components/schemas/WebhookEvent' } } } },
+      responses: { '200': { description: 'any 2xx: delivered' }, '500': { description: 'timeouts, 408, 429 and 5xx are retried with backoff' } },
+    },
+  },
+};
