@@ -1,9 +1,12 @@
 import { AsyncLocalStorage } from 'node:async_hooks';
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { existsSync, mkdirSync, readFileSync, realpathSync } from 'node:fs';
+import { createHash } from 'node:crypto';
+import { createWriteStream, existsSync, mkdirSync, readFileSync, realpathSync } from 'node:fs';
+import { mkdir, rename, rm } from 'node:fs/promises';
 import net from 'node:net';
 import path from 'node:path';
-import type { Writable } from 'node:stream';
+import { Readable, Transform, type Writable } from 'node:stream';
+import { pipeline } from 'node:stream/promises';
 import { Redis } from 'ioredis';
 import type { S3rverInstance, S3rverMiddleware } from 's3rver';
 import type { Logger } from './logger';
@@ -215,12 +218,57 @@ export async function startEmbeddedS3(opts: { dir: string; bucket: string; acces
     configureBuckets: [{ name: opts.bucket, configs: [] }],
     allowMismatchedSignatures: false,
   });
+  atomicPuts(server);
   await addConditionalWrites(server);
   await fixListV2Pagination();
   await server.run();
   const endpoint = `http://127.0.0.1:${port}`;
   opts.logger?.info(`started in-process S3 server on ${endpoint} (folder ${opts.dir})`);
   return { endpoint, stop: () => server.close() };
+}
+
+let partialFiles = 0;
+
+/**
+ * Gives s3rver S3's read-after-write behaviour: a GET sees the whole previous object or the whole
+ * new one, never part of one. s3rver 3.x's putObject rewrites the object file in place and, for a
+ * buffered body, answers before the write has finished; its GET takes the length from the file's
+ * size at that moment, so a GET right after a PUT, or during an overwrite (a retried job writing
+ * its output again), could return a truncated object. Here the body is written to a temporary
+ * file beside the object (a name s3rver's listing ignores: it lists only `._S3rver_object`), the
+ * write awaited, and the file renamed over the object (atomic on one file system); then s3rver's
+ * own putMetadata writes the md5 and the metadata as before.
+ */
+function atomicPuts(server: S3rverInstance): void {
+  const store = server.store;
+  store.putObject = async (object) => {
+    const objectPath = store.getResourcePath(object.bucket, object.key, 'object');
+    await mkdir(path.dirname(objectPath), { recursive: true });
+    const partial = `${objectPath}.partial-${process.pid}-${++partialFiles}`;
+    const md5 = createHash('md5');
+    let size = 0;
+    const source = Buffer.isBuffer(object.content) ? Readable.from([object.content]) : object.content;
+    try {
+      await pipeline(
+        source,
+        new Transform({
+          transform(chunk: Buffer, _enc, done) {
+            md5.update(chunk);
+            size += chunk.length;
+            done(null, chunk);
+          },
+        }),
+        createWriteStream(partial),
+      );
+      await rename(partial, objectPath);
+    } catch (err) {
+      await rm(partial, { force: true });
+      throw err;
+    }
+    const digest = md5.digest('hex');
+    await store.putMetadata(object.bucket, object.key, object.metadata, digest);
+    return { size, md5: digest };
+  };
 }
 
 /** What a conditional write request asked for, visible to the store calls made while serving it. */

@@ -20,7 +20,9 @@ declare module 's3rver' {
   /** s3rver's FilesystemStore (lib/stores/filesystem.js), the methods lateral wraps. */
   export interface S3rverStore {
     existsObject(bucket: string, key: string): Promise<boolean>;
-    putObject(object: { bucket: string; key: string }): Promise<{ size: number; md5: string }>;
+    putObject(object: { bucket: string; key: string; content: Buffer | NodeJS.ReadableStream; metadata: Record<string, string> }): Promise<{ size: number; md5: string }>;
+    getResourcePath(bucket: string, key: string, resource: string): string;
+    putMetadata(bucket: string, key: string, metadata: Record<string, string>, md5: string): Promise<void>;
     copyObject(srcBucket: string, srcKey: string, destBucket: string, destKey: string, replacementMetadata: unknown): Promise<unknown>;
   }
 
