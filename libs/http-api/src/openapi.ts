@@ -67,11 +67,12 @@ const errors = (...codes: (number | [number, string])[]) =>
   );
 const errorAnswer = (description: string) => ({ description, content: { 'application/json': { schema: error } } });
 const ok = (description: string, s: Json) => ({ description, content: { 'application/json': { schema: s } } });
-const serviceCheck = { type: 'object', required: ['ok', 'ms'], properties: { ok: { type: 'boolean' }, ms: { type: 'number' }, error: { type: 'string' } } };
+const serviceCheck = { type: 'object', required: ['ok', 'ms'], additionalProperties: false, properties: { ok: { type: 'boolean' }, ms: { type: 'number' }, error: { type: 'string' } } };
 /** GET /v1/health, 200 and 503 alike (libs/http-api/src/health.controller.ts). */
 const HEALTH = {
   type: 'object',
   required: ['status', 'redis', 's3', 'models', 'queues'],
+  additionalProperties: false,
   properties: {
     status: { type: 'string', enum: ['ok', 'degraded'] },
     redis: serviceCheck,
@@ -79,6 +80,7 @@ const HEALTH = {
     models: {
       type: 'object',
       required: ['ok', 'default', 'missing'],
+      additionalProperties: false,
       properties: {
         ok: { type: 'boolean' },
         default: { type: 'string', description: 'DEFAULT_MODEL' },
