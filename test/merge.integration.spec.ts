@@ -2,7 +2,7 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { readSegment } from '@lateral/codec';
 import { OnnxNearestCentroid } from '@lateral/kernels';
-import { DEFAULT_MERGE_POLICY, SegmentIds, StaticEmbeddingsCache, encoderProvider, mergeProcessor, type MergeDeps } from '@lateral/pipeline';
+import { DEFAULT_MERGE_POLICY, SegmentIds, StaticEmbeddingsCache, encoderProvider, gcKeys, mergeProcessor, segmentObjects, type MergeDeps } from '@lateral/pipeline';
 import { Job } from 'bullmq';
 import { QueueName, mergeJobId, type CollectionManifest, type SegmentRef } from '@lateral/shared';
 import { startServer, type Server } from '../apps/all-in-one/src/server';
@@ -212,6 +212,43 @@ describe('merge (real Redis, real S3 server, real ONNX model)', () => {
     const after = await manifest('m4');
     expect(after.segments).toHaveLength(1);
     expect(after.documents).toBe(40);
+  }, 300_000);
+
+  it('garbage collection: the objects a merge replaced go once no kept generation lists them and the grace period passed', async () => {
+    const c = 'm5';
+    await api('POST', '/v1/collections', { id: c });
+    for (let i = 40; i < 80; i += 10) await ingest(c, docs.slice(i, i + 10).map((d) => ({ id: d.id, text: d.text })));
+    const inputs = (await manifest(c)).segments;
+    const objects = inputs.flatMap((r) => segmentObjects('default', c, r));
+    expect(objects).toHaveLength(20);
+    const exist = async (keys: string[]) => Promise.all(keys.map((k) => server.runtime.store.exists(k)));
+    expect(await exist(objects)).toEqual(objects.map(() => true));
+    const run = (gc: { keepGenerations: number; graceSeconds: number }) => mergeProcessor({ ...merge, gc }, { op: 'merge', tenantId: 'default', collectionId: c, trigger: 'api' });
+
+    // Generation 5 replaces the inputs; generation 4 (which lists them) is still kept (2 kept).
+    const merged = await run({ keepGenerations: 2, graceSeconds: 0 });
+    expect(merged).toMatchObject({ generation: 5, committed: true, merged: { status: 'merged' } });
+    expect(await exist(objects)).toEqual(objects.map(() => true));
+    expect(await server.runtime.store.exists(gcKeys.record('default', c, 5))).toBe(true);
+    // Generation 6: the oldest kept is 5, but the grace period (an hour) has not passed.
+    await ingest(c, [{ id: 'after-merge', text: docs[0].text }]);
+    expect(await run({ keepGenerations: 2, graceSeconds: 3600 })).toMatchObject({ generation: 6, committed: false, merged: { status: 'nothing-to-merge' } });
+    expect(await exist(objects)).toEqual(objects.map(() => true));
+    // No grace: removed, and the record with them; the merged segment's own objects stay.
+    await run({ keepGenerations: 2, graceSeconds: 0 });
+    expect(await exist(objects)).toEqual(objects.map(() => false));
+    expect(await server.runtime.store.exists(gcKeys.record('default', c, 5))).toBe(false);
+    const now = await manifest(c);
+    const kept = now.segments.flatMap((r) => segmentObjects('default', c, r));
+    expect(await exist(kept)).toEqual(kept.map(() => true));
+    // Still served whole: re-rank, search and documents read back.
+    const ids = [...docs.slice(40, 80).map((d) => d.id), 'after-merge'];
+    const rr = await rerank(c, ids, docs[60].text);
+    expect(rr.missing).toEqual([]);
+    expect(rr.hits).toHaveLength(41);
+    expect(rr.hits[0].id).toBe(docs[60].id);
+    expect((await search(c, 'xtr', docs[60].text))[0].id).toBe(docs[60].id);
+    expect((await api('GET', `/v1/collections/${c}/documents/${encodeURIComponent(docs[41].id)}`)).body.text).toBe(docs[41].text);
   }, 300_000);
 });
 

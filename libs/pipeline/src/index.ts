@@ -19,3 +19,4 @@ export * from './train.processor';
 export * from './delete.processor';
 export * from './merge-policy';
 export * from './merge.processor';
+export * from './gc';

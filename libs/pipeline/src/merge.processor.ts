@@ -21,16 +21,19 @@ import { compressRaw } from './compress.processor';
 import { RAW_CODEC } from './encode.processor';
 import { segmentIndexBytes, type IndexDeps } from './index.processor';
 import { chooseMerge, type MergePolicySettings } from './merge-policy';
+import { collectGarbage, gcKeys, segmentObjects, type GarbageRecord, type GcSettings } from './gc';
 import { segmentReadOptions } from './static-embeddings';
 
 /** What the merge processor touches. */
 export interface MergeDeps extends Pick<IndexDeps, 'ivf' | 'encoders' | 'ivfCentroids' | 'assigner' | 'staticEmbeddings'> {
-  store: Pick<ObjectStore, 'get' | 'put'>;
+  store: Pick<ObjectStore, 'get' | 'put' | 'getJson' | 'list' | 'delete'>;
   collections: Pick<CollectionRepository, 'get'>;
   generations: Pick<GenerationRepository, 'manifest' | 'commit'>;
   codecs: Pick<CodecArtifactRepository, 'get' | 'ensure'>;
   liveIds: Pick<SegmentIds, 'remember' | 'live'>;
   policy: MergePolicySettings;
+  /** Garbage collection of merged-away objects, run by every merge job; absent: none. */
+  gc?: GcSettings;
   logger: Logger;
 }
 
@@ -55,6 +58,8 @@ const outcome = (status: MergeOutcome['status'], extra: Partial<MergeOutcome> = 
  * written objects unreferenced), and tombstones added to the inputs since they were read (deletes,
  * later ingests of their ids) are carried onto the merged segment, so nothing deleted comes back
  * and nothing ingested meanwhile is lost. Idempotent: the merged batch id derives from the inputs.
+ * A committed merge records the inputs' objects (gc.ts); every merge job then removes the recorded
+ * objects that no kept generation lists and whose grace period has passed.
  */
 export async function mergeProcessor(deps: MergeDeps, p: MergePayload): Promise<JobResults[QueueName.commit]> {
   const collection = await deps.collections.get(p.tenantId, p.collectionId);
@@ -64,7 +69,10 @@ export async function mergeProcessor(deps: MergeDeps, p: MergePayload): Promise<
   // A re-compression rewrites every segment anyway; merging meanwhile would race it.
   if (collection.pending) return { generation: manifest.generation, committed: false, merged: outcome('recompressing') };
   const spec = chooseMerge(manifest.segments, collection.codecVersion, deps.policy);
-  if (!spec) return { generation: manifest.generation, committed: false, merged: outcome('nothing-to-merge') };
+  if (!spec) {
+    if (deps.gc) await collectGarbage({ store: deps.store, generations: deps.generations, logger: deps.logger }, p.tenantId, p.collectionId, deps.gc);
+    return { generation: manifest.generation, committed: false, merged: outcome('nothing-to-merge') };
+  }
 
   const refs = spec.segments.map((i) => manifest.segments[i]);
   const cv = collection.codecVersion;
@@ -180,6 +188,12 @@ export async function mergeProcessor(deps: MergeDeps, p: MergePayload): Promise<
   });
   const { status } = state;
   const merged: MergeOutcome = { status, inputs: refs.map((r) => r.key), output: status === 'merged' ? (output?.key ?? null) : null, dropped, reason: spec.reason };
+  if (result.committed && status === 'merged') {
+    // The inputs' objects, for garbage collection once no kept generation lists them.
+    const record: GarbageRecord = { generation: result.manifest.generation, committedAt: result.manifest.committedAt, objects: refs.flatMap((r) => segmentObjects(p.tenantId, p.collectionId, r)) };
+    await deps.store.put(gcKeys.record(p.tenantId, p.collectionId, record.generation), JSON.stringify(record), 'application/json');
+  }
+  if (deps.gc) await collectGarbage({ store: deps.store, generations: deps.generations, logger: deps.logger }, p.tenantId, p.collectionId, deps.gc);
   if (result.committed) deps.logger.info(`merged ${refs.length} segments of ${p.collectionId} (${spec.reason}, tier ${spec.tier}) into ${output?.key ?? 'nothing'}: generation ${result.manifest.generation}`);
   else if (status === 'inputs-gone') deps.logger.info(`merge of ${p.collectionId} dropped: its inputs changed before it committed`);
   return { generation: result.manifest.generation, committed: result.committed, documents: result.manifest.documents, merged };

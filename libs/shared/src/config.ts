@@ -90,6 +90,10 @@ export const ConfigSchema = z.object({
   MERGE_FLOOR_DOCUMENTS: int(256, 1, 10_000_000),
   /** Enqueue a merge job after each committed generation (false: only POST /v1/collections/{id}/merge). */
   MERGE_AFTER_COMMIT: bool.default(true),
+  /** Newest generations whose segments are kept; objects a merge replaced are removed once older ones only list them (and GC_GRACE_SECONDS passed). */
+  KEEP_GENERATIONS: int(10, 1, 100_000),
+  /** Seconds a merged-away segment (and its index, raw vectors, documents) stays after the merge committed. */
+  GC_GRACE_SECONDS: int(3600, 0, 30 * 24 * 3600),
   RERANK_CONCURRENCY: int(1, 1, 64),
   SEARCH_CONCURRENCY: int(2, 1, 64),
   /** Concurrent encode-texts jobs (candidate texts -> the text cache) per process. */

@@ -91,7 +91,7 @@ export function pipelineHandlers(rt: Runtime): HandlerRegistry {
         ? await commitProcessor({ store, collections, generations, codecs, liveIds, logger }, p)
         : p.op === 'delete'
           ? await deleteProcessor({ store, collections, generations, liveIds, segmentDocs, logger }, p)
-          : await mergeProcessor({ store, collections, generations, codecs, liveIds, logger, policy: mergePolicy, ivf: rt.ivf, encoders, ivfCentroids: config.IVF_CENTROIDS, assigner, staticEmbeddings }, p);
+          : await mergeProcessor({ store, collections, generations, codecs, liveIds, logger, policy: mergePolicy, gc: { keepGenerations: config.KEEP_GENERATIONS, graceSeconds: config.GC_GRACE_SECONDS }, ivf: rt.ivf, encoders, ivfCentroids: config.IVF_CENTROIDS, assigner, staticEmbeddings }, p);
       // Each new generation may fill a merge tier (a failure to enqueue never fails the commit: the next one asks again).
       if (out.committed && config.MERGE_AFTER_COMMIT) await enqueueMerge(queues, p.tenantId, p.collectionId, 'commit', out.generation).catch((err: Error) => logger.warn(`merge not enqueued: ${err.message}`));
       return out;

@@ -1,0 +1,64 @@
+import { batchInfoKey, s3Keys, type SegmentRef } from '@lateral/shared';
+import type { GenerationRepository, Logger, ObjectStore } from '@lateral/infra';
+
+/**
+ * What a committed merge stopped referencing: written by the merge job beside the generation it
+ * committed (`gc/{generation}.json`), removed by collectGarbage once that generation is the oldest
+ * kept one or older (no kept generation lists the inputs any more) and the grace period has passed.
+ */
+export interface GarbageRecord {
+  /** The generation that replaced the inputs. */
+  generation: number;
+  committedAt: string;
+  /** Segments, their indexes, raw fp16 batches and the batches' documents and info. */
+  objects: string[];
+}
+
+/** Settings of garbage collection (KEEP_GENERATIONS, GC_GRACE_SECONDS). */
+export interface GcSettings {
+  /** Newest generations whose objects are kept (their segments stay readable for requests still on them). */
+  keepGenerations: number;
+  /** Seconds an object stays after the generation that stopped referencing it was committed. */
+  graceSeconds: number;
+}
+
+export const gcKeys = {
+  prefix: (t: string, c: string) => `${s3Keys.collectionPrefix(t, c)}gc/`,
+  record: (t: string, c: string, generation: number) => `${s3Keys.collectionPrefix(t, c)}gc/${String(generation).padStart(10, '0')}.json`,
+};
+
+/** Every object of a committed segment's batch that a merge makes unreferenced: segment, index, raw vectors, documents and info. */
+export function segmentObjects(t: string, c: string, ref: SegmentRef): string[] {
+  return [ref.key, s3Keys.segmentIndex(t, c, ref.batchId, ref.codecVersion), s3Keys.rawVectors(t, c, ref.batchId), s3Keys.batchDocuments(t, c, ref.batchId), batchInfoKey(t, c, ref.batchId)];
+}
+
+/**
+ * Removes the objects of the garbage records whose generation no kept generation predates (the
+ * `keepGenerations` newest ones are all at or after it, so none of them lists the replaced
+ * segments) and whose generation was committed at least `graceSeconds` ago (readers still on an
+ * older generation finish first). Only objects a committed merge replaced are ever removed: a batch
+ * still on its way to a commit, or a merge's output that lost its commit, is never listed.
+ * Returns the number of objects removed.
+ */
+export async function collectGarbage(
+  deps: { store: Pick<ObjectStore, 'list' | 'getJson' | 'delete'>; generations: Pick<GenerationRepository, 'manifest'>; logger: Logger },
+  t: string,
+  c: string,
+  settings: GcSettings,
+  now = Date.now(),
+): Promise<number> {
+  const current = await deps.generations.manifest(t, c);
+  if (!current) return 0;
+  const oldestKept = Math.max(1, current.generation - settings.keepGenerations + 1);
+  let removed = 0;
+  for (const { key } of await deps.store.list(gcKeys.prefix(t, c))) {
+    const rec = await deps.store.getJson<GarbageRecord>(key);
+    if (!rec || rec.generation > oldestKept) continue;
+    if (now - Date.parse(rec.committedAt) < settings.graceSeconds * 1000) continue;
+    for (const object of rec.objects) await deps.store.delete(object);
+    await deps.store.delete(key); // last: a crash before it repeats the (idempotent) deletes
+    removed += rec.objects.length;
+  }
+  if (removed > 0) deps.logger.info(`garbage collection of ${c}: ${removed} objects of merged segments removed`);
+  return removed;
+}
