@@ -3,7 +3,7 @@ import type { AddressInfo } from 'node:net';
 import Ajv from 'ajv';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { QueueName, WebhookEventSchema, jobIds, verifyWebhookSignature, type WebhookEvent } from '@lateral/shared';
-import { deliverWebhook, webhookEventFor } from '@lateral/infra';
+import { WebhookRetryableError, deliverWebhook, webhookEventFor } from '@lateral/infra';
 import { startServer, type Server } from '../apps/all-in-one/src/server';
 import { http, testConfig, until } from './helpers';
 
@@ -16,6 +16,9 @@ import { http, testConfig, until } from './helpers';
  */
 describe('webhooks (real Redis, real S3 server, local receiver)', () => {
   const SECRET = 'test-webhook-secret-0123456789';
+  const ADMIN = 'admin-token-for-the-webhooks-test';
+  // Requests to /slow are held open (a receiver that never answers) and answered when the suite ends.
+  const held: import('node:http').ServerResponse[] = [];
   let server: Server;
   let receiver: HttpServer;
   let base = '';
@@ -30,6 +33,7 @@ describe('webhooks (real Redis, real S3 server, local receiver)', () => {
     WEBHOOK_ATTEMPTS: '3',
     WEBHOOK_BACKOFF_MS: '50',
     WEBHOOK_TIMEOUT_MS: '2000',
+    ADMIN_TOKEN: ADMIN,
   });
   const docs = Array.from({ length: 12 }, (_, i) => ({ id: `d${i}`, text: `document ${i} about ${i % 2 ? 'aircraft wings and lift' : 'heat transfer in fluids'} number ${i}` }));
 
@@ -42,6 +46,11 @@ describe('webhooks (real Redis, real S3 server, local receiver)', () => {
         let answered = 200;
         if (path === '/flaky') answered = flakyAnswers[received.filter((r) => r.path === '/flaky').length] ?? 200;
         if (path === '/down') answered = 500;
+        if (path === '/slow') {
+          received.push({ path, headers: req.headers, body: Buffer.concat(chunks).toString('utf8'), answered: 0 });
+          held.push(res);
+          return;
+        }
         received.push({ path, headers: req.headers, body: Buffer.concat(chunks).toString('utf8'), answered });
         res.statusCode = answered;
         res.end('ok');
@@ -55,6 +64,7 @@ describe('webhooks (real Redis, real S3 server, local receiver)', () => {
     await until(async () => (await api('GET', ing.body.status)).body.state === 'done', 120_000);
   }, 180_000);
   afterAll(async () => {
+    for (const res of held) res.end();
     await server?.stop();
     await new Promise((r) => receiver?.close(r));
   });
@@ -154,6 +164,20 @@ describe('webhooks (real Redis, real S3 server, local receiver)', () => {
     expect(job.failedReason).toBe(`webhook to ${new URL(base).host} answered HTTP 500`);
     // The search itself stays completed: the slow or failing receiver never touched it.
     expect((await api('GET', `/v1/search/${r.body.id}`)).body.status).toBe('completed');
+    // The failed delivery is on the dashboard's failed-job list (GET /v1/admin/overview), with its message.
+    const overview = await http(server.url, 'GET', '/v1/admin/overview', undefined, { authorization: `Bearer ${ADMIN}` });
+    expect(overview.status).toBe(200);
+    const listed = (overview.body.failedJobs as { queue: string; id: string; failedReason: string }[]).find((f) => f.id === job.id);
+    expect(listed).toMatchObject({ queue: 'webhook', failedReason: `webhook to ${new URL(base).host} answered HTTP 500` });
+  });
+
+  it('a receiver that does not answer within WEBHOOK_TIMEOUT_MS: a retryable failure naming the host and the setting', async () => {
+    const event = webhookEventFor('rerank', { tenantId: 't', rerankId: 'rr-slow' }, { counts: { queries: 1, candidates: 1, missing: 0 } });
+    const settings = { WEBHOOK_ALLOWED_HOSTS: '127.0.0.1', WEBHOOK_SECRET: SECRET, WEBHOOK_TIMEOUT_MS: 300, WEBHOOK_ATTEMPTS: 1, WEBHOOK_BACKOFF_MS: 1 };
+    const err = await deliverWebhook(settings, { tenantId: 't', url: `${base}/slow`, body: event }).then(() => null, (e: Error) => e);
+    expect(err).toBeInstanceOf(WebhookRetryableError);
+    expect(err!.message).toBe(`webhook to ${new URL(base).host}: no answer within 300 ms (WEBHOOK_TIMEOUT_MS)`);
+    expect(at('/slow')).toHaveLength(1);
   });
 
   it('a callback outside WEBHOOK_ALLOWED_HOSTS -> 400 naming callback (search and re-rank), nothing queued', async () => {
