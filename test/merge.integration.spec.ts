@@ -132,6 +132,22 @@ describe('merge (real Redis, real S3 server, real ONNX model)', () => {
     expect((await manifest('m1')).generation).toBe(after.generation);
   }, 300_000);
 
+  it('an EDEN 4-bit collection merges to the same codes: re-rank and exhaustive search unchanged', async () => {
+    const c = 'meden';
+    expect((await api('POST', '/v1/collections', { id: c, codec: { kind: 'eden', bits: 4 } })).status).toBe(201);
+    for (let i = 0; i < 40; i += 10) await ingest(c, docs.slice(i, i + 10).map((d) => ({ id: d.id, text: d.text })));
+    const ids = docs.slice(0, 40).map((d) => d.id);
+    const queries = [docs[2].text, docs[33].text, docs[70].text];
+    const before = await Promise.all(queries.map(async (q) => ({ rr: await rerank(c, ids, q), ex: await search(c, 'exhaustive', q) })));
+    const r = await api('POST', `/v1/collections/${c}/merge?wait=60`);
+    expect(r.body).toMatchObject({ status: 'merged', committed: true, dropped: 0 });
+    expect((await manifest(c)).segments).toHaveLength(1);
+    for (let q = 0; q < queries.length; q++) {
+      expect((await rerank(c, ids, queries[q])).hits).toEqual(before[q].rr.hits);
+      expect(await search(c, 'exhaustive', queries[q])).toEqual(before[q].ex);
+    }
+  }, 300_000);
+
   /** A collection of four single-batch segments, and a merge whose commit first lets `race` commit through the service. */
   const mergeRacing = async (c: string, race: () => Promise<void>) => {
     await api('POST', '/v1/collections', { id: c });
