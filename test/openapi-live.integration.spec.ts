@@ -247,6 +247,18 @@ describe('OpenAPI document vs the live service', () => {
     return v;
   }
 
+  it('no JSON answer is documented as a bare object (every body says its fields)', () => {
+    const bare: string[] = [];
+    for (const op of operations) {
+      const [method, p] = op.split(' ');
+      for (const [code, r] of Object.entries(doc.paths[p][method.toLowerCase()].responses)) {
+        const s = r.content?.['application/json']?.schema as Record<string, unknown> | undefined;
+        if (s && !s.$ref && !s.properties && !s.allOf && !s.anyOf && !s.oneOf) bare.push(`${op} ${code}`);
+      }
+    }
+    expect(bare).toEqual([]);
+  });
+
   it('the validator rejects bodies that break the declared schemas (so the checks above can fail)', () => {
     const rerank = doc.paths['/v1/rerank/{id}'].get.responses['200'].content!['application/json'].schema;
     const ok = answers.find((a) => a.op === 'GET /v1/rerank/{id}' && a.status === 200)!.body as Record<string, unknown>;
