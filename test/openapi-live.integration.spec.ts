@@ -115,6 +115,17 @@ describe('OpenAPI document vs the live service', () => {
     await call('GET /v1/collections/{id}/documents/{docId}', '/v1/collections/c/documents/punct');
     await call('GET /v1/collections/{id}/documents/{docId}', '/v1/collections/c/documents/nope'); // 404
 
+    // a collection with passages: a long document split, read back whole and by passage, hits grouped by parent
+    expect((await call('POST /v1/collections', '/v1/collections', { id: 'p', passages: { overlap: 16 } })).status).toBe(201);
+    const longText = Array.from({ length: 60 }, (_, i) => `the swept wing panel ${i} flutters in supersonic flow`).join('. ');
+    const pIng = await call('POST /v1/collections/{id}/documents', '/v1/collections/p/documents', { documents: [{ id: 'long', text: longText, metadata: { kind: 'long' } }, { id: 'short', text: 'a short note on shells' }], wait: 60 });
+    expect(pIng.body.split?.documents).toBe(1);
+    await call('GET /v1/collections/{id}/documents/{docId}', '/v1/collections/p/documents/long');
+    await call('GET /v1/collections/{id}/documents/{docId}', `/v1/collections/p/documents/${encodeURIComponent('long#1')}`);
+    const grouped = await call('POST /v1/rerank', '/v1/rerank?wait=30', { collection: 'p', queries: [{ id: 'q', text: 'wing flutter', candidates: ['long#0', 'long#1', 'long#2', 'short'] }], group: 'parent', include: ['text'] });
+    expect(grouped.body.result.results[0].hits.some((h: { passage?: string }) => h.passage)).toBe(true);
+    await call('POST /v1/search', '/v1/search?wait=30', { collection: 'p', queries: [{ id: 'q', text: 'wing flutter' }], mode: 'exhaustive', group: 'parent', include: ['metadata'] });
+
     // re-rank: scorer shorthand, include, the null score of the punctuation-only document, a missing id
     const rrBody = { collection: 'c', queries: [{ id: 'q1', text: 'supersonic wing', candidates: ['d1', 'd2', 'punct', 'nope'] }], scorer: 'maxsim', include: ['text', 'metadata'] };
     const rr = await call('POST /v1/rerank', '/v1/rerank?wait=30', rrBody);
