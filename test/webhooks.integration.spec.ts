@@ -128,6 +128,16 @@ describe('webhooks (real Redis, real S3 server, local receiver)', () => {
     expect(at('/rerank')).toHaveLength(1);
   });
 
+  it('a re-rank of text candidates (a flow: encode-texts, then the re-rank) delivers its callback too', async () => {
+    const r = await api('POST', '/v1/rerank?wait=60', { model: config.DEFAULT_MODEL, queries: [{ id: 'q', text: 'heat transfer', candidates: [{ text: 'heat moves through fluids' }, { text: 'wings make lift' }] }], callback: `${base}/texts` });
+    expect(r.status, JSON.stringify(r.body)).toBe(200);
+    expect(r.body.status).toBe('completed');
+    await until(async () => at('/texts').length >= 1, 30_000);
+    const event = verified(at('/texts')[0]!);
+    expect(event).toMatchObject({ event: 'rerank.completed', id: r.body.id, collection: null, location: `/v1/rerank/${r.body.id}`, error: null });
+    expect(event.counts).toEqual(r.body.stats);
+  });
+
   it('a failed search delivers status failed with its error', async () => {
     // Made to fail on purpose: a search job whose request is not in S3 (PermanentJobError, no retry).
     const id = 'sr-webhook-fails';
