@@ -1,8 +1,10 @@
 import { createServer, type IncomingHttpHeaders, type Server as HttpServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { lookup as dnsLookup } from 'node:dns/promises';
+import { hostname } from 'node:os';
 import Ajv from 'ajv';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { QueueName, WebhookEventSchema, jobIds, verifyWebhookSignature, type WebhookEvent } from '@lateral/shared';
+import { QueueName, WebhookEventSchema, jobIds, specialAddress, verifyWebhookSignature, type WebhookEvent } from '@lateral/shared';
 import { WebhookRetryableError, deliverWebhook, webhookEventFor } from '@lateral/infra';
 import { startServer, type Server } from '../apps/all-in-one/src/server';
 import { http, testConfig, until } from './helpers';
@@ -203,6 +205,20 @@ describe('webhooks (real Redis, real S3 server, local receiver)', () => {
     expect(JSON.stringify(s.body)).toContain('WEBHOOK_ALLOWED_HOSTS');
   });
 
+  it('an allowed name that resolves to a loopback address at delivery is refused (DNS rebinding, internal names)', async (ctx) => {
+    // This machine's host name: an ordinary name, listed explicitly; where /etc/hosts maps it to loopback it must be refused.
+    const name = hostname().toLowerCase();
+    const addrs = await dnsLookup(name, { all: true }).catch(() => []);
+    if (specialAddress(name) || !addrs.some((a) => specialAddress(a.address) === 'loopback')) {
+      console.log(`skipped: host name ${name} does not resolve to a loopback address here (${addrs.map((a) => a.address).join(', ') || 'unresolved'})`);
+      ctx.skip();
+    }
+    const event = webhookEventFor('search', { tenantId: 't', searchId: 'sr-rebind' }, { counts: {} });
+    const settings = { WEBHOOK_ALLOWED_HOSTS: name, WEBHOOK_SECRET: SECRET, WEBHOOK_TIMEOUT_MS: 1000, WEBHOOK_ATTEMPTS: 1, WEBHOOK_BACKOFF_MS: 1 };
+    await expect(deliverWebhook(settings, { tenantId: 't', url: `http://${name}:${new URL(base).port}/rebind`, body: event })).rejects.toThrow(`refused: ${name} resolves to`);
+    expect(at('/rebind')).toHaveLength(0);
+  });
+
   it('the worker re-checks at delivery: a wildcard never reaches loopback, link-local or metadata addresses', async () => {
     const event = webhookEventFor('search', { tenantId: 't', collectionId: 'c', searchId: 'sr-x' }, { counts: { queries: 1, hits: 1 } });
     const settings = { WEBHOOK_ALLOWED_HOSTS: '*', WEBHOOK_SECRET: SECRET, WEBHOOK_TIMEOUT_MS: 1000, WEBHOOK_ATTEMPTS: 1, WEBHOOK_BACKOFF_MS: 1 };
@@ -211,6 +227,11 @@ describe('webhooks (real Redis, real S3 server, local receiver)', () => {
       await expect(deliverWebhook(settings, { tenantId: 't', url, body: event }), url).rejects.toThrow(/refused: .*(loopback|link-local|metadata)/);
     }
     expect(received.length).toBe(before);
+    // Named explicitly, `localhost` is resolved at delivery (the connection's own lookup) and called.
+    const ok = await deliverWebhook({ ...settings, WEBHOOK_ALLOWED_HOSTS: 'localhost' }, { tenantId: 't', url: `http://localhost:${new URL(base).port}/named`, body: event });
+    expect(ok).toMatchObject({ status: 200, host: `localhost:${new URL(base).port}` });
+    expect(specialAddress(ok.address)).toBe('loopback');
+    expect(at('/named')).toHaveLength(1);
     // Webhooks disabled: an empty allow-list refuses everything, even an explicitly allowed receiver's address.
     await expect(deliverWebhook({ ...settings, WEBHOOK_ALLOWED_HOSTS: '' }, { tenantId: 't', url: `${base}/wild`, body: event })).rejects.toThrow(/WEBHOOK_ALLOWED_HOSTS is empty/);
   });
