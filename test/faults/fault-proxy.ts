@@ -16,6 +16,8 @@ export class FaultProxy {
   private server: net.Server;
   private mode: ProxyMode = 'pass';
   private readonly held = new Set<net.Socket>();
+  /** Every client connection still open, whatever its mode. */
+  private readonly open = new Set<net.Socket>();
   private readonly piped = new Set<{ client: net.Socket; upstream: net.Socket; drop: () => void }>();
   port = 0;
   /** Connections accepted in each mode. */
@@ -40,6 +42,8 @@ export class FaultProxy {
     return net.createServer((client) => {
       this.counts[this.mode]++;
       client.on('error', () => undefined);
+      this.open.add(client);
+      client.once('close', () => this.open.delete(client));
       if (this.mode === 'reset') return void client.resetAndDestroy();
       if (this.mode === 'stall') {
         this.held.add(client);
@@ -97,11 +101,10 @@ export class FaultProxy {
       }
     }
     if (mode === 'refuse') {
-      for (const { client, upstream } of this.piped) {
-        client.resetAndDestroy();
-        upstream.destroy();
-      }
-      await new Promise<void>((resolve) => this.server.close(() => resolve()));
+      // Stop listening at once (close()'s callback would wait for every connection) and reset them all.
+      this.server.close();
+      for (const c of this.open) c.resetAndDestroy();
+      for (const { upstream } of this.piped) upstream.destroy();
     }
     if (was === 'refuse') {
       this.server = this.createServer();
@@ -110,6 +113,7 @@ export class FaultProxy {
   }
 
   async stop(): Promise<void> {
+    for (const c of this.open) c.destroy();
     for (const s of this.held) s.destroy();
     for (const { client, upstream } of this.piped) {
       client.destroy();

@@ -2,7 +2,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { randomUUID } from 'node:crypto';
+import { randomBytes, randomUUID } from 'node:crypto';
 import { QueueName, loadConfig, type Config } from '@lateral/shared';
 import { startEmbeddedRedis, startEmbeddedS3, type EmbeddedRedis, type EmbeddedS3 } from '@lateral/infra';
 import { startServer, type Server } from '../../apps/all-in-one/src/server';
@@ -39,6 +39,8 @@ export interface Cluster {
   workers: WorkerProc[];
   api: (method: string, url: string, body?: unknown) => ReturnType<typeof http>;
   spawnWorker(queues?: QueueName[]): Promise<WorkerProc>;
+  /** What was left where when a wait failed: the queues, the failed jobs, each worker's last lines. */
+  diagnose(): Promise<string>;
   stop(): Promise<void>;
 }
 
@@ -74,6 +76,7 @@ export async function startCluster(opts: {
     MODELS_DIR: path.resolve('.cache/models'),
     DEFAULT_MODEL: 'glove-ctx-100d',
     ENCODE_BATCH_DOCUMENTS: '20',
+    ADMIN_TOKEN: randomBytes(24).toString('base64url'),
     ...opts.env,
   };
   const config = loadConfig(vars);
@@ -115,6 +118,12 @@ export async function startCluster(opts: {
     workers,
     api: (method, url, body) => http(current.url, method, url, body),
     spawnWorker,
+    diagnose: async () => {
+      const ov = await http(current.url, 'GET', '/v1/admin/overview', undefined, { authorization: `Bearer ${vars.ADMIN_TOKEN}` }).catch((e: Error) => ({ body: e.message }));
+      const o = ov.body as { queues?: unknown; failedJobs?: unknown } | string;
+      const state = typeof o === 'string' ? o : JSON.stringify({ queues: o?.queues, failedJobs: o?.failedJobs });
+      return `${state.slice(0, 4000)}\n${workers.map((w, i) => `worker ${i}:\n${w.output().slice(-2000)}`).join('\n')}`;
+    },
     stop: async () => {
       for (const w of workers) await w.kill9();
       await current.stop().catch(() => undefined);

@@ -1,7 +1,8 @@
+import { randomBytes } from 'node:crypto';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { loadCranfield } from '../../scripts/lib/cranfield';
-import { until } from '../helpers';
+import { http, until } from '../helpers';
 import { FaultProxy } from './fault-proxy';
 import { census, manifestsAndMissingSegments, report, startCluster, watchIngestion, type Cluster } from './harness';
 
@@ -22,8 +23,11 @@ describe('fault: S3 failing for a window (reset, stall, refuse) mid-ingestion', 
     await proxy?.stop();
   });
 
+  const token = randomBytes(24).toString('base64url');
+
   it('jobs retry and finish; no partial segment or generation is visible', async () => {
     cluster = await startCluster({
+      env: { ADMIN_TOKEN: token },
       s3Via: async (endpoint) => {
         proxy = await FaultProxy.start(endpoint);
         return proxy.endpoint;
@@ -48,7 +52,12 @@ describe('fault: S3 failing for a window (reset, stall, refuse) mid-ingestion', 
     const tBack = Date.now();
     const health = await until(async () => (await api('GET', '/v1/health')).status === 200, 60_000, 50);
     expect(health).toBe(true);
-    const done = await watch.done;
+    const done = await watch.done.catch(async (err: Error) => {
+      // What was left where: the queues, the failed jobs and the worker's last lines.
+      const ov = await http(cluster!.server.url, 'GET', '/v1/admin/overview', undefined, { authorization: `Bearer ${token}` });
+      const left = JSON.stringify({ last: watch.seen.at(-1), queues: ov.body?.queues, failedJobs: ov.body?.failedJobs });
+      throw new Error(`${err.message}\n${left.slice(0, 4000)}\nworker:\n${cluster!.workers[0].output().slice(-3000)}`);
+    });
     const tDone = Date.now();
     expect(watch.earlyDone).toBe(false);
     expect(done.stages).toMatchObject({ accepted: docs.length, indexed: docs.length, failed: 0 });

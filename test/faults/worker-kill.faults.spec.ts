@@ -39,7 +39,9 @@ describe('fault: kill -9 of the ingestion worker mid-ingestion', () => {
     const indexedAtRestart = (await api('GET', ing.body.status)).body.stages.indexed as number;
     // Recovered: the first status after the restart that shows more documents indexed.
     const resumed = until(async () => ((watch.seen.at(-1)?.indexed ?? 0) > indexedAtRestart ? Date.now() : null), 180_000, 20);
-    const done = await watch.done;
+    const done = await watch.done.catch(async (err: Error) => {
+      throw new Error(`${err.message}; last status ${JSON.stringify(watch.seen.at(-1))}\n${await cluster!.diagnose()}`);
+    });
     const tDone = Date.now();
     const tResumed = await resumed;
     expect(watch.earlyDone, JSON.stringify(watch.seen.at(-1))).toBe(false);
