@@ -153,6 +153,7 @@ describe('OpenAPI document vs the live service', () => {
     // Cohere-compatible
     await call('POST /v1/compat/cohere/rerank', '/v1/compat/cohere/rerank', { model: config.DEFAULT_MODEL, query: 'wing', documents: ['a swept wing', { text: 'a cylindrical shell' }], top_n: 1, return_documents: true });
     await call('POST /v1/compat/cohere/rerank', '/v1/compat/cohere/rerank', { query: 'wing', documents: [] }); // 400
+    for (const v of ['v1', 'v2']) await call(`POST /v1/compat/cohere/${v}/rerank`, `/v1/compat/cohere/${v}/rerank`, { model: config.DEFAULT_MODEL, query: 'wing', documents: ['a swept wing', 'a shell'] });
 
     // batches
     const jsonl = [
@@ -257,6 +258,20 @@ describe('OpenAPI document vs the live service', () => {
     }
     return v;
   }
+
+  it("every /v1 route of the app's router is in the document", () => {
+    const express = server.app.getHttpAdapter().getInstance() as { router?: { stack: unknown[] }; _router?: { stack: unknown[] } };
+    const documented = new Set(operations.map((op) => op.replace(/\{(\w+)\}/g, ':$1')));
+    const missing: string[] = [];
+    for (const layer of ((express.router ?? express._router)?.stack ?? []) as { route?: { path: unknown; methods: Record<string, boolean> } }[]) {
+      if (!layer.route || typeof layer.route.path !== 'string' || !layer.route.path.startsWith('/v1/')) continue;
+      for (const [m, on] of Object.entries(layer.route.methods)) {
+        const op = `${m.toUpperCase()} ${layer.route.path}`;
+        if (on && m !== '_all' && !documented.has(op)) missing.push(op);
+      }
+    }
+    expect(missing, 'routes the service answers that the OpenAPI document does not list').toEqual([]);
+  });
 
   it('no JSON answer is documented as a bare object (every body says its fields)', () => {
     const bare: string[] = [];

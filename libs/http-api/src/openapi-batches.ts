@@ -17,6 +17,19 @@ const json = (description: string, s: Record<string, unknown>) => ({ description
 const batchId = { name: 'id', in: 'path', required: true, schema: { type: 'string' }, description: 'batch id (batch-...)' };
 const options = schema(BatchOptionsSchema) as { properties?: Record<string, Record<string, unknown>> };
 
+/** The Cohere-compatible operation, served at three paths. */
+const COHERE = {
+  summary:
+    "Cohere-compatible rerank (also served at /v1/compat/cohere/v1/rerank and /v2/rerank): documents are re-ranked as text candidates and answered in Cohere's shape within RERANK_MAX_WAIT_SECONDS. relevance_score is the scorer's raw score (MaxSim), not a probability.",
+  requestBody: { required: true, content: { 'application/json': { schema: schema(CohereRerankSchema) } } },
+  responses: {
+    '200': json('re-ranked', { $ref: '#/components/schemas/CohereRerankResponse' }),
+    '400': err('bad input or unknown model (named)'),
+    '503': err('the re-rank job failed, or Redis / S3 unavailable'),
+    '504': err('not finished within RERANK_MAX_WAIT_SECONDS; the message names GET /v1/rerank/{id}'),
+  },
+};
+
 /** OpenAPI paths of batch files (issue 15) and the Cohere-compatible endpoint. */
 export const BATCH_OPENAPI_PATHS = {
   '/v1/batches': {
@@ -64,19 +77,10 @@ export const BATCH_OPENAPI_PATHS = {
       responses: { '200': { description: 'JSONL', content: { 'application/x-ndjson': { schema: { type: 'string' } } } }, '404': err('unknown batch'), '409': err('not completed') },
     },
   },
-  '/v1/compat/cohere/rerank': {
-    post: {
-      summary:
-        "Cohere-compatible rerank (also served at /v1/compat/cohere/v1/rerank and /v2/rerank): documents are re-ranked as text candidates and answered in Cohere's shape within RERANK_MAX_WAIT_SECONDS. relevance_score is the scorer's raw score (MaxSim), not a probability.",
-      requestBody: { required: true, content: { 'application/json': { schema: schema(CohereRerankSchema) } } },
-      responses: {
-        '200': json('re-ranked', { $ref: '#/components/schemas/CohereRerankResponse' }),
-        '400': err('bad input or unknown model (named)'),
-        '503': err('the re-rank job failed, or Redis / S3 unavailable'),
-        '504': err('not finished within RERANK_MAX_WAIT_SECONDS; the message names GET /v1/rerank/{id}'),
-      },
-    },
-  },
+  '/v1/compat/cohere/rerank': { post: COHERE },
+  // the paths Cohere's clients build from a base URL ending in /v1/compat/cohere (v1 and v2 APIs)
+  '/v1/compat/cohere/v1/rerank': { post: { ...COHERE, summary: 'Cohere-compatible rerank, as a v1 client calls it (same as POST /v1/compat/cohere/rerank)' } },
+  '/v1/compat/cohere/v2/rerank': { post: { ...COHERE, summary: 'Cohere-compatible rerank, as a v2 client calls it (same as POST /v1/compat/cohere/rerank)' } },
 };
 
 export const BATCH_OPENAPI_SCHEMAS = {
