@@ -2,7 +2,7 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { readSegment } from '@lateral/codec';
 import { OnnxNearestCentroid } from '@lateral/kernels';
-import { DEFAULT_MERGE_POLICY, SegmentIds, StaticEmbeddingsCache, encoderProvider, gcKeys, mergeProcessor, segmentObjects, type MergeDeps } from '@lateral/pipeline';
+import { DEFAULT_MERGE_POLICY, SegmentIds, commitProcessor, StaticEmbeddingsCache, encoderProvider, gcKeys, mergeProcessor, segmentObjects, type MergeDeps } from '@lateral/pipeline';
 import { Job } from 'bullmq';
 import { QueueName, mergeJobId, type CollectionManifest, type SegmentRef } from '@lateral/shared';
 import { startServer, type Server } from '../apps/all-in-one/src/server';
@@ -188,6 +188,14 @@ describe('merge (real Redis, real S3 server, real ONNX model)', () => {
     expect(rr.hits).toHaveLength(39);
     expect((await search('m2', 'exhaustive', docs[45].text)).map((h) => h.id)).not.toContain(victim);
     expect((await api('GET', '/v1/collections/m2')).body.documents).toBe(39);
+    // The commit job of the victim's original batch run again (a stalled job): refused, the delete holds.
+    const input = read.segments.find((r) => r.key.includes(read.segments[0].batchId))!;
+    const replay = await commitProcessor(
+      { store: server.runtime.store, collections: server.runtime.collections, generations: server.runtime.generations, codecs: server.runtime.codecs, liveIds: merge.liveIds, logger: server.runtime.logger },
+      { tenantId: 'default', collectionId: 'm2', ingestionId: null, batchId: input.batchId, segmentKey: input.key, codecVersion: input.codecVersion, documents: input.documents },
+    );
+    expect(replay).toEqual({ generation: after.generation, committed: false });
+    expect((await rerank('m2', ids, docs[45].text)).missing).toEqual([victim]);
   }, 300_000);
 
   it('an ingest committed while a merge runs is kept: a new id stays live, a replaced id serves its new copy', async () => {
@@ -236,9 +244,10 @@ describe('merge (real Redis, real S3 server, real ONNX model)', () => {
     for (let i = 40; i < 80; i += 10) await ingest(c, docs.slice(i, i + 10).map((d) => ({ id: d.id, text: d.text })));
     const inputs = (await manifest(c)).segments;
     const objects = inputs.flatMap((r) => segmentObjects('default', c, r));
-    expect(objects).toHaveLength(20);
+    // Per segment: the segment, its index, raw vectors, documents, info, and the merge's merged-away marker.
+    expect(objects).toHaveLength(24);
     const exist = async (keys: string[]) => Promise.all(keys.map((k) => server.runtime.store.exists(k)));
-    expect(await exist(objects)).toEqual(objects.map(() => true));
+    expect(await exist(objects)).toEqual(objects.map((k) => !k.includes('/merged-away/')));
     const run = (gc: { keepGenerations: number; graceSeconds: number }) => mergeProcessor({ ...merge, gc }, { op: 'merge', tenantId: 'default', collectionId: c, trigger: 'api' });
 
     // Generation 5 replaces the inputs; generation 4 (which lists them) is still kept (2 kept).
@@ -255,7 +264,7 @@ describe('merge (real Redis, real S3 server, real ONNX model)', () => {
     expect(await exist(objects)).toEqual(objects.map(() => false));
     expect(await server.runtime.store.exists(gcKeys.record('default', c, 5))).toBe(false);
     const now = await manifest(c);
-    const kept = now.segments.flatMap((r) => segmentObjects('default', c, r));
+    const kept = now.segments.flatMap((r) => segmentObjects('default', c, r)).filter((k) => !k.includes('/merged-away/')); // (never merged away)
     expect(await exist(kept)).toEqual(kept.map(() => true));
     // Still served whole: re-rank, search and documents read back.
     const ids = [...docs.slice(40, 80).map((d) => d.id), 'after-merge'];

@@ -6,6 +6,7 @@ import type { CommitResult, GenerationChange, Logger } from '@lateral/infra';
 import { assembleSegmentDocs } from './encode.processor';
 import { SegmentIds, commitProcessor, type CommitDeps, type SegmentCommitPayload } from './commit.processor';
 import { strictMock, takeStrictMockViolations } from './testing/strict-mock';
+import { gcKeys } from './gc';
 
 afterEach(() => expect(takeStrictMockViolations()).toEqual([]));
 
@@ -114,7 +115,7 @@ function setup(opts: { objects: Record<string, Uint8Array>; current: CollectionM
     return ids;
   });
   const deps: CommitDeps = {
-    store: strictMock<CommitDeps['store']>('store', { get }),
+    store: strictMock<CommitDeps['store']>('store', { get, exists: async (key: string) => key in opts.objects }),
     collections: strictMock<CommitDeps['collections']>('collections', { get: collectionsGet }),
     generations: strictMock<CommitDeps['generations']>('generations', { commit }),
     codecs: strictMock<CommitDeps['codecs']>('codecs', { get: codecsGet }),
@@ -145,6 +146,13 @@ describe('commitProcessor', () => {
     // The committed segment's ids are remembered, the other one is loaded once.
     expect(s.load).toHaveBeenCalledExactlyOnceWith(T, C, ref0);
     expect(result).toEqual({ generation: 5, committed: true });
+  });
+
+  it('a replayed job of a batch a merge replaced writes no generation (the merged-away segment does not come back)', async () => {
+    const merged = { ...ref0, batchId: 'merge-1', key: 'seg/merge-1' };
+    const s = setup({ objects: { [ref1.key]: b1, [gcKeys.mergedAway(T, C, 'b-1')]: new Uint8Array(2) }, current: manifestOf(6, 1, [merged], 2) });
+    expect(await commitProcessor(s.deps, payload('b-1'))).toEqual({ generation: 6, committed: false });
+    expect(s.changes).toEqual([null]); // the change is refused: no generation
   });
 
   it('the first segment of a collection makes generation 1 at the collection codec version', async () => {

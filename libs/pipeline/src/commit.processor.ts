@@ -5,10 +5,11 @@ export type SegmentCommitPayload = Extract<JobPayload<QueueName.commit>, { batch
 import { SegmentCorruptError, crc32c, readSegment } from '@lateral/codec';
 import type { CodecArtifactRepository, CollectionRepository, GenerationRepository, Logger, ObjectStore } from '@lateral/infra';
 import { logIngestionIfFinished } from './job-logs';
+import { gcKeys } from './gc';
 
 /** What the commit processor touches. */
 export interface CommitDeps {
-  store: Pick<ObjectStore, 'get'>;
+  store: Pick<ObjectStore, 'get' | 'exists'>;
   collections: Pick<CollectionRepository, 'get' | 'update'>;
   generations: Pick<GenerationRepository, 'commit' | 'recordPending' | 'pending' | 'clearPending'>;
   codecs: Pick<CodecArtifactRepository, 'get'>;
@@ -50,10 +51,12 @@ export async function commitProcessor(deps: CommitDeps, p: SegmentCommitPayload)
   };
   if (collection.pending && collection.pending.codecVersion === p.codecVersion) return commitRecompression(deps, collection, p, ref);
 
+  const mergedAway = (q: SegmentCommitPayload) => deps.store.exists(gcKeys.mergedAway(q.tenantId, q.collectionId, q.batchId));
   const result = await deps.generations.commit(p.tenantId, p.collectionId, async (segments, current) => {
     const i = segments.findIndex((s) => s.batchId === p.batchId);
     if (i >= 0 && segments[i].key === ref.key && segments[i].checksum === ref.checksum) return null; // already committed
     if (i >= 0) segments[i] = withTombstones(ref, segments[i]); // the same batch's documents, in the same order
+    else if (await mergedAway(p)) return null; // a replayed job: a merge already replaced this batch's segment
     else segments.push(ref);
     // Copies of the new segment's ids in earlier segments are tombstoned (the later ingest replaces them).
     const live = await deps.liveIds.live(p.tenantId, p.collectionId, segments, collection.passages ? passageFamily : undefined);

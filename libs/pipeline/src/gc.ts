@@ -25,11 +25,16 @@ export interface GcSettings {
 export const gcKeys = {
   prefix: (t: string, c: string) => `${s3Keys.collectionPrefix(t, c)}gc/`,
   record: (t: string, c: string, generation: number) => `${s3Keys.collectionPrefix(t, c)}gc/${String(generation).padStart(10, '0')}.json`,
+  /**
+   * Written for each batch a committed merge replaced: a commit job of that batch replayed later
+   * (a stalled job run again) must not bring the merged-away segment back. Removed with its objects.
+   */
+  mergedAway: (t: string, c: string, batchId: string) => `${s3Keys.collectionPrefix(t, c)}merged-away/${batchId}.json`,
 };
 
 /** Every object of a committed segment's batch that a merge makes unreferenced: segment, index, raw vectors, documents and info. */
 export function segmentObjects(t: string, c: string, ref: SegmentRef): string[] {
-  return [ref.key, s3Keys.segmentIndex(t, c, ref.batchId, ref.codecVersion), s3Keys.rawVectors(t, c, ref.batchId), s3Keys.batchDocuments(t, c, ref.batchId), batchInfoKey(t, c, ref.batchId)];
+  return [ref.key, s3Keys.segmentIndex(t, c, ref.batchId, ref.codecVersion), s3Keys.rawVectors(t, c, ref.batchId), s3Keys.batchDocuments(t, c, ref.batchId), batchInfoKey(t, c, ref.batchId), gcKeys.mergedAway(t, c, ref.batchId)];
 }
 
 /**

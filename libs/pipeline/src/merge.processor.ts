@@ -191,6 +191,7 @@ export async function mergeProcessor(deps: MergeDeps, p: MergePayload): Promise<
   if (result.committed && status === 'merged') {
     // The inputs' objects, for garbage collection once no kept generation lists them.
     const record: GarbageRecord = { generation: result.manifest.generation, committedAt: result.manifest.committedAt, objects: refs.flatMap((r) => segmentObjects(p.tenantId, p.collectionId, r)) };
+    for (const r of refs) await deps.store.put(gcKeys.mergedAway(p.tenantId, p.collectionId, r.batchId), JSON.stringify({ batchId: r.batchId, into: output?.key ?? null, generation: record.generation }), 'application/json');
     await deps.store.put(gcKeys.record(p.tenantId, p.collectionId, record.generation), JSON.stringify(record), 'application/json');
   }
   if (deps.gc) await collectGarbage({ store: deps.store, generations: deps.generations, logger: deps.logger }, p.tenantId, p.collectionId, deps.gc);
