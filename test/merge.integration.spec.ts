@@ -29,6 +29,7 @@ describe('merge (real Redis, real S3 server, real ONNX model)', () => {
     const ing = await api('POST', `/v1/collections/${c}/documents`, items);
     expect(ing.status, JSON.stringify(ing.body)).toBe(202);
     await until(async () => (await api('GET', ing.body.status)).body.state === 'done', 120_000);
+    return ing.body.status as string;
   };
   const rerank = async (c: string, candidates: string[], text: string) => {
     const r = await api('POST', '/v1/rerank?wait=60', { collection: c, scorer: 'maxsim', topK: 1000, queries: [{ id: 'q', text, candidates }] });
@@ -78,7 +79,8 @@ describe('merge (real Redis, real S3 server, real ONNX model)', () => {
     await api('POST', '/v1/collections', { id: 'm1' });
     const first = docs.slice(0, 30);
     // Three ingests of 10 documents each (one batch, one segment each), then one replacing an id.
-    for (let i = 0; i < 30; i += 10) await ingest('m1', first.slice(i, i + 10).map((d) => ({ id: d.id, text: d.text, metadata: { n: Number(d.id) } })));
+    const statusUrls: string[] = [];
+    for (let i = 0; i < 30; i += 10) statusUrls.push(await ingest('m1', first.slice(i, i + 10).map((d) => ({ id: d.id, text: d.text, metadata: { n: Number(d.id) } }))));
     await ingest('m1', [{ id: first[3].id, text: first[10].text + ' replaced', metadata: { replaced: true } }]);
     await del('m1', first[7].id);
     await del('m1', first[25].id);
@@ -108,6 +110,13 @@ describe('merge (real Redis, real S3 server, real ONNX model)', () => {
     expect(merged).not.toContain(first[25].id);
     expect(merged.filter((id) => id === first[3].id)).toHaveLength(1);
     expect((await api('GET', '/v1/collections/m1')).body.documents).toBe(28);
+    // The ingestions whose batches were merged stay done (the merged segment lists their batches).
+    expect(after.segments[0].batches).toHaveLength(4);
+    for (const url of statusUrls) {
+      const st = (await api('GET', url)).body;
+      expect(st.state, JSON.stringify(st)).toBe('done');
+      expect(st.stages.indexed).toBe(10);
+    }
 
     // Same codes for every document (re-coded from the raw vectors with the same artifact): the same scores.
     for (let q = 0; q < queries.length; q++) {

@@ -10,6 +10,7 @@ import {
   heartbeatKeys,
   parseHeartbeat,
   s3Keys,
+  segmentBatches,
   type Collection,
   type CodecSettings,
   type WorkerHeartbeat,
@@ -279,7 +280,7 @@ export class AdminService {
         const prefix = s3Keys.segmentIndex(t, c.id, `${r.ingestionId}-`, v).replace(/\.idx$/, '');
         for (const o of await this.rt.store.list(prefix)) indexed.add(o.key.slice(o.key.lastIndexOf('/') + 1).replace(/\.idx$/, ''));
       }
-      const committedBatches = new Set(manifest?.segments.map((x) => x.batchId) ?? []);
+      const committedBatches = new Set(manifest?.segments.flatMap((x) => segmentBatches(x)) ?? []);
       const stages = {
         accepted: s.stages.accepted,
         encoded: s.stages.encoded,

@@ -4,6 +4,7 @@ import {
   parentOf,
   passageId,
   s3Keys,
+  segmentBatches,
   type BatchDocumentInfo,
   type CollectionManifest,
   type HitDocumentFields,
@@ -252,7 +253,7 @@ export class DocumentRepository {
   async pending(t: string, c: string, manifest: CollectionManifest | null, ids: string[], maxBatches = PENDING_BATCHES_CHECKED): Promise<Map<string, string>> {
     const out = new Map<string, string>();
     if (ids.length === 0) return out;
-    const committed = new Set(manifest?.segments.map((s) => s.batchId) ?? []);
+    const committed = new Set(manifest?.segments.flatMap((s) => segmentBatches(s)) ?? []);
     const [recordKeys, failureKeys] = await Promise.all([this.store.list(s3Keys.ingestionPrefix(t, c)), this.store.list(s3Keys.failurePrefix(t, c))]);
     const failed = new Set(failureKeys.map((k) => baseName(k.key)));
     const records = (await mapLimit(recordKeys.filter((k) => k.key.endsWith('.json')), LOAD_CONCURRENCY, (k) => this.record(k.key))).filter((r): r is IngestionRecord => r !== null);

@@ -1,4 +1,4 @@
-import { s3Keys, type BatchFailure, type CollectionManifest, type IngestionRecord, type StageCounts } from '@lateral/shared';
+import { s3Keys, segmentBatches, type BatchFailure, type CollectionManifest, type IngestionRecord, type StageCounts } from '@lateral/shared';
 import type { ObjectStore } from './object-store';
 
 export interface IngestionState {
@@ -71,9 +71,12 @@ export class IngestionRepository {
     const stages: StageCounts = { accepted: record.documents, encoded: 0, compressed: 0, indexed: 0, failed: 0 };
     const failures: BatchFailure[] = [];
     for (const b of record.batches) {
-      if (done.encoded.has(b.batchId)) stages.encoded += b.documents;
-      if (done.compressed.has(b.batchId)) stages.compressed += b.documents;
-      if (done.indexed.has(b.batchId)) stages.indexed += b.documents;
+      // A committed batch went through every stage, also once a merge and its clean-up removed its
+      // own raw vectors and segment.
+      const indexed = done.indexed.has(b.batchId);
+      if (indexed || done.encoded.has(b.batchId)) stages.encoded += b.documents;
+      if (indexed || done.compressed.has(b.batchId)) stages.compressed += b.documents;
+      if (indexed) stages.indexed += b.documents;
       const f = done.failed.get(b.batchId);
       if (f) {
         stages.failed += b.documents;
@@ -97,7 +100,7 @@ export class IngestionRepository {
     return {
       encoded: new Set(raw.map((k) => batchOf(k.key))),
       compressed: new Set(segments.flat().map((k) => batchOf(k.key))),
-      indexed: new Set(manifest?.segments.map((s) => s.batchId) ?? []),
+      indexed: new Set(manifest?.segments.flatMap((s) => segmentBatches(s)) ?? []),
       failed,
     };
   }

@@ -161,7 +161,9 @@ export class SegmentIds {
 
 /** `ref` carrying `previous`'s tombstones (the same batch written again: same documents, same order). */
 function withTombstones(ref: SegmentRef, previous: SegmentRef): SegmentRef {
-  return previous.tombstones && previous.tombstones.length > 0 ? { ...ref, tombstones: previous.tombstones } : ref;
+  const out = previous.tombstones && previous.tombstones.length > 0 ? { ...ref, tombstones: previous.tombstones } : ref;
+  // A re-compressed merge output still stands for the batches merged into it.
+  return previous.batches && !out.batches ? { ...out, batches: previous.batches } : out;
 }
 
 /** Passages `d#n` and the document `d` are one family (collections with passages reserve '#'). */

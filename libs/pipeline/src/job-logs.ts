@@ -1,4 +1,4 @@
-import { s3Keys, type CollectionManifest, type IngestionRecord, type JobPayload, type QueueName, type RerankResult, type SearchResult } from '@lateral/shared';
+import { s3Keys, segmentBatches, type CollectionManifest, type IngestionRecord, type JobPayload, type QueueName, type RerankResult, type SearchResult } from '@lateral/shared';
 import { jobLogger, type Logger, type ObjectStore } from '@lateral/infra';
 
 /**
@@ -45,7 +45,9 @@ export async function logIngestionIfFinished(store: Pick<ObjectStore, 'get'>, lo
   if (!bytes) return;
   const record = JSON.parse(Buffer.from(bytes).toString('utf8')) as IngestionRecord;
   const segments = new Map(manifest.segments.map((s) => [s.batchId, s]));
-  if (!record.batches.every((b) => segments.has(b.batchId))) return;
+  // a batch a merge folded into a larger segment is committed too (its tokens are then not told apart)
+  const committed = new Set(manifest.segments.flatMap((s) => segmentBatches(s)));
+  if (!record.batches.every((b) => committed.has(b.batchId))) return;
   const tokens = record.batches.reduce((sum, b) => sum + (segments.get(b.batchId)?.tokens ?? 0), 0);
   const end = Date.parse(manifest.committedAt);
   const seconds = Math.max(0.001, ((Number.isFinite(end) ? end : Date.now()) - Date.parse(record.createdAt)) / 1000);

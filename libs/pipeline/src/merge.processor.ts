@@ -5,6 +5,7 @@ import {
   fromNdjson,
   mergeJobId,
   s3Keys,
+  segmentBatches,
   toNdjson,
   type BatchDocumentInfo,
   type IngestDocument,
@@ -151,7 +152,11 @@ export async function mergeProcessor(deps: MergeDeps, p: MergePayload): Promise<
     await deps.store.put(s3Keys.segmentIndex(p.tenantId, p.collectionId, batchId, cv), await segmentIndexBytes(deps, collection, reader, cv));
     await deps.store.put(key, bytes);
     deps.liveIds.remember(key, docIds);
-    output = { batchId, codecVersion: cv, key, documents: reader.documents, tokens: reader.tokens, bytes: bytes.byteLength, checksum: crc32c(bytes).toString(16).padStart(8, '0') };
+    output = {
+      batchId, codecVersion: cv, key, documents: reader.documents, tokens: reader.tokens, bytes: bytes.byteLength, checksum: crc32c(bytes).toString(16).padStart(8, '0'),
+      // the ingest batches it now stands for (ingestion progress keeps counting them as committed)
+      batches: [...new Set(refs.flatMap((r) => segmentBatches(r)))].sort(),
+    };
   }
 
   const state: { status: MergeOutcome['status'] } = { status: 'merged' };

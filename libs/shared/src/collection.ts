@@ -73,6 +73,17 @@ export interface SegmentRef {
    * manifest, so a generation says by itself which documents are live.
    */
   tombstones?: number[];
+  /**
+   * The ingest batches whose documents this segment holds, when it is a merge's output (sorted);
+   * absent: just `batchId`. Ingestion progress counts a batch as committed while a segment of the
+   * current generation lists it, so a merge does not take finished batches back.
+   */
+  batches?: string[];
+}
+
+/** The ingest batches a segment stands for: its own batch, or those a merge put into it. */
+export function segmentBatches(ref: Pick<SegmentRef, 'batchId' | 'batches'>): readonly string[] {
+  return ref.batches ?? [ref.batchId];
 }
 
 export const STAGES = ['accepted', 'encoded', 'compressed', 'indexed', 'failed'] as const;
