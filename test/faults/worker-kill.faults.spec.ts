@@ -9,7 +9,7 @@ import { census, report, startCluster, watchIngestion, type Cluster } from './ha
  * ingesting 1,000 of Cranfield's documents (50 batches of 20), then a new worker process: every
  * accepted document is searchable exactly once with its text, the ingestion never reports `done`
  * while documents are missing, and the time from the kill to the first progress after it and to `done` is measured. With the default
- * JOB_LOCK_SECONDS (10) and JOB_STALLED_CHECK_SECONDS (5), the killed worker's jobs are resumed by
+ * JOB_LOCK_SECONDS (30) and JOB_STALLED_CHECK_SECONDS (10), the killed worker's jobs are resumed by
  * the new one once their locks expire.
  */
 describe('fault: kill -9 of the ingestion worker mid-ingestion', () => {

@@ -142,8 +142,8 @@ export function jobLogger(): Logger | undefined {
 }
 
 /** Defaults of JOB_LOCK_SECONDS and JOB_STALLED_CHECK_SECONDS (docs/deploy.md, "Stalled jobs"). */
-export const DEFAULT_LOCK_MS = 10_000;
-export const DEFAULT_STALLED_INTERVAL_MS = 5_000;
+export const DEFAULT_LOCK_MS = 30_000;
+export const DEFAULT_STALLED_INTERVAL_MS = 10_000;
 
 export type JobHandler<Q extends QueueName> = (payload: JobPayload<Q>, job: Job) => Promise<JobResults[Q]>;
 export type HandlerRegistry = { [Q in QueueName]?: JobHandler<Q> };

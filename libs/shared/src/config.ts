@@ -129,9 +129,9 @@ export const ConfigSchema = z.object({
    * A job's lock in Redis, renewed by its worker every half of it: a worker killed mid-job leaves a
    * lock that expires within this time, and the job is then handed to another worker (docs/deploy.md).
    */
-  JOB_LOCK_SECONDS: int(10, 2, 600),
+  JOB_LOCK_SECONDS: int(30, 2, 600),
   /** How often every worker looks for jobs whose lock expired (stalled) and puts them back in their queue. */
-  JOB_STALLED_CHECK_SECONDS: int(5, 1, 600),
+  JOB_STALLED_CHECK_SECONDS: int(10, 1, 600),
   /** On SIGTERM / SIGINT, how long workers may finish their active jobs; then the jobs still running go back to their queue. */
   SHUTDOWN_GRACE_SECONDS: int(30, 0, 3600),
   /** Jobs waiting in one queue above which new requests that feed it answer 503 + Retry-After (0 = no limit). */
