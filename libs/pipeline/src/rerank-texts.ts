@@ -197,7 +197,8 @@ function buildTextView(
 
 /** Sums the encode-texts children's results of a job (a re-rank job's, or a batch chunk's). */
 export async function childTextStats(job: Pick<Job, 'getChildrenValues'> | undefined): Promise<{ encoded: number; reused: number }> {
-  const values = job ? await job.getChildrenValues().catch(() => ({})) : {};
+  // A job replayed or run outside a flow (tests, handlers called directly) may carry no children.
+  const values = typeof job?.getChildrenValues === 'function' ? await job.getChildrenValues().catch(() => ({})) : {};
   let encoded = 0;
   let reused = 0;
   for (const [key, v] of Object.entries(values as Record<string, unknown>)) {
