@@ -32,7 +32,9 @@ const started: ChildProcess[] = [];
 const dirs: string[] = [];
 
 function env(dataDir: string, extra: Record<string, string> = {}): NodeJS.ProcessEnv {
-  const e: NodeJS.ProcessEnv = { ...process.env, PORT: '0', DATA_DIR: dataDir, LOG_LEVEL: 'info', NODE_ENV: 'development', DEFAULT_MODEL: 'glove-ctx-100d', ...extra };
+  // SHUTDOWN_GRACE_SECONDS 10: jobs still running 10 s after the signal are handed back to their
+  // queue (the default 30 s would spend this test's whole 30 s exit budget waiting on them).
+  const e: NodeJS.ProcessEnv = { ...process.env, PORT: '0', DATA_DIR: dataDir, LOG_LEVEL: 'info', NODE_ENV: 'development', DEFAULT_MODEL: 'glove-ctx-100d', SHUTDOWN_GRACE_SECONDS: '10', ...extra };
   // The embedded services are what is under test.
   delete e.REDIS_URL;
   delete e.S3_ENDPOINT;
