@@ -209,12 +209,12 @@ describe('merge (real Redis, real S3 server, real ONNX model)', () => {
 
   it('an ingest committed while a merge runs is kept: a new id stays live, a replaced id serves its new copy', async () => {
     const replaced = docs[52].id;
-    const { read, out } = await mergeRacing('m3', () =>
-      ingest('m3', [
+    const { read, out } = await mergeRacing('m3', async () => {
+      await ingest('m3', [
         { id: 'new-during-merge', text: docs[0].text },
         { id: replaced, text: docs[1].text },
-      ]),
-    );
+      ]);
+    });
     expect(out.merged).toMatchObject({ status: 'merged', dropped: 0 });
     const after = await manifest('m3');
     expect(after.generation).toBe(read.generation + 2);

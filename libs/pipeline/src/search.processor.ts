@@ -90,7 +90,11 @@ export async function searchProcessor(deps: SearchDeps, p: JobPayload<QueueName.
 
   const encoder = await deps.encoders(collection.model).catch(permanentModelErrors);
   const tEnc = Date.now();
-  const queries = await encoder.encodeQueries(req.queries.map((q) => q.text)).catch(permanentModelErrors);
+  // BM25 ranks by the query's terms alone: its vectors are only needed for explain or a second stage.
+  const vectorsNeeded = req.mode.name !== 'bm25' || !!req.explain || !!req.rerank;
+  const queries = vectorsNeeded
+    ? await encoder.encodeQueries(req.queries.map((q) => q.text)).catch(permanentModelErrors)
+    : req.queries.map((): EncodedText => ({ tokenIds: new Int32Array(0), vectors: new Float32Array(0), weights: null, length: 0, truncated: false }));
   const encodeQueriesMs = Date.now() - tEnc;
   const specials = specialTokenIds(encoder);
   const skip = (id: number) => specials.has(id) || encoder.tokenizer.skipIds.has(id);
