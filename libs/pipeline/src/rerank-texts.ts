@@ -19,7 +19,7 @@ import { ShapeError, topK } from '@lateral/scoring';
 import type { TokenEncoder } from '@lateral/model';
 import type { CollectionView } from './collection-view';
 import { permanentModelErrors } from './encode.processor';
-import { rerankProcessor, type RerankDeps } from './rerank.processor';
+import { eventLoopYielder, groupIndicesByKey, rerankProcessor, type RerankDeps } from './rerank.processor';
 import { scoreGroup } from './scorers';
 import { modelVersion, textHash, type CachedText, type TextCacheReader, type TextSpace } from './text-cache';
 
@@ -272,22 +272,11 @@ export async function rerankWithTexts(
   const encodeQueriesMs = Date.now() - tEnc;
 
   const tScore = Date.now();
-  const groups = new Map<string, number[]>();
-  resolved.forEach((r, i) => {
-    const g = groups.get(r.key);
-    if (g) g.push(i);
-    else groups.set(r.key, [i]);
-  });
+  const groups = groupIndicesByKey(resolved, (r) => r.key);
   const scores: Float32Array[] = new Array(req.queries.length);
   let done = 0;
   let reported = 0;
-  let lastYield = Date.now();
-  const yieldEvery = async () => {
-    if (Date.now() - lastYield > 50) {
-      await new Promise((r) => setImmediate(r));
-      lastYield = Date.now();
-    }
-  };
+  const yieldEvery = eventLoopYielder();
   for (const members of groups.values()) {
     const { rows, view: gv } = resolved[members[0]];
     if (!gv || rows.length === 0) {

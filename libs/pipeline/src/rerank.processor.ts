@@ -73,19 +73,11 @@ export async function rerankProcessor(ctx: RerankDeps, p: JobPayload<QueueName.r
     missingTotal += missing.length;
     return { ids, rows, missing, first: Float64Array.from(first), key: rows.join(',') };
   });
-  const groups = new Map<string, number[]>();
-  resolved.forEach((r, i) => groups.set(r.key, [...(groups.get(r.key) ?? []), i]));
+  const groups = groupIndicesByKey(resolved, (r) => r.key);
   const scores: Float32Array[] = new Array(req.queries.length);
   let done = 0;
   let reported = 0;
-  let lastYield = Date.now();
-  const yieldEvery = async () => {
-    // Bounded chunks: give BullMQ's lock renewal (and, all-in-one, the API) the event loop.
-    if (Date.now() - lastYield > 50) {
-      await new Promise((r) => setImmediate(r));
-      lastYield = Date.now();
-    }
-  };
+  const yieldEvery = eventLoopYielder();
   for (const members of groups.values()) {
     const rows = resolved[members[0]].rows;
     if (!view || rows.length === 0) {
@@ -140,4 +132,30 @@ function candidateIds(queries: readonly { candidates: readonly unknown[] }[]): s
     }
   }
   return [...ids];
+}
+
+/** Indices of `items` grouped by `key`, groups in order of first appearance (queries sharing a candidate set are scored once). */
+export function groupIndicesByKey<T>(items: readonly T[], key: (item: T) => string): Map<string, number[]> {
+  const groups = new Map<string, number[]>();
+  items.forEach((item, i) => {
+    const k = key(item);
+    const g = groups.get(k);
+    if (g) g.push(i);
+    else groups.set(k, [i]);
+  });
+  return groups;
+}
+
+/**
+ * A function to await between bounded chunks of scoring: it yields the event loop (BullMQ's lock
+ * renewal and, all-in-one, the API) once more than `everyMs` passed since the last yield.
+ */
+export function eventLoopYielder(everyMs = 50): () => Promise<void> {
+  let lastYield = Date.now();
+  return async () => {
+    if (Date.now() - lastYield > everyMs) {
+      await new Promise((r) => setImmediate(r));
+      lastYield = Date.now();
+    }
+  };
 }
