@@ -1,5 +1,6 @@
 import { CodecSettingsSchema, type CodecSettings } from '@lateral/shared';
 import { crc32c } from './crc32c';
+import { aesiDecoderLength, aesiEncoderLength } from './aesi';
 
 /**
  * A fitted codec, fitted once per collection and codec version (`fitCodec`) and stored beside
@@ -38,12 +39,30 @@ export interface CodecArtifact {
   readonly cutoffs: Float32Array | null;
   /** residual codec: 2^B bucket representatives. */
   readonly weights: Float32Array | null;
+  /**
+   * AESI (SDR's autoencoder with side information, ./aesi.ts): its intermediate width, absent or 0
+   * without. With it the linear stage is replaced by the autoencoder: z = encoder([x; u]) with
+   * codedDims = the code size, x^ = decoder([z^; u]); mean, components and predictor are null.
+   */
+  readonly aesiWidth?: number;
+  /** AESI encoder, packed W1e | b1e | W2e | b2e (input-major, see ./aesi.ts). */
+  readonly aesiEncoder?: Float32Array | null;
+  /** AESI decoder, packed W1d | b1d | W2d | b2d. */
+  readonly aesiDecoder?: Float32Array | null;
 }
 
 export const ARTIFACT_VERSION = 1;
 const MAGIC = 'LCOD';
 const ARRAYS = ['mean', 'components', 'variances', 'predictor', 'centroids', 'cutoffs', 'weights'] as const;
 type ArrayName = (typeof ARRAYS)[number];
+/** Written after ARRAYS, and named in the header, only by AESI artifacts (so other artifacts' bytes do not change). */
+const AESI_ARRAYS = ['aesiEncoder', 'aesiDecoder'] as const;
+type AesiArrayName = (typeof AESI_ARRAYS)[number];
+
+/** The arrays an artifact carries, in byte order. */
+function arrayNames(fields: ArtifactFields): readonly (ArrayName | AesiArrayName)[] {
+  return (fields.aesiWidth ?? 0) > 0 ? [...ARRAYS, ...AESI_ARRAYS] : ARRAYS;
+}
 
 export type ArtifactFields = Omit<CodecArtifact, 'version' | 'checksum'>;
 
@@ -59,17 +78,19 @@ export class CodecArtifactCorruptError extends Error {
  * of ARRAYS (lengths in the JSON) | u32 CRC32C of everything before it (= `checksum`).
  */
 function encode(fields: ArtifactFields): Uint8Array {
+  const names = arrayNames(fields);
   const header = {
     settings: fields.settings,
     inputDims: fields.inputDims,
     codedDims: fields.codedDims,
     seed: fields.seed.toString(),
     sideDims: fields.sideDims,
-    arrays: Object.fromEntries(ARRAYS.map((k) => [k, fields[k] === null ? null : fields[k]!.length])),
+    ...((fields.aesiWidth ?? 0) > 0 ? { aesiWidth: fields.aesiWidth } : {}),
+    arrays: Object.fromEntries(names.map((k) => [k, (fields[k] ?? null) === null ? null : fields[k]!.length])),
   };
   const json = new TextEncoder().encode(JSON.stringify(header));
   let floats = 0;
-  for (const k of ARRAYS) floats += fields[k]?.length ?? 0;
+  for (const k of names) floats += fields[k]?.length ?? 0;
   const out = new Uint8Array(12 + json.length + 4 * floats + 4);
   const view = new DataView(out.buffer);
   out.set(new TextEncoder().encode(MAGIC), 0);
@@ -77,7 +98,7 @@ function encode(fields: ArtifactFields): Uint8Array {
   view.setUint32(8, json.length, true);
   out.set(json, 12);
   let off = 12 + json.length;
-  for (const k of ARRAYS) {
+  for (const k of names) {
     const a = fields[k];
     if (!a) continue;
     for (let i = 0; i < a.length; i++) view.setFloat32(off + 4 * i, a[i], true);
@@ -109,7 +130,7 @@ export function deserializeArtifact(bytes: Uint8Array): CodecArtifact {
   if (version !== ARTIFACT_VERSION) throw new CodecArtifactCorruptError(`unsupported version ${version}`);
   const jsonLength = view.getUint32(8, true);
   if (12 + jsonLength + 4 > bytes.length) throw new CodecArtifactCorruptError('header length out of range');
-  let header: { settings: unknown; inputDims: number; codedDims: number; seed: string; sideDims: number; arrays: Record<ArrayName, number | null> };
+  let header: { settings: unknown; inputDims: number; codedDims: number; seed: string; sideDims: number; aesiWidth?: number; arrays: Record<ArrayName | AesiArrayName, number | null> };
   try {
     header = JSON.parse(new TextDecoder('utf-8', { fatal: true }).decode(bytes.subarray(12, 12 + jsonLength)));
   } catch (e) {
@@ -118,8 +139,10 @@ export function deserializeArtifact(bytes: Uint8Array): CodecArtifact {
   const settings = CodecSettingsSchema.safeParse(header.settings);
   if (!settings.success) throw new CodecArtifactCorruptError(`bad settings: ${settings.error.message}`);
   let off = 12 + jsonLength;
-  const arrays = {} as Record<ArrayName, Float32Array | null>;
-  for (const k of ARRAYS) {
+  const aesiWidth = header.aesiWidth ?? 0;
+  if (!Number.isInteger(aesiWidth) || aesiWidth < 0) throw new CodecArtifactCorruptError(`bad aesiWidth ${String(aesiWidth)}`);
+  const arrays = {} as Record<ArrayName | AesiArrayName, Float32Array | null>;
+  for (const k of aesiWidth > 0 ? [...ARRAYS, ...AESI_ARRAYS] : ARRAYS) {
     const len = header.arrays?.[k];
     if (len === null || len === undefined) {
       arrays[k] = null;
@@ -132,6 +155,12 @@ export function deserializeArtifact(bytes: Uint8Array): CodecArtifact {
     off += 4 * len;
   }
   if (off !== bytes.length - 4) throw new CodecArtifactCorruptError('trailing bytes');
+  if (aesiWidth > 0) {
+    const shape = { inputDims: header.inputDims, sideDims: header.sideDims, codeDims: header.codedDims, width: aesiWidth };
+    if (arrays.aesiEncoder?.length !== aesiEncoderLength(shape) || arrays.aesiDecoder?.length !== aesiDecoderLength(shape))
+      throw new CodecArtifactCorruptError(`AESI weights do not match ${JSON.stringify(shape)}`);
+  }
+  const { aesiEncoder, aesiDecoder, ...linear } = arrays;
   return {
     version,
     checksum: crc,
@@ -140,6 +169,7 @@ export function deserializeArtifact(bytes: Uint8Array): CodecArtifact {
     codedDims: header.codedDims,
     seed: BigInt(header.seed),
     sideDims: header.sideDims,
-    ...arrays,
+    ...linear,
+    ...(aesiWidth > 0 ? { aesiWidth, aesiEncoder, aesiDecoder } : {}),
   };
 }

@@ -1,17 +1,25 @@
 import type { CodecArtifact } from './artifact';
+import { aesiDecode, aesiEncode, type AesiShape } from './aesi';
 
 /**
  * The artifact's linear stage (see CodecArtifact): raw vectors <-> coded vectors.
- * Identity when there is no artifact (or it has no mean / PCA / predictor).
+ * Identity when there is no artifact (or it has no mean / PCA / predictor). With an AESI
+ * artifact the stage is SDR's autoencoder instead (./aesi.ts): not linear, so only forward and
+ * inverse exist (no query projection: side information already rules out rotated-domain scoring).
  */
 export class LinearStage {
   readonly inputDims: number | null;
   readonly codedDims: number | null;
   readonly sideDims: number;
+  private readonly aesi: (AesiShape & { encoder: Float32Array; decoder: Float32Array }) | null;
   constructor(private readonly a: CodecArtifact | null) {
     this.inputDims = a?.inputDims ?? null;
     this.codedDims = a ? a.codedDims : null;
     this.sideDims = a?.sideDims ?? 0;
+    this.aesi =
+      a && (a.aesiWidth ?? 0) > 0 && a.aesiEncoder && a.aesiDecoder
+        ? { inputDims: a.inputDims, sideDims: a.sideDims, codeDims: a.codedDims, width: a.aesiWidth!, encoder: a.aesiEncoder, decoder: a.aesiDecoder }
+        : null;
   }
 
   /** Output dims for input dims `d`. */
@@ -29,6 +37,7 @@ export class LinearStage {
   forward(x: Float32Array, d: number, side?: Float32Array): Float64Array {
     const m = d === 0 ? 0 : x.length / d;
     this.check(d, m, side);
+    if (this.aesi) return aesiEncode(this.aesi, this.aesi.encoder, x, side!, m);
     const a = this.a;
     const r = new Float64Array(m * d);
     for (let i = 0; i < m * d; i++) r[i] = x[i];
@@ -51,6 +60,7 @@ export class LinearStage {
   /** z -> x^. Shape: m x c (+ side m x s) -> m x d. */
   inverse(z: Float64Array, m: number, d: number, side?: Float32Array): Float32Array {
     this.check(d, m, side);
+    if (this.aesi) return Float32Array.from(aesiDecode(this.aesi, this.aesi.decoder, z, side!, m));
     const a = this.a;
     const x = new Float64Array(m * d);
     if (a?.components) {
@@ -72,6 +82,7 @@ export class LinearStage {
   projectQuery(q: Float32Array, d: number): Float64Array {
     const n = q.length / d;
     const a = this.a;
+    if (this.aesi) throw new Error('an AESI codec has no linear query projection');
     if (!a?.components) return Float64Array.from(q);
     const c = a.codedDims;
     const out = new Float64Array(n * c);

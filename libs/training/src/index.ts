@@ -5,3 +5,4 @@ export {
   type TokenSource, type TrainingQuery, type TrainOptions, type TrainProgress, type TrainResult, type EpochRecord, type HeadKind,
 } from './trainer';
 export { synthetic } from './synthetic';
+export { AesiTf, trainAesi, geluTf, type AesiSizes, type AesiExport, type AesiTrainOptions, type AesiTrainResult, type AesiEpoch, type AesiProgress } from './aesi';
