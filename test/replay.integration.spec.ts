@@ -34,7 +34,7 @@ describe('replayed jobs change nothing (real Redis, real S3 server, real ONNX mo
     }, 60_000);
   const state = async (status: string) => (await api('GET', status)).body;
 
-  it('encode, compress, commit and rerank replays leave generations, counts and objects as they were', async () => {
+  it('encode, compress, index, commit, rerank and search replays leave generations, counts and objects as they were', async () => {
     await api('POST', '/v1/collections', { id: 'replay', codec: { kind: 'eden', bits: 4 } });
     const ing = await api('POST', '/v1/collections/replay/documents', docs.map((d) => ({ id: d.id, text: d.text })));
     expect(ing.body.batches).toBe(2);
@@ -49,8 +49,11 @@ describe('replayed jobs change nothing (real Redis, real S3 server, real ONNX mo
     const common = { tenantId: t, collectionId: 'replay', ingestionId: ing.body.ingestionId as string, batchId, documents: 64 };
     const rawKey = s3Keys.rawVectors(t, 'replay', batchId);
     const segmentKey = s3Keys.segment(t, 'replay', batchId, 1);
+    const indexKey = s3Keys.segmentIndex(t, 'replay', batchId, 1);
     const rawBefore = await server.runtime.store.get(rawKey);
     const segBefore = await server.runtime.store.get(segmentKey);
+    const indexBefore = await server.runtime.store.get(indexKey);
+    expect(indexBefore).not.toBeNull();
 
     // commit: the batch is already in the current generation with the same segment
     const commit = await run(QueueName.commit, { ...common, segmentKey, codecVersion: 1 });
@@ -60,7 +63,11 @@ describe('replayed jobs change nothing (real Redis, real S3 server, real ONNX mo
     expect(Buffer.from((await server.runtime.store.get(segmentKey))!).equals(Buffer.from(segBefore!))).toBe(true);
     await run(QueueName.encode, { ...common, documentsKey: s3Keys.batchDocuments(t, 'replay', batchId) });
     expect(Buffer.from((await server.runtime.store.get(rawKey))!).equals(Buffer.from(rawBefore!))).toBe(true);
+    // index: the same search index bytes again (its commit then commits nothing)
+    await run(QueueName.index, { ...common, segmentKey, codecVersion: 1 });
+    expect(Buffer.from((await server.runtime.store.get(indexKey))!).equals(Buffer.from(indexBefore!))).toBe(true);
     await idle();
+    expect(Buffer.from((await server.runtime.store.get(indexKey))!).equals(Buffer.from(indexBefore!))).toBe(true);
     // twice more, concurrently
     await Promise.all([run(QueueName.commit, { ...common, segmentKey, codecVersion: 1 }), run(QueueName.commit, { ...common, segmentKey, codecVersion: 1 })]);
 
@@ -79,6 +86,19 @@ describe('replayed jobs change nothing (real Redis, real S3 server, real ONNX mo
     const again = await run(QueueName.rerank, { tenantId: t, rerankId, requestKey });
     const stored = await server.runtime.store.getJson<{ results: unknown }>(again.resultKey);
     expect(stored!.results).toEqual(rr.body.result.results);
+
+    // search: the same hits again, the generation unchanged
+    for (const mode of ['xtr', 'bm25']) {
+      const sr = await api('POST', '/v1/search?wait=60', { collection: 'replay', mode, topK: 10, queries: [{ id: 'q', text: 'supersonic flutter' }] });
+      expect(sr.body.status, JSON.stringify(sr.body)).toBe('completed');
+      expect(sr.body.result.results[0].hits.length).toBeGreaterThan(0);
+      const searchId = sr.body.id as string;
+      const replayed = await run(QueueName.search, { tenantId: t, collectionId: 'replay', searchId, requestKey: s3Keys.searchRequest(t, searchId) });
+      const storedSearch = await server.runtime.store.getJson<{ generation: number; results: unknown }>(replayed.resultKey);
+      expect(storedSearch!.generation).toBe(2);
+      expect(storedSearch!.results).toEqual(sr.body.result.results);
+    }
+    expect((await api('GET', '/v1/collections/replay')).body.generation).toBe(2);
   });
 
   it('a document ingested again counts once in the live documents', async () => {
