@@ -31,6 +31,7 @@ import { AdminKeysController } from './admin-keys.controller';
 import { apiKeyProviders, authenticateEarly, markAdminApiKey } from './api-keys.guard';
 import { ApiKeysService } from './api-keys.service';
 import { requestContextMiddleware } from './request-context';
+import { QuotaController, TenantQuotasAdminController } from './quotas.controller';
 
 @Module({})
 class ApiModule {
@@ -38,7 +39,7 @@ class ApiModule {
     return {
       module: ApiModule,
       imports: [AdminModule.forRuntime(rt)],
-      controllers: [CollectionsController, DeletesController, RerankController, SearchController, HealthController, AdminKeysController, BatchesController, CohereController, JudgmentsController],
+      controllers: [CollectionsController, DeletesController, RerankController, SearchController, HealthController, AdminKeysController, BatchesController, CohereController, JudgmentsController, QuotaController, TenantQuotasAdminController],
       providers: [
         { provide: RUNTIME, useValue: rt },
         { provide: CollectionsService, useFactory: () => new CollectionsService(rt) },

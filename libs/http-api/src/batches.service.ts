@@ -19,6 +19,7 @@ import { S3Upload, getObjectStream, objectHead, type Runtime } from '@lateral/in
 import { currentTenant } from './request-context';
 import { TextRerankSubmitter } from './text-candidates';
 import { zodIssues } from './zod-issues';
+import { tenantQuotas } from './quotas';
 
 /** Lines of the input's head checked for JSONL (a file none of whose first lines is a JSON object is refused). */
 const HEAD_LINES = 100;
@@ -78,6 +79,8 @@ export class BatchesService {
     const t = this.tenant;
     const max = this.rt.config.BATCH_MAX_BYTES;
     let opts: BatchOptions;
+    const id = `batch-${randomUUID()}`;
+    let release: () => Promise<void>;
     try {
       opts = this.options(query);
       await this.checkTarget(opts);
@@ -85,11 +88,12 @@ export class BatchesService {
       if (encoding !== '' && encoding !== 'identity') throw new ValidationError(`batch uploads are not compressed (Content-Encoding: ${encoding}); upload the JSONL as is, or name an S3 key`, [{ field: 'content-encoding', message: 'identity only' }]);
       const declared = Number(req.headers['content-length']);
       if (Number.isFinite(declared) && declared > max) throw this.tooLarge(declared);
+      // The tenant's jobs in flight (maxConcurrentJobs), before the upload is read.
+      release = await tenantQuotas(this.rt).admit(t, { kind: 'batch', id });
     } catch (err) {
       req.resume();
       throw err;
     }
-    const id = `batch-${randomUUID()}`;
     const key = batchKeys.input(t, id);
     const upload = new S3Upload(this.rt.store, key, 'application/x-ndjson');
     const head = new HeadScan();
@@ -107,9 +111,10 @@ export class BatchesService {
       await upload.finish();
     } catch (err) {
       await upload.abort();
+      await release();
       throw err;
     }
-    return this.start(id, opts, { key, bytes: upload.bytes });
+    return this.start(id, opts, { key, bytes: upload.bytes }, release);
   }
 
   /** POST /v1/batches with JSON `{ input: "<S3 key>", collection?, model?, scorer?, topK? }`. */
@@ -135,14 +140,20 @@ export class BatchesService {
     }
     stream?.destroy();
     head.check(ended);
-    return this.start(`batch-${randomUUID()}`, opts, { key: input, bytes: info.size });
+    const id = `batch-${randomUUID()}`;
+    return this.start(id, opts, { key: input, bytes: info.size }, await tenantQuotas(this.rt).admit(this.tenant, { kind: 'batch', id }));
   }
 
-  private async start(id: string, options: BatchOptions, input: { key: string; bytes: number }): Promise<BatchStatus> {
+  private async start(id: string, options: BatchOptions, input: { key: string; bytes: number }, release: () => Promise<void>): Promise<BatchStatus> {
     const t = this.tenant;
     const record: BatchRecord = { id, tenantId: t, state: 'validating', createdAt: new Date().toISOString(), options, input };
-    await this.rt.store.putJson(batchKeys.record(t, id), record);
-    await this.rt.queues.add(QueueName.batch, textJobIds.batchPlan(t, id), { step: 'plan', tenantId: t, batchId: id });
+    try {
+      await this.rt.store.putJson(batchKeys.record(t, id), record);
+      await this.rt.queues.add(QueueName.batch, textJobIds.batchPlan(t, id), { step: 'plan', tenantId: t, batchId: id });
+    } catch (err) {
+      await release();
+      throw err;
+    }
     return this.view(record);
   }
 

@@ -27,15 +27,19 @@ import { currentTenant } from './request-context';
 import { parseDocumentsBody, validateDocuments } from './documents';
 import { z } from 'zod';
 import { zodIssues } from './zod-issues';
+import { tenantQuotas, type TenantQuotas } from './quotas';
 
 /** Collections and ingestion: validation, S3-first writes, then the encode jobs. */
 export class CollectionsService {
   private readonly manifests = new Map<string, ModelManifest>();
   /** Documents read back from S3 (text, metadata, tokens, the segment holding them). */
   private readonly documents: DocumentRepository;
+  /** Per-tenant quotas (documents, bytes, jobs in flight), checked before anything is written. */
+  private readonly quotas: TenantQuotas;
 
   constructor(private readonly rt: Runtime) {
     this.documents = new DocumentRepository(rt.store);
+    this.quotas = tenantQuotas(rt);
   }
 
   /** The caller's tenant (request-context.ts): DEFAULT_TENANT with AUTH=none, the API key's with AUTH=keys. */
@@ -208,6 +212,17 @@ export class CollectionsService {
       passages: collection.passages !== undefined,
     });
     const ingestionId = `ing-${randomUUID()}`;
+    const release = await this.quotas.admit(this.tenant, { kind: 'ingest', collection: collection.id, id: ingestionId, documents: docs.length });
+    try {
+      return await this.accept(collection, ingestionId, docs);
+    } catch (err) {
+      await release();
+      throw err;
+    }
+  }
+
+  /** Writes an admitted ingestion: its documents to S3, its record, then its encode jobs. */
+  private async accept(collection: Collection, ingestionId: string, docs: ReturnType<typeof validateDocuments>) {
     const size = this.rt.config.ENCODE_BATCH_DOCUMENTS;
     const batches: { batchId: string; key: string; documents: number }[] = [];
     for (let i = 0; i < docs.length; i += size) {

@@ -1,6 +1,6 @@
 import { ArgumentsHost, Catch, HttpException, type ExceptionFilter } from '@nestjs/common';
 import type { Response } from 'express';
-import { ConflictError, NotFoundError, UnavailableError, ValidationError, type Config } from '@lateral/shared';
+import { ConflictError, NotFoundError, QuotaExceededError, UnavailableError, ValidationError, type Config } from '@lateral/shared';
 import { isRedisDown, type Logger } from '@lateral/infra';
 import { redact, redactContext, type RedactContext } from './redact';
 
@@ -37,6 +37,11 @@ export class HttpErrorsFilter implements ExceptionFilter {
     if (err instanceof ValidationError) return send(400, 'bad_request', err.message, err.issues.length ? err.issues : undefined);
     if (err instanceof NotFoundError) return send(404, 'not_found', err.message);
     if (err instanceof ConflictError) return send(409, 'conflict', err.message);
+    if (err instanceof QuotaExceededError) {
+      // 403 for stored documents and bytes, 429 + Retry-After for jobs in flight (quotas.ts)
+      if (err.retryAfterSeconds !== undefined) res.setHeader('Retry-After', String(err.retryAfterSeconds));
+      return send(err.status, 'quota_exceeded', err.message, [{ field: `quota.${err.quota}`, message: `limit ${err.limit}, used ${err.used}, requested ${err.requested}` }]);
+    }
     const down = unreachable(err);
     if (err instanceof UnavailableError || down) {
       const retry = err instanceof UnavailableError ? err.retryAfterSeconds : SERVICE_RETRY_AFTER_SECONDS;

@@ -16,6 +16,7 @@ import type { Runtime } from '@lateral/infra';
 import { currentTenant } from './request-context';
 import { parseJudgments } from './judgments.parse';
 import { zodIssues } from './zod-issues';
+import { tenantQuotas } from './quotas';
 
 export interface JudgmentsSummary {
   judgmentsId: string;
@@ -148,9 +149,15 @@ export class JudgmentsService {
     const trainId = `tr-${randomUUID()}`;
     const stored: StoredTrainRequest = { ...req, trainId, collection, judgmentsId, createdAt: new Date().toISOString() };
     const requestKey = trainingKeys.trainRequest(this.tenant, trainId);
-    await this.rt.store.putJson(requestKey, stored);
-    // One attempt: a diverged or cancelled run fails for good; a crashed worker's job is given back by BullMQ (stalled).
-    await this.rt.queues.add(QueueName.train, trainingKeys.trainJob(this.tenant, trainId), { tenantId: this.tenant, collectionId: collection, trainId, requestKey }, { attempts: 1 });
+    const release = await tenantQuotas(this.rt).admit(this.tenant, { kind: 'train', id: trainId });
+    try {
+      await this.rt.store.putJson(requestKey, stored);
+      // One attempt: a diverged or cancelled run fails for good; a crashed worker's job is given back by BullMQ (stalled).
+      await this.rt.queues.add(QueueName.train, trainingKeys.trainJob(this.tenant, trainId), { tenantId: this.tenant, collectionId: collection, trainId, requestKey }, { attempts: 1 });
+    } catch (err) {
+      await release();
+      throw err;
+    }
     return { trainId, collection, judgmentsId, status: 'queued', trainableQueries: trainable };
   }
 

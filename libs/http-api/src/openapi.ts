@@ -21,6 +21,7 @@ import {
   StoredDocumentSchema,
 } from '@lateral/shared';
 import { withApiKeySecurity } from './openapi-keys';
+import { QUOTA_OPENAPI_PATHS, withQuotaAnswers } from './openapi-quotas';
 import { ADMIN_OPENAPI_PATHS, ADMIN_SECURITY_SCHEMES } from './openapi-admin';
 import { BATCH_OPENAPI_PATHS, BATCH_OPENAPI_SCHEMAS } from './openapi-batches';
 import { TRAINING_OPENAPI_PATHS } from './openapi-training';
@@ -99,7 +100,7 @@ const waitParam = { name: 'wait', in: 'query', required: false, schema: { type: 
  * documented shapes cannot drift from the code.
  */
 export function openApiDocument(version: string) {
-  return withApiKeySecurity(baseDocument(version));
+  return withQuotaAnswers(withApiKeySecurity(baseDocument(version)));
 }
 
 function baseDocument(version: string) {
@@ -317,6 +318,7 @@ function baseDocument(version: string) {
       ...ADMIN_OPENAPI_PATHS,
       ...BATCH_OPENAPI_PATHS,
       ...TRAINING_OPENAPI_PATHS,
+      ...QUOTA_OPENAPI_PATHS,
     },
     /** What lateral POSTs to a re-rank or search request's `callback` (README "Webhooks"). */
     webhooks: WEBHOOK_OPENAPI,

@@ -7,6 +7,7 @@ import { AsyncJobs, type JobStatus } from './async-jobs';
 import { zodIssues } from './zod-issues';
 import { checkCallback } from './callback';
 import { TextRerankSubmitter } from './text-candidates';
+import { tenantQuotas } from './quotas';
 
 export type RerankStatus = JobStatus<RerankResult, { queries: number; candidates: number; missing: number }>;
 
@@ -42,7 +43,13 @@ export class RerankService {
     // Collection and/or model; text candidates go to the encoder pool first (text-candidates.ts).
     const collection = await this.texts.target(this.tenant, req);
     const id = `rr-${randomUUID()}`;
-    await this.texts.enqueue(this.tenant, id, req, collection);
+    const release = await tenantQuotas(this.rt).admit(this.tenant, { kind: 'rerank', id });
+    try {
+      await this.texts.enqueue(this.tenant, id, req, collection);
+    } catch (err) {
+      await release();
+      throw err;
+    }
     return this.jobs.answer(this.tenant, id, waitSeconds);
   }
 

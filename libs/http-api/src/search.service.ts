@@ -7,6 +7,7 @@ import { compileFilter } from '@lateral/search';
 import { AsyncJobs, type JobStatus } from './async-jobs';
 import { zodIssues } from './zod-issues';
 import { checkCallback } from './callback';
+import { tenantQuotas } from './quotas';
 
 export type SearchStatus = JobStatus<SearchResult, { queries: number; hits: number }>;
 
@@ -41,9 +42,15 @@ export class SearchService {
     const collection = await this.rt.collections.get(this.tenant, req.collection);
     if (!collection) throw new NotFoundError(`collection '${req.collection}' not found`);
     const id = `sr-${randomUUID()}`;
-    const requestKey = s3Keys.searchRequest(this.tenant, id);
-    await this.rt.store.putJson(requestKey, req);
-    await this.rt.queues.add(QueueName.search, jobIds.search(this.tenant, id), { tenantId: this.tenant, collectionId: req.collection, searchId: id, requestKey, ...(req.callback ? { callback: req.callback } : {}) });
+    const release = await tenantQuotas(this.rt).admit(this.tenant, { kind: 'search', id });
+    try {
+      const requestKey = s3Keys.searchRequest(this.tenant, id);
+      await this.rt.store.putJson(requestKey, req);
+      await this.rt.queues.add(QueueName.search, jobIds.search(this.tenant, id), { tenantId: this.tenant, collectionId: req.collection, searchId: id, requestKey, ...(req.callback ? { callback: req.callback } : {}) });
+    } catch (err) {
+      await release();
+      throw err;
+    }
     return this.jobs.answer(this.tenant, id, waitSeconds);
   }
 

@@ -13,6 +13,7 @@ export * from './ivf-centroids.repository';
 export * from './process';
 export * from './runtime';
 export * from './api-keys.repository';
+export * from './tenant-quotas.repository';
 export * from './rate-limiter';
 export * from './documents.repository';
 export * from './metrics';

@@ -162,6 +162,12 @@ export const ConfigSchema = z.object({
   RATE_LIMIT_PER_SECOND: z.coerce.number().min(0).max(1_000_000).default(50),
   /** Per-key burst: the bucket's size. */
   RATE_LIMIT_BURST: int(100, 1, 1_000_000),
+  /** Per-tenant quota: live documents over all of a tenant's collections, plus those of its ingestions in progress; 0 = unlimited. */
+  TENANT_MAX_DOCUMENTS: int(0, 0, Number.MAX_SAFE_INTEGER),
+  /** Per-tenant quota: bytes of the compressed segments its collections' current generations hold (as committed); 0 = unlimited. */
+  TENANT_MAX_BYTES: int(0, 0, Number.MAX_SAFE_INTEGER),
+  /** Per-tenant quota: ingestions, re-rank and search jobs, batches and training runs accepted and not finished; 0 = unlimited. */
+  TENANT_MAX_CONCURRENT_JOBS: int(0, 0, 1_000_000),
 });
 
 export type Config = z.infer<typeof ConfigSchema>;

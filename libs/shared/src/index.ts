@@ -19,3 +19,4 @@ export * from './worker-heartbeat';
 export * from './training';
 export * from './api-keys';
 export * from './responses';
+export * from './quotas';

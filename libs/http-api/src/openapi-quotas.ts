@@ -1,0 +1,74 @@
+import { z } from 'zod';
+import { TenantQuotaStatusSchema, TenantQuotaUpdateSchema } from '@lateral/shared';
+
+/** OpenAPI entries of per-tenant quotas (quotas.ts, README "Quotas"): the quota endpoints, and the 403 / 429 answers of the operations they refuse. */
+const strip = (j: Record<string, unknown>) => {
+  delete j.$schema;
+  return j;
+};
+const error = { $ref: '#/components/schemas/Error' };
+const json = (description: string, schema: Record<string, unknown>) => ({ description, content: { 'application/json': { schema } } });
+const STATUS = strip(z.toJSONSchema(TenantQuotaStatusSchema, { io: 'output', unrepresentable: 'any' }) as Record<string, unknown>);
+const UPDATE = strip(z.toJSONSchema(TenantQuotaUpdateSchema, { io: 'input', unrepresentable: 'any' }) as Record<string, unknown>);
+const security = [{ adminToken: [] }, { adminSession: [] }];
+const tenant = { name: 'tenant', in: 'path', required: true, schema: { type: 'string' }, description: 'tenant id (400 naming path.tenant when it is not one)' };
+const OPERATOR = {
+  '401': json('no operator credential (ADMIN_TOKEN as a Bearer token, the dashboard session cookie, or with AUTH=keys an admin key)', error),
+  '403': json('operator endpoints disabled: ADMIN_TOKEN is not set and no admin key was presented', error),
+};
+
+export const QUOTA_OPENAPI_PATHS = {
+  '/v1/admin/tenants/{tenant}/quota': {
+    get: {
+      summary: "A tenant's quotas (in force, defaults, its overrides) and usage: documents, segment bytes, jobs in flight",
+      security,
+      parameters: [tenant],
+      responses: { '200': json('quotas and usage', STATUS), '400': json('bad tenant id', error), ...OPERATOR },
+    },
+    put: {
+      summary: "Replace a tenant's quota overrides (each a number, 0 = unlimited; absent or null = the configured default)",
+      description: 'Stored in S3 (`auth/quotas/{tenant}.json`); API processes re-read it within API_KEY_CACHE_SECONDS, this one at once. Lowering a quota below the usage refuses new work; nothing stored is removed.',
+      security,
+      parameters: [tenant],
+      requestBody: { required: true, content: { 'application/json': { schema: UPDATE } } },
+      responses: { '200': json('the quotas and usage after the change', STATUS), '400': json('a quota that is not a whole number >= 0 (details name it), or an unknown field', error), ...OPERATOR },
+    },
+  },
+  '/v1/quota': {
+    get: {
+      summary: "The caller's own tenant's quotas and usage",
+      responses: { '200': json('quotas and usage', STATUS), '503': json('Redis or S3 unreachable (Retry-After)', error) },
+    },
+  },
+};
+
+const QUOTA_403 = "a tenant quota of stored documents or bytes (maxDocuments, maxBytes: TENANT_MAX_DOCUMENTS / TENANT_MAX_BYTES or the tenant's own) is used up: `error: 'quota_exceeded'`, `details[0].field` names the quota, with its limit, usage and what was requested";
+const QUOTA_429 = "the tenant's jobs in flight reached maxConcurrentJobs (TENANT_MAX_CONCURRENT_JOBS or the tenant's own): `error: 'quota_exceeded'`, Retry-After";
+/** Operations a quota can refuse: ingestion (documents, bytes, jobs) and every job kind (jobs). */
+const REFUSED: [string, string, boolean][] = [
+  ['/v1/collections/{id}/documents', 'post', true],
+  ['/v1/rerank', 'post', false],
+  ['/v1/search', 'post', false],
+  ['/v1/compat/cohere/rerank', 'post', false],
+  ['/v1/compat/cohere/v1/rerank', 'post', false],
+  ['/v1/compat/cohere/v2/rerank', 'post', false],
+  ['/v1/batches', 'post', false],
+  ['/v1/collections/{id}/train', 'post', false],
+];
+
+type Op = { responses?: Record<string, { description?: string } & Record<string, unknown>> };
+
+/** Adds the quota answers to the operations quotas refuse (merged into the 403 / 429 they already describe). */
+export function withQuotaAnswers<D extends { paths: Record<string, Record<string, unknown>> }>(doc: D): D {
+  const add = (op: Op, code: string, text: string) => {
+    const cur = op.responses?.[code];
+    op.responses = { ...op.responses, [code]: cur ? { ...cur, description: `${cur.description}; or ${text}` } : json(text, error) };
+  };
+  for (const [path, method, storage] of REFUSED) {
+    const op = doc.paths[path]?.[method] as Op | undefined;
+    if (!op) continue;
+    if (storage) add(op, '403', QUOTA_403);
+    add(op, '429', QUOTA_429);
+  }
+  return doc;
+}
