@@ -15,6 +15,11 @@ export interface CodecDescriptor {
   sideInfo: boolean;
   /** Identity of the fitted artifact the codes need: its format version and CRC32C. */
   artifact: { version: number; checksum: number } | null;
+  /**
+   * Segments only: the rows are token-pooling means, ceil(m / poolFactor) per document of m
+   * tokens (`codec.poolFactor`, 2..16); absent = 1, one row per token. Not part of a codec's own descriptor.
+   */
+  poolFactor?: number;
 }
 
 /** Per-document context a codec may need (EDEN derives its random signs from it). */

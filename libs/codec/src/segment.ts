@@ -3,6 +3,7 @@ import { SegmentCorruptError } from './errors';
 import { decodeHalf, encodeHalf } from './float16';
 import { bytesOf, viewAs, type Codec, type CodecDescriptor, type DocKey } from './codec';
 import { codecFromDescriptor, type CodecArtifact } from './create-codec';
+import { POOL_FACTOR_MAX } from './token-pooling';
 
 /** Documents to write into one segment. */
 export interface SegmentDocs {
@@ -26,6 +27,11 @@ export interface WriteSegmentOptions {
   seed?: bigint | number;
   /** Storage of docVectors; default fp32. */
   docVectors?: 'fp32' | 'fp16';
+  /**
+   * The token pooling factor the rows were pooled with (token-pooling.ts), recorded in the codec
+   * descriptor as `poolFactor` when above 1; default 1 (nothing recorded).
+   */
+  poolFactor?: number;
 }
 
 export interface ReadSegmentOptions {
@@ -116,7 +122,11 @@ export function writeSegment(docs: SegmentDocs, codec: Codec, opts: WriteSegment
     META: meta,
   };
 
-  const descriptor = utf8.encode(JSON.stringify(codec.descriptor));
+  const pool = opts.poolFactor ?? 1;
+  if (!Number.isInteger(pool) || pool < 1 || pool > POOL_FACTOR_MAX) throw new RangeError(`poolFactor must be an integer in 1..${POOL_FACTOR_MAX}, got ${pool}`);
+  if (pool > 1 && codec.descriptor.sideInfo) throw new RangeError('poolFactor > 1 cannot be written with a side-information codec (its rows need one token id each)');
+  // poolFactor 1 writes the codec's descriptor alone: the bytes of an unpooled segment do not change.
+  const descriptor = utf8.encode(JSON.stringify(pool > 1 ? { ...codec.descriptor, poolFactor: pool } : codec.descriptor));
   const headerLength = FIXED_HEADER + SECTION_IDS.length * SECTION_ENTRY + descriptor.length + 4;
   let total = headerLength;
   for (const id of SECTION_IDS) total += sections[id].length;
@@ -190,7 +200,13 @@ export function readSegment(bytes: Uint8Array, name: string, artifact?: CodecArt
   }
   let codec: Codec;
   try {
-    codec = codecFromDescriptor(descriptor, artifact);
+    // Token pooling is recorded beside the codec's own fields (absent = 1, unpooled).
+    const { poolFactor, ...codecFields } = descriptor ?? ({} as CodecDescriptor);
+    if (poolFactor !== undefined && (!Number.isInteger(poolFactor) || poolFactor < 2 || poolFactor > POOL_FACTOR_MAX)) {
+      throw new Error(`poolFactor ${JSON.stringify(poolFactor)} is not an integer in 2..${POOL_FACTOR_MAX}`);
+    }
+    if (poolFactor !== undefined && codecFields.sideInfo) throw new Error('poolFactor with side information');
+    codec = codecFromDescriptor(codecFields as CodecDescriptor, artifact);
   } catch (e) {
     return fail('header', `codec descriptor unusable: ${(e as Error).message}`);
   }

@@ -1,6 +1,10 @@
 import { describe, expect, it } from 'vitest';
 import { POOL_FACTOR_MAX, POOL_WINDOW, poolBatch, poolTokens, pooledCount, wardClusters } from './token-pooling';
 import { rng } from './test-utils';
+import { readSegment, writeSegment } from './segment';
+import { createCodec } from './create-codec';
+import { fitCodec } from './fit-codec';
+import { CodecSettingsSchema } from '@lateral/shared';
 
 /** m x d Gaussian rows, optionally unit-normalised. */
 function rows(m: number, d: number, seed: number, unit = false): Float32Array {
@@ -185,5 +189,26 @@ describe('token pooling (Ward)', () => {
   it('refuses a poolFactor outside 1..POOL_FACTOR_MAX or not an integer', () => {
     const x = rows(4, 2, 1);
     for (const f of [0, -1, 1.5, POOL_FACTOR_MAX + 1, Number.NaN]) expect(() => poolTokens(x, 4, 2, f)).toThrow(/poolFactor/);
+  });
+
+  it('segments record poolFactor in the codec descriptor; poolFactor 1 writes the same bytes as none', () => {
+    const d = 8;
+    const offsets = Uint32Array.from([0, 7, 19]);
+    const x = rows(19, d, 17, true);
+    const ids = Int32Array.from({ length: 19 }, (_, i) => 200 + i);
+    const fp16 = createCodec(CodecSettingsSchema.parse({ kind: 'fp16' }));
+    const docs = { docIds: ['a', 'b'], tokenOffsets: offsets, tokenIds: ids, vectors: x, dims: d };
+    expect(writeSegment(docs, fp16, { poolFactor: 1 })).toEqual(writeSegment(docs, fp16));
+    expect(readSegment(writeSegment(docs, fp16), 'plain').codec.poolFactor).toBeUndefined();
+    const p = poolBatch(offsets, ids, x, d, 3);
+    const seg = readSegment(writeSegment({ ...docs, ...p }, fp16, { poolFactor: 3 }), 'pooled');
+    expect(seg.codec.poolFactor).toBe(3);
+    expect(Array.from(seg.tokenOffsets)).toEqual([0, 3, 7]);
+    expect(() => writeSegment(docs, fp16, { poolFactor: 0 })).toThrow(/poolFactor/);
+    // side information needs one token id per row: no pooled segment with it
+    const settings = CodecSettingsSchema.parse({ kind: 'eden', bits: 4, dims: 4, layout: 'cross', sideInfo: true });
+    const side = rows(19, 4, 3);
+    const art = fitCodec(settings, x, d, { seed: 1, staticEmbeddings: side, staticDims: 4 });
+    expect(() => writeSegment({ ...docs, staticEmbeddings: side }, createCodec(settings, art), { poolFactor: 2 })).toThrow(/side-information/);
   });
 });

@@ -22,8 +22,11 @@
  * element, else the lowest index). Output clusters are ordered by their first token.
  */
 
-/** Largest poolFactor a collection may ask for (`codec.poolFactor`). */
-export const POOL_FACTOR_MAX = 16;
+import { POOL_FACTOR_MAX } from '@lateral/shared';
+
+/** Largest poolFactor a collection may ask for (`codec.poolFactor`; defined with the settings schema). */
+export { POOL_FACTOR_MAX };
+
 /** Tokens clustered together at most; longer documents are pooled window by window. */
 export const POOL_WINDOW = 1024;
 

@@ -140,6 +140,14 @@ export class CollectionsService {
    * and a model whose manifest declares its static input embedding table (the file must exist).
    */
   private checkPipelineCodec(codec: CodecSettings, model: string, manifest: ModelManifest): void {
+    // Side information decodes each stored row with its token's static embedding; a pooled row is
+    // the mean of several tokens and has no one token id, so the two do not combine.
+    if ((codec.poolFactor ?? 1) > 1 && codec.sideInfo) {
+      throw new ValidationError(`codec.poolFactor ${codec.poolFactor} cannot be combined with codec.sideInfo (side information needs one token id per stored vector; pooled vectors are means of several tokens)`, [
+        { field: 'codec.poolFactor', message: `must be 1 (or omitted) when codec.sideInfo is true` },
+        { field: 'codec.sideInfo', message: `must be false when codec.poolFactor is above 1` },
+      ]);
+    }
     if (codec.sideInfo) {
       if (codec.kind !== 'eden') {
         throw new ValidationError(`codec.sideInfo needs codec.kind 'eden' (got '${codec.kind}')`, [

@@ -1,5 +1,5 @@
 import { PermanentJobError, QueueName, s3Keys, type Collection, type JobPayload, type JobResults } from '@lateral/shared';
-import { SegmentCorruptError, createCodec, readSegment, writeSegment, type SegmentReader } from '@lateral/codec';
+import { SegmentCorruptError, createCodec, poolBatch, readSegment, writeSegment, type SegmentReader } from '@lateral/codec';
 import type { StaticEmbeddings } from '@lateral/model';
 import type { CodecArtifactRepository, CollectionRepository, JobQueues, ObjectStore } from '@lateral/infra';
 import { enqueueNext } from './pipeline';
@@ -40,11 +40,16 @@ export async function compressRaw(
   // Settings of this job's codec version: the collection's current one, or a re-compression's.
   const settings = codecVersion === collection.codecVersion ? collection.codec : collection.pending?.codecVersion === codecVersion ? collection.pending.codec : null;
   if (!settings) throw new PermanentJobError(`codec version ${codecVersion} of ${collection.id} is neither current (${collection.codecVersion}) nor being re-compressed`);
+  // Token pooling (codec.poolFactor): each document's raw vectors clustered into ceil(m / f) means,
+  // fitted and coded as they are stored; BM25 keeps the raw batch's terms (index.processor.ts).
+  const poolFactor = settings.poolFactor ?? 1;
+  if (poolFactor > 1 && settings.sideInfo) throw new PermanentJobError(`codec v${codecVersion} of ${collection.id}: codec.poolFactor ${poolFactor} cannot be combined with codec.sideInfo`);
+  const rows = poolBatch(raw.tokenOffsets, raw.tokenIds, raw.decodeAll(), raw.dims, poolFactor);
   // Side information: the static embedding of every raw token, from the collection's model (fit and encode).
   const se = settings.sideInfo ? await ctx.staticEmbeddings.forCollection(collection) : null;
   const staticEmbeddings = se ? lookupStatic(se, raw.tokenIds, rawKey) : undefined;
   const artifact = await ctx.codecs.ensure(collection.tenantId, collection.id, codecVersion, settings, () => ({
-    vectors: raw.decodeAll(),
+    vectors: rows.vectors,
     dims: raw.dims,
     ...(se ? { staticEmbeddings, staticDims: se.dims } : {}),
   }));
@@ -52,9 +57,9 @@ export async function compressRaw(
   const codec = createCodec(artifact.settings, artifact);
   const metadata = Array.from({ length: raw.documents }, (_, i) => raw.metadata(i));
   return writeSegment(
-    { docIds: raw.docIds, tokenOffsets: raw.tokenOffsets, tokenIds: raw.tokenIds, vectors: raw.decodeAll(), dims: raw.dims, docVectors: raw.docVectors ?? undefined, metadata, staticEmbeddings },
+    { docIds: raw.docIds, tokenOffsets: rows.tokenOffsets, tokenIds: rows.tokenIds, vectors: rows.vectors, dims: raw.dims, docVectors: raw.docVectors ?? undefined, metadata, staticEmbeddings },
     codec,
-    { seed: artifact.seed },
+    { seed: artifact.seed, poolFactor },
   );
 }
 

@@ -52,7 +52,10 @@ export async function segmentIndexBytes(
   collection: Collection,
   reader: SegmentReader,
   codecVersion: number,
+  /** The raw (unpooled) batch's terms, for BM25 when the segment's rows are pooled (reader.codec.poolFactor > 1). */
+  bm25Terms?: { tokenIds: Int32Array; tokenOffsets: Uint32Array },
 ): Promise<Uint8Array> {
+  if ((reader.codec.poolFactor ?? 1) > 1 && !bm25Terms) throw new PermanentJobError(`${reader.name} holds pooled rows (poolFactor ${reader.codec.poolFactor}); its BM25 postings need the raw batch's terms`);
   const p = { tenantId: collection.tenantId, collectionId: collection.id, codecVersion };
   const seg = searchSegment(reader);
   const d = reader.dims;
@@ -73,9 +76,31 @@ export async function segmentIndexBytes(
   const encoder = await deps.encoders(collection.model).catch(permanentModelErrors);
   const skip = specialTokenIds(encoder);
   const { nearest } = await assigner.assign(seg.tokens, T, ivf.centroids, ivf.k, d);
-  const index = buildSegmentIndex(seg, ivf.centroids, d, { assignments: nearest, bm25Skip: (id) => skip.has(id) });
+  const index = buildSegmentIndex(seg, ivf.centroids, d, { assignments: nearest, bm25Skip: (id) => skip.has(id), ...(bm25Terms ? { bm25Terms } : {}) });
   const out = serializeSegmentIndex(index);
   return out;
+}
+
+/**
+ * A pooled segment's (codec.poolFactor > 1) original terms: BM25 counts the document's tokens, not
+ * its pooled rows, so they come from the raw fp16 batch the segment was coded from (kept while a
+ * generation lists the segment). undefined for an unpooled segment.
+ */
+async function pooledTerms(deps: Pick<IndexDeps, 'store'>, reader: SegmentReader, rawKey: string): Promise<{ tokenIds: Int32Array; tokenOffsets: Uint32Array } | undefined> {
+  if ((reader.codec.poolFactor ?? 1) <= 1) return undefined;
+  const bytes = await deps.store.get(rawKey);
+  if (!bytes) throw new PermanentJobError(`raw vectors are missing from S3: ${rawKey} (the BM25 terms of pooled segment ${reader.name})`);
+  let raw;
+  try {
+    raw = readSegment(bytes, rawKey);
+  } catch (err) {
+    if (err instanceof SegmentCorruptError) throw new PermanentJobError(err.message);
+    throw err;
+  }
+  if (raw.documents !== reader.documents || raw.docIds.some((id, i) => id !== reader.docIds[i])) {
+    throw new PermanentJobError(`raw batch ${rawKey} does not hold the documents of pooled segment ${reader.name}`);
+  }
+  return { tokenIds: raw.tokenIds, tokenOffsets: raw.tokenOffsets };
 }
 
 /**
@@ -98,7 +123,7 @@ export async function indexProcessor(deps: IndexDeps, p: JobPayload<QueueName.in
     if (err instanceof SegmentCorruptError) throw new PermanentJobError(err.message);
     throw err;
   }
-  const out = await segmentIndexBytes(deps, collection, reader, p.codecVersion);
+  const out = await segmentIndexBytes(deps, collection, reader, p.codecVersion, await pooledTerms(deps, reader, s3Keys.rawVectors(p.tenantId, p.collectionId, p.batchId)));
   const indexKey = s3Keys.segmentIndex(p.tenantId, p.collectionId, p.batchId, p.codecVersion);
   await deps.store.put(indexKey, out);
   const result = { indexKey, bytes: out.byteLength };

@@ -149,7 +149,7 @@ export async function mergeProcessor(deps: MergeDeps, p: MergePayload): Promise<
     const artifact = await deps.codecs.get(p.tenantId, p.collectionId, cv);
     const reader = readSegment(bytes, key, artifact, await segmentReadOptions(artifact, collection, deps.staticEmbeddings));
     // The index first: a committed segment always has one.
-    await deps.store.put(s3Keys.segmentIndex(p.tenantId, p.collectionId, batchId, cv), await segmentIndexBytes(deps, collection, reader, cv));
+    await deps.store.put(s3Keys.segmentIndex(p.tenantId, p.collectionId, batchId, cv), await segmentIndexBytes(deps, collection, reader, cv, { tokenIds: raw.tokenIds, tokenOffsets: raw.tokenOffsets }));
     await deps.store.put(key, bytes);
     deps.liveIds.remember(key, docIds);
     output = {

@@ -26,6 +26,20 @@ const expectSameIndex = (a: SegmentIndex, b: SegmentIndex) => {
 };
 
 describe('buildSegmentIndex', () => {
+  it('takes BM25 postings from bm25Terms when the rows are pooled (codec.poolFactor), IVF from the rows', () => {
+    // the same documents as `seg`, but one row per document (a pooled segment) with a dummy token id
+    const D = corpus.lengths.length;
+    const rowsPerDoc = Uint32Array.from({ length: D + 1 }, (_, i) => i);
+    const pooled = { ...seg, tokenOffsets: rowsPerDoc, tokenIds: new Int32Array(D), tokens: seg.tokens.slice(0, D * 8) };
+    const terms = { tokenIds: seg.tokenIds, tokenOffsets: seg.tokenOffsets };
+    const p = buildSegmentIndex(pooled, centroids, 8, { bm25Skip: skip, bm25Terms: terms });
+    expect(p.tokens).toBe(D);
+    expect(p.ivf.rows.length).toBe(D);
+    for (const k of ['terms', 'postingOffsets', 'postingDocs', 'postingTfs', 'docLengths'] as const) expect(Array.from(p.bm25[k])).toEqual(Array.from(index.bm25[k]));
+    expect(p.bm25.totalLength).toBe(index.bm25.totalLength);
+    expect(() => buildSegmentIndex(pooled, centroids, 8, { bm25Terms: { tokenIds: seg.tokenIds, tokenOffsets: seg.tokenOffsets.subarray(1) } })).toThrow(/bm25Terms/);
+  });
+
   it('puts every token row exactly once in the list of its nearest centroid, ascending', () => {
     const { listOffsets, rows } = index.ivf;
     expect(listOffsets.length).toBe(K + 1);

@@ -113,6 +113,12 @@ export interface BuildSegmentIndexOptions {
   assign?: AssignFn;
   /** token ids left out of BM25 (special tokens, punctuation); they count in no document length. The query side must skip the same ids. */
   bm25Skip?: (tokenId: number) => boolean;
+  /**
+   * The documents' original terms for BM25 when the segment's rows are not one per token (token
+   * pooling, `codec.poolFactor`: each row is a mean of several tokens): token ids and offsets
+   * (documents + 1) from the raw, unpooled vectors. Default: the segment's own token ids.
+   */
+  bm25Terms?: { tokenIds: Int32Array; tokenOffsets: Uint32Array };
 }
 
 /** Thrown for a corrupted or truncated index; a SegmentCorruptError, so jobs do not retry it. */
@@ -143,6 +149,10 @@ export function buildSegmentIndex(seg: SearchSegment, centroids: Float32Array, d
   const D = seg.documents;
   const T = seg.tokenIds.length;
   if (seg.tokenOffsets.length !== D + 1 || seg.tokenOffsets[D] !== T) throw new RangeError(`buildSegmentIndex: tokenOffsets must have documents + 1 = ${D + 1} entries ending at T = ${T}`);
+  const terms = opts.bm25Terms;
+  if (terms && (terms.tokenOffsets.length !== D + 1 || terms.tokenOffsets[D] !== terms.tokenIds.length)) {
+    throw new RangeError(`buildSegmentIndex: bm25Terms.tokenOffsets must have documents + 1 = ${D + 1} entries ending at its ${terms.tokenIds.length} token ids`);
+  }
 
   // (a) IVF: counting sort of rows by centroid keeps rows ascending within a list
   let assignments = opts.assignments;
@@ -166,7 +176,7 @@ export function buildSegmentIndex(seg: SearchSegment, centroids: Float32Array, d
     centroidCount: K,
     centroidsCrc: centroidsChecksum(centroids),
     ivf: { listOffsets, rows },
-    bm25: buildBm25Postings(seg.tokenIds, seg.tokenOffsets, opts.bm25Skip),
+    bm25: opts.bm25Terms ? buildBm25Postings(opts.bm25Terms.tokenIds, opts.bm25Terms.tokenOffsets, opts.bm25Skip) : buildBm25Postings(seg.tokenIds, seg.tokenOffsets, opts.bm25Skip),
   };
 }
 

@@ -1,5 +1,8 @@
 import { z } from 'zod';
 
+/** Largest `codec.poolFactor` (token pooling at ingest). */
+export const POOL_FACTOR_MAX = 16;
+
 /**
  * How a collection's token vectors are stored in its segments (SPEC section 2).
  * `fp32`, `fp16` and `int8` need no fitting; `eden` and `residual` are fitted per collection
@@ -15,6 +18,18 @@ export const CodecSettingsSchema = z
     /** EDEN block layout: per token (rotated-domain scoring) or SDR's cross-token 128-blocks. */
     layout: z.enum(['token', 'cross']).default('token'),
     norms: z.enum(['fp32', 'fp16']).default('fp32'),
+    /**
+     * Token pooling at ingest (next-plaid's `pool_factor`): each document's m token vectors are
+     * clustered (Ward) into ceil(m / poolFactor) means before coding, so segments hold about
+     * 1 / poolFactor of the tokens. Omitted or 1: no pooling. Not with `sideInfo` (400 naming both).
+     */
+    poolFactor: z
+      .number()
+      .int()
+      .min(1)
+      .max(POOL_FACTOR_MAX)
+      .optional()
+      .describe(`token pooling at ingest: each document's m token vectors are clustered (Ward) into ceil(m / poolFactor) means; integer 1..${POOL_FACTOR_MAX}, omitted = 1 (none); not with sideInfo`),
     /**
      * AESI-style side information: code only what the static embedding does not predict.
      * Pipeline: kind 'eden' only, and the collection's model must declare its static input
