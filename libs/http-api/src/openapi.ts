@@ -128,7 +128,7 @@ function baseDocument(version: string) {
         get: { summary: 'List collections (each described as by GET /v1/collections/{id})', responses: { '200': ok('collections', out(CollectionListSchema)), ...errors(503) } },
         post: {
           summary: 'Create a collection',
-          description: "400 names the failing field, e.g. `codec.sideInfo` when side information is asked for with a kind other than 'eden' or a model that declares no static input embeddings (manifest `staticEmbeddings`).",
+          description: "400 names the failing field, e.g. `codec.sideInfo` when side information is asked for with a kind other than 'eden' or a model that declares no static input embeddings (manifest `staticEmbeddings`), `codec.poolFactor` outside 1..16, or `codec.poolFactor` above 1 together with `codec.sideInfo` (both fields named).",
           requestBody: { required: true, content: { 'application/json': { schema: schema(CreateCollectionSchema) } } },
           responses: { '201': ok('created: the stored collection', out(CollectionSchema)), ...errors(400, 503), '409': errorAnswer('a collection with this id already exists') },
         },
