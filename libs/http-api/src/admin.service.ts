@@ -17,6 +17,7 @@ import {
 } from '@lateral/shared';
 import type { Runtime } from '@lateral/infra';
 import { ingestionWork, percentiles, rateAndEta, type Percentiles, type ProgressSample } from './admin-stats';
+import { degradedOf } from './degraded';
 
 const MINUTE = 60_000;
 const HOUR = 60 * MINUTE;
@@ -221,7 +222,7 @@ export class AdminService {
         const manifest = await this.rt.generations.manifest(tenant, id);
         const tokens = manifest?.segments.reduce((s, x) => s + x.tokens, 0) ?? 0;
         const segmentBytes = manifest?.segments.reduce((s, x) => s + x.bytes, 0) ?? 0;
-        const [s3Bytes, ofCollection] = await Promise.all([this.collectionBytes(tenant, id, now), this.ingestionsOf(c, manifest, now)]);
+        const [s3Bytes, ofCollection, degraded] = await Promise.all([this.collectionBytes(tenant, id, now), this.ingestionsOf(c, manifest, now), degradedOf(this.rt, tenant, id, manifest)]);
         const row = {
           tenant,
           id,
@@ -236,9 +237,11 @@ export class AdminService {
           segmentBytes,
           s3Bytes,
           bytesPerToken: tokens ? segmentBytes / tokens : null,
-          // Not tracked yet: collections are not sharded, and no check marks a segment degraded.
+          // Not tracked yet: collections are not sharded.
           shards: null,
-          degradedSegments: null,
+          // Segments of the current generation scorers could not read (degraded.json), each with its object and reason.
+          degradedSegments: degraded?.segments.length ?? 0,
+          unavailableSegments: degraded?.segments ?? [],
         };
         return { row, ingestions: ofCollection };
       }),

@@ -28,6 +28,7 @@ import { parseDocumentsBody, validateDocuments } from './documents';
 import { z } from 'zod';
 import { zodIssues } from './zod-issues';
 import { tenantQuotas, type TenantQuotas } from './quotas';
+import { degradedOf } from './degraded';
 
 /** Collections and ingestion: validation, S3-first writes, then the encode jobs. */
 export class CollectionsService {
@@ -180,7 +181,7 @@ export class CollectionsService {
   async describe(id: string) {
     const c = await this.require(id);
     const manifest = await this.rt.generations.manifest(this.tenant, id);
-    const stats = await this.rt.ingestions.totals(this.tenant, id, manifest, codecVersions(c));
+    const [stats, degraded] = await Promise.all([this.rt.ingestions.totals(this.tenant, id, manifest, codecVersions(c)), degradedOf(this.rt, this.tenant, id, manifest)]);
     const bytes = manifest?.segments.reduce((s, x) => s + x.bytes, 0) ?? 0;
     const tokens = manifest?.segments.reduce((s, x) => s + x.tokens, 0) ?? 0;
     return {
@@ -194,6 +195,8 @@ export class CollectionsService {
       bytesPerToken: tokens ? bytes / tokens : null,
       codecVersions: [...new Set(manifest?.segments.map((x) => x.codecVersion) ?? [])],
       stages: stats,
+      // segments scorers could not read: re-rank and search answer without them
+      ...(degraded ? { degraded } : {}),
     };
   }
 

@@ -66,6 +66,18 @@ export class LateralMetrics {
     labelNames: ['operation', 'result'] as const,
     registers: [this.registry],
   });
+  readonly unavailableDetected = new Counter({
+    name: 'lateral_segment_unavailable_total',
+    help: 'Segment or search-index objects found unreadable (checksum, decoding, missing from S3) by this scorer, by object (segment, index); counted once per detection.',
+    labelNames: ['object'] as const,
+    registers: [this.registry],
+  });
+  readonly unavailableNow = new Gauge({
+    name: 'lateral_segments_unavailable',
+    help: 'Segment or search-index objects this scorer knows unreadable now (re-rank and search answer without them, degraded), by object.',
+    labelNames: ['object'] as const,
+    registers: [this.registry],
+  });
   readonly inferenceSeconds = new Histogram({
     name: 'lateral_onnx_inference_seconds',
     help: 'ONNX Runtime session.run time, by graph (the encoder model, or a scoring kernel).',
@@ -215,6 +227,14 @@ export function recordS3(operation: 'get' | 'put', result: 'ok' | 'error' | 'mis
   if (!m.enabled) return;
   m.s3Requests.inc({ operation, result });
   if (bytes > 0) m.s3Bytes.inc({ direction: operation === 'get' ? 'read' : 'written' }, bytes);
+}
+
+/** A segment or index object turned unreadable (+1) or read again (-1) in this scorer. */
+export function recordUnavailableSegment(object: 'segment' | 'index', change: 1 | -1): void {
+  const m = processMetrics();
+  if (!m.enabled) return;
+  if (change > 0) m.unavailableDetected.inc({ object });
+  m.unavailableNow.inc({ object }, change);
 }
 
 /** One ONNX Runtime run: `batch` sequences and `tokens` padded positions for the encoder; kernels give only the time. */

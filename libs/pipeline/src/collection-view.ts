@@ -1,4 +1,5 @@
 import type { RotatedImageSet } from '@lateral/kernels';
+import type { UnavailableSegment } from '@lateral/shared';
 
 /**
  * The documents a re-rank scores (its candidates, live in one committed generation), gathered by
@@ -23,4 +24,11 @@ export interface CollectionView {
   tokens: number;
   /** Token vectors of `rows` as one T x dims fp32 block with rows + 1 offsets (decoded from the codes when `vectors` is null). */
   rowVectors(rows: number[]): { docs: Float32Array; offsets: Uint32Array };
+  /**
+   * Segments of the generation that could not be read (checksum, decoding, missing object) among
+   * those the candidates live in, plus any whose ids are not known; absent or empty: none.
+   */
+  unavailable?: UnavailableSegment[];
+  /** Candidate ids that are live in the generation but held by an unavailable segment (not in rowOf). */
+  unavailableIds?: string[];
 }

@@ -6,6 +6,7 @@ export * from './commit.processor';
 export * from './encoders';
 export * from './collection-view';
 export * from './segment-cache';
+export * from './segment-health';
 export * from './id-table';
 export * from './static-embeddings';
 export * from './rerank.processor';

@@ -18,6 +18,7 @@ import {
 import { ShapeError, topK } from '@lateral/scoring';
 import type { TokenEncoder } from '@lateral/model';
 import type { CollectionView } from './collection-view';
+import { degradedFields, splitUnavailable } from './degraded-results';
 import { permanentModelErrors } from './encode.processor';
 import { eventLoopYielder, groupIndicesByKey, rerankProcessor, type RerankDeps } from './rerank.processor';
 import { scoreGroup } from './scorers';
@@ -301,7 +302,7 @@ export async function rerankWithTexts(
   const results: RerankResult['results'] = req.queries.map((q, i) => ({
     queryId: q.id,
     hits: topK(scores[i], resolved[i].ids, req.topK).map((h) => ({ id: h.id, score: h.score })),
-    missing: resolved[i].missing,
+    ...splitUnavailable(resolved[i].missing, view),
   }));
   const textsOut = texts ? { candidates: texts.candidates, encoded: textStats.encoded, reused: textStats.reused } : undefined;
   const result: RerankResult = {
@@ -314,6 +315,7 @@ export async function rerankWithTexts(
     vectors: 'fp32',
     results,
     timings: { totalMs: Date.now() - t0, encodeQueriesMs, scoreMs: Date.now() - tScore, loadMs },
+    ...degradedFields(view?.unavailable),
   };
   const candidates = resolved.reduce((s, r) => s + r.ids.length, 0);
   const missing = resolved.reduce((s, r) => s + r.missing.length, 0);

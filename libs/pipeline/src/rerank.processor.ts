@@ -9,6 +9,7 @@ import { scoreGroup } from './scorers';
 import { hitShaping, type HitDocumentDeps } from './hit-documents';
 import { permanentModelErrors } from './encode.processor';
 import { logRerankDone } from './job-logs';
+import { degradedFields, splitUnavailable } from './degraded-results';
 import type { EncoderProvider } from './encoders';
 
 /** What the re-rank processor touches. */
@@ -104,7 +105,7 @@ export async function rerankProcessor(ctx: RerankDeps, p: JobPayload<QueueName.r
   const results: RerankResult['results'] = req.queries.map((q, i) => ({
     queryId: q.id,
     hits: topK(scores[i], resolved[i].ids, shaping.depth).map((h) => ({ id: h.id, score: h.score })),
-    missing: resolved[i].missing,
+    ...splitUnavailable(resolved[i].missing, view),
   }));
   await shaping.finish(ctx, manifest, results);
   const result: RerankResult = {
@@ -115,6 +116,7 @@ export async function rerankProcessor(ctx: RerankDeps, p: JobPayload<QueueName.r
     ...(view ? { vectors: view.rotated ? ('rotated-int8' as const) : ('fp32' as const) } : {}),
     results,
     timings: { totalMs: Date.now() - t0, encodeQueriesMs, scoreMs: Date.now() - tScore, loadMs },
+    ...degradedFields(view?.unavailable),
   };
   const resultKey = s3Keys.rerankResult(p.tenantId, p.rerankId);
   await ctx.store.putJson(resultKey, result);

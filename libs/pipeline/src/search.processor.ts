@@ -17,6 +17,7 @@ import {
 } from '@lateral/shared';
 import { ShapeError, hybridLinear, rrf } from '@lateral/scoring';
 import { logSearchDone } from './job-logs';
+import { degradedFields } from './degraded-results';
 import {
   andMasks,
   bm25Search,
@@ -46,7 +47,7 @@ export interface SearchDeps extends HitDocumentDeps {
   ivf: Pick<IvfCentroidRepository, 'get'>;
   encoders: EncoderProvider;
   /** Segments with their indexes and live documents, and (second stage) views over candidates: one cache. */
-  segments: Pick<SegmentCache, 'searchParts' | 'view'>;
+  segments: Pick<SegmentCache, 'searchParts' | 'searchGeneration' | 'view'>;
   scorers: ScorerResources;
 }
 
@@ -83,7 +84,8 @@ export async function searchProcessor(deps: SearchDeps, p: JobPayload<QueueName.
   if (!manifest || manifest.segments.length === 0) return empty('the collection has no committed generation yet', 0);
 
   const tLoad = Date.now();
-  const parts = await deps.segments.searchParts(collection, manifest);
+  // Segments that cannot be read (checksum, decoding, missing object) are left out and named: the result says it is degraded.
+  const { parts, unavailable } = await deps.segments.searchGeneration(collection, manifest);
   // Deleted and superseded documents (the generation's live table) and the filter, before ranking.
   const masks = parts.map((part) => andMasks(part.live, predicate ? docMask(part.segment, predicate) : undefined));
   const loadMs = Date.now() - tLoad;
@@ -144,7 +146,15 @@ export async function searchProcessor(deps: SearchDeps, p: JobPayload<QueueName.
   }
   await shaping.finish(deps, manifest, results);
   const searchMs = Date.now() - tSearch;
-  return finish(deps, resultKey, { searchId: p.searchId, collection: req.collection, mode: req.mode, generation: manifest.generation, results, timings: { totalMs: Date.now() - t0, encodeQueriesMs, searchMs, loadMs } });
+  return finish(deps, resultKey, {
+    searchId: p.searchId,
+    collection: req.collection,
+    mode: req.mode,
+    generation: manifest.generation,
+    results,
+    timings: { totalMs: Date.now() - t0, encodeQueriesMs, searchMs, loadMs },
+    ...degradedFields(unavailable),
+  });
 }
 
 async function finish(deps: Pick<SearchDeps, 'store'>, resultKey: string, result: SearchResult): Promise<JobResults[QueueName.search]> {

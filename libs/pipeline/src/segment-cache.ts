@@ -1,5 +1,5 @@
 import { IMAGE_MAX_BITS, SegmentCorruptError, codecFromDescriptor, readSegment, type CodecArtifact, type EdenCodec, type SegmentReader } from '@lateral/codec';
-import { PermanentJobError, s3Keys, type Collection, type CollectionManifest, type SegmentRef } from '@lateral/shared';
+import { PermanentJobError, s3Keys, type Collection, type CollectionManifest, type SegmentRef, type UnavailableSegment } from '@lateral/shared';
 import type { CodecArtifactRepository, DiskCacheStats } from '@lateral/infra';
 import { deserializeSegmentIndex, searchSegment, type DocMask, type SearchSegment, type SegmentIndex } from '@lateral/search';
 import type { RotatedImageSet } from '@lateral/kernels';
@@ -117,6 +117,11 @@ export class ByteLru<V> {
     return this.entries.has(key);
   }
 
+  /** Forgets `key` (a value that must not be reused, e.g. a table built while a segment was unreadable). */
+  delete(key: string): void {
+    this.drop(key);
+  }
+
   /** The kept, loaded value of `key` (undefined: none), without counting a lookup or refreshing it. */
   peek(key: string): V | undefined {
     const e = this.entries.get(key);
@@ -164,6 +169,55 @@ export interface SegmentCacheOptions {
   loadConcurrency: number;
   /** false: EDEN token-layout segments are decoded to fp32 too (COMPRESSED_SCORING=decode). */
   scoreFromCodes: boolean;
+  /**
+   * The ids of a segment in its document order, read from elsewhere than the segment (the
+   * batch's info.json), for a segment that cannot be read: its candidates are then named as
+   * unavailable, and older copies of its ids are not served in its place. null: not known.
+   */
+  segmentIds?: (tenantId: string, collectionId: string, ref: SegmentRef) => Promise<readonly string[] | null>;
+  /** Told once when an object turns unavailable, and when it reads again. */
+  health?: SegmentHealthListener;
+  /** How long an unreadable object is answered from memory before S3 is read again (ms, default UNAVAILABLE_RECHECK_MS). */
+  recheckMs?: number;
+}
+
+/** An unreadable object is read again from S3 after this long (a rewrite, e.g. a restore from backup, is then picked up). */
+export const UNAVAILABLE_RECHECK_MS = 30_000;
+
+/** An unavailable segment of one generation, as the health listener hears of it. */
+export interface UnavailableEvent extends UnavailableSegment {
+  tenantId: string;
+  collectionId: string;
+  generation: number;
+}
+
+export interface SegmentHealthListener {
+  /** An object of the generation failed its checksum or decoding, or is missing (once per detection). */
+  unavailable(e: UnavailableEvent): void;
+  /** An object that was unavailable read again. */
+  recovered(e: { tenantId: string; collectionId: string; key: string; object: 'segment' | 'index' }): void;
+}
+
+/**
+ * A segment or its search index that cannot be read: it failed its checksum or decoding, or is
+ * missing from S3. Not transient (never retried as such); re-rank and search answer from the
+ * other segments and name it, other users of the cache (training) fail with it.
+ */
+export class SegmentUnavailableError extends PermanentJobError {
+  constructor(
+    readonly key: string,
+    readonly object: 'segment' | 'index',
+    readonly segment: string,
+    readonly reason: string,
+  ) {
+    super(reason);
+  }
+}
+
+/** The generation's searchable segments, and those that could not be read. */
+export interface SearchGeneration {
+  parts: SearchPart[];
+  unavailable: UnavailableSegment[];
 }
 
 export interface SegmentCacheStats extends ByteLruStats {
@@ -184,6 +238,19 @@ export interface SearchPart {
 interface LoadedSegment {
   reader: SegmentReader;
   artifact: CodecArtifact;
+}
+
+/** A generation's id table; `unknown`: segments that could not be read and whose ids are not known either (not kept). */
+type GenTable = GenerationTable & { unknown?: number[] };
+
+interface BadObject {
+  object: 'segment' | 'index';
+  segment: string;
+  reason: string;
+  /** Read S3 again after this time. */
+  until: number;
+  /** The health listener heard of it. */
+  reported: boolean;
 }
 
 interface RotatedSegment {
@@ -210,6 +277,8 @@ export class SegmentCache {
   private readonly limiter: Limiter;
   /** Per collection, the last generation whose table was built (its cache key and segments), to extend it. */
   private readonly lastTable = new Map<string, { key: string; segments: SegmentRef[] }>();
+  /** Objects that could not be read, by S3 key: answered from here until their recheck time. */
+  private readonly bad = new Map<string, BadObject>();
 
   constructor(
     private readonly source: ObjectSource,
@@ -238,20 +307,42 @@ export class SegmentCache {
    */
   async view(collection: Pick<Collection, 'tenantId' | 'id' | 'model'>, manifest: CollectionManifest, ids: readonly string[]): Promise<CollectionView> {
     const table = await this.table(collection, manifest);
+    const found: [string, number, number][] = [];
+    const seen = new Set<string>();
+    for (const id of ids) {
+      if (seen.has(id)) continue;
+      seen.add(id);
+      const at = findId(table.ids, id);
+      if (at >= 0) found.push([id, table.seg[at], table.doc[at]]);
+    }
+    const loaded = new Map<number, LoadedSegment>();
+    const failed = new Map<number, SegmentUnavailableError>();
+    await Promise.all(
+      [...new Set(found.map(([, s]) => s))].map(async (s) => {
+        try {
+          loaded.set(s, await this.segment(collection, manifest.segments[s]));
+        } catch (err) {
+          if (!(err instanceof SegmentUnavailableError)) throw err;
+          failed.set(s, err);
+        }
+      }),
+    );
+    // Candidates held by a segment that cannot be read are named, not scored (nor silently dropped).
     const rowOf = new Map<string, number>();
     const docIds: string[] = [];
     const where: [number, number][] = [];
-    for (const id of ids) {
-      if (rowOf.has(id)) continue;
-      const at = findId(table.ids, id);
-      if (at < 0) continue;
+    const unavailableIds: string[] = [];
+    for (const [id, s, d] of found) {
+      if (failed.has(s)) {
+        unavailableIds.push(id);
+        continue;
+      }
       rowOf.set(id, docIds.length);
       docIds.push(id);
-      where.push([table.seg[at], table.doc[at]]);
+      where.push([s, d]);
     }
+    const unavailable = this.unavailableOf(collection, manifest, table, [...failed.entries()]);
     const touched = [...new Set(where.map(([s]) => s))];
-    const loaded = new Map<number, LoadedSegment>();
-    await Promise.all(touched.map(async (s) => loaded.set(s, await this.segment(collection, manifest.segments[s]))));
     const dims = loaded.size > 0 ? loaded.get(touched[0])!.reader.dims : 0;
     const offsets = new Uint32Array(docIds.length + 1);
     where.forEach(([s, d], row) => {
@@ -300,11 +391,25 @@ export class SegmentCache {
       });
       return { docs, offsets: out };
     };
-    return { generation: manifest.generation, dims, vectors, rotated, offsets, docVectors, rowOf, docIds, tokens, rowVectors };
+    return { generation: manifest.generation, dims, vectors, rotated, offsets, docVectors, rowOf, docIds, tokens, rowVectors, unavailable, unavailableIds };
   }
 
-  /** Every segment of the generation with its search index and live documents, for search. */
+  /** Every segment of the generation with its search index and live documents; throws SegmentUnavailableError when one cannot be read. */
   async searchParts(collection: Pick<Collection, 'tenantId' | 'id' | 'model'>, manifest: CollectionManifest): Promise<SearchPart[]> {
+    const { parts, unavailable } = await this.searchGeneration(collection, manifest);
+    if (unavailable.length > 0) {
+      const u = unavailable[0];
+      throw new SegmentUnavailableError(u.key, u.object, u.segment, u.reason);
+    }
+    return parts;
+  }
+
+  /**
+   * The generation's segments that can be read, with their search indexes and live documents,
+   * in manifest order, and those that cannot (a segment or index that failed its checksum or
+   * decoding, or is missing): search answers from the first and names the second.
+   */
+  async searchGeneration(collection: Pick<Collection, 'tenantId' | 'id' | 'model'>, manifest: CollectionManifest): Promise<SearchGeneration> {
     const table = await this.table(collection, manifest);
     let docBase = 0;
     const bases = manifest.segments.map((s) => {
@@ -312,9 +417,18 @@ export class SegmentCache {
       docBase += s.documents;
       return b;
     });
-    return Promise.all(
-      manifest.segments.map(async (ref, i) => {
-        const [loaded, index] = await Promise.all([this.segment(collection, ref), this.index(collection, ref)]);
+    const failed: [number, SegmentUnavailableError][] = [];
+    const all = await Promise.all(
+      manifest.segments.map(async (ref, i): Promise<SearchPart | null> => {
+        const [segSettled, idxSettled] = await Promise.allSettled([this.segment(collection, ref), this.index(collection, ref)]);
+        const err = [segSettled, idxSettled].map((r) => (r.status === 'rejected' ? (r.reason as unknown) : null)).find((e) => e !== null);
+        if (err !== undefined) {
+          if (!(err instanceof SegmentUnavailableError)) throw err;
+          failed.push([i, err]);
+          return null;
+        }
+        const loaded = (segSettled as PromiseFulfilledResult<LoadedSegment>).value;
+        const index = (idxSettled as PromiseFulfilledResult<SegmentIndex>).value;
         const r = loaded.reader;
         // Decoded vectors are kept in the cache (shared with re-rank), not in the wrapper.
         const source = {
@@ -331,13 +445,46 @@ export class SegmentCache {
         return { ref, segment: searchSegment(source, bases[i]), index, live: table.live[i] };
       }),
     );
+    failed.sort((a, b) => a[0] - b[0]);
+    return { parts: all.filter((p): p is SearchPart => p !== null), unavailable: this.unavailableOf(collection, manifest, table, failed) };
+  }
+
+  /**
+   * The unavailable segments of a request (those it needed that failed, and those whose ids are
+   * not known, which any candidate may live in), with their live documents; tells the health
+   * listener of each object once.
+   */
+  private unavailableOf(collection: Pick<Collection, 'tenantId' | 'id'>, manifest: CollectionManifest, table: GenTable, failed: [number, SegmentUnavailableError][]): UnavailableSegment[] {
+    const bySeg = new Map(failed);
+    for (const s of table.unknown ?? []) {
+      if (bySeg.has(s)) continue;
+      const key = manifest.segments[s].key;
+      const b = this.bad.get(key);
+      bySeg.set(s, new SegmentUnavailableError(key, 'segment', key, b?.reason ?? `segment ${key} could not be read`));
+    }
+    const out = [...bySeg.entries()]
+      .sort((a, b) => a[0] - b[0])
+      .map(([s, err]): UnavailableSegment => {
+        const ref = manifest.segments[s];
+        const live = table.live[s];
+        const documents = table.unknown?.includes(s) ? Math.max(0, ref.documents - (ref.tombstones?.length ?? 0)) : live ? live.reduce((n, x) => n + x, 0) : ref.documents;
+        return { key: err.key, object: err.object, segment: ref.key, reason: err.reason, documents };
+      });
+    for (const u of out) {
+      const b = this.bad.get(u.key);
+      if (!b || b.reported) continue;
+      b.reported = true;
+      this.opts.health?.unavailable({ ...u, tenantId: collection.tenantId, collectionId: collection.id, generation: manifest.generation });
+    }
+    return out;
   }
 
   /** The generation's sorted table of live ids (built from the segments' id tables, kept per generation). */
-  async table(collection: Pick<Collection, 'tenantId' | 'id' | 'model'>, manifest: CollectionManifest): Promise<GenerationTable> {
+  async table(collection: Pick<Collection, 'tenantId' | 'id' | 'model'>, manifest: CollectionManifest): Promise<GenTable> {
     const key = `gen:${manifest.tenantId}/${manifest.collectionId}/${manifest.generation}/${manifest.committedAt}`;
     const coll = `${manifest.tenantId}/${manifest.collectionId}`;
-    return (await this.lru.get(key, async () => {
+    const table = (await this.lru.get(key, async () => {
+      let unknown: number[] = [];
       // A generation that appends segments to (or adds tombstones to) the last one built extends
       // its table with one linear merge; anything else is built from every segment's id table.
       const last = this.lastTable.get(coll);
@@ -345,57 +492,111 @@ export class SegmentCache {
       let value: GenerationTable | null = null;
       if (last && prev && last.segments.length <= manifest.segments.length && last.segments.every((s, i) => s.key === manifest.segments[i].key)) {
         const added = await Promise.all(manifest.segments.slice(last.segments.length).map((ref) => this.idTable(collection, ref)));
-        value = extendGenerationTable(prev, last.segments, manifest.segments, added);
+        if (added.every((t) => t !== null)) value = extendGenerationTable(prev, last.segments, manifest.segments, added as SegmentIdTable[]);
       }
-      value ??= generationTable(manifest.segments, await Promise.all(manifest.segments.map((ref) => this.idTable(collection, ref))));
-      this.lastTable.set(coll, { key, segments: manifest.segments });
-      return { value, bytes: generationTableBytes(value) };
-    })) as GenerationTable;
+      if (!value) {
+        const tables = await Promise.all(manifest.segments.map((ref) => this.idTable(collection, ref)));
+        // A segment whose ids cannot be known holds none here; the table is not kept (built again, and the segment read again, next time).
+        unknown = tables.flatMap((t, i) => (t === null ? [i] : []));
+        value = generationTable(manifest.segments, tables.map((t) => t ?? { ids: [], doc: new Uint32Array(0) }));
+      }
+      if (unknown.length === 0) this.lastTable.set(coll, { key, segments: manifest.segments });
+      const out: GenTable = unknown.length > 0 ? { ...value, unknown } : value;
+      return { value: out, bytes: generationTableBytes(value) };
+    })) as GenTable;
+    if (table.unknown) this.lru.delete(key);
+    return table;
   }
 
-  private async idTable(collection: Pick<Collection, 'tenantId' | 'id' | 'model'>, ref: SegmentRef): Promise<SegmentIdTable> {
-    return (await this.lru.get(`ids:${ref.key}`, async () => {
-      const { reader } = await this.segment(collection, ref);
-      const value = segmentIdTable(reader.docIds);
-      return { value, bytes: value.ids.length * 12 + stringBytes(value.ids) };
-    })) as SegmentIdTable;
+  /** The segment's sorted id table: from the segment, or (unreadable) from `segmentIds`; null when neither can tell. */
+  private async idTable(collection: Pick<Collection, 'tenantId' | 'id' | 'model'>, ref: SegmentRef): Promise<SegmentIdTable | null> {
+    try {
+      return (await this.lru.get(`ids:${ref.key}`, async () => {
+        let docIds: readonly string[];
+        try {
+          docIds = (await this.segment(collection, ref)).reader.docIds;
+        } catch (err) {
+          if (!(err instanceof SegmentUnavailableError)) throw err;
+          const ids = (await this.opts.segmentIds?.(collection.tenantId, collection.id, ref).catch(() => null)) ?? null;
+          if (!ids || ids.length !== ref.documents) throw err;
+          docIds = ids;
+        }
+        const value = segmentIdTable(docIds);
+        return { value, bytes: value.ids.length * 12 + stringBytes(value.ids) };
+      })) as SegmentIdTable;
+    } catch (err) {
+      if (err instanceof SegmentUnavailableError) return null;
+      throw err;
+    }
+  }
+
+  /**
+   * Runs `load` for an object unless it is known unreadable (then throws at once, until its
+   * recheck time), and remembers an object that turns out unreadable. A corrupt or missing
+   * object is not retried by the job: its bytes will not get better by themselves.
+   */
+  private async guarded<T>(collection: Pick<Collection, 'tenantId' | 'id'>, key: string, object: 'segment' | 'index', segment: string, load: () => Promise<T>): Promise<T> {
+    const b = this.bad.get(key);
+    if (b && Date.now() < b.until) throw new SegmentUnavailableError(key, b.object, b.segment, b.reason);
+    try {
+      const value = await load();
+      if (b && this.bad.delete(key)) this.opts.health?.recovered({ tenantId: collection.tenantId, collectionId: collection.id, key, object: b.object });
+      return value;
+    } catch (err) {
+      if (!(err instanceof SegmentUnavailableError)) throw err;
+      const until = Date.now() + (this.opts.recheckMs ?? UNAVAILABLE_RECHECK_MS);
+      if (b && b.reason === err.reason) b.until = until;
+      else this.bad.set(key, { object, segment, reason: err.reason, until, reported: false });
+      throw err;
+    }
+  }
+
+  /** Keys of the objects known unreadable now (for tests and stats). */
+  unavailableKeys(): string[] {
+    return [...this.bad.keys()];
   }
 
   private async segment(collection: Pick<Collection, 'tenantId' | 'id' | 'model'>, ref: SegmentRef): Promise<LoadedSegment> {
-    return (await this.lru.get(`seg:${ref.key}`, () =>
-      this.limiter.run(async () => {
-        const [bytes, artifact] = await Promise.all([this.source.get(ref.key), this.codecs.get(collection.tenantId, collection.id, ref.codecVersion)]);
-        if (!bytes) throw new Error(`segment ${ref.key} of the current generation is missing from S3`);
-        let reader: SegmentReader;
-        try {
-          reader = readSegment(bytes, ref.key, artifact, await segmentReadOptions(artifact, collection, this.staticEmbeddings));
-        } catch (err) {
-          if (err instanceof SegmentCorruptError) {
-            await this.source.invalidate?.(ref.key); // a corrupt local copy is read from S3 next time
-            throw new PermanentJobError(err.message);
+    return this.guarded(collection, ref.key, 'segment', ref.key, async () =>
+      (await this.lru.get(`seg:${ref.key}`, () =>
+        this.limiter.run(async () => {
+          const [bytes, artifact] = await Promise.all([this.source.get(ref.key), this.codecs.get(collection.tenantId, collection.id, ref.codecVersion)]);
+          if (!bytes) throw new SegmentUnavailableError(ref.key, 'segment', ref.key, `segment ${ref.key} of the current generation is missing from S3`);
+          let reader: SegmentReader;
+          try {
+            reader = readSegment(bytes, ref.key, artifact, await segmentReadOptions(artifact, collection, this.staticEmbeddings));
+          } catch (err) {
+            if (err instanceof SegmentCorruptError) {
+              await this.source.invalidate?.(ref.key); // a corrupt local copy is read from S3 next time
+              throw new SegmentUnavailableError(ref.key, 'segment', ref.key, err.message);
+            }
+            throw err;
           }
-          throw err;
-        }
-        const own = reader.docVectors && reader.docVectors.buffer !== bytes.buffer ? reader.docVectors.byteLength : 0;
-        return { value: { reader, artifact }, bytes: bytes.byteLength + own + stringBytes(reader.docIds) };
-      }),
-    )) as LoadedSegment;
+          const own = reader.docVectors && reader.docVectors.buffer !== bytes.buffer ? reader.docVectors.byteLength : 0;
+          return { value: { reader, artifact }, bytes: bytes.byteLength + own + stringBytes(reader.docIds) };
+        }),
+      )) as LoadedSegment,
+    );
   }
 
   private async index(collection: Pick<Collection, 'tenantId' | 'id'>, ref: SegmentRef): Promise<SegmentIndex> {
     const indexKey = s3Keys.segmentIndex(collection.tenantId, collection.id, ref.batchId, ref.codecVersion);
-    return (await this.lru.get(`idx:${indexKey}`, () =>
-      this.limiter.run(async () => {
-        const bytes = await this.source.get(indexKey);
-        if (!bytes) throw new Error(`search index ${indexKey} of a committed segment is missing from S3 (segments committed before 0.2 have none: re-compress the collection to index it)`);
-        try {
-          return { value: deserializeSegmentIndex(bytes, indexKey), bytes: bytes.byteLength };
-        } catch (err) {
-          await this.source.invalidate?.(indexKey);
-          throw err;
-        }
-      }),
-    )) as SegmentIndex;
+    return this.guarded(collection, indexKey, 'index', ref.key, async () =>
+      (await this.lru.get(`idx:${indexKey}`, () =>
+        this.limiter.run(async () => {
+          const bytes = await this.source.get(indexKey);
+          if (!bytes)
+            throw new SegmentUnavailableError(indexKey, 'index', ref.key, `search index ${indexKey} of a committed segment is missing from S3 (segments committed before 0.2 have none: re-compress the collection to index it)`);
+          try {
+            return { value: deserializeSegmentIndex(bytes, indexKey), bytes: bytes.byteLength };
+          } catch (err) {
+            await this.source.invalidate?.(indexKey);
+            if (err instanceof SegmentCorruptError) throw new SegmentUnavailableError(indexKey, 'index', ref.key, err.message);
+            throw err;
+          }
+        }),
+      )) as SegmentIndex,
+    );
   }
 
   /** The segment's tokens decoded to fp32 (T x dims), kept in the cache. */

@@ -14,6 +14,7 @@ export * from './random';
 export * from './scorer-artifacts';
 export * from './documents';
 export * from './search';
+export * from './degraded';
 export * from './webhooks';
 export * from './worker-heartbeat';
 export * from './training';

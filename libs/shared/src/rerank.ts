@@ -2,6 +2,7 @@ import { z } from 'zod';
 import { resourceId } from './ids';
 import { GroupSchema, IncludeSchema, type HitDocumentFields } from './documents';
 import { CallbackUrlSchema } from './webhooks';
+import type { UnavailableSegment } from './degraded';
 
 export const MAX_RERANK_QUERIES = 10_000;
 export const MAX_CANDIDATES_PER_QUERY = 10_000;
@@ -162,7 +163,13 @@ export interface RerankResult {
    * candidates from the codes); `fp32` = decoded vectors. Absent when the collection is empty.
    */
   vectors?: 'rotated-int8' | 'fp32';
-  /** `pending`: the `missing` ids that an ingestion still in progress accepted (not live yet, rather than unknown). */
-  results: { queryId: string; hits: RerankHit[]; missing: string[]; pending?: string[] }[];
+  /**
+   * `pending`: the `missing` ids that an ingestion still in progress accepted (not live yet, rather than unknown).
+   * `unavailable`: candidates live in the generation but held by a segment that cannot be read (see `unavailableSegments`); not scored, not in `missing`.
+   */
+  results: { queryId: string; hits: RerankHit[]; missing: string[]; pending?: string[]; unavailable?: string[] }[];
+  /** Present (true) when segments the candidates live in could not be read: the hits come from the others. */
+  degraded?: true;
+  unavailableSegments?: UnavailableSegment[];
   timings: { totalMs: number; encodeQueriesMs: number; scoreMs: number; loadMs: number };
 }

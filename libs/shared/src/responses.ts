@@ -4,6 +4,7 @@ import { PassageSettingsSchema, STAGES, type Collection } from './collection';
 import { HitDocumentFieldsSchema, TRUNCATED_IDS_SHOWN } from './documents';
 import { ScorerSchema, type RerankResult } from './rerank';
 import { SearchModeSchema, type SearchResult } from './search';
+import { DegradedSegmentSchema, UnavailableSegmentSchema } from './degraded';
 import { BatchOptionsSchema } from './batches';
 import { ApiKeyRecordSchema, type ApiKeyInfo } from './api-keys';
 import { JudgedQuerySchema, type JudgmentSet } from './training';
@@ -63,6 +64,10 @@ export const CollectionDescriptionSchema = CollectionSchema.extend({
   bytesPerToken: z.number().nullable().describe('null while nothing is committed'),
   codecVersions: z.array(int).describe('codec versions of the live segments'),
   stages: StageCountsSchema.describe('summed over every ingestion of the collection'),
+  degraded: z
+    .object({ generation: count, segments: z.array(DegradedSegmentSchema) })
+    .optional()
+    .describe("present when scorers found segments of the current generation unreadable (checksum, decoding, missing object): re-rank and search answer without them until they are rewritten (merge, re-compression) or read again"),
 });
 
 /** GET /v1/collections. */
@@ -127,6 +132,12 @@ export const DeletePendingSchema = z.object({ deleteId: z.string(), status: z.en
 const NULL_SCORE =
   'null: the candidate could not be scored (a document with no token vectors, e.g. only punctuation or words on the skiplist, gives MaxSim no term: its score is NaN, which JSON writes as null); such hits are listed last';
 
+/** Re-rank and search results computed without segments that could not be read. */
+const DEGRADED_FIELDS = {
+  degraded: z.literal(true).optional().describe('present when segments of the generation could not be read (checksum, decoding, missing object): the result comes from the other segments'),
+  unavailableSegments: z.array(UnavailableSegmentSchema).optional().describe('degraded: the segments left out, each naming the object that failed and why'),
+};
+
 export const RerankHitSchema = HitDocumentFieldsSchema.extend({
   id: z.string().describe('the candidate id (`#<position>` for a text candidate given without one)'),
   score: z.number().nullable().describe(NULL_SCORE),
@@ -152,9 +163,14 @@ export const RerankResultSchema = z.object({
       hits: z.array(RerankHitSchema),
       missing: z.array(z.string()).describe('candidate ids that are not live documents of the generation'),
       pending: z.array(z.string()).optional().describe('the missing ids that an ingestion still in progress accepted (not live yet, rather than unknown)'),
+      unavailable: z
+        .array(z.string())
+        .optional()
+        .describe('degraded: candidate ids live in the generation but held by a segment that could not be read (see unavailableSegments); not scored, not in missing'),
     }),
   ),
   timings: z.object({ totalMs: z.number(), encodeQueriesMs: z.number(), scoreMs: z.number(), loadMs: z.number() }),
+  ...DEGRADED_FIELDS,
 });
 export type RerankResultBody = Produces<typeof RerankResultSchema, RerankResult>;
 
@@ -181,6 +197,7 @@ export const SearchResultSchema = z.object({
     }),
   ),
   timings: z.object({ totalMs: z.number(), encodeQueriesMs: z.number(), searchMs: z.number(), loadMs: z.number() }),
+  ...DEGRADED_FIELDS,
 });
 export type SearchResultBody = Produces<typeof SearchResultSchema, SearchResult>;
 

@@ -3,6 +3,7 @@ import { resourceId } from './ids';
 import { MAX_QUERY_CHARS, ScorerSchema } from './rerank';
 import { GroupSchema, IncludeSchema, type HitDocumentFields } from './documents';
 import { CallbackUrlSchema } from './webhooks';
+import type { UnavailableSegment } from './degraded';
 
 export const MAX_SEARCH_QUERIES = 1_000;
 export const MAX_SEARCH_TOP_K = 1_000;
@@ -94,4 +95,7 @@ export interface SearchResult {
   generation: number;
   results: { queryId: string; hits: SearchHit[]; reason?: string }[];
   timings: { totalMs: number; encodeQueriesMs: number; searchMs: number; loadMs: number };
+  /** Present (true) when segments of the generation could not be read: the hits come from the others. */
+  degraded?: true;
+  unavailableSegments?: UnavailableSegment[];
 }

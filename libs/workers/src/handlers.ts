@@ -16,6 +16,7 @@ import {
   searchProcessor,
   trainProcessor,
   SegmentCache,
+  DegradedSegmentsRecorder,
   KnownTexts,
   TextCacheReader,
   TextMemoryCache,
@@ -49,6 +50,10 @@ export function pipelineHandlers(rt: Runtime): HandlerRegistry {
     maxBytes: config.SCORER_CACHE_BYTES,
     loadConcurrency: config.SCORER_LOAD_CONCURRENCY,
     scoreFromCodes: config.COMPRESSED_SCORING === 'int8-image',
+    // A segment that cannot be read: its ids from its batch's info.json (so its candidates are named
+    // unavailable), and the collection's degraded record in S3, a log line and metrics.
+    segmentIds: async (t, c, ref) => (await documents.encodedInfo(t, c, ref.batchId))?.documents.map((d) => d.id) ?? null,
+    health: new DegradedSegmentsRecorder(store, logger),
   });
   // lateral_cache_*{cache=...}: hit ratio, bytes held and evictions of both, read at each scrape.
   registerCacheMetrics('scorer-segments', () => segments.stats());

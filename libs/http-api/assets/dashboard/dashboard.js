@@ -177,7 +177,11 @@
         td(bytes(c.s3Bytes)),
         td(c.bytesPerToken === null ? '—' : c.bytesPerToken.toFixed(1)),
         td(c.shards === null ? '—' : fmt(c.shards)),
-        td(c.degradedSegments === null ? '—' : fmt(c.degradedSegments)),
+        td(fmt(c.degradedSegments), {
+          'data-field': 'degraded',
+          className: c.degradedSegments > 0 ? 'nonzero-failed' : '',
+          title: (c.unavailableSegments || []).map(function (s) { return s.key + ': ' + s.reason + ' (' + s.documents + ' documents)'; }).join('\n'),
+        }),
       ]);
     });
     fill(document.querySelector('[data-testid=collections] tbody'), rows, 'no collections', 12);
