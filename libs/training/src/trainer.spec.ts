@@ -8,9 +8,15 @@ const tiny = { L1: 4, L2: 12, m1: 8, m2: 16 };
 describe('trainHead (TF.js)', () => {
   it('LITE: reproducible with a seed, the exported weights are the reference scorer of the trained graph, loss falls', async () => {
     const { src, queries } = synthetic(16);
-    const opts = { head: 'lite' as const, sizes: tiny, seed: 7, maxEpochs: 4, patience: 4, learningRate: 3e-3, backend: 'cpu' as const };
-    const a = await trainHead(src, queries, opts);
+    const warm: number[] = [];
+    const opts = { head: 'lite' as const, sizes: tiny, seed: 7, maxEpochs: 4, patience: 4, learningRate: 3e-3, distillSteps: 12, backend: 'cpu' as const };
+    const a = await trainHead(src, queries, { ...opts, onProgress: (p) => void (p.epoch === 0 && warm.push(p.step)) });
     const b = await trainHead(src, queries, opts);
+    // the MaxSim warm start ran first (progress epoch 0, steps 1..12) and is reported
+    expect(warm).toEqual(Array.from({ length: 12 }, (_, i) => i + 1));
+    expect(a.warmStart).toMatchObject({ steps: 12 });
+    expect(Number.isFinite(a.warmStart!.loss)).toBe(true);
+    expect(a.warmStart).toEqual({ ...b.warmStart, seconds: a.warmStart!.seconds });
     const wa = a.weights as LiteWeights;
     expect(Array.from(wa.W1)).toEqual(Array.from((b.weights as LiteWeights).W1));
     expect(a.curve.map((c) => c.trainLoss)).toEqual(b.curve.map((c) => c.trainLoss));
@@ -46,7 +52,7 @@ describe('trainHead (TF.js)', () => {
       dims: src.dims,
       doc: (i) => (i % 12 === 0 ? { vectors: new Float32Array(src.doc(i).vectors.length).fill(NaN), length: src.doc(i).length } : src.doc(i)),
     };
-    const err = await trainHead(bad, queries, { head: 'lite', sizes: tiny, seed: 2, maxEpochs: 3, negatives: 11, positivesPerQuery: 3, groupsPerStep: 1, backend: 'cpu' }).catch((e) => e);
+    const err = await trainHead(bad, queries, { head: 'lite', sizes: tiny, seed: 2, maxEpochs: 3, negatives: 11, positivesPerQuery: 3, groupsPerStep: 1, distillSteps: 0, backend: 'cpu' }).catch((e) => e);
     expect(err).toBeInstanceOf(TrainingDivergedError);
     expect(err.epoch).toBe(1);
     expect(err.message).toMatch(/epoch 1; last finite loss/);

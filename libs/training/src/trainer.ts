@@ -7,7 +7,15 @@
  *   a judged positive (grade > 0) against `negatives` documents of grade 0, each drawn with
  *   probability 1/2 from the query's `hardPool` best first-stage (MaxSim) non-positive candidates
  *   (hard negatives) and otherwise from all its non-positive candidates;
- * - loss: pairwise logistic (RankNet), mean of softplus(s_neg - s_pos); Adam;
+ * - LITE warm start (`distillSteps`, on by default): before the ranking epochs, the head is fitted
+ *   to MaxSim's scores on the training queries' candidate lists (MSE of the per-list centred scores,
+ *   MaxSim divided by its within-list deviation): a randomly initialised LITE starts as a poor
+ *   random ranker, and a few hundred ranking steps on a few hundred judged queries do not get it
+ *   back to MaxSim; distilled first, it starts near MaxSim's ranking and the judgments move it from
+ *   there. The architecture is unchanged (SPEC section 1, no residual): only the starting point is;
+ * - loss: pairwise logistic (RankNet), mean of softplus(s_neg - s_pos), plus `distillWeight` times
+ *   the same MaxSim-distillation term on the step's lists (keeps a small-data head close to the
+ *   first stage it re-ranks; 0 for plain RankNet); Adam;
  * - after each epoch: nDCG@10 of the held-out queries re-ranking their candidate lists; the best
  *   epoch's weights are kept and training stops after `patience` epochs without improvement;
  * - a non-finite loss stops with `TrainingDivergedError` (the epoch and the last finite loss).
@@ -62,6 +70,15 @@ export interface TrainOptions {
   positivesPerQuery?: number;
   /** (positive, negatives) groups per Adam step */
   groupsPerStep?: number;
+  /** LITE: Adam steps fitting MaxSim's scores before the ranking epochs (0: random start); default 300 */
+  distillSteps?: number;
+  /** candidate lists per distillation step (of `distillList` documents each) */
+  distillBatch?: number;
+  distillList?: number;
+  /** weight of the MaxSim-distillation term beside the ranking loss (LITE default 0.5, K-NRM 0) */
+  distillWeight?: number;
+  /** learning rate of the warm start (default: learningRate x 3) */
+  distillLearningRate?: number;
   valFraction?: number;
   /** explicit split (ids); overrides valFraction (cross-validation) */
   split?: { train: string[]; val: string[] };
@@ -90,13 +107,15 @@ export interface EpochRecord {
 
 export interface TrainResult {
   head: HeadKind;
+  /** the MaxSim warm start (LITE): steps, final distillation loss, held-out nDCG@10 after it; null when off */
+  warmStart: { steps: number; loss: number; valNdcg10: number; seconds: number } | null;
   weights: LiteWeights | KnrmWeights;
   bestEpoch: number;
   curve: EpochRecord[];
   heldOut: { queries: number; ndcg10: number; maxsimNdcg10: number };
   split: { train: string[]; val: string[] };
   data: { queries: number; trainQueries: number; valQueries: number; positives: number; candidates: number; groupsPerEpoch: number };
-  options: Required<Omit<TrainOptions, 'onProgress' | 'split' | 'sizes' | 'backend'>> & { sizes?: LiteSizes; backend: TfBackend };
+  options: Required<Omit<TrainOptions, 'onProgress' | 'split' | 'sizes' | 'backend' | 'distillLearningRate'>> & { sizes?: LiteSizes; backend: TfBackend; distillLearningRate: number };
   seconds: number;
 }
 
@@ -284,6 +303,11 @@ export async function trainHead(src: TokenSource, queries: TrainingQuery[], opti
     hardPool: options.hardPool ?? 20,
     positivesPerQuery: options.positivesPerQuery ?? 4,
     groupsPerStep: options.groupsPerStep ?? (options.head === 'knrm' ? 16 : 4),
+    distillSteps: options.head === 'lite' ? options.distillSteps ?? 300 : 0,
+    distillBatch: options.distillBatch ?? 4,
+    distillList: options.distillList ?? 8,
+    distillWeight: options.distillWeight ?? (options.head === 'lite' ? 0.5 : 0),
+    distillLearningRate: options.distillLearningRate ?? (options.learningRate ?? (options.head === 'knrm' ? 1e-2 : 1e-4)) * 3,
     valFraction: options.valFraction ?? 0.2,
     backend,
     ...(options.head === 'lite' ? { sizes: options.sizes ?? { L1: 30, L2: 200, m1: 360, m2: 2400 } } : {}),
@@ -317,6 +341,34 @@ export async function trainHead(src: TokenSource, queries: TrainingQuery[], opti
     sampling.set(q.id, { pos: c(pos), hard: c(hard), list: c(listNeg.length ? listNeg : easy), easy: c(easy.length ? easy : listNeg) });
   }
   const pick = <T>(a: T[]) => a[Math.floor(r() * a.length)];
+  // MaxSim teacher: each training query's first-stage score per candidate document, and the
+  // deviation of those scores around their list mean (pooled over the training queries).
+  const teacher = new Map(train.map((q) => [q.id, new Map(q.candidates.map((c, i) => [c, q.firstStage[i]]))]));
+  let sq = 0;
+  let nsq = 0;
+  for (const q of train) {
+    const m = q.firstStage.reduce((a, b) => a + b, 0) / Math.max(1, q.firstStage.length);
+    for (const v of q.firstStage) {
+      sq += (v - m) ** 2;
+      nsq++;
+    }
+  }
+  const teacherScale = Math.sqrt(sq / Math.max(1, nsq)) || 1;
+  const targets = (groups: { q: TrainingQuery; docs: number[] }[]) => {
+    const t = new Float32Array(groups.reduce((a, g) => a + g.docs.length, 0));
+    let at = 0;
+    for (const g of groups) {
+      const m = teacher.get(g.q.id)!;
+      for (const doc of g.docs) t[at++] = (m.get(doc) ?? 0) / teacherScale;
+    }
+    return t;
+  };
+  /** MSE between per-list centred scores [G, k] and per-list centred teacher targets [G, k]. */
+  const distillLoss = (scores: tf.Tensor2D, t: tf.Tensor2D) => {
+    const cs = tf.sub(scores, tf.mean(scores, 1, true));
+    const ct = tf.sub(t, tf.mean(t, 1, true));
+    return tf.mean(tf.square(tf.sub(cs, ct))) as tf.Scalar;
+  };
 
   const evaluate = async (qs: TrainingQuery[]) => {
     let sum = 0;
@@ -337,7 +389,45 @@ export async function trainHead(src: TokenSource, queries: TrainingQuery[], opti
   let stepsPerEpoch = 0;
   let secondsPerStep = 0;
   let groupsPerEpoch = 0;
+  let warmStart: TrainResult['warmStart'] = null;
   try {
+    if (opts.distillSteps > 0) {
+      const tw = Date.now();
+      const distillOpt = tf.train.adam(opts.distillLearningRate);
+      const lists = train.filter((q) => q.candidates.length >= 2);
+      let recent = 0;
+      try {
+        for (let s = 0; s < opts.distillSteps; s++) {
+          const ts = Date.now();
+          const batch = Array.from({ length: opts.distillBatch }, () => {
+            const q = pick(lists);
+            const list = evalList(q);
+            // half from the list a re-rank sees (where the order matters), half from all candidates
+            const docs = Array.from({ length: opts.distillList }, (_, k) => q.candidates[k % 2 === 0 && list.length ? pick(list) : Math.floor(r() * q.candidates.length)]);
+            return { q, docs };
+          });
+          const t = targets(batch);
+          const lossT = distillOpt.minimize(() => distillLoss(tf.reshape(head.forward(batch), [batch.length, opts.distillList]) as tf.Tensor2D, tf.tensor2d(t, [batch.length, opts.distillList])), true, head.variables());
+          const loss = (await lossT!.data())[0];
+          lossT!.dispose();
+          if (!Number.isFinite(loss)) throw new TrainingDivergedError(0, lastFinite);
+          lastFinite = loss;
+          recent = s === 0 ? loss : 0.95 * recent + 0.05 * loss; // smoothed: one step's list is noisy
+          secondsPerStep = secondsPerStep ? 0.9 * secondsPerStep + 0.1 * ((Date.now() - ts) / 1000) : (Date.now() - ts) / 1000;
+          await options.onProgress?.({
+            epoch: 0, maxEpochs: opts.maxEpochs, step: s + 1, stepsPerEpoch: opts.distillSteps, loss: recent,
+            etaSeconds: Math.round(secondsPerStep * (opts.distillSteps - s - 1)),
+            curve,
+          });
+          await yieldLoop();
+        }
+      } finally {
+        distillOpt.dispose();
+      }
+      const valNdcg10 = await evaluate(val);
+      warmStart = { steps: opts.distillSteps, loss: recent, valNdcg10, seconds: (Date.now() - tw) / 1000 };
+      best = { ndcg: valNdcg10, epoch: 0, weights: await head.export() };
+    }
     for (let epoch = 1; epoch <= opts.maxEpochs; epoch++) {
       const te = Date.now();
       const groups: { q: TrainingQuery; docs: number[] }[] = [];
@@ -362,10 +452,12 @@ export async function trainHead(src: TokenSource, queries: TrainingQuery[], opti
         const batch = order.slice(s * opts.groupsPerStep, (s + 1) * opts.groupsPerStep);
         const ts = Date.now();
         const lossT = optimizer.minimize(() => {
-          const scores = tf.reshape(head.forward(batch), [batch.length, 1 + opts.negatives]);
+          const scores = tf.reshape(head.forward(batch), [batch.length, 1 + opts.negatives]) as tf.Tensor2D;
           const pos = tf.slice(scores, [0, 0], [batch.length, 1]);
           const neg = tf.slice(scores, [0, 1], [batch.length, opts.negatives]);
-          return tf.mean(tf.softplus(tf.sub(neg, pos))) as tf.Scalar;
+          const rank = tf.mean(tf.softplus(tf.sub(neg, pos))) as tf.Scalar;
+          if (opts.distillWeight === 0) return rank;
+          return tf.add(rank, tf.mul(distillLoss(scores, tf.tensor2d(targets(batch), [batch.length, 1 + opts.negatives])), opts.distillWeight)) as tf.Scalar;
         }, true, head.variables());
         const loss = (await lossT!.data())[0];
         lossT!.dispose();
@@ -395,6 +487,7 @@ export async function trainHead(src: TokenSource, queries: TrainingQuery[], opti
     head: opts.head,
     weights: best.weights!,
     bestEpoch: best.epoch,
+    warmStart,
     curve,
     heldOut: { queries: val.length, ndcg10: best.ndcg, maxsimNdcg10: maxsimVal },
     split: { train: train.map((q) => q.id), val: val.map((q) => q.id) },
