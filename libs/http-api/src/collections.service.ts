@@ -22,6 +22,7 @@ import {
   type CodecSettings,
   type ModelManifest,
 } from '@lateral/shared';
+import { deserializeArtifact } from '@lateral/codec';
 import { DocumentRepository, type Runtime } from '@lateral/infra';
 import { currentTenant } from './request-context';
 import { parseDocumentsBody, validateDocuments } from './documents';
@@ -78,6 +79,11 @@ export class CollectionsService {
       ]);
     }
     this.checkPipelineCodec(req.codec, model, manifest);
+    if (req.codec.trained) {
+      throw new ValidationError('codec.trained names a codec trained on a collection\'s own vectors: create the collection, train (head aesi), then re-compress with it', [
+        { field: 'codec.trained', message: 'only allowed in POST /v1/collections/{id}/recompress' },
+      ]);
+    }
     const maxDocTokens = req.maxDocTokens ?? manifest.maxDocTokens;
     if (req.passages && req.passages.overlap * 2 > maxDocTokens) {
       throw new ValidationError(`passages.overlap ${req.passages.overlap} is over half of maxDocTokens (${maxDocTokens}), the passage window`, [
@@ -112,6 +118,7 @@ export class CollectionsService {
     const parsed = z.object({ codec: CodecSettingsSchema }).strict().safeParse(body);
     if (!parsed.success) throw new ValidationError('invalid re-compression request', zodIssues(parsed.error));
     this.checkPipelineCodec(parsed.data.codec, collection.model, this.modelManifest(collection.model));
+    if (parsed.data.codec.trained) await this.checkTrainedCodec(id, parsed.data.codec);
     if (collection.pending) throw new ConflictError(`collection '${id}' is already being re-compressed to codec v${collection.pending.codecVersion}`);
     const manifest = await this.rt.generations.manifest(this.tenant, id);
     if (!manifest || manifest.segments.length === 0) throw new ConflictError(`collection '${id}' has no committed segments to re-compress`);
@@ -140,6 +147,23 @@ export class CollectionsService {
    * Codec settings the pipeline can serve for this model: side information needs kind 'eden'
    * and a model whose manifest declares its static input embedding table (the file must exist).
    */
+  /** codec.trained: the trained AESI codec must exist for this collection and match kind 'eden', sideInfo and dims. */
+  private async checkTrainedCodec(id: string, codec: CodecSettings): Promise<void> {
+    const name = codec.trained!;
+    const bytes = await this.rt.store.get(trainingKeys.trainedCodec(this.tenant, id, name));
+    if (!bytes) {
+      throw new ValidationError(`codec.trained '${name}' is not a trained codec of collection '${id}' (POST /v1/collections/${id}/train with head 'aesi' writes one)`, [
+        { field: 'codec.trained', message: `no trained codec '${name}'` },
+      ]);
+    }
+    const trained = deserializeArtifact(bytes);
+    if (codec.kind !== 'eden' || !codec.sideInfo || codec.dims !== trained.codedDims) {
+      throw new ValidationError(`codec.trained '${name}' is an AESI codec of ${trained.codedDims} code dims: it needs kind 'eden', sideInfo true and dims ${trained.codedDims}`, [
+        { field: 'codec.trained', message: `needs kind 'eden', sideInfo true and dims ${trained.codedDims}` },
+      ]);
+    }
+  }
+
   private checkPipelineCodec(codec: CodecSettings, model: string, manifest: ModelManifest): void {
     // Side information decodes each stored row with its token's static embedding; a pooled row is
     // the mean of several tokens and has no one token id, so the two do not combine.

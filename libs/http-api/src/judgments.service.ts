@@ -9,8 +9,10 @@ import {
   s3Keys,
   trainingKeys,
   type JudgmentSet,
+  type AesiTrainReport,
   type StoredTrainRequest,
   type TrainReport,
+  type TrainRequest,
 } from '@lateral/shared';
 import type { Runtime } from '@lateral/infra';
 import { currentTenant } from './request-context';
@@ -36,8 +38,17 @@ export interface TrainStatus {
   collection: string;
   status: 'queued' | 'running' | 'completed' | 'failed' | 'cancelled';
   progress: unknown;
-  result?: TrainReport;
+  result?: TrainReport | AesiTrainReport;
   error?: string;
+}
+
+/** POST /v1/collections/{id}/train: judgmentsId is null for head 'aesi' (no judgments). */
+export interface TrainAccepted {
+  trainId: string;
+  collection: string;
+  judgmentsId: string | null;
+  status: 'queued';
+  trainableQueries: number;
 }
 
 /** Judgments (S3) and training runs (the train queue) of a collection. */
@@ -127,11 +138,13 @@ export class JudgmentsService {
     return last ? last.slice(last.lastIndexOf('/') + 1, -'.json'.length) : null;
   }
 
-  async train(collection: string, body: unknown): Promise<{ trainId: string; collection: string; judgmentsId: string; status: 'queued'; trainableQueries: number }> {
+  async train(collection: string, body: unknown): Promise<TrainAccepted> {
     const parsed = TrainRequestSchema.safeParse(body ?? {});
     if (!parsed.success) throw new ValidationError('invalid train request', zodIssues(parsed.error));
     const req = parsed.data;
     await this.collection(collection);
+    // AESI fits a codec on the collection's own token vectors: no judgments.
+    if (req.head === 'aesi') return this.enqueue(collection, req, null, 0);
     const judgmentsId = req.judgments ?? (await this.latest(collection));
     if (!judgmentsId) {
       throw new ValidationError(`collection '${collection}' has no judgments: POST /v1/collections/${collection}/judgments first`, [{ field: 'judgments', message: 'no judgment set' }]);
@@ -146,8 +159,12 @@ export class JudgmentsService {
         [{ field: 'judgments', message: `at least ${MIN_TRAIN_QUERIES} judged queries with a positive, got ${trainable}` }],
       );
     }
+    return this.enqueue(collection, req, judgmentsId, trainable);
+  }
+
+  private async enqueue(collection: string, req: TrainRequest, judgmentsId: string | null, trainable: number): Promise<TrainAccepted> {
     const trainId = `tr-${randomUUID()}`;
-    const stored: StoredTrainRequest = { ...req, trainId, collection, judgmentsId, createdAt: new Date().toISOString() };
+    const stored: StoredTrainRequest = { ...req, trainId, collection, judgmentsId: judgmentsId ?? '', createdAt: new Date().toISOString() };
     const requestKey = trainingKeys.trainRequest(this.tenant, trainId);
     const release = await tenantQuotas(this.rt).admit(this.tenant, { kind: 'train', id: trainId });
     try {
@@ -178,7 +195,7 @@ export class JudgmentsService {
     const base = { trainId, collection: data.collectionId, progress: job.progress };
     if (state === 'completed') {
       const rv = job.returnvalue as { reportKey: string };
-      const result = (await this.rt.store.getJson<TrainReport>(rv.reportKey)) ?? undefined;
+      const result = (await this.rt.store.getJson<TrainReport | AesiTrainReport>(rv.reportKey)) ?? undefined;
       return { ...base, status: 'completed', ...(result ? { result } : {}) };
     }
     if (state === 'failed') {

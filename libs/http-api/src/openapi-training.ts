@@ -46,8 +46,8 @@ export const TRAINING_OPENAPI_PATHS = {
   },
   '/v1/collections/{id}/train': {
     post: {
-      summary: 'Train a learned head (LITE default or small, or K-NRM) on the collection\'s judgments: 202 with the run id',
-      description: `Runs on the train queue (scorer workers, one at a time). Needs at least ${MIN_TRAIN_QUERIES} judged queries with a positive judgment of a document in the collection (400 naming the minimum otherwise). The result is a versioned scorer artifact \`{collection}.{head}[-small].v{N}\` in S3 and SCORERS_DIR, named in re-rank requests as \`{"name": "lite" | "knrm", "artifact": "…"}\`.`,
+      summary: 'Train a learned head (LITE default or small, or K-NRM) on the collection\'s judgments, or an AESI codec on its token vectors: 202 with the run id',
+      description: `Runs on the train queue (scorer workers, one at a time). Needs at least ${MIN_TRAIN_QUERIES} judged queries with a positive judgment of a document in the collection (400 naming the minimum otherwise). The result is a versioned scorer artifact \`{collection}.{head}[-small].v{N}\` in S3 and SCORERS_DIR, named in re-rank requests as \`{"name": "lite" | "knrm", "artifact": "…"}\`. With \`head: "aesi"\` (no judgments needed; the model must declare static embeddings) it fits SDR's autoencoder with side information (\`codeDims\`, \`width\`, \`bits\`, \`sampleTokens\`, \`batchTokens\`) on a seeded sample of the collection's raw token vectors; the result is a trained codec \`{collection}.aesi-c{codeDims}-h{width}.v{N}\` in S3 (\`codecs/trained/\`, with its training curve and held-out error beside it), used by \`POST /v1/collections/{id}/recompress\` with \`{"codec": {"kind": "eden", "sideInfo": true, "dims": codeDims, "trained": name}}\`.`,
       parameters: [idParam],
       requestBody: { required: true, content: { 'application/json': { schema: schema(TrainRequestSchema), example: { head: 'lite', size: 'small', maxEpochs: 20, seed: 1 } } } },
       responses: { '202': ok('queued', out(TrainAcceptedSchema)), ...errors(400, 404, 503) },

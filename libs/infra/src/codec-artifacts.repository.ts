@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { Redis } from 'ioredis';
-import { deserializeArtifact, fitCodec, fnv1a64, serializeArtifact, type CodecArtifact } from '@lateral/codec';
-import { mulberry32, redisKeys, s3Keys, type CodecSettings } from '@lateral/shared';
+import { deserializeArtifact, fitCodec, fnv1a64, serializeArtifact, withSettings, type CodecArtifact } from '@lateral/codec';
+import { PermanentJobError, mulberry32, redisKeys, s3Keys, trainingKeys, type CodecSettings } from '@lateral/shared';
 import type { ObjectStore } from './object-store';
 
 /** Tokens drawn (seeded, without replacement) from the first batch to fit a collection's codec. */
@@ -14,6 +14,8 @@ export const FIT_SAMPLE_TOKENS = 20_000;
  * duplicate fits: the write itself is conditional (If-None-Match), so the first artifact written
  * for a version is the one every segment of that version is read with, even without Redis.
  * The artifact carries its settings, so segments are always read with the codec they were written with.
+ * Settings naming a trained codec (`trained`, an AESI autoencoder a train job wrote) are not fitted:
+ * the trained weights are stored as this version's artifact under the version's settings.
  */
 export class CodecArtifactRepository {
   private readonly cache = new Map<string, Promise<CodecArtifact>>();
@@ -58,7 +60,12 @@ export class CodecArtifactRepository {
       await new Promise((r) => setTimeout(r, 200));
     }
     try {
-      if (!(await this.store.get(key))) {
+      if (!(await this.store.get(key)) && settings.trained) {
+        // A trained AESI codec (train job, head 'aesi'): its weights under this version's settings.
+        const bytes = await this.store.get(trainingKeys.trainedCodec(t, c, settings.trained));
+        if (!bytes) throw new PermanentJobError(`trained codec '${settings.trained}' of ${t}/${c} is missing from S3`);
+        await this.store.putIfAbsent(key, serializeArtifact(withSettings(deserializeArtifact(bytes), settings)));
+      } else if (!(await this.store.get(key))) {
         const { vectors, dims, staticEmbeddings, staticDims } = sample();
         const seed = CodecArtifactRepository.seed(t, c);
         // Both subsamples draw the same rows: same row count, same seed.

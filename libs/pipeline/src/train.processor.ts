@@ -24,10 +24,12 @@ import type { CollectionView } from './collection-view';
 import { permanentModelErrors } from './encode.processor';
 import type { EncoderProvider } from './encoders';
 import { scoreGroup } from './scorers';
+import { aesiTrainProcessor } from './aesi-train.processor';
+import type { StaticEmbeddingsCache } from './static-embeddings';
 
 /** What the train processor touches. */
 export interface TrainDeps {
-  store: Pick<ObjectStore, 'getJson' | 'putJson' | 'put' | 'list'>;
+  store: Pick<ObjectStore, 'get' | 'getJson' | 'putJson' | 'put' | 'list'>;
   collections: Pick<CollectionRepository, 'get'>;
   generations: Pick<GenerationRepository, 'manifest'>;
   encoders: EncoderProvider;
@@ -35,6 +37,8 @@ export interface TrainDeps {
   loadView: (collection: Collection, manifest: CollectionManifest) => Promise<CollectionView>;
   scorers: ScorerResources;
   scorersDir: string;
+  /** head 'aesi': the models' static input embedding tables (side information) */
+  staticEmbeddings?: Pick<StaticEmbeddingsCache, 'forCollection'>;
   /** true once DELETE /v1/train/{id} asked this run to stop (checked between steps) */
   cancelled: (tenantId: string, trainId: string) => Promise<boolean>;
 }
@@ -71,6 +75,10 @@ export async function trainProcessor(ctx: TrainDeps, p: JobPayload<QueueName.tra
   await report({ percent: 0, stage: 'loading' });
   const req = await ctx.store.getJson<StoredTrainRequest>(p.requestKey);
   if (!req) throw new PermanentJobError(`train request missing from S3: ${p.requestKey}`);
+  if (req.head === 'aesi') {
+    if (!ctx.staticEmbeddings) throw new PermanentJobError('this worker was started without static embeddings: it cannot train AESI');
+    return aesiTrainProcessor({ ...ctx, staticEmbeddings: ctx.staticEmbeddings }, p, req, job);
+  }
   const judgments = await ctx.store.getJson<JudgmentSet>(trainingKeys.judgments(p.tenantId, p.collectionId, req.judgmentsId));
   if (!judgments) throw new PermanentJobError(`judgment set ${req.judgmentsId} of collection ${p.collectionId} is missing from S3`);
   const collection = await ctx.collections.get(p.tenantId, p.collectionId);

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { ID_PATTERN } from './ids';
 
 /** Largest `codec.poolFactor` (token pooling at ingest). */
 export const POOL_FACTOR_MAX = 16;
@@ -40,6 +41,16 @@ export const CodecSettingsSchema = z
       .boolean()
       .default(false)
       .describe("AESI-style side information (kind 'eden' only; the model must declare staticEmbeddings in its manifest.json, else 400)"),
+    /**
+     * A trained AESI autoencoder (a train job with head 'aesi' wrote it, `{collection}.aesi-c{dims}.v{n}`)
+     * in place of the fitted ridge predictor and PCA: re-compression only, with kind 'eden',
+     * sideInfo true and dims = its code size, else 400 on `codec.trained`.
+     */
+    trained: z
+      .string()
+      .regex(ID_PATTERN, `trained must be a trained codec name (${ID_PATTERN.source})`)
+      .optional()
+      .describe("name of a trained AESI codec (POST /v1/collections/{id}/train with head 'aesi'); re-compression only, with kind 'eden', sideInfo true and dims = its code size"),
   })
   .strict();
 

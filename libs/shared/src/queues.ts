@@ -139,7 +139,9 @@ export interface JobResults {
   /** `texts`: requests with text candidates (how many texts were encoded for this job, how many reused). */
   [QueueName.rerank]: { resultKey: string; queries: number; candidates: number; missing: number; texts?: { candidates: number; encoded: number; reused: number } };
   [QueueName.search]: { resultKey: string; queries: number; hits: number };
-  [QueueName.train]: { artifact: string; version: number; artifactKey: string; reportKey: string; bestEpoch: number; heldOutNdcg10: number; maxsimNdcg10: number };
+  [QueueName.train]:
+    | { artifact: string; version: number; artifactKey: string; reportKey: string; bestEpoch: number; heldOutNdcg10: number; maxsimNdcg10: number }
+    | { trainedCodec: string; version: number; artifactKey: string; reportKey: string; bestEpoch: number; heldOutMse: number; heldOutRelError: number };
   [QueueName.encodeTexts]: { texts: number; encoded: number; reused: number; tokens: number; ms: number };
   /** plan: rows read and rows that failed validation; chunk: rows re-ranked and failed, texts encoded / reused, time per part (ms). */
   [QueueName.batch]: { step: 'plan' | 'chunk' | 'finalize'; rows: number; failed: number; encoded?: number; reused?: number; tokens?: number; timings?: Record<string, number> };

@@ -280,7 +280,13 @@ export const JudgmentSetSchema = z.object({
 export type JudgmentSetBody = Produces<typeof JudgmentSetSchema, JudgmentSet>;
 
 /** POST /v1/collections/{id}/train (202). */
-export const TrainAcceptedSchema = z.object({ trainId: z.string(), collection: z.string(), judgmentsId: z.string(), status: z.literal('queued'), trainableQueries: count });
+export const TrainAcceptedSchema = z.object({
+  trainId: z.string(),
+  collection: z.string(),
+  judgmentsId: z.string().nullable().describe("the judgment set trained on; null for head 'aesi' (fitted on the collection's token vectors)"),
+  status: z.literal('queued'),
+  trainableQueries: count.describe("judged queries usable for training (0 for head 'aesi')"),
+});
 
 const TrainReportSchema = z
   .object({
@@ -303,13 +309,33 @@ const TrainReportSchema = z
   })
   .describe('the training report (also `{artifact}.training.json` beside the artifact)');
 
+const AesiTrainReportSchema = z
+  .object({
+    trainId: z.string(),
+    trainedCodec: z.string().describe("the trained codec's name: POST /v1/collections/{id}/recompress with codec.trained = this"),
+    head: z.literal('aesi'),
+    version: int,
+    collection: z.string(),
+    generation: int,
+    model: z.string(),
+    codec: z.record(z.string(), z.unknown()).describe('the codec settings the trained codec is stored with'),
+    bestEpoch: int,
+    curve: z.array(z.object({ epoch: int, trainMse: z.number(), valMse: z.number(), valRelError: z.number(), seconds: z.number() })),
+    heldOut: z.object({ tokens: count, mse: z.number(), relError: z.number().describe("sum ||v - v'||^2 / sum ||v||^2 over the held-out tokens") }),
+    data: z.record(z.string(), z.unknown()),
+    options: z.record(z.string(), z.unknown()),
+    seconds: z.number(),
+    createdAt: z.string(),
+  })
+  .describe("an AESI run's report (also `codecs/trained/{name}.training.json` beside the trained codec)");
+
 /** GET /v1/train/{trainId} (judgments.service.ts TrainStatus, checked in openapi-training.ts). */
 export const TrainStatusSchema = z.object({
   trainId: z.string(),
   collection: z.string(),
   status: z.enum(['queued', 'running', 'completed', 'failed', 'cancelled']),
   progress: z.unknown().describe('stage (loading, first-stage, training, writing), percent, epoch, maxEpochs, step, stepsPerEpoch, loss (mean of the epoch so far), etaSeconds, curve'),
-  result: TrainReportSchema.optional(),
+  result: z.union([TrainReportSchema, AesiTrainReportSchema]).optional(),
   error: z.string().optional().describe('why it failed: a diverged run names the epoch and the last finite loss'),
 });
 

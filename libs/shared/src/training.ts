@@ -10,6 +10,7 @@ export const MIN_TRAIN_QUERIES = 10;
 export const MAX_JUDGED_QUERIES = 100_000;
 export const MAX_JUDGMENTS_PER_QUERY = 10_000;
 export const MAX_TRAIN_EPOCHS = 200;
+export const MAX_AESI_SAMPLE_TOKENS = 500_000;
 
 /** One judged query: its text (as a re-rank request would send it) and graded documents (grade 0 = judged not relevant). */
 export const JudgedQuerySchema = z
@@ -43,7 +44,8 @@ export interface JudgmentSet {
 
 export const TrainRequestSchema = z
   .object({
-    head: z.enum(['lite', 'knrm']),
+    /** lite / knrm: a scorer fitted on judgments; aesi: SDR's autoencoder codec fitted on the collection's token vectors (no judgments) */
+    head: z.enum(['lite', 'knrm', 'aesi']),
     /** LITE's size: default (L1 30, L2 200, m1 360, m2 2400) or small (L2 50, m2 768) */
     size: z.enum(['default', 'small']).default('default'),
     /** judgment set; default: the collection's latest */
@@ -56,6 +58,16 @@ export const TrainRequestSchema = z
     /** first-stage (MaxSim) candidates per query: hard negatives and the held-out re-ranking depth */
     depth: z.number().int().min(5).max(1000).default(50),
     valFraction: z.number().min(0.05).max(0.5).default(0.2),
+    /** aesi: code size c (the codec's dims) */
+    codeDims: z.number().int().min(2).max(1024).default(16),
+    /** aesi: intermediate width h (1536 in the paper; smaller trains faster) */
+    width: z.number().int().min(8).max(4096).default(1536),
+    /** aesi: EDEN bits of the code in the codec the run writes (recompress may pick others) */
+    bits: z.number().int().min(1).max(8).default(6),
+    /** aesi: token vectors sampled (seeded) from the collection's raw vectors; a share valFraction of them is held out */
+    sampleTokens: z.number().int().min(50).max(MAX_AESI_SAMPLE_TOKENS).default(20_000),
+    /** aesi: tokens per Adam step */
+    batchTokens: z.number().int().min(8).max(4096).default(256),
   })
   .strict();
 export type TrainRequest = z.infer<typeof TrainRequestSchema>;
@@ -88,6 +100,33 @@ export interface TrainReport {
   createdAt: string;
 }
 
+/** What a train job with head 'aesi' leaves beside the trained codec (codecs/trained/{name}.training.json). */
+export interface AesiTrainReport {
+  trainId: string;
+  /** the trained codec's name: recompress with codec.trained = this */
+  trainedCodec: string;
+  head: 'aesi';
+  version: number;
+  collection: string;
+  generation: number;
+  model: string;
+  /** the settings the trained codec is stored with (a recompress request may change bits, layout, norms) */
+  codec: Record<string, unknown>;
+  bestEpoch: number;
+  /** per epoch: training MSE, held-out MSE and relative error sum ||v - v'||^2 / sum ||v||^2 */
+  curve: { epoch: number; trainMse: number; valMse: number; valRelError: number; seconds: number }[];
+  heldOut: { tokens: number; mse: number; relError: number };
+  data: Record<string, unknown>;
+  options: Record<string, unknown>;
+  seconds: number;
+  createdAt: string;
+}
+
+/** Name of a trained AESI codec: `{collection}.aesi-c{codeDims}-h{width}.v{version}`. */
+export function aesiCodecName(collection: string, codeDims: number, width: number, version: number): string {
+  return `${collection}.aesi-c${codeDims}-h${width}.v${version}`;
+}
+
 export const trainingKeys = {
   judgments: (t: string, c: string, id: string) => `tenants/${safe('tenant id', t)}/collections/${safe('collection id', c)}/judgments/${safe('judgments id', id)}.json`,
   judgmentsPrefix: (t: string, c: string) => `tenants/${safe('tenant id', t)}/collections/${safe('collection id', c)}/judgments/`,
@@ -95,6 +134,10 @@ export const trainingKeys = {
   /** versioned artifacts of a collection: heads/{artifact}.onnx and heads/{artifact}.training.json */
   headArtifact: (t: string, c: string, artifact: string) => `tenants/${safe('tenant id', t)}/collections/${safe('collection id', c)}/heads/${safe('artifact', artifact)}.onnx`,
   headReport: (t: string, c: string, artifact: string) => `tenants/${safe('tenant id', t)}/collections/${safe('collection id', c)}/heads/${safe('artifact', artifact)}.training.json`,
+  /** trained AESI codecs of a collection: codecs/trained/{name}.codec and {name}.training.json (recompress names them as codec.trained) */
+  trainedCodec: (t: string, c: string, name: string) => `tenants/${safe('tenant id', t)}/collections/${safe('collection id', c)}/codecs/trained/${safe('trained codec', name)}.codec`,
+  trainedCodecReport: (t: string, c: string, name: string) => `tenants/${safe('tenant id', t)}/collections/${safe('collection id', c)}/codecs/trained/${safe('trained codec', name)}.training.json`,
+  trainedCodecsPrefix: (t: string, c: string) => `tenants/${safe('tenant id', t)}/collections/${safe('collection id', c)}/codecs/trained/`,
   headsPrefix: (t: string, c: string) => `tenants/${safe('tenant id', t)}/collections/${safe('collection id', c)}/heads/`,
   trainJob: (t: string, id: string) => `${safe('tenant id', t)}~train~${safe('train id', id)}`,
   /** Redis flag set by DELETE /v1/train/{id}; the job checks it between steps */

@@ -116,7 +116,7 @@ export function pipelineHandlers(rt: Runtime): HandlerRegistry {
     // Training: every live document of the generation through the same segment cache (first stage, token vectors).
     [QueueName.train]: (p, job) =>
       trainProcessor(
-        { store, collections, generations, encoders, scorers, scorersDir: path.resolve(config.SCORERS_DIR), cancelled,
+        { store, collections, generations, encoders, scorers, scorersDir: path.resolve(config.SCORERS_DIR), cancelled, staticEmbeddings,
           loadView: async (c, m) => segments.view(c, m, (await segments.searchParts(c, m)).flatMap((part) => part.segment.docIds)) },
         p,
         job,
