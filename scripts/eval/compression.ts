@@ -17,11 +17,14 @@ import { DEFAULT_CRANFIELD_DIR } from '../lib/cranfield-eval';
 import { runCompressionEval } from './compression-cranfield';
 import { compressionPlotSvg } from './compression-plot';
 import { formatRerankTable, parseFlags, runRerankCompression } from './compression-trec-dl';
+import { formatPoolingTable, runPoolingCompression } from './compression-pooling';
 
 /**
  * `npm run eval -- compression --dataset DIR [--json] [--plot out.svg] [--quick]`: runs the sweep,
  * prints the table (stdout; progress on stderr), writes the plot, returns the JSON object.
  * Without --dataset it runs the Cranfield evaluation (`runCompressionEval`).
+ * With --pool-factors 1,2,3,4 it runs the token pooling sweep instead (compression-pooling.ts;
+ * --pool-codecs fp32,fp16,eden-4b-token; model default minilm-l6-384).
  * Other flags: --model DIR, --static-model DIR, --settings prefix,prefix, --docs-per-segment N (1000),
  * --sample-tokens N (20000), --seed N, --run FILE / --qrels FILE (when several files match).
  */
@@ -30,6 +33,12 @@ export async function runCompressionEvalCli(args: string[]): Promise<Record<stri
   if (!f.dataset) {
     const res = await runCompressionEval({ dataDir: DEFAULT_CRANFIELD_DIR, modelDir: args.includes('--model') ? f.model : undefined, log: (l) => console.log(l) });
     return res as unknown as Record<string, unknown>;
+  }
+  if (args.includes('--pool-factors')) {
+    // the token pooling sweep (compression-pooling.ts): nDCG@10 and bytes per token per codec.poolFactor
+    const pooled = await runPoolingCompression(args);
+    console.log(formatPoolingTable(pooled));
+    return pooled;
   }
   const res = await runRerankCompression(args);
   console.log(formatRerankTable(res));
