@@ -13,6 +13,7 @@ const benches: Record<string, () => Promise<Command>> = {
   documents: async () => (await import('./bench/documents')).runDocumentsBench,
   'segment-cache': async () => (await import('./bench/segment-cache')).runSegmentCacheBench,
   load: async () => (await import('./bench/load')).runLoadBench,
+  scale: async () => (await import('./bench/scale')).runScaleBench,
 };
 
 runCommand('bench', benches);

@@ -1,0 +1,498 @@
+/**
+ * `npm run bench -- scale [--json] [--docs N] [--model NAME] [--codec eden4|fp16] [--seed N]
+ *   [--per-request N] [--window N] [--cache-bytes N] [--rounds N] [--cold-rounds N] [--ingest-only]`
+ *
+ * A collection of `--docs` documents (default 1,000,000) built through the real pipeline, then
+ * served (issue 10, item 6). Documents: the vendored corpora's passages with variations
+ * (scale-docs.ts: sentence shuffles and word-model substitutions, deterministic from `--seed`).
+ *
+ * Processes, each its own, on loopback, as a deployment runs them: redis-server, the S3 server
+ * (s3rver, scale-s3.ts), the API (apps/api), one ingest worker (apps/encoder-worker with
+ * WORKER_QUEUES=encode,compress,index,commit,encode-texts: the fault suite's split, plus the
+ * text candidates of the cold rounds' model warm-up) and one scorer
+ * (WORKER_QUEUES=rerank,search, `SCORER_CACHE_BYTES` = `--cache-bytes`, default the configured
+ * 2 GiB). This process is the client: it posts NDJSON requests of `--per-request` documents
+ * (default 1,000), two at a time, never more than `--window` documents (default 16,000) accepted
+ * and not yet committed, honouring 503 / 429 Retry-After, and counts accepted against committed
+ * documents (an ingestion is committed when its status says done).
+ *
+ * Measured: ingest docs/s and tokens/s (first POST to the last ingestion done), S3 bytes per token
+ * (segments, from the collection; and everything under the S3 folder), VmRSS of every process
+ * sampled each second (peak, steady = median of the last third, and the medians of the second and
+ * last quarters of ingest, which are equal when RSS is flat), re-rank latency p50 / p95 of 100 and
+ * 1,000 id candidates with a warm cache (the same candidate set again, other queries) and a cold one
+ * (a new scorer process, its query model loaded by a text re-rank first, then one re-rank: the
+ * segments come from the local disk cache, not S3), search latency per mode, and a sweep of
+ * re-ranks of random 1,000-candidate sets (every segment in turn) with the cache bound and with
+ * half of it, RSS of the scorer in each. With --json the last line is one JSON object.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdtempSync, readFileSync, readdirSync, rmSync, statSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { randomBytes } from 'node:crypto';
+import { mulberry32 } from '@lateral/shared';
+import { freePort, startEmbeddedRedis, type EmbeddedRedis } from '@lateral/infra';
+import { DocumentGenerator, checkScaleResult, docId, loadSourceCorpus, percentile, round, summarizeRss } from './scale-docs';
+
+const ROOT = path.resolve(__dirname, '..', '..');
+const DATASETS = path.resolve(ROOT, '..', 'shared', 'datasets');
+const BUCKET = 'scale';
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+const opt = (args: string[], name: string, def: number) => {
+  const i = args.indexOf(name);
+  if (i < 0) return def;
+  const n = Number(args[i + 1]);
+  if (!Number.isInteger(n) || n < 0) throw new Error(`${name}: a non-negative integer`);
+  return n;
+};
+const str = (args: string[], name: string, def: string) => (args.includes(name) ? String(args[args.indexOf(name) + 1]) : def);
+
+/** VmRSS and VmHWM of a process in MB, or null when it is gone. */
+function procMem(pid: number | undefined): { rss: number; hwm: number } | null {
+  if (!pid) return null;
+  try {
+    const s = readFileSync(`/proc/${pid}/status`, 'utf8');
+    const kb = (k: string) => Number(new RegExp(`${k}:\\s+(\\d+) kB`).exec(s)?.[1]);
+    return { rss: kb('VmRSS') / 1024, hwm: kb('VmHWM') / 1024 };
+  } catch {
+    return null;
+  }
+}
+
+/** CPU seconds (user + system) a process has used so far, or null when it is gone. */
+function procCpuSeconds(pid: number | undefined): number | null {
+  if (!pid) return null;
+  try {
+    // Fields after the command's closing parenthesis: utime and stime are the 12th and 13th.
+    const f = readFileSync(`/proc/${pid}/stat`, 'utf8').split(')').at(-1)!.trim().split(' ');
+    return (Number(f[11]) + Number(f[12])) / 100;
+  } catch {
+    return null;
+  }
+}
+
+function duBytes(dir: string): number {
+  let n = 0;
+  for (const e of readdirSync(dir, { withFileTypes: true })) {
+    const p = path.join(dir, e.name);
+    if (e.isDirectory()) n += duBytes(p);
+    else if (e.isFile()) n += statSync(p).size;
+  }
+  return n;
+}
+
+interface Proc {
+  role: string;
+  child: ChildProcess;
+  tail: () => string;
+  stop(): Promise<void>;
+}
+
+const children = new Set<ChildProcess>();
+process.once('exit', () => {
+  for (const c of children) if (c.exitCode === null && c.signalCode === null) c.kill('SIGKILL');
+});
+// Stopped from outside (a long run given up): the 'exit' handler above still takes the children along.
+for (const sig of ['SIGTERM', 'SIGINT'] as const) process.once(sig, () => process.exit(130));
+
+/** Starts `node --import tsx <entry>` and waits for `ready` in its output; keeps the last 20 KB of it. */
+async function startProc(role: string, entry: string, args: string[], env: NodeJS.ProcessEnv, ready: RegExp): Promise<Proc & { match: RegExpExecArray }> {
+  const child = spawn(process.execPath, ['--import', 'tsx', entry, ...args], { cwd: ROOT, env, stdio: ['pipe', 'pipe', 'pipe'] });
+  children.add(child);
+  let out = '';
+  const add = (b: Buffer) => {
+    out += b.toString();
+    if (out.length > 40_000) out = out.slice(-20_000);
+  };
+  child.stdout!.on('data', add);
+  child.stderr!.on('data', add);
+  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+  const deadline = Date.now() + 180_000;
+  let match: RegExpExecArray | null;
+  while (!(match = ready.exec(out))) {
+    if (child.exitCode !== null) throw new Error(`${role} exited ${child.exitCode} before it was ready:\n${out.slice(-3000)}`);
+    if (Date.now() > deadline) throw new Error(`${role} was not ready within 180 s:\n${out.slice(-3000)}`);
+    await sleep(100);
+  }
+  return {
+    role,
+    child,
+    match,
+    tail: () => out.slice(-3000),
+    stop: async () => {
+      if (child.exitCode !== null || child.signalCode !== null) return;
+      child.kill('SIGTERM');
+      const timer = setTimeout(() => child.kill('SIGKILL'), 40_000);
+      await exited;
+      clearTimeout(timer);
+      children.delete(child);
+    },
+  };
+}
+
+/** fetch with JSON, retrying 503 / 429 after their Retry-After (counted). */
+// eslint-disable-next-line @typescript-eslint/no-explicit-any -- the API's JSON, read field by field as the bench needs it
+type Json = any;
+async function api(base: string, method: string, url: string, body?: string, contentType = 'application/json', retries?: { n: number }): Promise<{ status: number; body: Json }> {
+  for (;;) {
+    const res = await fetch(base + url, { method, headers: body === undefined ? {} : { 'content-type': contentType }, body });
+    const text = await res.text();
+    if (res.status === 503 || res.status === 429) {
+      if (retries) retries.n++;
+      const after = Number(res.headers.get('retry-after'));
+      await sleep(1000 * (Number.isFinite(after) && after > 0 ? Math.min(after, 30) : 1));
+      continue;
+    }
+    const json = text ? JSON.parse(text) : null;
+    if (res.status >= 400) throw new Error(`${method} ${url} -> ${res.status}: ${json?.message ?? text.slice(0, 500)}`);
+    return { status: res.status, body: json };
+  }
+}
+
+export async function runScaleBench(args: string[]): Promise<Record<string, unknown>> {
+  const N = opt(args, '--docs', 1_000_000);
+  if (N < 1) throw new Error('--docs: at least 1');
+  const model = str(args, '--model', 'glove-ctx-100d');
+  const codecName = str(args, '--codec', 'eden4');
+  const codec = codecName === 'eden4' ? { kind: 'eden', bits: 4, layout: 'token' } : codecName === 'fp16' ? { kind: 'fp16' } : null;
+  if (!codec) throw new Error('--codec: eden4 or fp16');
+  const seed = opt(args, '--seed', 1);
+  const perRequest = opt(args, '--per-request', 1000);
+  const window = Math.max(perRequest, opt(args, '--window', 16_000));
+  const cacheBytes = opt(args, '--cache-bytes', 2 * 2 ** 30);
+  const rounds = opt(args, '--rounds', 20);
+  const coldRounds = opt(args, '--cold-rounds', 5);
+  const ingestOnly = args.includes('--ingest-only');
+  const json = args.includes('--json');
+  const say = (s: string) => (json ? console.error(s) : console.log(s));
+  const t00 = performance.now();
+
+  const corpus = loadSourceCorpus(DATASETS);
+  const gen = new DocumentGenerator(corpus, seed);
+  say(`source passages ${JSON.stringify(corpus.sources)}, ${corpus.words.length} words in the word model, ${corpus.queries.length} queries`);
+
+  const dir = mkdtempSync(path.join(process.env.SCALE_DIR ?? os.tmpdir(), 'lateral-bench-scale-'));
+  const procs: Record<string, Proc | undefined> = {};
+  let redis: EmbeddedRedis | undefined;
+  const samples: Record<string, { t: number; phase: string; rss: number }[]> = {};
+  const hwm: Record<string, number> = {};
+  // CPU seconds by role and pid (a restarted scorer is a new pid): summed, what the work cost on a shared machine.
+  const cpu: Record<string, Map<number, number>> = {};
+  const cpuOf = (role: string) => [...(cpu[role]?.values() ?? [])].reduce((a, b) => a + b, 0);
+  let phase = 'start';
+  const pidOf = (role: string) => (role === 'redis' ? redis?.pid : procs[role]?.child.pid);
+  const ROLES = ['api', 'ingest-worker', 'scorer', 's3', 'redis', 'bench'];
+  const sample = () => {
+    for (const role of ROLES) {
+      const pid = role === 'bench' ? process.pid : pidOf(role);
+      const m = procMem(pid);
+      if (!m || !pid) continue;
+      const c = procCpuSeconds(pid);
+      if (c !== null) (cpu[role] ??= new Map()).set(pid, c);
+      (samples[role] ??= []).push({ t: (performance.now() - t00) / 1000, phase, rss: m.rss });
+      // VmHWM is per process: a restarted scorer starts again from 0, so keep the highest seen.
+      hwm[role] = Math.max(hwm[role] ?? 0, m.hwm);
+    }
+  };
+  const sampler = setInterval(sample, 1000);
+  try {
+    redis = await startEmbeddedRedis({ dir: path.join(dir, 'redis') });
+    const s3 = await startProc('s3', 'scripts/bench/scale-s3.ts', [path.join(dir, 's3'), BUCKET], { ...process.env }, /S3 (http:\/\/\S+)/);
+    procs.s3 = s3;
+    const port = await freePort();
+    const base = `http://127.0.0.1:${port}`;
+    const vars: NodeJS.ProcessEnv = {
+      ...process.env,
+      REDIS_URL: redis.url,
+      S3_ENDPOINT: s3.match[1],
+      S3_BUCKET: BUCKET,
+      REDIS_PREFIX: `scale${randomBytes(3).toString('hex')}`,
+      DATA_DIR: path.join(dir, 'data'),
+      MODELS_DIR: path.resolve(ROOT, '.cache/models'),
+      DEFAULT_MODEL: model,
+      NODE_ENV: 'production',
+      LOG_LEVEL: 'info',
+      METRICS_PORT: '0',
+      AUTH: 'none',
+    };
+    procs.api = await startProc('api', 'apps/api/src/main.ts', [], { ...vars, PORT: String(port), HOST: '127.0.0.1' }, /API on http/);
+    procs['ingest-worker'] = await startProc('ingest-worker', 'apps/encoder-worker/src/main.ts', [], { ...vars, WORKER_QUEUES: 'encode,compress,index,commit,encode-texts' }, /working on/);
+    let scorerMetricsPort = 0;
+    const startScorer = async (cache: number) => {
+      scorerMetricsPort = await freePort();
+      procs.scorer = await startProc('scorer', 'apps/scorer-worker/src/main.ts', [], { ...vars, WORKER_QUEUES: 'rerank,search', SCORER_CACHE_BYTES: String(cache), METRICS_PORT: String(scorerMetricsPort) }, /working on/);
+    };
+    const restartScorer = async (cache: number) => {
+      await procs.scorer?.stop();
+      await startScorer(cache);
+    };
+    await startScorer(cacheBytes);
+    say(`processes: ${ROLES.map((r) => `${r} ${pidOf(r) ?? process.pid}`).join(', ')}; data under ${dir}`);
+
+    // ---- ingest
+    const collection = 'bench-scale';
+    await api(base, 'POST', '/v1/collections', JSON.stringify({ id: collection, model, codec }));
+    phase = 'ingest';
+    const retries = { n: 0 };
+    let next = 0;
+    let accepted = 0;
+    let committed = 0;
+    let failedDocs = 0;
+    let postersDone = 0;
+    const outstanding: { status: string; documents: number; since: number }[] = [];
+    const tIngest = performance.now();
+    let lastProgress = performance.now();
+    let lastPrint = 0;
+    const poster = async () => {
+      while (next < N) {
+        if (accepted - committed - failedDocs >= window) {
+          await sleep(200);
+          continue;
+        }
+        const from = next;
+        const to = Math.min(N, from + perRequest);
+        next = to;
+        const lines: string[] = [];
+        for (let i = from; i < to; i++) lines.push(JSON.stringify(gen.doc(i)));
+        const r = await api(base, 'POST', `/v1/collections/${collection}/documents`, lines.join('\n'), 'application/x-ndjson', retries);
+        if (r.body.documents !== to - from) throw new Error(`ingest: ${to - from} documents posted, ${r.body.documents} accepted`);
+        accepted += r.body.documents;
+        outstanding.push({ status: r.body.status, documents: r.body.documents, since: performance.now() });
+      }
+      postersDone++;
+    };
+    const poller = async () => {
+      while (postersDone < 2 || outstanding.length) {
+        await sleep(1000);
+        const look = outstanding.slice(0, 24);
+        const states = await Promise.all(look.map((o) => api(base, 'GET', o.status).then((r) => r.body as { state: string; stages: { failed: number } })));
+        states.forEach((s, k) => {
+          if (s.state === 'done' || s.state === 'failed') {
+            const o = look[k];
+            outstanding.splice(outstanding.indexOf(o), 1);
+            if (s.state === 'done') committed += o.documents;
+            else failedDocs += o.documents;
+            lastProgress = performance.now();
+          }
+        });
+        const secs = (performance.now() - tIngest) / 1000;
+        if (secs - lastPrint >= 30) {
+          lastPrint = secs;
+          say(`  ${round(secs, 0)} s: accepted ${accepted}, committed ${committed}, failed ${failedDocs} (${round(committed / secs)} docs/s); RSS MB ${ROLES.map((r) => `${r} ${round(samples[r]?.at(-1)?.rss ?? NaN, 0)}`).join(', ')}`);
+        }
+        if (performance.now() - lastProgress > 900_000) throw new Error(`ingest: nothing committed for 15 minutes (accepted ${accepted}, committed ${committed}):\n${procs['ingest-worker']?.tail()}`);
+      }
+    };
+    sample();
+    const cpuBefore = Object.fromEntries(ROLES.map((r) => [r, cpuOf(r)]));
+    await Promise.all([poster(), poster(), poller()]);
+    const ingestSeconds = (performance.now() - tIngest) / 1000;
+    sample();
+    const ingestCpu = Object.fromEntries(ROLES.map((r) => [r, round(cpuOf(r) - cpuBefore[r], 1)]));
+    const pipelineCpu = ['api', 'ingest-worker', 's3', 'redis'].reduce((s, r) => s + ingestCpu[r], 0);
+    const desc = (await api(base, 'GET', `/v1/collections/${collection}`)).body as { documents: number; tokens: number; segments: number; segmentBytes: number; bytesPerToken: number; generation: number };
+    const s3Bytes = duBytes(path.join(dir, 's3'));
+    const ingest = {
+      seconds: round(ingestSeconds, 1),
+      accepted,
+      committed,
+      failed: failedDocs,
+      live_documents: desc.documents,
+      jobs_lost: accepted - desc.documents,
+      retried_requests: retries.n,
+      cpu_seconds: ingestCpu,
+    };
+    say(`ingest CPU seconds: ${JSON.stringify(ingestCpu)} = ${round(N / pipelineCpu, 1)} docs per CPU second of the pipeline`);
+    say(
+      `ingest: ${N} documents, ${desc.tokens} tokens in ${ingest.seconds} s = ${round(N / ingestSeconds)} docs/s, ${round(desc.tokens / ingestSeconds, 0)} tokens/s; accepted ${accepted}, committed ${committed}, failed ${failedDocs}, live ${desc.documents}; ${desc.segments} segments, generation ${desc.generation}; ${round(desc.bytesPerToken, 2)} segment B/token, ${round(s3Bytes / desc.tokens, 1)} S3 B/token in all`,
+    );
+    const ingestRss = Object.fromEntries(ROLES.map((r) => [r, summarizeRss((samples[r] ?? []).filter((s) => s.phase === 'ingest').map((s) => s.rss))]));
+
+    const result: Record<string, unknown> = {
+      bench: 'scale',
+      docs: N,
+      tokens: desc.tokens,
+      model,
+      codec: codecName,
+      documents_source: `vendored corpora with variations (${Object.entries(corpus.sources).map(([k, v]) => `${k} ${v}`).join(', ')} passages; sentence shuffle + 15% word-model substitutions, seed ${seed})`,
+      tokens_per_doc: round(desc.tokens / N, 1),
+      ingest_docs_per_s: round(N / ingestSeconds),
+      ingest_tokens_per_s: round(desc.tokens / ingestSeconds, 0),
+      ingest,
+      // CPU seconds of the API, ingest worker, S3 server and Redis per document: what the pipeline
+      // costs, less sensitive than docs/s to the other work on a shared machine. On an idle
+      // machine of `cpus` cores with this work spread over them: docs/s <= cpus / this.
+      ingest_cpu_seconds_per_doc: round(pipelineCpu / N, 5),
+      ingest_docs_per_cpu_s: round(N / pipelineCpu, 1),
+      projection_1m_wall_hours_at_measured_rate: round(1e6 / (N / ingestSeconds) / 3600, 2),
+      projection_1m_hours_idle_machine: round((1e6 * pipelineCpu) / N / os.cpus().length / 3600, 2),
+      segments: desc.segments,
+      generation: desc.generation,
+      bytes_per_token: round(desc.bytesPerToken, 3),
+      s3_bytes_per_token: round(s3Bytes / desc.tokens, 2),
+      s3_bytes: s3Bytes,
+      rss_ingest_mb: ingestRss,
+      scorer_cache_bytes: cacheBytes,
+      cpus: os.cpus().length,
+      loadavg: os.loadavg().map((x) => round(x, 2)),
+    };
+
+    if (!ingestOnly) {
+      // ---- re-rank
+      const rng = mulberry32(seed * 7919 + 13);
+      const randomIds = (k: number) => {
+        const s = new Set<number>();
+        while (s.size < Math.min(k, N)) s.add(Math.floor(rng() * N));
+        return [...s].map(docId);
+      };
+      const queryAt = (i: number) => corpus.queries[i % corpus.queries.length];
+      let qi = 0;
+      const rerank = async (ids: string[]) => {
+        const t0 = performance.now();
+        const body = JSON.stringify({ collection, queries: [{ id: `q${qi}`, text: queryAt(qi++), candidates: ids }], topK: 10 });
+        let st = (await api(base, 'POST', '/v1/rerank?wait=60', body)).body;
+        while (st.status !== 'completed' && st.status !== 'failed') {
+          if (performance.now() - t0 > 600_000) throw new Error(`re-rank ${st.id}: not done after 600 s (${st.status})`);
+          st = (await api(base, 'GET', `/v1/rerank/${st.id}?wait=30`)).body;
+        }
+        if (st.status === 'failed') throw new Error(`re-rank failed: ${st.error}`);
+        const missing = st.result.results[0].missing.length;
+        if (missing) throw new Error(`re-rank: ${missing} of ${ids.length} candidates missing`);
+        return { ms: performance.now() - t0, serverMs: st.result.timings?.totalMs as number, loadMs: st.result.timings?.loadMs as number };
+      };
+      const stats = (xs: { ms: number; serverMs: number; loadMs: number }[]) => ({
+        p50: round(percentile(xs.map((x) => x.ms), 50)),
+        p95: round(percentile(xs.map((x) => x.ms), 95)),
+        server_p50: round(percentile(xs.map((x) => x.serverMs), 50)),
+        load_p50: round(percentile(xs.map((x) => x.loadMs), 50)),
+        n: xs.length,
+      });
+      const warmUpModel = () =>
+        api(base, 'POST', '/v1/rerank?wait=60', JSON.stringify({ model, queries: [{ id: 'w', text: queryAt(0), candidates: [{ text: 'a warm-up candidate' }] }] })).then(async (r) => {
+          let st = r.body;
+          const t0 = performance.now();
+          while (st.status !== 'completed' && st.status !== 'failed') {
+            if (performance.now() - t0 > 300_000) throw new Error(`model warm-up re-rank ${st.id}: not done after 300 s (${st.status})`);
+            st = (await api(base, 'GET', `/v1/rerank/${st.id}?wait=30`)).body;
+          }
+          if (st.status === 'failed') throw new Error(`model warm-up re-rank failed: ${st.error}`);
+        });
+      phase = 'serve';
+      const rr: Record<string, ReturnType<typeof stats>> = {};
+      for (const k of [100, 1000]) {
+        const ids = randomIds(k);
+        await rerank(ids); // loads what the set needs
+        const xs = [];
+        for (let r = 0; r < rounds; r++) xs.push(await rerank(ids));
+        rr[`warm_${k}`] = stats(xs);
+        say(`re-rank ${k} candidates, warm cache: p50 ${rr[`warm_${k}`].p50} ms, p95 ${rr[`warm_${k}`].p95} ms (server p50 ${rr[`warm_${k}`].server_p50} ms, ${rounds} rounds)`);
+      }
+      // Search, every mode, warm.
+      const modes: Record<string, unknown> = { xtr: 'xtr', bm25: 'bm25', dense: 'dense', mebert: 'mebert', exhaustive: 'exhaustive', hybrid: { name: 'hybrid', fusion: 'rrf' } };
+      const searchP50: Record<string, number> = {};
+      const searchP95: Record<string, number> = {};
+      for (const [name, mode] of Object.entries(modes)) {
+        const one = async () => {
+          const t0 = performance.now();
+          let st = (await api(base, 'POST', '/v1/search?wait=60', JSON.stringify({ collection, queries: [{ id: `s${qi}`, text: queryAt(qi++) }], mode, topK: 10 }))).body;
+          while (st.status !== 'completed' && st.status !== 'failed') {
+            if (performance.now() - t0 > 600_000) throw new Error(`search ${name} ${st.id}: not done after 600 s (${st.status})`);
+            st = (await api(base, 'GET', `/v1/search/${st.id}?wait=30`)).body;
+          }
+          if (st.status === 'failed') throw new Error(`search ${name} failed: ${st.error}`);
+          return performance.now() - t0;
+        };
+        await one();
+        const n = Math.max(3, Math.round(rounds / 2));
+        const xs = [];
+        for (let r = 0; r < n; r++) xs.push(await one());
+        searchP50[name] = round(percentile(xs, 50));
+        searchP95[name] = round(percentile(xs, 95));
+        say(`search ${name}: p50 ${searchP50[name]} ms, p95 ${searchP95[name]} ms (${n} queries)`);
+      }
+      // Sweep: random 1,000-candidate sets (touching segment after segment), full cache bound.
+      const sweep = async (label: string) => {
+        const xs = [];
+        for (let r = 0; r < rounds; r++) xs.push(await rerank(randomIds(1000)));
+        const s = stats(xs);
+        say(`re-rank sweep (${label}): random 1,000-candidate sets, p50 ${s.p50} ms, p95 ${s.p95} ms`);
+        return s;
+      };
+      const cacheMetrics = async () => {
+        try {
+          const text = await (await fetch(`http://127.0.0.1:${scorerMetricsPort}/metrics`)).text();
+          return Object.fromEntries(
+            text
+              .split('\n')
+              .filter((l) => l.startsWith('lateral_cache_') && l.includes('scorer-segments'))
+              .map((l) => [l.split('{')[0], Number(l.split(' ').at(-1))]),
+          );
+        } catch {
+          return null;
+        }
+      };
+      rr.sweep_1000 = await sweep(`cache ${cacheBytes} B`);
+      const cacheFull = await cacheMetrics();
+      // Cold: a new scorer process for each round (memory cache empty; local disk cache kept).
+      phase = 'cold';
+      for (const k of [100, 1000]) {
+        const xs = [];
+        for (let r = 0; r < coldRounds; r++) {
+          await restartScorer(cacheBytes);
+          await warmUpModel();
+          xs.push(await rerank(randomIds(k)));
+        }
+        rr[`cold_${k}`] = stats(xs);
+        say(`re-rank ${k} candidates, cold cache (new scorer, disk cache warm): p50 ${rr[`cold_${k}`].p50} ms, p95 ${rr[`cold_${k}`].p95} ms (${coldRounds} rounds)`);
+      }
+      const serveRss = summarizeRss((samples.scorer ?? []).filter((s) => s.phase === 'serve').map((s) => s.rss));
+      // Half the cache bound.
+      phase = 'half';
+      await restartScorer(Math.floor(cacheBytes / 2));
+      await warmUpModel();
+      const halfIds = randomIds(1000);
+      await rerank(halfIds);
+      const halfWarm = [];
+      for (let r = 0; r < rounds; r++) halfWarm.push(await rerank(halfIds));
+      rr.half_warm_1000 = stats(halfWarm);
+      rr.half_sweep_1000 = await sweep(`cache ${Math.floor(cacheBytes / 2)} B`);
+      const cacheHalf = await cacheMetrics();
+      const halfRss = summarizeRss((samples.scorer ?? []).filter((s) => s.phase === 'half').map((s) => s.rss));
+      say(`scorer RSS: cache ${cacheBytes} B: peak ${serveRss?.peakMb} MB, steady ${serveRss?.steadyMb} MB; half: peak ${halfRss?.peakMb} MB, steady ${halfRss?.steadyMb} MB`);
+      Object.assign(result, {
+        rerank_p50_ms: Object.fromEntries(Object.entries(rr).map(([k, v]) => [k, v.p50])),
+        rerank_p95_ms: Object.fromEntries(Object.entries(rr).map(([k, v]) => [k, v.p95])),
+        rerank: rr,
+        search_p50_ms: searchP50,
+        search_p95_ms: searchP95,
+        scorer_rss_serve_mb: serveRss,
+        scorer_rss_half_cache_mb: halfRss,
+        scorer_cache_metrics: { full: cacheFull, half: cacheHalf },
+        scorer_rss_target_mb: round(cacheBytes / 2 ** 20 + 1024, 0),
+        scorer_within_target: serveRss ? Math.max(...(samples.scorer ?? []).map((s) => s.rss)) <= cacheBytes / 2 ** 20 + 1024 : null,
+      });
+    } else {
+      Object.assign(result, { rerank_p50_ms: {}, rerank_p95_ms: {}, search_p50_ms: {} });
+    }
+    sample();
+    result.rss_peak_mb = Object.fromEntries(ROLES.filter((r) => samples[r]?.length).map((r) => [r, round(Math.max(...samples[r].map((s) => s.rss)), 1)]));
+    result.rss_hwm_mb = Object.fromEntries(Object.entries(hwm).map(([r, v]) => [r, round(v, 1)]));
+    result.rss_steady_mb = Object.fromEntries(ROLES.filter((r) => samples[r]?.length).map((r) => [r, summarizeRss(samples[r].map((s) => s.rss))?.steadyMb ?? null]));
+    result.cpu_seconds = Object.fromEntries(ROLES.map((r) => [r, round(cpuOf(r), 1)]));
+    result.total_seconds = round((performance.now() - t00) / 1000, 0);
+    for (const r of ROLES) {
+      const s = ingestRss[r];
+      if (s) say(`RSS ${r.padEnd(13)} ingest: peak ${s.peakMb} MB, steady ${s.steadyMb} MB, 2nd quarter ${s.q2Mb} MB -> last quarter ${s.q4Mb} MB`);
+    }
+    checkScaleResult(result);
+    return result;
+  } finally {
+    clearInterval(sampler);
+    for (const role of ['api', 'scorer', 'ingest-worker']) await procs[role]?.stop().catch(() => undefined);
+    await procs.s3?.stop().catch(() => undefined);
+    await redis?.stop().catch(() => undefined);
+    if (!args.includes('--keep')) rmSync(dir, { recursive: true, force: true });
+  }
+}
