@@ -1,10 +1,11 @@
 /**
  * `npm run keys -- create --tenant acme --role write` (and list, show, rotate, revoke): API keys,
+ * and `npm run keys -- quota acme --documents 1000000`: a tenant's quota overrides,
  * straight in S3 (the source of truth; no API process needs to run). See scripts/lib/keys-cli.ts.
  */
 import path from 'node:path';
 import { loadConfig } from '@lateral/shared';
-import { ApiKeyRepository, ObjectStore, createLogger, startEmbeddedS3 } from '@lateral/infra';
+import { ApiKeyRepository, ObjectStore, TenantQuotaRepository, createLogger, startEmbeddedS3 } from '@lateral/infra';
 import { CliUsageError, KEYS_USAGE, runKeysCli } from './lib/keys-cli';
 
 async function main(): Promise<number> {
@@ -27,7 +28,7 @@ async function main(): Promise<number> {
   const store = ObjectStore.fromConfig(config, embedded?.endpoint ?? config.S3_ENDPOINT);
   try {
     await store.ensureBucket();
-    await runKeysCli(argv, new ApiKeyRepository(store), (line) => console.log(line));
+    await runKeysCli(argv, new ApiKeyRepository(store), (line) => console.log(line), new TenantQuotaRepository(store));
     return 0;
   } catch (err) {
     if (err instanceof CliUsageError) {

@@ -1,9 +1,10 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Job } from 'bullmq';
 import { QueueName, s3Keys, type JobPayload } from '@lateral/shared';
-import type { JobHandler } from '@lateral/infra';
+import { ApiKeyRepository, TenantQuotaRepository, type JobHandler } from '@lateral/infra';
 import { pipelineHandlers } from '@lateral/workers';
 import { startServer, type Server } from '../apps/all-in-one/src/server';
+import { runKeysCli } from '../scripts/lib/keys-cli';
 import { http, testConfig, until } from './helpers';
 
 const ADMIN = 'bootstrap-admin-credential-of-the-quota-test-0123456789';
@@ -155,6 +156,32 @@ describe('tenant quotas (AUTH=keys)', () => {
     expect(cleared.body.overrides.maxBytes).toBeUndefined();
     expect(cleared.body.limits).toEqual({ maxDocuments: 10, maxBytes: 0, maxConcurrentJobs: 2 });
     expect((await call(b, 'POST', '/v1/collections/c1/documents', docs('m', 1))).body.details[0].field).toBe('quota.maxDocuments');
+  });
+
+  it("`npm run keys -- quota` sets and shows a tenant's overrides in S3; the API applies them within API_KEY_CACHE_SECONDS", async () => {
+    const lines: string[] = [];
+    const print = (l: string) => lines.push(l);
+    const repo = new ApiKeyRepository(server.runtime.store);
+    const quotas = new TenantQuotaRepository(server.runtime.store);
+    await runKeysCli(['quota', 'qc'], repo, print, quotas);
+    expect(lines.at(-1)).toBe('tenant qc  maxDocuments default  maxBytes default  maxConcurrentJobs default');
+    await runKeysCli(['quota', 'qc', '--documents', '2'], repo, print, quotas);
+    expect(lines.at(-1)).toMatch(/^tenant qc  maxDocuments 2  maxBytes default  maxConcurrentJobs default  updated \d{4}-/);
+    await expect(runKeysCli(['quota', 'qc', '--documents', '-3'], repo, print, quotas)).rejects.toThrow(/maxDocuments: at least 0/);
+    await expect(runKeysCli(['quota', 'qc', '--jobs', 'many'], repo, print, quotas)).rejects.toThrow(/--jobs/);
+    const r = await call(ADMIN, 'POST', '/v1/admin/keys', { tenant: 'qc', role: 'write' });
+    const c = r.body.key as string;
+    expect((await call(c, 'POST', '/v1/collections', { id: 'c' })).status).toBe(201);
+    const refused = await call(c, 'POST', '/v1/collections/c/documents', docs('c', 3));
+    expect(refused.status).toBe(403);
+    expect(refused.body.details[0].message).toBe('limit 2, used 0, requested 3');
+    await runKeysCli(['quota', 'qc', '--documents', '3', '--jobs', '0'], repo, print, quotas);
+    const accepted = await until(async () => {
+      const a = await call(c, 'POST', '/v1/collections/c/documents', docs('c', 3));
+      return a.status === 202 ? a : null;
+    }, 10_000, 200);
+    await waitDone(c, accepted.body.status);
+    expect((await quota('qc')).limits).toEqual({ maxDocuments: 3, maxBytes: 0, maxConcurrentJobs: 0 });
   });
 
   it('the quota endpoints: operator credential only, 400 naming a bad value or tenant', async () => {

@@ -1,5 +1,5 @@
-import { CreateApiKeySchema, ROLES, type ApiKeyInfo } from '@lateral/shared';
-import type { ApiKeyRepository } from '@lateral/infra';
+import { CreateApiKeySchema, ROLES, TenantQuotaUpdateSchema, resourceId, type ApiKeyInfo, type TenantQuotaRecord } from '@lateral/shared';
+import type { ApiKeyRepository, TenantQuotaRepository } from '@lateral/infra';
 
 export const KEYS_USAGE = `usage: npm run keys -- <command> [options]
   create --tenant <t> --role <${ROLES.join('|')}> [--name <text>] [--rate <per second> --burst <n>]
@@ -8,6 +8,9 @@ export const KEYS_USAGE = `usage: npm run keys -- <command> [options]
   show <id>            one key
   rotate <id>          a new secret for the key (same id, tenant, role); the old secret stops working
   revoke <id>          the key stops working (the record stays, marked revoked)
+  quota <tenant> [--documents <n>] [--bytes <n>] [--jobs <n>]
+                      shows the tenant's quota overrides; with options, replaces them (0 = unlimited;
+                      a quota not given = the configured TENANT_MAX_DOCUMENTS / _BYTES / _CONCURRENT_JOBS)
   --json               one JSON object per answer instead of text
 Keys live in S3 (S3_ENDPOINT, S3_BUCKET; without S3_ENDPOINT the embedded S3 folder DATA_DIR/s3).
 A running API trusts what it read for API_KEY_CACHE_SECONDS: a key revoked or rotated here stops
@@ -46,7 +49,7 @@ function describe(k: ApiKeyInfo): string {
  * The `npm run keys` commands over a key repository; `print` receives each output line.
  * Throws CliUsageError for a bad command line (the caller prints the usage and exits 2).
  */
-export async function runKeysCli(argv: string[], repo: ApiKeyRepository, print: (line: string) => void): Promise<void> {
+export async function runKeysCli(argv: string[], repo: ApiKeyRepository, print: (line: string) => void, quotas?: TenantQuotaRepository): Promise<void> {
   const { positional, flags } = options(argv);
   const json = flags.get('json') === true;
   const [command, id] = positional;
@@ -100,6 +103,21 @@ export async function runKeysCli(argv: string[], repo: ApiKeyRepository, print: 
       if (!(await repo.get(needId()))) throw new Error(`no API key '${id}'`);
       const info = await repo.revoke(id!);
       return print(json ? JSON.stringify(info) : `revoked ${describe(info)}`);
+    }
+    case 'quota': {
+      if (!quotas) throw new Error('quota: no quota repository');
+      const tenant = resourceId('tenant').safeParse(id);
+      if (!tenant.success) throw new CliUsageError(`quota needs a tenant id: ${tenant.error.issues[0]?.message}`);
+      const given = { maxDocuments: str('documents'), maxBytes: str('bytes'), maxConcurrentJobs: str('jobs') };
+      const show = (r: TenantQuotaRecord | null) => {
+        if (json) return print(JSON.stringify(r ?? { tenantId: tenant.data }));
+        const parts = (['maxDocuments', 'maxBytes', 'maxConcurrentJobs'] as const).map((k) => `${k} ${r?.[k] ?? 'default'}`);
+        print(`tenant ${tenant.data}  ${parts.join('  ')}${r ? `  updated ${r.updatedAt}` : ''}`);
+      };
+      if (Object.values(given).every((v) => v === undefined)) return show(await quotas.get(tenant.data));
+      const parsed = TenantQuotaUpdateSchema.safeParse(Object.fromEntries(Object.entries(given).filter(([, v]) => v !== undefined).map(([k, v]) => [k, Number(v)])));
+      if (!parsed.success) throw new CliUsageError(parsed.error.issues.map((i) => `${i.message} (--documents, --bytes, --jobs: whole numbers >= 0)`).join('; '));
+      return show(await quotas.put(tenant.data, parsed.data));
     }
     default:
       throw new CliUsageError(command ? `unknown command '${command}'` : 'a command is required');
