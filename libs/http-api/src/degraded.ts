@@ -9,6 +9,6 @@ import type { Runtime } from '@lateral/infra';
 export async function degradedOf(rt: Pick<Runtime, 'store'>, tenant: string, id: string, manifest: Pick<CollectionManifest, 'generation' | 'segments'> | null): Promise<{ generation: number; segments: DegradedSegment[] } | null> {
   if (!manifest) return null;
   const record = await rt.store.getJson<DegradedRecord>(degradedRecordKey(tenant, id));
-  const segments = currentDegradedSegments(record, manifest.segments.map((s) => s.key));
+  const segments = currentDegradedSegments(record, manifest.segments);
   return segments.length > 0 ? { generation: manifest.generation, segments } : null;
 }

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { crc32c, createCodec, fitCodec, readSegment, writeSegment } from '@lateral/codec';
 import { buildSegmentIndex, searchSegment, serializeSegmentIndex } from '@lateral/search';
-import { degradedRecordKey, s3Keys, type CodecSettings, type Collection, type CollectionManifest, type DegradedRecord, type SegmentRef } from '@lateral/shared';
+import { currentDegradedSegments, degradedRecordKey, s3Keys, type CodecSettings, type Collection, type CollectionManifest, type DegradedRecord, type SegmentRef } from '@lateral/shared';
 import type { EncodedText } from '@lateral/model';
 import { assembleSegmentDocs } from './encode.processor';
 import { SegmentCache, SegmentUnavailableError, type SegmentHealthListener, type UnavailableEvent } from './segment-cache';
@@ -189,6 +189,23 @@ describe('segment cache: a segment that cannot be read', () => {
     await expect(cache.searchParts(collection, m)).rejects.toBeInstanceOf(SegmentUnavailableError);
     // Re-rank does not need the index: the segment's documents are still scored.
     expect((await cache.view(collection, m, ['c1'])).docIds).toEqual(['c1']);
+  });
+
+  it('search: a broken segment whose documents were all replaced since is neither read nor reported', async () => {
+    const again = segment('b4', ['b1', 'b2', 'shared'], 4);
+    const src = store([a, b, again]);
+    src.objects.set(b.ref.key, flipped(b.bytes));
+    const cache = cacheOver(src, [a, b, again]);
+    const g = await cache.searchGeneration(collection, manifestOf(1, [a.ref, { ...b.ref, tombstones: [0, 1, 2] }, again.ref]));
+    expect(g.parts.map((p) => p.ref.key)).toEqual([a.ref.key, again.ref.key]);
+    expect(g.unavailable).toEqual([]);
+  });
+
+  it('the degraded record shows only segments of the current generation that still hold live documents', () => {
+    const entry = (segment: string) => ({ key: segment, object: 'segment' as const, segment, reason: 'r', documents: 3, generation: 1, detectedAt: '' });
+    const record: DegradedRecord = { tenantId: T, collectionId: C, updatedAt: '', segments: [entry(a.ref.key), entry(b.ref.key), entry('merged-away')] };
+    expect(currentDegradedSegments(record, [a.ref, { ...b.ref, tombstones: [0, 1, 2] }]).map((s) => s.segment)).toEqual([a.ref.key]);
+    expect(currentDegradedSegments(null, [a.ref])).toEqual([]);
   });
 
   it('a transient S3 failure is not taken for corruption: it is thrown (the job retries) and nothing is marked', async () => {

@@ -420,6 +420,9 @@ export class SegmentCache {
     const failed: [number, SegmentUnavailableError][] = [];
     const all = await Promise.all(
       manifest.segments.map(async (ref, i): Promise<SearchPart | null> => {
+        // A segment with no live document (every copy superseded or deleted) is neither read nor searched.
+        const live = table.live[i];
+        if (live && !live.includes(1)) return null;
         const [segSettled, idxSettled] = await Promise.allSettled([this.segment(collection, ref), this.index(collection, ref)]);
         const err = [segSettled, idxSettled].map((r) => (r.status === 'rejected' ? (r.reason as unknown) : null)).find((e) => e !== null);
         if (err !== undefined) {

@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { s3Keys } from './keys';
+import type { SegmentRef } from './collection';
 
 /**
  * A segment of a generation that a scorer could not read: its object (the segment, or its search
@@ -34,9 +35,13 @@ export interface DegradedRecord {
 
 export const degradedRecordKey = (t: string, c: string) => `${s3Keys.collectionPrefix(t, c)}degraded.json`;
 
-/** The record's entries that concern `segmentKeys` (the current generation's segments): older ones were merged or rewritten away. */
-export function currentDegradedSegments(record: DegradedRecord | null, segmentKeys: Iterable<string>): DegradedSegment[] {
+/**
+ * The record's entries that concern `segments` (the current generation's) and still hold live
+ * documents: segments merged or rewritten away, or whose documents were all replaced or deleted
+ * since, no longer degrade anything.
+ */
+export function currentDegradedSegments(record: DegradedRecord | null, segments: readonly Pick<SegmentRef, 'key' | 'documents' | 'tombstones'>[]): DegradedSegment[] {
   if (!record) return [];
-  const keys = new Set(segmentKeys);
-  return record.segments.filter((s) => keys.has(s.segment));
+  const live = new Set(segments.filter((s) => s.documents - (s.tombstones?.length ?? 0) > 0).map((s) => s.key));
+  return record.segments.filter((s) => live.has(s.segment));
 }
