@@ -9,7 +9,7 @@ import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { parse, parseAllDocuments } from 'yaml';
-import { CONFIG_KEYS, ConfigSchema } from '@lateral/shared';
+import { CONFIG_KEYS, ConfigSchema, scorerShards, shardQueueName } from '@lateral/shared';
 
 const ROOT = resolve(__dirname, '..');
 const read = (p: string) => readFileSync(join(ROOT, p), 'utf8');
@@ -85,12 +85,12 @@ const commandOf = (svc: Service) => (Array.isArray(svc.command) ? svc.command.jo
 
 const compose = parse(read('docker-compose.yml'), { merge: true }) as { services: Record<string, Service>; volumes?: Record<string, unknown> };
 const services = compose.services;
-const LATERAL_APPS: Record<string, string> = { api: 'api', 'encoder-worker': 'encoder-worker', 'scorer-worker': 'scorer-worker' };
+const LATERAL_APPS: Record<string, string> = { api: 'api', 'encoder-worker': 'encoder-worker', 'scorer-worker': 'scorer-worker', 'scorer-shard-0': 'scorer-worker', 'scorer-shard-1': 'scorer-worker' };
 const lateralServices = Object.keys(services).filter((name) => /apps\/[\w-]+\/src\/main\.ts/.test(commandOf(services[name]!)));
 
 describe('docker-compose.yml', () => {
-  it('has redis, minio, minio-init, api, encoder-worker and scorer-worker', () => {
-    for (const name of ['redis', 'minio', 'minio-init', 'api', 'encoder-worker', 'scorer-worker']) {
+  it('has redis, minio, minio-init, api, encoder-worker, scorer-worker and the sharded scorer pool', () => {
+    for (const name of ['redis', 'minio', 'minio-init', 'api', 'encoder-worker', 'scorer-worker', 'scorer-shard-0', 'scorer-shard-1']) {
       expect(services[name], `service ${name}`).toBeDefined();
     }
     expect(lateralServices.sort()).toEqual(Object.keys(LATERAL_APPS).sort());
@@ -118,6 +118,14 @@ describe('docker-compose.yml', () => {
     const sc = cfg('scorer-worker');
     expect(sc.WORKER_QUEUES).toEqual(['index', 'commit', 'rerank', 'search', 'batch', 'train', 'webhook']);
     expect(sc.ORT_EXECUTION_PROVIDER).toBe('cpu');
+    // The sharded pool: the main scorer holds no shard, each shard service holds its own.
+    expect(sc.SCORER_SHARDS).toBe('none');
+    for (const i of [0, 1]) {
+      const sh = cfg(`scorer-shard-${i}`);
+      expect(sh.SCORER_SHARDS).toBe(String(i));
+      expect(scorerShards(sh.SCORER_SHARDS, sh.COLLECTION_MAX_SHARDS, sh.SCORER_SHARD_FROM_HOSTNAME)).toEqual([i]);
+      expect(sh.WORKER_QUEUES).toEqual(['search']); // a scorer serves shard queues when it works on rerank or search
+    }
     // Every queue this build has a processor for is worked by some pool, and no pool asks for a
     // queue without one (WorkerHost would refuse to start).
     expect([...enc.WORKER_QUEUES, ...sc.WORKER_QUEUES].sort()).toEqual([...HANDLED_QUEUES].sort());
@@ -267,7 +275,7 @@ describe('infra/k8s', () => {
 
   it('has the api Deployment + Service and both worker Deployments, each reading the ConfigMap', () => {
     const names = deployments.map((d) => d.metadata.name).sort();
-    expect(names).toEqual(['lateral-api', 'lateral-encoder-worker', 'lateral-scorer-worker']);
+    expect(names).toEqual(['lateral-api', 'lateral-encoder-worker', 'lateral-scorer-shard-0', 'lateral-scorer-shard-1', 'lateral-scorer-worker']);
     const svc = byKind('Service').find((s) => s.metadata.name === 'lateral-api');
     // The Service selects the API pods (its selector is a subset of their labels).
     expect(deployments.find((d) => d.metadata.name === 'lateral-api')!.spec.template.metadata.labels).toMatchObject(svc!.spec.selector);
@@ -278,7 +286,7 @@ describe('infra/k8s', () => {
     }
   });
 
-  it.each(['lateral-api', 'lateral-encoder-worker', 'lateral-scorer-worker'])('%s: env + ConfigMap are ConfigSchema variables and parse', (name) => {
+  it.each(['lateral-api', 'lateral-encoder-worker', 'lateral-scorer-worker', 'lateral-scorer-shard-0', 'lateral-scorer-shard-1'])('%s: env + ConfigMap are ConfigSchema variables and parse', (name) => {
     deploymentConfig(deployments.find((d) => d.metadata.name === name)!);
   });
 
@@ -301,14 +309,17 @@ describe('infra/k8s', () => {
       const so = scaled.find((s) => s.spec.scaleTargetRef.name === dep.metadata.name);
       expect(so, `ScaledObject for ${dep.metadata.name}`).toBeDefined();
       expect(so!.apiVersion).toBe('keda.sh/v1alpha1');
-      const queues = deploymentConfig(dep).WORKER_QUEUES;
+      const cfg = deploymentConfig(dep);
+      // A scorer (rerank or search) also works the shard queues of the shards it holds: each shard's pool scales on its own.
+      const held = cfg.WORKER_QUEUES.some((q) => q === 'rerank' || q === 'search') ? scorerShards(cfg.SCORER_SHARDS, cfg.COLLECTION_MAX_SHARDS, cfg.SCORER_SHARD_FROM_HOSTNAME, 'pod-0') : [];
+      const queues: string[] = [...cfg.WORKER_QUEUES, ...held.map(shardQueueName)];
       const lists: string[] = so!.spec.triggers.map((t: { type: string; metadata: { listName: string } }) => {
         expect(t.type).toBe('redis');
         return t.metadata.listName;
       });
       for (const q of queues) expect(lists, `${dep.metadata.name} scales on ${q}`).toContain(`${prefix}:${q}:wait`);
       for (const l of lists) {
-        const m = /^(.+):([a-z-]+):(wait|active)$/.exec(l);
+        const m = /^(.+):([a-z0-9-]+):(wait|active)$/.exec(l);
         expect(m, `list name ${l}`).not.toBeNull();
         expect(m![1]).toBe(prefix);
         expect(queues).toContain(m![2]);

@@ -7,6 +7,7 @@ import {
   NotFoundError,
   QueueName,
   ValidationError,
+  collectionShards,
   heartbeatKeys,
   parseHeartbeat,
   s3Keys,
@@ -237,8 +238,8 @@ export class AdminService {
           segmentBytes,
           s3Bytes,
           bytesPerToken: tokens ? segmentBytes / tokens : null,
-          // Not tracked yet: collections are not sharded.
-          shards: null,
+          // The shards the collection's segments are split into (fixed at creation; 1 for older records).
+          shards: collectionShards(c),
           // Segments of the current generation scorers could not read (degraded.json), each with its object and reason.
           degradedSegments: degraded?.segments.length ?? 0,
           unavailableSegments: degraded?.segments ?? [],

@@ -90,6 +90,12 @@ export class CollectionsService {
         { field: 'passages.overlap', message: `at most ${Math.floor(maxDocTokens / 2)} (half of maxDocTokens ${maxDocTokens})` },
       ]);
     }
+    const maxShards = this.rt.config.COLLECTION_MAX_SHARDS;
+    if (req.shards !== undefined && req.shards > maxShards) {
+      throw new ValidationError(`shards ${req.shards} is over this deployment's limit (COLLECTION_MAX_SHARDS = ${maxShards})`, [
+        { field: 'shards', message: `at most ${maxShards} (COLLECTION_MAX_SHARDS)` },
+      ]);
+    }
     if (await this.rt.collections.get(this.tenant, req.id)) throw new ConflictError(`collection '${req.id}' already exists`);
     // A collection deleted and created again starts over at generation 1.
     this.rt.generations.forget(this.tenant, req.id);
@@ -101,6 +107,7 @@ export class CollectionsService {
       maxDocTokens: req.maxDocTokens ?? manifest.maxDocTokens,
       codec: req.codec,
       ...(req.passages ? { passages: req.passages } : {}),
+      ...(req.shards !== undefined && req.shards > 1 ? { shards: req.shards } : {}),
       codecVersion: 1,
       createdAt: new Date().toISOString(),
     };

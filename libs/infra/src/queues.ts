@@ -1,5 +1,5 @@
 import { AsyncLocalStorage } from 'node:async_hooks';
-import { Queue, QueueEvents, UnrecoverableError, Worker, type Job, type JobsOptions } from 'bullmq';
+import { Queue, QueueEvents, UnrecoverableError, WaitingChildrenError, Worker, type Job, type JobsOptions } from 'bullmq';
 import { Redis, type RedisOptions } from 'ioredis';
 import {
   ALL_QUEUES,
@@ -191,7 +191,21 @@ export class WorkerHost {
       if (!handlers[name]) throw new Error(`no handler registered for queue ${name} in this process`);
     }
     for (const name of queues) {
-      const handler = this.tracked(name, handlers[name] as JobHandler<QueueName>);
+      this.spawn(name, (data) => parsePayload(name, data), this.tracked(name, handlers[name] as JobHandler<QueueName>), this.opts.concurrency[name] ?? 1, name);
+    }
+  }
+
+  /**
+   * Workers for queues outside QueueName (the shard queues `shard-<i>`, issue 10 item 4), with
+   * the same logging, metrics, payload checks, stall budget and graceful close; no final-failure hook.
+   */
+  startExtra<P, R>(name: string, parse: (data: unknown) => P, handler: (payload: P, job: Job) => Promise<R>, concurrency: number): void {
+    if (this.workers.some((w) => w.name === name)) throw new Error(`queue ${name} is already served by this process`);
+    this.spawn(name, parse, this.tracked(name, handler as unknown as JobHandler<QueueName>) as unknown as (payload: P, job: Job) => Promise<R>, concurrency);
+  }
+
+  private spawn<P, R>(name: string, parse: (data: unknown) => P, handler: (payload: P, job: Job) => Promise<R>, concurrency: number, hooked?: QueueName): void {
+    {
       const log = this.opts.logger.child(name);
       const connection = createRedis(this.opts.redisUrl, 'worker', log);
       this.connections.push(connection);
@@ -203,10 +217,11 @@ export class WorkerHost {
           withLogContext(jobLogFields(name, job), () => jobLoggers.run(log, async () => {
             const t0 = performance.now();
             let outcome: 'completed' | 'failed' = 'failed';
+            let waiting = false;
             try {
               let payload;
               try {
-                payload = parsePayload(name, job.data);
+                payload = parse(job.data);
               } catch (err) {
                 throw new UnrecoverableError((err as Error).message);
               }
@@ -216,15 +231,17 @@ export class WorkerHost {
                 return result;
               } catch (err) {
                 if (err instanceof PermanentJobError || err instanceof InvalidPayloadError) throw new UnrecoverableError(err.message);
+                // A flow parent waiting for its children (sharded re-rank and search) has not failed.
+                if (err instanceof WaitingChildrenError) waiting = true;
                 throw err;
               }
             } finally {
               const seconds = (performance.now() - t0) / 1000;
-              recordJob(name, outcome, seconds);
-              log.debug(`job ${outcome} in ${Math.round(seconds * 1000)} ms`);
+              if (!waiting) recordJob(name, outcome, seconds);
+              log.debug(`job ${waiting ? 'waiting for its children' : outcome} after ${Math.round(seconds * 1000)} ms`);
             }
           })),
-        { ...BULLMQ_CONNECTION_OPTIONS, connection, prefix: this.opts.prefix, concurrency: this.opts.concurrency[name] ?? 1, lockDuration: this.opts.lockDuration ?? DEFAULT_LOCK_MS, stalledInterval: this.opts.stalledInterval ?? DEFAULT_STALLED_INTERVAL_MS, maxStalledCount: this.opts.maxStalledCount ?? 5 },
+        { ...BULLMQ_CONNECTION_OPTIONS, connection, prefix: this.opts.prefix, concurrency, lockDuration: this.opts.lockDuration ?? DEFAULT_LOCK_MS, stalledInterval: this.opts.stalledInterval ?? DEFAULT_STALLED_INTERVAL_MS, maxStalledCount: this.opts.maxStalledCount ?? 5 },
       );
       worker.on('error', (err) => log.warn(`worker error: ${err.message}`));
       worker.on('stalled', (jobId) => log.warn(`job ${jobId} stalled (its worker died or lost its lock): back in its queue`));
@@ -232,7 +249,7 @@ export class WorkerHost {
         const final = job && (err instanceof UnrecoverableError || err.name === 'UnrecoverableError' || job.attemptsMade >= (job.opts.attempts ?? 1));
         log.warn(`job ${job?.id} failed (attempt ${job?.attemptsMade}${final ? ', final' : ', will retry'}): ${err.message}`, job ? jobLogFields(name, job) : undefined);
         if (job) recordJobFailure(name, !!final);
-        if (final && this.opts.onFinalFailure) this.opts.onFinalFailure(name, job, err).catch((e) => log.warn(`failure hook: ${(e as Error).message}`));
+        if (final && hooked && this.opts.onFinalFailure) this.opts.onFinalFailure(hooked, job, err).catch((e) => log.warn(`failure hook: ${(e as Error).message}`));
       });
       this.workers.push(worker);
     }
@@ -244,7 +261,7 @@ export class WorkerHost {
    * its JOB_ATTEMPTS, so a flapping worker cannot run it forever, and one stall no longer fails it
    * for good (BullMQ's default maxStalledCount of 1 did, whatever JOB_ATTEMPTS said).
    */
-  private tracked(name: QueueName, handler: JobHandler<QueueName>): JobHandler<QueueName> {
+  private tracked(name: string, handler: JobHandler<QueueName>): JobHandler<QueueName> {
     return async (payload, job) => {
       const attempts = job.opts.attempts ?? 1;
       const stalls = job.stalledCounter ?? 0;

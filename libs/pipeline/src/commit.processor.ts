@@ -1,4 +1,4 @@
-import { PermanentJobError, QueueName, parentOf, type Collection, type JobPayload, type JobResults, type SegmentRef } from '@lateral/shared';
+import { PermanentJobError, QueueName, assignShard, collectionShards, parentOf, type Collection, type JobPayload, type JobResults, type SegmentRef } from '@lateral/shared';
 
 /** A commit job that commits a written segment (the commit queue also carries deletes: delete.processor.ts). */
 export type SegmentCommitPayload = Extract<JobPayload<QueueName.commit>, { batchId: string }>;
@@ -57,7 +57,7 @@ export async function commitProcessor(deps: CommitDeps, p: SegmentCommitPayload)
     if (i >= 0 && segments[i].key === ref.key && segments[i].checksum === ref.checksum) return null; // already committed
     if (i >= 0) segments[i] = withTombstones(ref, segments[i]); // the same batch's documents, in the same order
     else if (await mergedAway(p)) return null; // a replayed job: a merge already replaced this batch's segment
-    else segments.push(ref);
+    else segments.push(collectionShards(collection) > 1 ? { ...ref, shard: assignShard(segments, collectionShards(collection)) } : ref); // the least-loaded shard
     // Copies of the new segment's ids in earlier segments are tombstoned (the later ingest replaces them).
     const live = await deps.liveIds.live(p.tenantId, p.collectionId, segments, collection.passages ? passageFamily : undefined);
     return { segments: live.segments, codecVersion: current?.codecVersion ?? collection.codecVersion, documents: live.documents };
@@ -162,8 +162,9 @@ export class SegmentIds {
 /** `ref` carrying `previous`'s tombstones (the same batch written again: same documents, same order). */
 function withTombstones(ref: SegmentRef, previous: SegmentRef): SegmentRef {
   const out = previous.tombstones && previous.tombstones.length > 0 ? { ...ref, tombstones: previous.tombstones } : ref;
-  // A re-compressed merge output still stands for the batches merged into it.
-  return previous.batches && !out.batches ? { ...out, batches: previous.batches } : out;
+  // A re-compressed merge output still stands for the batches merged into it, in the same shard.
+  const kept = previous.batches && !out.batches ? { ...out, batches: previous.batches } : out;
+  return previous.shard !== undefined && kept.shard === undefined ? { ...kept, shard: previous.shard } : kept;
 }
 
 /** Passages `d#n` and the document `d` are one family (collections with passages reserve '#'). */

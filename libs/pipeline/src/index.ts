@@ -11,6 +11,7 @@ export * from './id-table';
 export * from './static-embeddings';
 export * from './rerank.processor';
 export * from './search.processor';
+export * from './shard-fanout';
 export * from './scorers';
 export * from './text-cache';
 export * from './encode-texts.processor';

@@ -78,3 +78,23 @@ describe('chooseMerge', () => {
     expect(() => chooseMerge(segments, 1, { ...p, factor: 1 })).toThrow(/at least 2/);
   });
 });
+
+describe('chooseMerge with shards', () => {
+  it('merges within one shard: a tier counts its segments per shard', () => {
+    // Six tier-0 segments, three in each shard: with factor 4 no shard has a full tier.
+    const segs = [0, 1, 2, 3, 4, 5].map((n) => seg(n, 10 + n, { shard: n % 2 }));
+    expect(chooseMerge(segs, 1, p, 2)).toBeNull();
+    // Unsharded, the same six would merge (the proof that sharding is what held them apart).
+    expect(chooseMerge(segs.map(({ shard: _s, ...r }) => r), 1, p, 1)?.segments).toEqual([0, 1, 2, 3]);
+    // A fourth segment in shard 1 fills its tier: only shard 1's segments are chosen.
+    const more = [...segs, seg(6, 5, { shard: 1 })];
+    const spec = chooseMerge(more, 1, p, 2)!;
+    expect(spec.segments.map((i) => more[i].shard)).toEqual([1, 1, 1, 1]);
+    expect(spec.segments).toEqual([1, 3, 5, 6]);
+  });
+
+  it('rewrites a segment with many deletes together with its shard\'s tier only', () => {
+    const segs = [seg(0, 10, { shard: 0 }), seg(1, 10, { shard: 1, tombstones: [0, 1, 2, 3, 4, 5] }), seg(2, 10, { shard: 1 }), seg(3, 10, { shard: 0 })];
+    expect(chooseMerge(segs, 1, p, 2)).toEqual({ segments: [1, 2], reason: 'deletes', tier: 0 });
+  });
+});

@@ -1,4 +1,4 @@
-import type { SegmentRef } from '@lateral/shared';
+import { MAX_SHARDS, segmentShard, type SegmentRef } from '@lateral/shared';
 
 /** Settings of the tiered merge policy (MERGE_FACTOR, MERGE_DELETED_FRACTION, MERGE_FLOOR_DOCUMENTS, MERGE_MAX_DOCUMENTS). */
 export interface MergePolicySettings {
@@ -38,20 +38,23 @@ export function segmentTier(liveDocuments: number, p: MergePolicySettings): numb
  * is rewritten, together with the other segments of its tier (fewer than `factor` of them). Whole
  * dead segments are merged too (they vanish). One merge at most, the lowest tier first (the
  * cheapest, and the one ingests fill up); null when nothing needs merging. Pure: same input,
- * same answer, so a merge job can recompute it on the generation it commits on.
+ * same answer, so a merge job can recompute it on the generation it commits on. In a collection of
+ * several `shards`, tiers are per shard: the segments of one merge all belong to one shard.
  */
-export function chooseMerge(segments: readonly SegmentRef[], codecVersion: number, p: MergePolicySettings = DEFAULT_MERGE_POLICY): MergeSpec | null {
+export function chooseMerge(segments: readonly SegmentRef[], codecVersion: number, p: MergePolicySettings = DEFAULT_MERGE_POLICY, shards = 1): MergeSpec | null {
   if (!(p.factor >= 2)) throw new RangeError(`merge factor must be at least 2, got ${p.factor}`);
+  // Tiers per shard: a merge never mixes segments of two shards (its output stays in theirs).
   const tiers = new Map<number, number[]>();
   segments.forEach((s, i) => {
     if (s.codecVersion !== codecVersion) return;
     const n = live(s);
     if (n >= p.maxDocuments && !deleted(s, p)) return;
-    const t = segmentTier(n, p);
+    const t = segmentTier(n, p) * MAX_SHARDS + segmentShard(s, shards);
     (tiers.get(t) ?? tiers.set(t, []).get(t)!).push(i);
   });
-  for (const t of [...tiers.keys()].sort((a, b) => a - b)) {
-    const members = tiers.get(t)!;
+  for (const key of [...tiers.keys()].sort((a, b) => a - b)) {
+    const t = Math.floor(key / MAX_SHARDS);
+    const members = tiers.get(key)!;
     if (members.length >= p.factor) {
       // The factor smallest (by live documents, then position: deterministic).
       const chosen = [...members].sort((a, b) => live(segments[a]) - live(segments[b]) || a - b).slice(0, p.factor);

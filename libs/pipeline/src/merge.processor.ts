@@ -2,10 +2,12 @@ import {
   PermanentJobError,
   QueueName,
   batchInfoKey,
+  collectionShards,
   fromNdjson,
   mergeJobId,
   s3Keys,
   segmentBatches,
+  segmentShard,
   toNdjson,
   type BatchDocumentInfo,
   type IngestDocument,
@@ -69,7 +71,8 @@ export async function mergeProcessor(deps: MergeDeps, p: MergePayload): Promise<
   if (!manifest) return { generation: 0, committed: false, merged: outcome('nothing-to-merge') };
   // A re-compression rewrites every segment anyway; merging meanwhile would race it.
   if (collection.pending) return { generation: manifest.generation, committed: false, merged: outcome('recompressing') };
-  const spec = chooseMerge(manifest.segments, collection.codecVersion, deps.policy);
+  const shards = collectionShards(collection);
+  const spec = chooseMerge(manifest.segments, collection.codecVersion, deps.policy, shards);
   if (!spec) {
     if (deps.gc) await collectGarbage({ store: deps.store, generations: deps.generations, logger: deps.logger }, p.tenantId, p.collectionId, deps.gc);
     return { generation: manifest.generation, committed: false, merged: outcome('nothing-to-merge') };
@@ -156,6 +159,8 @@ export async function mergeProcessor(deps: MergeDeps, p: MergePayload): Promise<
       batchId, codecVersion: cv, key, documents: reader.documents, tokens: reader.tokens, bytes: bytes.byteLength, checksum: crc32c(bytes).toString(16).padStart(8, '0'),
       // the ingest batches it now stands for (ingestion progress keeps counting them as committed)
       batches: [...new Set(refs.flatMap((r) => segmentBatches(r)))].sort(),
+      // the inputs' shard (chooseMerge keeps a merge within one)
+      ...(shards > 1 ? { shard: segmentShard(refs[0], shards) } : {}),
     };
   }
 

@@ -1,5 +1,5 @@
 import type { Job } from 'bullmq';
-import { PermanentJobError, QueueName, RerankRequestSchema, ValidationError, s3Keys, type JobPayload, type JobResults, type RerankResult } from '@lateral/shared';
+import { PermanentJobError, QueueName, RerankRequestSchema, ValidationError, collectionShards, s3Keys, type JobPayload, type JobResults, type RerankResult } from '@lateral/shared';
 import { ShapeError, topK } from '@lateral/scoring';
 import { addLogContext, type CollectionRepository, type GenerationRepository, type ObjectStore } from '@lateral/infra';
 import type { CollectionView } from './collection-view';
@@ -11,6 +11,7 @@ import { permanentModelErrors } from './encode.processor';
 import { logRerankDone } from './job-logs';
 import { degradedFields, splitUnavailable } from './degraded-results';
 import type { EncoderProvider } from './encoders';
+import { isFanoutJob, shardedRerank, type ShardCoordinatorDeps } from './shard-fanout';
 
 /** What the re-rank processor touches. */
 export interface RerankDeps extends HitDocumentDeps {
@@ -21,6 +22,8 @@ export interface RerankDeps extends HitDocumentDeps {
   /** Builds the view over the request's candidates from the cached segments holding them. */
   views: Pick<SegmentCache, 'view'>;
   scorers: ScorerResources;
+  /** Fans re-ranks of collections with several shards out to the shard queues (absent: every segment is scored here). */
+  shardCoordinator?: ShardCoordinatorDeps;
 }
 
 export async function rerankProcessor(ctx: RerankDeps, p: JobPayload<QueueName.rerank>, job?: Pick<Job, 'updateProgress'>): Promise<JobResults[QueueName.rerank]> {
@@ -36,6 +39,8 @@ export async function rerankProcessor(ctx: RerankDeps, p: JobPayload<QueueName.r
   addLogContext({ collection: req.collection }); // the payload names no collection: from here on, every line of this job says it
   const collection = await ctx.collections.get(p.tenantId, req.collection);
   if (!collection) throw new PermanentJobError(`collection ${p.tenantId}/${req.collection} does not exist`);
+  // Several shards: one child job per shard queue, merged here (shard-fanout.ts).
+  if (ctx.shardCoordinator && collectionShards(collection) > 1 && isFanoutJob(job)) return shardedRerank({ ...ctx, shardCoordinator: ctx.shardCoordinator }, p, req, collection, job, t0);
   const manifest = await ctx.generations.manifest(p.tenantId, req.collection);
   const shaping = hitShaping(collection, req, Number.MAX_SAFE_INTEGER); // passages, group, include
   await shaping.expand(ctx, manifest, req.queries);

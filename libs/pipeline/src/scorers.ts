@@ -92,19 +92,27 @@ export async function scoreGroup(res: ScorerResources, g: GroupInput, spec: Scor
         return (c) => s[c];
       });
     case 'hybrid': {
-      const base = await scoreGroup(res, g, spec.base === 'maxsim' ? { name: 'maxsim', normalize: false } : { name: 'dense' });
-      return base.map((b, qi) => {
-        const first = g.firstStage![qi];
-        if (spec.fusion === 'linear') return Float32Array.from(hybridLinear(b, first, spec.lambda, spec.normalization));
-        const ids = Array.from({ length: C }, (_, c) => String(c));
-        const byScore = (s: ArrayLike<number>) => [...ids].sort((x, y) => s[Number(y)] - s[Number(x)] || Number(x) - Number(y));
-        const fused = rrf([byScore(b), byScore(first)], spec.rrfK);
-        const out = new Float32Array(C);
-        for (const f of fused) out[Number(f.id)] = f.score;
-        return out;
-      });
+      const base = await scoreGroup(res, g, hybridBase(spec));
+      return base.map((b, qi) => fuseHybrid(spec, b, g.firstStage![qi]));
     }
   }
+}
+
+/** The hybrid scorer's base scores fused with the first stage's, over one query's candidate set (linear or RRF). */
+export function hybridBase(spec: Extract<ScorerSpec, { name: 'hybrid' }>): ScorerSpec {
+  return spec.base === 'maxsim' ? { name: 'maxsim', normalize: false } : { name: 'dense' };
+}
+
+/** Fuses a hybrid's base scores with the first-stage scores of the same candidates (the whole candidate set: normalisation and ranks depend on it). */
+export function fuseHybrid(spec: Extract<ScorerSpec, { name: 'hybrid' }>, b: Float32Array, first: Float64Array): Float32Array {
+  const C = b.length;
+  if (spec.fusion === 'linear') return Float32Array.from(hybridLinear(b, first, spec.lambda, spec.normalization));
+  const ids = Array.from({ length: C }, (_, c) => String(c));
+  const byScore = (s: ArrayLike<number>) => [...ids].sort((x, y) => s[Number(y)] - s[Number(x)] || Number(x) - Number(y));
+  const fused = rrf([byScore(b), byScore(first)], spec.rrfK);
+  const out = new Float32Array(C);
+  for (const f of fused) out[Number(f.id)] = f.score;
+  return out;
 }
 
 const ones = (m: number) => new Float32Array(m).fill(1);

@@ -5,6 +5,7 @@ import {
   SearchRequestSchema,
   MAX_SEARCH_TOP_K,
   ValidationError,
+  collectionShards,
   s3Keys,
   type Collection,
   type CollectionManifest,
@@ -38,6 +39,7 @@ import type { EncoderProvider } from './encoders';
 import { specialTokenIds } from './index.processor';
 import { scoreGroup } from './scorers';
 import { GROUP_DEPTH_FACTOR, hitShaping, type HitDocumentDeps } from './hit-documents';
+import { isFanoutJob, shardedSearch, type ShardCoordinatorDeps } from './shard-fanout';
 
 /** What the search processor touches. */
 export interface SearchDeps extends HitDocumentDeps {
@@ -49,6 +51,8 @@ export interface SearchDeps extends HitDocumentDeps {
   /** Segments with their indexes and live documents, and (second stage) views over candidates: one cache. */
   segments: Pick<SegmentCache, 'searchParts' | 'searchGeneration' | 'view'>;
   scorers: ScorerResources;
+  /** Fans searches of collections with several shards out to the shard queues (absent: every segment is searched here). */
+  shardCoordinator?: ShardCoordinatorDeps;
 }
 
 type LoadedSegment = SearchPart;
@@ -82,6 +86,8 @@ export async function searchProcessor(deps: SearchDeps, p: JobPayload<QueueName.
   const empty = (reason: string, generation: number, timings = { encodeQueriesMs: 0, searchMs: 0, loadMs: 0 }) =>
     finish(deps, resultKey, { searchId: p.searchId, collection: req.collection, mode: req.mode, generation, results: req.queries.map((q) => ({ queryId: q.id, hits: [], reason })), timings: { totalMs: Date.now() - t0, ...timings } });
   if (!manifest || manifest.segments.length === 0) return empty('the collection has no committed generation yet', 0);
+  // Several shards: one child job per shard queue and round, merged here (shard-fanout.ts).
+  if (deps.shardCoordinator && collectionShards(collection) > 1 && isFanoutJob(job)) return shardedSearch({ ...deps, shardCoordinator: deps.shardCoordinator }, p, req, collection, manifest, job, t0);
 
   const tLoad = Date.now();
   // Segments that cannot be read (checksum, decoding, missing object) are left out and named: the result says it is degraded.
@@ -165,7 +171,7 @@ async function finish(deps: Pick<SearchDeps, 'store'>, resultKey: string, result
 }
 
 /** Linear (explicit lambda, normalisation) or RRF fusion of two hit lists over their union. */
-function fuse(a: Hit[], b: Hit[], mode: Extract<SearchMode, { name: 'hybrid' }>, n: number): Hit[] {
+export function fuse(a: Hit[], b: Hit[], mode: Extract<SearchMode, { name: 'hybrid' }>, n: number): Hit[] {
   const byKey = new Map<number, Hit>();
   for (const h of [...a, ...b]) if (!byKey.has(h.key)) byKey.set(h.key, { ...h, explain: undefined });
   const keys = [...byKey.keys()];
@@ -183,7 +189,7 @@ function fuse(a: Hit[], b: Hit[], mode: Extract<SearchMode, { name: 'hybrid' }>,
   return scored.slice(0, n).map(({ key, score }) => ({ ...byKey.get(key)!, score }));
 }
 
-function toHit(h: Hit, parts: LoadedSegment[], scoredBy: string, explain: { encoder: TokenEncoder; query: EncodedText } | null): SearchHit {
+export function toHit(h: Hit, parts: LoadedSegment[], scoredBy: string, explain: { encoder: TokenEncoder; query: EncodedText } | null): SearchHit {
   const seg = parts[h.segment].segment;
   const hit: SearchHit = { id: seg.docIds[h.doc], score: h.score, scoredBy };
   if (explain && h.explain) {

@@ -25,3 +25,4 @@ export {
   FilterSchema, FilterConditionSchema, parseFilter, compileFilter, docMask, andMasks, valuesAt, parseIsoDate, FILTER_MAX_DEPTH,
   type Filter, type FilterCondition, type MatchValue, type RangeBound, type DocPredicate,
 } from './filters';
+export { xtrGlobalCut, xtrShardHits, mergeShardHits } from './shards';

@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { CodecSettingsSchema } from './codec-settings';
 import { resourceId } from './ids';
+import { MAX_SHARDS } from './shards';
 
 export const MAX_PASSAGE_OVERLAP = 4096;
 export const PassageSettingsSchema = z
@@ -24,6 +25,12 @@ export const CreateCollectionSchema = z
      * maxDocTokens, consecutive windows sharing about `overlap` tokens) instead of truncating them.
      */
     passages: PassageSettingsSchema.optional(),
+    /**
+     * Shards the collection's segments are split into (each served through its own queue by the
+     * scorers holding it; re-rank and search fan out over them). Fixed at creation; at most
+     * MAX_SHARDS here, and COLLECTION_MAX_SHARDS of the deployment (checked by the API).
+     */
+    shards: z.number().int().min(1).max(MAX_SHARDS).optional().describe('shards the segments are split into, each served through its queue `shard-<i>`; re-rank and search fan out over them (default 1; at most COLLECTION_MAX_SHARDS, 8 by default)'),
   })
   .strict();
 
@@ -38,6 +45,8 @@ export interface Collection {
   codec: z.infer<typeof CodecSettingsSchema>;
   /** Documents over maxDocTokens are split into passages (absent: they are truncated). */
   passages?: PassageSettings;
+  /** Shards (absent: 1, the records written before shards existed). */
+  shards?: number;
   /** Codec artifact version (bumped by re-compression). */
   codecVersion: number;
   createdAt: string;
@@ -79,6 +88,12 @@ export interface SegmentRef {
    * current generation lists it, so a merge does not take finished batches back.
    */
   batches?: string[];
+  /**
+   * The shard holding this segment, in collections of more than one shard (assigned when the
+   * segment is committed, kept by merges and re-compressions); absent: shard 0 of 1, or see
+   * segmentShard.
+   */
+  shard?: number;
 }
 
 /** The ingest batches a segment stands for: its own batch, or those a merge put into it. */

@@ -54,6 +54,20 @@ export const ConfigSchema = z.object({
   SCORER_DISK_CACHE_DIR: z.string().min(1).optional(),
   /** Segment and index objects a scorer reads and parses at once. */
   SCORER_LOAD_CONCURRENCY: int(4, 1, 256),
+  /**
+   * Shards a collection may be created with at most (`shards` on POST /v1/collections), and the
+   * shard queues (`shard-0` .. `shard-<n-1>`) a scorer holding `all` serves.
+   */
+  COLLECTION_MAX_SHARDS: int(8, 1, 64),
+  /**
+   * Shards whose queues this process serves when it works on the rerank or search queue: `all`
+   * (0 .. COLLECTION_MAX_SHARDS - 1), `none`, or a list such as `0,1` or `0-3`.
+   */
+  SCORER_SHARDS: z.string().default('all'),
+  /** true: the shard comes from the host name's trailing ordinal (a StatefulSet pod `...-2` holds shard 2), overriding SCORER_SHARDS. */
+  SCORER_SHARD_FROM_HOSTNAME: bool.default(false),
+  /** Shard child jobs (a sharded re-rank's or search's part for one shard) worked on at once per shard queue. */
+  SCORER_SHARD_CONCURRENCY: int(2, 1, 64),
   /** Model directory name used when a collection names none. */
   DEFAULT_MODEL: z.string().default('minilm-l6-384'),
   /** ONNX Runtime execution provider; cuda falls back to cpu with a logged warning. */

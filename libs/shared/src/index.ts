@@ -3,6 +3,7 @@ export * from './ids';
 export * from './manifest';
 export * from './codec-settings';
 export * from './collection';
+export * from './shards';
 export * from './keys';
 export * from './queues';
 export * from './deletes';

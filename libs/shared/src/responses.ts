@@ -45,6 +45,7 @@ export const CollectionSchema = z.object({
   maxDocTokens: int,
   codec,
   passages: PassageSettingsSchema.optional().describe('documents over maxDocTokens are split into passages (absent: truncated)'),
+  shards: int.min(2).optional().describe('shards the segments are split into, each served through its own queue (absent: 1)'),
   codecVersion: int.describe('codec artifact version (bumped by re-compression)'),
   createdAt: z.string(),
   pending: z

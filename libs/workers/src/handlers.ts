@@ -1,6 +1,6 @@
 import path from 'node:path';
-import { PermanentJobError, QueueName, textCodecRef, trainingKeys, type SegmentRef } from '@lateral/shared';
-import { DiskObjectCache, registerCacheMetrics, DocumentRepository, JobFlows, deliverWebhook, enqueueWebhook, webhookEventFor, type HandlerRegistry, type Runtime } from '@lateral/infra';
+import { PermanentJobError, QueueName, textCodecRef, trainingKeys, type SegmentRef, type ShardJobPayload, type ShardJobResult } from '@lateral/shared';
+import { DiskObjectCache, registerCacheMetrics, DocumentRepository, JobFlows, ShardQueues, deliverWebhook, enqueueWebhook, webhookEventFor, type HandlerRegistry, type Runtime } from '@lateral/infra';
 import {
   SegmentIds,
   StaticEmbeddingsCache,
@@ -14,6 +14,7 @@ import {
   indexProcessor,
   encoderProvider,
   searchProcessor,
+  shardChildProcessor,
   trainProcessor,
   SegmentCache,
   DegradedSegmentsRecorder,
@@ -35,7 +36,7 @@ export const HANDLED_QUEUES: QueueName[] = [QueueName.encode, QueueName.compress
  * The complete queue -> handler registry; WorkerHost refuses to start a queue without one. Each
  * processor receives only the repositories and settings it uses.
  */
-export function pipelineHandlers(rt: Runtime): HandlerRegistry {
+export function pipelineHandlers(rt: Runtime, extra: { shardChild?: (p: ShardJobPayload) => Promise<ShardJobResult> } = {}): HandlerRegistry {
   const { config, store, collections, generations, codecs, queues, logger } = rt;
   const encoders = encoderProvider(
     { modelsDir: config.MODELS_DIR, executionProvider: config.ORT_EXECUTION_PROVIDER, deviceId: config.ORT_CUDA_DEVICE_ID, intraOpThreads: config.ORT_INTRA_OP_THREADS },
@@ -66,7 +67,11 @@ export function pipelineHandlers(rt: Runtime): HandlerRegistry {
   const texts = new TextCacheReader({ store, codecs, memory: new TextMemoryCache(config.TEXT_CACHE_MEMORY_MB * 1024 * 1024), ttlDays: config.TEXT_CACHE_TTL_DAYS });
   const knownTexts = new KnownTexts();
   const flows = new JobFlows(rt.redis, config.REDIS_PREFIX, config.JOB_ATTEMPTS);
-  const rerankDeps = { store, collections, generations, encoders, views: segments, scorers, documents };
+  // Re-rank and search of collections with several shards fan out to the shard queues (shard-fanout.ts).
+  const shardCoordinator = { queues: new ShardQueues(rt.redis, config.REDIS_PREFIX, config.JOB_ATTEMPTS) };
+  const rerankDeps = { store, collections, generations, encoders, views: segments, scorers, documents, shardCoordinator };
+  const searchDeps = { store, collections, generations, ivf: rt.ivf, encoders, segments, scorers, documents, shardCoordinator };
+  extra.shardChild = (p) => shardChildProcessor({ ...rerankDeps, ...searchDeps }, p);
   // DELETE /v1/train/{id} sets a flag in Redis; the train job checks it between steps.
   const cancelled = async (t: string, id: string) => (await rt.redis.exists(trainingKeys.cancelFlag(config.REDIS_PREFIX, t, id))) > 0;
   let nearest: Promise<OnnxNearestCentroid> | null = null;
@@ -102,7 +107,7 @@ export function pipelineHandlers(rt: Runtime): HandlerRegistry {
       return out;
     },
     [QueueName.search]: async (p, job) => {
-      const r = await searchProcessor({ store, collections, generations, ivf: rt.ivf, encoders, segments, scorers, documents }, p, job);
+      const r = await searchProcessor(searchDeps, p, job);
       if (p.callback) await notify(p.callback, webhookEventFor('search', p, { counts: { queries: r.queries, hits: r.hits } }));
       return r;
     },

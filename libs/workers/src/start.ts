@@ -1,4 +1,5 @@
-import { QueueName, loadConfig } from '@lateral/shared';
+import os from 'node:os';
+import { QueueName, ShardJobPayloadSchema, loadConfig, scorerShards, shardQueueName } from '@lateral/shared';
 import { WorkerHost, enqueueWebhook, webhookEventFor, createLogger, createRuntime, recordInference, requireServices, startMetricsServer, stopOnSignal, type Runtime } from '@lateral/infra';
 import { setInferenceObserver } from '@lateral/model';
 import { pipelineHandlers } from './handlers';
@@ -53,7 +54,14 @@ export function startWorkers(rt: Runtime, queues: QueueName[]): WorkerHost {
       }
     },
   });
-  host.start(queues, pipelineHandlers(rt));
+  const extra: Parameters<typeof pipelineHandlers>[1] = {};
+  host.start(queues, pipelineHandlers(rt, extra));
+  // A scorer (a process working on rerank or search) serves the shard queues of the shards it holds.
+  if (queues.includes(QueueName.rerank) || queues.includes(QueueName.search)) {
+    const shards = scorerShards(config.SCORER_SHARDS, config.COLLECTION_MAX_SHARDS, config.SCORER_SHARD_FROM_HOSTNAME, os.hostname());
+    for (const i of shards) host.startExtra(shardQueueName(i), (d) => ShardJobPayloadSchema.parse(d), extra.shardChild!, config.SCORER_SHARD_CONCURRENCY);
+    if (shards.length < config.COLLECTION_MAX_SHARDS) rt.logger.info(`holding shards ${shards.length ? shards.join(', ') : 'none'} (SCORER_SHARDS)`);
+  }
   startHeartbeat(rt, host, queues);
   startTextCacheCleanup(rt, queues);
   return host;
