@@ -175,6 +175,20 @@ describe('segment cache: a segment that cannot be read', () => {
     expect(cache.unavailableKeys()).toEqual([]);
   });
 
+  it('an object found unreadable while building the id table but never needed is not reported, nor reported recovered', async () => {
+    const src = store([a, b]);
+    src.objects.set(b.ref.key, flipped(b.bytes));
+    const l = listener();
+    const cache = cacheOver(src, [a, b], { health: l.health, recheckMs: 0 });
+    const m = manifestOf(1, [a.ref, b.ref]);
+    expect((await cache.view(collection, m, ['a1'])).unavailable).toEqual([]);
+    expect(cache.unavailableKeys()).toEqual([b.ref.key]);
+    src.objects.set(b.ref.key, b.bytes);
+    expect((await cache.view(collection, m, ['b1'])).docIds).toEqual(['b1']);
+    expect(l.events).toEqual([]);
+    expect(l.recovered).toEqual([]);
+  });
+
   it('search: a corrupt index leaves its segment out and names the index; searchParts (strict) throws it', async () => {
     const src = store([a, b, c]);
     src.objects.set(c.indexKey, flipped(c.index));

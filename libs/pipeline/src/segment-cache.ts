@@ -543,7 +543,7 @@ export class SegmentCache {
     if (b && Date.now() < b.until) throw new SegmentUnavailableError(key, b.object, b.segment, b.reason);
     try {
       const value = await load();
-      if (b && this.bad.delete(key)) this.opts.health?.recovered({ tenantId: collection.tenantId, collectionId: collection.id, key, object: b.object });
+      if (b && this.bad.delete(key) && b.reported) this.opts.health?.recovered({ tenantId: collection.tenantId, collectionId: collection.id, key, object: b.object });
       return value;
     } catch (err) {
       if (!(err instanceof SegmentUnavailableError)) throw err;
