@@ -2,6 +2,7 @@ import { randomBytes } from 'node:crypto';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { loadCranfield } from '../../scripts/lib/cranfield';
+import { s3Keys } from '@lateral/shared';
 import { http } from '../helpers';
 import { report, startCluster, watchIngestion, type Cluster } from './harness';
 
@@ -120,6 +121,25 @@ describe('fault: a corrupted segment object in S3', () => {
     expect(withNew.body.result.results[0].hits).toHaveLength(60);
     expect(withNew.body.result.results[0].unavailable).toHaveLength(20);
 
+    // A corrupt search index (of the new segment, not read by this scorer yet: a copy it holds
+    // stays good): search leaves that segment out too and names the index; re-rank does not need
+    // it and still scores the segment's documents.
+    const first = (await runtime.generations.manifest(cluster.config.DEFAULT_TENANT, 'x'))!.segments[3];
+    const indexKey = s3Keys.segmentIndex(cluster.config.DEFAULT_TENANT, 'x', first.batchId, first.codecVersion);
+    const index = Uint8Array.from((await runtime.store.get(indexKey))!);
+    for (let i = Math.floor(index.length / 2); i < Math.floor(index.length / 2) + 64; i++) index[i] ^= 0xff;
+    await runtime.store.put(indexKey, index);
+    const searchBadIndex = await api('POST', '/v1/search?wait=30', { collection: 'x', queries: [{ id: 'q', text: 'boundary layer' }], topK: 80, mode: { name: 'exhaustive' } });
+    expect(searchBadIndex.body.status).toBe('completed');
+    const unavailableNow = searchBadIndex.body.result.unavailableSegments as { key: string; object: string; segment: string; reason: string; documents: number }[];
+    expect(unavailableNow.map((u) => [u.object, u.key, u.segment, u.documents])).toEqual([
+      ['segment', bad.key, bad.key, 20],
+      ['index', indexKey, first.key, 20],
+    ]);
+    expect(unavailableNow[1].reason).toContain(indexKey);
+    expect(searchBadIndex.body.result.results[0].hits).toHaveLength(40);
+    expect((await rerank(docs.slice(60).map((d) => d.id))).body.result.results[0].hits).toHaveLength(20);
+
     // A merge rewrites the four segments from their raw vectors (not from the broken segment): healed.
     const merge = await api('POST', '/v1/collections/x/merge?wait=60');
     expect(merge.body, JSON.stringify(merge.body)).toMatchObject({ status: 'merged', committed: true });
@@ -148,6 +168,7 @@ describe('fault: a corrupted segment object in S3', () => {
       failedJobs: 0,
       documentReads: doc.status,
       newIngestion: done.state,
+      searchWithCorruptIndex: `${searchBadIndex.body.result.results[0].hits.length} of 80 documents`,
       afterMerge: `${healed.body.result.results[0].hits.length} of 80 served, not degraded`,
     });
   }, 420_000);
