@@ -15,7 +15,7 @@ import {
   type BatchOptions,
   type BatchRecord,
 } from '@lateral/shared';
-import { S3Upload, getObjectStream, objectHead, type Runtime } from '@lateral/infra';
+import { S3Upload, checkScorerArtifactExists, getObjectStream, objectHead, type Runtime } from '@lateral/infra';
 import { currentTenant } from './request-context';
 import { TextRerankSubmitter } from './text-candidates';
 import { zodIssues } from './zod-issues';
@@ -67,6 +67,7 @@ export class BatchesService {
   }
 
   private async checkTarget(o: BatchOptions): Promise<void> {
+    await checkScorerArtifactExists(this.rt, this.tenant, o.scorer);
     await this.texts.target(this.tenant, { collection: o.collection, model: o.model, queries: [] });
   }
 

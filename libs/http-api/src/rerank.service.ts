@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import path from 'node:path';
 import { QueueName, RerankRequestSchema, ValidationError, checkScorerArtifact, jobIds, type RerankResult } from '@lateral/shared';
-import type { Runtime } from '@lateral/infra';
+import { checkScorerArtifactExists, type Runtime } from '@lateral/infra';
 import { currentTenant } from './request-context';
 import { AsyncJobs, type JobStatus } from './async-jobs';
 import { zodIssues } from './zod-issues';
@@ -40,6 +40,7 @@ export class RerankService {
     const req = parsed.data;
     checkCallback(this.rt.config, req.callback);
     checkScorerArtifact(path.resolve(this.rt.config.SCORERS_DIR), req.scorer);
+    await checkScorerArtifactExists(this.rt, this.tenant, req.scorer);
     // Collection and/or model; text candidates go to the encoder pool first (text-candidates.ts).
     const collection = await this.texts.target(this.tenant, req);
     const id = `rr-${randomUUID()}`;

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import path from 'node:path';
 import { NotFoundError, QueueName, SearchRequestSchema, ValidationError, checkScorerArtifact, jobIds, s3Keys, type SearchResult } from '@lateral/shared';
-import type { Runtime } from '@lateral/infra';
+import { checkScorerArtifactExists, type Runtime } from '@lateral/infra';
 import { currentTenant } from './request-context';
 import { compileFilter } from '@lateral/search';
 import { AsyncJobs, type JobStatus } from './async-jobs';
@@ -39,6 +39,7 @@ export class SearchService {
     if (req.filter !== undefined) compileFilter(req.filter);
     checkCallback(this.rt.config, req.callback);
     if (req.rerank) checkScorerArtifact(path.resolve(this.rt.config.SCORERS_DIR), req.rerank.scorer);
+    if (req.rerank) await checkScorerArtifactExists(this.rt, this.tenant, req.rerank.scorer);
     const collection = await this.rt.collections.get(this.tenant, req.collection);
     if (!collection) throw new NotFoundError(`collection '${req.collection}' not found`);
     const id = `sr-${randomUUID()}`;

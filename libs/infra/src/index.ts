@@ -19,3 +19,4 @@ export * from './rate-limiter';
 export * from './documents.repository';
 export * from './metrics';
 export * from './webhook-delivery';
+export * from './scorer-artifacts';

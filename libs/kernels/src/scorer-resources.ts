@@ -14,8 +14,17 @@ export class ScorerResources {
   private readonly sessions = new Map<string, Promise<OnnxLite | OnnxKnrm>>();
   private readonly flat = new Map<string, LiteFlatWeights>();
 
-  /** threads: ONNX Runtime intra-op threads of the MaxSim sessions (0 = its default). */
-  constructor(readonly scorersDir: string, private readonly threads = 0) {}
+  /**
+   * threads: ONNX Runtime intra-op threads of the MaxSim sessions (0 = its default).
+   * resolveArtifact: where a tenant's LITE / K-NRM artifact is on this machine (the workers pass
+   * infra's ScorerArtifactStore, which fetches trained heads from S3 on first use); without it,
+   * or without a tenant, artifacts are files in `scorersDir`.
+   */
+  constructor(
+    readonly scorersDir: string,
+    private readonly threads = 0,
+    private readonly resolveArtifact?: (tenantId: string, spec: ScorerSpec & { name: 'lite' | 'knrm' }) => Promise<string>,
+  ) {}
 
   gemm(): Promise<GemmMaxsim> {
     this.gemmSession ??= GemmMaxsim.create(this.threads);
@@ -33,8 +42,8 @@ export class ScorerResources {
     return this.probeSession;
   }
 
-  onnx(spec: ScorerSpec & { name: 'lite' | 'knrm' }): Promise<OnnxLite | OnnxKnrm> {
-    const file = artifactPath(this.scorersDir, spec)!;
+  async onnx(spec: ScorerSpec & { name: 'lite' | 'knrm' }, tenantId?: string): Promise<OnnxLite | OnnxKnrm> {
+    const file = tenantId !== undefined && this.resolveArtifact ? await this.resolveArtifact(tenantId, spec) : artifactPath(this.scorersDir, spec)!;
     let s = this.sessions.get(file);
     if (!s) {
       s = spec.name === 'lite' ? OnnxLite.create(file) : OnnxKnrm.create(file);

@@ -287,7 +287,7 @@ export async function rerankWithTexts(
     }
     const out = await scoreGroup(
       ctx.scorers,
-      { view: gv, encoder, queries: members.map((i) => queries[i]), rows, firstStage: members.map((i) => resolved[i].first), yieldEvery },
+      { view: gv, encoder, queries: members.map((i) => queries[i]), rows, firstStage: members.map((i) => resolved[i].first), yieldEvery, tenantId },
       req.scorer,
     ).catch((err) => {
       if (err instanceof ValidationError || err instanceof ShapeError) throw new PermanentJobError(err.message);

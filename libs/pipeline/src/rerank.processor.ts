@@ -93,7 +93,7 @@ export async function rerankProcessor(ctx: RerankDeps, p: JobPayload<QueueName.r
     }
     const out = await scoreGroup(
       scorers,
-      { view, encoder, queries: members.map((i) => queries[i]), rows, firstStage: members.map((i) => resolved[i].first), yieldEvery },
+      { view, encoder, queries: members.map((i) => queries[i]), rows, firstStage: members.map((i) => resolved[i].first), yieldEvery, tenantId: p.tenantId },
       req.scorer,
     ).catch((err) => {
       // A scorer that cannot run on this request (e.g. a model without token_weights) will never succeed.

@@ -24,6 +24,8 @@ export interface GroupInput {
   /** Per query, the first-stage score of each candidate (hybrid only). */
   firstStage: Float64Array[] | null;
   yieldEvery: () => Promise<void>;
+  /** whose trained LITE / K-NRM artifacts a spec may name (fetched from S3 by the scorer resources); absent: SCORERS_DIR files only */
+  tenantId?: string;
 }
 
 /**
@@ -63,7 +65,7 @@ export async function scoreGroup(res: ScorerResources, g: GroupInput, spec: Scor
       return perCandidate((q) => (c) => maxsimTopK(q.vectors, q.length, doc(c), len(c), d, spec.k, spec.reduce));
     case 'knrm':
     case 'lite': {
-      const session = await res.onnx(spec);
+      const session = await res.onnx(spec, g.tenantId);
       const out: Float32Array[] = [];
       for (const q of g.queries) {
         out.push(await session.score(q.vectors, q.length, tokens().docs, tokens().offsets, d));

@@ -209,7 +209,7 @@ async function secondStage(deps: SearchDeps, collection: Collection, manifest: C
   const view = await deps.segments.view(collection, manifest, hits.map((h) => h.id));
   const kept = hits.filter((h) => view.rowOf.has(h.id));
   const rows = kept.map((h) => view.rowOf.get(h.id)!);
-  const scores = await scoreGroup(deps.scorers, { view, encoder, queries: [q], rows, firstStage: [Float64Array.from(kept, (h) => h.score)], yieldEvery: () => new Promise<void>((r) => setImmediate(r)) }, scorer).catch((err) => {
+  const scores = await scoreGroup(deps.scorers, { view, encoder, queries: [q], rows, firstStage: [Float64Array.from(kept, (h) => h.score)], yieldEvery: () => new Promise<void>((r) => setImmediate(r)), tenantId: collection.tenantId }, scorer).catch((err) => {
     if (err instanceof ValidationError || err instanceof ShapeError) throw new PermanentJobError(err.message);
     throw err;
   });

@@ -1,9 +1,11 @@
+import { createHash } from 'node:crypto';
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import type { Job } from 'bullmq';
 import {
   PermanentJobError,
   headArtifactName,
+  trainedArtifactCachePath,
   trainingKeys,
   type Collection,
   type CollectionManifest,
@@ -63,9 +65,10 @@ export const FIRST_STAGE_POOL = 20_000;
 
 /**
  * Fits a LITE or K-NRM head on a collection's judgments (see @lateral/training for the method) and
- * writes it as a versioned scorer artifact: `heads/{name}.onnx` and `{name}.training.json` in S3,
- * and `{name}.onnx` (+ `.training.json`) under SCORERS_DIR, where re-rank requests load it as
- * `{"name": "lite" | "knrm", "artifact": name}`.
+ * writes it as a versioned scorer artifact: `heads/{name}.training.json` (with the artifact's
+ * sha256) then `heads/{name}.onnx` in S3, the copy every scorer fetches on first use, and the same
+ * two files in this process's cache `SCORERS_DIR/tenants/{tenant}/`. Re-rank requests of the
+ * tenant name it as `{"name": "lite" | "knrm", "artifact": name}`.
  */
 export async function trainProcessor(ctx: TrainDeps, p: JobPayload<QueueName.train>, job?: Pick<Job, 'updateProgress'>): Promise<JobResults[QueueName.train]> {
   const t0 = Date.now();
@@ -163,7 +166,8 @@ export async function trainProcessor(ctx: TrainDeps, p: JobPayload<QueueName.tra
       if (Date.now() - lastReport < 1000 && pr.step !== pr.stepsPerEpoch) return;
       lastReport = Date.now();
       if (await ctx.cancelled(p.tenantId, p.trainId)) throw new TrainingCancelledError(`training ${p.trainId} was cancelled in epoch ${pr.epoch}`);
-      const done = (pr.epoch - 1 + pr.step / pr.stepsPerEpoch) / pr.maxEpochs;
+      // epoch 0: LITE's MaxSim warm start, shown as the first 10% of the training stage
+      const done = pr.epoch === 0 ? 0.1 * (pr.step / pr.stepsPerEpoch) : 0.1 + 0.9 * ((pr.epoch - 1 + pr.step / pr.stepsPerEpoch) / pr.maxEpochs);
       await report({ percent: Math.min(95, Math.round(5 + 90 * done)), stage: 'training', epoch: pr.epoch, maxEpochs: pr.maxEpochs, step: pr.step, stepsPerEpoch: pr.stepsPerEpoch, loss: pr.loss, etaSeconds: pr.etaSeconds, curve: pr.curve });
     },
   }).catch((err) => {
@@ -180,8 +184,8 @@ export async function trainProcessor(ctx: TrainDeps, p: JobPayload<QueueName.tra
     return m ? Math.max(mx, Number(m[1])) : mx;
   }, 0);
   const artifact = headArtifactName(p.collectionId, req.head, req.size, version);
-  mkdirSync(ctx.scorersDir, { recursive: true });
-  const file = path.join(ctx.scorersDir, `${artifact}.onnx`);
+  const file = trainedArtifactCachePath(ctx.scorersDir, p.tenantId, artifact);
+  mkdirSync(path.dirname(file), { recursive: true });
   if (req.head === 'lite') writeLiteArtifact(file, result.weights as LiteWeights);
   else writeKnrmArtifact(file, result.weights as KnrmWeights);
   const trainReport: TrainReport = {
@@ -207,14 +211,17 @@ export async function trainProcessor(ctx: TrainDeps, p: JobPayload<QueueName.tra
       split: result.split,
     },
     options: { ...result.options },
+    ...(result.warmStart ? { warmStart: result.warmStart } : {}),
     seconds: (Date.now() - t0) / 1000,
     createdAt: new Date().toISOString(),
+    sha256: createHash('sha256').update(readFileSync(file)).digest('hex'),
   };
-  writeFileSync(path.join(ctx.scorersDir, `${artifact}.training.json`), JSON.stringify(trainReport, null, 2));
-  const artifactKey = trainingKeys.headArtifact(p.tenantId, p.collectionId, artifact);
-  await ctx.store.put(artifactKey, readFileSync(file));
+  writeFileSync(file.replace(/\.onnx$/, '.training.json'), JSON.stringify(trainReport, null, 2));
+  // The report (with the checksum) first: once the artifact is in S3, a scorer fetching it finds both.
   const reportKey = trainingKeys.headReport(p.tenantId, p.collectionId, artifact);
   await ctx.store.putJson(reportKey, trainReport);
+  const artifactKey = trainingKeys.headArtifact(p.tenantId, p.collectionId, artifact);
+  await ctx.store.put(artifactKey, readFileSync(file));
   await report({ percent: 100, stage: 'writing', epoch: result.curve.length, curve: result.curve, loss: result.curve.at(-1)?.trainLoss, etaSeconds: 0 });
   return { artifact, version, artifactKey, reportKey, bestEpoch: result.bestEpoch, heldOutNdcg10: result.heldOut.ndcg10, maxsimNdcg10: result.heldOut.maxsimNdcg10 };
 }

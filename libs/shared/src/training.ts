@@ -98,6 +98,10 @@ export interface TrainReport {
   options: Record<string, unknown>;
   seconds: number;
   createdAt: string;
+  /** LITE: the MaxSim warm start before the ranking epochs (steps, distillation loss, held-out nDCG@10 after it) */
+  warmStart?: { steps: number; loss: number; valNdcg10: number; seconds: number };
+  /** sha256 (hex) of the artifact's bytes: scorers verify the copy they fetch from S3 against it */
+  sha256?: string;
 }
 
 /** What a train job with head 'aesi' leaves beside the trained codec (codecs/trained/{name}.training.json). */

@@ -1,6 +1,6 @@
 import path from 'node:path';
 import { PermanentJobError, QueueName, textCodecRef, trainingKeys, type SegmentRef, type ShardJobPayload, type ShardJobResult } from '@lateral/shared';
-import { DiskObjectCache, registerCacheMetrics, DocumentRepository, JobFlows, ShardQueues, deliverWebhook, enqueueWebhook, webhookEventFor, type HandlerRegistry, type Runtime } from '@lateral/infra';
+import { DiskObjectCache, ScorerArtifactStore, registerCacheMetrics, DocumentRepository, JobFlows, ShardQueues, deliverWebhook, enqueueWebhook, webhookEventFor, type HandlerRegistry, type Runtime } from '@lateral/infra';
 import {
   SegmentIds,
   StaticEmbeddingsCache,
@@ -43,7 +43,9 @@ export function pipelineHandlers(rt: Runtime, extra: { shardChild?: (p: ShardJob
     logger,
   );
   const staticEmbeddings = new StaticEmbeddingsCache(path.resolve(config.MODELS_DIR));
-  const scorers = new ScorerResources(path.resolve(config.SCORERS_DIR), config.ORT_INTRA_OP_THREADS);
+  // Trained heads come from S3 on first use (cached under SCORERS_DIR/tenants/), so any scorer serves any tenant's head.
+  const scorerArtifacts = new ScorerArtifactStore(store, path.resolve(config.SCORERS_DIR));
+  const scorers = new ScorerResources(path.resolve(config.SCORERS_DIR), config.ORT_INTRA_OP_THREADS, (t, spec) => scorerArtifacts.resolve(t, spec));
   const documents = new DocumentRepository(store); // hits' text and metadata, passages of parent candidates (from S3)
   // One byte-bounded cache of segments for re-rank and search, over the local disk cache of S3 objects.
   const objects = new DiskObjectCache(store, path.resolve(config.SCORER_DISK_CACHE_DIR ?? path.join(config.DATA_DIR, 'scorer-cache')), config.SCORER_DISK_CACHE_BYTES, `${rt.services.s3Endpoint ?? 'embedded'}/${config.S3_BUCKET}`);
