@@ -15,7 +15,8 @@ import { http, testConfig, until } from './helpers';
  */
 describe('judgments and training through the API', () => {
   const scorersDir = mkdtempSync(path.join(os.tmpdir(), 'lateral-heads-'));
-  const config = testConfig({ SCORERS_DIR: scorersDir, ENCODE_BATCH_DOCUMENTS: '64' });
+  const ADMIN = 'training-admin-token';
+  const config = testConfig({ SCORERS_DIR: scorersDir, ENCODE_BATCH_DOCUMENTS: '64', ADMIN_TOKEN: ADMIN });
   const cran = loadCranfield(path.resolve('data/cranfield'));
   // Judged queries whose relevant documents are all in a small collection, plus unjudged fillers.
   const judgedQueries = cran.queries.slice(0, 16);
@@ -95,9 +96,10 @@ describe('judgments and training through the API', () => {
     expect(Number.isFinite(report.curve[0].trainLoss)).toBe(true);
     expect(report.heldOut.queries).toBeGreaterThanOrEqual(2);
     expect(report.data.trainQueries + report.data.valQueries).toBe(judged.length);
-    const file = path.join(scorersDir, 'c.knrm.v1.onnx');
+    // the trainer's local copy sits in its tenant's cache of S3 (SCORERS_DIR/tenants/{tenant}/)
+    const file = path.join(scorersDir, 'tenants', config.DEFAULT_TENANT, 'c.knrm.v1.onnx');
     expect(existsSync(file)).toBe(true);
-    expect(existsSync(path.join(scorersDir, 'c.knrm.v1.training.json'))).toBe(true);
+    expect(existsSync(path.join(scorersDir, 'tenants', config.DEFAULT_TENANT, 'c.knrm.v1.training.json'))).toBe(true);
     const store = server.runtime.store;
     expect(Buffer.from((await store.get(trainingKeys.headArtifact(config.DEFAULT_TENANT, 'c', 'c.knrm.v1')))!).equals(readFileSync(file))).toBe(true);
 
@@ -113,7 +115,7 @@ describe('judgments and training through the API', () => {
       return st.body.status === 'completed' || st.body.status === 'failed' ? st.body : null;
     }, 240_000, 500);
     expect(done2.result?.artifact, JSON.stringify(done2)).toBe('c.knrm.v2');
-  });
+  }, 600_000); // two runs of up to 240 s each (waits above) on a loaded machine
 
   it('reports epochs, loss and ETA while LITE trains, and a DELETE cancels the run', async () => {
     const set = await api('POST', '/v1/collections/c/judgments', judged);
@@ -122,12 +124,23 @@ describe('judgments and training through the API', () => {
     const running = await until(async () => {
       const st = await api('GET', `/v1/train/${res.body.trainId}`);
       if (st.body.status === 'failed' || st.body.status === 'completed') throw new Error(JSON.stringify(st.body));
-      return st.body.status === 'running' && st.body.progress?.stage === 'training' ? st.body : null;
+      // epoch 0 is the MaxSim warm start; wait for the ranking epochs
+      return st.body.status === 'running' && st.body.progress?.stage === 'training' && st.body.progress.epoch >= 1 ? st.body : null;
     }, 240_000, 200);
     expect(running.progress.epoch).toBeGreaterThanOrEqual(1);
     expect(running.progress.maxEpochs).toBe(200);
     expect(Number.isFinite(running.progress.loss)).toBe(true);
     expect(running.progress.etaSeconds).toBeGreaterThanOrEqual(0);
+    // the operations overview (the dashboard's data) lists the run with the same progress fields
+    const listed = await until(async () => {
+      const o = await api('GET', '/v1/admin/overview', undefined, { authorization: `Bearer ${ADMIN}` });
+      expect(o.status).toBe(200);
+      const t = (o.body.training as { trainId: string; state: string; epoch: number | null }[]).find((x) => x.trainId === res.body.trainId);
+      return t && t.state === 'running' && (t.epoch ?? 0) >= 1 ? t : null;
+    }, 60_000, 300);
+    expect(listed).toMatchObject({ collection: 'c', stage: 'training', maxEpochs: 200 });
+    expect(Number.isFinite((listed as unknown as { loss: number }).loss)).toBe(true);
+    expect((listed as unknown as { etaSeconds: number }).etaSeconds).toBeGreaterThanOrEqual(0);
     const del = await api('DELETE', `/v1/train/${res.body.trainId}`);
     expect(del.status).toBe(202);
     expect(del.body.status).toBe('cancelling');
@@ -137,6 +150,6 @@ describe('judgments and training through the API', () => {
     }, 120_000, 200);
     expect(end.status, JSON.stringify(end)).toBe('cancelled');
     expect(end.error).toMatch(/cancelled in epoch \d+/);
-    expect(existsSync(path.join(scorersDir, 'c.lite-small.v1.onnx'))).toBe(false);
-  });
+    expect(existsSync(path.join(scorersDir, 'tenants', config.DEFAULT_TENANT, 'c.lite-small.v1.onnx'))).toBe(false);
+  }, 600_000);
 });

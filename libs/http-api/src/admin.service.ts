@@ -25,6 +25,8 @@ const HOUR = 60 * MINUTE;
 /** Completed jobs read per queue for the latency percentiles (the most recent ones). */
 const LATENCY_SAMPLE = 5_000;
 const FAILED_SHOWN = 20;
+/** finished train jobs listed after the running and queued ones */
+const TRAINING_DONE_SHOWN = 5;
 const RECENT_DONE_SHOWN = 5;
 const S3_BYTES_TTL_MS = 30_000;
 const PIPELINE_QUEUES: QueueName[] = [QueueName.encode, QueueName.compress, QueueName.index, QueueName.commit];
@@ -57,6 +59,24 @@ export interface IngestionOverview {
   docsPerSecond: number | null;
   etaSeconds: number | null;
   failures: { batchId: string; stage: string; error: string }[];
+}
+
+/** One train job on the dashboard (progress as GET /v1/train/{id} shows it). */
+export interface TrainingOverview {
+  trainId: string;
+  tenant: string | null;
+  collection: string | null;
+  state: 'running' | 'queued' | 'completed' | 'failed';
+  stage: string | null;
+  percent: number | null;
+  epoch: number | null;
+  maxEpochs: number | null;
+  loss: number | null;
+  etaSeconds: number | null;
+  artifact: string | null;
+  error: string | null;
+  timestamp: number;
+  finishedOn: number | null;
 }
 
 export interface FailedJobOverview {
@@ -111,12 +131,13 @@ export class AdminService {
 
   private async build() {
     const now = Date.now();
-    const [queues, latency, workers, failedJobs, collections] = await Promise.all([
+    const [queues, latency, workers, failedJobs, collections, training] = await Promise.all([
       this.queues(now),
       this.latency(now),
       this.workers(now),
       this.failedJobs(),
       this.collections(now),
+      this.training(),
     ]);
     return {
       at: now,
@@ -128,7 +149,42 @@ export class AdminService {
       ingestions: collections.ingestions,
       collections: collections.collections,
       failedJobs,
+      training,
     };
+  }
+
+  /** Train jobs running or queued, then the latest finished ones: head, stage, epoch, loss and ETA from the job's progress. */
+  private async training(): Promise<TrainingOverview[]> {
+    const q = this.rt.queues.get(QueueName.train);
+    const [active, waiting, done] = await Promise.all([q.getActive(0, 19), q.getWaiting(0, 19), q.getJobs(['completed', 'failed'], 0, TRAINING_DONE_SHOWN - 1, false)]);
+    const out: TrainingOverview[] = [];
+    const states: [string, typeof active][] = [['active', active], ['waiting', waiting], ['finished', done]];
+    for (const [state, jobs] of states) {
+      for (const j of jobs) {
+        if (!j?.id) continue;
+        const d = (j.data ?? {}) as { tenantId?: string; collectionId?: string; trainId?: string; head?: string };
+        const pr = (typeof j.progress === 'object' && j.progress ? j.progress : {}) as Record<string, unknown>;
+        const num = (k: string) => (typeof pr[k] === 'number' && Number.isFinite(pr[k]) ? (pr[k] as number) : null);
+        const rv = (j.returnvalue ?? null) as { artifact?: string; trainedCodec?: string } | null;
+        out.push({
+          trainId: d.trainId ?? j.id,
+          tenant: d.tenantId ?? null,
+          collection: d.collectionId ?? null,
+          state: state === 'finished' ? (j.failedReason ? 'failed' : 'completed') : state === 'active' ? 'running' : 'queued',
+          stage: typeof pr.stage === 'string' ? pr.stage : null,
+          percent: num('percent'),
+          epoch: num('epoch'),
+          maxEpochs: num('maxEpochs'),
+          loss: num('loss'),
+          etaSeconds: num('etaSeconds'),
+          artifact: rv?.artifact ?? rv?.trainedCodec ?? null,
+          error: j.failedReason ? j.failedReason.slice(0, 500) : null,
+          timestamp: j.timestamp,
+          finishedOn: j.finishedOn ?? null,
+        });
+      }
+    }
+    return out;
   }
 
   private async queues(now: number): Promise<QueueOverview[]> {

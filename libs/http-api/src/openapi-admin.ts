@@ -20,7 +20,7 @@ const latency = { type: 'object', properties: { total: percentiles, processing: 
 
 const OVERVIEW = {
   type: 'object',
-  required: ['at', 'tenants', 'throughputFrom', 'queues', 'latency', 'workers', 'ingestions', 'collections', 'failedJobs'],
+  required: ['at', 'tenants', 'throughputFrom', 'queues', 'latency', 'workers', 'ingestions', 'collections', 'failedJobs', 'training'],
   properties: {
     at: { type: 'integer', description: 'when this overview was taken (ms since the epoch); overviews are shared for up to 1 s' },
     tenants: { type: 'array', items: { type: 'string' }, description: 'every tenant with data in S3 (collections below are of all of them)' },
@@ -152,6 +152,29 @@ const OVERVIEW = {
           timestamp: int,
           tenant: { type: ['string', 'null'] },
           collection: { type: ['string', 'null'] },
+        },
+      },
+    },
+    training: {
+      type: 'array',
+      description: 'train jobs running or queued (up to 20 each), then the latest 5 finished: progress as GET /v1/train/{id} shows it (epoch 0 is LITE\'s MaxSim warm start)',
+      items: {
+        type: 'object',
+        properties: {
+          trainId: { type: 'string' },
+          tenant: { type: ['string', 'null'] },
+          collection: { type: ['string', 'null'] },
+          state: { type: 'string', enum: ['running', 'queued', 'completed', 'failed'] },
+          stage: { type: ['string', 'null'], description: 'loading, first-stage, training or writing' },
+          percent: num,
+          epoch: num,
+          maxEpochs: num,
+          loss: { type: ['number', 'null'], description: 'mean training loss of the current epoch so far' },
+          etaSeconds: num,
+          artifact: { type: ['string', 'null'], description: 'the trained artifact (completed runs)' },
+          error: { type: ['string', 'null'] },
+          timestamp: int,
+          finishedOn: { type: ['integer', 'null'] },
         },
       },
     },

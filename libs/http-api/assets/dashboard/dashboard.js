@@ -187,6 +187,24 @@
     fill(document.querySelector('[data-testid=collections] tbody'), rows, 'no collections', 12);
   }
 
+  function renderTraining(o) {
+    var rows = (o.training || []).map(function (t) {
+      var epoch = t.epoch === null ? '—' : t.epoch === 0 ? 'warm start' : t.epoch + (t.maxEpochs ? '/' + t.maxEpochs : '');
+      return el('tr', { 'data-train': t.trainId, 'data-state': t.state }, [
+        td(t.trainId, { className: 'id' }),
+        td(qualified(t.tenant, t.collection)),
+        td(t.state, { className: 'state-' + t.state }),
+        td(t.stage || '—'),
+        td(epoch, { 'data-field': 'epoch' }),
+        td(t.loss === null ? '—' : t.loss.toPrecision(4), { 'data-field': 'loss' }),
+        td(t.percent === null ? '—' : Math.round(t.percent) + '%'),
+        td(t.state === 'running' ? eta(t.etaSeconds) : '—', { 'data-field': 'eta' }),
+        td(t.error || t.artifact || '', { className: t.error ? 'error' : '' }),
+      ]);
+    });
+    fill(document.querySelector('[data-testid=training] tbody'), rows, 'no training runs', 9);
+  }
+
   function renderFailed(o) {
     var rows = o.failedJobs.map(function (j) {
       var btn = el('button', { type: 'button', text: 'Retry', 'data-retry': j.id });
@@ -228,7 +246,7 @@
         if (o.at < lastAt) return;
         lastAt = o.at;
         manyTenants = o.tenants.length > 1;
-        renderQueues(o); renderChart(o); renderIngestions(o); renderLatency(o); renderWorkers(o); renderCollections(o); renderFailed(o);
+        renderQueues(o); renderChart(o); renderIngestions(o); renderLatency(o); renderWorkers(o); renderCollections(o); renderTraining(o); renderFailed(o);
         var s = document.getElementById('status');
         s.className = '';
         s.textContent = (o.tenants.length === 1 ? 'tenant ' : 'tenants ') + o.tenants.join(', ') + ' · updated ' + new Date(o.at).toLocaleTimeString();
