@@ -21,6 +21,7 @@ import {
   type SearchResult,
   type ShardJobPayload,
   type ShardJobResult,
+  type UnavailableSegment,
 } from '@lateral/shared';
 import { ShapeError, topK } from '@lateral/scoring';
 import {
@@ -57,6 +58,7 @@ import { GROUP_DEPTH_FACTOR, hitShaping } from './hit-documents';
 import { eventLoopYielder, groupIndicesByKey, type RerankDeps } from './rerank.processor';
 import { fuse, toHit, type SearchDeps } from './search.processor';
 import { logRerankDone, logSearchDone } from './job-logs';
+import { degradedFields, splitUnavailable } from './degraded-results';
 
 /**
  * Sharded re-rank and search (issue 10 item 4). The parent job, on the rerank or search queue,
@@ -162,6 +164,9 @@ interface RerankInput {
 /** A shard's scores: per query, the candidates it holds (index into the query's ids) and their scores. */
 interface RerankPartial {
   found: { at: number[]; scores: number[] }[];
+  /** Segments of the shard that could not be read, and the candidate ids they hold (not scored). */
+  unavailable?: UnavailableSegment[];
+  unavailableIds?: string[];
   rotated: boolean;
   loadMs: number;
   encodeQueriesMs: number;
@@ -242,6 +247,8 @@ export async function shardedRerank(
   });
   const base: RoundBase = { kind: 'rerank', tenantId: p.tenantId, collectionId: collection.id, parentId: p.rerankId, shards: collection.shards!, generation: manifest.generation };
   const { scores, found, partials } = await rerankThroughShards(deps, job, base, 2, req.scorer, queries);
+  // Candidates held by a segment a shard could not read: named as unavailable, the result degraded (as in one job).
+  const unavailableIds = partials.flatMap((x) => x.unavailableIds ?? []);
   let candidatesTotal = 0;
   let missingTotal = 0;
   const results: RerankResult['results'] = queries.map((q, qi) => {
@@ -250,7 +257,7 @@ export async function shardedRerank(
     candidatesTotal += keep.length;
     missingTotal += missing.length;
     const hits = topK(Float32Array.from(keep, (j) => scores[qi][j]), keep.map((j) => q.ids[j]), shaping.depth);
-    return { queryId: req.queries[qi].id, hits: hits.map((h) => ({ id: h.id, score: h.score })), missing };
+    return { queryId: req.queries[qi].id, hits: hits.map((h) => ({ id: h.id, score: h.score })), ...splitUnavailable(missing, { unavailableIds }) };
   });
   await shaping.finish(deps, manifest, results);
   const max = (f: (x: RerankPartial) => number) => Math.max(0, ...partials.map(f));
@@ -262,6 +269,7 @@ export async function shardedRerank(
     vectors: partials.every((x) => x.rotated) ? 'rotated-int8' : 'fp32',
     results,
     timings: { totalMs: Date.now() - t0, encodeQueriesMs: max((x) => x.encodeQueriesMs), scoreMs: max((x) => x.scoreMs), loadMs: max((x) => x.loadMs) },
+    ...degradedFields(partials.flatMap((x) => x.unavailable ?? [])),
   };
   await deps.store.putJson(resultKey, result);
   await job.updateProgress(100);
@@ -304,7 +312,7 @@ async function rerankChild(deps: ShardedDeps, collection: Collection, manifest: 
     });
     members.forEach((qi, k) => (found[qi].scores = Array.from(out[k])));
   }
-  return { found, rotated: !!view.rotated, loadMs, encodeQueriesMs, scoreMs: Date.now() - tScore };
+  return { found, unavailable: view.unavailable ?? [], unavailableIds: view.unavailableIds ?? [], rotated: !!view.rotated, loadMs, encodeQueriesMs, scoreMs: Date.now() - tScore };
 }
 
 // ---------------------------------------------------------------- search
@@ -325,20 +333,21 @@ export function scopedManifest(manifest: CollectionManifest, scope: Scope): Coll
 }
 
 /** The shard's segments ready for search, with the global document keys of the whole generation (docBase). */
-async function shardParts(deps: ShardedDeps, collection: Collection, manifest: CollectionManifest, scope: Scope): Promise<SearchPart[]> {
+async function shardParts(deps: ShardedDeps, collection: Collection, manifest: CollectionManifest, scope: Scope): Promise<{ parts: SearchPart[]; unavailable: UnavailableSegment[] }> {
   const bases = new Map<string, number>();
   let docBase = 0;
   for (const s of manifest.segments) {
     bases.set(s.key, docBase);
     docBase += s.documents;
   }
-  const parts = await deps.segments.searchParts(collection, scopedManifest(manifest, scope));
-  return parts.map((part) => {
+  const { parts, unavailable } = await deps.segments.searchGeneration(collection, scopedManifest(manifest, scope));
+  const shardParts = parts.map((part) => {
     const b = bases.get(part.ref.key)!;
     // Same segment, its global docBase (the segment object's other fields are read through).
     const segment = Object.create(part.segment, { docBase: { value: b, enumerable: true } }) as SearchSegment;
     return { ...part, segment };
   });
+  return { parts: shardParts, unavailable };
 }
 
 const needsBm25 = (m: SearchMode) => m.name === 'bm25' || m.name === 'hybrid';
@@ -368,6 +377,7 @@ interface ShardHit extends SearchHit {
 /** Round 2: per query, the shard's ranked hits (hybrid: its two lists) and the reason a query has none. */
 interface HitsPartial {
   queries: { hits: ShardHit[]; second?: ShardHit[]; reason?: string }[];
+  unavailable?: UnavailableSegment[];
   loadMs: number;
   encodeQueriesMs: number;
   searchMs: number;
@@ -383,7 +393,8 @@ async function searchContext(deps: ShardedDeps, collection: Collection, manifest
     throw err;
   }
   const tLoad = Date.now();
-  const parts = await shardParts(deps, collection, manifest, scope);
+  // Segments of the shard that cannot be read are left out and named (the result says it is degraded).
+  const { parts, unavailable } = await shardParts(deps, collection, manifest, scope);
   const searchParts = parts.map((part) => ({ segment: part.segment, index: part.index, mask: andMasks(part.live, predicate ? docMask(part.segment, predicate) : undefined) }));
   const loadMs = Date.now() - tLoad;
   const encoder = await deps.encoders(collection.model).catch(permanentModelErrors);
@@ -398,7 +409,7 @@ async function searchContext(deps: ShardedDeps, collection: Collection, manifest
   const ivf = needsXtr(req.mode) ? await deps.ivf.get(collection.tenantId, collection.id, manifest.codecVersion) : null;
   if (needsXtr(req.mode) && !ivf) throw new Error(`IVF centroids of ${collection.id} v${manifest.codecVersion} are missing from S3`);
   const terms = req.queries.map((q) => Array.from(encoder.tokenizer.contentIds(q.text)).filter((id) => !skip(id)));
-  return { parts, searchParts, encoder, queries, skip, ivf, terms, loadMs, encodeQueriesMs };
+  return { parts, unavailable, searchParts, encoder, queries, skip, ivf, terms, loadMs, encodeQueriesMs };
 }
 
 type SearchContext = Awaited<ReturnType<typeof searchContext>>;
@@ -499,7 +510,7 @@ async function hitsChild(deps: ShardedDeps, ctx: SearchContext, req: SearchReque
       out.push({ hits: toShardHits(hits, qi), ...(reason ? { reason } : {}) });
     }
   }
-  return { queries: out, loadMs: ctx.loadMs, encodeQueriesMs: ctx.encodeQueriesMs, searchMs: Date.now() - tSearch };
+  return { queries: out, unavailable: ctx.unavailable, loadMs: ctx.loadMs, encodeQueriesMs: ctx.encodeQueriesMs, searchMs: Date.now() - tSearch };
 }
 
 /** The parent of a sharded search. */
@@ -588,6 +599,7 @@ export async function shardedSearch(
   const result: SearchResult = {
     searchId: p.searchId, collection: req.collection, mode: req.mode, generation: manifest.generation, results,
     timings: { totalMs: Date.now() - t0, encodeQueriesMs: max((x) => x.encodeQueriesMs), searchMs: max((x) => x.searchMs) + (Date.now() - tMerge), loadMs: max((x) => x.loadMs) },
+    ...degradedFields(partials.flatMap((x) => x.unavailable ?? [])),
   };
   const resultKey = s3Keys.searchResult(p.tenantId, p.searchId);
   await deps.store.putJson(resultKey, result);
