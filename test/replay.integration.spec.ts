@@ -99,7 +99,7 @@ describe('replayed jobs change nothing (real Redis, real S3 server, real ONNX mo
       expect(storedSearch!.results).toEqual(sr.body.result.results);
     }
     expect((await api('GET', '/v1/collections/replay')).body.generation).toBe(2);
-  });
+  }, 240_000); // an ingestion (waits up to 120 s), idle queues and seven replays: past the 60 s default on a loaded machine
 
   it('a document ingested again counts once in the live documents', async () => {
     const ing = await api('POST', '/v1/collections/replay/documents', docs.slice(0, 5).map((d) => ({ id: d.id, text: `${d.text} (revised)` })));
