@@ -306,7 +306,7 @@ async function rerankChild(deps: ShardedDeps, collection: Collection, manifest: 
   for (const members of groupIndicesByKey(resolved, (r) => r.key).values()) {
     const rows = resolved[members[0]].rows;
     if (rows.length === 0) continue;
-    const out = await scoreGroup(deps.scorers, { view, encoder, queries: members.map((i) => encoded[i]), rows, firstStage: members.map((i) => resolved[i].first), yieldEvery }, input.scorer).catch((err) => {
+    const out = await scoreGroup(deps.scorers, { view, encoder, queries: members.map((i) => encoded[i]), rows, firstStage: members.map((i) => resolved[i].first), yieldEvery, tenantId: collection.tenantId }, input.scorer).catch((err) => {
       if (err instanceof ValidationError || err instanceof ShapeError) throw new PermanentJobError(err.message);
       throw err;
     });
