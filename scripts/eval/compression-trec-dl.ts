@@ -23,6 +23,7 @@
  * (as the pipeline does; for the GloVe models it equals glove-static-100d's output bit for bit),
  * else (or with --static-model) the static model (same tokenizer, no context).
  */
+import { aesiComparisonSweep, fitAesiSetting, parseAesiFlags, type AesiFitSummary, type AesiSetting } from './compression-aesi';
 import { basename, resolve } from 'node:path';
 import { CodecSettingsSchema, type CodecSettings } from '@lateral/shared';
 import { maxsimOfSimilarities } from '@lateral/scoring';
@@ -49,6 +50,8 @@ export interface RerankSetting {
    * static-model: static query vs static documents, where the id is an exact representation.
    */
   reference?: 'token-id' | 'token-id-pred' | 'static-model';
+  /** SDR's AESI autoencoder instead of the fitted linear stage (--aesi, compression-aesi.ts). */
+  aesi?: AesiSetting;
 }
 
 export interface RerankSettingResult {
@@ -74,6 +77,8 @@ export interface RerankSettingResult {
    */
   int8_image?: { 'ndcg@10': number; ndcg_rel_change: number; top10_recall: number; mean_abs_score_error: number };
   ms: number;
+  /** AESI settings: the training run (compression-aesi.ts). */
+  aesi?: AesiFitSummary;
 }
 
 const DEFAULT_CTX_MODEL = '.cache/models/glove-ctx-100d';
@@ -257,7 +262,8 @@ export async function runRerankCompression(
   const docIds = used.map((g) => data.docIds[g]!);
   const texts = used.map((g) => data.texts[g]!);
   const queries = queriesList.map((q) => ({ ...q, candidates: q.candidates.map((g) => remap.get(g)!) }));
-  let sweep = rerankSweep(f.quick);
+  const aesiFlags = parseAesiFlags(args);
+  let sweep: RerankSetting[] = aesiFlags ? aesiComparisonSweep(aesiFlags.points, aesiFlags.options) : rerankSweep(f.quick);
   if (f.only) sweep = sweep.filter((s) => s.name === 'fp32' || f.only!.some((o) => s.name.startsWith(o)));
   const needStatic = sweep.some((s) => s.reference || s.codec?.sideInfo);
 
@@ -386,7 +392,9 @@ export async function runRerankCompression(
     } else {
       const s = setting.codec!;
       const fitted = s.kind === 'eden' || s.kind === 'residual';
-      const artifact = fitted
+      const artifact = setting.aesi
+        ? await fitAesiSetting(setting, sample.rows, sampleStatic, d, sd, f.seed, log)
+        : fitted
         ? fitCodec(s, sample.rows, d, { seed: f.seed, ...(setting.centroids ? { centroids: setting.centroids } : {}), ...(s.sideInfo ? { staticEmbeddings: sampleStatic, staticDims: sd } : {}) })
         : undefined;
       const codec = createCodec(s, artifact);
@@ -445,6 +453,7 @@ export async function runRerankCompression(
       ms: Math.round(performance.now() - ts),
     };
     if (setting.reference) row.bytes_per_token = (overheadBytes + idBytes * T) / T; // the id is the representation
+    if (setting.aesi?.summary) row.aesi = setting.aesi.summary;
     if (image && fp32Scores) row.int8_image = imageScores(image, { scores: fp32Scores, tops: fp32Top });
     results.push(row);
     log(formatRerankRow(row));

@@ -1,0 +1,106 @@
+/**
+ * The SDR comparison inside `npm run eval -- compression --dataset DIR --aesi c:bits[,c:bits...]`:
+ * at each (code size c, EDEN bits B), the same EDEN cross-layout quantiser over
+ *   - PCA to c dims, no side information (`eden-{B}b-c{c}-cross`),
+ *   - PCA to c dims of what the ridge predictor from the static embedding leaves (`...-side`),
+ *   - SDR's AESI autoencoder with the static embedding as side information, trained with TF.js
+ *     (@lateral/training trainAesi) on the same token sample (`aesi-{B}b-c{c}-h{width}`),
+ * plus fp32, all written into real segments and scored by the sweep of compression-trec-dl.ts.
+ * Flags: --aesi-width N (intermediate width, default 1536 as the paper), --aesi-epochs N (10),
+ * --aesi-patience N (2), --aesi-batch N (256 tokens per Adam step).
+ */
+import { aesiArtifact, type CodecArtifact } from '@lateral/codec';
+import { CodecSettingsSchema, type CodecSettings } from '@lateral/shared';
+import { trainAesi } from '@lateral/training';
+
+export interface AesiSweepOptions {
+  width: number;
+  maxEpochs: number;
+  patience: number;
+  batchTokens: number;
+}
+
+/** What the sweep records of one AESI fit (JSON field `aesi` of its row). */
+export interface AesiFitSummary {
+  width: number;
+  code_dims: number;
+  sample_tokens: number;
+  best_epoch: number;
+  epochs: number;
+  held_out_mse: number;
+  held_out_rel_error: number;
+  train_seconds: number;
+  curve: { epoch: number; train_mse: number; val_mse: number; val_rel_error: number }[];
+}
+
+/** A sweep setting (compression-trec-dl.ts RerankSetting) that is an AESI codec. */
+export interface AesiSetting {
+  options: AesiSweepOptions;
+  /** filled in by fitAesiSetting */
+  summary?: AesiFitSummary;
+}
+
+interface SweepSetting {
+  name: string;
+  codec?: CodecSettings;
+  aesi?: AesiSetting;
+}
+
+/** --aesi and its options, or null when the flag is absent. Points: "c:bits" comma-separated. */
+export function parseAesiFlags(args: string[]): { points: { codeDims: number; bits: number }[]; options: AesiSweepOptions } | null {
+  const opt = (name: string) => (args.includes(name) ? args[args.indexOf(name) + 1] : undefined);
+  const spec = opt('--aesi');
+  if (spec === undefined) return null;
+  const points = spec.split(',').map((p) => {
+    const [c, b] = p.split(':').map(Number);
+    if (!Number.isInteger(c) || c < 2 || !Number.isInteger(b) || b < 1 || b > 8) throw new RangeError(`--aesi takes code size:bits pairs like 16:6,8:5, got '${p}'`);
+    return { codeDims: c, bits: b };
+  });
+  const num = (name: string, dflt: number) => {
+    const v = Number(opt(name) ?? dflt);
+    if (!Number.isInteger(v) || v < 1) throw new RangeError(`${name} must be a positive integer`);
+    return v;
+  };
+  return { points, options: { width: num('--aesi-width', 1536), maxEpochs: num('--aesi-epochs', 10), patience: num('--aesi-patience', 2), batchTokens: num('--aesi-batch', 256) } };
+}
+
+/** fp32, then per point: no side information, ridge side information, AESI (same quantiser, same c and B). */
+export function aesiComparisonSweep(points: { codeDims: number; bits: number }[], options: AesiSweepOptions): SweepSetting[] {
+  const setting = (s: Partial<CodecSettings>, name: string): SweepSetting => ({ name, codec: CodecSettingsSchema.parse(s) });
+  const out: SweepSetting[] = [setting({ kind: 'fp32' }, 'fp32')];
+  for (const { codeDims: c, bits: b } of points) {
+    out.push(setting({ kind: 'eden', bits: b, dims: c, layout: 'cross' }, `eden-${b}b-c${c}-cross`));
+    out.push(setting({ kind: 'eden', bits: b, dims: c, layout: 'cross', sideInfo: true }, `eden-${b}b-c${c}-cross-side`));
+    out.push({ ...setting({ kind: 'eden', bits: b, dims: c, layout: 'cross', sideInfo: true }, `aesi-${b}b-c${c}-h${options.width}`), aesi: { options } });
+  }
+  return out;
+}
+
+/** Trains the setting's AESI on the sweep's token sample (and its static rows) and returns its codec artifact. */
+export async function fitAesiSetting(
+  setting: { name: string; codec?: CodecSettings; aesi?: AesiSetting },
+  sample: Float32Array,
+  sampleStatic: Float32Array | undefined,
+  d: number,
+  sd: number,
+  seed: number,
+  log: (line: string) => void,
+): Promise<CodecArtifact> {
+  const s = setting.codec!;
+  if (!setting.aesi || !sampleStatic) throw new Error(`${setting.name}: AESI needs the static embeddings of the sample`);
+  const o = setting.aesi.options;
+  const res = await trainAesi(sample, sampleStatic, d, sd, { codeDims: s.dims!, width: o.width, seed, maxEpochs: o.maxEpochs, patience: o.patience, batchTokens: o.batchTokens });
+  for (const e of res.curve) log(`  ${setting.name} epoch ${e.epoch}: train MSE ${e.trainMse.toExponential(3)}, held-out MSE ${e.valMse.toExponential(3)} (rel. error ${e.valRelError.toFixed(4)}), ${e.seconds.toFixed(0)} s`);
+  setting.aesi.summary = {
+    width: o.width,
+    code_dims: s.dims!,
+    sample_tokens: res.data.tokens,
+    best_epoch: res.bestEpoch,
+    epochs: res.curve.length,
+    held_out_mse: res.heldOut.mse,
+    held_out_rel_error: res.heldOut.relError,
+    train_seconds: res.seconds,
+    curve: res.curve.map((e) => ({ epoch: e.epoch, train_mse: e.trainMse, val_mse: e.valMse, val_rel_error: e.valRelError })),
+  };
+  return aesiArtifact(s, res.weights, BigInt(seed));
+}
