@@ -74,7 +74,12 @@ export class LiteTf {
     this.row2 = dense(r, m2, L2, 'row2');
     this.col1 = dense(r, L1, m1, 'col1');
     this.col2 = dense(r, m1, L1, 'col2');
-    this.finalT = tf.variable(tf.tensor2d(glorot(r, L1 * L2, 1).map((v) => v * 4), [L2, L1]), true, 'final_wT');
+    // The final layer starts at zero: every candidate scores 0 and the first steps fit a linear
+    // ranker over the (random-feature) S''. The former start (4x Glorot over L1 * L2 = 6,000
+    // inputs) gave scores of deviation about 5 that ranked at random, and Adam's small steps over
+    // the few hundred groups this data gives never undid it (trained LITE stayed near random).
+    void glorot(r, L1 * L2, 1); // keeps the generator's sequence (and the seeded weights above) unchanged
+    this.finalT = tf.variable(tf.zeros([L2, L1]), true, 'final_wT');
   }
 
   variables(): tf.Variable[] {
