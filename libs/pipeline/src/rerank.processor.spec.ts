@@ -53,6 +53,8 @@ const viewStubs = (over: Stubs<CollectionView> = {}): Stubs<CollectionView> => (
   ]),
   docIds: ['d1', 'd2', 'd3'],
   tokens: 3,
+  unavailable: [],
+  unavailableIds: [],
   ...over,
 });
 
@@ -215,6 +217,19 @@ describe('rerankProcessor', () => {
     expect(result).not.toHaveProperty('vectors');
     expect(result.results).toEqual([{ queryId: 'q1', hits: [], missing: ['d1', 'd2'] }]);
     expect(out).toEqual({ resultKey: s3Keys.rerankResult(T, RR), queries: 1, candidates: 0, missing: 2 });
+  });
+
+  it('candidates held by an unreadable segment: listed unavailable (not missing), the result degraded and naming the segment', async () => {
+    const broken = { key: 'tenants/t1/collections/c1/segments/v1/b9.seg', object: 'segment' as const, segment: 'tenants/t1/collections/c1/segments/v1/b9.seg', reason: 'segment "…b9.seg" is corrupt in section "CODE": checksum mismatch', documents: 20 };
+    const s = setup({
+      request: { collection: C, scorer: 'dense', topK: 10, queries: [{ id: 'q1', text: 'alpha', candidates: ['d1', 'gone', 'nope', 'd2'] }] },
+      view: viewStubs({ unavailable: [broken], unavailableIds: ['gone'] }),
+    });
+    await rerankProcessor(s.deps, payload, s.job);
+    const { result } = stored(s);
+    expect(result.results).toEqual([{ queryId: 'q1', hits: [{ id: 'd2', score: 1 }, { id: 'd1', score: expect.closeTo(0.6, 6) }], missing: ['nope'], unavailable: ['gone'] }]);
+    expect(result.degraded).toBe(true);
+    expect(result.unavailableSegments).toEqual([broken]);
   });
 
   it('a request missing from S3 is permanent and touches nothing else', async () => {
