@@ -126,6 +126,8 @@ describe('docker-compose.yml', () => {
       expect(scorerShards(sh.SCORER_SHARDS, sh.COLLECTION_MAX_SHARDS, sh.SCORER_SHARD_FROM_HOSTNAME)).toEqual([i]);
       expect(sh.WORKER_QUEUES).toEqual(['search']); // a scorer serves shard queues when it works on rerank or search
     }
+    // Every shard a collection may have (COLLECTION_MAX_SHARDS) has a service holding it.
+    expect(sc.COLLECTION_MAX_SHARDS).toBe(2);
     // Every queue this build has a processor for is worked by some pool, and no pool asks for a
     // queue without one (WorkerHost would refuse to start).
     expect([...enc.WORKER_QUEUES, ...sc.WORKER_QUEUES].sort()).toEqual([...HANDLED_QUEUES].sort());
@@ -299,6 +301,16 @@ describe('infra/k8s', () => {
     expect(c.ORT_EXECUTION_PROVIDER).toBe('cuda');
     expect(c.WORKER_QUEUES).toEqual(['encode', 'compress', 'encode-texts']);
     expect(deploymentConfig(deployments.find((d) => d.metadata.name === 'lateral-scorer-worker')!).WORKER_QUEUES).toEqual(['index', 'commit', 'rerank', 'search', 'batch', 'train', 'webhook']);
+  });
+
+  it('has a scorer pool holding each shard a collection may have (COLLECTION_MAX_SHARDS)', () => {
+    const max = parseConfig(cmEnv).data!.COLLECTION_MAX_SHARDS;
+    const held = new Set<number>();
+    for (const dep of deployments) {
+      const c = deploymentConfig(dep);
+      if (c.WORKER_QUEUES.some((q) => q === 'rerank' || q === 'search')) for (const i of scorerShards(c.SCORER_SHARDS, c.COLLECTION_MAX_SHARDS, c.SCORER_SHARD_FROM_HOSTNAME, 'pod-0')) held.add(i);
+    }
+    expect([...held].sort()).toEqual(Array.from({ length: max }, (_, i) => i));
   });
 
   it('KEDA ScaledObjects scale each worker pool on <REDIS_PREFIX>:<queue>:wait of every queue it works', () => {
