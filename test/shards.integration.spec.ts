@@ -109,6 +109,22 @@ describe('shards: two scorer processes holding one shard each answer what one ho
     expect(perShard[1]).toBeGreaterThan(0);
     const merged = manifest.segments.filter((s) => s.batches && s.batches.length > 1);
     expect(merged.length, 'MERGE_FACTOR 3 merged some segments').toBeGreaterThan(0);
+    // Each merged segment stays in the shard its input batches were committed to (read from the
+    // earlier generations that still list the batches' own segments).
+    const shardOfBatch = new Map<string, number>();
+    for (let g = 1; g < manifest.generation; g++) {
+      const m = await cluster.server.runtime.generations.manifest('default', 'split', g).catch(() => null);
+      for (const s of m?.segments ?? []) if (!s.batches) shardOfBatch.set(s.batchId, segmentShard(s, 2));
+    }
+    let checked = 0;
+    for (const s of merged) {
+      for (const b of s.batches!) {
+        if (!shardOfBatch.has(b)) continue;
+        expect(shardOfBatch.get(b), `batch ${b} of ${s.key}`).toBe(s.shard);
+        checked++;
+      }
+    }
+    expect(checked).toBeGreaterThan(0);
     const overview = await http(cluster.server.url, 'GET', '/v1/admin/overview', undefined, { authorization: `Bearer ${cluster.vars.ADMIN_TOKEN}` });
     expect(overview.status).toBe(200);
     const row = (overview.body.collections as { id: string; shards: number | null }[]).find((c) => c.id === 'split');
