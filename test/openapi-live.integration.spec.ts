@@ -230,14 +230,14 @@ describe('OpenAPI document vs the live service', () => {
     await call('DELETE /v1/admin/keys/{id}', '/v1/admin/keys/nope'); // 404
 
     // tenant quotas: the operator's view and change, a refusal by a quota, the caller's own view
-    await call('GET /v1/admin/tenants/{tenant}/quota', '/v1/admin/tenants/acme/quota', undefined, operator);
-    await call('GET /v1/admin/tenants/{tenant}/quota', '/v1/admin/tenants/acme/quota', undefined, {}); // 401
-    await call('PUT /v1/admin/tenants/{tenant}/quota', '/v1/admin/tenants/default/quota', { maxDocuments: 1 }, operator);
-    await call('PUT /v1/admin/tenants/{tenant}/quota', '/v1/admin/tenants/default/quota', { maxDocuments: -1 }, operator); // 400
+    await call('GET /v1/admin/quotas/{tenant}', '/v1/admin/quotas/acme', undefined, operator);
+    await call('GET /v1/admin/quotas/{tenant}', '/v1/admin/quotas/acme', undefined, {}); // 401
+    await call('PUT /v1/admin/quotas/{tenant}', '/v1/admin/quotas/default', { maxDocuments: 1 }, operator);
+    await call('PUT /v1/admin/quotas/{tenant}', '/v1/admin/quotas/default', { maxDocuments: -1 }, operator); // 400
     const refused = await call('POST /v1/collections/{id}/documents', '/v1/collections/empty/documents', [{ id: 'q1', text: 'over the quota' }]);
     expect(refused.status).toBe(403);
     await call('GET /v1/quota', '/v1/quota');
-    await call('PUT /v1/admin/tenants/{tenant}/quota', '/v1/admin/tenants/default/quota', {}, operator); // back to the defaults
+    await call('PUT /v1/admin/quotas/{tenant}', '/v1/admin/quotas/default', {}, operator); // back to the defaults
 
     // deleting a collection last
     await call('DELETE /v1/collections/{id}', '/v1/collections/empty');

@@ -40,7 +40,7 @@ describe('tenant quotas (AUTH=keys)', () => {
       if (s.body.state === 'failed') throw new Error(JSON.stringify(s.body));
       return s.body.state === 'done' ? s.body : null;
     }, 120_000);
-  const quota = async (tenant: string) => (await call(ADMIN, 'GET', `/v1/admin/tenants/${tenant}/quota`)).body;
+  const quota = async (tenant: string) => (await call(ADMIN, 'GET', `/v1/admin/quotas/${tenant}`)).body;
 
   beforeAll(async () => {
     server = await startServer(config, { quiet: true });
@@ -132,7 +132,7 @@ describe('tenant quotas (AUTH=keys)', () => {
   it('bytes: a tenant override set by the admin endpoint; 403 naming maxBytes once the committed segments reach it; null restores the default', async () => {
     const b = keys['qb-write']!;
     // raise documents for qb, and cap its bytes below what it holds
-    const set = await call(ADMIN, 'PUT', '/v1/admin/tenants/qb/quota', { maxDocuments: 1000, maxBytes: 1000 });
+    const set = await call(ADMIN, 'PUT', '/v1/admin/quotas/qb', { maxDocuments: 1000, maxBytes: 1000 });
     expect(set.status, JSON.stringify(set.body)).toBe(200);
     expect(set.body.overrides).toMatchObject({ maxDocuments: 1000, maxBytes: 1000 });
     expect(set.body.limits).toEqual({ maxDocuments: 1000, maxBytes: 1000, maxConcurrentJobs: 2 });
@@ -144,7 +144,7 @@ describe('tenant quotas (AUTH=keys)', () => {
     expect(over.body.details).toEqual([{ field: 'quota.maxBytes', message: `limit 1000, used ${held}, requested 0` }]);
     expect(over.body.message).toMatch(/maxBytes .* is 1000; its collections' committed segments hold \d+ bytes/);
     // above what it holds: accepted
-    expect((await call(ADMIN, 'PUT', '/v1/admin/tenants/qb/quota', { maxDocuments: 1000, maxBytes: held + 1 })).status).toBe(200);
+    expect((await call(ADMIN, 'PUT', '/v1/admin/quotas/qb', { maxDocuments: 1000, maxBytes: held + 1 })).status).toBe(200);
     const ok = await call(b, 'POST', '/v1/collections/c1/documents', docs('m', 3));
     expect(ok.status).toBe(202);
     await waitDone(b, ok.body.status);
@@ -152,7 +152,7 @@ describe('tenant quotas (AUTH=keys)', () => {
     expect((await quota('qb')).usage.bytes).toBeGreaterThan(held + 1);
     expect((await call(b, 'POST', '/v1/collections/c1/documents', docs('m', 1))).status).toBe(403);
     // null: back to the default (documents 10: qb holds 13 now)
-    const cleared = await call(ADMIN, 'PUT', '/v1/admin/tenants/qb/quota', { maxBytes: null });
+    const cleared = await call(ADMIN, 'PUT', '/v1/admin/quotas/qb', { maxBytes: null });
     expect(cleared.body.overrides.maxBytes).toBeUndefined();
     expect(cleared.body.limits).toEqual({ maxDocuments: 10, maxBytes: 0, maxConcurrentJobs: 2 });
     expect((await call(b, 'POST', '/v1/collections/c1/documents', docs('m', 1))).body.details[0].field).toBe('quota.maxDocuments');
@@ -185,16 +185,16 @@ describe('tenant quotas (AUTH=keys)', () => {
   });
 
   it('the quota endpoints: operator credential only, 400 naming a bad value or tenant', async () => {
-    expect((await call(keys['qa-write']!, 'GET', '/v1/admin/tenants/qa/quota')).status).toBe(401);
-    expect((await call(null, 'PUT', '/v1/admin/tenants/qa/quota', { maxDocuments: 1 })).status).toBe(401);
-    const op = await http(server.url, 'GET', '/v1/admin/tenants/qa/quota', undefined, { authorization: `Bearer ${OPERATOR}` });
+    expect((await call(keys['qa-write']!, 'GET', '/v1/admin/quotas/qa')).status).toBe(401);
+    expect((await call(null, 'PUT', '/v1/admin/quotas/qa', { maxDocuments: 1 })).status).toBe(401);
+    const op = await http(server.url, 'GET', '/v1/admin/quotas/qa', undefined, { authorization: `Bearer ${OPERATOR}` });
     expect(op.status).toBe(200);
-    const neg = await call(ADMIN, 'PUT', '/v1/admin/tenants/qa/quota', { maxDocuments: -1 });
+    const neg = await call(ADMIN, 'PUT', '/v1/admin/quotas/qa', { maxDocuments: -1 });
     expect(neg.status).toBe(400);
     expect(neg.body.details[0].field).toBe('maxDocuments');
-    const unknown = await call(ADMIN, 'PUT', '/v1/admin/tenants/qa/quota', { maxDocs: 5 });
+    const unknown = await call(ADMIN, 'PUT', '/v1/admin/quotas/qa', { maxDocs: 5 });
     expect(unknown.status).toBe(400);
-    const badTenant = await call(ADMIN, 'GET', '/v1/admin/tenants/a%2F..%2Fb/quota');
+    const badTenant = await call(ADMIN, 'GET', '/v1/admin/quotas/a%2F..%2Fb');
     expect(badTenant.status).toBe(400);
     expect(badTenant.body.details[0].field).toBe('path.tenant');
   });
@@ -235,7 +235,7 @@ describe('tenant quotas: jobs in flight (TENANT_MAX_CONCURRENT_JOBS)', () => {
       expect(r.body.details).toEqual([{ field: 'quota.maxConcurrentJobs', message: 'limit 2, used 2, requested 1' }]);
       expect(r.body.message).toMatch(/has 2 jobs in flight .* maxConcurrentJobs quota \(TENANT_MAX_CONCURRENT_JOBS or the tenant's quota\) of 2/);
     }
-    const q = await http(api.url, 'GET', '/v1/admin/tenants/default/quota', undefined, { authorization: `Bearer ${OPERATOR}` });
+    const q = await http(api.url, 'GET', '/v1/admin/quotas/default', undefined, { authorization: `Bearer ${OPERATOR}` });
     expect(q.body.usage.concurrentJobs).toBe(2);
     // a worker process takes the two jobs; once they finished, the tenant may submit again
     workers = await startServer(config, { quiet: true, queues: [QueueName.rerank, QueueName.search] });

@@ -11,7 +11,7 @@ import { AdminService } from './admin.service';
 import { DashboardController } from './dashboard.controller';
 
 /** Every operator path: adminAuth answers 401 (or 403 when ADMIN_TOKEN is unset) before anything else runs. */
-export const ADMIN_PATHS = ['/dashboard', '/admin/queues', '/v1/admin/overview', '/v1/admin/jobs', '/v1/admin/tenants'];
+export const ADMIN_PATHS = ['/dashboard', '/admin/queues', '/v1/admin/overview', '/v1/admin/jobs', '/v1/admin/quotas'];
 
 /** The operations dashboard, its JSON endpoints and the queue board (@bull-board) at /admin/queues. */
 @Module({})

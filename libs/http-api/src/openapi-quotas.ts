@@ -18,7 +18,7 @@ const OPERATOR = {
 };
 
 export const QUOTA_OPENAPI_PATHS = {
-  '/v1/admin/tenants/{tenant}/quota': {
+  '/v1/admin/quotas/{tenant}': {
     get: {
       summary: "A tenant's quotas (in force, defaults, its overrides) and usage: documents, segment bytes, jobs in flight",
       security,

@@ -12,20 +12,20 @@ import { zodIssues } from './zod-issues';
 const TenantParam = pathParam('tenant', resourceId('tenant'));
 
 /**
- * Per-tenant quotas and usage for the operator: GET and PUT /v1/admin/tenants/{tenant}/quota, behind
+ * Per-tenant quotas and usage for the operator: GET and PUT /v1/admin/quotas/{tenant}, behind
  * adminAuth like /v1/admin/overview (ADMIN_TOKEN, or an admin API key with AUTH=keys).
  */
 @RequiresRole('public')
-@Controller('v1/admin/tenants')
+@Controller('v1/admin/quotas')
 export class TenantQuotasAdminController {
   constructor(@Inject(RUNTIME) private readonly rt: Runtime) {}
 
-  @Get(':tenant/quota')
+  @Get(':tenant')
   get(@Param('tenant', TenantParam) tenant: string) {
     return tenantQuotas(this.rt).status(tenant);
   }
 
-  @Put(':tenant/quota')
+  @Put(':tenant')
   put(@Param('tenant', TenantParam) tenant: string, @Body() body: unknown) {
     const parsed = TenantQuotaUpdateSchema.safeParse(json(body));
     if (!parsed.success) throw new ValidationError('invalid quota', zodIssues(parsed.error));

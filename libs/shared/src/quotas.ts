@@ -7,7 +7,7 @@ import { resourceId } from './ids';
  * (the compressed segments of the current generations, as committed), and jobs in flight (ingestions,
  * re-rank and search jobs, batches, training runs accepted and not finished). 0 = unlimited.
  * Defaults come from configuration (TENANT_MAX_DOCUMENTS, TENANT_MAX_BYTES, TENANT_MAX_CONCURRENT_JOBS);
- * a tenant's quota record in S3 (`auth/quotas/{tenant}.json`, set by `PUT /v1/admin/tenants/{tenant}/quota`)
+ * a tenant's quota record in S3 (`auth/quotas/{tenant}.json`, set by `PUT /v1/admin/quotas/{tenant}`)
  * overrides each one it names.
  */
 export const QUOTA_NAMES = ['maxDocuments', 'maxBytes', 'maxConcurrentJobs'] as const;
@@ -31,7 +31,7 @@ const quotaValue = (name: string) =>
     .nullable()
     .optional();
 
-/** Body of `PUT /v1/admin/tenants/{tenant}/quota`: each quota a number (0 = unlimited), null or absent = the configured default. */
+/** Body of `PUT /v1/admin/quotas/{tenant}`: each quota a number (0 = unlimited), null or absent = the configured default. */
 export const TenantQuotaUpdateSchema = z.strictObject({
   maxDocuments: quotaValue('maxDocuments'),
   maxBytes: quotaValue('maxBytes'),
@@ -92,7 +92,7 @@ const limitsSchema = z.object({
   maxConcurrentJobs: z.number().int().min(0),
 });
 
-/** GET / PUT /v1/admin/tenants/{tenant}/quota and GET /v1/quota (the caller's own tenant). */
+/** GET / PUT /v1/admin/quotas/{tenant} and GET /v1/quota (the caller's own tenant). */
 export const TenantQuotaStatusSchema = z.object({
   tenant: z.string(),
   limits: limitsSchema.describe('the quotas in force (0 = unlimited): the tenant override where set, else the configured default'),
