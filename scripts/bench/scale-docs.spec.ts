@@ -103,6 +103,8 @@ describe('bench scale: percentiles, RSS summary, JSON line', () => {
     const climbing = summarizeRss(Array.from({ length: 40 }, (_, i) => 100 + 10 * i));
     expect(climbing!.q4Mb).toBeGreaterThan(climbing!.q2Mb + 150);
     expect(summarizeRss([])).toBeNull();
+    // A sample of a process on its way out (no VmRSS) is not a peak of NaN.
+    expect(summarizeRss([100, NaN, 120])).toMatchObject({ peakMb: 120, samples: 2 });
   });
 
   it('checkScaleResult accepts the documented shape and names what is missing or mis-shaped', () => {

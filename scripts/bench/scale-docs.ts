@@ -138,7 +138,8 @@ export interface RssSummary {
 }
 
 /** Peak and steady RSS of one process over its samples (in time order). */
-export function summarizeRss(samples: readonly number[]): RssSummary | null {
+export function summarizeRss(all: readonly number[]): RssSummary | null {
+  const samples = all.filter(Number.isFinite);
   if (!samples.length) return null;
   const n = samples.length;
   const med = (a: number, b: number) => percentile(samples.slice(Math.floor(a * n), Math.max(Math.floor(a * n) + 1, Math.floor(b * n))), 50);

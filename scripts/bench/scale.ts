@@ -188,12 +188,13 @@ export async function runScaleBench(args: string[]): Promise<Record<string, unkn
     for (const role of ROLES) {
       const pid = role === 'bench' ? process.pid : pidOf(role);
       const m = procMem(pid);
-      if (!m || !pid) continue;
+      // A process on its way out (a scorer being restarted) has no VmRSS line any more: no sample.
+      if (!m || !pid || !Number.isFinite(m.rss)) continue;
       const c = procCpuSeconds(pid);
       if (c !== null) (cpu[role] ??= new Map()).set(pid, c);
       (samples[role] ??= []).push({ t: (performance.now() - t00) / 1000, phase, rss: m.rss });
       // VmHWM is per process: a restarted scorer starts again from 0, so keep the highest seen.
-      hwm[role] = Math.max(hwm[role] ?? 0, m.hwm);
+      if (Number.isFinite(m.hwm)) hwm[role] = Math.max(hwm[role] ?? 0, m.hwm);
     }
   };
   const sampler = setInterval(sample, 1000);
