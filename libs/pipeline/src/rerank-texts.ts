@@ -318,6 +318,6 @@ export async function rerankWithTexts(
     ...degradedFields(view?.unavailable),
   };
   const candidates = resolved.reduce((s, r) => s + r.ids.length, 0);
-  const missing = resolved.reduce((s, r) => s + r.missing.length, 0);
+  const missing = results.reduce((s, r) => s + r.missing.length, 0); // unavailable candidates are not missing
   return { result, candidates, missing };
 }

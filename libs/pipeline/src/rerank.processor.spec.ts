@@ -225,9 +225,10 @@ describe('rerankProcessor', () => {
       request: { collection: C, scorer: 'dense', topK: 10, queries: [{ id: 'q1', text: 'alpha', candidates: ['d1', 'gone', 'nope', 'd2'] }] },
       view: viewStubs({ unavailable: [broken], unavailableIds: ['gone'] }),
     });
-    await rerankProcessor(s.deps, payload, s.job);
+    const out = await rerankProcessor(s.deps, payload, s.job);
     const { result } = stored(s);
     expect(result.results).toEqual([{ queryId: 'q1', hits: [{ id: 'd2', score: 1 }, { id: 'd1', score: expect.closeTo(0.6, 6) }], missing: ['nope'], unavailable: ['gone'] }]);
+    expect(out).toMatchObject({ candidates: 2, missing: 1 });
     expect(result.degraded).toBe(true);
     expect(result.unavailableSegments).toEqual([broken]);
   });

@@ -123,6 +123,8 @@ export async function rerankProcessor(ctx: RerankDeps, p: JobPayload<QueueName.r
     timings: { totalMs: Date.now() - t0, encodeQueriesMs, scoreMs: Date.now() - tScore, loadMs },
     ...degradedFields(view?.unavailable),
   };
+  // Candidates of an unreadable segment are listed as unavailable, not counted as missing.
+  missingTotal = results.reduce((s, r) => s + r.missing.length, 0);
   const resultKey = s3Keys.rerankResult(p.tenantId, p.rerankId);
   await ctx.store.putJson(resultKey, result);
   logRerankDone(result, { queries: req.queries.length, candidates: candidatesTotal, missing: missingTotal });
