@@ -71,11 +71,14 @@ export const DEFAULT_JOB_OPTIONS = (attempts: number): JobsOptions => ({
 /** One BullMQ queue per QueueName, sharing the producer connection. */
 export class JobQueues {
   private readonly queues = new Map<QueueName, Queue>();
+  /** Queues outside QueueName whose counts are reported too (the shard queues `shard-<i>`). */
+  private readonly extra = new Map<string, Queue>();
 
-  constructor(readonly connection: Redis, readonly prefix: string, private readonly attempts: number) {
+  constructor(readonly connection: Redis, readonly prefix: string, private readonly attempts: number, extraNames: readonly string[] = []) {
     for (const name of ALL_QUEUES) {
       this.queues.set(name, new Queue(name, { ...BULLMQ_CONNECTION_OPTIONS, connection, prefix, defaultJobOptions: DEFAULT_JOB_OPTIONS(attempts) }));
     }
+    for (const name of extraNames) this.extra.set(name, new Queue(name, { ...BULLMQ_CONNECTION_OPTIONS, connection, prefix }));
   }
 
   get(name: QueueName): Queue {
@@ -98,12 +101,12 @@ export class JobQueues {
 
   async counts(): Promise<Record<string, Record<string, number>>> {
     const out: Record<string, Record<string, number>> = {};
-    for (const [name, q] of this.queues) out[name] = await q.getJobCounts('waiting', 'active', 'completed', 'failed', 'delayed', 'prioritized');
+    for (const [name, q] of [...this.queues, ...this.extra]) out[name] = await q.getJobCounts('waiting', 'active', 'completed', 'failed', 'delayed', 'prioritized');
     return out;
   }
 
   async close(): Promise<void> {
-    await Promise.all([...this.queues.values()].map((q) => q.close()));
+    await Promise.all([...this.queues.values(), ...this.extra.values()].map((q) => q.close()));
   }
 }
 

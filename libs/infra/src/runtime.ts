@@ -1,6 +1,6 @@
 import path from 'node:path';
 import type { Redis } from 'ioredis';
-import type { Config } from '@lateral/shared';
+import { shardQueueName, type Config } from '@lateral/shared';
 import { startEmbeddedRedis, startEmbeddedS3, redisReachable } from './embedded-services';
 import { createLogger, type Logger } from './logger';
 import { ObjectStore } from './object-store';
@@ -106,7 +106,8 @@ export async function createRuntime(config: Config, services: ResolvedServices, 
   await store.ensureBucket();
   const redis = createRedis(services.redisUrl, 'producer', logger);
   await waitReady(redis);
-  const queues = new JobQueues(redis, config.REDIS_PREFIX, config.JOB_ATTEMPTS);
+  // The shard queues' counts too (health, admin, lateral_queue_jobs), as far as collections may have shards.
+  const queues = new JobQueues(redis, config.REDIS_PREFIX, config.JOB_ATTEMPTS, Array.from({ length: config.COLLECTION_MAX_SHARDS }, (_, i) => shardQueueName(i)));
   return {
     config,
     services,
