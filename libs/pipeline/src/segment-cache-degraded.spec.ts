@@ -133,6 +133,18 @@ describe('segment cache: a segment that cannot be read', () => {
     expect(cache.unavailableKeys()).toEqual([b.ref.key]);
   });
 
+  it('concurrent requests meeting one broken segment: the listener hears of it once', async () => {
+    const src = store([a, b]);
+    src.objects.set(b.ref.key, flipped(b.bytes));
+    const l = listener();
+    const cache = cacheOver(src, [a, b], { health: l.health });
+    const m = manifestOf(1, [a.ref, b.ref]);
+    const views = await Promise.all([1, 2, 3, 4].map(() => cache.view(collection, m, ['a1', 'b2'])));
+    expect(views.map((v) => v.unavailableIds)).toEqual([['b2'], ['b2'], ['b2'], ['b2']]);
+    await Promise.all([cache.searchGeneration(collection, m), cache.searchGeneration(collection, m)]);
+    expect(l.events).toHaveLength(1);
+  });
+
   it('an older copy of an id held by the unreadable newer segment is not served in its place', async () => {
     const old = segment('b0', ['shared', 'z'], 9);
     const src = store([old, b]);

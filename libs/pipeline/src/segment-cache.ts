@@ -548,7 +548,9 @@ export class SegmentCache {
     } catch (err) {
       if (!(err instanceof SegmentUnavailableError)) throw err;
       const until = Date.now() + (this.opts.recheckMs ?? UNAVAILABLE_RECHECK_MS);
-      if (b && b.reason === err.reason) b.until = until;
+      // Concurrent requests share one failed load: the entry another one made is kept (reported once).
+      const now = this.bad.get(key);
+      if (now && now.reason === err.reason) now.until = until;
       else this.bad.set(key, { object, segment, reason: err.reason, until, reported: false });
       throw err;
     }
