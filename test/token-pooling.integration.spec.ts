@@ -131,6 +131,23 @@ describe('token pooling in the pipeline', () => {
     expect((await storedRows('one')).factors.every((f) => f === undefined)).toBe(true);
   }, 600_000);
 
+  it('re-compression pools from the raw vectors: poolFactor 3 on an unpooled collection, BM25 unchanged', async () => {
+    const rc = await api('POST', '/v1/collections/one/recompress', { codec: { kind: 'fp16', poolFactor: 3 } });
+    expect(rc.status, JSON.stringify(rc.body)).toBe(202);
+    await until(async () => {
+      const c = (await api('GET', '/v1/collections/one')).body;
+      return c.codecVersion === 2 && !c.pending ? c : null;
+    }, 180_000);
+    const p = await storedRows('plain');
+    const q = await storedRows('one');
+    expect(q.factors.every((f) => f === 3)).toBe(true);
+    for (const d of docs) expect(q.rows.get(d.id), d.id).toBe(Math.ceil(p.rows.get(d.id)! / 3));
+    expect((await api('GET', '/v1/collections/one')).body.documents).toBe(docs.length);
+    expect(await bm25('one')).toEqual(await bm25('plain'));
+    const got = await rerank('one');
+    for (const x of got) expect(x.hits).toHaveLength(docs.length);
+  }, 600_000);
+
   it('refuses a bad poolFactor, and poolFactor with side information, with a 400 naming the fields', async () => {
     for (const poolFactor of [0, 17, 1.5, '2']) {
       const r = await api('POST', '/v1/collections', { id: 'bad-pool', codec: { kind: 'fp16', poolFactor } });
