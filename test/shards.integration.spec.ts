@@ -129,6 +129,9 @@ describe('shards: two scorer processes holding one shard each answer what one ho
     expect(overview.status).toBe(200);
     const row = (overview.body.collections as { id: string; shards: number | null }[]).find((c) => c.id === 'split');
     expect(row?.shards).toBe(2);
+    // The shard queues' job counts are reported beside the others (health, and lateral_queue_jobs on /metrics).
+    const health = await cluster.api('GET', '/v1/health');
+    expect(Object.keys(health.body.queues)).toEqual(expect.arrayContaining(['rerank', 'search', 'shard-0', 'shard-1']));
   });
 
   const rerank = async (collection: string, scorer: unknown = 'maxsim', topK = 60) => {
