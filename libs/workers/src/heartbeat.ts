@@ -7,7 +7,6 @@ import {
   heartbeatFields,
   heartbeatKeys,
   type CacheFigures,
-  type QueueName,
   type WorkerHeartbeat,
 } from '@lateral/shared';
 import { processMetrics, type Runtime, type WorkerHost } from '@lateral/infra';
@@ -57,7 +56,7 @@ export async function cacheFigures(): Promise<Record<string, CacheFigures>> {
  * heartbeat, once the host has closed (it wraps host.close). A failed write (Redis down) is skipped:
  * the next beat tries again.
  */
-export function startHeartbeat(rt: Runtime, host: WorkerHost, queues: QueueName[], opts: HeartbeatOptions = {}): { stop(): Promise<void> } {
+export function startHeartbeat(rt: Runtime, host: WorkerHost, opts: HeartbeatOptions = {}): { stop(): Promise<void> } {
   // A process that serves no queue (an API-only all-in-one) is not a worker.
   if (host.started.length === 0) return { stop: async () => undefined };
   const prefix = rt.config.REDIS_PREFIX;
@@ -91,7 +90,8 @@ export function startHeartbeat(rt: Runtime, host: WorkerHost, queues: QueueName[
       process: opts.process ?? processName(),
       host: os.hostname(),
       pid: process.pid,
-      queues,
+      // Every queue served, the shard queues (shard-<i>) included: which process holds which shard.
+      queues: host.started.map((w) => w.name),
       concurrency: Object.fromEntries(host.started.map((w) => [w.name, w.concurrency])),
       executionProvider: c.ORT_EXECUTION_PROVIDER,
       model: c.DEFAULT_MODEL,

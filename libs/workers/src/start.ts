@@ -62,7 +62,7 @@ export function startWorkers(rt: Runtime, queues: QueueName[]): WorkerHost {
     for (const i of shards) host.startExtra(shardQueueName(i), (d) => ShardJobPayloadSchema.parse(d), extra.shardChild!, config.SCORER_SHARD_CONCURRENCY);
     if (shards.length < config.COLLECTION_MAX_SHARDS) rt.logger.info(`holding shards ${shards.length ? shards.join(', ') : 'none'} (SCORER_SHARDS)`);
   }
-  startHeartbeat(rt, host, queues);
+  startHeartbeat(rt, host);
   startTextCacheCleanup(rt, queues);
   return host;
 }
