@@ -42,7 +42,7 @@ describe('trained heads: TF.js scores = ONNX Runtime scores of the written artif
     ['default', LITE_DEFAULT],
   ] as const)('LITE (%s size) after training', { timeout: 300_000 }, async (name, sizes) => {
     const { src, queries } = synthetic(10, 32);
-    const res = await trainHead(src, queries, { head: 'lite', sizes, seed: 3, maxEpochs: 1, positivesPerQuery: 1, learningRate: 1e-3, backend: 'wasm' });
+    const res = await trainHead(src, queries, { head: 'lite', sizes, seed: 3, maxEpochs: 1, positivesPerQuery: 1, learningRate: 1e-3, distillSteps: 2, backend: 'wasm' });
     const weights = res.weights as LiteWeights;
     const file = path.join(dir, `lite-${name}.onnx`);
     writeLiteArtifact(file, weights);
