@@ -12,6 +12,7 @@ import {
   jobIds,
   s3Keys,
   toNdjson,
+  trainingKeys,
   DEFAULT_DOCUMENT_LIST_LIMIT,
   MAX_DOCUMENT_LIST_LIMIT,
   TRUNCATED_IDS_SHOWN,
