@@ -14,7 +14,7 @@ import {
   type StoredTrainRequest,
 } from '@lateral/shared';
 import { CodecArtifactRepository, type CollectionRepository, type GenerationRepository, type ObjectStore } from '@lateral/infra';
-import { TrainingDivergedError, trainAesi } from '@lateral/training';
+import { TrainingDivergedError, trainAesiInThread } from '@lateral/training';
 import type { StaticEmbeddingsCache } from './static-embeddings';
 
 /** What an AESI train job touches. */
@@ -112,7 +112,9 @@ export async function aesiTrainProcessor(
   }
 
   let lastReport = 0;
-  const result = await trainAesi(vectors, side, dims, se.dims, {
+  // In a worker thread, `vectors` and `side` transferred to it (this function's own arrays): the
+  // TF.js steps would otherwise hold this process's event loop. A cancellation terminates the thread.
+  const result = await trainAesiInThread(vectors, side, dims, se.dims, {
     codeDims: req.codeDims,
     width: req.width,
     seed: req.seed,

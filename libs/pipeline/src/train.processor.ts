@@ -20,7 +20,7 @@ import { LITE_DEFAULT, LITE_SMALL, type KnrmWeights, type LiteWeights } from '@l
 import type { CollectionRepository, GenerationRepository, ObjectStore } from '@lateral/infra';
 import { writeKnrmArtifact, writeLiteArtifact, type ScorerResources } from '@lateral/kernels';
 import {
-  TooFewQueriesError, TrainingDivergedError, assembleTrainingQuery, trainHead, type TokenSource, type TrainProgress, type TrainingQuery,
+  TooFewQueriesError, TrainingDivergedError, assembleTrainingQuery, trainHeadInThread, type TokenSource, type TrainProgress, type TrainingQuery,
 } from '@lateral/training';
 import type { CollectionView } from './collection-view';
 import { permanentModelErrors } from './encode.processor';
@@ -153,7 +153,10 @@ export async function trainProcessor(ctx: TrainDeps, p: JobPayload<QueueName.tra
 
   let lastReport = 0;
   const sizes = req.head === 'lite' ? (req.size === 'small' ? LITE_SMALL : LITE_DEFAULT) : undefined;
-  const result = await trainHead(src, queries, {
+  // In a worker thread (the candidates' token vectors and the queries packed and transferred):
+  // TF.js steps would otherwise hold this process's event loop for up to seconds each. A
+  // cancellation thrown from onProgress terminates the thread.
+  const result = await trainHeadInThread(src, queries, {
     head: req.head,
     ...(sizes ? { sizes: { ...sizes } } : {}),
     seed: req.seed,

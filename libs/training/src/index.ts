@@ -6,3 +6,4 @@ export {
 } from './trainer';
 export { synthetic } from './synthetic';
 export { AesiTf, trainAesi, geluTf, type AesiSizes, type AesiExport, type AesiTrainOptions, type AesiTrainResult, type AesiEpoch, type AesiProgress } from './aesi';
+export { trainHeadInThread, trainAesiInThread } from './thread';
