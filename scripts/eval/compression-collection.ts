@@ -5,7 +5,7 @@
  */
 import type { SegmentDocs } from '@lateral/codec';
 import { mulberry32 } from '@lateral/shared';
-import { loadStaticEmbeddings, type EncodedText, type StaticEmbeddings, type TokenEncoder } from '@lateral/model';
+import { TokenEncoder, loadStaticEmbeddings, type EncodedText, type StaticEmbeddings } from '@lateral/model';
 
 /** A flattened collection: token offsets (n + 1), T token ids, T x d vectors. */
 export interface FlatCollection {
@@ -22,6 +22,23 @@ export interface FlatCollection {
  */
 export function modelStaticTable(encoder: TokenEncoder): StaticEmbeddings | null {
   return encoder.manifest.staticEmbeddings ? loadStaticEmbeddings(encoder.dir, encoder.manifest) : null;
+}
+
+/**
+ * Loads `model` on the CPU, encodes the documents and the queries, and releases its session: the
+ * (released) encoder for its manifest and directory, both encodings, and the flattened documents.
+ */
+export async function encodeCollection(model: string, texts: string[], queryTexts: string[]): Promise<FlatCollection & { enc: TokenEncoder; d: number; docs: EncodedText[]; qenc: EncodedText[] }> {
+  const enc = await TokenEncoder.load(model, { executionProvider: 'cpu', intraOpThreads: 2 });
+  let docs: EncodedText[];
+  let qenc: EncodedText[];
+  try {
+    docs = await enc.encodeDocuments(texts);
+    qenc = await enc.encodeQueries(queryTexts);
+  } finally {
+    await enc.release();
+  }
+  return { enc, d: enc.dims, docs, qenc, ...flatten(docs, enc.dims) };
 }
 
 /** Concatenates encoded texts: token offsets (n + 1), T token ids, T x d vectors. */

@@ -25,9 +25,8 @@
 import { resolve } from 'node:path';
 import { CodecSettingsSchema, type CodecSettings } from '@lateral/shared';
 import { createCodec, fitCodec, poolBatch, readSegment, writeSegment } from '@lateral/codec';
-import { TokenEncoder, type EncodedText } from '@lateral/model';
 import { mean, ndcgAt, orderByScore, pairedDifference, recallAt } from '../lib/metrics';
-import { flatten, sampleRows } from './compression-collection';
+import { encodeCollection, sampleRows } from './compression-collection';
 import { loadRerankFolder, parseFlags } from './compression-trec-dl';
 
 export interface PoolingRow {
@@ -118,17 +117,7 @@ export async function runPoolingCompression(args: string[], log: (line: string) 
   const texts = used.map((g) => data.texts[g]!);
   const queries = queriesList.map((q) => ({ ...q, candidates: q.candidates.map((g) => remap.get(g)!) }));
 
-  const enc = await TokenEncoder.load(model, { executionProvider: 'cpu', intraOpThreads: 2 });
-  let docs: EncodedText[];
-  let qenc: EncodedText[];
-  try {
-    docs = await enc.encodeDocuments(texts);
-    qenc = await enc.encodeQueries(queries.map((q) => q.text));
-  } finally {
-    await enc.release();
-  }
-  const d = enc.dims;
-  const { offsets, tokenIds, vectors, T } = flatten(docs, d);
+  const { enc, d, docs, qenc, offsets, tokenIds, vectors, T } = await encodeCollection(model, texts, queries.map((q) => q.text));
   const maxM = docs.reduce((s, e) => Math.max(s, e.length), 0);
   log(`${enc.manifest.name}: ${queries.length} queries, ${docs.length} documents, ${T} tokens (${(T / docs.length).toFixed(1)} per doc, max ${maxM}), d = ${d}, encoded in ${((performance.now() - t0) / 1000).toFixed(1)} s`);
 

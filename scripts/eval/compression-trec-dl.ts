@@ -33,7 +33,7 @@ import {
 import { TokenEncoder, type EncodedText } from '@lateral/model';
 import { hasRelevant, mean, ndcgAt, orderByScore, pairedDifference, recallAt, type Judgments } from '../lib/metrics';
 import { loadTrecDlFolder, type TrecDlFiles } from '../lib/trec-dl';
-import { flatten, modelStaticTable, relativeError, sampleRows, segmentSlice } from './compression-collection';
+import { encodeCollection, flatten, modelStaticTable, relativeError, sampleRows, segmentSlice } from './compression-collection';
 
 /** One point of the re-ranking sweep. */
 export interface RerankSetting {
@@ -267,17 +267,7 @@ export async function runRerankCompression(
   if (f.only) sweep = sweep.filter((s) => s.name === 'fp32' || f.only!.some((o) => s.name.startsWith(o)));
   const needStatic = sweep.some((s) => s.reference || s.codec?.sideInfo);
 
-  const enc = await TokenEncoder.load(f.model, { executionProvider: 'cpu', intraOpThreads: 2 });
-  let docs: EncodedText[];
-  let qenc: EncodedText[];
-  try {
-    docs = await enc.encodeDocuments(texts);
-    qenc = await enc.encodeQueries(queries.map((q) => q.text));
-  } finally {
-    await enc.release();
-  }
-  const d = enc.dims;
-  const { offsets, tokenIds, vectors, T } = flatten(docs, d);
+  const { enc, d, docs, qenc, offsets, tokenIds, vectors, T } = await encodeCollection(f.model, texts, queries.map((q) => q.text));
   log(`${enc.manifest.name}: ${queries.length} queries, ${docs.length} documents, ${T} tokens (${(T / docs.length).toFixed(1)} per doc), d = ${d}, encoded in ${((performance.now() - t0) / 1000).toFixed(1)} s`);
 
   let staticVectors: Float32Array | null = null;
