@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { createCodec, readSegment, SegmentCorruptError, writeSegment, type SegmentDocs, type SegmentReader } from './index';
+import { createCodec, fitCodec, readSegment, SegmentCopier, SegmentCorruptError, writeSegment, type SegmentDocs, type SegmentReader } from './index';
 import { CodecSettingsSchema } from '@lateral/shared';
 import { gaussian, rng } from './test-utils';
 import { roundToHalf } from './float16';
@@ -165,5 +165,83 @@ describe('segment format v1', () => {
       expect(() => readSegment(bad, 'x'), `flip at ${at}`).toThrow(SegmentCorruptError);
     }
     expect(flips + cuts).toBe(4000);
+  });
+});
+
+describe('SegmentCopier (merges copy coded documents)', () => {
+  /** Docs `keep` of `docs`, as one SegmentDocs (what re-coding them would write). */
+  const pick = (docs: SegmentDocs, keep: number[]): SegmentDocs => {
+    const d = docs.dims;
+    const offsets = [0];
+    const ids: number[] = [];
+    const vecs: number[] = [];
+    for (const i of keep) {
+      const a = docs.tokenOffsets[i];
+      const b = docs.tokenOffsets[i + 1];
+      offsets.push(offsets[offsets.length - 1] + b - a);
+      ids.push(...docs.tokenIds.subarray(a, b));
+      vecs.push(...docs.vectors.subarray(a * d, b * d));
+    }
+    return {
+      docIds: keep.map((i) => docs.docIds[i]),
+      tokenOffsets: Uint32Array.from(offsets),
+      tokenIds: Int32Array.from(ids),
+      vectors: Float32Array.from(vecs),
+      dims: d,
+      docVectors: docs.docVectors ? Float32Array.from(keep.flatMap((i) => [...docs.docVectors!.subarray(i * d, (i + 1) * d)])) : undefined,
+      metadata: docs.metadata ? keep.map((i) => docs.metadata![i]) : undefined,
+    };
+  };
+  const concatDocs = (a: SegmentDocs, b: SegmentDocs): SegmentDocs => ({
+    docIds: [...a.docIds, ...b.docIds],
+    tokenOffsets: Uint32Array.from([...a.tokenOffsets, ...Array.from(b.tokenOffsets.subarray(1), (x) => x + a.tokenOffsets[a.docIds.length])]),
+    tokenIds: Int32Array.from([...a.tokenIds, ...b.tokenIds]),
+    vectors: Float32Array.from([...a.vectors, ...b.vectors]),
+    dims: a.dims,
+    docVectors: Float32Array.from([...a.docVectors!, ...b.docVectors!]),
+    metadata: [...a.metadata!, ...b.metadata!],
+  });
+
+  it('EDEN 4-bit (fitted, per-document signs from id and seed): the copy is byte-identical to re-coding the kept documents', () => {
+    const d = 16;
+    const artifact = fitCodec(CodecSettingsSchema.parse({ kind: 'eden', bits: 4 }), gaussian(400, d, 3), d, { seed: 11n });
+    const eden = createCodec(artifact.settings, artifact);
+    const a = makeDocs([4, 7, 0, 3, 9], d, 21);
+    const b = makeDocs([2, 5, 6], d, 22);
+    const ra = readSegment(writeSegment(a, eden, { seed: artifact.seed }), 'a', artifact);
+    const rb = readSegment(writeSegment(b, eden, { seed: artifact.seed }), 'b', artifact);
+    const copier = new SegmentCopier();
+    copier.append(ra, [0, 2, 4]);
+    copier.append(rb, [1, 2]);
+    expect([copier.documents, copier.tokens]).toEqual([5, 4 + 0 + 9 + 5 + 6]);
+    const copied = copier.finish();
+    const recoded = writeSegment(concatDocs(pick(a, [0, 2, 4]), pick(b, [1, 2])), eden, { seed: artifact.seed });
+    expect(Buffer.from(copied).equals(Buffer.from(recoded))).toBe(true);
+    // And each document decodes exactly as it did in its input.
+    const r = readSegment(copied, 'merged', artifact);
+    expect(Array.from(r.decodeDoc(2))).toEqual(Array.from(ra.decodeDoc(4)));
+    expect(Array.from(r.decodeDoc(4))).toEqual(Array.from(rb.decodeDoc(2)));
+    expect(r.metadata(3)).toEqual(b.metadata![1]);
+  });
+
+  it('fp16 raw batches with fp16 doc vectors copy their bytes (no fp32 round trip), pooled descriptors carried', () => {
+    const a = makeDocs([3, 1, 8], 8, 31);
+    const b = makeDocs([5, 2], 8, 32, false);
+    const fp16 = codec('fp16');
+    const ra = readSegment(writeSegment(a, fp16, { docVectors: 'fp16', poolFactor: 2 }), 'a');
+    const copier = new SegmentCopier();
+    copier.append(ra, [2, 0]);
+    const r = readSegment(copier.finish(), 'm');
+    expect(r.codec.poolFactor).toBe(2);
+    expect(r.docVectorFormat).toBe('fp16');
+    expect(r.docIds).toEqual([a.docIds[2], a.docIds[0]]);
+    expect(Array.from(r.encodedDoc(0).codes)).toEqual(Array.from(ra.encodedDoc(2).codes));
+    expect(Array.from(r.docVectorBytes(1))).toEqual(Array.from(ra.docVectorBytes(0)));
+    expect(Array.from(r.tokenIds)).toEqual([...a.tokenIds.subarray(4, 12), ...a.tokenIds.subarray(0, 3)]);
+    // An input coded differently (no doc vectors, no pooling) is refused, naming it.
+    const other = new SegmentCopier();
+    other.append(ra, [0]);
+    expect(() => other.append(readSegment(writeSegment(b, fp16), 'b'), [0])).toThrow(/segment "b" cannot be copied/);
+    expect(() => new SegmentCopier().finish()).toThrow(/nothing was appended/);
   });
 });

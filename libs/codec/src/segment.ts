@@ -58,6 +58,10 @@ export interface SegmentReader {
   decodeAll(): Float32Array;
   /** The coded bytes of doc i (codes and norms), for compressed-domain scoring. */
   encodedDoc(i: number): { codes: Uint8Array; norms: Uint8Array };
+  /** How docVectors are stored (the header's format). */
+  readonly docVectorFormat: DocVectorFormat;
+  /** The stored bytes of doc i's pooled vector (empty when the segment has none): copied as they are by SegmentCopier. */
+  docVectorBytes(i: number): Uint8Array;
   /** Bytes per section, plus `header` and `total`. */
   sectionSizes(): Record<string, number>;
 }
@@ -79,6 +83,7 @@ const SECTION_NAMES: Record<SectionId, string> = {
   META: 'metadata',
 };
 const DOC_VECTOR_FORMATS = { none: 0, fp32: 1, fp16: 2 } as const;
+export type DocVectorFormat = keyof typeof DOC_VECTOR_FORMATS;
 
 if (new Uint8Array(new Uint16Array([1]).buffer)[0] !== 1) throw new Error('@lateral/codec assumes a little-endian host');
 
@@ -127,32 +132,47 @@ export function writeSegment(docs: SegmentDocs, codec: Codec, opts: WriteSegment
   if (pool > 1 && codec.descriptor.sideInfo) throw new RangeError('poolFactor > 1 cannot be written with a side-information codec (its rows need one token id each)');
   // poolFactor 1 writes the codec's descriptor alone: the bytes of an unpooled segment do not change.
   const descriptor = utf8.encode(JSON.stringify(pool > 1 ? { ...codec.descriptor, poolFactor: pool } : codec.descriptor));
+  return assemble({ documents: n, tokens: T, dims, seed, dvFormat, descriptor }, Object.fromEntries(SECTION_IDS.map((id) => [id, [sections[id]]])) as Record<SectionId, Uint8Array[]>);
+}
+
+/**
+ * Lays out a v1 segment: the header (fixed fields, section table, descriptor, header CRC), then
+ * every section, each the concatenation of its parts (copied once into the output).
+ */
+function assemble(
+  h: { documents: number; tokens: number; dims: number; seed: bigint; dvFormat: DocVectorFormat; descriptor: Uint8Array },
+  sections: Record<SectionId, Uint8Array[]>,
+): Uint8Array {
+  const { descriptor } = h;
+  const lengths = SECTION_IDS.map((id) => sections[id].reduce((s, x) => s + x.length, 0));
   const headerLength = FIXED_HEADER + SECTION_IDS.length * SECTION_ENTRY + descriptor.length + 4;
   let total = headerLength;
-  for (const id of SECTION_IDS) total += sections[id].length;
+  for (const len of lengths) total += len;
   if (total > 0xffffffff) throw new RangeError(`segment of ${total} bytes exceeds the 4 GiB limit of format v1`);
   const out = new Uint8Array(total);
   const view = new DataView(out.buffer);
   out.set(utf8.encode(SEGMENT_MAGIC), 0);
   view.setUint16(4, SEGMENT_VERSION, true);
-  view.setUint8(6, DOC_VECTOR_FORMATS[dvFormat]);
+  view.setUint8(6, DOC_VECTOR_FORMATS[h.dvFormat]);
   view.setUint32(8, headerLength, true);
-  view.setUint32(12, n, true);
-  view.setUint32(16, T, true);
-  view.setUint32(20, dims, true);
-  view.setBigUint64(24, seed, true);
+  view.setUint32(12, h.documents, true);
+  view.setUint32(16, h.tokens, true);
+  view.setUint32(20, h.dims, true);
+  view.setBigUint64(24, h.seed, true);
   view.setUint16(32, SECTION_IDS.length, true);
   view.setUint32(36, descriptor.length, true);
   let offset = headerLength;
   SECTION_IDS.forEach((id, k) => {
     const e = FIXED_HEADER + k * SECTION_ENTRY;
-    const bytes = sections[id];
+    const start = offset;
+    for (const part of sections[id]) {
+      out.set(part, offset);
+      offset += part.length;
+    }
     out.set(utf8.encode(id), e);
-    view.setUint32(e + 4, offset, true);
-    view.setUint32(e + 8, bytes.length, true);
-    view.setUint32(e + 12, crc32c(bytes), true);
-    out.set(bytes, offset);
-    offset += bytes.length;
+    view.setUint32(e + 4, start, true);
+    view.setUint32(e + 8, lengths[k], true);
+    view.setUint32(e + 12, crc32c(out.subarray(start, offset)), true);
   });
   out.set(descriptor, FIXED_HEADER + SECTION_IDS.length * SECTION_ENTRY);
   view.setUint32(headerLength - 4, crc32c(out.subarray(0, headerLength - 4)), true);
@@ -320,6 +340,124 @@ export function readSegment(bytes: Uint8Array, name: string, artifact?: CodecArt
       if (!Number.isInteger(i) || i < 0 || i >= documents) throw new RangeError(`document index ${i} out of range [0, ${documents})`);
       return encodedDoc(i);
     },
+    docVectorFormat: dvFormat!,
+    docVectorBytes: (i: number) => {
+      if (!Number.isInteger(i) || i < 0 || i >= documents) throw new RangeError(`document index ${i} out of range [0, ${documents})`);
+      const w = dvFormat === 'none' ? 0 : (dvFormat === 'fp32' ? 4 : 2) * dims;
+      return sec.DVEC.subarray(i * w, (i + 1) * w);
+    },
     sectionSizes: () => ({ ...sizes }),
   };
+}
+
+/**
+ * Writes one segment from documents of existing segments without decoding or re-coding them: each
+ * appended document's coded bytes (codes and norms), token ids, stored doc vector, id and metadata
+ * are copied as they are. Every codec codes a document on its own, from its vectors, its id and the
+ * segment's seed (DocCodec), so a copied document decodes, and scores, exactly as in its input.
+ * The inputs must therefore agree on what makes the codes: the codec descriptor (artifact identity
+ * and poolFactor included), the seed, the dims and the doc-vector format; `append` refuses
+ * (RangeError) an input that differs from the first. Memory: the copied bytes of the documents
+ * appended so far (an input can be released once appended), then the output at `finish`.
+ */
+export class SegmentCopier {
+  private shape: { codec: string; seed: bigint; dims: number; dvFormat: DocVectorFormat } | null = null;
+  private readonly ids: string[] = [];
+  private readonly lengths: number[] = [];
+  private readonly meta: (Record<string, unknown> | null)[] = [];
+  private readonly parts: Record<'TIDS' | 'NORM' | 'CODE' | 'DVEC', Uint8Array[]> = { TIDS: [], NORM: [], CODE: [], DVEC: [] };
+  private rows = 0;
+  private finished = false;
+
+  /** Documents appended so far. */
+  get documents(): number {
+    return this.ids.length;
+  }
+
+  /** Token rows appended so far. */
+  get tokens(): number {
+    return this.rows;
+  }
+
+  /** Bytes of the sections copied so far (codes, norms, token ids, doc vectors). */
+  get copiedBytes(): number {
+    return Object.values(this.parts).reduce((s, list) => s + list.reduce((t, x) => t + x.length, 0), 0);
+  }
+
+  /** Copies documents `docs` (indices into `reader`, in the order given) to the end of the output. */
+  append(reader: SegmentReader, docs: ArrayLike<number>): void {
+    if (this.finished) throw new Error('SegmentCopier: append after finish');
+    const shape = { codec: JSON.stringify(reader.codec), seed: reader.seed, dims: reader.dims, dvFormat: reader.docVectorFormat };
+    if (!this.shape) this.shape = shape;
+    else {
+      const s = this.shape;
+      const differs = s.codec !== shape.codec ? `codec ${shape.codec} (first input: ${s.codec})` : s.seed !== shape.seed ? `seed ${shape.seed} (first input: ${s.seed})` : s.dims !== shape.dims ? `dims ${shape.dims} (first input: ${s.dims})` : s.dvFormat !== shape.dvFormat ? `docVectors ${shape.dvFormat} (first input: ${s.dvFormat})` : null;
+      if (differs) throw new RangeError(`segment "${reader.name}" cannot be copied beside the others: ${differs}`);
+    }
+    const n = docs.length;
+    let tokens = 0;
+    let codeBytes = 0;
+    let normBytes = 0;
+    let dvBytes = 0;
+    for (let k = 0; k < n; k++) {
+      const i = docs[k];
+      const e = reader.encodedDoc(i);
+      tokens += reader.tokenOffsets[i + 1] - reader.tokenOffsets[i];
+      codeBytes += e.codes.length;
+      normBytes += e.norms.length;
+      dvBytes += reader.docVectorBytes(i).length;
+    }
+    const tids = new Int32Array(tokens);
+    const codes = new Uint8Array(codeBytes);
+    const norms = new Uint8Array(normBytes);
+    const dv = new Uint8Array(dvBytes);
+    let t = 0;
+    let c = 0;
+    let m = 0;
+    let v = 0;
+    for (let k = 0; k < n; k++) {
+      const i = docs[k];
+      const a = reader.tokenOffsets[i];
+      const b = reader.tokenOffsets[i + 1];
+      tids.set(reader.tokenIds.subarray(a, b), t);
+      t += b - a;
+      const e = reader.encodedDoc(i);
+      codes.set(e.codes, c);
+      c += e.codes.length;
+      norms.set(e.norms, m);
+      m += e.norms.length;
+      const d = reader.docVectorBytes(i);
+      dv.set(d, v);
+      v += d.length;
+      this.ids.push(reader.docIds[i]);
+      this.lengths.push(b - a);
+      this.meta.push(reader.metadata(i));
+    }
+    this.parts.TIDS.push(new Uint8Array(tids.buffer));
+    this.parts.CODE.push(codes);
+    this.parts.NORM.push(norms);
+    this.parts.DVEC.push(dv);
+    this.rows += tokens;
+  }
+
+  /** The segment's bytes (format v1); the copier holds nothing afterwards. */
+  finish(): Uint8Array {
+    if (this.finished) throw new Error('SegmentCopier: finish called twice');
+    if (!this.shape) throw new Error('SegmentCopier: nothing was appended');
+    this.finished = true;
+    const n = this.ids.length;
+    const offsets = new Uint32Array(n + 1);
+    for (let i = 0; i < n; i++) offsets[i + 1] = offsets[i] + this.lengths[i];
+    const meta = this.meta.some((x) => x !== null) ? utf8.encode(JSON.stringify(this.meta)) : new Uint8Array(0);
+    const { TIDS, NORM, CODE, DVEC } = this.parts;
+    const out = assemble(
+      { documents: n, tokens: this.rows, dims: this.shape.dims, seed: this.shape.seed, dvFormat: this.shape.dvFormat, descriptor: utf8.encode(this.shape.codec) },
+      { DIDS: [utf8.encode(JSON.stringify(this.ids))], TOFF: [new Uint8Array(offsets.buffer)], TIDS, NORM, CODE, DVEC, META: [meta] },
+    );
+    this.ids.length = 0;
+    this.lengths.length = 0;
+    this.meta.length = 0;
+    for (const list of Object.values(this.parts)) list.length = 0;
+    return out;
+  }
 }
