@@ -12,7 +12,7 @@ const seg = (n: number, documents: number, extra: Partial<SegmentRef> = {}): Seg
   checksum: '0',
   ...extra,
 });
-const p: MergePolicySettings = { factor: 4, deletedFraction: 0.5, floorDocuments: 100, maxDocuments: 100_000 };
+const p: MergePolicySettings = { factor: 4, deletedFraction: 0.5, floorDocuments: 100, maxDocuments: 100_000, maxBytes: 1e12 };
 
 describe('segmentTier', () => {
   it('puts everything below the floor in tier 0 and one tier per factor above it', () => {
@@ -71,10 +71,29 @@ describe('chooseMerge', () => {
     expect(chooseMerge(atCap, 1, capped)).toEqual({ segments: [1], reason: 'deletes', tier: 1 });
   });
 
+  it('caps a merge\'s output at maxBytes (live bytes of its inputs): fewer segments, never one alone, oversized ones left out', () => {
+    // seg(n, d): d x 100 bytes. Tier 0: 10, 20, 30, 40 documents = 1,000, 2,000, 3,000, 4,000 bytes.
+    const segments = [seg(0, 40), seg(1, 10), seg(2, 30), seg(3, 20)];
+    expect(chooseMerge(segments, 1, { ...p, maxBytes: 10_000 })).toEqual({ segments: [0, 1, 2, 3], reason: 'tier', tier: 0 });
+    // 6,000 bytes: the three smallest (1,000 + 2,000 + 3,000).
+    expect(chooseMerge(segments, 1, { ...p, maxBytes: 6_000 })).toEqual({ segments: [1, 2, 3], reason: 'tier', tier: 0 });
+    // 2,999: only one would fit, so no merge of that tier.
+    expect(chooseMerge(segments, 1, { ...p, maxBytes: 2_999 })).toBeNull();
+    // A segment whose live bytes reach the cap is not a member of its tier; tombstoned documents do not count.
+    const half = seg(4, 90, { bytes: 90_000, tombstones: Array.from({ length: 40 }, (_, i) => i) }); // 50 live: 50,000 bytes
+    expect(chooseMerge([seg(0, 10), seg(1, 10), seg(2, 10), half], 1, { ...p, maxBytes: 50_000 })).toBeNull();
+    expect(chooseMerge([seg(0, 10), seg(1, 10), seg(2, 10), half], 1, { ...p, maxBytes: 53_001 })).toEqual({ segments: [0, 1, 2, 3], reason: 'tier', tier: 0 });
+    // A deleted segment is rewritten even when it alone exceeds the cap, with what fits of its tier.
+    const dead = seg(5, 80, { tombstones: Array.from({ length: 60 }, (_, i) => i) }); // 20 live: 2,000 bytes
+    expect(chooseMerge([seg(0, 30), dead, seg(2, 25)], 1, { ...p, maxBytes: 1_000 })).toEqual({ segments: [1], reason: 'deletes', tier: 0 });
+    expect(chooseMerge([seg(0, 30), dead, seg(2, 25)], 1, { ...p, maxBytes: 4_500 })).toEqual({ segments: [1, 2], reason: 'deletes', tier: 0 });
+  });
+
   it('is deterministic with ties and uses the documented defaults', () => {
     const segments = Array.from({ length: 12 }, (_, i) => seg(i, 5));
     expect(chooseMerge(segments, 1)).toEqual({ segments: [0, 1, 2, 3, 4, 5, 6, 7, 8, 9], reason: 'tier', tier: 0 });
     expect(DEFAULT_MERGE_POLICY.factor).toBe(10);
+    expect(DEFAULT_MERGE_POLICY.maxBytes).toBe(256 * 2 ** 20);
     expect(() => chooseMerge(segments, 1, { ...p, factor: 1 })).toThrow(/at least 2/);
   });
 });

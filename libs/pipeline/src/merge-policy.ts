@@ -1,6 +1,6 @@
 import { MAX_SHARDS, segmentShard, type SegmentRef } from '@lateral/shared';
 
-/** Settings of the tiered merge policy (MERGE_FACTOR, MERGE_DELETED_FRACTION, MERGE_FLOOR_DOCUMENTS, MERGE_MAX_DOCUMENTS). */
+/** Settings of the tiered merge policy (MERGE_FACTOR, MERGE_DELETED_FRACTION, MERGE_FLOOR_DOCUMENTS, MERGE_MAX_DOCUMENTS, MERGE_MAX_BYTES). */
 export interface MergePolicySettings {
   /** Segments of one tier merged at once, and the tier's growth factor (Lucene's mergeFactor / segmentsPerTier). */
   factor: number;
@@ -10,9 +10,15 @@ export interface MergePolicySettings {
   floorDocuments: number;
   /** Segments at or above this size (live documents) are never merged with others (only rewritten for deletes). */
   maxDocuments: number;
+  /**
+   * Cap on a merge's output in bytes of coded segment (Lucene's maximum merged segment size): a
+   * merge takes only as many of its tier's segments as fit (their live share of `bytes`), and a
+   * segment that alone reaches it is never merged with others (only rewritten for deletes).
+   */
+  maxBytes: number;
 }
 
-export const DEFAULT_MERGE_POLICY: MergePolicySettings = { factor: 10, deletedFraction: 0.3, floorDocuments: 256, maxDocuments: 1_000_000 };
+export const DEFAULT_MERGE_POLICY: MergePolicySettings = { factor: 10, deletedFraction: 0.3, floorDocuments: 256, maxDocuments: 1_000_000, maxBytes: 256 * 2 ** 20 };
 
 /** One merge: the segments it rewrites (positions in the generation, ascending) and why. */
 export interface MergeSpec {
@@ -24,6 +30,8 @@ export interface MergeSpec {
 }
 
 const live = (s: SegmentRef) => s.documents - (s.tombstones?.length ?? 0);
+/** The coded bytes of a segment's live documents (its bytes in proportion): what a merge writes of it. */
+const liveBytes = (s: SegmentRef) => (s.documents > 0 ? (s.bytes * live(s)) / s.documents : 0);
 
 /** Tier of a segment by its live size: 0 below the floor, then one tier per factor. */
 export function segmentTier(liveDocuments: number, p: MergePolicySettings): number {
@@ -36,7 +44,9 @@ export function segmentTier(liveDocuments: number, p: MergePolicySettings): numb
  * for their re-compression) are grouped by size tier; a tier holding at least `factor` segments is
  * merged, its `factor` smallest at once; a segment whose deleted fraction reaches `deletedFraction`
  * is rewritten, together with the other segments of its tier (fewer than `factor` of them). Whole
- * dead segments are merged too (they vanish). One merge at most, the lowest tier first (the
+ * dead segments are merged too (they vanish). A merge's output is capped at `maxBytes` (live
+ * bytes of its inputs): a tier merge takes the longest run of its smallest that fits (two at
+ * least), a deletes rewrite its deleted segments first. One merge at most, the lowest tier first (the
  * cheapest, and the one ingests fill up); null when nothing needs merging. Pure: same input,
  * same answer, so a merge job can recompute it on the generation it commits on. In a collection of
  * several `shards`, tiers are per shard: the segments of one merge all belong to one shard.
@@ -48,7 +58,7 @@ export function chooseMerge(segments: readonly SegmentRef[], codecVersion: numbe
   segments.forEach((s, i) => {
     if (s.codecVersion !== codecVersion) return;
     const n = live(s);
-    if (n >= p.maxDocuments && !deleted(s, p)) return;
+    if ((n >= p.maxDocuments || liveBytes(s) >= p.maxBytes) && !deleted(s, p)) return;
     const t = segmentTier(n, p) * MAX_SHARDS + segmentShard(s, shards);
     (tiers.get(t) ?? tiers.set(t, []).get(t)!).push(i);
   });
@@ -56,13 +66,25 @@ export function chooseMerge(segments: readonly SegmentRef[], codecVersion: numbe
     const t = Math.floor(key / MAX_SHARDS);
     const members = tiers.get(key)!;
     if (members.length >= p.factor) {
-      // The factor smallest (by live documents, then position: deterministic).
-      const chosen = [...members].sort((a, b) => live(segments[a]) - live(segments[b]) || a - b).slice(0, p.factor);
-      return { segments: chosen.sort((a, b) => a - b), reason: 'tier', tier: t };
+      // The factor smallest (by live documents, then position: deterministic), as many as fit in maxBytes.
+      const chosen = fitting(segments, [...members].sort((a, b) => live(segments[a]) - live(segments[b]) || a - b).slice(0, p.factor), p.maxBytes);
+      if (chosen.length >= 2) return { segments: chosen.sort((a, b) => a - b), reason: 'tier', tier: t };
     }
-    if (members.some((i) => deleted(segments[i], p))) return { segments: [...members], reason: 'deletes', tier: t };
+    if (members.some((i) => deleted(segments[i], p))) {
+      // The deleted ones first (a deleted segment is rewritten even alone), then the rest while they fit.
+      const order = [...members].sort((a, b) => Number(deleted(segments[b], p)) - Number(deleted(segments[a], p)) || live(segments[a]) - live(segments[b]) || a - b);
+      return { segments: fitting(segments, order, p.maxBytes, 1).sort((a, b) => a - b), reason: 'deletes', tier: t };
+    }
   }
   return null;
+}
+
+/** The longest prefix of `order` whose live bytes add up to at most `maxBytes` (at least `min` of them). */
+function fitting(segments: readonly SegmentRef[], order: number[], maxBytes: number, min = 0): number[] {
+  let sum = 0;
+  let k = 0;
+  while (k < order.length && (k < min || sum + liveBytes(segments[order[k]]) <= maxBytes)) sum += liveBytes(segments[order[k++]]);
+  return order.slice(0, k);
 }
 
 function deleted(s: SegmentRef, p: MergePolicySettings): boolean {
