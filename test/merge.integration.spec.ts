@@ -4,7 +4,7 @@ import { readSegment } from '@lateral/codec';
 import { OnnxNearestCentroid } from '@lateral/kernels';
 import { DEFAULT_MERGE_POLICY, SegmentIds, commitProcessor, StaticEmbeddingsCache, encoderProvider, gcKeys, mergeProcessor, segmentObjects, type MergeDeps } from '@lateral/pipeline';
 import { Job } from 'bullmq';
-import { QueueName, mergeJobId, type CollectionManifest, type SegmentRef } from '@lateral/shared';
+import { QueueName, mergeJobId, s3Keys, type CollectionManifest, type SegmentRef } from '@lateral/shared';
 import { startServer, type Server } from '../apps/all-in-one/src/server';
 import { loadCranfield } from '../scripts/lib/cranfield';
 import { http, testConfig, until } from './helpers';
@@ -96,7 +96,7 @@ describe('merge (real Redis, real S3 server, real ONNX model)', () => {
     const r = await api('POST', '/v1/collections/m1/merge?wait=60');
     expect(r.status, JSON.stringify(r.body)).toBe(200);
     // Four segments of tier 0 (factor 4): all of them; two deleted copies and one replaced copy dropped.
-    expect(r.body).toMatchObject({ status: 'merged', committed: true, reason: 'tier', dropped: 3 });
+    expect(r.body).toMatchObject({ status: 'merged', committed: true, reason: 'tier', dropped: 3, index: 'copied' });
     expect(r.body.inputs).toEqual(before.segments.map((s) => s.key));
     const after = await manifest('m1');
     expect(after.generation).toBe(before.generation + 1);
@@ -118,7 +118,7 @@ describe('merge (real Redis, real S3 server, real ONNX model)', () => {
       expect(st.stages.indexed).toBe(10);
     }
 
-    // Same codes for every document (re-coded from the raw vectors with the same artifact): the same scores.
+    // Same codes for every document (copied from the inputs): the same scores.
     for (let q = 0; q < queries.length; q++) {
       const rr = await rerank('m1', ids, queries[q]);
       expect(rr.hits).toEqual(rerankBefore[q].hits);
@@ -141,16 +141,37 @@ describe('merge (real Redis, real S3 server, real ONNX model)', () => {
     expect((await manifest('m1')).generation).toBe(after.generation);
   }, 300_000);
 
-  it('an EDEN 4-bit collection merges to the same codes: re-rank and exhaustive search unchanged', async () => {
+  it('an EDEN 4-bit collection merges to the same codes (bit-identical, copied): re-rank and exhaustive search unchanged', async () => {
     const c = 'meden';
     expect((await api('POST', '/v1/collections', { id: c, codec: { kind: 'eden', bits: 4 } })).status).toBe(201);
     for (let i = 0; i < 40; i += 10) await ingest(c, docs.slice(i, i + 10).map((d) => ({ id: d.id, text: d.text })));
     const ids = docs.slice(0, 40).map((d) => d.id);
     const queries = [docs[2].text, docs[33].text, docs[70].text];
     const before = await Promise.all(queries.map(async (q) => ({ rr: await rerank(c, ids, q), ex: await search(c, 'exhaustive', q) })));
+    // Every document's coded bytes, decoded vectors and raw fp16 rows before the merge.
+    const rt = server.runtime;
+    const artifact = await rt.codecs.get('default', c, 1);
+    const stored = async (ref: SegmentRef) => {
+      const seg = readSegment((await rt.store.get(ref.key))!, ref.key, artifact);
+      const raw = readSegment((await rt.store.get(s3Keys.rawVectors('default', c, ref.batchId)))!, 'raw');
+      return seg.docIds.map((id, i) => ({ id, ...seg.encodedDoc(i), decoded: seg.decodeDoc(i), raw: raw.encodedDoc(i).codes, tokenIds: seg.tokenIds.subarray(seg.tokenOffsets[i], seg.tokenOffsets[i + 1]) }));
+    };
+    const docsBefore = new Map((await Promise.all((await manifest(c)).segments.map(stored))).flat().map((d) => [d.id, d]));
+    expect(docsBefore.size).toBe(40);
     const r = await api('POST', `/v1/collections/${c}/merge?wait=60`);
-    expect(r.body).toMatchObject({ status: 'merged', committed: true, dropped: 0 });
+    expect(r.body).toMatchObject({ status: 'merged', committed: true, dropped: 0, index: 'copied' });
     expect((await manifest(c)).segments).toHaveLength(1);
+    // Copied, not re-coded: the same codes and norms, bit-identical decoded vectors, the same raw fp16 bytes.
+    const docsAfter = await stored((await manifest(c)).segments[0]);
+    expect(docsAfter.map((d) => d.id).sort()).toEqual([...docsBefore.keys()].sort());
+    for (const d of docsAfter) {
+      const b = docsBefore.get(d.id)!;
+      expect(Buffer.from(d.codes).equals(Buffer.from(b.codes)), `codes of ${d.id}`).toBe(true);
+      expect(Buffer.from(d.norms).equals(Buffer.from(b.norms)), `norms of ${d.id}`).toBe(true);
+      expect(Buffer.from(d.decoded.buffer, d.decoded.byteOffset, d.decoded.byteLength).equals(Buffer.from(b.decoded.buffer, b.decoded.byteOffset, b.decoded.byteLength)), `vectors of ${d.id}`).toBe(true);
+      expect(Buffer.from(d.raw).equals(Buffer.from(b.raw)), `raw fp16 rows of ${d.id}`).toBe(true);
+      expect(Array.from(d.tokenIds)).toEqual(Array.from(b.tokenIds));
+    }
     for (let q = 0; q < queries.length; q++) {
       expect((await rerank(c, ids, queries[q])).hits).toEqual(before[q].rr.hits);
       expect(await search(c, 'exhaustive', queries[q])).toEqual(before[q].ex);
@@ -299,7 +320,7 @@ describe('merges after commits (MERGE_AFTER_COMMIT)', () => {
     await server?.stop();
   });
 
-  it('the third small segment fills tier 0 (factor 3): a merge job (id per generation) rewrites the three into one', async () => {
+  it('the third small segment fills tier 0 (factor 3): a merge job on the merge queue (id per generation) rewrites the three into one', async () => {
     await api('POST', '/v1/collections', { id: 'auto' });
     for (let i = 0; i < 30; i += 10) {
       const ing = await api('POST', '/v1/collections/auto/documents', docs.slice(i, i + 10).map((d) => ({ id: d.id, text: d.text })));
@@ -314,9 +335,9 @@ describe('merges after commits (MERGE_AFTER_COMMIT)', () => {
     expect(merged.documents).toBe(30);
     expect(merged.segments[0].documents).toBe(30);
     // One merge job per committed generation (deterministic ids); exactly one of them merged.
-    const jobs = await Promise.all([1, 2, 3, 4].map((g) => until(() => Job.fromId(server.runtime.queues.get(QueueName.commit), mergeJobId('default', 'auto', 'commit', g)), 30_000)));
+    const jobs = await Promise.all([1, 2, 3, 4].map((g) => until(() => Job.fromId(server.runtime.queues.get(QueueName.merge), mergeJobId('default', 'auto', 'commit', g)), 30_000)));
     await until(async () => (await Promise.all(jobs.map((j) => j.isCompleted()))).every(Boolean), 30_000);
-    const results = await Promise.all(jobs.map(async (j) => (await Job.fromId(server.runtime.queues.get(QueueName.commit), j.id!))!.returnvalue));
+    const results = await Promise.all(jobs.map(async (j) => (await Job.fromId(server.runtime.queues.get(QueueName.merge), j.id!))!.returnvalue));
     const done = results.filter((r) => r.committed);
     expect(done).toHaveLength(1);
     expect(done[0]).toMatchObject({ generation: 4, merged: { status: 'merged', reason: 'tier', dropped: 0 } });

@@ -9,7 +9,7 @@
  *
  * Processes, each its own, on loopback, as a deployment runs them: redis-server, the S3 server
  * (s3rver, scale-s3.ts), the API (apps/api), one ingest worker (apps/encoder-worker with
- * WORKER_QUEUES=encode,compress,index,commit,encode-texts: the fault suite's split, plus the
+ * WORKER_QUEUES=encode,compress,index,commit,merge,encode-texts: the fault suite's split, plus the
  * text candidates of the cold rounds' model warm-up) and one scorer
  * (WORKER_QUEUES=rerank,search, `SCORER_CACHE_BYTES` = `--cache-bytes`, default the configured
  * 2 GiB). This process is the client: it posts NDJSON requests of `--per-request` documents
@@ -224,7 +224,7 @@ export async function runScaleBench(args: string[]): Promise<Record<string, unkn
       AUTH: 'none',
     };
     procs.api = await startProc('api', 'apps/api/src/main.ts', [], { ...vars, PORT: String(port), HOST: '127.0.0.1' }, /API on http/);
-    procs['ingest-worker'] = await startProc('ingest-worker', 'apps/encoder-worker/src/main.ts', [], { ...vars, WORKER_QUEUES: 'encode,compress,index,commit,encode-texts' }, /working on/);
+    procs['ingest-worker'] = await startProc('ingest-worker', 'apps/encoder-worker/src/main.ts', [], { ...vars, WORKER_QUEUES: 'encode,compress,index,commit,merge,encode-texts' }, /working on/);
     let scorerMetricsPort = 0;
     const startScorer = async (cache: number) => {
       scorerMetricsPort = await freePort();

@@ -18,7 +18,7 @@ import { http, until } from '../helpers';
 
 const ROOT = path.resolve('.');
 const WORKER_ENTRY = 'apps/encoder-worker/src/main.ts';
-export const INGEST_QUEUES = [QueueName.encode, QueueName.compress, QueueName.index, QueueName.commit];
+export const INGEST_QUEUES = [QueueName.encode, QueueName.compress, QueueName.index, QueueName.commit, QueueName.merge];
 
 export interface WorkerProc {
   child: ChildProcess;

@@ -7,9 +7,10 @@ import { until } from '../helpers';
 import { census, manifestsAndMissingSegments, report, startCluster, watchIngestion, type Cluster } from './harness';
 
 /**
- * kill -9 of the worker process that runs the commit queue (as the deployed scorer pool does:
- * commits, deletes and merges) while a merge job runs, then a new worker process: the merge is
- * resumed once its lock expires and completes; the generation sequence in S3 gains exactly one
+ * kill -9 of the worker process that runs the merge queue (as the deployed scorer pool does,
+ * beside commits and deletes) while a merge job runs, then a new worker process: the merge is
+ * resumed once its job lock (and the dead worker's merge lease) expires and completes; the
+ * generation sequence in S3 gains exactly one
  * generation (the merge's), every manifest is whole and every segment and search index it names
  * exists (no half-committed generation); the documents are counted exactly, and re-rank returns
  * the same hits with the same scores as before the merge. 1,000 Cranfield documents in 50
@@ -41,7 +42,7 @@ describe('fault: kill -9 of the worker mid-merge', () => {
     const queued = await api('POST', '/v1/collections/m/merge?wait=0');
     expect(queued.status).toBe(202);
     const jobId = mergeJobId(tenant, 'm', 'api', before.generation);
-    const queue = runtime.queues.get(QueueName.commit);
+    const queue = runtime.queues.get(QueueName.merge);
     const tQueued = Date.now();
     await until(async () => ((await (await Job.fromId(queue, jobId))?.getState()) === 'active' ? true : null), 120_000, 10);
     const tActive = Date.now();

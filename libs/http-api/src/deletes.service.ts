@@ -75,7 +75,7 @@ export class DeletesService {
   }
 
   /**
-   * POST /v1/collections/{id}/merge: a merge job on the commit queue (the tiered policy picks the
+   * POST /v1/collections/{id}/merge: a merge job on the merge queue (the tiered policy picks the
    * segments on the current generation); 200 with what it did once it finished, 202 while it runs
    * past `wait`. One job per generation asked on: asking again on the same generation answers the same job.
    */
@@ -84,13 +84,13 @@ export class DeletesService {
     if (!(await this.rt.collections.get(t, collectionId))) throw new NotFoundError(`collection '${collectionId}' not found`);
     const generation = (await this.rt.generations.manifest(t, collectionId))?.generation ?? 0;
     const jobId = mergeJobId(t, collectionId, 'api', generation);
-    const job = await this.rt.queues.add(QueueName.commit, jobId, { op: 'merge', tenantId: t, collectionId, trigger: 'api' });
+    const job = await this.rt.queues.add(QueueName.merge, jobId, { op: 'merge', tenantId: t, collectionId, trigger: 'api' });
     const until = Date.now() + waitSeconds * 1000;
     let pause = 20;
     for (;;) {
       const state = await job.getState();
       if (state === 'completed' || state === 'failed') {
-        const fresh = (await Job.fromId(this.rt.queues.get(QueueName.commit), jobId)) ?? job;
+        const fresh = (await Job.fromId(this.rt.queues.get(QueueName.merge), jobId)) ?? job;
         if (state === 'failed') throw new Error(`merge of ${collectionId} failed: ${fresh.failedReason}`);
         const r = fresh.returnvalue as { generation: number; committed: boolean; documents?: number; merged: MergeOutcome };
         return { status: 200, body: { collection: collectionId, generation: r.generation, committed: r.committed, ...r.merged } };

@@ -216,7 +216,7 @@ function baseDocument(version: string) {
         post: {
           summary: 'Merge small segments and drop deleted documents (tiered policy); 200 with what the merge did',
           description:
-            'A merge job on the commit queue (serialised with commits and deletes; also enqueued after each committed generation with MERGE_AFTER_COMMIT). The tiered policy (MERGE_FACTOR, MERGE_DELETED_FRACTION, MERGE_FLOOR_DOCUMENTS) picks the segments on the current generation; their live documents are re-coded from the raw vectors with the same codec (scores do not change) into one segment with its search index, committed as one generation. `status`: `merged`, `nothing-to-merge`, `inputs-gone` (the inputs changed before the commit: nothing committed) or `recompressing`. Asking again on the same generation answers the same job. `wait` (default 30 s): longer than that, 202.',
+            'A merge job on the merge queue (one per collection at a time, beside commits and deletes; also enqueued after each committed generation with MERGE_AFTER_COMMIT). The tiered policy (MERGE_FACTOR, MERGE_DELETED_FRACTION, MERGE_FLOOR_DOCUMENTS, MERGE_MAX_DOCUMENTS, MERGE_MAX_BYTES) picks the segments on the current generation; their live documents\' coded rows, raw vectors and index postings are copied (never re-coded: scores do not change) into one segment with its search index, and only the reference swap is committed, as one generation (deletes and ingests committed meanwhile are carried over). `status`: `merged`, `nothing-to-merge`, `inputs-gone` (the inputs changed before the commit: nothing committed) or `recompressing`. Asking again on the same generation answers the same job. `wait` (default 30 s): longer than that, 202.',
           parameters: [idParam, waitParam],
           responses: {
             '200': ok('the merge finished', {
@@ -231,9 +231,10 @@ function baseDocument(version: string) {
                 output: { type: ['string', 'null'], description: 'S3 key of the merged segment (null: none written or committed)' },
                 dropped: { type: 'integer', description: 'deleted and superseded documents left out' },
                 reason: { type: 'string', enum: ['tier', 'deletes'] },
+                index: { type: 'string', enum: ['copied', 'rebuilt'], description: "the merged segment's search index: copied from the inputs' indexes, or rebuilt (an input had none usable)" },
               },
             }),
-            '202': ok('still in the commit queue; ask again (same generation: same job)', {
+            '202': ok('still in the merge queue; ask again (same generation: same job)', {
               type: 'object',
               required: ['collection', 'generation', 'status'],
               properties: { collection: { type: 'string' }, generation: { type: 'integer' }, status: { type: 'string', enum: ['queued', 'running'] } },

@@ -20,3 +20,4 @@ export * from './documents.repository';
 export * from './metrics';
 export * from './webhook-delivery';
 export * from './scorer-artifacts';
+export * from './redis-lease';

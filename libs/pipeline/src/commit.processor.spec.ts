@@ -163,7 +163,7 @@ describe('commitProcessor', () => {
   });
 
   it('a replayed job (same batch, same key and checksum) writes no generation and counts nothing', async () => {
-    const remember = vi.fn((_key: string, _ids: string[]) => undefined);
+    const remember = vi.fn((_t: string, _c: string, _key: string, _ids: string[]) => undefined);
     const s = setup({
       objects: { [ref1.key]: b1 },
       current: manifestOf(5, 1, [ref0, ref1], 3),
@@ -172,7 +172,7 @@ describe('commitProcessor', () => {
     });
     expect(await commitProcessor(s.deps, payload('b-1'))).toEqual({ generation: 5, committed: false });
     expect(s.changes).toEqual([null]);
-    expect(remember).toHaveBeenCalledExactlyOnceWith(ref1.key, ['d2', 'd3']);
+    expect(remember).toHaveBeenCalledExactlyOnceWith(T, C, ref1.key, ['d2', 'd3']);
   });
 
   it('the same batch with different bytes replaces its segment in place', async () => {
@@ -239,7 +239,7 @@ describe('commitProcessor', () => {
       expect(s.codecsGet).toHaveBeenCalledExactlyOnceWith(T, C, 2);
       expect(s.recordPending).toHaveBeenCalledExactlyOnceWith(T, C, 2, ref0v2);
       expect(s.pendingFn).toHaveBeenCalledExactlyOnceWith(T, C, 2);
-      expect(s.remember).toHaveBeenCalledExactlyOnceWith(ref0v2.key, ['d1', 'd2']);
+      expect(s.remember).toHaveBeenCalledExactlyOnceWith(T, C, ref0v2.key, ['d1', 'd2']);
       expect(s.clearPending).not.toHaveBeenCalled();
     });
 
@@ -286,7 +286,7 @@ describe('SegmentIds', () => {
   it('loads each segment once per instance, and never one it was told about', async () => {
     const load = vi.fn(async (_t: string, _c: string, r: SegmentRef) => ids[r.key]);
     const live = new SegmentIds(load);
-    live.remember('c', ['d9']);
+    live.remember(T, C, 'c', ['d9']);
     await live.count(T, C, [ref('a'), ref('c')]);
     await live.count(T, C, [ref('a'), ref('b'), ref('c')]);
     expect(await live.count(T, C, [ref('b'), ref('c')])).toBe(3); // d2, d3, d9: the remembered ids are used
@@ -294,6 +294,33 @@ describe('SegmentIds', () => {
       [T, C, ref('a')],
       [T, C, ref('b')],
     ]);
+  });
+
+  it('forgets segments no recent generation listed (merged-away inputs): bounded, read again if they come back', async () => {
+    const load = vi.fn(async (_t: string, _c: string, r: SegmentRef) => [`${r.key}-doc`]);
+    const live = new SegmentIds(load, 3);
+    // Generations 1..3 list a and b; a merge replaces them with m (remembered when written).
+    for (let g = 0; g < 3; g++) await live.count(T, C, [ref('a'), ref('b')]);
+    live.remember(T, C, 'm', ['a-doc', 'b-doc']);
+    expect(live.held).toBe(3);
+    // A merge output whose commit lost its race is never listed: it goes like the inputs.
+    live.remember(T, C, 'lost', ['x']);
+    for (let g = 0; g < 2; g++) expect(await live.count(T, C, [ref('m'), ref('c')])).toBe(3);
+    expect(live.held).toBe(5); // a and b were seen 3 generations ago, lost remembered 2 ago: still kept
+    await live.count(T, C, [ref('m'), ref('c')]);
+    expect(live.held).toBe(3); // a and b not seen in the last 3: forgotten
+    await live.count(T, C, [ref('m'), ref('c')]);
+    expect(live.held).toBe(2); // lost too; m and c stay while listed
+    for (let g = 0; g < 50; g++) await live.count(T, C, [ref(`s${g}`), ref('m')]);
+    expect(live.held).toBeLessThanOrEqual(4); // a stream of short-lived segments stays bounded
+    // Another collection's segments are counted on their own generations.
+    await live.count(T, 'other', [ref('a')]);
+    expect(live.held).toBeLessThanOrEqual(5);
+    // a, listed again, is read again (once).
+    const before = load.mock.calls.filter(([, c, r]) => c === C && r.key === 'a').length;
+    await live.count(T, C, [ref('a'), ref('m')]);
+    expect(load.mock.calls.filter(([, c, r]) => c === C && r.key === 'a').length).toBe(before + 1);
+    expect(load.mock.calls.filter(([, , r]) => r.key === 'm')).toEqual([]); // remembered, never read
   });
 
   it('a failed load propagates and is tried again on the next count', async () => {

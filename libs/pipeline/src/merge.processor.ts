@@ -17,12 +17,12 @@ import {
   type SegmentRef,
   type StoredDocumentInfo,
 } from '@lateral/shared';
-import { SegmentCorruptError, crc32c, readSegment, writeSegment, type SegmentReader } from '@lateral/codec';
+import { SegmentCopier, SegmentCorruptError, crc32c, readSegment, type CodecArtifact, type SegmentReader } from '@lateral/codec';
+import { deserializeSegmentIndex, serializeSegmentIndex, type SegmentIndex } from '@lateral/search';
 import type { CodecArtifactRepository, CollectionRepository, GenerationRepository, JobQueues, Logger, ObjectStore } from '@lateral/infra';
 import type { SegmentIds } from './commit.processor';
-import { compressRaw } from './compress.processor';
-import { RAW_CODEC } from './encode.processor';
 import { segmentIndexBytes, type IndexDeps } from './index.processor';
+import { SegmentIndexCopier } from './merge-index';
 import { chooseMerge, type MergePolicySettings } from './merge-policy';
 import { collectGarbage, gcKeys, segmentObjects, type GarbageRecord, type GcSettings } from './gc';
 import { segmentReadOptions } from './static-embeddings';
@@ -37,6 +37,11 @@ export interface MergeDeps extends Pick<IndexDeps, 'ivf' | 'encoders' | 'ivfCent
   policy: MergePolicySettings;
   /** Garbage collection of merged-away objects, run by every merge job; absent: none. */
   gc?: GcSettings;
+  /**
+   * Runs `fn` while holding the collection's merge lease (one merge per collection at a time,
+   * across processes: a second merge job waits for the first); absent: no guard.
+   */
+  exclusive?: <T>(tenantId: string, collectionId: string, fn: () => Promise<T>) => Promise<T>;
   logger: Logger;
 }
 
@@ -50,21 +55,32 @@ interface Input {
 const outcome = (status: MergeOutcome['status'], extra: Partial<MergeOutcome> = {}): MergeOutcome => ({ status, inputs: [], output: null, dropped: 0, ...extra });
 
 /**
- * A merge, on the commit queue (serialised with segment commits and deletes): the tiered policy
- * (merge-policy.ts) picks segments of the current generation at the collection's codec version;
- * their live documents (tombstoned and superseded copies dropped) are re-coded from the batches'
- * raw fp16 vectors with the same codec artifact (so every document keeps its codes: scores do not
- * change), written as one segment with its raw vectors, its documents and their info (a merged
- * batch, read back like any other) and its search index (the collection's IVF centroids), then
- * committed as one generation replacing the inputs. The commit re-applies on the newest
- * generation: the merge applies only if every input is still listed (otherwise it is dropped, the
- * written objects unreferenced), and tombstones added to the inputs since they were read (deletes,
- * later ingests of their ids) are carried onto the merged segment, so nothing deleted comes back
- * and nothing ingested meanwhile is lost. Idempotent: the merged batch id derives from the inputs.
- * A committed merge records the inputs' objects (gc.ts); every merge job then removes the recorded
- * objects that no kept generation lists and whose grace period has passed.
+ * A merge, on the merge queue (off the commit queue: commits and deletes go on while it runs),
+ * one per collection at a time (`deps.exclusive`): the tiered policy (merge-policy.ts) picks
+ * segments of the current generation at the collection's codec version; their live documents
+ * (tombstoned and superseded copies dropped) are copied, never decoded nor re-coded: each kept
+ * document's coded rows, token ids, doc vector, id and metadata from its input segment
+ * (SegmentCopier: segments of one codec version share artifact and seed, and every codec codes
+ * a document on its own, so the copied rows are the codes it had: scores do not change), its fp16
+ * rows from the input's raw batch (the merged raw batch, kept for re-compressions), its source
+ * document and info (a merged batch, read back like any other), and its IVF and BM25 postings
+ * from the input's search index (SegmentIndexCopier; rebuilt from the merged segment only when an
+ * input's index is missing or was built with other centroids). Inputs are read one at a time and
+ * released once copied: a merge holds the copied bytes of its output (capped by the policy's
+ * maxBytes) and one input. Then only the reference swap is committed, as one generation replacing
+ * the inputs, re-applied on the newest generation: the merge applies only if every input is still
+ * listed (otherwise it is dropped, the written objects unreferenced), and tombstones added to the
+ * inputs since they were read (deletes, later ingests of their ids) are carried onto the merged
+ * segment, so nothing deleted comes back and nothing ingested meanwhile is lost. Idempotent: the
+ * merged batch id derives from the inputs. A committed merge records the inputs' objects (gc.ts);
+ * every merge job then removes the recorded objects that no kept generation lists and whose grace
+ * period has passed.
  */
-export async function mergeProcessor(deps: MergeDeps, p: MergePayload): Promise<JobResults[QueueName.commit]> {
+export async function mergeProcessor(deps: MergeDeps, p: MergePayload): Promise<JobResults[QueueName.merge]> {
+  return deps.exclusive ? deps.exclusive(p.tenantId, p.collectionId, () => merge(deps, p)) : merge(deps, p);
+}
+
+async function merge(deps: MergeDeps, p: MergePayload): Promise<JobResults[QueueName.merge]> {
   const collection = await deps.collections.get(p.tenantId, p.collectionId);
   if (!collection) throw new PermanentJobError(`collection ${p.tenantId}/${p.collectionId} no longer exists`);
   const manifest = await deps.generations.manifest(p.tenantId, p.collectionId);
@@ -81,41 +97,39 @@ export async function mergeProcessor(deps: MergeDeps, p: MergePayload): Promise<
   const refs = spec.segments.map((i) => manifest.segments[i]);
   const cv = collection.codecVersion;
   const batchId = `merge-${crc32c(new TextEncoder().encode(refs.map((r) => `${r.key}:${r.checksum}:${(r.tombstones ?? []).join(',')}`).join('\n'))).toString(16).padStart(8, '0')}-g${manifest.generation}`;
+  const artifact = await deps.codecs.get(p.tenantId, p.collectionId, cv);
+  // The collection's centroids for this codec version (the inputs' indexes were built with them).
+  const centroids = await deps.ivf
+    .ensure(p.tenantId, p.collectionId, cv, () => {
+      throw new Error('no centroids yet');
+    })
+    .then((c) => c.centroids)
+    .catch(() => undefined);
   const inputs: Input[] = [];
   const docIds: string[] = [];
-  const offsets: number[] = [0];
-  const tokenIdParts: Int32Array[] = [];
-  const vectorParts: Float32Array[] = [];
-  const docVectorParts: Float32Array[] = [];
-  const metadata: (Record<string, unknown> | null)[] = [];
   const sources: IngestDocument[] = [];
   const infos: StoredDocumentInfo[] = [];
-  let dims = 0;
-  let withDocVectors = true;
+  const codes = new SegmentCopier();
+  const raws = new SegmentCopier();
+  let index: SegmentIndexCopier | null = new SegmentIndexCopier();
   let dropped = 0;
+  // One input at a time: read, copy what is kept, release.
   for (const ref of refs) {
-    const raw = await readRaw(deps, p, ref);
+    const seg = await readStored(deps, ref.key, artifact, ref);
+    const raw = await readRaw(deps, p, ref, seg);
     const { info, docs } = await readBatch(deps, p, ref, raw);
-    dims = raw.dims;
     const dead = new Set(ref.tombstones ?? []);
-    const to = new Int32Array(raw.documents).fill(-1);
+    const to = new Int32Array(seg.documents).fill(-1);
+    const keep: number[] = [];
     const lines = new Map<number, number>(); // source line in the input batch -> line in the merged one
-    const all = raw.decodeAll();
-    for (let i = 0; i < raw.documents; i++) {
+    for (let i = 0; i < seg.documents; i++) {
       if (dead.has(i)) {
         dropped++;
         continue;
       }
       to[i] = docIds.length;
-      docIds.push(raw.docIds[i]);
-      const a = raw.tokenOffsets[i];
-      const b = raw.tokenOffsets[i + 1];
-      offsets.push(offsets[offsets.length - 1] + (b - a));
-      tokenIdParts.push(raw.tokenIds.subarray(a, b));
-      vectorParts.push(all.subarray(a * dims, b * dims));
-      if (raw.docVectors) docVectorParts.push(raw.docVectors.subarray(i * dims, (i + 1) * dims));
-      else withDocVectors = false;
-      metadata.push(raw.metadata(i));
+      keep.push(i);
+      docIds.push(seg.docIds[i]);
       const e = info.documents[i];
       let line = lines.get(e.line);
       if (line === undefined) {
@@ -125,38 +139,52 @@ export async function mergeProcessor(deps: MergeDeps, p: MergePayload): Promise<
       }
       infos.push({ ...e, line });
     }
+    try {
+      codes.append(seg, keep);
+      raws.append(raw, keep);
+    } catch (err) {
+      // Segments of one codec version are written with one artifact and seed; anything else is not this merge's to fix.
+      if (err instanceof RangeError) throw new PermanentJobError(`merge: ${err.message}`);
+      throw err;
+    }
+    if (index) {
+      const idx = await readIndex(deps, p, ref, seg, centroids);
+      try {
+        if (idx) index.append(idx, seg.tokenOffsets, keep);
+      } catch (err) {
+        if (!(err instanceof RangeError)) throw err;
+        deps.logger.warn(`merge of ${p.collectionId}: the index of ${ref.key} cannot be copied (${err.message}); rebuilding the merged segment's index`);
+      }
+      if (!idx || index.documents !== docIds.length) index = null;
+    }
     inputs.push({ ref, to });
   }
 
   let output: SegmentRef | null = null;
+  const indexMade: MergeOutcome['index'] = index ? 'copied' : 'rebuilt';
   if (docIds.length > 0) {
-    const rawDocs = {
-      docIds,
-      tokenOffsets: Uint32Array.from(offsets),
-      tokenIds: concat(Int32Array, tokenIdParts),
-      vectors: concat(Float32Array, vectorParts),
-      dims,
-      ...(withDocVectors ? { docVectors: concat(Float32Array, docVectorParts) } : {}),
-      metadata,
-    };
     const rawKey = s3Keys.rawVectors(p.tenantId, p.collectionId, batchId);
-    const rawBytes = writeSegment(rawDocs, RAW_CODEC);
     // The merged batch is read back like an ingested one: its source documents and their info.
     await deps.store.put(s3Keys.batchDocuments(p.tenantId, p.collectionId, batchId), toNdjson(sources));
     const info: BatchDocumentInfo = { batchId, documents: infos };
     await deps.store.put(batchInfoKey(p.tenantId, p.collectionId, batchId), JSON.stringify(info), 'application/json');
+    const tokens = codes.tokens;
+    let rawBytes: Uint8Array | null = raws.finish();
     await deps.store.put(rawKey, rawBytes);
-    const raw = readSegment(rawBytes, rawKey);
-    const bytes = await compressRaw(deps, collection, raw, cv, rawKey);
+    // An index rebuilt (an input without a usable one) reads the terms of pooled rows from the merged raw batch.
+    const rawTerms = index ? undefined : readSegment(rawBytes, rawKey);
+    rawBytes = null;
+    const bytes = codes.finish();
     const key = s3Keys.segment(p.tenantId, p.collectionId, batchId, cv);
-    const artifact = await deps.codecs.get(p.tenantId, p.collectionId, cv);
-    const reader = readSegment(bytes, key, artifact, await segmentReadOptions(artifact, collection, deps.staticEmbeddings));
     // The index first: a committed segment always has one.
-    await deps.store.put(s3Keys.segmentIndex(p.tenantId, p.collectionId, batchId, cv), await segmentIndexBytes(deps, collection, reader, cv, { tokenIds: raw.tokenIds, tokenOffsets: raw.tokenOffsets }));
+    const indexBytes = index
+      ? serializeSegmentIndex(index.finish())
+      : await segmentIndexBytes(deps, collection, readSegment(bytes, key, artifact, await segmentReadOptions(artifact, collection, deps.staticEmbeddings)), cv, rawTerms && { tokenIds: rawTerms.tokenIds, tokenOffsets: rawTerms.tokenOffsets });
+    await deps.store.put(s3Keys.segmentIndex(p.tenantId, p.collectionId, batchId, cv), indexBytes);
     await deps.store.put(key, bytes);
-    deps.liveIds.remember(key, docIds);
+    deps.liveIds.remember(p.tenantId, p.collectionId, key, docIds);
     output = {
-      batchId, codecVersion: cv, key, documents: reader.documents, tokens: reader.tokens, bytes: bytes.byteLength, checksum: crc32c(bytes).toString(16).padStart(8, '0'),
+      batchId, codecVersion: cv, key, documents: docIds.length, tokens, bytes: bytes.byteLength, checksum: crc32c(bytes).toString(16).padStart(8, '0'),
       // the ingest batches it now stands for (ingestion progress keeps counting them as committed)
       batches: [...new Set(refs.flatMap((r) => segmentBatches(r)))].sort(),
       // the inputs' shard (chooseMerge keeps a merge within one)
@@ -197,7 +225,7 @@ export async function mergeProcessor(deps: MergeDeps, p: MergePayload): Promise<
     return { segments: live.segments, codecVersion: current?.codecVersion ?? cv, documents: live.documents };
   });
   const { status } = state;
-  const merged: MergeOutcome = { status, inputs: refs.map((r) => r.key), output: status === 'merged' ? (output?.key ?? null) : null, dropped, reason: spec.reason };
+  const merged: MergeOutcome = { status, inputs: refs.map((r) => r.key), output: status === 'merged' ? (output?.key ?? null) : null, dropped, reason: spec.reason, ...(output ? { index: indexMade } : {}) };
   if (result.committed && status === 'merged') {
     // The inputs' objects, for garbage collection once no kept generation lists them.
     const record: GarbageRecord = { generation: result.manifest.generation, committedAt: result.manifest.committedAt, objects: refs.flatMap((r) => segmentObjects(p.tenantId, p.collectionId, r)) };
@@ -210,12 +238,48 @@ export async function mergeProcessor(deps: MergeDeps, p: MergePayload): Promise<
   return { generation: result.manifest.generation, committed: result.committed, documents: result.manifest.documents, merged };
 }
 
-/** Enqueues a merge of a collection for the generation just committed (deterministic job id: one per generation). */
+/**
+ * Enqueues a merge of a collection on the merge queue, for the generation just committed (or the
+ * current one, for the API): deterministic job id, one per collection, trigger and generation.
+ */
 export async function enqueueMerge(queues: Pick<JobQueues, 'add'>, tenantId: string, collectionId: string, trigger: MergePayload['trigger'], generation: number) {
-  return queues.add(QueueName.commit, mergeJobId(tenantId, collectionId, trigger, generation), { op: 'merge', tenantId, collectionId, trigger });
+  return queues.add(QueueName.merge, mergeJobId(tenantId, collectionId, trigger, generation), { op: 'merge', tenantId, collectionId, trigger });
 }
 
-async function readRaw(deps: MergeDeps, p: MergePayload, ref: SegmentRef): Promise<SegmentReader> {
+/** A segment of the generation, read with its codec artifact (ids, offsets, coded rows; nothing decoded). */
+async function readStored(deps: MergeDeps, key: string, artifact: CodecArtifact, ref: SegmentRef): Promise<SegmentReader> {
+  const bytes = await deps.store.get(key);
+  if (!bytes) throw new PermanentJobError(`merge: segment ${key} of the current generation is missing from S3`);
+  let seg: SegmentReader;
+  try {
+    seg = readSegment(bytes, key, artifact);
+  } catch (err) {
+    if (err instanceof SegmentCorruptError) throw new PermanentJobError(err.message);
+    throw err;
+  }
+  if (seg.documents !== ref.documents) throw new PermanentJobError(`merge: ${key} holds ${seg.documents} documents, its reference ${ref.documents}`);
+  return seg;
+}
+
+/** The input's search index, checked against the segment and the collection's centroids; null (rebuild) when missing or unusable. */
+async function readIndex(deps: MergeDeps, p: MergePayload, ref: SegmentRef, seg: SegmentReader, centroids: Float32Array | undefined): Promise<SegmentIndex | null> {
+  const key = s3Keys.segmentIndex(p.tenantId, p.collectionId, ref.batchId, ref.codecVersion);
+  const bytes = await deps.store.get(key);
+  if (!bytes || !centroids) {
+    deps.logger.warn(`merge of ${p.collectionId}: ${bytes ? 'no centroids for' : 'no index'} ${key}; rebuilding the merged segment's index`);
+    return null;
+  }
+  try {
+    return deserializeSegmentIndex(bytes, key, { documents: seg.documents, tokens: seg.tokens, centroids, dims: seg.dims });
+  } catch (err) {
+    if (!(err instanceof SegmentCorruptError)) throw err;
+    deps.logger.warn(`merge of ${p.collectionId}: ${(err as Error).message}; rebuilding the merged segment's index`);
+    return null;
+  }
+}
+
+/** The input's raw fp16 batch (its documents in the segment's order). */
+async function readRaw(deps: MergeDeps, p: MergePayload, ref: SegmentRef, seg: SegmentReader): Promise<SegmentReader> {
   const key = s3Keys.rawVectors(p.tenantId, p.collectionId, ref.batchId);
   const bytes = await deps.store.get(key);
   if (!bytes) throw new PermanentJobError(`merge: raw vectors of ${ref.key} are missing from S3 (${key})`);
@@ -226,7 +290,7 @@ async function readRaw(deps: MergeDeps, p: MergePayload, ref: SegmentRef): Promi
     if (err instanceof SegmentCorruptError) throw new PermanentJobError(err.message);
     throw err;
   }
-  if (raw.documents !== ref.documents) throw new PermanentJobError(`merge: ${key} holds ${raw.documents} documents, segment ${ref.key} ${ref.documents}`);
+  if (raw.documents !== ref.documents || raw.docIds.some((id, i) => id !== seg.docIds[i])) throw new PermanentJobError(`merge: ${key} does not hold the documents of segment ${ref.key} in its order`);
   return raw;
 }
 
@@ -244,14 +308,4 @@ async function readBatch(deps: MergeDeps, p: MergePayload, ref: SegmentRef, raw:
     throw new PermanentJobError(`merge: the document info of ${ref.batchId} does not list the ids of its raw vectors in order`);
   }
   return { info, docs };
-}
-
-function concat<T extends Int32Array | Float32Array>(Type: { new (n: number): T }, parts: T[]): T {
-  const out = new Type(parts.reduce((s, x) => s + x.length, 0));
-  let o = 0;
-  for (const x of parts) {
-    out.set(x, o);
-    o += x.length;
-  }
-  return out;
 }

@@ -102,6 +102,12 @@ export const ConfigSchema = z.object({
   MERGE_DELETED_FRACTION: z.coerce.number().gt(0).max(1).default(0.3),
   /** Segments under this many live documents share the lowest tier. */
   MERGE_FLOOR_DOCUMENTS: int(256, 1, 10_000_000),
+  /** Segments with this many live documents or more are not merged with others (only rewritten for deletes). */
+  MERGE_MAX_DOCUMENTS: int(1_000_000, 1, 2 ** 32 - 1),
+  /** Cap on a merge's output in coded segment bytes (Lucene's max merged segment size); below the 4 GiB segment format limit. */
+  MERGE_MAX_BYTES: int(256 * 2 ** 20, 1 << 20, 2 ** 32 - 1),
+  /** Concurrent merge jobs per process (the merge queue; one merge per collection at a time whatever this is). */
+  MERGE_CONCURRENCY: int(1, 1, 16),
   /** Enqueue a merge job after each committed generation (false: only POST /v1/collections/{id}/merge). */
   MERGE_AFTER_COMMIT: bool.default(true),
   /** Newest generations whose segments are kept; objects a merge replaced are removed once older ones only list them (and GC_GRACE_SECONDS passed). */

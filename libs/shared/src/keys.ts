@@ -50,6 +50,8 @@ export const s3Keys = {
 export const redisKeys = {
   /** Lock held while a codec version is fitted (saves duplicate fits; the artifact write is conditional). */
   codecFitLock: (prefix: string, t: string, c: string, v: number) => `${prefix}:t:${safe('tenant id', t)}:c:${safe('collection id', c)}:codec-fit:v${v}`,
+  /** Lease held while a merge of the collection runs (one merge per collection at a time). */
+  mergeLease: (prefix: string, t: string, c: string) => `${prefix}:t:${safe('tenant id', t)}:c:${safe('collection id', c)}:merge`,
 };
 
 /** BullMQ forbids ':' in custom ids; '~' never appears in resource ids. */

@@ -10,6 +10,8 @@ export enum QueueName {
   index = 'index',
   /** Makes a written segment part of the collection's next generation (was `index` before 0.2). */
   commit = 'commit',
+  /** Merges of a collection's segments (the tiered policy); only the reference swap goes through the generation commit. */
+  merge = 'merge',
   rerank = 'rerank',
   search = 'search',
   /** Fits a learned head (LITE, K-NRM) on a collection's judgments; scorer workers, concurrency 1. */
@@ -38,8 +40,10 @@ const writtenSegment = z.object({
 });
 
 /**
- * A merge on the commit queue (op 'merge'): the tiered policy chooses the segments on the
- * current generation (libs/pipeline/src/merge-policy.ts); serialised with commits and deletes.
+ * A merge (op 'merge') on the merge queue: the tiered policy chooses the segments on the current
+ * generation (libs/pipeline/src/merge-policy.ts); one merge per collection at a time, beside
+ * commits and deletes (only its reference swap is a generation commit). Merge jobs queued on the
+ * commit queue by an earlier version are still run there.
  */
 export const MergePayloadSchema = z.object({
   op: z.literal('merge'),
@@ -73,8 +77,9 @@ export const JobPayloadSchemas = {
     documents: z.number().int().nonnegative(),
   }),
   [QueueName.index]: writtenSegment,
-  /** A written segment to commit, a delete (tombstones) or a merge: all change the generation, so they share one queue. */
+  /** A written segment to commit or a delete (tombstones): both change the generation, so they share one queue (and merges queued here before the merge queue). */
   [QueueName.commit]: z.union([writtenSegment, DeletePayloadSchema, MergePayloadSchema]),
+  [QueueName.merge]: MergePayloadSchema,
   [QueueName.rerank]: z.object({
     tenantId,
     rerankId: resourceId('rerankId'),
@@ -127,6 +132,8 @@ export interface MergeOutcome {
   /** Documents dropped (tombstoned or superseded in the inputs). */
   dropped: number;
   reason?: 'tier' | 'deletes';
+  /** How the merged segment's search index was made: copied from the inputs' indexes, or rebuilt (an input had none usable). */
+  index?: 'copied' | 'rebuilt';
 }
 
 /** What a finished job returns (stored by BullMQ; small). */
@@ -136,6 +143,8 @@ export interface JobResults {
   [QueueName.index]: { indexKey: string; bytes: number };
   /** A delete also returns what it deleted (DeleteResult). */
   [QueueName.commit]: { generation: number; committed: boolean; deleted?: number; notFound?: string[]; documents?: number; merged?: MergeOutcome };
+  /** The generation the merge committed (or found), and what it did. */
+  [QueueName.merge]: { generation: number; committed: boolean; documents?: number; merged: MergeOutcome };
   /** `texts`: requests with text candidates (how many texts were encoded for this job, how many reused). */
   [QueueName.rerank]: { resultKey: string; queries: number; candidates: number; missing: number; texts?: { candidates: number; encoded: number; reused: number } };
   [QueueName.search]: { resultKey: string; queries: number; hits: number };

@@ -1,6 +1,6 @@
 import path from 'node:path';
-import { PermanentJobError, QueueName, textCodecRef, trainingKeys, type SegmentRef, type ShardJobPayload, type ShardJobResult } from '@lateral/shared';
-import { DiskObjectCache, ScorerArtifactStore, registerCacheMetrics, DocumentRepository, JobFlows, ShardQueues, deliverWebhook, enqueueWebhook, webhookEventFor, type HandlerRegistry, type Runtime } from '@lateral/infra';
+import { PermanentJobError, QueueName, redisKeys, textCodecRef, trainingKeys, type MergePayload, type SegmentRef, type ShardJobPayload, type ShardJobResult } from '@lateral/shared';
+import { DiskObjectCache, ScorerArtifactStore, registerCacheMetrics, DocumentRepository, JobFlows, ShardQueues, deliverWebhook, enqueueWebhook, webhookEventFor, withRedisLease, type HandlerRegistry, type Runtime } from '@lateral/infra';
 import {
   SegmentIds,
   StaticEmbeddingsCache,
@@ -30,7 +30,7 @@ import { readSegment } from '@lateral/codec';
 import { OnnxNearestCentroid, ScorerResources } from '@lateral/kernels';
 
 /** Queues this build has processors for. */
-export const HANDLED_QUEUES: QueueName[] = [QueueName.encode, QueueName.compress, QueueName.index, QueueName.commit, QueueName.rerank, QueueName.search, QueueName.encodeTexts, QueueName.batch, QueueName.train, QueueName.webhook];
+export const HANDLED_QUEUES: QueueName[] = [QueueName.encode, QueueName.compress, QueueName.index, QueueName.commit, QueueName.merge, QueueName.rerank, QueueName.search, QueueName.encodeTexts, QueueName.batch, QueueName.train, QueueName.webhook];
 
 /**
  * The complete queue -> handler registry; WorkerHost refuses to start a queue without one. Each
@@ -70,7 +70,7 @@ export function pipelineHandlers(rt: Runtime, extra: { shardChild?: (p: ShardJob
   const knownTexts = new KnownTexts();
   const flows = new JobFlows(rt.redis, config.REDIS_PREFIX, config.JOB_ATTEMPTS);
   // Re-rank and search of collections with several shards fan out to the shard queues (shard-fanout.ts).
-  const shardCoordinator = { queues: new ShardQueues(rt.redis, config.REDIS_PREFIX, config.JOB_ATTEMPTS) };
+  const shardCoordinator = { queues: new ShardQueues(rt.redis, config.REDIS_PREFIX, config.JOB_ATTEMPTS), store };
   const rerankDeps = { store, collections, generations, encoders, views: segments, scorers, documents, shardCoordinator };
   const searchDeps = { store, collections, generations, ivf: rt.ivf, encoders, segments, scorers, documents, shardCoordinator };
   extra.shardChild = (p) => shardChildProcessor({ ...rerankDeps, ...searchDeps }, p);
@@ -92,22 +92,43 @@ export function pipelineHandlers(rt: Runtime, extra: { shardChild?: (p: ShardJob
   // A finished job's callback becomes a job of the webhook queue; the result stands even if queueing it fails.
   const notify = (url: string, event: Parameters<typeof enqueueWebhook>[4]) =>
     enqueueWebhook(queues, config, event.tenant, url, event).catch((err: Error) => logger.warn(`webhook for ${event.kind} ${event.id} not queued: ${err.message}`));
-  const mergePolicy = { ...DEFAULT_MERGE_POLICY, factor: config.MERGE_FACTOR, deletedFraction: config.MERGE_DELETED_FRACTION, floorDocuments: config.MERGE_FLOOR_DOCUMENTS };
+  const mergePolicy = {
+    ...DEFAULT_MERGE_POLICY,
+    factor: config.MERGE_FACTOR,
+    deletedFraction: config.MERGE_DELETED_FRACTION,
+    floorDocuments: config.MERGE_FLOOR_DOCUMENTS,
+    maxDocuments: config.MERGE_MAX_DOCUMENTS,
+    maxBytes: config.MERGE_MAX_BYTES,
+  };
+  // One merge per collection at a time, across processes: a lease in Redis (a second merge job waits for it).
+  // Its expiry is the job lock's: a killed worker's merge is resumed (stalled job) about when its lease is free.
+  const exclusive = <T>(t: string, c: string, fn: () => Promise<T>) => withRedisLease(rt.redis, redisKeys.mergeLease(config.REDIS_PREFIX, t, c), fn, { ttlMs: config.JOB_LOCK_SECONDS * 1000 });
+  const runMerge = async (p: MergePayload) => {
+    const out = await mergeProcessor(
+      { store, collections, generations, codecs, liveIds, logger, policy: mergePolicy, exclusive, gc: { keepGenerations: config.KEEP_GENERATIONS, graceSeconds: config.GC_GRACE_SECONDS }, ivf: rt.ivf, encoders, ivfCentroids: config.IVF_CENTROIDS, assigner, staticEmbeddings },
+      p,
+    );
+    // A committed merge may fill the next tier: ask again on its generation.
+    if (out.committed && config.MERGE_AFTER_COMMIT) await enqueueMerge(queues, p.tenantId, p.collectionId, 'commit', out.generation).catch((err: Error) => logger.warn(`merge not enqueued: ${err.message}`));
+    return out;
+  };
   return {
     [QueueName.encode]: (p, job) => encodeProcessor({ store, collections, encoders, queues, tokenBudget: config.ENCODE_TOKEN_BUDGET, logger }, p, job),
     [QueueName.compress]: (p) => compressProcessor({ store, collections, codecs, staticEmbeddings, queues }, p),
     [QueueName.index]: (p) => indexProcessor({ store, collections, codecs, ivf: rt.ivf, encoders, queues, ivfCentroids: config.IVF_CENTROIDS, assigner, staticEmbeddings }, p),
-    // The commit queue carries segment commits, deletes and merges (all write the next generation).
+    // The commit queue carries segment commits and deletes (both write the next generation).
     [QueueName.commit]: async (p) => {
+      // A merge queued here by an earlier version: run as on the merge queue.
+      if ('op' in p && p.op === 'merge') return runMerge(p);
       const out = !('op' in p)
         ? await commitProcessor({ store, collections, generations, codecs, liveIds, logger }, p)
-        : p.op === 'delete'
-          ? await deleteProcessor({ store, collections, generations, liveIds, segmentDocs, logger }, p)
-          : await mergeProcessor({ store, collections, generations, codecs, liveIds, logger, policy: mergePolicy, gc: { keepGenerations: config.KEEP_GENERATIONS, graceSeconds: config.GC_GRACE_SECONDS }, ivf: rt.ivf, encoders, ivfCentroids: config.IVF_CENTROIDS, assigner, staticEmbeddings }, p);
-      // Each new generation may fill a merge tier (a failure to enqueue never fails the commit: the next one asks again).
+        : await deleteProcessor({ store, collections, generations, liveIds, segmentDocs, logger }, p);
+      // Each new generation may fill a merge tier: a job of the merge queue (a failure to enqueue never fails the commit: the next one asks again).
       if (out.committed && config.MERGE_AFTER_COMMIT) await enqueueMerge(queues, p.tenantId, p.collectionId, 'commit', out.generation).catch((err: Error) => logger.warn(`merge not enqueued: ${err.message}`));
       return out;
     },
+    // Merges, beside commits and deletes: only their reference swap is a generation commit.
+    [QueueName.merge]: (p) => runMerge(p),
     [QueueName.search]: async (p, job) => {
       const r = await searchProcessor(searchDeps, p, job);
       if (p.callback) await notify(p.callback, webhookEventFor('search', p, { counts: { queries: r.queries, hits: r.hits } }));

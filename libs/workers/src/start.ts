@@ -27,6 +27,7 @@ export function startWorkers(rt: Runtime, queues: QueueName[]): WorkerHost {
       compress: config.COMPRESS_CONCURRENCY,
       index: config.INDEX_CONCURRENCY,
       commit: config.COMMIT_CONCURRENCY,
+      merge: config.MERGE_CONCURRENCY,
       rerank: config.RERANK_CONCURRENCY,
       search: config.SEARCH_CONCURRENCY,
       'encode-texts': config.ENCODE_TEXTS_CONCURRENCY,
