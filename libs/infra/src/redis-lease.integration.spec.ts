@@ -1,0 +1,55 @@
+import os from 'node:os';
+import path from 'node:path';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { Redis } from 'ioredis';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startEmbeddedRedis, type EmbeddedRedis } from './embedded-services';
+import { withRedisLease } from './redis-lease';
+
+/** The merge lease (one merge per collection at a time) against a real redis-server. */
+describe('withRedisLease (real Redis)', () => {
+  let server: EmbeddedRedis;
+  let redis: Redis;
+  const dir = mkdtempSync(path.join(os.tmpdir(), 'lateral-lease-'));
+  beforeAll(async () => {
+    server = await startEmbeddedRedis({ dir });
+    redis = new Redis(server.url);
+  }, 60_000);
+  afterAll(async () => {
+    redis?.disconnect();
+    await server?.stop();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('runs holders of one key one at a time (the second waits), other keys at once, and renews a lease held past its ttl', async () => {
+    const events: string[] = [];
+    const hold = (key: string, name: string, ms: number) =>
+      withRedisLease(
+        redis,
+        key,
+        async () => {
+          events.push(`${name}+`);
+          await new Promise((r) => setTimeout(r, ms));
+          events.push(`${name}-`);
+          return name;
+        },
+        { ttlMs: 600, pollMs: 10 },
+      );
+    // a holds 1,500 ms, well past the 600 ms ttl: renewed, so b (same key) must not enter before a leaves; c (other key) runs meanwhile.
+    const a = hold('lease:x', 'a', 1500);
+    await new Promise((r) => setTimeout(r, 20));
+    const [ra, rb, rc] = await Promise.all([a, hold('lease:x', 'b', 10), hold('lease:y', 'c', 10)]);
+    expect([ra, rb, rc]).toEqual(['a', 'b', 'c']);
+    expect(events.indexOf('b+')).toBeGreaterThan(events.indexOf('a-'));
+    expect(events.indexOf('c-')).toBeLessThan(events.indexOf('a-'));
+    expect(await redis.exists('lease:x', 'lease:y')).toBe(0); // released
+  });
+
+  it('a dead holder (a lease nobody renews) frees the key after its ttl; a failing fn releases it', async () => {
+    await redis.set('lease:z', 'dead-worker', 'PX', 200);
+    const t0 = Date.now();
+    expect(await withRedisLease(redis, 'lease:z', async () => Date.now() - t0, { pollMs: 10 })).toBeGreaterThanOrEqual(150);
+    await expect(withRedisLease(redis, 'lease:z', async () => Promise.reject(new Error('merge failed')))).rejects.toThrow('merge failed');
+    expect(await redis.exists('lease:z')).toBe(0);
+  });
+});
