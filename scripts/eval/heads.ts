@@ -1,7 +1,7 @@
 /**
- * `npm run eval -- heads [--quick] [--json]`: learned heads against MaxSim, cross-validated on
- * judged collections. For every dataset (Cranfield, Vaswani) and model (glove-ctx-100d,
- * minilm-l6-384):
+ * `npm run eval -- heads [--quick] [--json]`: learned heads against MaxSim on judged collections.
+ *
+ * Cross-validation, for every dataset (Cranfield, Vaswani) and model (glove-ctx-100d, minilm-l6-384):
  *   - documents and queries are encoded in this process (fp32, the service's encoder);
  *   - MaxSim over the whole collection (ONNX Runtime GEMMs) is the first stage and the baseline;
  *   - the judged queries are cut into K folds (seeded); for each fold, LITE (default and small)
@@ -12,30 +12,50 @@
  *   - nDCG@10 (trec_eval's, linear gain, ideal over every judged positive) per query, averaged
  *     over all queries (each scored once, by the heads trained without it), with wins / losses
  *     against MaxSim per query.
+ * TREC DL 2019 (`--dl19 DIR`, default ../shared/datasets/trec-dl-2019-passage; `--dl19 none` skips
+ * it): per model, each head is trained once on every judged query of the --datasets (Cranfield +
+ * Vaswani, same documents and first stage as their cross-validation) and re-ranks DL19's BM25
+ * top-100 of its 43 judged queries (scripts/eval/compression-trec-dl.ts loadRerankFolder), against
+ * MaxSim over the same candidates (and BM25's own order). The encoder is the same; the training
+ * queries are from other domains (aeronautics, physics), so this is a transfer test.
+ * Interpolation column ("MaxSim + head", NOT the head alone): per query, the head's scores and
+ * MaxSim's over the re-ranked list are z-normalised and mixed, (1 - lambda) z(MaxSim) + lambda
+ * z(head), lambda in {0, 0.1, ..., 1} chosen on the fold's early-stopping queries (ties: the
+ * smaller lambda) and applied to the held-out queries. It says whether a head carries any signal
+ * MaxSim lacks, even where the head alone ranks worse.
+ * AESI (`aesi` in the JSON): the SDR comparison of `npm run eval -- compression --aesi` (bytes per
+ * token, nDCG@10 vs fp32 for no side information, the ridge predictor and AESI; the smallest bytes
+ * per token within 1% of fp32 for each). `--aesi c:bits,...` runs it here (compression-aesi.ts via
+ * the compression sweep, on --dl19's folder, with --aesi-width/-epochs/-patience/-batch passed on)
+ * and caches its result under .cache/eval-heads/aesi-*.json; `--aesi-json FILE` reads a saved
+ * `eval compression --aesi ... --json` output (its last line); otherwise the newest cached result
+ * is reported, or null.
  * LITE starts with the trainer's MaxSim warm start (distillation steps: full 300 default / 600
  * small, --quick 60 / 150); the log line of each fold says how far it got on the early-stopping
  * queries, and where the time went (training vs scoring).
  * --quick: 2 folds, fewer epochs (LITE default 2, small 3, K-NRM 6), one positive per query and
- * epoch, re-rank depth 30, Vaswani sampled to its judged documents plus random others (2,000 in
- * all), and LITE default trained on at most 60 queries per fold (its step costs about 6x the
- * small one's).
+ * epoch, re-rank depth 30 (DL19: its 100 candidates), Vaswani sampled to its judged documents plus
+ * random others (2,000 in all), and LITE default trained on at most 60 queries per fold (its step
+ * costs about 6x the small one's).
  * Encodings (documents and queries) are cached under .cache/eval-heads/ keyed by model, manifest
  * and texts: the encoder was most of a row's time (MiniLM over Cranfield: 8-15 minutes on the
  * loaded 2-core machine); later runs read them back in seconds.
  *
  *   npm run eval -- heads [--quick] [--json] [--datasets DIR,DIR] [--models NAME,NAME] [--heads lite,lite-small,knrm]
- *                         [--folds K] [--epochs N] [--depth 100] [--max-docs N] [--seed 1]
- *                         [--distill-steps N] [--distill-weight W] [--lr X] [--distill-lr X]
+ *                         [--folds K] [--no-cv] [--dl19 DIR|none] [--epochs N] [--depth 100] [--max-docs N] [--seed 1]
+ *                         [--distill-steps N] [--distill-weight W] [--lr X] [--distill-lr X] [--positives N (per query and epoch)]
+ *                         [--aesi c:bits,... [--aesi-width N ...] | --aesi-json FILE]
  */
 import { createHash } from 'node:crypto';
-import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, readdirSync, statSync, writeFileSync } from 'node:fs';
 import { resolve, basename, join } from 'node:path';
 import { GemmMaxsim, OnnxKnrm, OnnxLite } from '@lateral/kernels';
 import { TokenEncoder, type EncodedText } from '@lateral/model';
 import { LITE_DEFAULT, LITE_SMALL, type KnrmWeights, type LiteWeights } from '@lateral/scoring';
-import { assembleTrainingQuery, rng, shuffled, trainHead, type TokenSource, type TrainOptions, type TrainingQuery } from '@lateral/training';
+import { assembleTrainingQuery, rng, shuffled, trainHead, type TokenSource, type TrainOptions, type TrainResult, type TrainingQuery } from '@lateral/training';
 import { loadRetrievalDataset } from '../lib/retrieval-dataset';
-import { ndcgAt } from '../lib/metrics';
+import { ndcgAt, type Judgments } from '../lib/metrics';
+import { loadRerankFolder, runRerankCompression, type RerankCompressionResult } from './compression-trec-dl';
 
 type HeadName = 'lite' | 'lite-small' | 'knrm';
 
@@ -44,18 +64,32 @@ function flag(args: string[], name: string, fallback: string): string {
   return i >= 0 && args[i + 1] !== undefined ? args[i + 1] : fallback;
 }
 
-interface HeadFigures {
+interface Versus {
   ndcg10: number;
   deltaVsMaxsim: number;
   wins: number;
   losses: number;
   ties: number;
+  beatsMaxsim: boolean;
+}
+
+/**
+ * MaxSim and the head mixed per query: (1 - lambda) z(MaxSim) + lambda z(head), both z-normalised
+ * over the re-ranked list, lambda chosen on the early-stopping queries. An interpolation, not the head.
+ */
+interface InterpolationFigures extends Versus {
+  /** per fold (cross-validation) or the one training run (DL19): the lambda chosen */
+  lambdas: number[];
+  perFold?: number[];
+}
+
+interface HeadFigures extends Versus {
   perFold: number[];
   bestEpochs: number[];
   /** per fold, held-out (early-stopping) nDCG@10 right after the MaxSim warm start (LITE) */
   warmStartValNdcg10?: number[];
   trainSeconds: number;
-  beatsMaxsim: boolean;
+  interpolatedWithMaxsim: InterpolationFigures;
 }
 
 export interface HeadsRun {
@@ -68,6 +102,40 @@ export interface HeadsRun {
   maxsim: { ndcg10: number; perFold: number[] };
   heads: Partial<Record<HeadName, HeadFigures>>;
   seconds: { encode: number; total: number };
+}
+
+/** Heads trained on the --datasets' judged queries, re-ranking TREC DL 2019's BM25 top 100. */
+export interface TransferRun {
+  dataset: string;
+  model: string;
+  trainedOn: { dataset: string; queries: number; documents: number }[];
+  queries: number;
+  candidatesPerQuery: number;
+  bm25: { ndcg10: number };
+  maxsim: { ndcg10: number };
+  heads: Partial<Record<HeadName, Versus & { bestEpoch: number; earlyStopping: { queries: number; ndcg10: number; maxsimNdcg10: number }; warmStartValNdcg10?: number; trainSeconds: number; interpolatedWithMaxsim: InterpolationFigures }>>;
+  seconds: { encode: number; total: number };
+}
+
+/** The SDR comparison (compression --aesi), one row per (c, bits) point. */
+export interface AesiComparison {
+  source: string;
+  dataset: string;
+  model: string;
+  queries: number;
+  fp32: { bytes_per_token: number; 'ndcg@10': number };
+  points: { codeDims: number; bits: number; noSideInfo: AesiCell | null; ridge: AesiCell | null; aesi: (AesiCell & { width: number; bestEpoch?: number; epochs?: number; heldOutRelError?: number }) | null }[];
+  /** per method: the fewest bytes per token whose nDCG@10 is within 1% of fp32 (null: none of its points is) */
+  smallestWithin1pct: { noSideInfo: AesiCell | null; ridge: AesiCell | null; aesi: AesiCell | null };
+  /** AESI within 1% of fp32 at fewer bytes per token than the ridge predictor's smallest such point */
+  targetMet: boolean;
+}
+
+interface AesiCell {
+  name: string;
+  bytes_per_token: number;
+  'ndcg@10': number;
+  ndcg_rel_change: number;
 }
 
 const log = (msg: string) => process.stderr.write(`${msg}\n`);
@@ -134,133 +202,464 @@ async function encodeCached(model: string, docs: { text: string }[], queries: { 
   return { all, offsets, queries: qs, seconds: (Date.now() - te) / 1000, cached: false };
 }
 
-async function evalOne(dir: string, model: string, opts: { folds: number; epochs: Record<HeadName, number>; depth: number; trainDepth: number; maxDocs: number; seed: number; heads: HeadName[]; positivesPerQuery: number; maxTrainQueries: Partial<Record<HeadName, number>>; train: Partial<TrainOptions>; distillSteps: Record<HeadName, number> }): Promise<HeadsRun> {
-  const t0 = Date.now();
+/** A judged collection, encoded, with MaxSim over all its documents as the first stage. */
+interface Prepared {
+  dataset: string;
+  model: string;
+  docIds: string[];
+  documentsInDataset: number;
+  queries: { id: string; text: string }[];
+  /** qid -> docid -> gain */
+  qrels: Map<string, Map<string, number>>;
+  enc: EncodedSet;
+  d: number;
+  /** per query, MaxSim against every document (row order) */
+  maxsim: Float32Array[];
+  /** per query, every row by MaxSim, best first */
+  topRows: number[][];
+  /** per query, row -> gain of its judged documents */
+  judgedRows: Map<number, number>[];
+  encodeSeconds: number;
+}
+
+async function prepareJudged(dir: string, model: string, maxDocs: number, seed: number, gemm: GemmMaxsim): Promise<Prepared> {
   const ds = loadRetrievalDataset(dir);
   const judgedDocs = new Set<string>();
   const queries = ds.queries.filter((q) => [...(ds.qrels.get(q.id)?.values() ?? [])].some((g) => g > 0));
   for (const q of queries) for (const doc of ds.qrels.get(q.id)!.keys()) judgedDocs.add(doc);
   let docs = ds.docs;
-  if (opts.maxDocs > 0 && docs.length > opts.maxDocs) {
-    const r = rng(opts.seed);
+  if (maxDocs > 0 && docs.length > maxDocs) {
+    const r = rng(seed);
     const others = shuffled(docs.filter((d) => !judgedDocs.has(d.id)), r);
-    const keep = new Set([...docs.filter((d) => judgedDocs.has(d.id)).map((d) => d.id), ...others.slice(0, Math.max(0, opts.maxDocs - judgedDocs.size)).map((d) => d.id)]);
+    const keep = new Set([...docs.filter((d) => judgedDocs.has(d.id)).map((d) => d.id), ...others.slice(0, Math.max(0, maxDocs - judgedDocs.size)).map((d) => d.id)]);
     docs = docs.filter((d) => keep.has(d.id));
   }
-  const { all, offsets, queries: qEnc, seconds: encodeSeconds } = await encodeCached(model, docs, queries, `${basename(dir)} / ${model}`);
-  const d = qEnc[0].vectors.length / qEnc[0].length;
-  const src: TokenSource = { dims: d, doc: (i) => ({ vectors: all.subarray(offsets[i] * d, offsets[i + 1] * d), length: offsets[i + 1] - offsets[i] }) };
+  const enc = await encodeCached(model, docs, queries, `${basename(dir)} / ${model}`);
+  const d = enc.queries[0].vectors.length / enc.queries[0].length;
   const rowOf = new Map(docs.map((x, i) => [x.id, i]));
-
-  // First stage and baseline: MaxSim against every document.
-  const gemm = await GemmMaxsim.create(2);
   const maxsim: Float32Array[] = [];
-  for (let i = 0; i < qEnc.length; i += 16) maxsim.push(...(await gemm.score(qEnc.slice(i, i + 16), all, offsets, d)));
+  for (let i = 0; i < enc.queries.length; i += 16) maxsim.push(...(await gemm.score(enc.queries.slice(i, i + 16), enc.all, enc.offsets, d)));
   const pool = Array.from({ length: docs.length }, (_, i) => i);
-  const judgedRows = queries.map((q) => {
-    const m = new Map<number, number>();
-    for (const [doc, g] of ds.qrels.get(q.id)!) if (rowOf.has(doc)) m.set(rowOf.get(doc)!, g);
-    return m;
-  });
-  const ranked = (scores: ArrayLike<number>, rows: number[]) => rows.map((_, i) => i).sort((a, b) => scores[b] - scores[a] || a - b).map((i) => rows[i]);
-  const topRows = maxsim.map((s) => pool.slice().sort((a, b) => s[b] - s[a] || a - b));
-  const ndcgOf = (qi: number, order: number[]) => ndcgAt(order.map((r) => docs[r].id), ds.qrels.get(queries[qi].id)!, 10);
-  const maxsimNdcg = queries.map((_, qi) => ndcgOf(qi, topRows[qi].slice(0, 10)));
-
-  const order = shuffled(queries.map((_, i) => i), rng(opts.seed ^ 0xf01d));
-  const foldOf = new Int32Array(queries.length);
-  order.forEach((qi, k) => (foldOf[qi] = k % opts.folds));
-  const headNdcg: Record<string, Float64Array> = Object.fromEntries(opts.heads.map((h) => [h, new Float64Array(queries.length)]));
-  const bestEpochs: Record<string, number[]> = Object.fromEntries(opts.heads.map((h) => [h, []]));
-  const trainSeconds: Record<string, number> = Object.fromEntries(opts.heads.map((h) => [h, 0]));
-  const warmNdcg: Record<string, number[]> = Object.fromEntries(opts.heads.map((h) => [h, []]));
-  for (let f = 0; f < opts.folds; f++) {
-    const trainIdx = queries.map((_, i) => i).filter((i) => foldOf[i] !== f);
-    const testIdx = queries.map((_, i) => i).filter((i) => foldOf[i] === f);
-    const trainQs: TrainingQuery[] = trainIdx.map((qi) => assembleTrainingQuery({ id: queries[qi].id, vectors: qEnc[qi].vectors, length: qEnc[qi].length }, judgedRows[qi], pool, maxsim[qi], opts.trainDepth));
-    for (const head of opts.heads) {
-      const ts = Date.now();
-      const cap = opts.maxTrainQueries[head];
-      const res = await trainHead(src, cap && trainQs.length > cap ? shuffled(trainQs, rng(opts.seed + 17 * f)).slice(0, cap) : trainQs, {
-        head: head === 'knrm' ? 'knrm' : 'lite',
-        ...(head === 'knrm' ? {} : { sizes: { ...(head === 'lite' ? LITE_DEFAULT : LITE_SMALL) } }),
-        seed: opts.seed + f,
-        maxEpochs: opts.epochs[head],
-        patience: 2,
-        positivesPerQuery: opts.positivesPerQuery,
-        ...(head === 'knrm' ? {} : { distillSteps: opts.distillSteps[head] }),
-        ...opts.train,
-      });
-      const trainedIn = (Date.now() - ts) / 1000;
-      if (res.warmStart) warmNdcg[head].push(round(res.warmStart.valNdcg10));
-      trainSeconds[head] += (Date.now() - ts) / 1000;
-      bestEpochs[head].push(res.bestEpoch);
-      // Inference on the production path: ONNX Runtime graphs with the trained weights baked in.
-      const scorer = head === 'knrm' ? await OnnxKnrm.create(res.weights as KnrmWeights, { intraOpThreads: 2 }) : await OnnxLite.create(res.weights as LiteWeights, { intraOpThreads: 2 });
-      for (const qi of testIdx) {
-        const cands = topRows[qi].slice(0, opts.depth);
-        const co = new Uint32Array(cands.length + 1);
-        cands.forEach((r, i) => (co[i + 1] = co[i] + (offsets[r + 1] - offsets[r])));
-        const block = new Float32Array(co[cands.length] * d);
-        cands.forEach((r, i) => block.set(src.doc(r).vectors, co[i] * d));
-        const s = await scorer.score(qEnc[qi].vectors, qEnc[qi].length, block, co, d);
-        headNdcg[head][qi] = ndcgOf(qi, ranked(s, cands).slice(0, 10));
-      }
-      await scorer.release();
-      const foldMean = testIdx.reduce((a, qi) => a + headNdcg[head][qi], 0) / testIdx.length;
-      const foldMaxsim = testIdx.reduce((a, qi) => a + maxsimNdcg[qi], 0) / testIdx.length;
-      log(`  ${basename(dir)} / ${model} fold ${f + 1}/${opts.folds} ${head}: nDCG@10 ${foldMean.toFixed(4)} vs MaxSim ${foldMaxsim.toFixed(4)} (best epoch ${res.bestEpoch}/${res.curve.length}${res.warmStart ? `, after the MaxSim warm start ${res.warmStart.valNdcg10.toFixed(4)} on the early-stopping queries vs MaxSim ${res.heldOut.maxsimNdcg10.toFixed(4)}` : ''}; train ${trainedIn.toFixed(0)} s, score ${((Date.now() - ts) / 1000 - trainedIn).toFixed(0)} s)`);
-    }
-  }
-  const mean = (a: ArrayLike<number>, idx?: number[]) => {
-    const ix = idx ?? Array.from({ length: a.length }, (_, i) => i);
-    return ix.reduce((s, i) => s + a[i], 0) / Math.max(1, ix.length);
-  };
-  const foldIdx = (f: number) => queries.map((_, i) => i).filter((i) => foldOf[i] === f);
-  const heads: HeadsRun['heads'] = {};
-  for (const h of opts.heads) {
-    const a = headNdcg[h];
-    let wins = 0, losses = 0, ties = 0;
-    a.forEach((v, qi) => (Math.abs(v - maxsimNdcg[qi]) < 1e-9 ? ties++ : v > maxsimNdcg[qi] ? wins++ : losses++));
-    const m = mean(a);
-    heads[h] = {
-      ndcg10: round(m),
-      deltaVsMaxsim: round(m - mean(maxsimNdcg)),
-      wins, losses, ties,
-      perFold: Array.from({ length: opts.folds }, (_, f) => round(mean(a, foldIdx(f)))),
-      bestEpochs: bestEpochs[h],
-      ...(warmNdcg[h].length ? { warmStartValNdcg10: warmNdcg[h] } : {}),
-      trainSeconds: Math.round(trainSeconds[h]),
-      beatsMaxsim: m > mean(maxsimNdcg),
-    };
-  }
-  await gemm.release();
   return {
     dataset: basename(dir),
     model,
-    documents: docs.length,
+    docIds: docs.map((x) => x.id),
     documentsInDataset: ds.docs.length,
-    queries: queries.length,
-    folds: opts.folds,
-    maxsim: { ndcg10: round(mean(maxsimNdcg)), perFold: Array.from({ length: opts.folds }, (_, f) => round(mean(maxsimNdcg, foldIdx(f)))) },
-    heads,
-    seconds: { encode: Math.round(encodeSeconds), total: Math.round((Date.now() - t0) / 1000) },
+    queries,
+    qrels: ds.qrels,
+    enc,
+    d,
+    maxsim,
+    topRows: maxsim.map((s) => pool.slice().sort((a, b) => s[b] - s[a] || a - b)),
+    judgedRows: queries.map((q) => {
+      const m = new Map<number, number>();
+      for (const [doc, g] of ds.qrels.get(q.id)!) if (rowOf.has(doc)) m.set(rowOf.get(doc)!, g);
+      return m;
+    }),
+    encodeSeconds: enc.seconds,
   };
 }
 
-const round = (x: number) => Math.round(x * 1e4) / 1e4;
+/** Several encoded collections as one TokenSource; `base[k]` is the first row of part k. */
+function concatSources(parts: { all: Float32Array; offsets: Uint32Array }[], d: number): { src: TokenSource; base: number[] } {
+  const base: number[] = [];
+  const partOf: number[] = [];
+  let n = 0;
+  parts.forEach((p, k) => {
+    base.push(n);
+    const docs = p.offsets.length - 1;
+    for (let i = 0; i < docs; i++) partOf.push(k);
+    n += docs;
+  });
+  return {
+    base,
+    src: {
+      dims: d,
+      doc: (i) => {
+        const k = partOf[i];
+        const p = parts[k];
+        const j = i - base[k];
+        return { vectors: p.all.subarray(p.offsets[j] * d, p.offsets[j + 1] * d), length: p.offsets[j + 1] - p.offsets[j] };
+      },
+    },
+  };
+}
 
-export async function runHeadsEval(args: string[]): Promise<{ quick: boolean; runs: HeadsRun[]; summary: string[] }> {
+/** A query's re-rank list: rows of the TokenSource in first-stage order, MaxSim's scores, judgments. */
+interface ListQuery {
+  id: string;
+  vectors: Float32Array;
+  length: number;
+  rows: number[];
+  docIds: string[];
+  maxsim: Float64Array;
+  judged: Judgments;
+}
+
+/** Positions of `scores`, best first; ties keep the first-stage order. */
+const rankPositions = (scores: ArrayLike<number>) => Array.from(scores, (_, i) => i).sort((a, b) => scores[b] - scores[a] || a - b);
+const listNdcg = (q: ListQuery, scores: ArrayLike<number>) => ndcgAt(rankPositions(scores).slice(0, 10).map((i) => q.docIds[i]), q.judged, 10);
+
+function zNorm(x: ArrayLike<number>): Float64Array {
+  const n = x.length;
+  let m = 0;
+  for (let i = 0; i < n; i++) m += x[i];
+  m /= Math.max(1, n);
+  let v = 0;
+  for (let i = 0; i < n; i++) v += (x[i] - m) ** 2;
+  const sd = Math.sqrt(v / Math.max(1, n));
+  return Float64Array.from(x, (a) => (sd > 0 ? (a - m) / sd : 0));
+}
+
+const LAMBDAS = Array.from({ length: 11 }, (_, i) => i / 10);
+const mix = (zm: Float64Array, zh: Float64Array, lambda: number) => zm.map((a, i) => (1 - lambda) * a + lambda * zh[i]);
+
+/** (1 - lambda) z(MaxSim) + lambda z(head) over one list (z: per-list mean 0, deviation 1; a constant list gives 0). */
+export function interpolate(maxsim: ArrayLike<number>, head: ArrayLike<number>, lambda: number): Float64Array {
+  return mix(zNorm(maxsim), zNorm(head), lambda);
+}
+
+/**
+ * The lambda of {0, 0.1, ..., 1} whose interpolation has the best mean nDCG@10 over `lists`
+ * (`ndcg` scores one list's mixed scores); ties go to the smaller lambda (closer to MaxSim alone).
+ */
+export function chooseLambda(lists: { maxsim: ArrayLike<number>; head: ArrayLike<number>; ndcg: (scores: ArrayLike<number>) => number }[]): { lambda: number; ndcg10: number } {
+  const z = lists.map((l) => ({ zm: zNorm(l.maxsim), zh: zNorm(l.head), ndcg: l.ndcg }));
+  let best = { lambda: 0, ndcg10: -Infinity };
+  for (const lambda of LAMBDAS) {
+    const m = z.reduce((a, l) => a + l.ndcg(mix(l.zm, l.zh, lambda)), 0) / Math.max(1, z.length);
+    if (m > best.ndcg10 + 1e-12) best = { lambda, ndcg10: m };
+  }
+  return best;
+}
+
+/** Scores of a list's rows through an ONNX Runtime scorer (the production inference path). */
+async function scoreList(scorer: OnnxLite | OnnxKnrm, src: TokenSource, q: ListQuery): Promise<Float32Array> {
+  const d = src.dims;
+  const co = new Uint32Array(q.rows.length + 1);
+  const docs = q.rows.map((r) => src.doc(r));
+  docs.forEach((t, i) => (co[i + 1] = co[i] + t.length));
+  const block = new Float32Array(co[q.rows.length] * d);
+  docs.forEach((t, i) => block.set(t.vectors, co[i] * d));
+  return scorer.score(q.vectors, q.length, block, co, d);
+}
+
+interface HeadOutcome {
+  res: TrainResult;
+  /** per test list: nDCG@10 of the head alone, and of the interpolation */
+  head: number[];
+  interpolated: number[];
+  lambda: number;
+  trainSeconds: number;
+  scoreSeconds: number;
+}
+
+/**
+ * Trains one head, scores the test lists with its ONNX Runtime graph, picks the interpolation's
+ * lambda on the trainer's early-stopping queries (`lists` must hold a list for each training query
+ * id) and applies it to the test lists.
+ */
+async function trainAndApply(src: TokenSource, trainQs: TrainingQuery[], options: TrainOptions, lists: Map<string, ListQuery>, test: ListQuery[]): Promise<HeadOutcome> {
+  const ts = Date.now();
+  const res = await trainHead(src, trainQs, options);
+  const trainSeconds = (Date.now() - ts) / 1000;
+  const scorer = options.head === 'knrm' ? await OnnxKnrm.create(res.weights as KnrmWeights, { intraOpThreads: 2 }) : await OnnxLite.create(res.weights as LiteWeights, { intraOpThreads: 2 });
+  try {
+    const val: Parameters<typeof chooseLambda>[0] = [];
+    for (const id of res.split.val) {
+      const q = lists.get(id)!;
+      val.push({ maxsim: q.maxsim, head: await scoreList(scorer, src, q), ndcg: (s) => listNdcg(q, s) });
+    }
+    const { lambda } = chooseLambda(val);
+    const head: number[] = [];
+    const interpolated: number[] = [];
+    for (const q of test) {
+      const s = await scoreList(scorer, src, q);
+      head.push(listNdcg(q, s));
+      interpolated.push(listNdcg(q, interpolate(q.maxsim, s, lambda)));
+    }
+    return { res, head, interpolated, lambda, trainSeconds, scoreSeconds: (Date.now() - ts) / 1000 - trainSeconds };
+  } finally {
+    await scorer.release();
+  }
+}
+
+interface EvalOptions {
+  folds: number;
+  epochs: Record<HeadName, number>;
+  depth: number;
+  trainDepth: number;
+  maxDocs: number;
+  seed: number;
+  heads: HeadName[];
+  positivesPerQuery: number;
+  maxTrainQueries: Partial<Record<HeadName, number>>;
+  train: Partial<TrainOptions>;
+  distillSteps: Record<HeadName, number>;
+}
+
+function trainOptions(head: HeadName, opts: EvalOptions, seed: number): TrainOptions {
+  return {
+    head: head === 'knrm' ? 'knrm' : 'lite',
+    ...(head === 'knrm' ? {} : { sizes: { ...(head === 'lite' ? LITE_DEFAULT : LITE_SMALL) } }),
+    seed,
+    maxEpochs: opts.epochs[head],
+    patience: 2,
+    positivesPerQuery: opts.positivesPerQuery,
+    ...(head === 'knrm' ? {} : { distillSteps: opts.distillSteps[head] }),
+    ...opts.train,
+  };
+}
+
+function versus(a: ArrayLike<number>, maxsim: ArrayLike<number>): Versus {
+  let wins = 0, losses = 0, ties = 0;
+  for (let i = 0; i < a.length; i++) (Math.abs(a[i] - maxsim[i]) < 1e-9 ? ties++ : a[i] > maxsim[i] ? wins++ : losses++);
+  const m = mean(a);
+  const ms = mean(maxsim);
+  return { ndcg10: round(m), deltaVsMaxsim: round(m - ms), wins, losses, ties, beatsMaxsim: m > ms };
+}
+
+function mean(a: ArrayLike<number>, idx?: number[]): number {
+  const ix = idx ?? Array.from({ length: a.length }, (_, i) => i);
+  return ix.reduce((s, i) => s + a[i], 0) / Math.max(1, ix.length);
+}
+
+/** The re-rank list of query `qi` of a prepared collection: its MaxSim top `depth`, rows shifted by `base`. */
+function preparedList(p: Prepared, qi: number, depth: number, base = 0, idPrefix = ''): ListQuery {
+  const rows = p.topRows[qi].slice(0, depth);
+  return {
+    id: idPrefix + p.queries[qi].id,
+    vectors: p.enc.queries[qi].vectors,
+    length: p.enc.queries[qi].length,
+    rows: rows.map((r) => r + base),
+    docIds: rows.map((r) => p.docIds[r]),
+    maxsim: Float64Array.from(rows, (r) => p.maxsim[qi][r]),
+    judged: p.qrels.get(p.queries[qi].id)!,
+  };
+}
+
+function preparedTrainingQuery(p: Prepared, qi: number, trainDepth: number, base = 0, idPrefix = ''): TrainingQuery {
+  const pool = Array.from({ length: p.docIds.length }, (_, i) => i + base);
+  const judged = new Map([...p.judgedRows[qi]].map(([r, g]) => [r + base, g] as [number, number]));
+  return assembleTrainingQuery({ id: idPrefix + p.queries[qi].id, vectors: p.enc.queries[qi].vectors, length: p.enc.queries[qi].length }, judged, pool, p.maxsim[qi], trainDepth);
+}
+
+async function crossValidate(p: Prepared, opts: EvalOptions): Promise<HeadsRun> {
+  const t0 = Date.now();
+  const label = `${p.dataset} / ${p.model}`;
+  const { src } = concatSources([p.enc], p.d);
+  const nq = p.queries.length;
+  const lists = p.queries.map((_, qi) => preparedList(p, qi, opts.depth));
+  const maxsimNdcg = lists.map((q) => listNdcg(q, q.maxsim));
+  const order = shuffled(p.queries.map((_, i) => i), rng(opts.seed ^ 0xf01d));
+  const foldOf = new Int32Array(nq);
+  order.forEach((qi, k) => (foldOf[qi] = k % opts.folds));
+  const foldIdx = (f: number) => p.queries.map((_, i) => i).filter((i) => foldOf[i] === f);
+  const per = (h: HeadName) => ({ head: new Float64Array(nq), interp: new Float64Array(nq), bestEpochs: [] as number[], warm: [] as number[], lambdas: [] as number[], trainSeconds: 0 });
+  const acc = Object.fromEntries(opts.heads.map((h) => [h, per(h)])) as Record<HeadName, ReturnType<typeof per>>;
+  for (let f = 0; f < opts.folds; f++) {
+    const trainIdx = p.queries.map((_, i) => i).filter((i) => foldOf[i] !== f);
+    const testIdx = foldIdx(f);
+    const trainQs = trainIdx.map((qi) => preparedTrainingQuery(p, qi, opts.trainDepth));
+    const byId = new Map(trainIdx.map((qi) => [lists[qi].id, lists[qi]]));
+    for (const head of opts.heads) {
+      const cap = opts.maxTrainQueries[head];
+      const qs = cap && trainQs.length > cap ? shuffled(trainQs, rng(opts.seed + 17 * f)).slice(0, cap) : trainQs;
+      const out = await trainAndApply(src, qs, trainOptions(head, opts, opts.seed + f), byId, testIdx.map((qi) => lists[qi]));
+      const a = acc[head];
+      testIdx.forEach((qi, k) => {
+        a.head[qi] = out.head[k];
+        a.interp[qi] = out.interpolated[k];
+      });
+      a.bestEpochs.push(out.res.bestEpoch);
+      if (out.res.warmStart) a.warm.push(round(out.res.warmStart.valNdcg10));
+      a.lambdas.push(out.lambda);
+      a.trainSeconds += out.trainSeconds;
+      const fm = (x: ArrayLike<number>) => mean(x, testIdx).toFixed(4);
+      log(
+        `  ${label} fold ${f + 1}/${opts.folds} ${head}: nDCG@10 ${fm(a.head)} vs MaxSim ${fm(maxsimNdcg)}; interpolated with MaxSim (lambda ${out.lambda}) ${fm(a.interp)} ` +
+          `(best epoch ${out.res.bestEpoch}/${out.res.curve.length}${out.res.warmStart ? `, after the MaxSim warm start ${out.res.warmStart.valNdcg10.toFixed(4)} on the early-stopping queries vs MaxSim ${out.res.heldOut.maxsimNdcg10.toFixed(4)}` : ''}; ` +
+          `train ${out.trainSeconds.toFixed(0)} s, score ${out.scoreSeconds.toFixed(0)} s)`,
+      );
+    }
+  }
+  const perFold = (x: ArrayLike<number>) => Array.from({ length: opts.folds }, (_, f) => round(mean(x, foldIdx(f))));
+  const heads: HeadsRun['heads'] = {};
+  for (const h of opts.heads) {
+    const a = acc[h];
+    heads[h] = {
+      ...versus(a.head, maxsimNdcg),
+      perFold: perFold(a.head),
+      bestEpochs: a.bestEpochs,
+      ...(a.warm.length ? { warmStartValNdcg10: a.warm } : {}),
+      trainSeconds: Math.round(a.trainSeconds),
+      interpolatedWithMaxsim: { ...versus(a.interp, maxsimNdcg), lambdas: a.lambdas, perFold: perFold(a.interp) },
+    };
+  }
+  return {
+    dataset: p.dataset,
+    model: p.model,
+    documents: p.docIds.length,
+    documentsInDataset: p.documentsInDataset,
+    queries: nq,
+    folds: opts.folds,
+    maxsim: { ndcg10: round(mean(maxsimNdcg)), perFold: perFold(maxsimNdcg) },
+    heads,
+    seconds: { encode: Math.round(p.encodeSeconds), total: Math.round((Date.now() - t0) / 1000) },
+  };
+}
+
+/**
+ * Trains each head on every judged query of `train` (one TokenSource over all their documents and
+ * DL19's candidates) and re-ranks the DL19 folder's first-stage candidates.
+ */
+async function transfer(train: Prepared[], dir: string, model: string, opts: EvalOptions, gemm: GemmMaxsim): Promise<TransferRun> {
+  const t0 = Date.now();
+  const data = loadRerankFolder(dir);
+  const enc = await encodeCached(model, data.texts.map((text) => ({ text })), data.queries.map((q) => ({ text: q.text })), `${basename(dir)} / ${model}`);
+  const d = train[0].d;
+  const { src, base } = concatSources([...train.map((p) => p.enc), enc], d);
+  const dlBase = base[train.length];
+  const test: ListQuery[] = [];
+  for (const [qi, q] of data.queries.entries()) {
+    const co = new Uint32Array(q.candidates.length + 1);
+    const docs = q.candidates.map((c) => src.doc(c + dlBase));
+    docs.forEach((t, i) => (co[i + 1] = co[i] + t.length));
+    const block = new Float32Array(co[docs.length] * d);
+    docs.forEach((t, i) => block.set(t.vectors, co[i] * d));
+    const [s] = await gemm.score([enc.queries[qi]], block, co, d);
+    test.push({ id: q.qid, vectors: enc.queries[qi].vectors, length: enc.queries[qi].length, rows: q.candidates.map((c) => c + dlBase), docIds: q.candidates.map((c) => data.docIds[c]), maxsim: Float64Array.from(s), judged: q.judged });
+  }
+  const bm25 = test.map((q) => ndcgAt(q.docIds.slice(0, 10), q.judged, 10));
+  const maxsimNdcg = test.map((q) => listNdcg(q, q.maxsim));
+  const trainQs: TrainingQuery[] = [];
+  const lists = new Map<string, ListQuery>();
+  train.forEach((p, k) => {
+    p.queries.forEach((_, qi) => {
+      trainQs.push(preparedTrainingQuery(p, qi, opts.trainDepth, base[k], `${p.dataset}:`));
+      const l = preparedList(p, qi, opts.depth, base[k], `${p.dataset}:`);
+      lists.set(l.id, l);
+    });
+  });
+  const heads: TransferRun['heads'] = {};
+  const label = `${basename(dir)} / ${model}`;
+  for (const head of opts.heads) {
+    const cap = opts.maxTrainQueries[head];
+    const qs = cap && trainQs.length > cap ? shuffled(trainQs, rng(opts.seed + 17)).slice(0, cap) : trainQs;
+    const out = await trainAndApply(src, qs, trainOptions(head, opts, opts.seed), lists, test);
+    heads[head] = {
+      ...versus(out.head, maxsimNdcg),
+      bestEpoch: out.res.bestEpoch,
+      earlyStopping: { queries: out.res.heldOut.queries, ndcg10: round(out.res.heldOut.ndcg10), maxsimNdcg10: round(out.res.heldOut.maxsimNdcg10) },
+      ...(out.res.warmStart ? { warmStartValNdcg10: round(out.res.warmStart.valNdcg10) } : {}),
+      trainSeconds: Math.round(out.trainSeconds),
+      interpolatedWithMaxsim: { ...versus(out.interpolated, maxsimNdcg), lambdas: [out.lambda] },
+    };
+    log(
+      `  ${label} ${head} (trained on ${qs.length} queries of ${train.map((p) => p.dataset).join(' + ')}): nDCG@10 ${mean(out.head).toFixed(4)} vs MaxSim ${mean(maxsimNdcg).toFixed(4)} (BM25 ${mean(bm25).toFixed(4)}); ` +
+        `interpolated with MaxSim (lambda ${out.lambda}) ${mean(out.interpolated).toFixed(4)} (best epoch ${out.res.bestEpoch}/${out.res.curve.length}, early-stopping queries ${out.res.heldOut.ndcg10.toFixed(4)} vs MaxSim ${out.res.heldOut.maxsimNdcg10.toFixed(4)}; ` +
+        `train ${out.trainSeconds.toFixed(0)} s, score ${out.scoreSeconds.toFixed(0)} s)`,
+    );
+  }
+  return {
+    dataset: basename(dir),
+    model,
+    trainedOn: train.map((p) => ({ dataset: p.dataset, queries: p.queries.length, documents: p.docIds.length })),
+    queries: test.length,
+    candidatesPerQuery: Math.max(...test.map((q) => q.rows.length)),
+    bm25: { ndcg10: round(mean(bm25)) },
+    maxsim: { ndcg10: round(mean(maxsimNdcg)) },
+    heads,
+    seconds: { encode: Math.round(enc.seconds), total: Math.round((Date.now() - t0) / 1000) },
+  };
+}
+
+/** The SDR comparison rows of a compression --aesi result. */
+export function aesiComparison(res: RerankCompressionResult, source: string): AesiComparison {
+  const cell = (r: RerankCompressionResult['settings'][number]): AesiCell => ({ name: r.name, bytes_per_token: round(r.bytes_per_token), 'ndcg@10': round(r['ndcg@10']), ndcg_rel_change: round(r.ndcg_rel_change) });
+  const points = new Map<string, AesiComparison['points'][number]>();
+  const point = (c: number, b: number) => {
+    const k = `${c}:${b}`;
+    if (!points.has(k)) points.set(k, { codeDims: c, bits: b, noSideInfo: null, ridge: null, aesi: null });
+    return points.get(k)!;
+  };
+  for (const r of res.settings) {
+    let m = /^eden-(\d+)b-c(\d+)-cross(-side)?$/.exec(r.name);
+    if (m) {
+      const p = point(+m[2], +m[1]);
+      if (m[3]) p.ridge = cell(r);
+      else p.noSideInfo = cell(r);
+      continue;
+    }
+    m = /^aesi-(\d+)b-c(\d+)-h(\d+)$/.exec(r.name);
+    if (m) {
+      const a = (r as { aesi?: { best_epoch: number; epochs: number; held_out_rel_error: number } }).aesi;
+      point(+m[2], +m[1]).aesi = { ...cell(r), width: +m[3], ...(a ? { bestEpoch: a.best_epoch, epochs: a.epochs, heldOutRelError: round(a.held_out_rel_error) } : {}) };
+    }
+  }
+  const fp32 = res.fp32['ndcg@10'];
+  const smallest = (cells: (AesiCell | null)[]) => cells.filter((c): c is AesiCell => !!c && c['ndcg@10'] >= 0.99 * fp32).sort((a, b) => a.bytes_per_token - b.bytes_per_token)[0] ?? null;
+  const list = [...points.values()].sort((a, b) => a.codeDims - b.codeDims || a.bits - b.bits);
+  const s = { noSideInfo: smallest(list.map((p) => p.noSideInfo)), ridge: smallest(list.map((p) => p.ridge)), aesi: smallest(list.map((p) => p.aesi)) };
+  return {
+    source,
+    dataset: basename(res.dataset),
+    model: res.model,
+    queries: res.queries,
+    fp32: { bytes_per_token: round(res.fp32.bytes_per_token), 'ndcg@10': round(fp32) },
+    points: list,
+    smallestWithin1pct: s,
+    targetMet: !!s.aesi && (!s.ridge || s.aesi.bytes_per_token < s.ridge.bytes_per_token),
+  };
+}
+
+/** --aesi-json FILE, --aesi SPEC (run and cache), or the newest cached result; null when there is none. */
+async function aesiRow(args: string[], dl19: string, model: string): Promise<AesiComparison | null> {
+  const lastJson = (text: string) => JSON.parse(text.trim().split('\n').filter((l) => l.startsWith('{')).pop() ?? 'null') as RerankCompressionResult | null;
+  const file = flag(args, '--aesi-json', '');
+  if (file) {
+    const res = lastJson(readFileSync(resolve(file), 'utf8'));
+    if (!res?.settings) throw new Error(`--aesi-json ${file}: no compression result (a JSON line with settings) in it`);
+    return aesiComparison(res, file);
+  }
+  const dir = resolve('.cache/eval-heads');
+  const spec = flag(args, '--aesi', '');
+  if (spec) {
+    const passed = ['--aesi', '--aesi-width', '--aesi-epochs', '--aesi-patience', '--aesi-batch', '--sample-tokens'].flatMap((n) => (args.includes(n) ? [n, flag(args, n, '')] : []));
+    const cmd = ['--dataset', dl19, '--model', resolve('.cache/models', model), ...passed, ...(args.includes('--quick') ? ['--quick'] : [])];
+    const key = createHash('sha256').update(JSON.stringify(cmd)).digest('hex').slice(0, 12);
+    const cached = join(dir, `aesi-${model}-${key}.json`);
+    if (existsSync(cached)) return aesiComparison(JSON.parse(readFileSync(cached, 'utf8')) as RerankCompressionResult, cached);
+    log(`AESI comparison: npm run eval -- compression ${cmd.join(' ')}`);
+    const res = await runRerankCompression(cmd, log);
+    mkdirSync(dir, { recursive: true });
+    writeFileSync(cached, JSON.stringify(res));
+    return aesiComparison(res, cached);
+  }
+  const files = existsSync(dir) ? readdirSync(dir).filter((n) => /^aesi-.*\.json$/.test(n)).map((n) => join(dir, n)) : [];
+  if (!files.length) return null;
+  const newest = files.sort((a, b) => statSync(b).mtimeMs - statSync(a).mtimeMs)[0];
+  return aesiComparison(JSON.parse(readFileSync(newest, 'utf8')) as RerankCompressionResult, newest);
+}
+
+const round = (x: number) => Math.round(x * 1e4) / 1e4;
+const signed = (x: number) => `${x >= 0 ? '+' : ''}${x.toFixed(4)}`;
+const versusText = (f: Versus) => `${f.ndcg10.toFixed(4)} (${signed(f.deltaVsMaxsim)}, ${f.wins}/${f.losses} wins/losses${f.beatsMaxsim ? '' : ', does NOT beat MaxSim'})`;
+
+export async function runHeadsEval(args: string[]): Promise<{ quick: boolean; runs: HeadsRun[]; dl19: TransferRun[]; aesi: AesiComparison | null; summary: string[] }> {
   const quick = args.includes('--quick');
   const datasets = flag(args, '--datasets', '../shared/datasets/cranfield,../shared/datasets/vaswani').split(',').map((p) => resolve(p));
   const models = flag(args, '--models', 'glove-ctx-100d,minilm-l6-384').split(',');
   const heads = flag(args, '--heads', 'lite,lite-small,knrm').split(',') as HeadName[];
   for (const h of heads) if (!['lite', 'lite-small', 'knrm'].includes(h)) throw new Error(`--heads: unknown head ${h} (lite, lite-small, knrm)`);
   const folds = Number(flag(args, '--folds', quick ? '2' : '5'));
+  const dl19Flag = flag(args, '--dl19', '../shared/datasets/trec-dl-2019-passage');
+  const dl19 = dl19Flag === 'none' ? null : resolve(dl19Flag);
+  const cv = !args.includes('--no-cv');
   const e = flag(args, '--epochs', '');
   const epochs: Record<HeadName, number> = e ? { lite: +e, 'lite-small': +e, knrm: +e } : quick ? { lite: 2, 'lite-small': 3, knrm: 6 } : { lite: 8, 'lite-small': 12, knrm: 20 };
   const ds = flag(args, '--distill-steps', '');
-  const opts = {
+  const opts: EvalOptions = {
     folds,
     epochs,
     depth: Number(flag(args, '--depth', quick ? '30' : '100')),
@@ -268,7 +667,7 @@ export async function runHeadsEval(args: string[]): Promise<{ quick: boolean; ru
     maxDocs: Number(flag(args, '--max-docs', quick ? '2000' : '0')),
     seed: Number(flag(args, '--seed', '1')),
     heads,
-    positivesPerQuery: quick ? 1 : 4,
+    positivesPerQuery: Number(flag(args, '--positives', quick ? '1' : '4')),
     maxTrainQueries: (quick ? { lite: 60 } : {}) as Partial<Record<HeadName, number>>,
     distillSteps: ds ? { lite: +ds, 'lite-small': +ds, knrm: 0 } : quick ? { lite: 60, 'lite-small': 150, knrm: 0 } : { lite: 300, 'lite-small': 600, knrm: 0 },
     train: {
@@ -278,18 +677,46 @@ export async function runHeadsEval(args: string[]): Promise<{ quick: boolean; ru
     } as Partial<TrainOptions>,
   };
   const runs: HeadsRun[] = [];
-  for (const dir of datasets) {
+  const transfers: TransferRun[] = [];
+  const gemm = await GemmMaxsim.create(2);
+  try {
     for (const model of models) {
-      log(`${basename(dir)} / ${model}: ${opts.folds}-fold cross-validation`);
-      runs.push(await evalOne(dir, model, opts));
+      const prepared: Prepared[] = [];
+      for (const dir of datasets) {
+        const p = await prepareJudged(dir, model, opts.maxDocs, opts.seed, gemm);
+        if (cv) {
+          log(`${p.dataset} / ${model}: ${opts.folds}-fold cross-validation`);
+          runs.push(await crossValidate(p, opts));
+        }
+        if (dl19) prepared.push(p);
+      }
+      if (dl19) {
+        log(`${basename(dl19)} / ${model}: heads trained on every judged query of ${prepared.map((p) => p.dataset).join(' + ')}`);
+        transfers.push(await transfer(prepared, dl19, model, opts, gemm));
+      }
     }
+  } finally {
+    await gemm.release();
   }
+  const aesi = await aesiRow(args, dl19 ?? resolve('../shared/datasets/trec-dl-2019-passage'), flag(args, '--aesi-model', 'minilm-l6-384'));
   const summary: string[] = [];
   for (const r of runs) {
-    const line = [`${r.dataset} / ${r.model} (${r.queries} queries, ${r.documents} docs${r.documents < r.documentsInDataset ? ` sampled of ${r.documentsInDataset}` : ''}): MaxSim ${r.maxsim.ndcg10.toFixed(4)}`];
-    for (const [h, f] of Object.entries(r.heads)) line.push(`${h} ${f!.ndcg10.toFixed(4)} (${f!.deltaVsMaxsim >= 0 ? '+' : ''}${f!.deltaVsMaxsim.toFixed(4)}, ${f!.wins}/${f!.losses} wins/losses${f!.beatsMaxsim ? '' : ', does NOT beat MaxSim'})`);
+    const line = [`${r.dataset} / ${r.model} (${r.folds}-fold, ${r.queries} queries, ${r.documents} docs${r.documents < r.documentsInDataset ? ` sampled of ${r.documentsInDataset}` : ''}): MaxSim ${r.maxsim.ndcg10.toFixed(4)}`];
+    for (const [h, f] of Object.entries(r.heads)) line.push(`${h} ${versusText(f!)}; MaxSim + ${h} interpolation ${versusText(f!.interpolatedWithMaxsim)}`);
     summary.push(line.join('; '));
   }
+  for (const t of transfers) {
+    const line = [`${t.dataset} / ${t.model} (${t.queries} queries x ${t.candidatesPerQuery} BM25 candidates; heads trained on ${t.trainedOn.map((x) => `${x.dataset} ${x.queries} q`).join(' + ')}): BM25 ${t.bm25.ndcg10.toFixed(4)}, MaxSim ${t.maxsim.ndcg10.toFixed(4)}`];
+    for (const [h, f] of Object.entries(t.heads)) line.push(`${h} ${versusText(f!)}; MaxSim + ${h} interpolation (lambda ${f!.interpolatedWithMaxsim.lambdas[0]}) ${versusText(f!.interpolatedWithMaxsim)}`);
+    summary.push(line.join('; '));
+  }
+  if (aesi) {
+    const s = aesi.smallestWithin1pct;
+    const w = (c: AesiCell | null) => (c ? `${c.bytes_per_token.toFixed(2)} B/token (${c.name}, ${c['ndcg@10'].toFixed(4)})` : 'none');
+    summary.push(`AESI (${aesi.dataset} / ${aesi.model}, ${aesi.queries} queries, from ${aesi.source}): fp32 ${aesi.fp32['ndcg@10'].toFixed(4)}; smallest within 1% of fp32: no side information ${w(s.noSideInfo)}, ridge ${w(s.ridge)}, AESI ${w(s.aesi)}; target ${aesi.targetMet ? 'met' : 'NOT met'}`);
+  } else {
+    summary.push('AESI: no comparison (run with --aesi c:bits,... or --aesi-json FILE from `npm run eval -- compression --dataset DIR --aesi ... --json`)');
+  }
   for (const s of summary) console.log(s);
-  return { quick, runs, summary };
+  return { quick, runs, dl19: transfers, aesi, summary };
 }
