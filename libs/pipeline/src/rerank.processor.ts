@@ -9,9 +9,13 @@ import { scoreGroup } from './scorers';
 import { hitShaping, type HitDocumentDeps } from './hit-documents';
 import { permanentModelErrors } from './encode.processor';
 import { logRerankDone } from './job-logs';
+import { eventLoopYielder } from './event-loop';
 import { degradedFields, splitUnavailable } from './degraded-results';
 import type { EncoderProvider } from './encoders';
 import { isFanoutJob, shardedRerank, type ShardCoordinatorDeps } from './shard-fanout';
+
+/** Yielding between chunks of scoring lives in event-loop.ts (search and the segment cache use it too). */
+export { eventLoopYielder };
 
 /** What the re-rank processor touches. */
 export interface RerankDeps extends HitDocumentDeps {
@@ -153,18 +157,4 @@ export function groupIndicesByKey<T>(items: readonly T[], key: (item: T) => stri
     else groups.set(k, [i]);
   });
   return groups;
-}
-
-/**
- * A function to await between bounded chunks of scoring: it yields the event loop (BullMQ's lock
- * renewal and, all-in-one, the API) once more than `everyMs` passed since the last yield.
- */
-export function eventLoopYielder(everyMs = 50): () => Promise<void> {
-  let lastYield = Date.now();
-  return async () => {
-    if (Date.now() - lastYield > everyMs) {
-      await new Promise((r) => setImmediate(r));
-      lastYield = Date.now();
-    }
-  };
 }

@@ -21,15 +21,20 @@ import { logSearchDone } from './job-logs';
 import { degradedFields } from './degraded-results';
 import {
   andMasks,
-  bm25Search,
+  bm25SearchSteps,
   compileFilter,
-  denseSearch,
+  denseSearchSteps,
   docMask,
-  exhaustiveSearch,
-  mebertSearch,
-  xtrSearch,
+  exhaustiveSearchSteps,
+  mebertSearchSteps,
+  xtrSearchSteps,
+  type DocMask,
   type Hit,
+  type SearchSegment,
+  type SegmentIndex,
+  type XtrProbe,
 } from '@lateral/search';
+import { eventLoopYielder, runStepsYielding } from './event-loop';
 import type { EncodedText, TokenEncoder } from '@lateral/model';
 import type { ScorerResources } from '@lateral/kernels';
 import type { CollectionRepository, GenerationRepository, IvfCentroidRepository, ObjectStore } from '@lateral/infra';
@@ -93,7 +98,12 @@ export async function searchProcessor(deps: SearchDeps, p: JobPayload<QueueName.
   // Segments that cannot be read (checksum, decoding, missing object) are left out and named: the result says it is degraded.
   const { parts, unavailable } = await deps.segments.searchGeneration(collection, manifest);
   // Deleted and superseded documents (the generation's live table) and the filter, before ranking.
-  const masks = parts.map((part) => andMasks(part.live, predicate ? docMask(part.segment, predicate) : undefined));
+  const yieldEvery = eventLoopYielder();
+  const masks: (DocMask | undefined)[] = [];
+  for (const part of parts) {
+    masks.push(andMasks(part.live, predicate ? docMask(part.segment, predicate) : undefined));
+    await yieldEvery();
+  }
   const loadMs = Date.now() - tLoad;
 
   const encoder = await deps.encoders(collection.model).catch(permanentModelErrors);
@@ -118,33 +128,10 @@ export async function searchProcessor(deps: SearchDeps, p: JobPayload<QueueName.
     const e = queries[qi];
     const terms = Array.from(encoder.tokenizer.contentIds(q.text)).filter((id) => !skip(id));
     const depth = Math.max(shaping.depth, req.rerank?.depth ?? 0);
-    // XTR's probe (query tokens x centroids) as one ORT GEMM, before the synchronous per-segment work.
+    // XTR's probe (query tokens x centroids) as one ORT GEMM, before the per-segment work.
     const xtrNprobe = req.mode.name === 'xtr' || (req.mode.name === 'hybrid' && req.mode.base === 'xtr') ? Math.min(req.mode.nprobe, ivf!.k) : 0;
     const probe = xtrNprobe > 0 && e.length > 0 ? await (await deps.scorers.ivfProbe()).probe(e.vectors, e.length, ivf!.centroids, e.vectors.length / e.length, xtrNprobe) : undefined;
-    const run = (mode: SearchMode, n: number): { hits: Hit[]; reason?: string } => {
-      switch (mode.name) {
-        case 'bm25':
-          if (terms.length === 0) return { hits: [], reason: 'the query has no searchable terms (only stop words, punctuation or special tokens)' };
-          return { hits: bm25Search(searchParts, terms, n, { k1: mode.k1, b: mode.b }, skip) };
-        case 'dense':
-          return { hits: denseSearch(searchParts, encoder.pool(e), n) };
-        case 'mebert':
-          return { hits: mebertSearch(searchParts, encoder.pool(e), mode.m, n) };
-        case 'exhaustive':
-          if (e.length === 0) return { hits: [], reason: 'the query has no tokens' };
-          return { hits: exhaustiveSearch(searchParts, e.vectors, e.length, n, { explain: req.explain }) };
-        case 'xtr':
-          if (e.length === 0) return { hits: [], reason: 'the query has no tokens' };
-          return { hits: xtrSearch(searchParts, e.vectors, e.length, ivf!.centroids, { kPrime: mode.kPrime, nprobe: Math.min(mode.nprobe, ivf!.k), topN: n, explain: req.explain, probe }).hits };
-        case 'hybrid': {
-          const base: SearchMode = mode.base === 'xtr' ? { name: 'xtr', kPrime: mode.kPrime, nprobe: mode.nprobe } : mode.base === 'dense' ? { name: 'dense' } : { name: 'exhaustive' };
-          const a = run(base, mode.depth).hits;
-          const b = run({ name: 'bm25', k1: mode.k1, b: mode.b }, mode.depth).hits;
-          return { hits: fuse(a, b, mode, n) };
-        }
-      }
-    };
-    const { hits, reason } = run(req.mode, depth);
+    const { hits, reason } = await firstStage(searchParts, req.mode, depth, { encoded: e, pool: () => encoder.pool(e), terms, skip, ivf, probe, explain: req.explain }, yieldEvery);
     let out: SearchHit[] = hits.map((h) => toHit(h, parts, modeLabel(req.mode), req.explain ? { encoder, query: e } : null));
     if (req.rerank && out.length > 0) out = await secondStage(deps, collection, manifest, encoder, e, out.slice(0, req.rerank.depth), req.rerank.scorer);
     results.push({ queryId: q.id, hits: out.slice(0, shaping.depth), ...(reason ? { reason } : {}) });
@@ -161,6 +148,62 @@ export async function searchProcessor(deps: SearchDeps, p: JobPayload<QueueName.
     timings: { totalMs: Date.now() - t0, encodeQueriesMs, searchMs, loadMs },
     ...degradedFields(unavailable),
   });
+}
+
+/** One query as the first stage needs it. */
+export interface FirstStageQuery {
+  encoded: EncodedText;
+  /** The pooled query vector (dense, ME-BERT). */
+  pool: () => Float32Array;
+  /** Its BM25 terms (special and skipped tokens removed) and the build's skip rule. */
+  terms: number[];
+  skip: (id: number) => boolean;
+  /** The collection's IVF centroids (XTR) and the query's probe when computed elsewhere (the ORT GEMM). */
+  ivf: { centroids: Float32Array; k: number } | null;
+  probe?: XtrProbe;
+  explain?: boolean;
+}
+
+/**
+ * The first stage of a search over the segments: every segment with its own index, the
+ * per-segment lists merged exactly (@lateral/search). The work runs in the library's bounded
+ * steps (per segment, and slices within one), awaiting `yieldEvery` between them, so a search
+ * over hundreds of segments never holds the event loop (BullMQ renews the job's lock on a
+ * timer); the hits are those of the synchronous functions, bit for bit.
+ */
+export async function firstStage(parts: readonly SearchSegmentPart[], mode: SearchMode, n: number, q: FirstStageQuery, yieldEvery: () => Promise<void>): Promise<{ hits: Hit[]; reason?: string }> {
+  const e = q.encoded;
+  switch (mode.name) {
+    case 'bm25':
+      if (q.terms.length === 0) return { hits: [], reason: 'the query has no searchable terms (only stop words, punctuation or special tokens)' };
+      return { hits: await runStepsYielding(bm25SearchSteps(parts, q.terms, n, { k1: mode.k1, b: mode.b }, q.skip), yieldEvery) };
+    case 'dense':
+      return { hits: await runStepsYielding(denseSearchSteps(parts, q.pool(), n), yieldEvery) };
+    case 'mebert':
+      return { hits: await runStepsYielding(mebertSearchSteps(parts, q.pool(), mode.m, n), yieldEvery) };
+    case 'exhaustive':
+      if (e.length === 0) return { hits: [], reason: 'the query has no tokens' };
+      return { hits: await runStepsYielding(exhaustiveSearchSteps(parts, e.vectors, e.length, n, { explain: q.explain }), yieldEvery) };
+    case 'xtr': {
+      if (e.length === 0) return { hits: [], reason: 'the query has no tokens' };
+      const ivf = q.ivf!;
+      const r = await runStepsYielding(xtrSearchSteps(parts, e.vectors, e.length, ivf.centroids, { kPrime: mode.kPrime, nprobe: Math.min(mode.nprobe, ivf.k), topN: n, explain: q.explain, probe: q.probe }), yieldEvery);
+      return { hits: r.hits };
+    }
+    case 'hybrid': {
+      const base: SearchMode = mode.base === 'xtr' ? { name: 'xtr', kPrime: mode.kPrime, nprobe: mode.nprobe } : mode.base === 'dense' ? { name: 'dense' } : { name: 'exhaustive' };
+      const a = (await firstStage(parts, base, mode.depth, q, yieldEvery)).hits;
+      const b = (await firstStage(parts, { name: 'bm25', k1: mode.k1, b: mode.b }, mode.depth, q, yieldEvery)).hits;
+      return { hits: fuse(a, b, mode, n) };
+    }
+  }
+}
+
+/** A segment as the first stage searches it: its index and the mask of its searchable documents. */
+export interface SearchSegmentPart {
+  segment: SearchSegment;
+  index: SegmentIndex;
+  mask?: DocMask;
 }
 
 async function finish(deps: Pick<SearchDeps, 'store'>, resultKey: string, result: SearchResult): Promise<JobResults[QueueName.search]> {

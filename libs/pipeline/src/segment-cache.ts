@@ -6,6 +6,7 @@ import type { RotatedImageSet } from '@lateral/kernels';
 import type { CollectionView } from './collection-view';
 import { extendGenerationTable, findId, generationTable, generationTableBytes, segmentIdTable, type GenerationTable, type SegmentIdTable } from './id-table';
 import { segmentReadOptions, type StaticEmbeddingsCache } from './static-embeddings';
+import { eventLoopYielder } from './event-loop';
 
 /** At most `n` loads at once; the others wait their turn (first come, first served). */
 export class Limiter {
@@ -270,7 +271,9 @@ type Cached = LoadedSegment | SegmentIdTable | GenerationTable | SegmentIndex | 
  * generation. Segments are immutable, so a new generation reuses everything already loaded and
  * committing a batch costs loading that batch; a re-rank finds its candidates in the
  * generation's sorted id table and builds vectors only for the segments holding them. Objects
- * are read through the local disk cache, at most `loadConcurrency` at a time.
+ * are read through the local disk cache, at most `loadConcurrency` at a time (a generation of
+ * hundreds of segments queues behind the limiter, never issues every read at once), and the
+ * event loop is yielded between decodes.
  */
 export class SegmentCache {
   private readonly lru: ByteLru<Cached>;
@@ -279,6 +282,8 @@ export class SegmentCache {
   private readonly lastTable = new Map<string, { key: string; segments: SegmentRef[] }>();
   /** Objects that could not be read, by S3 key: answered from here until their recheck time. */
   private readonly bad = new Map<string, BadObject>();
+  /** Awaited before each decode: a cold generation of hundreds of segments decodes them in turn, not in one hold of the event loop. */
+  private readonly yieldTurn = eventLoopYielder();
 
   constructor(
     private readonly source: ObjectSource,
@@ -567,6 +572,7 @@ export class SegmentCache {
         this.limiter.run(async () => {
           const [bytes, artifact] = await Promise.all([this.source.get(ref.key), this.codecs.get(collection.tenantId, collection.id, ref.codecVersion)]);
           if (!bytes) throw new SegmentUnavailableError(ref.key, 'segment', ref.key, `segment ${ref.key} of the current generation is missing from S3`);
+          await this.yieldTurn();
           let reader: SegmentReader;
           try {
             reader = readSegment(bytes, ref.key, artifact, await segmentReadOptions(artifact, collection, this.staticEmbeddings));
@@ -592,6 +598,7 @@ export class SegmentCache {
           const bytes = await this.source.get(indexKey);
           if (!bytes)
             throw new SegmentUnavailableError(indexKey, 'index', ref.key, `search index ${indexKey} of a committed segment is missing from S3 (segments committed before 0.2 have none: re-compress the collection to index it)`);
+          await this.yieldTurn();
           try {
             return { value: deserializeSegmentIndex(bytes, indexKey), bytes: bytes.byteLength };
           } catch (err) {

@@ -29,22 +29,25 @@ import {
   bm25Query,
   bm25SegmentSearch,
   compileFilter,
-  denseSearch,
+  denseSearchSteps,
   docMask,
-  exhaustiveSearch,
-  mebertSearch,
+  exhaustiveSearchSteps,
+  mebertSearchSteps,
   mergeHits,
   mergeShardHits,
   segmentBm25Stats,
   sumBm25Stats,
   xtrGlobalCut,
-  xtrMerge,
-  xtrSegmentSearch,
-  xtrShardHits,
+  xtrMergeSteps,
+  xtrSegmentSearchSteps,
+  xtrShardHitsSteps,
   XtrWorkspace,
   type Bm25Stats,
+  type DocMask,
   type Hit,
   type SearchSegment,
+  type SegmentHits,
+  type SegmentIndex,
   type XtrMerged,
   type XtrSegmentLists,
 } from '@lateral/search';
@@ -55,7 +58,8 @@ import { permanentModelErrors } from './encode.processor';
 import { specialTokenIds } from './index.processor';
 import { fuseHybrid, hybridBase, scoreGroup } from './scorers';
 import { GROUP_DEPTH_FACTOR, hitShaping } from './hit-documents';
-import { eventLoopYielder, groupIndicesByKey, type RerankDeps } from './rerank.processor';
+import { groupIndicesByKey, type RerankDeps } from './rerank.processor';
+import { eventLoopYielder, runStepsYielding } from './event-loop';
 import { fuse, toHit, type SearchDeps } from './search.processor';
 import { logRerankDone, logSearchDone } from './job-logs';
 import { degradedFields, splitUnavailable } from './degraded-results';
@@ -395,7 +399,13 @@ async function searchContext(deps: ShardedDeps, collection: Collection, manifest
   const tLoad = Date.now();
   // Segments of the shard that cannot be read are left out and named (the result says it is degraded).
   const { parts, unavailable } = await shardParts(deps, collection, manifest, scope);
-  const searchParts = parts.map((part) => ({ segment: part.segment, index: part.index, mask: andMasks(part.live, predicate ? docMask(part.segment, predicate) : undefined) }));
+  // Masks segment by segment, yielding between them (a filter reads every document's metadata).
+  const yieldEvery = eventLoopYielder();
+  const searchParts: { segment: SearchSegment; index: SegmentIndex; mask: DocMask | undefined }[] = [];
+  for (const part of parts) {
+    searchParts.push({ segment: part.segment, index: part.index, mask: andMasks(part.live, predicate ? docMask(part.segment, predicate) : undefined) });
+    await yieldEvery();
+  }
   const loadMs = Date.now() - tLoad;
   const encoder = await deps.encoders(collection.model).catch(permanentModelErrors);
   const tEnc = Date.now();
@@ -409,7 +419,7 @@ async function searchContext(deps: ShardedDeps, collection: Collection, manifest
   const ivf = needsXtr(req.mode) ? await deps.ivf.get(collection.tenantId, collection.id, manifest.codecVersion) : null;
   if (needsXtr(req.mode) && !ivf) throw new Error(`IVF centroids of ${collection.id} v${manifest.codecVersion} are missing from S3`);
   const terms = req.queries.map((q) => Array.from(encoder.tokenizer.contentIds(q.text)).filter((id) => !skip(id)));
-  return { parts, unavailable, searchParts, encoder, queries, skip, ivf, terms, loadMs, encodeQueriesMs };
+  return { parts, unavailable, searchParts, encoder, queries, skip, ivf, terms, loadMs, encodeQueriesMs, yieldEvery };
 }
 
 type SearchContext = Awaited<ReturnType<typeof searchContext>>;
@@ -421,8 +431,12 @@ async function xtrShardLists(deps: ShardedDeps, ctx: SearchContext, mode: Extrac
   const ivf = ctx.ivf!;
   const nprobe = Math.min(mode.nprobe, ivf.k);
   const probe = await (await deps.scorers.ivfProbe()).probe(e.vectors, e.length, ivf.centroids, e.vectors.length / e.length, nprobe);
-  const lists = ctx.searchParts.map((p) => xtrSegmentSearch(p.segment, p.index, e.vectors, e.length, probe, { kPrime: mode.kPrime, mask: p.mask }));
-  return { lists, merged: xtrMerge(lists) };
+  const lists: XtrSegmentLists[] = [];
+  for (const p of ctx.searchParts) {
+    lists.push(await runStepsYielding(xtrSegmentSearchSteps(p.segment, p.index, e.vectors, e.length, probe, { kPrime: mode.kPrime, mask: p.mask }), ctx.yieldEvery));
+    await ctx.yieldEvery();
+  }
+  return { lists, merged: await runStepsYielding(xtrMergeSteps(lists), ctx.yieldEvery) };
 }
 
 const xtrOf = (m: SearchMode): Extract<SearchMode, { name: 'xtr' }> | null =>
@@ -479,21 +493,26 @@ async function hitsChild(deps: ShardedDeps, ctx: SearchContext, req: SearchReque
           const g = input!.queries[qi].bm25!;
           const stats: Bm25Stats = { documents: g.documents, totalLength: g.totalLength, terms: Int32Array.from(g.terms), df: Uint32Array.from(g.df) };
           const query = bm25Query(ctx.terms[qi], stats, { k1: mode.k1, b: mode.b }, ctx.skip);
-          return { hits: mergeHits(ctx.searchParts.map((p) => bm25SegmentSearch(p.segment, p.index, query, n, { mask: p.mask })), n) };
+          const perSegment: SegmentHits[] = [];
+          for (const p of ctx.searchParts) {
+            perSegment.push(bm25SegmentSearch(p.segment, p.index, query, n, { mask: p.mask }));
+            await ctx.yieldEvery();
+          }
+          return { hits: mergeHits(perSegment, n) };
         }
         case 'dense':
-          return { hits: denseSearch(ctx.searchParts, ctx.encoder.pool(e), n) };
+          return { hits: await runStepsYielding(denseSearchSteps(ctx.searchParts, ctx.encoder.pool(e), n), ctx.yieldEvery) };
         case 'mebert':
-          return { hits: mebertSearch(ctx.searchParts, ctx.encoder.pool(e), mode.m, n) };
+          return { hits: await runStepsYielding(mebertSearchSteps(ctx.searchParts, ctx.encoder.pool(e), mode.m, n), ctx.yieldEvery) };
         case 'exhaustive':
           if (e.length === 0) return { hits: [], reason: 'the query has no tokens' };
-          return { hits: exhaustiveSearch(ctx.searchParts, e.vectors, e.length, n, { explain: req.explain }) };
+          return { hits: await runStepsYielding(exhaustiveSearchSteps(ctx.searchParts, e.vectors, e.length, n, { explain: req.explain }), ctx.yieldEvery) };
         case 'xtr': {
           if (e.length === 0) return { hits: [], reason: 'the query has no tokens' };
           const r = await xtrShardLists(deps, ctx, mode, qi);
           if (!r) return { hits: [] };
           const g = input!.queries[qi].xtr!;
-          return { hits: xtrShardHits(r.lists, r.merged, g.imputed, g.survivors.map((c) => c[0]), { topN: n, explain: req.explain, workspace }) };
+          return { hits: await runStepsYielding(xtrShardHitsSteps(r.lists, r.merged, g.imputed, g.survivors.map((c) => c[0]), { topN: n, explain: req.explain, workspace }), ctx.yieldEvery) };
         }
         case 'hybrid':
           throw new Error('hybrid is run as its two lists');

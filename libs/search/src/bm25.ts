@@ -1,6 +1,7 @@
 import { lowerBound, type Bm25Postings, type SegmentIndex } from './segment-index';
 import { mergeHits } from './merge';
 import { TopK } from './select';
+import { runSteps, type Steps } from './steps';
 import { assertMask, assertTopN, type DocMask, type Hit, type SearchSegment, type SegmentHits } from './types';
 
 /**
@@ -163,7 +164,24 @@ export function bm25Search(
   params: Bm25Params = {},
   skip?: (tokenId: number) => boolean,
 ): Hit[] {
+  return runSteps(bm25SearchSteps(parts, queryTermIds, topN, params, skip));
+}
+
+/** bm25Search in steps (the statistics, then each segment): the same result. */
+export function* bm25SearchSteps(
+  parts: readonly { segment: SearchSegment; index: SegmentIndex; mask?: DocMask }[],
+  queryTermIds: ArrayLike<number>,
+  topN: number,
+  params: Bm25Params = {},
+  skip?: (tokenId: number) => boolean,
+): Steps<Hit[]> {
   const stats = sumBm25Stats(parts.map((p) => segmentBm25Stats(p.index)));
   const query = bm25Query(queryTermIds, stats, params, skip);
-  return mergeHits(parts.map((p) => bm25SegmentSearch(p.segment, p.index, query, topN, { mask: p.mask })), topN);
+  yield;
+  const perSegment: SegmentHits[] = [];
+  for (const p of parts) {
+    perSegment.push(bm25SegmentSearch(p.segment, p.index, query, topN, { mask: p.mask }));
+    yield;
+  }
+  return mergeHits(perSegment, topN);
 }

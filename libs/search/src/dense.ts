@@ -1,5 +1,6 @@
 import { mergeHits } from './merge';
 import { TopK } from './select';
+import { DENSE_DOC_SLICE, DOC_SLICE, runSteps, type Steps } from './steps';
 import { assertMask, assertTopN, type DocMask, type Hit, type HitExplain, type SearchSegment, type SegmentHits } from './types';
 
 /**
@@ -21,6 +22,11 @@ export interface DenseOptions {
 
 /** One segment's dense top-n. qVec: d. */
 export function denseSegmentSearch(seg: SearchSegment, qVec: Float32Array, topN: number, opts: DenseOptions = {}): SegmentHits {
+  return runSteps(denseSegmentSearchSteps(seg, qVec, topN, opts));
+}
+
+/** denseSegmentSearch in steps of DENSE_DOC_SLICE documents (steps.ts): the same result. */
+export function* denseSegmentSearchSteps(seg: SearchSegment, qVec: Float32Array, topN: number, opts: DenseOptions = {}): Steps<SegmentHits> {
   const fn = 'denseSegmentSearch';
   assertTopN(fn, 'topN', topN);
   const d = seg.dims;
@@ -32,9 +38,19 @@ export function denseSegmentSearch(seg: SearchSegment, qVec: Float32Array, topN:
   const mask = opts.mask;
   assertMask(fn, mask, D);
   const top = new TopK(topN, D);
-  let i = 0;
+  for (let from = 0; from < D; from += DENSE_DOC_SLICE) {
+    if (from > 0) yield;
+    denseRange(qVec, V, d, mask, from, Math.min(D, from + DENSE_DOC_SLICE), top);
+  }
+  const { scores, ids } = top.drain();
+  return { docBase: seg.docBase, docs: ids, scores };
+}
+
+/** Scores documents [from, to) into top, in order; four at a time when nothing is masked (from: a multiple of 4). */
+function denseRange(qVec: Float32Array, V: Float32Array, d: number, mask: DocMask | undefined, from: number, to: number, top: TopK): void {
+  let i = from;
   if (!mask) {
-    for (; i + 4 <= D; i += 4) {
+    for (; i + 4 <= to; i += 4) {
       const b0 = i * d, b1 = b0 + d, b2 = b1 + d, b3 = b2 + d;
       let s0 = 0, s1 = 0, s2 = 0, s3 = 0;
       for (let t = 0; t < d; t++) {
@@ -50,20 +66,28 @@ export function denseSegmentSearch(seg: SearchSegment, qVec: Float32Array, topN:
       if (s3 >= top.floor) top.push(s3, i + 3);
     }
   }
-  for (; i < D; i++) {
+  for (; i < to; i++) {
     if (mask && mask[i] === 0) continue;
     const b = i * d;
     let s = 0;
     for (let t = 0; t < d; t++) s += qVec[t] * V[b + t];
     if (s >= top.floor) top.push(s, i);
   }
-  const { scores, ids } = top.drain();
-  return { docBase: seg.docBase, docs: ids, scores };
 }
 
 /** Dense over many segments: per-segment top-n, exact merge. */
 export function denseSearch(parts: readonly { segment: SearchSegment; mask?: DocMask }[], qVec: Float32Array, topN: number): Hit[] {
-  return mergeHits(parts.map((p) => denseSegmentSearch(p.segment, qVec, topN, { mask: p.mask })), topN);
+  return runSteps(denseSearchSteps(parts, qVec, topN));
+}
+
+/** denseSearch in steps (each segment, and DENSE_DOC_SLICE documents within one): the same result. */
+export function* denseSearchSteps(parts: readonly { segment: SearchSegment; mask?: DocMask }[], qVec: Float32Array, topN: number): Steps<Hit[]> {
+  const perSegment: SegmentHits[] = [];
+  for (const p of parts) {
+    perSegment.push(yield* denseSegmentSearchSteps(p.segment, qVec, topN, { mask: p.mask }));
+    yield;
+  }
+  return mergeHits(perSegment, topN);
 }
 
 export interface MebertOptions {
@@ -74,6 +98,11 @@ export interface MebertOptions {
 
 /** One segment's ME-BERT top-n. qVec: d; mVecs: first-m token vectors per document (ME-BERT uses 3-8). */
 export function mebertSegmentSearch(seg: SearchSegment, qVec: Float32Array, mVecs: number, topN: number, opts: MebertOptions = {}): SegmentHits {
+  return runSteps(mebertSegmentSearchSteps(seg, qVec, mVecs, topN, opts));
+}
+
+/** mebertSegmentSearch in steps of DOC_SLICE documents (steps.ts): the same result. */
+export function* mebertSegmentSearchSteps(seg: SearchSegment, qVec: Float32Array, mVecs: number, topN: number, opts: MebertOptions = {}): Steps<SegmentHits> {
   const fn = 'mebertSegmentSearch';
   assertTopN(fn, 'topN', topN);
   if (!Number.isInteger(mVecs) || mVecs < 1) throw new RangeError(`${fn}: mVecs must be an integer >= 1, got ${mVecs}`);
@@ -86,7 +115,23 @@ export function mebertSegmentSearch(seg: SearchSegment, qVec: Float32Array, mVec
   const off = seg.tokenOffsets;
   const top = new TopK(topN, D);
   const bestRow = new Int32Array(D).fill(-1);
-  for (let i = 0; i < D; i++) {
+  for (let from = 0; from < D; from += DOC_SLICE) {
+    if (from > 0) yield;
+    mebertRange(qVec, mVecs, tokens, off, d, mask, from, Math.min(D, from + DOC_SLICE), bestRow, top);
+  }
+  const { scores, ids } = top.drain();
+  const hits: SegmentHits = { docBase: seg.docBase, docs: ids, scores };
+  if (opts.explain) {
+    hits.explain = Array.from(ids, (doc, h): HitExplain => ({ rows: Int32Array.of(bestRow[doc]), similarities: Float64Array.of(scores[h]) }));
+  }
+  return hits;
+}
+
+/** Scores documents [from, to): each its best of the first mVecs token vectors. */
+function mebertRange(
+  qVec: Float32Array, mVecs: number, tokens: Float32Array, off: Uint32Array, d: number, mask: DocMask | undefined, from: number, to: number, bestRow: Int32Array, top: TopK,
+): void {
+  for (let i = from; i < to; i++) {
     if (mask && mask[i] === 0) continue;
     const start = off[i];
     const end = Math.min(off[i + 1], start + mVecs);
@@ -105,15 +150,19 @@ export function mebertSegmentSearch(seg: SearchSegment, qVec: Float32Array, mVec
     bestRow[i] = arg;
     if (best >= top.floor) top.push(best, i);
   }
-  const { scores, ids } = top.drain();
-  const hits: SegmentHits = { docBase: seg.docBase, docs: ids, scores };
-  if (opts.explain) {
-    hits.explain = Array.from(ids, (doc, h): HitExplain => ({ rows: Int32Array.of(bestRow[doc]), similarities: Float64Array.of(scores[h]) }));
-  }
-  return hits;
 }
 
 /** ME-BERT over many segments: per-segment top-n, exact merge. */
 export function mebertSearch(parts: readonly { segment: SearchSegment; mask?: DocMask }[], qVec: Float32Array, mVecs: number, topN: number, opts: { explain?: boolean } = {}): Hit[] {
-  return mergeHits(parts.map((p) => mebertSegmentSearch(p.segment, qVec, mVecs, topN, { mask: p.mask, explain: opts.explain })), topN);
+  return runSteps(mebertSearchSteps(parts, qVec, mVecs, topN, opts));
+}
+
+/** mebertSearch in steps (each segment, and DOC_SLICE documents within one): the same result. */
+export function* mebertSearchSteps(parts: readonly { segment: SearchSegment; mask?: DocMask }[], qVec: Float32Array, mVecs: number, topN: number, opts: { explain?: boolean } = {}): Steps<Hit[]> {
+  const perSegment: SegmentHits[] = [];
+  for (const p of parts) {
+    perSegment.push(yield* mebertSegmentSearchSteps(p.segment, qVec, mVecs, topN, { mask: p.mask, explain: opts.explain }));
+    yield;
+  }
+  return mergeHits(perSegment, topN);
 }

@@ -1,5 +1,6 @@
 import { mergeHits } from './merge';
 import { TopK } from './select';
+import { DOC_SLICE, runSteps, type Steps } from './steps';
 import { assertMask, assertQuery, assertTopN, type DocMask, type Hit, type HitExplain, type SearchSegment, type SegmentHits } from './types';
 
 /**
@@ -21,6 +22,11 @@ export interface ExhaustiveOptions {
 
 /** One segment's exact MaxSim top-n. q: n x d. */
 export function exhaustiveSegmentSearch(seg: SearchSegment, q: Float32Array, n: number, topN: number, opts: ExhaustiveOptions = {}): SegmentHits {
+  return runSteps(exhaustiveSegmentSearchSteps(seg, q, n, topN, opts));
+}
+
+/** exhaustiveSegmentSearch in steps of DOC_SLICE documents (steps.ts): the same result. */
+export function* exhaustiveSegmentSearchSteps(seg: SearchSegment, q: Float32Array, n: number, topN: number, opts: ExhaustiveOptions = {}): Steps<SegmentHits> {
   const fn = 'exhaustiveSegmentSearch';
   const d = seg.dims;
   assertQuery(fn, q, n, d);
@@ -34,15 +40,9 @@ export function exhaustiveSegmentSearch(seg: SearchSegment, q: Float32Array, n: 
   const tokens = seg.tokens;
   const best = new Float64Array(n);
   const arg = new Int32Array(n);
-  for (let doc = 0; doc < D; doc++) {
-    if (mask && mask[doc] === 0) continue;
-    const start = off[doc], end = off[doc + 1];
-    if (end === start) continue;
-    docMaxima(q, n, tokens, start, end, d, best, arg);
-    let total = 0;
-    for (let i = 0; i < n; i++) total += best[i];
-    const score = opts.normalize ? total / n : total;
-    if (score >= top.floor) top.push(score, doc);
+  for (let from = 0; from < D; from += DOC_SLICE) {
+    if (from > 0) yield;
+    scoreDocs(q, n, tokens, d, off, mask, from, Math.min(D, from + DOC_SLICE), !!opts.normalize, best, arg, top);
   }
   const { scores, ids } = top.drain();
   const hits: SegmentHits = { docBase: seg.docBase, docs: ids, scores };
@@ -54,6 +54,23 @@ export function exhaustiveSegmentSearch(seg: SearchSegment, q: Float32Array, n: 
     });
   }
   return hits;
+}
+
+/** Scores documents [from, to) into top (documents in order, masked and empty ones skipped). */
+function scoreDocs(
+  q: Float32Array, n: number, tokens: Float32Array, d: number, off: Uint32Array, mask: DocMask | undefined, from: number, to: number, normalize: boolean,
+  best: Float64Array, arg: Int32Array, top: TopK,
+): void {
+  for (let doc = from; doc < to; doc++) {
+    if (mask && mask[doc] === 0) continue;
+    const start = off[doc], end = off[doc + 1];
+    if (end === start) continue;
+    docMaxima(q, n, tokens, start, end, d, best, arg);
+    let total = 0;
+    for (let i = 0; i < n; i++) total += best[i];
+    const score = normalize ? total / n : total;
+    if (score >= top.floor) top.push(score, doc);
+  }
 }
 
 /** Per query token, the max over rows [start, end) and its (lowest) row. */
@@ -120,5 +137,15 @@ function docMaxima(q: Float32Array, n: number, x: Float32Array, start: number, e
 
 /** Exhaustive MaxSim over many segments: per-segment top-n, exact merge. */
 export function exhaustiveSearch(parts: readonly { segment: SearchSegment; mask?: DocMask }[], q: Float32Array, n: number, topN: number, opts: Omit<ExhaustiveOptions, 'mask'> = {}): Hit[] {
-  return mergeHits(parts.map((p) => exhaustiveSegmentSearch(p.segment, q, n, topN, { ...opts, mask: p.mask })), topN);
+  return runSteps(exhaustiveSearchSteps(parts, q, n, topN, opts));
+}
+
+/** exhaustiveSearch in steps (each segment, and DOC_SLICE documents within one): the same result. */
+export function* exhaustiveSearchSteps(parts: readonly { segment: SearchSegment; mask?: DocMask }[], q: Float32Array, n: number, topN: number, opts: Omit<ExhaustiveOptions, 'mask'> = {}): Steps<Hit[]> {
+  const perSegment: SegmentHits[] = [];
+  for (const p of parts) {
+    perSegment.push(yield* exhaustiveSegmentSearchSteps(p.segment, q, n, topN, { ...opts, mask: p.mask }));
+    yield;
+  }
+  return mergeHits(perSegment, topN);
 }

@@ -1,5 +1,6 @@
 export { searchSegment, tokenOwners, type SearchSegment, type SegmentSource, type DocMask, type Hit, type HitExplain, type SegmentHits } from './types';
 export { TopK } from './select';
+export { runSteps, DOC_SLICE, DENSE_DOC_SLICE, type Steps } from './steps';
 export { kWayMerge, mergeHits, compareRanked, hitKeys, type RankedList, type MergedPositions } from './merge';
 export {
   ivfCentroidCount, sphericalKmeans, fitIvfCentroids, assignNearest, normalizeRows, distinctSample, IVF_MIN_CENTROIDS, IVF_MAX_CENTROIDS,
@@ -11,18 +12,21 @@ export {
   type SegmentIndex, type TokenIvf, type Bm25Postings, type BuildSegmentIndexOptions, type IndexExpectations,
 } from './segment-index';
 export {
-  BM25_K1, BM25_B, segmentBm25Stats, sumBm25Stats, documentFrequency, bm25Query, bm25SegmentSearch, bm25Search,
+  BM25_K1, BM25_B, segmentBm25Stats, sumBm25Stats, documentFrequency, bm25Query, bm25SegmentSearch, bm25Search, bm25SearchSteps,
   type Bm25Params, type Bm25Stats, type Bm25Query, type SegmentSearchOptions,
 } from './bm25';
 export {
-  xtrProbe, xtrSegmentSearch, xtrMerge, xtrAccumulate, xtrCandidates, xtrCandidateCount, XtrWorkspace, xtrAggregateSegment, xtrSearch, benchXtrAccumulator, XTR_MAX_QUERY_TOKENS,
+  xtrProbe, xtrSegmentSearch, xtrSegmentSearchSteps, xtrMerge, xtrMergeSteps, xtrAccumulate, xtrCandidates, xtrCandidateCount, XtrWorkspace, xtrAggregateSegment, xtrSearch, xtrSearchSteps, benchXtrAccumulator, XTR_MAX_QUERY_TOKENS,
   type XtrProbe, type XtrSegmentLists, type XtrSegmentOptions, type XtrMerged, type XtrAggregateOptions, type XtrSearchOptions,
   type XtrSearchResult, type XtrAccumulatorBenchOptions, type XtrAccumulatorBench,
 } from './xtr';
-export { denseSegmentSearch, denseSearch, mebertSegmentSearch, mebertSearch, type DenseOptions, type MebertOptions } from './dense';
-export { exhaustiveSegmentSearch, exhaustiveSearch, type ExhaustiveOptions } from './exhaustive';
+export {
+  denseSegmentSearch, denseSegmentSearchSteps, denseSearch, denseSearchSteps, mebertSegmentSearch, mebertSegmentSearchSteps, mebertSearch, mebertSearchSteps,
+  type DenseOptions, type MebertOptions,
+} from './dense';
+export { exhaustiveSegmentSearch, exhaustiveSegmentSearchSteps, exhaustiveSearch, exhaustiveSearchSteps, type ExhaustiveOptions } from './exhaustive';
 export {
   FilterSchema, FilterConditionSchema, parseFilter, compileFilter, docMask, andMasks, valuesAt, parseIsoDate, FILTER_MAX_DEPTH,
   type Filter, type FilterCondition, type MatchValue, type RangeBound, type DocPredicate,
 } from './filters';
-export { xtrGlobalCut, xtrShardHits, mergeShardHits } from './shards';
+export { xtrGlobalCut, xtrShardHits, xtrShardHitsSteps, mergeShardHits } from './shards';

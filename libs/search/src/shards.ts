@@ -1,6 +1,7 @@
 import { kWayMerge, mergeHits } from './merge';
 import { xtrAggregateSegment, XtrWorkspace, type XtrMerged, type XtrSegmentLists } from './xtr';
-import type { Hit } from './types';
+import { runSteps, type Steps } from './steps';
+import type { Hit, SegmentHits } from './types';
 
 /**
  * Merges across shards (issue 10 item 4). A shard is a group of segments served by its own
@@ -36,6 +37,17 @@ export function xtrShardHits(
   survivors: ArrayLike<number>,
   opts: { topN: number; explain?: boolean; workspace?: XtrWorkspace },
 ): Hit[] {
+  return runSteps(xtrShardHitsSteps(lists, withinShard, imputed, survivors, opts));
+}
+
+/** xtrShardHits in steps of one segment (steps.ts): the same hits. */
+export function* xtrShardHitsSteps(
+  lists: readonly XtrSegmentLists[],
+  withinShard: XtrMerged,
+  imputed: ArrayLike<number>,
+  survivors: ArrayLike<number>,
+  opts: { topN: number; explain?: boolean; workspace?: XtrWorkspace },
+): Steps<Hit[]> {
   const n = withinShard.n;
   const counts = new Uint32Array(lists.length * n);
   for (let i = 0; i < n; i++) {
@@ -46,7 +58,12 @@ export function xtrShardHits(
   }
   const merged: XtrMerged = { ...withinShard, imputed: Float64Array.from(imputed), survivors: counts };
   const workspace = opts.workspace ?? new XtrWorkspace();
-  return mergeHits(lists.map((l, s) => xtrAggregateSegment(l, merged, s, { topN: opts.topN, explain: opts.explain, workspace })), opts.topN);
+  const perSegment: SegmentHits[] = [];
+  for (let s = 0; s < lists.length; s++) {
+    perSegment.push(xtrAggregateSegment(lists[s], merged, s, { topN: opts.topN, explain: opts.explain, workspace }));
+    yield;
+  }
+  return mergeHits(perSegment, opts.topN);
 }
 
 /** The exact top-n of the shards' ranked lists, by (score descending, global key ascending). */

@@ -2,6 +2,7 @@ import { mulberry32 } from '@lateral/shared';
 import { kWayMerge, mergeHits, type RankedList } from './merge';
 import type { SegmentIndex } from './segment-index';
 import { TopK } from './select';
+import { runSteps, type Steps } from './steps';
 import { assertMask, assertQuery, assertTopN, type DocMask, type Hit, type HitExplain, type SearchSegment, type SegmentHits } from './types';
 
 /**
@@ -89,6 +90,11 @@ export const XTR_MAX_QUERY_TOKENS = 65535;
  * never scored. Ties: lower row first (= lower global key, then position).
  */
 export function xtrSegmentSearch(seg: SearchSegment, index: SegmentIndex, q: Float32Array, n: number, probe: XtrProbe, opts: XtrSegmentOptions): XtrSegmentLists {
+  return runSteps(xtrSegmentSearchSteps(seg, index, q, n, probe, opts));
+}
+
+/** xtrSegmentSearch in steps of one query token (steps.ts): the same lists. */
+export function* xtrSegmentSearchSteps(seg: SearchSegment, index: SegmentIndex, q: Float32Array, n: number, probe: XtrProbe, opts: XtrSegmentOptions): Steps<XtrSegmentLists> {
   const fn = 'xtrSegmentSearch';
   const d = seg.dims;
   assertQuery(fn, q, n, d);
@@ -110,6 +116,7 @@ export function xtrSegmentSearch(seg: SearchSegment, index: SegmentIndex, q: Flo
   const perToken: { scores: Float64Array; ids: Uint32Array }[] = [];
   let scored = 0;
   for (let i = 0; i < n; i++) {
+    if (i > 0) yield;
     let capacity = 0;
     for (let p = 0; p < probe.nprobe; p++) {
       const c = probe.centroids[i * probe.nprobe + p];
@@ -197,22 +204,30 @@ export interface XtrMerged {
 
 /** Merges the segments' lists into the exact global top-k' lists and their imputation scores. */
 export function xtrMerge(lists: readonly XtrSegmentLists[]): XtrMerged {
+  return runSteps(xtrMergeSteps(lists));
+}
+
+/** xtrMerge in steps (each segment's keys, then query token by query token): the same merge. */
+export function* xtrMergeSteps(lists: readonly XtrSegmentLists[]): Steps<XtrMerged> {
   const S = lists.length;
   const n = S > 0 ? lists[0].n : 0;
   const kPrime = S > 0 ? lists[0].kPrime : 0;
   for (let s = 1; s < S; s++) {
     if (lists[s].n !== n || lists[s].kPrime !== kPrime) throw new RangeError(`xtrMerge: segment ${s} has n = ${lists[s].n}, k' = ${lists[s].kPrime}; segment 0 has ${n}, ${kPrime}`);
   }
-  const keys = lists.map((l) => {
+  const keys: Float64Array[] = [];
+  for (const l of lists) {
     const k = new Float64Array(l.docs.length);
     for (let e = 0; e < k.length; e++) k[e] = l.docBase + l.docs[e];
-    return k;
-  });
+    keys.push(k);
+    if (keys.length % 64 === 0) yield;
+  }
   const survivors = new Uint32Array(S * n);
   const imputed = new Float64Array(n);
   const parts: { list: Uint32Array; pos: Uint32Array }[] = [];
   const offsets = new Uint32Array(n + 1);
   for (let i = 0; i < n; i++) {
+    yield;
     const ranked: RankedList[] = lists.map((l, s) => {
       const a = l.offsets[i], b = l.offsets[i + 1];
       return { scores: l.scores.subarray(a, b), keys: keys[s].subarray(a, b), sub: l.rows.subarray(a, b) };
@@ -229,6 +244,7 @@ export function xtrMerge(lists: readonly XtrSegmentLists[]): XtrMerged {
   const rows = new Uint32Array(total);
   const gkeys = new Float64Array(total);
   for (let i = 0; i < n; i++) {
+    if (i % 8 === 0) yield;
     const { list, pos } = parts[i];
     for (let o = 0; o < list.length; o++) {
       const l = lists[list[o]];
@@ -446,16 +462,33 @@ export function xtrSearch(
   parts: readonly { segment: SearchSegment; index: SegmentIndex; mask?: DocMask }[],
   q: Float32Array, n: number, centroids: Float32Array, opts: XtrSearchOptions,
 ): XtrSearchResult {
+  return runSteps(xtrSearchSteps(parts, q, n, centroids, opts));
+}
+
+/** xtrSearch in steps (each segment's lists, query token by query token; the merge; each segment's aggregation): the same result. */
+export function* xtrSearchSteps(
+  parts: readonly { segment: SearchSegment; index: SegmentIndex; mask?: DocMask }[],
+  q: Float32Array, n: number, centroids: Float32Array, opts: XtrSearchOptions,
+): Steps<XtrSearchResult> {
   if (parts.length === 0) return { hits: [], imputed: new Float64Array(n), scored: 0 };
   const d = parts[0].segment.dims;
   if (opts.probe && (opts.probe.n !== n || opts.probe.nprobe !== opts.nprobe || opts.probe.centroids.length !== n * opts.nprobe)) {
     throw new RangeError(`xtrSearch: the given probe is for ${opts.probe.n} query tokens x nprobe ${opts.probe.nprobe}, expected ${n} x ${opts.nprobe}`);
   }
   const probe = opts.probe ?? xtrProbe(q, n, centroids, d, opts.nprobe);
-  const lists = parts.map((p) => xtrSegmentSearch(p.segment, p.index, q, n, probe, { kPrime: opts.kPrime, mask: p.mask }));
-  const merged = xtrMerge(lists);
+  const lists: XtrSegmentLists[] = [];
+  for (const p of parts) {
+    lists.push(yield* xtrSegmentSearchSteps(p.segment, p.index, q, n, probe, { kPrime: opts.kPrime, mask: p.mask }));
+    yield;
+  }
+  const merged = yield* xtrMergeSteps(lists);
+  yield;
   const workspace = new XtrWorkspace();
-  const hits = lists.map((l, s) => xtrAggregateSegment(l, merged, s, { topN: opts.topN, normalize: opts.normalize, explain: opts.explain, workspace }));
+  const hits: SegmentHits[] = [];
+  for (let s = 0; s < lists.length; s++) {
+    hits.push(xtrAggregateSegment(lists[s], merged, s, { topN: opts.topN, normalize: opts.normalize, explain: opts.explain, workspace }));
+    yield;
+  }
   return { hits: mergeHits(hits, opts.topN), imputed: merged.imputed, scored: lists.reduce((a, l) => a + l.scored, 0) };
 }
 
