@@ -8,6 +8,7 @@ import {
   s3Keys,
   segmentShard,
   shardWorkKey,
+  shardWorkPrefix,
   type Collection,
   type CollectionManifest,
   type JobPayload,
@@ -52,7 +53,7 @@ import {
   type XtrSegmentLists,
 } from '@lateral/search';
 import type { EncodedText } from '@lateral/model';
-import type { ShardQueues } from '@lateral/infra';
+import { jobLogger, type ObjectStore, type ShardQueues } from '@lateral/infra';
 import type { SearchPart } from './segment-cache';
 import { permanentModelErrors } from './encode.processor';
 import { specialTokenIds } from './index.processor';
@@ -79,7 +80,8 @@ import { degradedFields, splitUnavailable } from './degraded-results';
  *   those global figures and the parent merges the top-n by (score, global document key), the
  *   order of one process. A second stage re-ranks the merged hits through the shards again.
  * Rounds are idempotent: child job ids derive from the parent's, and a parent that runs again
- * reads what its children left in S3.
+ * reads what its children left in S3. Once the parent has written its result, the rounds' inputs
+ * and partial results (shardWorkPrefix) are removed.
  */
 
 /** The parent job as the fan-out uses it (a BullMQ job of the rerank or search queue). */
@@ -87,6 +89,22 @@ export type FanoutJob = Pick<Job, 'id' | 'data' | 'token' | 'queueQualifiedName'
 
 export interface ShardCoordinatorDeps {
   queues: Pick<ShardQueues, 'add'>;
+  /** Where the round inputs and the shards' partial results are removed once the parent merged them. */
+  store: Pick<ObjectStore, 'deletePrefix'>;
+}
+
+/**
+ * Removes a parent's round inputs and its shards' partial results (shardWorkPrefix), once its
+ * result is written. Best effort: a leftover costs storage only, so a failed delete is logged
+ * and the job still completes.
+ */
+async function dropShardWork(deps: { shardCoordinator: ShardCoordinatorDeps }, kind: RoundBase['kind'], tenantId: string, parentId: string): Promise<void> {
+  const prefix = shardWorkPrefix(kind, tenantId, parentId);
+  try {
+    await deps.shardCoordinator.store.deletePrefix(prefix);
+  } catch (err) {
+    jobLogger()?.warn(`sharded ${kind} ${parentId}: its shards' partial results under ${prefix} could not be removed: ${(err as Error).message}`);
+  }
 }
 
 /** Whether `job` can be a flow parent (a real BullMQ job; handlers called directly in tests pass none). */
@@ -276,6 +294,7 @@ export async function shardedRerank(
     ...degradedFields(partials.flatMap((x) => x.unavailable ?? [])),
   };
   await deps.store.putJson(resultKey, result);
+  await dropShardWork(deps, 'rerank', p.tenantId, p.rerankId);
   await job.updateProgress(100);
   logRerankDone(result, { queries: req.queries.length, candidates: candidatesTotal, missing: missingTotal });
   return { resultKey, queries: req.queries.length, candidates: candidatesTotal, missing: missingTotal };
@@ -622,6 +641,7 @@ export async function shardedSearch(
   };
   const resultKey = s3Keys.searchResult(p.tenantId, p.searchId);
   await deps.store.putJson(resultKey, result);
+  await dropShardWork(deps, 'search', p.tenantId, p.searchId);
   await job.updateProgress(100);
   const hitCount = results.reduce((s, r) => s + r.hits.length, 0);
   logSearchDone(result, hitCount);

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { assignShard, scorerShards, segmentShard, shardQueueName, shardWorkKey } from './shards';
+import { assignShard, scorerShards, segmentShard, shardQueueName, shardWorkKey, shardWorkPrefix } from './shards';
 import { CreateCollectionSchema, type SegmentRef } from './collection';
 
 const ref = (batchId: string, documents: number, extra: Partial<SegmentRef> = {}) => ({ batchId, documents, ...extra });
@@ -66,6 +66,10 @@ describe('shard names and the collection field', () => {
     expect(shardQueueName(3)).toBe('shard-3');
     expect(shardWorkKey('search', 't1', 'sr-1', 'r2-s0.json')).toBe('tenants/t1/search/sr-1/shards/r2-s0.json');
     expect(() => shardWorkKey('search', 't1', 'sr-1', '../x')).toThrow();
+    // every working object of a job is under one prefix, removed once the parent merged them
+    expect(shardWorkPrefix('search', 't1', 'sr-1')).toBe('tenants/t1/search/sr-1/shards/');
+    expect(shardWorkKey('rerank', 't1', 'rr-1', 'input-r2.json').startsWith(shardWorkPrefix('rerank', 't1', 'rr-1'))).toBe(true);
+    expect(() => shardWorkPrefix('search', 't1', '../x')).toThrow();
   });
 
   it('validates shards at creation: an integer from 1 to 64', () => {

@@ -118,5 +118,10 @@ export interface ShardJobResult {
 /** S3 key of a sharded job's working object (`name`: e.g. `input-r2.json`, `r2-s0.json`), beside the request and its result. */
 export function shardWorkKey(kind: 'rerank' | 'search', tenantId: string, parentId: string, name: string): string {
   if (!/^[A-Za-z0-9_.-]+$/.test(name)) throw new RangeError(`shard work object name '${name}'`);
-  return `tenants/${assertResourceId('tenant id', tenantId)}/${kind}/${assertResourceId('job id', parentId)}/shards/${name}`;
+  return `${shardWorkPrefix(kind, tenantId, parentId)}${name}`;
+}
+
+/** The S3 prefix of every working object of one sharded job (round inputs, the shards' partial results): removed once the parent merged them. */
+export function shardWorkPrefix(kind: 'rerank' | 'search', tenantId: string, parentId: string): string {
+  return `tenants/${assertResourceId('tenant id', tenantId)}/${kind}/${assertResourceId('job id', parentId)}/shards/`;
 }
