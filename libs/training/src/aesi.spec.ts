@@ -1,7 +1,7 @@
 import { beforeAll, describe, expect, it } from 'vitest';
 import { aesiArtifact, createCodec, deserializeArtifact, erf, geluErf, LinearStage, serializeArtifact } from '@lateral/codec';
 import { CodecSettingsSchema } from '@lateral/shared';
-import { AesiTf, geluTf, trainAesi } from './aesi';
+import { AesiTf, centreAndScale, foldAesiNormalisation, geluTf, trainAesi } from './aesi';
 import { initTf, rng, tf } from './tf';
 
 /** n tokens of d dims whose vectors depend (non-linearly) on an s-dim "static embedding" plus a little context. */
@@ -91,6 +91,96 @@ describe('AESI autoencoder (TF.js)', () => {
     // side information is what makes a 2-dim code work here: without it (u = 0) the error is larger
     const noSide = await trainAesi(vectors, new Float32Array(side.length), 16, 6, opts);
     expect(noSide.heldOut.mse).toBeGreaterThan(1.5 * a.heldOut.mse);
+  }, 120_000);
+
+  it('the fast dense gradient equals TF.js\'s own matMul gradient', async () => {
+    const m = new AesiTf({ inputDims: 10, sideDims: 6, codeDims: 3, width: 14 }, 4);
+    const { vectors, side } = tokens(9, 10, 6, 21);
+    const v = tf.tensor2d(vectors, [9, 10]);
+    const u = tf.tensor2d(side, [9, 6]);
+    const mask = tf.tensor1d([1, 1, 1, 1, 1, 1, 1, 0, 0]);
+    // the same network written with plain tf.matMul on the same variables
+    const plain = () => {
+      const lin = (x: tf.Tensor, l: { w: tf.Variable; b: tf.Variable }) => tf.add(tf.matMul(x as tf.Tensor2D, l.w as tf.Tensor2D), l.b);
+      const z = lin(geluTf(lin(tf.concat([v, u], 1), m.e1)), m.e2);
+      const rec = lin(geluTf(lin(tf.concat([z, u], 1), m.d1)), m.d2);
+      const err = tf.sum(tf.square(tf.sub(rec, v)), 1);
+      return tf.div(tf.sum(tf.mul(err, mask)), tf.mul(tf.sum(mask), 10)) as tf.Scalar;
+    };
+    const fast = tf.variableGrads(() => m.loss(v, u, mask), m.variables());
+    const ref = tf.variableGrads(plain, m.variables());
+    expect((await fast.value.data())[0]).toBeCloseTo((await ref.value.data())[0], 6);
+    for (const name of Object.keys(ref.grads)) {
+      const a = await fast.grads[name].data();
+      const b = await ref.grads[name].data();
+      const scale = Math.max(...Array.from(b, Math.abs));
+      expect(scale).toBeGreaterThan(0);
+      for (let i = 0; i < b.length; i++) expect(Math.abs(a[i] - b[i])).toBeLessThan(1e-5 * Math.max(1, scale));
+    }
+    m.dispose();
+  });
+
+  it('folding the normalisation gives the raw-space network: z - zMean from raw v, u and the raw reconstruction', async () => {
+    const d = 7;
+    const s = 5;
+    const c = 3;
+    const h = 11;
+    const m = new AesiTf({ inputDims: d, sideDims: s, codeDims: c, width: h }, 6);
+    const r = rng(31);
+    const n = { vMean: Float64Array.from({ length: d }, () => r() - 0.5), vScale: 0.05, uMean: Float64Array.from({ length: s }, () => 3 * r()), uScale: 7, zMean: Float64Array.from({ length: c }, () => r() - 0.5) };
+    const t = 6;
+    const v = Float32Array.from({ length: t * d }, () => r() - 0.5);
+    const u = Float32Array.from({ length: t * s }, () => 10 * r());
+    const vn = v.map((x, i) => (x - n.vMean[i % d]) / n.vScale);
+    const un = u.map((x, i) => (x - n.uMean[i % s]) / n.uScale);
+    const zT = m.encode(tf.tensor2d(vn, [t, d]), tf.tensor2d(un, [t, s]));
+    const zn = await zT.data();
+    const recN = await m.decode(zT, tf.tensor2d(un, [t, s])).data();
+    const folded = foldAesiNormalisation(await m.export(), n);
+    const settings = CodecSettingsSchema.parse({ kind: 'eden', bits: 8, dims: c, layout: 'cross', sideInfo: true });
+    const stage = new LinearStage(aesiArtifact(settings, folded, 1n));
+    const z = stage.forward(v, d, u);
+    for (let i = 0; i < t * c; i++) expect(z[i]).toBeCloseTo(zn[i] - n.zMean[i % c], 4);
+    const rec = stage.inverse(z, t, d, u);
+    for (let i = 0; i < t * d; i++) expect(rec[i]).toBeCloseTo(n.vScale * recN[i] + n.vMean[i % d], 4);
+    m.dispose();
+  });
+
+  it('centreAndScale: per-coordinate mean of the chosen rows and the RMS of the centred values', () => {
+    const x = Float32Array.from([1, 10, 3, 14, 100, 100]);
+    const { mean, scale } = centreAndScale(x, 2, [0, 1]);
+    expect(Array.from(mean)).toEqual([2, 12]);
+    expect(scale).toBeCloseTo(Math.sqrt((1 + 4 + 1 + 4) / 4), 12);
+    expect(centreAndScale(Float32Array.from([5, 5, 5, 5]), 2, [0, 1]).scale).toBe(1);
+  });
+
+  it('training is invariant to the scale and offset of v and u (unit vectors beside 10x larger static embeddings train as well), and the code is centred', async () => {
+    const d = 16;
+    const s = 6;
+    const { vectors, side } = tokens(600, d, s, 5);
+    const opts = { codeDims: 2, width: 32, seed: 7, maxEpochs: 4, patience: 2, batchTokens: 64, learningRate: 3e-3 };
+    const a = await trainAesi(vectors, side, d, s, opts);
+    // a sentence encoder's regime: v ~0.05 per coordinate around an offset, u ~10x larger
+    const vs = vectors.map((x, i) => 0.05 * x + 0.2 * Math.sin(i % d));
+    const us = side.map((x) => 12 * x + 3);
+    const b = await trainAesi(vs, us, d, s, opts);
+    expect(b.curve.length).toBe(a.curve.length);
+    // the same fit up to float rounding: every epoch's raw MSE is 0.05^2 times the unscaled run's
+    b.curve.forEach((e, i) => expect(e.valMse / a.curve[i].valMse / 0.0025).toBeGreaterThan(0.97));
+    b.curve.forEach((e, i) => expect(e.valMse / a.curve[i].valMse / 0.0025).toBeLessThan(1.03));
+    expect(a.curve.at(-1)!.valMse).toBeLessThan(0.7 * a.curve[0].valMse);
+    // the exported code has (about) zero mean over the tokens, however far z was from 0 in training
+    const stage = new LinearStage(aesiArtifact(CodecSettingsSchema.parse({ kind: 'eden', bits: 8, dims: 2, layout: 'cross', sideInfo: true }), b.weights, 1n));
+    const z = stage.forward(vs, d, us);
+    for (let j = 0; j < 2; j++) {
+      let mean = 0;
+      let sq = 0;
+      for (let t = 0; t < 600; t++) {
+        mean += z[t * 2 + j] / 600;
+        sq += z[t * 2 + j] ** 2 / 600;
+      }
+      expect(Math.abs(mean)).toBeLessThan(0.2 * Math.sqrt(sq));
+    }
   }, 120_000);
 
   it('the codec inference path (artifact -> LinearStage / EDEN codec) reconstructs what TF.js does', async () => {

@@ -11,6 +11,16 @@
  * every epoch their MSE decides early stopping, the best epoch's weights are kept. Everything
  * random comes from the seed. The weights export in the packed layout @lateral/codec's AESI
  * inference reads (input-major W, then bias, per layer).
+ *
+ * Normalisation: the network is trained on centred, rescaled inputs, v_n = (v - mean_v) / s_v and
+ * u_n = (u - mean_u) / s_u (s = the RMS of the centred rows over the training tokens). Contextual
+ * vectors of a sentence encoder are unit vectors (coordinates ~0.05) while static input embeddings
+ * are ~10x larger, so raw, the encoder's first layer saw almost only u and the targets were ~20x
+ * below the initial outputs: Adam spent its steps on scale, not context (held-out relative error
+ * ~0.9 after 560 steps, worse than PCA without side information). The export folds the
+ * normalisation back into the weights (foldAesiNormalisation), and also centres the code (its
+ * mean over the held-out tokens moves into b2e and b1d), so an EDEN block's norm pays for the code's
+ * spread, not for a constant offset: same function, the codec's raw-space layout.
  */
 import { initTf, rng, shuffled, tf, type TfBackend } from './tf';
 import { TrainingDivergedError } from './trainer';
@@ -47,6 +57,34 @@ export function geluTf(x: tf.Tensor): tf.Tensor {
   return tf.mul(tf.mul(x, 0.5), tf.add(tf.erf(tf.mul(x, Math.SQRT1_2)), 1));
 }
 
+type DenseFn = (x: tf.Tensor, w: tf.Tensor, b: tf.Tensor) => tf.Tensor2D;
+
+/**
+ * x W + b with its gradient ordered for the wasm backend's fast kernel. TF.js's own matMul
+ * gradient takes dx = matMul(dy, W, false, true) and dW = matMul(x, dy, true, false), and the
+ * wasm backend's transposed products are 7-10x slower than transposing the operand first and
+ * multiplying plainly (measured: 256 x 768 by 256 x 1536 with transposeA 2.2 s, 0.07 s via
+ * tf.transpose): the same products, computed by TF.js ops in the fast order. `inputGrad` false
+ * (x is data: the token vectors, the static embeddings) returns a zero dx instead of computing
+ * one. GELU, the loss and Adam keep TF.js's own gradients.
+ */
+function denseOp(inputGrad: boolean): DenseFn {
+  return tf.customGrad((...args: (tf.Tensor | tf.GradSaveFunc)[]) => {
+    const [x, w, b, save] = args as [tf.Tensor2D, tf.Tensor2D, tf.Tensor1D, tf.GradSaveFunc];
+    save([x, w]);
+    return {
+      value: tf.add(tf.matMul(x, w), b),
+      gradFunc: (dy: tf.Tensor, saved: tf.Tensor[]) => {
+        const [sx, sw] = saved as [tf.Tensor2D, tf.Tensor2D];
+        const g = dy as tf.Tensor2D;
+        return [inputGrad ? tf.matMul(g, tf.transpose(sw)) : tf.zerosLike(sx), tf.matMul(tf.transpose(sx), g), tf.sum(g, 0)];
+      },
+    };
+  }) as DenseFn;
+}
+const dense = denseOp(true);
+const denseOfData = denseOp(false);
+
 export class AesiTf {
   readonly e1: Layer;
   readonly e2: Layer;
@@ -67,18 +105,22 @@ export class AesiTf {
     return [this.e1, this.e2, this.d1, this.d2].flatMap((l) => [l.w, l.b]);
   }
 
-  private static half(x: tf.Tensor2D, a: Layer, b: Layer): tf.Tensor2D {
-    return tf.add(tf.matMul(geluTf(tf.add(tf.matMul(x, a.w), a.b)) as tf.Tensor2D, b.w), b.b) as tf.Tensor2D;
-  }
-
-  /** v [m, d], u [m, s] -> z [m, c] */
+  /** v [m, d], u [m, s] -> z [m, c] (the inputs are data: no gradient flows into them) */
   encode(v: tf.Tensor2D, u: tf.Tensor2D): tf.Tensor2D {
-    return AesiTf.half(tf.concat([v, u], 1), this.e1, this.e2);
+    const hid = geluTf(denseOfData(tf.concat([v, u], 1) as tf.Tensor2D, this.e1.w, this.e1.b)) as tf.Tensor2D;
+    return dense(hid, this.e2.w, this.e2.b);
   }
 
-  /** z [m, c], u [m, s] -> v' [m, d] */
+  /**
+   * z [m, c], u [m, s] -> v' [m, d]. W1d [z; u] = W1d[:c] z + W1d[c:] u: the gradient flows into
+   * z (the encoder) but not into u, so only the code's rows take the input-gradient product.
+   */
   decode(z: tf.Tensor2D, u: tf.Tensor2D): tf.Tensor2D {
-    return AesiTf.half(tf.concat([z, u], 1), this.d1, this.d2);
+    const c = this.sizes.codeDims;
+    const wz = tf.slice(this.d1.w, [0, 0], [c, -1]);
+    const wu = tf.slice(this.d1.w, [c, 0], [-1, -1]);
+    const pre = tf.add(dense(z, wz, this.d1.b), denseOfData(u, wu, tf.zerosLike(this.d1.b)));
+    return dense(geluTf(pre) as tf.Tensor2D, this.d2.w, this.d2.b);
   }
 
   /**
@@ -175,6 +217,75 @@ export interface AesiTrainResult {
 
 const yieldLoop = () => new Promise<void>((r) => setImmediate(r));
 
+/** How the network's inputs were normalised: x_n = (x - mean) / scale, for v and for u. */
+export interface AesiNormalisation {
+  vMean: Float64Array;
+  vScale: number;
+  uMean: Float64Array;
+  uScale: number;
+  /** the code's mean (in the trained network's units), subtracted from the exported code */
+  zMean: Float64Array;
+}
+
+/** Per-coordinate mean and the RMS of the centred rows (1 when they are all equal) of rows `idx` of an n x k matrix. */
+export function centreAndScale(x: Float32Array, k: number, idx: readonly number[]): { mean: Float64Array; scale: number } {
+  const mean = new Float64Array(k);
+  for (const r of idx) for (let j = 0; j < k; j++) mean[j] += x[r * k + j];
+  for (let j = 0; j < k; j++) mean[j] /= Math.max(1, idx.length);
+  let sq = 0;
+  for (const r of idx) for (let j = 0; j < k; j++) sq += (x[r * k + j] - mean[j]) ** 2;
+  const scale = Math.sqrt(sq / Math.max(1, idx.length * k));
+  return { mean, scale: scale > 0 && Number.isFinite(scale) ? scale : 1 };
+}
+
+/**
+ * The weights of a network trained on normalised inputs (v_n, u_n; output v_n) rewritten for raw
+ * inputs and a raw output, with the code centred: for every v, u the exported encoder gives
+ * z - zMean and the exported decoder, fed that, gives scale_v v_n' + mean_v. Float64 arithmetic,
+ * stored as float32.
+ *   W1e = [W1e_v / s_v; W1e_u / s_u], b1e -= mean_v W1e_v / s_v + mean_u W1e_u / s_u
+ *   b2e -= zMean
+ *   W1d = [W1d_z; W1d_u / s_u],       b1d += zMean W1d_z - mean_u W1d_u / s_u
+ *   W2d = s_v W2d,                    b2d = s_v b2d + mean_v
+ */
+export function foldAesiNormalisation(w: AesiExport, n: AesiNormalisation): AesiExport {
+  const { inputDims: d, sideDims: s, codeDims: c, width: h } = w;
+  const enc = Float64Array.from(w.encoder);
+  const dec = Float64Array.from(w.decoder);
+  // encoder layer 1: rows 0..d-1 act on v, d..d+s-1 on u; bias at (d+s) h
+  const b1e = (d + s) * h;
+  for (let k = 0; k < d + s; k++) {
+    const isV = k < d;
+    const inv = 1 / (isV ? n.vScale : n.uScale);
+    const m = isV ? n.vMean[k] : n.uMean[k - d];
+    for (let j = 0; j < h; j++) {
+      enc[k * h + j] *= inv;
+      enc[b1e + j] -= m * enc[k * h + j];
+    }
+  }
+  const b2e = b1e + h + h * c;
+  for (let j = 0; j < c; j++) enc[b2e + j] -= n.zMean[j];
+  // decoder layer 1: rows 0..c-1 act on z, c..c+s-1 on u
+  const b1d = (c + s) * h;
+  for (let k = 0; k < c + s; k++) {
+    if (k < c) {
+      for (let j = 0; j < h; j++) dec[b1d + j] += n.zMean[k] * dec[k * h + j];
+    } else {
+      const inv = 1 / n.uScale;
+      const m = n.uMean[k - c];
+      for (let j = 0; j < h; j++) {
+        dec[k * h + j] *= inv;
+        dec[b1d + j] -= m * dec[k * h + j];
+      }
+    }
+  }
+  const w2d = b1d + h;
+  const b2d = w2d + h * d;
+  for (let i = 0; i < h * d; i++) dec[w2d + i] *= n.vScale;
+  for (let j = 0; j < d; j++) dec[b2d + j] = n.vScale * dec[b2d + j] + n.vMean[j];
+  return { ...w, encoder: Float32Array.from(enc), decoder: Float32Array.from(dec) };
+}
+
 /** Rows `idx` of an n x k matrix, padded with zero rows to `rows`. */
 function gather(x: Float32Array, k: number, idx: readonly number[], rows: number): Float32Array {
   const out = new Float32Array(rows * k);
@@ -208,31 +319,46 @@ export async function trainAesi(vectors: Float32Array, side: Float32Array, dims:
   const val = order.slice(0, nVal).sort((a, b) => a - b);
   const train = order.slice(nVal);
   const B = Math.min(o.batchTokens, train.length);
+  // Normalisation from the training tokens (see the module comment); the network sees vn, un.
+  const vn = centreAndScale(vectors, dims, train);
+  const un = centreAndScale(side, sideDims, train);
+  const normalised = (x: Float32Array, k: number, p: { mean: Float64Array; scale: number }) => {
+    const out = new Float32Array(x.length);
+    for (let i = 0; i < x.length; i++) out[i] = (x[i] - p.mean[i % k]) / p.scale;
+    return out;
+  };
+  const V = normalised(vectors, dims, vn);
+  const U = normalised(side, sideDims, un);
+  const mseUnit = vn.scale * vn.scale; // normalised MSE -> raw MSE
+  let valEnergy = 0;
+  for (const r of val) for (let j = 0; j < dims; j++) valEnergy += vectors[r * dims + j] ** 2;
   const stepsPerEpoch = Math.ceil(train.length / B);
 
   const model = new AesiTf({ inputDims: dims, sideDims, codeDims: o.codeDims, width: o.width }, o.seed);
   const optimizer = tf.train.adam(o.learningRate);
   const curve: AesiEpoch[] = [];
-  let best: { epoch: number; valMse: number; weights: AesiExport; relError: number } | null = null;
+  let best: { epoch: number; valMse: number; weights: AesiExport; relError: number; zMean: Float64Array } | null = null;
   let lastFinite: number | null = null;
   try {
     const heldOut = async () => {
       let sq = 0;
-      let norm = 0;
+      const zMean = new Float64Array(o.codeDims);
       for (let a = 0; a < val.length; a += B) {
         const idx = val.slice(a, a + B);
-        const [e, nn] = tf.tidy(() => {
-          const v = tf.tensor2d(gather(vectors, dims, idx, idx.length), [idx.length, dims]);
-          const u = tf.tensor2d(gather(side, sideDims, idx, idx.length), [idx.length, sideDims]);
-          return [tf.sum(tf.square(tf.sub(model.decode(model.encode(v, u), u), v))), tf.sum(tf.square(v))];
+        const [e, zs] = tf.tidy(() => {
+          const v = tf.tensor2d(gather(V, dims, idx, idx.length), [idx.length, dims]);
+          const u = tf.tensor2d(gather(U, sideDims, idx, idx.length), [idx.length, sideDims]);
+          const z = model.encode(v, u);
+          return [tf.sum(tf.square(tf.sub(model.decode(z, u), v))), tf.sum(z, 0)];
         });
         sq += (await e.data())[0];
-        norm += (await nn.data())[0];
+        (await zs.data()).forEach((x: number, j: number) => (zMean[j] += x / val.length));
         e.dispose();
-        nn.dispose();
+        zs.dispose();
         await yieldLoop();
       }
-      return { mse: sq / (val.length * dims), relError: norm > 0 ? sq / norm : 0 };
+      // back in raw units: MSE per coordinate, and relative to the raw held-out vectors' energy
+      return { mse: (sq * mseUnit) / (val.length * dims), relError: valEnergy > 0 ? (sq * mseUnit) / valEnergy : 0, zMean };
     };
 
     let since = 0;
@@ -244,11 +370,11 @@ export async function trainAesi(vectors: Float32Array, side: Float32Array, dims:
         const idx = perm.slice(step * B, (step + 1) * B);
         const mask = new Float32Array(B);
         mask.fill(1, 0, idx.length);
-        const v = tf.tensor2d(gather(vectors, dims, idx, B), [B, dims]);
-        const u = tf.tensor2d(gather(side, sideDims, idx, B), [B, sideDims]);
+        const v = tf.tensor2d(gather(V, dims, idx, B), [B, dims]);
+        const u = tf.tensor2d(gather(U, sideDims, idx, B), [B, sideDims]);
         const m = tf.tensor1d(mask);
         const cost = optimizer.minimize(() => model.loss(v, u, m), true, model.variables())!;
-        const loss = (await cost.data())[0];
+        const loss = (await cost.data())[0] * mseUnit;
         tf.dispose([v, u, m, cost]);
         if (!Number.isFinite(loss)) throw new TrainingDivergedError(epoch, lastFinite);
         lastFinite = loss;
@@ -262,7 +388,7 @@ export async function trainAesi(vectors: Float32Array, side: Float32Array, dims:
       if (!Number.isFinite(h.mse)) throw new TrainingDivergedError(epoch, lastFinite);
       curve.push({ epoch, trainMse: sum / stepsPerEpoch, valMse: h.mse, valRelError: h.relError, seconds: (performance.now() - te) / 1000 });
       if (!best || h.mse < best.valMse) {
-        best = { epoch, valMse: h.mse, relError: h.relError, weights: await model.export() };
+        best = { epoch, valMse: h.mse, relError: h.relError, weights: await model.export(), zMean: h.zMean };
         since = 0;
       } else if (++since >= o.patience) break;
     }
@@ -271,7 +397,7 @@ export async function trainAesi(vectors: Float32Array, side: Float32Array, dims:
     optimizer.dispose();
   }
   return {
-    weights: best!.weights,
+    weights: foldAesiNormalisation(best!.weights, { vMean: vn.mean, vScale: vn.scale, uMean: un.mean, uScale: un.scale, zMean: best!.zMean }),
     bestEpoch: best!.epoch,
     curve,
     heldOut: { tokens: val.length, mse: best!.valMse, relError: best!.relError },

@@ -5,5 +5,5 @@ export {
   type TokenSource, type TrainingQuery, type TrainOptions, type TrainProgress, type TrainResult, type EpochRecord, type HeadKind,
 } from './trainer';
 export { synthetic } from './synthetic';
-export { AesiTf, trainAesi, geluTf, type AesiSizes, type AesiExport, type AesiTrainOptions, type AesiTrainResult, type AesiEpoch, type AesiProgress } from './aesi';
+export { AesiTf, trainAesi, geluTf, foldAesiNormalisation, centreAndScale, type AesiNormalisation, type AesiSizes, type AesiExport, type AesiTrainOptions, type AesiTrainResult, type AesiEpoch, type AesiProgress } from './aesi';
 export { trainHeadInThread, trainAesiInThread } from './thread';
