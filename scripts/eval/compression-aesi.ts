@@ -7,11 +7,13 @@
  *     (@lateral/training trainAesi) on the same token sample (`aesi-{B}b-c{c}-h{width}`),
  * plus fp32, all written into real segments and scored by the sweep of compression-trec-dl.ts.
  * Flags: --aesi-width N (intermediate width, default 1536 as the paper), --aesi-epochs N (10),
- * --aesi-patience N (2), --aesi-batch N (256 tokens per Adam step).
+ * --aesi-patience N (2), --aesi-batch N (256 tokens per Adam step). The sample is --sample-tokens
+ * (shared with the PCA / ridge fits). Points with the same code size share one training (the bits
+ * only change the EDEN stage over the code): `--aesi 8:5,8:4` trains once.
  */
 import { aesiArtifact, type CodecArtifact } from '@lateral/codec';
 import { CodecSettingsSchema, type CodecSettings } from '@lateral/shared';
-import { trainAesi } from '@lateral/training';
+import { trainAesi, type AesiTrainResult } from '@lateral/training';
 
 export interface AesiSweepOptions {
   width: number;
@@ -76,7 +78,13 @@ export function aesiComparisonSweep(points: { codeDims: number; bits: number }[]
   return out;
 }
 
-/** Trains the setting's AESI on the sweep's token sample (and its static rows) and returns its codec artifact. */
+/** Fits of this process, per sample array: the same (code size, options, seed) trains once. */
+const fits = new WeakMap<Float32Array, Map<string, AesiTrainResult>>();
+
+/**
+ * Trains the setting's AESI on the sweep's token sample (and its static rows) and returns its codec
+ * artifact; a second setting with the same code size and options on the same sample reuses the fit.
+ */
 export async function fitAesiSetting(
   setting: { name: string; codec?: CodecSettings; aesi?: AesiSetting },
   sample: Float32Array,
@@ -89,8 +97,19 @@ export async function fitAesiSetting(
   const s = setting.codec!;
   if (!setting.aesi || !sampleStatic) throw new Error(`${setting.name}: AESI needs the static embeddings of the sample`);
   const o = setting.aesi.options;
-  const res = await trainAesi(sample, sampleStatic, d, sd, { codeDims: s.dims!, width: o.width, seed, maxEpochs: o.maxEpochs, patience: o.patience, batchTokens: o.batchTokens });
-  for (const e of res.curve) log(`  ${setting.name} epoch ${e.epoch}: train MSE ${e.trainMse.toExponential(3)}, held-out MSE ${e.valMse.toExponential(3)} (rel. error ${e.valRelError.toFixed(4)}), ${e.seconds.toFixed(0)} s`);
+  const key = JSON.stringify({ c: s.dims, o, seed, sd });
+  const bySample = fits.get(sample) ?? new Map<string, AesiTrainResult>();
+  fits.set(sample, bySample);
+  const cached = bySample.get(key);
+  const res = cached ?? (await trainAesi(sample, sampleStatic, d, sd, {
+      codeDims: s.dims!, width: o.width, seed, maxEpochs: o.maxEpochs, patience: o.patience, batchTokens: o.batchTokens,
+      onProgress: (p) => {
+        if (p.step === p.stepsPerEpoch) log(`  ${setting.name}: epoch ${p.epoch}/${p.maxEpochs} trained (train MSE ${p.loss.toExponential(3)}), ETA ${(p.etaSeconds / 60).toFixed(0)} min at most`);
+      },
+    }));
+  bySample.set(key, res);
+  if (cached) log(`  ${setting.name}: the c = ${s.dims} fit above (same code size, options and sample)`);
+  else for (const e of res.curve) log(`  ${setting.name} epoch ${e.epoch}: train MSE ${e.trainMse.toExponential(3)}, held-out MSE ${e.valMse.toExponential(3)} (rel. error ${e.valRelError.toFixed(4)}), ${e.seconds.toFixed(0)} s`);
   setting.aesi.summary = {
     width: o.width,
     code_dims: s.dims!,
