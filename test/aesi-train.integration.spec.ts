@@ -37,6 +37,17 @@ describe('AESI training and re-compression', () => {
     return r.body.result.results.map((x: { hits: { id: string; score: number }[] }) => new Map(x.hits.map((h) => [h.id, h.score])));
   }
 
+  it('refuses head aesi for a model without a static embedding table: 400 naming the field', async () => {
+    // the test transformer declares no staticEmbeddings: no side information to train with
+    expect((await api('POST', '/v1/collections', { id: 'no-table', model: 'test-transformer', codec: { kind: 'fp16' } })).status).toBe(201);
+    const t = await api('POST', '/v1/collections/no-table/train', { head: 'aesi', codeDims: 8, width: 32 });
+    expect(t.status).toBe(400);
+    expect(t.body.message).toMatch(/head 'aesi' needs a model with static input embeddings.*model 'test-transformer' declares no staticEmbeddings/);
+    expect(t.body.details).toEqual([expect.objectContaining({ field: 'head' })]);
+    // the collection itself exists with that model: the refusal is the model's, not a 404
+    expect((await api('GET', '/v1/collections/no-table')).body).toMatchObject({ id: 'no-table', model: 'test-transformer' });
+  });
+
   it('trains an AESI codec, stores it with its curve, and re-compresses the collection with it', async () => {
     const ref = await rank();
     const t = await api('POST', '/v1/collections/a/train', { head: 'aesi', codeDims: 8, width: 32, maxEpochs: 4, patience: 2, sampleTokens: 3000, batchTokens: 128, seed: 5 });

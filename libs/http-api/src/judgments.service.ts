@@ -1,7 +1,10 @@
 import { randomUUID } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import path from 'node:path';
 import { Job } from 'bullmq';
 import {
   MIN_TRAIN_QUERIES,
+  ModelManifestSchema,
   NotFoundError,
   QueueName,
   TrainRequestSchema,
@@ -142,9 +145,13 @@ export class JudgmentsService {
     const parsed = TrainRequestSchema.safeParse(body ?? {});
     if (!parsed.success) throw new ValidationError('invalid train request', zodIssues(parsed.error));
     const req = parsed.data;
-    await this.collection(collection);
-    // AESI fits a codec on the collection's own token vectors: no judgments.
-    if (req.head === 'aesi') return this.enqueue(collection, req, null, 0);
+    const c = await this.collection(collection);
+    // AESI fits a codec on the collection's own token vectors: no judgments, but the model's static
+    // embedding table (the side information), checked here rather than failing the job.
+    if (req.head === 'aesi') {
+      this.checkStaticTable(c.model);
+      return this.enqueue(collection, req, null, 0);
+    }
     const judgmentsId = req.judgments ?? (await this.latest(collection));
     if (!judgmentsId) {
       throw new ValidationError(`collection '${collection}' has no judgments: POST /v1/collections/${collection}/judgments first`, [{ field: 'judgments', message: 'no judgment set' }]);
@@ -160,6 +167,22 @@ export class JudgmentsService {
       );
     }
     return this.enqueue(collection, req, judgmentsId, trainable);
+  }
+
+  /** head 'aesi' needs side information: a model whose manifest declares its static input embedding table. */
+  private checkStaticTable(model: string): void {
+    let declared = false;
+    try {
+      const m = ModelManifestSchema.safeParse(JSON.parse(readFileSync(path.resolve(this.rt.config.MODELS_DIR, model, 'manifest.json'), 'utf8')));
+      declared = m.success && !!m.data.staticEmbeddings;
+    } catch {
+      declared = false;
+    }
+    if (!declared) {
+      throw new ValidationError(`head 'aesi' needs a model with static input embeddings (the side information); model '${model}' declares no staticEmbeddings in its manifest.json`, [
+        { field: 'head', message: `'aesi' needs a static embedding table; model '${model}' has none (manifest staticEmbeddings)` },
+      ]);
+    }
   }
 
   private async enqueue(collection: string, req: TrainRequest, judgmentsId: string | null, trainable: number): Promise<TrainAccepted> {
