@@ -10,7 +10,8 @@ import { http, testConfig, until } from './helpers';
  * Token pooling at ingest (`codec.poolFactor`) through the real pipeline (embedded Redis and S3,
  * the real ONNX model): a pooled collection stores ceil(m / 2) vectors per document of m tokens,
  * counts its documents exactly, re-ranks, and answers BM25 exactly as the unpooled collection
- * does (postings from the raw batch's terms), also after a merge re-codes it from the raw vectors.
+ * does (postings from the raw batch's terms), also after a merge (which copies the pooled rows, the
+ * raw rows and the postings of its inputs).
  * poolFactor 1 writes the same bytes as no pooling. Bad values are a 400 naming the field.
  */
 describe('token pooling in the pipeline', () => {
@@ -115,7 +116,7 @@ describe('token pooling in the pipeline', () => {
     expect((await manifest('pooled')).segments).toHaveLength(4);
     const r = await api('POST', '/v1/collections/pooled/merge?wait=60');
     expect(r.status, JSON.stringify(r.body)).toBe(200);
-    expect(r.body).toMatchObject({ status: 'merged', committed: true });
+    expect(r.body).toMatchObject({ status: 'merged', committed: true, index: 'copied' });
     expect((await manifest('pooled')).segments).toHaveLength(1);
     await check();
   }, 600_000);
