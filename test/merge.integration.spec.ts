@@ -4,6 +4,7 @@ import { readSegment } from '@lateral/codec';
 import { OnnxNearestCentroid } from '@lateral/kernels';
 import { DEFAULT_MERGE_POLICY, SegmentIds, commitProcessor, StaticEmbeddingsCache, encoderProvider, gcKeys, mergeProcessor, segmentObjects, type MergeDeps } from '@lateral/pipeline';
 import { Job } from 'bullmq';
+import { withRedisLease } from '@lateral/infra';
 import { QueueName, mergeJobId, s3Keys, type CollectionManifest, type SegmentRef } from '@lateral/shared';
 import { startServer, type Server } from '../apps/all-in-one/src/server';
 import { loadCranfield } from '../scripts/lib/cranfield';
@@ -266,6 +267,38 @@ describe('merge (real Redis, real S3 server, real ONNX model)', () => {
     const after = await manifest('m4');
     expect(after.segments).toHaveLength(1);
     expect(after.documents).toBe(40);
+  }, 300_000);
+
+  it('an input without its index: the merged index is rebuilt on the collection centroids; search unchanged', async () => {
+    const c = 'm6';
+    await api('POST', '/v1/collections', { id: c });
+    for (let i = 40; i < 80; i += 10) await ingest(c, docs.slice(i, i + 10).map((d) => ({ id: d.id, text: d.text })));
+    const inputs = (await manifest(c)).segments;
+    const queries = [docs[44].text, docs[71].text];
+    const before = await Promise.all(queries.map(async (q) => ({ ex: await search(c, 'exhaustive', q), xtr: await search(c, 'xtr', q), bm25: await search(c, 'bm25', q) })));
+    await server.runtime.store.delete(s3Keys.segmentIndex('default', c, inputs[1].batchId, inputs[1].codecVersion));
+    const out = await mergeProcessor(merge, { op: 'merge', tenantId: 'default', collectionId: c, trigger: 'api' });
+    expect(out.merged).toMatchObject({ status: 'merged', index: 'rebuilt', dropped: 0 });
+    expect((await manifest(c)).segments).toHaveLength(1);
+    for (let q = 0; q < queries.length; q++) {
+      expect(await search(c, 'exhaustive', queries[q])).toEqual(before[q].ex);
+      expect(await search(c, 'bm25', queries[q])).toEqual(before[q].bm25);
+      expect(new Set((await search(c, 'xtr', queries[q])).map((h) => h.id))).toEqual(new Set(before[q].xtr.map((h) => h.id)));
+    }
+  }, 300_000);
+
+  it('one merge per collection at a time: a second merge started meanwhile waits for the lease, then finds nothing to merge', async () => {
+    const c = 'm7';
+    await api('POST', '/v1/collections', { id: c });
+    for (let i = 40; i < 80; i += 10) await ingest(c, docs.slice(i, i + 10).map((d) => ({ id: d.id, text: d.text })));
+    const before = await manifest(c);
+    const exclusive: MergeDeps['exclusive'] = (t, id, fn) => withRedisLease(server.runtime.redis, `test:merge-lease:${t}:${id}`, fn, { pollMs: 20 });
+    const run = () => mergeProcessor({ ...merge, exclusive }, { op: 'merge', tenantId: 'default', collectionId: c, trigger: 'api' });
+    const [a, b] = await Promise.all([run(), run()]);
+    // Without the lease both would copy the same four inputs and one would find them gone ('inputs-gone').
+    expect([a.merged.status, b.merged.status].sort()).toEqual(['merged', 'nothing-to-merge']);
+    expect([a, b].find((r) => r.merged.status === 'nothing-to-merge')!.generation).toBe(before.generation + 1);
+    expect((await manifest(c)).generation).toBe(before.generation + 1);
   }, 300_000);
 
   it('garbage collection: the objects a merge replaced go once no kept generation lists them and the grace period passed', async () => {
