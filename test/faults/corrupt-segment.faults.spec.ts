@@ -16,9 +16,9 @@ import { report, startCluster, watchIngestion, type Cluster } from './harness';
  * - a re-rank whose candidates all live in healthy segments is complete and not degraded;
  * - the collection's GET and the operations overview (and the dashboard it feeds) show the
  *   degraded segment; the scorer's metric counts the detection once;
- * - the document store and new ingestions keep working, and a merge, which rewrites segments
- *   from their raw vectors, replaces the broken segment: everything serves again, nothing shows
- *   degraded.
+ * - the document store and new ingestions keep working, and a merge, which codes a broken
+ *   segment again from its raw vectors (and rebuilds a broken index), replaces the broken
+ *   segment: everything serves again, nothing shows degraded.
  */
 describe('fault: a corrupted segment object in S3', () => {
   let cluster: Cluster | undefined;
@@ -140,9 +140,10 @@ describe('fault: a corrupted segment object in S3', () => {
     expect(searchBadIndex.body.result.results[0].hits).toHaveLength(40);
     expect((await rerank(docs.slice(60).map((d) => d.id))).body.result.results[0].hits).toHaveLength(20);
 
-    // A merge rewrites the four segments from their raw vectors (not from the broken segment): healed.
+    // A merge copies the sound segments' rows, codes the broken one again from its raw vectors and
+    // rebuilds the index (one input's is corrupt): healed.
     const merge = await api('POST', '/v1/collections/x/merge?wait=60');
-    expect(merge.body, JSON.stringify(merge.body)).toMatchObject({ status: 'merged', committed: true });
+    expect(merge.body, JSON.stringify(merge.body)).toMatchObject({ status: 'merged', committed: true, recoded: 1, index: 'rebuilt' });
     const after = (await runtime.generations.manifest(cluster.config.DEFAULT_TENANT, 'x'))!;
     expect(after.segments.map((s) => s.key)).not.toContain(bad.key);
     const healed = await rerank(docs.map((d) => d.id));

@@ -232,6 +232,7 @@ function baseDocument(version: string) {
                 dropped: { type: 'integer', description: 'deleted and superseded documents left out' },
                 reason: { type: 'string', enum: ['tier', 'deletes'] },
                 index: { type: 'string', enum: ['copied', 'rebuilt'], description: "the merged segment's search index: copied from the inputs' indexes, or rebuilt (an input had none usable)" },
+                recoded: { type: 'integer', description: 'inputs coded again from their raw fp16 batch because their segment was missing or corrupt in S3 (absent: none)' },
               },
             }),
             '202': ok('still in the merge queue; ask again (same generation: same job)', {

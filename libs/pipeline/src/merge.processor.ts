@@ -21,6 +21,7 @@ import { SegmentCopier, SegmentCorruptError, crc32c, readSegment, type CodecArti
 import { deserializeSegmentIndex, serializeSegmentIndex, type SegmentIndex } from '@lateral/search';
 import type { CodecArtifactRepository, CollectionRepository, GenerationRepository, JobQueues, Logger, ObjectStore } from '@lateral/infra';
 import type { SegmentIds } from './commit.processor';
+import { compressRaw } from './compress.processor';
 import { segmentIndexBytes, type IndexDeps } from './index.processor';
 import { SegmentIndexCopier } from './merge-index';
 import { chooseMerge, type MergePolicySettings } from './merge-policy';
@@ -65,7 +66,8 @@ const outcome = (status: MergeOutcome['status'], extra: Partial<MergeOutcome> = 
  * rows from the input's raw batch (the merged raw batch, kept for re-compressions), its source
  * document and info (a merged batch, read back like any other), and its IVF and BM25 postings
  * from the input's search index (SegmentIndexCopier; rebuilt from the merged segment only when an
- * input's index is missing or was built with other centroids). Inputs are read one at a time and
+ * input's index is missing, corrupt or was built with other centroids). An input segment missing
+ * or corrupt in S3 is coded again from its raw batch (compressRaw: same codes), so a merge repairs it. Inputs are read one at a time and
  * released once copied: a merge holds the copied bytes of its output (capped by the policy's
  * maxBytes) and one input. Then only the reference swap is committed, as one generation replacing
  * the inputs, re-applied on the newest generation: the merge applies only if every input is still
@@ -113,10 +115,18 @@ async function merge(deps: MergeDeps, p: MergePayload): Promise<JobResults[Queue
   const raws = new SegmentCopier();
   let index: SegmentIndexCopier | null = new SegmentIndexCopier();
   let dropped = 0;
+  let recoded = 0;
   // One input at a time: read, copy what is kept, release.
   for (const ref of refs) {
-    const seg = await readStored(deps, ref.key, artifact, ref);
-    const raw = await readRaw(deps, p, ref, seg);
+    const rawKey = s3Keys.rawVectors(p.tenantId, p.collectionId, ref.batchId);
+    const raw = await readRaw(deps, rawKey, ref);
+    // A segment missing or corrupt in S3 is coded again from its raw batch (same artifact and seed: the same codes), so a merge repairs it.
+    let seg = await readStored(deps, ref.key, artifact, ref);
+    if (!seg) {
+      seg = readSegment(await compressRaw(deps, collection, raw, cv, rawKey), ref.key, artifact);
+      recoded++;
+    }
+    if (raw.docIds.some((id, i) => id !== seg!.docIds[i])) throw new PermanentJobError(`merge: ${rawKey} does not hold the documents of segment ${ref.key} in its order`);
     const { info, docs } = await readBatch(deps, p, ref, raw);
     const dead = new Set(ref.tombstones ?? []);
     const to = new Int32Array(seg.documents).fill(-1);
@@ -225,7 +235,7 @@ async function merge(deps: MergeDeps, p: MergePayload): Promise<JobResults[Queue
     return { segments: live.segments, codecVersion: current?.codecVersion ?? cv, documents: live.documents };
   });
   const { status } = state;
-  const merged: MergeOutcome = { status, inputs: refs.map((r) => r.key), output: status === 'merged' ? (output?.key ?? null) : null, dropped, reason: spec.reason, ...(output ? { index: indexMade } : {}) };
+  const merged: MergeOutcome = { status, inputs: refs.map((r) => r.key), output: status === 'merged' ? (output?.key ?? null) : null, dropped, reason: spec.reason, ...(output ? { index: indexMade } : {}), ...(recoded > 0 ? { recoded } : {}) };
   if (result.committed && status === 'merged') {
     // The inputs' objects, for garbage collection once no kept generation lists them.
     const record: GarbageRecord = { generation: result.manifest.generation, committedAt: result.manifest.committedAt, objects: refs.flatMap((r) => segmentObjects(p.tenantId, p.collectionId, r)) };
@@ -246,16 +256,20 @@ export async function enqueueMerge(queues: Pick<JobQueues, 'add'>, tenantId: str
   return queues.add(QueueName.merge, mergeJobId(tenantId, collectionId, trigger, generation), { op: 'merge', tenantId, collectionId, trigger });
 }
 
-/** A segment of the generation, read with its codec artifact (ids, offsets, coded rows; nothing decoded). */
-async function readStored(deps: MergeDeps, key: string, artifact: CodecArtifact, ref: SegmentRef): Promise<SegmentReader> {
+/** A segment of the generation, read with its codec artifact (ids, offsets, coded rows; nothing decoded); null when missing or corrupt in S3. */
+async function readStored(deps: MergeDeps, key: string, artifact: CodecArtifact, ref: SegmentRef): Promise<SegmentReader | null> {
   const bytes = await deps.store.get(key);
-  if (!bytes) throw new PermanentJobError(`merge: segment ${key} of the current generation is missing from S3`);
+  if (!bytes) {
+    deps.logger.warn(`merge: segment ${key} is missing from S3; coding its raw batch again`);
+    return null;
+  }
   let seg: SegmentReader;
   try {
     seg = readSegment(bytes, key, artifact);
   } catch (err) {
-    if (err instanceof SegmentCorruptError) throw new PermanentJobError(err.message);
-    throw err;
+    if (!(err instanceof SegmentCorruptError)) throw err;
+    deps.logger.warn(`merge: ${err.message}; coding its raw batch again`);
+    return null;
   }
   if (seg.documents !== ref.documents) throw new PermanentJobError(`merge: ${key} holds ${seg.documents} documents, its reference ${ref.documents}`);
   return seg;
@@ -279,8 +293,7 @@ async function readIndex(deps: MergeDeps, p: MergePayload, ref: SegmentRef, seg:
 }
 
 /** The input's raw fp16 batch (its documents in the segment's order). */
-async function readRaw(deps: MergeDeps, p: MergePayload, ref: SegmentRef, seg: SegmentReader): Promise<SegmentReader> {
-  const key = s3Keys.rawVectors(p.tenantId, p.collectionId, ref.batchId);
+async function readRaw(deps: MergeDeps, key: string, ref: SegmentRef): Promise<SegmentReader> {
   const bytes = await deps.store.get(key);
   if (!bytes) throw new PermanentJobError(`merge: raw vectors of ${ref.key} are missing from S3 (${key})`);
   let raw: SegmentReader;
@@ -290,7 +303,7 @@ async function readRaw(deps: MergeDeps, p: MergePayload, ref: SegmentRef, seg: S
     if (err instanceof SegmentCorruptError) throw new PermanentJobError(err.message);
     throw err;
   }
-  if (raw.documents !== ref.documents || raw.docIds.some((id, i) => id !== seg.docIds[i])) throw new PermanentJobError(`merge: ${key} does not hold the documents of segment ${ref.key} in its order`);
+  if (raw.documents !== ref.documents) throw new PermanentJobError(`merge: ${key} holds ${raw.documents} documents, segment ${ref.key} ${ref.documents}`);
   return raw;
 }
 

@@ -134,6 +134,8 @@ export interface MergeOutcome {
   reason?: 'tier' | 'deletes';
   /** How the merged segment's search index was made: copied from the inputs' indexes, or rebuilt (an input had none usable). */
   index?: 'copied' | 'rebuilt';
+  /** Inputs coded again from their raw batch because their segment was missing or corrupt in S3 (absent: none). */
+  recoded?: number;
 }
 
 /** What a finished job returns (stored by BullMQ; small). */
