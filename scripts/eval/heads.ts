@@ -680,7 +680,7 @@ export async function runHeadsEval(args: string[]): Promise<{ quick: boolean; ru
   const transfers: TransferRun[] = [];
   const gemm = await GemmMaxsim.create(2);
   try {
-    for (const model of models) {
+    for (const model of cv || dl19 ? models : []) {
       const prepared: Prepared[] = [];
       for (const dir of datasets) {
         const p = await prepareJudged(dir, model, opts.maxDocs, opts.seed, gemm);
