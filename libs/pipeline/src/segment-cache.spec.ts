@@ -299,6 +299,22 @@ describe('SegmentCache', () => {
     expect(view.rotated).not.toBeNull();
     expect(view.rotated!.scales).toHaveLength(6);
     expect(view.rotated!.image).toHaveLength(6 * view.rotated!.p);
+    // Rows in candidate order, each the image its segment's codes give (e3 is E2's first document, e1 E1's).
+    const { codec, p } = view.rotated!;
+    const expected = (st: Stored, id: string) => {
+      const r = readSegment(st.bytes, st.ref.key, edenArtifact);
+      const d = r.docIds.indexOf(id);
+      const image = new Uint8Array(3 * p);
+      const scales = new Float32Array(3);
+      codec.rotatedImage(r.encodedDoc(d), 3, DIMS, image, scales, 0);
+      return { image, scales };
+    };
+    const e3 = expected(E2, 'e3');
+    const e1 = expected(E1, 'e1');
+    expect(Array.from(view.rotated!.image)).toEqual([...e3.image, ...e1.image]);
+    expect(Array.from(view.rotated!.scales)).toEqual([...e3.scales, ...e1.scales]);
+    // The image is made for the candidates at each request, never cached per segment.
+    expect(cache.heldKeys().filter((k) => !k.startsWith('seg:') && !k.startsWith('ids:') && !k.startsWith('gen:'))).toEqual([]);
     // Other scorers get the candidates decoded from the codes.
     const { docs } = view.rowVectors([1]);
     expect(docs).toEqual(decodedOf(E1, 'e1', edenArtifact));

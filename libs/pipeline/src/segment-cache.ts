@@ -254,23 +254,21 @@ interface BadObject {
   reported: boolean;
 }
 
-interface RotatedSegment {
+interface ImageCodec {
   codec: EdenCodec;
   descriptor: string;
   p: number;
-  image: Uint8Array;
-  scales: Float32Array;
 }
 
-type Cached = LoadedSegment | SegmentIdTable | GenerationTable | SegmentIndex | RotatedSegment | Float32Array | null;
+type Cached = LoadedSegment | SegmentIdTable | GenerationTable | SegmentIndex | Float32Array | null;
 
 /**
  * A scorer's memory: segments, not generations. One byte-bounded LRU (SCORER_CACHE_BYTES) holds,
- * by S3 key, each segment's reader, its sorted id table, its search index, its decoded fp32
- * vectors or its int8 rotated image (each made when first needed), plus one id table per
+ * by S3 key, each segment's reader, its sorted id table, its search index and its decoded fp32
+ * vectors (each made when first needed), plus one id table per
  * generation. Segments are immutable, so a new generation reuses everything already loaded and
  * committing a batch costs loading that batch; a re-rank finds its candidates in the
- * generation's sorted id table and builds vectors only for the segments holding them. Objects
+ * generation's sorted id table and builds the int8 image (or vectors) of those documents only. Objects
  * are read through the local disk cache, at most `loadConcurrency` at a time (a generation of
  * hundreds of segments queues behind the limiter, never issues every read at once), and the
  * event loop is yielded between decodes.
@@ -284,6 +282,8 @@ export class SegmentCache {
   private readonly bad = new Map<string, BadObject>();
   /** Awaited before each decode: a cold generation of hundreds of segments decodes them in turn, not in one hold of the event loop. */
   private readonly yieldTurn = eventLoopYielder();
+  /** EDEN codecs of the rotated images, by descriptor and seed (imageCodec). */
+  private readonly imageCodecs = new Map<string, ImageCodec>();
 
   constructor(
     private readonly source: ObjectSource,
@@ -361,20 +361,20 @@ export class SegmentCache {
       if (r.docVectors) docVectors.set(r.docVectors.subarray(d * dims, (d + 1) * dims), row * dims);
     });
 
+    // The int8 rotated image of the candidates' tokens only, made from their codes at each request:
+    // caching whole segments' images (128+ B per token against ~80 B of codes) made a re-rank's
+    // working set the images of every segment it touches, and thrashed once that passed the bound.
     let rotated: RotatedImageSet | null = null;
-    const images = this.opts.scoreFromCodes ? await Promise.all(touched.map((s) => this.rotated(manifest.segments[s].key, loaded.get(s)!))) : [];
-    if (images.length > 0 && images.every((im) => im !== null && im.descriptor === images[0]!.descriptor)) {
-      const bySeg = new Map(touched.map((s, i) => [s, images[i]!]));
-      const first = images[0]!;
-      const image = new Uint8Array(tokens * first.p);
+    const codecs = this.opts.scoreFromCodes ? touched.map((s) => this.imageCodec(loaded.get(s)!)) : [];
+    if (codecs.length > 0 && codecs.every((c) => c !== null && c.descriptor === codecs[0]!.descriptor)) {
+      const { codec, p } = codecs[0]!;
+      const image = new Uint8Array(tokens * p);
       const scales = new Float32Array(tokens);
       where.forEach(([s, d], row) => {
         const r = loaded.get(s)!.reader;
-        const im = bySeg.get(s)!;
-        image.set(im.image.subarray(r.tokenOffsets[d] * first.p, r.tokenOffsets[d + 1] * first.p), offsets[row] * first.p);
-        scales.set(im.scales.subarray(r.tokenOffsets[d], r.tokenOffsets[d + 1]), offsets[row]);
+        codec.rotatedImage(r.encodedDoc(d), r.tokenOffsets[d + 1] - r.tokenOffsets[d], dims, image, scales, offsets[row]);
       });
-      rotated = { codec: first.codec, seed: loaded.get(touched[0])!.reader.seed, dims, p: first.p, image, scales, offsets };
+      rotated = { codec, seed: loaded.get(touched[0])!.reader.seed, dims, p, image, scales, offsets };
     }
     let vectors: Float32Array | null = null;
     if (!rotated) {
@@ -619,21 +619,25 @@ export class SegmentCache {
     }) as Float32Array;
   }
 
-  /** The segment's int8 rotated image when it is EDEN token layout (bits <= IMAGE_MAX_BITS, no side information), else null. */
-  private async rotated(key: string, loaded: LoadedSegment): Promise<RotatedSegment | null> {
+  /**
+   * The codec that makes the segment's int8 rotated image when it is EDEN token layout
+   * (bits <= IMAGE_MAX_BITS, no side information), else null. Segments share one codec (and one
+   * rotation) when their descriptor and seed are the same; codecs are few (one per codec version
+   * and seed) and small, so they are kept outside the byte-bounded cache.
+   */
+  private imageCodec(loaded: LoadedSegment): ImageCodec | null {
     const r = loaded.reader;
     const d = r.codec;
     if (!(d.kind === 'eden' && d.layout === 'token' && !d.sideInfo && (d.bits ?? 8) <= IMAGE_MAX_BITS && d.artifact)) return null;
-    return (await this.lru.get(`rot:${key}`, async () => {
+    const descriptor = `${JSON.stringify(d)}#${r.seed}`;
+    let c = this.imageCodecs.get(descriptor);
+    if (!c) {
       const codec = codecFromDescriptor(d, loaded.artifact) as EdenCodec;
-      const p = codec.paddedDims(r.dims);
-      const image = new Uint8Array(r.tokens * p);
-      const scales = new Float32Array(r.tokens);
-      for (let i = 0; i < r.documents; i++) codec.rotatedImage(r.encodedDoc(i), r.tokenOffsets[i + 1] - r.tokenOffsets[i], r.dims, image, scales, r.tokenOffsets[i]);
-      // Segments share one rotation when their codec descriptor and seed are the same.
-      const value: RotatedSegment = { codec, descriptor: `${JSON.stringify(d)}#${r.seed}`, p, image, scales };
-      return { value, bytes: image.byteLength + scales.byteLength };
-    })) as RotatedSegment;
+      c = { codec, descriptor, p: codec.paddedDims(r.dims) };
+      if (this.imageCodecs.size >= 64) this.imageCodecs.delete(this.imageCodecs.keys().next().value!);
+      this.imageCodecs.set(descriptor, c);
+    }
+    return c;
   }
 }
 
