@@ -8,7 +8,8 @@ import { runCommand, type Command } from './lib/command';
  *   retrieval    POST /v1/search per mode through the service: nDCG@10, recall@100, latency p50/p95
  *                (--dataset DIR in Vaswani (TREC) or Cranfield (Glasgow) format, --model NAME, --plot out.svg, --quick)
  *   heads        learned heads (LITE default / small, K-NRM) trained per fold vs MaxSim: cross-validated nDCG@10 on Cranfield
- *                and Vaswani with glove-ctx-100d and minilm-l6-384 (--quick, --folds, --heads, --models, --datasets)
+ *                and Vaswani with glove-ctx-100d and minilm-l6-384, and trained on both re-ranking TREC DL 2019 (--dl19); each also
+ *                interpolated with MaxSim; the AESI comparison (--aesi, --aesi-json) (--quick, --folds, --heads, --models, --datasets, --no-cv)
  * With --json the last line of output is one JSON object.
  */
 const evals: Record<string, () => Promise<Command>> = {
