@@ -413,7 +413,11 @@ function trainOptions(head: HeadName, opts: EvalOptions, seed: number): TrainOpt
 
 function versus(a: ArrayLike<number>, maxsim: ArrayLike<number>): Versus {
   let wins = 0, losses = 0, ties = 0;
-  for (let i = 0; i < a.length; i++) (Math.abs(a[i] - maxsim[i]) < 1e-9 ? ties++ : a[i] > maxsim[i] ? wins++ : losses++);
+  for (let i = 0; i < a.length; i++) {
+    if (Math.abs(a[i] - maxsim[i]) < 1e-9) ties++;
+    else if (a[i] > maxsim[i]) wins++;
+    else losses++;
+  }
   const m = mean(a);
   const ms = mean(maxsim);
   return { ndcg10: round(m), deltaVsMaxsim: round(m - ms), wins, losses, ties, beatsMaxsim: m > ms };
@@ -455,8 +459,8 @@ async function crossValidate(p: Prepared, opts: EvalOptions): Promise<HeadsRun> 
   const foldOf = new Int32Array(nq);
   order.forEach((qi, k) => (foldOf[qi] = k % opts.folds));
   const foldIdx = (f: number) => p.queries.map((_, i) => i).filter((i) => foldOf[i] === f);
-  const per = (h: HeadName) => ({ head: new Float64Array(nq), interp: new Float64Array(nq), bestEpochs: [] as number[], warm: [] as number[], lambdas: [] as number[], trainSeconds: 0 });
-  const acc = Object.fromEntries(opts.heads.map((h) => [h, per(h)])) as Record<HeadName, ReturnType<typeof per>>;
+  const per = () => ({ head: new Float64Array(nq), interp: new Float64Array(nq), bestEpochs: [] as number[], warm: [] as number[], lambdas: [] as number[], trainSeconds: 0 });
+  const acc = Object.fromEntries(opts.heads.map((h) => [h, per()])) as Record<HeadName, ReturnType<typeof per>>;
   for (let f = 0; f < opts.folds; f++) {
     const trainIdx = p.queries.map((_, i) => i).filter((i) => foldOf[i] !== f);
     const testIdx = foldIdx(f);

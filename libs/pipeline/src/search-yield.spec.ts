@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { crc32c, createCodec, fitCodec, readSegment, writeSegment } from '@lateral/codec';
-import { s3Keys, type CodecSettings, type CollectionManifest, type SearchMode, type SegmentRef } from '@lateral/shared';
+import { mulberry32 as rng, s3Keys, type CodecSettings, type CollectionManifest, type SearchMode, type SegmentRef } from '@lateral/shared';
 import {
   bm25Search,
   buildSegmentIndex,
@@ -10,9 +10,11 @@ import {
   searchSegment,
   serializeSegmentIndex,
   xtrSearch,
+  makeCorpus,
+  randomUnit,
+  unitRows,
   type Hit,
 } from '@lateral/search';
-import { makeCorpus, randomUnit, rng, unitRows } from '../../search/src/test-utils';
 import { eventLoopYielder } from './event-loop';
 import { SegmentCache, type ObjectSource } from './segment-cache';
 import { firstStage, fuse, type FirstStageQuery } from './search.processor';

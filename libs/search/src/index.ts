@@ -30,3 +30,5 @@ export {
   type Filter, type FilterCondition, type MatchValue, type RangeBound, type DocPredicate,
 } from './filters';
 export { xtrGlobalCut, xtrShardHits, xtrShardHitsSteps, mergeShardHits } from './shards';
+/** Deterministic synthetic collections (seeded), for tests of the libraries that search segments. */
+export { makeCorpus, randomUnit, unitRows, type Corpus, type CorpusOptions } from './test-utils';
