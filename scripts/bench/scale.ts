@@ -48,6 +48,8 @@ const opt = (args: string[], name: string, def: number) => {
   if (!Number.isInteger(n) || n < 0) throw new Error(`${name}: a non-negative integer`);
   return n;
 };
+/** The search modes measured (`--search-modes` picks among them), as the search request names them. */
+const SEARCH_MODES: Record<string, unknown> = { xtr: 'xtr', bm25: 'bm25', dense: 'dense', mebert: 'mebert', exhaustive: 'exhaustive', hybrid: { name: 'hybrid', fusion: 'rrf' } };
 const str = (args: string[], name: string, def: string) => (args.includes(name) ? String(args[args.indexOf(name) + 1]) : def);
 
 /** VmRSS and VmHWM of a process in MB, or null when it is gone. */
@@ -166,10 +168,10 @@ export async function runScaleBench(args: string[]): Promise<Record<string, unkn
   const rounds = opt(args, '--rounds', 20);
   const coldRounds = opt(args, '--cold-rounds', 5);
   const ingestOnly = args.includes('--ingest-only');
-  const searchModes = str(args, '--search-modes', 'xtr,bm25,dense,mebert,exhaustive,hybrid').split(',');
+  const searchModes = str(args, '--search-modes', Object.keys(SEARCH_MODES).join(',')).split(',');
   const searchTimeoutMs = opt(args, '--search-timeout', 600) * 1000;
-  const unknownModes = searchModes.filter((m) => !['xtr', 'bm25', 'dense', 'mebert', 'exhaustive', 'hybrid'].includes(m));
-  if (unknownModes.length > 0) throw new Error(`--search-modes: unknown ${unknownModes.join(', ')} (xtr, bm25, dense, mebert, exhaustive, hybrid)`);
+  const unknownModes = searchModes.filter((m) => !(m in SEARCH_MODES));
+  if (unknownModes.length > 0) throw new Error(`--search-modes: unknown ${unknownModes.join(', ')} (${Object.keys(SEARCH_MODES).join(', ')})`);
   const json = args.includes('--json');
   const say = (s: string) => (json ? console.error(s) : console.log(s));
   const t00 = performance.now();
@@ -396,8 +398,7 @@ export async function runScaleBench(args: string[]): Promise<Record<string, unkn
         say(`re-rank ${k} candidates, warm cache: p50 ${rr[`warm_${k}`].p50} ms, p95 ${rr[`warm_${k}`].p95} ms (server p50 ${rr[`warm_${k}`].server_p50} ms, ${rounds} rounds)`);
       }
       // Search, every mode, warm.
-      const allModes: Record<string, unknown> = { xtr: 'xtr', bm25: 'bm25', dense: 'dense', mebert: 'mebert', exhaustive: 'exhaustive', hybrid: { name: 'hybrid', fusion: 'rrf' } };
-      const modes = Object.fromEntries(Object.entries(allModes).filter(([name]) => searchModes.includes(name)));
+      const modes = Object.fromEntries(Object.entries(SEARCH_MODES).filter(([name]) => searchModes.includes(name)));
       const searchP50: Record<string, number> = {};
       const searchP95: Record<string, number> = {};
       // A mode that fails (or does not finish within --search-timeout) is recorded and the bench goes on.

@@ -20,7 +20,8 @@ import type { TokenEncoder } from '@lateral/model';
 import type { CollectionView } from './collection-view';
 import { degradedFields, splitUnavailable } from './degraded-results';
 import { permanentModelErrors } from './encode.processor';
-import { eventLoopYielder, groupIndicesByKey, rerankProcessor, type RerankDeps } from './rerank.processor';
+import { groupIndicesByKey, rerankProcessor, type RerankDeps } from './rerank.processor';
+import { eventLoopYielder } from './event-loop';
 import { scoreGroup } from './scorers';
 import { modelVersion, textHash, type CachedText, type TextCacheReader, type TextSpace } from './text-cache';
 

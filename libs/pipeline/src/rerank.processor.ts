@@ -14,9 +14,6 @@ import { degradedFields, splitUnavailable } from './degraded-results';
 import type { EncoderProvider } from './encoders';
 import { isFanoutJob, shardedRerank, type ShardCoordinatorDeps } from './shard-fanout';
 
-/** Yielding between chunks of scoring lives in event-loop.ts (search and the segment cache use it too). */
-export { eventLoopYielder };
-
 /** What the re-rank processor touches. */
 export interface RerankDeps extends HitDocumentDeps {
   store: Pick<ObjectStore, 'getJson' | 'putJson'>;
