@@ -7,7 +7,8 @@ import { s3Keys, type CodecSettings, type Collection, type CollectionManifest, t
 import { DiskObjectCache } from '@lateral/infra';
 import type { EncodedText } from '@lateral/model';
 import { assembleSegmentDocs } from './encode.processor';
-import { ByteLru, Limiter, SegmentCache, type ObjectSource } from './segment-cache';
+import { buildSegmentIndex, exhaustiveSearch, searchSegment, serializeSegmentIndex, xtrSearch } from '@lateral/search';
+import { ByteLru, Limiter, SegmentCache, WHOLE_DECODE_FRACTION, type ObjectSource } from './segment-cache';
 import { extendGenerationTable, findId, generationTable, segmentIdTable } from './id-table';
 
 const T = 't1';
@@ -319,5 +320,35 @@ describe('SegmentCache', () => {
     const { docs } = view.rowVectors([1]);
     expect(docs).toEqual(decodedOf(E1, 'e1', edenArtifact));
   });
-});
 
+  it('search reads a segment larger than its share of the bound in document ranges, never decoding it whole; a small one is decoded once and kept', async () => {
+    const ids = Array.from({ length: 40 }, (_, i) => `s${i}`);
+    const L = segment('l-1', ids, 6);
+    const centroids = Float32Array.from({ length: 3 * DIMS }, (_, i) => Math.sin(i + 1));
+    const reader = readSegment(L.bytes, L.ref.key, fp16Artifact);
+    const indexKey = s3Keys.segmentIndex(T, C, 'l-1', 1);
+    const src = countingSource([L]);
+    const source: ObjectSource = { get: (key) => (key === indexKey ? Promise.resolve(serializeSegmentIndex(buildSegmentIndex(searchSegment(reader), centroids, DIMS))) : src.source.get(key)) };
+    const decodedBytes = L.ref.tokens * DIMS * 4;
+    const q = Float32Array.from({ length: 2 * DIMS }, (_, i) => Math.cos(i * 0.9));
+    const expected = searchSegment(reader);
+    const want = {
+      exhaustive: exhaustiveSearch([{ segment: expected }], q, 2, 5).map((h) => [h.key, h.score]),
+      xtr: xtrSearch([{ segment: expected, index: buildSegmentIndex(expected, centroids, DIMS) }], q, 2, centroids, { kPrime: 50, nprobe: 2, topN: 5 }).hits.map((h) => [h.key, h.score]),
+    };
+    // The whole decode is over 1 / WHOLE_DECODE_FRACTION of this bound, and under it of the second.
+    for (const [bound, kept] of [
+      [decodedBytes * WHOLE_DECODE_FRACTION - 1, false],
+      [decodedBytes * WHOLE_DECODE_FRACTION + L.bytes.byteLength * 4, true],
+    ] as const) {
+      const cache = cacheOver(source, bound);
+      const [part] = await cache.searchParts(collection, manifestOf(1, [L.ref]));
+      const got = {
+        exhaustive: exhaustiveSearch([{ segment: part.segment }], q, 2, 5).map((h) => [h.key, h.score]),
+        xtr: xtrSearch([{ segment: part.segment, index: part.index }], q, 2, centroids, { kPrime: 50, nprobe: 2, topN: 5 }).hits.map((h) => [h.key, h.score]),
+      };
+      expect(got).toEqual(want);
+      expect(cache.heldKeys().includes(`dec:${L.ref.key}`)).toBe(kept);
+    }
+  });
+});

@@ -182,6 +182,12 @@ export interface SegmentCacheOptions {
   recheckMs?: number;
 }
 
+/**
+ * A segment's whole fp32 decode is kept for search only when it is at most this fraction of the
+ * cache bound; larger segments are decoded range by range at each search (decodedDocs).
+ */
+export const WHOLE_DECODE_FRACTION = 16;
+
 /** An unreadable object is read again from S3 after this long (a rewrite, e.g. a restore from backup, is then picked up). */
 export const UNAVAILABLE_RECHECK_MS = 30_000;
 
@@ -449,6 +455,7 @@ export class SegmentCache {
           docVectors: r.docVectors,
           metadata: (d: number) => r.metadata(d),
           decodeAll: () => this.decoded(ref.key, r),
+          decodeDocs: (from: number, to: number) => this.decodedDocs(ref.key, r, from, to),
         };
         return { ref, segment: searchSegment(source, bases[i]), index, live: table.live[i] };
       }),
@@ -609,6 +616,23 @@ export class SegmentCache {
         }),
       )) as SegmentIndex,
     );
+  }
+
+  /**
+   * Documents [from, to) of the segment decoded to fp32, as search reads them: a view of the
+   * segment's kept whole decode when that decode is small beside the bound (at most
+   * 1 / WHOLE_DECODE_FRACTION of it: a batch's segment, read again by every search), else the
+   * range alone, decoded now and not kept. A merged segment's whole decode (over 1.5 GB of fp32
+   * for 256 MiB of 4-bit codes) is thus never made: a search's working memory is one range.
+   */
+  private decodedDocs(key: string, reader: SegmentReader, from: number, to: number): Float32Array {
+    const off = reader.tokenOffsets;
+    const d = reader.dims;
+    const whole = this.lru.peek(`dec:${key}`) as Float32Array | undefined;
+    if (whole || reader.tokenIds.length * d * 4 <= this.opts.maxBytes / WHOLE_DECODE_FRACTION) return (whole ?? this.decoded(key, reader)).subarray(off[from] * d, off[to] * d);
+    const out = new Float32Array((off[to] - off[from]) * d);
+    for (let i = from; i < to; i++) out.set(reader.decodeDoc(i), (off[i] - off[from]) * d);
+    return out;
   }
 
   /** The segment's tokens decoded to fp32 (T x dims), kept in the cache. */

@@ -111,13 +111,14 @@ export function* mebertSegmentSearchSteps(seg: SearchSegment, qVec: Float32Array
   const D = seg.documents;
   const mask = opts.mask;
   assertMask(fn, mask, D);
-  const tokens = seg.tokens;
   const off = seg.tokenOffsets;
   const top = new TopK(topN, D);
   const bestRow = new Int32Array(D).fill(-1);
   for (let from = 0; from < D; from += DOC_SLICE) {
     if (from > 0) yield;
-    mebertRange(qVec, mVecs, tokens, off, d, mask, from, Math.min(D, from + DOC_SLICE), bestRow, top);
+    const to = Math.min(D, from + DOC_SLICE);
+    // only this slice's vectors are decoded (a view when the segment's whole decode is kept)
+    mebertRange(qVec, mVecs, seg.docTokens(from, to), off[from], off, d, mask, from, to, bestRow, top);
   }
   const { scores, ids } = top.drain();
   const hits: SegmentHits = { docBase: seg.docBase, docs: ids, scores };
@@ -127,9 +128,9 @@ export function* mebertSegmentSearchSteps(seg: SearchSegment, qVec: Float32Array
   return hits;
 }
 
-/** Scores documents [from, to): each its best of the first mVecs token vectors. */
+/** Scores documents [from, to): each its best of the first mVecs token vectors (`tokens` holds rows from `base` on). */
 function mebertRange(
-  qVec: Float32Array, mVecs: number, tokens: Float32Array, off: Uint32Array, d: number, mask: DocMask | undefined, from: number, to: number, bestRow: Int32Array, top: TopK,
+  qVec: Float32Array, mVecs: number, tokens: Float32Array, base: number, off: Uint32Array, d: number, mask: DocMask | undefined, from: number, to: number, bestRow: Int32Array, top: TopK,
 ): void {
   for (let i = from; i < to; i++) {
     if (mask && mask[i] === 0) continue;
@@ -139,7 +140,7 @@ function mebertRange(
     let best = -Infinity;
     let arg = start;
     for (let r = start; r < end; r++) {
-      const b = r * d;
+      const b = (r - base) * d;
       let s = 0;
       for (let t = 0; t < d; t++) s += qVec[t] * tokens[b + t];
       if (s > best) {

@@ -37,35 +37,36 @@ export function* exhaustiveSegmentSearchSteps(seg: SearchSegment, q: Float32Arra
   const off = seg.tokenOffsets;
   const top = new TopK(topN, D);
   if (n === 0 || D === 0) return { docBase: seg.docBase, docs: new Uint32Array(0), scores: new Float64Array(0), ...(opts.explain ? { explain: [] } : {}) };
-  const tokens = seg.tokens;
   const best = new Float64Array(n);
   const arg = new Int32Array(n);
   for (let from = 0; from < D; from += DOC_SLICE) {
     if (from > 0) yield;
-    scoreDocs(q, n, tokens, d, off, mask, from, Math.min(D, from + DOC_SLICE), !!opts.normalize, best, arg, top);
+    const to = Math.min(D, from + DOC_SLICE);
+    // only this slice's vectors are decoded (a view when the segment's whole decode is kept)
+    scoreDocs(q, n, seg.docTokens(from, to), off[from], d, off, mask, from, to, !!opts.normalize, best, arg, top);
   }
   const { scores, ids } = top.drain();
   const hits: SegmentHits = { docBase: seg.docBase, docs: ids, scores };
   if (opts.explain) {
     // recomputed for the hits only (the same loops, so the same maxima and rows)
     hits.explain = Array.from(ids, (doc): HitExplain => {
-      docMaxima(q, n, tokens, off[doc], off[doc + 1], d, best, arg);
+      docMaxima(q, n, seg.docTokens(doc, doc + 1), off[doc], off[doc], off[doc + 1], d, best, arg);
       return { rows: arg.slice(), similarities: best.slice() };
     });
   }
   return hits;
 }
 
-/** Scores documents [from, to) into top (documents in order, masked and empty ones skipped). */
+/** Scores documents [from, to) into top (documents in order, masked and empty ones skipped); `tokens` holds rows from `base` on. */
 function scoreDocs(
-  q: Float32Array, n: number, tokens: Float32Array, d: number, off: Uint32Array, mask: DocMask | undefined, from: number, to: number, normalize: boolean,
+  q: Float32Array, n: number, tokens: Float32Array, base: number, d: number, off: Uint32Array, mask: DocMask | undefined, from: number, to: number, normalize: boolean,
   best: Float64Array, arg: Int32Array, top: TopK,
 ): void {
   for (let doc = from; doc < to; doc++) {
     if (mask && mask[doc] === 0) continue;
     const start = off[doc], end = off[doc + 1];
     if (end === start) continue;
-    docMaxima(q, n, tokens, start, end, d, best, arg);
+    docMaxima(q, n, tokens, base, start, end, d, best, arg);
     let total = 0;
     for (let i = 0; i < n; i++) total += best[i];
     const score = normalize ? total / n : total;
@@ -73,14 +74,14 @@ function scoreDocs(
   }
 }
 
-/** Per query token, the max over rows [start, end) and its (lowest) row. */
-function docMaxima(q: Float32Array, n: number, x: Float32Array, start: number, end: number, d: number, best: Float64Array, arg: Int32Array): void {
+/** Per query token, the max over rows [start, end) and its (lowest) row; x holds rows from `base` on. */
+function docMaxima(q: Float32Array, n: number, x: Float32Array, base: number, start: number, end: number, d: number, best: Float64Array, arg: Int32Array): void {
   best.fill(-Infinity);
   arg.fill(-1);
   const n2 = n - (n % 2);
   let j = start;
   for (; j + 4 <= end; j += 4) {
-    const b0 = j * d, b1 = b0 + d, b2 = b1 + d, b3 = b2 + d;
+    const b0 = (j - base) * d, b1 = b0 + d, b2 = b1 + d, b3 = b2 + d;
     let i = 0;
     for (; i < n2; i += 2) {
       const a0 = i * d, a1 = a0 + d;
@@ -122,7 +123,7 @@ function docMaxima(q: Float32Array, n: number, x: Float32Array, start: number, e
     }
   }
   for (; j < end; j++) {
-    const b0 = j * d;
+    const b0 = (j - base) * d;
     for (let i = 0; i < n; i++) {
       const a0 = i * d;
       let s = 0;

@@ -4,9 +4,9 @@ import { denseSearch, denseSearchSteps, mebertSearch, mebertSearchSteps } from '
 import { exhaustiveSearch, exhaustiveSearchSteps } from './exhaustive';
 import { docMask } from './filters';
 import { buildSegmentIndex } from './segment-index';
-import { DENSE_DOC_SLICE, DOC_SLICE, runSteps, type Steps } from './steps';
+import { DENSE_DOC_SLICE, DOC_SLICE, XTR_CHUNK_ROWS, runSteps, type Steps } from './steps';
 import { makeCorpus, randomUnit, rng, segmentsOf } from './test-utils';
-import type { Hit, SearchSegment } from './types';
+import { searchSegment, type Hit, type SearchSegment } from './types';
 import { xtrSearch, xtrSearchSteps } from './xtr';
 
 /**
@@ -77,5 +77,58 @@ describe('search in steps', () => {
     expect(counted(bm25SearchSteps(many, [100, 101], 10)).steps).toBe(many.length + 1);
     // XTR: each segment query token by query token, then the merge and each segment's aggregation
     expect(counted(xtrSearchSteps(many, q, 3, centroids, { kPrime: 50, nprobe: 2, topN: 10 })).steps).toBeGreaterThan(3 * many.length);
+  });
+
+  it('a segment read in document ranges, never decoded whole, ranks exactly as its whole decode; XTR reads it in chunks of at most XTR_CHUNK_ROWS rows', () => {
+    // more than two XTR chunks of rows (d = 4 keeps it small)
+    const big = makeCorpus(76, { documents: 40_000, dims: 4, minLen: 0, maxLen: 8, vocab: 80 });
+    const [whole] = segmentsOf(big);
+    const T = whole.tokenIds.length;
+    expect(T).toBeGreaterThan(2 * XTR_CHUNK_ROWS);
+    const off = whole.tokenOffsets;
+    const reads: [number, number][] = [];
+    const ranged = searchSegment(
+      {
+        name: whole.name,
+        documents: whole.documents,
+        dims: whole.dims,
+        docIds: whole.docIds,
+        tokenOffsets: off,
+        tokenIds: whole.tokenIds,
+        docVectors: whole.docVectors,
+        metadata: (i) => whole.metadata(i),
+        decodeAll: () => {
+          throw new Error('decodeAll must not be called: searches read ranges');
+        },
+        decodeDocs: (from, to) => {
+          reads.push([from, to]);
+          return whole.tokens.slice(off[from] * 4, off[to] * 4);
+        },
+      },
+      whole.docBase,
+    );
+    const cents = randomUnit(rng(77), 16, 4);
+    const index = buildSegmentIndex(whole, cents, 4);
+    const mask = docMask(whole, (m) => m === null || (m.year as number) % 3 !== 0);
+    const r = rng(78);
+    const q = randomUnit(r, 4, 4);
+    const qVec = randomUnit(r, 1, 4);
+    const full = (h: Hit[]) => h.map((x) => [x.key, x.score, x.explain ? [Array.from(x.explain.rows), Array.from(x.explain.similarities)] : null]);
+    const cases: [string, (seg: SearchSegment) => Hit[], number][] = [
+      ['exhaustive', (seg) => exhaustiveSearch([{ segment: seg, mask }], q, 4, 30, { explain: true }), DOC_SLICE],
+      ['mebert', (seg) => mebertSearch([{ segment: seg, mask }], qVec, 3, 30, { explain: true }), DOC_SLICE],
+      ['xtr', (seg) => xtrSearch([{ segment: seg, index, mask }], q, 4, cents, { kPrime: 2000, nprobe: 4, topN: 30, explain: true }).hits, Infinity],
+    ];
+    for (const [name, search, maxDocs] of cases) {
+      reads.length = 0;
+      const expected = search(whole);
+      expect(expected.length, name).toBe(30);
+      expect(full(search(ranged)), name).toEqual(full(expected));
+      expect(reads.length, name).toBeGreaterThan(2);
+      for (const [from, to] of reads) {
+        expect(to - from, name).toBeLessThanOrEqual(maxDocs);
+        expect(off[to] - off[from], name).toBeLessThanOrEqual(XTR_CHUNK_ROWS);
+      }
+    }
   });
 });

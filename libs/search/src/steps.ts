@@ -22,3 +22,9 @@ export function runSteps<T>(steps: Steps<T>): T {
 export const DOC_SLICE = 256;
 /** Documents scored per step by the dense scan (a multiple of 4; one inner product each). */
 export const DENSE_DOC_SLICE = 8192;
+/**
+ * Token rows XTR reads from a segment at a time (a range of whole documents, so at least one
+ * document's rows): its decoded vectors are the search's working memory, 32 MiB at d = 128,
+ * however large the segment.
+ */
+export const XTR_CHUNK_ROWS = 65_536;

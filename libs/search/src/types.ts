@@ -22,8 +22,19 @@ export interface SearchSegment {
   readonly tokenOffsets: Uint32Array;
   /** T token ids (BM25 terms, explain). */
   readonly tokenIds: Int32Array;
-  /** T x dims decoded token vectors, row-major (decoded on first use, then kept). */
+  /**
+   * T x dims decoded token vectors, row-major (decoded on first use, then kept). The whole
+   * segment at once: building an index needs it; searches read `docTokens` ranges instead.
+   */
   readonly tokens: Float32Array;
+  /**
+   * The decoded token vectors of documents [from, to): rows tokenOffsets[from] ..
+   * tokenOffsets[to] - 1, row-major (row r at (r - tokenOffsets[from]) x dims). Searches read a
+   * segment in such ranges, so a large segment is never decoded whole at once (issue 10: a
+   * merged segment of 256 MiB of codes is over 1.5 GB of fp32); the result may be a view of the
+   * kept whole decode and must not be written.
+   */
+  docTokens(from: number, to: number): Float32Array;
   /** T: the local document owning each token row (built on first use). */
   readonly tokenDoc: Uint32Array;
   /** documents x dims pooled, normalised vectors (`dense`), or null when the segment has none. */
@@ -59,8 +70,13 @@ export interface Hit {
   explain?: HitExplain;
 }
 
-/** The part of a SegmentReader that search needs. */
-export type SegmentSource = Pick<SegmentReader, 'name' | 'documents' | 'dims' | 'docIds' | 'tokenOffsets' | 'tokenIds' | 'docVectors' | 'metadata' | 'decodeAll'>;
+/**
+ * The part of a SegmentReader that search needs, and optionally a range decode (documents
+ * [from, to) -> their rows x dims): without one, ranges are views of `decodeAll()`, kept.
+ */
+export type SegmentSource = Pick<SegmentReader, 'name' | 'documents' | 'dims' | 'docIds' | 'tokenOffsets' | 'tokenIds' | 'docVectors' | 'metadata' | 'decodeAll'> & {
+  decodeDocs?(from: number, to: number): Float32Array;
+};
 
 /**
  * A SearchSegment over a segment reader. Token vectors are decoded once, on first use (BM25 and
@@ -86,6 +102,18 @@ export function searchSegment(source: SegmentSource, docBase = 0): SearchSegment
         }
       }
       return tokens;
+    },
+    docTokens(from: number, to: number): Float32Array {
+      const off = source.tokenOffsets;
+      if (!(Number.isInteger(from) && Number.isInteger(to) && 0 <= from && from <= to && to <= source.documents)) {
+        throw new RangeError(`segment "${source.name}": documents [${from}, ${to}) are out of range (it has ${source.documents})`);
+      }
+      if (tokens || !source.decodeDocs) return this.tokens.subarray(off[from] * source.dims, off[to] * source.dims);
+      const out = source.decodeDocs(from, to);
+      if (out.length !== (off[to] - off[from]) * source.dims) {
+        throw new RangeError(`segment "${source.name}": decodeDocs(${from}, ${to}) gave ${out.length} values, expected ${(off[to] - off[from]) * source.dims}`);
+      }
+      return out;
     },
     get tokenDoc() {
       if (!tokenDoc) tokenDoc = tokenOwners(source.tokenOffsets);

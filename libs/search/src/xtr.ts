@@ -2,7 +2,7 @@ import { mulberry32 } from '@lateral/shared';
 import { kWayMerge, mergeHits, type RankedList } from './merge';
 import type { SegmentIndex } from './segment-index';
 import { TopK } from './select';
-import { runSteps, type Steps } from './steps';
+import { XTR_CHUNK_ROWS, runSteps, type Steps } from './steps';
 import { assertMask, assertQuery, assertTopN, type DocMask, type Hit, type HitExplain, type SearchSegment, type SegmentHits } from './types';
 
 /**
@@ -93,7 +93,7 @@ export function xtrSegmentSearch(seg: SearchSegment, index: SegmentIndex, q: Flo
   return runSteps(xtrSegmentSearchSteps(seg, index, q, n, probe, opts));
 }
 
-/** xtrSegmentSearch in steps of one query token (steps.ts): the same lists. */
+/** xtrSegmentSearch in steps of one query token per chunk of rows (steps.ts): the same lists. */
 export function* xtrSegmentSearchSteps(seg: SearchSegment, index: SegmentIndex, q: Float32Array, n: number, probe: XtrProbe, opts: XtrSegmentOptions): Steps<XtrSegmentLists> {
   const fn = 'xtrSegmentSearch';
   const d = seg.dims;
@@ -108,39 +108,67 @@ export function* xtrSegmentSearchSteps(seg: SearchSegment, index: SegmentIndex, 
   assertMask(fn, mask, seg.documents);
   const K = index.centroidCount;
   const { listOffsets, rows } = index.ivf;
-  const tokens = seg.tokens;
   const owner = seg.tokenDoc;
+  const np = probe.nprobe;
   let longest = 0;
   for (let c = 0; c < K; c++) longest = Math.max(longest, listOffsets[c + 1] - listOffsets[c]);
   const scratch = mask ? new Uint32Array(longest) : null;
-  const perToken: { scores: Float64Array; ids: Uint32Array }[] = [];
-  let scored = 0;
+  // One top-k' per query token, filled chunk by chunk: the segment is read in ranges of whole
+  // documents of about XTR_CHUNK_ROWS rows (its decoded vectors are the working memory, never
+  // the whole segment's). The lists are ascending, so each probed list is walked once across the
+  // chunks by its cursor; TopK keeps the k' best by (score, lower row), whatever the order of
+  // the pushes, so the lists are those of one pass over the whole segment.
+  const tops: TopK[] = [];
+  const cursor = new Uint32Array(n * np);
   for (let i = 0; i < n; i++) {
-    if (i > 0) yield;
     let capacity = 0;
-    for (let p = 0; p < probe.nprobe; p++) {
-      const c = probe.centroids[i * probe.nprobe + p];
+    for (let p = 0; p < np; p++) {
+      const c = probe.centroids[i * np + p];
       if (c >= K) throw new RangeError(`${fn}: probe centroid ${c} is out of range (the index has K = ${K})`);
       capacity += listOffsets[c + 1] - listOffsets[c];
+      cursor[i * np + p] = listOffsets[c];
     }
-    const top = new TopK(kPrime, capacity);
-    for (let p = 0; p < probe.nprobe; p++) {
-      const c = probe.centroids[i * probe.nprobe + p];
-      let list = rows;
-      let lo = listOffsets[c];
-      let hi = listOffsets[c + 1];
-      if (scratch && mask) {
-        let m = 0;
-        for (let r = lo; r < hi; r++) if (mask[owner[rows[r]]] !== 0) scratch[m++] = rows[r];
-        list = scratch;
-        lo = 0;
-        hi = m;
-      }
-      scored += hi - lo;
-      scoreRows(q, i * d, tokens, d, list, lo, hi, top);
-    }
-    perToken.push(top.drain());
+    tops.push(new TopK(kPrime, capacity));
   }
+  const off = seg.tokenOffsets;
+  const D = seg.documents;
+  let scored = 0;
+  let steps = 0;
+  for (let from = 0; from < D; ) {
+    let to = from + 1;
+    while (to < D && off[to + 1] - off[from] <= XTR_CHUNK_ROWS) to++;
+    const rowLo = off[from];
+    const rowHi = off[to];
+    let tokens: Float32Array | null = null; // decoded when a probed list has a row in the chunk
+    for (let i = 0; i < n; i++) {
+      if (steps++ > 0) yield;
+      for (let p = 0; p < np; p++) {
+        const c = probe.centroids[i * np + p];
+        const lo = cursor[i * np + p];
+        let hi = lo;
+        const end = listOffsets[c + 1];
+        while (hi < end && rows[hi] < rowHi) hi++;
+        cursor[i * np + p] = hi;
+        if (hi === lo) continue;
+        let list = rows;
+        let a = lo;
+        let b = hi;
+        if (scratch && mask) {
+          let m = 0;
+          for (let r = lo; r < hi; r++) if (mask[owner[rows[r]]] !== 0) scratch[m++] = rows[r];
+          list = scratch;
+          a = 0;
+          b = m;
+        }
+        if (b === a) continue;
+        scored += b - a;
+        tokens ??= seg.docTokens(from, to);
+        scoreRows(q, i * d, tokens, rowLo, d, list, a, b, tops[i]);
+      }
+    }
+    from = to;
+  }
+  const perToken = tops.map((t) => t.drain());
   const offsets = new Uint32Array(n + 1);
   for (let i = 0; i < n; i++) offsets[i + 1] = offsets[i] + perToken[i].ids.length;
   const total = offsets[n];
@@ -155,12 +183,15 @@ export function* xtrSegmentSearchSteps(seg: SearchSegment, index: SegmentIndex, 
   return { n, kPrime, documents: seg.documents, docBase: seg.docBase, offsets, scores, docs, rows: outRows, scored };
 }
 
-/** Scores rows list[lo..hi) against query row q[qo..qo+d) into top; 4 rows at a time, each a float64 sum in dimension order. */
-function scoreRows(q: Float32Array, qo: number, tokens: Float32Array, d: number, list: Uint32Array, lo: number, hi: number, top: TopK): void {
+/**
+ * Scores rows list[lo..hi) against query row q[qo..qo+d) into top; 4 rows at a time, each a
+ * float64 sum in dimension order. `tokens` holds the rows from `base` on.
+ */
+function scoreRows(q: Float32Array, qo: number, tokens: Float32Array, base: number, d: number, list: Uint32Array, lo: number, hi: number, top: TopK): void {
   let p = lo;
   for (; p + 4 <= hi; p += 4) {
     const r0 = list[p], r1 = list[p + 1], r2 = list[p + 2], r3 = list[p + 3];
-    const b0 = r0 * d, b1 = r1 * d, b2 = r2 * d, b3 = r3 * d;
+    const b0 = (r0 - base) * d, b1 = (r1 - base) * d, b2 = (r2 - base) * d, b3 = (r3 - base) * d;
     let s0 = 0, s1 = 0, s2 = 0, s3 = 0;
     for (let t = 0; t < d; t++) {
       const x = q[qo + t];
@@ -176,7 +207,7 @@ function scoreRows(q: Float32Array, qo: number, tokens: Float32Array, d: number,
   }
   for (; p < hi; p++) {
     const r = list[p];
-    const b = r * d;
+    const b = (r - base) * d;
     let s = 0;
     for (let t = 0; t < d; t++) s += q[qo + t] * tokens[b + t];
     if (s >= top.floor) top.push(s, r);
