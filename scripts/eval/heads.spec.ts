@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { ndcgAt } from '../lib/metrics';
-import { aesiComparison, chooseLambda, interpolate } from './heads';
+import { aesiComparison, chooseLambda, interpolate, parseOnlyFolds } from './heads';
 import type { RerankCompressionResult } from './compression-trec-dl';
 
 describe('eval heads: MaxSim interpolation', () => {
@@ -61,5 +61,15 @@ describe('eval heads: the AESI comparison', () => {
     const c = aesiComparison(result([row('eden-6b-c16-cross-side', 13, 0.699), row('aesi-5b-c8-h384', 6, 0.698), row('aesi-6b-c16-h384', 13, 0.7)]), 'f');
     expect(c.smallestWithin1pct.aesi?.name).toBe('aesi-5b-c8-h384');
     expect(c.targetMet).toBe(true);
+  });
+});
+
+describe('eval heads: --only-folds', () => {
+  it('parses 1-based fold numbers into sorted distinct 0-based folds, and refuses folds out of range', () => {
+    expect(parseOnlyFolds('', 5)).toBeUndefined();
+    expect(parseOnlyFolds('5,3,4,3', 5)).toEqual([2, 3, 4]);
+    expect(() => parseOnlyFolds('0', 5)).toThrow(/--only-folds/);
+    expect(() => parseOnlyFolds('6', 5)).toThrow(/--only-folds/);
+    expect(() => parseOnlyFolds('2.5', 5)).toThrow(/--only-folds/);
   });
 });

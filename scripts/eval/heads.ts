@@ -41,8 +41,12 @@
  * and texts: the encoder was most of a row's time (MiniLM over Cranfield: 8-15 minutes on the
  * loaded 2-core machine); later runs read them back in seconds.
  *
+ * --only-folds 3,4,5 (1-based): train and score only those folds of the K (the same fold assignment
+ * and per-fold seeds as a full run, so the per-fold figures are those a full run gives); the means,
+ * wins and losses are over those folds' queries only.
+ *
  *   npm run eval -- heads [--quick] [--json] [--datasets DIR,DIR] [--models NAME,NAME] [--heads lite,lite-small,knrm]
- *                         [--folds K] [--no-cv] [--dl19 DIR|none] [--epochs N] [--depth 100] [--max-docs N] [--seed 1]
+ *                         [--folds K] [--only-folds F,F] [--no-cv] [--dl19 DIR|none] [--epochs N] [--depth 100] [--max-docs N] [--seed 1]
  *                         [--distill-steps N] [--distill-weight W] [--lr X] [--distill-lr X] [--positives N (per query and epoch)]
  *                         [--aesi c:bits,... [--aesi-width N ...] | --aesi-json FILE]
  */
@@ -97,8 +101,11 @@ export interface HeadsRun {
   model: string;
   documents: number;
   documentsInDataset: number;
+  /** the queries scored: all judged queries, or those of --only-folds */
   queries: number;
   folds: number;
+  /** the folds trained and scored (1-based; all of them unless --only-folds); perFold follows this order */
+  foldsRun: number[];
   maxsim: { ndcg10: number; perFold: number[] };
   heads: Partial<Record<HeadName, HeadFigures>>;
   seconds: { encode: number; total: number };
@@ -386,6 +393,8 @@ async function trainAndApply(src: TokenSource, trainQs: TrainingQuery[], options
 
 interface EvalOptions {
   folds: number;
+  /** 0-based folds to run (default: all) */
+  onlyFolds?: number[];
   epochs: Record<HeadName, number>;
   depth: number;
   trainDepth: number;
@@ -461,7 +470,9 @@ async function crossValidate(p: Prepared, opts: EvalOptions): Promise<HeadsRun> 
   const foldIdx = (f: number) => p.queries.map((_, i) => i).filter((i) => foldOf[i] === f);
   const per = () => ({ head: new Float64Array(nq), interp: new Float64Array(nq), bestEpochs: [] as number[], warm: [] as number[], lambdas: [] as number[], trainSeconds: 0 });
   const acc = Object.fromEntries(opts.heads.map((h) => [h, per()])) as Record<HeadName, ReturnType<typeof per>>;
-  for (let f = 0; f < opts.folds; f++) {
+  const foldsRun = opts.onlyFolds ?? Array.from({ length: opts.folds }, (_, f) => f);
+  const scored = p.queries.map((_, i) => i).filter((i) => foldsRun.includes(foldOf[i]));
+  for (const f of foldsRun) {
     const trainIdx = p.queries.map((_, i) => i).filter((i) => foldOf[i] !== f);
     const testIdx = foldIdx(f);
     const trainQs = trainIdx.map((qi) => preparedTrainingQuery(p, qi, opts.trainDepth));
@@ -487,17 +498,18 @@ async function crossValidate(p: Prepared, opts: EvalOptions): Promise<HeadsRun> 
       );
     }
   }
-  const perFold = (x: ArrayLike<number>) => Array.from({ length: opts.folds }, (_, f) => round(mean(x, foldIdx(f))));
+  const perFold = (x: ArrayLike<number>) => foldsRun.map((f) => round(mean(x, foldIdx(f))));
+  const sub = (x: ArrayLike<number>) => scored.map((i) => x[i]);
   const heads: HeadsRun['heads'] = {};
   for (const h of opts.heads) {
     const a = acc[h];
     heads[h] = {
-      ...versus(a.head, maxsimNdcg),
+      ...versus(sub(a.head), sub(maxsimNdcg)),
       perFold: perFold(a.head),
       bestEpochs: a.bestEpochs,
       ...(a.warm.length ? { warmStartValNdcg10: a.warm } : {}),
       trainSeconds: Math.round(a.trainSeconds),
-      interpolatedWithMaxsim: { ...versus(a.interp, maxsimNdcg), lambdas: a.lambdas, perFold: perFold(a.interp) },
+      interpolatedWithMaxsim: { ...versus(sub(a.interp), sub(maxsimNdcg)), lambdas: a.lambdas, perFold: perFold(a.interp) },
     };
   }
   return {
@@ -505,9 +517,10 @@ async function crossValidate(p: Prepared, opts: EvalOptions): Promise<HeadsRun> 
     model: p.model,
     documents: p.docIds.length,
     documentsInDataset: p.documentsInDataset,
-    queries: nq,
+    queries: scored.length,
     folds: opts.folds,
-    maxsim: { ndcg10: round(mean(maxsimNdcg)), perFold: perFold(maxsimNdcg) },
+    foldsRun: foldsRun.map((f) => f + 1),
+    maxsim: { ndcg10: round(mean(maxsimNdcg, scored)), perFold: perFold(maxsimNdcg) },
     heads,
     seconds: { encode: Math.round(p.encodeSeconds), total: Math.round((Date.now() - t0) / 1000) },
   };
@@ -650,6 +663,14 @@ const round = (x: number) => Math.round(x * 1e4) / 1e4;
 const signed = (x: number) => `${x >= 0 ? '+' : ''}${x.toFixed(4)}`;
 const versusText = (f: Versus) => `${f.ndcg10.toFixed(4)} (${signed(f.deltaVsMaxsim)}, ${f.wins}/${f.losses} wins/losses${f.beatsMaxsim ? '' : ', does NOT beat MaxSim'})`;
 
+/** --only-folds "3,4,5" (1-based, of `folds`) -> sorted distinct 0-based folds; '' -> undefined (all folds). */
+export function parseOnlyFolds(spec: string, folds: number): number[] | undefined {
+  if (!spec) return undefined;
+  const fs = spec.split(',').map((x) => Number(x) - 1);
+  for (const f of fs) if (!Number.isInteger(f) || f < 0 || f >= folds) throw new Error(`--only-folds: ${spec} (1-based fold numbers of the ${folds})`);
+  return [...new Set(fs)].sort((a, b) => a - b);
+}
+
 export async function runHeadsEval(args: string[]): Promise<{ quick: boolean; runs: HeadsRun[]; dl19: TransferRun[]; aesi: AesiComparison | null; summary: string[] }> {
   const quick = args.includes('--quick');
   const datasets = flag(args, '--datasets', '../shared/datasets/cranfield,../shared/datasets/vaswani').split(',').map((p) => resolve(p));
@@ -657,6 +678,7 @@ export async function runHeadsEval(args: string[]): Promise<{ quick: boolean; ru
   const heads = flag(args, '--heads', 'lite,lite-small,knrm').split(',') as HeadName[];
   for (const h of heads) if (!['lite', 'lite-small', 'knrm'].includes(h)) throw new Error(`--heads: unknown head ${h} (lite, lite-small, knrm)`);
   const folds = Number(flag(args, '--folds', quick ? '2' : '5'));
+  const onlyFolds = parseOnlyFolds(flag(args, '--only-folds', ''), folds);
   const dl19Flag = flag(args, '--dl19', '../shared/datasets/trec-dl-2019-passage');
   const dl19 = dl19Flag === 'none' ? null : resolve(dl19Flag);
   const cv = !args.includes('--no-cv');
@@ -665,6 +687,7 @@ export async function runHeadsEval(args: string[]): Promise<{ quick: boolean; ru
   const ds = flag(args, '--distill-steps', '');
   const opts: EvalOptions = {
     folds,
+    ...(onlyFolds ? { onlyFolds } : {}),
     epochs,
     depth: Number(flag(args, '--depth', quick ? '30' : '100')),
     trainDepth: quick ? 30 : 50,
@@ -705,7 +728,7 @@ export async function runHeadsEval(args: string[]): Promise<{ quick: boolean; ru
   const aesi = await aesiRow(args, dl19 ?? resolve('../shared/datasets/trec-dl-2019-passage'), flag(args, '--aesi-model', 'minilm-l6-384'));
   const summary: string[] = [];
   for (const r of runs) {
-    const line = [`${r.dataset} / ${r.model} (${r.folds}-fold, ${r.queries} queries, ${r.documents} docs${r.documents < r.documentsInDataset ? ` sampled of ${r.documentsInDataset}` : ''}): MaxSim ${r.maxsim.ndcg10.toFixed(4)}`];
+    const line = [`${r.dataset} / ${r.model} (${r.folds}-fold${r.foldsRun.length < r.folds ? `, folds ${r.foldsRun.join(',')} only` : ''}, ${r.queries} queries, ${r.documents} docs${r.documents < r.documentsInDataset ? ` sampled of ${r.documentsInDataset}` : ''}): MaxSim ${r.maxsim.ndcg10.toFixed(4)}`];
     for (const [h, f] of Object.entries(r.heads)) line.push(`${h} ${versusText(f!)}; MaxSim + ${h} interpolation ${versusText(f!.interpolatedWithMaxsim)}`);
     summary.push(line.join('; '));
   }
