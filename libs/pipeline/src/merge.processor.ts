@@ -19,7 +19,7 @@ import {
 } from '@lateral/shared';
 import { SegmentCopier, SegmentCorruptError, crc32c, readSegment, type CodecArtifact, type SegmentReader } from '@lateral/codec';
 import { deserializeSegmentIndex, serializeSegmentIndex, type SegmentIndex } from '@lateral/search';
-import type { CodecArtifactRepository, CollectionRepository, GenerationRepository, JobQueues, Logger, ObjectStore } from '@lateral/infra';
+import type { CodecArtifactRepository, CollectionRepository, GenerationRepository, IvfCentroidRepository, JobQueues, Logger, ObjectStore } from '@lateral/infra';
 import type { SegmentIds } from './commit.processor';
 import { compressRaw } from './compress.processor';
 import { segmentIndexBytes, type IndexDeps } from './index.processor';
@@ -29,7 +29,9 @@ import { collectGarbage, gcKeys, segmentObjects, type GarbageRecord, type GcSett
 import { segmentReadOptions } from './static-embeddings';
 
 /** What the merge processor touches. */
-export interface MergeDeps extends Pick<IndexDeps, 'ivf' | 'encoders' | 'ivfCentroids' | 'assigner' | 'staticEmbeddings'> {
+export interface MergeDeps extends Pick<IndexDeps, 'encoders' | 'ivfCentroids' | 'assigner' | 'staticEmbeddings'> {
+  /** The collection's IVF centroids: looked up (the inputs' indexes were built with them), fitted only when an index must be rebuilt and none exist. */
+  ivf: Pick<IvfCentroidRepository, 'ensure' | 'get'>;
   store: Pick<ObjectStore, 'get' | 'put' | 'getJson' | 'list' | 'delete'>;
   collections: Pick<CollectionRepository, 'get'>;
   generations: Pick<GenerationRepository, 'manifest' | 'commit'>;
@@ -101,12 +103,7 @@ async function merge(deps: MergeDeps, p: MergePayload): Promise<JobResults[Queue
   const batchId = `merge-${crc32c(new TextEncoder().encode(refs.map((r) => `${r.key}:${r.checksum}:${(r.tombstones ?? []).join(',')}`).join('\n'))).toString(16).padStart(8, '0')}-g${manifest.generation}`;
   const artifact = await deps.codecs.get(p.tenantId, p.collectionId, cv);
   // The collection's centroids for this codec version (the inputs' indexes were built with them).
-  const centroids = await deps.ivf
-    .ensure(p.tenantId, p.collectionId, cv, () => {
-      throw new Error('no centroids yet');
-    })
-    .then((c) => c.centroids)
-    .catch(() => undefined);
+  const centroids = (await deps.ivf.get(p.tenantId, p.collectionId, cv))?.centroids;
   const inputs: Input[] = [];
   const docIds: string[] = [];
   const sources: IngestDocument[] = [];
