@@ -107,6 +107,19 @@ async function dropShardWork(deps: { shardCoordinator: ShardCoordinatorDeps }, k
   }
 }
 
+/**
+ * Removes the shard work of a re-rank or search that failed for good (the worker's final-failure
+ * hook): a completed parent removes its own (dropShardWork), a failed one never gets there, and
+ * its rounds' inputs and partial results would stay in S3. Nothing is listed for other queues or
+ * for an unsharded job (its prefix is empty). Returns the objects removed.
+ */
+export async function dropShardWorkOfFailedJob(store: Pick<ObjectStore, 'deletePrefix'>, queue: QueueName, data: { tenantId?: unknown; rerankId?: unknown; searchId?: unknown }): Promise<number> {
+  const kind = queue === QueueName.rerank ? 'rerank' : queue === QueueName.search ? 'search' : null;
+  const parentId = kind === 'rerank' ? data.rerankId : data.searchId;
+  if (!kind || typeof parentId !== 'string' || typeof data.tenantId !== 'string') return 0;
+  return store.deletePrefix(shardWorkPrefix(kind, data.tenantId, parentId));
+}
+
 /** Whether `job` can be a flow parent (a real BullMQ job; handlers called directly in tests pass none). */
 export function isFanoutJob(job: unknown): job is FanoutJob {
   return !!job && typeof (job as FanoutJob).moveToWaitingChildren === 'function' && typeof (job as FanoutJob).token === 'string';

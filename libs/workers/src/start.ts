@@ -2,6 +2,7 @@ import os from 'node:os';
 import { QueueName, ShardJobPayloadSchema, loadConfig, scorerShards, shardQueueName } from '@lateral/shared';
 import { WorkerHost, enqueueWebhook, webhookEventFor, createLogger, createRuntime, recordInference, requireServices, startMetricsServer, stopOnSignal, type Runtime } from '@lateral/infra';
 import { setInferenceObserver } from '@lateral/model';
+import { dropShardWorkOfFailedJob } from '@lateral/pipeline';
 import { pipelineHandlers } from './handlers';
 import { startHeartbeat } from './heartbeat';
 import { startTextCacheCleanup } from './text-cache-cleanup';
@@ -41,6 +42,9 @@ export function startWorkers(rt: Runtime, queues: QueueName[]): WorkerHost {
         const event = webhookEventFor(queue, { ...cb, tenantId: cb.tenantId }, { error: err.message });
         await enqueueWebhook(rt.queues, config, cb.tenantId, cb.callback, event);
       }
+      // A sharded re-rank or search that failed for good leaves its rounds' inputs and its shards'
+      // partial results in S3 (a completed one removes them itself): removed here (nothing to list when unsharded).
+      await dropShardWorkOfFailedJob(rt.store, queue, cb);
       // A batch that failed for good is recorded in S3, so its ingestion reports it and never looks stuck.
       const d = job.data as { tenantId?: string; collectionId?: string; ingestionId?: string | null; batchId?: string; documents?: number };
       if ((queue === QueueName.encode || queue === QueueName.compress || queue === QueueName.index || queue === QueueName.commit) && d.tenantId && d.collectionId && d.batchId && d.ingestionId) {
