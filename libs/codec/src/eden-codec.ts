@@ -150,8 +150,10 @@ export class EdenCodec extends DocCodec {
   decodeDoc(doc: EncodedDoc, tokens: number, dims: number, key: DocKey, side?: Float32Array): Float32Array {
     const m = tokens;
     const { c, p } = this.shape(dims);
-    const z = new Float64Array(m * c);
     const h = fnv1a64(key.docId);
+    const plain = this.layout === 'token' ? this.stage.plainInverse(dims) : false;
+    if (plain && c === dims) return this.decodeTokensPlain(doc, m, dims, p, key.seed, plain.mean);
+    const z = new Float64Array(m * c);
     if (this.layout === 'token') {
       const norms = readNorms(doc.norms, m, this.norms);
       const signs = this.tokenSigns(key.seed, p);
@@ -176,6 +178,40 @@ export class EdenCodec extends DocCodec {
       }
     }
     return this.stage.inverse(z, m, dims, side);
+  }
+
+  /**
+   * decodeDoc of the token layout when the linear stage is a copy plus the mean: the same
+   * arithmetic, in the same order (EDEN block decode in float64, the mean added in float64, one
+   * rounding to float32), written straight into the result without the intermediate arrays;
+   * whole-byte 4-bit codes are unpacked two per byte. Search and training decode millions of
+   * tokens this way.
+   */
+  private decodeTokensPlain(doc: EncodedDoc, m: number, dims: number, p: number, seed: bigint, mean: Float64Array | Float32Array | null): Float32Array {
+    const norms = readNorms(doc.norms, m, this.norms);
+    const signs = this.tokenSigns(seed, p);
+    const codes = new Uint8Array(p);
+    const block = new Float64Array(p);
+    const res = new Float32Array(m * dims);
+    const packed = doc.codes;
+    const bits = this.bits;
+    const nibbles = bits === 4 && p % 2 === 0;
+    for (let t = 0; t < m; t++) {
+      if (nibbles) {
+        // low bits first, as packCodes stores them; token t starts at byte t p / 2
+        let b = (t * p) >> 1;
+        for (let i = 0; i < p; i += 2, b++) {
+          const v = packed[b];
+          codes[i] = v & 15;
+          codes[i + 1] = v >> 4;
+        }
+      } else unpackCodes(packed, bits, p, t * p * bits, codes);
+      edenDecodeBlock(codes, norms[t], signs, this.table, block);
+      const base = t * dims;
+      if (mean) for (let j = 0; j < dims; j++) res[base + j] = block[j] + mean[j];
+      else for (let j = 0; j < dims; j++) res[base + j] = block[j];
+    }
+    return res;
   }
 
   /** The token layout's sign vector: one per collection seed (cached, it is used for every token). */

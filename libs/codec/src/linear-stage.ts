@@ -57,6 +57,18 @@ export class LinearStage {
     return z;
   }
 
+  /**
+   * Whether `inverse` is a copy plus the mean (no PCA, predictor or AESI) for input dims d: then
+   * its mean (null: none), which a decoder may add itself, value by value as `inverse` does
+   * (float64 sum, one rounding to float32), saving the intermediate arrays. false otherwise.
+   */
+  plainInverse(d: number): { mean: Float64Array | Float32Array | null } | false {
+    const a = this.a;
+    if (this.aesi || this.sideDims > 0 || a?.components || a?.predictor) return false;
+    if (this.inputDims !== null && d !== this.inputDims) throw new RangeError(`codec was fitted on ${this.inputDims} dims, got ${d}`);
+    return { mean: a?.mean ?? null };
+  }
+
   /** z -> x^. Shape: m x c (+ side m x s) -> m x d. */
   inverse(z: Float64Array, m: number, d: number, side?: Float32Array): Float32Array {
     this.check(d, m, side);

@@ -92,7 +92,7 @@ describe('search in steps', () => {
         name: whole.name,
         documents: whole.documents,
         dims: whole.dims,
-        docIds: whole.docIds,
+        docIds: [...whole.docIds],
         tokenOffsets: off,
         tokenIds: whole.tokenIds,
         docVectors: whole.docVectors,
