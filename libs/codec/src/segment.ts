@@ -54,6 +54,12 @@ export interface SegmentReader {
   metadata(i: number): Record<string, unknown> | null;
   /** tokens_i x dims, reconstructed fp32. */
   decodeDoc(i: number): Float32Array;
+  /**
+   * The first min(m, tokens_i) rows of doc i, min(m, tokens_i) x dims: equal to the first rows
+   * of decodeDoc(i). EDEN's token layout codes every token on its own, so only those tokens are
+   * decoded (ME-BERT reads the first m of every document); other codecs decode the document.
+   */
+  decodeDocPrefix(i: number, m: number): Float32Array;
   /** T x dims. */
   decodeAll(): Float32Array;
   /** The coded bytes of doc i (codes and norms), for compressed-domain scoring. */
@@ -310,6 +316,19 @@ export function readSegment(bytes: Uint8Array, name: string, artifact?: CodecArt
     const side = descriptor.sideInfo ? sideFor(i) : undefined;
     return codec.decodeDoc(encodedDoc(i), m, dims, keyOf(i), side);
   };
+  // EDEN's token layout: token t's codes start at bit t p B and its norm is the t-th, so a prefix decodes on its own.
+  const tokenwise = descriptor.kind === 'eden' && descriptor.layout === 'token';
+  const decodeDocPrefix = (i: number, m: number): Float32Array => {
+    if (!Number.isInteger(m) || m < 0) throw new RangeError(`prefix length must be an integer >= 0, got ${m}`);
+    if (!Number.isInteger(i) || i < 0 || i >= documents) throw new RangeError(`document index ${i} out of range [0, ${documents})`);
+    const len = tokenOffsets[i + 1] - tokenOffsets[i];
+    const k = Math.min(m, len);
+    if (k === len) return decodeDoc(i);
+    if (!tokenwise) return decodeDoc(i).slice(0, k * dims);
+    const full = descriptor.sideInfo ? sideFor(i) : undefined;
+    const side = full?.subarray(0, k * (full.length / len));
+    return codec.decodeDoc(encodedDoc(i), k, dims, keyOf(i), side);
+  };
   const sideFor = (i: number): Float32Array => {
     if (!opts.staticEmbeddings) throw new Error(`segment "${name}" uses side information: pass opts.staticEmbeddings to readSegment`);
     return opts.staticEmbeddings(i, tokenIds.subarray(tokenOffsets[i], tokenOffsets[i + 1]));
@@ -331,6 +350,7 @@ export function readSegment(bytes: Uint8Array, name: string, artifact?: CodecArt
       return metadata ? metadata[i] : null;
     },
     decodeDoc,
+    decodeDocPrefix,
     decodeAll: () => {
       const out = new Float32Array(tokens * dims);
       for (let i = 0; i < documents; i++) out.set(decodeDoc(i), tokenOffsets[i] * dims);

@@ -7,7 +7,7 @@ import { s3Keys, type CodecSettings, type Collection, type CollectionManifest, t
 import { DiskObjectCache } from '@lateral/infra';
 import type { EncodedText } from '@lateral/model';
 import { assembleSegmentDocs } from './encode.processor';
-import { buildSegmentIndex, exhaustiveSearch, searchSegment, serializeSegmentIndex, xtrSearch } from '@lateral/search';
+import { buildSegmentIndex, exhaustiveSearch, mebertSearch, searchSegment, serializeSegmentIndex, xtrSearch } from '@lateral/search';
 import { ByteLru, Limiter, SegmentCache, WHOLE_DECODE_FRACTION, type ObjectSource } from './segment-cache';
 import { extendGenerationTable, findId, generationTable, segmentIdTable } from './id-table';
 
@@ -335,6 +335,7 @@ describe('SegmentCache', () => {
     const want = {
       exhaustive: exhaustiveSearch([{ segment: expected }], q, 2, 5).map((h) => [h.key, h.score]),
       xtr: xtrSearch([{ segment: expected, index: buildSegmentIndex(expected, centroids, DIMS) }], q, 2, centroids, { kPrime: 50, nprobe: 2, topN: 5 }).hits.map((h) => [h.key, h.score]),
+      mebert: mebertSearch([{ segment: expected }], q.subarray(0, DIMS), 2, 5).map((h) => [h.key, h.score]),
     };
     // The whole decode is over 1 / WHOLE_DECODE_FRACTION of this bound, and under it of the second.
     for (const [bound, kept] of [
@@ -346,6 +347,7 @@ describe('SegmentCache', () => {
       const got = {
         exhaustive: exhaustiveSearch([{ segment: part.segment }], q, 2, 5).map((h) => [h.key, h.score]),
         xtr: xtrSearch([{ segment: part.segment, index: part.index }], q, 2, centroids, { kPrime: 50, nprobe: 2, topN: 5 }).hits.map((h) => [h.key, h.score]),
+        mebert: mebertSearch([{ segment: part.segment }], q.subarray(0, DIMS), 2, 5).map((h) => [h.key, h.score]),
       };
       expect(got).toEqual(want);
       expect(cache.heldKeys().includes(`dec:${L.ref.key}`)).toBe(kept);

@@ -456,6 +456,7 @@ export class SegmentCache {
           metadata: (d: number) => r.metadata(d),
           decodeAll: () => this.decoded(ref.key, r),
           decodeDocs: (from: number, to: number) => this.decodedDocs(ref.key, r, from, to),
+          decodeDocPrefixes: (from: number, to: number, m: number) => this.decodedPrefixes(ref.key, r, from, to, m),
         };
         return { ref, segment: searchSegment(source, bases[i]), index, live: table.live[i] };
       }),
@@ -632,6 +633,29 @@ export class SegmentCache {
     if (whole || reader.tokenIds.length * d * 4 <= this.opts.maxBytes / WHOLE_DECODE_FRACTION) return (whole ?? this.decoded(key, reader)).subarray(off[from] * d, off[to] * d);
     const out = new Float32Array((off[to] - off[from]) * d);
     for (let i = from; i < to; i++) out.set(reader.decodeDoc(i), (off[i] - off[from]) * d);
+    return out;
+  }
+
+  /**
+   * The first min(m, tokens_i) rows of each document in [from, to), concatenated (ME-BERT): copied
+   * from the kept whole decode as decodedDocs would read it, else decoded document by document
+   * (only the prefix, for codecs that code tokens on their own).
+   */
+  private decodedPrefixes(key: string, reader: SegmentReader, from: number, to: number, m: number): Float32Array {
+    const off = reader.tokenOffsets;
+    const d = reader.dims;
+    let rows = 0;
+    for (let i = from; i < to; i++) rows += Math.min(m, off[i + 1] - off[i]);
+    const out = new Float32Array(rows * d);
+    const keep = this.lru.peek(`dec:${key}`) !== undefined || reader.tokenIds.length * d * 4 <= this.opts.maxBytes / WHOLE_DECODE_FRACTION;
+    const whole = keep ? this.decodedDocs(key, reader, from, to) : null;
+    let at = 0;
+    for (let i = from; i < to; i++) {
+      const k = Math.min(m, off[i + 1] - off[i]);
+      if (k === 0) continue;
+      out.set(whole ? whole.subarray((off[i] - off[from]) * d, (off[i] - off[from] + k) * d) : reader.decodeDocPrefix(i, k), at * d);
+      at += k;
+    }
     return out;
   }
 

@@ -117,8 +117,8 @@ export function* mebertSegmentSearchSteps(seg: SearchSegment, qVec: Float32Array
   for (let from = 0; from < D; from += DOC_SLICE) {
     if (from > 0) yield;
     const to = Math.min(D, from + DOC_SLICE);
-    // only this slice's vectors are decoded (a view when the segment's whole decode is kept)
-    mebertRange(qVec, mVecs, seg.docTokens(from, to), off[from], off, d, mask, from, to, bestRow, top);
+    // only the first mVecs vectors of this slice's documents are decoded
+    mebertRange(qVec, mVecs, seg.docPrefixTokens(from, to, mVecs), off, d, mask, from, to, bestRow, top);
   }
   const { scores, ids } = top.drain();
   const hits: SegmentHits = { docBase: seg.docBase, docs: ids, scores };
@@ -128,21 +128,27 @@ export function* mebertSegmentSearchSteps(seg: SearchSegment, qVec: Float32Array
   return hits;
 }
 
-/** Scores documents [from, to): each its best of the first mVecs token vectors (`tokens` holds rows from `base` on). */
+/**
+ * Scores documents [from, to): each its best of the first mVecs token vectors. `prefixes` holds
+ * those vectors, document after document (docPrefixTokens); bestRow records segment rows.
+ */
 function mebertRange(
-  qVec: Float32Array, mVecs: number, tokens: Float32Array, base: number, off: Uint32Array, d: number, mask: DocMask | undefined, from: number, to: number, bestRow: Int32Array, top: TopK,
+  qVec: Float32Array, mVecs: number, prefixes: Float32Array, off: Uint32Array, d: number, mask: DocMask | undefined, from: number, to: number, bestRow: Int32Array, top: TopK,
 ): void {
+  let at = 0; // the document's first row in `prefixes`
   for (let i = from; i < to; i++) {
-    if (mask && mask[i] === 0) continue;
     const start = off[i];
     const end = Math.min(off[i + 1], start + mVecs);
+    const first = at;
+    at += end - start;
+    if (mask && mask[i] === 0) continue;
     if (end === start) continue;
     let best = -Infinity;
     let arg = start;
     for (let r = start; r < end; r++) {
-      const b = (r - base) * d;
+      const b = (first + r - start) * d;
       let s = 0;
-      for (let t = 0; t < d; t++) s += qVec[t] * tokens[b + t];
+      for (let t = 0; t < d; t++) s += qVec[t] * prefixes[b + t];
       if (s > best) {
         best = s;
         arg = r;

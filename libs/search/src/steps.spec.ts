@@ -79,7 +79,7 @@ describe('search in steps', () => {
     expect(counted(xtrSearchSteps(many, q, 3, centroids, { kPrime: 50, nprobe: 2, topN: 10 })).steps).toBeGreaterThan(3 * many.length);
   });
 
-  it('a segment read in document ranges, never decoded whole, ranks exactly as its whole decode; XTR reads it in chunks of at most XTR_CHUNK_ROWS rows', () => {
+  it('a segment read in document ranges (ME-BERT: their first m vectors), never decoded whole, ranks exactly as its whole decode; XTR reads it in chunks of at most XTR_CHUNK_ROWS rows', () => {
     // more than two XTR chunks of rows (d = 4 keeps it small)
     const big = makeCorpus(76, { documents: 40_000, dims: 4, minLen: 0, maxLen: 8, vocab: 80 });
     const [whole] = segmentsOf(big);
@@ -87,6 +87,8 @@ describe('search in steps', () => {
     expect(T).toBeGreaterThan(2 * XTR_CHUNK_ROWS);
     const off = whole.tokenOffsets;
     const reads: [number, number][] = [];
+    let ranges = 0;
+    let prefixes = 0;
     const ranged = searchSegment(
       {
         name: whole.name,
@@ -102,7 +104,15 @@ describe('search in steps', () => {
         },
         decodeDocs: (from, to) => {
           reads.push([from, to]);
+          ranges++;
           return whole.tokens.slice(off[from] * 4, off[to] * 4);
+        },
+        decodeDocPrefixes: (from, to, m) => {
+          reads.push([from, to]);
+          prefixes++;
+          const rows: number[] = [];
+          for (let i = from; i < to; i++) rows.push(...whole.tokens.subarray(off[i] * 4, (off[i] + Math.min(m, off[i + 1] - off[i])) * 4));
+          return Float32Array.from(rows);
         },
       },
       whole.docBase,
@@ -121,10 +131,13 @@ describe('search in steps', () => {
     ];
     for (const [name, search, maxDocs] of cases) {
       reads.length = 0;
+      ranges = prefixes = 0;
       const expected = search(whole);
       expect(expected.length, name).toBe(30);
       expect(full(search(ranged)), name).toEqual(full(expected));
       expect(reads.length, name).toBeGreaterThan(2);
+      // ME-BERT reads the first m vectors of each document only, the others whole ranges
+      expect(name === 'mebert' ? [ranges, prefixes > 0] : [ranges > 0, prefixes], name).toEqual(name === 'mebert' ? [0, true] : [true, 0]);
       for (const [from, to] of reads) {
         expect(to - from, name).toBeLessThanOrEqual(maxDocs);
         expect(off[to] - off[from], name).toBeLessThanOrEqual(XTR_CHUNK_ROWS);

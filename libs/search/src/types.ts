@@ -35,6 +35,12 @@ export interface SearchSegment {
    * kept whole decode and must not be written.
    */
   docTokens(from: number, to: number): Float32Array;
+  /**
+   * The first min(m, tokens_i) token vectors of each document i in [from, to), concatenated in
+   * document order (ME-BERT reads only these): a segment whose codec codes tokens on their own
+   * decodes only them.
+   */
+  docPrefixTokens(from: number, to: number, m: number): Float32Array;
   /** T: the local document owning each token row (built on first use). */
   readonly tokenDoc: Uint32Array;
   /** documents x dims pooled, normalised vectors (`dense`), or null when the segment has none. */
@@ -76,6 +82,8 @@ export interface Hit {
  */
 export type SegmentSource = Pick<SegmentReader, 'name' | 'documents' | 'dims' | 'docIds' | 'tokenOffsets' | 'tokenIds' | 'docVectors' | 'metadata' | 'decodeAll'> & {
   decodeDocs?(from: number, to: number): Float32Array;
+  /** Documents [from, to), the first min(m, tokens_i) rows of each, concatenated (docPrefixTokens). */
+  decodeDocPrefixes?(from: number, to: number, m: number): Float32Array;
 };
 
 /**
@@ -112,6 +120,30 @@ export function searchSegment(source: SegmentSource, docBase = 0): SearchSegment
       const out = source.decodeDocs(from, to);
       if (out.length !== (off[to] - off[from]) * source.dims) {
         throw new RangeError(`segment "${source.name}": decodeDocs(${from}, ${to}) gave ${out.length} values, expected ${(off[to] - off[from]) * source.dims}`);
+      }
+      return out;
+    },
+    docPrefixTokens(from: number, to: number, m: number): Float32Array {
+      const off = source.tokenOffsets;
+      const d = source.dims;
+      if (!(Number.isInteger(from) && Number.isInteger(to) && 0 <= from && from <= to && to <= source.documents)) {
+        throw new RangeError(`segment "${source.name}": documents [${from}, ${to}) are out of range (it has ${source.documents})`);
+      }
+      if (!Number.isInteger(m) || m < 1) throw new RangeError(`segment "${source.name}": prefix length must be an integer >= 1, got ${m}`);
+      let rows = 0;
+      for (let i = from; i < to; i++) rows += Math.min(m, off[i + 1] - off[i]);
+      if (!tokens && source.decodeDocPrefixes) {
+        const out = source.decodeDocPrefixes(from, to, m);
+        if (out.length !== rows * d) throw new RangeError(`segment "${source.name}": decodeDocPrefixes(${from}, ${to}, ${m}) gave ${out.length} values, expected ${rows * d}`);
+        return out;
+      }
+      const all = this.tokens;
+      const out = new Float32Array(rows * d);
+      let at = 0;
+      for (let i = from; i < to; i++) {
+        const k = Math.min(m, off[i + 1] - off[i]);
+        out.set(all.subarray(off[i] * d, (off[i] + k) * d), at * d);
+        at += k;
       }
       return out;
     },
