@@ -236,6 +236,34 @@ export class EdenCodec extends DocCodec {
     return { rotated, offsets: this.stage.queryOffsets(q, dims), n };
   }
 
+  /**
+   * Query tokens prepared to score token rows straight from their codes (token layout, no side
+   * information): per query token i and row r, <q_i, x^_r> = offsets_i + ||z_r|| / sqrt p
+   * <H Dg P q_i, C[X_r]>, summed from a table of the rotated query times every centroid (for
+   * 4-bit codes, per code byte: two coordinates at once). Equal to the inner product with the
+   * decoded row up to rounding (the decode rounds x^ to float32; this sums in float64), and no
+   * row is decoded: XTR scores its probed rows this way. Shape: q n x dims.
+   */
+  queryLut(q: Float32Array, dims: number, seed: bigint): EdenQueryLut {
+    const { rotated, offsets, n } = this.rotateQuery(q, dims, seed);
+    const { p } = this.shape(dims);
+    const cent = this.table.centroids;
+    const bits = this.bits;
+    const rowBytes = (p * bits) / 8;
+    const byteWise = bits === 4 && Number.isInteger(rowBytes);
+    // byte-wise: table[i][b][v] = R_i[2b] C[v & 15] + R_i[2b+1] C[v >> 4]; else table[i][k][c] = R_i[k] C[c]
+    const width = byteWise ? rowBytes * 256 : p * cent.length;
+    const table = new Float64Array(n * width);
+    for (let i = 0; i < n; i++) {
+      const r = rotated.subarray(i * p, (i + 1) * p);
+      const t = table.subarray(i * width, (i + 1) * width);
+      if (byteWise) {
+        for (let b = 0; b < rowBytes; b++) for (let v = 0; v < 256; v++) t[b * 256 + v] = r[2 * b] * cent[v & 15] + r[2 * b + 1] * cent[v >> 4];
+      } else for (let k = 0; k < p; k++) for (let c = 0; c < cent.length; c++) t[k * cent.length + c] = r[k] * cent[c];
+    }
+    return new EdenQueryLut(n, p, bits, byteWise, table, width, offsets, this.norms);
+  }
+
   /** The centroid grid of `rotatedImage`: 127 / max|C| (see rotated-image.ts). */
   get imageScale(): number {
     const c = this.table.centroids;
@@ -333,5 +361,72 @@ export class EdenCodec extends DocCodec {
       }
     }
     return out;
+  }
+}
+
+/** A query's table for scoring token rows from their codes (EdenCodec.queryLut). */
+export class EdenQueryLut {
+  constructor(
+    readonly n: number,
+    private readonly p: number,
+    private readonly bits: number,
+    private readonly byteWise: boolean,
+    private readonly table: Float64Array,
+    private readonly width: number,
+    private readonly offsets: Float64Array,
+    private readonly normFormat: 'fp32' | 'fp16',
+  ) {}
+
+  /** A scorer over one segment's rows (SegmentReader.rowCodes of a segment coded by the same codec and seed). */
+  rows(rowCodes: { codes: Uint8Array; norms: Uint8Array }): EdenRowScorer {
+    return new EdenRowScorer(this.n, this.p, this.bits, this.byteWise, this.table, this.width, this.offsets, rowCodes.codes, rowCodes.norms, this.normFormat);
+  }
+}
+
+/** <q_i, x^_r> for token rows r of one segment, from their codes (EdenQueryLut.rows). */
+export class EdenRowScorer {
+  private readonly view: DataView;
+  private readonly rowBytes: number;
+  private readonly inv: number;
+  private readonly unpacked: Uint8Array;
+  private readonly levels: number;
+
+  constructor(
+    readonly n: number,
+    private readonly p: number,
+    private readonly bits: number,
+    private readonly byteWise: boolean,
+    private readonly table: Float64Array,
+    private readonly width: number,
+    private readonly offsets: Float64Array,
+    private readonly codes: Uint8Array,
+    norms: Uint8Array,
+    private readonly normFormat: 'fp32' | 'fp16',
+  ) {
+    this.view = new DataView(norms.buffer, norms.byteOffset, norms.byteLength);
+    this.rowBytes = (p * bits) / 8;
+    this.inv = 1 / Math.sqrt(p);
+    this.unpacked = new Uint8Array(p);
+    this.levels = 1 << bits;
+  }
+
+  /** Query token i against token row r. */
+  score(i: number, r: number): number {
+    const norm = this.normFormat === 'fp32' ? this.view.getFloat32(4 * r, true) : fromHalfBits(this.view.getUint16(2 * r, true));
+    // a zero or non-finite norm decodes to the mean alone (edenDecodeBlock gives zeros)
+    if (norm === 0 || !Number.isFinite(norm)) return this.offsets[i];
+    const t = this.table;
+    const o = i * this.width;
+    let s = 0;
+    if (this.byteWise) {
+      const codes = this.codes;
+      const base = r * this.rowBytes;
+      for (let b = 0; b < this.rowBytes; b++) s += t[o + b * 256 + codes[base + b]];
+    } else {
+      const c = unpackCodes(this.codes, this.bits, this.p, r * this.p * this.bits, this.unpacked);
+      const L = this.levels;
+      for (let k = 0; k < this.p; k++) s += t[o + k * L + c[k]];
+    }
+    return this.offsets[i] + norm * this.inv * s;
   }
 }

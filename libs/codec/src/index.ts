@@ -3,7 +3,7 @@ export { toHalfBits, fromHalfBits, encodeHalf, decodeHalf, roundToHalf } from '.
 export { SegmentCorruptError } from './errors';
 export type { Codec, CodecDescriptor, DocKey, EncodedDoc, EncodedVectors } from './codec';
 export { Fp32Codec, Fp16Codec, Int8Codec } from './simple-codecs';
-export { EdenCodec, CROSS_BLOCK, type RotatedQuery } from './eden-codec';
+export { EdenCodec, EdenQueryLut, EdenRowScorer, CROSS_BLOCK, type RotatedQuery } from './eden-codec';
 export { ResidualCodec } from './residual-codec';
 export { createCodec, codecFromDescriptor } from './create-codec';
 export { fitCodec, DEFAULT_BITS, type FitCodecOptions } from './fit-codec';

@@ -62,6 +62,12 @@ export interface SegmentReader {
   decodeDocPrefix(i: number, m: number): Float32Array;
   /** T x dims. */
   decodeAll(): Float32Array;
+  /**
+   * EDEN token layout: the codes and norms of every token row (row r's codes at r x the row's
+   * bytes, its norm the r-th), for scoring rows straight from their codes (EdenCodec.queryLut);
+   * null for other codecs.
+   */
+  rowCodes(): { codes: Uint8Array; norms: Uint8Array } | null;
   /** The coded bytes of doc i (codes and norms), for compressed-domain scoring. */
   encodedDoc(i: number): { codes: Uint8Array; norms: Uint8Array };
   /** How docVectors are stored (the header's format). */
@@ -351,6 +357,7 @@ export function readSegment(bytes: Uint8Array, name: string, artifact?: CodecArt
     },
     decodeDoc,
     decodeDocPrefix,
+    rowCodes: () => (tokenwise ? { codes, norms } : null),
     decodeAll: () => {
       const out = new Float32Array(tokens * dims);
       for (let i = 0; i < documents; i++) out.set(decodeDoc(i), tokenOffsets[i] * dims);

@@ -353,4 +353,28 @@ describe('SegmentCache', () => {
       expect(cache.heldKeys().includes(`dec:${L.ref.key}`)).toBe(kept);
     }
   });
+
+  it('XTR scores an EDEN token-layout segment from its codes (the decoded rows\' inner products, up to rounding), and from decoded rows with COMPRESSED_SCORING=decode', async () => {
+    const ids = Array.from({ length: 30 }, (_, i) => `x${i}`);
+    const E = segment('x-1', ids, 8, eden4, edenArtifact);
+    const centroids = Float32Array.from({ length: 3 * DIMS }, (_, i) => Math.sin(i + 2));
+    const reader = readSegment(E.bytes, E.ref.key, edenArtifact);
+    const indexKey = s3Keys.segmentIndex(T, C, 'x-1', 1);
+    const src = countingSource([E]);
+    const source: ObjectSource = { get: (key) => (key === indexKey ? Promise.resolve(serializeSegmentIndex(buildSegmentIndex(searchSegment(reader), centroids, DIMS))) : src.source.get(key)) };
+    const q = Float32Array.from({ length: 3 * DIMS }, (_, i) => Math.cos(i * 1.3));
+    const reference = searchSegment(reader);
+    const opts = { kPrime: 60, nprobe: 2, topN: 8 };
+    const want = xtrSearch([{ segment: reference, index: buildSegmentIndex(reference, centroids, DIMS) }], q, 3, centroids, opts).hits;
+    for (const scoreFromCodes of [true, false]) {
+      const cache = new SegmentCache(source, { get: async () => edenArtifact }, noStatic, { maxBytes: 1 << 30, loadConcurrency: 2, scoreFromCodes });
+      const [part] = await cache.searchParts(collection, manifestOf(1, [E.ref]));
+      expect(part.segment.rowScorer(q, 3) !== null).toBe(scoreFromCodes);
+      const got = xtrSearch([{ segment: part.segment, index: part.index }], q, 3, centroids, opts).hits;
+      expect(got.map((h) => h.key)).toEqual(want.map((h) => h.key));
+      got.forEach((h, i) => (scoreFromCodes ? expect(h.score).toBeCloseTo(want[i].score, 5) : expect(h.score).toBe(want[i].score)));
+      // from the codes, nothing was decoded
+      expect(cache.heldKeys().some((k) => k.startsWith('dec:'))).toBe(!scoreFromCodes);
+    }
+  });
 });

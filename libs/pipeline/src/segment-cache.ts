@@ -1,7 +1,7 @@
-import { IMAGE_MAX_BITS, SegmentCorruptError, codecFromDescriptor, readSegment, type CodecArtifact, type EdenCodec, type SegmentReader } from '@lateral/codec';
+import { IMAGE_MAX_BITS, SegmentCorruptError, codecFromDescriptor, readSegment, type CodecArtifact, type EdenCodec, type EdenQueryLut, type SegmentReader } from '@lateral/codec';
 import { PermanentJobError, s3Keys, type Collection, type CollectionManifest, type SegmentRef, type UnavailableSegment } from '@lateral/shared';
 import type { CodecArtifactRepository, DiskCacheStats } from '@lateral/infra';
-import { deserializeSegmentIndex, searchSegment, type DocMask, type SearchSegment, type SegmentIndex } from '@lateral/search';
+import { deserializeSegmentIndex, searchSegment, type DocMask, type RowScorer, type SearchSegment, type SegmentIndex } from '@lateral/search';
 import type { RotatedImageSet } from '@lateral/kernels';
 import type { CollectionView } from './collection-view';
 import { extendGenerationTable, findId, generationTable, generationTableBytes, segmentIdTable, type GenerationTable, type SegmentIdTable } from './id-table';
@@ -288,6 +288,8 @@ export class SegmentCache {
   private readonly bad = new Map<string, BadObject>();
   /** Awaited before each decode: a cold generation of hundreds of segments decodes them in turn, not in one hold of the event loop. */
   private readonly yieldTurn = eventLoopYielder();
+  /** Per query (its vectors' array, held by the search while it runs), the EDEN query tables by codec descriptor and seed (rowScorer). */
+  private readonly queryLuts = new WeakMap<Float32Array, Map<string, EdenQueryLut>>();
   /** EDEN codecs of the rotated images, by descriptor and seed (imageCodec). */
   private readonly imageCodecs = new Map<string, ImageCodec>();
 
@@ -457,6 +459,7 @@ export class SegmentCache {
           decodeAll: () => this.decoded(ref.key, r),
           decodeDocs: (from: number, to: number) => this.decodedDocs(ref.key, r, from, to),
           decodeDocPrefixes: (from: number, to: number, m: number) => this.decodedPrefixes(ref.key, r, from, to, m),
+          rowScorer: (q: Float32Array, n: number) => this.rowScorer(loaded, q, n),
         };
         return { ref, segment: searchSegment(source, bases[i]), index, live: table.live[i] };
       }),
@@ -657,6 +660,24 @@ export class SegmentCache {
       at += k;
     }
     return out;
+  }
+
+  /**
+   * Scores the segment's token rows from their codes (XTR's probed rows), when it is EDEN token
+   * layout without side information and scoring from codes is on (COMPRESSED_SCORING=int8-image);
+   * null: search decodes. The query's table is made once per query and codec (segments of one
+   * codec version share it), not per segment.
+   */
+  private rowScorer(loaded: LoadedSegment, q: Float32Array, n: number): RowScorer | null {
+    if (!this.opts.scoreFromCodes || n === 0) return null;
+    const image = this.imageCodec(loaded);
+    const rows = loaded.reader.rowCodes();
+    if (!image || !rows) return null;
+    let perQuery = this.queryLuts.get(q);
+    if (!perQuery) this.queryLuts.set(q, (perQuery = new Map()));
+    let lut = perQuery.get(image.descriptor);
+    if (!lut) perQuery.set(image.descriptor, (lut = image.codec.queryLut(q, loaded.reader.dims, loaded.reader.seed)));
+    return lut.rows(rows);
   }
 
   /** The segment's tokens decoded to fp32 (T x dims), kept in the cache. */

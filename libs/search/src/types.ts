@@ -41,11 +41,21 @@ export interface SearchSegment {
    * decodes only them.
    */
   docPrefixTokens(from: number, to: number, m: number): Float32Array;
+  /**
+   * Scores token rows straight from their codes (<q_i, decoded row r>, up to rounding), when the
+   * segment's codec can (EDEN token layout): XTR then decodes nothing. null: read vectors.
+   */
+  rowScorer(q: Float32Array, n: number): RowScorer | null;
   /** T: the local document owning each token row (built on first use). */
   readonly tokenDoc: Uint32Array;
   /** documents x dims pooled, normalised vectors (`dense`), or null when the segment has none. */
   readonly docVectors: Float32Array | null;
   metadata(i: number): Record<string, unknown> | null;
+}
+
+/** Query token i against token row r of one segment (SearchSegment.rowScorer). */
+export interface RowScorer {
+  score(i: number, row: number): number;
 }
 
 /** Per document of a segment: non-zero = searchable. Filters and tombstones both end up here. */
@@ -84,6 +94,8 @@ export type SegmentSource = Pick<SegmentReader, 'name' | 'documents' | 'dims' | 
   decodeDocs?(from: number, to: number): Float32Array;
   /** Documents [from, to), the first min(m, tokens_i) rows of each, concatenated (docPrefixTokens). */
   decodeDocPrefixes?(from: number, to: number, m: number): Float32Array;
+  /** Scores rows from their codes (SearchSegment.rowScorer); absent or null: vectors are read. */
+  rowScorer?(q: Float32Array, n: number): RowScorer | null;
 };
 
 /**
@@ -147,6 +159,7 @@ export function searchSegment(source: SegmentSource, docBase = 0): SearchSegment
       }
       return out;
     },
+    rowScorer: (q: Float32Array, n: number) => source.rowScorer?.(q, n) ?? null,
     get tokenDoc() {
       if (!tokenDoc) tokenDoc = tokenOwners(source.tokenOffsets);
       return tokenDoc;

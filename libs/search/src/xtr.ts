@@ -3,7 +3,7 @@ import { kWayMerge, mergeHits, type RankedList } from './merge';
 import type { SegmentIndex } from './segment-index';
 import { TopK } from './select';
 import { XTR_CHUNK_ROWS, runSteps, type Steps } from './steps';
-import { assertMask, assertQuery, assertTopN, type DocMask, type Hit, type HitExplain, type SearchSegment, type SegmentHits } from './types';
+import { assertMask, assertQuery, assertTopN, type DocMask, type Hit, type HitExplain, type RowScorer, type SearchSegment, type SegmentHits } from './types';
 
 /**
  * XTR two-stage inference (XTR section 3.2, SPEC 3.2), written as per-segment retrieval plus an
@@ -132,6 +132,8 @@ export function* xtrSegmentSearchSteps(seg: SearchSegment, index: SegmentIndex, 
   }
   const off = seg.tokenOffsets;
   const D = seg.documents;
+  // Rows scored from their codes when the segment can (no vectors decoded), else from decoded ranges.
+  const fromCodes = seg.rowScorer(q, n);
   let scored = 0;
   let steps = 0;
   for (let from = 0; from < D; ) {
@@ -162,8 +164,11 @@ export function* xtrSegmentSearchSteps(seg: SearchSegment, index: SegmentIndex, 
         }
         if (b === a) continue;
         scored += b - a;
-        tokens ??= seg.docTokens(from, to);
-        scoreRows(q, i * d, tokens, rowLo, d, list, a, b, tops[i]);
+        if (fromCodes) scoreRowsWith(fromCodes, i, list, a, b, tops[i]);
+        else {
+          tokens ??= seg.docTokens(from, to);
+          scoreRows(q, i * d, tokens, rowLo, d, list, a, b, tops[i]);
+        }
       }
     }
     from = to;
@@ -181,6 +186,15 @@ export function* xtrSegmentSearchSteps(seg: SearchSegment, index: SegmentIndex, 
   }
   for (let e = 0; e < total; e++) docs[e] = owner[outRows[e]];
   return { n, kPrime, documents: seg.documents, docBase: seg.docBase, offsets, scores, docs, rows: outRows, scored };
+}
+
+/** Scores rows list[lo..hi) against query token i with a row scorer (from the codes) into top. */
+function scoreRowsWith(scorer: RowScorer, i: number, list: Uint32Array, lo: number, hi: number, top: TopK): void {
+  for (let p = lo; p < hi; p++) {
+    const r = list[p];
+    const s = scorer.score(i, r);
+    if (s >= top.floor) top.push(s, r);
+  }
 }
 
 /**
