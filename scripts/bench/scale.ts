@@ -168,6 +168,8 @@ export async function runScaleBench(args: string[]): Promise<Record<string, unkn
   const rounds = opt(args, '--rounds', 20);
   const coldRounds = opt(args, '--cold-rounds', 5);
   const ingestOnly = args.includes('--ingest-only');
+  // Stop posting after this many seconds (0: post all N) and serve what was accepted: a bounded run at the largest N a time budget allows.
+  const ingestLimitS = opt(args, '--ingest-seconds', 0);
   const searchModes = str(args, '--search-modes', Object.keys(SEARCH_MODES).join(',')).split(',');
   const searchTimeoutMs = opt(args, '--search-timeout', 600) * 1000;
   const unknownModes = searchModes.filter((m) => !(m in SEARCH_MODES));
@@ -254,7 +256,7 @@ export async function runScaleBench(args: string[]): Promise<Record<string, unkn
     let lastProgress = performance.now();
     let lastPrint = 0;
     const poster = async () => {
-      while (next < N) {
+      while (next < N && !(ingestLimitS > 0 && (performance.now() - tIngest) / 1000 >= ingestLimitS)) {
         if (accepted - committed - failedDocs >= window) {
           await sleep(200);
           continue;
@@ -297,6 +299,9 @@ export async function runScaleBench(args: string[]): Promise<Record<string, unkn
     const cpuBefore = Object.fromEntries(ROLES.map((r) => [r, cpuOf(r)]));
     await Promise.all([poster(), poster(), poller()]);
     const ingestSeconds = (performance.now() - tIngest) / 1000;
+    // The documents posted (all N, or those posted before --ingest-seconds ran out): what is served below.
+    const ingested = next;
+    if (ingested < N) say(`--ingest-seconds ${ingestLimitS}: posting stopped after ${ingested} of ${N} documents; serving those`);
     sample();
     const ingestCpu = Object.fromEntries(ROLES.map((r) => [r, round(cpuOf(r) - cpuBefore[r], 1)]));
     const pipelineCpu = ['api', 'ingest-worker', 's3', 'redis'].reduce((s, r) => s + ingestCpu[r], 0);
@@ -312,30 +317,31 @@ export async function runScaleBench(args: string[]): Promise<Record<string, unkn
       retried_requests: retries.n,
       cpu_seconds: ingestCpu,
     };
-    say(`ingest CPU seconds: ${JSON.stringify(ingestCpu)} = ${round(N / pipelineCpu, 1)} docs per CPU second of the pipeline`);
+    say(`ingest CPU seconds: ${JSON.stringify(ingestCpu)} = ${round(ingested / pipelineCpu, 1)} docs per CPU second of the pipeline`);
     say(
-      `ingest: ${N} documents, ${desc.tokens} tokens in ${ingest.seconds} s = ${round(N / ingestSeconds)} docs/s, ${round(desc.tokens / ingestSeconds, 0)} tokens/s; accepted ${accepted}, committed ${committed}, failed ${failedDocs}, live ${desc.documents}; ${desc.segments} segments, generation ${desc.generation}; ${round(desc.bytesPerToken, 2)} segment B/token, ${round(s3Bytes / desc.tokens, 1)} S3 B/token in all`,
+      `ingest: ${ingested} documents, ${desc.tokens} tokens in ${ingest.seconds} s = ${round(ingested / ingestSeconds)} docs/s, ${round(desc.tokens / ingestSeconds, 0)} tokens/s; accepted ${accepted}, committed ${committed}, failed ${failedDocs}, live ${desc.documents}; ${desc.segments} segments, generation ${desc.generation}; ${round(desc.bytesPerToken, 2)} segment B/token, ${round(s3Bytes / desc.tokens, 1)} S3 B/token in all`,
     );
     const ingestRss = Object.fromEntries(ROLES.map((r) => [r, summarizeRss((samples[r] ?? []).filter((s) => s.phase === 'ingest').map((s) => s.rss))]));
 
     const result: Record<string, unknown> = {
       bench: 'scale',
-      docs: N,
+      docs: ingested,
+      docs_requested: N,
       tokens: desc.tokens,
       model,
       codec: codecName,
       documents_source: `vendored corpora with variations (${Object.entries(corpus.sources).map(([k, v]) => `${k} ${v}`).join(', ')} passages; sentence shuffle + 15% word-model substitutions, seed ${seed})`,
-      tokens_per_doc: round(desc.tokens / N, 1),
-      ingest_docs_per_s: round(N / ingestSeconds),
+      tokens_per_doc: round(desc.tokens / ingested, 1),
+      ingest_docs_per_s: round(ingested / ingestSeconds),
       ingest_tokens_per_s: round(desc.tokens / ingestSeconds, 0),
       ingest,
       // CPU seconds of the API, ingest worker, S3 server and Redis per document: what the pipeline
       // costs, less sensitive than docs/s to the other work on a shared machine. On an idle
       // machine of `cpus` cores with this work spread over them: docs/s <= cpus / this.
-      ingest_cpu_seconds_per_doc: round(pipelineCpu / N, 5),
-      ingest_docs_per_cpu_s: round(N / pipelineCpu, 1),
-      projection_1m_wall_hours_at_measured_rate: round(1e6 / (N / ingestSeconds) / 3600, 2),
-      projection_1m_hours_idle_machine: round((1e6 * pipelineCpu) / N / os.cpus().length / 3600, 2),
+      ingest_cpu_seconds_per_doc: round(pipelineCpu / ingested, 5),
+      ingest_docs_per_cpu_s: round(ingested / pipelineCpu, 1),
+      projection_1m_wall_hours_at_measured_rate: round(1e6 / (ingested / ingestSeconds) / 3600, 2),
+      projection_1m_hours_idle_machine: round((1e6 * pipelineCpu) / ingested / os.cpus().length / 3600, 2),
       segments: desc.segments,
       generation: desc.generation,
       bytes_per_token: round(desc.bytesPerToken, 3),
@@ -352,7 +358,7 @@ export async function runScaleBench(args: string[]): Promise<Record<string, unkn
       const rng = mulberry32(seed * 7919 + 13);
       const randomIds = (k: number) => {
         const s = new Set<number>();
-        while (s.size < Math.min(k, N)) s.add(Math.floor(rng() * N));
+        while (s.size < Math.min(k, ingested)) s.add(Math.floor(rng() * ingested));
         return [...s].map(docId);
       };
       const queryAt = (i: number) => corpus.queries[i % corpus.queries.length];
