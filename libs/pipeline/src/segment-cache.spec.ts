@@ -354,7 +354,7 @@ describe('SegmentCache', () => {
     }
   });
 
-  it('XTR scores an EDEN token-layout segment from its codes (the decoded rows\' inner products, up to rounding), and from decoded rows with COMPRESSED_SCORING=decode', async () => {
+  it('XTR and ME-BERT score an EDEN token-layout segment from its codes (the decoded rows\' inner products, up to rounding), and from decoded rows with COMPRESSED_SCORING=decode', async () => {
     const ids = Array.from({ length: 30 }, (_, i) => `x${i}`);
     const E = segment('x-1', ids, 8, eden4, edenArtifact);
     const centroids = Float32Array.from({ length: 3 * DIMS }, (_, i) => Math.sin(i + 2));
@@ -366,6 +366,8 @@ describe('SegmentCache', () => {
     const reference = searchSegment(reader);
     const opts = { kPrime: 60, nprobe: 2, topN: 8 };
     const want = xtrSearch([{ segment: reference, index: buildSegmentIndex(reference, centroids, DIMS) }], q, 3, centroids, opts).hits;
+    const qVec = q.subarray(0, DIMS);
+    const wantMebert = mebertSearch([{ segment: reference }], qVec, 2, 8);
     for (const scoreFromCodes of [true, false]) {
       const cache = new SegmentCache(source, { get: async () => edenArtifact }, noStatic, { maxBytes: 1 << 30, loadConcurrency: 2, scoreFromCodes });
       const [part] = await cache.searchParts(collection, manifestOf(1, [E.ref]));
@@ -373,6 +375,10 @@ describe('SegmentCache', () => {
       const got = xtrSearch([{ segment: part.segment, index: part.index }], q, 3, centroids, opts).hits;
       expect(got.map((h) => h.key)).toEqual(want.map((h) => h.key));
       got.forEach((h, i) => (scoreFromCodes ? expect(h.score).toBeCloseTo(want[i].score, 5) : expect(h.score).toBe(want[i].score)));
+      // ME-BERT too (its first 2 vectors per document)
+      const mebert = mebertSearch([{ segment: part.segment }], qVec, 2, 8);
+      expect(mebert.map((h) => h.key)).toEqual(wantMebert.map((h) => h.key));
+      mebert.forEach((h, i) => (scoreFromCodes ? expect(h.score).toBeCloseTo(wantMebert[i].score, 5) : expect(h.score).toBe(wantMebert[i].score)));
       // from the codes, nothing was decoded
       expect(cache.heldKeys().some((k) => k.startsWith('dec:'))).toBe(!scoreFromCodes);
     }

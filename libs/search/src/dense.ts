@@ -1,7 +1,7 @@
 import { mergeHits } from './merge';
 import { TopK } from './select';
 import { DENSE_DOC_SLICE, DOC_SLICE, runSteps, type Steps } from './steps';
-import { assertMask, assertTopN, type DocMask, type Hit, type HitExplain, type SearchSegment, type SegmentHits } from './types';
+import { assertMask, assertTopN, type DocMask, type Hit, type HitExplain, type RowScorer, type SearchSegment, type SegmentHits } from './types';
 
 /**
  * Exact single-vector search (SPEC 3.3), per segment then merged.
@@ -114,11 +114,13 @@ export function* mebertSegmentSearchSteps(seg: SearchSegment, qVec: Float32Array
   const off = seg.tokenOffsets;
   const top = new TopK(topN, D);
   const bestRow = new Int32Array(D).fill(-1);
+  // Rows scored from their codes when the segment can (nothing decoded), else the first mVecs vectors decoded.
+  const fromCodes = seg.rowScorer(qVec, 1);
   for (let from = 0; from < D; from += DOC_SLICE) {
     if (from > 0) yield;
     const to = Math.min(D, from + DOC_SLICE);
-    // only the first mVecs vectors of this slice's documents are decoded
-    mebertRange(qVec, mVecs, seg.docPrefixTokens(from, to, mVecs), off, d, mask, from, to, bestRow, top);
+    if (fromCodes) mebertRangeWith(fromCodes, mVecs, off, mask, from, to, bestRow, top);
+    else mebertRange(qVec, mVecs, seg.docPrefixTokens(from, to, mVecs), off, d, mask, from, to, bestRow, top);
   }
   const { scores, ids } = top.drain();
   const hits: SegmentHits = { docBase: seg.docBase, docs: ids, scores };
@@ -149,6 +151,27 @@ function mebertRange(
       const b = (first + r - start) * d;
       let s = 0;
       for (let t = 0; t < d; t++) s += qVec[t] * prefixes[b + t];
+      if (s > best) {
+        best = s;
+        arg = r;
+      }
+    }
+    bestRow[i] = arg;
+    if (best >= top.floor) top.push(best, i);
+  }
+}
+
+/** mebertRange with a row scorer (rows scored from their codes). */
+function mebertRangeWith(scorer: RowScorer, mVecs: number, off: Uint32Array, mask: DocMask | undefined, from: number, to: number, bestRow: Int32Array, top: TopK): void {
+  for (let i = from; i < to; i++) {
+    if (mask && mask[i] === 0) continue;
+    const start = off[i];
+    const end = Math.min(off[i + 1], start + mVecs);
+    if (end === start) continue;
+    let best = -Infinity;
+    let arg = start;
+    for (let r = start; r < end; r++) {
+      const s = scorer.score(0, r);
       if (s > best) {
         best = s;
         arg = r;
