@@ -301,6 +301,23 @@ describe('merge (real Redis, real S3 server, real ONNX model)', () => {
     expect((await manifest(c)).generation).toBe(before.generation + 1);
   }, 300_000);
 
+  it("a merge that finds the collection's lease held past its wait answers 'busy' and changes nothing", async () => {
+    const c = 'm8';
+    await api('POST', '/v1/collections', { id: c });
+    for (let i = 40; i < 80; i += 10) await ingest(c, docs.slice(i, i + 10).map((d) => ({ id: d.id, text: d.text })));
+    const before = await manifest(c);
+    const key = `test:merge-lease:default:${c}`;
+    await server.runtime.redis.set(key, 'another-worker', 'PX', 10_000); // another process's merge holds it
+    const exclusive: MergeDeps['exclusive'] = (t, id, fn) => withRedisLease(server.runtime.redis, `test:merge-lease:${t}:${id}`, fn, { pollMs: 20, maxWaitMs: 200 });
+    const busy = await mergeProcessor({ ...merge, exclusive }, { op: 'merge', tenantId: 'default', collectionId: c, trigger: 'api' });
+    expect(busy).toMatchObject({ generation: before.generation, committed: false, merged: { status: 'busy', inputs: [], output: null } });
+    expect((await manifest(c)).generation).toBe(before.generation);
+    // once the lease is free, the same merge goes through
+    await server.runtime.redis.del(key);
+    const done = await mergeProcessor({ ...merge, exclusive }, { op: 'merge', tenantId: 'default', collectionId: c, trigger: 'api' });
+    expect(done).toMatchObject({ generation: before.generation + 1, committed: true, merged: { status: 'merged' } });
+  }, 300_000);
+
   it('garbage collection: the objects a merge replaced go once no kept generation lists them and the grace period passed', async () => {
     const c = 'm5';
     await api('POST', '/v1/collections', { id: c });

@@ -226,7 +226,11 @@ function baseDocument(version: string) {
                 collection: { type: 'string' },
                 generation: { type: 'integer', description: 'the current generation after the merge' },
                 committed: { type: 'boolean', description: 'a generation was written' },
-                status: { type: 'string', enum: ['merged', 'nothing-to-merge', 'inputs-gone', 'recompressing'] },
+                status: {
+                  type: 'string',
+                  enum: ['merged', 'nothing-to-merge', 'inputs-gone', 'recompressing', 'busy'],
+                  description: "busy: another merge of this collection held its lease for the whole wait (twice JOB_LOCK_SECONDS); nothing was done, and a merge job is queued again to run after a job lock's time",
+                },
                 inputs: { type: 'array', items: { type: 'string' }, description: 'S3 keys of the segments merged' },
                 output: { type: ['string', 'null'], description: 'S3 key of the merged segment (null: none written or committed)' },
                 dropped: { type: 'integer', description: 'deleted and superseded documents left out' },

@@ -4,7 +4,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startEmbeddedRedis, type EmbeddedRedis } from './embedded-services';
-import { withRedisLease } from './redis-lease';
+import { LeaseBusyError, withRedisLease } from './redis-lease';
 
 /** The merge lease (one merge per collection at a time) against a real redis-server. */
 describe('withRedisLease (real Redis)', () => {
@@ -51,5 +51,24 @@ describe('withRedisLease (real Redis)', () => {
     expect(await withRedisLease(redis, 'lease:z', async () => Date.now() - t0, { pollMs: 10 })).toBeGreaterThanOrEqual(150);
     await expect(withRedisLease(redis, 'lease:z', async () => Promise.reject(new Error('merge failed')))).rejects.toThrow('merge failed');
     expect(await redis.exists('lease:z')).toBe(0);
+  });
+
+  it('gives up after maxWaitMs with LeaseBusyError, fn not run, the holder undisturbed; within the wait it gets the lease', async () => {
+    let ran = false;
+    let release!: () => void;
+    const holder = withRedisLease(redis, 'lease:w', () => new Promise<string>((r) => (release = () => r('holder'))), { ttlMs: 500, pollMs: 10 });
+    await new Promise((r) => setTimeout(r, 30));
+    const t0 = Date.now();
+    const err = await withRedisLease(redis, 'lease:w', async () => (ran = true), { pollMs: 10, maxWaitMs: 150 }).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(LeaseBusyError);
+    expect((err as LeaseBusyError).key).toBe('lease:w');
+    expect(Date.now() - t0).toBeGreaterThanOrEqual(150);
+    expect(ran).toBe(false);
+    expect(await redis.exists('lease:w')).toBe(1); // still the holder's
+    // a waiter with room in its wait enters once the holder leaves
+    const waiter = withRedisLease(redis, 'lease:w', async () => 'waiter', { pollMs: 10, maxWaitMs: 5_000 });
+    await new Promise((r) => setTimeout(r, 50));
+    release();
+    expect(await Promise.all([holder, waiter])).toEqual(['holder', 'waiter']);
   });
 });

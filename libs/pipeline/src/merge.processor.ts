@@ -19,7 +19,7 @@ import {
 } from '@lateral/shared';
 import { SegmentCopier, SegmentCorruptError, crc32c, readSegment, type CodecArtifact, type SegmentReader } from '@lateral/codec';
 import { deserializeSegmentIndex, serializeSegmentIndex, type SegmentIndex } from '@lateral/search';
-import type { CodecArtifactRepository, CollectionRepository, GenerationRepository, IvfCentroidRepository, JobQueues, Logger, ObjectStore } from '@lateral/infra';
+import { LeaseBusyError, type CodecArtifactRepository, type CollectionRepository, type GenerationRepository, type IvfCentroidRepository, type JobQueues, type Logger, type ObjectStore } from '@lateral/infra';
 import type { SegmentIds } from './commit.processor';
 import { compressRaw } from './compress.processor';
 import { segmentIndexBytes, type IndexDeps } from './index.processor';
@@ -42,7 +42,8 @@ export interface MergeDeps extends Pick<IndexDeps, 'encoders' | 'ivfCentroids' |
   gc?: GcSettings;
   /**
    * Runs `fn` while holding the collection's merge lease (one merge per collection at a time,
-   * across processes: a second merge job waits for the first); absent: no guard.
+   * across processes: a second merge job waits for the first, and returns 'busy' when the wait
+   * ends in LeaseBusyError); absent: no guard.
    */
   exclusive?: <T>(tenantId: string, collectionId: string, fn: () => Promise<T>) => Promise<T>;
   logger: Logger;
@@ -81,7 +82,17 @@ const outcome = (status: MergeOutcome['status'], extra: Partial<MergeOutcome> = 
  * period has passed.
  */
 export async function mergeProcessor(deps: MergeDeps, p: MergePayload): Promise<JobResults[QueueName.merge]> {
-  return deps.exclusive ? deps.exclusive(p.tenantId, p.collectionId, () => merge(deps, p)) : merge(deps, p);
+  if (!deps.exclusive) return merge(deps, p);
+  try {
+    return await deps.exclusive(p.tenantId, p.collectionId, () => merge(deps, p));
+  } catch (err) {
+    // Another merge of the collection held the lease for the whole wait: this job gives its slot
+    // back ('busy'; the caller queues a merge again) instead of holding it for the other's length.
+    if (!(err instanceof LeaseBusyError)) throw err;
+    deps.logger.info(`merge of ${p.tenantId}/${p.collectionId}: ${err.message}; queued again`);
+    const manifest = await deps.generations.manifest(p.tenantId, p.collectionId);
+    return { generation: manifest?.generation ?? 0, committed: false, merged: outcome('busy') };
+  }
 }
 
 async function merge(deps: MergeDeps, p: MergePayload): Promise<JobResults[QueueName.merge]> {

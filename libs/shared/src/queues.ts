@@ -126,7 +126,8 @@ export type SegmentCommitPayload = z.infer<typeof writtenSegment>;
 
 /** What a merge did: the segments it replaced (keys) and the one it wrote (null: nothing was live), or why it did nothing. */
 export interface MergeOutcome {
-  status: 'merged' | 'nothing-to-merge' | 'inputs-gone' | 'recompressing';
+  /** busy: another merge of the collection held its lease past the wait (MERGE_LEASE_WAIT): the job did nothing and a merge job is queued again. */
+  status: 'merged' | 'nothing-to-merge' | 'inputs-gone' | 'recompressing' | 'busy';
   inputs: string[];
   output: string | null;
   /** Documents dropped (tombstoned or superseded in the inputs). */

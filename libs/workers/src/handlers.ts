@@ -1,5 +1,5 @@
 import path from 'node:path';
-import { PermanentJobError, QueueName, redisKeys, textCodecRef, trainingKeys, type MergePayload, type SegmentRef, type ShardJobPayload, type ShardJobResult } from '@lateral/shared';
+import { PermanentJobError, QueueName, mergeJobId, redisKeys, textCodecRef, trainingKeys, type MergePayload, type SegmentRef, type ShardJobPayload, type ShardJobResult } from '@lateral/shared';
 import { DiskObjectCache, ScorerArtifactStore, registerCacheMetrics, DocumentRepository, JobFlows, ShardQueues, deliverWebhook, enqueueWebhook, webhookEventFor, withRedisLease, type HandlerRegistry, type Runtime } from '@lateral/infra';
 import {
   SegmentIds,
@@ -102,7 +102,10 @@ export function pipelineHandlers(rt: Runtime, extra: { shardChild?: (p: ShardJob
   };
   // One merge per collection at a time, across processes: a lease in Redis (a second merge job waits for it).
   // Its expiry is the job lock's: a killed worker's merge is resumed (stalled job) about when its lease is free.
-  const exclusive = <T>(t: string, c: string, fn: () => Promise<T>) => withRedisLease(rt.redis, redisKeys.mergeLease(config.REDIS_PREFIX, t, c), fn, { ttlMs: config.JOB_LOCK_SECONDS * 1000 });
+  // A job waits at most two job locks (a dead holder's lease is gone by then), then answers 'busy' and is
+  // queued again, so a merge slot is never held for the length of another process's merge.
+  const lockMs = config.JOB_LOCK_SECONDS * 1000;
+  const exclusive = <T>(t: string, c: string, fn: () => Promise<T>) => withRedisLease(rt.redis, redisKeys.mergeLease(config.REDIS_PREFIX, t, c), fn, { ttlMs: lockMs, maxWaitMs: 2 * lockMs });
   const runMerge = async (p: MergePayload) => {
     const out = await mergeProcessor(
       { store, collections, generations, codecs, liveIds, logger, policy: mergePolicy, exclusive, gc: { keepGenerations: config.KEEP_GENERATIONS, graceSeconds: config.GC_GRACE_SECONDS }, ivf: rt.ivf, encoders, ivfCentroids: config.IVF_CENTROIDS, assigner, staticEmbeddings },
@@ -110,6 +113,11 @@ export function pipelineHandlers(rt: Runtime, extra: { shardChild?: (p: ShardJob
     );
     // A committed merge may fill the next tier: ask again on its generation.
     if (out.committed && config.MERGE_AFTER_COMMIT) await enqueueMerge(queues, p.tenantId, p.collectionId, 'commit', out.generation).catch((err: Error) => logger.warn(`merge not enqueued: ${err.message}`));
+    // Busy (another merge held the lease): the same merge again, after a job lock's time (its own id: the holder's may reuse this one's).
+    if (out.merged.status === 'busy')
+      await queues
+        .add(QueueName.merge, `${mergeJobId(p.tenantId, p.collectionId, p.trigger, out.generation)}-busy${Date.now()}`, { op: 'merge', tenantId: p.tenantId, collectionId: p.collectionId, trigger: p.trigger }, { delay: lockMs })
+        .catch((err: Error) => logger.warn(`busy merge not queued again: ${err.message}`));
     return out;
   };
   return {
