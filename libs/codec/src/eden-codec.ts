@@ -261,7 +261,7 @@ export class EdenCodec extends DocCodec {
         for (let b = 0; b < rowBytes; b++) for (let v = 0; v < 256; v++) t[b * 256 + v] = r[2 * b] * cent[v & 15] + r[2 * b + 1] * cent[v >> 4];
       } else for (let k = 0; k < p; k++) for (let c = 0; c < cent.length; c++) t[k * cent.length + c] = r[k] * cent[c];
     }
-    return new EdenQueryLut(n, p, bits, byteWise, table, width, offsets, this.norms);
+    return new EdenQueryLut({ n, p, bits, byteWise, table, width, offsets, normFormat: this.norms });
   }
 
   /** The centroid grid of `rotatedImage`: 127 / max|C| (see rotated-image.ts). */
@@ -364,22 +364,34 @@ export class EdenCodec extends DocCodec {
   }
 }
 
+/** What a query's table holds (EdenCodec.queryLut). */
+interface QueryTable {
+  /** query tokens */
+  n: number;
+  /** padded coded dims */
+  p: number;
+  bits: number;
+  /** 4-bit codes: one entry per (query token, code byte, byte value); else per (query token, coordinate, code) */
+  byteWise: boolean;
+  table: Float64Array;
+  /** entries per query token */
+  width: number;
+  /** n: <q_i, mean> */
+  offsets: Float64Array;
+  normFormat: 'fp32' | 'fp16';
+}
+
 /** A query's table for scoring token rows from their codes (EdenCodec.queryLut). */
 export class EdenQueryLut {
-  constructor(
-    readonly n: number,
-    private readonly p: number,
-    private readonly bits: number,
-    private readonly byteWise: boolean,
-    private readonly table: Float64Array,
-    private readonly width: number,
-    private readonly offsets: Float64Array,
-    private readonly normFormat: 'fp32' | 'fp16',
-  ) {}
+  constructor(private readonly q: QueryTable) {}
+
+  get n(): number {
+    return this.q.n;
+  }
 
   /** A scorer over one segment's rows (SegmentReader.rowCodes of a segment coded by the same codec and seed). */
   rows(rowCodes: { codes: Uint8Array; norms: Uint8Array }): EdenRowScorer {
-    return new EdenRowScorer(this.n, this.p, this.bits, this.byteWise, this.table, this.width, this.offsets, rowCodes.codes, rowCodes.norms, this.normFormat);
+    return new EdenRowScorer(this.q, rowCodes.codes, rowCodes.norms);
   }
 }
 
@@ -392,41 +404,35 @@ export class EdenRowScorer {
   private readonly levels: number;
 
   constructor(
-    readonly n: number,
-    private readonly p: number,
-    private readonly bits: number,
-    private readonly byteWise: boolean,
-    private readonly table: Float64Array,
-    private readonly width: number,
-    private readonly offsets: Float64Array,
+    private readonly q: QueryTable,
     private readonly codes: Uint8Array,
     norms: Uint8Array,
-    private readonly normFormat: 'fp32' | 'fp16',
   ) {
     this.view = new DataView(norms.buffer, norms.byteOffset, norms.byteLength);
-    this.rowBytes = (p * bits) / 8;
-    this.inv = 1 / Math.sqrt(p);
-    this.unpacked = new Uint8Array(p);
-    this.levels = 1 << bits;
+    this.rowBytes = (q.p * q.bits) / 8;
+    this.inv = 1 / Math.sqrt(q.p);
+    this.unpacked = new Uint8Array(q.p);
+    this.levels = 1 << q.bits;
   }
 
   /** Query token i against token row r. */
   score(i: number, r: number): number {
-    const norm = this.normFormat === 'fp32' ? this.view.getFloat32(4 * r, true) : fromHalfBits(this.view.getUint16(2 * r, true));
+    const q = this.q;
+    const norm = q.normFormat === 'fp32' ? this.view.getFloat32(4 * r, true) : fromHalfBits(this.view.getUint16(2 * r, true));
     // a zero or non-finite norm decodes to the mean alone (edenDecodeBlock gives zeros)
-    if (norm === 0 || !Number.isFinite(norm)) return this.offsets[i];
-    const t = this.table;
-    const o = i * this.width;
+    if (norm === 0 || !Number.isFinite(norm)) return q.offsets[i];
+    const t = q.table;
+    const o = i * q.width;
     let s = 0;
-    if (this.byteWise) {
+    if (q.byteWise) {
       const codes = this.codes;
       const base = r * this.rowBytes;
       for (let b = 0; b < this.rowBytes; b++) s += t[o + b * 256 + codes[base + b]];
     } else {
-      const c = unpackCodes(this.codes, this.bits, this.p, r * this.p * this.bits, this.unpacked);
+      const c = unpackCodes(this.codes, q.bits, q.p, r * q.p * q.bits, this.unpacked);
       const L = this.levels;
-      for (let k = 0; k < this.p; k++) s += t[o + k * L + c[k]];
+      for (let k = 0; k < q.p; k++) s += t[o + k * L + c[k]];
     }
-    return this.offsets[i] + norm * this.inv * s;
+    return q.offsets[i] + norm * this.inv * s;
   }
 }
