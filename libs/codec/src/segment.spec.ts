@@ -79,6 +79,27 @@ describe('segment format v1', () => {
     expect(r.sectionSizes().norms).toBe(15 * (norms === 'fp32' ? 4 : 2));
   });
 
+  it('keeps no view into the object it was read from: overwriting those bytes changes nothing it returns (a cache counting the object size counts what the reader holds)', () => {
+    const docs = makeDocs([5, 0, 17, 1], 12, 7);
+    for (const [c, dv] of [[codec('fp16'), 'fp16'], [codec('int8', 'fp16'), 'fp32']] as const) {
+      const bytes = writeSegment(docs, c, { docVectors: dv });
+      const r = readSegment(bytes, 'seg-copy');
+      const snapshot = () => ({
+        all: Array.from(r.decodeAll()),
+        ids: Array.from(r.tokenIds),
+        offsets: Array.from(r.tokenOffsets),
+        dv: Array.from(r.docVectors!),
+        dvBytes: [0, 1, 2, 3].map((i) => Array.from(r.docVectorBytes(i))),
+        encoded: [0, 2].map((i) => [Array.from(r.encodedDoc(i).codes), Array.from(r.encodedDoc(i).norms)]),
+        docIds: [...r.docIds],
+        meta: [0, 1, 2, 3].map((i) => r.metadata(i)),
+      });
+      const before = snapshot();
+      bytes.fill(0xa5);
+      expect(snapshot()).toEqual(before);
+    }
+  });
+
   it('handles zero documents', () => {
     const docs = makeDocs([], 4, 4);
     const r = readSegment(writeSegment(docs, codec('fp16')), 'empty');

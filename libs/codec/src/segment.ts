@@ -287,8 +287,11 @@ export function readSegment(bytes: Uint8Array, name: string, artifact?: CodecArt
   }
   if (sec.CODE.length !== codeStart[documents]) fail('codes', `${sec.CODE.length} bytes, the codec needs ${codeStart[documents]}`);
   if (sec.NORM.length !== normStart[documents]) fail('norms', `${sec.NORM.length} bytes, the codec needs ${normStart[documents]}`);
+  // Copies, and no view into `bytes` is kept (doc vector bytes included): the reader does not hold
+  // the object's buffer, so what a cache counts for it (about the object's size) is what it holds.
   const codes = sec.CODE.slice();
   const norms = sec.NORM.slice();
+  const dvec = sec.DVEC.slice();
   let docVectors: Float32Array | null = null;
   if (dvFormat === 'none') {
     if (sec.DVEC.length !== 0) fail('docVectors', 'present although the header says none');
@@ -371,7 +374,7 @@ export function readSegment(bytes: Uint8Array, name: string, artifact?: CodecArt
     docVectorBytes: (i: number) => {
       if (!Number.isInteger(i) || i < 0 || i >= documents) throw new RangeError(`document index ${i} out of range [0, ${documents})`);
       const w = dvFormat === 'none' ? 0 : (dvFormat === 'fp32' ? 4 : 2) * dims;
-      return sec.DVEC.subarray(i * w, (i + 1) * w);
+      return dvec.subarray(i * w, (i + 1) * w);
     },
     sectionSizes: () => ({ ...sizes }),
   };
