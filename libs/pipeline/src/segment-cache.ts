@@ -1,7 +1,7 @@
 import { IMAGE_MAX_BITS, SegmentCorruptError, codecFromDescriptor, readSegment, type CodecArtifact, type EdenCodec, type EdenQueryLut, type SegmentReader } from '@lateral/codec';
 import { PermanentJobError, s3Keys, type Collection, type CollectionManifest, type SegmentRef, type UnavailableSegment } from '@lateral/shared';
 import type { CodecArtifactRepository, DiskCacheStats } from '@lateral/infra';
-import { deserializeSegmentIndex, searchSegment, type DocMask, type RowScorer, type SearchSegment, type SegmentIndex } from '@lateral/search';
+import { deserializeSegmentIndex, docPrefixesOf, searchSegment, type DocMask, type RowScorer, type SearchSegment, type SegmentIndex } from '@lateral/search';
 import type { RotatedImageSet } from '@lateral/kernels';
 import type { CollectionView } from './collection-view';
 import { extendGenerationTable, findId, generationTable, generationTableBytes, segmentIdTable, type GenerationTable, type SegmentIdTable } from './id-table';
@@ -632,8 +632,7 @@ export class SegmentCache {
   private decodedDocs(key: string, reader: SegmentReader, from: number, to: number): Float32Array {
     const off = reader.tokenOffsets;
     const d = reader.dims;
-    const whole = this.lru.peek(`dec:${key}`) as Float32Array | undefined;
-    if (whole || reader.tokenIds.length * d * 4 <= this.opts.maxBytes / WHOLE_DECODE_FRACTION) return (whole ?? this.decoded(key, reader)).subarray(off[from] * d, off[to] * d);
+    if (this.keepsWholeDecode(key, reader)) return this.decoded(key, reader).subarray(off[from] * d, off[to] * d);
     const out = new Float32Array((off[to] - off[from]) * d);
     for (let i = from; i < to; i++) out.set(reader.decodeDoc(i), (off[i] - off[from]) * d);
     return out;
@@ -647,19 +646,23 @@ export class SegmentCache {
   private decodedPrefixes(key: string, reader: SegmentReader, from: number, to: number, m: number): Float32Array {
     const off = reader.tokenOffsets;
     const d = reader.dims;
+    if (this.keepsWholeDecode(key, reader)) return docPrefixesOf(this.decoded(key, reader), 0, off, d, from, to, m);
     let rows = 0;
     for (let i = from; i < to; i++) rows += Math.min(m, off[i + 1] - off[i]);
     const out = new Float32Array(rows * d);
-    const keep = this.lru.peek(`dec:${key}`) !== undefined || reader.tokenIds.length * d * 4 <= this.opts.maxBytes / WHOLE_DECODE_FRACTION;
-    const whole = keep ? this.decodedDocs(key, reader, from, to) : null;
     let at = 0;
     for (let i = from; i < to; i++) {
       const k = Math.min(m, off[i + 1] - off[i]);
       if (k === 0) continue;
-      out.set(whole ? whole.subarray((off[i] - off[from]) * d, (off[i] - off[from] + k) * d) : reader.decodeDocPrefix(i, k), at * d);
+      out.set(reader.decodeDocPrefix(i, k), at * d);
       at += k;
     }
     return out;
+  }
+
+  /** Whether search reads the segment from its kept whole decode: already cached, or small beside the bound (at most 1 / WHOLE_DECODE_FRACTION of it). */
+  private keepsWholeDecode(key: string, reader: SegmentReader): boolean {
+    return this.lru.peek(`dec:${key}`) !== undefined || reader.tokenIds.length * reader.dims * 4 <= this.opts.maxBytes / WHOLE_DECODE_FRACTION;
   }
 
   /**

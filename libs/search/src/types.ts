@@ -149,15 +149,7 @@ export function searchSegment(source: SegmentSource, docBase = 0): SearchSegment
         if (out.length !== rows * d) throw new RangeError(`segment "${source.name}": decodeDocPrefixes(${from}, ${to}, ${m}) gave ${out.length} values, expected ${rows * d}`);
         return out;
       }
-      const all = this.tokens;
-      const out = new Float32Array(rows * d);
-      let at = 0;
-      for (let i = from; i < to; i++) {
-        const k = Math.min(m, off[i + 1] - off[i]);
-        out.set(all.subarray(off[i] * d, (off[i] + k) * d), at * d);
-        at += k;
-      }
-      return out;
+      return docPrefixesOf(this.tokens, 0, off, d, from, to, m);
     },
     rowScorer: (q: Float32Array, n: number) => source.rowScorer?.(q, n) ?? null,
     get tokenDoc() {
@@ -170,6 +162,25 @@ export function searchSegment(source: SegmentSource, docBase = 0): SearchSegment
 }
 
 /** tokenOffsets (documents + 1) -> T owners. */
+/**
+ * The first min(m, tokens_i) rows of each document in [from, to), concatenated, copied from
+ * `rows`: decoded token rows (x dims) whose first is token row `rowBase` of the segment (0 for a
+ * whole segment's decode, tokenOffsets[from] for a decode of the range alone).
+ */
+export function docPrefixesOf(rows: Float32Array, rowBase: number, tokenOffsets: Uint32Array, dims: number, from: number, to: number, m: number): Float32Array {
+  let n = 0;
+  for (let i = from; i < to; i++) n += Math.min(m, tokenOffsets[i + 1] - tokenOffsets[i]);
+  const out = new Float32Array(n * dims);
+  let at = 0;
+  for (let i = from; i < to; i++) {
+    const k = Math.min(m, tokenOffsets[i + 1] - tokenOffsets[i]);
+    const start = (tokenOffsets[i] - rowBase) * dims;
+    out.set(rows.subarray(start, start + k * dims), at * dims);
+    at += k;
+  }
+  return out;
+}
+
 export function tokenOwners(tokenOffsets: Uint32Array): Uint32Array {
   const docs = tokenOffsets.length - 1;
   const out = new Uint32Array(tokenOffsets[docs] ?? 0);
