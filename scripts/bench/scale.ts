@@ -1,7 +1,8 @@
 /**
  * `npm run bench -- scale [--json] [--docs N] [--model NAME] [--codec eden4|fp16] [--seed N]
  *   [--per-request N] [--window N] [--cache-bytes N] [--rounds N] [--cold-rounds N] [--ingest-only]
- *   [--search-modes xtr,bm25,dense,mebert,exhaustive,hybrid] [--search-timeout SECONDS]`
+ *   [--search-modes xtr,bm25,dense,mebert,exhaustive,hybrid] [--search-timeout SECONDS]
+ *   [--ingest-seconds S] [--variant-env K=V,K=V]`
  *
  * A collection of `--docs` documents (default 1,000,000) built through the real pipeline, then
  * served (issue 10, item 6). Documents: the vendored corpora's passages with variations
@@ -26,6 +27,14 @@
  * segments come from the local disk cache, not S3), search latency per mode, and a sweep of
  * re-ranks of random 1,000-candidate sets (every segment in turn) with the cache bound and with
  * half of it, RSS of the scorer in each. With --json the last line is one JSON object.
+ *
+ * Where the scorer's memory goes: after the warm re-ranks, after each search mode and after each
+ * sweep the bench reads the scorer's own gauges (its /metrics: resident set, V8 heap used and
+ * total, memory outside the heap (array buffers), the segment cache's bytes), `scorer_memory` in
+ * the JSON. RSS far above heap + external is memory the allocator holds and has not returned.
+ * `--variant-env K=V,...` serves the same collection once more with a scorer started with those
+ * environment variables added (the same re-ranks, searches and sweep, full bound), for a same-load
+ * comparison (for example `MALLOC_ARENA_MAX=2`): `variant` in the JSON.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, readFileSync, readdirSync, rmSync, statSync } from 'node:fs';
@@ -174,6 +183,19 @@ export async function runScaleBench(args: string[]): Promise<Record<string, unkn
   const searchTimeoutMs = opt(args, '--search-timeout', 600) * 1000;
   const unknownModes = searchModes.filter((m) => !(m in SEARCH_MODES));
   if (unknownModes.length > 0) throw new Error(`--search-modes: unknown ${unknownModes.join(', ')} (${Object.keys(SEARCH_MODES).join(', ')})`);
+  // Extra environment of a second serving pass (same collection, same requests): a same-load comparison.
+  const variantEnv: NodeJS.ProcessEnv | null = args.includes('--variant-env')
+    ? Object.fromEntries(
+        str(args, '--variant-env', '')
+          .split(',')
+          .filter(Boolean)
+          .map((kv) => {
+            const at = kv.indexOf('=');
+            if (at < 1) throw new Error(`--variant-env: ${JSON.stringify(kv)} is not NAME=VALUE`);
+            return [kv.slice(0, at), kv.slice(at + 1)];
+          }),
+      )
+    : null;
   const json = args.includes('--json');
   const say = (s: string) => (json ? console.error(s) : console.log(s));
   const t00 = performance.now();
@@ -230,13 +252,13 @@ export async function runScaleBench(args: string[]): Promise<Record<string, unkn
     procs.api = await startProc('api', 'apps/api/src/main.ts', [], { ...vars, PORT: String(port), HOST: '127.0.0.1' }, /API on http/);
     procs['ingest-worker'] = await startProc('ingest-worker', 'apps/encoder-worker/src/main.ts', [], { ...vars, WORKER_QUEUES: 'encode,compress,index,commit,merge,encode-texts' }, /working on/);
     let scorerMetricsPort = 0;
-    const startScorer = async (cache: number) => {
+    const startScorer = async (cache: number, extraEnv: NodeJS.ProcessEnv = {}) => {
       scorerMetricsPort = await freePort();
-      procs.scorer = await startProc('scorer', 'apps/scorer-worker/src/main.ts', [], { ...vars, WORKER_QUEUES: 'rerank,search', SCORER_CACHE_BYTES: String(cache), METRICS_PORT: String(scorerMetricsPort) }, /working on/);
+      procs.scorer = await startProc('scorer', 'apps/scorer-worker/src/main.ts', [], { ...vars, ...extraEnv, WORKER_QUEUES: 'rerank,search', SCORER_CACHE_BYTES: String(cache), METRICS_PORT: String(scorerMetricsPort) }, /working on/);
     };
-    const restartScorer = async (cache: number) => {
+    const restartScorer = async (cache: number, extraEnv: NodeJS.ProcessEnv = {}) => {
       await procs.scorer?.stop();
-      await startScorer(cache);
+      await startScorer(cache, extraEnv);
     };
     await startScorer(cacheBytes);
     say(`processes: ${ROLES.map((r) => `${r} ${pidOf(r) ?? process.pid}`).join(', ')}; data under ${dir}`);
@@ -393,68 +415,108 @@ export async function runScaleBench(args: string[]): Promise<Record<string, unkn
           }
           if (st.status === 'failed') throw new Error(`model warm-up re-rank failed: ${st.error}`);
         });
-      phase = 'serve';
-      const rr: Record<string, ReturnType<typeof stats>> = {};
-      for (const k of [100, 1000]) {
-        const ids = randomIds(k);
-        await rerank(ids); // loads what the set needs
-        const xs = [];
-        for (let r = 0; r < rounds; r++) xs.push(await rerank(ids));
-        rr[`warm_${k}`] = stats(xs);
-        say(`re-rank ${k} candidates, warm cache: p50 ${rr[`warm_${k}`].p50} ms, p95 ${rr[`warm_${k}`].p95} ms (server p50 ${rr[`warm_${k}`].server_p50} ms, ${rounds} rounds)`);
-      }
-      // Search, every mode, warm.
-      const modes = Object.fromEntries(Object.entries(SEARCH_MODES).filter(([name]) => searchModes.includes(name)));
-      const searchP50: Record<string, number> = {};
-      const searchP95: Record<string, number> = {};
-      // A mode that fails (or does not finish within --search-timeout) is recorded and the bench goes on.
-      const searchErrors: Record<string, string> = {};
-      for (const [name, mode] of Object.entries(modes)) {
-        const one = async () => {
-          const t0 = performance.now();
-          let st = (await api(base, 'POST', '/v1/search?wait=60', JSON.stringify({ collection, queries: [{ id: `s${qi}`, text: queryAt(qi++) }], mode, topK: 10 }))).body;
-          while (st.status !== 'completed' && st.status !== 'failed') {
-            if (performance.now() - t0 > searchTimeoutMs) throw new Error(`search ${name} ${st.id}: not done after ${searchTimeoutMs / 1000} s (${st.status})`);
-            st = (await api(base, 'GET', `/v1/search/${st.id}?wait=30`)).body;
-          }
-          if (st.status === 'failed') throw new Error(`search ${name} failed: ${st.error}`);
-          return performance.now() - t0;
-        };
-        const n = Math.max(3, Math.round(rounds / 2));
-        const xs = [];
+      const metricsText = async () => {
         try {
-          await one();
-          for (let r = 0; r < n; r++) xs.push(await one());
-        } catch (err) {
-          searchErrors[name] = (err as Error).message;
-          say(`search ${name}: FAILED after ${xs.length} timed queries: ${searchErrors[name]}`);
-          continue;
+          return await (await fetch(`http://127.0.0.1:${scorerMetricsPort}/metrics`)).text();
+        } catch {
+          return null;
         }
-        searchP50[name] = round(percentile(xs, 50));
-        searchP95[name] = round(percentile(xs, 95));
-        say(`search ${name}: p50 ${searchP50[name]} ms, p95 ${searchP95[name]} ms (${n} queries)`);
-      }
-      // Sweep: random 1,000-candidate sets (touching segment after segment), full cache bound.
+      };
+      const cacheMetrics = async () => {
+        const text = await metricsText();
+        if (text === null) return null;
+        return Object.fromEntries(
+          text
+            .split('\n')
+            .filter((l) => l.startsWith('lateral_cache_') && l.includes('scorer-segments'))
+            .map((l) => [l.split('{')[0], Number(l.split(' ').at(-1))]),
+        );
+      };
+      // Where the scorer's memory is (its own gauges): resident set, V8 heap, outside the heap, cache.
+      const scorerMemory: Record<string, unknown>[] = [];
+      const memoryAt = async (at: string) => {
+        const text = await metricsText();
+        if (text === null) return;
+        const lines = text.split('\n');
+        const mb = (prefix: string) => {
+          const line = lines.find((l) => l.startsWith(prefix));
+          return line ? round(Number(line.split(' ').at(-1)) / 2 ** 20, 1) : null;
+        };
+        const m = {
+          at,
+          rss_mb: mb('process_resident_memory_bytes '),
+          heap_used_mb: mb('nodejs_heap_size_used_bytes '),
+          heap_total_mb: mb('nodejs_heap_size_total_bytes '),
+          external_mb: mb('nodejs_external_memory_bytes '),
+          cache_mb: mb('lateral_cache_bytes{cache="scorer-segments"}'),
+        };
+        scorerMemory.push(m);
+        say(`scorer memory, ${at}: ${JSON.stringify(m)}`);
+      };
+      // Search, every mode, warm. A mode that fails (or does not finish within --search-timeout) is recorded and the bench goes on.
+      const searchEvery = async (label: string) => {
+        const modes = Object.fromEntries(Object.entries(SEARCH_MODES).filter(([name]) => searchModes.includes(name)));
+        const p50: Record<string, number> = {};
+        const p95: Record<string, number> = {};
+        const errors: Record<string, string> = {};
+        for (const [name, mode] of Object.entries(modes)) {
+          const one = async () => {
+            const t0 = performance.now();
+            let st = (await api(base, 'POST', '/v1/search?wait=60', JSON.stringify({ collection, queries: [{ id: `s${qi}`, text: queryAt(qi++) }], mode, topK: 10 }))).body;
+            while (st.status !== 'completed' && st.status !== 'failed') {
+              if (performance.now() - t0 > searchTimeoutMs) throw new Error(`search ${name} ${st.id}: not done after ${searchTimeoutMs / 1000} s (${st.status})`);
+              st = (await api(base, 'GET', `/v1/search/${st.id}?wait=30`)).body;
+            }
+            if (st.status === 'failed') throw new Error(`search ${name} failed: ${st.error}`);
+            return performance.now() - t0;
+          };
+          const n = Math.max(3, Math.round(rounds / 2));
+          const xs = [];
+          try {
+            await one();
+            for (let r = 0; r < n; r++) xs.push(await one());
+          } catch (err) {
+            errors[name] = (err as Error).message;
+            say(`${label}search ${name}: FAILED after ${xs.length} timed queries: ${errors[name]}`);
+            continue;
+          } finally {
+            await memoryAt(`${label}after search ${name}`);
+          }
+          p50[name] = round(percentile(xs, 50));
+          p95[name] = round(percentile(xs, 95));
+          say(`${label}search ${name}: p50 ${p50[name]} ms, p95 ${p95[name]} ms (${n} queries)`);
+        }
+        return { p50, p95, errors };
+      };
+      // Sweep: random 1,000-candidate sets (touching segment after segment).
       const sweep = async (label: string) => {
         const xs = [];
         for (let r = 0; r < rounds; r++) xs.push(await rerank(randomIds(1000)));
         const s = stats(xs);
         say(`re-rank sweep (${label}): random 1,000-candidate sets, p50 ${s.p50} ms, p95 ${s.p95} ms`);
+        await memoryAt(`after sweep, ${label}`);
         return s;
       };
-      const cacheMetrics = async () => {
-        try {
-          const text = await (await fetch(`http://127.0.0.1:${scorerMetricsPort}/metrics`)).text();
-          return Object.fromEntries(
-            text
-              .split('\n')
-              .filter((l) => l.startsWith('lateral_cache_') && l.includes('scorer-segments'))
-              .map((l) => [l.split('{')[0], Number(l.split(' ').at(-1))]),
-          );
-        } catch {
-          return null;
+      // Warm re-ranks of 100 and 1,000 candidates (each set loaded once, then timed).
+      const warmReranks = async (label: string) => {
+        const out: Record<string, ReturnType<typeof stats>> = {};
+        for (const k of [100, 1000]) {
+          const ids = randomIds(k);
+          await rerank(ids); // loads what the set needs
+          const xs = [];
+          for (let r = 0; r < rounds; r++) xs.push(await rerank(ids));
+          out[`warm_${k}`] = stats(xs);
+          say(`${label}re-rank ${k} candidates, warm cache: p50 ${out[`warm_${k}`].p50} ms, p95 ${out[`warm_${k}`].p95} ms (server p50 ${out[`warm_${k}`].server_p50} ms, ${rounds} rounds)`);
         }
+        await memoryAt(`${label}after warm re-ranks`);
+        return out;
       };
+      phase = 'serve';
+      const rr: Record<string, ReturnType<typeof stats>> = await warmReranks('');
+      const searched = await searchEvery('');
+      const searchP50 = searched.p50;
+      const searchP95 = searched.p95;
+      const searchErrors = searched.errors;
       rr.sweep_1000 = await sweep(`cache ${cacheBytes} B`);
       const cacheFull = await cacheMetrics();
       // Cold: a new scorer process for each round (memory cache empty; local disk cache kept).
@@ -483,6 +545,21 @@ export async function runScaleBench(args: string[]): Promise<Record<string, unkn
       const cacheHalf = await cacheMetrics();
       const halfRss = summarizeRss((samples.scorer ?? []).filter((s) => s.phase === 'half').map((s) => s.rss));
       say(`scorer RSS: cache ${cacheBytes} B: peak ${serveRss?.peakMb} MB, steady ${serveRss?.steadyMb} MB; half: peak ${halfRss?.peakMb} MB, steady ${halfRss?.steadyMb} MB`);
+      const ownPeak = Math.max(...(samples.scorer ?? []).filter((s) => s.phase !== 'variant').map((s) => s.rss));
+      // The same serving sequence again (full bound), with the variant's environment added to the scorer's.
+      let variant: Record<string, unknown> | null = null;
+      if (variantEnv) {
+        phase = 'variant';
+        await restartScorer(cacheBytes, variantEnv);
+        await warmUpModel();
+        const label = `[variant ${Object.entries(variantEnv).map(([k, v]) => `${k}=${v}`).join(' ')}] `;
+        const vr = await warmReranks(label);
+        const vs = await searchEvery(label);
+        vr.sweep_1000 = await sweep(`${label}cache ${cacheBytes} B`);
+        const vRss = summarizeRss((samples.scorer ?? []).filter((s) => s.phase === 'variant').map((s) => s.rss));
+        say(`${label}scorer RSS: peak ${vRss?.peakMb} MB, steady ${vRss?.steadyMb} MB (the base pass: peak ${serveRss?.peakMb} MB, steady ${serveRss?.steadyMb} MB)`);
+        variant = { env: variantEnv, rerank_p50_ms: Object.fromEntries(Object.entries(vr).map(([k, v]) => [k, v.p50])), search_p50_ms: vs.p50, search_errors: vs.errors, scorer_rss_mb: vRss };
+      }
       Object.assign(result, {
         rerank_p50_ms: Object.fromEntries(Object.entries(rr).map(([k, v]) => [k, v.p50])),
         rerank_p95_ms: Object.fromEntries(Object.entries(rr).map(([k, v]) => [k, v.p95])),
@@ -494,7 +571,9 @@ export async function runScaleBench(args: string[]): Promise<Record<string, unkn
         scorer_rss_half_cache_mb: halfRss,
         scorer_cache_metrics: { full: cacheFull, half: cacheHalf },
         scorer_rss_target_mb: round(cacheBytes / 2 ** 20 + 1024, 0),
-        scorer_within_target: serveRss ? Math.max(...(samples.scorer ?? []).map((s) => s.rss)) <= cacheBytes / 2 ** 20 + 1024 : null,
+        scorer_within_target: serveRss ? ownPeak <= cacheBytes / 2 ** 20 + 1024 : null,
+        scorer_memory: scorerMemory,
+        ...(variant ? { variant } : {}),
       });
     } else {
       Object.assign(result, { rerank_p50_ms: {}, rerank_p95_ms: {}, search_p50_ms: {} });
