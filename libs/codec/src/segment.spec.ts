@@ -1,3 +1,5 @@
+import v8 from 'node:v8';
+import vm from 'node:vm';
 import { describe, expect, it } from 'vitest';
 import { createCodec, fitCodec, readSegment, SegmentCopier, SegmentCorruptError, writeSegment, type SegmentDocs, type SegmentReader } from './index';
 import { CodecSettingsSchema } from '@lateral/shared';
@@ -97,6 +99,27 @@ describe('segment format v1', () => {
       const before = snapshot();
       bytes.fill(0xa5);
       expect(snapshot()).toEqual(before);
+    }
+  });
+
+  it('keeps nothing alive of the buffer it was read from once that is dropped (its closures must not hold the object: a cache would hold it twice)', async () => {
+    v8.setFlagsFromString('--expose-gc');
+    const gc = vm.runInNewContext('gc') as () => void;
+    const docs = makeDocs([5, 0, 17, 1], 12, 7);
+    for (const [c, dv] of [[codec('fp16'), 'fp16'], [codec('int8', 'fp16'), 'fp32']] as const) {
+      let bytes: Uint8Array | null = writeSegment(docs, c, { docVectors: dv });
+      const buffer = new WeakRef(bytes.buffer);
+      const r = readSegment(bytes, 'seg-free');
+      const before = Array.from(r.decodeAll());
+      bytes = null;
+      // WeakRef targets stay alive until the current job ends: collect from a later turn, a few times.
+      for (let i = 0; i < 5; i++) {
+        await new Promise((done) => setImmediate(done));
+        gc();
+      }
+      expect(buffer.deref()).toBeUndefined();
+      expect(Array.from(r.decodeAll())).toEqual(before);
+      expect(r.docVectorBytes(2).length).toBeGreaterThan(0);
     }
   });
 

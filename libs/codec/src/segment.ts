@@ -313,7 +313,40 @@ export function readSegment(bytes: Uint8Array, name: string, artifact?: CodecArt
     metadata = parsed as (Record<string, unknown> | null)[];
   }
 
-  const ids = docIds as string[];
+  // The reader's closures are made in their own function: closures share the context of the scope
+  // they are made in, and readSegment's holds `bytes` and a DataView over it (the section loop
+  // captures them), so closures made here would keep the whole object's buffer alive beside the
+  // copies above: about twice what a cache counts for a segment.
+  return segmentReader({ name, version, descriptor, codec, seed, documents, tokens, dims, ids: docIds as string[], tokenOffsets, tokenIds, codes, norms, codeStart, normStart, docVectors, dvec, dvFormat: dvFormat!, metadata, sizes, opts });
+}
+
+interface ReaderParts {
+  name: string;
+  version: number;
+  descriptor: CodecDescriptor;
+  codec: Codec;
+  seed: bigint;
+  documents: number;
+  tokens: number;
+  dims: number;
+  ids: string[];
+  tokenOffsets: Uint32Array;
+  tokenIds: Int32Array;
+  codes: Uint8Array;
+  norms: Uint8Array;
+  codeStart: Float64Array;
+  normStart: Float64Array;
+  docVectors: Float32Array | null;
+  dvec: Uint8Array;
+  dvFormat: keyof typeof DOC_VECTOR_FORMATS;
+  metadata: (Record<string, unknown> | null)[] | null;
+  sizes: Record<string, number>;
+  opts: ReadSegmentOptions;
+}
+
+/** A SegmentReader over parts already read and checked (copies, no view into the object's bytes). */
+function segmentReader(parts: ReaderParts): SegmentReader {
+  const { name, version, descriptor, codec, seed, documents, tokens, dims, ids, tokenOffsets, tokenIds, codes, norms, codeStart, normStart, docVectors, dvec, dvFormat, metadata, sizes, opts } = parts;
   const keyOf = (i: number): DocKey => ({ docId: ids[i], seed });
   const encodedDoc = (i: number) => ({
     codes: codes.subarray(codeStart[i], codeStart[i + 1]),
@@ -370,7 +403,7 @@ export function readSegment(bytes: Uint8Array, name: string, artifact?: CodecArt
       if (!Number.isInteger(i) || i < 0 || i >= documents) throw new RangeError(`document index ${i} out of range [0, ${documents})`);
       return encodedDoc(i);
     },
-    docVectorFormat: dvFormat!,
+    docVectorFormat: dvFormat,
     docVectorBytes: (i: number) => {
       if (!Number.isInteger(i) || i < 0 || i >= documents) throw new RangeError(`document index ${i} out of range [0, ${documents})`);
       const w = dvFormat === 'none' ? 0 : (dvFormat === 'fp32' ? 4 : 2) * dims;

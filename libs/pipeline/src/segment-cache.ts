@@ -595,7 +595,8 @@ export class SegmentCache {
             throw err;
           }
           const own = reader.docVectors && reader.docVectors.buffer !== bytes.buffer ? reader.docVectors.byteLength : 0;
-          return { value: { reader, artifact }, bytes: bytes.byteLength + own + stringBytes(reader.docIds) };
+          // The object's bytes (the reader's copies of its sections), fp32 doc vectors made from fp16, the ids' strings and the per-document code and norm starts (2 x float64).
+          return { value: { reader, artifact }, bytes: bytes.byteLength + own + stringBytes(reader.docIds) + 16 * (reader.documents + 1) };
         }),
       )) as LoadedSegment,
     );
