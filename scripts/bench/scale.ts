@@ -2,7 +2,7 @@
  * `npm run bench -- scale [--json] [--docs N] [--model NAME] [--codec eden4|fp16] [--seed N]
  *   [--per-request N] [--window N] [--cache-bytes N] [--rounds N] [--cold-rounds N] [--ingest-only]
  *   [--search-modes xtr,bm25,dense,mebert,exhaustive,hybrid] [--search-timeout SECONDS]
- *   [--ingest-seconds S] [--variant-env K=V,K=V]`
+ *   [--ingest-seconds S] [--variant-env K=V,K=V] [--heap-snapshot [--snapshot-dir DIR]]`
  *
  * A collection of `--docs` documents (default 1,000,000) built through the real pipeline, then
  * served (issue 10, item 6). Documents: the vendored corpora's passages with variations
@@ -34,7 +34,9 @@
  * the JSON. RSS far above heap + external is memory the allocator holds and has not returned.
  * `--variant-env K=V,...` serves the same collection once more with a scorer started with those
  * environment variables added (the same re-ranks, searches and sweep, full bound), for a same-load
- * comparison (for example `MALLOC_ARENA_MAX=2`): `variant` in the JSON.
+ * comparison (for example `MALLOC_ARENA_MAX=2`): `variant` in the JSON. `--heap-snapshot` has the
+ * scorer write a V8 heap snapshot after the full-bound sweep (`--snapshot-dir`, default the
+ * repository root): what holds its memory, array buffers' backing stores included.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, readFileSync, readdirSync, rmSync, statSync } from 'node:fs';
@@ -260,7 +262,9 @@ export async function runScaleBench(args: string[]): Promise<Record<string, unkn
       await procs.scorer?.stop();
       await startScorer(cache, extraEnv);
     };
-    await startScorer(cacheBytes);
+    // --heap-snapshot: the scorer writes a V8 heap snapshot on SIGUSR2 (taken after the full-bound sweep), into --snapshot-dir.
+    const snapshotDir = args.includes('--heap-snapshot') ? path.resolve(str(args, '--snapshot-dir', ROOT)) : null;
+    await startScorer(cacheBytes, snapshotDir ? { NODE_OPTIONS: `${process.env.NODE_OPTIONS ?? ''} --heapsnapshot-signal=SIGUSR2 --diagnostic-dir=${snapshotDir}`.trim() } : {});
     say(`processes: ${ROLES.map((r) => `${r} ${pidOf(r) ?? process.pid}`).join(', ')}; data under ${dir}`);
 
     // ---- ingest
@@ -519,6 +523,17 @@ export async function runScaleBench(args: string[]): Promise<Record<string, unkn
       const searchErrors = searched.errors;
       rr.sweep_1000 = await sweep(`cache ${cacheBytes} B`);
       const cacheFull = await cacheMetrics();
+      if (snapshotDir) {
+        const before = new Set(readdirSync(snapshotDir));
+        procs.scorer!.child.kill('SIGUSR2');
+        const t0 = performance.now();
+        // Written once the scorer's event loop is free; the file grows until it is complete (the scorer's metrics answer again).
+        let file: string | undefined;
+        while (!(file = readdirSync(snapshotDir).find((f) => f.endsWith('.heapsnapshot') && !before.has(f))) && performance.now() - t0 < 300_000) await sleep(500);
+        await metricsText();
+        say(`scorer heap snapshot: ${file ? path.join(snapshotDir, file) : 'none written within 300 s'}`);
+        result.scorer_heap_snapshot = file ? path.join(snapshotDir, file) : null;
+      }
       // Cold: a new scorer process for each round (memory cache empty; local disk cache kept).
       phase = 'cold';
       for (const k of [100, 1000]) {
