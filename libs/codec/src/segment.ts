@@ -94,6 +94,24 @@ const SECTION_NAMES: Record<SectionId, string> = {
   DVEC: 'docVectors',
   META: 'metadata',
 };
+/**
+ * Byte offset of each section in a segment's object, by section name (docIds, tokenOffsets, ...),
+ * from a reader's sectionSizes(): the sections tile the object in SECTION_IDS order after the
+ * header. For positioned reads of a local copy (a candidate's codes without the whole object).
+ */
+export function segmentSectionOffsets(sizes: Record<string, number>): Record<string, number> {
+  const out: Record<string, number> = {};
+  let at = sizes.header;
+  if (!Number.isInteger(at)) throw new RangeError('segmentSectionOffsets: sizes has no header length');
+  for (const id of SECTION_IDS) {
+    const name = SECTION_NAMES[id];
+    out[name] = at;
+    at += sizes[name];
+  }
+  if (at !== sizes.total) throw new RangeError(`segmentSectionOffsets: sections end at ${at}, the object is ${sizes.total} bytes`);
+  return out;
+}
+
 const DOC_VECTOR_FORMATS = { none: 0, fp32: 1, fp16: 2 } as const;
 export type DocVectorFormat = keyof typeof DOC_VECTOR_FORMATS;
 

@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import { mkdir, readFile, readdir, rename, stat, unlink, writeFile } from 'node:fs/promises';
+import { mkdir, open, readFile, readdir, rename, stat, unlink, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import type { ObjectStore } from './object-store';
 
@@ -62,6 +62,58 @@ export class DiskObjectCache {
     const bytes = await this.store.get(key);
     if (bytes && bytes.byteLength <= this.maxBytes) await this.write(name, bytes);
     return bytes;
+  }
+
+  /**
+   * Byte ranges [offset, offset + length) of an object, by positioned reads of its local copy
+   * (fetched from S3 and written first when it is not there): the object is not read whole into
+   * memory, and the OS page cache keeps its hot pages. The copy is trusted as written (its reader
+   * checked it when it was first read whole). null when the cache is off, the object is missing,
+   * or its copy vanished twice; an object too large for the cache is answered from one read of
+   * S3. A range outside the object throws.
+   */
+  async readRanges(key: string, ranges: readonly (readonly [number, number])[]): Promise<Uint8Array[] | null> {
+    if (!this.enabled) return null;
+    await this.init();
+    const name = fileName(this.namespace, key);
+    // At most: fetch and write the copy, find it removed by another process, fetch it again.
+    for (let attempt = 0; attempt < 4; attempt++) {
+      if (!this.index.has(name)) {
+        const bytes = await this.get(key);
+        if (!bytes) return null;
+        if (!this.index.has(name)) return ranges.map(([o, n]) => sliceRange(bytes, key, o, n));
+        continue;
+      }
+      const size = this.index.get(name)!;
+      let fh: Awaited<ReturnType<typeof open>>;
+      try {
+        fh = await open(path.join(this.dir, name), 'r');
+      } catch {
+        this.forget(name); // removed by another process sharing the folder: fetched again
+        continue;
+      }
+      try {
+        const out = await Promise.all(
+          ranges.map(async ([offset, length]) => {
+            if (!(Number.isInteger(offset) && Number.isInteger(length) && offset >= 0 && length >= 0 && offset + length <= size)) throw new RangeError(`${key}: range [${offset}, ${offset + length}) is outside the ${size}-byte object`);
+            const b = new Uint8Array(length);
+            let got = 0;
+            while (got < length) {
+              const { bytesRead } = await fh.read(b, got, length - got, offset + got);
+              if (bytesRead === 0) throw new RangeError(`${key}: local copy ended at ${offset + got} (expected ${size} bytes)`);
+              got += bytesRead;
+            }
+            return b;
+          }),
+        );
+        if (this.index.has(name)) this.touch(name);
+        this.counters.hits++;
+        return out;
+      } finally {
+        await fh.close();
+      }
+    }
+    return null;
   }
 
   /** Drops a cached object (e.g. its reader found it corrupt); the next get reads S3. */
@@ -133,4 +185,9 @@ export class DiskObjectCache {
 
 function fileName(namespace: string, key: string): string {
   return `${createHash('sha256').update(namespace).update('\0').update(key).digest('hex')}.obj`;
+}
+
+function sliceRange(bytes: Uint8Array, key: string, offset: number, length: number): Uint8Array {
+  if (!(Number.isInteger(offset) && Number.isInteger(length) && offset >= 0 && length >= 0 && offset + length <= bytes.byteLength)) throw new RangeError(`${key}: range [${offset}, ${offset + length}) is outside the ${bytes.byteLength}-byte object`);
+  return bytes.slice(offset, offset + length);
 }

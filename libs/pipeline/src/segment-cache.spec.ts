@@ -1,4 +1,4 @@
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
@@ -319,6 +319,81 @@ describe('SegmentCache', () => {
     // Other scorers get the candidates decoded from the codes.
     const { docs } = view.rowVectors([1]);
     expect(docs).toEqual(decodedOf(E1, 'e1', edenArtifact));
+  });
+
+  it('rangeReads: a re-rank view from positioned reads of the disk copies equals the whole-segment view, and memory holds heads only', async () => {
+    const dir = mkdtempSync(path.join(tmpdir(), 'lateral-ranges-'));
+    try {
+      const E1 = segment('r-1', ['e1', 'e2', 'e3', 'e4'], 6, eden4, edenArtifact);
+      const E2 = segment('r-2', ['e5', 'e6'], 7, eden4, edenArtifact);
+      const gone = segment('r-3', ['e7'], 8, eden4, edenArtifact); // in the manifest, not in S3
+      const src = countingSource([E1, E2]);
+      const disk = new DiskObjectCache(src.source, dir, 1 << 20, 'test');
+      const opts = { maxBytes: 1 << 30, loadConcurrency: 2, scoreFromCodes: true };
+      const ranges = new SegmentCache(disk, { get: async () => edenArtifact }, noStatic, { ...opts, rangeReads: true });
+      const whole = new SegmentCache(countingSource([E1, E2]).source, { get: async () => edenArtifact }, noStatic, opts);
+      const m = manifestOf(1, [E1.ref, E2.ref, gone.ref]);
+      const ids = ['e6', 'e2', 'nope', 'e7', 'e4', 'e5'];
+      const a = await ranges.view(collection, m, ids);
+      const b = await whole.view(collection, m, ids);
+      expect(a.docIds).toEqual(['e6', 'e2', 'e4', 'e5']);
+      expect(a.docIds).toEqual(b.docIds);
+      expect(a.unavailableIds).toEqual(b.unavailableIds);
+      expect(a.unavailable).toEqual(b.unavailable);
+      expect(Array.from(a.offsets)).toEqual(Array.from(b.offsets));
+      expect(Array.from(a.rotated!.image)).toEqual(Array.from(b.rotated!.image));
+      expect(Array.from(a.rotated!.scales)).toEqual(Array.from(b.rotated!.scales));
+      expect(a.rotated!.seed).toBe(b.rotated!.seed);
+      expect(Array.from(a.docVectors)).toEqual(Array.from(b.docVectors));
+      expect(a.docVectors.some((x) => x !== 0)).toBe(true);
+      expect(a.rowVectors([3, 1]).docs).toEqual(b.rowVectors([3, 1]).docs);
+      expect(a.rowVectors([1]).docs).toEqual(decodedOf(E1, 'e2', edenArtifact));
+      // Memory keeps heads, id tables and the generation's table; never a segment's codes.
+      expect(ranges.heldKeys().filter((k) => !/^(head|ids|gen):/.test(k))).toEqual([]);
+      // Again: from the local copies (S3 read once per segment), the same answer.
+      const again = await ranges.view(collection, m, ids);
+      expect(Array.from(again.rotated!.image)).toEqual(Array.from(a.rotated!.image));
+      expect(src.reads.get(E1.ref.key)).toBe(1);
+      expect(src.reads.get(E2.ref.key)).toBe(1);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('rangeReads falls back to whole segments for segments it cannot read by ranges (fp16 here, or a source with no local copies)', async () => {
+    const dir = mkdtempSync(path.join(tmpdir(), 'lateral-ranges-'));
+    try {
+      const src = countingSource([A]);
+      const cache = new SegmentCache(new DiskObjectCache(src.source, dir, 1 << 20, 'test'), { get: async () => fp16Artifact }, noStatic, { maxBytes: 1 << 30, loadConcurrency: 2, scoreFromCodes: true, rangeReads: true });
+      const view = await cache.view(collection, manifestOf(1, [A.ref]), ['d2']);
+      expect(view.vectors!).toEqual(decodedOf(A, 'd2'));
+      expect(cache.heldKeys()).toContain(`seg:${A.ref.key}`);
+      const off = new DiskObjectCache(countingSource([A]).source, dir, 0, 'test');
+      expect(await off.readRanges(A.ref.key, [[0, 4]])).toBeNull();
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('DiskObjectCache.readRanges reads byte ranges of the local copy, fetches a copy another process removed, and refuses a range outside the object', async () => {
+    const dir = mkdtempSync(path.join(tmpdir(), 'lateral-ranges-'));
+    try {
+      const src = countingSource([A, B]);
+      const disk = new DiskObjectCache(src.source, dir, 1 << 20, 'test');
+      const n = A.bytes.byteLength;
+      const got = await disk.readRanges(A.ref.key, [[0, 4], [n - 10, 10], [7, 0], [100, 33]]);
+      expect(got!.map((b) => Array.from(b))).toEqual([[0, 4], [n - 10, n], [7, 7], [100, 133]].map(([x, y]) => Array.from(A.bytes.subarray(x, y))));
+      expect(src.reads.get(A.ref.key)).toBe(1);
+      await disk.readRanges(A.ref.key, [[1, 2]]);
+      expect(src.reads.get(A.ref.key)).toBe(1); // from the copy
+      for (const f of readdirSync(dir)) rmSync(path.join(dir, f)); // another process evicted it
+      expect(Array.from((await disk.readRanges(A.ref.key, [[n - 3, 3]]))![0])).toEqual(Array.from(A.bytes.subarray(n - 3)));
+      expect(src.reads.get(A.ref.key)).toBe(2);
+      await expect(disk.readRanges(A.ref.key, [[n - 2, 3]])).rejects.toThrow(`range [${n - 2}, ${n + 1}) is outside the ${n}-byte object`);
+      expect(await disk.readRanges('missing-key', [[0, 1]])).toBeNull();
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 
   it('search reads a segment larger than its share of the bound in document ranges, never decoding it whole; a small one is decoded once and kept', async () => {

@@ -1,4 +1,4 @@
-import { IMAGE_MAX_BITS, SegmentCorruptError, codecFromDescriptor, readSegment, type CodecArtifact, type EdenCodec, type EdenQueryLut, type SegmentReader } from '@lateral/codec';
+import { IMAGE_MAX_BITS, SegmentCorruptError, codecFromDescriptor, decodeHalf, readSegment, segmentSectionOffsets, type CodecArtifact, type EdenCodec, type EdenQueryLut, type SegmentReader } from '@lateral/codec';
 import { PermanentJobError, s3Keys, type Collection, type CollectionManifest, type SegmentRef, type UnavailableSegment } from '@lateral/shared';
 import type { CodecArtifactRepository, DiskCacheStats } from '@lateral/infra';
 import { deserializeSegmentIndex, docPrefixesOf, searchSegment, type DocMask, type RowScorer, type SearchSegment, type SegmentIndex } from '@lateral/search';
@@ -161,6 +161,11 @@ export interface ObjectSource {
   get(key: string): Promise<Uint8Array | null>;
   invalidate?(key: string): Promise<void>;
   stats?(): DiskCacheStats;
+  /**
+   * Byte ranges [offset, offset + length) of an object, read from its local copy (positioned
+   * reads: the object is not held in memory); null when the source keeps no local copy.
+   */
+  readRanges?(key: string, ranges: readonly (readonly [number, number])[]): Promise<Uint8Array[] | null>;
 }
 
 export interface SegmentCacheOptions {
@@ -170,6 +175,13 @@ export interface SegmentCacheOptions {
   loadConcurrency: number;
   /** false: EDEN token-layout segments are decoded to fp32 too (COMPRESSED_SCORING=decode). */
   scoreFromCodes: boolean;
+  /**
+   * true (SCORER_RERANK_READS=ranges, with a disk cache): a re-rank reads its candidates' code and
+   * norm bytes with positioned reads of the segments' local copies, and the memory cache keeps of
+   * a segment only its head (ids, token offsets, where each document's codes start); false: a
+   * re-rank loads whole segments into the memory cache.
+   */
+  rangeReads?: boolean;
   /**
    * The ids of a segment in its document order, read from elsewhere than the segment (the
    * batch's info.json), for a segment that cannot be read: its candidates are then named as
@@ -247,6 +259,31 @@ interface LoadedSegment {
   artifact: CodecArtifact;
 }
 
+/**
+ * What a re-rank that reads ranges keeps of a segment (SegmentCacheOptions.rangeReads): its ids,
+ * token offsets and where each document's codes, norms and pooled vector lie in the object. Made
+ * from one checked read of the whole object (every section's CRC), which is then dropped.
+ */
+interface SegmentHead {
+  documents: number;
+  dims: number;
+  seed: bigint;
+  docIds: readonly string[];
+  tokenOffsets: Uint32Array;
+  /** Per document (D + 1), byte offsets of its codes and norms within their sections. */
+  codeStart: Float64Array;
+  normStart: Float64Array;
+  /** Byte offsets of the codes, norms and doc-vector sections in the object. */
+  codeAt: number;
+  normAt: number;
+  dvecAt: number;
+  /** Bytes of one document's pooled vector in the object (0: none), and their format. */
+  dvWidth: number;
+  dvFormat: 'none' | 'fp16' | 'fp32';
+  /** The EDEN image codec when the segment can be scored from its codes, else null (re-rank then loads the segment). */
+  image: ImageCodec | null;
+}
+
 /** A generation's id table; `unknown`: segments that could not be read and whose ids are not known either (not kept). */
 type GenTable = GenerationTable & { unknown?: number[] };
 
@@ -266,7 +303,7 @@ interface ImageCodec {
   p: number;
 }
 
-type Cached = LoadedSegment | SegmentIdTable | GenerationTable | SegmentIndex | Float32Array | null;
+type Cached = LoadedSegment | SegmentHead | SegmentIdTable | GenerationTable | SegmentIndex | Float32Array | null;
 
 /**
  * A scorer's memory: segments, not generations. One byte-bounded LRU (SCORER_CACHE_BYTES) holds,
@@ -327,6 +364,10 @@ export class SegmentCache {
       seen.add(id);
       const at = findId(table.ids, id);
       if (at >= 0) found.push([id, table.seg[at], table.doc[at]]);
+    }
+    if (this.opts.rangeReads && this.opts.scoreFromCodes && this.source.readRanges && found.length > 0) {
+      const fromRanges = await this.viewFromRanges(collection, manifest, table, found);
+      if (fromRanges) return fromRanges;
     }
     const loaded = new Map<number, LoadedSegment>();
     const failed = new Map<number, SegmentUnavailableError>();
@@ -405,6 +446,109 @@ export class SegmentCache {
       return { docs, offsets: out };
     };
     return { generation: manifest.generation, dims, vectors, rotated, offsets, docVectors, rowOf, docIds, tokens, rowVectors, unavailable, unavailableIds };
+  }
+
+  /**
+   * view() from the candidates' bytes alone: each touched segment's head (cached), then one
+   * positioned read per candidate's codes, norms and pooled vector from the segment's local copy,
+   * expanded to the int8 image as the segment path does. The memory cache then holds heads (~30 B
+   * per document plus its id), not codes, so a collection whose codes pass the bound does not
+   * thrash; the OS page cache keeps the hot bytes. null: some segment cannot be read this way (not
+   * EDEN token layout, other codec, no local copy), and the caller loads whole segments.
+   */
+  private async viewFromRanges(collection: Pick<Collection, 'tenantId' | 'id' | 'model'>, manifest: CollectionManifest, table: GenTable, found: [string, number, number][]): Promise<CollectionView | null> {
+    const heads = new Map<number, SegmentHead>();
+    const failed = new Map<number, SegmentUnavailableError>();
+    await Promise.all(
+      [...new Set(found.map(([, s]) => s))].map(async (s) => {
+        try {
+          heads.set(s, await this.head(collection, manifest.segments[s]));
+        } catch (err) {
+          if (!(err instanceof SegmentUnavailableError)) throw err;
+          failed.set(s, err);
+        }
+      }),
+    );
+    const image = [...heads.values()][0]?.image;
+    if (!image || [...heads.values()].some((h) => h.image?.descriptor !== image.descriptor)) return null;
+    const rowOf = new Map<string, number>();
+    const docIds: string[] = [];
+    const where: [number, number][] = [];
+    const unavailableIds: string[] = [];
+    for (const [id, s, d] of found) {
+      if (failed.has(s)) {
+        unavailableIds.push(id);
+        continue;
+      }
+      rowOf.set(id, docIds.length);
+      docIds.push(id);
+      where.push([s, d]);
+    }
+    const dims = heads.get(where[0][0])!.dims;
+    const rowsBySegment = new Map<number, number[]>();
+    where.forEach(([s], row) => (rowsBySegment.get(s) ?? rowsBySegment.set(s, []).get(s)!).push(row));
+    const encoded: { codes: Uint8Array; norms: Uint8Array }[] = new Array(docIds.length);
+    const pooled: (Uint8Array | null)[] = new Array(docIds.length).fill(null);
+    const read = await Promise.all(
+      [...rowsBySegment].map(async ([s, rows]) => {
+        const h = heads.get(s)!;
+        const ranges: [number, number][] = [];
+        for (const row of rows) {
+          const d = where[row][1];
+          ranges.push([h.codeAt + h.codeStart[d], h.codeStart[d + 1] - h.codeStart[d]], [h.normAt + h.normStart[d], h.normStart[d + 1] - h.normStart[d]]);
+          if (h.dvWidth > 0) ranges.push([h.dvecAt + d * h.dvWidth, h.dvWidth]);
+        }
+        const got = await this.source.readRanges!(manifest.segments[s].key, ranges);
+        if (!got) return false;
+        const per = h.dvWidth > 0 ? 3 : 2;
+        rows.forEach((row, k) => {
+          encoded[row] = { codes: got[k * per], norms: got[k * per + 1] };
+          if (h.dvWidth > 0) pooled[row] = got[k * per + 2];
+        });
+        return true;
+      }),
+    );
+    if (!read.every(Boolean)) return null;
+    const offsets = new Uint32Array(docIds.length + 1);
+    where.forEach(([s, d], row) => {
+      const off = heads.get(s)!.tokenOffsets;
+      offsets[row + 1] = offsets[row] + (off[d + 1] - off[d]);
+    });
+    const tokens = offsets[docIds.length];
+    const docVectors = new Float32Array(docIds.length * dims);
+    where.forEach(([s], row) => {
+      const b = pooled[row];
+      if (!b) return;
+      docVectors.set(heads.get(s)!.dvFormat === 'fp32' ? new Float32Array(b.buffer, b.byteOffset, dims) : decodeHalf(new Uint16Array(b.buffer, b.byteOffset, dims)), row * dims);
+    });
+    const { codec, p } = image;
+    const imageBytes = new Uint8Array(tokens * p);
+    const scales = new Float32Array(tokens);
+    for (let row = 0; row < docIds.length; row++) codec.rotatedImage(encoded[row], offsets[row + 1] - offsets[row], dims, imageBytes, scales, offsets[row]);
+    const seed = heads.get(where[0][0])!.seed;
+    const rotated: RotatedImageSet = { codec, seed, dims, p, image: imageBytes, scales, offsets };
+    // fp32 vectors of some rows (scorers that need them): decoded from the bytes read, as the segment's reader decodes them.
+    const rowVectors = (rows: number[]) => {
+      const out = new Uint32Array(rows.length + 1);
+      rows.forEach((r, i) => (out[i + 1] = out[i] + (offsets[r + 1] - offsets[r])));
+      const docs = new Float32Array(out[rows.length] * dims);
+      rows.forEach((r, i) => docs.set(codec.decodeDoc(encoded[r], offsets[r + 1] - offsets[r], dims, { docId: docIds[r], seed: heads.get(where[r][0])!.seed }), out[i] * dims));
+      return { docs, offsets: out };
+    };
+    const unavailable = this.unavailableOf(collection, manifest, table, [...failed.entries()]);
+    return { generation: manifest.generation, dims, vectors: null, rotated, offsets, docVectors, rowOf, docIds, tokens, rowVectors, unavailable, unavailableIds };
+  }
+
+  /** The segment's head (SegmentHead), from the segment already held or from one checked read of its object. */
+  private async head(collection: Pick<Collection, 'tenantId' | 'id' | 'model'>, ref: SegmentRef): Promise<SegmentHead> {
+    return this.guarded(collection, ref.key, 'segment', ref.key, async () =>
+      (await this.lru.get(`head:${ref.key}`, async () => {
+        const held = this.lru.peek(`seg:${ref.key}`) as LoadedSegment | undefined;
+        const loaded = held ?? (await this.limiter.run(() => this.readObject(collection, ref))).loaded;
+        const value = segmentHead(loaded.reader, this.imageCodec(loaded));
+        return { value, bytes: stringBytes(value.docIds) + value.tokenOffsets.byteLength + value.codeStart.byteLength + value.normStart.byteLength + 256 };
+      })) as SegmentHead,
+    );
   }
 
   /** Every segment of the generation with its search index and live documents; throws SegmentUnavailableError when one cannot be read. */
@@ -533,7 +677,8 @@ export class SegmentCache {
       return (await this.lru.get(`ids:${ref.key}`, async () => {
         let docIds: readonly string[];
         try {
-          docIds = (await this.segment(collection, ref)).reader.docIds;
+          // Reading ranges, a segment's ids come with its head: building a generation's table does not load every segment's codes.
+          docIds = this.opts.rangeReads && this.source.readRanges && !this.lru.has(`seg:${ref.key}`) ? (await this.head(collection, ref)).docIds : (await this.segment(collection, ref)).reader.docIds;
         } catch (err) {
           if (!(err instanceof SegmentUnavailableError)) throw err;
           const ids = (await this.opts.segmentIds?.(collection.tenantId, collection.id, ref).catch(() => null)) ?? null;
@@ -581,25 +726,31 @@ export class SegmentCache {
     return this.guarded(collection, ref.key, 'segment', ref.key, async () =>
       (await this.lru.get(`seg:${ref.key}`, () =>
         this.limiter.run(async () => {
-          const [bytes, artifact] = await Promise.all([this.source.get(ref.key), this.codecs.get(collection.tenantId, collection.id, ref.codecVersion)]);
-          if (!bytes) throw new SegmentUnavailableError(ref.key, 'segment', ref.key, `segment ${ref.key} of the current generation is missing from S3`);
-          await this.yieldTurn();
-          let reader: SegmentReader;
-          try {
-            reader = readSegment(bytes, ref.key, artifact, await segmentReadOptions(artifact, collection, this.staticEmbeddings));
-          } catch (err) {
-            if (err instanceof SegmentCorruptError) {
-              await this.source.invalidate?.(ref.key); // a corrupt local copy is read from S3 next time
-              throw new SegmentUnavailableError(ref.key, 'segment', ref.key, err.message);
-            }
-            throw err;
-          }
-          const own = reader.docVectors && reader.docVectors.buffer !== bytes.buffer ? reader.docVectors.byteLength : 0;
+          const { loaded, objectBytes } = await this.readObject(collection, ref);
+          const { reader } = loaded;
+          const own = reader.docVectors ? reader.docVectors.byteLength : 0;
           // The object's bytes (the reader's copies of its sections), fp32 doc vectors made from fp16, the ids' strings and the per-document code and norm starts (2 x float64).
-          return { value: { reader, artifact }, bytes: bytes.byteLength + own + stringBytes(reader.docIds) + 16 * (reader.documents + 1) };
+          return { value: loaded, bytes: objectBytes + own + stringBytes(reader.docIds) + 16 * (reader.documents + 1) };
         }),
       )) as LoadedSegment,
     );
+  }
+
+  /** Reads and checks a segment's object (every section's CRC); a corrupt local copy is dropped, and the segment named unavailable. */
+  private async readObject(collection: Pick<Collection, 'tenantId' | 'id' | 'model'>, ref: SegmentRef): Promise<{ loaded: LoadedSegment; objectBytes: number }> {
+    const [bytes, artifact] = await Promise.all([this.source.get(ref.key), this.codecs.get(collection.tenantId, collection.id, ref.codecVersion)]);
+    if (!bytes) throw new SegmentUnavailableError(ref.key, 'segment', ref.key, `segment ${ref.key} of the current generation is missing from S3`);
+    await this.yieldTurn();
+    try {
+      const reader = readSegment(bytes, ref.key, artifact, await segmentReadOptions(artifact, collection, this.staticEmbeddings));
+      return { loaded: { reader, artifact }, objectBytes: bytes.byteLength };
+    } catch (err) {
+      if (err instanceof SegmentCorruptError) {
+        await this.source.invalidate?.(ref.key); // a corrupt local copy is read from S3 next time
+        throw new SegmentUnavailableError(ref.key, 'segment', ref.key, err.message);
+      }
+      throw err;
+    }
   }
 
   private async index(collection: Pick<Collection, 'tenantId' | 'id'>, ref: SegmentRef): Promise<SegmentIndex> {
@@ -719,4 +870,33 @@ function stringBytes(ids: readonly string[]): number {
   let n = 0;
   for (const s of ids) n += 2 * s.length + 24;
   return n;
+}
+
+/** A segment's head (SegmentHead) from its reader: copies of the small arrays, the section offsets of its object. */
+function segmentHead(reader: SegmentReader, image: ImageCodec | null): SegmentHead {
+  const D = reader.documents;
+  const codeStart = new Float64Array(D + 1);
+  const normStart = new Float64Array(D + 1);
+  for (let i = 0; i < D; i++) {
+    const e = reader.encodedDoc(i);
+    codeStart[i + 1] = codeStart[i] + e.codes.byteLength;
+    normStart[i + 1] = normStart[i] + e.norms.byteLength;
+  }
+  const at = segmentSectionOffsets(reader.sectionSizes());
+  const dvWidth = reader.docVectorFormat === 'none' ? 0 : (reader.docVectorFormat === 'fp32' ? 4 : 2) * reader.dims;
+  return {
+    documents: D,
+    dims: reader.dims,
+    seed: reader.seed,
+    docIds: reader.docIds,
+    tokenOffsets: reader.tokenOffsets,
+    codeStart,
+    normStart,
+    codeAt: at.codes,
+    normAt: at.norms,
+    dvecAt: at.docVectors,
+    dvWidth,
+    dvFormat: reader.docVectorFormat,
+    image,
+  };
 }

@@ -55,6 +55,13 @@ export const ConfigSchema = z.object({
   /** Segment and index objects a scorer reads and parses at once. */
   SCORER_LOAD_CONCURRENCY: int(4, 1, 256),
   /**
+   * How a re-rank reads its candidates' codes: `ranges` = positioned reads of the segments' copies
+   * in the disk cache, the memory cache keeping only each segment's head (ids, token offsets, code
+   * starts), for EDEN token-layout segments scored from the int8 image (others, and a scorer
+   * without a disk cache, load whole segments); `segments` = whole segments in the memory cache.
+   */
+  SCORER_RERANK_READS: z.enum(['ranges', 'segments']).default('ranges'),
+  /**
    * Shards a collection may be created with at most (`shards` on POST /v1/collections), and the
    * shard queues (`shard-0` .. `shard-<n-1>`) a scorer holding `all` serves.
    */

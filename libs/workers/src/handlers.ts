@@ -53,6 +53,8 @@ export function pipelineHandlers(rt: Runtime, extra: { shardChild?: (p: ShardJob
     maxBytes: config.SCORER_CACHE_BYTES,
     loadConcurrency: config.SCORER_LOAD_CONCURRENCY,
     scoreFromCodes: config.COMPRESSED_SCORING === 'int8-image',
+    // Re-ranks read their candidates' bytes from the disk cache's copies (not whole segments into memory).
+    rangeReads: config.SCORER_RERANK_READS === 'ranges' && objects.enabled,
     // A segment that cannot be read: its ids from its batch's info.json (so its candidates are named
     // unavailable), and the collection's degraded record in S3, a log line and metrics.
     segmentIds: async (t, c, ref) => (await documents.encodedInfo(t, c, ref.batchId))?.documents.map((d) => d.id) ?? null,
