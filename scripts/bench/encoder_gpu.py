@@ -1,10 +1,10 @@
 """Encoder throughput of all-MiniLM-L6-v2 on a GPU (and this machine's CPU) with PyTorch.
 
-The service encodes with ONNX Runtime (onnxruntime-node); its CUDA provider needs CUDA binaries
-that onnxruntime-node's install script downloads from outside the package registries, so they
-cannot be had where lateral is built and tested. This script measures the same model (the same
-weights, from the same PyPI package) on a GPU with PyTorch instead, as an estimate of what the
-encoder pool can do there. It is not the service's code path.
+The service encodes with ONNX Runtime (onnxruntime-node); scripts/bench/encoder-cuda.ts measures
+that path on a GPU (its CUDA provider libraries taken from PyPI's onnxruntime-gpu wheel of the same
+version: docs/models.md). This script measures the same model (the same weights, from the same PyPI
+package) with PyTorch, as the model's own ceiling on the GPU: the service's path reaches about
+15% of it in one process, bound by the JavaScript around session.run.
 
     python scripts/bench/encoder_gpu.py MODEL_DIR data/cranfield [--json OUT]
 
