@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { ndcgAt } from '../lib/metrics';
-import { aesiComparison, chooseLambda, interpolate, parseOnlyFolds } from './heads';
+import { aesiComparison, chooseLambda, interpolate, mergeCompressionResults, parseOnlyFolds } from './heads';
 import type { RerankCompressionResult } from './compression-trec-dl';
 
 describe('eval heads: MaxSim interpolation', () => {
@@ -61,6 +61,48 @@ describe('eval heads: the AESI comparison', () => {
     const c = aesiComparison(result([row('eden-6b-c16-cross-side', 13, 0.699), row('aesi-5b-c8-h384', 6, 0.698), row('aesi-6b-c16-h384', 13, 0.7)]), 'f');
     expect(c.smallestWithin1pct.aesi?.name).toBe('aesi-5b-c8-h384');
     expect(c.targetMet).toBe(true);
+  });
+});
+
+describe('eval heads: the AESI target when no ridge point is within 1%', () => {
+  const row = (name: string, bytes: number, ndcg: number) => ({ name, bytes_per_token: bytes, 'ndcg@10': ndcg, ndcg_rel_change: ndcg / 0.7 - 1 });
+  const result = (settings: ReturnType<typeof row>[]) =>
+    ({ dataset: '/x/trec-dl-2019-passage', model: 'minilm-l6-384', queries: 43, fp32: { bytes_per_token: 1540, 'ndcg@10': 0.7 }, settings: [row('fp32', 1540, 0.7), ...settings] }) as unknown as RerankCompressionResult;
+
+  it('is met only if the ridge predictor missed at AESI\'s bytes per token or more', () => {
+    // ridge measured only below AESI's point: nothing says it would miss at AESI's bytes
+    const below = aesiComparison(result([row('eden-6b-c4-cross-side', 3.8, 0.55), row('aesi-4b-c32-h384', 17.4, 0.7)]), 'f');
+    expect(below.smallestWithin1pct.ridge).toBeNull();
+    expect(below.targetMet).toBe(false);
+    // ridge also measured (and 13% short) at more bytes than AESI's point
+    const above = aesiComparison(result([row('eden-6b-c4-cross-side', 3.8, 0.55), row('eden-4b-c64-cross-side', 34.3, 0.61), row('aesi-4b-c32-h384', 17.4, 0.7)]), 'f');
+    expect(above.targetMet).toBe(true);
+  });
+});
+
+describe('eval heads: --aesi-json A,B (one grid run as several processes)', () => {
+  const row = (name: string, bytes: number, ndcg: number, se = 0.01) => ({ name, bytes_per_token: bytes, 'ndcg@10': ndcg, ndcg_rel_change: ndcg / 0.7 - 1, ndcg_delta_se: se, top10_recall: 0.5 });
+  const result = (settings: ReturnType<typeof row>[], over: Record<string, unknown> = {}) =>
+    ({ dataset: '/x/trec-dl-2019-passage', model: 'minilm-l6-384', queries: 43, documents: 4297, tokens: 325496, fp32: { bytes_per_token: 1536, 'ndcg@10': 0.7 }, settings: [row('fp32', 1536, 0.7, 0), ...settings], ms: 5, ...over }) as unknown as RerankCompressionResult;
+
+  it('merges the settings of results of the same collection (fp32 once) and compares across them', () => {
+    const c4 = result([row('eden-6b-c4-cross', 3.8, 0.5), row('eden-6b-c4-cross-side', 3.8, 0.68), row('aesi-6b-c4-h384', 3.8, 0.697, 0.012)]);
+    const c8 = result([row('eden-4b-c8-cross', 4.73, 0.55), row('eden-4b-c8-cross-side', 4.73, 0.699), row('aesi-4b-c8-h384', 4.73, 0.71)], { ms: 7 });
+    const merged = mergeCompressionResults([c4, c8], ['c4.out', 'c8.out']);
+    expect(merged.settings.map((r) => r.name)).toEqual(['fp32', 'eden-6b-c4-cross', 'eden-6b-c4-cross-side', 'aesi-6b-c4-h384', 'eden-4b-c8-cross', 'eden-4b-c8-cross-side', 'aesi-4b-c8-h384']);
+    expect(merged.ms).toBe(12);
+    const c = aesiComparison(merged, 'c4.out,c8.out');
+    expect(c.points.map((p) => [p.codeDims, p.bits])).toEqual([[4, 6], [8, 4]]);
+    expect(c.smallestWithin1pct.ridge?.name).toBe('eden-4b-c8-cross-side');
+    expect(c.smallestWithin1pct.aesi).toMatchObject({ name: 'aesi-6b-c4-h384', ndcg_delta_se: 0.012, top10_recall: 0.5 });
+    expect(c.targetMet).toBe(true);
+  });
+
+  it('refuses results of another collection or encoding, naming the file', () => {
+    const a = result([]);
+    expect(() => mergeCompressionResults([a, result([], { queries: 10 })], ['a', 'quick.out'])).toThrow(/quick.out: queries 10/);
+    expect(() => mergeCompressionResults([a, result([], { fp32: { bytes_per_token: 1536, 'ndcg@10': 0.69 } })], ['a', 'b'])).toThrow(/b: fp32 nDCG@10/);
+    expect(() => mergeCompressionResults([])).toThrow(/no compression results/);
   });
 });
 

@@ -28,8 +28,10 @@
  * per token within 1% of fp32 for each). `--aesi c:bits,...` runs it here (compression-aesi.ts via
  * the compression sweep, on --dl19's folder, with --aesi-width/-epochs/-patience/-batch passed on)
  * and caches its result under .cache/eval-heads/aesi-*.json; `--aesi-json FILE` reads a saved
- * `eval compression --aesi ... --json` output (its last line); otherwise the newest cached result
- * is reported, or null.
+ * `eval compression --aesi ... --json` output (its last line), `--aesi-json A,B` several of the same
+ * collection merged (a grid run as one process per code size; mergeCompressionResults); otherwise
+ * the newest cached result is reported, or null. Only the AESI row, nothing trained or encoded
+ * for the heads: `--no-cv --dl19 none --aesi-json FILE` (the AESI result names its own dataset).
  * LITE starts with the trainer's MaxSim warm start (distillation steps: full 300 default / 600
  * small, --quick 60 / 150); the log line of each fold says how far it got on the early-stopping
  * queries, and where the time went (training vs scoring).
@@ -48,7 +50,7 @@
  *   npm run eval -- heads [--quick] [--json] [--datasets DIR,DIR] [--models NAME,NAME] [--heads lite,lite-small,knrm]
  *                         [--folds K] [--only-folds F,F] [--no-cv] [--dl19 DIR|none] [--epochs N] [--depth 100] [--max-docs N] [--seed 1]
  *                         [--distill-steps N] [--distill-weight W] [--lr X] [--distill-lr X] [--positives N (per query and epoch)]
- *                         [--aesi c:bits,... [--aesi-width N ...] | --aesi-json FILE]
+ *                         [--aesi c:bits,... [--aesi-width N ...] | --aesi-json FILE[,FILE...]]
  */
 import { createHash } from 'node:crypto';
 import { existsSync, mkdirSync, readFileSync, readdirSync, statSync, writeFileSync } from 'node:fs';
@@ -134,7 +136,10 @@ export interface AesiComparison {
   points: { codeDims: number; bits: number; noSideInfo: AesiCell | null; ridge: AesiCell | null; aesi: (AesiCell & { width: number; bestEpoch?: number; epochs?: number; heldOutRelError?: number }) | null }[];
   /** per method: the fewest bytes per token whose nDCG@10 is within 1% of fp32 (null: none of its points is) */
   smallestWithin1pct: { noSideInfo: AesiCell | null; ridge: AesiCell | null; aesi: AesiCell | null };
-  /** AESI within 1% of fp32 at fewer bytes per token than the ridge predictor's smallest such point */
+  /**
+   * AESI within 1% of fp32 at fewer bytes per token than the ridge predictor's smallest such point;
+   * when no ridge point is within 1%, only if ridge was measured at AESI's bytes per token or more.
+   */
   targetMet: boolean;
 }
 
@@ -143,6 +148,10 @@ interface AesiCell {
   bytes_per_token: number;
   'ndcg@10': number;
   ndcg_rel_change: number;
+  /** s.e. of the paired per-query nDCG@10 difference to fp32 (when the result has it) */
+  ndcg_delta_se?: number;
+  /** share of fp32's top 10 kept (when the result has it) */
+  top10_recall?: number;
 }
 
 const log = (msg: string) => process.stderr.write(`${msg}\n`);
@@ -593,7 +602,14 @@ async function transfer(train: Prepared[], dir: string, model: string, opts: Eva
 
 /** The SDR comparison rows of a compression --aesi result. */
 export function aesiComparison(res: RerankCompressionResult, source: string): AesiComparison {
-  const cell = (r: RerankCompressionResult['settings'][number]): AesiCell => ({ name: r.name, bytes_per_token: round(r.bytes_per_token), 'ndcg@10': round(r['ndcg@10']), ndcg_rel_change: round(r.ndcg_rel_change) });
+  const cell = (r: RerankCompressionResult['settings'][number]): AesiCell => ({
+    name: r.name,
+    bytes_per_token: round(r.bytes_per_token),
+    'ndcg@10': round(r['ndcg@10']),
+    ndcg_rel_change: round(r.ndcg_rel_change),
+    ...(typeof r.ndcg_delta_se === 'number' ? { ndcg_delta_se: round(r.ndcg_delta_se) } : {}),
+    ...(typeof r.top10_recall === 'number' ? { top10_recall: round(r.top10_recall) } : {}),
+  });
   const points = new Map<string, AesiComparison['points'][number]>();
   const point = (c: number, b: number) => {
     const k = `${c}:${b}`;
@@ -626,18 +642,48 @@ export function aesiComparison(res: RerankCompressionResult, source: string): Ae
     fp32: { bytes_per_token: round(res.fp32.bytes_per_token), 'ndcg@10': round(fp32) },
     points: list,
     smallestWithin1pct: s,
-    targetMet: !!s.aesi && (!s.ridge || s.aesi.bytes_per_token < s.ridge.bytes_per_token),
+    // with no ridge point within 1%, only if the ridge predictor was measured (and missed) at AESI's bytes or more
+    targetMet: !!s.aesi && (s.ridge ? s.aesi.bytes_per_token < s.ridge.bytes_per_token : list.some((p) => p.ridge && p.ridge.bytes_per_token >= s.aesi!.bytes_per_token)),
   };
 }
 
-/** --aesi-json FILE, --aesi SPEC (run and cache), or the newest cached result; null when there is none. */
+/**
+ * Several `eval compression --aesi ... --json` results of the same collection (one grid run as
+ * separate processes, e.g. one per code size) as one: the settings of each in order, a name
+ * already taken kept from the first result. They must agree on what was scored: dataset, model,
+ * queries, documents, tokens, and fp32's nDCG@10 (the same encoding, so the same to 1e-9).
+ */
+export function mergeCompressionResults(results: RerankCompressionResult[], sources: string[] = []): RerankCompressionResult {
+  if (!results.length) throw new Error('no compression results to merge');
+  const [first, ...rest] = results;
+  const seen = new Set(first!.settings.map((r) => r.name));
+  const settings = [...first!.settings];
+  rest.forEach((r, i) => {
+    const what = sources[i + 1] ?? `result ${i + 2}`;
+    for (const k of ['dataset', 'model', 'queries', 'documents', 'tokens'] as const)
+      if (r[k] !== first![k]) throw new Error(`${what}: ${k} ${String(r[k])} differs from ${sources[0] ?? 'the first result'}'s ${String(first![k])}; only results of the same collection can be merged`);
+    if (Math.abs(r.fp32['ndcg@10'] - first!.fp32['ndcg@10']) > 1e-9) throw new Error(`${what}: fp32 nDCG@10 ${r.fp32['ndcg@10']} differs from ${first!.fp32['ndcg@10']} (another encoding); not merged`);
+    for (const s of r.settings)
+      if (!seen.has(s.name)) {
+        seen.add(s.name);
+        settings.push(s);
+      }
+  });
+  return { ...first!, settings, ms: results.reduce((a, r) => a + (r.ms ?? 0), 0) };
+}
+
+/** --aesi-json FILE[,FILE...], --aesi SPEC (run and cache), or the newest cached result; null when there is none. */
 async function aesiRow(args: string[], dl19: string, model: string): Promise<AesiComparison | null> {
   const lastJson = (text: string) => JSON.parse(text.trim().split('\n').filter((l) => l.startsWith('{')).pop() ?? 'null') as RerankCompressionResult | null;
   const file = flag(args, '--aesi-json', '');
   if (file) {
-    const res = lastJson(readFileSync(resolve(file), 'utf8'));
-    if (!res?.settings) throw new Error(`--aesi-json ${file}: no compression result (a JSON line with settings) in it`);
-    return aesiComparison(res, file);
+    const files = file.split(',').filter(Boolean);
+    const results = files.map((f) => {
+      const res = lastJson(readFileSync(resolve(f), 'utf8'));
+      if (!res?.settings) throw new Error(`--aesi-json ${f}: no compression result (a JSON line with settings) in it`);
+      return res;
+    });
+    return aesiComparison(mergeCompressionResults(results, files), file);
   }
   const dir = resolve('.cache/eval-heads');
   const spec = flag(args, '--aesi', '');
@@ -739,7 +785,8 @@ export async function runHeadsEval(args: string[]): Promise<{ quick: boolean; ru
   }
   if (aesi) {
     const s = aesi.smallestWithin1pct;
-    const w = (c: AesiCell | null) => (c ? `${c.bytes_per_token.toFixed(2)} B/token (${c.name}, ${c['ndcg@10'].toFixed(4)})` : 'none');
+    const w = (c: AesiCell | null) =>
+      c ? `${c.bytes_per_token.toFixed(2)} B/token (${c.name}, ${c['ndcg@10'].toFixed(4)}${c.ndcg_delta_se !== undefined ? `, ${c.ndcg_rel_change >= 0 ? '+' : ''}${(100 * c.ndcg_rel_change).toFixed(1)}% vs fp32, s.e. ${c.ndcg_delta_se.toFixed(4)}` : ''})` : 'none';
     summary.push(`AESI (${aesi.dataset} / ${aesi.model}, ${aesi.queries} queries, from ${aesi.source}): fp32 ${aesi.fp32['ndcg@10'].toFixed(4)}; smallest within 1% of fp32: no side information ${w(s.noSideInfo)}, ridge ${w(s.ridge)}, AESI ${w(s.aesi)}; target ${aesi.targetMet ? 'met' : 'NOT met'}`);
   } else {
     summary.push('AESI: no comparison (run with --aesi c:bits,... or --aesi-json FILE from `npm run eval -- compression --dataset DIR --aesi ... --json`)');
