@@ -1,7 +1,7 @@
 import { IMAGE_MAX_BITS, SegmentCorruptError, codecFromDescriptor, decodeHalf, readSegment, segmentSectionOffsets, type CodecArtifact, type EdenCodec, type EdenQueryLut, type SegmentReader } from '@lateral/codec';
 import { PermanentJobError, s3Keys, type Collection, type CollectionManifest, type SegmentRef, type UnavailableSegment } from '@lateral/shared';
 import type { CodecArtifactRepository, DiskCacheStats } from '@lateral/infra';
-import { deserializeSegmentIndex, docPrefixesOf, searchSegment, type DocMask, type RowScorer, type SearchSegment, type SegmentIndex } from '@lateral/search';
+import { concatDocPrefixes, deserializeSegmentIndex, docPrefixesOf, searchSegment, type DocMask, type RowScorer, type SearchSegment, type SegmentIndex } from '@lateral/search';
 import type { RotatedImageSet } from '@lateral/kernels';
 import type { CollectionView } from './collection-view';
 import { extendGenerationTable, findId, generationTable, generationTableBytes, segmentIdTable, type GenerationTable, type SegmentIdTable } from './id-table';
@@ -369,32 +369,8 @@ export class SegmentCache {
       const fromRanges = await this.viewFromRanges(collection, manifest, table, found);
       if (fromRanges) return fromRanges;
     }
-    const loaded = new Map<number, LoadedSegment>();
-    const failed = new Map<number, SegmentUnavailableError>();
-    await Promise.all(
-      [...new Set(found.map(([, s]) => s))].map(async (s) => {
-        try {
-          loaded.set(s, await this.segment(collection, manifest.segments[s]));
-        } catch (err) {
-          if (!(err instanceof SegmentUnavailableError)) throw err;
-          failed.set(s, err);
-        }
-      }),
-    );
-    // Candidates held by a segment that cannot be read are named, not scored (nor silently dropped).
-    const rowOf = new Map<string, number>();
-    const docIds: string[] = [];
-    const where: [number, number][] = [];
-    const unavailableIds: string[] = [];
-    for (const [id, s, d] of found) {
-      if (failed.has(s)) {
-        unavailableIds.push(id);
-        continue;
-      }
-      rowOf.set(id, docIds.length);
-      docIds.push(id);
-      where.push([s, d]);
-    }
+    const { got: loaded, failed } = await eachSegment(found, (s) => this.segment(collection, manifest.segments[s]));
+    const { rowOf, docIds, where, unavailableIds } = splitCandidates(found, failed);
     const unavailable = this.unavailableOf(collection, manifest, table, [...failed.entries()]);
     const touched = [...new Set(where.map(([s]) => s))];
     const dims = loaded.size > 0 ? loaded.get(touched[0])!.reader.dims : 0;
@@ -457,33 +433,10 @@ export class SegmentCache {
    * EDEN token layout, other codec, no local copy), and the caller loads whole segments.
    */
   private async viewFromRanges(collection: Pick<Collection, 'tenantId' | 'id' | 'model'>, manifest: CollectionManifest, table: GenTable, found: [string, number, number][]): Promise<CollectionView | null> {
-    const heads = new Map<number, SegmentHead>();
-    const failed = new Map<number, SegmentUnavailableError>();
-    await Promise.all(
-      [...new Set(found.map(([, s]) => s))].map(async (s) => {
-        try {
-          heads.set(s, await this.head(collection, manifest.segments[s]));
-        } catch (err) {
-          if (!(err instanceof SegmentUnavailableError)) throw err;
-          failed.set(s, err);
-        }
-      }),
-    );
+    const { got: heads, failed } = await eachSegment(found, (s) => this.head(collection, manifest.segments[s]));
     const image = [...heads.values()][0]?.image;
     if (!image || [...heads.values()].some((h) => h.image?.descriptor !== image.descriptor)) return null;
-    const rowOf = new Map<string, number>();
-    const docIds: string[] = [];
-    const where: [number, number][] = [];
-    const unavailableIds: string[] = [];
-    for (const [id, s, d] of found) {
-      if (failed.has(s)) {
-        unavailableIds.push(id);
-        continue;
-      }
-      rowOf.set(id, docIds.length);
-      docIds.push(id);
-      where.push([s, d]);
-    }
+    const { rowOf, docIds, where, unavailableIds } = splitCandidates(found, failed);
     const dims = heads.get(where[0][0])!.dims;
     const rowsBySegment = new Map<number, number[]>();
     where.forEach(([s], row) => (rowsBySegment.get(s) ?? rowsBySegment.set(s, []).get(s)!).push(row));
@@ -799,17 +752,7 @@ export class SegmentCache {
     const off = reader.tokenOffsets;
     const d = reader.dims;
     if (this.keepsWholeDecode(key, reader)) return docPrefixesOf(this.decoded(key, reader), 0, off, d, from, to, m);
-    let rows = 0;
-    for (let i = from; i < to; i++) rows += Math.min(m, off[i + 1] - off[i]);
-    const out = new Float32Array(rows * d);
-    let at = 0;
-    for (let i = from; i < to; i++) {
-      const k = Math.min(m, off[i + 1] - off[i]);
-      if (k === 0) continue;
-      out.set(reader.decodeDocPrefix(i, k), at * d);
-      at += k;
-    }
-    return out;
+    return concatDocPrefixes(off, d, from, to, m, (i, k) => reader.decodeDocPrefix(i, k));
   }
 
   /** Whether search reads the segment from its kept whole decode: already cached, or small beside the bound (at most 1 / WHOLE_DECODE_FRACTION of it). */
@@ -870,6 +813,44 @@ function stringBytes(ids: readonly string[]): number {
   let n = 0;
   for (const s of ids) n += 2 * s.length + 24;
   return n;
+}
+
+/** `load` for each segment holding a found candidate, at once; a segment that cannot be read goes to `failed` (other errors throw). */
+async function eachSegment<T>(found: readonly [string, number, number][], load: (s: number) => Promise<T>): Promise<{ got: Map<number, T>; failed: Map<number, SegmentUnavailableError> }> {
+  const got = new Map<number, T>();
+  const failed = new Map<number, SegmentUnavailableError>();
+  await Promise.all(
+    [...new Set(found.map(([, s]) => s))].map(async (s) => {
+      try {
+        got.set(s, await load(s));
+      } catch (err) {
+        if (!(err instanceof SegmentUnavailableError)) throw err;
+        failed.set(s, err);
+      }
+    }),
+  );
+  return { got, failed };
+}
+
+/**
+ * The found candidates (id, segment, document) as a view's rows, in request order, and the ids
+ * held by a segment that cannot be read: those are named, not scored (nor silently dropped).
+ */
+function splitCandidates(found: readonly [string, number, number][], failed: ReadonlyMap<number, unknown>): { rowOf: Map<string, number>; docIds: string[]; where: [number, number][]; unavailableIds: string[] } {
+  const rowOf = new Map<string, number>();
+  const docIds: string[] = [];
+  const where: [number, number][] = [];
+  const unavailableIds: string[] = [];
+  for (const [id, s, d] of found) {
+    if (failed.has(s)) {
+      unavailableIds.push(id);
+      continue;
+    }
+    rowOf.set(id, docIds.length);
+    docIds.push(id);
+    where.push([s, d]);
+  }
+  return { rowOf, docIds, where, unavailableIds };
 }
 
 /** A segment's head (SegmentHead) from its reader: copies of the small arrays, the section offsets of its object. */

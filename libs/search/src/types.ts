@@ -168,14 +168,25 @@ export function searchSegment(source: SegmentSource, docBase = 0): SearchSegment
  * whole segment's decode, tokenOffsets[from] for a decode of the range alone).
  */
 export function docPrefixesOf(rows: Float32Array, rowBase: number, tokenOffsets: Uint32Array, dims: number, from: number, to: number, m: number): Float32Array {
+  return concatDocPrefixes(tokenOffsets, dims, from, to, m, (i, k) => {
+    const start = (tokenOffsets[i] - rowBase) * dims;
+    return rows.subarray(start, start + k * dims);
+  });
+}
+
+/**
+ * The first min(m, tokens_i) rows of each document in [from, to), concatenated: `prefix(i, k)`
+ * gives document i's first k rows (k x dims values; not asked for when k is 0).
+ */
+export function concatDocPrefixes(tokenOffsets: Uint32Array, dims: number, from: number, to: number, m: number, prefix: (i: number, k: number) => Float32Array): Float32Array {
   let n = 0;
   for (let i = from; i < to; i++) n += Math.min(m, tokenOffsets[i + 1] - tokenOffsets[i]);
   const out = new Float32Array(n * dims);
   let at = 0;
   for (let i = from; i < to; i++) {
     const k = Math.min(m, tokenOffsets[i + 1] - tokenOffsets[i]);
-    const start = (tokenOffsets[i] - rowBase) * dims;
-    out.set(rows.subarray(start, start + k * dims), at * dims);
+    if (k === 0) continue;
+    out.set(prefix(i, k), at * dims);
     at += k;
   }
   return out;
