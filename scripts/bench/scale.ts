@@ -2,7 +2,8 @@
  * `npm run bench -- scale [--json] [--docs N] [--model NAME] [--codec eden4|fp16] [--seed N]
  *   [--per-request N] [--window N] [--cache-bytes N] [--rounds N] [--cold-rounds N] [--ingest-only]
  *   [--search-modes xtr,bm25,dense,mebert,exhaustive,hybrid] [--search-timeout SECONDS]
- *   [--ingest-seconds S] [--variant-env K=V,K=V] [--heap-snapshot [--snapshot-dir DIR]]`
+ *   [--ingest-seconds S] [--variant-env K=V,K=V] [--heap-snapshot [--snapshot-dir DIR]]
+ *   [--keep] [--reuse DIR]`
  *
  * A collection of `--docs` documents (default 1,000,000) built through the real pipeline, then
  * served (issue 10, item 6). Documents: the vendored corpora's passages with variations
@@ -37,9 +38,14 @@
  * comparison (for example `MALLOC_ARENA_MAX=2`): `variant` in the JSON. `--heap-snapshot` has the
  * scorer write a V8 heap snapshot after the full-bound sweep (`--snapshot-dir`, default the
  * repository root): what holds its memory, array buffers' backing stores included.
+ *
+ * Building and serving apart: `--keep` leaves the run's folder (printed at the start) in place and,
+ * once the ingest is done, records its figures there; `--reuse DIR` then serves that collection
+ * again (a new Redis, the same S3 folder and local disk cache) without ingesting: a large collection
+ * is built once (`--ingest-only --keep`) and served by later code or with other settings.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, readFileSync, readdirSync, rmSync, statSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { randomBytes } from 'node:crypto';
@@ -50,6 +56,8 @@ import { DocumentGenerator, checkScaleResult, docId, loadSourceCorpus, percentil
 const ROOT = path.resolve(__dirname, '..', '..');
 const DATASETS = path.resolve(ROOT, '..', 'shared', 'datasets');
 const BUCKET = 'scale';
+/** What a kept run records once its ingest is done, for `--reuse`. */
+const INGEST_STATE = 'bench-ingest.json';
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 const opt = (args: string[], name: string, def: number) => {
@@ -206,7 +214,11 @@ export async function runScaleBench(args: string[]): Promise<Record<string, unkn
   const gen = new DocumentGenerator(corpus, seed);
   say(`source passages ${JSON.stringify(corpus.sources)}, ${corpus.words.length} words in the word model, ${corpus.queries.length} queries`);
 
-  const dir = mkdtempSync(path.join(process.env.SCALE_DIR ?? os.tmpdir(), 'lateral-bench-scale-'));
+  // --reuse DIR: serve the collection a kept run (--keep, or --ingest-only --keep) left in DIR: its S3
+  // folder (collections, generations and segments live in S3 alone) and its ingest figures; a new Redis.
+  const reuseDir = args.includes('--reuse') ? path.resolve(str(args, '--reuse', '')) : null;
+  if (reuseDir && !existsSync(path.join(reuseDir, INGEST_STATE))) throw new Error(`--reuse: ${reuseDir} holds no ${INGEST_STATE} (a run with --keep writes it once its ingest is done)`);
+  const dir = reuseDir ?? mkdtempSync(path.join(process.env.SCALE_DIR ?? os.tmpdir(), 'lateral-bench-scale-'));
   const procs: Record<string, Proc | undefined> = {};
   let redis: EmbeddedRedis | undefined;
   const samples: Record<string, { t: number; phase: string; rss: number }[]> = {};
@@ -269,115 +281,129 @@ export async function runScaleBench(args: string[]): Promise<Record<string, unkn
 
     // ---- ingest
     const collection = 'bench-scale';
-    await api(base, 'POST', '/v1/collections', JSON.stringify({ id: collection, model, codec }));
-    phase = 'ingest';
-    const retries = { n: 0 };
-    let next = 0;
-    let accepted = 0;
-    let committed = 0;
-    let failedDocs = 0;
-    let postersDone = 0;
-    const outstanding: { status: string; documents: number; since: number }[] = [];
-    const tIngest = performance.now();
-    let lastProgress = performance.now();
-    let lastPrint = 0;
-    const poster = async () => {
-      while (next < N && !(ingestLimitS > 0 && (performance.now() - tIngest) / 1000 >= ingestLimitS)) {
-        if (accepted - committed - failedDocs >= window) {
-          await sleep(200);
-          continue;
-        }
-        const from = next;
-        const to = Math.min(N, from + perRequest);
-        next = to;
-        const lines: string[] = [];
-        for (let i = from; i < to; i++) lines.push(JSON.stringify(gen.doc(i)));
-        const r = await api(base, 'POST', `/v1/collections/${collection}/documents`, lines.join('\n'), 'application/x-ndjson', retries);
-        if (r.body.documents !== to - from) throw new Error(`ingest: ${to - from} documents posted, ${r.body.documents} accepted`);
-        accepted += r.body.documents;
-        outstanding.push({ status: r.body.status, documents: r.body.documents, since: performance.now() });
-      }
-      postersDone++;
-    };
-    const poller = async () => {
-      while (postersDone < 2 || outstanding.length) {
-        await sleep(1000);
-        const look = outstanding.slice(0, 24);
-        const states = await Promise.all(look.map((o) => api(base, 'GET', o.status).then((r) => r.body as { state: string; stages: { failed: number } })));
-        states.forEach((s, k) => {
-          if (s.state === 'done' || s.state === 'failed') {
-            const o = look[k];
-            outstanding.splice(outstanding.indexOf(o), 1);
-            if (s.state === 'done') committed += o.documents;
-            else failedDocs += o.documents;
-            lastProgress = performance.now();
+    let ingested: number;
+    let result: Record<string, unknown>;
+    let ingestRss: Record<string, ReturnType<typeof summarizeRss>>;
+    if (reuseDir) {
+      const saved = JSON.parse(readFileSync(path.join(reuseDir, INGEST_STATE), 'utf8')) as { ingested: number; result: Record<string, unknown>; ingestRss: typeof ingestRss };
+      if (saved.result.model !== model || saved.result.codec !== codecName) throw new Error(`--reuse: ${reuseDir} holds a ${saved.result.model} / ${saved.result.codec} collection; pass --model ${saved.result.model} --codec ${saved.result.codec}`);
+      ({ ingested, result, ingestRss } = saved);
+      const desc = (await api(base, 'GET', `/v1/collections/${collection}`)).body as { documents: number; segments: number; generation: number };
+      if (desc.documents !== ingested) throw new Error(`--reuse: the kept collection has ${desc.documents} live documents, its ingest recorded ${ingested}`);
+      result.reused_from = reuseDir;
+      say(`--reuse: serving the kept collection of ${ingested} documents (${desc.segments} segments, generation ${desc.generation}); ingest figures are those recorded when it was built`);
+    } else {
+      await api(base, 'POST', '/v1/collections', JSON.stringify({ id: collection, model, codec }));
+      phase = 'ingest';
+      const retries = { n: 0 };
+      let next = 0;
+      let accepted = 0;
+      let committed = 0;
+      let failedDocs = 0;
+      let postersDone = 0;
+      const outstanding: { status: string; documents: number; since: number }[] = [];
+      const tIngest = performance.now();
+      let lastProgress = performance.now();
+      let lastPrint = 0;
+      const poster = async () => {
+        while (next < N && !(ingestLimitS > 0 && (performance.now() - tIngest) / 1000 >= ingestLimitS)) {
+          if (accepted - committed - failedDocs >= window) {
+            await sleep(200);
+            continue;
           }
-        });
-        const secs = (performance.now() - tIngest) / 1000;
-        if (secs - lastPrint >= 30) {
-          lastPrint = secs;
-          say(`  ${round(secs, 0)} s: accepted ${accepted}, committed ${committed}, failed ${failedDocs} (${round(committed / secs)} docs/s); RSS MB ${ROLES.map((r) => `${r} ${round(samples[r]?.at(-1)?.rss ?? NaN, 0)}`).join(', ')}`);
+          const from = next;
+          const to = Math.min(N, from + perRequest);
+          next = to;
+          const lines: string[] = [];
+          for (let i = from; i < to; i++) lines.push(JSON.stringify(gen.doc(i)));
+          const r = await api(base, 'POST', `/v1/collections/${collection}/documents`, lines.join('\n'), 'application/x-ndjson', retries);
+          if (r.body.documents !== to - from) throw new Error(`ingest: ${to - from} documents posted, ${r.body.documents} accepted`);
+          accepted += r.body.documents;
+          outstanding.push({ status: r.body.status, documents: r.body.documents, since: performance.now() });
         }
-        if (performance.now() - lastProgress > 900_000) throw new Error(`ingest: nothing committed for 15 minutes (accepted ${accepted}, committed ${committed}):\n${procs['ingest-worker']?.tail()}`);
-      }
-    };
-    sample();
-    const cpuBefore = Object.fromEntries(ROLES.map((r) => [r, cpuOf(r)]));
-    await Promise.all([poster(), poster(), poller()]);
-    const ingestSeconds = (performance.now() - tIngest) / 1000;
-    // The documents posted (all N, or those posted before --ingest-seconds ran out): what is served below.
-    const ingested = next;
-    if (ingested < N) say(`--ingest-seconds ${ingestLimitS}: posting stopped after ${ingested} of ${N} documents; serving those`);
-    sample();
-    const ingestCpu = Object.fromEntries(ROLES.map((r) => [r, round(cpuOf(r) - cpuBefore[r], 1)]));
-    const pipelineCpu = ['api', 'ingest-worker', 's3', 'redis'].reduce((s, r) => s + ingestCpu[r], 0);
-    const desc = (await api(base, 'GET', `/v1/collections/${collection}`)).body as { documents: number; tokens: number; segments: number; segmentBytes: number; bytesPerToken: number; generation: number };
-    const s3Bytes = duBytes(path.join(dir, 's3'));
-    const ingest = {
-      seconds: round(ingestSeconds, 1),
-      accepted,
-      committed,
-      failed: failedDocs,
-      live_documents: desc.documents,
-      jobs_lost: accepted - desc.documents,
-      retried_requests: retries.n,
-      cpu_seconds: ingestCpu,
-    };
-    say(`ingest CPU seconds: ${JSON.stringify(ingestCpu)} = ${round(ingested / pipelineCpu, 1)} docs per CPU second of the pipeline`);
-    say(
-      `ingest: ${ingested} documents, ${desc.tokens} tokens in ${ingest.seconds} s = ${round(ingested / ingestSeconds)} docs/s, ${round(desc.tokens / ingestSeconds, 0)} tokens/s; accepted ${accepted}, committed ${committed}, failed ${failedDocs}, live ${desc.documents}; ${desc.segments} segments, generation ${desc.generation}; ${round(desc.bytesPerToken, 2)} segment B/token, ${round(s3Bytes / desc.tokens, 1)} S3 B/token in all`,
-    );
-    const ingestRss = Object.fromEntries(ROLES.map((r) => [r, summarizeRss((samples[r] ?? []).filter((s) => s.phase === 'ingest').map((s) => s.rss))]));
+        postersDone++;
+      };
+      const poller = async () => {
+        while (postersDone < 2 || outstanding.length) {
+          await sleep(1000);
+          const look = outstanding.slice(0, 24);
+          const states = await Promise.all(look.map((o) => api(base, 'GET', o.status).then((r) => r.body as { state: string; stages: { failed: number } })));
+          states.forEach((s, k) => {
+            if (s.state === 'done' || s.state === 'failed') {
+              const o = look[k];
+              outstanding.splice(outstanding.indexOf(o), 1);
+              if (s.state === 'done') committed += o.documents;
+              else failedDocs += o.documents;
+              lastProgress = performance.now();
+            }
+          });
+          const secs = (performance.now() - tIngest) / 1000;
+          if (secs - lastPrint >= 30) {
+            lastPrint = secs;
+            say(`  ${round(secs, 0)} s: accepted ${accepted}, committed ${committed}, failed ${failedDocs} (${round(committed / secs)} docs/s); RSS MB ${ROLES.map((r) => `${r} ${round(samples[r]?.at(-1)?.rss ?? NaN, 0)}`).join(', ')}`);
+          }
+          if (performance.now() - lastProgress > 900_000) throw new Error(`ingest: nothing committed for 15 minutes (accepted ${accepted}, committed ${committed}):\n${procs['ingest-worker']?.tail()}`);
+        }
+      };
+      sample();
+      const cpuBefore = Object.fromEntries(ROLES.map((r) => [r, cpuOf(r)]));
+      await Promise.all([poster(), poster(), poller()]);
+      const ingestSeconds = (performance.now() - tIngest) / 1000;
+      // The documents posted (all N, or those posted before --ingest-seconds ran out): what is served below.
+      ingested = next;
+      if (ingested < N) say(`--ingest-seconds ${ingestLimitS}: posting stopped after ${ingested} of ${N} documents; serving those`);
+      sample();
+      const ingestCpu = Object.fromEntries(ROLES.map((r) => [r, round(cpuOf(r) - cpuBefore[r], 1)]));
+      const pipelineCpu = ['api', 'ingest-worker', 's3', 'redis'].reduce((s, r) => s + ingestCpu[r], 0);
+      const desc = (await api(base, 'GET', `/v1/collections/${collection}`)).body as { documents: number; tokens: number; segments: number; segmentBytes: number; bytesPerToken: number; generation: number };
+      const s3Bytes = duBytes(path.join(dir, 's3'));
+      const ingest = {
+        seconds: round(ingestSeconds, 1),
+        accepted,
+        committed,
+        failed: failedDocs,
+        live_documents: desc.documents,
+        jobs_lost: accepted - desc.documents,
+        retried_requests: retries.n,
+        cpu_seconds: ingestCpu,
+      };
+      say(`ingest CPU seconds: ${JSON.stringify(ingestCpu)} = ${round(ingested / pipelineCpu, 1)} docs per CPU second of the pipeline`);
+      say(
+        `ingest: ${ingested} documents, ${desc.tokens} tokens in ${ingest.seconds} s = ${round(ingested / ingestSeconds)} docs/s, ${round(desc.tokens / ingestSeconds, 0)} tokens/s; accepted ${accepted}, committed ${committed}, failed ${failedDocs}, live ${desc.documents}; ${desc.segments} segments, generation ${desc.generation}; ${round(desc.bytesPerToken, 2)} segment B/token, ${round(s3Bytes / desc.tokens, 1)} S3 B/token in all`,
+      );
+      ingestRss = Object.fromEntries(ROLES.map((r) => [r, summarizeRss((samples[r] ?? []).filter((s) => s.phase === 'ingest').map((s) => s.rss))]));
 
-    const result: Record<string, unknown> = {
-      bench: 'scale',
-      docs: ingested,
-      docs_requested: N,
-      tokens: desc.tokens,
-      model,
-      codec: codecName,
-      documents_source: `vendored corpora with variations (${Object.entries(corpus.sources).map(([k, v]) => `${k} ${v}`).join(', ')} passages; sentence shuffle + 15% word-model substitutions, seed ${seed})`,
-      tokens_per_doc: round(desc.tokens / ingested, 1),
-      ingest_docs_per_s: round(ingested / ingestSeconds),
-      ingest_tokens_per_s: round(desc.tokens / ingestSeconds, 0),
-      ingest,
-      // CPU seconds of the API, ingest worker, S3 server and Redis per document: what the pipeline
-      // costs, less sensitive than docs/s to the other work on a shared machine. On an idle
-      // machine of `cpus` cores with this work spread over them: docs/s <= cpus / this.
-      ingest_cpu_seconds_per_doc: round(pipelineCpu / ingested, 5),
-      ingest_docs_per_cpu_s: round(ingested / pipelineCpu, 1),
-      projection_1m_wall_hours_at_measured_rate: round(1e6 / (ingested / ingestSeconds) / 3600, 2),
-      projection_1m_hours_idle_machine: round((1e6 * pipelineCpu) / ingested / os.cpus().length / 3600, 2),
-      segments: desc.segments,
-      generation: desc.generation,
-      bytes_per_token: round(desc.bytesPerToken, 3),
-      s3_bytes_per_token: round(s3Bytes / desc.tokens, 2),
-      s3_bytes: s3Bytes,
-      rss_ingest_mb: ingestRss,
-      scorer_cache_bytes: cacheBytes,
-      cpus: os.cpus().length,
-      loadavg: os.loadavg().map((x) => round(x, 2)),
-    };
+      result = {
+        bench: 'scale',
+        docs: ingested,
+        docs_requested: N,
+        tokens: desc.tokens,
+        model,
+        codec: codecName,
+        documents_source: `vendored corpora with variations (${Object.entries(corpus.sources).map(([k, v]) => `${k} ${v}`).join(', ')} passages; sentence shuffle + 15% word-model substitutions, seed ${seed})`,
+        tokens_per_doc: round(desc.tokens / ingested, 1),
+        ingest_docs_per_s: round(ingested / ingestSeconds),
+        ingest_tokens_per_s: round(desc.tokens / ingestSeconds, 0),
+        ingest,
+        // CPU seconds of the API, ingest worker, S3 server and Redis per document: what the pipeline
+        // costs, less sensitive than docs/s to the other work on a shared machine. On an idle
+        // machine of `cpus` cores with this work spread over them: docs/s <= cpus / this.
+        ingest_cpu_seconds_per_doc: round(pipelineCpu / ingested, 5),
+        ingest_docs_per_cpu_s: round(ingested / pipelineCpu, 1),
+        projection_1m_wall_hours_at_measured_rate: round(1e6 / (ingested / ingestSeconds) / 3600, 2),
+        projection_1m_hours_idle_machine: round((1e6 * pipelineCpu) / ingested / os.cpus().length / 3600, 2),
+        segments: desc.segments,
+        generation: desc.generation,
+        bytes_per_token: round(desc.bytesPerToken, 3),
+        s3_bytes_per_token: round(s3Bytes / desc.tokens, 2),
+        s3_bytes: s3Bytes,
+        rss_ingest_mb: ingestRss,
+        scorer_cache_bytes: cacheBytes,
+        cpus: os.cpus().length,
+        loadavg: os.loadavg().map((x) => round(x, 2)),
+      };
+      if (args.includes('--keep')) writeFileSync(path.join(dir, INGEST_STATE), JSON.stringify({ ingested, result, ingestRss }));
+    }
 
     if (!ingestOnly) {
       // ---- re-rank
@@ -610,6 +636,6 @@ export async function runScaleBench(args: string[]): Promise<Record<string, unkn
     for (const role of ['api', 'scorer', 'ingest-worker']) await procs[role]?.stop().catch(() => undefined);
     await procs.s3?.stop().catch(() => undefined);
     await redis?.stop().catch(() => undefined);
-    if (!args.includes('--keep')) rmSync(dir, { recursive: true, force: true });
+    if (!args.includes('--keep') && !reuseDir) rmSync(dir, { recursive: true, force: true });
   }
 }
