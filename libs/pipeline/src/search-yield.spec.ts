@@ -17,7 +17,7 @@ import {
 } from '@lateral/search';
 import { eventLoopYielder } from './event-loop';
 import { SegmentCache, type ObjectSource } from './segment-cache';
-import { firstStage, fuse, type FirstStageQuery } from './search.processor';
+import { firstStage, fuse, searchNeeds, type FirstStageQuery } from './search.processor';
 
 /**
  * Issue 10: a search over hundreds of segments must not hold the event loop (a worker's BullMQ
@@ -173,4 +173,17 @@ describe('search over many segments yields the event loop', () => {
     });
     expect(gapMs).toBeLessThan(MAX_GAP_MS);
   }, 300_000);
+});
+
+describe('searchNeeds', () => {
+  it('BM25, dense and their hybrid read no token rows unless explained; the other modes do; a filter reads metadata', () => {
+    const need = (mode: SearchMode, extra: { filter?: unknown; explain?: boolean } = {}) => searchNeeds({ mode, ...extra } as Parameters<typeof searchNeeds>[0]);
+    expect(need({ name: 'bm25', k1: 1.2, b: 0.75 })).toEqual({ tokens: false, metadata: false });
+    expect(need({ name: 'dense' })).toEqual({ tokens: false, metadata: false });
+    expect(need({ name: 'hybrid', base: 'dense', fusion: 'rrf' } as SearchMode)).toEqual({ tokens: false, metadata: false });
+    expect(need({ name: 'hybrid', base: 'xtr', fusion: 'rrf' } as SearchMode).tokens).toBe(true);
+    expect(need({ name: 'dense' }, { explain: true }).tokens).toBe(true);
+    expect(need({ name: 'dense' }, { filter: { field: 'year', gte: 2000 } }).metadata).toBe(true);
+    for (const name of ['xtr', 'mebert', 'exhaustive'] as const) expect(need({ name } as SearchMode).tokens).toBe(true);
+  });
 });

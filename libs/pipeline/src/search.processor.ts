@@ -38,7 +38,7 @@ import { eventLoopYielder, runStepsYielding } from './event-loop';
 import type { EncodedText, TokenEncoder } from '@lateral/model';
 import type { ScorerResources } from '@lateral/kernels';
 import type { CollectionRepository, GenerationRepository, IvfCentroidRepository, ObjectStore } from '@lateral/infra';
-import type { SearchPart, SegmentCache } from './segment-cache';
+import type { SearchNeeds, SearchPart, SegmentCache } from './segment-cache';
 import { permanentModelErrors } from './encode.processor';
 import type { EncoderProvider } from './encoders';
 import { specialTokenIds } from './index.processor';
@@ -96,7 +96,7 @@ export async function searchProcessor(deps: SearchDeps, p: JobPayload<QueueName.
 
   const tLoad = Date.now();
   // Segments that cannot be read (checksum, decoding, missing object) are left out and named: the result says it is degraded.
-  const { parts, unavailable } = await deps.segments.searchGeneration(collection, manifest);
+  const { parts, unavailable } = await deps.segments.searchGeneration(collection, manifest, searchNeeds(req));
   // Deleted and superseded documents (the generation's live table) and the filter, before ranking.
   const yieldEvery = eventLoopYielder();
   const masks: (DocMask | undefined)[] = [];
@@ -148,6 +148,17 @@ export async function searchProcessor(deps: SearchDeps, p: JobPayload<QueueName.
     timings: { totalMs: Date.now() - t0, encodeQueriesMs, searchMs, loadMs },
     ...degradedFields(unavailable),
   });
+}
+
+/**
+ * What the request reads of each segment beyond its index (SegmentCache reads no codes for a
+ * search that needs neither): token rows for every mode but BM25 and dense (and a hybrid of them)
+ * and for explain; metadata for a filter.
+ */
+export function searchNeeds(req: Pick<SearchRequest, 'mode' | 'filter' | 'explain'>): SearchNeeds {
+  const m = req.mode;
+  const pooledOrTerms = m.name === 'bm25' || m.name === 'dense' || (m.name === 'hybrid' && m.base === 'dense');
+  return { tokens: !pooledOrTerms || !!req.explain, metadata: req.filter !== undefined };
 }
 
 /** One query as the first stage needs it. */

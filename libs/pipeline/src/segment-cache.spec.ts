@@ -7,7 +7,7 @@ import { s3Keys, type CodecSettings, type Collection, type CollectionManifest, t
 import { DiskObjectCache } from '@lateral/infra';
 import type { EncodedText } from '@lateral/model';
 import { assembleSegmentDocs } from './encode.processor';
-import { buildSegmentIndex, exhaustiveSearch, mebertSearch, searchSegment, serializeSegmentIndex, xtrSearch } from '@lateral/search';
+import { bm25Search, buildSegmentIndex, denseSearch, exhaustiveSearch, mebertSearch, searchSegment, serializeSegmentIndex, xtrSearch } from '@lateral/search';
 import { ByteLru, Limiter, SegmentCache, WHOLE_DECODE_FRACTION, type ObjectSource } from './segment-cache';
 import { extendGenerationTable, findId, generationTable, segmentIdTable } from './id-table';
 
@@ -355,6 +355,48 @@ describe('SegmentCache', () => {
       expect(Array.from(again.rotated!.image)).toEqual(Array.from(a.rotated!.image));
       expect(src.reads.get(E1.ref.key)).toBe(1);
       expect(src.reads.get(E2.ref.key)).toBe(1);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('rangeReads: BM25 and dense read segment heads and pooled vectors, never codes, and rank as whole segments do', async () => {
+    const dir = mkdtempSync(path.join(tmpdir(), 'lateral-ranges-'));
+    try {
+      const E1 = segment('b-1', ['e1', 'e2', 'e3', 'e4'], 6, eden4, edenArtifact);
+      const E2 = segment('b-2', ['e5', 'e6', 'e7'], 7, eden4, edenArtifact);
+      const centroids = Float32Array.from({ length: 2 * DIMS }, (_, i) => Math.sin(i + 3));
+      const src = countingSource([E1, E2]);
+      for (const E of [E1, E2]) {
+        const index = serializeSegmentIndex(buildSegmentIndex(searchSegment(readSegment(E.bytes, E.ref.key, edenArtifact)), centroids, DIMS));
+        src.add({ ref: { ...E.ref, key: s3Keys.segmentIndex(T, C, E.ref.batchId, 1) }, bytes: index });
+      }
+      const opts = { maxBytes: 1 << 30, loadConcurrency: 2, scoreFromCodes: true };
+      const ranges = new SegmentCache(new DiskObjectCache(src.source, dir, 1 << 20, 'test'), { get: async () => edenArtifact }, noStatic, { ...opts, rangeReads: true });
+      const whole = new SegmentCache(src.source, { get: async () => edenArtifact }, noStatic, opts);
+      const m = manifestOf(1, [E1.ref, E2.ref]);
+      const light = await ranges.searchParts(collection, m, { tokens: false, metadata: false });
+      const full = await whole.searchParts(collection, m);
+      const qVec = Float32Array.from({ length: DIMS }, (_, i) => Math.cos(i * 0.7));
+      const terms = [1, 4, 5, 9, 20];
+      const rank = (parts: typeof light) => ({
+        dense: denseSearch(parts, qVec, 5).map((h) => [h.key, h.score]),
+        bm25: bm25Search(parts, terms, 5).map((h) => [h.key, h.score]),
+        ids: parts.map((p) => p.segment.docIds),
+      });
+      expect(rank(light)).toEqual(rank(full));
+      expect(rank(light).dense).toHaveLength(5);
+      expect(rank(light).bm25.length).toBeGreaterThan(0);
+      // Heads, pooled vectors and indexes in memory; no segment, no decode.
+      expect(ranges.heldKeys().filter((k) => !/^(head|dvec|idx|ids|gen):/.test(k))).toEqual([]);
+      expect(ranges.heldKeys().filter((k) => k.startsWith('dvec:'))).toHaveLength(2);
+      // What such a search does not read, it cannot touch by mistake.
+      expect(() => light[0].segment.metadata(0)).toThrow('reads no metadata');
+      expect(() => light[0].segment.tokenIds).toThrow('reads no token ids');
+      // A mode that reads token rows (or a filter) gets whole segments, from the same cache.
+      const [again] = await ranges.searchParts(collection, m, { tokens: false, metadata: true });
+      expect(again.segment.metadata(0)).toEqual(full[0].segment.metadata(0));
+      expect(ranges.heldKeys()).toContain(`seg:${E1.ref.key}`);
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }

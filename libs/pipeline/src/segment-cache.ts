@@ -1,7 +1,7 @@
 import { IMAGE_MAX_BITS, SegmentCorruptError, codecFromDescriptor, decodeHalf, readSegment, segmentSectionOffsets, type CodecArtifact, type EdenCodec, type EdenQueryLut, type SegmentReader } from '@lateral/codec';
 import { PermanentJobError, s3Keys, type Collection, type CollectionManifest, type SegmentRef, type UnavailableSegment } from '@lateral/shared';
 import type { CodecArtifactRepository, DiskCacheStats } from '@lateral/infra';
-import { concatDocPrefixes, deserializeSegmentIndex, docPrefixesOf, searchSegment, type DocMask, type RowScorer, type SearchSegment, type SegmentIndex } from '@lateral/search';
+import { concatDocPrefixes, deserializeSegmentIndex, docPrefixesOf, searchSegment, type DocMask, type RowScorer, type SearchSegment, type SegmentIndex, type SegmentSource } from '@lateral/search';
 import type { RotatedImageSet } from '@lateral/kernels';
 import type { CollectionView } from './collection-view';
 import { extendGenerationTable, findId, generationTable, generationTableBytes, segmentIdTable, type GenerationTable, type SegmentIdTable } from './id-table';
@@ -232,6 +232,19 @@ export class SegmentUnavailableError extends PermanentJobError {
     super(reason);
   }
 }
+
+/**
+ * What a search reads of each segment beyond its index, ids and token offsets: token rows (codes
+ * or vectors, and token ids: XTR, ME-BERT, exhaustive, explain) and metadata (filters). A search
+ * that needs neither (BM25, dense) is served, when re-ranks read ranges, from segment heads and
+ * pooled vectors read as one range: a segment's codes are never loaded for it.
+ */
+export interface SearchNeeds {
+  tokens: boolean;
+  metadata: boolean;
+}
+
+export const ALL_SEARCH_NEEDS: SearchNeeds = { tokens: true, metadata: true };
 
 /** The generation's searchable segments, and those that could not be read. */
 export interface SearchGeneration {
@@ -505,8 +518,8 @@ export class SegmentCache {
   }
 
   /** Every segment of the generation with its search index and live documents; throws SegmentUnavailableError when one cannot be read. */
-  async searchParts(collection: Pick<Collection, 'tenantId' | 'id' | 'model'>, manifest: CollectionManifest): Promise<SearchPart[]> {
-    const { parts, unavailable } = await this.searchGeneration(collection, manifest);
+  async searchParts(collection: Pick<Collection, 'tenantId' | 'id' | 'model'>, manifest: CollectionManifest, needs: SearchNeeds = ALL_SEARCH_NEEDS): Promise<SearchPart[]> {
+    const { parts, unavailable } = await this.searchGeneration(collection, manifest, needs);
     if (unavailable.length > 0) {
       const u = unavailable[0];
       throw new SegmentUnavailableError(u.key, u.object, u.segment, u.reason);
@@ -519,7 +532,7 @@ export class SegmentCache {
    * in manifest order, and those that cannot (a segment or index that failed its checksum or
    * decoding, or is missing): search answers from the first and names the second.
    */
-  async searchGeneration(collection: Pick<Collection, 'tenantId' | 'id' | 'model'>, manifest: CollectionManifest): Promise<SearchGeneration> {
+  async searchGeneration(collection: Pick<Collection, 'tenantId' | 'id' | 'model'>, manifest: CollectionManifest, needs: SearchNeeds = ALL_SEARCH_NEEDS): Promise<SearchGeneration> {
     const table = await this.table(collection, manifest);
     let docBase = 0;
     const bases = manifest.segments.map((s) => {
@@ -533,36 +546,90 @@ export class SegmentCache {
         // A segment with no live document (every copy superseded or deleted) is neither read nor searched.
         const live = table.live[i];
         if (live && !live.includes(1)) return null;
-        const [segSettled, idxSettled] = await Promise.allSettled([this.segment(collection, ref), this.index(collection, ref)]);
-        const err = [segSettled, idxSettled].map((r) => (r.status === 'rejected' ? (r.reason as unknown) : null)).find((e) => e !== null);
+        const [srcSettled, idxSettled] = await Promise.allSettled([this.searchSource(collection, ref, needs), this.index(collection, ref)]);
+        const err = [srcSettled, idxSettled].map((r) => (r.status === 'rejected' ? (r.reason as unknown) : null)).find((e) => e !== null);
         if (err !== undefined) {
           if (!(err instanceof SegmentUnavailableError)) throw err;
           failed.push([i, err]);
           return null;
         }
-        const loaded = (segSettled as PromiseFulfilledResult<LoadedSegment>).value;
+        const source = (srcSettled as PromiseFulfilledResult<SegmentSource>).value;
         const index = (idxSettled as PromiseFulfilledResult<SegmentIndex>).value;
-        const r = loaded.reader;
-        // Decoded vectors are kept in the cache (shared with re-rank), not in the wrapper.
-        const source = {
-          name: r.name,
-          documents: r.documents,
-          dims: r.dims,
-          docIds: r.docIds,
-          tokenOffsets: r.tokenOffsets,
-          tokenIds: r.tokenIds,
-          docVectors: r.docVectors,
-          metadata: (d: number) => r.metadata(d),
-          decodeAll: () => this.decoded(ref.key, r),
-          decodeDocs: (from: number, to: number) => this.decodedDocs(ref.key, r, from, to),
-          decodeDocPrefixes: (from: number, to: number, m: number) => this.decodedPrefixes(ref.key, r, from, to, m),
-          rowScorer: (q: Float32Array, n: number) => this.rowScorer(loaded, q, n),
-        };
         return { ref, segment: searchSegment(source, bases[i]), index, live: table.live[i] };
       }),
     );
     failed.sort((a, b) => a[0] - b[0]);
     return { parts: all.filter((p): p is SearchPart => p !== null), unavailable: this.unavailableOf(collection, manifest, table, failed) };
+  }
+
+  /**
+   * A segment as search reads it. A search that needs no token rows nor metadata, when re-ranks
+   * read ranges and the segment is not held whole already, gets its head (ids, token offsets) and
+   * its pooled vectors, one positioned read of the local copy kept apart (`dvec:`); anything else,
+   * or a segment with no local copy, the whole segment.
+   */
+  private async searchSource(collection: Pick<Collection, 'tenantId' | 'id' | 'model'>, ref: SegmentRef, needs: SearchNeeds): Promise<SegmentSource> {
+    if (!needs.tokens && !needs.metadata && this.opts.rangeReads && this.source.readRanges && !this.lru.has(`seg:${ref.key}`)) {
+      const head = await this.head(collection, ref);
+      const docVectors = await this.pooledVectors(ref, head);
+      if (docVectors !== undefined) {
+        const absent = (what: string) => () => {
+          throw new Error(`segment ${ref.key} was opened for a search that reads no ${what} (SearchNeeds)`);
+        };
+        return {
+          name: ref.key,
+          documents: head.documents,
+          dims: head.dims,
+          docIds: head.docIds as string[],
+          tokenOffsets: head.tokenOffsets,
+          get tokenIds(): Int32Array {
+            return absent('token ids')();
+          },
+          docVectors,
+          metadata: absent('metadata'),
+          decodeAll: absent('token vectors'),
+        };
+      }
+    }
+    const loaded = await this.segment(collection, ref);
+    const r = loaded.reader;
+    // Decoded vectors are kept in the cache (shared with re-rank), not in the wrapper.
+    return {
+      name: r.name,
+      documents: r.documents,
+      dims: r.dims,
+      docIds: r.docIds,
+      tokenOffsets: r.tokenOffsets,
+      tokenIds: r.tokenIds,
+      docVectors: r.docVectors,
+      metadata: (d: number) => r.metadata(d),
+      decodeAll: () => this.decoded(ref.key, r),
+      decodeDocs: (from: number, to: number) => this.decodedDocs(ref.key, r, from, to),
+      decodeDocPrefixes: (from: number, to: number, m: number) => this.decodedPrefixes(ref.key, r, from, to, m),
+      rowScorer: (q: Float32Array, n: number) => this.rowScorer(loaded, q, n),
+    };
+  }
+
+  /**
+   * A segment's pooled vectors (documents x dims, fp32) from one positioned read of its local copy,
+   * kept in the cache; null when the segment has none; undefined when there is no local copy to read.
+   */
+  private async pooledVectors(ref: SegmentRef, head: SegmentHead): Promise<Float32Array | null | undefined> {
+    if (head.dvWidth === 0) return null;
+    const noCopy = new Error('no local copy');
+    try {
+      return (await this.lru.get(`dvec:${ref.key}`, async () => {
+        const got = await this.source.readRanges!(ref.key, [[head.dvecAt, head.documents * head.dvWidth]]);
+        if (!got) throw noCopy; // a failed load is not kept
+        const b = got[0];
+        const n = head.documents * head.dims;
+        const value = head.dvFormat === 'fp32' ? new Float32Array(b.buffer, b.byteOffset, n) : decodeHalf(new Uint16Array(b.buffer, b.byteOffset, n));
+        return { value, bytes: value.byteLength };
+      })) as Float32Array;
+    } catch (err) {
+      if (err === noCopy) return undefined;
+      throw err;
+    }
   }
 
   /**

@@ -61,7 +61,7 @@ import { fuseHybrid, hybridBase, scoreGroup } from './scorers';
 import { GROUP_DEPTH_FACTOR, hitShaping } from './hit-documents';
 import { groupIndicesByKey, type RerankDeps } from './rerank.processor';
 import { eventLoopYielder, runStepsYielding } from './event-loop';
-import { fuse, toHit, type SearchDeps } from './search.processor';
+import { fuse, searchNeeds, toHit, type SearchDeps } from './search.processor';
 import { logRerankDone, logSearchDone } from './job-logs';
 import { degradedFields, splitUnavailable } from './degraded-results';
 
@@ -369,14 +369,14 @@ export function scopedManifest(manifest: CollectionManifest, scope: Scope): Coll
 }
 
 /** The shard's segments ready for search, with the global document keys of the whole generation (docBase). */
-async function shardParts(deps: ShardedDeps, collection: Collection, manifest: CollectionManifest, scope: Scope): Promise<{ parts: SearchPart[]; unavailable: UnavailableSegment[] }> {
+async function shardParts(deps: ShardedDeps, collection: Collection, manifest: CollectionManifest, scope: Scope, req: SearchRequest): Promise<{ parts: SearchPart[]; unavailable: UnavailableSegment[] }> {
   const bases = new Map<string, number>();
   let docBase = 0;
   for (const s of manifest.segments) {
     bases.set(s.key, docBase);
     docBase += s.documents;
   }
-  const { parts, unavailable } = await deps.segments.searchGeneration(collection, scopedManifest(manifest, scope));
+  const { parts, unavailable } = await deps.segments.searchGeneration(collection, scopedManifest(manifest, scope), searchNeeds(req));
   const shardParts = parts.map((part) => {
     const b = bases.get(part.ref.key)!;
     // Same segment, its global docBase (the segment object's other fields are read through).
@@ -430,7 +430,7 @@ async function searchContext(deps: ShardedDeps, collection: Collection, manifest
   }
   const tLoad = Date.now();
   // Segments of the shard that cannot be read are left out and named (the result says it is degraded).
-  const { parts, unavailable } = await shardParts(deps, collection, manifest, scope);
+  const { parts, unavailable } = await shardParts(deps, collection, manifest, scope, req);
   // Masks segment by segment, yielding between them (a filter reads every document's metadata).
   const yieldEvery = eventLoopYielder();
   const searchParts: { segment: SearchSegment; index: SegmentIndex; mask: DocMask | undefined }[] = [];

@@ -113,7 +113,10 @@ export function searchSegment(source: SegmentSource, docBase = 0): SearchSegment
     docBase,
     docIds: source.docIds,
     tokenOffsets: source.tokenOffsets,
-    tokenIds: source.tokenIds,
+    // Read through: a source opened for a search that reads no token ids (BM25, dense) may not hold them.
+    get tokenIds() {
+      return source.tokenIds;
+    },
     get tokens() {
       if (!tokens) {
         tokens = source.decodeAll();
@@ -161,7 +164,6 @@ export function searchSegment(source: SegmentSource, docBase = 0): SearchSegment
   };
 }
 
-/** tokenOffsets (documents + 1) -> T owners. */
 /**
  * The first min(m, tokens_i) rows of each document in [from, to), concatenated, copied from
  * `rows`: decoded token rows (x dims) whose first is token row `rowBase` of the segment (0 for a
@@ -192,6 +194,7 @@ export function concatDocPrefixes(tokenOffsets: Uint32Array, dims: number, from:
   return out;
 }
 
+/** tokenOffsets (documents + 1) -> T owners. */
 export function tokenOwners(tokenOffsets: Uint32Array): Uint32Array {
   const docs = tokenOffsets.length - 1;
   const out = new Uint32Array(tokenOffsets[docs] ?? 0);
