@@ -176,14 +176,17 @@ describe('search over many segments yields the event loop', () => {
 });
 
 describe('searchNeeds', () => {
-  it('BM25, dense and their hybrid read no token rows unless explained; the other modes do; a filter reads metadata', () => {
+  it('BM25 and dense read no token rows, XTR and ME-BERT their scores, exhaustive their vectors (hybrids as their base); explain reads token ids, a filter metadata', () => {
     const need = (mode: SearchMode, extra: { filter?: unknown; explain?: boolean } = {}) => searchNeeds({ mode, ...extra } as Parameters<typeof searchNeeds>[0]);
-    expect(need({ name: 'bm25', k1: 1.2, b: 0.75 })).toEqual({ tokens: false, metadata: false });
-    expect(need({ name: 'dense' })).toEqual({ tokens: false, metadata: false });
-    expect(need({ name: 'hybrid', base: 'dense', fusion: 'rrf' } as SearchMode)).toEqual({ tokens: false, metadata: false });
-    expect(need({ name: 'hybrid', base: 'xtr', fusion: 'rrf' } as SearchMode).tokens).toBe(true);
-    expect(need({ name: 'dense' }, { explain: true }).tokens).toBe(true);
+    expect(need({ name: 'bm25', k1: 1.2, b: 0.75 })).toEqual({ rows: 'none', tokenIds: false, metadata: false });
+    expect(need({ name: 'dense' })).toEqual({ rows: 'none', tokenIds: false, metadata: false });
+    expect(need({ name: 'hybrid', base: 'dense', fusion: 'rrf' } as SearchMode).rows).toBe('none');
+    expect(need({ name: 'xtr', kPrime: 100, nprobe: 4 }).rows).toBe('scores');
+    expect(need({ name: 'mebert', m: 8 } as SearchMode).rows).toBe('scores');
+    expect(need({ name: 'hybrid', base: 'xtr', fusion: 'rrf' } as SearchMode).rows).toBe('scores');
+    expect(need({ name: 'exhaustive' }).rows).toBe('vectors');
+    expect(need({ name: 'hybrid', base: 'exhaustive', fusion: 'rrf' } as SearchMode).rows).toBe('vectors');
+    expect(need({ name: 'dense' }, { explain: true })).toEqual({ rows: 'none', tokenIds: true, metadata: false });
     expect(need({ name: 'dense' }, { filter: { field: 'year', gte: 2000 } }).metadata).toBe(true);
-    for (const name of ['xtr', 'mebert', 'exhaustive'] as const) expect(need({ name } as SearchMode).tokens).toBe(true);
   });
 });

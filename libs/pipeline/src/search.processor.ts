@@ -151,14 +151,15 @@ export async function searchProcessor(deps: SearchDeps, p: JobPayload<QueueName.
 }
 
 /**
- * What the request reads of each segment beyond its index (SegmentCache reads no codes for a
- * search that needs neither): token rows for every mode but BM25 and dense (and a hybrid of them)
- * and for explain; metadata for a filter.
+ * What the request reads of each segment beyond its index (SearchNeeds): BM25 and dense (and
+ * their hybrid) no token rows, XTR and ME-BERT (and XTR's hybrid) the rows' scores, exhaustive
+ * their vectors; explain the token ids; a filter the metadata.
  */
 export function searchNeeds(req: Pick<SearchRequest, 'mode' | 'filter' | 'explain'>): SearchNeeds {
   const m = req.mode;
-  const pooledOrTerms = m.name === 'bm25' || m.name === 'dense' || (m.name === 'hybrid' && m.base === 'dense');
-  return { tokens: !pooledOrTerms || !!req.explain, metadata: req.filter !== undefined };
+  const base = m.name === 'hybrid' ? m.base : m.name;
+  const rows = base === 'bm25' || base === 'dense' ? 'none' : base === 'xtr' || base === 'mebert' ? 'scores' : 'vectors';
+  return { rows, tokenIds: !!req.explain, metadata: req.filter !== undefined };
 }
 
 /** One query as the first stage needs it. */

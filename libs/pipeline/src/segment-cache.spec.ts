@@ -375,7 +375,7 @@ describe('SegmentCache', () => {
       const ranges = new SegmentCache(new DiskObjectCache(src.source, dir, 1 << 20, 'test'), { get: async () => edenArtifact }, noStatic, { ...opts, rangeReads: true });
       const whole = new SegmentCache(src.source, { get: async () => edenArtifact }, noStatic, opts);
       const m = manifestOf(1, [E1.ref, E2.ref]);
-      const light = await ranges.searchParts(collection, m, { tokens: false, metadata: false });
+      const light = await ranges.searchParts(collection, m, { rows: 'none', tokenIds: false, metadata: false });
       const full = await whole.searchParts(collection, m);
       const qVec = Float32Array.from({ length: DIMS }, (_, i) => Math.cos(i * 0.7));
       const terms = [1, 4, 5, 9, 20];
@@ -394,9 +394,51 @@ describe('SegmentCache', () => {
       expect(() => light[0].segment.metadata(0)).toThrow('reads no metadata');
       expect(() => light[0].segment.tokenIds).toThrow('reads no token ids');
       // A mode that reads token rows (or a filter) gets whole segments, from the same cache.
-      const [again] = await ranges.searchParts(collection, m, { tokens: false, metadata: true });
+      const [again] = await ranges.searchParts(collection, m, { rows: 'none', tokenIds: false, metadata: true });
       expect(again.segment.metadata(0)).toEqual(full[0].segment.metadata(0));
       expect(ranges.heldKeys()).toContain(`seg:${E1.ref.key}`);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('rangeReads: XTR and ME-BERT score rows from the code sections alone, as from whole segments; their documents decode the same', async () => {
+    const dir = mkdtempSync(path.join(tmpdir(), 'lateral-ranges-'));
+    try {
+      const E1 = segment('c-1', Array.from({ length: 12 }, (_, i) => `a${i}`), 9, eden4, edenArtifact);
+      const E2 = segment('c-2', Array.from({ length: 7 }, (_, i) => `b${i}`), 10, eden4, edenArtifact);
+      const centroids = Float32Array.from({ length: 3 * DIMS }, (_, i) => Math.sin(i + 5));
+      const src = countingSource([E1, E2]);
+      for (const E of [E1, E2]) {
+        const index = serializeSegmentIndex(buildSegmentIndex(searchSegment(readSegment(E.bytes, E.ref.key, edenArtifact)), centroids, DIMS));
+        src.add({ ref: { ...E.ref, key: s3Keys.segmentIndex(T, C, E.ref.batchId, 1) }, bytes: index });
+      }
+      const opts = { maxBytes: 1 << 30, loadConcurrency: 2, scoreFromCodes: true };
+      const ranges = new SegmentCache(new DiskObjectCache(src.source, dir, 1 << 20, 'test'), { get: async () => edenArtifact }, noStatic, { ...opts, rangeReads: true });
+      const whole = new SegmentCache(src.source, { get: async () => edenArtifact }, noStatic, opts);
+      const m = manifestOf(1, [E1.ref, E2.ref]);
+      const coded = await ranges.searchParts(collection, m, { rows: 'scores', tokenIds: false, metadata: false });
+      const full = await whole.searchParts(collection, m);
+      const q = Float32Array.from({ length: 3 * DIMS }, (_, i) => Math.cos(i * 1.1));
+      const rank = (parts: typeof coded) => ({
+        xtr: xtrSearch(parts, q, 3, centroids, { kPrime: 20, nprobe: 2, topN: 8 }).hits.map((h) => [h.key, h.score]),
+        mebert: mebertSearch(parts, q.subarray(0, DIMS), 2, 8).map((h) => [h.key, h.score]),
+      });
+      expect(rank(coded)).toEqual(rank(full));
+      expect(rank(coded).xtr).toHaveLength(8);
+      expect(coded[0].segment.rowScorer(q, 3)).not.toBeNull();
+      // Heads, code sections and indexes in memory; no whole segment, nothing decoded.
+      expect(ranges.heldKeys().filter((k) => !/^(head|rows|idx|ids|gen):/.test(k))).toEqual([]);
+      // Documents decode from the same bytes as the segment's reader decodes them.
+      for (const [s, E] of [E1, E2].entries()) {
+        const reader = readSegment(E.bytes, E.ref.key, edenArtifact);
+        expect(coded[s].segment.docTokens(2, 5)).toEqual(full[s].segment.docTokens(2, 5));
+        expect(coded[s].segment.docPrefixTokens(0, reader.documents, 2)).toEqual(full[s].segment.docPrefixTokens(0, reader.documents, 2));
+      }
+      // Without scoring from codes the whole segment is read.
+      const decoding = new SegmentCache(new DiskObjectCache(src.source, dir, 1 << 20, 'test'), { get: async () => edenArtifact }, noStatic, { ...opts, scoreFromCodes: false, rangeReads: true });
+      await decoding.searchParts(collection, m, { rows: 'scores', tokenIds: false, metadata: false });
+      expect(decoding.heldKeys()).toContain(`seg:${E1.ref.key}`);
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }

@@ -234,17 +234,23 @@ export class SegmentUnavailableError extends PermanentJobError {
 }
 
 /**
- * What a search reads of each segment beyond its index, ids and token offsets: token rows (codes
- * or vectors, and token ids: XTR, ME-BERT, exhaustive, explain) and metadata (filters). A search
- * that needs neither (BM25, dense) is served, when re-ranks read ranges, from segment heads and
- * pooled vectors read as one range: a segment's codes are never loaded for it.
+ * What a search reads of each segment beyond its index, ids and token offsets. When re-ranks read
+ * ranges (SegmentCache reads the segments' local copies), a search that needs no metadata and no
+ * token ids is served without loading whole segments: with `rows: 'none'` (BM25, dense) from
+ * heads and pooled vectors, with `rows: 'scores'` (XTR, ME-BERT) from heads and the code and norm
+ * sections alone (two positioned reads, no ids, metadata or token ids parsed) where the segment
+ * can be scored from its codes.
  */
 export interface SearchNeeds {
-  tokens: boolean;
+  /** Token rows: none, their inner products with query vectors (from the codes where the segment can), or their vectors (exhaustive). */
+  rows: 'none' | 'scores' | 'vectors';
+  /** Token ids (explain names the matched tokens). */
+  tokenIds: boolean;
+  /** Metadata (filters). */
   metadata: boolean;
 }
 
-export const ALL_SEARCH_NEEDS: SearchNeeds = { tokens: true, metadata: true };
+export const ALL_SEARCH_NEEDS: SearchNeeds = { rows: 'vectors', tokenIds: true, metadata: true };
 
 /** The generation's searchable segments, and those that could not be read. */
 export interface SearchGeneration {
@@ -316,7 +322,7 @@ interface ImageCodec {
   p: number;
 }
 
-type Cached = LoadedSegment | SegmentHead | SegmentIdTable | GenerationTable | SegmentIndex | Float32Array | null;
+type Cached = LoadedSegment | SegmentHead | SegmentIdTable | GenerationTable | SegmentIndex | Float32Array | { codes: Uint8Array; norms: Uint8Array } | null;
 
 /**
  * A scorer's memory: segments, not generations. One byte-bounded LRU (SCORER_CACHE_BYTES) holds,
@@ -563,33 +569,15 @@ export class SegmentCache {
   }
 
   /**
-   * A segment as search reads it. A search that needs no token rows nor metadata, when re-ranks
-   * read ranges and the segment is not held whole already, gets its head (ids, token offsets) and
-   * its pooled vectors, one positioned read of the local copy kept apart (`dvec:`); anything else,
-   * or a segment with no local copy, the whole segment.
+   * A segment as search reads it (SearchNeeds): from its head and pooled vectors, from its head and
+   * code sections, or whole. A segment held whole already, one with no local copy, and one whose
+   * codes cannot be scored are read whole.
    */
   private async searchSource(collection: Pick<Collection, 'tenantId' | 'id' | 'model'>, ref: SegmentRef, needs: SearchNeeds): Promise<SegmentSource> {
-    if (!needs.tokens && !needs.metadata && this.opts.rangeReads && this.source.readRanges && !this.lru.has(`seg:${ref.key}`)) {
+    if (needs.rows !== 'vectors' && !needs.tokenIds && !needs.metadata && this.opts.rangeReads && this.source.readRanges && !this.lru.has(`seg:${ref.key}`)) {
       const head = await this.head(collection, ref);
-      const docVectors = await this.pooledVectors(ref, head);
-      if (docVectors !== undefined) {
-        const absent = (what: string) => () => {
-          throw new Error(`segment ${ref.key} was opened for a search that reads no ${what} (SearchNeeds)`);
-        };
-        return {
-          name: ref.key,
-          documents: head.documents,
-          dims: head.dims,
-          docIds: head.docIds as string[],
-          tokenOffsets: head.tokenOffsets,
-          get tokenIds(): Int32Array {
-            return absent('token ids')();
-          },
-          docVectors,
-          metadata: absent('metadata'),
-          decodeAll: absent('token vectors'),
-        };
-      }
+      const part = needs.rows === 'none' ? await this.pooledSource(ref, head) : await this.codesSource(ref, head);
+      if (part) return part;
     }
     const loaded = await this.segment(collection, ref);
     const r = loaded.reader;
@@ -608,6 +596,82 @@ export class SegmentCache {
       decodeDocPrefixes: (from: number, to: number, m: number) => this.decodedPrefixes(ref.key, r, from, to, m),
       rowScorer: (q: Float32Array, n: number) => this.rowScorer(loaded, q, n),
     };
+  }
+
+  /** A segment's head, with what a search that reads neither token ids nor metadata never touches made to fail loudly. */
+  private headSource(ref: SegmentRef, head: SegmentHead, docVectors: Float32Array | null, rows: Partial<Pick<SegmentSource, 'decodeAll' | 'decodeDocs' | 'decodeDocPrefixes' | 'rowScorer'>> = {}): SegmentSource {
+    const absent = (what: string) => () => {
+      throw new Error(`segment ${ref.key} was opened for a search that reads no ${what} (SearchNeeds)`);
+    };
+    return {
+      name: ref.key,
+      documents: head.documents,
+      dims: head.dims,
+      docIds: head.docIds as string[],
+      tokenOffsets: head.tokenOffsets,
+      get tokenIds(): Int32Array {
+        return absent('token ids')();
+      },
+      docVectors,
+      metadata: absent('metadata'),
+      decodeAll: absent('token vectors'),
+      ...rows,
+    };
+  }
+
+  /** BM25 and dense: the head and the pooled vectors; null when there is no local copy. */
+  private async pooledSource(ref: SegmentRef, head: SegmentHead): Promise<SegmentSource | null> {
+    const docVectors = await this.pooledVectors(ref, head);
+    return docVectors === undefined ? null : this.headSource(ref, head, docVectors);
+  }
+
+  /**
+   * XTR and ME-BERT: the head and the code and norm sections (kept in the cache as `rows:`), rows
+   * scored from the codes as a whole segment's would be; documents decode from the same bytes.
+   * null when the segment cannot be scored from its codes or has no local copy.
+   */
+  private async codesSource(ref: SegmentRef, head: SegmentHead): Promise<SegmentSource | null> {
+    const image = head.image;
+    if (!this.opts.scoreFromCodes || !image) return null;
+    const rows = await this.sectionCodes(ref, head);
+    if (!rows) return null;
+    const off = head.tokenOffsets;
+    const d = head.dims;
+    const decodeDoc = (i: number) =>
+      image.codec.decodeDoc(
+        { codes: rows.codes.subarray(head.codeStart[i], head.codeStart[i + 1]), norms: rows.norms.subarray(head.normStart[i], head.normStart[i + 1]) },
+        off[i + 1] - off[i],
+        d,
+        { docId: head.docIds[i], seed: head.seed },
+      );
+    const decodeDocs = (from: number, to: number) => {
+      const out = new Float32Array((off[to] - off[from]) * d);
+      for (let i = from; i < to; i++) out.set(decodeDoc(i), (off[i] - off[from]) * d);
+      return out;
+    };
+    // Pooled vectors are not read: no mode that scores token rows uses them.
+    return this.headSource(ref, head, null, {
+      decodeAll: () => decodeDocs(0, head.documents),
+      decodeDocs,
+      decodeDocPrefixes: (from: number, to: number, m: number) => concatDocPrefixes(off, d, from, to, m, (i, k) => decodeDoc(i).subarray(0, k * d)),
+      rowScorer: (q: Float32Array, n: number) => (n === 0 ? null : this.queryLut(image, q, d, head.seed).rows(rows)),
+    });
+  }
+
+  /** The code and norm sections of a segment (every row's), from two positioned reads of its local copy, kept; null when there is no local copy. */
+  private async sectionCodes(ref: SegmentRef, head: SegmentHead): Promise<{ codes: Uint8Array; norms: Uint8Array } | null> {
+    const noCopy = new Error('no local copy');
+    try {
+      return (await this.lru.get(`rows:${ref.key}`, async () => {
+        const D = head.documents;
+        const got = await this.limiter.run(() => this.source.readRanges!(ref.key, [[head.codeAt, head.codeStart[D]], [head.normAt, head.normStart[D]]]));
+        if (!got) throw noCopy; // a failed load is not kept
+        return { value: { codes: got[0], norms: got[1] }, bytes: got[0].byteLength + got[1].byteLength };
+      })) as { codes: Uint8Array; norms: Uint8Array };
+    } catch (err) {
+      if (err === noCopy) return null;
+      throw err;
+    }
   }
 
   /**
@@ -838,11 +902,16 @@ export class SegmentCache {
     const image = this.imageCodec(loaded);
     const rows = loaded.reader.rowCodes();
     if (!image || !rows) return null;
+    return this.queryLut(image, q, loaded.reader.dims, loaded.reader.seed).rows(rows);
+  }
+
+  /** The query's EDEN table for segments of one codec and seed, made once per query. */
+  private queryLut(image: ImageCodec, q: Float32Array, dims: number, seed: bigint): EdenQueryLut {
     let perQuery = this.queryLuts.get(q);
     if (!perQuery) this.queryLuts.set(q, (perQuery = new Map()));
     let lut = perQuery.get(image.descriptor);
-    if (!lut) perQuery.set(image.descriptor, (lut = image.codec.queryLut(q, loaded.reader.dims, loaded.reader.seed)));
-    return lut.rows(rows);
+    if (!lut) perQuery.set(image.descriptor, (lut = image.codec.queryLut(q, dims, seed)));
+    return lut;
   }
 
   /** The segment's tokens decoded to fp32 (T x dims), kept in the cache. */

@@ -101,8 +101,9 @@ export function* xtrSegmentSearchSteps(seg: SearchSegment, index: SegmentIndex, 
   const { kPrime, mask } = opts;
   if (!Number.isInteger(kPrime) || kPrime < 1) throw new RangeError(`${fn}: kPrime must be an integer >= 1, got ${kPrime}`);
   if (n > XTR_MAX_QUERY_TOKENS) throw new RangeError(`${fn}: at most ${XTR_MAX_QUERY_TOKENS} query tokens, got ${n}`);
-  if (index.documents !== seg.documents || index.tokens !== seg.tokenIds.length || index.dims !== d) {
-    throw new RangeError(`${fn}: index (${index.documents} docs, ${index.tokens} tokens, d ${index.dims}) does not belong to segment "${seg.name}" (${seg.documents}, ${seg.tokenIds.length}, ${d})`);
+  const T = seg.tokenOffsets[seg.documents];
+  if (index.documents !== seg.documents || index.tokens !== T || index.dims !== d) {
+    throw new RangeError(`${fn}: index (${index.documents} docs, ${index.tokens} tokens, d ${index.dims}) does not belong to segment "${seg.name}" (${seg.documents}, ${T}, ${d})`);
   }
   if (probe.n !== n) throw new RangeError(`${fn}: probe is for ${probe.n} query tokens, q has ${n}`);
   assertMask(fn, mask, seg.documents);
