@@ -42,7 +42,9 @@
  * Building and serving apart: `--keep` leaves the run's folder (printed at the start) in place and,
  * once the ingest is done, records its figures there; `--reuse DIR` then serves that collection
  * again (a new Redis, the same S3 folder and local disk cache) without ingesting: a large collection
- * is built once (`--ingest-only --keep`) and served by later code or with other settings.
+ * is built once (`--ingest-only --keep`) and served by later code or with other settings. With a
+ * `--docs` above the kept count, `--reuse` first posts the rest (same generator and `--seed`): a
+ * collection built over several runs, its figures summed and each run's in `ingest_parts`.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
@@ -173,6 +175,36 @@ async function api(base: string, method: string, url: string, body?: string, con
   }
 }
 
+/** One run's ingest, as a resumed collection's figures list them (ingest_parts). */
+function ingestPart(r: Json, docs: number) {
+  return { docs, seconds: r.ingest.seconds, docs_per_s: r.ingest_docs_per_s, tokens_per_s: r.ingest_tokens_per_s, docs_per_cpu_s: r.ingest_docs_per_cpu_s, cpu_seconds: r.ingest.cpu_seconds, failed: r.ingest.failed, rss_ingest_mb: r.rss_ingest_mb, loadavg: r.loadavg };
+}
+
+/**
+ * The figures of a collection built in several runs (--reuse of a kept collection with a larger
+ * --docs): totals over the runs (documents, seconds, CPU, accepted, failed), the collection as it
+ * is now, and each run's own ingest in ingest_parts (RSS is per run: the processes are new).
+ */
+function resumedResult(prev: Json, now: Json, docsNow: number): Record<string, unknown> {
+  const parts = [...(prev.ingest_parts ?? [ingestPart(prev, prev.docs)]), ingestPart(now, docsNow)];
+  const seconds = parts.reduce((a: number, p: Json) => a + p.seconds, 0);
+  const cpu: Record<string, number> = {};
+  for (const p of parts) for (const [k, v] of Object.entries(p.cpu_seconds as Record<string, number>)) cpu[k] = round((cpu[k] ?? 0) + v, 1);
+  const pipelineCpu = ['api', 'ingest-worker', 's3', 'redis'].reduce((a, k) => a + (cpu[k] ?? 0), 0);
+  const docs = now.docs as number;
+  return {
+    ...now,
+    ingest_docs_per_s: round(docs / seconds),
+    ingest_tokens_per_s: round(now.tokens / seconds, 0),
+    ingest: { ...now.ingest, seconds: round(seconds, 1), accepted: prev.ingest.accepted + now.ingest.accepted, committed: prev.ingest.committed + now.ingest.committed, failed: prev.ingest.failed + now.ingest.failed, retried_requests: prev.ingest.retried_requests + now.ingest.retried_requests, cpu_seconds: cpu },
+    ingest_cpu_seconds_per_doc: round(pipelineCpu / docs, 5),
+    ingest_docs_per_cpu_s: round(docs / pipelineCpu, 1),
+    projection_1m_wall_hours_at_measured_rate: round(1e6 / (docs / seconds) / 3600, 2),
+    projection_1m_hours_idle_machine: round((1e6 * pipelineCpu) / docs / os.cpus().length / 3600, 2),
+    ingest_parts: parts,
+  };
+}
+
 export async function runScaleBench(args: string[]): Promise<Record<string, unknown>> {
   const N = opt(args, '--docs', 1_000_000);
   if (N < 1) throw new Error('--docs: at least 1');
@@ -281,22 +313,34 @@ export async function runScaleBench(args: string[]): Promise<Record<string, unkn
 
     // ---- ingest
     const collection = 'bench-scale';
-    let ingested: number;
-    let result: Record<string, unknown>;
-    let ingestRss: Record<string, ReturnType<typeof summarizeRss>>;
+    let ingested!: number;
+    let result!: Record<string, unknown>;
+    let ingestRss!: Record<string, ReturnType<typeof summarizeRss>>;
+    // A kept collection smaller than --docs is resumed: documents [kept, N) are posted (the same generator and seed), then all are served.
+    type Saved = { ingested: number; result: Record<string, unknown>; ingestRss: typeof ingestRss };
+    let resumed: Saved | null = null;
     if (reuseDir) {
-      const saved = JSON.parse(readFileSync(path.join(reuseDir, INGEST_STATE), 'utf8')) as { ingested: number; result: Record<string, unknown>; ingestRss: typeof ingestRss };
+      const saved = JSON.parse(readFileSync(path.join(reuseDir, INGEST_STATE), 'utf8')) as Saved;
       if (saved.result.model !== model || saved.result.codec !== codecName) throw new Error(`--reuse: ${reuseDir} holds a ${saved.result.model} / ${saved.result.codec} collection; pass --model ${saved.result.model} --codec ${saved.result.codec}`);
-      ({ ingested, result, ingestRss } = saved);
+      const savedSeed = Number(/seed (\d+)\)/.exec(String(saved.result.documents_source))?.[1]);
+      if (savedSeed !== seed) throw new Error(`--reuse: ${reuseDir} was built with --seed ${savedSeed}; pass it`);
       const desc = (await api(base, 'GET', `/v1/collections/${collection}`)).body as { documents: number; segments: number; generation: number };
-      if (desc.documents !== ingested) throw new Error(`--reuse: the kept collection has ${desc.documents} live documents, its ingest recorded ${ingested}`);
-      result.reused_from = reuseDir;
-      say(`--reuse: serving the kept collection of ${ingested} documents (${desc.segments} segments, generation ${desc.generation}); ingest figures are those recorded when it was built`);
-    } else {
-      await api(base, 'POST', '/v1/collections', JSON.stringify({ id: collection, model, codec }));
+      if (desc.documents !== saved.ingested) throw new Error(`--reuse: the kept collection has ${desc.documents} live documents, its ingest recorded ${saved.ingested}`);
+      if (N > saved.ingested) {
+        resumed = saved;
+        say(`--reuse: ${saved.ingested} documents kept (${desc.segments} segments, generation ${desc.generation}); posting documents ${saved.ingested} to ${N} before serving`);
+      } else {
+        ({ ingested, result, ingestRss } = saved);
+        say(`--reuse: serving the kept collection of ${ingested} documents (${desc.segments} segments, generation ${desc.generation}); ingest figures are those recorded when it was built`);
+      }
+      (resumed ?? saved).result.reused_from = reuseDir;
+    }
+    if (!reuseDir || resumed) {
+      if (!resumed) await api(base, 'POST', '/v1/collections', JSON.stringify({ id: collection, model, codec }));
       phase = 'ingest';
       const retries = { n: 0 };
-      let next = 0;
+      const first = resumed?.ingested ?? 0;
+      let next = first;
       let accepted = 0;
       let committed = 0;
       let failedDocs = 0;
@@ -363,13 +407,16 @@ export async function runScaleBench(args: string[]): Promise<Record<string, unkn
         committed,
         failed: failedDocs,
         live_documents: desc.documents,
-        jobs_lost: accepted - desc.documents,
+        jobs_lost: first + accepted - desc.documents,
         retried_requests: retries.n,
         cpu_seconds: ingestCpu,
       };
-      say(`ingest CPU seconds: ${JSON.stringify(ingestCpu)} = ${round(ingested / pipelineCpu, 1)} docs per CPU second of the pipeline`);
+      // This run's documents (all of them, or those after a resumed collection's).
+      const docs = ingested - first;
+      const tokens = desc.tokens - Number(resumed?.result.tokens ?? 0);
+      say(`ingest CPU seconds: ${JSON.stringify(ingestCpu)} = ${round(docs / pipelineCpu, 1)} docs per CPU second of the pipeline`);
       say(
-        `ingest: ${ingested} documents, ${desc.tokens} tokens in ${ingest.seconds} s = ${round(ingested / ingestSeconds)} docs/s, ${round(desc.tokens / ingestSeconds, 0)} tokens/s; accepted ${accepted}, committed ${committed}, failed ${failedDocs}, live ${desc.documents}; ${desc.segments} segments, generation ${desc.generation}; ${round(desc.bytesPerToken, 2)} segment B/token, ${round(s3Bytes / desc.tokens, 1)} S3 B/token in all`,
+        `ingest: ${docs} documents, ${tokens} tokens in ${ingest.seconds} s = ${round(docs / ingestSeconds)} docs/s, ${round(tokens / ingestSeconds, 0)} tokens/s; accepted ${accepted}, committed ${committed}, failed ${failedDocs}, live ${desc.documents}; ${desc.segments} segments, generation ${desc.generation}; ${round(desc.bytesPerToken, 2)} segment B/token, ${round(s3Bytes / desc.tokens, 1)} S3 B/token in all`,
       );
       ingestRss = Object.fromEntries(ROLES.map((r) => [r, summarizeRss((samples[r] ?? []).filter((s) => s.phase === 'ingest').map((s) => s.rss))]));
 
@@ -382,16 +429,16 @@ export async function runScaleBench(args: string[]): Promise<Record<string, unkn
         codec: codecName,
         documents_source: `vendored corpora with variations (${Object.entries(corpus.sources).map(([k, v]) => `${k} ${v}`).join(', ')} passages; sentence shuffle + 15% word-model substitutions, seed ${seed})`,
         tokens_per_doc: round(desc.tokens / ingested, 1),
-        ingest_docs_per_s: round(ingested / ingestSeconds),
-        ingest_tokens_per_s: round(desc.tokens / ingestSeconds, 0),
+        ingest_docs_per_s: round(docs / ingestSeconds),
+        ingest_tokens_per_s: round(tokens / ingestSeconds, 0),
         ingest,
         // CPU seconds of the API, ingest worker, S3 server and Redis per document: what the pipeline
         // costs, less sensitive than docs/s to the other work on a shared machine. On an idle
         // machine of `cpus` cores with this work spread over them: docs/s <= cpus / this.
-        ingest_cpu_seconds_per_doc: round(pipelineCpu / ingested, 5),
-        ingest_docs_per_cpu_s: round(ingested / pipelineCpu, 1),
-        projection_1m_wall_hours_at_measured_rate: round(1e6 / (ingested / ingestSeconds) / 3600, 2),
-        projection_1m_hours_idle_machine: round((1e6 * pipelineCpu) / ingested / os.cpus().length / 3600, 2),
+        ingest_cpu_seconds_per_doc: round(pipelineCpu / docs, 5),
+        ingest_docs_per_cpu_s: round(docs / pipelineCpu, 1),
+        projection_1m_wall_hours_at_measured_rate: round(1e6 / (docs / ingestSeconds) / 3600, 2),
+        projection_1m_hours_idle_machine: round((1e6 * pipelineCpu) / docs / os.cpus().length / 3600, 2),
         segments: desc.segments,
         generation: desc.generation,
         bytes_per_token: round(desc.bytesPerToken, 3),
@@ -402,6 +449,7 @@ export async function runScaleBench(args: string[]): Promise<Record<string, unkn
         cpus: os.cpus().length,
         loadavg: os.loadavg().map((x) => round(x, 2)),
       };
+      if (resumed) result = resumedResult(resumed.result, result, docs);
       if (args.includes('--keep')) writeFileSync(path.join(dir, INGEST_STATE), JSON.stringify({ ingested, result, ingestRss }));
     }
 
