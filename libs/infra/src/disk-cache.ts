@@ -116,6 +116,33 @@ export class DiskObjectCache {
     return null;
   }
 
+  /**
+   * An object derived locally and kept with `putLocal` (a segment's head), or null when this
+   * folder has none (never read from S3): an optimisation only, its reader checks it and makes it
+   * again when it is absent or wrong.
+   */
+  async getLocal(key: string): Promise<Uint8Array | null> {
+    if (!this.enabled) return null;
+    await this.init();
+    const name = fileName(this.namespace, key);
+    if (!this.index.has(name)) return null;
+    try {
+      const b = await readFile(path.join(this.dir, name));
+      this.touch(name);
+      return new Uint8Array(b.buffer, b.byteOffset, b.byteLength);
+    } catch {
+      this.forget(name); // removed by another process sharing the folder
+      return null;
+    }
+  }
+
+  /** Keeps a locally derived object under `key` (counted in the bound, evicted like the copies); a full disk is not an error. */
+  async putLocal(key: string, bytes: Uint8Array): Promise<void> {
+    if (!this.enabled || bytes.byteLength > this.maxBytes) return;
+    await this.init();
+    await this.write(fileName(this.namespace, key), bytes);
+  }
+
   /** Drops a cached object (e.g. its reader found it corrupt); the next get reads S3. */
   async invalidate(key: string): Promise<void> {
     if (!this.enabled) return;

@@ -444,6 +444,53 @@ describe('SegmentCache', () => {
     }
   });
 
+  it('rangeReads: a scorer started again over the same disk cache reads the heads kept beside the copies, not whole objects; a damaged head is made again', async () => {
+    const dir = mkdtempSync(path.join(tmpdir(), 'lateral-heads-'));
+    try {
+      const E1 = segment('h-1', ['e1', 'e2', 'e3'], 6, eden4, edenArtifact);
+      const E2 = segment('h-2', ['e4', 'e5'], 7, eden4, edenArtifact);
+      const src = countingSource([E1, E2]);
+      const m = manifestOf(1, [E1.ref, E2.ref]);
+      const ids = ['e5', 'e1', 'e3'];
+      // Whole-object reads of the disk cache (a head made from its object), counted per scorer.
+      const scorer = (damage = false) => {
+        const disk = new DiskObjectCache(src.source, dir, 1 << 20, 'test');
+        const wholeReads: string[] = [];
+        const source: ObjectSource = {
+          get: (key) => (wholeReads.push(key), disk.get(key)),
+          readRanges: (key, ranges) => disk.readRanges(key, ranges),
+          getLocal: async (key) => {
+            const b = await disk.getLocal(key);
+            if (!b || !damage) return b;
+            const bad = b.slice();
+            bad[bad.byteLength >> 1] ^= 1;
+            return bad;
+          },
+          putLocal: (key, bytes) => disk.putLocal(key, bytes),
+          invalidate: (key) => disk.invalidate(key),
+        };
+        return { cache: new SegmentCache(source, { get: async () => edenArtifact }, noStatic, { maxBytes: 1 << 30, loadConcurrency: 2, scoreFromCodes: true, rangeReads: true }), wholeReads };
+      };
+      const first = scorer();
+      const a = await first.cache.view(collection, m, ids);
+      expect(first.wholeReads.sort()).toEqual([E1.ref.key, E2.ref.key]);
+      const again = scorer();
+      const b = await again.cache.view(collection, m, ids);
+      expect(again.wholeReads).toEqual([]);
+      expect(b.docIds).toEqual(a.docIds);
+      expect(Array.from(b.rotated!.image)).toEqual(Array.from(a.rotated!.image));
+      expect(Array.from(b.docVectors)).toEqual(Array.from(a.docVectors));
+      expect(b.rowVectors([0, 2]).docs).toEqual(a.rowVectors([0, 2]).docs);
+      const damaged = scorer(true);
+      const c = await damaged.cache.view(collection, m, ids);
+      expect(damaged.wholeReads.sort()).toEqual([E1.ref.key, E2.ref.key]);
+      expect(Array.from(c.rotated!.image)).toEqual(Array.from(a.rotated!.image));
+      expect(src.reads.get(E1.ref.key)).toBe(1); // S3 read once: everything else came from the disk cache
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
   it('rangeReads falls back to whole segments for segments it cannot read by ranges (fp16 here, or a source with no local copies)', async () => {
     const dir = mkdtempSync(path.join(tmpdir(), 'lateral-ranges-'));
     try {

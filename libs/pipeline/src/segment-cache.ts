@@ -1,4 +1,5 @@
-import { IMAGE_MAX_BITS, SegmentCorruptError, codecFromDescriptor, decodeHalf, readSegment, segmentSectionOffsets, type CodecArtifact, type EdenCodec, type EdenQueryLut, type SegmentReader } from '@lateral/codec';
+import { IMAGE_MAX_BITS, SegmentCorruptError, codecFromDescriptor, decodeHalf, readSegment, type CodecArtifact, type CodecDescriptor, type EdenCodec, type EdenQueryLut, type SegmentReader } from '@lateral/codec';
+import { parseSegmentHead, segmentHeadData, serializeSegmentHead, type SegmentHeadData } from './segment-head';
 import { PermanentJobError, s3Keys, type Collection, type CollectionManifest, type SegmentRef, type UnavailableSegment } from '@lateral/shared';
 import type { CodecArtifactRepository, DiskCacheStats } from '@lateral/infra';
 import { concatDocPrefixes, deserializeSegmentIndex, docPrefixesOf, searchSegment, type DocMask, type RowScorer, type SearchSegment, type SegmentIndex, type SegmentSource } from '@lateral/search';
@@ -166,7 +167,14 @@ export interface ObjectSource {
    * reads: the object is not held in memory); null when the source keeps no local copy.
    */
   readRanges?(key: string, ranges: readonly (readonly [number, number])[]): Promise<Uint8Array[] | null>;
+  /** An object this process derived and kept locally (a segment's head), or null; never read from S3. */
+  getLocal?(key: string): Promise<Uint8Array | null>;
+  /** Keeps a derived object locally, beside the copies (best effort). */
+  putLocal?(key: string, bytes: Uint8Array): Promise<void>;
 }
+
+/** The local key of a segment's head, beside its copy (segment-head.ts). */
+export const HEAD_SUFFIX = '#head-v1';
 
 export interface SegmentCacheOptions {
   /** Bytes of segments, indexes and derived arrays kept in memory (SCORER_CACHE_BYTES). */
@@ -279,29 +287,12 @@ interface LoadedSegment {
 }
 
 /**
- * What a re-rank that reads ranges keeps of a segment (SegmentCacheOptions.rangeReads): its ids,
- * token offsets and where each document's codes, norms and pooled vector lie in the object. Made
- * from one checked read of the whole object (every section's CRC), which is then dropped.
+ * What a re-rank (or a search that needs no whole segment) keeps of a segment when reading ranges
+ * (SegmentCacheOptions.rangeReads): its head (segment-head.ts), made from one checked read of the
+ * whole object and kept beside the local copy, and the EDEN image codec when the segment can be
+ * scored from its codes (else null: re-rank then loads the segment).
  */
-interface SegmentHead {
-  documents: number;
-  dims: number;
-  seed: bigint;
-  docIds: readonly string[];
-  tokenOffsets: Uint32Array;
-  /** Per document (D + 1), byte offsets of its codes and norms within their sections. */
-  codeStart: Float64Array;
-  normStart: Float64Array;
-  /** Byte offsets of the codes, norms and doc-vector sections in the object. */
-  codeAt: number;
-  normAt: number;
-  dvecAt: number;
-  /** Bytes of one document's pooled vector in the object (0: none), and their format. */
-  dvWidth: number;
-  dvFormat: 'none' | 'fp16' | 'fp32';
-  /** The EDEN image codec when the segment can be scored from its codes, else null (re-rank then loads the segment). */
-  image: ImageCodec | null;
-}
+type SegmentHead = SegmentHeadData & { image: ImageCodec | null };
 
 /** A generation's id table; `unknown`: segments that could not be read and whose ids are not known either (not kept). */
 type GenTable = GenerationTable & { unknown?: number[] };
@@ -515,12 +506,33 @@ export class SegmentCache {
   private async head(collection: Pick<Collection, 'tenantId' | 'id' | 'model'>, ref: SegmentRef): Promise<SegmentHead> {
     return this.guarded(collection, ref.key, 'segment', ref.key, async () =>
       (await this.lru.get(`head:${ref.key}`, async () => {
-        const held = this.lru.peek(`seg:${ref.key}`) as LoadedSegment | undefined;
-        const loaded = held ?? (await this.limiter.run(() => this.readObject(collection, ref))).loaded;
-        const value = segmentHead(loaded.reader, this.imageCodec(loaded));
+        const value = await this.headOf(collection, ref);
         return { value, bytes: stringBytes(value.docIds) + value.tokenOffsets.byteLength + value.codeStart.byteLength + value.normStart.byteLength + 256 };
       })) as SegmentHead,
     );
+  }
+
+  /**
+   * A segment's head: the one kept beside its local copy when there is one for this object (a
+   * scorer started again reads heads, not every object), else from the segment held or one checked
+   * read of its object, then kept beside the copy.
+   */
+  private async headOf(collection: Pick<Collection, 'tenantId' | 'id' | 'model'>, ref: SegmentRef): Promise<SegmentHead> {
+    const localKey = `${ref.key}${HEAD_SUFFIX}`;
+    const held = this.lru.peek(`seg:${ref.key}`) as LoadedSegment | undefined;
+    if (!held && this.source.getLocal) {
+      const bytes = await this.source.getLocal(localKey);
+      const data = bytes && parseSegmentHead(bytes);
+      if (data && data.objectBytes === ref.bytes && data.documents === ref.documents) {
+        const artifact = await this.codecs.get(collection.tenantId, collection.id, ref.codecVersion);
+        return { ...data, image: this.imageCodecFor(data.codec, data.seed, data.dims, artifact) };
+      }
+      if (bytes) await this.source.invalidate?.(localKey); // not this object's head: made again
+    }
+    const { loaded, objectBytes } = held ? { loaded: held, objectBytes: ref.bytes } : await this.limiter.run(() => this.readObject(collection, ref));
+    const data = segmentHeadData(loaded.reader, objectBytes);
+    await this.source.putLocal?.(localKey, serializeSegmentHead(data));
+    return { ...data, image: this.imageCodec(loaded) };
   }
 
   /** Every segment of the generation with its search index and live documents; throws SegmentUnavailableError when one cannot be read. */
@@ -929,19 +941,22 @@ export class SegmentCache {
    * and seed) and small, so they are kept outside the byte-bounded cache.
    */
   private imageCodec(loaded: LoadedSegment): ImageCodec | null {
-    const r = loaded.reader;
-    const d = r.codec;
+    return this.imageCodecFor(loaded.reader.codec, loaded.reader.seed, loaded.reader.dims, loaded.artifact);
+  }
+
+  private imageCodecFor(d: CodecDescriptor, seed: bigint, dims: number, artifact: CodecArtifact): ImageCodec | null {
     if (!(d.kind === 'eden' && d.layout === 'token' && !d.sideInfo && (d.bits ?? 8) <= IMAGE_MAX_BITS && d.artifact)) return null;
-    const descriptor = `${JSON.stringify(d)}#${r.seed}`;
+    const descriptor = `${JSON.stringify(d)}#${seed}`;
     let c = this.imageCodecs.get(descriptor);
     if (!c) {
-      const codec = codecFromDescriptor(d, loaded.artifact) as EdenCodec;
-      c = { codec, descriptor, p: codec.paddedDims(r.dims) };
+      const codec = codecFromDescriptor(d, artifact) as EdenCodec;
+      c = { codec, descriptor, p: codec.paddedDims(dims) };
       if (this.imageCodecs.size >= 64) this.imageCodecs.delete(this.imageCodecs.keys().next().value!);
       this.imageCodecs.set(descriptor, c);
     }
     return c;
   }
+
 }
 
 /** Approximate heap bytes of strings (UTF-16 plus the string header). */
@@ -990,30 +1005,3 @@ function splitCandidates(found: readonly [string, number, number][], failed: Rea
 }
 
 /** A segment's head (SegmentHead) from its reader: copies of the small arrays, the section offsets of its object. */
-function segmentHead(reader: SegmentReader, image: ImageCodec | null): SegmentHead {
-  const D = reader.documents;
-  const codeStart = new Float64Array(D + 1);
-  const normStart = new Float64Array(D + 1);
-  for (let i = 0; i < D; i++) {
-    const e = reader.encodedDoc(i);
-    codeStart[i + 1] = codeStart[i] + e.codes.byteLength;
-    normStart[i + 1] = normStart[i] + e.norms.byteLength;
-  }
-  const at = segmentSectionOffsets(reader.sectionSizes());
-  const dvWidth = reader.docVectorFormat === 'none' ? 0 : (reader.docVectorFormat === 'fp32' ? 4 : 2) * reader.dims;
-  return {
-    documents: D,
-    dims: reader.dims,
-    seed: reader.seed,
-    docIds: reader.docIds,
-    tokenOffsets: reader.tokenOffsets,
-    codeStart,
-    normStart,
-    codeAt: at.codes,
-    normAt: at.norms,
-    dvecAt: at.docVectors,
-    dvWidth,
-    dvFormat: reader.docVectorFormat,
-    image,
-  };
-}
