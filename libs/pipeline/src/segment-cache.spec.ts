@@ -1,4 +1,5 @@
-import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { createHash } from 'node:crypto';
+import { mkdtempSync, readdirSync, rmSync, truncateSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
@@ -435,6 +436,13 @@ describe('SegmentCache', () => {
         expect(coded[s].segment.docTokens(2, 5)).toEqual(full[s].segment.docTokens(2, 5));
         expect(coded[s].segment.docPrefixTokens(0, reader.documents, 2)).toEqual(full[s].segment.docPrefixTokens(0, reader.documents, 2));
       }
+      // A local copy cut short (its head says more): dropped, the segment read whole from S3, the same ranking.
+      const file = path.join(dir, `${createHash('sha256').update('test').update('\0').update(E1.ref.key).digest('hex')}.obj`);
+      truncateSync(file, 64);
+      const s3Before = src.reads.get(E1.ref.key)!;
+      const restarted = new SegmentCache(new DiskObjectCache(src.source, dir, 1 << 20, 'test'), { get: async () => edenArtifact }, noStatic, { ...opts, rangeReads: true });
+      expect(rank(await restarted.searchParts(collection, m, { rows: 'scores', tokenIds: false, metadata: false }))).toEqual(rank(full));
+      expect(src.reads.get(E1.ref.key)).toBe(s3Before + 1);
       // Without scoring from codes the whole segment is read.
       const decoding = new SegmentCache(new DiskObjectCache(src.source, dir, 1 << 20, 'test'), { get: async () => edenArtifact }, noStatic, { ...opts, scoreFromCodes: false, rangeReads: true });
       await decoding.searchParts(collection, m, { rows: 'scores', tokenIds: false, metadata: false });

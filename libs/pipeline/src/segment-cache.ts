@@ -682,6 +682,8 @@ export class SegmentCache {
       })) as { codes: Uint8Array; norms: Uint8Array };
     } catch (err) {
       if (err === noCopy) return null;
+      // A local copy shorter than its head says: dropped, and the segment read whole (and checked) from S3.
+      if (err instanceof RangeError) return this.source.invalidate?.(ref.key).then(() => null) ?? null;
       throw err;
     }
   }
@@ -704,6 +706,7 @@ export class SegmentCache {
       })) as Float32Array;
     } catch (err) {
       if (err === noCopy) return undefined;
+      if (err instanceof RangeError) return this.source.invalidate?.(ref.key).then(() => undefined) ?? undefined;
       throw err;
     }
   }
