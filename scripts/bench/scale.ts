@@ -99,10 +99,17 @@ function procCpuSeconds(pid: number | undefined): number | null {
 
 function duBytes(dir: string): number {
   let n = 0;
-  for (const e of readdirSync(dir, { withFileTypes: true })) {
+  // The collector removes batches while this walks: an entry gone in between counts 0.
+  let entries;
+  try {
+    entries = readdirSync(dir, { withFileTypes: true });
+  } catch {
+    return 0;
+  }
+  for (const e of entries) {
     const p = path.join(dir, e.name);
     if (e.isDirectory()) n += duBytes(p);
-    else if (e.isFile()) n += statSync(p).size;
+    else if (e.isFile()) n += statSync(p, { throwIfNoEntry: false })?.size ?? 0;
   }
   return n;
 }
@@ -249,7 +256,9 @@ export async function runScaleBench(args: string[]): Promise<Record<string, unkn
   // --reuse DIR: serve the collection a kept run (--keep, or --ingest-only --keep) left in DIR: its S3
   // folder (collections, generations and segments live in S3 alone) and its ingest figures; a new Redis.
   const reuseDir = args.includes('--reuse') ? path.resolve(str(args, '--reuse', '')) : null;
-  if (reuseDir && !existsSync(path.join(reuseDir, INGEST_STATE))) throw new Error(`--reuse: ${reuseDir} holds no ${INGEST_STATE} (a run with --keep writes it once its ingest is done)`);
+  // A kept folder without recorded figures (a run that stopped after its ingest) is served with its ingest figures unknown.
+  const reuseUnrecorded = !!reuseDir && !existsSync(path.join(reuseDir, INGEST_STATE));
+  if (reuseUnrecorded && !existsSync(path.join(reuseDir!, 's3'))) throw new Error(`--reuse: ${reuseDir} is not a kept run's folder (no s3/)`);
   const dir = reuseDir ?? mkdtempSync(path.join(process.env.SCALE_DIR ?? os.tmpdir(), 'lateral-bench-scale-'));
   const procs: Record<string, Proc | undefined> = {};
   let redis: EmbeddedRedis | undefined;
@@ -320,7 +329,13 @@ export async function runScaleBench(args: string[]): Promise<Record<string, unkn
     type Saved = { ingested: number; result: Record<string, unknown>; ingestRss: typeof ingestRss };
     let resumed: Saved | null = null;
     if (reuseDir) {
-      const saved = JSON.parse(readFileSync(path.join(reuseDir, INGEST_STATE), 'utf8')) as Saved;
+      const saved: Saved = reuseUnrecorded
+        ? await (async () => {
+            const d = (await api(base, 'GET', `/v1/collections/${collection}`)).body as { documents: number; tokens: number; segments: number; generation: number; bytesPerToken: number };
+            say(`--reuse: ${reuseDir} holds no ${INGEST_STATE}: ingest figures unknown; documents 0 to ${d.documents - 1} taken as the collection`);
+            return { ingested: d.documents, ingestRss: {}, result: { bench: 'scale', docs: d.documents, docs_requested: N, tokens: d.tokens, model, codec: codecName, documents_source: `vendored corpora with variations (seed ${seed})`, ingest: null, ingest_recorded: false, segments: d.segments, generation: d.generation, bytes_per_token: round(d.bytesPerToken, 3), scorer_cache_bytes: cacheBytes, cpus: os.cpus().length } };
+          })()
+        : (JSON.parse(readFileSync(path.join(reuseDir, INGEST_STATE), 'utf8')) as Saved);
       if (saved.result.model !== model || saved.result.codec !== codecName) throw new Error(`--reuse: ${reuseDir} holds a ${saved.result.model} / ${saved.result.codec} collection; pass --model ${saved.result.model} --codec ${saved.result.codec}`);
       const savedSeed = Number(/seed (\d+)\)/.exec(String(saved.result.documents_source))?.[1]);
       if (savedSeed !== seed) throw new Error(`--reuse: ${reuseDir} was built with --seed ${savedSeed}; pass it`);
