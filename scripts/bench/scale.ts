@@ -333,7 +333,7 @@ export async function runScaleBench(args: string[]): Promise<Record<string, unkn
         ? await (async () => {
             const d = (await api(base, 'GET', `/v1/collections/${collection}`)).body as { documents: number; tokens: number; segments: number; generation: number; bytesPerToken: number };
             say(`--reuse: ${reuseDir} holds no ${INGEST_STATE}: ingest figures unknown; documents 0 to ${d.documents - 1} taken as the collection`);
-            return { ingested: d.documents, ingestRss: {}, result: { bench: 'scale', docs: d.documents, docs_requested: N, tokens: d.tokens, model, codec: codecName, documents_source: `vendored corpora with variations (seed ${seed})`, ingest: null, ingest_recorded: false, segments: d.segments, generation: d.generation, bytes_per_token: round(d.bytesPerToken, 3), scorer_cache_bytes: cacheBytes, cpus: os.cpus().length } };
+            return { ingested: d.documents, ingestRss: {}, result: { bench: 'scale', docs: d.documents, docs_requested: N, tokens: d.tokens, model, codec: codecName, documents_source: `vendored corpora with variations (seed ${seed})`, ingest: null, ingest_docs_per_s: null, ingest_recorded: false, segments: d.segments, generation: d.generation, bytes_per_token: round(d.bytesPerToken, 3), scorer_cache_bytes: cacheBytes, cpus: os.cpus().length } };
           })()
         : (JSON.parse(readFileSync(path.join(reuseDir, INGEST_STATE), 'utf8')) as Saved);
       if (saved.result.model !== model || saved.result.codec !== codecName) throw new Error(`--reuse: ${reuseDir} holds a ${saved.result.model} / ${saved.result.codec} collection; pass --model ${saved.result.model} --codec ${saved.result.codec}`);
