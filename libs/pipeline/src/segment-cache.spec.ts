@@ -83,6 +83,22 @@ const noStatic = { forCollection: async () => Promise.reject(new Error('no side 
 const cacheOver = (source: ObjectSource, maxBytes = 1 << 30, loadConcurrency = 4, artifact: CodecArtifact = fp16Artifact) =>
   new SegmentCache(source, { get: async () => artifact }, noStatic, { maxBytes, loadConcurrency, scoreFromCodes: true });
 
+/**
+ * EDEN segments with their search indexes in one counting source, and two caches over it: one
+ * reading ranges of copies in the disk cache under `dir`, one loading whole segments.
+ */
+function rangesAndWhole(dir: string, stored: Stored[], centroids: Float32Array) {
+  const src = countingSource(stored);
+  for (const E of stored) {
+    const index = serializeSegmentIndex(buildSegmentIndex(searchSegment(readSegment(E.bytes, E.ref.key, edenArtifact)), centroids, DIMS));
+    src.add({ ref: { ...E.ref, key: s3Keys.segmentIndex(T, C, E.ref.batchId, 1) }, bytes: index });
+  }
+  const opts = { maxBytes: 1 << 30, loadConcurrency: 2, scoreFromCodes: true };
+  const ranges = new SegmentCache(new DiskObjectCache(src.source, dir, 1 << 20, 'test'), { get: async () => edenArtifact }, noStatic, { ...opts, rangeReads: true });
+  const whole = new SegmentCache(src.source, { get: async () => edenArtifact }, noStatic, opts);
+  return { src, opts, ranges, whole, m: manifestOf(1, stored.map((E) => E.ref)) };
+}
+
 /** The vectors of document `id` as the segment holding it decodes them. */
 function decodedOf(s: Stored, id: string, artifact: CodecArtifact = fp16Artifact): Float32Array {
   const r = readSegment(s.bytes, s.ref.key, artifact);
@@ -367,15 +383,7 @@ describe('SegmentCache', () => {
       const E1 = segment('b-1', ['e1', 'e2', 'e3', 'e4'], 6, eden4, edenArtifact);
       const E2 = segment('b-2', ['e5', 'e6', 'e7'], 7, eden4, edenArtifact);
       const centroids = Float32Array.from({ length: 2 * DIMS }, (_, i) => Math.sin(i + 3));
-      const src = countingSource([E1, E2]);
-      for (const E of [E1, E2]) {
-        const index = serializeSegmentIndex(buildSegmentIndex(searchSegment(readSegment(E.bytes, E.ref.key, edenArtifact)), centroids, DIMS));
-        src.add({ ref: { ...E.ref, key: s3Keys.segmentIndex(T, C, E.ref.batchId, 1) }, bytes: index });
-      }
-      const opts = { maxBytes: 1 << 30, loadConcurrency: 2, scoreFromCodes: true };
-      const ranges = new SegmentCache(new DiskObjectCache(src.source, dir, 1 << 20, 'test'), { get: async () => edenArtifact }, noStatic, { ...opts, rangeReads: true });
-      const whole = new SegmentCache(src.source, { get: async () => edenArtifact }, noStatic, opts);
-      const m = manifestOf(1, [E1.ref, E2.ref]);
+      const { ranges, whole, m } = rangesAndWhole(dir, [E1, E2], centroids);
       const light = await ranges.searchParts(collection, m, { rows: 'none', tokenIds: false, metadata: false });
       const full = await whole.searchParts(collection, m);
       const qVec = Float32Array.from({ length: DIMS }, (_, i) => Math.cos(i * 0.7));
@@ -409,15 +417,7 @@ describe('SegmentCache', () => {
       const E1 = segment('c-1', Array.from({ length: 12 }, (_, i) => `a${i}`), 9, eden4, edenArtifact);
       const E2 = segment('c-2', Array.from({ length: 7 }, (_, i) => `b${i}`), 10, eden4, edenArtifact);
       const centroids = Float32Array.from({ length: 3 * DIMS }, (_, i) => Math.sin(i + 5));
-      const src = countingSource([E1, E2]);
-      for (const E of [E1, E2]) {
-        const index = serializeSegmentIndex(buildSegmentIndex(searchSegment(readSegment(E.bytes, E.ref.key, edenArtifact)), centroids, DIMS));
-        src.add({ ref: { ...E.ref, key: s3Keys.segmentIndex(T, C, E.ref.batchId, 1) }, bytes: index });
-      }
-      const opts = { maxBytes: 1 << 30, loadConcurrency: 2, scoreFromCodes: true };
-      const ranges = new SegmentCache(new DiskObjectCache(src.source, dir, 1 << 20, 'test'), { get: async () => edenArtifact }, noStatic, { ...opts, rangeReads: true });
-      const whole = new SegmentCache(src.source, { get: async () => edenArtifact }, noStatic, opts);
-      const m = manifestOf(1, [E1.ref, E2.ref]);
+      const { src, opts, ranges, whole, m } = rangesAndWhole(dir, [E1, E2], centroids);
       const coded = await ranges.searchParts(collection, m, { rows: 'scores', tokenIds: false, metadata: false });
       const full = await whole.searchParts(collection, m);
       const q = Float32Array.from({ length: 3 * DIMS }, (_, i) => Math.cos(i * 1.1));

@@ -482,7 +482,7 @@ export class SegmentCache {
     where.forEach(([s], row) => {
       const b = pooled[row];
       if (!b) return;
-      docVectors.set(heads.get(s)!.dvFormat === 'fp32' ? new Float32Array(b.buffer, b.byteOffset, dims) : decodeHalf(new Uint16Array(b.buffer, b.byteOffset, dims)), row * dims);
+      docVectors.set(pooledFrom(b, heads.get(s)!.dvFormat, dims), row * dims);
     });
     const { codec, p } = image;
     const imageBytes = new Uint8Array(tokens * p);
@@ -671,21 +671,9 @@ export class SegmentCache {
   }
 
   /** The code and norm sections of a segment (every row's), from two positioned reads of its local copy, kept; null when there is no local copy. */
-  private async sectionCodes(ref: SegmentRef, head: SegmentHead): Promise<{ codes: Uint8Array; norms: Uint8Array } | null> {
-    const noCopy = new Error('no local copy');
-    try {
-      return (await this.lru.get(`rows:${ref.key}`, async () => {
-        const D = head.documents;
-        const got = await this.limiter.run(() => this.source.readRanges!(ref.key, [[head.codeAt, head.codeStart[D]], [head.normAt, head.normStart[D]]]));
-        if (!got) throw noCopy; // a failed load is not kept
-        return { value: { codes: got[0], norms: got[1] }, bytes: got[0].byteLength + got[1].byteLength };
-      })) as { codes: Uint8Array; norms: Uint8Array };
-    } catch (err) {
-      if (err === noCopy) return null;
-      // A local copy shorter than its head says: dropped, and the segment read whole (and checked) from S3.
-      if (err instanceof RangeError) return this.source.invalidate?.(ref.key).then(() => null) ?? null;
-      throw err;
-    }
+  private sectionCodes(ref: SegmentRef, head: SegmentHead): Promise<{ codes: Uint8Array; norms: Uint8Array } | null> {
+    const D = head.documents;
+    return this.keptRanges(`rows:${ref.key}`, ref, [[head.codeAt, head.codeStart[D]], [head.normAt, head.normStart[D]]], ([codes, norms]) => ({ value: { codes, norms }, bytes: codes.byteLength + norms.byteLength }));
   }
 
   /**
@@ -694,19 +682,32 @@ export class SegmentCache {
    */
   private async pooledVectors(ref: SegmentRef, head: SegmentHead): Promise<Float32Array | null | undefined> {
     if (head.dvWidth === 0) return null;
+    const value = await this.keptRanges(`dvec:${ref.key}`, ref, [[head.dvecAt, head.documents * head.dvWidth]], ([b]) => {
+      const v = pooledFrom(b, head.dvFormat, head.documents * head.dims);
+      return { value: v, bytes: v.byteLength };
+    });
+    return value ?? undefined;
+  }
+
+  /**
+   * Byte ranges of a segment's local copy made into a value kept in the cache under `key`, read
+   * under the load limiter; null when there is no local copy, or when the copy is shorter than the
+   * ranges (dropped, so the segment is read whole, and checked, from S3). A failed read is not kept.
+   */
+  private async keptRanges<T>(key: string, ref: SegmentRef, ranges: [number, number][], make: (got: Uint8Array[]) => { value: T; bytes: number }): Promise<T | null> {
     const noCopy = new Error('no local copy');
     try {
-      return (await this.lru.get(`dvec:${ref.key}`, async () => {
-        const got = await this.source.readRanges!(ref.key, [[head.dvecAt, head.documents * head.dvWidth]]);
-        if (!got) throw noCopy; // a failed load is not kept
-        const b = got[0];
-        const n = head.documents * head.dims;
-        const value = head.dvFormat === 'fp32' ? new Float32Array(b.buffer, b.byteOffset, n) : decodeHalf(new Uint16Array(b.buffer, b.byteOffset, n));
-        return { value, bytes: value.byteLength };
-      })) as Float32Array;
+      return (await this.lru.get(key, async () => {
+        const got = await this.limiter.run(() => this.source.readRanges!(ref.key, ranges));
+        if (!got) throw noCopy;
+        return make(got) as { value: Cached; bytes: number };
+      })) as T;
     } catch (err) {
-      if (err === noCopy) return undefined;
-      if (err instanceof RangeError) return this.source.invalidate?.(ref.key).then(() => undefined) ?? undefined;
+      if (err === noCopy) return null;
+      if (err instanceof RangeError) {
+        await this.source.invalidate?.(ref.key);
+        return null;
+      }
       throw err;
     }
   }
@@ -960,6 +961,11 @@ export class SegmentCache {
     return c;
   }
 
+}
+
+/** `n` pooled-vector values as stored in a segment (fp32, or fp16 widened), from bytes read out of it. */
+function pooledFrom(b: Uint8Array, format: SegmentHead['dvFormat'], n: number): Float32Array {
+  return format === 'fp32' ? new Float32Array(b.buffer, b.byteOffset, n) : decodeHalf(new Uint16Array(b.buffer, b.byteOffset, n));
 }
 
 /** Approximate heap bytes of strings (UTF-16 plus the string header). */
