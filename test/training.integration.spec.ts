@@ -3,6 +3,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { readLiteArtifact, writeLiteArtifact } from '@lateral/kernels';
 import { MIN_TRAIN_QUERIES, trainingKeys } from '@lateral/shared';
 import { startServer, type Server } from '../apps/all-in-one/src/server';
 import { loadCranfield } from '../scripts/lib/cranfield';
@@ -117,6 +118,52 @@ describe('judgments and training through the API', () => {
     }, 240_000, 500);
     expect(done2.result?.artifact, JSON.stringify(done2)).toBe('c.knrm.v2');
   }, 600_000); // two runs of up to 240 s each (waits above) on a loaded machine
+
+  it('trains a residual LITE on MaxSim whose re-rank scores are its MaxSim weight x MaxSim plus its LITE correction', async () => {
+    const bad = await api('POST', '/v1/collections/c/train', { head: 'knrm', residual: true });
+    expect(bad.status).toBe(400);
+    expect(JSON.stringify(bad.body)).toContain('residual');
+    const set = await api('POST', '/v1/collections/c/judgments', judged);
+    const res = await api('POST', '/v1/collections/c/train', { head: 'lite', size: 'small', residual: true, maxEpochs: 2, patience: 2, seed: 3, judgments: set.body.judgmentsId });
+    expect(res.status, JSON.stringify(res.body)).toBe(202);
+    const done = await until(async () => {
+      const st = await api('GET', `/v1/train/${res.body.trainId}`);
+      return st.body.status === 'completed' || st.body.status === 'failed' ? st.body : null;
+    }, 300_000, 500);
+    expect(done.status, JSON.stringify(done)).toBe('completed');
+    expect(done.result.artifact).toBe('c.lite-small-residual.v1');
+    const file = path.join(scorersDir, 'tenants', config.DEFAULT_TENANT, 'c.lite-small-residual.v1.onnx');
+    const report = JSON.parse(readFileSync(file.replace(/\.onnx$/, '.training.json'), 'utf8'));
+    expect(report).toMatchObject({ head: 'lite', size: 'small', residual: true });
+    // epoch 0 (MaxSim itself) is a candidate of early stopping: the kept weights rank the held-out queries no worse
+    expect(report.heldOut.ndcg10).toBeGreaterThanOrEqual(report.heldOut.maxsimNdcg10 - 1e-9);
+    const weights = readLiteArtifact(file);
+    expect(Number.isFinite(weights.maxsimWeight)).toBe(true);
+    // The same weights without the residual, as an operator artifact: the LITE correction alone.
+    const { maxsimWeight, ...plain } = weights;
+    writeLiteArtifact(path.join(scorersDir, 'residual-part.onnx'), plain);
+
+    const q = judged[1];
+    const candidates = docs.slice(0, 40).map((d) => d.id);
+    const rerank = async (scorer: unknown) => {
+      const rr = await api('POST', '/v1/rerank?wait=60', { collection: 'c', scorer, topK: candidates.length, queries: [{ id: q.id, text: q.text, candidates }] });
+      expect(rr.status, JSON.stringify(rr.body)).toBe(200);
+      return new Map<string, number>(rr.body.result.results[0].hits.map((h: { id: string; score: number }) => [h.id, h.score]));
+    };
+    const residual = await rerank({ name: 'lite', artifact: 'c.lite-small-residual.v1' });
+    const maxsim = await rerank({ name: 'maxsim', normalize: false });
+    const part = await rerank({ name: 'lite', artifact: 'residual-part' });
+    expect(residual.size).toBe(candidates.length);
+    let corrected = 0;
+    for (const id of candidates) {
+      const want = maxsimWeight! * maxsim.get(id)! + part.get(id)!;
+      expect(Math.abs(residual.get(id)! - want)).toBeLessThan(1e-4 * Math.max(1, Math.abs(want)));
+      if (Math.abs(part.get(id)!) > 1e-6) corrected++;
+    }
+    // a best epoch past 0 carries a correction; epoch 0 is MaxSim's ranking exactly
+    if (report.bestEpoch > 0) expect(corrected).toBeGreaterThan(0);
+    else expect(corrected).toBe(0);
+  }, 600_000);
 
   it('reports epochs, loss and ETA while LITE trains, and a DELETE cancels the run', async () => {
     const set = await api('POST', '/v1/collections/c/judgments', judged);

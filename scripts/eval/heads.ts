@@ -63,7 +63,9 @@ import { loadRetrievalDataset } from '../lib/retrieval-dataset';
 import { ndcgAt, type Judgments } from '../lib/metrics';
 import { loadRerankFolder, runRerankCompression, type RerankCompressionResult } from './compression-trec-dl';
 
-type HeadName = 'lite' | 'lite-small' | 'knrm';
+type HeadName = 'lite' | 'lite-small' | 'knrm' | 'lite-residual' | 'lite-small-residual';
+const HEAD_NAMES: HeadName[] = ['lite', 'lite-small', 'knrm', 'lite-residual', 'lite-small-residual'];
+const isResidual = (h: HeadName) => h.endsWith('-residual');
 
 function flag(args: string[], name: string, fallback: string): string {
   const i = args.indexOf(name);
@@ -357,6 +359,8 @@ async function scoreList(scorer: OnnxLite | OnnxKnrm, src: TokenSource, q: ListQ
   docs.forEach((t, i) => (co[i + 1] = co[i] + t.length));
   const block = new Float32Array(co[q.rows.length] * d);
   docs.forEach((t, i) => block.set(t.vectors, co[i] * d));
+  // a residual LITE takes the list's MaxSim (the first stage's, as the re-rank path passes the MaxSim scorer's)
+  if (scorer instanceof OnnxLite && scorer.residual) return scorer.score(q.vectors, q.length, block, co, d, q.maxsim);
   return scorer.score(q.vectors, q.length, block, co, d);
 }
 
@@ -419,12 +423,13 @@ interface EvalOptions {
 function trainOptions(head: HeadName, opts: EvalOptions, seed: number): TrainOptions {
   return {
     head: head === 'knrm' ? 'knrm' : 'lite',
-    ...(head === 'knrm' ? {} : { sizes: { ...(head === 'lite' ? LITE_DEFAULT : LITE_SMALL) } }),
+    ...(head === 'knrm' ? {} : { sizes: { ...(head === 'lite' || head === 'lite-residual' ? LITE_DEFAULT : LITE_SMALL) } }),
+    ...(isResidual(head) ? { residual: true } : {}),
     seed,
     maxEpochs: opts.epochs[head],
     patience: 2,
     positivesPerQuery: opts.positivesPerQuery,
-    ...(head === 'knrm' ? {} : { distillSteps: opts.distillSteps[head] }),
+    ...(head === 'knrm' || isResidual(head) ? {} : { distillSteps: opts.distillSteps[head] }),
     ...opts.train,
   };
 }
@@ -721,15 +726,19 @@ export async function runHeadsEval(args: string[]): Promise<{ quick: boolean; ru
   const quick = args.includes('--quick');
   const datasets = flag(args, '--datasets', '../shared/datasets/cranfield,../shared/datasets/vaswani').split(',').map((p) => resolve(p));
   const models = flag(args, '--models', 'glove-ctx-100d,minilm-l6-384').split(',');
-  const heads = flag(args, '--heads', 'lite,lite-small,knrm').split(',') as HeadName[];
-  for (const h of heads) if (!['lite', 'lite-small', 'knrm'].includes(h)) throw new Error(`--heads: unknown head ${h} (lite, lite-small, knrm)`);
+  const heads = flag(args, '--heads', 'lite,lite-small,knrm,lite-small-residual').split(',') as HeadName[];
+  for (const h of heads) if (!HEAD_NAMES.includes(h)) throw new Error(`--heads: unknown head ${h} (${HEAD_NAMES.join(', ')})`);
   const folds = Number(flag(args, '--folds', quick ? '2' : '5'));
   const onlyFolds = parseOnlyFolds(flag(args, '--only-folds', ''), folds);
   const dl19Flag = flag(args, '--dl19', '../shared/datasets/trec-dl-2019-passage');
   const dl19 = dl19Flag === 'none' ? null : resolve(dl19Flag);
   const cv = !args.includes('--no-cv');
   const e = flag(args, '--epochs', '');
-  const epochs: Record<HeadName, number> = e ? { lite: +e, 'lite-small': +e, knrm: +e } : quick ? { lite: 2, 'lite-small': 3, knrm: 6 } : { lite: 8, 'lite-small': 12, knrm: 20 };
+  const epochs: Record<HeadName, number> = e
+    ? { lite: +e, 'lite-small': +e, knrm: +e, 'lite-residual': +e, 'lite-small-residual': +e }
+    : quick
+      ? { lite: 2, 'lite-small': 3, knrm: 6, 'lite-residual': 2, 'lite-small-residual': 3 }
+      : { lite: 8, 'lite-small': 12, knrm: 20, 'lite-residual': 8, 'lite-small-residual': 12 };
   const ds = flag(args, '--distill-steps', '');
   const opts: EvalOptions = {
     folds,
@@ -741,8 +750,13 @@ export async function runHeadsEval(args: string[]): Promise<{ quick: boolean; ru
     seed: Number(flag(args, '--seed', '1')),
     heads,
     positivesPerQuery: Number(flag(args, '--positives', quick ? '1' : '4')),
-    maxTrainQueries: (quick ? { lite: 60 } : {}) as Partial<Record<HeadName, number>>,
-    distillSteps: ds ? { lite: +ds, 'lite-small': +ds, knrm: 0 } : quick ? { lite: 60, 'lite-small': 150, knrm: 0 } : { lite: 300, 'lite-small': 600, knrm: 0 },
+    maxTrainQueries: (quick ? { lite: 60, 'lite-residual': 60 } : {}) as Partial<Record<HeadName, number>>,
+    // residual heads start at MaxSim itself: no warm start
+    distillSteps: ds
+      ? { lite: +ds, 'lite-small': +ds, knrm: 0, 'lite-residual': 0, 'lite-small-residual': 0 }
+      : quick
+        ? { lite: 60, 'lite-small': 150, knrm: 0, 'lite-residual': 0, 'lite-small-residual': 0 }
+        : { lite: 300, 'lite-small': 600, knrm: 0, 'lite-residual': 0, 'lite-small-residual': 0 },
     train: {
       ...(flag(args, '--distill-weight', '') ? { distillWeight: Number(flag(args, '--distill-weight', '')) } : {}),
       ...(flag(args, '--lr', '') ? { learningRate: Number(flag(args, '--lr', '')) } : {}),

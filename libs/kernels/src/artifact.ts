@@ -139,6 +139,8 @@ export function readLiteArtifact(source: string | Uint8Array): LiteWeights {
     W4: untranspose(get('col2_wT'), m1, L1), b4: get('col2_b'), g4: get('col2_g'), be4: get('col2_beta'),
     w: untranspose(get('final_wT'), L2, L1),
   };
+  if (meta.residual === 'maxsim') w.maxsimWeight = get('maxsim_weight')[0];
+  else if (meta.residual !== undefined) throw new Error(`readLiteArtifact: unknown residual ${meta.residual} (known: maxsim)`);
   assertLiteWeights('readLiteArtifact', w);
   return w;
 }

@@ -74,12 +74,20 @@ export function buildLiteModel(w: LiteWeights, formulation: LiteFormulation = 'm
   // final linear: w is indexed i * L2 + j; c2 is [B, j, i]
   const wT = g.constant(makeTensor('final_wT', [L2, L1], transpose(w.w, L1, L2)));
   const prod = g.op('Mul', [c2, wT]);
-  g.op('ReduceSum', [prod, g.constant(int64Tensor('axes12', [2], [1, 2]))], { keepdims: 0 }, 'scores');
+  const residual = w.maxsimWeight !== undefined;
+  const lite = g.op('ReduceSum', [prod, g.constant(int64Tensor('axes12', [2], [1, 2]))], { keepdims: 0 }, residual ? undefined : 'scores');
+  const inputs = [makeValueInfo('query', 'FLOAT', [L1, 'd']), makeValueInfo('docs', 'FLOAT', ['B', L2, 'd'])];
+  if (residual) {
+    // LITE residual on MaxSim: scores = maxsim_weight * base + LITE, `base` [B] being each
+    // candidate's MaxSim over all its real tokens, computed by the caller (the re-rank MaxSim scorer).
+    g.op('Add', [g.op('Mul', ['base', g.constant(floatScalar('maxsim_weight', w.maxsimWeight!))]), lite], {}, 'scores');
+    inputs.push(makeValueInfo('base', 'FLOAT', ['B']));
+  }
   return makeModel(
-    g.build('lite_separable', [makeValueInfo('query', 'FLOAT', [L1, 'd']), makeValueInfo('docs', 'FLOAT', ['B', L2, 'd'])], [makeValueInfo('scores', 'FLOAT', ['B'])]),
+    g.build('lite_separable', inputs, [makeValueInfo('scores', 'FLOAT', ['B'])]),
     {
-      docString: 'Separable LITE (affine -> ReLU -> LayerNorm on every layer); inputs truncated/zero-padded to L1 query and L2 doc tokens',
-      metadata: { scorer: 'lite', L1: String(L1), L2: String(L2), m1: String(m1), m2: String(m2), padding: 'truncate-then-zero-similarity', formulation },
+      docString: `Separable LITE (affine -> ReLU -> LayerNorm on every layer); inputs truncated/zero-padded to L1 query and L2 doc tokens${residual ? '; residual on MaxSim: scores = maxsim_weight * base + LITE, base = MaxSim over all real tokens' : ''}`,
+      metadata: { scorer: 'lite', L1: String(L1), L2: String(L2), m1: String(m1), m2: String(m2), padding: 'truncate-then-zero-similarity', formulation, ...(residual ? { residual: 'maxsim' } : {}) },
     },
   );
 }

@@ -10,7 +10,7 @@ import {
   signedMaxsim,
   xtrScores,
 } from '@lateral/scoring';
-import type { ScorerResources } from '@lateral/kernels';
+import { OnnxLite, type ScorerResources } from '@lateral/kernels';
 import type { EncodedText, TokenEncoder } from '@lateral/model';
 import type { CollectionView } from './collection-view';
 
@@ -66,9 +66,11 @@ export async function scoreGroup(res: ScorerResources, g: GroupInput, spec: Scor
     case 'knrm':
     case 'lite': {
       const session = await res.onnx(spec, g.tenantId);
+      // A LITE residual adds its learned correction to MaxSim: the same MaxSim the maxsim scorer ranks by.
+      const base = session instanceof OnnxLite && session.residual ? await scoreGroup(res, g, { name: 'maxsim', normalize: false }) : null;
       const out: Float32Array[] = [];
-      for (const q of g.queries) {
-        out.push(await session.score(q.vectors, q.length, tokens().docs, tokens().offsets, d));
+      for (const [qi, q] of g.queries.entries()) {
+        out.push(base ? await (session as OnnxLite).score(q.vectors, q.length, tokens().docs, tokens().offsets, d, base[qi]) : await session.score(q.vectors, q.length, tokens().docs, tokens().offsets, d));
         await g.yieldEvery();
       }
       return out;

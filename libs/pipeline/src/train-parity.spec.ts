@@ -2,7 +2,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { LITE_DEFAULT, LITE_SMALL, type KnrmWeights, type LiteWeights } from '@lateral/scoring';
+import { LITE_DEFAULT, LITE_SMALL, liteReference, maxsim, type KnrmWeights, type LiteWeights } from '@lateral/scoring';
 import { OnnxKnrm, OnnxLite, readLiteArtifact, writeKnrmArtifact, writeLiteArtifact } from '@lateral/kernels';
 import { rng, scoreWithWeights, synthetic, trainHead, type TokenSource, type TrainingQuery } from '@lateral/training';
 
@@ -59,6 +59,44 @@ describe('trained heads: TF.js scores = ONNX Runtime scores of the written artif
         for (let c = 0; c < cands.length; c++) expect(Math.abs(tfScores[c] - onnx[c])).toBeLessThan(1e-4 * Math.max(1, scale));
         // the scores differ between candidates: the comparison is not of constants
         expect(new Set(Array.from(onnx, (v) => v.toFixed(4))).size).toBeGreaterThan(cands.length / 2);
+      }
+    } finally {
+      await ort.release();
+    }
+  });
+
+  it('residual LITE (small) after training: TF.js, ONNX Runtime and the float64 reference agree, the artifact keeps its MaxSim weight', { timeout: 300_000 }, async () => {
+    const { src, queries } = synthetic(10, 32);
+    // the first stage is MaxSim itself, as the train job computes it
+    const withMaxsim = queries.map((q) => ({ ...q, firstStage: Float32Array.from(q.candidates, (c) => maxsim(q.vectors, q.length, src.doc(c).vectors, src.doc(c).length, src.dims)) }));
+    const res = await trainHead(src, withMaxsim, { head: 'lite', residual: true, sizes: LITE_SMALL, seed: 3, maxEpochs: 2, patience: 2, positivesPerQuery: 1, learningRate: 1e-3, backend: 'wasm' });
+    const weights = res.weights as LiteWeights;
+    expect(Number.isFinite(weights.maxsimWeight)).toBe(true);
+    const file = path.join(dir, 'lite-residual.onnx');
+    writeLiteArtifact(file, weights);
+    expect(readLiteArtifact(file).maxsimWeight).toBe(weights.maxsimWeight);
+    const ort = await OnnxLite.create(file, { intraOpThreads: 1 });
+    try {
+      expect(ort.residual).toBe(true);
+      for (const q0 of withMaxsim.slice(0, 3)) {
+        // the query longer than L1 and a document longer than L2: LITE truncates, MaxSim does not
+        const { src: ext, q: qLong, cands: all } = withLongOnes(src, q0);
+        const cands = all.slice(0, -1); // not the empty document: its MaxSim is -Infinity, so is its score
+        const base = Float32Array.from(cands, (c) => maxsim(qLong.vectors, qLong.length, ext.doc(c).vectors, ext.doc(c).length, ext.dims));
+        const q = { ...qLong, candidates: cands, firstStage: base };
+        const tfScores = await scoreWithWeights(ext, q, cands, weights, 'wasm');
+        const { docs, offsets } = csr(ext, cands);
+        await expect(ort.score(q.vectors, q.length, docs, offsets, ext.dims)).rejects.toThrow(/residual on MaxSim and needs base/);
+        const onnx = await ort.score(q.vectors, q.length, docs, offsets, ext.dims, base);
+        const scale = Math.max(...Array.from(onnx, Math.abs));
+        cands.forEach((c, i) => {
+          const ref = liteReference(q.vectors, q.length, ext.doc(c).vectors, ext.doc(c).length, ext.dims, weights);
+          expect(Math.abs(tfScores[i] - onnx[i])).toBeLessThan(1e-4 * Math.max(1, scale));
+          expect(Math.abs(ref - onnx[i])).toBeLessThan(1e-4 * Math.max(1, scale));
+        });
+        // the learned correction is not zero: the scores are not a multiple of MaxSim alone
+        const plain = Array.from(base, (b) => weights.maxsimWeight! * b);
+        expect(Math.max(...plain.map((v, i) => Math.abs(v - onnx[i])))).toBeGreaterThan(1e-4);
       }
     } finally {
       await ort.release();

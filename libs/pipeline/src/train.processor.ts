@@ -159,6 +159,7 @@ export async function trainProcessor(ctx: TrainDeps, p: JobPayload<QueueName.tra
   const result = await trainHeadInThread(src, queries, {
     head: req.head,
     ...(sizes ? { sizes: { ...sizes } } : {}),
+    ...(req.residual ? { residual: true } : {}),
     seed: req.seed,
     maxEpochs: req.maxEpochs,
     patience: req.patience,
@@ -180,13 +181,13 @@ export async function trainProcessor(ctx: TrainDeps, p: JobPayload<QueueName.tra
   });
 
   await report({ percent: 96, stage: 'writing' });
-  const base = headArtifactName(p.collectionId, req.head, req.size, 0).replace(/\.v0$/, '');
+  const base = headArtifactName(p.collectionId, req.head, req.size, 0, req.residual).replace(/\.v0$/, '');
   const existing = await ctx.store.list(trainingKeys.headsPrefix(p.tenantId, p.collectionId));
   const version = 1 + existing.reduce((mx, o) => {
     const m = new RegExp(`/${base.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}\\.v(\\d+)\\.onnx$`).exec(o.key);
     return m ? Math.max(mx, Number(m[1])) : mx;
   }, 0);
-  const artifact = headArtifactName(p.collectionId, req.head, req.size, version);
+  const artifact = headArtifactName(p.collectionId, req.head, req.size, version, req.residual);
   const file = trainedArtifactCachePath(ctx.scorersDir, p.tenantId, artifact);
   mkdirSync(path.dirname(file), { recursive: true });
   if (req.head === 'lite') writeLiteArtifact(file, result.weights as LiteWeights);
@@ -195,7 +196,7 @@ export async function trainProcessor(ctx: TrainDeps, p: JobPayload<QueueName.tra
     trainId: p.trainId,
     artifact,
     head: req.head,
-    ...(req.head === 'lite' ? { size: req.size } : {}),
+    ...(req.head === 'lite' ? { size: req.size, residual: req.residual } : {}),
     version,
     collection: p.collectionId,
     generation: manifest.generation,

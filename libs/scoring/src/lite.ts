@@ -1,3 +1,4 @@
+import { maxsim } from './maxsim';
 import { assertDim, assertMatrix, ShapeError } from './shapes';
 
 /**
@@ -24,6 +25,13 @@ export interface LiteWeights {
   W4: Float32Array; b4: Float32Array; g4: Float32Array; be4: Float32Array;
   /** final linear layer over vec(S'') in row-major order (index i * L2 + j): L1 * L2 */
   w: Float32Array;
+  /**
+   * LITE residual on MaxSim (absent: plain LITE). When set, the score is
+   * `maxsimWeight * MaxSim(q, d) + LITE(S)`, MaxSim being the plain, unnormalised sum over every
+   * real query and document token (not truncated to L1 x L2; `maxsim` here, the re-rank MaxSim
+   * scorer in serving). LITE's part is unchanged; the correction it learns starts at zero.
+   */
+  maxsimWeight?: number;
 }
 
 /** LayerNorm epsilon, inside the square root (PyTorch's default). */
@@ -31,7 +39,7 @@ export const LITE_LN_EPS = 1e-5;
 export const LITE_DEFAULT = { L1: 30, L2: 200, m1: 360, m2: 2400 } as const;
 export const LITE_SMALL = { L1: 30, L2: 50, m1: 360, m2: 768 } as const;
 
-export function liteShapes(L1: number, L2: number, m1: number, m2: number): Record<keyof Omit<LiteWeights, 'L1' | 'L2' | 'm1' | 'm2'>, number> {
+export function liteShapes(L1: number, L2: number, m1: number, m2: number): Record<keyof Omit<LiteWeights, 'L1' | 'L2' | 'm1' | 'm2' | 'maxsimWeight'>, number> {
   return {
     W1: m2 * L2, b1: m2, g1: m2, be1: m2,
     W2: L2 * m2, b2: L2, g2: L2, be2: L2,
@@ -43,6 +51,7 @@ export function liteShapes(L1: number, L2: number, m1: number, m2: number): Reco
 
 export function assertLiteWeights(fn: string, wts: LiteWeights): void {
   for (const k of ['L1', 'L2', 'm1', 'm2'] as const) assertDim(fn, k, wts[k], 1);
+  if (wts.maxsimWeight !== undefined && !Number.isFinite(wts.maxsimWeight)) throw new ShapeError(`${fn}: weights.maxsimWeight must be a finite number, got ${wts.maxsimWeight}`);
   const shapes = liteShapes(wts.L1, wts.L2, wts.m1, wts.m2);
   for (const [key, len] of Object.entries(shapes)) {
     const arr = wts[key as keyof typeof shapes];
@@ -123,11 +132,13 @@ export function liteForward(S: Float32Array, wts: LiteWeights): number {
 }
 
 /**
- * Separable LITE reference: q: n x d, doc: m x d (truncated / zero-padded to L1 x L2). Returns a scalar.
+ * Separable LITE reference: q: n x d, doc: m x d (truncated / zero-padded to L1 x L2). Returns a
+ * scalar. A residual head (`maxsimWeight` set) adds maxsimWeight x MaxSim over all real tokens.
  */
 export function liteReference(q: Float32Array, n: number, doc: Float32Array, m: number, d: number, wts: LiteWeights): number {
   assertLiteWeights('liteReference', wts);
-  return liteForward(litePaddedSimilarity(q, n, doc, m, d, wts.L1, wts.L2), wts);
+  const lite = liteForward(litePaddedSimilarity(q, n, doc, m, d, wts.L1, wts.L2), wts);
+  return wts.maxsimWeight === undefined ? lite : wts.maxsimWeight * maxsim(q, n, doc, m, d) + lite;
 }
 
 export interface LiteFlatWeights {

@@ -95,6 +95,17 @@ describe('lite', () => {
     swapped.set(d.subarray(8, 16), 0); swapped.set(d.subarray(0, 8), 8);
     expect(liteReference(q, 3, swapped, 4, 8, w)).not.toBe(liteReference(q, 3, d.subarray(0, 32), 4, 8, w));
   });
+  it('residual on MaxSim: maxsimWeight x MaxSim over every token (past L1 and L2) + LITE', () => {
+    const w = { ...randomLite(9, 3, 4, 5, 6), maxsimWeight: 0.75 };
+    const r = rng(9);
+    const q = randMatrix(r, 5, 8, true), d = randMatrix(r, 6, 8, true);
+    const { maxsimWeight, ...plain } = w;
+    const want = maxsimWeight * maxsim(q, 5, d, 6, 8) + liteReference(q, 5, d, 6, 8, plain);
+    expect(Math.abs(liteReference(q, 5, d, 6, 8, w) - want)).toBeLessThan(1e-12);
+    // the MaxSim term sees the 5th query token and the 6th document token LITE truncates away
+    expect(maxsim(q, 5, d, 6, 8)).not.toBeCloseTo(maxsim(q.subarray(0, 24), 3, d.subarray(0, 32), 4, 8), 6);
+    expect(() => liteReference(q, 5, d, 6, 8, { ...w, maxsimWeight: NaN })).toThrow('liteReference: weights.maxsimWeight must be a finite number');
+  });
   it('names shapes in its errors', () => {
     const w = randomLite(8, 3, 4, 5, 6);
     expect(() => liteReference(f([1]), 1, f([1]), 1, 1, { ...w, W2: new Float32Array(3) })).toThrow('liteReference: weights.W2 has length 3, expected 24 for L1=3 L2=4 m1=5 m2=6');

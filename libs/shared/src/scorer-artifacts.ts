@@ -5,7 +5,7 @@
  * Two kinds of artifact:
  * - operator artifacts: files an operator put under SCORERS_DIR (`<name>.onnx`, `.json` for
  *   lite-flat), shared by every tenant;
- * - trained heads: `{collection}.{lite|lite-small|knrm}.v{N}`, written by a train job to S3
+ * - trained heads: `{collection}.{lite|lite-small|lite-residual|lite-small-residual|knrm}.v{N}`, written by a train job to S3
  *   (`tenants/{t}/collections/{c}/heads/{name}.onnx`, the source of truth). A scorer on any
  *   machine fetches one on first use into `SCORERS_DIR/tenants/{t}/` (a cache; the checksum
  *   recorded in its training report is verified) and loads it from there. A trained head is only
@@ -24,10 +24,10 @@ export function artifactPath(scorersDir: string, spec: ScorerSpec): string | nul
 }
 
 /** The parts of a trained head's artifact name (`headArtifactName`'s inverse), or null for any other name. */
-export function parseHeadArtifactName(name: string): { collection: string; head: 'lite' | 'knrm'; size: 'default' | 'small'; version: number } | null {
-  const m = /^(.+)\.(lite|lite-small|knrm)\.v([1-9][0-9]{0,8})$/.exec(name);
+export function parseHeadArtifactName(name: string): { collection: string; head: 'lite' | 'knrm'; size: 'default' | 'small'; residual: boolean; version: number } | null {
+  const m = /^(.+)\.(lite|lite-small|lite-residual|lite-small-residual|knrm)\.v([1-9][0-9]{0,8})$/.exec(name);
   if (!m) return null;
-  return { collection: m[1], head: m[2] === 'knrm' ? 'knrm' : 'lite', size: m[2] === 'lite-small' ? 'small' : 'default', version: Number(m[3]) };
+  return { collection: m[1], head: m[2] === 'knrm' ? 'knrm' : 'lite', size: m[2].startsWith('lite-small') ? 'small' : 'default', residual: m[2].endsWith('-residual'), version: Number(m[3]) };
 }
 
 /** A tenant's local copy of a trained head: `<SCORERS_DIR>/tenants/<tenant>/<artifact>.onnx` (a cache of the S3 object). */

@@ -48,6 +48,12 @@ export const TrainRequestSchema = z
     head: z.enum(['lite', 'knrm', 'aesi']),
     /** LITE's size: default (L1 30, L2 200, m1 360, m2 2400) or small (L2 50, m2 768) */
     size: z.enum(['default', 'small']).default('default'),
+    /**
+     * LITE only: a residual on MaxSim, score = w x MaxSim + LITE (w learned; LITE's correction
+     * starts at zero, so training starts at MaxSim's ranking and keeps it unless an epoch ranks the
+     * held-out queries better). The artifact is named `{collection}.lite[-small]-residual.v{N}`.
+     */
+    residual: z.boolean().default(false),
     /** judgment set; default: the collection's latest */
     judgments: resourceId('judgments').optional(),
     seed: z.number().int().min(0).max(2 ** 31 - 1).default(1),
@@ -69,7 +75,10 @@ export const TrainRequestSchema = z
     /** aesi: tokens per Adam step */
     batchTokens: z.number().int().min(8).max(4096).default(256),
   })
-  .strict();
+  .strict()
+  .superRefine((r, ctx) => {
+    if (r.residual && r.head !== 'lite') ctx.addIssue({ code: 'custom', path: ['residual'], message: `residual applies to head 'lite' only, not '${r.head}'` });
+  });
 export type TrainRequest = z.infer<typeof TrainRequestSchema>;
 
 /** The stored request of one training run, read by the train job. */
@@ -86,6 +95,8 @@ export interface TrainReport {
   artifact: string;
   head: 'lite' | 'knrm';
   size?: 'default' | 'small';
+  /** LITE trained as a residual on MaxSim (its artifact takes each candidate's MaxSim as `base`) */
+  residual?: boolean;
   version: number;
   collection: string;
   generation: number;
@@ -149,9 +160,10 @@ export const trainingKeys = {
 };
 
 /**
- * Artifact name of a trained head: `{collection}.{head}[-small].v{version}` (a file name under
- * SCORERS_DIR that re-rank requests name as `scorer.artifact`).
+ * Artifact name of a trained head: `{collection}.{head}[-small][-residual].v{version}` (a file name
+ * under SCORERS_DIR that re-rank requests name as `scorer.artifact`).
  */
-export function headArtifactName(collection: string, head: 'lite' | 'knrm', size: 'default' | 'small', version: number): string {
-  return `${collection}.${head}${head === 'lite' && size === 'small' ? '-small' : ''}.v${version}`;
+export function headArtifactName(collection: string, head: 'lite' | 'knrm', size: 'default' | 'small', version: number, residual = false): string {
+  if (residual && head !== 'lite') throw new RangeError(`headArtifactName: residual applies to LITE only, not ${head}`);
+  return `${collection}.${head}${head === 'lite' && size === 'small' ? '-small' : ''}${residual ? '-residual' : ''}.v${version}`;
 }

@@ -66,8 +66,14 @@ export class LiteTf {
   readonly col2: Dense;
   /** final weights as [L2, L1] (w[i * L2 + j] = wT[j, i]) */
   readonly finalT: tf.Variable;
+  /**
+   * Residual on MaxSim: the weight of the base score, which `score` takes divided by `baseScale`
+   * (MaxSim's within-list deviation, so it starts at 1 in the units the ranking loss sees).
+   */
+  readonly alpha: tf.Variable | null;
 
-  constructor(readonly sizes: LiteSizes, seed: number) {
+  /** residual: a LITE correction on MaxSim (SPEC section 1's LITE plus alpha x MaxSim / baseScale); null: plain LITE */
+  constructor(readonly sizes: LiteSizes, seed: number, readonly residual: { baseScale: number } | null = null) {
     const { L1, L2, m1, m2 } = sizes;
     const r = rng(seed);
     this.row1 = dense(r, L2, m2, 'row1');
@@ -80,10 +86,11 @@ export class LiteTf {
     // the few hundred groups this data gives never undid it (trained LITE stayed near random).
     void glorot(r, L1 * L2, 1); // keeps the generator's sequence (and the seeded weights above) unchanged
     this.finalT = tf.variable(tf.zeros([L2, L1]), true, 'final_wT');
+    this.alpha = residual ? tf.variable(tf.scalar(1), true, 'maxsim_alpha') : null;
   }
 
   variables(): tf.Variable[] {
-    return [this.row1, this.row2, this.col1, this.col2].flatMap((l) => [l.wT, l.b, l.g, l.beta]).concat(this.finalT);
+    return [this.row1, this.row2, this.col1, this.col2].flatMap((l) => [l.wT, l.b, l.g, l.beta]).concat(this.finalT, this.alpha ? [this.alpha] : []);
   }
 
   /** S: [B, L1, L2] (already padded) -> scores [B]. */
@@ -97,9 +104,15 @@ export class LiteTf {
     return tf.sum(tf.mul(tf.reshape(c, [B, L2, L1]), this.finalT), [1, 2]) as tf.Tensor1D;
   }
 
-  /** queries [B, L1, d] and documents [B, L2, d], both zero-padded -> scores [B]. */
-  score(queries: tf.Tensor3D, docs: tf.Tensor3D): tf.Tensor1D {
-    return this.scoreSimilarities(tf.matMul(queries, docs, false, true) as tf.Tensor3D);
+  /**
+   * queries [B, L1, d] and documents [B, L2, d], both zero-padded -> scores [B]. A residual head
+   * also takes `base` [B], each pair's MaxSim over all its real tokens, and adds alpha x base / baseScale.
+   */
+  score(queries: tf.Tensor3D, docs: tf.Tensor3D, base?: tf.Tensor1D): tf.Tensor1D {
+    const lite = this.scoreSimilarities(tf.matMul(queries, docs, false, true) as tf.Tensor3D);
+    if (!this.alpha) return lite;
+    if (!base) throw new RangeError('LiteTf.score: a residual head needs base (each pair\'s MaxSim)');
+    return tf.add(lite, tf.mul(tf.div(base, this.residual!.baseScale), this.alpha)) as tf.Tensor1D;
   }
 
   /** The weights in `liteReference` / artifact layout. */
@@ -112,7 +125,10 @@ export class LiteTf {
     const [W3, b3, g3, be3] = await layer(this.col1, L1, m1);
     const [W4, b4, g4, be4] = await layer(this.col2, m1, L1);
     const w = untranspose(await get(this.finalT), L2, L1);
-    return { L1, L2, m1, m2, W1, b1, g1, be1, W2, b2, g2, be2, W3, b3, g3, be3, W4, b4, g4, be4, w };
+    const out: LiteWeights = { L1, L2, m1, m2, W1, b1, g1, be1, W2, b2, g2, be2, W3, b3, g3, be3, W4, b4, g4, be4, w };
+    // float32, as the artifact stores it, so TF.js and ONNX Runtime score with the same weight
+    if (this.alpha) out.maxsimWeight = Math.fround((await this.alpha.data())[0] / this.residual!.baseScale);
+    return out;
   }
 
   /** Loads weights (e.g. the best epoch's snapshot) into the variables. */
@@ -133,6 +149,8 @@ export class LiteTf {
     set(this.col1, w.W3, w.b3, w.g3, w.be3, m1, L1);
     set(this.col2, w.W4, w.b4, w.g4, w.be4, L1, m1);
     this.finalT.assign(tf.tensor2d(transpose(w.w, L1, L2), [L2, L1]));
+    if ((w.maxsimWeight !== undefined) !== !!this.alpha) throw new RangeError(`LiteTf.load: the weights are ${w.maxsimWeight !== undefined ? 'a residual on MaxSim' : 'plain LITE'}, the model ${this.alpha ? 'a residual' : 'plain LITE'}`);
+    if (this.alpha) this.alpha.assign(tf.scalar(w.maxsimWeight! * this.residual!.baseScale));
   }
 
   dispose(): void {

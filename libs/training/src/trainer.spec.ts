@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { liteForward, litePaddedSimilarity, type KnrmWeights, type LiteWeights } from '@lateral/scoring';
-import { MIN_TRAIN_QUERIES, TooFewQueriesError, TrainingDivergedError, ndcg10, trainHead, type TokenSource } from './index';
+import { MIN_TRAIN_QUERIES, TooFewQueriesError, TrainingDivergedError, ndcg10, scoreWithWeights, trainHead, type TokenSource } from './index';
 import { synthetic } from './synthetic';
 
 const tiny = { L1: 4, L2: 12, m1: 8, m2: 16 };
@@ -35,6 +35,32 @@ describe('trainHead (TF.js)', () => {
     }
     expect(sum / a.split.val.length).toBeCloseTo(a.heldOut.ndcg10, 5);
   }, 240_000); // two training runs on the cpu backend: 25 s on this machine when quiet, past 60 s under load
+
+  it('residual LITE starts exactly at its first stage (epoch 0), and learns past a random first stage', async () => {
+    const { src, queries } = synthetic(16);
+    // learning rate 0: the weights stay at their start, a zero correction on alpha x first stage
+    const still = await trainHead(src, queries, { head: 'lite', residual: true, sizes: tiny, seed: 5, maxEpochs: 1, learningRate: 0, backend: 'cpu' });
+    expect(still.residual).toBe(true);
+    expect(still.warmStart).toBeNull(); // no distillation: the start is the first stage itself
+    expect(still.bestEpoch).toBe(0);
+    const w0 = still.weights as LiteWeights;
+    expect(Array.from(w0.w).every((v) => v === 0)).toBe(true);
+    expect(w0.maxsimWeight).toBeGreaterThan(0);
+    expect(still.heldOut.ndcg10).toBeCloseTo(still.heldOut.maxsimNdcg10, 9);
+    const q = queries[0];
+    const s0 = await scoreWithWeights(src, q, q.candidates, w0, 'cpu');
+    s0.forEach((v, i) => expect(v).toBeCloseTo(w0.maxsimWeight! * q.firstStage[i], 5));
+
+    // The synthetic first stage is random; the correction has to learn relevance from the tokens.
+    const res = await trainHead(src, queries, { head: 'lite', residual: true, sizes: tiny, seed: 5, maxEpochs: 8, patience: 8, learningRate: 3e-3, backend: 'cpu' });
+    expect(res.bestEpoch).toBeGreaterThan(0);
+    expect(res.heldOut.ndcg10).toBeGreaterThan(res.heldOut.maxsimNdcg10 + 0.05);
+    const w = res.weights as LiteWeights;
+    expect(Number.isFinite(w.maxsimWeight)).toBe(true);
+    expect(Array.from(w.w).some((v) => v !== 0)).toBe(true);
+    // residual applies to LITE only
+    await expect(trainHead(src, queries, { head: 'knrm', residual: true, seed: 1, backend: 'cpu' })).rejects.toThrow(/LITE only/);
+  }, 240_000);
 
   it('K-NRM learns to rank noisy copies of query tokens first on held-out queries', async () => {
     const { src, queries } = synthetic(20);

@@ -61,6 +61,12 @@ export interface TrainOptions {
   head: HeadKind;
   /** LITE only */
   sizes?: LiteSizes;
+  /**
+   * LITE only: train a residual on MaxSim, score = alpha x MaxSim + LITE (alpha learned, from 1;
+   * LITE's final layer from 0, so training starts exactly at MaxSim's ranking, which is also the
+   * epoch-0 candidate of early stopping). No warm start and no distillation term (defaults 0).
+   */
+  residual?: boolean;
   seed: number;
   maxEpochs?: number;
   patience?: number;
@@ -107,6 +113,8 @@ export interface EpochRecord {
 
 export interface TrainResult {
   head: HeadKind;
+  /** LITE trained as a residual on MaxSim (the weights carry maxsimWeight) */
+  residual: boolean;
   /** the MaxSim warm start (LITE): steps, final distillation loss, held-out nDCG@10 after it; null when off */
   warmStart: { steps: number; loss: number; valNdcg10: number; seconds: number } | null;
   weights: LiteWeights | KnrmWeights;
@@ -115,7 +123,7 @@ export interface TrainResult {
   heldOut: { queries: number; ndcg10: number; maxsimNdcg10: number };
   split: { train: string[]; val: string[] };
   data: { queries: number; trainQueries: number; valQueries: number; positives: number; candidates: number; groupsPerEpoch: number };
-  options: Required<Omit<TrainOptions, 'onProgress' | 'split' | 'sizes' | 'backend' | 'distillLearningRate'>> & { sizes?: LiteSizes; backend: TfBackend; distillLearningRate: number };
+  options: Required<Omit<TrainOptions, 'onProgress' | 'split' | 'sizes' | 'backend' | 'distillLearningRate' | 'residual'>> & { sizes?: LiteSizes; backend: TfBackend; distillLearningRate: number; residual: boolean };
   seconds: number;
 }
 
@@ -157,8 +165,18 @@ interface Head {
   dispose(): void;
 }
 
-function liteHead(src: TokenSource, sizes: LiteSizes, seed: number): Head {
-  const model = new LiteTf(sizes, seed);
+/** Each (query, candidate)'s first-stage MaxSim, the base of a residual head (from `q.firstStage`). */
+function baseScores(q: TrainingQuery, docs: number[]): Float32Array {
+  const at = new Map(q.candidates.map((c, i) => [c, i]));
+  return Float32Array.from(docs, (doc) => {
+    const i = at.get(doc);
+    if (i === undefined) throw new RangeError(`residual LITE: document ${doc} is not a candidate of query ${q.id}, so it has no first-stage MaxSim`);
+    return q.firstStage[i];
+  });
+}
+
+function liteHead(src: TokenSource, sizes: LiteSizes, seed: number, residual: { baseScale: number } | null = null): Head {
+  const model = new LiteTf(sizes, seed, residual);
   const { L1, L2 } = sizes;
   const d = src.dims;
   const queryBlock = (q: TrainingQuery) => padRowsTo(q.vectors, q.length, d, L1);
@@ -179,7 +197,7 @@ function liteHead(src: TokenSource, sizes: LiteSizes, seed: number): Head {
         const sub = cands.slice(c0, c0 + 16);
         const s = tf.tidy(() => {
           const qt = tf.tile(tf.tensor3d(qb, [1, L1, d]), [sub.length, 1, 1]) as tf.Tensor3D;
-          return model.score(qt, tf.tensor3d(docsBlock(sub), [sub.length, L2, d]));
+          return model.score(qt, tf.tensor3d(docsBlock(sub), [sub.length, L2, d]), residual ? tf.tensor1d(baseScores(q, sub)) : undefined);
         });
         out.set(await s.data(), c0);
         s.dispose();
@@ -195,7 +213,8 @@ function liteHead(src: TokenSource, sizes: LiteSizes, seed: number): Head {
         const qb = queryBlock(g.q);
         for (let k = 0; k < g.docs.length; k++) qs.set(qb, (b++) * L1 * d);
       }
-      return model.score(tf.tensor3d(qs, [B, L1, d]), tf.tensor3d(docsBlock(groups.flatMap((g) => g.docs)), [B, L2, d]));
+      const base = residual ? tf.tensor1d(Float32Array.from(groups.flatMap((g) => Array.from(baseScores(g.q, g.docs))))) : undefined;
+      return model.score(tf.tensor3d(qs, [B, L1, d]), tf.tensor3d(docsBlock(groups.flatMap((g) => g.docs)), [B, L2, d]), base);
     },
     export: () => model.export(),
     load: (w) => model.load(w as LiteWeights),
@@ -293,8 +312,11 @@ export function splitQueries(ids: string[], seed: number, valFraction: number): 
 export async function trainHead(src: TokenSource, queries: TrainingQuery[], options: TrainOptions): Promise<TrainResult> {
   const t0 = Date.now();
   const backend = await initTf(options.backend ?? 'wasm');
+  const residual = options.head === 'lite' && options.residual === true;
+  if (options.residual && options.head !== 'lite') throw new RangeError(`residual applies to LITE only, not ${options.head}`);
   const opts = {
     head: options.head,
+    residual,
     seed: options.seed,
     maxEpochs: options.maxEpochs ?? 20,
     patience: options.patience ?? 3,
@@ -303,10 +325,10 @@ export async function trainHead(src: TokenSource, queries: TrainingQuery[], opti
     hardPool: options.hardPool ?? 20,
     positivesPerQuery: options.positivesPerQuery ?? 4,
     groupsPerStep: options.groupsPerStep ?? (options.head === 'knrm' ? 16 : 4),
-    distillSteps: options.head === 'lite' ? options.distillSteps ?? 300 : 0,
+    distillSteps: options.head === 'lite' ? options.distillSteps ?? (residual ? 0 : 300) : 0,
     distillBatch: options.distillBatch ?? 4,
     distillList: options.distillList ?? 8,
-    distillWeight: options.distillWeight ?? (options.head === 'lite' ? 0.5 : 0),
+    distillWeight: options.distillWeight ?? (options.head === 'lite' && !residual ? 0.5 : 0),
     distillLearningRate: options.distillLearningRate ?? (options.learningRate ?? (options.head === 'knrm' ? 1e-2 : 3e-4)) * 3,
     valFraction: options.valFraction ?? 0.2,
     backend,
@@ -320,8 +342,6 @@ export async function trainHead(src: TokenSource, queries: TrainingQuery[], opti
   if (train.length < 1 || val.length < 1) throw new TooFewQueriesError(`training needs judged queries (a positive and a non-positive candidate) on both sides of the split: ${train.length} train, ${val.length} held out`);
 
   const r = rng(opts.seed);
-  const head = opts.head === 'lite' ? liteHead(src, opts.sizes!, opts.seed) : await knrmHead(src, [...train, ...val]);
-  const optimizer = tf.train.adam(opts.learningRate);
   // Groups come from the list a re-rank would see (the first stage's top depth): its positives
   // against its non-positives (half of them from its `hardPool` best), plus an occasional easy
   // negative from outside it. Positives the first stage missed are used only when a query has none
@@ -354,6 +374,8 @@ export async function trainHead(src: TokenSource, queries: TrainingQuery[], opti
     }
   }
   const teacherScale = Math.sqrt(sq / Math.max(1, nsq)) || 1;
+  const head = opts.head === 'lite' ? liteHead(src, opts.sizes!, opts.seed, residual ? { baseScale: teacherScale } : null) : await knrmHead(src, [...train, ...val]);
+  const optimizer = tf.train.adam(opts.learningRate);
   const targets = (groups: { q: TrainingQuery; docs: number[] }[]) => {
     const t = new Float32Array(groups.reduce((a, g) => a + g.docs.length, 0));
     let at = 0;
@@ -391,6 +413,9 @@ export async function trainHead(src: TokenSource, queries: TrainingQuery[], opti
   let groupsPerEpoch = 0;
   let warmStart: TrainResult['warmStart'] = null;
   try {
+    // A residual head starts as MaxSim itself (its correction is zero): that start is epoch 0, kept
+    // unless a trained epoch ranks the early-stopping queries better.
+    if (residual) best = { ndcg: await evaluate(val), epoch: 0, weights: await head.export() };
     if (opts.distillSteps > 0) {
       const tw = Date.now();
       const distillOpt = tf.train.adam(opts.distillLearningRate);
@@ -485,6 +510,7 @@ export async function trainHead(src: TokenSource, queries: TrainingQuery[], opti
   }
   return {
     head: opts.head,
+    residual,
     weights: best.weights!,
     bestEpoch: best.epoch,
     warmStart,
@@ -508,10 +534,12 @@ export async function trainHead(src: TokenSource, queries: TrainingQuery[], opti
 export async function scoreWithWeights(src: TokenSource, q: TrainingQuery, cands: number[], weights: LiteWeights | KnrmWeights, backend: TfBackend = 'wasm'): Promise<Float32Array> {
   await initTf(backend);
   const isLite = 'L1' in weights;
-  const head = isLite ? liteHead(src, weights, 0) : await knrmHead(src, [{ ...q, candidates: cands, grades: cands.map(() => 0), firstStage: new Float32Array(cands.length) }], false);
+  // a residual's base scale only reparametrises alpha: any positive value gives the same scores
+  const head = isLite ? liteHead(src, weights, 0, weights.maxsimWeight !== undefined ? { baseScale: 1 } : null) : await knrmHead(src, [{ ...q, candidates: cands, grades: cands.map(() => 0), firstStage: new Float32Array(cands.length) }], false);
   try {
     head.load(weights);
-    return await head.scoreQuery({ ...q, candidates: cands }, cands);
+    // a residual reads each candidate's MaxSim from q's first stage (cands must be candidates of q)
+    return await head.scoreQuery({ ...q, candidates: cands, firstStage: isLite && weights.maxsimWeight !== undefined ? baseScores(q, cands) : q.firstStage }, cands);
   } finally {
     head.dispose();
   }
