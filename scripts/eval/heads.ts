@@ -47,7 +47,12 @@
  * and per-fold seeds as a full run, so the per-fold figures are those a full run gives); the means,
  * wins and losses are over those folds' queries only.
  *
- *   npm run eval -- heads [--quick] [--json] [--datasets DIR,DIR] [--models NAME,NAME] [--heads lite,lite-small,knrm]
+ * Residual heads (`lite-residual`, `lite-small-residual`; the default --heads runs lite, lite-small,
+ * knrm and lite-small-residual): LITE trained as a correction on MaxSim (the trainer's `residual`),
+ * scored through its ONNX artifact with the list's MaxSim as its `base` input; no warm start.
+ * Each head's figure carries the paired standard error of its mean difference to MaxSim.
+ *
+ *   npm run eval -- heads [--quick] [--json] [--datasets DIR,DIR] [--models NAME,NAME] [--heads lite,lite-small,knrm,lite-residual,lite-small-residual]
  *                         [--folds K] [--only-folds F,F] [--no-cv] [--dl19 DIR|none] [--epochs N] [--depth 100] [--max-docs N] [--seed 1]
  *                         [--distill-steps N] [--distill-weight W] [--lr X] [--distill-lr X] [--positives N (per query and epoch)]
  *                         [--aesi c:bits,... [--aesi-width N ...] | --aesi-json FILE[,FILE...]]
@@ -75,6 +80,8 @@ function flag(args: string[], name: string, fallback: string): string {
 interface Versus {
   ndcg10: number;
   deltaVsMaxsim: number;
+  /** standard error of the mean per-query difference to MaxSim (paired) */
+  deltaSe: number;
   wins: number;
   losses: number;
   ties: number;
@@ -443,7 +450,11 @@ function versus(a: ArrayLike<number>, maxsim: ArrayLike<number>): Versus {
   }
   const m = mean(a);
   const ms = mean(maxsim);
-  return { ndcg10: round(m), deltaVsMaxsim: round(m - ms), wins, losses, ties, beatsMaxsim: m > ms };
+  const n = a.length;
+  let v = 0;
+  for (let i = 0; i < n; i++) v += (a[i] - maxsim[i] - (m - ms)) ** 2;
+  const deltaSe = n > 1 ? Math.sqrt(v / (n - 1) / n) : 0;
+  return { ndcg10: round(m), deltaVsMaxsim: round(m - ms), deltaSe: round(deltaSe), wins, losses, ties, beatsMaxsim: m > ms };
 }
 
 function mean(a: ArrayLike<number>, idx?: number[]): number {
@@ -712,7 +723,7 @@ async function aesiRow(args: string[], dl19: string, model: string): Promise<Aes
 
 const round = (x: number) => Math.round(x * 1e4) / 1e4;
 const signed = (x: number) => `${x >= 0 ? '+' : ''}${x.toFixed(4)}`;
-const versusText = (f: Versus) => `${f.ndcg10.toFixed(4)} (${signed(f.deltaVsMaxsim)}, ${f.wins}/${f.losses} wins/losses${f.beatsMaxsim ? '' : ', does NOT beat MaxSim'})`;
+const versusText = (f: Versus) => `${f.ndcg10.toFixed(4)} (${signed(f.deltaVsMaxsim)} +- ${f.deltaSe.toFixed(4)} s.e., ${f.wins}/${f.losses} wins/losses${f.beatsMaxsim ? '' : ', does NOT beat MaxSim'})`;
 
 /** --only-folds "3,4,5" (1-based, of `folds`) -> sorted distinct 0-based folds; '' -> undefined (all folds). */
 export function parseOnlyFolds(spec: string, folds: number): number[] | undefined {

@@ -64,7 +64,8 @@ export interface TrainOptions {
   /**
    * LITE only: train a residual on MaxSim, score = alpha x MaxSim + LITE (alpha learned, from 1;
    * LITE's final layer from 0, so training starts exactly at MaxSim's ranking, which is also the
-   * epoch-0 candidate of early stopping). No warm start and no distillation term (defaults 0).
+   * epoch-0 candidate of early stopping). No warm start and no distillation term (defaults 0);
+   * learning rate 1e-4 unless given.
    */
   residual?: boolean;
   seed: number;
@@ -320,7 +321,9 @@ export async function trainHead(src: TokenSource, queries: TrainingQuery[], opti
     seed: options.seed,
     maxEpochs: options.maxEpochs ?? 20,
     patience: options.patience ?? 3,
-    learningRate: options.learningRate ?? (options.head === 'knrm' ? 1e-2 : 3e-4),
+    // residual LITE: 1e-4 (Adam's steps are scale-free, and at 3e-4 the correction outgrew what a
+    // few hundred judged queries support; sweep of 3e-4 / 1e-4 / 3e-5 in the README)
+    learningRate: options.learningRate ?? (options.head === 'knrm' ? 1e-2 : residual ? 1e-4 : 3e-4),
     negatives: options.negatives ?? 3,
     hardPool: options.hardPool ?? 20,
     positivesPerQuery: options.positivesPerQuery ?? 4,
