@@ -16,7 +16,9 @@
  *   The library's JS paths (EdenCodec.decode, rotateQuery + scoreRotated) are timed on 100
  *   candidates and extrapolated.
  *
- * Options: --quick (fewer repetitions), --threads N (intra-op threads, default 2).
+ * - AESI decode (codec math): tokens in blocks vs the per-token loop, widths 384 and 1536 (aesiCase).
+ *
+ * Options: --quick (fewer repetitions), --threads N (intra-op threads, default 2), --aesi-only.
  */
 import { spawnSync } from 'node:child_process';
 import { resolve } from 'node:path';
@@ -24,7 +26,7 @@ import { pathToFileURL } from 'node:url';
 import { maxsim, maxsimBatch, maxsimOfSimilarities, xtrAggregate, LITE_DEFAULT, LITE_SMALL, type XtrRetrieved } from '@lateral/scoring';
 import { benchXtrAccumulator, xtrProbe } from '@lateral/search';
 import { createScorerSession, GemmMaxsim, OnnxIvfProbe, OnnxLite, randomLiteWeights, RotatedMaxsim, seededUniform, type RotatedImageSet } from '@lateral/kernels';
-import { createCodec, lloydMax, type EdenCodec } from '@lateral/codec';
+import { aesiDecode, aesiDecoderLength, aesiTwoLayerPerToken, createCodec, lloydMax, type EdenCodec } from '@lateral/codec';
 import { floatTensor, GraphBuilder, int64Tensor, makeModel, makeValueInfo } from '@lateral/model';
 import { buildMaxsimModel, OnnxMaxsim } from './maxsim-single-tensor';
 import * as ort from 'onnxruntime-node';
@@ -289,8 +291,43 @@ async function compressedCase(
   return { result, rows: rowsOut };
 }
 
+/**
+ * AESI codec math (the decode every read of an AESI-coded generation runs, and the write's encode):
+ * d = s = 384 (MiniLM's contextual and static dims), c = 16, widths 384 and 1536 (the paper's),
+ * 256 tokens; `aesiDecode` (tokens in blocks of AESI_TOKEN_BLOCK) timed in alternation with the
+ * per-token loop it replaced, same inputs, results checked equal. Ratio = per-token / blocked.
+ */
+async function aesiCase(quick: boolean, log: (m: string) => void): Promise<{ result: Record<string, unknown>; rows: [string, string][] }> {
+  const result: Record<string, unknown> = {};
+  const rows: [string, string][] = [];
+  const r = seededUniform(11);
+  const m = 256, d = 384, c = 16;
+  for (const width of [384, 1536]) {
+    log(`score bench: AESI decode, width ${width}...`);
+    const shape = { inputDims: d, sideDims: d, codeDims: c, width };
+    const dec = Float32Array.from({ length: aesiDecoderLength(shape) }, () => (r() * 2 - 1) * 0.05);
+    const z = Float32Array.from({ length: m * c }, () => r() * 2 - 1);
+    const u = Float32Array.from({ length: m * d }, () => (r() * 2 - 1) * 0.1);
+    const blocked = aesiDecode(shape, dec, z, u, m);
+    const plain = aesiTwoLayerPerToken(dec, z, c, u, d, m, width, d);
+    if (blocked.some((x, i) => x !== plain[i])) throw new Error(`AESI width ${width}: the blocked decode differs from the per-token loop`);
+    const [blockedMs, plainMs] = await interleaved(async () => aesiDecode(shape, dec, z, u, m), async () => aesiTwoLayerPerToken(dec, z, c, u, d, m, width, d), quick ? 3 : 7, 1);
+    const macs = m * ((c + d) * width + width * d);
+    result[`aesi_decode_h${width}_tokens_per_s`] = (m / blockedMs) * 1000;
+    result[`aesi_decode_h${width}_per_token_loop_tokens_per_s`] = (m / plainMs) * 1000;
+    result[`aesi_decode_h${width}_speedup`] = plainMs / blockedMs;
+    rows.push([`AESI decode (JS), d = s = 384, c = 16, h = ${width}, ${m} tokens`, `${((m / blockedMs) * 1000).toFixed(0)} tokens/s (${(macs / blockedMs / 1e6).toFixed(2)} GMAC/s), ${(plainMs / blockedMs).toFixed(2)}x the per-token loop (${((m / plainMs) * 1000).toFixed(0)} tokens/s)`]);
+  }
+  return { result, rows };
+}
+
 export async function runScoreBench(args: string[]): Promise<Record<string, unknown>> {
   const quick = args.includes('--quick');
+  if (args.includes('--aesi-only')) {
+    const { result, rows } = await aesiCase(quick, (m) => process.stderr.write(`${m}\n`));
+    console.log(rows.map(([k, v]) => `${k}  ${v}`).join('\n'));
+    return result;
+  }
   const ti = args.indexOf('--threads');
   const threads = ti >= 0 ? Number(args[ti + 1]) : 2;
   const reps = quick ? 5 : 30;
@@ -380,6 +417,7 @@ export async function runScoreBench(args: string[]): Promise<Record<string, unkn
 
   log('score bench: compressed candidates (EDEN 4-bit, token layout)...');
   const compressed = await compressedCase(q, docs, offsets, threads, quick, log);
+  const aesi = await aesiCase(quick, log);
 
   const maxsimGflops = FLOPS / maxsimMs / 1e6;
   const result: Record<string, unknown> = {
@@ -415,6 +453,7 @@ export async function runScoreBench(args: string[]): Promise<Record<string, unkn
     xtr_probe_ort_gflops: (2 * P.n * P.K * P.d) / probeOrtMs / 1e6,
     xtr_probe_ort_fraction_of_peak: (2 * P.n * P.K * P.d) / probeOrtMs / 1e6 / peak.gflops,
     ...compressed.result,
+    ...aesi.result,
   };
 
   const f = (x: number, p = 2) => x.toFixed(p);
@@ -433,6 +472,7 @@ export async function runScoreBench(args: string[]): Promise<Record<string, unkn
     ["XTR per-segment accumulators, n=32 k'=40000, 1M docs in 16 segments", `${f(seg.seconds * 1000, 3)} ms = ${f(seg.updatesPerSecond / 1e6, 0)} M updates/s (${f((seg.seconds * 1000) / xtr40k, 3)}x the hash-table aggregation); with zeroing + top-100 ${f(seg.secondsTotal * 1000, 3)} ms`],
     ['XTR IVF probe, 16 query tokens x 8192 centroids x 384, nprobe 32', `JS ${f(probeJsMs, 2)} ms, ORT GEMM + TopK ${f(probeOrtMs, 2)} ms (${f(probeJsMs / probeOrtMs, 1)}x faster, ${f((100 * (2 * P.n * P.K * P.d)) / probeOrtMs / 1e6 / peak.gflops, 1)}% of the GEMM peak)`],
     ...compressed.rows,
+    ...aesi.rows,
   ];
   const w = Math.max(...rows.map(([k]) => k.length));
   console.log(rows.map(([k, v]) => `${k.padEnd(w)}  ${v}`).join('\n'));

@@ -50,11 +50,109 @@ export function geluErf(x: number): number {
   return 0.5 * x * (1 + erfApprox(x * Math.SQRT1_2));
 }
 
+/** Tokens per block of `twoLayer`: each weight row loaded once serves this many tokens. */
+export const AESI_TOKEN_BLOCK = 4;
+
+/**
+ * Each packed half's two matrices transposed (output-major: one contiguous row per output), made
+ * once per weights array: a codec's weights are never written in place (training exports new arrays).
+ */
+const transposedHalves = new WeakMap<Float32Array, { key: string; w1T: Float32Array; w2T: Float32Array }>();
+function transposed(w: Float32Array, inp: number, h: number, o: number): { w1T: Float32Array; w2T: Float32Array } {
+  const key = `${inp}x${h}x${o}`;
+  const got = transposedHalves.get(w);
+  if (got && got.key === key) return got;
+  const w2 = inp * h + h;
+  const w1T = new Float32Array(inp * h);
+  for (let k = 0; k < inp; k++) for (let j = 0; j < h; j++) w1T[j * inp + k] = w[k * h + j];
+  const w2T = new Float32Array(h * o);
+  for (let k = 0; k < h; k++) for (let j = 0; j < o; j++) w2T[j * h + k] = w[w2 + k * o + j];
+  const t = { key, w1T, w2T };
+  transposedHalves.set(w, t);
+  return t;
+}
+
 /**
  * One two-layer half for m tokens: out[m x o] = W2 gelu(W1 [a; b] + b1) + b2, where a is m x na
  * and b is m x nb (rows concatenated), W1 = w[0 .. (na+nb) h), then b1, W2 (h x o), b2.
+ *
+ * Tokens go in blocks of AESI_TOKEN_BLOCK against the weights transposed once (output-major): each
+ * output is four dot products over one contiguous weight row, summed in registers, so a weight is
+ * read once per block instead of once per token and nothing is stored until the sum is done (the
+ * input-major per-token loop read and wrote its whole hidden vector for every input). Each token's
+ * sums still run over k in the same order from the same bias, so the results are the same numbers
+ * as `aesiTwoLayerPerToken`, bit for bit (where that loop skips a zero input, the blocks add 0).
  */
 function twoLayer(w: Float32Array, a: ArrayLike<number>, na: number, b: ArrayLike<number>, nb: number, m: number, h: number, o: number): Float64Array {
+  const inp = na + nb;
+  const b1 = inp * h;
+  const w2 = b1 + h;
+  const b2 = w2 + h * o;
+  const out = new Float64Array(m * o);
+  const B = AESI_TOKEN_BLOCK;
+  let t0 = 0;
+  if (m >= B) {
+    const { w1T, w2T } = transposed(w, inp, h, o);
+    const xs = new Float64Array(B * inp);
+    const g = new Float64Array(B * h);
+    const i1 = inp, i2 = 2 * inp, i3 = 3 * inp;
+    const h1 = h, h2 = 2 * h, h3 = 3 * h;
+    for (; t0 + B <= m; t0 += B) {
+      for (let r = 0; r < B; r++) {
+        const t = t0 + r;
+        for (let k = 0; k < na; k++) xs[r * inp + k] = a[t * na + k];
+        for (let k = 0; k < nb; k++) xs[r * inp + na + k] = b[t * nb + k];
+      }
+      for (let j = 0; j < h; j++) {
+        const row = j * inp;
+        let s0 = w[b1 + j], s1 = s0, s2 = s0, s3 = s0;
+        for (let k = 0; k < inp; k++) {
+          const wk = w1T[row + k];
+          s0 += xs[k] * wk;
+          s1 += xs[i1 + k] * wk;
+          s2 += xs[i2 + k] * wk;
+          s3 += xs[i3 + k] * wk;
+        }
+        g[j] = geluErf(Math.fround(s0));
+        g[h1 + j] = geluErf(Math.fround(s1));
+        g[h2 + j] = geluErf(Math.fround(s2));
+        g[h3 + j] = geluErf(Math.fround(s3));
+      }
+      const o0 = t0 * o;
+      for (let j = 0; j < o; j++) {
+        const row = j * h;
+        let s0 = w[b2 + j], s1 = s0, s2 = s0, s3 = s0;
+        for (let k = 0; k < h; k++) {
+          const wk = w2T[row + k];
+          s0 += g[k] * wk;
+          s1 += g[h1 + k] * wk;
+          s2 += g[h2 + k] * wk;
+          s3 += g[h3 + k] * wk;
+        }
+        out[o0 + j] = s0;
+        out[o0 + o + j] = s1;
+        out[o0 + 2 * o + j] = s2;
+        out[o0 + 3 * o + j] = s3;
+      }
+    }
+  }
+  if (t0 < m) {
+    // the last m mod AESI_TOKEN_BLOCK tokens (or all of fewer than a block), one at a time
+    const rest = aesiTwoLayerPerToken(w, sliceRows(a, na, t0, m), na, sliceRows(b, nb, t0, m), nb, m - t0, h, o);
+    out.set(rest, t0 * o);
+  }
+  return out;
+}
+
+function sliceRows(x: ArrayLike<number>, width: number, from: number, to: number): ArrayLike<number> {
+  return ArrayBuffer.isView(x) ? (x as unknown as Float32Array).subarray(from * width, to * width) : Array.prototype.slice.call(x, from * width, to * width);
+}
+
+/**
+ * The plain per-token loop of `twoLayer` (the reference its token blocks are checked against, bit
+ * for bit, and the baseline of `npm run bench -- score`'s AESI case).
+ */
+export function aesiTwoLayerPerToken(w: Float32Array, a: ArrayLike<number>, na: number, b: ArrayLike<number>, nb: number, m: number, h: number, o: number): Float64Array {
   const inp = na + nb;
   const b1 = inp * h;
   const w2 = b1 + h;

@@ -18,6 +18,6 @@ export { packCodes, unpackCodes, packedBytes } from './bitpack';
 export { fitPca, symmetricEigen, covariance, columnMeans, fitLinear, kmeans } from './linalg';
 export { IMAGE_MAX_BITS, IMAGE_ZERO_POINT, PAIR_SUM_LIMIT, QUERY_MAX, QUERY_ZERO_POINT, worstPairSum, quantizeRotatedQuery, scoreImage, type QuantizedQuery } from './rotated-image';
 export { LinearStage } from './linear-stage';
-export { aesiEncode, aesiDecode, geluErf, erfApprox, aesiEncoderLength, aesiDecoderLength, type AesiShape } from './aesi';
+export { aesiEncode, aesiDecode, aesiTwoLayerPerToken, AESI_TOKEN_BLOCK, geluErf, erfApprox, aesiEncoderLength, aesiDecoderLength, type AesiShape } from './aesi';
 export { aesiArtifact, withSettings, type AesiWeights } from './aesi-artifact';
 export { poolTokens, poolBatch, pooledCount, wardClusters, POOL_FACTOR_MAX, POOL_WINDOW, type PoolTokensOptions, type PooledTokens, type PooledBatch } from './token-pooling';
