@@ -73,6 +73,25 @@ function transposed(w: Float32Array, inp: number, h: number, o: number): { w1T: 
 }
 
 /**
+ * sums[r] = start + sum over k < len of x[r len + k] wT[row + k], for the 4 tokens r of a block
+ * (x holds them one after another), in k order, the weight read once for the four.
+ */
+function dots4(wT: Float32Array, row: number, len: number, x: Float64Array, start: number, sums: Float64Array): void {
+  let s0 = start, s1 = start, s2 = start, s3 = start;
+  for (let k = 0; k < len; k++) {
+    const wk = wT[row + k];
+    s0 += x[k] * wk;
+    s1 += x[len + k] * wk;
+    s2 += x[2 * len + k] * wk;
+    s3 += x[3 * len + k] * wk;
+  }
+  sums[0] = s0;
+  sums[1] = s1;
+  sums[2] = s2;
+  sums[3] = s3;
+}
+
+/**
  * One two-layer half for m tokens: out[m x o] = W2 gelu(W1 [a; b] + b1) + b2, where a is m x na
  * and b is m x nb (rows concatenated), W1 = w[0 .. (na+nb) h), then b1, W2 (h x o), b2.
  *
@@ -95,8 +114,7 @@ function twoLayer(w: Float32Array, a: ArrayLike<number>, na: number, b: ArrayLik
     const { w1T, w2T } = transposed(w, inp, h, o);
     const xs = new Float64Array(B * inp);
     const g = new Float64Array(B * h);
-    const i1 = inp, i2 = 2 * inp, i3 = 3 * inp;
-    const h1 = h, h2 = 2 * h, h3 = 3 * h;
+    const sums = new Float64Array(B);
     for (; t0 + B <= m; t0 += B) {
       for (let r = 0; r < B; r++) {
         const t = t0 + r;
@@ -104,35 +122,12 @@ function twoLayer(w: Float32Array, a: ArrayLike<number>, na: number, b: ArrayLik
         for (let k = 0; k < nb; k++) xs[r * inp + na + k] = b[t * nb + k];
       }
       for (let j = 0; j < h; j++) {
-        const row = j * inp;
-        let s0 = w[b1 + j], s1 = s0, s2 = s0, s3 = s0;
-        for (let k = 0; k < inp; k++) {
-          const wk = w1T[row + k];
-          s0 += xs[k] * wk;
-          s1 += xs[i1 + k] * wk;
-          s2 += xs[i2 + k] * wk;
-          s3 += xs[i3 + k] * wk;
-        }
-        g[j] = geluErf(Math.fround(s0));
-        g[h1 + j] = geluErf(Math.fround(s1));
-        g[h2 + j] = geluErf(Math.fround(s2));
-        g[h3 + j] = geluErf(Math.fround(s3));
+        dots4(w1T, j * inp, inp, xs, w[b1 + j], sums);
+        for (let r = 0; r < B; r++) g[r * h + j] = geluErf(Math.fround(sums[r]));
       }
-      const o0 = t0 * o;
       for (let j = 0; j < o; j++) {
-        const row = j * h;
-        let s0 = w[b2 + j], s1 = s0, s2 = s0, s3 = s0;
-        for (let k = 0; k < h; k++) {
-          const wk = w2T[row + k];
-          s0 += g[k] * wk;
-          s1 += g[h1 + k] * wk;
-          s2 += g[h2 + k] * wk;
-          s3 += g[h3 + k] * wk;
-        }
-        out[o0 + j] = s0;
-        out[o0 + o + j] = s1;
-        out[o0 + 2 * o + j] = s2;
-        out[o0 + 3 * o + j] = s3;
+        dots4(w2T, j * h, h, g, w[b2 + j], sums);
+        for (let r = 0; r < B; r++) out[(t0 + r) * o + j] = sums[r];
       }
     }
   }
