@@ -60,6 +60,10 @@ describe('trainHead (TF.js)', () => {
     expect(Array.from(w.w).some((v) => v !== 0)).toBe(true);
     // residual applies to LITE only
     await expect(trainHead(src, queries, { head: 'knrm', residual: true, seed: 1, backend: 'cpu' })).rejects.toThrow(/LITE only/);
+    // a candidate with no token (MaxSim -Infinity) does not make training diverge
+    const withEmpty = queries.map((q) => ({ ...q, firstStage: Float32Array.from(q.firstStage, (v, i) => (i === 3 ? -Infinity : v)) }));
+    const safe = await trainHead(src, withEmpty, { head: 'lite', residual: true, sizes: tiny, seed: 5, maxEpochs: 2, patience: 2, learningRate: 3e-3, backend: 'cpu' });
+    expect(safe.curve.every((c) => Number.isFinite(c.trainLoss))).toBe(true);
   }, 240_000);
 
   it('K-NRM learns to rank noisy copies of query tokens first on held-out queries', async () => {

@@ -166,13 +166,20 @@ interface Head {
   dispose(): void;
 }
 
-/** Each (query, candidate)'s first-stage MaxSim, the base of a residual head (from `q.firstStage`). */
+/**
+ * Each (query, candidate)'s first-stage MaxSim, the base of a residual head (from `q.firstStage`).
+ * A document with no token has MaxSim -Infinity (it ranks last); in training it takes the query's
+ * lowest finite score instead, since -Infinity in the graph would make the gradients NaN.
+ */
 function baseScores(q: TrainingQuery, docs: number[]): Float32Array {
   const at = new Map(q.candidates.map((c, i) => [c, i]));
+  let floor = Infinity;
+  for (const v of q.firstStage) if (Number.isFinite(v) && v < floor) floor = v;
   return Float32Array.from(docs, (doc) => {
     const i = at.get(doc);
     if (i === undefined) throw new RangeError(`residual LITE: document ${doc} is not a candidate of query ${q.id}, so it has no first-stage MaxSim`);
-    return q.firstStage[i];
+    const v = q.firstStage[i];
+    return Number.isFinite(v) ? v : Number.isFinite(floor) ? floor : 0;
   });
 }
 
