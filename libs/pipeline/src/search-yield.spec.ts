@@ -15,9 +15,10 @@ import {
   unitRows,
   type Hit,
 } from '@lateral/search';
-import { eventLoopYielder } from './event-loop';
+import { eventLoopYielder, runStepsYielding } from './event-loop';
 import { SegmentCache, type ObjectSource } from './segment-cache';
-import { firstStage, fuse, searchNeeds, type FirstStageQuery } from './search.processor';
+import { firstStagePass, fuse, searchNeeds, type FirstStageQuery } from './search.processor';
+import { searchSegments } from './segment-pass';
 
 /**
  * Issue 10: a search over hundreds of segments must not hold the event loop (a worker's BullMQ
@@ -144,19 +145,26 @@ describe('search over many segments yields the event loop', () => {
     ];
 
     const { value: got, gapMs } = await longestGap(async () => {
-      const generation = await cache.searchGeneration({ tenantId: T, id: C, model: 'm' }, manifest);
-      expect(generation.unavailable).toEqual([]);
-      const parts = generation.parts.map((p) => ({ segment: p.segment, index: p.index, mask: p.live }));
+      // As the search processor runs it: every mode's pass over one visit of each segment.
+      const plan = await cache.searchPlan({ tenantId: T, id: C, model: 'm' }, manifest);
+      const passes = modes.map((mode) => firstStagePass(mode, 50, query).pass!);
+      const yieldEvery = eventLoopYielder();
+      const report = await searchSegments(plan, passes, { yieldEvery });
       const out: Hit[][] = [];
-      for (const mode of modes) out.push((await firstStage(parts, mode, 50, query, eventLoopYielder())).hits);
-      return { parts, out };
+      for (const pass of passes) out.push(await runStepsYielding(pass.finish(plan.parts.length), yieldEvery));
+      return { plan, report, out };
     });
 
-    // The loads queued behind the limiter: never every segment's read at once.
+    // The loads queued behind the limiter: never every segment's read at once; the pass held a window of segments, not the generation.
     expect(peak()).toBeLessThanOrEqual(loadConcurrency);
-    expect(got.parts).toHaveLength(SEGMENTS);
-    // Exactly the synchronous functions' hits (what the search processor ran before).
-    const parts = got.parts;
+    expect(got.report.failed.size).toBe(0);
+    expect(got.plan.parts).toHaveLength(SEGMENTS);
+    expect(got.report.openPeak).toBe(got.plan.openAhead);
+    expect(got.plan.openAhead).toBe(loadConcurrency);
+    // Exactly the synchronous functions' hits over every segment at once (what the search processor ran before).
+    const whole = await cache.searchGeneration({ tenantId: T, id: C, model: 'm' }, manifest);
+    expect(whole.unavailable).toEqual([]);
+    const parts = whole.parts.map((p) => ({ segment: p.segment, index: p.index, mask: p.live }));
     const xtrSync = (topN: number) => xtrSearch(parts, q, n, centroids, { kPrime: 1000, nprobe: K / 4, topN, explain: true }).hits;
     const hybridMode = modes[5] as Extract<SearchMode, { name: 'hybrid' }>;
     const expected = [
@@ -176,17 +184,19 @@ describe('search over many segments yields the event loop', () => {
 });
 
 describe('searchNeeds', () => {
-  it('BM25 and dense read no token rows, XTR and ME-BERT their scores, exhaustive their vectors (hybrids as their base); explain reads token ids, a filter metadata', () => {
+  it('BM25 and dense read no token rows (dense its pooled vectors), XTR and ME-BERT their scores, exhaustive their vectors (hybrids as their base); explain reads token ids, a filter metadata', () => {
     const need = (mode: SearchMode, extra: { filter?: unknown; explain?: boolean } = {}) => searchNeeds({ mode, ...extra } as Parameters<typeof searchNeeds>[0]);
-    expect(need({ name: 'bm25', k1: 1.2, b: 0.75 })).toEqual({ rows: 'none', tokenIds: false, metadata: false });
-    expect(need({ name: 'dense' })).toEqual({ rows: 'none', tokenIds: false, metadata: false });
+    expect(need({ name: 'bm25', k1: 1.2, b: 0.75 })).toEqual({ rows: 'none', tokenIds: false, metadata: false, pooled: false });
+    expect(need({ name: 'dense' })).toEqual({ rows: 'none', tokenIds: false, metadata: false, pooled: true });
+    expect(need({ name: 'hybrid', base: 'dense', fusion: 'rrf' } as SearchMode).pooled).toBe(true);
+    expect(need({ name: 'hybrid', base: 'xtr', fusion: 'rrf' } as SearchMode).pooled).toBe(false);
     expect(need({ name: 'hybrid', base: 'dense', fusion: 'rrf' } as SearchMode).rows).toBe('none');
     expect(need({ name: 'xtr', kPrime: 100, nprobe: 4 }).rows).toBe('scores');
     expect(need({ name: 'mebert', m: 8 } as SearchMode).rows).toBe('scores');
     expect(need({ name: 'hybrid', base: 'xtr', fusion: 'rrf' } as SearchMode).rows).toBe('scores');
     expect(need({ name: 'exhaustive' }).rows).toBe('vectors');
     expect(need({ name: 'hybrid', base: 'exhaustive', fusion: 'rrf' } as SearchMode).rows).toBe('vectors');
-    expect(need({ name: 'dense' }, { explain: true })).toEqual({ rows: 'none', tokenIds: true, metadata: false });
+    expect(need({ name: 'dense' }, { explain: true })).toEqual({ rows: 'none', tokenIds: true, metadata: false, pooled: true });
     expect(need({ name: 'dense' }, { filter: { field: 'year', gte: 2000 } }).metadata).toBe(true);
   });
 });

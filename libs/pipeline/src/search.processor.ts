@@ -20,25 +20,25 @@ import { ShapeError, hybridLinear, rrf } from '@lateral/scoring';
 import { logSearchDone } from './job-logs';
 import { degradedFields } from './degraded-results';
 import {
-  andMasks,
-  bm25SearchSteps,
+  bm25Pass,
   compileFilter,
-  denseSearchSteps,
-  docMask,
-  exhaustiveSearchSteps,
-  mebertSearchSteps,
-  xtrSearchSteps,
-  type DocMask,
+  densePass,
+  exhaustivePass,
+  mebertPass,
+  pairPass,
+  xtrPass,
+  xtrProbe,
   type Hit,
   type SearchSegment,
-  type SegmentIndex,
+  type SegmentPass,
   type XtrProbe,
 } from '@lateral/search';
 import { eventLoopYielder, runStepsYielding } from './event-loop';
 import type { EncodedText, TokenEncoder } from '@lateral/model';
 import type { ScorerResources } from '@lateral/kernels';
 import type { CollectionRepository, GenerationRepository, IvfCentroidRepository, ObjectStore } from '@lateral/infra';
-import type { SearchNeeds, SearchPart, SegmentCache } from './segment-cache';
+import type { SearchNeeds, SearchPlan, SegmentCache } from './segment-cache';
+import { searchSegments } from './segment-pass';
 import { permanentModelErrors } from './encode.processor';
 import type { EncoderProvider } from './encoders';
 import { specialTokenIds } from './index.processor';
@@ -54,13 +54,11 @@ export interface SearchDeps extends HitDocumentDeps {
   ivf: Pick<IvfCentroidRepository, 'get'>;
   encoders: EncoderProvider;
   /** Segments with their indexes and live documents, and (second stage) views over candidates: one cache. */
-  segments: Pick<SegmentCache, 'searchParts' | 'searchGeneration' | 'view'>;
+  segments: Pick<SegmentCache, 'searchPlan' | 'searchGeneration' | 'view'>;
   scorers: ScorerResources;
   /** Fans searches of collections with several shards out to the shard queues (absent: every segment is searched here). */
   shardCoordinator?: ShardCoordinatorDeps;
 }
-
-type LoadedSegment = SearchPart;
 
 const modeLabel = (m: SearchMode) => m.name;
 
@@ -94,17 +92,10 @@ export async function searchProcessor(deps: SearchDeps, p: JobPayload<QueueName.
   // Several shards: one child job per shard queue and round, merged here (shard-fanout.ts).
   if (deps.shardCoordinator && collectionShards(collection) > 1 && isFanoutJob(job)) return shardedSearch({ ...deps, shardCoordinator: deps.shardCoordinator }, p, req, collection, manifest, job, t0);
 
-  const tLoad = Date.now();
-  // Segments that cannot be read (checksum, decoding, missing object) are left out and named: the result says it is degraded.
-  const { parts, unavailable } = await deps.segments.searchGeneration(collection, manifest, searchNeeds(req));
-  // Deleted and superseded documents (the generation's live table) and the filter, before ranking.
+  // The generation's segments, read one window at a time as the pass reaches them (searchSegments):
+  // what the search holds is bounded by the request, not by the collection.
+  const plan = await deps.segments.searchPlan(collection, manifest, searchNeeds(req));
   const yieldEvery = eventLoopYielder();
-  const masks: (DocMask | undefined)[] = [];
-  for (const part of parts) {
-    masks.push(andMasks(part.live, predicate ? docMask(part.segment, predicate) : undefined));
-    await yieldEvery();
-  }
-  const loadMs = Date.now() - tLoad;
 
   const encoder = await deps.encoders(collection.model).catch(permanentModelErrors);
   const tEnc = Date.now();
@@ -119,23 +110,40 @@ export async function searchProcessor(deps: SearchDeps, p: JobPayload<QueueName.
   const needsIvf = req.mode.name === 'xtr' || (req.mode.name === 'hybrid' && req.mode.base === 'xtr');
   const ivf = needsIvf ? await deps.ivf.get(p.tenantId, req.collection, manifest.codecVersion) : null;
   if (needsIvf && !ivf) throw new Error(`IVF centroids of ${req.collection} v${manifest.codecVersion} are missing from S3`);
-  const searchParts = parts.map((part, s) => ({ segment: part.segment, index: part.index, mask: masks[s] }));
 
   const shaping = hitShaping(collection, req, Math.min(10 * MAX_SEARCH_TOP_K, req.topK * GROUP_DEPTH_FACTOR)); // group, include
+  const depth = Math.max(shaping.depth, req.rerank?.depth ?? 0);
   const tSearch = Date.now();
-  const results: SearchResult['results'] = [];
+  // One pass per query; every query's pass sees each segment while it is open.
+  const stages: FirstStage[] = [];
   for (const [qi, q] of req.queries.entries()) {
     const e = queries[qi];
     const terms = Array.from(encoder.tokenizer.contentIds(q.text)).filter((id) => !skip(id));
-    const depth = Math.max(shaping.depth, req.rerank?.depth ?? 0);
     // XTR's probe (query tokens x centroids) as one ORT GEMM, before the per-segment work.
     const xtrNprobe = req.mode.name === 'xtr' || (req.mode.name === 'hybrid' && req.mode.base === 'xtr') ? Math.min(req.mode.nprobe, ivf!.k) : 0;
     const probe = xtrNprobe > 0 && e.length > 0 ? await (await deps.scorers.ivfProbe()).probe(e.vectors, e.length, ivf!.centroids, e.vectors.length / e.length, xtrNprobe) : undefined;
-    const { hits, reason } = await firstStage(searchParts, req.mode, depth, { encoded: e, pool: () => encoder.pool(e), terms, skip, ivf, probe, explain: req.explain }, yieldEvery);
-    let out: SearchHit[] = hits.map((h) => toHit(h, parts, modeLabel(req.mode), req.explain ? { encoder, query: e } : null));
+    stages.push(firstStagePass(req.mode, depth, { encoded: e, pool: () => encoder.pool(e), terms, skip, ivf, probe, explain: req.explain }));
+  }
+  const passes = stages.flatMap((st) => (st.pass ? [st.pass] : []));
+  const searched = await searchSegments(plan, passes, {
+    predicate,
+    yieldEvery,
+    // The pass is most of the work: 0-90 %, the queries' hits and second stages the rest.
+    onSegment: (done, total) => (done === total || done % 16 === 0 ? job?.updateProgress(Math.round((90 * done) / total)) : undefined),
+  });
+  const unavailable = plan.unavailable(searched.failed);
+  const loadMs = searched.loadMs;
+
+  const results: SearchResult['results'] = [];
+  for (const [qi, q] of req.queries.entries()) {
+    const e = queries[qi];
+    const st = stages[qi];
+    const hits = st.pass ? await runStepsYielding(st.pass.finish(plan.parts.length), yieldEvery) : [];
+    const segs = await hitSegments(plan, hits, !!req.explain);
+    let out: SearchHit[] = hits.map((h) => toHit(h, segs, modeLabel(req.mode), req.explain ? { encoder, query: e } : null));
     if (req.rerank && out.length > 0) out = await secondStage(deps, collection, manifest, encoder, e, out.slice(0, req.rerank.depth), req.rerank.scorer);
-    results.push({ queryId: q.id, hits: out.slice(0, shaping.depth), ...(reason ? { reason } : {}) });
-    await job?.updateProgress(Math.round((100 * (qi + 1)) / req.queries.length));
+    results.push({ queryId: q.id, hits: out.slice(0, shaping.depth), ...(st.reason ? { reason: st.reason } : {}) });
+    await job?.updateProgress(90 + Math.round((10 * (qi + 1)) / req.queries.length));
   }
   await shaping.finish(deps, manifest, results);
   const searchMs = Date.now() - tSearch;
@@ -152,14 +160,14 @@ export async function searchProcessor(deps: SearchDeps, p: JobPayload<QueueName.
 
 /**
  * What the request reads of each segment beyond its index (SearchNeeds): BM25 and dense (and
- * their hybrid) no token rows, XTR and ME-BERT (and XTR's hybrid) the rows' scores, exhaustive
+ * their hybrid) no token rows (dense the pooled vectors, BM25 nothing beyond heads), XTR and ME-BERT (and XTR's hybrid) the rows' scores, exhaustive
  * their vectors; explain the token ids; a filter the metadata.
  */
 export function searchNeeds(req: Pick<SearchRequest, 'mode' | 'filter' | 'explain'>): SearchNeeds {
   const m = req.mode;
   const base = m.name === 'hybrid' ? m.base : m.name;
   const rows = base === 'bm25' || base === 'dense' ? 'none' : base === 'xtr' || base === 'mebert' ? 'scores' : 'vectors';
-  return { rows, tokenIds: !!req.explain, metadata: req.filter !== undefined };
+  return { rows, tokenIds: !!req.explain, metadata: req.filter !== undefined, pooled: base === 'dense' };
 }
 
 /** One query as the first stage needs it. */
@@ -176,46 +184,59 @@ export interface FirstStageQuery {
   explain?: boolean;
 }
 
+/** One query's first stage: its segment pass, or why it has no hits. */
+export interface FirstStage {
+  pass: SegmentPass | null;
+  reason?: string;
+}
+
 /**
- * The first stage of a search over the segments: every segment with its own index, the
- * per-segment lists merged exactly (@lateral/search). The work runs in the library's bounded
- * steps (per segment, and slices within one), awaiting `yieldEvery` between them, so a search
- * over hundreds of segments never holds the event loop (BullMQ renews the job's lock on a
- * timer); the hits are those of the synchronous functions, bit for bit.
+ * The first stage of one query as a segment pass (@lateral/search's stream.ts): the pass sees
+ * the generation's segments one at a time (searchSegments) and its hits are the per-segment lists
+ * merged exactly, those of the library's whole-collection functions bit for bit. The work runs
+ * in the library's bounded steps (per segment, and slices within one), awaited between, so a
+ * search over hundreds of segments never holds the event loop (BullMQ renews the job's lock on a
+ * timer).
  */
-export async function firstStage(parts: readonly SearchSegmentPart[], mode: SearchMode, n: number, q: FirstStageQuery, yieldEvery: () => Promise<void>): Promise<{ hits: Hit[]; reason?: string }> {
+export function firstStagePass(mode: SearchMode, n: number, q: FirstStageQuery): FirstStage {
   const e = q.encoded;
   switch (mode.name) {
     case 'bm25':
-      if (q.terms.length === 0) return { hits: [], reason: 'the query has no searchable terms (only stop words, punctuation or special tokens)' };
-      return { hits: await runStepsYielding(bm25SearchSteps(parts, q.terms, n, { k1: mode.k1, b: mode.b }, q.skip), yieldEvery) };
+      if (q.terms.length === 0) return { pass: null, reason: 'the query has no searchable terms (only stop words, punctuation or special tokens)' };
+      return { pass: bm25Pass(q.terms, n, { k1: mode.k1, b: mode.b }, q.skip) };
     case 'dense':
-      return { hits: await runStepsYielding(denseSearchSteps(parts, q.pool(), n), yieldEvery) };
+      return { pass: densePass(q.pool(), n) };
     case 'mebert':
-      return { hits: await runStepsYielding(mebertSearchSteps(parts, q.pool(), mode.m, n), yieldEvery) };
+      return { pass: mebertPass(q.pool(), mode.m, n) };
     case 'exhaustive':
-      if (e.length === 0) return { hits: [], reason: 'the query has no tokens' };
-      return { hits: await runStepsYielding(exhaustiveSearchSteps(parts, e.vectors, e.length, n, { explain: q.explain }), yieldEvery) };
+      if (e.length === 0) return { pass: null, reason: 'the query has no tokens' };
+      return { pass: exhaustivePass(e.vectors, e.length, n, { explain: q.explain }) };
     case 'xtr': {
-      if (e.length === 0) return { hits: [], reason: 'the query has no tokens' };
+      if (e.length === 0) return { pass: null, reason: 'the query has no tokens' };
       const ivf = q.ivf!;
-      const r = await runStepsYielding(xtrSearchSteps(parts, e.vectors, e.length, ivf.centroids, { kPrime: mode.kPrime, nprobe: Math.min(mode.nprobe, ivf.k), topN: n, explain: q.explain, probe: q.probe }), yieldEvery);
-      return { hits: r.hits };
+      const nprobe = Math.min(mode.nprobe, ivf.k);
+      const probe = q.probe ?? xtrProbe(e.vectors, e.length, ivf.centroids, e.vectors.length / e.length, nprobe);
+      return { pass: xtrPass(e.vectors, e.length, probe, { kPrime: mode.kPrime, topN: n, explain: q.explain }) };
     }
     case 'hybrid': {
       const base: SearchMode = mode.base === 'xtr' ? { name: 'xtr', kPrime: mode.kPrime, nprobe: mode.nprobe } : mode.base === 'dense' ? { name: 'dense' } : { name: 'exhaustive' };
-      const a = (await firstStage(parts, base, mode.depth, q, yieldEvery)).hits;
-      const b = (await firstStage(parts, { name: 'bm25', k1: mode.k1, b: mode.b }, mode.depth, q, yieldEvery)).hits;
-      return { hits: fuse(a, b, mode, n) };
+      const a = firstStagePass(base, mode.depth, q).pass;
+      const b = firstStagePass({ name: 'bm25', k1: mode.k1, b: mode.b }, mode.depth, q).pass;
+      // A side with nothing to search (no tokens, no terms) contributes no hits to the fusion.
+      const none: SegmentPass = { needsStats: false, count: () => {}, visit: function* () {}, finish: function* () { return []; } };
+      return { pass: pairPass(a ?? none, b ?? none, (x, y) => fuse(x, y, mode, n)) };
     }
   }
 }
 
-/** A segment as the first stage searches it: its index and the mask of its searchable documents. */
-export interface SearchSegmentPart {
-  segment: SearchSegment;
-  index: SegmentIndex;
-  mask?: DocMask;
+/** The segments the hits name, with their ids (and token ids when explaining): read again, a few segments, after the pass let them go. */
+async function hitSegments(plan: SearchPlan, hits: Hit[], explain: boolean): Promise<{ segment: Pick<SearchSegment, 'docIds' | 'tokenIds'> }[]> {
+  const out: { segment: Pick<SearchSegment, 'docIds' | 'tokenIds'> }[] = [];
+  for (const s of new Set(hits.map((h) => h.segment))) {
+    const part = plan.parts[s];
+    out[s] = { segment: explain ? (await part.open()).segment : { docIds: await part.docIds(), tokenIds: new Int32Array(0) } };
+  }
+  return out;
 }
 
 async function finish(deps: Pick<SearchDeps, 'store'>, resultKey: string, result: SearchResult): Promise<JobResults[QueueName.search]> {
@@ -244,7 +265,7 @@ export function fuse(a: Hit[], b: Hit[], mode: Extract<SearchMode, { name: 'hybr
   return scored.slice(0, n).map(({ key, score }) => ({ ...byKey.get(key)!, score }));
 }
 
-export function toHit(h: Hit, parts: LoadedSegment[], scoredBy: string, explain: { encoder: TokenEncoder; query: EncodedText } | null): SearchHit {
+export function toHit(h: Hit, parts: readonly { segment: Pick<SearchSegment, 'docIds' | 'tokenIds'> }[], scoredBy: string, explain: { encoder: TokenEncoder; query: EncodedText } | null): SearchHit {
   const seg = parts[h.segment].segment;
   const hit: SearchHit = { id: seg.docIds[h.doc], score: h.score, scoredBy };
   if (explain && h.explain) {

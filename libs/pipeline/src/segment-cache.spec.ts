@@ -384,7 +384,7 @@ describe('SegmentCache', () => {
       const E2 = segment('b-2', ['e5', 'e6', 'e7'], 7, eden4, edenArtifact);
       const centroids = Float32Array.from({ length: 2 * DIMS }, (_, i) => Math.sin(i + 3));
       const { ranges, whole, m } = rangesAndWhole(dir, [E1, E2], centroids);
-      const light = await ranges.searchParts(collection, m, { rows: 'none', tokenIds: false, metadata: false });
+      const light = await ranges.searchParts(collection, m, { rows: 'none', tokenIds: false, metadata: false, pooled: true });
       const full = await whole.searchParts(collection, m);
       const qVec = Float32Array.from({ length: DIMS }, (_, i) => Math.cos(i * 0.7));
       const terms = [1, 4, 5, 9, 20];
@@ -403,9 +403,15 @@ describe('SegmentCache', () => {
       expect(() => light[0].segment.metadata(0)).toThrow('reads no metadata');
       expect(() => light[0].segment.tokenIds).toThrow('reads no token ids');
       // A mode that reads token rows (or a filter) gets whole segments, from the same cache.
-      const [again] = await ranges.searchParts(collection, m, { rows: 'none', tokenIds: false, metadata: true });
+      const [again] = await ranges.searchParts(collection, m, { rows: 'none', tokenIds: false, metadata: true, pooled: true });
       expect(again.segment.metadata(0)).toEqual(full[0].segment.metadata(0));
       expect(ranges.heldKeys()).toContain(`seg:${E1.ref.key}`);
+      // BM25 alone reads heads and indexes: no pooled vectors read or kept, the same ranking.
+      const { ranges: bm25Only, m: m2 } = rangesAndWhole(path.join(dir, 'bm25'), [E1, E2], centroids);
+      const heads = await bm25Only.searchParts(collection, m2, { rows: 'none', tokenIds: false, metadata: false, pooled: false });
+      expect(bm25Search(heads, terms, 5).map((h) => [h.key, h.score])).toEqual(rank(full).bm25);
+      expect(heads[0].segment.docVectors).toBeNull();
+      expect(bm25Only.heldKeys().filter((k) => !/^(head|idx|ids|gen):/.test(k))).toEqual([]);
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }
@@ -418,7 +424,7 @@ describe('SegmentCache', () => {
       const E2 = segment('c-2', Array.from({ length: 7 }, (_, i) => `b${i}`), 10, eden4, edenArtifact);
       const centroids = Float32Array.from({ length: 3 * DIMS }, (_, i) => Math.sin(i + 5));
       const { src, opts, ranges, whole, m } = rangesAndWhole(dir, [E1, E2], centroids);
-      const coded = await ranges.searchParts(collection, m, { rows: 'scores', tokenIds: false, metadata: false });
+      const coded = await ranges.searchParts(collection, m, { rows: 'scores', tokenIds: false, metadata: false, pooled: false });
       const full = await whole.searchParts(collection, m);
       const q = Float32Array.from({ length: 3 * DIMS }, (_, i) => Math.cos(i * 1.1));
       const rank = (parts: typeof coded) => ({
@@ -441,11 +447,11 @@ describe('SegmentCache', () => {
       truncateSync(file, 64);
       const s3Before = src.reads.get(E1.ref.key)!;
       const restarted = new SegmentCache(new DiskObjectCache(src.source, dir, 1 << 20, 'test'), { get: async () => edenArtifact }, noStatic, { ...opts, rangeReads: true });
-      expect(rank(await restarted.searchParts(collection, m, { rows: 'scores', tokenIds: false, metadata: false }))).toEqual(rank(full));
+      expect(rank(await restarted.searchParts(collection, m, { rows: 'scores', tokenIds: false, metadata: false, pooled: false }))).toEqual(rank(full));
       expect(src.reads.get(E1.ref.key)).toBe(s3Before + 1);
       // Without scoring from codes the whole segment is read.
       const decoding = new SegmentCache(new DiskObjectCache(src.source, dir, 1 << 20, 'test'), { get: async () => edenArtifact }, noStatic, { ...opts, scoreFromCodes: false, rangeReads: true });
-      await decoding.searchParts(collection, m, { rows: 'scores', tokenIds: false, metadata: false });
+      await decoding.searchParts(collection, m, { rows: 'scores', tokenIds: false, metadata: false, pooled: false });
       expect(decoding.heldKeys()).toContain(`seg:${E1.ref.key}`);
     } finally {
       rmSync(dir, { recursive: true, force: true });

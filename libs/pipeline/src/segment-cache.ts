@@ -245,7 +245,7 @@ export class SegmentUnavailableError extends PermanentJobError {
  * What a search reads of each segment beyond its index, ids and token offsets. When re-ranks read
  * ranges (SegmentCache reads the segments' local copies), a search that needs no metadata and no
  * token ids is served without loading whole segments: with `rows: 'none'` (BM25, dense) from
- * heads and pooled vectors, with `rows: 'scores'` (XTR, ME-BERT) from heads and the code and norm
+ * heads and pooled vectors (BM25 alone: heads), with `rows: 'scores'` (XTR, ME-BERT) from heads and the code and norm
  * sections alone (two positioned reads, no ids, metadata or token ids parsed) where the segment
  * can be scored from its codes.
  */
@@ -256,9 +256,11 @@ export interface SearchNeeds {
   tokenIds: boolean;
   /** Metadata (filters). */
   metadata: boolean;
+  /** With `rows: 'none'`: the pooled document vectors (dense); BM25 reads only heads and indexes. */
+  pooled: boolean;
 }
 
-export const ALL_SEARCH_NEEDS: SearchNeeds = { rows: 'vectors', tokenIds: true, metadata: true };
+export const ALL_SEARCH_NEEDS: SearchNeeds = { rows: 'vectors', tokenIds: true, metadata: true, pooled: true };
 
 /** The generation's searchable segments, and those that could not be read. */
 export interface SearchGeneration {
@@ -270,6 +272,33 @@ export interface SegmentCacheStats extends ByteLruStats {
   /** Most segment / index loads that ran at once. */
   loadPeak: number;
   disk?: DiskCacheStats;
+}
+
+/**
+ * A segment of a generation as a segment-major search meets it (SegmentCache.searchPlan): known
+ * by its place, read only when opened.
+ */
+export interface LazySearchPart {
+  /** Its index in the manifest's segments. */
+  position: number;
+  ref: SegmentRef;
+  /** Live documents (undefined: all). */
+  live: DocMask | undefined;
+  /** Its search index alone (BM25's statistics pass). */
+  index(): Promise<SegmentIndex>;
+  /** Its source as the search's needs read it, and its index. */
+  open(): Promise<SearchPart>;
+  /** Its document ids in order (from its head where the search reads heads). */
+  docIds(): Promise<readonly string[]>;
+}
+
+/** A generation's segments for a segment-major search, and how to name those that could not be read. */
+export interface SearchPlan {
+  parts: LazySearchPart[];
+  /** How many segments a search keeps open at once (the one it searches and those read ahead): the load concurrency, at least 2. */
+  openAhead: number;
+  /** The unavailable segments: those the search failed to read ([manifest position, error]) and those whose ids are not known. */
+  unavailable(failed: Iterable<[number, SegmentUnavailableError]>): UnavailableSegment[];
 }
 
 /** A segment of a generation, ready for search: its index, its place in the generation, its live documents. */
@@ -581,14 +610,56 @@ export class SegmentCache {
   }
 
   /**
+   * The generation's segments for a segment-major search (@lateral/search's passes): nothing is
+   * read here beyond the generation's id table; each part is opened when the search reaches it
+   * (its source as `searchSource` reads it, and its index, under the load limiter) and is let go
+   * by the search after, so what a search holds beyond the memory cache is the few segments it
+   * has open, not the generation (searchGeneration opened every segment before scoring and held
+   * them all to the end: a search's memory grew with the collection). Segments with no live
+   * document are left out, as in searchGeneration. A part that cannot be read throws
+   * SegmentUnavailableError from `open` or `index`; `unavailable` names those the search
+   * recorded, with the segments whose ids are not known.
+   */
+  async searchPlan(collection: Pick<Collection, 'tenantId' | 'id' | 'model'>, manifest: CollectionManifest, needs: SearchNeeds = ALL_SEARCH_NEEDS): Promise<SearchPlan> {
+    const table = await this.table(collection, manifest);
+    const parts: LazySearchPart[] = [];
+    let docBase = 0;
+    manifest.segments.forEach((ref, position) => {
+      const base = docBase;
+      docBase += ref.documents;
+      const live = table.live[position];
+      if (live && !live.includes(1)) return;
+      parts.push({
+        position,
+        ref,
+        live,
+        index: () => this.index(collection, ref),
+        open: async () => {
+          const [src, idx] = await Promise.allSettled([this.searchSource(collection, ref, needs), this.index(collection, ref)]);
+          if (src.status === 'rejected') throw src.reason;
+          if (idx.status === 'rejected') throw idx.reason;
+          return { ref, segment: searchSegment(src.value, base), index: idx.value, live };
+        },
+        docIds: async () => (this.readsHeads(needs) && !this.lru.has(`seg:${ref.key}`) ? (await this.head(collection, ref)).docIds : (await this.segment(collection, ref)).reader.docIds) as readonly string[],
+      });
+    });
+    return { parts, openAhead: Math.max(2, this.opts.loadConcurrency), unavailable: (failed) => this.unavailableOf(collection, manifest, table, [...failed].sort((a, b) => a[0] - b[0])) };
+  }
+
+  /** Whether a search with these needs reads segments' heads rather than whole segments (where it can). */
+  private readsHeads(needs: SearchNeeds): boolean {
+    return needs.rows !== 'vectors' && !needs.tokenIds && !needs.metadata && !!this.opts.rangeReads && !!this.source.readRanges;
+  }
+
+  /**
    * A segment as search reads it (SearchNeeds): from its head and pooled vectors, from its head and
    * code sections, or whole. A segment held whole already, one with no local copy, and one whose
    * codes cannot be scored are read whole.
    */
   private async searchSource(collection: Pick<Collection, 'tenantId' | 'id' | 'model'>, ref: SegmentRef, needs: SearchNeeds): Promise<SegmentSource> {
-    if (needs.rows !== 'vectors' && !needs.tokenIds && !needs.metadata && this.opts.rangeReads && this.source.readRanges && !this.lru.has(`seg:${ref.key}`)) {
+    if (this.readsHeads(needs) && !this.lru.has(`seg:${ref.key}`)) {
       const head = await this.head(collection, ref);
-      const part = needs.rows === 'none' ? await this.pooledSource(ref, head) : await this.codesSource(ref, head);
+      const part = needs.rows === 'scores' ? await this.codesSource(ref, head) : needs.pooled ? await this.pooledSource(ref, head) : this.headSource(ref, head, null);
       if (part) return part;
     }
     const loaded = await this.segment(collection, ref);

@@ -76,6 +76,39 @@ export function sumBm25Stats(stats: readonly Bm25Stats[]): Bm25Stats {
   return { documents, totalLength, terms, df };
 }
 
+/**
+ * The global statistics of a few terms (a request's query terms), summed one segment index at a
+ * time: `bm25Query` given `stats()` returns what it returns given `sumBm25Stats` over the same
+ * segments, while nothing proportional to the segments' vocabularies is held (issue 10: a search
+ * visits segments one at a time). Terms are sorted and deduplicated here.
+ */
+export class Bm25TermStats {
+  private readonly terms: Int32Array;
+  private readonly df: Uint32Array;
+  private documents = 0;
+  private totalLength = 0;
+
+  constructor(termIds: ArrayLike<number>) {
+    this.terms = Int32Array.from(new Set(Array.from(termIds))).sort();
+    this.df = new Uint32Array(this.terms.length);
+  }
+
+  /** Counts one segment (its index's postings). */
+  add(index: SegmentIndex | { documents: number; bm25: Bm25Postings }): void {
+    const { terms, postingOffsets, totalLength } = index.bm25;
+    this.documents += index.documents;
+    this.totalLength += totalLength;
+    for (let u = 0; u < this.terms.length; u++) {
+      const at = lowerBound(terms, this.terms[u]);
+      if (at < terms.length && terms[at] === this.terms[u]) this.df[u] += postingOffsets[at + 1] - postingOffsets[at];
+    }
+  }
+
+  stats(): Bm25Stats {
+    return { documents: this.documents, totalLength: this.totalLength, terms: this.terms.slice(), df: this.df.slice() };
+  }
+}
+
 /** df of one term (0 when absent). */
 export function documentFrequency(stats: Bm25Stats, term: number): number {
   const u = lowerBound(stats.terms, term);

@@ -1,7 +1,7 @@
 export { concatDocPrefixes, docPrefixesOf, searchSegment, tokenOwners, type SearchSegment, type SegmentSource, type DocMask, type Hit, type HitExplain, type RowScorer, type SegmentHits } from './types';
 export { TopK } from './select';
 export { runSteps, DOC_SLICE, DENSE_DOC_SLICE, type Steps } from './steps';
-export { kWayMerge, mergeHits, compareRanked, hitKeys, type RankedList, type MergedPositions } from './merge';
+export { kWayMerge, mergeHits, mergeIntoHits, compareRanked, hitKeys, type RankedList, type MergedPositions } from './merge';
 export {
   ivfCentroidCount, sphericalKmeans, fitIvfCentroids, assignNearest, normalizeRows, distinctSample, IVF_MIN_CENTROIDS, IVF_MAX_CENTROIDS,
   type KmeansOptions, type KmeansResult, type FitIvfOptions, type Assignment, type AssignFn,
@@ -12,11 +12,11 @@ export {
   type SegmentIndex, type TokenIvf, type Bm25Postings, type BuildSegmentIndexOptions, type IndexExpectations,
 } from './segment-index';
 export {
-  BM25_K1, BM25_B, segmentBm25Stats, sumBm25Stats, documentFrequency, bm25Query, bm25SegmentSearch, bm25Search, bm25SearchSteps,
+  BM25_K1, BM25_B, Bm25TermStats, segmentBm25Stats, sumBm25Stats, documentFrequency, bm25Query, bm25SegmentSearch, bm25Search, bm25SearchSteps,
   type Bm25Params, type Bm25Stats, type Bm25Query, type SegmentSearchOptions,
 } from './bm25';
 export {
-  xtrProbe, xtrSegmentSearch, xtrSegmentSearchSteps, xtrMerge, xtrMergeSteps, xtrAccumulate, xtrCandidates, xtrCandidateCount, XtrWorkspace, xtrAggregateSegment, xtrSearch, xtrSearchSteps, benchXtrAccumulator, XTR_MAX_QUERY_TOKENS,
+  xtrProbe, xtrSegmentSearch, xtrSegmentSearchSteps, xtrMerge, xtrMergeSteps, xtrAccumulate, xtrCandidates, xtrCandidateCount, XtrWorkspace, xtrAggregateSegment, xtrSearch, xtrSearchSteps, XtrRunningMerge, benchXtrAccumulator, XTR_MAX_QUERY_TOKENS,
   type XtrProbe, type XtrSegmentLists, type XtrSegmentOptions, type XtrMerged, type XtrAggregateOptions, type XtrSearchOptions,
   type XtrSearchResult, type XtrAccumulatorBenchOptions, type XtrAccumulatorBench,
 } from './xtr';
@@ -32,3 +32,4 @@ export {
 export { xtrGlobalCut, xtrShardHits, xtrShardHitsSteps, mergeShardHits } from './shards';
 /** Deterministic synthetic collections (seeded), for tests of the libraries that search segments. */
 export { makeCorpus, randomUnit, unitRows, type Corpus, type CorpusOptions } from './test-utils';
+export { densePass, mebertPass, exhaustivePass, bm25Pass, xtrPass, pairPass, type SegmentPass, type PassSegment } from './stream';

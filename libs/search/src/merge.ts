@@ -133,3 +133,37 @@ export function mergeHits(perSegment: readonly SegmentHits[], n: number): Hit[] 
 export function segmentHits(docBase: number, drained: { scores: Float64Array; ids: Uint32Array }): SegmentHits {
   return { docBase, docs: drained.ids, scores: drained.scores };
 }
+
+/**
+ * A running top-n over segments visited one at a time: `running` (the top-n so far, best first)
+ * merged with one more segment's hits, cut at n. Folding every segment in order through it gives
+ * exactly `mergeHits` over all of them (keys are unique across segments, so the order is total),
+ * while holding n hits instead of n per segment. `segment` is stored in each new hit.
+ */
+export function mergeIntoHits(running: readonly Hit[], next: SegmentHits, segment: number, n: number): Hit[] {
+  if (next.docs.length !== next.scores.length) throw new RangeError(`mergeIntoHits: segment ${segment} has ${next.docs.length} docs but ${next.scores.length} scores`);
+  if (next.explain && next.explain.length !== next.docs.length) throw new RangeError(`mergeIntoHits: segment ${segment} has ${next.docs.length} docs but ${next.explain.length} explanations`);
+  const out: Hit[] = [];
+  let a = 0;
+  let b = 0;
+  const B = next.docs.length;
+  while (out.length < n && (a < running.length || b < B)) {
+    let takeA = b >= B;
+    if (!takeA && a < running.length) {
+      const r = running[a];
+      takeA = compareRanked(r.score, r.key, next.scores[b], next.docBase + next.docs[b]) <= 0;
+    }
+    if (takeA) {
+      out.push(running[a++]);
+    } else {
+      if (b > 0 && compareRanked(next.scores[b - 1], next.docs[b - 1], next.scores[b], next.docs[b]) > 0) {
+        throw new RangeError(`mergeIntoHits: segment ${segment}'s hits are not in (score desc, doc asc) order at ${b - 1}, ${b}`);
+      }
+      const hit: Hit = { segment, doc: next.docs[b], key: next.docBase + next.docs[b], score: next.scores[b] };
+      if (next.explain) hit.explain = next.explain[b];
+      out.push(hit);
+      b++;
+    }
+  }
+  return out;
+}
