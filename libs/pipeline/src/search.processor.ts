@@ -37,8 +37,8 @@ import { eventLoopYielder, runStepsYielding } from './event-loop';
 import type { EncodedText, TokenEncoder } from '@lateral/model';
 import type { ScorerResources } from '@lateral/kernels';
 import type { CollectionRepository, GenerationRepository, IvfCentroidRepository, ObjectStore } from '@lateral/infra';
-import type { SearchNeeds, SearchPlan, SegmentCache } from './segment-cache';
-import { searchSegments } from './segment-pass';
+import type { SearchNeeds, SegmentCache } from './segment-cache';
+import { hitSegments, searchSegments } from './segment-pass';
 import { permanentModelErrors } from './encode.processor';
 import type { EncoderProvider } from './encoders';
 import { specialTokenIds } from './index.processor';
@@ -54,7 +54,7 @@ export interface SearchDeps extends HitDocumentDeps {
   ivf: Pick<IvfCentroidRepository, 'get'>;
   encoders: EncoderProvider;
   /** Segments with their indexes and live documents, and (second stage) views over candidates: one cache. */
-  segments: Pick<SegmentCache, 'searchPlan' | 'searchGeneration' | 'view'>;
+  segments: Pick<SegmentCache, 'searchPlan' | 'view'>;
   scorers: ScorerResources;
   /** Fans searches of collections with several shards out to the shard queues (absent: every segment is searched here). */
   shardCoordinator?: ShardCoordinatorDeps;
@@ -227,16 +227,6 @@ export function firstStagePass(mode: SearchMode, n: number, q: FirstStageQuery):
       return { pass: pairPass(a ?? none, b ?? none, (x, y) => fuse(x, y, mode, n)) };
     }
   }
-}
-
-/** The segments the hits name, with their ids (and token ids when explaining): read again, a few segments, after the pass let them go. */
-async function hitSegments(plan: SearchPlan, hits: Hit[], explain: boolean): Promise<{ segment: Pick<SearchSegment, 'docIds' | 'tokenIds'> }[]> {
-  const out: { segment: Pick<SearchSegment, 'docIds' | 'tokenIds'> }[] = [];
-  for (const s of new Set(hits.map((h) => h.segment))) {
-    const part = plan.parts[s];
-    out[s] = { segment: explain ? (await part.open()).segment : { docIds: await part.docIds(), tokenIds: new Int32Array(0) } };
-  }
-  return out;
 }
 
 async function finish(deps: Pick<SearchDeps, 'store'>, resultKey: string, result: SearchResult): Promise<JobResults[QueueName.search]> {

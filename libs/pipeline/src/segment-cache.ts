@@ -618,14 +618,21 @@ export class SegmentCache {
    * them all to the end: a search's memory grew with the collection). Segments with no live
    * document are left out, as in searchGeneration. A part that cannot be read throws
    * SegmentUnavailableError from `open` or `index`; `unavailable` names those the search
-   * recorded, with the segments whose ids are not known.
+   * recorded, with the segments whose ids are not known. `docBaseOf`: each segment's first global
+   * document key (a shard's plan over its scoped manifest); default its place in this manifest.
    */
-  async searchPlan(collection: Pick<Collection, 'tenantId' | 'id' | 'model'>, manifest: CollectionManifest, needs: SearchNeeds = ALL_SEARCH_NEEDS): Promise<SearchPlan> {
+  async searchPlan(
+    collection: Pick<Collection, 'tenantId' | 'id' | 'model'>,
+    manifest: CollectionManifest,
+    needs: SearchNeeds = ALL_SEARCH_NEEDS,
+    docBaseOf?: (ref: SegmentRef) => number,
+  ): Promise<SearchPlan> {
     const table = await this.table(collection, manifest);
     const parts: LazySearchPart[] = [];
     let docBase = 0;
     manifest.segments.forEach((ref, position) => {
-      const base = docBase;
+      // A shard's segments keep the global document keys of the whole generation.
+      const base = docBaseOf ? docBaseOf(ref) : docBase;
       docBase += ref.documents;
       const live = table.live[position];
       if (live && !live.includes(1)) return;

@@ -1,4 +1,4 @@
-import { andMasks, docMask, type DocPredicate, type SegmentPass } from '@lateral/search';
+import { andMasks, docMask, type DocPredicate, type Hit, type SearchSegment, type SegmentPass } from '@lateral/search';
 import { runStepsYielding } from './event-loop';
 import { SegmentUnavailableError, type LazySearchPart, type SearchPlan } from './segment-cache';
 
@@ -43,6 +43,7 @@ export async function searchSegments(plan: SearchPlan, passes: readonly SegmentP
       for (const p of counting) p.count(index);
     });
   }
+  if (passes.every((p) => p.visits === false)) return report;
   const readable = plan.parts.filter((part) => !report.failed.has(part.position));
   const slot = new Map(plan.parts.map((part, s) => [part, s]));
   let done = 0;
@@ -96,4 +97,18 @@ async function inOrder<P, T>(
     // Reads already started are awaited (settled, never rejected) so none outlives the search unobserved.
     await Promise.all(queue);
   }
+}
+
+/**
+ * The segments the hits name (by their index in the plan), with their ids, and their token ids
+ * when explaining: read again after the pass let them go, a few segments (their heads where the
+ * search reads heads).
+ */
+export async function hitSegments(plan: SearchPlan, hits: readonly Hit[], explain: boolean): Promise<{ segment: Pick<SearchSegment, 'docIds' | 'tokenIds'> }[]> {
+  const out: { segment: Pick<SearchSegment, 'docIds' | 'tokenIds'> }[] = [];
+  for (const s of new Set(hits.map((h) => h.segment))) {
+    const part = plan.parts[s];
+    out[s] = { segment: explain ? (await part.open()).segment : { docIds: await part.docIds(), tokenIds: new Int32Array(0) } };
+  }
+  return out;
 }

@@ -26,35 +26,25 @@ import {
 } from '@lateral/shared';
 import { ShapeError, topK } from '@lateral/scoring';
 import {
-  andMasks,
-  bm25Query,
-  bm25SegmentSearch,
+  Bm25StatsPass,
+  bm25Pass,
   compileFilter,
-  denseSearchSteps,
-  docMask,
-  exhaustiveSearchSteps,
-  mebertSearchSteps,
-  mergeHits,
+  densePass,
+  exhaustivePass,
+  mebertPass,
   mergeShardHits,
-  segmentBm25Stats,
   sumBm25Stats,
   xtrGlobalCut,
-  xtrMergeSteps,
-  xtrSegmentSearchSteps,
-  xtrShardHitsSteps,
-  XtrWorkspace,
+  xtrPass,
   type Bm25Stats,
-  type DocMask,
   type Hit,
-  type SearchSegment,
-  type SegmentHits,
-  type SegmentIndex,
-  type XtrMerged,
-  type XtrSegmentLists,
+  type SegmentPass,
+  type Steps,
+  type XtrPass,
 } from '@lateral/search';
 import type { EncodedText } from '@lateral/model';
 import { jobLogger, type ObjectStore, type ShardQueues } from '@lateral/infra';
-import type { SearchPart } from './segment-cache';
+import { hitSegments, searchSegments } from './segment-pass';
 import { permanentModelErrors } from './encode.processor';
 import { specialTokenIds } from './index.processor';
 import { fuseHybrid, hybridBase, scoreGroup } from './scorers';
@@ -368,24 +358,6 @@ export function scopedManifest(manifest: CollectionManifest, scope: Scope): Coll
   return { ...manifest, committedAt: `${manifest.committedAt}#shard-${scope.shard}-of-${scope.shards}`, segments: manifest.segments.filter((s) => segmentShard(s, scope.shards) === scope.shard) };
 }
 
-/** The shard's segments ready for search, with the global document keys of the whole generation (docBase). */
-async function shardParts(deps: ShardedDeps, collection: Collection, manifest: CollectionManifest, scope: Scope, req: SearchRequest): Promise<{ parts: SearchPart[]; unavailable: UnavailableSegment[] }> {
-  const bases = new Map<string, number>();
-  let docBase = 0;
-  for (const s of manifest.segments) {
-    bases.set(s.key, docBase);
-    docBase += s.documents;
-  }
-  const { parts, unavailable } = await deps.segments.searchGeneration(collection, scopedManifest(manifest, scope), searchNeeds(req));
-  const shardParts = parts.map((part) => {
-    const b = bases.get(part.ref.key)!;
-    // Same segment, its global docBase (the segment object's other fields are read through).
-    const segment = Object.create(part.segment, { docBase: { value: b, enumerable: true } }) as SearchSegment;
-    return { ...part, segment };
-  });
-  return { parts: shardParts, unavailable };
-}
-
 const needsBm25 = (m: SearchMode) => m.name === 'bm25' || m.name === 'hybrid';
 const needsXtr = (m: SearchMode) => m.name === 'xtr' || (m.name === 'hybrid' && m.base === 'xtr');
 
@@ -419,7 +391,10 @@ interface HitsPartial {
   searchMs: number;
 }
 
-/** What every search child prepares: the request, the shard's parts with masks, the encoded queries. */
+/**
+ * What every search child prepares: the request, the shard's segments as a plan (opened one
+ * window at a time by the pass, searchSegments; global document keys), the encoded queries.
+ */
 async function searchContext(deps: ShardedDeps, collection: Collection, manifest: CollectionManifest, scope: Scope, req: SearchRequest) {
   let predicate;
   try {
@@ -428,17 +403,14 @@ async function searchContext(deps: ShardedDeps, collection: Collection, manifest
     if (err instanceof ValidationError) throw new PermanentJobError(err.message);
     throw err;
   }
-  const tLoad = Date.now();
-  // Segments of the shard that cannot be read are left out and named (the result says it is degraded).
-  const { parts, unavailable } = await shardParts(deps, collection, manifest, scope, req);
-  // Masks segment by segment, yielding between them (a filter reads every document's metadata).
-  const yieldEvery = eventLoopYielder();
-  const searchParts: { segment: SearchSegment; index: SegmentIndex; mask: DocMask | undefined }[] = [];
-  for (const part of parts) {
-    searchParts.push({ segment: part.segment, index: part.index, mask: andMasks(part.live, predicate ? docMask(part.segment, predicate) : undefined) });
-    await yieldEvery();
+  const bases = new Map<string, number>();
+  let docBase = 0;
+  for (const s of manifest.segments) {
+    bases.set(s.key, docBase);
+    docBase += s.documents;
   }
-  const loadMs = Date.now() - tLoad;
+  const plan = await deps.segments.searchPlan(collection, scopedManifest(manifest, scope), searchNeeds(req), (ref) => bases.get(ref.key)!);
+  const yieldEvery = eventLoopYielder();
   const encoder = await deps.encoders(collection.model).catch(permanentModelErrors);
   const tEnc = Date.now();
   const vectorsNeeded = req.mode.name !== 'bm25' || !!req.explain;
@@ -451,46 +423,46 @@ async function searchContext(deps: ShardedDeps, collection: Collection, manifest
   const ivf = needsXtr(req.mode) ? await deps.ivf.get(collection.tenantId, collection.id, manifest.codecVersion) : null;
   if (needsXtr(req.mode) && !ivf) throw new Error(`IVF centroids of ${collection.id} v${manifest.codecVersion} are missing from S3`);
   const terms = req.queries.map((q) => Array.from(encoder.tokenizer.contentIds(q.text)).filter((id) => !skip(id)));
-  return { parts, unavailable, searchParts, encoder, queries, skip, ivf, terms, loadMs, encodeQueriesMs, yieldEvery };
+  return { plan, predicate, encoder, queries, skip, ivf, terms, encodeQueriesMs, yieldEvery };
 }
 
 type SearchContext = Awaited<ReturnType<typeof searchContext>>;
 
-/** The shard's XTR lists of query `qi`, per segment, and their merge within the shard. */
-async function xtrShardLists(deps: ShardedDeps, ctx: SearchContext, mode: Extract<SearchMode, { name: 'xtr' }>, qi: number): Promise<{ lists: XtrSegmentLists[]; merged: XtrMerged } | null> {
+/** Query `qi`'s XTR pass over the shard's segments (its probe as one ORT GEMM); null when the query has no tokens. */
+async function xtrShardPass(deps: ShardedDeps, ctx: SearchContext, mode: Extract<SearchMode, { name: 'xtr' }>, qi: number, topN: number, explain?: boolean): Promise<XtrPass | null> {
   const e = ctx.queries[qi];
-  if (e.length === 0 || ctx.searchParts.length === 0) return null;
+  if (e.length === 0) return null;
   const ivf = ctx.ivf!;
   const nprobe = Math.min(mode.nprobe, ivf.k);
   const probe = await (await deps.scorers.ivfProbe()).probe(e.vectors, e.length, ivf.centroids, e.vectors.length / e.length, nprobe);
-  const lists: XtrSegmentLists[] = [];
-  for (const p of ctx.searchParts) {
-    lists.push(await runStepsYielding(xtrSegmentSearchSteps(p.segment, p.index, e.vectors, e.length, probe, { kPrime: mode.kPrime, mask: p.mask }), ctx.yieldEvery));
-    await ctx.yieldEvery();
-  }
-  return { lists, merged: await runStepsYielding(xtrMergeSteps(lists), ctx.yieldEvery) };
+  return xtrPass(e.vectors, e.length, probe, { kPrime: mode.kPrime, topN, explain });
 }
 
 const xtrOf = (m: SearchMode): Extract<SearchMode, { name: 'xtr' }> | null =>
   m.name === 'xtr' ? m : m.name === 'hybrid' && m.base === 'xtr' ? { name: 'xtr', kPrime: m.kPrime, nprobe: m.nprobe } : null;
 
+/** Round 1: per query, the shard's BM25 statistics of its terms (indexes alone) and the merge of its segments' XTR lists (one pass over the segments). */
 async function statsChild(deps: ShardedDeps, ctx: SearchContext, req: SearchRequest): Promise<StatsPartial> {
-  const stats = needsBm25(req.mode) ? sumBm25Stats(ctx.searchParts.map((p) => segmentBm25Stats(p.index))) : null;
+  const counters = needsBm25(req.mode) ? ctx.terms.map((t) => new Bm25StatsPass(t)) : null;
   const xtr = xtrOf(req.mode);
+  const xtrPasses: (XtrPass | null)[] = [];
+  if (xtr) for (let qi = 0; qi < req.queries.length; qi++) xtrPasses.push(await xtrShardPass(deps, ctx, xtr, qi, 1));
+  const passes: SegmentPass[] = [...(counters ?? []), ...xtrPasses.filter((x): x is XtrPass => x !== null)];
+  await searchSegments(ctx.plan, passes, { predicate: ctx.predicate, yieldEvery: ctx.yieldEvery });
+  const S = ctx.plan.parts.length;
   const out: StatsPartial['queries'] = [];
   for (let qi = 0; qi < req.queries.length; qi++) {
     const q: StatsPartial['queries'][number] = {};
-    if (stats) {
-      const terms = [...new Set(ctx.terms[qi])].sort((a, b) => a - b);
-      q.bm25 = { documents: stats.documents, totalLength: stats.totalLength, terms, df: terms.map((t) => documentFrequencyOf(stats, t)) };
+    if (counters) {
+      const st = counters[qi].stats();
+      q.bm25 = { documents: st.documents, totalLength: st.totalLength, terms: Array.from(st.terms), df: Array.from(st.df) };
     }
     if (xtr) {
-      const r = await xtrShardLists(deps, ctx, xtr, qi);
-      const n = ctx.queries[qi].length;
-      q.xtr = Array.from({ length: n }, (_, i) => {
-        if (!r) return { scores: [], keys: [], rows: [] };
-        const a = r.merged.offsets[i], b = r.merged.offsets[i + 1];
-        return { scores: Array.from(r.merged.scores.subarray(a, b)), keys: Array.from(r.merged.keys.subarray(a, b)), rows: Array.from(r.merged.rows.subarray(a, b)) };
+      const merged = xtrPasses[qi]?.lists(S);
+      q.xtr = Array.from({ length: ctx.queries[qi].length }, (_, i) => {
+        if (!merged) return { scores: [], keys: [], rows: [] };
+        const a = merged.offsets[i], b = merged.offsets[i + 1];
+        return { scores: Array.from(merged.scores.subarray(a, b)), keys: Array.from(merged.keys.subarray(a, b)), rows: Array.from(merged.rows.subarray(a, b)) };
       });
     }
     out.push(q);
@@ -498,70 +470,67 @@ async function statsChild(deps: ShardedDeps, ctx: SearchContext, req: SearchRequ
   return { queries: out };
 }
 
-function documentFrequencyOf(stats: Bm25Stats, term: number): number {
-  let lo = 0, hi = stats.terms.length - 1;
-  while (lo <= hi) {
-    const mid = (lo + hi) >>> 1;
-    if (stats.terms[mid] === term) return stats.df[mid];
-    if (stats.terms[mid] < term) lo = mid + 1;
-    else hi = mid - 1;
-  }
-  return 0;
+/** One ranked list a shard answers for a query: its pass (null: the query has nothing to search) and how its hits are read at the end. */
+interface ShardList {
+  pass: SegmentPass | null;
+  finish: (segments: number) => Steps<Hit[]>;
+  reason?: string;
 }
 
+/** Round 2: every query's lists (hybrid: its two) from one pass over the shard's segments, with the global figures of round 1. */
 async function hitsChild(deps: ShardedDeps, ctx: SearchContext, req: SearchRequest, input: SearchInput | null, depth: number): Promise<HitsPartial> {
   const tSearch = Date.now();
   const label = req.mode.name;
-  const workspace = new XtrWorkspace();
-  const toShardHits = (hits: Hit[], qi: number): ShardHit[] =>
-    hits.map((h) => ({ key: h.key, ...toHit(h, ctx.parts, label, req.explain ? { encoder: ctx.encoder, query: ctx.queries[qi] } : null) }));
-  const out: HitsPartial['queries'] = [];
-  for (let qi = 0; qi < req.queries.length; qi++) {
+  const list = async (qi: number, mode: SearchMode, n: number): Promise<ShardList> => {
     const e = ctx.queries[qi];
-    const run = async (mode: SearchMode, n: number): Promise<{ hits: Hit[]; reason?: string }> => {
-      switch (mode.name) {
-        case 'bm25': {
-          if (ctx.terms[qi].length === 0) return { hits: [], reason: 'the query has no searchable terms (only stop words, punctuation or special tokens)' };
-          const g = input!.queries[qi].bm25!;
-          const stats: Bm25Stats = { documents: g.documents, totalLength: g.totalLength, terms: Int32Array.from(g.terms), df: Uint32Array.from(g.df) };
-          const query = bm25Query(ctx.terms[qi], stats, { k1: mode.k1, b: mode.b }, ctx.skip);
-          const perSegment: SegmentHits[] = [];
-          for (const p of ctx.searchParts) {
-            perSegment.push(bm25SegmentSearch(p.segment, p.index, query, n, { mask: p.mask }));
-            await ctx.yieldEvery();
-          }
-          return { hits: mergeHits(perSegment, n) };
-        }
-        case 'dense':
-          return { hits: await runStepsYielding(denseSearchSteps(ctx.searchParts, ctx.encoder.pool(e), n), ctx.yieldEvery) };
-        case 'mebert':
-          return { hits: await runStepsYielding(mebertSearchSteps(ctx.searchParts, ctx.encoder.pool(e), mode.m, n), ctx.yieldEvery) };
-        case 'exhaustive':
-          if (e.length === 0) return { hits: [], reason: 'the query has no tokens' };
-          return { hits: await runStepsYielding(exhaustiveSearchSteps(ctx.searchParts, e.vectors, e.length, n, { explain: req.explain }), ctx.yieldEvery) };
-        case 'xtr': {
-          if (e.length === 0) return { hits: [], reason: 'the query has no tokens' };
-          const r = await xtrShardLists(deps, ctx, mode, qi);
-          if (!r) return { hits: [] };
-          const g = input!.queries[qi].xtr!;
-          return { hits: await runStepsYielding(xtrShardHitsSteps(r.lists, r.merged, g.imputed, g.survivors.map((c) => c[0]), { topN: n, explain: req.explain, workspace }), ctx.yieldEvery) };
-        }
-        case 'hybrid':
-          throw new Error('hybrid is run as its two lists');
+    const of = (pass: SegmentPass): ShardList => ({ pass, finish: (S) => pass.finish(S) });
+    const none = (reason?: string): ShardList => ({ pass: null, finish: function* () { return []; }, ...(reason ? { reason } : {}) });
+    switch (mode.name) {
+      case 'bm25': {
+        if (ctx.terms[qi].length === 0) return none('the query has no searchable terms (only stop words, punctuation or special tokens)');
+        const g = input!.queries[qi].bm25!;
+        const stats: Bm25Stats = { documents: g.documents, totalLength: g.totalLength, terms: Int32Array.from(g.terms), df: Uint32Array.from(g.df) };
+        return of(bm25Pass(ctx.terms[qi], n, { k1: mode.k1, b: mode.b }, ctx.skip, stats));
       }
-    };
+      case 'dense':
+        return of(densePass(ctx.encoder.pool(e), n));
+      case 'mebert':
+        return of(mebertPass(ctx.encoder.pool(e), mode.m, n));
+      case 'exhaustive':
+        if (e.length === 0) return none('the query has no tokens');
+        return of(exhaustivePass(e.vectors, e.length, n, { explain: req.explain }));
+      case 'xtr': {
+        if (e.length === 0) return none('the query has no tokens');
+        const pass = (await xtrShardPass(deps, ctx, mode, qi, n, req.explain))!;
+        const g = input!.queries[qi].xtr!;
+        return { pass, finish: (S) => pass.finishCut(S, { imputed: g.imputed, survivors: g.survivors.map((c) => c[0]) }) };
+      }
+      case 'hybrid':
+        throw new Error('hybrid is run as its two lists');
+    }
+  };
+  const lists: ShardList[][] = [];
+  for (let qi = 0; qi < req.queries.length; qi++) {
     if (req.mode.name === 'hybrid') {
       const m = req.mode;
       const baseMode: SearchMode = m.base === 'xtr' ? { name: 'xtr', kPrime: m.kPrime, nprobe: m.nprobe } : m.base === 'dense' ? { name: 'dense' } : { name: 'exhaustive' };
-      const a = await run(baseMode, m.depth);
-      const b = await run({ name: 'bm25', k1: m.k1, b: m.b }, m.depth);
-      out.push({ hits: toShardHits(a.hits, qi), second: toShardHits(b.hits, qi) });
-    } else {
-      const { hits, reason } = await run(req.mode, depth);
-      out.push({ hits: toShardHits(hits, qi), ...(reason ? { reason } : {}) });
-    }
+      lists.push([await list(qi, baseMode, m.depth), await list(qi, { name: 'bm25', k1: m.k1, b: m.b }, m.depth)]);
+    } else lists.push([await list(qi, req.mode, depth)]);
   }
-  return { queries: out, unavailable: ctx.unavailable, loadMs: ctx.loadMs, encodeQueriesMs: ctx.encodeQueriesMs, searchMs: Date.now() - tSearch };
+  const report = await searchSegments(ctx.plan, lists.flat().flatMap((l) => (l.pass ? [l.pass] : [])), { predicate: ctx.predicate, yieldEvery: ctx.yieldEvery });
+  const S = ctx.plan.parts.length;
+  const out: HitsPartial['queries'] = [];
+  for (let qi = 0; qi < req.queries.length; qi++) {
+    const shardHits = async (l: ShardList): Promise<ShardHit[]> => {
+      const hits = await runStepsYielding(l.finish(S), ctx.yieldEvery);
+      const segs = await hitSegments(ctx.plan, hits, !!req.explain);
+      return hits.map((h) => ({ key: h.key, ...toHit(h, segs, label, req.explain ? { encoder: ctx.encoder, query: ctx.queries[qi] } : null) }));
+    };
+    const [a, b] = lists[qi];
+    if (b) out.push({ hits: await shardHits(a), second: await shardHits(b) });
+    else out.push({ hits: await shardHits(a), ...(a.reason ? { reason: a.reason } : {}) });
+  }
+  return { queries: out, unavailable: ctx.plan.unavailable(report.failed), loadMs: report.loadMs, encodeQueriesMs: ctx.encodeQueriesMs, searchMs: Date.now() - tSearch };
 }
 
 /** The parent of a sharded search. */

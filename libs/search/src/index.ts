@@ -32,4 +32,4 @@ export {
 export { xtrGlobalCut, xtrShardHits, xtrShardHitsSteps, mergeShardHits } from './shards';
 /** Deterministic synthetic collections (seeded), for tests of the libraries that search segments. */
 export { makeCorpus, randomUnit, unitRows, type Corpus, type CorpusOptions } from './test-utils';
-export { densePass, mebertPass, exhaustivePass, bm25Pass, xtrPass, pairPass, type SegmentPass, type PassSegment } from './stream';
+export { densePass, mebertPass, exhaustivePass, bm25Pass, xtrPass, pairPass, Bm25StatsPass, XtrPass, type SegmentPass, type PassSegment } from './stream';

@@ -1,14 +1,15 @@
 import { describe, expect, it } from 'vitest';
-import { bm25SearchSteps } from './bm25';
+import { bm25SearchSteps, segmentBm25Stats, sumBm25Stats } from './bm25';
 import { denseSearchSteps, mebertSearchSteps } from './dense';
 import { exhaustiveSearchSteps } from './exhaustive';
 import { sphericalKmeans } from './kmeans';
 import { mergeHits, mergeIntoHits } from './merge';
 import { buildSegmentIndex, type SegmentIndex } from './segment-index';
 import { runSteps } from './steps';
-import { bm25Pass, densePass, exhaustivePass, mebertPass, pairPass, xtrPass, type SegmentPass } from './stream';
+import { Bm25StatsPass, bm25Pass, densePass, exhaustivePass, mebertPass, pairPass, xtrPass, type SegmentPass } from './stream';
 import { intMatrixCorpus, makeCorpus, randomCuts, randomUnit, rng, segmentsOf, type Corpus } from './test-utils';
 import type { DocMask, Hit, SearchSegment, SegmentHits } from './types';
+import { mergeShardHits, xtrGlobalCut, xtrShardHits } from './shards';
 import { XtrRunningMerge, xtrMerge, xtrProbe, xtrSearchSteps, xtrSegmentSearch } from './xtr';
 
 const d = 8;
@@ -75,6 +76,52 @@ describe('segment passes (one segment at a time) equal the whole-collection sear
       expect(running.merged(ps.length)).toEqual(xtrMerge(lists));
       expect(() => running.add(lists[0], 0)).toThrow(/added after segment 29/);
     }
+  });
+
+  it("shards: each shard's pass answers round 1 (its merged lists) and round 2 (hits under the global cut) as xtrShardHits does, and the shards together equal one search", () => {
+    const ps = parts(corpus, randomCuts(rng(10), 120, 24), true);
+    const n = 6;
+    const probe = xtrProbe(q, n, centroids, d, 6);
+    for (const [kPrime, topN] of [[5, 10], [60, 40], [4000, 200]]) {
+      const shards = [0, 1, 2].map((k) => ps.filter((_, s) => s % 3 === k));
+      // round 1
+      const round1 = shards.map((sp) => {
+        const pass = xtrPass(q, n, probe, { kPrime, topN, explain: true });
+        streamed(pass, sp);
+        return { pass, merged: pass.lists(sp.length) };
+      });
+      const cuts = Array.from({ length: n }, (_, i) => xtrGlobalCut(round1.map(({ merged: m }) => ({ scores: m.scores.subarray(m.offsets[i], m.offsets[i + 1]), keys: m.keys.subarray(m.offsets[i], m.offsets[i + 1]), rows: m.rows.subarray(m.offsets[i], m.offsets[i + 1]) })), kPrime));
+      // round 2, per shard
+      const shardHits = shards.map((sp, k) => {
+        const imputed = cuts.map((c) => c.imputed);
+        const survivors = cuts.map((c) => c.survivors[k]);
+        const got = runSteps(round1[k].pass.finishCut(sp.length, { imputed, survivors }));
+        const lists = sp.map((p) => xtrSegmentSearch(p.segment, p.index, q, n, probe, { kPrime, mask: p.mask }));
+        expect(got).toEqual(xtrShardHits(lists, xtrMerge(lists), imputed, survivors, { topN, explain: true }));
+        return got;
+      });
+      const whole = runSteps(xtrSearchSteps(ps, q, n, centroids, { kPrime, nprobe: 6, topN, probe }));
+      expect(mergeShardHits(shardHits, topN).map((h) => [h.key, h.score])).toEqual(whole.hits.map((h) => [h.key, h.score]));
+    }
+    expect(() => runSteps(xtrPass(q, n, probe, { kPrime: 5, topN: 3 }).finishCut(0, { imputed: [0], survivors: [0] }))).toThrow(/the cut is for 1/);
+  });
+
+  it("BM25 statistics alone (a shard's round 1) count the query terms as sumBm25Stats does, and visit nothing", () => {
+    const ps = parts(corpus, randomCuts(rng(13), 120, 9), false);
+    const counter = new Bm25StatsPass([...terms, 99_999]);
+    expect(counter.visits).toBe(false);
+    for (const p of ps) counter.count(p.index);
+    const all = sumBm25Stats(ps.map((p) => segmentBm25Stats(p.index)));
+    const got = counter.stats();
+    expect([got.documents, got.totalLength]).toEqual([all.documents, all.totalLength]);
+    Array.from(got.terms).forEach((t, u) => {
+      const at = Array.from(all.terms).indexOf(t);
+      expect(got.df[u]).toBe(at >= 0 ? all.df[at] : 0);
+    });
+    // given those statistics, a pass scores without counting
+    const given = bm25Pass(terms, 20, {}, undefined, got);
+    expect(given.needsStats).toBe(false);
+    expect(streamed(given, ps)).toEqual(runSteps(bm25SearchSteps(ps, terms, 20)));
   });
 
   it('a hybrid pair runs both passes over one visit of each segment', () => {

@@ -1,11 +1,11 @@
-import { Bm25TermStats, bm25Query, bm25SegmentSearch, type Bm25Params, type Bm25Query } from './bm25';
+import { Bm25TermStats, bm25Query, bm25SegmentSearch, type Bm25Params, type Bm25Query, type Bm25Stats } from './bm25';
 import { denseSegmentSearchSteps, mebertSegmentSearchSteps } from './dense';
 import { exhaustiveSegmentSearchSteps } from './exhaustive';
 import { mergeIntoHits } from './merge';
 import type { SegmentIndex } from './segment-index';
 import type { Steps } from './steps';
 import type { DocMask, Hit, SearchSegment, SegmentHits } from './types';
-import { XtrRunningMerge, XtrWorkspace, xtrSegmentSearchSteps, type XtrProbe } from './xtr';
+import { XtrRunningMerge, XtrWorkspace, xtrSegmentSearchSteps, type XtrMerged, type XtrProbe } from './xtr';
 
 /**
  * Segment-major search (issue 10, ARCHITECTURE "Serving"): the caller visits a generation's
@@ -21,6 +21,8 @@ import { XtrRunningMerge, XtrWorkspace, xtrSegmentSearchSteps, type XtrProbe } f
  */
 export interface SegmentPass {
   readonly needsStats: boolean;
+  /** false: the pass only counts indexes (a shard's statistics round); when no pass visits, no segment is opened. Default true. */
+  readonly visits?: boolean;
   count(index: SegmentIndex): void;
   /** Segment `s` (its index in the caller's list; increasing across calls). */
   visit(s: number, part: PassSegment): Steps<void>;
@@ -72,9 +74,12 @@ export function exhaustivePass(q: Float32Array, n: number, topN: number, opts: {
   return new TopNPass(topN, (p) => exhaustiveSegmentSearchSteps(p.segment, q, n, topN, { ...opts, mask: p.mask }));
 }
 
-/** BM25 (`bm25SearchSteps`): the query's global statistics first, counted segment by segment. */
+/**
+ * BM25 (`bm25SearchSteps`): the query's global statistics first, counted segment by segment, or
+ * given (a shard's round 2: the statistics summed over every shard).
+ */
 class Bm25Pass implements SegmentPass {
-  readonly needsStats: boolean = true;
+  readonly needsStats: boolean;
   private readonly counter: Bm25TermStats;
   private query: Bm25Query | null = null;
   private hits: Hit[] = [];
@@ -84,8 +89,11 @@ class Bm25Pass implements SegmentPass {
     private readonly topN: number,
     private readonly params: Bm25Params,
     private readonly skip: ((tokenId: number) => boolean) | undefined,
+    stats: Bm25Stats | undefined,
   ) {
     this.counter = new Bm25TermStats(terms);
+    this.needsStats = !stats;
+    if (stats) this.query = bm25Query(terms, stats, params, skip);
   }
 
   count(index: SegmentIndex): void {
@@ -103,12 +111,41 @@ class Bm25Pass implements SegmentPass {
   }
 }
 
-export function bm25Pass(queryTermIds: ArrayLike<number>, topN: number, params: Bm25Params = {}, skip?: (tokenId: number) => boolean): SegmentPass {
-  return new Bm25Pass(queryTermIds, topN, params, skip);
+export function bm25Pass(queryTermIds: ArrayLike<number>, topN: number, params: Bm25Params = {}, skip?: (tokenId: number) => boolean, stats?: Bm25Stats): SegmentPass {
+  return new Bm25Pass(queryTermIds, topN, params, skip, stats);
 }
 
-/** XTR (`xtrSearchSteps` with a given probe): each segment's lists folded into the global lists, aggregated at the end. */
-class XtrPass implements SegmentPass {
+/** BM25's statistics of some terms over the segments' indexes, and nothing else (a shard's round 1). */
+export class Bm25StatsPass implements SegmentPass {
+  readonly needsStats: boolean = true;
+  readonly visits: boolean = false;
+  private readonly counter: Bm25TermStats;
+
+  constructor(termIds: ArrayLike<number>) {
+    this.counter = new Bm25TermStats(termIds);
+  }
+
+  count(index: SegmentIndex): void {
+    this.counter.add(index);
+  }
+
+  *visit(): Steps<void> {}
+
+  *finish(): Steps<Hit[]> {
+    return [];
+  }
+
+  stats(): Bm25Stats {
+    return this.counter.stats();
+  }
+}
+
+/**
+ * XTR (`xtrSearchSteps` with a given probe): each segment's lists folded into the global lists,
+ * aggregated at the end. A shard uses the same pass: `lists` are its round-1 answer (the merge of
+ * its segments' lists), `finishCut` its round-2 hits under the cut over every shard.
+ */
+export class XtrPass implements SegmentPass {
   readonly needsStats: boolean = false;
   private readonly merge: XtrRunningMerge;
 
@@ -128,12 +165,22 @@ class XtrPass implements SegmentPass {
   }
 
   *finish(segments: number): Steps<Hit[]> {
-    const { hits } = yield* this.merge.aggregateSteps(segments, { topN: this.opts.topN, normalize: this.opts.normalize, explain: this.opts.explain, workspace: new XtrWorkspace() });
+    return yield* this.finishCut(segments);
+  }
+
+  /** The merge of the segments' lists so far (xtrMerge over them). */
+  lists(segments: number): XtrMerged {
+    return this.merge.merged(segments);
+  }
+
+  /** The hits under a cut made elsewhere (XtrRunningMerge.aggregateSteps); none: this merge's own. */
+  *finishCut(segments: number, cut?: { imputed: ArrayLike<number>; survivors: ArrayLike<number> }): Steps<Hit[]> {
+    const { hits } = yield* this.merge.aggregateSteps(segments, { topN: this.opts.topN, normalize: this.opts.normalize, explain: this.opts.explain, workspace: new XtrWorkspace() }, cut);
     return hits;
   }
 }
 
-export function xtrPass(q: Float32Array, n: number, probe: XtrProbe, opts: { kPrime: number; topN: number; explain?: boolean; normalize?: boolean }): SegmentPass {
+export function xtrPass(q: Float32Array, n: number, probe: XtrProbe, opts: { kPrime: number; topN: number; explain?: boolean; normalize?: boolean }): XtrPass {
   if (probe.n !== n) throw new RangeError(`xtrPass: the probe is for ${probe.n} query tokens, the query has ${n}`);
   return new XtrPass(q, n, probe, opts);
 }

@@ -753,11 +753,25 @@ export class XtrRunningMerge {
   /**
    * The hits: each segment with a surviving entry aggregated from its surviving entries
    * (`xtrAggregateSegment`, which reads only that prefix of its lists), merged into the global
-   * top-n. Segments with no surviving entry have no candidate.
+   * top-n. Segments with no surviving entry have no candidate. `cut` (a shard's round 2,
+   * shards.ts): the global imputation scores and how many entries of this merge's list i survive
+   * the cut over every shard (a prefix); default this merge's own, as one process searching every
+   * segment (what `xtrShardHits` computes from every segment's lists, here from the merge alone).
    */
-  *aggregateSteps(segments: number, opts: XtrAggregateOptions): Steps<{ hits: Hit[]; imputed: Float64Array }> {
+  *aggregateSteps(segments: number, opts: XtrAggregateOptions, cut?: { imputed: ArrayLike<number>; survivors: ArrayLike<number> }): Steps<{ hits: Hit[]; imputed: Float64Array }> {
     const merged = this.merged(segments);
     const n = this.n;
+    if (cut) {
+      merged.imputed = Float64Array.from(cut.imputed);
+      if (merged.imputed.length !== n || cut.survivors.length !== n) throw new RangeError(`XtrRunningMerge: the cut is for ${merged.imputed.length} / ${cut.survivors.length} query tokens, the merge for ${n}`);
+      merged.survivors.fill(0);
+      for (let i = 0; i < n; i++) {
+        const a = merged.offsets[i];
+        const keep = cut.survivors[i];
+        if (!(Number.isInteger(keep) && keep >= 0 && keep <= merged.offsets[i + 1] - a)) throw new RangeError(`XtrRunningMerge: ${keep} survivors for query token ${i}, the list has ${merged.offsets[i + 1] - a}`);
+        for (let o = 0; o < keep; o++) merged.survivors[merged.segments[a + o] * n + i]++;
+      }
+    }
     // Each segment's surviving entries, per query token in global order (= its own list order).
     const bySegment = new Map<number, { offsets: Uint32Array; fill: Uint32Array; scores: Float64Array; docs: Uint32Array; rows: Uint32Array }>();
     for (const [s] of [...this.segmentShape].sort((x, y) => x[0] - y[0])) {
@@ -768,7 +782,9 @@ export class XtrRunningMerge {
       bySegment.set(s, { offsets, fill: offsets.slice(0, n), scores: new Float64Array(total), docs: new Uint32Array(total), rows: new Uint32Array(total) });
     }
     for (let i = 0; i < n; i++) {
-      for (let g = merged.offsets[i]; g < merged.offsets[i + 1]; g++) {
+      const a = merged.offsets[i];
+      const end = cut ? a + cut.survivors[i] : merged.offsets[i + 1];
+      for (let g = a; g < end; g++) {
         const t = bySegment.get(merged.segments[g])!;
         const at = t.fill[i]++;
         t.scores[at] = merged.scores[g];
