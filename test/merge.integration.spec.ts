@@ -324,8 +324,8 @@ describe('merge (real Redis, real S3 server, real ONNX model)', () => {
     for (let i = 40; i < 80; i += 10) await ingest(c, docs.slice(i, i + 10).map((d) => ({ id: d.id, text: d.text })));
     const inputs = (await manifest(c)).segments;
     const objects = inputs.flatMap((r) => segmentObjects('default', c, r));
-    // Per segment: the segment, its index, raw vectors, documents, info, and the merge's merged-away marker.
-    expect(objects).toHaveLength(24);
+    // Per segment: the segment, its index, its head, raw vectors, documents, info, and the merge's merged-away marker.
+    expect(objects).toHaveLength(28);
     const exist = async (keys: string[]) => Promise.all(keys.map((k) => server.runtime.store.exists(k)));
     expect(await exist(objects)).toEqual(objects.map((k) => !k.includes('/merged-away/')));
     const run = (gc: { keepGenerations: number; graceSeconds: number }) => mergeProcessor({ ...merge, gc }, { op: 'merge', tenantId: 'default', collectionId: c, trigger: 'api' });

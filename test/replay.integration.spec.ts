@@ -54,6 +54,9 @@ describe('replayed jobs change nothing (real Redis, real S3 server, real ONNX mo
     const segBefore = await server.runtime.store.get(segmentKey);
     const indexBefore = await server.runtime.store.get(indexKey);
     expect(indexBefore).not.toBeNull();
+    const headKey = s3Keys.segmentHead(t, 'replay', batchId, 1);
+    const headBefore = await server.runtime.store.get(headKey);
+    expect(headBefore).not.toBeNull();
 
     // commit: the batch is already in the current generation with the same segment
     const commit = await run(QueueName.commit, { ...common, segmentKey, codecVersion: 1 });
@@ -66,6 +69,7 @@ describe('replayed jobs change nothing (real Redis, real S3 server, real ONNX mo
     // index: the same search index bytes again (its commit then commits nothing)
     await run(QueueName.index, { ...common, segmentKey, codecVersion: 1 });
     expect(Buffer.from((await server.runtime.store.get(indexKey))!).equals(Buffer.from(indexBefore!))).toBe(true);
+    expect(Buffer.from((await server.runtime.store.get(headKey))!).equals(Buffer.from(headBefore!))).toBe(true);
     await idle();
     expect(Buffer.from((await server.runtime.store.get(indexKey))!).equals(Buffer.from(indexBefore!))).toBe(true);
     // twice more, concurrently

@@ -9,6 +9,7 @@ import { permanentModelErrors } from './encode.processor';
 import type { EncoderProvider } from './encoders';
 import { enqueueNext } from './pipeline';
 import { segmentReadOptions, type StaticEmbeddingsCache } from './static-embeddings';
+import { segmentHeadData, serializeSegmentHead } from './segment-head';
 
 /** What the index processor touches. */
 export interface IndexDeps {
@@ -126,6 +127,8 @@ export async function indexProcessor(deps: IndexDeps, p: JobPayload<QueueName.in
   const out = await segmentIndexBytes(deps, collection, reader, p.codecVersion, await pooledTerms(deps, reader, s3Keys.rawVectors(p.tenantId, p.collectionId, p.batchId)));
   const indexKey = s3Keys.segmentIndex(p.tenantId, p.collectionId, p.batchId, p.codecVersion);
   await deps.store.put(indexKey, out);
+  // The head from the same checked read, before the commit: every committed segment has one (older ones are read whole once).
+  await deps.store.put(s3Keys.segmentHead(p.tenantId, p.collectionId, p.batchId, p.codecVersion), serializeSegmentHead(segmentHeadData(reader, bytes.byteLength)));
   const result = { indexKey, bytes: out.byteLength };
   await enqueueNext(deps.queues, QueueName.index, p, result);
   return result;

@@ -27,6 +27,7 @@ import { SegmentIndexCopier } from './merge-index';
 import { chooseMerge, type MergePolicySettings } from './merge-policy';
 import { collectGarbage, gcKeys, segmentObjects, type GarbageRecord, type GcSettings } from './gc';
 import { segmentReadOptions } from './static-embeddings';
+import { segmentHeadData, serializeSegmentHead } from './segment-head';
 
 /** What the merge processor touches. */
 export interface MergeDeps extends Pick<IndexDeps, 'encoders' | 'ivfCentroids' | 'assigner' | 'staticEmbeddings'> {
@@ -195,10 +196,12 @@ async function merge(deps: MergeDeps, p: MergePayload): Promise<JobResults[Queue
     const bytes = codes.finish();
     const key = s3Keys.segment(p.tenantId, p.collectionId, batchId, cv);
     // The index first: a committed segment always has one.
+    const merged = readSegment(bytes, key, artifact, await segmentReadOptions(artifact, collection, deps.staticEmbeddings));
     const indexBytes = index
       ? serializeSegmentIndex(index.finish())
-      : await segmentIndexBytes(deps, collection, readSegment(bytes, key, artifact, await segmentReadOptions(artifact, collection, deps.staticEmbeddings)), cv, rawTerms && { tokenIds: rawTerms.tokenIds, tokenOffsets: rawTerms.tokenOffsets });
+      : await segmentIndexBytes(deps, collection, merged, cv, rawTerms && { tokenIds: rawTerms.tokenIds, tokenOffsets: rawTerms.tokenOffsets });
     await deps.store.put(s3Keys.segmentIndex(p.tenantId, p.collectionId, batchId, cv), indexBytes);
+    await deps.store.put(s3Keys.segmentHead(p.tenantId, p.collectionId, batchId, cv), serializeSegmentHead(segmentHeadData(merged, bytes.byteLength)));
     await deps.store.put(key, bytes);
     deps.liveIds.remember(p.tenantId, p.collectionId, key, docIds);
     output = {

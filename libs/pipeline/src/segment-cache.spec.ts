@@ -11,6 +11,7 @@ import { assembleSegmentDocs } from './encode.processor';
 import { bm25Search, buildSegmentIndex, denseSearch, exhaustiveSearch, mebertSearch, searchSegment, serializeSegmentIndex, xtrSearch } from '@lateral/search';
 import { ByteLru, Limiter, SegmentCache, WHOLE_DECODE_FRACTION, type ObjectSource } from './segment-cache';
 import { extendGenerationTable, findId, generationTable, segmentIdTable } from './id-table';
+import { segmentHeadData, serializeSegmentHead } from './segment-head';
 
 const T = 't1';
 const C = 'c1';
@@ -471,7 +472,7 @@ describe('SegmentCache', () => {
         const disk = new DiskObjectCache(src.source, dir, 1 << 20, 'test');
         const wholeReads: string[] = [];
         const source: ObjectSource = {
-          get: (key) => (wholeReads.push(key), disk.get(key)),
+          get: (key) => (key.endsWith('.seg') && wholeReads.push(key), disk.get(key)),
           readRanges: (key, ranges) => disk.readRanges(key, ranges),
           getLocal: async (key) => {
             const b = await disk.getLocal(key);
@@ -502,6 +503,75 @@ describe('SegmentCache', () => {
       expect(src.reads.get(E1.ref.key)).toBe(1); // S3 read once: everything else came from the disk cache
     } finally {
       rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('rangeReads with an empty disk: heads stored in S3 build the id table; only the segments a request reads by ranges are read whole, once, and checked', async () => {
+    const root = mkdtempSync(path.join(tmpdir(), 'lateral-stored-heads-'));
+    try {
+      const E = [segment('s-1', ['a1', 'a2', 'a3'], 6, eden4, edenArtifact), segment('s-2', ['b1', 'b2'], 7, eden4, edenArtifact), segment('s-3', ['c1', 'c2', 'c3', 'c4'], 8, eden4, edenArtifact)];
+      const centroids = Float32Array.from({ length: 2 * DIMS }, (_, i) => Math.sin(i + 3));
+      const headKey = (ref: SegmentRef) => s3Keys.segmentHead(T, C, ref.batchId, ref.codecVersion);
+      const headOf = (x: Stored) => serializeSegmentHead(segmentHeadData(readSegment(x.bytes, x.ref.key, edenArtifact), x.bytes.byteLength));
+      const { src, opts, whole, m } = rangesAndWhole(path.join(root, 'unused'), E, centroids);
+      for (const x of E) src.add({ ref: { ...x.ref, key: headKey(x.ref) }, bytes: headOf(x) });
+      let disks = 0;
+      const scorer = () => {
+        const disk = new DiskObjectCache(src.source, path.join(root, `d${disks++}`), 1 << 20, 'test');
+        const wholeReads: string[] = [];
+        const source: ObjectSource = {
+          get: (key) => (key.endsWith('.seg') && wholeReads.push(key), disk.get(key)),
+          readRanges: (key, ranges) => disk.readRanges(key, ranges),
+          getLocal: (key) => disk.getLocal(key),
+          putLocal: (key, bytes) => disk.putLocal(key, bytes),
+          invalidate: (key) => disk.invalidate(key),
+        };
+        return { cache: new SegmentCache(source, { get: async () => edenArtifact }, noStatic, { ...opts, rangeReads: true }), wholeReads };
+      };
+      const ids = ['c2', 'a1', 'c4'];
+      const want = await whole.view(collection, m, ids);
+
+      // Three heads read, two segments read whole (those holding candidates), the same view.
+      const cold = scorer();
+      const got = await cold.cache.view(collection, m, ids);
+      expect(cold.cache.stats().storedHeads).toBe(3);
+      expect(cold.wholeReads.sort()).toEqual([E[0].ref.key, E[2].ref.key]);
+      expect(got.docIds).toEqual(want.docIds);
+      expect(Array.from(got.rotated!.image)).toEqual(Array.from(want.rotated!.image));
+      expect(Array.from(got.docVectors)).toEqual(Array.from(want.docVectors));
+      // Checked once: a second request reads ranges of the copies only.
+      await cold.cache.view(collection, m, ['a3', 'c1']);
+      expect(cold.wholeReads).toHaveLength(2);
+      // BM25 on another cold scorer: heads and indexes, no segment read at all; the same ranking.
+      const bm25 = scorer();
+      const heads = await bm25.cache.searchParts(collection, m, { rows: 'none', tokenIds: false, metadata: false, pooled: false });
+      const full = await whole.searchParts(collection, m);
+      expect(bm25Search(heads, [1, 4, 5, 9], 5).map((h) => [h.key, h.score])).toEqual(bm25Search(full, [1, 4, 5, 9], 5).map((h) => [h.key, h.score]));
+      expect(bm25.wholeReads).toEqual([]);
+
+      // A corrupt segment whose stored head is intact: named unavailable at its first read by ranges, its candidates listed.
+      const broken = E[1].bytes.slice();
+      broken[broken.byteLength >> 1] ^= 0xff;
+      src.add({ ref: E[1].ref, bytes: broken });
+      const c = scorer();
+      const v = await c.cache.view(collection, m, ['b2', 'a2']);
+      expect(v.docIds).toEqual(['a2']);
+      expect(v.unavailable!.map((u) => u.key)).toEqual([E[1].ref.key]);
+      expect(v.unavailable![0].reason).toMatch(/checksum mismatch/);
+      expect(v.unavailableIds).toEqual(['b2']);
+      src.add(E[1]);
+
+      // A damaged stored head is not used: that segment's head is made from its object.
+      const bad = headOf(E[2]);
+      bad[10] ^= 1;
+      src.add({ ref: { ...E[2].ref, key: headKey(E[2].ref) }, bytes: bad });
+      const d = scorer();
+      const w = await d.cache.view(collection, m, ['c3']);
+      expect(w.docIds).toEqual(['c3']);
+      expect(d.cache.stats().storedHeads).toBe(2);
+      expect(d.wholeReads).toEqual([E[2].ref.key]);
+    } finally {
+      rmSync(root, { recursive: true, force: true });
     }
   });
 

@@ -271,6 +271,8 @@ export interface SearchGeneration {
 export interface SegmentCacheStats extends ByteLruStats {
   /** Most segment / index loads that ran at once. */
   loadPeak: number;
+  /** Segment heads read from S3 (the index stage's), instead of made from a whole read. */
+  storedHeads: number;
   disk?: DiskCacheStats;
 }
 
@@ -366,6 +368,11 @@ export class SegmentCache {
   private readonly yieldTurn = eventLoopYielder();
   /** Per query (its vectors' array, held by the search while it runs), the EDEN query tables by codec descriptor and seed (rowScorer). */
   private readonly queryLuts = new WeakMap<Float32Array, Map<string, EdenQueryLut>>();
+  /** Segments whose head came from S3 and whose bytes this process has not checked yet (verifiedCopy). */
+  private readonly unverified = new Set<string>();
+  private readonly verifying = new Map<string, Promise<void>>();
+  /** Heads read from S3 (stats: a cold scorer reading heads, not objects). */
+  private storedHeadReads = 0;
   /** EDEN codecs of the rotated images, by descriptor and seed (imageCodec). */
   private readonly imageCodecs = new Map<string, ImageCodec>();
 
@@ -381,7 +388,7 @@ export class SegmentCache {
 
   stats(): SegmentCacheStats {
     const disk = this.source.stats?.();
-    return { ...this.lru.stats(), loadPeak: this.limiter.peak, ...(disk ? { disk } : {}) };
+    return { ...this.lru.stats(), loadPeak: this.limiter.peak, storedHeads: this.storedHeadReads, ...(disk ? { disk } : {}) };
   }
 
   /** Keys held now, least recently used first (for tests and debugging). */
@@ -472,7 +479,8 @@ export class SegmentCache {
    * EDEN token layout, other codec, no local copy), and the caller loads whole segments.
    */
   private async viewFromRanges(collection: Pick<Collection, 'tenantId' | 'id' | 'model'>, manifest: CollectionManifest, table: GenTable, found: [string, number, number][]): Promise<CollectionView | null> {
-    const { got: heads, failed } = await eachSegment(found, (s) => this.head(collection, manifest.segments[s]));
+    // Checked heads: the candidates' bytes are read by ranges next (a head from S3 gets its segment checked first).
+    const { got: heads, failed } = await eachSegment(found, (s) => this.checkedHead(collection, manifest.segments[s]));
     const image = [...heads.values()][0]?.image;
     if (!image || [...heads.values()].some((h) => h.image?.descriptor !== image.descriptor)) return null;
     const { rowOf, docIds, where, unavailableIds } = splitCandidates(found, failed);
@@ -543,8 +551,11 @@ export class SegmentCache {
 
   /**
    * A segment's head: the one kept beside its local copy when there is one for this object (a
-   * scorer started again reads heads, not every object), else from the segment held or one checked
-   * read of its object, then kept beside the copy.
+   * scorer started again reads heads, not every object); else the one the index stage stored in
+   * S3 beside the segment (a scorer with an empty disk reads ~30 B per document, not every object
+   * whole; the segment's bytes are then checked once before anything reads ranges of them,
+   * `verifiedCopy`); else from the segment held or one checked read of its object. A head kept
+   * beside a local copy always comes from a checked read of that copy.
    */
   private async headOf(collection: Pick<Collection, 'tenantId' | 'id' | 'model'>, ref: SegmentRef): Promise<SegmentHead> {
     const localKey = `${ref.key}${HEAD_SUFFIX}`;
@@ -557,11 +568,56 @@ export class SegmentCache {
         return { ...data, image: this.imageCodecFor(data.codec, data.seed, data.dims, artifact) };
       }
       if (bytes) await this.source.invalidate?.(localKey); // not this object's head: made again
+      const stored = await this.storedHead(collection, ref);
+      if (stored) return stored;
     }
     const { loaded, objectBytes } = held ? { loaded: held, objectBytes: ref.bytes } : await this.limiter.run(() => this.readObject(collection, ref));
     const data = segmentHeadData(loaded.reader, objectBytes);
     await this.source.putLocal?.(localKey, serializeSegmentHead(data));
+    this.unverified.delete(ref.key);
     return { ...data, image: this.imageCodec(loaded) };
+  }
+
+  /** The head stored in S3 for this object (index stage, merge), or null: none (a segment written before heads were stored), or not this object's. */
+  private async storedHead(collection: Pick<Collection, 'tenantId' | 'id' | 'model'>, ref: SegmentRef): Promise<SegmentHead | null> {
+    const key = s3Keys.segmentHead(collection.tenantId, collection.id, ref.batchId, ref.codecVersion);
+    const bytes = await this.limiter.run(() => this.source.get(key));
+    const data = bytes && parseSegmentHead(bytes);
+    if (!data || data.objectBytes !== ref.bytes || data.documents !== ref.documents) {
+      if (bytes) await this.source.invalidate?.(key);
+      return null;
+    }
+    this.storedHeadReads++;
+    this.unverified.add(ref.key);
+    const artifact = await this.codecs.get(collection.tenantId, collection.id, ref.codecVersion);
+    return { ...data, image: this.imageCodecFor(data.codec, data.seed, data.dims, artifact) };
+  }
+
+  /**
+   * Before ranges of a segment's local copy are read: when its head came from S3 and this process
+   * has not checked the segment's bytes, one checked read of the whole object (a corrupt segment is
+   * named unavailable here, as a whole read would name it), after which its head is kept beside
+   * the local copy. Concurrent callers share the read.
+   */
+  private async verifiedCopy(collection: Pick<Collection, 'tenantId' | 'id' | 'model'>, ref: SegmentRef): Promise<void> {
+    if (!this.unverified.has(ref.key)) return;
+    let check = this.verifying.get(ref.key);
+    if (!check) {
+      check = this.guarded(collection, ref.key, 'segment', ref.key, async () => {
+        const { loaded, objectBytes } = await this.limiter.run(() => this.readObject(collection, ref));
+        await this.source.putLocal?.(`${ref.key}${HEAD_SUFFIX}`, serializeSegmentHead(segmentHeadData(loaded.reader, objectBytes)));
+        this.unverified.delete(ref.key);
+      }).finally(() => this.verifying.delete(ref.key));
+      this.verifying.set(ref.key, check);
+    }
+    await check;
+  }
+
+  /** A segment's head, its bytes checked when they are to be read by ranges (verifiedCopy). */
+  private async checkedHead(collection: Pick<Collection, 'tenantId' | 'id' | 'model'>, ref: SegmentRef): Promise<SegmentHead> {
+    const head = await this.head(collection, ref);
+    await this.verifiedCopy(collection, ref);
+    return head;
   }
 
   /** Every segment of the generation with its search index and live documents; throws SegmentUnavailableError when one cannot be read. */
@@ -665,7 +721,8 @@ export class SegmentCache {
    */
   private async searchSource(collection: Pick<Collection, 'tenantId' | 'id' | 'model'>, ref: SegmentRef, needs: SearchNeeds): Promise<SegmentSource> {
     if (this.readsHeads(needs) && !this.lru.has(`seg:${ref.key}`)) {
-      const head = await this.head(collection, ref);
+      // BM25 reads the head alone; modes that read ranges of the segment's bytes get them checked first.
+      const head = needs.rows === 'scores' || needs.pooled ? await this.checkedHead(collection, ref) : await this.head(collection, ref);
       const part = needs.rows === 'scores' ? await this.codesSource(ref, head) : needs.pooled ? await this.pooledSource(ref, head) : this.headSource(ref, head, null);
       if (part) return part;
     }

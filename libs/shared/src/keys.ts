@@ -35,6 +35,12 @@ export const s3Keys = {
   pendingPrefix: (t: string, c: string, v: number) => `tenants/${safe('tenant id', t)}/collections/${safe('collection id', c)}/pending/v${v}/`,
   /** Search index of one segment (IVF postings, BM25 postings), immutable like the segment. */
   segmentIndex: (t: string, c: string, batch: string, codecVersion: number) => `tenants/${safe('tenant id', t)}/collections/${safe('collection id', c)}/indexes/v${codecVersion}/${safe('batch id', batch)}.idx`,
+  /**
+   * A segment's head (ids, token offsets, where each document's bytes lie: libs/pipeline's
+   * segment-head.ts), written beside its index from a checked read of the segment, so a scorer
+   * with an empty disk builds its id tables from heads, not from every segment read whole.
+   */
+  segmentHead: (t: string, c: string, batch: string, codecVersion: number) => `tenants/${safe('tenant id', t)}/collections/${safe('collection id', c)}/segment-heads/v${codecVersion}/${safe('batch id', batch)}.head`,
   /** IVF centroids of a collection at one codec version, fitted once (conditional write). */
   ivfCentroids: (t: string, c: string, codecVersion: number) => `tenants/${safe('tenant id', t)}/collections/${safe('collection id', c)}/ivf/v${codecVersion}.centroids`,
   searchRequest: (t: string, job: string) => `tenants/${safe('tenant id', t)}/search/${safe('job id', job)}/request.json`,
