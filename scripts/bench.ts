@@ -12,6 +12,7 @@ const benches: Record<string, () => Promise<Command>> = {
   'rerank-batch': async () => (await import('./bench/rerank-batch')).runRerankBatchBench,
   documents: async () => (await import('./bench/documents')).runDocumentsBench,
   'segment-cache': async () => (await import('./bench/segment-cache')).runSegmentCacheBench,
+  'cold-scorer': async () => (await import('./bench/cold-scorer')).runColdScorerBench,
   load: async () => (await import('./bench/load')).runLoadBench,
   scale: async () => (await import('./bench/scale')).runScaleBench,
 };

@@ -19,12 +19,12 @@ import { writeSegment } from '@lateral/codec';
 import { SegmentCache, assembleSegmentDocs } from '@lateral/pipeline';
 import type { EncodedText } from '@lateral/model';
 
-const median = (xs: number[]) => {
+export const median = (xs: number[]) => {
   const v = [...xs].sort((a, b) => a - b);
   return v.length % 2 ? v[(v.length - 1) / 2] : (v[v.length / 2 - 1] + v[v.length / 2]) / 2;
 };
-const round = (x: number, d = 2) => Math.round(x * 10 ** d) / 10 ** d;
-const opt = (args: string[], name: string, def: number) => {
+export const round = (x: number, d = 2) => Math.round(x * 10 ** d) / 10 ** d;
+export const opt = (args: string[], name: string, def: number) => {
   const i = args.indexOf(name);
   if (i < 0) return def;
   const n = Number(args[i + 1]);
@@ -33,7 +33,7 @@ const opt = (args: string[], name: string, def: number) => {
 };
 
 /** Deterministic pseudo-random unit vectors (xorshift), `tokens` per document. */
-function docs(n: number, tokens: number, dims: number, seed: number): EncodedText[] {
+export function docs(n: number, tokens: number, dims: number, seed: number): EncodedText[] {
   let x = (seed * 2654435761) >>> 0 || 1;
   const rnd = () => {
     x ^= x << 13;

@@ -162,6 +162,12 @@ describe('commitProcessor', () => {
     expect(s.load).not.toHaveBeenCalled();
   });
 
+  it('marks the segment as having a stored head when the index stage wrote one (a scorer with an empty disk reads it)', async () => {
+    const s = setup({ objects: { [ref0.key]: b0, [s3Keys.segmentHead(T, C, 'b-0', 1)]: new Uint8Array(8) }, current: null });
+    expect(await commitProcessor(s.deps, payload('b-0'))).toEqual({ generation: 1, committed: true });
+    expect(s.changes).toEqual([{ segments: [{ ...ref0, head: true }], codecVersion: 1, documents: 2 }]);
+  });
+
   it('a replayed job (same batch, same key and checksum) writes no generation and counts nothing', async () => {
     const remember = vi.fn((_t: string, _c: string, _key: string, _ids: string[]) => undefined);
     const s = setup({
@@ -222,7 +228,7 @@ describe('commitProcessor', () => {
       const codecsGet = vi.fn(async (_t: string, _c: string, _v: number) => v2Artifact);
       const remember = vi.fn();
       const deps: CommitDeps = {
-        store: strictMock<CommitDeps['store']>('store', { get: async (key: string) => ({ [ref0v2.key]: r0, [ref1v2.key]: r1 })[key] ?? null }),
+        store: strictMock<CommitDeps['store']>('store', { get: async (key: string) => ({ [ref0v2.key]: r0, [ref1v2.key]: r1 })[key] ?? null, exists: async () => false }),
         collections: strictMock<CommitDeps['collections']>('collections', { get: collectionsGet, ...(opts.update ? { update } : {}) }),
         generations: strictMock<CommitDeps['generations']>('generations', { recordPending, pending: pendingFn, clearPending, ...(opts.commitStubbed ? { commit } : {}) }),
         codecs: strictMock<CommitDeps['codecs']>('codecs', { get: codecsGet }),

@@ -1,4 +1,4 @@
-import { PermanentJobError, QueueName, assignShard, collectionShards, parentOf, type Collection, type JobPayload, type JobResults, type SegmentRef } from '@lateral/shared';
+import { PermanentJobError, QueueName, assignShard, collectionShards, parentOf, s3Keys, type Collection, type JobPayload, type JobResults, type SegmentRef } from '@lateral/shared';
 
 /** A commit job that commits a written segment (the commit queue also carries deletes: delete.processor.ts). */
 export type SegmentCommitPayload = Extract<JobPayload<QueueName.commit>, { batchId: string }>;
@@ -48,6 +48,8 @@ export async function commitProcessor(deps: CommitDeps, p: SegmentCommitPayload)
     tokens: seg.tokens,
     bytes: bytes.byteLength,
     checksum: crc32c(bytes).toString(16).padStart(8, '0'),
+    // The index stage stores the head before enqueueing the commit; a replayed job from before heads were stored finds none.
+    ...((await deps.store.exists(s3Keys.segmentHead(p.tenantId, p.collectionId, p.batchId, p.codecVersion))) ? { head: true } : {}),
   };
   if (collection.pending && collection.pending.codecVersion === p.codecVersion) return commitRecompression(deps, collection, p, ref);
 

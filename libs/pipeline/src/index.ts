@@ -6,6 +6,8 @@ export * from './commit.processor';
 export * from './encoders';
 export * from './collection-view';
 export * from './segment-cache';
+export { segmentHeadData, serializeSegmentHead, parseSegmentHead, type SegmentHeadData } from './segment-head';
+export { searchSegments, hitSegments, type SegmentPassReport, type SegmentPassOptions } from './segment-pass';
 export * from './segment-health';
 export * from './id-table';
 export * from './static-embeddings';

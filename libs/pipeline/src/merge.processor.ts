@@ -205,7 +205,7 @@ async function merge(deps: MergeDeps, p: MergePayload): Promise<JobResults[Queue
     await deps.store.put(key, bytes);
     deps.liveIds.remember(p.tenantId, p.collectionId, key, docIds);
     output = {
-      batchId, codecVersion: cv, key, documents: docIds.length, tokens, bytes: bytes.byteLength, checksum: crc32c(bytes).toString(16).padStart(8, '0'),
+      batchId, codecVersion: cv, key, documents: docIds.length, tokens, bytes: bytes.byteLength, checksum: crc32c(bytes).toString(16).padStart(8, '0'), head: true,
       // the ingest batches it now stands for (ingestion progress keeps counting them as committed)
       batches: [...new Set(refs.flatMap((r) => segmentBatches(r)))].sort(),
       // the inputs' shard (chooseMerge keeps a merge within one)

@@ -513,8 +513,10 @@ describe('SegmentCache', () => {
       const centroids = Float32Array.from({ length: 2 * DIMS }, (_, i) => Math.sin(i + 3));
       const headKey = (ref: SegmentRef) => s3Keys.segmentHead(T, C, ref.batchId, ref.codecVersion);
       const headOf = (x: Stored) => serializeSegmentHead(segmentHeadData(readSegment(x.bytes, x.ref.key, edenArtifact), x.bytes.byteLength));
-      const { src, opts, whole, m } = rangesAndWhole(path.join(root, 'unused'), E, centroids);
+      const { src, opts, whole, m: plain } = rangesAndWhole(path.join(root, 'unused'), E, centroids);
       for (const x of E) src.add({ ref: { ...x.ref, key: headKey(x.ref) }, bytes: headOf(x) });
+      // The manifest says which segments have a stored head (commit and merge set it).
+      const m = { ...plain, segments: plain.segments.map((r) => ({ ...r, head: true })) };
       let disks = 0;
       const scorer = () => {
         const disk = new DiskObjectCache(src.source, path.join(root, `d${disks++}`), 1 << 20, 'test');
@@ -560,6 +562,15 @@ describe('SegmentCache', () => {
       expect(v.unavailable![0].reason).toMatch(/checksum mismatch/);
       expect(v.unavailableIds).toEqual(['b2']);
       src.add(E[1]);
+
+      // Segments the manifest does not mark (committed before heads were stored): read whole, no GET of a head.
+      const old = scorer();
+      const headGets = () => [...src.reads.keys()].filter((k) => k.includes('/segment-heads/')).reduce((n, k) => n + src.reads.get(k)!, 0);
+      const before = headGets();
+      expect((await old.cache.view(collection, plain, ['c3'])).docIds).toEqual(['c3']);
+      expect(old.wholeReads.sort()).toEqual(E.map((x) => x.ref.key).sort());
+      expect(headGets()).toBe(before);
+      expect(old.cache.stats().storedHeads).toBe(0);
 
       // A damaged stored head is not used: that segment's head is made from its object.
       const bad = headOf(E[2]);

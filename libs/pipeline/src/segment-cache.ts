@@ -551,8 +551,8 @@ export class SegmentCache {
 
   /**
    * A segment's head: the one kept beside its local copy when there is one for this object (a
-   * scorer started again reads heads, not every object); else the one the index stage stored in
-   * S3 beside the segment (a scorer with an empty disk reads ~30 B per document, not every object
+   * scorer started again reads heads, not every object); else, when the manifest says there is
+   * one (`SegmentRef.head`), the one the index stage stored in S3 beside the segment (a scorer with an empty disk reads ~30 B per document, not every object
    * whole; the segment's bytes are then checked once before anything reads ranges of them,
    * `verifiedCopy`); else from the segment held or one checked read of its object. A head kept
    * beside a local copy always comes from a checked read of that copy.
@@ -568,7 +568,7 @@ export class SegmentCache {
         return { ...data, image: this.imageCodecFor(data.codec, data.seed, data.dims, artifact) };
       }
       if (bytes) await this.source.invalidate?.(localKey); // not this object's head: made again
-      const stored = await this.storedHead(collection, ref);
+      const stored = ref.head ? await this.storedHead(collection, ref) : null;
       if (stored) return stored;
     }
     const { loaded, objectBytes } = held ? { loaded: held, objectBytes: ref.bytes } : await this.limiter.run(() => this.readObject(collection, ref));

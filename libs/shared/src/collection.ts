@@ -77,6 +77,12 @@ export interface SegmentRef {
   /** CRC32C of the whole segment object, as hex. */
   checksum: string;
   /**
+   * true: the segment's head is stored in S3 (`s3Keys.segmentHead`, written by the index stage or
+   * the merge that wrote the segment), so a scorer with an empty disk reads it instead of the
+   * whole object. Absent: segments committed before heads were stored (read whole once).
+   */
+  head?: boolean;
+  /**
    * Deleted documents of this segment in this generation: their indexes in the segment, sorted
    * ascending (a delete, or a later ingest of the same id). Absent: none. Written with the
    * manifest, so a generation says by itself which documents are live.
