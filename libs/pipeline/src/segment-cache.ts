@@ -208,6 +208,9 @@ export interface SegmentCacheOptions {
  */
 export const WHOLE_DECODE_FRACTION = 16;
 
+/** Stored segment heads read at once, per segment load allowed at once (SCORER_LOAD_CONCURRENCY). */
+export const HEAD_READS_PER_LOAD = 4;
+
 /** An unreadable object is read again from S3 after this long (a rewrite, e.g. a restore from backup, is then picked up). */
 export const UNAVAILABLE_RECHECK_MS = 30_000;
 
@@ -360,6 +363,8 @@ type Cached = LoadedSegment | SegmentHead | SegmentIdTable | GenerationTable | S
 export class SegmentCache {
   private readonly lru: ByteLru<Cached>;
   private readonly limiter: Limiter;
+  /** Stored heads (~30 B per document) are read more at once than segments: their GETs are latency, not bytes. */
+  private readonly headLimiter: Limiter;
   /** Per collection, the last generation whose table was built (its cache key and segments), to extend it. */
   private readonly lastTable = new Map<string, { key: string; segments: SegmentRef[] }>();
   /** Objects that could not be read, by S3 key: answered from here until their recheck time. */
@@ -384,6 +389,7 @@ export class SegmentCache {
   ) {
     this.lru = new ByteLru(opts.maxBytes);
     this.limiter = new Limiter(opts.loadConcurrency);
+    this.headLimiter = new Limiter(HEAD_READS_PER_LOAD * opts.loadConcurrency);
   }
 
   stats(): SegmentCacheStats {
@@ -581,7 +587,7 @@ export class SegmentCache {
   /** The head stored in S3 for this object (index stage, merge), or null: none (a segment written before heads were stored), or not this object's. */
   private async storedHead(collection: Pick<Collection, 'tenantId' | 'id' | 'model'>, ref: SegmentRef): Promise<SegmentHead | null> {
     const key = s3Keys.segmentHead(collection.tenantId, collection.id, ref.batchId, ref.codecVersion);
-    const bytes = await this.limiter.run(() => this.source.get(key));
+    const bytes = await this.headLimiter.run(() => this.source.get(key));
     const data = bytes && parseSegmentHead(bytes);
     if (!data || data.objectBytes !== ref.bytes || data.documents !== ref.documents) {
       if (bytes) await this.source.invalidate?.(key);
