@@ -197,7 +197,9 @@ export const SearchResultSchema = z.object({
       reason: z.string().optional().describe('why there are no hits (e.g. only stop words), when that is known'),
     }),
   ),
-  timings: z.object({ totalMs: z.number(), encodeQueriesMs: z.number(), searchMs: z.number(), loadMs: z.number() }),
+  timings: z
+    .object({ totalMs: z.number(), encodeQueriesMs: z.number(), searchMs: z.number(), loadMs: z.number() })
+    .describe('milliseconds: searchMs covers the pass over the segments (each read as the search reaches it) and the second stage; loadMs is the part of it spent waiting for segments to be read (with shards: the slowest shard)'),
   ...DEGRADED_FIELDS,
 });
 export type SearchResultBody = Produces<typeof SearchResultSchema, SearchResult>;
