@@ -2,7 +2,7 @@ import { IMAGE_MAX_BITS, SegmentCorruptError, codecFromDescriptor, decodeHalf, r
 import { parseSegmentHead, segmentHeadData, serializeSegmentHead, type SegmentHeadData } from './segment-head';
 import { PermanentJobError, s3Keys, type Collection, type CollectionManifest, type SegmentRef, type UnavailableSegment } from '@lateral/shared';
 import type { CodecArtifactRepository, DiskCacheStats } from '@lateral/infra';
-import { bm25Summary, concatDocPrefixes, deserializeSegmentIndex, docPrefixesOf, searchSegment, type Bm25Summary, type DocMask, type RowScorer, type SearchSegment, type SegmentIndex, type SegmentSource } from '@lateral/search';
+import { concatDocPrefixes, deserializeSegmentIndex, docPrefixesOf, searchSegment, type DocMask, type RowScorer, type SearchSegment, type SegmentIndex, type SegmentSource } from '@lateral/search';
 import type { RotatedImageSet } from '@lateral/kernels';
 import type { CollectionView } from './collection-view';
 import { extendGenerationTable, findId, generationTable, generationTableBytes, segmentIdTable, type GenerationTable, type SegmentIdTable } from './id-table';
@@ -289,8 +289,8 @@ export interface LazySearchPart {
   ref: SegmentRef;
   /** Live documents (undefined: all). */
   live: DocMask | undefined;
-  /** Its index's BM25 summary (term table and lengths, kept apart from the index: BM25's statistics walk). */
-  bm25(): Promise<Bm25Summary>;
+  /** Its search index alone (BM25's statistics pass). */
+  index(): Promise<SegmentIndex>;
   /** Its source as the search's needs read it, and its index. */
   open(): Promise<SearchPart>;
   /** Its document ids in order (from its head where the search reads heads). */
@@ -347,7 +347,7 @@ interface ImageCodec {
   p: number;
 }
 
-type Cached = LoadedSegment | SegmentHead | SegmentIdTable | GenerationTable | SegmentIndex | Bm25Summary | Float32Array | { codes: Uint8Array; norms: Uint8Array } | null;
+type Cached = LoadedSegment | SegmentHead | SegmentIdTable | GenerationTable | SegmentIndex | Float32Array | { codes: Uint8Array; norms: Uint8Array } | null;
 
 /**
  * A scorer's memory: segments, not generations. One byte-bounded LRU (SCORER_CACHE_BYTES) holds,
@@ -702,7 +702,7 @@ export class SegmentCache {
         position,
         ref,
         live,
-        bm25: () => this.bm25Summary(collection, ref),
+        index: () => this.index(collection, ref),
         open: async () => {
           const [src, idx] = await Promise.allSettled([this.searchSource(collection, ref, needs), this.index(collection, ref)]);
           if (src.status === 'rejected') throw src.reason;
@@ -713,18 +713,6 @@ export class SegmentCache {
       });
     });
     return { parts, openAhead: Math.max(2, this.opts.loadConcurrency), unavailable: (failed) => this.unavailableOf(collection, manifest, table, [...failed].sort((a, b) => a[0] - b[0])) };
-  }
-
-  /**
-   * A segment's BM25 summary, kept under its own key (`bm25:`): BM25's statistics walk reads these,
-   * so when the indexes do not all fit in the cache each index is read once per search (by the
-   * scoring walk), not twice.
-   */
-  private async bm25Summary(collection: Pick<Collection, 'tenantId' | 'id'>, ref: SegmentRef): Promise<Bm25Summary> {
-    return (await this.lru.get(`bm25:${ref.key}`, async () => {
-      const value = bm25Summary(await this.index(collection, ref));
-      return { value, bytes: value.bm25.terms.byteLength + value.bm25.postingOffsets.byteLength + 64 };
-    })) as Bm25Summary;
   }
 
   /** Whether a search with these needs reads segments' heads rather than whole segments (where it can). */

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import type { Bm25Summary, SegmentPass, SegmentIndex, SearchSegment } from '@lateral/search';
+import type { SegmentPass, SegmentIndex, SearchSegment } from '@lateral/search';
 import { SegmentUnavailableError, type LazySearchPart, type SearchPart, type SearchPlan } from './segment-cache';
 import { searchSegments } from './segment-pass';
 
@@ -17,11 +17,11 @@ function fakePlan(count: number, openAhead: number, bad: { index?: number[]; ope
       position,
       ref: { batchId: `b${s}`, codecVersion: 1, key: `k${s}`, documents: 3, tokens: 6, bytes: 1, checksum: '0' },
       live: undefined,
-      bm25: async () => {
+      index: async () => {
         await new Promise((r) => setImmediate(r));
         indexed.push(s);
         if (bad.index?.includes(s)) throw unavailable();
-        return { documents: 3 } as Bm25Summary;
+        return { documents: 3 } as SegmentIndex;
       },
       open: async (): Promise<SearchPart> => {
         open++;

@@ -27,7 +27,7 @@ type Settled<T> = { ok: true; value: T } | { ok: false; error: unknown };
  * order, each segment opened once and handed to every pass, then let go: at most
  * `plan.openAhead` segments are open at once (the one searched and those read ahead of it, so
  * reads overlap the search). Passes that need BM25's global statistics get a first walk over the
- * indexes' BM25 summaries alone. A segment that cannot be read (SegmentUnavailableError) is recorded and skipped;
+ * indexes alone. A segment that cannot be read (SegmentUnavailableError) is recorded and skipped;
  * any other error ends the search.
  */
 export async function searchSegments(plan: SearchPlan, passes: readonly SegmentPass[], opts: SegmentPassOptions): Promise<SegmentPassReport> {
@@ -39,8 +39,8 @@ export async function searchSegments(plan: SearchPlan, passes: readonly SegmentP
   };
   const counting = passes.filter((p) => p.needsStats);
   if (counting.length > 0) {
-    await inOrder(plan.parts, (part) => part.bm25(), plan.openAhead, report, fail, async (_, __, summary) => {
-      for (const p of counting) p.count(summary);
+    await inOrder(plan.parts, (part) => part.index(), plan.openAhead, report, fail, async (_, __, index) => {
+      for (const p of counting) p.count(index);
     });
   }
   if (passes.every((p) => p.visits === false)) return report;

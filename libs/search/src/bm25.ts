@@ -35,17 +35,6 @@ export interface Bm25Stats {
   df: Uint32Array;
 }
 
-/** What BM25's global statistics read of a segment's index: its term table and lengths, not its postings (a small thing to keep). */
-export interface Bm25Summary {
-  documents: number;
-  bm25: Pick<Bm25Postings, 'terms' | 'postingOffsets' | 'totalLength'>;
-}
-
-/** A segment index's BM25 summary, copied out of the index (so keeping it does not keep the index). */
-export function bm25Summary(index: SegmentIndex): Bm25Summary {
-  return { documents: index.documents, bm25: { terms: index.bm25.terms.slice(), postingOffsets: index.bm25.postingOffsets.slice(), totalLength: index.bm25.totalLength } };
-}
-
 /** A segment's BM25 statistics (df per term from its postings). */
 export function segmentBm25Stats(index: SegmentIndex | { documents: number; bm25: Bm25Postings }): Bm25Stats {
   const { terms, postingOffsets, totalLength } = index.bm25;
@@ -105,7 +94,7 @@ export class Bm25TermStats {
   }
 
   /** Counts one segment (its index's postings). */
-  add(index: SegmentIndex | Bm25Summary): void {
+  add(index: SegmentIndex | { documents: number; bm25: Bm25Postings }): void {
     const { terms, postingOffsets, totalLength } = index.bm25;
     this.documents += index.documents;
     this.totalLength += totalLength;

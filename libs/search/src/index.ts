@@ -12,8 +12,8 @@ export {
   type SegmentIndex, type TokenIvf, type Bm25Postings, type BuildSegmentIndexOptions, type IndexExpectations,
 } from './segment-index';
 export {
-  BM25_K1, BM25_B, Bm25TermStats, bm25Summary, segmentBm25Stats, sumBm25Stats, documentFrequency, bm25Query, bm25SegmentSearch, bm25Search, bm25SearchSteps,
-  type Bm25Params, type Bm25Stats, type Bm25Query, type Bm25Summary, type SegmentSearchOptions,
+  BM25_K1, BM25_B, Bm25TermStats, segmentBm25Stats, sumBm25Stats, documentFrequency, bm25Query, bm25SegmentSearch, bm25Search, bm25SearchSteps,
+  type Bm25Params, type Bm25Stats, type Bm25Query, type SegmentSearchOptions,
 } from './bm25';
 export {
   xtrProbe, xtrSegmentSearch, xtrSegmentSearchSteps, xtrMerge, xtrMergeSteps, xtrAccumulate, xtrCandidates, xtrCandidateCount, XtrWorkspace, xtrAggregateSegment, xtrSearch, xtrSearchSteps, XtrRunningMerge, benchXtrAccumulator, XTR_MAX_QUERY_TOKENS,

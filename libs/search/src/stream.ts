@@ -1,4 +1,4 @@
-import { Bm25TermStats, bm25Query, bm25SegmentSearch, type Bm25Params, type Bm25Query, type Bm25Stats, type Bm25Summary } from './bm25';
+import { Bm25TermStats, bm25Query, bm25SegmentSearch, type Bm25Params, type Bm25Query, type Bm25Stats } from './bm25';
 import { denseSegmentSearchSteps, mebertSegmentSearchSteps } from './dense';
 import { exhaustiveSegmentSearchSteps } from './exhaustive';
 import { mergeIntoHits } from './merge';
@@ -23,7 +23,7 @@ export interface SegmentPass {
   readonly needsStats: boolean;
   /** false: the pass only counts indexes (a shard's statistics round); when no pass visits, no segment is opened. Default true. */
   readonly visits?: boolean;
-  count(index: Bm25Summary): void;
+  count(index: SegmentIndex): void;
   /** Segment `s` (its index in the caller's list; increasing across calls). */
   visit(s: number, part: PassSegment): Steps<void>;
   /** The hits (`segment` = the caller's index), after the last visit. */
@@ -96,7 +96,7 @@ class Bm25Pass implements SegmentPass {
     if (stats) this.query = bm25Query(terms, stats, params, skip);
   }
 
-  count(index: Bm25Summary): void {
+  count(index: SegmentIndex): void {
     if (this.query) throw new Error('bm25Pass: count after the first visit');
     this.counter.add(index);
   }
@@ -125,7 +125,7 @@ export class Bm25StatsPass implements SegmentPass {
     this.counter = new Bm25TermStats(termIds);
   }
 
-  count(index: Bm25Summary): void {
+  count(index: SegmentIndex): void {
     this.counter.add(index);
   }
 
@@ -197,7 +197,7 @@ class PairPass implements SegmentPass {
     this.needsStats = a.needsStats || b.needsStats;
   }
 
-  count(index: Bm25Summary): void {
+  count(index: SegmentIndex): void {
     if (this.a.needsStats) this.a.count(index);
     if (this.b.needsStats) this.b.count(index);
   }
