@@ -578,10 +578,15 @@ export class SegmentCache {
       if (stored) return stored;
     }
     const { loaded, objectBytes } = held ? { loaded: held, objectBytes: ref.bytes } : await this.limiter.run(() => this.readObject(collection, ref));
+    return { ...(await this.keepHead(ref, loaded, objectBytes)), image: this.imageCodec(loaded) };
+  }
+
+  /** The head of a segment just read and checked, kept beside its local copy; its bytes count as checked from now on. */
+  private async keepHead(ref: SegmentRef, loaded: LoadedSegment, objectBytes: number): Promise<SegmentHeadData> {
     const data = segmentHeadData(loaded.reader, objectBytes);
-    await this.source.putLocal?.(localKey, serializeSegmentHead(data));
+    await this.source.putLocal?.(`${ref.key}${HEAD_SUFFIX}`, serializeSegmentHead(data));
     this.unverified.delete(ref.key);
-    return { ...data, image: this.imageCodec(loaded) };
+    return data;
   }
 
   /** The head stored in S3 for this object (index stage, merge), or null: none (a segment written before heads were stored), or not this object's. */
@@ -611,8 +616,7 @@ export class SegmentCache {
     if (!check) {
       check = this.guarded(collection, ref.key, 'segment', ref.key, async () => {
         const { loaded, objectBytes } = await this.limiter.run(() => this.readObject(collection, ref));
-        await this.source.putLocal?.(`${ref.key}${HEAD_SUFFIX}`, serializeSegmentHead(segmentHeadData(loaded.reader, objectBytes)));
-        this.unverified.delete(ref.key);
+        await this.keepHead(ref, loaded, objectBytes);
       }).finally(() => this.verifying.delete(ref.key));
       this.verifying.set(ref.key, check);
     }
@@ -642,33 +646,18 @@ export class SegmentCache {
    * decoding, or is missing): search answers from the first and names the second.
    */
   async searchGeneration(collection: Pick<Collection, 'tenantId' | 'id' | 'model'>, manifest: CollectionManifest, needs: SearchNeeds = ALL_SEARCH_NEEDS): Promise<SearchGeneration> {
-    const table = await this.table(collection, manifest);
-    let docBase = 0;
-    const bases = manifest.segments.map((s) => {
-      const b = docBase;
-      docBase += s.documents;
-      return b;
-    });
+    const plan = await this.searchPlan(collection, manifest, needs);
     const failed: [number, SegmentUnavailableError][] = [];
     const all = await Promise.all(
-      manifest.segments.map(async (ref, i): Promise<SearchPart | null> => {
-        // A segment with no live document (every copy superseded or deleted) is neither read nor searched.
-        const live = table.live[i];
-        if (live && !live.includes(1)) return null;
-        const [srcSettled, idxSettled] = await Promise.allSettled([this.searchSource(collection, ref, needs), this.index(collection, ref)]);
-        const err = [srcSettled, idxSettled].map((r) => (r.status === 'rejected' ? (r.reason as unknown) : null)).find((e) => e !== null);
-        if (err !== undefined) {
+      plan.parts.map((part) =>
+        part.open().catch((err: unknown) => {
           if (!(err instanceof SegmentUnavailableError)) throw err;
-          failed.push([i, err]);
+          failed.push([part.position, err]);
           return null;
-        }
-        const source = (srcSettled as PromiseFulfilledResult<SegmentSource>).value;
-        const index = (idxSettled as PromiseFulfilledResult<SegmentIndex>).value;
-        return { ref, segment: searchSegment(source, bases[i]), index, live: table.live[i] };
-      }),
+        }),
+      ),
     );
-    failed.sort((a, b) => a[0] - b[0]);
-    return { parts: all.filter((p): p is SearchPart => p !== null), unavailable: this.unavailableOf(collection, manifest, table, failed) };
+    return { parts: all.filter((p): p is SearchPart => p !== null), unavailable: plan.unavailable(failed) };
   }
 
   /**
@@ -709,10 +698,15 @@ export class SegmentCache {
           if (idx.status === 'rejected') throw idx.reason;
           return { ref, segment: searchSegment(src.value, base), index: idx.value, live };
         },
-        docIds: async () => (this.readsHeads(needs) && !this.lru.has(`seg:${ref.key}`) ? (await this.head(collection, ref)).docIds : (await this.segment(collection, ref)).reader.docIds) as readonly string[],
+        docIds: () => this.docIdsOf(collection, ref, this.readsHeads(needs)),
       });
     });
     return { parts, openAhead: Math.max(2, this.opts.loadConcurrency), unavailable: (failed) => this.unavailableOf(collection, manifest, table, [...failed].sort((a, b) => a[0] - b[0])) };
+  }
+
+  /** A segment's ids in order: from its head when `viaHead` and the segment is not held whole, else from the segment. */
+  private async docIdsOf(collection: Pick<Collection, 'tenantId' | 'id' | 'model'>, ref: SegmentRef, viaHead: boolean): Promise<readonly string[]> {
+    return viaHead && !this.lru.has(`seg:${ref.key}`) ? (await this.head(collection, ref)).docIds : (await this.segment(collection, ref)).reader.docIds;
   }
 
   /** Whether a search with these needs reads segments' heads rather than whole segments (where it can). */
@@ -919,7 +913,7 @@ export class SegmentCache {
         let docIds: readonly string[];
         try {
           // Reading ranges, a segment's ids come with its head: building a generation's table does not load every segment's codes.
-          docIds = this.opts.rangeReads && this.source.readRanges && !this.lru.has(`seg:${ref.key}`) ? (await this.head(collection, ref)).docIds : (await this.segment(collection, ref)).reader.docIds;
+          docIds = await this.docIdsOf(collection, ref, !!this.opts.rangeReads && !!this.source.readRanges);
         } catch (err) {
           if (!(err instanceof SegmentUnavailableError)) throw err;
           const ids = (await this.opts.segmentIds?.(collection.tenantId, collection.id, ref).catch(() => null)) ?? null;

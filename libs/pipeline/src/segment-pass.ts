@@ -39,16 +39,15 @@ export async function searchSegments(plan: SearchPlan, passes: readonly SegmentP
   };
   const counting = passes.filter((p) => p.needsStats);
   if (counting.length > 0) {
-    await inOrder(plan.parts, (part) => part.index(), plan.openAhead, report, fail, async (_, __, index) => {
+    await inOrder(plan.parts, (part) => part.index(), plan.openAhead, report, fail, async (_, index) => {
       for (const p of counting) p.count(index);
     });
   }
   if (passes.every((p) => p.visits === false)) return report;
-  const readable = plan.parts.filter((part) => !report.failed.has(part.position));
-  const slot = new Map(plan.parts.map((part, s) => [part, s]));
+  // Each readable part with its index in the plan (what the passes and the hits call its segment).
+  const readable = plan.parts.map((part, s) => ({ part, s })).filter(({ part }) => !report.failed.has(part.position));
   let done = 0;
-  await inOrder(readable, (part) => part.open(), plan.openAhead, report, fail, async (part, _, opened) => {
-    const s = slot.get(part)!;
+  await inOrder(readable, ({ part }) => part.open(), plan.openAhead, report, ({ part }, err) => fail(part, err), async ({ s }, opened) => {
     const mask = andMasks(opened.live, opts.predicate ? docMask(opened.segment, opts.predicate) : undefined);
     const view = { segment: opened.segment, index: opened.index, mask };
     for (const p of passes) await runStepsYielding(p.visit(s, view), opts.yieldEvery);
@@ -67,7 +66,7 @@ async function inOrder<P, T>(
   ahead: number,
   report: SegmentPassReport,
   fail: (item: P, err: unknown) => void,
-  use: (item: P, i: number, value: T) => Promise<void>,
+  use: (item: P, value: T) => Promise<void>,
 ): Promise<void> {
   const queue: Promise<Settled<T>>[] = [];
   let next = 0;
@@ -87,7 +86,7 @@ async function inOrder<P, T>(
       const got = await queue.shift()!;
       report.loadMs += Date.now() - t;
       try {
-        if (got.ok) await use(items[i], i, got.value);
+        if (got.ok) await use(items[i], got.value);
         else fail(items[i], got.error);
       } finally {
         openNow--;

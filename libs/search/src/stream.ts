@@ -175,8 +175,7 @@ export class XtrPass implements SegmentPass {
 
   /** The hits under a cut made elsewhere (XtrRunningMerge.aggregateSteps); none: this merge's own. */
   *finishCut(segments: number, cut?: { imputed: ArrayLike<number>; survivors: ArrayLike<number> }): Steps<Hit[]> {
-    const { hits } = yield* this.merge.aggregateSteps(segments, { topN: this.opts.topN, normalize: this.opts.normalize, explain: this.opts.explain, workspace: new XtrWorkspace() }, cut);
-    return hits;
+    return yield* this.merge.aggregateSteps(segments, { topN: this.opts.topN, normalize: this.opts.normalize, explain: this.opts.explain, workspace: new XtrWorkspace() }, cut);
   }
 }
 

@@ -655,7 +655,7 @@ const EMPTY_RUNNING: RunningList = { scores: new Float64Array(0), keys: new Floa
  * global top-k' of each query token and lets the segment's lists go, so a pass over S segments
  * holds n x k' entries instead of S x n x k'. After the segments were added in the order of their
  * indices, `merged()` is exactly `xtrMerge` over the same lists (the order is total: keys are
- * unique across segments and rows within a document), and `aggregate` gives the hits
+ * unique across segments and rows within a document), and `aggregateSteps` gives the hits
  * `xtrSearch` gives.
  */
 export class XtrRunningMerge {
@@ -663,7 +663,6 @@ export class XtrRunningMerge {
   /** documents and docBase of each segment that kept an entry at some point */
   private readonly segmentShape = new Map<number, { documents: number; docBase: number }>();
   private lastSegment = -1;
-  scored = 0;
 
   constructor(
     readonly n: number,
@@ -678,7 +677,6 @@ export class XtrRunningMerge {
     if (l.n !== this.n || l.kPrime !== this.kPrime) throw new RangeError(`XtrRunningMerge: segment ${segment} has n = ${l.n}, k' = ${l.kPrime}; expected ${this.n}, ${this.kPrime}`);
     if (!(segment > this.lastSegment)) throw new RangeError(`XtrRunningMerge: segment ${segment} added after segment ${this.lastSegment}`);
     this.lastSegment = segment;
-    this.scored += l.scored;
     const K = this.kPrime;
     let kept = false;
     for (let i = 0; i < this.n; i++) {
@@ -758,7 +756,7 @@ export class XtrRunningMerge {
    * the cut over every shard (a prefix); default this merge's own, as one process searching every
    * segment (what `xtrShardHits` computes from every segment's lists, here from the merge alone).
    */
-  *aggregateSteps(segments: number, opts: XtrAggregateOptions, cut?: { imputed: ArrayLike<number>; survivors: ArrayLike<number> }): Steps<{ hits: Hit[]; imputed: Float64Array }> {
+  *aggregateSteps(segments: number, opts: XtrAggregateOptions, cut?: { imputed: ArrayLike<number>; survivors: ArrayLike<number> }): Steps<Hit[]> {
     const merged = this.merged(segments);
     const n = this.n;
     if (cut) {
@@ -801,6 +799,6 @@ export class XtrRunningMerge {
       hits = mergeIntoHits(hits, xtrAggregateSegment(lists, merged, s, { ...opts, workspace }), s, opts.topN);
       yield;
     }
-    return { hits, imputed: merged.imputed };
+    return hits;
   }
 }
