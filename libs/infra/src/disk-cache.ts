@@ -58,8 +58,14 @@ export class DiskObjectCache {
         this.forget(name); // removed by another process sharing the folder
       }
     }
+    return this.fetch(name, key);
+  }
+
+  /** A miss: the object from S3, checked by `check` when given (a throw keeps no copy), then written to the folder. */
+  private async fetch(name: string, key: string, check?: (bytes: Uint8Array) => Promise<void>): Promise<Uint8Array | null> {
     this.counters.misses++;
     const bytes = await this.store.get(key);
+    if (bytes && check) await check(bytes);
     if (bytes && bytes.byteLength <= this.maxBytes) await this.write(name, bytes);
     return bytes;
   }
@@ -67,19 +73,21 @@ export class DiskObjectCache {
   /**
    * Byte ranges [offset, offset + length) of an object, by positioned reads of its local copy
    * (fetched from S3 and written first when it is not there): the object is not read whole into
-   * memory, and the OS page cache keeps its hot pages. The copy is trusted as written (its reader
-   * checked it when it was first read whole). null when the cache is off, the object is missing,
-   * or its copy vanished twice; an object too large for the cache is answered from one read of
-   * S3. A range outside the object throws.
+   * memory, and the OS page cache keeps its hot pages. An object fetched from S3 by this call is
+   * given whole to `check` before its copy is written (a throw propagates and keeps no copy), so
+   * a copy evicted and fetched again is checked as the first one was; a copy already in the
+   * folder is trusted (its reader checked it when it was first read whole). null when the cache is
+   * off, the object is missing, or its copy vanished twice; an object too large for the cache is
+   * answered from one read of S3. A range outside the object throws.
    */
-  async readRanges(key: string, ranges: readonly (readonly [number, number])[]): Promise<Uint8Array[] | null> {
+  async readRanges(key: string, ranges: readonly (readonly [number, number])[], check?: (bytes: Uint8Array) => Promise<void>): Promise<Uint8Array[] | null> {
     if (!this.enabled) return null;
     await this.init();
     const name = fileName(this.namespace, key);
     // At most: fetch and write the copy, find it removed by another process, fetch it again.
     for (let attempt = 0; attempt < 4; attempt++) {
       if (!this.index.has(name)) {
-        const bytes = await this.get(key);
+        const bytes = await this.fetch(name, key, check);
         if (!bytes) return null;
         if (!this.index.has(name)) return ranges.map(([o, n]) => sliceRange(bytes, key, o, n));
         continue;

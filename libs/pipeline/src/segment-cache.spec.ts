@@ -523,12 +523,12 @@ describe('SegmentCache', () => {
         const wholeReads: string[] = [];
         const source: ObjectSource = {
           get: (key) => (key.endsWith('.seg') && wholeReads.push(key), disk.get(key)),
-          readRanges: (key, ranges) => disk.readRanges(key, ranges),
+          readRanges: (key, ranges, check) => disk.readRanges(key, ranges, check),
           getLocal: (key) => disk.getLocal(key),
           putLocal: (key, bytes) => disk.putLocal(key, bytes),
           invalidate: (key) => disk.invalidate(key),
         };
-        return { cache: new SegmentCache(source, { get: async () => edenArtifact }, noStatic, { ...opts, rangeReads: true }), wholeReads };
+        return { cache: new SegmentCache(source, { get: async () => edenArtifact }, noStatic, { ...opts, rangeReads: true }), wholeReads, disk };
       };
       const ids = ['c2', 'a1', 'c4'];
       const want = await whole.view(collection, m, ids);
@@ -562,6 +562,30 @@ describe('SegmentCache', () => {
       expect(v.unavailable![0].reason).toMatch(/checksum mismatch/);
       expect(v.unavailableIds).toEqual(['b2']);
       src.add(E[1]);
+
+      // A copy checked once, then evicted from the disk cache while the object in S3 went bad: the
+      // range read that fetches it again checks it, and the segment is named, not scored from garbage.
+      const e = scorer();
+      expect((await e.cache.view(collection, m, ['a1'])).docIds).toEqual(['a1']);
+      await e.disk.invalidate(E[0].ref.key);
+      const rotten = E[0].bytes.slice();
+      rotten[rotten.byteLength >> 1] ^= 0xff;
+      src.add({ ref: E[0].ref, bytes: rotten });
+      const r = await e.cache.view(collection, m, ['a2', 'c1']);
+      expect(r.docIds).toEqual(['c1']);
+      expect(r.unavailable!.map((u) => u.key)).toEqual([E[0].ref.key]);
+      expect(r.unavailable![0].reason).toMatch(/checksum mismatch/);
+      expect(r.unavailableIds).toEqual(['a2']);
+      // Search's range reads (ME-BERT reads code sections) check a fetched copy the same way.
+      src.add(E[0]);
+      const f = scorer();
+      expect((await f.cache.view(collection, m, ['a1'])).docIds).toEqual(['a1']);
+      await f.disk.invalidate(E[0].ref.key);
+      src.add({ ref: E[0].ref, bytes: rotten });
+      const plan = await f.cache.searchGeneration(collection, m, { rows: 'scores', tokenIds: false, metadata: false, pooled: false });
+      expect(plan.unavailable.map((u) => u.key)).toEqual([E[0].ref.key]);
+      expect(plan.parts.map((p) => p.ref.key)).toEqual([E[1].ref.key, E[2].ref.key]);
+      src.add(E[0]);
 
       // Segments the manifest does not mark (committed before heads were stored): read whole, no GET of a head.
       const old = scorer();

@@ -164,9 +164,11 @@ export interface ObjectSource {
   stats?(): DiskCacheStats;
   /**
    * Byte ranges [offset, offset + length) of an object, read from its local copy (positioned
-   * reads: the object is not held in memory); null when the source keeps no local copy.
+   * reads: the object is not held in memory); null when the source keeps no local copy. When the
+   * copy has to be fetched for this read, the whole object goes to `check` first (a throw
+   * propagates and no copy is kept).
    */
-  readRanges?(key: string, ranges: readonly (readonly [number, number])[]): Promise<Uint8Array[] | null>;
+  readRanges?(key: string, ranges: readonly (readonly [number, number])[], check?: (bytes: Uint8Array) => Promise<void>): Promise<Uint8Array[] | null>;
   /** An object this process derived and kept locally (a segment's head), or null; never read from S3. */
   getLocal?(key: string): Promise<Uint8Array | null>;
   /** Keeps a derived object locally, beside the copies (best effort). */
@@ -504,7 +506,12 @@ export class SegmentCache {
           ranges.push([h.codeAt + h.codeStart[d], h.codeStart[d + 1] - h.codeStart[d]], [h.normAt + h.normStart[d], h.normStart[d + 1] - h.normStart[d]]);
           if (h.dvWidth > 0) ranges.push([h.dvecAt + d * h.dvWidth, h.dvWidth]);
         }
-        const got = await this.source.readRanges!(manifest.segments[s].key, ranges);
+        const ref = manifest.segments[s];
+        // A copy fetched again here is checked first; a corrupt one sends the request to whole reads, which name it.
+        const got = await this.source.readRanges!(ref.key, ranges, this.copyCheck(collection, ref)).catch((err: unknown) => {
+          if (err instanceof SegmentUnavailableError) return null;
+          throw err;
+        });
         if (!got) return false;
         const per = h.dvWidth > 0 ? 3 : 2;
         rows.forEach((row, k) => {
@@ -723,7 +730,7 @@ export class SegmentCache {
     if (this.readsHeads(needs) && !this.lru.has(`seg:${ref.key}`)) {
       // BM25 reads the head alone; modes that read ranges of the segment's bytes get them checked first.
       const head = needs.rows === 'scores' || needs.pooled ? await this.checkedHead(collection, ref) : await this.head(collection, ref);
-      const part = needs.rows === 'scores' ? await this.codesSource(ref, head) : needs.pooled ? await this.pooledSource(ref, head) : this.headSource(ref, head, null);
+      const part = needs.rows === 'scores' ? await this.codesSource(collection, ref, head) : needs.pooled ? await this.pooledSource(collection, ref, head) : this.headSource(ref, head, null);
       if (part) return part;
     }
     const loaded = await this.segment(collection, ref);
@@ -767,8 +774,8 @@ export class SegmentCache {
   }
 
   /** BM25 and dense: the head and the pooled vectors; null when there is no local copy. */
-  private async pooledSource(ref: SegmentRef, head: SegmentHead): Promise<SegmentSource | null> {
-    const docVectors = await this.pooledVectors(ref, head);
+  private async pooledSource(collection: Pick<Collection, 'tenantId' | 'id' | 'model'>, ref: SegmentRef, head: SegmentHead): Promise<SegmentSource | null> {
+    const docVectors = await this.pooledVectors(collection, ref, head);
     return docVectors === undefined ? null : this.headSource(ref, head, docVectors);
   }
 
@@ -777,10 +784,10 @@ export class SegmentCache {
    * scored from the codes as a whole segment's would be; documents decode from the same bytes.
    * null when the segment cannot be scored from its codes or has no local copy.
    */
-  private async codesSource(ref: SegmentRef, head: SegmentHead): Promise<SegmentSource | null> {
+  private async codesSource(collection: Pick<Collection, 'tenantId' | 'id' | 'model'>, ref: SegmentRef, head: SegmentHead): Promise<SegmentSource | null> {
     const image = head.image;
     if (!this.opts.scoreFromCodes || !image) return null;
-    const rows = await this.sectionCodes(ref, head);
+    const rows = await this.sectionCodes(collection, ref, head);
     if (!rows) return null;
     const off = head.tokenOffsets;
     const d = head.dims;
@@ -806,18 +813,18 @@ export class SegmentCache {
   }
 
   /** The code and norm sections of a segment (every row's), from two positioned reads of its local copy, kept; null when there is no local copy. */
-  private sectionCodes(ref: SegmentRef, head: SegmentHead): Promise<{ codes: Uint8Array; norms: Uint8Array } | null> {
+  private sectionCodes(collection: Pick<Collection, 'tenantId' | 'id' | 'model'>, ref: SegmentRef, head: SegmentHead): Promise<{ codes: Uint8Array; norms: Uint8Array } | null> {
     const D = head.documents;
-    return this.keptRanges(`rows:${ref.key}`, ref, [[head.codeAt, head.codeStart[D]], [head.normAt, head.normStart[D]]], ([codes, norms]) => ({ value: { codes, norms }, bytes: codes.byteLength + norms.byteLength }));
+    return this.keptRanges(`rows:${ref.key}`, collection, ref, [[head.codeAt, head.codeStart[D]], [head.normAt, head.normStart[D]]], ([codes, norms]) => ({ value: { codes, norms }, bytes: codes.byteLength + norms.byteLength }));
   }
 
   /**
    * A segment's pooled vectors (documents x dims, fp32) from one positioned read of its local copy,
    * kept in the cache; null when the segment has none; undefined when there is no local copy to read.
    */
-  private async pooledVectors(ref: SegmentRef, head: SegmentHead): Promise<Float32Array | null | undefined> {
+  private async pooledVectors(collection: Pick<Collection, 'tenantId' | 'id' | 'model'>, ref: SegmentRef, head: SegmentHead): Promise<Float32Array | null | undefined> {
     if (head.dvWidth === 0) return null;
-    const value = await this.keptRanges(`dvec:${ref.key}`, ref, [[head.dvecAt, head.documents * head.dvWidth]], ([b]) => {
+    const value = await this.keptRanges(`dvec:${ref.key}`, collection, ref, [[head.dvecAt, head.documents * head.dvWidth]], ([b]) => {
       const v = pooledFrom(b, head.dvFormat, head.documents * head.dims);
       return { value: v, bytes: v.byteLength };
     });
@@ -829,11 +836,11 @@ export class SegmentCache {
    * under the load limiter; null when there is no local copy, or when the copy is shorter than the
    * ranges (dropped, so the segment is read whole, and checked, from S3). A failed read is not kept.
    */
-  private async keptRanges<T>(key: string, ref: SegmentRef, ranges: [number, number][], make: (got: Uint8Array[]) => { value: T; bytes: number }): Promise<T | null> {
+  private async keptRanges<T>(key: string, collection: Pick<Collection, 'tenantId' | 'id' | 'model'>, ref: SegmentRef, ranges: [number, number][], make: (got: Uint8Array[]) => { value: T; bytes: number }): Promise<T | null> {
     const noCopy = new Error('no local copy');
     try {
       return (await this.lru.get(key, async () => {
-        const got = await this.limiter.run(() => this.source.readRanges!(ref.key, ranges));
+        const got = await this.limiter.run(() => this.source.readRanges!(ref.key, ranges, this.copyCheck(collection, ref)));
         if (!got) throw noCopy;
         return make(got) as { value: Cached; bytes: number };
       })) as T;
@@ -973,12 +980,30 @@ export class SegmentCache {
 
   /** Reads and checks a segment's object (every section's CRC); a corrupt local copy is dropped, and the segment named unavailable. */
   private async readObject(collection: Pick<Collection, 'tenantId' | 'id' | 'model'>, ref: SegmentRef): Promise<{ loaded: LoadedSegment; objectBytes: number }> {
-    const [bytes, artifact] = await Promise.all([this.source.get(ref.key), this.codecs.get(collection.tenantId, collection.id, ref.codecVersion)]);
+    const bytes = await this.source.get(ref.key);
     if (!bytes) throw new SegmentUnavailableError(ref.key, 'segment', ref.key, `segment ${ref.key} of the current generation is missing from S3`);
+    return { loaded: await this.parseObject(collection, ref, bytes), objectBytes: bytes.byteLength };
+  }
+
+  /**
+   * The check given to `readRanges`: a segment's copy fetched again for a range read (evicted from
+   * the disk cache since it was first checked) is parsed and checked whole before its ranges are
+   * used; a corrupt one is named unavailable as a whole read would name it.
+   */
+  private copyCheck(collection: Pick<Collection, 'tenantId' | 'id' | 'model'>, ref: SegmentRef): (bytes: Uint8Array) => Promise<void> {
+    return (bytes) =>
+      this.guarded(collection, ref.key, 'segment', ref.key, async () => {
+        await this.parseObject(collection, ref, bytes);
+      });
+  }
+
+  /** A segment's object bytes read and checked (every section's CRC32C); a corrupt object is dropped from the local cache and named unavailable. */
+  private async parseObject(collection: Pick<Collection, 'tenantId' | 'id' | 'model'>, ref: SegmentRef, bytes: Uint8Array): Promise<LoadedSegment> {
+    const artifact = await this.codecs.get(collection.tenantId, collection.id, ref.codecVersion);
     await this.yieldTurn();
     try {
       const reader = readSegment(bytes, ref.key, artifact, await segmentReadOptions(artifact, collection, this.staticEmbeddings));
-      return { loaded: { reader, artifact }, objectBytes: bytes.byteLength };
+      return { reader, artifact };
     } catch (err) {
       if (err instanceof SegmentCorruptError) {
         await this.source.invalidate?.(ref.key); // a corrupt local copy is read from S3 next time
