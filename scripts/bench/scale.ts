@@ -51,7 +51,7 @@ import { existsSync, mkdtempSync, readFileSync, readdirSync, rmSync, statSync, w
 import os from 'node:os';
 import path from 'node:path';
 import { randomBytes } from 'node:crypto';
-import { mulberry32 } from '@lateral/shared';
+import { CONFIG_KEYS, mulberry32 } from '@lateral/shared';
 import { freePort, startEmbeddedRedis, type EmbeddedRedis } from '@lateral/infra';
 import { DocumentGenerator, checkScaleResult, docId, loadSourceCorpus, percentile, round, summarizeRss } from './scale-docs';
 
@@ -461,6 +461,8 @@ export async function runScaleBench(args: string[]): Promise<Record<string, unkn
         s3_bytes: s3Bytes,
         rss_ingest_mb: ingestRss,
         scorer_cache_bytes: cacheBytes,
+        // Configuration the bench's environment set for every process (ENCODE_BATCH_DOCUMENTS for a bulk load, say): the rest are the defaults.
+        config_env: Object.fromEntries(CONFIG_KEYS.filter((k) => process.env[k] !== undefined && !/SECRET|PASSWORD|TOKEN|API_KEY/.test(k)).map((k) => [k, process.env[k]])),
         cpus: os.cpus().length,
         loadavg: os.loadavg().map((x) => round(x, 2)),
       };
