@@ -71,6 +71,9 @@ function generation() {
   return { corpus, centroids, objects, manifest };
 }
 
+let built: ReturnType<typeof generation> | null = null;
+const theGeneration = () => (built ??= generation());
+
 /** An object source over the stored objects that counts the reads in flight (answers in a later turn, as S3 does). */
 function memorySource(objects: Map<string, Uint8Array>) {
   let inFlight = 0;
@@ -109,7 +112,7 @@ const plain = (hits: Hit[]) => hits.map((h) => ({ segment: h.segment, doc: h.doc
 
 describe('search over many segments yields the event loop', () => {
   it(`loads a cold generation of ${SEGMENTS} segments and searches it in every mode with no gap of a 10 ms timer over ${MAX_GAP_MS} ms, the hits equal to the synchronous search's`, async () => {
-    const { corpus, centroids, objects, manifest } = generation();
+    const { corpus, centroids, objects, manifest } = theGeneration();
     const { source, peak } = memorySource(objects);
     const loadConcurrency = 4;
     const cache = new SegmentCache(source, { get: async () => artifact }, { forCollection: async () => Promise.reject(new Error('no side information here')) }, { maxBytes: 1 << 30, loadConcurrency, scoreFromCodes: false });
@@ -144,16 +147,19 @@ describe('search over many segments yields the event loop', () => {
       { name: 'hybrid', base: 'xtr', kPrime: 1000, nprobe: K / 4, fusion: 'linear', lambda: 0.5, normalization: 'minmax', depth: 100, rrfK: 60, k1: 0.9, b: 0.4 },
     ];
 
-    const { value: got, gapMs } = await longestGap(async () => {
-      // As the search processor runs it: every mode's pass over one visit of each segment.
-      const plan = await cache.searchPlan({ tenantId: T, id: C, model: 'm' }, manifest);
-      const passes = modes.map((mode) => firstStagePass(mode, 50, query).pass!);
-      const yieldEvery = eventLoopYielder();
-      const report = await searchSegments(plan, passes, { yieldEvery });
-      const out: Hit[][] = [];
-      for (const pass of passes) out.push(await runStepsYielding(pass.finish(plan.parts.length), yieldEvery));
-      return { plan, report, out };
-    });
+    // As the search processor runs it: every mode's pass over one visit of each segment, walked in
+    // manifest order, then in reverse (SCORER_SCAN_ORDER=alternate): the same hits either way.
+    const search = async (reversed: boolean) =>
+      longestGap(async () => {
+        const plan = { ...(await cache.searchPlan({ tenantId: T, id: C, model: 'm' }, manifest)), reversed: () => reversed };
+        const passes = modes.map((mode) => firstStagePass(mode, 50, query).pass!);
+        const yieldEvery = eventLoopYielder();
+        const report = await searchSegments(plan, passes, { yieldEvery });
+        const out: Hit[][] = [];
+        for (const pass of passes) out.push(await runStepsYielding(pass.finish(plan.parts.length), yieldEvery));
+        return { plan, report, out };
+      });
+    const { value: got, gapMs } = await search(false);
 
     // The loads queued behind the limiter: never every segment's read at once; the pass held a window of segments, not the generation.
     expect(peak()).toBeLessThanOrEqual(loadConcurrency);
@@ -180,7 +186,64 @@ describe('search over many segments yields the event loop', () => {
       expect(plain(hits), modes[m].name).toEqual(plain(expected[m]));
     });
     expect(gapMs).toBeLessThan(MAX_GAP_MS);
+    const back = await search(true);
+    expect(back.value.report.failed.size).toBe(0);
+    back.value.out.forEach((hits, m) => expect(plain(hits), `${modes[m].name}, reversed`).toEqual(plain(expected[m])));
   }, 300_000);
+});
+
+describe('search walks over a generation larger than the cache', () => {
+  it('alternating walks (SCORER_SCAN_ORDER=alternate) begin with what the last walk left in the cache: a search after the first reads about the part of the generation the cache cannot hold, where walking in manifest order reads all of it again', async () => {
+    const { objects, manifest: all } = theGeneration();
+    const manifest = { ...all, segments: all.segments.slice(0, 60) };
+    const collection = { tenantId: T, id: C, model: 'm' };
+    const query = { pool: () => new Float32Array(DIMS).fill(1 / 8) } as unknown as FirstStageQuery;
+    const scorer = (maxBytes: number, alternateScans: boolean) => {
+      const got = { gets: 0 };
+      const source: ObjectSource = {
+        get: async (key) => {
+          got.gets++;
+          return objects.get(key)?.slice() ?? null;
+        },
+      };
+      const cache = new SegmentCache(source, { get: async () => artifact }, { forCollection: async () => Promise.reject(new Error('none')) }, { maxBytes, loadConcurrency: 2, scoreFromCodes: false, alternateScans });
+      const search = async () => {
+        const before = got.gets;
+        const plan = await cache.searchPlan(collection, manifest, { rows: 'none', tokenIds: false, metadata: false, pooled: true });
+        const pass = firstStagePass({ name: 'dense' }, 10, query).pass!;
+        await searchSegments(plan, [pass], { yieldEvery: async () => {} });
+        return { reads: got.gets - before, hits: (await runStepsYielding(pass.finish(plan.parts.length), async () => {})).map((h) => h.key) };
+      };
+      return { cache, search };
+    };
+    // What one walk keeps: the whole generation's segments and indexes, as the cache counts them.
+    const roomy = scorer(1 << 30, false);
+    const want = await roomy.search();
+    const footprint = roomy.cache.stats().bytes;
+    expect(roomy.cache.stats().evictions).toBe(0);
+
+    const runs = Object.fromEntries(
+      await Promise.all(
+        ([false, true] as const).map(async (alternate) => {
+          const s = scorer(Math.floor(footprint / 2), alternate);
+          const reads: number[] = [];
+          for (let i = 0; i < 4; i++) {
+            const r = await s.search();
+            expect(r.hits, `alternate ${alternate}, search ${i}`).toEqual(want.hits);
+            reads.push(r.reads);
+          }
+          return [String(alternate), reads] as const;
+        }),
+      ),
+    );
+    const objectsPerWalk = 2 * manifest.segments.length; // each segment and its index
+    // Manifest order: every search reads every object again (an LRU walked the same way misses
+    // each), and no more: the generation's id table was kept (SearchPlan.keep), not built again
+    // from every segment's ids.
+    for (const r of runs.false.slice(1)) expect(r).toBe(objectsPerWalk);
+    // Alternating: about the half the cache cannot hold.
+    for (const r of runs.true.slice(1)) expect(r).toBeLessThanOrEqual(0.65 * objectsPerWalk);
+  });
 });
 
 describe('searchNeeds', () => {

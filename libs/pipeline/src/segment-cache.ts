@@ -119,6 +119,19 @@ export class ByteLru<V> {
     return this.entries.has(key);
   }
 
+  /** `value` kept under `key` as the most recently used: refreshed when held, put back when evicted meanwhile (not counted as a lookup). */
+  keep(key: string, value: V, bytes: number): void {
+    const e = this.entries.get(key);
+    if (e) {
+      this.entries.delete(key);
+      this.entries.set(key, e);
+      return;
+    }
+    this.entries.set(key, { value: Promise.resolve(value), bytes, settled: true, resolved: value });
+    this.held += bytes;
+    this.evict();
+  }
+
   /** Forgets `key` (a value that must not be reused, e.g. a table built while a segment was unreadable). */
   delete(key: string): void {
     this.drop(key);
@@ -192,6 +205,12 @@ export interface SegmentCacheOptions {
    * re-rank loads whole segments into the memory cache.
    */
   rangeReads?: boolean;
+  /**
+   * true (SCORER_SCAN_ORDER=alternate): search walks go through a generation's segments in manifest
+   * order and in reverse by turns (SearchPlan.reversed), so each walk begins with what the one
+   * before left in the cache; false or absent: manifest order always.
+   */
+  alternateScans?: boolean;
   /**
    * The ids of a segment in its document order, read from elsewhere than the segment (the
    * batch's info.json), for a segment that cannot be read: its candidates are then named as
@@ -306,6 +325,19 @@ export interface SearchPlan {
   openAhead: number;
   /** The unavailable segments: those the search failed to read ([manifest position, error]) and those whose ids are not known. */
   unavailable(failed: Iterable<[number, SegmentUnavailableError]>): UnavailableSegment[];
+  /**
+   * Whether the next walk over the parts goes in reverse (asked once per walk). A walk over more
+   * segments than the cache holds leaves the last ones it read in the cache; an LRU walked the
+   * same way again evicts each of them just before reaching it (no hit at all), walked the other
+   * way it starts with them.
+   */
+  reversed(): boolean;
+  /**
+   * Keeps the generation's id table as the most recently used entry (put back if the walk evicted
+   * it): a walk over more than the cache holds would otherwise leave it to be evicted, and the
+   * next search or re-rank of the generation would build it again from every segment's ids.
+   */
+  keep(): void;
 }
 
 /** A segment of a generation, ready for search: its index, its place in the generation, its live documents. */
@@ -377,6 +409,8 @@ export class SegmentCache {
   private readonly queryLuts = new WeakMap<Float32Array, Map<string, EdenQueryLut>>();
   /** Segments whose head came from S3 and whose bytes this process has not checked yet (verifiedCopy). */
   private readonly unverified = new Set<string>();
+  /** Search walks begun (alternateScans: odd ones go in reverse). */
+  private walks = 0;
   private readonly verifying = new Map<string, Promise<void>>();
   /** Heads read from S3 (stats: a cold scorer reading heads, not objects). */
   private storedHeadReads = 0;
@@ -708,7 +742,15 @@ export class SegmentCache {
         docIds: () => this.docIdsOf(collection, ref, this.readsHeads(needs)),
       });
     });
-    return { parts, openAhead: Math.max(2, this.opts.loadConcurrency), unavailable: (failed) => this.unavailableOf(collection, manifest, table, [...failed].sort((a, b) => a[0] - b[0])) };
+    return {
+      parts,
+      openAhead: Math.max(2, this.opts.loadConcurrency),
+      reversed: () => !!this.opts.alternateScans && (this.walks++ & 1) === 1,
+      keep: () => {
+        if (!table.unknown) this.lru.keep(tableKey(manifest), table, generationTableBytes(table));
+      },
+      unavailable: (failed) => this.unavailableOf(collection, manifest, table, [...failed].sort((a, b) => a[0] - b[0])),
+    };
   }
 
   /** A segment's ids in order: from its head when `viaHead` and the segment is not held whole, else from the segment. */
@@ -886,7 +928,7 @@ export class SegmentCache {
 
   /** The generation's sorted table of live ids (built from the segments' id tables, kept per generation). */
   async table(collection: Pick<Collection, 'tenantId' | 'id' | 'model'>, manifest: CollectionManifest): Promise<GenTable> {
-    const key = `gen:${manifest.tenantId}/${manifest.collectionId}/${manifest.generation}/${manifest.committedAt}`;
+    const key = tableKey(manifest);
     const coll = `${manifest.tenantId}/${manifest.collectionId}`;
     const table = (await this.lru.get(key, async () => {
       let unknown: number[] = [];
@@ -1174,3 +1216,8 @@ function splitCandidates(found: readonly [string, number, number][], failed: Rea
 }
 
 /** A segment's head (SegmentHead) from its reader: copies of the small arrays, the section offsets of its object. */
+
+/** The memory cache's key of a generation's id table. */
+function tableKey(manifest: CollectionManifest): string {
+  return `gen:${manifest.tenantId}/${manifest.collectionId}/${manifest.generation}/${manifest.committedAt}`;
+}

@@ -4,7 +4,7 @@ import { SegmentUnavailableError, type LazySearchPart, type SearchPart, type Sea
 import { searchSegments } from './segment-pass';
 
 /** A plan of fake parts whose opens answer in a later turn and count what is open now. */
-function fakePlan(count: number, openAhead: number, bad: { index?: number[]; open?: number[]; crash?: number } = {}) {
+function fakePlan(count: number, openAhead: number, bad: { index?: number[]; open?: number[]; crash?: number } = {}, alternate = false) {
   let open = 0;
   let peak = 0;
   const opened: number[] = [];
@@ -41,7 +41,8 @@ function fakePlan(count: number, openAhead: number, bad: { index?: number[]; ope
       docIds: async () => ['a', 'b', 'c'],
     };
   });
-  const plan: SearchPlan = { parts, openAhead, unavailable: () => [] };
+  let walks = 0;
+  const plan: SearchPlan = { parts, openAhead, unavailable: () => [], reversed: () => alternate && walks++ % 2 === 1, keep: () => {} };
   return { plan, release, peak: () => peak, opened, indexed };
 }
 
@@ -119,6 +120,28 @@ describe('searchSegments', () => {
     await expect(searchSegments(f.plan, [a.pass], { yieldEvery: async () => {} })).rejects.toThrow('disk on fire');
     expect(a.visited).toEqual([0, 1, 2]);
     expect(f.opened.length).toBeLessThanOrEqual(7);
+  });
+
+  it('a plan that alternates walks the indexes one way and the segments the other, then starts the next search where this one ended; the same window', async () => {
+    const f = fakePlan(10, 3, { index: [7] }, true);
+    const order: string[] = [];
+    const a = recorder(true, f.release);
+    const pass: SegmentPass = { ...a.pass, count: (index) => (order.push('count'), a.pass.count(index)) };
+    const report = await searchSegments(f.plan, [pass], { yieldEvery: async () => {} });
+    expect(f.indexed).toEqual([...Array(10).keys()]);
+    expect(order).toHaveLength(9); // every readable index counted first
+    // The damaged segment (7, manifest position 14) is recorded and not opened; the visit goes 9 .. 0.
+    expect([...report.failed.keys()]).toEqual([14]);
+    expect(a.visited).toEqual([9, 8, 6, 5, 4, 3, 2, 1, 0]);
+    expect(f.opened).toEqual(a.visited);
+    expect(f.peak()).toBe(3);
+    // The next search (no statistics: one walk) goes forward again.
+    const b = recorder(false, f.release);
+    await searchSegments(f.plan, [b.pass], { yieldEvery: async () => {} });
+    expect(b.visited).toEqual([...Array(10).keys()]);
+    const c = recorder(false, f.release);
+    await searchSegments(f.plan, [c.pass], { yieldEvery: async () => {} });
+    expect(c.visited).toEqual([...Array(10).keys()].reverse());
   });
 
   it('no pass: nothing is read', async () => {

@@ -23,8 +23,9 @@ export interface SegmentPassOptions {
 type Settled<T> = { ok: true; value: T } | { ok: false; error: unknown };
 
 /**
- * Runs the passes (one per query, @lateral/search's segment passes) over the plan's segments in
- * order, each segment opened once and handed to every pass, then let go: at most
+ * Runs the passes (one per query, @lateral/search's segment passes) over the plan's segments,
+ * each segment opened once and handed to every pass, then let go; a walk goes in the plan's
+ * order or in reverse as `plan.reversed()` says (the hits do not depend on it): at most
  * `plan.openAhead` segments are open at once (the one searched and those read ahead of it, so
  * reads overlap the search). Passes that need BM25's global statistics get a first walk over the
  * indexes alone. A segment that cannot be read (SegmentUnavailableError) is recorded and skipped;
@@ -39,13 +40,19 @@ export async function searchSegments(plan: SearchPlan, passes: readonly SegmentP
   };
   const counting = passes.filter((p) => p.needsStats);
   if (counting.length > 0) {
-    await inOrder(plan.parts, (part) => part.index(), plan.openAhead, report, fail, async (_, index) => {
+    await inOrder(walk(plan, plan.parts), (part) => part.index(), plan.openAhead, report, fail, async (_, index) => {
       for (const p of counting) p.count(index);
     });
   }
-  if (passes.every((p) => p.visits === false)) return report;
+  if (passes.every((p) => p.visits === false)) {
+    plan.keep();
+    return report;
+  }
   // Each readable part with its index in the plan (what the passes and the hits call its segment).
-  const readable = plan.parts.map((part, s) => ({ part, s })).filter(({ part }) => !report.failed.has(part.position));
+  const readable = walk(
+    plan,
+    plan.parts.map((part, s) => ({ part, s })).filter(({ part }) => !report.failed.has(part.position)),
+  );
   let done = 0;
   await inOrder(readable, ({ part }) => part.open(), plan.openAhead, report, ({ part }, err) => fail(part, err), async ({ s }, opened) => {
     const mask = andMasks(opened.live, opts.predicate ? docMask(opened.segment, opts.predicate) : undefined);
@@ -53,7 +60,13 @@ export async function searchSegments(plan: SearchPlan, passes: readonly SegmentP
     for (const p of passes) await runStepsYielding(p.visit(s, view), opts.yieldEvery);
     await opts.onSegment?.(++done, readable.length);
   });
+  plan.keep();
   return report;
+}
+
+/** The items of a walk: in order, or reversed when the plan says this walk goes the other way. */
+function walk<T>(plan: SearchPlan, items: readonly T[]): readonly T[] {
+  return plan.reversed() ? [...items].reverse() : items;
 }
 
 /**

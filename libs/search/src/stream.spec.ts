@@ -60,7 +60,7 @@ describe('segment passes (one segment at a time) equal the whole-collection sear
     }
   });
 
-  it('the running XTR merge equals xtrMerge over all lists, and holds at most k\' entries per query token', () => {
+  it('the running XTR merge equals xtrMerge over all lists, in any order of segments, and holds at most k\' entries per query token', () => {
     const ps = parts(corpus, randomCuts(rng(8), 120, 30), false);
     const n = 5;
     const qq = q.subarray(0, n * d);
@@ -74,7 +74,13 @@ describe('segment passes (one segment at a time) equal the whole-collection sear
         for (let i = 0; i < n; i++) expect(m.offsets[i + 1] - m.offsets[i]).toBeLessThanOrEqual(kPrime);
       });
       expect(running.merged(ps.length)).toEqual(xtrMerge(lists));
-      expect(() => running.add(lists[0], 0)).toThrow(/added after segment 29/);
+      expect(() => running.add(lists[0], 0)).toThrow(/segment 0 added twice/);
+      // Segments in any order (a search walking the generation backwards, or shuffled): the same merge.
+      for (const order of [[...lists.keys()].reverse(), [...lists.keys()].sort((a, b) => ((a * 7919) % 31) - ((b * 7919) % 31))]) {
+        const other = new XtrRunningMerge(n, kPrime);
+        for (const s of order) other.add(lists[s], s);
+        expect(other.merged(ps.length)).toEqual(xtrMerge(lists));
+      }
     }
   });
 

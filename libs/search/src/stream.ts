@@ -9,7 +9,7 @@ import { XtrRunningMerge, XtrWorkspace, xtrSegmentSearchSteps, type XtrMerged, t
 
 /**
  * Segment-major search (issue 10, ARCHITECTURE "Serving"): the caller visits a generation's
- * segments one at a time, in index order, opens each (its rows or vectors and its index), hands
+ * segments one at a time, in either order, opens each (its rows or vectors and its index), hands
  * it to every query's pass and lets it go before the next, so a search holds a bounded window of
  * segments, never the collection. What a pass keeps between segments is bounded by the request:
  * the top-n hits so far (`mergeIntoHits`), XTR's n x k' global lists (`XtrRunningMerge`), BM25's
@@ -24,7 +24,7 @@ export interface SegmentPass {
   /** false: the pass only counts indexes (a shard's statistics round); when no pass visits, no segment is opened. Default true. */
   readonly visits?: boolean;
   count(index: SegmentIndex): void;
-  /** Segment `s` (its index in the caller's list; increasing across calls). */
+  /** Segment `s` (its index in the caller's list): each segment once, in any order (the hits are ordered by global keys, not by visits). */
   visit(s: number, part: PassSegment): Steps<void>;
   /** The hits (`segment` = the caller's index), after the last visit. */
   finish(segments: number): Steps<Hit[]>;

@@ -662,7 +662,8 @@ export class XtrRunningMerge {
   private readonly lists: RunningList[];
   /** documents and docBase of each segment that kept an entry at some point */
   private readonly segmentShape = new Map<number, { documents: number; docBase: number }>();
-  private lastSegment = -1;
+  /** segments added (each may come once, in any order: entries are ordered by global key, not by arrival) */
+  private readonly added = new Set<number>();
 
   constructor(
     readonly n: number,
@@ -672,11 +673,11 @@ export class XtrRunningMerge {
     this.lists = Array.from({ length: n }, () => EMPTY_RUNNING);
   }
 
-  /** Merges segment `segment`'s lists (segments must come in increasing index order). */
+  /** Merges segment `segment`'s lists (each segment once, in any order). */
   add(l: XtrSegmentLists, segment: number): void {
     if (l.n !== this.n || l.kPrime !== this.kPrime) throw new RangeError(`XtrRunningMerge: segment ${segment} has n = ${l.n}, k' = ${l.kPrime}; expected ${this.n}, ${this.kPrime}`);
-    if (!(segment > this.lastSegment)) throw new RangeError(`XtrRunningMerge: segment ${segment} added after segment ${this.lastSegment}`);
-    this.lastSegment = segment;
+    if (this.added.has(segment)) throw new RangeError(`XtrRunningMerge: segment ${segment} added twice`);
+    this.added.add(segment);
     const K = this.kPrime;
     let kept = false;
     for (let i = 0; i < this.n; i++) {

@@ -62,6 +62,14 @@ export const ConfigSchema = z.object({
    */
   SCORER_RERANK_READS: z.enum(['ranges', 'segments']).default('ranges'),
   /**
+   * The order a search walks a generation's segments in: `alternate` = each walk goes the other
+   * way from the one before, so a walk starts with the segments the last one left in the memory
+   * cache (a collection larger than SCORER_CACHE_BYTES then keeps about the bound's share of
+   * its segments between searches, where walking one way evicts each before it is read again);
+   * `manifest` = always in manifest order. Results do not depend on it.
+   */
+  SCORER_SCAN_ORDER: z.enum(['alternate', 'manifest']).default('alternate'),
+  /**
    * Shards a collection may be created with at most (`shards` on POST /v1/collections), and the
    * shard queues (`shard-0` .. `shard-<n-1>`) a scorer holding `all` serves.
    */

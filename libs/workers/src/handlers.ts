@@ -55,6 +55,7 @@ export function pipelineHandlers(rt: Runtime, extra: { shardChild?: (p: ShardJob
     scoreFromCodes: config.COMPRESSED_SCORING === 'int8-image',
     // Re-ranks read their candidates' bytes from the disk cache's copies (not whole segments into memory).
     rangeReads: config.SCORER_RERANK_READS === 'ranges' && objects.enabled,
+    alternateScans: config.SCORER_SCAN_ORDER === 'alternate',
     // A segment that cannot be read: its ids from its batch's info.json (so its candidates are named
     // unavailable), and the collection's degraded record in S3, a log line and metrics.
     segmentIds: async (t, c, ref) => (await documents.encodedInfo(t, c, ref.batchId))?.documents.map((d) => d.id) ?? null,
