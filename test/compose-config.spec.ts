@@ -230,6 +230,10 @@ describe('images', () => {
     expect(df).toMatch(/tsx scripts\/build-model\.ts --all/);
   });
 
+  it('both images set the allocator pair the 1,000,000-document bench measured within the scorer\'s memory target', () => {
+    for (const f of ['infra/Dockerfile', 'infra/Dockerfile.cuda']) expect(read(f), f).toMatch(/^ENV MALLOC_ARENA_MAX=2 \\\n\s+MALLOC_MMAP_THRESHOLD_=1048576$/m);
+  });
+
   it('.dockerignore keeps node_modules, caches and .git out of the build context', () => {
     const lines = read('.dockerignore').split('\n').map((l) => l.trim());
     for (const p of ['**/node_modules', '.cache', '.data', '.git']) expect(lines).toContain(p);
