@@ -2,7 +2,7 @@
  * `npm run bench -- scale [--json] [--docs N] [--model NAME] [--codec eden4|fp16] [--seed N]
  *   [--per-request N] [--window N] [--cache-bytes N] [--rounds N] [--cold-rounds N] [--ingest-only]
  *   [--search-modes xtr,bm25,dense,mebert,exhaustive,hybrid] [--search-timeout SECONDS]
- *   [--ingest-seconds S] [--variant-env K=V,K=V] [--heap-snapshot [--snapshot-dir DIR]]
+ *   [--ingest-seconds S] [--variant-env K=V,K=V] [--glibc-defaults] [--heap-snapshot [--snapshot-dir DIR]]
  *   [--keep] [--reuse DIR]`
  *
  * A collection of `--docs` documents (default 1,000,000) built through the real pipeline, then
@@ -14,7 +14,10 @@
  * WORKER_QUEUES=encode,compress,index,commit,merge,encode-texts: the fault suite's split, plus the
  * text candidates of the cold rounds' model warm-up) and one scorer
  * (WORKER_QUEUES=rerank,search, `SCORER_CACHE_BYTES` = `--cache-bytes`, default the configured
- * 2 GiB). This process is the client: it posts NDJSON requests of `--per-request` documents
+ * 2 GiB). Each runs with the glibc allocator settings the images set (`MALLOC_ARENA_MAX=2
+ * MALLOC_MMAP_THRESHOLD_=1048576`, infra/Dockerfile) unless the environment sets them or
+ * `--glibc-defaults` is given (then glibc's own defaults: a scorer cycling its cache keeps freed
+ * buffers and passes its RSS target at 1,000,000 documents). This process is the client: it posts NDJSON requests of `--per-request` documents
  * (default 1,000), two at a time, never more than `--window` documents (default 16,000) accepted
  * and not yet committed, honouring 503 / 429 Retry-After, and counts accepted against committed
  * documents (an ingestion is committed when its status says done).
@@ -58,6 +61,9 @@ import { DocumentGenerator, checkScaleResult, docId, loadSourceCorpus, percentil
 const ROOT = path.resolve(__dirname, '..', '..');
 const DATASETS = path.resolve(ROOT, '..', 'shared', 'datasets');
 const BUCKET = 'scale';
+/** glibc allocator settings the images set for every process (infra/Dockerfile). */
+const IMAGE_ALLOCATOR_ENV: NodeJS.ProcessEnv = { MALLOC_ARENA_MAX: '2', MALLOC_MMAP_THRESHOLD_: '1048576' };
+
 /** What a kept run records once its ingest is done, for `--reuse`. */
 const INGEST_STATE = 'bench-ingest.json';
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -246,6 +252,8 @@ export async function runScaleBench(args: string[]): Promise<Record<string, unkn
       )
     : null;
   const json = args.includes('--json');
+  // The images' allocator settings (infra/Dockerfile), for every process as a deployment runs it.
+  const allocatorEnv: NodeJS.ProcessEnv = args.includes('--glibc-defaults') ? {} : IMAGE_ALLOCATOR_ENV;
   const say = (s: string) => (json ? console.error(s) : console.log(s));
   const t00 = performance.now();
 
@@ -291,6 +299,7 @@ export async function runScaleBench(args: string[]): Promise<Record<string, unkn
     const port = await freePort();
     const base = `http://127.0.0.1:${port}`;
     const vars: NodeJS.ProcessEnv = {
+      ...allocatorEnv,
       ...process.env,
       REDIS_URL: redis.url,
       S3_ENDPOINT: s3.match[1],
@@ -678,6 +687,8 @@ export async function runScaleBench(args: string[]): Promise<Record<string, unkn
         scorer_cache_metrics: { full: cacheFull, half: cacheHalf },
         scorer_rss_target_mb: round(cacheBytes / 2 ** 20 + 1024, 0),
         scorer_within_target: serveRss ? ownPeak <= cacheBytes / 2 ** 20 + 1024 : null,
+        // The serving processes' allocator settings (the images' unless --glibc-defaults or the environment's own).
+        allocator_env: { MALLOC_ARENA_MAX: vars.MALLOC_ARENA_MAX ?? null, MALLOC_MMAP_THRESHOLD_: vars.MALLOC_MMAP_THRESHOLD_ ?? null },
         scorer_memory: scorerMemory,
         ...(variant ? { variant } : {}),
       });
