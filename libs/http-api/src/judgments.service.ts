@@ -212,8 +212,11 @@ export class JudgmentsService {
     if (!found && (await this.rt.redis.exists(trainingKeys.cancelFlag(this.rt.config.REDIS_PREFIX, this.tenant, trainId)))) {
       return { trainId, collection: '', status: 'cancelled', progress: null };
     }
-    const job = found ?? (await this.job(trainId));
+    let job = found ?? (await this.job(trainId));
     const state = await job.getState();
+    // A run that ended between reading the job and its state: read it again, so its failedReason
+    // (a cancel) or its return value comes with the state and is not the stale active copy's.
+    if (state === 'completed' || state === 'failed') job = await this.job(trainId);
     const data = job.data as { collectionId: string };
     const base = { trainId, collection: data.collectionId, progress: job.progress };
     if (state === 'completed') {
