@@ -70,8 +70,7 @@ export class ByteLru<V> {
     const hit = this.entries.get(key);
     if (hit) {
       this.counters.hits++;
-      this.entries.delete(key); // most recently used last
-      this.entries.set(key, hit);
+      this.promote(key, hit);
       return hit.value;
     }
     this.counters.misses++;
@@ -101,17 +100,12 @@ export class ByteLru<V> {
     const hit = this.entries.get(key);
     if (hit?.settled) {
       this.counters.hits++;
-      this.entries.delete(key);
-      this.entries.set(key, hit);
+      this.promote(key, hit);
       return hit.resolved as V;
     }
     this.counters.misses++;
     const { value, bytes } = compute();
-    const entry: Entry<V> = { value: Promise.resolve(value), bytes, settled: true, resolved: value };
-    this.drop(key);
-    this.entries.set(key, entry);
-    this.held += bytes;
-    this.evict();
+    this.put(key, value, bytes);
     return value;
   }
 
@@ -122,14 +116,8 @@ export class ByteLru<V> {
   /** `value` kept under `key` as the most recently used: refreshed when held, put back when evicted meanwhile (not counted as a lookup). */
   keep(key: string, value: V, bytes: number): void {
     const e = this.entries.get(key);
-    if (e) {
-      this.entries.delete(key);
-      this.entries.set(key, e);
-      return;
-    }
-    this.entries.set(key, { value: Promise.resolve(value), bytes, settled: true, resolved: value });
-    this.held += bytes;
-    this.evict();
+    if (e) this.promote(key, e);
+    else this.put(key, value, bytes);
   }
 
   /** Forgets `key` (a value that must not be reused, e.g. a table built while a segment was unreadable). */
@@ -150,6 +138,20 @@ export class ByteLru<V> {
   stats(): ByteLruStats {
     const { hits, misses, evictions } = this.counters;
     return { hits, misses, hitRatio: hits + misses === 0 ? 0 : hits / (hits + misses), bytes: this.held, maxBytes: this.maxBytes, entries: this.entries.size, evictions };
+  }
+
+  /** Most recently used last. */
+  private promote(key: string, e: Entry<V>): void {
+    this.entries.delete(key);
+    this.entries.set(key, e);
+  }
+
+  /** A settled value kept under `key` (replacing any entry there), then the bound enforced. */
+  private put(key: string, value: V, bytes: number): void {
+    this.drop(key);
+    this.entries.set(key, { value: Promise.resolve(value), bytes, settled: true, resolved: value });
+    this.held += bytes;
+    this.evict();
   }
 
   private drop(key: string): void {
@@ -1022,9 +1024,9 @@ export class SegmentCache {
 
   /** Reads and checks a segment's object (every section's CRC); a corrupt local copy is dropped, and the segment named unavailable. */
   private async readObject(collection: Pick<Collection, 'tenantId' | 'id' | 'model'>, ref: SegmentRef): Promise<{ loaded: LoadedSegment; objectBytes: number }> {
-    const bytes = await this.source.get(ref.key);
+    const [bytes, artifact] = await Promise.all([this.source.get(ref.key), this.codecs.get(collection.tenantId, collection.id, ref.codecVersion)]);
     if (!bytes) throw new SegmentUnavailableError(ref.key, 'segment', ref.key, `segment ${ref.key} of the current generation is missing from S3`);
-    return { loaded: await this.parseObject(collection, ref, bytes), objectBytes: bytes.byteLength };
+    return { loaded: await this.parseObject(collection, ref, bytes, artifact), objectBytes: bytes.byteLength };
   }
 
   /**
@@ -1035,13 +1037,12 @@ export class SegmentCache {
   private copyCheck(collection: Pick<Collection, 'tenantId' | 'id' | 'model'>, ref: SegmentRef): (bytes: Uint8Array) => Promise<void> {
     return (bytes) =>
       this.guarded(collection, ref.key, 'segment', ref.key, async () => {
-        await this.parseObject(collection, ref, bytes);
+        await this.parseObject(collection, ref, bytes, await this.codecs.get(collection.tenantId, collection.id, ref.codecVersion));
       });
   }
 
   /** A segment's object bytes read and checked (every section's CRC32C); a corrupt object is dropped from the local cache and named unavailable. */
-  private async parseObject(collection: Pick<Collection, 'tenantId' | 'id' | 'model'>, ref: SegmentRef, bytes: Uint8Array): Promise<LoadedSegment> {
-    const artifact = await this.codecs.get(collection.tenantId, collection.id, ref.codecVersion);
+  private async parseObject(collection: Pick<Collection, 'tenantId' | 'id' | 'model'>, ref: SegmentRef, bytes: Uint8Array, artifact: CodecArtifact): Promise<LoadedSegment> {
     await this.yieldTurn();
     try {
       const reader = readSegment(bytes, ref.key, artifact, await segmentReadOptions(artifact, collection, this.staticEmbeddings));
@@ -1214,8 +1215,6 @@ function splitCandidates(found: readonly [string, number, number][], failed: Rea
   }
   return { rowOf, docIds, where, unavailableIds };
 }
-
-/** A segment's head (SegmentHead) from its reader: copies of the small arrays, the section offsets of its object. */
 
 /** The memory cache's key of a generation's id table. */
 function tableKey(manifest: CollectionManifest): string {
