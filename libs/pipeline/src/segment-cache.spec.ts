@@ -532,6 +532,19 @@ describe('SegmentCache', () => {
       };
       const ids = ['c2', 'a1', 'c4'];
       const want = await whole.view(collection, m, ids);
+      // The object of segment x with a byte flipped mid-way (a section's CRC no longer matches).
+      const corrupt = (x: Stored) => {
+        const bytes = x.bytes.slice();
+        bytes[bytes.byteLength >> 1] ^= 0xff;
+        return { ref: x.ref, bytes };
+      };
+      // A view that names segment x unavailable (checksum), answers `kept` and lists `named`.
+      const expectNamed = (v: Awaited<ReturnType<SegmentCache['view']>>, x: Stored, kept: string[], named: string[]) => {
+        expect(v.docIds).toEqual(kept);
+        expect(v.unavailable!.map((u) => u.key)).toEqual([x.ref.key]);
+        expect(v.unavailable![0].reason).toMatch(/checksum mismatch/);
+        expect(v.unavailableIds).toEqual(named);
+      };
 
       // Three heads read, two segments read whole (those holding candidates), the same view.
       const cold = scorer();
@@ -552,15 +565,9 @@ describe('SegmentCache', () => {
       expect(bm25.wholeReads).toEqual([]);
 
       // A corrupt segment whose stored head is intact: named unavailable at its first read by ranges, its candidates listed.
-      const broken = E[1].bytes.slice();
-      broken[broken.byteLength >> 1] ^= 0xff;
-      src.add({ ref: E[1].ref, bytes: broken });
+      src.add(corrupt(E[1]));
       const c = scorer();
-      const v = await c.cache.view(collection, m, ['b2', 'a2']);
-      expect(v.docIds).toEqual(['a2']);
-      expect(v.unavailable!.map((u) => u.key)).toEqual([E[1].ref.key]);
-      expect(v.unavailable![0].reason).toMatch(/checksum mismatch/);
-      expect(v.unavailableIds).toEqual(['b2']);
+      expectNamed(await c.cache.view(collection, m, ['b2', 'a2']), E[1], ['a2'], ['b2']);
       src.add(E[1]);
 
       // A copy checked once, then evicted from the disk cache while the object in S3 went bad: the
@@ -568,20 +575,14 @@ describe('SegmentCache', () => {
       const e = scorer();
       expect((await e.cache.view(collection, m, ['a1'])).docIds).toEqual(['a1']);
       await e.disk.invalidate(E[0].ref.key);
-      const rotten = E[0].bytes.slice();
-      rotten[rotten.byteLength >> 1] ^= 0xff;
-      src.add({ ref: E[0].ref, bytes: rotten });
-      const r = await e.cache.view(collection, m, ['a2', 'c1']);
-      expect(r.docIds).toEqual(['c1']);
-      expect(r.unavailable!.map((u) => u.key)).toEqual([E[0].ref.key]);
-      expect(r.unavailable![0].reason).toMatch(/checksum mismatch/);
-      expect(r.unavailableIds).toEqual(['a2']);
+      src.add(corrupt(E[0]));
+      expectNamed(await e.cache.view(collection, m, ['a2', 'c1']), E[0], ['c1'], ['a2']);
       // Search's range reads (ME-BERT reads code sections) check a fetched copy the same way.
       src.add(E[0]);
       const f = scorer();
       expect((await f.cache.view(collection, m, ['a1'])).docIds).toEqual(['a1']);
       await f.disk.invalidate(E[0].ref.key);
-      src.add({ ref: E[0].ref, bytes: rotten });
+      src.add(corrupt(E[0]));
       const plan = await f.cache.searchGeneration(collection, m, { rows: 'scores', tokenIds: false, metadata: false, pooled: false });
       expect(plan.unavailable.map((u) => u.key)).toEqual([E[0].ref.key]);
       expect(plan.parts.map((p) => p.ref.key)).toEqual([E[1].ref.key, E[2].ref.key]);
