@@ -10,6 +10,7 @@ import { pipeline } from 'node:stream/promises';
 import { Redis } from 'ioredis';
 import type { S3rverInstance, S3rverMiddleware } from 's3rver';
 import type { Logger } from './logger';
+import { objectKeyProblem } from './object-keys';
 
 /** Finds a free TCP port on 127.0.0.1 by binding port 0. */
 export async function freePort(): Promise<number> {
@@ -220,6 +221,7 @@ export async function startEmbeddedS3(opts: { dir: string; bucket: string; acces
   });
   atomicPuts(server);
   await addConditionalWrites(server);
+  await refuseUnsafeKeys(server);
   await fixListV2Pagination();
   await server.run();
   const endpoint = `http://127.0.0.1:${port}`;
@@ -343,6 +345,42 @@ async function addConditionalWrites(server: S3rverInstance): Promise<void> {
   };
   const vhost = server.middleware.findIndex((fn) => fn.name === 'vhost');
   if (vhost < 0) throw new Error('s3rver: vhost middleware not found; cannot add If-None-Match support (s3rver version changed?)');
+  server.middleware.splice(vhost + 1, 0, middleware);
+}
+
+/**
+ * s3rver keeps objects as files under its folder and resolves `..` and `./` in a key as a path, so
+ * a request for `bucket/tenants/a/../b/x` (or `../../../etc/x`) reads another tenant's object or a
+ * file outside the folder. The service's own client never sends such a key (object-keys.ts); this
+ * refuses them at the server too, for any other client that reaches it, with S3's InvalidArgument
+ * (400) before s3rver's handlers see the request: the object key of the path and a listing's
+ * `prefix`, `start-after` and `marker`.
+ */
+async function refuseUnsafeKeys(server: S3rverInstance): Promise<void> {
+  const { default: S3Error } = await import('s3rver/lib/models/error');
+  const refuse = (what: string, problem: string) => new S3Error('InvalidArgument', `${what} ${problem}`, { ArgumentName: what });
+  const middleware: S3rverMiddleware = async (ctx, next) => {
+    const m = /^\/[^/]+\/(.*)$/s.exec(ctx.path);
+    if (m && m[1] !== '') {
+      let key: string;
+      try {
+        key = decodeURIComponent(m[1]);
+      } catch {
+        throw refuse('key', 'is not valid percent-encoded UTF-8');
+      }
+      const problem = objectKeyProblem(key);
+      if (problem) throw refuse('key', problem);
+    }
+    for (const name of ['prefix', 'start-after', 'marker']) {
+      const v = ctx.query[name];
+      if (v === undefined) continue;
+      const problem = objectKeyProblem(Array.isArray(v) ? v.join('') : v, { prefix: name === 'prefix' });
+      if (problem) throw refuse(name, problem);
+    }
+    return next();
+  };
+  const vhost = server.middleware.findIndex((fn) => fn.name === 'vhost');
+  if (vhost < 0) throw new Error('s3rver: vhost middleware not found; cannot guard object keys (s3rver version changed?)');
   server.middleware.splice(vhost + 1, 0, middleware);
 }
 

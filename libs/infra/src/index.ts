@@ -1,5 +1,6 @@
 export * from './logger';
 export * from './embedded-services';
+export * from './object-keys';
 export * from './object-store';
 export * from './disk-cache';
 export * from './object-streams';

@@ -12,6 +12,7 @@ import {
 } from '@aws-sdk/client-s3';
 import { UnavailableError, wrapError, type Config } from '@lateral/shared';
 import { recordS3 } from './metrics';
+import { checkObjectKey } from './object-keys';
 
 const byteLength = (body: Uint8Array | string) => (typeof body === 'string' ? Buffer.byteLength(body, 'utf8') : body.byteLength);
 
@@ -37,6 +38,7 @@ export class ObjectStore {
       requestChecksumCalculation: 'WHEN_REQUIRED',
       responseChecksumValidation: 'WHEN_REQUIRED',
     });
+    guardKeys(this.client);
   }
 
   /** The SDK client, for the streaming helpers in object-streams.ts (multipart uploads, streamed reads). */
@@ -248,6 +250,26 @@ export class ObjectStore {
   destroy(): void {
     this.client.destroy();
   }
+}
+
+/**
+ * Every command this client sends has its keys checked first (object-keys.ts): the object key, a
+ * listing prefix, the keys of a batch delete. One check for every caller, this
+ * class's methods and the streaming helpers (object-streams.ts) that use the client directly, and
+ * for every store behind it: a key with a `..` segment or a NUL never leaves the process.
+ */
+function guardKeys(client: S3Client): void {
+  client.middlewareStack.add(
+    (next) => async (args) => {
+      const input = args.input as { Key?: unknown; Prefix?: unknown; StartAfter?: unknown; Delete?: { Objects?: { Key?: unknown }[] } };
+      if (input.Key !== undefined) checkObjectKey(input.Key as string);
+      if (input.Prefix !== undefined) checkObjectKey(input.Prefix as string, { prefix: true });
+      if (input.StartAfter !== undefined) checkObjectKey(input.StartAfter as string);
+      for (const o of input.Delete?.Objects ?? []) checkObjectKey(o.Key as string);
+      return next(args);
+    },
+    { step: 'initialize', name: 'lateralObjectKeyGuard', priority: 'high' },
+  );
 }
 
 function httpStatus(err: unknown): number | undefined {

@@ -13,6 +13,7 @@ declare module 's3rver' {
   export interface S3rverContext {
     method: string;
     path: string;
+    query: Record<string, string | string[] | undefined>;
     get(header: string): string;
   }
   export type S3rverMiddleware = (ctx: S3rverContext, next: () => Promise<unknown>) => Promise<unknown>;

@@ -38,6 +38,9 @@ export const batchKeys = {
   chunkResult: (t: string, b: string, n: number) => `tenants/${id('tenant id', t)}/batches/${id('batch id', b)}/chunks/${chunkName(n)}.result.jsonl`,
   chunksPrefix: (t: string, b: string) => `tenants/${id('tenant id', t)}/batches/${id('batch id', b)}/chunks/`,
   result: (t: string, b: string) => `tenants/${id('tenant id', t)}/batches/${id('batch id', b)}/results.jsonl`,
+  /** A caller's upload (`PUT /v1/uploads/{name}`): the only objects a batch may name as its input. */
+  upload: (t: string, name: string) => `tenants/${id('tenant id', t)}/uploads/${id('upload name', name)}`,
+  uploadsPrefix: (t: string) => `tenants/${id('tenant id', t)}/uploads/`,
 };
 
 /** BullMQ job ids ('~' never appears in resource ids). */

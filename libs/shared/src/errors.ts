@@ -37,8 +37,13 @@ export class UnavailableError extends LateralError {
 
 export class PermanentJobError extends LateralError {}
 
-/** Wraps a low-level failure with what was being done and where. */
+/**
+ * Wraps a low-level failure with what was being done and where. A ValidationError passes through
+ * as it is: it is the caller's fault (e.g. an unsafe object key refused before any request was
+ * sent), and wrapping it would turn a 400 into a dependency failure.
+ */
 export function wrapError(what: string, cause: unknown): Error {
+  if (cause instanceof ValidationError) return cause;
   const inner = cause instanceof Error ? cause.message : String(cause);
   const err = new Error(`${what}: ${inner}`);
   (err as Error & { cause?: unknown }).cause = cause;
