@@ -1,5 +1,9 @@
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
 import { gzipSync } from 'node:zlib';
 import path from 'node:path';
+import { GetObjectCommand, ListObjectsV2Command, S3Client } from '@aws-sdk/client-s3';
+import { ValidationError } from '@lateral/shared';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openApiDocument } from '@lateral/http-api';
 import { startApiOnly } from './api-only';
@@ -194,5 +198,145 @@ describe('fuzz: every route, hostile requests', () => {
     expect((await fetch(`${server.url}/v1/collections`)).status).toBe(200);
     // bounded: at most BODY_PARSE_CONCURRENCY (2) large bodies of MAX_REQUEST_BYTES (2 MiB) are held at once
     expect(rssPeak - rssStart).toBeLessThan(512 * 2 ** 20);
+  });
+});
+
+/**
+ * Regression tests for the black-box probe of issue 27 (item 1): with AUTH=keys and two tenants, a
+ * batch input can name only an upload of the caller's own; every other key, whether an object is
+ * there or not, gets one and the same 400 (no existence or size oracle); a NUL is a 400, not a 503;
+ * model ids refuse `.` and `..`; the object store refuses unsafe keys before a request leaves the
+ * process, and the embedded S3 server refuses them from any other client.
+ */
+describe('fuzz: object keys cannot escape the caller (AUTH=keys, two tenants)', () => {
+  const ADMIN = 'bootstrap-admin-credential-of-the-fuzz-0123456789';
+  const config = testConfig({ AUTH: 'keys', ADMIN_API_KEY: ADMIN, RATE_LIMIT_PER_SECOND: '1000', RATE_LIMIT_BURST: '1000' });
+  let server: Awaited<ReturnType<typeof startApiOnly>>;
+  const call = async (key: string, method: string, url: string, body?: string | object, type = 'application/json') => {
+    const res = await fetch(server.url + url, { method, headers: { authorization: `Bearer ${key}`, ...(body !== undefined ? { 'content-type': type } : {}) }, body: typeof body === 'object' ? JSON.stringify(body) : body });
+    const text = await res.text();
+    return { status: res.status, text, body: text ? JSON.parse(text) : null };
+  };
+  const rows = (tag: string) => [0, 1].map((i) => JSON.stringify({ custom_id: `${tag}-${i}`, query: 'wing flutter', candidates: [{ text: `${tag} row ${i}` }] })).join('\n') + '\n';
+  let alpha: string;
+  let beta: string;
+  let betaKeyId: string;
+  let betaBatch: string;
+  const outside = mkdtempSync(path.join(os.tmpdir(), 'lateral-outside-'));
+
+  beforeAll(async () => {
+    server = await startApiOnly(config);
+    const key = async (tenant: string) => {
+      const r = await call(ADMIN, 'POST', '/v1/admin/keys', { tenant, role: 'write' });
+      expect(r.status, r.text).toBe(201);
+      return r.body as { id: string; key: string };
+    };
+    alpha = (await key('alpha')).key;
+    const b = await key('beta');
+    beta = b.key;
+    betaKeyId = b.id;
+    expect((await call(beta, 'PUT', '/v1/uploads/rows.jsonl', rows('beta'), 'application/jsonl')).status).toBe(201);
+    const created = await call(beta, 'POST', `/v1/batches?model=${config.DEFAULT_MODEL}`, rows('beta'), 'application/jsonl');
+    expect(created.status, created.text).toBe(202);
+    betaBatch = created.body.id;
+    writeFileSync(path.join(outside, 'x.jsonl'), rows('host'));
+  });
+  afterAll(async () => {
+    await server?.stop();
+  });
+
+  it("every probe of another tenant's or the host's objects gets the same 400, present or absent", async () => {
+    const up = path.relative(path.join(config.DATA_DIR, 's3', config.S3_BUCKET, 'tenants', 'alpha'), outside);
+    const probes = [
+      `tenants/alpha/../beta/batches/${betaBatch}/input.jsonl`,
+      `./tenants/beta/batches/${betaBatch}/input.jsonl`,
+      `tenants/beta/batches/${betaBatch}/input.jsonl`,
+      'tenants/beta/uploads/rows.jsonl',
+      'tenants/alpha/../beta/uploads/rows.jsonl',
+      `auth/keys/${betaKeyId}.json`,
+      `tenants/alpha/${up}/x.jsonl`,
+      `tenants/alpha/../../../../../../../../..${outside}/x.jsonl`,
+      'tenants/beta/batches/batch-none/input.jsonl',
+      'tenants/alpha/../beta/uploads/absent.jsonl',
+      'auth/keys/absent.json',
+      'rows.jsonl\u0000',
+      '\u0000',
+      'uploads/rows.jsonl',
+      '../rows.jsonl',
+      '.',
+      '..',
+    ];
+    const answers = new Map<string, string[]>();
+    for (const input of probes) {
+      const r = await call(alpha, 'POST', '/v1/batches', { input });
+      expect(r.status, `${JSON.stringify(input)} -> ${r.text}`).toBe(400);
+      expect(r.body.details?.[0]?.field).toBe('input');
+      answers.set(r.text, [...(answers.get(r.text) ?? []), input]);
+    }
+    // one answer for all of them: nothing tells "exists" from "absent", or "yours" from "not yours"
+    expect([...answers.keys()], JSON.stringify([...answers.values()])).toHaveLength(1);
+    expect([...answers.keys()][0]).not.toContain('tenants/');
+
+    // alpha's own name resolves under alpha's prefix only: absent until alpha uploads it
+    const none = await call(alpha, 'POST', '/v1/batches', { input: 'rows.jsonl', model: config.DEFAULT_MODEL });
+    expect(none.status).toBe(400);
+    expect(none.body.message).toContain("no upload 'rows.jsonl'");
+    expect((await call(alpha, 'PUT', '/v1/uploads/rows.jsonl', rows('alpha'), 'application/jsonl')).status).toBe(201);
+    const mine = await call(alpha, 'POST', '/v1/batches', { input: 'rows.jsonl', model: config.DEFAULT_MODEL });
+    expect(mine.status, mine.text).toBe(202);
+    expect(mine.body.input.bytes).toBe(Buffer.byteLength(rows('alpha')));
+    expect(await server.rt.store.get('tenants/alpha/uploads/rows.jsonl')).not.toBeNull();
+    // an upload name is a resource id: a traversal in the path is a 400 naming it ('..' and '%2E%2E' alone are resolved by the client before anything is sent)
+    for (const bad of ['a%2F..%2F..%2Fb', '.hidden', 'x%00']) {
+      const r = await call(alpha, 'PUT', `/v1/uploads/${bad}`, rows('alpha'), 'application/jsonl');
+      expect([400, 404], `${bad} -> ${r.status} ${r.text}`).toContain(r.status);
+    }
+    expect((await call(alpha, 'PUT', '/v1/uploads/notjsonl.txt', 'hello\nworld\n', 'application/jsonl')).status).toBe(400);
+    expect((await call(alpha, 'PUT', '/v1/uploads/x.jsonl', rows('alpha'), 'text/plain')).status).toBe(415);
+  });
+
+  it("model ids refuse '.' and '..' on every route that takes one", async () => {
+    for (const model of ['..', '.', '../models', 'a/b']) {
+      const results = [
+        await call(alpha, 'POST', '/v1/collections', { id: 'm1', model }),
+        await call(alpha, 'POST', '/v1/rerank', { model, queries: [{ id: 'q', text: 'wing', candidates: [{ text: 'a' }] }] }),
+        await call(alpha, 'POST', '/v1/compat/cohere/rerank', { model, query: 'wing', documents: ['a'] }),
+        await call(alpha, 'POST', '/v1/batches', { input: 'rows.jsonl', model }),
+        await call(alpha, 'POST', `/v1/batches?model=${encodeURIComponent(model)}`, rows('alpha'), 'application/jsonl'),
+      ];
+      for (const r of results) {
+        expect(r.status, `${model}: ${r.text}`).toBe(400);
+        expect(JSON.stringify(r.body.details ?? [])).toContain('model');
+      }
+    }
+  });
+
+  it('the object store refuses unsafe keys before sending them; the embedded S3 server refuses them from any client', async () => {
+    for (const key of ['tenants/alpha/../beta/uploads/rows.jsonl', './x', '/etc/passwd', 'a\u0000b']) {
+      await expect(server.rt.store.get(key)).rejects.toBeInstanceOf(ValidationError);
+      await expect(server.rt.store.put(key, 'x')).rejects.toBeInstanceOf(ValidationError);
+    }
+    await expect(server.rt.store.list('tenants/../')).rejects.toBeInstanceOf(ValidationError);
+    // a raw S3 client, without the service's guard, straight at the embedded server
+    const raw = new S3Client({ endpoint: config.S3_ENDPOINT, region: config.S3_REGION, forcePathStyle: true, credentials: { accessKeyId: config.S3_ACCESS_KEY_ID, secretAccessKey: config.S3_SECRET_ACCESS_KEY } });
+    try {
+      for (const Key of ['tenants/alpha/../beta/uploads/rows.jsonl', `tenants/alpha/../../../../../../../../..${outside}/x.jsonl`]) {
+        const err = await raw.send(new GetObjectCommand({ Bucket: config.S3_BUCKET, Key })).then(
+          () => null,
+          (e: unknown) => e as { name?: string; $metadata?: { httpStatusCode?: number } },
+        );
+        expect(err, Key).not.toBeNull();
+        expect(err?.$metadata?.httpStatusCode, `${Key}: ${err?.name}`).toBe(400);
+      }
+      const list = await raw.send(new ListObjectsV2Command({ Bucket: config.S3_BUCKET, Prefix: 'tenants/alpha/../beta/' })).then(
+        () => 200,
+        (e: { $metadata?: { httpStatusCode?: number } }) => e.$metadata?.httpStatusCode,
+      );
+      expect(list).toBe(400);
+      // the guard does not get in the way of ordinary keys
+      expect((await raw.send(new GetObjectCommand({ Bucket: config.S3_BUCKET, Key: 'tenants/alpha/uploads/rows.jsonl' }))).$metadata.httpStatusCode).toBe(200);
+    } finally {
+      raw.destroy();
+    }
   });
 });

@@ -170,6 +170,13 @@ describe('OpenAPI document vs the live service', () => {
     await call('GET /v1/batches/{id}/results', '/v1/batches/batch-nope/results'); // 404
     await call('POST /v1/batches/{id}/cancel', '/v1/batches/batch-nope/cancel'); // 404
     await call('POST /v1/batches', '/v1/batches', { input: 'nope.jsonl' }); // 400: no collection or model
+    const up = await call('PUT /v1/uploads/{name}', '/v1/uploads/rows.jsonl', jsonl, { ...admin, 'content-type': 'application/jsonl' });
+    expect(up.status, JSON.stringify(up.body)).toBe(201);
+    await call('PUT /v1/uploads/{name}', '/v1/uploads/empty.jsonl', '', { ...admin, 'content-type': 'application/jsonl' }); // 400: empty
+    await call('PUT /v1/uploads/{name}', '/v1/uploads/x.jsonl', jsonl, { ...admin, 'content-type': 'text/plain' }); // 415
+    const named = await call('POST /v1/batches', '/v1/batches', { input: 'rows.jsonl', collection: 'c', topK: 2 });
+    expect(named.status, JSON.stringify(named.body)).toBe(202);
+    await call('POST /v1/batches', '/v1/batches', { input: 'tenants/default/uploads/rows.jsonl', collection: 'c' }); // 400: a key, not an upload name
 
     // judgments and training (too few judged queries: 400 naming the minimum)
     const js = await call('POST /v1/collections/{id}/judgments', '/v1/collections/c/judgments', { queries: [{ id: 'q1', text: 'supersonic wing', judgments: [{ doc: 'd1', grade: 2 }, { doc: 'unknown-doc', grade: 1 }] }] });

@@ -163,17 +163,24 @@ describe('text candidates, batches and the Cohere endpoint', () => {
     expect((await api('GET', '/v1/batches/batch-none')).status).toBe(404);
   });
 
-  it('a batch named by an S3 key runs over a collection with id candidates', async () => {
-    const key = 'uploads/by-key.jsonl';
-    await server.runtime.store.put(key, jsonl(queries.map((q, i) => ({ custom_id: `k${i}`, query: q.text, candidates: docs.map((d) => d.id) }))));
-    const created = await api('POST', '/v1/batches', { input: key, collection: 'c', topK: 3 });
+  it('a batch that names an upload runs over a collection with id candidates', async () => {
+    const put = await fetch(`${server.url}/v1/uploads/by-key.jsonl`, {
+      method: 'PUT',
+      headers: { 'content-type': 'application/jsonl' },
+      body: jsonl(queries.map((q, i) => ({ custom_id: `k${i}`, query: q.text, candidates: docs.map((d) => d.id) }))),
+    });
+    expect(put.status).toBe(201);
+    expect(put.headers.get('location')).toBe('/v1/uploads/by-key.jsonl');
+    const created = await api('POST', '/v1/batches', { input: 'by-key.jsonl', collection: 'c', topK: 3 });
     expect(created.status, JSON.stringify(created.body)).toBe(202);
     const st = await finished(created.body.id);
     expect(st.body.state, JSON.stringify(st.body)).toBe('completed');
     const lines = (await (await fetch(`${server.url}/v1/batches/${created.body.id}/results`)).text()).trim().split('\n').map((l) => JSON.parse(l));
     const ref = await api('POST', '/v1/rerank?wait=60', { collection: 'c', topK: 3, queries: queries.map(byId) });
     lines.forEach((l, i) => expect(l.hits).toEqual(ref.body.result.results[i].hits));
-    expect((await api('POST', '/v1/batches', { input: 'uploads/none.jsonl', collection: 'c' })).status).toBe(400);
+    expect((await api('POST', '/v1/batches', { input: 'none.jsonl', collection: 'c' })).status).toBe(400);
+    // an object key is not an upload name, even one that exists
+    expect((await api('POST', '/v1/batches', { input: 'tenants/default/uploads/by-key.jsonl', collection: 'c' })).status).toBe(400);
   });
 
   it('POST /v1/compat/cohere/rerank answers in Cohere\'s shape, the same order as /v1/rerank', async () => {

@@ -15,6 +15,7 @@ import { SearchController } from './search.controller';
 import { SearchService } from './search.service';
 import { BatchesController } from './batches.controller';
 import { BatchesService } from './batches.service';
+import { UploadsController } from './uploads.controller';
 import { CohereController } from './cohere.controller';
 import { CohereService } from './cohere.service';
 import { CollectionsService } from './collections.service';
@@ -39,7 +40,7 @@ class ApiModule {
     return {
       module: ApiModule,
       imports: [AdminModule.forRuntime(rt)],
-      controllers: [CollectionsController, DeletesController, RerankController, SearchController, HealthController, AdminKeysController, BatchesController, CohereController, JudgmentsController, QuotaController, TenantQuotasAdminController],
+      controllers: [CollectionsController, DeletesController, RerankController, SearchController, HealthController, AdminKeysController, BatchesController, UploadsController, CohereController, JudgmentsController, QuotaController, TenantQuotasAdminController],
       providers: [
         { provide: RUNTIME, useValue: rt },
         { provide: CollectionsService, useFactory: () => new CollectionsService(rt) },

@@ -15,7 +15,7 @@ import {
   type BatchOptions,
   type BatchRecord,
 } from '@lateral/shared';
-import { S3Upload, checkScorerArtifactExists, getObjectStream, objectHead, type Runtime } from '@lateral/infra';
+import { S3Upload, callerUploadKey, checkScorerArtifactExists, getObjectStream, objectHead, type Runtime } from '@lateral/infra';
 import { currentTenant } from './request-context';
 import { TextRerankSubmitter } from './text-candidates';
 import { zodIssues } from './zod-issues';
@@ -24,6 +24,9 @@ import { tenantQuotas } from './quotas';
 /** Lines of the input's head checked for JSONL (a file none of whose first lines is a JSON object is refused). */
 const HEAD_LINES = 100;
 const HEAD_BYTES = 1 << 20;
+
+/** A request body read as a stream (the body reader leaves JSONL uploads unread). */
+type UploadRequest = Readable & { headers: Record<string, string | string[] | undefined> };
 
 /** What GET /v1/batches/{id} answers. */
 export interface BatchStatus {
@@ -76,19 +79,15 @@ export class BatchesService {
   }
 
   /** POST /v1/batches with a JSONL body: streamed to S3, never held whole. Batch options come from the query string. */
-  async createFromUpload(req: Readable & { headers: Record<string, string | string[] | undefined> }, query: Record<string, unknown>): Promise<BatchStatus> {
+  async createFromUpload(req: UploadRequest, query: Record<string, unknown>): Promise<BatchStatus> {
     const t = this.tenant;
-    const max = this.rt.config.BATCH_MAX_BYTES;
     let opts: BatchOptions;
     const id = `batch-${randomUUID()}`;
     let release: () => Promise<void>;
     try {
       opts = this.options(query);
       await this.checkTarget(opts);
-      const encoding = String(req.headers['content-encoding'] ?? '').trim().toLowerCase();
-      if (encoding !== '' && encoding !== 'identity') throw new ValidationError(`batch uploads are not compressed (Content-Encoding: ${encoding}); upload the JSONL as is, or name an S3 key`, [{ field: 'content-encoding', message: 'identity only' }]);
-      const declared = Number(req.headers['content-length']);
-      if (Number.isFinite(declared) && declared > max) throw this.tooLarge(declared);
+      this.checkUploadHeaders(req);
       // The tenant's jobs in flight (maxConcurrentJobs), before the upload is read.
       release = await tenantQuotas(this.rt).admit(t, { kind: 'batch', id });
     } catch (err) {
@@ -96,6 +95,43 @@ export class BatchesService {
       throw err;
     }
     const key = batchKeys.input(t, id);
+    let bytes: number;
+    try {
+      bytes = await this.streamJsonl(req, key);
+    } catch (err) {
+      await release();
+      throw err;
+    }
+    return this.start(id, opts, { key, bytes }, release);
+  }
+
+  /**
+   * PUT /v1/uploads/{name}: a JSONL file streamed to the caller's own uploads
+   * (`tenants/<tenant>/uploads/<name>`, replaced when it exists), for batches that name it as
+   * their `input`. Up to BATCH_MAX_BYTES; refused unless one of its first lines is a JSON object.
+   */
+  async upload(name: string, req: UploadRequest): Promise<{ name: string; bytes: number }> {
+    const key = batchKeys.upload(this.tenant, name);
+    try {
+      this.checkUploadHeaders(req);
+    } catch (err) {
+      req.resume();
+      throw err;
+    }
+    const bytes = await this.streamJsonl(req, key);
+    return { name, bytes };
+  }
+
+  private checkUploadHeaders(req: UploadRequest): void {
+    const encoding = String(req.headers['content-encoding'] ?? '').trim().toLowerCase();
+    if (encoding !== '' && encoding !== 'identity') throw new ValidationError(`batch uploads are not compressed (Content-Encoding: ${encoding}); upload the JSONL as is`, [{ field: 'content-encoding', message: 'identity only' }]);
+    const declared = Number(req.headers['content-length']);
+    if (Number.isFinite(declared) && declared > this.rt.config.BATCH_MAX_BYTES) throw this.tooLarge(declared);
+  }
+
+  /** Streams a JSONL body to `key` (multipart, one part in memory); aborts the upload on any failure. Returns its bytes. */
+  private async streamJsonl(req: UploadRequest, key: string): Promise<number> {
+    const max = this.rt.config.BATCH_MAX_BYTES;
     const upload = new S3Upload(this.rt.store, key, 'application/x-ndjson');
     const head = new HeadScan();
     try {
@@ -112,25 +148,26 @@ export class BatchesService {
       await upload.finish();
     } catch (err) {
       await upload.abort();
-      await release();
       throw err;
     }
-    return this.start(id, opts, { key, bytes: upload.bytes }, release);
+    return upload.bytes;
   }
 
-  /** POST /v1/batches with JSON `{ input: "<S3 key>", collection?, model?, scorer?, topK? }`. */
+  /**
+   * POST /v1/batches with JSON `{ input, collection?, model?, scorer?, topK? }`: `input` is the
+   * name of one of the caller's uploads (callerUploadKey), never an object key; anything else gets
+   * the same 400 whether an object is there or not.
+   */
   async createFromKey(body: unknown): Promise<BatchStatus> {
     if (!body || typeof body !== 'object' || Array.isArray(body)) throw new ValidationError('body must be a JSON object { input, collection?, model?, scorer?, topK? }, or a JSONL file (Content-Type: application/jsonl)', [{ field: 'body', message: 'expected an object' }]);
     const { input, ...rest } = body as Record<string, unknown>;
-    if (typeof input !== 'string' || input.length === 0 || input.length > 1024) throw new ValidationError('input must be the S3 key of a JSONL batch file in the service bucket', [{ field: 'input', message: 'required S3 key' }]);
-    const t = this.tenant;
-    if (input.startsWith('tenants/') && !input.startsWith(`tenants/${t}/`)) throw new ValidationError(`input '${input.slice(0, 200)}' belongs to another tenant`, [{ field: 'input', message: 'not readable' }]);
+    const key = callerUploadKey(this.tenant, input, 'input');
     const opts = this.options(rest);
     await this.checkTarget(opts);
-    const info = await objectHead(this.rt.store, input);
-    if (!info) throw new ValidationError(`input: no object '${input.slice(0, 200)}' in the service bucket`, [{ field: 'input', message: 'not found' }]);
+    const info = await objectHead(this.rt.store, key);
+    if (!info) throw new ValidationError(`input: you have no upload '${String(input)}' (PUT /v1/uploads/${String(input)} first)`, [{ field: 'input', message: 'no such upload' }]);
     if (info.size > this.rt.config.BATCH_MAX_BYTES) throw this.tooLarge(info.size);
-    const stream = await getObjectStream(this.rt.store, input);
+    const stream = await getObjectStream(this.rt.store, key);
     const head = new HeadScan();
     let ended = true;
     for await (const chunk of stream ?? []) {
@@ -142,7 +179,7 @@ export class BatchesService {
     stream?.destroy();
     head.check(ended);
     const id = `batch-${randomUUID()}`;
-    return this.start(id, opts, { key: input, bytes: info.size }, await tenantQuotas(this.rt).admit(this.tenant, { kind: 'batch', id }));
+    return this.start(id, opts, { key, bytes: info.size }, await tenantQuotas(this.rt).admit(this.tenant, { kind: 'batch', id }));
   }
 
   private async start(id: string, options: BatchOptions, input: { key: string; bytes: number }, release: () => Promise<void>): Promise<BatchStatus> {

@@ -38,11 +38,13 @@ export const BODY_SLOT_WAIT_MS = 10_000;
 
 const JSON_TYPES = ['application/json'];
 const NDJSON_TYPES = ['application/x-ndjson', 'application/ndjson', 'application/jsonl'];
+const UPLOAD_PATH = /^\/v1\/uploads\/[^/]+\/?$/;
 const BODYLESS = new Set(['GET', 'HEAD', 'DELETE', 'OPTIONS']);
 
 /** The media types a route takes: NDJSON too for document ingestion, batches and judgments, JSON everywhere else. */
 export function acceptedTypes(method: string, path: string): string[] {
   if (method === 'POST' && /^\/v1\/batches\/?$/.test(path)) return [...JSON_TYPES, ...NDJSON_TYPES];
+  if (method === 'PUT' && UPLOAD_PATH.test(path)) return NDJSON_TYPES;
   if (method === 'POST' && /^\/v1\/collections\/[^/]+\/(documents|judgments)\/?$/.test(path)) return [...JSON_TYPES, ...NDJSON_TYPES];
   return JSON_TYPES;
 }
@@ -271,6 +273,8 @@ export function bodyReader(opts: BodyReaderOptions) {
       checkType(req, path);
       // A batch file (JSONL) is not read here: the batches controller streams it to S3 (BATCH_MAX_BYTES).
       if (req.method === 'POST' && /^\/v1\/batches\/?$/.test(path) && NDJSON_TYPES.includes(mediaType(req).type)) return next();
+      // An upload (PUT /v1/uploads/{name}) likewise: streamed to S3 by the uploads controller.
+      if (req.method === 'PUT' && UPLOAD_PATH.test(path)) return next();
       const encoding = String(req.headers['content-encoding'] ?? '').trim().toLowerCase();
       decoder(encoding)?.destroy(); // unsupported coding: 400 before reading anything
       const declared = Number(req.headers['content-length']);

@@ -1,13 +1,13 @@
 import { GatewayTimeoutException, ServiceUnavailableException } from '@nestjs/common';
 import { z } from 'zod';
-import { MAX_CANDIDATES_PER_QUERY, MAX_CANDIDATE_TEXT_CHARS, MAX_QUERY_CHARS, ValidationError, type FieldIssue } from '@lateral/shared';
+import { MAX_CANDIDATES_PER_QUERY, MAX_CANDIDATE_TEXT_CHARS, MAX_QUERY_CHARS, ValidationError, modelId, type FieldIssue } from '@lateral/shared';
 import { RerankService } from './rerank.service';
 import { zodIssues } from './zod-issues';
 
 /** Cohere's rerank request (v1 and v2 share these fields; `rank_fields` / `max_chunks_per_doc` are accepted and ignored). */
 export const CohereRerankSchema = z
   .object({
-    model: z.string({ error: 'model is required: a model directory under MODELS_DIR' }).min(1).max(128),
+    model: modelId('model'),
     query: z.string({ error: 'query must be a string' }).trim().min(1, 'query must not be empty').max(MAX_QUERY_CHARS),
     documents: z
       .array(

@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { existsSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import {
+  assertModelId,
   CodecSettingsSchema,
   ConflictError,
   CreateCollectionSchema,
@@ -51,6 +52,7 @@ export class CollectionsService {
   }
 
   modelManifest(model: string): ModelManifest {
+    assertModelId(model);
     const cached = this.manifests.get(model);
     if (cached) return cached;
     const file = path.resolve(this.rt.config.MODELS_DIR, model, 'manifest.json');

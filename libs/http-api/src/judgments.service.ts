@@ -3,6 +3,7 @@ import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { Job } from 'bullmq';
 import {
+  assertModelId,
   MIN_TRAIN_QUERIES,
   ModelManifestSchema,
   NotFoundError,
@@ -171,6 +172,7 @@ export class JudgmentsService {
 
   /** head 'aesi' needs side information: a model whose manifest declares its static input embedding table. */
   private checkStaticTable(model: string): void {
+    assertModelId(model);
     let declared = false;
     try {
       const m = ModelManifestSchema.safeParse(JSON.parse(readFileSync(path.resolve(this.rt.config.MODELS_DIR, model, 'manifest.json'), 'utf8')));

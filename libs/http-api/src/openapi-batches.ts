@@ -43,16 +43,44 @@ export const BATCH_OPENAPI_PATHS = {
           'application/jsonl': { schema: { type: 'string', description: 'one JSON object per line', 'x-row-schema': schema(BatchRowSchema) } },
           'application/x-ndjson': { schema: { type: 'string' } },
           'application/json': {
-            schema: { allOf: [{ type: 'object', required: ['input'], properties: { input: { type: 'string', description: 'S3 key of a JSONL file in the service bucket' } } }, schema(BatchOptionsSchema)] },
+            // One object (input beside the options), not an allOf of two closed objects, which no request could satisfy.
+            schema: {
+              ...options,
+              required: ['input', ...(((options as { required?: string[] }).required ?? []) as string[])],
+              properties: {
+                input: {
+                  type: 'string',
+                  pattern: '^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$',
+                  description: "the name of one of your uploads (PUT /v1/uploads/{name}), e.g. 'rows.jsonl'; no object key can be named",
+                  examples: ['rows.jsonl'],
+                },
+                ...(options.properties ?? {}),
+              },
+            },
           },
         },
       },
       responses: {
         '202': json('accepted; poll GET /v1/batches/{id} (Location header)', { $ref: '#/components/schemas/BatchStatus' }),
-        '400': err('not JSONL (none of the first 100 lines is a JSON object), empty, bad options, unknown model'),
+        '400': err('not JSONL (none of the first 100 lines is a JSON object), empty, bad options, unknown model, or an input that is not one of your uploads'),
         '404': err('unknown collection'),
         '413': err('file over BATCH_MAX_BYTES'),
         '503': err('Redis or S3 unavailable'),
+      },
+    },
+  },
+  '/v1/uploads/{name}': {
+    put: {
+      summary:
+        "Upload a JSONL batch file to your own uploads (replaced when the name exists), streamed to S3, up to BATCH_MAX_BYTES. A batch names it as its input: POST /v1/batches with {\"input\": \"<name>\"}.",
+      parameters: [{ name: 'name', in: 'path', required: true, schema: { type: 'string', pattern: '^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$' }, description: "the upload's name, e.g. rows.jsonl" }],
+      requestBody: { required: true, content: { 'application/jsonl': { schema: { type: 'string', description: 'one JSON object per line', 'x-row-schema': schema(BatchRowSchema) } }, 'application/x-ndjson': { schema: { type: 'string' } } } },
+      responses: {
+        '201': json('stored (Location header)', { type: 'object', required: ['name', 'bytes'], properties: { name: { type: 'string' }, bytes: { type: 'integer' } } }),
+        '400': err('not JSONL, empty, compressed, or a bad name'),
+        '413': err('file over BATCH_MAX_BYTES'),
+        '415': err('not application/jsonl or application/x-ndjson'),
+        '503': err('S3 unavailable'),
       },
     },
   },

@@ -1,6 +1,7 @@
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import {
+  assertModelId,
   ModelManifestSchema,
   NotFoundError,
   QueueName,
@@ -33,6 +34,7 @@ export class TextRerankSubmitter {
 
   /** The manifest of a model directory under MODELS_DIR; 400 naming the model when there is none. */
   modelManifest(model: string, field = 'model'): ModelManifest {
+    assertModelId(model, field);
     const cached = this.manifests.get(model);
     if (cached) return cached;
     let raw: unknown;

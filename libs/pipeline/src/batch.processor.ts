@@ -105,6 +105,8 @@ export function validateRow(
 async function planBatch(ctx: BatchDeps, t: string, b: string): Promise<BatchResult> {
   const rec = await record(ctx.store, t, b);
   if (rec.state === 'cancelled') return { step: 'plan', rows: 0, failed: 0 };
+  // A record written before inputs were confined to the tenant's uploads may name any key: only the tenant's own objects are read.
+  if (!rec.input.key.startsWith(`tenants/${rec.tenantId}/`)) throw new PermanentJobError(`batch input must be one of the tenant's own uploads; this batch names an object outside tenants/${rec.tenantId}/`);
   const stream = await getObjectStream(ctx.store, rec.input.key);
   if (!stream) throw new PermanentJobError(`batch input ${rec.input.key} is missing from S3`);
   const seen = new Map<string, number>();
