@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { resourceId } from './ids';
+import { modelId, resourceId } from './ids';
 import { CandidateSchema, MAX_CANDIDATES_PER_QUERY, MAX_QUERY_CHARS, ScorerSchema, type ScorerSpec } from './rerank';
 
 /** Settings of a whole batch (query string of an upload, or the JSON body naming an S3 key). */
@@ -7,7 +7,7 @@ export const BatchOptionsSchema = z
   .object({
     /** Collection of id candidates; optional when rows give candidates as texts (then `model` is required). */
     collection: resourceId('collection').optional(),
-    model: z.string().regex(/^[A-Za-z0-9_.-]+$/, 'model must be a model directory name').max(128).optional(),
+    model: modelId().optional(),
     scorer: z.preprocess((v) => (typeof v === 'string' ? { name: v } : v), ScorerSchema).default({ name: 'maxsim', normalize: false }),
     /** Hits per row (a row's `top_k` overrides it). */
     topK: z.coerce.number().int().positive().max(MAX_CANDIDATES_PER_QUERY).default(10),

@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { CodecSettingsSchema } from './codec-settings';
-import { resourceId } from './ids';
+import { modelId, resourceId } from './ids';
 import { MAX_SHARDS } from './shards';
 
 export const MAX_PASSAGE_OVERLAP = 4096;
@@ -16,7 +16,7 @@ export const CreateCollectionSchema = z
   .object({
     id: resourceId('id'),
     /** Model directory name under MODELS_DIR (default: the configured default model). */
-    model: z.string().regex(/^[A-Za-z0-9_.-]+$/, 'model must be a model directory name').optional(),
+    model: modelId().optional(),
     /** Cap on document tokens (<= the model's maxDocTokens). */
     maxDocTokens: z.number().int().positive().max(16384).optional(),
     codec: CodecSettingsSchema.prefault({}),

@@ -10,6 +10,23 @@ export const resourceId = (what: string) =>
     .string({ error: `${what} must be a string` })
     .regex(ID_PATTERN, `${what} must match ${ID_PATTERN.source} (letters, digits, '_', '.', '-'; at most 128 characters)`);
 
+/**
+ * A model id: the name of a model directory under MODELS_DIR. The resource-id alphabet, so never
+ * `.` or `..` (which would resolve to MODELS_DIR itself or the folder above it) and never a slash.
+ */
+export const modelId = (what = 'model') =>
+  z
+    .string({ error: `${what} must be a string` })
+    .regex(ID_PATTERN, `${what} must be a model directory name under MODELS_DIR (${ID_PATTERN.source}: letters, digits, '_', '.', '-', starting with a letter or digit; never '.' or '..')`);
+
+/** Throws a 400 naming `field` unless `model` is a model id (modelId): checked before a model directory is opened. */
+export function assertModelId(model: string, field = 'model'): string {
+  if (typeof model !== 'string' || !ID_PATTERN.test(model)) {
+    throw new InvalidKeyPartError(`${field} must be a model directory name under MODELS_DIR (${ID_PATTERN.source}; never '.' or '..')`, [{ field, message: `must match ${ID_PATTERN.source}` }]);
+  }
+  return model;
+}
+
 /** Document ids are free-form text (up to 512 bytes); they are never used raw inside keys. */
 export const MAX_DOC_ID_LENGTH = 512;
 

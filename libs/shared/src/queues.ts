@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { assertResourceId, resourceId } from './ids';
+import { assertResourceId, modelId, resourceId } from './ids';
 import { DeletePayloadSchema } from './deletes';
 import { CallbackUrlSchema, WebhookEventSchema } from './webhooks';
 
@@ -102,7 +102,7 @@ export const JobPayloadSchemas = {
   }),
   [QueueName.encodeTexts]: z.object({
     tenantId,
-    model: z.string().regex(/^[A-Za-z0-9_.-]+$/).max(128),
+    model: modelId(),
     /** Token cap of the encoded texts (the collection's maxDocTokens, or the model's). */
     maxTokens: z.number().int().positive(),
     /** Codec of the cached vectors: a collection's current codec version, or null for the default (fp16). */

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { resourceId } from './ids';
+import { modelId, resourceId } from './ids';
 import { GroupSchema, IncludeSchema, type HitDocumentFields } from './documents';
 import { CallbackUrlSchema } from './webhooks';
 import type { UnavailableSegment } from './degraded';
@@ -87,7 +87,7 @@ export const RerankRequestSchema = z
     /** Collection of id candidates; optional when every candidate is a text (then `model` is required). */
     collection: resourceId('collection').optional(),
     /** Model directory (under MODELS_DIR) of a request without a collection; must equal the collection's model when both are given. */
-    model: z.string().regex(/^[A-Za-z0-9_.-]+$/, 'model must be a model directory name').max(128).optional(),
+    model: modelId().optional(),
     queries: z
       .array(
         z
