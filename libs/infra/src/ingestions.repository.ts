@@ -56,6 +56,30 @@ export class IngestionRepository {
     return this.stateOf(record, done);
   }
 
+  /**
+   * Batches of every ingestion of the collection that are neither committed nor failed, with the
+   * stage S3 says each reached (raw vectors written: `encoded`; a segment at `codecVersion`
+   * written: `compressed`): what the reconciler re-enqueues when Redis lost their jobs.
+   */
+  async unfinished(
+    tenantId: string,
+    id: string,
+    manifest: CollectionManifest | null,
+    codecVersion: number,
+  ): Promise<{ ingestionId: string; batchId: string; documents: number; encoded: boolean; compressed: boolean }[]> {
+    const [records, done, current] = await Promise.all([
+      this.list(tenantId, id),
+      this.finishedBatches(tenantId, id, manifest, [], ''),
+      this.store.list(s3Keys.segmentPrefix(tenantId, id, codecVersion)),
+    ]);
+    const compressed = new Set(current.map((k) => batchOf(k.key)));
+    return records.flatMap((r) =>
+      r.batches
+        .filter((b) => !done.indexed.has(b.batchId) && !done.failed.has(b.batchId))
+        .map((b) => ({ ingestionId: r.ingestionId, batchId: b.batchId, documents: b.documents, encoded: done.encoded.has(b.batchId), compressed: compressed.has(b.batchId) })),
+    );
+  }
+
   /** Stage counts summed over every ingestion of the collection. */
   async totals(tenantId: string, id: string, manifest: CollectionManifest | null, codecVersions: number[]): Promise<StageCounts> {
     const [records, done] = await Promise.all([this.list(tenantId, id), this.finishedBatches(tenantId, id, manifest, codecVersions, '')]);

@@ -288,6 +288,13 @@ export class WorkerHost {
     };
   }
 
+  private readonly closeHooks: (() => void)[] = [];
+
+  /** Runs `stop` when the host closes (background loops started beside the workers: the reconciler). */
+  onClose(stop: () => void): void {
+    this.closeHooks.push(stop);
+  }
+
   /**
    * Graceful close (SIGTERM): stop taking jobs and let active ones finish, up to `graceMs`
    * (SHUTDOWN_GRACE_SECONDS). Jobs still running then are handed back to their queue at once
@@ -295,6 +302,7 @@ export class WorkerHost {
    * without waiting for the lock to expire; then the workers are closed by force.
    */
   async close(graceMs = this.opts.graceMs ?? 30_000): Promise<void> {
+    for (const stop of this.closeHooks.splice(0)) stop();
     let timer: NodeJS.Timeout | undefined;
     const graceful = Promise.all(this.workers.map((w) => w.close())).then(() => true);
     const timedOut = new Promise<boolean>((resolve) => (timer = setTimeout(() => resolve(false), graceMs)));

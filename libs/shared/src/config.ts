@@ -152,6 +152,8 @@ export const ConfigSchema = z.object({
   WEBHOOK_CONCURRENCY: int(8, 1, 256),
   /** Days an encoded candidate text stays reusable in the text cache (checked on read; expired entries are deleted by the cleanup). */
   TEXT_CACHE_TTL_DAYS: int(30, 1, 3650),
+  /** Seconds between reconciler passes (re-enqueue work whose jobs Redis lost, from S3); 0 = off. */
+  RECONCILE_INTERVAL_SECONDS: int(120, 0, 86_400),
   /** Decoded cached texts a scorer process keeps in memory (MiB). */
   TEXT_CACHE_MEMORY_MB: int(256, 0, 65536),
   /** Largest batch input file (bytes). */

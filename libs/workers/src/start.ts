@@ -6,6 +6,7 @@ import { dropShardWorkOfFailedJob } from '@lateral/pipeline';
 import { pipelineHandlers } from './handlers';
 import { startHeartbeat } from './heartbeat';
 import { startTextCacheCleanup } from './text-cache-cleanup';
+import { startReconciler } from './reconciler';
 
 /** Starts BullMQ workers for `queues` in this process, with the pipeline's handlers. */
 export function startWorkers(rt: Runtime, queues: QueueName[]): WorkerHost {
@@ -69,6 +70,8 @@ export function startWorkers(rt: Runtime, queues: QueueName[]): WorkerHost {
   }
   startHeartbeat(rt, host);
   startTextCacheCleanup(rt, queues);
+  // The processes that take ingestion work put back what Redis lost (reconciler.ts).
+  if (queues.includes(QueueName.encode)) host.onClose(startReconciler(rt));
   return host;
 }
 
