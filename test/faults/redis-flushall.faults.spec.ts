@@ -25,10 +25,10 @@ describe('fault: FLUSHALL mid-ingestion', () => {
     expect((await api('POST', '/v1/collections', { id: 'flushed' })).status).toBe(201);
     const ing = await api('POST', '/v1/collections/flushed/documents', docs);
     expect(ing.status).toBe(202);
-    // mid-way: some batches committed, most not
+    // mid-way: some batches committed, the rest between encode and commit
     const before = await until(async () => {
       const s = (await api('GET', ing.body.status)).body as { stages: { encoded: number; indexed: number } };
-      return s.stages.encoded >= 100 ? s.stages : null;
+      return s.stages.indexed >= 200 ? s.stages : null;
     }, 240_000, 50);
     const redis = new Redis(cluster.redis.url, { maxRetriesPerRequest: 1 });
     await redis.flushall();
@@ -46,6 +46,7 @@ describe('fault: FLUSHALL mid-ingestion', () => {
     report('redis-flushall', {
       accepted: docs.length,
       encodedAtFlush: before.encoded,
+      indexedSeenBeforeFlush: before.indexed,
       indexedAtFlush: mid.stages.indexed,
       searchable: c.searchable,
       duplicated: c.duplicated,
@@ -54,6 +55,7 @@ describe('fault: FLUSHALL mid-ingestion', () => {
       flushToDoneMs: tDone - tFlush,
       reconcilerPasses: (log.match(/reconciler \(/g) ?? []).length,
     });
+    expect(mid.stages.indexed, 'the flush came mid-way').toBeLessThan(docs.length);
     expect(log).toMatch(/reconciler \(Redis lost its data\): .*re-enqueued/);
     expect(c).toEqual({ listed: docs.length, searchable: docs.length, duplicated: 0, lost: 0, wrongText: 0, collectionDocuments: docs.length, manifestDocuments: docs.length });
   }, 600_000);

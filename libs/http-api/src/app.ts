@@ -84,7 +84,7 @@ export async function createApiApp(rt: Runtime): Promise<NestExpressApplication>
   http.keepAliveTimeout = 65_000;
   http.headersTimeout = 66_000;
   app.enableShutdownHooks();
-  const doc = openApiDocument('0.1.0');
+  const doc = openApiDocument('0.1.0', { maxWaitSeconds: rt.config.RERANK_MAX_WAIT_SECONDS });
   app.getHttpAdapter().get('/openapi.json', (_req: unknown, res: unknown) => (res as { json(v: unknown): void }).json(doc));
   // Prometheus: this process's registry (its workers' too in the all-in-one process) + queue depths.
   app.getHttpAdapter().get('/metrics', metricsEndpoint(rt));

@@ -24,8 +24,9 @@ export function parseWaitSeconds(raw: unknown, max: number, limitName = 'RERANK_
     new ValidationError(`wait must be a number of seconds between 0 and ${max} (${limitName}): ${why}`, [{ field: 'wait', message: `0..${max} seconds` }]);
   let n: number;
   if (typeof raw === 'number') n = raw;
-  else if (typeof raw === 'string' && /^\d{1,10}(\.\d{1,6})?$/.test(raw)) n = Number(raw);
-  else throw bad(typeof raw === 'string' ? `'${raw.slice(0, 20)}' is not a decimal number` : `got ${Array.isArray(raw) ? 'an array' : raw === null ? 'null' : `a ${typeof raw}`}`);
+  // Any JSON number as text (`5`, `0.25`, `1e-3`, `5.1e+1`), as OpenAPI's `number` allows.
+  else if (typeof raw === 'string' && raw.length <= 32 && /^(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?$/.test(raw)) n = Number(raw);
+  else throw bad(typeof raw === 'string' ? `'${raw.slice(0, 20)}' is not a number` : `got ${Array.isArray(raw) ? 'an array' : raw === null ? 'null' : `a ${typeof raw}`}`);
   if (!Number.isFinite(n) || n < 0 || n > max) throw bad(`got ${n}`);
   return n;
 }

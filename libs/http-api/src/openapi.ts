@@ -99,8 +99,47 @@ const waitParam = { name: 'wait', in: 'query', required: false, schema: { type: 
  * The OpenAPI document, generated from the same zod schemas that validate requests, so the
  * documented shapes cannot drift from the code.
  */
-export function openApiDocument(version: string) {
-  return withQuotaAnswers(withApiKeySecurity(baseDocument(version)));
+export function openApiDocument(version: string, live: LiveLimits = {}) {
+  return withServerRules(withQuotaAnswers(withApiKeySecurity(baseDocument(version))), live);
+}
+
+/** What the running service's configuration adds to its document (the live /openapi.json). */
+export interface LiveLimits {
+  /** RERANK_MAX_WAIT_SECONDS: the largest `wait` (default 60). */
+  maxWaitSeconds?: number;
+}
+
+/** The document-id rule of the API (documentId in @lateral/shared): no control character; at most 512 UTF-8 bytes, so 128 characters of any script. */
+const DOC_ID_PATH = { type: 'string', minLength: 1, maxLength: 128, pattern: '^[^\\u0000-\\u001f\\u007f]+$' };
+/** Path parameters that are not resource ids (ID_PATTERN): their own rules, set where they are declared. */
+const FREE_PATH_PARAMS = new Set(['docId', 'jobId', 'queue']);
+
+/**
+ * Rules the server applies that each operation would otherwise have to repeat (the document
+ * states what the server does, schemathesis checks both directions): every id in a path is a
+ * resource id (ID_PATTERN, the pipes in path-params.ts); a document id in a path follows the
+ * document-id rule; `wait` is at most RERANK_MAX_WAIT_SECONDS.
+ */
+function withServerRules<D extends { paths: Record<string, Record<string, unknown>> }>(doc: D, live: LiveLimits): D {
+  const maxWait = live.maxWaitSeconds ?? 60;
+  for (const ops of Object.values(doc.paths)) {
+    for (const op of Object.values(ops)) {
+      const params = (op as { parameters?: { name: string; in: string; schema?: Json }[] }).parameters;
+      if (!Array.isArray(params)) continue;
+      const responses = (op as { responses?: Record<string, unknown> }).responses;
+      // Any operation with a path or query parameter can be sent a malformed one: the pipes answer 400 naming it.
+      if (responses && !responses['400'] && params.some((p) => p.in === 'path' || p.in === 'query')) {
+        responses['400'] = { description: 'a malformed path or query parameter (the message names it)', content: { 'application/json': { schema: error } } };
+      }
+      (op as { parameters: unknown[] }).parameters = params.map((p) => {
+        if (p.in === 'path' && p.name === 'docId') return { ...p, schema: DOC_ID_PATH };
+        if (p.in === 'path' && !FREE_PATH_PARAMS.has(p.name) && !(p.schema as { pattern?: string } | undefined)?.pattern) return { ...p, schema: { type: 'string', pattern: ID_PATTERN.source } };
+        if (p.in === 'query' && p.name === 'wait') return { ...p, schema: { type: 'number', minimum: 0, maximum: maxWait } };
+        return p;
+      });
+    }
+  }
+  return doc;
 }
 
 function baseDocument(version: string) {

@@ -1,0 +1,32 @@
+import { describe, expect, it } from 'vitest';
+import { ValidationError } from '@lateral/shared';
+import { parseWaitSeconds } from './json-body';
+import { openApiDocument } from './openapi';
+
+type Op = { parameters?: { name: string; in: string; schema?: { pattern?: string; maximum?: number } }[]; responses?: Record<string, unknown> };
+
+describe('the OpenAPI document states the rules the server applies', () => {
+  const doc = openApiDocument('test', { maxWaitSeconds: 42 });
+  const ops = Object.entries(doc.paths as Record<string, Record<string, Op>>).flatMap(([p, m]) => Object.entries(m).map(([method, op]) => ({ name: `${method.toUpperCase()} ${p}`, op })));
+
+  it('every path parameter has a pattern (ids) or its own rule, and every operation with parameters documents its 400', () => {
+    for (const { name, op } of ops) {
+      for (const p of op.parameters ?? []) {
+        if (p.in === 'path' && !['jobId', 'queue'].includes(p.name)) expect(p.schema?.pattern, `${name} ${p.name}`).toBeTruthy();
+        if (p.in === 'query' && p.name === 'wait') expect(p.schema?.maximum, name).toBe(42);
+      }
+      if ((op.parameters ?? []).length > 0) expect(op.responses?.['400'], name).toBeDefined();
+    }
+  });
+
+  it('wait accepts every JSON number form up to the limit, and nothing else', () => {
+    for (const [raw, n] of [['5', 5], ['0.25', 0.25], ['1e-3', 0.001], ['5.121008747582394e+1', 51.21008747582394], ['.5', 0.5], ['60', 60]] as const) expect(parseWaitSeconds(raw, 60)).toBe(n);
+    for (const raw of ['-1', '61', '0x10', 'NaN', 'Infinity', '1e999', '', ' 5', '5s', '1'.repeat(40)]) {
+      if (raw === '') {
+        expect(parseWaitSeconds(raw, 60)).toBe(0);
+        continue;
+      }
+      expect(() => parseWaitSeconds(raw, 60), raw).toThrow(ValidationError);
+    }
+  });
+});

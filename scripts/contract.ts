@@ -1,0 +1,73 @@
+/**
+ * `npm run contract [-- --max-examples N] [--phases examples,fuzzing] [--seed S]`: the OpenAPI
+ * document against the server that serves it (issue 27 item 4). Starts the service in this
+ * process on its own Redis and S3 (embedded, free ports, a temporary data folder), creates a
+ * collection for the operations that need one, and runs schemathesis (PyPI, pinned, installed
+ * into .cache/schemathesis-venv on first use) against the live /openapi.json with every check:
+ * server errors, schema-valid requests refused, undocumented status codes, responses that do not
+ * match their schema. Prints schemathesis's report and exits with its status.
+ */
+import { spawn, spawnSync } from 'node:child_process';
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { parseArgs } from 'node:util';
+import { loadConfig } from '@lateral/shared';
+import { startServer } from '../apps/all-in-one/src/server';
+
+const SCHEMATHESIS = 'schemathesis==4.32.5';
+const VENV = path.resolve('.cache/schemathesis-venv');
+
+const { values } = parseArgs({
+  options: {
+    'max-examples': { type: 'string', default: '20' },
+    phases: { type: 'string', default: 'examples,fuzzing' },
+    seed: { type: 'string' },
+    help: { type: 'boolean', short: 'h' },
+  },
+  strict: true,
+});
+if (values.help) {
+  console.log('usage: npm run contract -- [--max-examples N (20)] [--phases examples,coverage,fuzzing,stateful (examples,fuzzing)] [--seed S]');
+  process.exit(0);
+}
+
+function ensureSchemathesis(): string {
+  const bin = path.join(VENV, 'bin', 'schemathesis');
+  const version = existsSync(bin) ? spawnSync(bin, ['--version'], { encoding: 'utf8' }).stdout : '';
+  if (version.includes(SCHEMATHESIS.split('==')[1])) return bin;
+  console.error(`contract: installing ${SCHEMATHESIS} (PyPI) into ${VENV} ...`);
+  if (!existsSync(path.join(VENV, 'bin', 'python'))) {
+    const r = spawnSync('python3', ['-m', 'venv', VENV], { stdio: 'inherit' });
+    if (r.status !== 0) throw new Error('python3 -m venv failed (Debian: apt-get install python3-venv)');
+  }
+  const r = spawnSync(path.join(VENV, 'bin', 'python'), ['-m', 'pip', 'install', '-q', '--disable-pip-version-check', SCHEMATHESIS], { stdio: 'inherit' });
+  if (r.status !== 0) throw new Error(`pip install ${SCHEMATHESIS} failed`);
+  return bin;
+}
+
+async function main(): Promise<number> {
+  const bin = ensureSchemathesis();
+  const dir = mkdtempSync(path.join(os.tmpdir(), 'lateral-contract-'));
+  const config = loadConfig({ ...process.env, PORT: '0', DATA_DIR: dir, LOG_LEVEL: 'error', DEFAULT_MODEL: process.env.DEFAULT_MODEL ?? 'glove-ctx-100d', RECONCILE_INTERVAL_SECONDS: '0' });
+  const server = await startServer(config, { quiet: true });
+  try {
+    await fetch(`${server.url}/v1/collections`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{"id":"c"}' });
+    const args = ['run', `${server.url}/openapi.json`, '--checks', 'all', '--max-examples', values['max-examples']!, '--phases', values.phases!, '--no-color', ...(values.seed ? ['--seed', values.seed] : [])];
+    console.error(`contract: schemathesis ${args.join(' ')}`);
+    // Asynchronous: the service answers from this process's event loop while schemathesis runs.
+    const child = spawn(bin, args, { stdio: 'inherit' });
+    return await new Promise<number>((resolve) => child.on('exit', (code) => resolve(code ?? 1)));
+  } finally {
+    await server.stop();
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+main().then(
+  (code) => process.exit(code),
+  (err) => {
+    console.error(`contract failed: ${err instanceof Error ? err.message : err}`);
+    process.exit(1);
+  },
+);
