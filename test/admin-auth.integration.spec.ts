@@ -51,6 +51,10 @@ describe('operator auth (ADMIN_TOKEN set)', () => {
     const page = await raw(server.url, 'GET', '/dashboard', auth);
     expect(page.text).toContain('data-testid="queues"');
     expect(page.headers.get('content-security-policy')).toContain("default-src 'self'");
+    // the queue board's page asks nothing off the machine (bull-board links a web font stylesheet; removed)
+    const boardPage = await raw(server.url, 'GET', '/admin/queues', auth);
+    expect(boardPage.text).toContain('<html');
+    expect(boardPage.text).not.toMatch(/(href|src)="https?:\/\//);
     const board = await raw(server.url, 'GET', '/admin/queues/api/queues', auth);
     const names = (JSON.parse(board.text) as { queues: { name: string }[] }).queues.map((q) => q.name).sort();
     expect(names).toEqual([...ALL_QUEUES].sort());

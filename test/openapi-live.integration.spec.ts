@@ -77,6 +77,7 @@ describe('OpenAPI document vs the live service', () => {
   /** How each operation is called: in order, later steps using ids the earlier ones returned. */
   async function exercise() {
     await call('GET /v1/health', '/v1/health');
+    await call('GET /v1/models', '/v1/models');
 
     // collections
     expect((await call('POST /v1/collections', '/v1/collections', { id: 'c' })).status).toBe(201);

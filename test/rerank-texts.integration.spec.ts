@@ -200,9 +200,15 @@ describe('text candidates, batches and the Cohere endpoint', () => {
     expect(v2.status).toBe(200);
     expect(v2.body.results).toHaveLength(8);
     expect(v2.body.results[0].document).toBeUndefined();
-    const unknown = await api('POST', '/v1/compat/cohere/rerank', { model: 'rerank-english-v3.0', query: 'q', documents: ['a'] });
+    // Cohere's own model names map to the configured local model (COHERE_MODEL, else DEFAULT_MODEL), named in meta.model
+    const cohereName = await api('POST', '/v1/compat/cohere/rerank', { model: 'rerank-english-v3.0', query: queries[0].text, documents: docs.slice(0, 8).map((d) => d.text), top_n: 3 });
+    expect(cohereName.status, JSON.stringify(cohereName.body)).toBe(200);
+    expect(cohereName.body.meta.model).toBe(config.DEFAULT_MODEL);
+    expect(cohereName.body.results.map((r: { index: number }) => r.index)).toEqual(res.body.results.map((r: { index: number }) => r.index));
+    expect(res.body.meta.model).toBe(config.DEFAULT_MODEL);
+    const unknown = await api('POST', '/v1/compat/cohere/rerank', { model: 'english-v3.0', query: 'q', documents: ['a'] });
     expect(unknown.status).toBe(400);
-    expect(unknown.body.message).toContain("'rerank-english-v3.0'");
+    expect(unknown.body.message).toContain("'english-v3.0'");
     const empty = await api('POST', '/v1/compat/cohere/rerank', { model: config.DEFAULT_MODEL, query: 'q', documents: ['a', ''] });
     expect(empty.status).toBe(400);
     expect(JSON.stringify(empty.body.details)).toContain('documents.1');

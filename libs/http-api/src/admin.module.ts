@@ -34,4 +34,14 @@ export class AdminModule {
 /** Puts adminAuth in front of every operator path (first, so an unauthenticated request's body is never read). */
 export function mountAdminAuth(app: NestExpressApplication, rt: Runtime): void {
   app.use(ADMIN_PATHS, adminAuth(rt.config.ADMIN_TOKEN));
+  app.use('/admin/queues', offlineQueueBoard);
+}
+
+/** bull-board's page links a stylesheet of a web font service: removed, so opening the board sends no request off the machine (it falls back to the system fonts). */
+const EXTERNAL_STYLESHEET = /<link\b[^>]*href="https?:\/\/[^"]*"[^>]*>/g;
+
+function offlineQueueBoard(_req: unknown, res: { send: (body: unknown) => unknown }, next: () => void): void {
+  const send = res.send.bind(res);
+  res.send = (body: unknown) => send(typeof body === 'string' && body.startsWith('<!') ? body.replace(EXTERNAL_STYLESHEET, '') : body);
+  next();
 }

@@ -16,6 +16,8 @@ import { SearchService } from './search.service';
 import { BatchesController } from './batches.controller';
 import { BatchesService } from './batches.service';
 import { UploadsController } from './uploads.controller';
+import { ModelsController } from './models.controller';
+import { LandingController } from './landing.controller';
 import { CohereController } from './cohere.controller';
 import { CohereService } from './cohere.service';
 import { CollectionsService } from './collections.service';
@@ -40,7 +42,7 @@ class ApiModule {
     return {
       module: ApiModule,
       imports: [AdminModule.forRuntime(rt)],
-      controllers: [CollectionsController, DeletesController, RerankController, SearchController, HealthController, AdminKeysController, BatchesController, UploadsController, CohereController, JudgmentsController, QuotaController, TenantQuotasAdminController],
+      controllers: [CollectionsController, DeletesController, RerankController, SearchController, HealthController, AdminKeysController, BatchesController, UploadsController, ModelsController, LandingController, CohereController, JudgmentsController, QuotaController, TenantQuotasAdminController],
       providers: [
         { provide: RUNTIME, useValue: rt },
         { provide: CollectionsService, useFactory: () => new CollectionsService(rt) },
@@ -50,7 +52,7 @@ class ApiModule {
         { provide: JudgmentsService, useFactory: () => new JudgmentsService(rt) },
         // Batch files and the Cohere-compatible endpoint share the re-rank service's text submitter.
         { provide: BatchesService, inject: [RerankService], useFactory: (rr: RerankService) => new BatchesService(rt, rr.texts) },
-        { provide: CohereService, inject: [RerankService], useFactory: (rr: RerankService) => new CohereService(rr, rt.config.RERANK_MAX_WAIT_SECONDS) },
+        { provide: CohereService, inject: [RerankService], useFactory: (rr: RerankService) => new CohereService(rr, rt.config.RERANK_MAX_WAIT_SECONDS, rt.config.COHERE_MODEL ?? rt.config.DEFAULT_MODEL) },
         // AUTH=keys: ApiKeysGuard on every route (tenant and role from the key, rate limits)
         ...apiKeyProviders(rt, ADMIN_PATHS),
       ],

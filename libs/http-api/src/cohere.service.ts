@@ -29,8 +29,11 @@ export const CohereRerankSchema = z
 export interface CohereRerankResponse {
   id: string;
   results: { index: number; relevance_score: number; document?: { text: string } }[];
-  meta: { api_version: { version: string }; billed_units: { search_units: number } };
+  meta: { api_version: { version: string }; billed_units: { search_units: number }; model: string };
 }
+
+/** Cohere's own rerank model names (rerank-english-v3.0, rerank-multilingual-v3.0, rerank-v3.5, rerank-english-v2.0, ...). */
+export const COHERE_MODEL_NAME = /^rerank-/;
 
 /**
  * POST /v1/compat/cohere/rerank: Cohere's request and response shape over the re-rank job (the
@@ -43,7 +46,14 @@ export class CohereService {
     private readonly rerank: RerankService,
     /** The bounded wait (RERANK_MAX_WAIT_SECONDS). */
     readonly waitSeconds: number,
+    /** The local model for Cohere's model names (COHERE_MODEL, else DEFAULT_MODEL). */
+    private readonly cohereModel: string,
   ) {}
+
+  /** A local model directory is used as named; a Cohere model name maps to the configured local model. */
+  localModel(requested: string): string {
+    return COHERE_MODEL_NAME.test(requested) ? this.cohereModel : requested;
+  }
 
   async rerankDocuments(body: unknown, waitSeconds: number): Promise<CohereRerankResponse> {
     const parsed = CohereRerankSchema.safeParse(body);
@@ -54,7 +64,7 @@ export class CohereService {
     try {
       out = await this.rerank.submit(
         {
-          model: req.model,
+          model: this.localModel(req.model),
           topK: Math.min(req.top_n ?? texts.length, texts.length),
           queries: [{ id: 'query', text: req.query, candidates: texts.map((text, i) => ({ id: String(i), text })) }],
         },
@@ -77,7 +87,7 @@ export class CohereService {
         const index = Number(h.id);
         return { index, relevance_score: h.score ?? Number.NEGATIVE_INFINITY, ...(req.return_documents ? { document: { text: texts[index] } } : {}) };
       }),
-      meta: { api_version: { version: '2' }, billed_units: { search_units: 1 } },
+      meta: { api_version: { version: '2' }, billed_units: { search_units: 1 }, model: this.localModel(req.model) },
     };
   }
 }

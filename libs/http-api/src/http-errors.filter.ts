@@ -3,6 +3,7 @@ import type { Response } from 'express';
 import { ConflictError, NotFoundError, QuotaExceededError, UnavailableError, ValidationError, type Config } from '@lateral/shared';
 import { isRedisDown, type Logger } from '@lateral/infra';
 import { redact, redactContext, type RedactContext } from './redact';
+import { validationMessage } from './zod-issues';
 
 /** Seconds a caller should wait before retrying when Redis or S3 is unreachable. */
 export const SERVICE_RETRY_AFTER_SECONDS = 5;
@@ -34,7 +35,7 @@ export class HttpErrorsFilter implements ExceptionFilter {
         : details;
       res.status(status).json({ error, message: redact(message, this.ctx), ...(clean ? { details: clean } : {}) });
     };
-    if (err instanceof ValidationError) return send(400, 'bad_request', err.message, err.issues.length ? err.issues : undefined);
+    if (err instanceof ValidationError) return send(400, 'bad_request', validationMessage(err.message, err.issues), err.issues.length ? err.issues : undefined);
     if (err instanceof NotFoundError) return send(404, 'not_found', err.message);
     if (err instanceof ConflictError) return send(409, 'conflict', err.message);
     if (err instanceof QuotaExceededError) {

@@ -20,7 +20,7 @@ const options = schema(BatchOptionsSchema) as { properties?: Record<string, Reco
 /** The Cohere-compatible operation, served at three paths. */
 const COHERE = {
   summary:
-    "Cohere-compatible rerank (also served at /v1/compat/cohere/v1/rerank and /v2/rerank): documents are re-ranked as text candidates and answered in Cohere's shape within RERANK_MAX_WAIT_SECONDS. relevance_score is the scorer's raw score (MaxSim), not a probability.",
+    "Cohere-compatible rerank (also served at /v1/compat/cohere/v1/rerank and /v2/rerank): documents are re-ranked as text candidates and answered in Cohere's shape within RERANK_MAX_WAIT_SECONDS. `model` is a local model (GET /v1/models) or one of Cohere's names (`rerank-english-v3.0`, `rerank-v3.5`, any `rerank-*`), which maps to COHERE_MODEL; `meta.model` says which local model scored. relevance_score is the scorer's raw score (MaxSim), not a probability.",
   requestBody: { required: true, content: { 'application/json': { schema: schema(CohereRerankSchema) } } },
   responses: {
     '200': json('re-ranked', { $ref: '#/components/schemas/CohereRerankResponse' }),

@@ -151,6 +151,39 @@ function baseDocument(version: string) {
       description: 'Late-interaction retrieval and re-ranking: ingest documents, store them as token vectors in S3, re-rank candidates asynchronously with MaxSim and friends.',
     },
     paths: {
+      '/v1/models': {
+        get: {
+          summary: 'The models this service encodes with (every model directory under MODELS_DIR with a valid manifest.json), which one is DEFAULT_MODEL and which one the Cohere-compatible route uses for Cohere model names (COHERE_MODEL)',
+          responses: {
+            '200': ok('models', {
+              type: 'object',
+              required: ['models', 'default', 'cohere'],
+              properties: {
+                default: { type: 'string' },
+                cohere: { type: 'string' },
+                models: {
+                  type: 'array',
+                  items: {
+                    type: 'object',
+                    required: ['id', 'dims', 'maxQueryTokens', 'maxDocTokens', 'pooling', 'default', 'cohere', 'description'],
+                    additionalProperties: false,
+                    properties: {
+                      id: { type: 'string' },
+                      dims: { type: 'integer' },
+                      maxQueryTokens: { type: 'integer' },
+                      maxDocTokens: { type: 'integer' },
+                      pooling: { type: 'string', enum: ['mean', 'cls'] },
+                      default: { type: 'boolean' },
+                      cohere: { type: 'boolean' },
+                      description: { type: 'string' },
+                    },
+                  },
+                },
+              },
+            }),
+          },
+        },
+      },
       '/v1/health': {
         get: {
           summary: 'Readiness: Redis, S3, the default model, queue counts',

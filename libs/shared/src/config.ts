@@ -85,6 +85,8 @@ export const ConfigSchema = z.object({
   SCORER_SHARD_CONCURRENCY: int(2, 1, 64),
   /** Model directory name used when a collection names none. */
   DEFAULT_MODEL: z.string().default('minilm-l6-384'),
+  /** The local model the Cohere-compatible route uses for Cohere's model names (`rerank-english-v3.0`, `rerank-v3.5`, ...); unset = DEFAULT_MODEL. */
+  COHERE_MODEL: z.string().regex(/^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$/, 'COHERE_MODEL must be a model directory name under MODELS_DIR').optional(),
   /** ONNX Runtime execution provider; cuda falls back to cpu with a logged warning. */
   ORT_EXECUTION_PROVIDER: z.enum(['cpu', 'cuda']).default('cpu'),
   ORT_CUDA_DEVICE_ID: int(0, 0, 64),

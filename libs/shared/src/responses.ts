@@ -251,7 +251,11 @@ export const CohereRerankResponseSchema = z.object({
       document: z.object({ text: z.string() }).optional().describe('with return_documents: true'),
     }),
   ),
-  meta: z.object({ api_version: z.object({ version: z.string() }), billed_units: z.object({ search_units: count }) }),
+  meta: z.object({
+    api_version: z.object({ version: z.string() }),
+    billed_units: z.object({ search_units: count }),
+    model: z.string().optional().describe("the local model that scored the documents (a Cohere model name such as 'rerank-english-v3.0' maps to COHERE_MODEL)"),
+  }),
 });
 
 /** An API key as listed (never its secret or hash). */
