@@ -30,12 +30,15 @@ export default [
             { sourceTag: 'scope:model', onlyDependOnLibsWithTags: ['scope:contract', 'scope:math', 'scope:io'], bannedExternalImports: ['bullmq', '@aws-sdk/*', '@nestjs/*', 'express', 's3rver'] },
             // production ONNX kernels: graphs and sessions, no queues, S3 or HTTP
             { sourceTag: 'scope:kernels', onlyDependOnLibsWithTags: ['scope:contract', 'scope:math', 'scope:model'], bannedExternalImports: ['bullmq', 'ioredis', '@aws-sdk/*', '@nestjs/*', 'express', 's3rver'] },
+            // the scorer's serving engine (segment cache, id tables, heads, segment passes, health, hit helpers):
+            // reads segments and lists through the repositories; no queues, no processors, no HTTP, no SDK of its own
+            { sourceTag: 'scope:serving', onlyDependOnLibsWithTags: ['scope:contract', 'scope:math', 'scope:io', 'scope:model', 'scope:kernels'], bannedExternalImports: ['bullmq', 'ioredis', '@aws-sdk/*', '@nestjs/*', 'express', 's3rver'] },
             // the processors
-            { sourceTag: 'scope:pipeline', onlyDependOnLibsWithTags: ['scope:contract', 'scope:math', 'scope:io', 'scope:model', 'scope:kernels'], bannedExternalImports: ['@nestjs/*', 'express'] },
-            // the HTTP API never loads ONNX Runtime: no pipeline, kernels or model
+            { sourceTag: 'scope:pipeline', onlyDependOnLibsWithTags: ['scope:contract', 'scope:math', 'scope:io', 'scope:model', 'scope:kernels', 'scope:serving'], bannedExternalImports: ['@nestjs/*', 'express'] },
+            // the HTTP API never loads ONNX Runtime: no pipeline, serving, kernels or model
             { sourceTag: 'scope:api', onlyDependOnLibsWithTags: ['scope:contract', 'scope:math', 'scope:io'], bannedExternalImports: ['onnxruntime-node', 'onnxruntime-common'] },
             // the worker composition root wires processors to queues
-            { sourceTag: 'scope:composition', onlyDependOnLibsWithTags: ['scope:contract', 'scope:math', 'scope:io', 'scope:model', 'scope:kernels', 'scope:pipeline'] },
+            { sourceTag: 'scope:composition', onlyDependOnLibsWithTags: ['scope:contract', 'scope:math', 'scope:io', 'scope:model', 'scope:kernels', 'scope:serving', 'scope:pipeline'] },
           ],
         },
       ],

@@ -15,7 +15,7 @@ import {
 } from '@lateral/shared';
 import { CodecArtifactRepository, type CollectionRepository, type GenerationRepository, type ObjectStore } from '@lateral/infra';
 import { TrainingDivergedError, trainAesiInThread } from '@lateral/training';
-import type { StaticEmbeddingsCache } from './static-embeddings';
+import type { StaticEmbeddingsCache } from '@lateral/serving';
 
 /** What an AESI train job touches. */
 export interface AesiTrainDeps {

@@ -16,9 +16,8 @@ import { TokenEncoder, writeTinyTransformer, type EncodedText } from '@lateral/m
 import type { ScorerResources } from '@lateral/kernels';
 import type { Logger } from '@lateral/infra';
 import { encodeProcessor, type EncodeDeps } from './encode.processor';
-import { scoreGroup } from './scorers';
-import type { CollectionView } from './collection-view';
 import { strictMock, takeStrictMockViolations } from './testing/strict-mock';
+import { scoreGroup, type CollectionView } from '@lateral/serving';
 
 afterEach(() => expect(takeStrictMockViolations()).toEqual([]));
 

@@ -3,10 +3,10 @@ import { PermanentJobError, s3Keys, type CodecSettings, type Collection, type Co
 import { crc32c, createCodec, fitCodec, writeSegment, type CodecArtifact } from '@lateral/codec';
 import type { EncodedText } from '@lateral/model';
 import type { CommitResult, GenerationChange, Logger } from '@lateral/infra';
-import { assembleSegmentDocs } from './encode.processor';
 import { SegmentIds, commitProcessor, type CommitDeps, type SegmentCommitPayload } from './commit.processor';
 import { strictMock, takeStrictMockViolations } from './testing/strict-mock';
 import { gcKeys } from './gc';
+import { assembleSegmentDocs } from '@lateral/serving';
 
 afterEach(() => expect(takeStrictMockViolations()).toEqual([]));
 

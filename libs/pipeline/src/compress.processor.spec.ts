@@ -3,9 +3,9 @@ import { PermanentJobError, QueueName, jobIds, s3Keys, type CodecSettings, type 
 import { fitCodec, readSegment, writeSegment, type CodecArtifact } from '@lateral/codec';
 import { staticEmbeddingsFromTable, type EncodedText, type StaticEmbeddings } from '@lateral/model';
 import type { FitSample } from '@lateral/infra';
-import { RAW_CODEC, assembleSegmentDocs } from './encode.processor';
 import { compressProcessor, type CompressDeps } from './compress.processor';
 import { strictMock, takeStrictMockViolations } from './testing/strict-mock';
+import { RAW_CODEC, assembleSegmentDocs } from '@lateral/serving';
 
 afterEach(() => expect(takeStrictMockViolations()).toEqual([]));
 

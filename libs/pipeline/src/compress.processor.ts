@@ -3,7 +3,7 @@ import { SegmentCorruptError, createCodec, poolBatch, readSegment, writeSegment,
 import type { StaticEmbeddings } from '@lateral/model';
 import type { CodecArtifactRepository, CollectionRepository, JobQueues, ObjectStore } from '@lateral/infra';
 import { enqueueNext } from './pipeline';
-import type { StaticEmbeddingsCache } from './static-embeddings';
+import type { StaticEmbeddingsCache } from '@lateral/serving';
 
 /** What the compress processor touches. */
 export interface CompressDeps {

@@ -4,8 +4,9 @@ import { PermanentJobError, QueueName, batchInfoKey, jobIds, s3Keys, toNdjson, t
 import { readSegment } from '@lateral/codec';
 import { ModelShapeError, poolEncoded, type EncodeDocumentsOptions, type EncodedText, type TokenEncoder } from '@lateral/model';
 import type { Logger } from '@lateral/infra';
-import { RAW_CODEC, encodeProcessor, type EncodeDeps } from './encode.processor';
+import { encodeProcessor, type EncodeDeps } from './encode.processor';
 import { UnstubbedMemberError, strictMock, takeStrictMockViolations } from './testing/strict-mock';
+import { RAW_CODEC } from '@lateral/serving';
 
 afterEach(() => expect(takeStrictMockViolations()).toEqual([]));
 

@@ -1,12 +1,13 @@
 import type { Job } from 'bullmq';
 import { PermanentJobError, QueueName, s3Keys, type JobPayload, type JobResults } from '@lateral/shared';
-import { createCodec, writeSegment } from '@lateral/codec';
-import { ModelLoadError, ModelShapeError, poolEncoded, type EncodedText } from '@lateral/model';
+import { writeSegment } from '@lateral/codec';
 import type { CollectionRepository, JobQueues, Logger, ObjectStore } from '@lateral/infra';
 import { batchInfoKey, fromNdjson } from '@lateral/shared';
 import { enqueueNext } from './pipeline';
 import { batchDocumentInfo, prepareDocuments } from './document-info';
 import type { EncoderProvider } from './encoders';
+import { RAW_CODEC, assembleSegmentDocs } from '@lateral/serving';
+import { permanentModelErrors } from './model-errors';
 
 /** What the encode processor touches. */
 export interface EncodeDeps {
@@ -17,36 +18,6 @@ export interface EncodeDeps {
   /** Padded tokens per encoder batch (ENCODE_TOKEN_BUDGET). */
   tokenBudget: number;
   logger: Logger;
-}
-
-/** Raw vectors are always kept at fp16: re-compression starts from them without re-encoding. */
-export const RAW_CODEC = createCodec({ kind: 'fp16', layout: 'token', norms: 'fp32', sideInfo: false });
-
-/**
- * Concatenates per-document encodings into one segment's arrays (T x dims, row-major).
- * `pool` gives each document's dense vector: pass the model's (`(e) => encoder.pool(e)`); the
- * default is mean pooling.
- */
-export function assembleSegmentDocs(
-  ids: string[],
-  encoded: EncodedText[],
-  dims: number,
-  metadata?: (Record<string, unknown> | null)[],
-  pool: (e: EncodedText) => Float32Array = (e) => poolEncoded(e, dims, 'mean'),
-) {
-  const offsets = new Uint32Array(ids.length + 1);
-  for (let i = 0; i < encoded.length; i++) offsets[i + 1] = offsets[i] + encoded[i].length;
-  const total = offsets[ids.length];
-  const tokenIds = new Int32Array(total);
-  const vectors = new Float32Array(total * dims);
-  const docVectors = new Float32Array(ids.length * dims);
-  for (let i = 0; i < encoded.length; i++) {
-    const e = encoded[i];
-    tokenIds.set(e.tokenIds, offsets[i]);
-    vectors.set(e.vectors, offsets[i] * dims);
-    docVectors.set(pool(e), i * dims);
-  }
-  return { docIds: ids, tokenOffsets: offsets, tokenIds, vectors, dims, docVectors, metadata };
 }
 
 export async function encodeProcessor(ctx: EncodeDeps, p: JobPayload<QueueName.encode>, job?: Job): Promise<JobResults[QueueName.encode]> {
@@ -80,10 +51,4 @@ export async function encodeProcessor(ctx: EncodeDeps, p: JobPayload<QueueName.e
   const result = { rawKey, documents: docs.length, tokens, codecVersion: collection.codecVersion };
   await enqueueNext(ctx.queues, QueueName.encode, p, result);
   return result;
-}
-
-/** A model that does not match its manifest can never succeed: fail without retry. */
-export function permanentModelErrors(err: unknown): never {
-  if (err instanceof ModelShapeError || err instanceof ModelLoadError) throw new PermanentJobError(err.message);
-  throw err;
 }

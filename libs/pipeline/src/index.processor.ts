@@ -3,13 +3,11 @@ import { SegmentCorruptError, readSegment, type SegmentReader } from '@lateral/c
 import { buildSegmentIndex, distinctSample, ivfCentroidCount, normalizeRows, searchSegment, serializeSegmentIndex } from '@lateral/search';
 import { mulberry32 } from '@lateral/shared';
 import { onnxSphericalKmeans, type OnnxNearestCentroid } from '@lateral/kernels';
-import type { TokenEncoder } from '@lateral/model';
 import type { CodecArtifactRepository, CollectionRepository, IvfCentroidRepository, JobQueues, ObjectStore } from '@lateral/infra';
-import { permanentModelErrors } from './encode.processor';
 import type { EncoderProvider } from './encoders';
 import { enqueueNext } from './pipeline';
-import { segmentReadOptions, type StaticEmbeddingsCache } from './static-embeddings';
-import { segmentHeadData, serializeSegmentHead } from './segment-head';
+import { segmentReadOptions, type StaticEmbeddingsCache, segmentHeadData, serializeSegmentHead, specialTokenIds } from '@lateral/serving';
+import { permanentModelErrors } from './model-errors';
 
 /** What the index processor touches. */
 export interface IndexDeps {
@@ -30,18 +28,6 @@ export interface IndexDeps {
 /** Lloyd iterations of the IVF fit, and sampled tokens per centroid. */
 const KMEANS_ITERATIONS = 4;
 const SAMPLE_PER_CENTROID = 32;
-
-/** Token ids that are no words: the manifest's special and marker tokens (left out of BM25). */
-export function specialTokenIds(encoder: Pick<TokenEncoder, 'manifest' | 'tokenizer'>): Set<number> {
-  const m = encoder.manifest;
-  const ids = new Set<number>();
-  for (const t of [m.clsToken, m.sepToken, m.queryMarker, m.docMarker, m.maskToken, m.padToken]) {
-    if (t === null) continue;
-    const id = encoder.tokenizer.tokenizer.token_to_id(t);
-    if (id !== undefined) ids.add(id);
-  }
-  return ids;
-}
 
 /**
  * The serialized search index of one segment (its reader): token IVF postings against the

@@ -26,8 +26,7 @@ import { segmentIndexBytes, type IndexDeps } from './index.processor';
 import { SegmentIndexCopier } from './merge-index';
 import { chooseMerge, type MergePolicySettings } from './merge-policy';
 import { collectGarbage, gcKeys, segmentObjects, type GarbageRecord, type GcSettings } from './gc';
-import { segmentReadOptions } from './static-embeddings';
-import { segmentHeadData, serializeSegmentHead } from './segment-head';
+import { segmentReadOptions, segmentHeadData, serializeSegmentHead } from '@lateral/serving';
 
 /** What the merge processor touches. */
 export interface MergeDeps extends Pick<IndexDeps, 'encoders' | 'ivfCentroids' | 'assigner' | 'staticEmbeddings'> {

@@ -17,13 +17,10 @@ import {
 } from '@lateral/shared';
 import { ShapeError, topK } from '@lateral/scoring';
 import type { TokenEncoder } from '@lateral/model';
-import type { CollectionView } from './collection-view';
-import { degradedFields, splitUnavailable } from './degraded-results';
-import { permanentModelErrors } from './encode.processor';
-import { groupIndicesByKey, rerankProcessor, type RerankDeps } from './rerank.processor';
-import { eventLoopYielder } from './event-loop';
-import { scoreGroup } from './scorers';
+import { rerankProcessor, type RerankDeps } from './rerank.processor';
 import { modelVersion, textHash, type CachedText, type TextCacheReader, type TextSpace } from './text-cache';
+import { type CollectionView, degradedFields, splitUnavailable, groupIndicesByKey, eventLoopYielder, scoreGroup } from '@lateral/serving';
+import { permanentModelErrors } from './model-errors';
 
 /** One query's candidates, resolved to rows of the view it is scored against. */
 export interface ResolvedQuery {

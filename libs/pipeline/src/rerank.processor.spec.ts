@@ -3,10 +3,10 @@ import { afterEach, describe, expect, it, vi } from 'vitest';
 import { PermanentJobError, QueueName, s3Keys, type Collection, type CollectionManifest, type JobPayload, type ModelManifest, type RerankResult } from '@lateral/shared';
 import { poolEncoded, type EncodedText, type TokenEncoder } from '@lateral/model';
 import type { RotatedImageSet } from '@lateral/kernels';
-import type { CollectionView } from './collection-view';
 import { rerankProcessor, type RerankDeps } from './rerank.processor';
 import type { ScorerResources } from '@lateral/kernels';
 import { strictMock, takeStrictMockViolations, type Stubs } from './testing/strict-mock';
+import type { CollectionView } from '@lateral/serving';
 
 afterEach(() => expect(takeStrictMockViolations()).toEqual([]));
 

@@ -2,17 +2,12 @@ import type { Job } from 'bullmq';
 import { PermanentJobError, QueueName, RerankRequestSchema, ValidationError, collectionShards, s3Keys, type JobPayload, type JobResults, type RerankResult } from '@lateral/shared';
 import { ShapeError, topK } from '@lateral/scoring';
 import { addLogContext, type CollectionRepository, type GenerationRepository, type ObjectStore } from '@lateral/infra';
-import type { CollectionView } from './collection-view';
-import type { SegmentCache } from './segment-cache';
 import type { ScorerResources } from '@lateral/kernels';
-import { scoreGroup } from './scorers';
-import { hitShaping, type HitDocumentDeps } from './hit-documents';
-import { permanentModelErrors } from './encode.processor';
 import { logRerankDone } from './job-logs';
-import { eventLoopYielder } from './event-loop';
-import { degradedFields, splitUnavailable } from './degraded-results';
 import type { EncoderProvider } from './encoders';
 import { isFanoutJob, shardedRerank, type ShardCoordinatorDeps } from './shard-fanout';
+import { type CollectionView, type SegmentCache, scoreGroup, hitShaping, type HitDocumentDeps, eventLoopYielder, degradedFields, splitUnavailable, groupIndicesByKey } from '@lateral/serving';
+import { permanentModelErrors } from './model-errors';
 
 /** What the re-rank processor touches. */
 export interface RerankDeps extends HitDocumentDeps {
@@ -142,16 +137,4 @@ function candidateIds(queries: readonly { candidates: readonly unknown[] }[]): s
     }
   }
   return [...ids];
-}
-
-/** Indices of `items` grouped by `key`, groups in order of first appearance (queries sharing a candidate set are scored once). */
-export function groupIndicesByKey<T>(items: readonly T[], key: (item: T) => string): Map<string, number[]> {
-  const groups = new Map<string, number[]>();
-  items.forEach((item, i) => {
-    const k = key(item);
-    const g = groups.get(k);
-    if (g) g.push(i);
-    else groups.set(k, [i]);
-  });
-  return groups;
 }

@@ -16,35 +16,32 @@ import {
   type SearchRequest,
   type SearchResult,
 } from '@lateral/shared';
-import { ShapeError, hybridLinear, rrf } from '@lateral/scoring';
+import { ShapeError } from '@lateral/scoring';
 import { logSearchDone } from './job-logs';
-import { degradedFields } from './degraded-results';
-import {
-  bm25Pass,
-  compileFilter,
-  densePass,
-  exhaustivePass,
-  mebertPass,
-  pairPass,
-  xtrPass,
-  xtrProbe,
-  type Hit,
-  type SearchSegment,
-  type SegmentPass,
-  type XtrProbe,
-} from '@lateral/search';
-import { eventLoopYielder, runStepsYielding } from './event-loop';
+import { compileFilter } from '@lateral/search';
 import type { EncodedText, TokenEncoder } from '@lateral/model';
 import type { ScorerResources } from '@lateral/kernels';
 import type { CollectionRepository, GenerationRepository, IvfCentroidRepository, ObjectStore } from '@lateral/infra';
-import type { SearchNeeds, SegmentCache } from './segment-cache';
-import { hitSegments, searchSegments } from './segment-pass';
-import { permanentModelErrors } from './encode.processor';
 import type { EncoderProvider } from './encoders';
-import { specialTokenIds } from './index.processor';
-import { scoreGroup } from './scorers';
-import { GROUP_DEPTH_FACTOR, hitShaping, type HitDocumentDeps } from './hit-documents';
 import { isFanoutJob, shardedSearch, type ShardCoordinatorDeps } from './shard-fanout';
+import {
+  GROUP_DEPTH_FACTOR,
+  degradedFields,
+  eventLoopYielder,
+  firstStagePass,
+  hitSegments,
+  hitShaping,
+  runStepsYielding,
+  scoreGroup,
+  searchNeeds,
+  searchSegments,
+  specialTokenIds,
+  toHit,
+  type FirstStage,
+  type HitDocumentDeps,
+  type SegmentCache,
+} from '@lateral/serving';
+import { permanentModelErrors } from './model-errors';
 
 /** What the search processor touches. */
 export interface SearchDeps extends HitDocumentDeps {
@@ -158,116 +155,11 @@ export async function searchProcessor(deps: SearchDeps, p: JobPayload<QueueName.
   });
 }
 
-/**
- * What the request reads of each segment beyond its index (SearchNeeds): BM25 and dense (and
- * their hybrid) no token rows (dense the pooled vectors, BM25 nothing beyond heads), XTR and ME-BERT (and XTR's hybrid) the rows' scores, exhaustive
- * their vectors; explain the token ids; a filter the metadata.
- */
-export function searchNeeds(req: Pick<SearchRequest, 'mode' | 'filter' | 'explain'>): SearchNeeds {
-  const m = req.mode;
-  const base = m.name === 'hybrid' ? m.base : m.name;
-  const rows = base === 'bm25' || base === 'dense' ? 'none' : base === 'xtr' || base === 'mebert' ? 'scores' : 'vectors';
-  return { rows, tokenIds: !!req.explain, metadata: req.filter !== undefined, pooled: base === 'dense' };
-}
-
-/** One query as the first stage needs it. */
-export interface FirstStageQuery {
-  encoded: EncodedText;
-  /** The pooled query vector (dense, ME-BERT). */
-  pool: () => Float32Array;
-  /** Its BM25 terms (special and skipped tokens removed) and the build's skip rule. */
-  terms: number[];
-  skip: (id: number) => boolean;
-  /** The collection's IVF centroids (XTR) and the query's probe when computed elsewhere (the ORT GEMM). */
-  ivf: { centroids: Float32Array; k: number } | null;
-  probe?: XtrProbe;
-  explain?: boolean;
-}
-
-/** One query's first stage: its segment pass, or why it has no hits. */
-export interface FirstStage {
-  pass: SegmentPass | null;
-  reason?: string;
-}
-
-/**
- * The first stage of one query as a segment pass (@lateral/search's stream.ts): the pass sees
- * the generation's segments one at a time (searchSegments) and its hits are the per-segment lists
- * merged exactly, those of the library's whole-collection functions bit for bit. The work runs
- * in the library's bounded steps (per segment, and slices within one), awaited between, so a
- * search over hundreds of segments never holds the event loop (BullMQ renews the job's lock on a
- * timer).
- */
-export function firstStagePass(mode: SearchMode, n: number, q: FirstStageQuery): FirstStage {
-  const e = q.encoded;
-  switch (mode.name) {
-    case 'bm25':
-      if (q.terms.length === 0) return { pass: null, reason: 'the query has no searchable terms (only stop words, punctuation or special tokens)' };
-      return { pass: bm25Pass(q.terms, n, { k1: mode.k1, b: mode.b }, q.skip) };
-    case 'dense':
-      return { pass: densePass(q.pool(), n) };
-    case 'mebert':
-      return { pass: mebertPass(q.pool(), mode.m, n) };
-    case 'exhaustive':
-      if (e.length === 0) return { pass: null, reason: 'the query has no tokens' };
-      return { pass: exhaustivePass(e.vectors, e.length, n, { explain: q.explain }) };
-    case 'xtr': {
-      if (e.length === 0) return { pass: null, reason: 'the query has no tokens' };
-      const ivf = q.ivf!;
-      const nprobe = Math.min(mode.nprobe, ivf.k);
-      const probe = q.probe ?? xtrProbe(e.vectors, e.length, ivf.centroids, e.vectors.length / e.length, nprobe);
-      return { pass: xtrPass(e.vectors, e.length, probe, { kPrime: mode.kPrime, topN: n, explain: q.explain }) };
-    }
-    case 'hybrid': {
-      const base: SearchMode = mode.base === 'xtr' ? { name: 'xtr', kPrime: mode.kPrime, nprobe: mode.nprobe } : mode.base === 'dense' ? { name: 'dense' } : { name: 'exhaustive' };
-      const a = firstStagePass(base, mode.depth, q).pass;
-      const b = firstStagePass({ name: 'bm25', k1: mode.k1, b: mode.b }, mode.depth, q).pass;
-      // A side with nothing to search (no tokens, no terms) contributes no hits to the fusion.
-      const none: SegmentPass = { needsStats: false, count: () => {}, visit: function* () {}, finish: function* () { return []; } };
-      return { pass: pairPass(a ?? none, b ?? none, (x, y) => fuse(x, y, mode, n)) };
-    }
-  }
-}
-
 async function finish(deps: Pick<SearchDeps, 'store'>, resultKey: string, result: SearchResult): Promise<JobResults[QueueName.search]> {
   await deps.store.putJson(resultKey, result);
   const hits = result.results.reduce((s, r) => s + r.hits.length, 0);
   logSearchDone(result, hits);
   return { resultKey, queries: result.results.length, hits };
-}
-
-/** Linear (explicit lambda, normalisation) or RRF fusion of two hit lists over their union. */
-export function fuse(a: Hit[], b: Hit[], mode: Extract<SearchMode, { name: 'hybrid' }>, n: number): Hit[] {
-  const byKey = new Map<number, Hit>();
-  for (const h of [...a, ...b]) if (!byKey.has(h.key)) byKey.set(h.key, { ...h, explain: undefined });
-  const keys = [...byKey.keys()];
-  let scored: { key: number; score: number }[];
-  if (mode.fusion === 'rrf') {
-    const fused = rrf([a.map((h) => String(h.key)), b.map((h) => String(h.key))], mode.rrfK);
-    scored = fused.map((f) => ({ key: Number(f.id), score: f.score }));
-  } else {
-    const sa = new Map(a.map((h) => [h.key, h.score]));
-    const sb = new Map(b.map((h) => [h.key, h.score]));
-    const s = hybridLinear(Float64Array.from(keys, (k) => sa.get(k) ?? NaN), Float64Array.from(keys, (k) => sb.get(k) ?? NaN), mode.lambda!, mode.normalization);
-    scored = keys.map((key, i) => ({ key, score: s[i] }));
-  }
-  scored.sort((x, y) => y.score - x.score || x.key - y.key);
-  return scored.slice(0, n).map(({ key, score }) => ({ ...byKey.get(key)!, score }));
-}
-
-export function toHit(h: Hit, parts: readonly { segment: Pick<SearchSegment, 'docIds' | 'tokenIds'> }[], scoredBy: string, explain: { encoder: TokenEncoder; query: EncodedText } | null): SearchHit {
-  const seg = parts[h.segment].segment;
-  const hit: SearchHit = { id: seg.docIds[h.doc], score: h.score, scoredBy };
-  if (explain && h.explain) {
-    const tok = (id: number) => explain.encoder.tokenizer.tokenizer.id_to_token(id) ?? `#${id}`;
-    hit.explain = Array.from(h.explain.rows, (row, i) => ({
-      queryToken: tok(explain.query.tokenIds[i]),
-      docToken: row >= 0 ? tok(seg.tokenIds[row]) : '',
-      similarity: h.explain!.similarities[i],
-      imputed: row < 0,
-    }));
-  }
-  return hit;
 }
 
 /** The second stage: the first stage's top hits re-scored by a re-rank scorer over the loaded generation. */

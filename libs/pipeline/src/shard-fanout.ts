@@ -44,16 +44,11 @@ import {
 } from '@lateral/search';
 import type { EncodedText } from '@lateral/model';
 import { jobLogger, type ObjectStore, type ShardQueues } from '@lateral/infra';
-import { hitSegments, searchSegments } from './segment-pass';
-import { permanentModelErrors } from './encode.processor';
-import { specialTokenIds } from './index.processor';
-import { fuseHybrid, hybridBase, scoreGroup } from './scorers';
-import { GROUP_DEPTH_FACTOR, hitShaping } from './hit-documents';
-import { groupIndicesByKey, type RerankDeps } from './rerank.processor';
-import { eventLoopYielder, runStepsYielding } from './event-loop';
-import { fuse, searchNeeds, toHit, type SearchDeps } from './search.processor';
+import { type RerankDeps } from './rerank.processor';
+import { type SearchDeps } from './search.processor';
 import { logRerankDone, logSearchDone } from './job-logs';
-import { degradedFields, splitUnavailable } from './degraded-results';
+import { hitSegments, searchSegments, specialTokenIds, fuseHybrid, hybridBase, scoreGroup, GROUP_DEPTH_FACTOR, hitShaping, groupIndicesByKey, eventLoopYielder, runStepsYielding, fuse, searchNeeds, toHit, degradedFields, splitUnavailable } from '@lateral/serving';
+import { permanentModelErrors } from './model-errors';
 
 /**
  * Sharded re-rank and search (issue 10 item 4). The parent job, on the rerank or search queue,

@@ -5,7 +5,7 @@ import { createCodec, readSegment, writeSegment, type CodecArtifact } from '@lat
 import { textCodecTag, textKeys } from '@lateral/shared';
 import { listWithDates, type CodecArtifactRepository, type ObjectStore } from '@lateral/infra';
 import type { EncodedText, TokenEncoder } from '@lateral/model';
-import { RAW_CODEC, assembleSegmentDocs } from './encode.processor';
+import { RAW_CODEC, assembleSegmentDocs } from '@lateral/serving';
 
 const DAY_MS = 24 * 3600 * 1000;
 

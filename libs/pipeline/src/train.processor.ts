@@ -22,12 +22,10 @@ import { writeKnrmArtifact, writeLiteArtifact, type ScorerResources } from '@lat
 import {
   TooFewQueriesError, TrainingDivergedError, assembleTrainingQuery, trainHeadInThread, type TokenSource, type TrainProgress, type TrainingQuery,
 } from '@lateral/training';
-import type { CollectionView } from './collection-view';
-import { permanentModelErrors } from './encode.processor';
 import type { EncoderProvider } from './encoders';
-import { scoreGroup } from './scorers';
 import { aesiTrainProcessor } from './aesi-train.processor';
-import type { StaticEmbeddingsCache } from './static-embeddings';
+import { type CollectionView, scoreGroup, type StaticEmbeddingsCache } from '@lateral/serving';
+import { permanentModelErrors } from './model-errors';
 
 /** What the train processor touches. */
 export interface TrainDeps {

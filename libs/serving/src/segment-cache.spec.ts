@@ -7,9 +7,11 @@ import { crc32c, createCodec, fitCodec, readSegment, writeSegment, type CodecArt
 import { s3Keys, type CodecSettings, type Collection, type CollectionManifest, type SegmentRef } from '@lateral/shared';
 import { DiskObjectCache } from '@lateral/infra';
 import type { EncodedText } from '@lateral/model';
-import { assembleSegmentDocs } from './encode.processor';
+import { assembleSegmentDocs } from './segment-docs';
 import { bm25Search, buildSegmentIndex, denseSearch, exhaustiveSearch, mebertSearch, searchSegment, serializeSegmentIndex, xtrSearch } from '@lateral/search';
-import { ByteLru, Limiter, SegmentCache, WHOLE_DECODE_FRACTION, type ObjectSource } from './segment-cache';
+import { ByteLru } from './byte-lru';
+import { Limiter } from './limiter';
+import { SegmentCache, WHOLE_DECODE_FRACTION, type ObjectSource } from './segment-cache';
 import { extendGenerationTable, findId, generationTable, segmentIdTable } from './id-table';
 import { segmentHeadData, serializeSegmentHead } from './segment-head';
 

@@ -17,7 +17,8 @@ import {
 } from '@lateral/search';
 import { eventLoopYielder, runStepsYielding } from './event-loop';
 import { SegmentCache, type ObjectSource } from './segment-cache';
-import { firstStagePass, fuse, searchNeeds, type FirstStageQuery } from './search.processor';
+import { firstStagePass, type FirstStageQuery } from './first-stage';
+import { fuse, searchNeeds } from './hits';
 import { searchSegments } from './segment-pass';
 
 /**

@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { createCodec, fitCodec, readSegment, writeSegment } from '@lateral/codec';
 import type { CodecSettings } from '@lateral/shared';
 import type { EncodedText } from '@lateral/model';
-import { assembleSegmentDocs } from './encode.processor';
+import { assembleSegmentDocs } from './segment-docs';
 import { parseSegmentHead, segmentHeadData, serializeSegmentHead } from './segment-head';
 
 const DIMS = 8;

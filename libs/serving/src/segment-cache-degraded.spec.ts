@@ -3,7 +3,7 @@ import { crc32c, createCodec, fitCodec, readSegment, writeSegment } from '@later
 import { buildSegmentIndex, searchSegment, serializeSegmentIndex } from '@lateral/search';
 import { currentDegradedSegments, degradedRecordKey, s3Keys, type CodecSettings, type Collection, type CollectionManifest, type DegradedRecord, type SegmentRef } from '@lateral/shared';
 import type { EncodedText } from '@lateral/model';
-import { assembleSegmentDocs } from './encode.processor';
+import { assembleSegmentDocs } from './segment-docs';
 import { SegmentCache, SegmentUnavailableError, type SegmentHealthListener, type UnavailableEvent } from './segment-cache';
 import { DegradedSegmentsRecorder } from './segment-health';
 import { degradedFields, splitUnavailable } from './degraded-results';
