@@ -16,7 +16,7 @@ import { TokenEncoder, writeTinyTransformer, type EncodedText } from '@lateral/m
 import type { ScorerResources } from '@lateral/kernels';
 import type { Logger } from '@lateral/infra';
 import { encodeProcessor, type EncodeDeps } from './encode.processor';
-import { strictMock, takeStrictMockViolations } from './testing/strict-mock';
+import { strictMock, takeStrictMockViolations } from '../testing/strict-mock';
 import { scoreGroup, type CollectionView } from '@lateral/serving';
 
 afterEach(() => expect(takeStrictMockViolations()).toEqual([]));

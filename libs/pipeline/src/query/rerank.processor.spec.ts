@@ -5,7 +5,7 @@ import { poolEncoded, type EncodedText, type TokenEncoder } from '@lateral/model
 import type { RotatedImageSet } from '@lateral/kernels';
 import { rerankProcessor, type RerankDeps } from './rerank.processor';
 import type { ScorerResources } from '@lateral/kernels';
-import { strictMock, takeStrictMockViolations, type Stubs } from './testing/strict-mock';
+import { strictMock, takeStrictMockViolations, type Stubs } from '../testing/strict-mock';
 import type { CollectionView } from '@lateral/serving';
 
 afterEach(() => expect(takeStrictMockViolations()).toEqual([]));

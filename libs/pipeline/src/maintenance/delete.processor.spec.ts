@@ -1,9 +1,9 @@
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { PermanentJobError, deleteKeys, s3Keys, type Collection, type CollectionManifest, type DeletePayload, type SegmentRef } from '@lateral/shared';
 import type { CommitResult, GenerationChange, Logger } from '@lateral/infra';
-import { SegmentIds } from './commit.processor';
+import { SegmentIds } from '../ingest/commit.processor';
 import { deleteProcessor, type DeleteDeps, type SegmentDocs } from './delete.processor';
-import { strictMock, takeStrictMockViolations } from './testing/strict-mock';
+import { strictMock, takeStrictMockViolations } from '../testing/strict-mock';
 
 afterEach(() => expect(takeStrictMockViolations()).toEqual([]));
 

@@ -4,8 +4,8 @@ import { PermanentJobError, QueueName, assignShard, collectionShards, parentOf, 
 export type SegmentCommitPayload = Extract<JobPayload<QueueName.commit>, { batchId: string }>;
 import { SegmentCorruptError, crc32c, readSegment } from '@lateral/codec';
 import type { CodecArtifactRepository, CollectionRepository, GenerationRepository, Logger, ObjectStore } from '@lateral/infra';
-import { logIngestionIfFinished } from './job-logs';
-import { gcKeys } from './gc';
+import { logIngestionIfFinished } from '../job-logs';
+import { gcKeys } from '../maintenance/gc';
 
 /** What the commit processor touches. */
 export interface CommitDeps {

@@ -2,9 +2,9 @@ import type { Job } from 'bullmq';
 import { PermanentJobError, QueueName, type CodecSettings, type JobPayload, type JobResults } from '@lateral/shared';
 import type { CodecArtifact } from '@lateral/codec';
 import { listWithDates, objectHead, type CodecArtifactRepository, type CollectionRepository, type ObjectStore } from '@lateral/infra';
-import type { EncoderProvider } from './encoders';
+import type { EncoderProvider } from '../encoders';
 import { encodeTextEntry, mapLimit, modelVersion, textHash, textKey, type TextSpace } from './text-cache';
-import { permanentModelErrors } from './model-errors';
+import { permanentModelErrors } from '../model-errors';
 
 /** Keys this process knows to be in the text cache, with their write time (saves a HEAD per text). */
 export class KnownTexts {

@@ -3,11 +3,11 @@ import { PermanentJobError, QueueName, s3Keys, type JobPayload, type JobResults 
 import { writeSegment } from '@lateral/codec';
 import type { CollectionRepository, JobQueues, Logger, ObjectStore } from '@lateral/infra';
 import { batchInfoKey, fromNdjson } from '@lateral/shared';
-import { enqueueNext } from './pipeline';
+import { enqueueNext } from '../pipeline';
 import { batchDocumentInfo, prepareDocuments } from './document-info';
-import type { EncoderProvider } from './encoders';
+import type { EncoderProvider } from '../encoders';
 import { RAW_CODEC, assembleSegmentDocs } from '@lateral/serving';
-import { permanentModelErrors } from './model-errors';
+import { permanentModelErrors } from '../model-errors';
 
 /** What the encode processor touches. */
 export interface EncodeDeps {

@@ -4,10 +4,10 @@ import { buildSegmentIndex, distinctSample, ivfCentroidCount, normalizeRows, sea
 import { mulberry32 } from '@lateral/shared';
 import { onnxSphericalKmeans, type OnnxNearestCentroid } from '@lateral/kernels';
 import type { CodecArtifactRepository, CollectionRepository, IvfCentroidRepository, JobQueues, ObjectStore } from '@lateral/infra';
-import type { EncoderProvider } from './encoders';
-import { enqueueNext } from './pipeline';
+import type { EncoderProvider } from '../encoders';
+import { enqueueNext } from '../pipeline';
 import { segmentReadOptions, type StaticEmbeddingsCache, segmentHeadData, serializeSegmentHead, specialTokenIds } from '@lateral/serving';
-import { permanentModelErrors } from './model-errors';
+import { permanentModelErrors } from '../model-errors';
 
 /** What the index processor touches. */
 export interface IndexDeps {

@@ -17,12 +17,12 @@ import {
   type SearchResult,
 } from '@lateral/shared';
 import { ShapeError } from '@lateral/scoring';
-import { logSearchDone } from './job-logs';
+import { logSearchDone } from '../job-logs';
 import { compileFilter } from '@lateral/search';
 import type { EncodedText, TokenEncoder } from '@lateral/model';
 import type { ScorerResources } from '@lateral/kernels';
 import type { CollectionRepository, GenerationRepository, IvfCentroidRepository, ObjectStore } from '@lateral/infra';
-import type { EncoderProvider } from './encoders';
+import type { EncoderProvider } from '../encoders';
 import { isFanoutJob, shardedSearch, type ShardCoordinatorDeps } from './shard-fanout';
 import {
   GROUP_DEPTH_FACTOR,
@@ -41,7 +41,7 @@ import {
   type HitDocumentDeps,
   type SegmentCache,
 } from '@lateral/serving';
-import { permanentModelErrors } from './model-errors';
+import { permanentModelErrors } from '../model-errors';
 
 /** What the search processor touches. */
 export interface SearchDeps extends HitDocumentDeps {

@@ -20,7 +20,7 @@ import type { TokenEncoder } from '@lateral/model';
 import { rerankProcessor, type RerankDeps } from './rerank.processor';
 import { modelVersion, textHash, type CachedText, type TextCacheReader, type TextSpace } from './text-cache';
 import { type CollectionView, degradedFields, splitUnavailable, groupIndicesByKey, eventLoopYielder, scoreGroup } from '@lateral/serving';
-import { permanentModelErrors } from './model-errors';
+import { permanentModelErrors } from '../model-errors';
 
 /** One query's candidates, resolved to rows of the view it is scored against. */
 export interface ResolvedQuery {

@@ -2,7 +2,7 @@ import { PermanentJobError, QueueName, s3Keys, type Collection, type JobPayload,
 import { SegmentCorruptError, createCodec, poolBatch, readSegment, writeSegment, type SegmentReader } from '@lateral/codec';
 import type { StaticEmbeddings } from '@lateral/model';
 import type { CodecArtifactRepository, CollectionRepository, JobQueues, ObjectStore } from '@lateral/infra';
-import { enqueueNext } from './pipeline';
+import { enqueueNext } from '../pipeline';
 import type { StaticEmbeddingsCache } from '@lateral/serving';
 
 /** What the compress processor touches. */

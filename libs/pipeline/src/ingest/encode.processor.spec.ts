@@ -5,7 +5,7 @@ import { readSegment } from '@lateral/codec';
 import { ModelShapeError, poolEncoded, type EncodeDocumentsOptions, type EncodedText, type TokenEncoder } from '@lateral/model';
 import type { Logger } from '@lateral/infra';
 import { encodeProcessor, type EncodeDeps } from './encode.processor';
-import { UnstubbedMemberError, strictMock, takeStrictMockViolations } from './testing/strict-mock';
+import { UnstubbedMemberError, strictMock, takeStrictMockViolations } from '../testing/strict-mock';
 import { RAW_CODEC } from '@lateral/serving';
 
 afterEach(() => expect(takeStrictMockViolations()).toEqual([]));

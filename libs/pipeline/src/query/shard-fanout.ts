@@ -46,9 +46,9 @@ import type { EncodedText } from '@lateral/model';
 import { jobLogger, type ObjectStore, type ShardQueues } from '@lateral/infra';
 import { type RerankDeps } from './rerank.processor';
 import { type SearchDeps } from './search.processor';
-import { logRerankDone, logSearchDone } from './job-logs';
+import { logRerankDone, logSearchDone } from '../job-logs';
 import { hitSegments, searchSegments, specialTokenIds, fuseHybrid, hybridBase, scoreGroup, GROUP_DEPTH_FACTOR, hitShaping, groupIndicesByKey, eventLoopYielder, runStepsYielding, fuse, searchNeeds, toHit, degradedFields, splitUnavailable } from '@lateral/serving';
-import { permanentModelErrors } from './model-errors';
+import { permanentModelErrors } from '../model-errors';
 
 /**
  * Sharded re-rank and search (issue 10 item 4). The parent job, on the rerank or search queue,

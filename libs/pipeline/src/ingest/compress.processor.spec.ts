@@ -4,7 +4,7 @@ import { fitCodec, readSegment, writeSegment, type CodecArtifact } from '@latera
 import { staticEmbeddingsFromTable, type EncodedText, type StaticEmbeddings } from '@lateral/model';
 import type { FitSample } from '@lateral/infra';
 import { compressProcessor, type CompressDeps } from './compress.processor';
-import { strictMock, takeStrictMockViolations } from './testing/strict-mock';
+import { strictMock, takeStrictMockViolations } from '../testing/strict-mock';
 import { RAW_CODEC, assembleSegmentDocs } from '@lateral/serving';
 
 afterEach(() => expect(takeStrictMockViolations()).toEqual([]));

@@ -22,10 +22,10 @@ import { writeKnrmArtifact, writeLiteArtifact, type ScorerResources } from '@lat
 import {
   TooFewQueriesError, TrainingDivergedError, assembleTrainingQuery, trainHeadInThread, type TokenSource, type TrainProgress, type TrainingQuery,
 } from '@lateral/training';
-import type { EncoderProvider } from './encoders';
+import type { EncoderProvider } from '../encoders';
 import { aesiTrainProcessor } from './aesi-train.processor';
 import { type CollectionView, scoreGroup, type StaticEmbeddingsCache } from '@lateral/serving';
-import { permanentModelErrors } from './model-errors';
+import { permanentModelErrors } from '../model-errors';
 
 /** What the train processor touches. */
 export interface TrainDeps {

@@ -3,11 +3,11 @@ import { PermanentJobError, QueueName, RerankRequestSchema, ValidationError, col
 import { ShapeError, topK } from '@lateral/scoring';
 import { addLogContext, type CollectionRepository, type GenerationRepository, type ObjectStore } from '@lateral/infra';
 import type { ScorerResources } from '@lateral/kernels';
-import { logRerankDone } from './job-logs';
-import type { EncoderProvider } from './encoders';
+import { logRerankDone } from '../job-logs';
+import type { EncoderProvider } from '../encoders';
 import { isFanoutJob, shardedRerank, type ShardCoordinatorDeps } from './shard-fanout';
 import { type CollectionView, type SegmentCache, scoreGroup, hitShaping, type HitDocumentDeps, eventLoopYielder, degradedFields, splitUnavailable, groupIndicesByKey } from '@lateral/serving';
-import { permanentModelErrors } from './model-errors';
+import { permanentModelErrors } from '../model-errors';
 
 /** What the re-rank processor touches. */
 export interface RerankDeps extends HitDocumentDeps {

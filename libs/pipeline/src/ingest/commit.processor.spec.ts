@@ -4,8 +4,8 @@ import { crc32c, createCodec, fitCodec, writeSegment, type CodecArtifact } from 
 import type { EncodedText } from '@lateral/model';
 import type { CommitResult, GenerationChange, Logger } from '@lateral/infra';
 import { SegmentIds, commitProcessor, type CommitDeps, type SegmentCommitPayload } from './commit.processor';
-import { strictMock, takeStrictMockViolations } from './testing/strict-mock';
-import { gcKeys } from './gc';
+import { strictMock, takeStrictMockViolations } from '../testing/strict-mock';
+import { gcKeys } from '../maintenance/gc';
 import { assembleSegmentDocs } from '@lateral/serving';
 
 afterEach(() => expect(takeStrictMockViolations()).toEqual([]));

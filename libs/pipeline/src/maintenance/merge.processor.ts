@@ -20,9 +20,9 @@ import {
 import { SegmentCopier, SegmentCorruptError, crc32c, readSegment, type CodecArtifact, type SegmentReader } from '@lateral/codec';
 import { deserializeSegmentIndex, serializeSegmentIndex, type SegmentIndex } from '@lateral/search';
 import { LeaseBusyError, type CodecArtifactRepository, type CollectionRepository, type GenerationRepository, type IvfCentroidRepository, type JobQueues, type Logger, type ObjectStore } from '@lateral/infra';
-import type { SegmentIds } from './commit.processor';
-import { compressRaw } from './compress.processor';
-import { segmentIndexBytes, type IndexDeps } from './index.processor';
+import type { SegmentIds } from '../ingest/commit.processor';
+import { compressRaw } from '../ingest/compress.processor';
+import { segmentIndexBytes, type IndexDeps } from '../ingest/index.processor';
 import { SegmentIndexCopier } from './merge-index';
 import { chooseMerge, type MergePolicySettings } from './merge-policy';
 import { collectGarbage, gcKeys, segmentObjects, type GarbageRecord, type GcSettings } from './gc';
