@@ -3,7 +3,8 @@ import { PermanentJobError, s3Keys, type CodecSettings, type Collection, type Co
 import { crc32c, createCodec, fitCodec, writeSegment, type CodecArtifact } from '@lateral/codec';
 import type { EncodedText } from '@lateral/model';
 import type { CommitResult, GenerationChange, Logger } from '@lateral/infra';
-import { SegmentIds, commitProcessor, type CommitDeps, type SegmentCommitPayload } from './commit.processor';
+import { commitProcessor, type CommitDeps, type SegmentCommitPayload } from './commit.processor';
+import { SegmentIds } from '../segment-ids';
 import { strictMock, takeStrictMockViolations } from '../testing/strict-mock';
 import { gcKeys } from '../maintenance/gc';
 import { assembleSegmentDocs } from '@lateral/serving';

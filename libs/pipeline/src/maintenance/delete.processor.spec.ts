@@ -1,7 +1,7 @@
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { PermanentJobError, deleteKeys, s3Keys, type Collection, type CollectionManifest, type DeletePayload, type SegmentRef } from '@lateral/shared';
 import type { CommitResult, GenerationChange, Logger } from '@lateral/infra';
-import { SegmentIds } from '../ingest/commit.processor';
+import { SegmentIds } from '../segment-ids';
 import { deleteProcessor, type DeleteDeps, type SegmentDocs } from './delete.processor';
 import { strictMock, takeStrictMockViolations } from '../testing/strict-mock';
 

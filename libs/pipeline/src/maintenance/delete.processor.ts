@@ -1,7 +1,7 @@
 import { DeleteDocumentsSchema, PermanentJobError, ValidationError, type DeletePayload, type DeleteResult, type SegmentRef } from '@lateral/shared';
 import { compileFilter, type DocPredicate } from '@lateral/search';
 import type { CollectionRepository, GenerationRepository, Logger, ObjectStore } from '@lateral/infra';
-import type { SegmentIds } from '../ingest/commit.processor';
+import type { SegmentIds } from '../segment-ids';
 
 /** A segment's documents as a filter delete reads them. */
 export interface SegmentDocs {

@@ -20,16 +20,18 @@ import {
 import { SegmentCopier, SegmentCorruptError, crc32c, readSegment, type CodecArtifact, type SegmentReader } from '@lateral/codec';
 import { deserializeSegmentIndex, serializeSegmentIndex, type SegmentIndex } from '@lateral/search';
 import { LeaseBusyError, type CodecArtifactRepository, type CollectionRepository, type GenerationRepository, type IvfCentroidRepository, type JobQueues, type Logger, type ObjectStore } from '@lateral/infra';
-import type { SegmentIds } from '../ingest/commit.processor';
-import { compressRaw } from '../ingest/compress.processor';
-import { segmentIndexBytes, type IndexDeps } from '../ingest/index.processor';
+import type { SegmentIds } from '../segment-ids';
+import { compressRaw } from '../ingest/segment-writer';
+import { segmentIndexBytes, type SegmentIndexerDeps } from '../ingest/segment-indexer';
 import { SegmentIndexCopier } from './merge-index';
 import { chooseMerge, type MergePolicySettings } from './merge-policy';
 import { collectGarbage, gcKeys, segmentObjects, type GarbageRecord, type GcSettings } from './gc';
-import { segmentReadOptions, segmentHeadData, serializeSegmentHead } from '@lateral/serving';
+import { segmentHeadData, segmentReadOptions, serializeSegmentHead, type StaticEmbeddingsCache } from '@lateral/serving';
 
 /** What the merge processor touches. */
-export interface MergeDeps extends Pick<IndexDeps, 'encoders' | 'ivfCentroids' | 'assigner' | 'staticEmbeddings'> {
+export interface MergeDeps extends Pick<SegmentIndexerDeps, 'encoders' | 'ivfCentroids' | 'assigner'> {
+  /** Static tables of the models, for segments written with side information. */
+  staticEmbeddings: Pick<StaticEmbeddingsCache, 'forCollection'>;
   /** The collection's IVF centroids: looked up (the inputs' indexes were built with them), fitted only when an index must be rebuilt and none exist. */
   ivf: Pick<IvfCentroidRepository, 'ensure' | 'get'>;
   store: Pick<ObjectStore, 'get' | 'put' | 'getJson' | 'list' | 'delete'>;
