@@ -23,7 +23,7 @@ import {
   TooFewQueriesError, TrainingDivergedError, assembleTrainingQuery, trainHeadInThread, type TokenSource, type TrainProgress, type TrainingQuery,
 } from '@lateral/training';
 import type { EncoderProvider } from '../encoders';
-import { aesiTrainProcessor } from './aesi-train.processor';
+import { trainAesiCodec } from './aesi-train';
 import { type CollectionView, scoreGroup, type StaticEmbeddingsCache } from '@lateral/serving';
 import { permanentModelErrors } from '../model-errors';
 
@@ -78,7 +78,7 @@ export async function trainProcessor(ctx: TrainDeps, p: JobPayload<QueueName.tra
   if (!req) throw new PermanentJobError(`train request missing from S3: ${p.requestKey}`);
   if (req.head === 'aesi') {
     if (!ctx.staticEmbeddings) throw new PermanentJobError('this worker was started without static embeddings: it cannot train AESI');
-    return aesiTrainProcessor({ ...ctx, staticEmbeddings: ctx.staticEmbeddings }, p, req, job);
+    return trainAesiCodec({ ...ctx, staticEmbeddings: ctx.staticEmbeddings }, p, req, job);
   }
   const judgments = await ctx.store.getJson<JudgmentSet>(trainingKeys.judgments(p.tenantId, p.collectionId, req.judgmentsId));
   if (!judgments) throw new PermanentJobError(`judgment set ${req.judgmentsId} of collection ${p.collectionId} is missing from S3`);

@@ -17,7 +17,7 @@ import { CodecArtifactRepository, type CollectionRepository, type GenerationRepo
 import { TrainingDivergedError, trainAesiInThread } from '@lateral/training';
 import type { StaticEmbeddingsCache } from '@lateral/serving';
 
-/** What an AESI train job touches. */
+/** What training an AESI codec touches (the train queue's handler runs it for `head: 'aesi'`: train.processor.ts). */
 export interface AesiTrainDeps {
   store: Pick<ObjectStore, 'get' | 'put' | 'putJson' | 'list'>;
   collections: Pick<CollectionRepository, 'get'>;
@@ -48,7 +48,7 @@ export interface AesiJobProgress {
  * with `{name}.training.json` (curve, held-out error, data, options) beside it.
  * `POST /v1/collections/{id}/recompress` with `codec.trained = name` re-codes the collection with it.
  */
-export async function aesiTrainProcessor(
+export async function trainAesiCodec(
   ctx: AesiTrainDeps,
   p: JobPayload<QueueName.train>,
   req: StoredTrainRequest,
