@@ -15,3 +15,4 @@ export * from './hits';
 export * from './first-stage';
 export * from './special-tokens';
 export * from './scorers';
+export * from './shard-scope';

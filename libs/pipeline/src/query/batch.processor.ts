@@ -18,7 +18,8 @@ import {
   type RerankResult,
 } from '@lateral/shared';
 import { S3Upload, getObjectStream, readLines, type FlowNode, type JobFlows, type ObjectStore } from '@lateral/infra';
-import { childTextStats, hasTextCandidates, rerankJob, rerankWithTexts, type RerankJobDeps } from './rerank-texts';
+import { rerankByIds } from './rerank-ids';
+import { childTextStats, hasTextCandidates, rerankWithTexts, type RerankJobDeps } from './rerank-texts';
 
 /** What the batch processors touch. */
 export interface BatchDeps {
@@ -203,10 +204,10 @@ async function runChunk(ctx: BatchDeps, t: string, b: string, n: number, job?: P
         // Text candidates: scored in memory, no request or result object in S3.
         result = (await rerankWithTexts(ctx.rerank, t, rerankId, parsed.data, undefined, texts)).result;
       } else {
-        // Ids only: the collection's re-rank processor (include, group) through S3 as any request.
+        // Ids only: the collection's re-rank of ids (include, group) through S3 as any request.
         const requestKey = s3Keys.rerankRequest(t, rerankId);
         await ctx.store.putJson(requestKey, parsed.data);
-        const out = await rerankJob(ctx.rerank, { tenantId: t, rerankId, requestKey }, undefined, texts);
+        const out = await rerankByIds(ctx.rerank, { tenantId: t, rerankId, requestKey });
         result = await ctx.store.getJson<RerankResult>(out.resultKey);
         await ctx.store.delete(out.resultKey);
         await ctx.store.delete(requestKey);

@@ -2,14 +2,11 @@ import type { Job } from 'bullmq';
 import {
   PermanentJobError,
   QueueName,
-  RerankRequestSchema,
   ValidationError,
   candidateId,
   isTextCandidate,
-  s3Keys,
   textCodecRef,
   type Collection,
-  type JobPayload,
   type JobResults,
   type RerankRequest,
   type RerankResult,
@@ -17,7 +14,7 @@ import {
 } from '@lateral/shared';
 import { ShapeError, topK } from '@lateral/scoring';
 import type { TokenEncoder } from '@lateral/model';
-import { rerankProcessor, type RerankDeps } from './rerank.processor';
+import type { RerankDeps } from './query-deps';
 import { modelVersion, textHash, type CachedText, type TextCacheReader, type TextSpace } from './text-cache';
 import { type CollectionView, degradedFields, splitUnavailable, groupIndicesByKey, eventLoopYielder, scoreGroup } from '@lateral/serving';
 import { permanentModelErrors } from '../model-errors';
@@ -210,31 +207,6 @@ export async function childTextStats(job: Pick<Job, 'getChildrenValues'> | undef
 }
 
 export type RerankJobDeps = RerankDeps & ResolveTextDeps;
-
-/**
- * The re-rank queue's processor. Requests whose candidates are all ids go to rerankProcessor
- * unchanged; requests with text candidates (with or without a collection) are scored here against
- * the text view (see resolveCandidates), with the same scorers, grouping and top-k.
- * `textStats`: what the job's encode-texts child encoded and reused.
- */
-export async function rerankJob(
-  ctx: RerankJobDeps,
-  p: JobPayload<QueueName.rerank>,
-  job?: Pick<Job, 'updateProgress'>,
-  textStats: { encoded: number; reused: number } = { encoded: 0, reused: 0 },
-): Promise<JobResults[QueueName.rerank]> {
-  const t0 = Date.now();
-  const raw = await ctx.store.getJson<unknown>(p.requestKey);
-  if (!raw) throw new PermanentJobError(`re-rank request missing from S3: ${p.requestKey}`);
-  const parsed = RerankRequestSchema.safeParse(raw);
-  if (!parsed.success) throw new PermanentJobError(`invalid stored re-rank request ${p.requestKey}: ${parsed.error.message}`);
-  const req = parsed.data;
-  if (req.collection && !req.queries.some((q) => q.candidates.some(isTextCandidate))) return rerankProcessor(ctx, p, job);
-  const { result, candidates, missing } = await rerankWithTexts(ctx, p.tenantId, p.rerankId, req, job, textStats, t0);
-  const resultKey = s3Keys.rerankResult(p.tenantId, p.rerankId);
-  await ctx.store.putJson(resultKey, result);
-  return { resultKey, queries: req.queries.length, candidates, missing, ...(result.texts ? { texts: result.texts } : {}) };
-}
 
 /** Whether rerankWithTexts scores this request (text candidates, or no collection); else rerankProcessor does. */
 export const hasTextCandidates = (req: Pick<RerankRequest, 'collection' | 'queries'>) => !req.collection || req.queries.some((q) => q.candidates.some(isTextCandidate));

@@ -20,10 +20,9 @@ import { ShapeError } from '@lateral/scoring';
 import { logSearchDone } from '../job-logs';
 import { compileFilter } from '@lateral/search';
 import type { EncodedText, TokenEncoder } from '@lateral/model';
-import type { ScorerResources } from '@lateral/kernels';
-import type { CollectionRepository, GenerationRepository, IvfCentroidRepository, ObjectStore } from '@lateral/infra';
-import type { EncoderProvider } from '../encoders';
-import { isFanoutJob, shardedSearch, type ShardCoordinatorDeps } from './shard-fanout';
+import type { SearchDeps } from './query-deps';
+import { shardedSearch } from './shard-fanout';
+import { isFanoutJob } from './shard-rounds';
 import {
   GROUP_DEPTH_FACTOR,
   degradedFields,
@@ -38,24 +37,8 @@ import {
   specialTokenIds,
   toHit,
   type FirstStage,
-  type HitDocumentDeps,
-  type SegmentCache,
 } from '@lateral/serving';
 import { permanentModelErrors } from '../model-errors';
-
-/** What the search processor touches. */
-export interface SearchDeps extends HitDocumentDeps {
-  store: Pick<ObjectStore, 'getJson' | 'putJson'>;
-  collections: Pick<CollectionRepository, 'get'>;
-  generations: Pick<GenerationRepository, 'manifest'>;
-  ivf: Pick<IvfCentroidRepository, 'get'>;
-  encoders: EncoderProvider;
-  /** Segments with their indexes and live documents, and (second stage) views over candidates: one cache. */
-  segments: Pick<SegmentCache, 'searchPlan' | 'view'>;
-  scorers: ScorerResources;
-  /** Fans searches of collections with several shards out to the shard queues (absent: every segment is searched here). */
-  shardCoordinator?: ShardCoordinatorDeps;
-}
 
 const modeLabel = (m: SearchMode) => m.name;
 

@@ -1,14 +1,10 @@
-import { WaitingChildrenError, type Job } from 'bullmq';
+import { WaitingChildrenError } from 'bullmq';
 import {
   MAX_SEARCH_TOP_K,
   PermanentJobError,
   QueueName,
-  SearchRequestSchema,
-  ValidationError,
   s3Keys,
-  segmentShard,
   shardWorkKey,
-  shardWorkPrefix,
   type Collection,
   type CollectionManifest,
   type JobPayload,
@@ -16,39 +12,23 @@ import {
   type RerankRequest,
   type RerankResult,
   type ScorerSpec,
-  type SearchHit,
-  type SearchMode,
   type SearchRequest,
   type SearchResult,
   type ShardJobPayload,
   type ShardJobResult,
-  type UnavailableSegment,
 } from '@lateral/shared';
-import { ShapeError, topK } from '@lateral/scoring';
+import { topK } from '@lateral/scoring';
 import {
-  Bm25StatsPass,
-  bm25Pass,
-  compileFilter,
-  densePass,
-  exhaustivePass,
-  mebertPass,
   mergeShardHits,
   sumBm25Stats,
   xtrGlobalCut,
-  xtrPass,
-  type Bm25Stats,
   type Hit,
-  type SegmentPass,
-  type Steps,
-  type XtrPass,
 } from '@lateral/search';
-import type { EncodedText } from '@lateral/model';
-import { jobLogger, type ObjectStore, type ShardQueues } from '@lateral/infra';
-import { type RerankDeps } from './rerank.processor';
-import { type SearchDeps } from './search.processor';
 import { logRerankDone, logSearchDone } from '../job-logs';
-import { hitSegments, searchSegments, specialTokenIds, fuseHybrid, hybridBase, scoreGroup, GROUP_DEPTH_FACTOR, hitShaping, groupIndicesByKey, eventLoopYielder, runStepsYielding, fuse, searchNeeds, toHit, degradedFields, splitUnavailable } from '@lateral/serving';
-import { permanentModelErrors } from '../model-errors';
+import { fuseHybrid, hybridBase, GROUP_DEPTH_FACTOR, hitShaping, fuse, degradedFields, splitUnavailable, needsBm25, needsXtr, xtrOf } from '@lateral/serving';
+
+import type { RerankDeps, SearchDeps } from './query-deps';
+import { dropShardWork, type FanoutJob, type HitsPartial, type RerankInput, type RerankPartial, type RoundBase, type SearchInput, type ShardCoordinatorDeps, type ShardHit, type StatsPartial } from './shard-rounds';
 
 /**
  * Sharded re-rank and search (issue 10 item 4). The parent job, on the rerank or search queue,
@@ -64,51 +44,11 @@ import { permanentModelErrors } from '../model-errors';
  *   score and how many entries of each shard survive); then every shard ranks its documents with
  *   those global figures and the parent merges the top-n by (score, global document key), the
  *   order of one process. A second stage re-ranks the merged hits through the shards again.
+ * This file is the parent's side (shard.processor.ts the children's, shard-rounds.ts what they share).
  * Rounds are idempotent: child job ids derive from the parent's, and a parent that runs again
  * reads what its children left in S3. Once the parent has written its result, the rounds' inputs
  * and partial results (shardWorkPrefix) are removed.
  */
-
-/** The parent job as the fan-out uses it (a BullMQ job of the rerank or search queue). */
-export type FanoutJob = Pick<Job, 'id' | 'data' | 'token' | 'queueQualifiedName' | 'getChildrenValues' | 'moveToWaitingChildren' | 'updateData' | 'updateProgress'>;
-
-export interface ShardCoordinatorDeps {
-  queues: Pick<ShardQueues, 'add'>;
-  /** Where the round inputs and the shards' partial results are removed once the parent merged them. */
-  store: Pick<ObjectStore, 'deletePrefix'>;
-}
-
-/**
- * Removes a parent's round inputs and its shards' partial results (shardWorkPrefix), once its
- * result is written. Best effort: a leftover costs storage only, so a failed delete is logged
- * and the job still completes.
- */
-async function dropShardWork(deps: { shardCoordinator: ShardCoordinatorDeps }, kind: RoundBase['kind'], tenantId: string, parentId: string): Promise<void> {
-  const prefix = shardWorkPrefix(kind, tenantId, parentId);
-  try {
-    await deps.shardCoordinator.store.deletePrefix(prefix);
-  } catch (err) {
-    jobLogger()?.warn(`sharded ${kind} ${parentId}: its shards' partial results under ${prefix} could not be removed: ${(err as Error).message}`);
-  }
-}
-
-/**
- * Removes the shard work of a re-rank or search that failed for good (the worker's final-failure
- * hook): a completed parent removes its own (dropShardWork), a failed one never gets there, and
- * its rounds' inputs and partial results would stay in S3. Nothing is listed for other queues or
- * for an unsharded job (its prefix is empty). Returns the objects removed.
- */
-export async function dropShardWorkOfFailedJob(store: Pick<ObjectStore, 'deletePrefix'>, queue: QueueName, data: { tenantId?: unknown; rerankId?: unknown; searchId?: unknown }): Promise<number> {
-  const kind = queue === QueueName.rerank ? 'rerank' : queue === QueueName.search ? 'search' : null;
-  const parentId = kind === 'rerank' ? data.rerankId : data.searchId;
-  if (!kind || typeof parentId !== 'string' || typeof data.tenantId !== 'string') return 0;
-  return store.deletePrefix(shardWorkPrefix(kind, data.tenantId, parentId));
-}
-
-/** Whether `job` can be a flow parent (a real BullMQ job; handlers called directly in tests pass none). */
-export function isFanoutJob(job: unknown): job is FanoutJob {
-  return !!job && typeof (job as FanoutJob).moveToWaitingChildren === 'function' && typeof (job as FanoutJob).token === 'string';
-}
 
 const GEN_FIELD = 'shardGeneration';
 
@@ -127,15 +67,6 @@ async function pinnedManifest(
   }
   await job.updateData({ ...(job.data as object), [GEN_FIELD]: current.generation });
   return current;
-}
-
-interface RoundBase {
-  kind: 'rerank' | 'search';
-  tenantId: string;
-  collectionId: string;
-  parentId: string;
-  shards: number;
-  generation: number;
 }
 
 /**
@@ -175,24 +106,6 @@ async function round<T>(deps: { store: Pick<SearchDeps['store'], 'getJson' | 'pu
 
 // ---------------------------------------------------------------- re-rank
 
-/** The re-rank round's input: the (expanded) queries with their distinct candidates, and the scorer each shard runs. */
-interface RerankInput {
-  scorer: ScorerSpec;
-  queries: { text: string; ids: string[]; first: (number | null)[] }[];
-}
-
-/** A shard's scores: per query, the candidates it holds (index into the query's ids) and their scores. */
-interface RerankPartial {
-  found: { at: number[]; scores: number[] }[];
-  /** Segments of the shard that could not be read, and the candidate ids they hold (not scored). */
-  unavailable?: UnavailableSegment[];
-  unavailableIds?: string[];
-  rotated: boolean;
-  loadMs: number;
-  encodeQueriesMs: number;
-  scoreMs: number;
-}
-
 /** Re-ranks `queries` through the shards (round `r`): per query, the score of each id (NaN where no shard holds it: missing). */
 async function rerankThroughShards(
   deps: { store: Pick<SearchDeps['store'], 'getJson' | 'putJson'>; shardCoordinator: ShardCoordinatorDeps },
@@ -225,8 +138,6 @@ async function rerankThroughShards(
   }
   return { scores, found, partials };
 }
-
-export type ShardedDeps = RerankDeps & SearchDeps & { shardCoordinator: ShardCoordinatorDeps };
 
 /** The parent of a sharded re-rank (a collection of several shards, every candidate given by id). */
 export async function shardedRerank(
@@ -298,235 +209,7 @@ export async function shardedRerank(
   return { resultKey, queries: req.queries.length, candidates: candidatesTotal, missing: missingTotal };
 }
 
-/** A shard's part of a re-rank: the candidates its segments hold, scored. */
-async function rerankChild(deps: ShardedDeps, collection: Collection, manifest: CollectionManifest, scope: Scope, input: RerankInput): Promise<RerankPartial> {
-  const tLoad = Date.now();
-  const ids = [...new Set(input.queries.flatMap((q) => q.ids))];
-  const view = await deps.views.view(collection, scopedManifest(manifest, scope), ids);
-  const loadMs = Date.now() - tLoad;
-  const encoder = await deps.encoders(collection.model).catch(permanentModelErrors);
-  const tEnc = Date.now();
-  const encoded = await encoder.encodeQueries(input.queries.map((q) => q.text)).catch(permanentModelErrors);
-  const encodeQueriesMs = Date.now() - tEnc;
-  const tScore = Date.now();
-  const resolved = input.queries.map((q) => {
-    const at: number[] = [];
-    const rows: number[] = [];
-    const first: number[] = [];
-    q.ids.forEach((id, j) => {
-      const row = view.rowOf.get(id);
-      if (row === undefined) return;
-      at.push(j);
-      rows.push(row);
-      first.push(q.first[j] ?? NaN);
-    });
-    return { at, rows, first: Float64Array.from(first), key: rows.join(',') };
-  });
-  const found: RerankPartial['found'] = resolved.map((r) => ({ at: r.at, scores: [] }));
-  const yieldEvery = eventLoopYielder();
-  for (const members of groupIndicesByKey(resolved, (r) => r.key).values()) {
-    const rows = resolved[members[0]].rows;
-    if (rows.length === 0) continue;
-    const out = await scoreGroup(deps.scorers, { view, encoder, queries: members.map((i) => encoded[i]), rows, firstStage: members.map((i) => resolved[i].first), yieldEvery, tenantId: collection.tenantId }, input.scorer).catch((err) => {
-      if (err instanceof ValidationError || err instanceof ShapeError) throw new PermanentJobError(err.message);
-      throw err;
-    });
-    members.forEach((qi, k) => (found[qi].scores = Array.from(out[k])));
-  }
-  return { found, unavailable: view.unavailable ?? [], unavailableIds: view.unavailableIds ?? [], rotated: !!view.rotated, loadMs, encodeQueriesMs, scoreMs: Date.now() - tScore };
-}
-
 // ---------------------------------------------------------------- search
-
-interface Scope {
-  shard: number;
-  shards: number;
-}
-
-/**
- * The generation restricted to one shard's segments. Its committedAt is marked with the shard,
- * so the segment cache keeps the shard's id table apart from the whole generation's. An id's
- * live copy is decided within the shard: commits tombstone every superseded copy, so no other
- * shard holds a live copy of it.
- */
-export function scopedManifest(manifest: CollectionManifest, scope: Scope): CollectionManifest {
-  return { ...manifest, committedAt: `${manifest.committedAt}#shard-${scope.shard}-of-${scope.shards}`, segments: manifest.segments.filter((s) => segmentShard(s, scope.shards) === scope.shard) };
-}
-
-const needsBm25 = (m: SearchMode) => m.name === 'bm25' || m.name === 'hybrid';
-const needsXtr = (m: SearchMode) => m.name === 'xtr' || (m.name === 'hybrid' && m.base === 'xtr');
-
-/** Round 1 of a search, per query: the shard's BM25 statistics of the query terms and its merged XTR top-k' lists. */
-interface StatsPartial {
-  queries: {
-    bm25?: { documents: number; totalLength: number; terms: number[]; df: number[] };
-    /** per query token: (score, global key, row) of the shard's top-k' entries, best first */
-    xtr?: { scores: number[]; keys: number[]; rows: number[] }[];
-  }[];
-}
-
-/** Round 2's input, per query: the global BM25 statistics and, for XTR, the imputation scores and each shard's surviving entries per query token. */
-interface SearchInput {
-  queries: {
-    bm25?: { documents: number; totalLength: number; terms: number[]; df: number[] };
-    xtr?: { imputed: number[]; survivors: number[][] };
-  }[];
-}
-
-interface ShardHit extends SearchHit {
-  key: number;
-}
-
-/** Round 2: per query, the shard's ranked hits (hybrid: its two lists) and the reason a query has none. */
-interface HitsPartial {
-  queries: { hits: ShardHit[]; second?: ShardHit[]; reason?: string }[];
-  unavailable?: UnavailableSegment[];
-  loadMs: number;
-  encodeQueriesMs: number;
-  searchMs: number;
-}
-
-/**
- * What every search child prepares: the request, the shard's segments as a plan (opened one
- * window at a time by the pass, searchSegments; global document keys), the encoded queries.
- */
-async function searchContext(deps: ShardedDeps, collection: Collection, manifest: CollectionManifest, scope: Scope, req: SearchRequest) {
-  let predicate;
-  try {
-    predicate = req.filter === undefined ? undefined : compileFilter(req.filter);
-  } catch (err) {
-    if (err instanceof ValidationError) throw new PermanentJobError(err.message);
-    throw err;
-  }
-  const bases = new Map<string, number>();
-  let docBase = 0;
-  for (const s of manifest.segments) {
-    bases.set(s.key, docBase);
-    docBase += s.documents;
-  }
-  const plan = await deps.segments.searchPlan(collection, scopedManifest(manifest, scope), searchNeeds(req), (ref) => bases.get(ref.key)!);
-  const yieldEvery = eventLoopYielder();
-  const encoder = await deps.encoders(collection.model).catch(permanentModelErrors);
-  const tEnc = Date.now();
-  const vectorsNeeded = req.mode.name !== 'bm25' || !!req.explain;
-  const queries = vectorsNeeded
-    ? await encoder.encodeQueries(req.queries.map((q) => q.text)).catch(permanentModelErrors)
-    : req.queries.map((): EncodedText => ({ tokenIds: new Int32Array(0), vectors: new Float32Array(0), weights: null, length: 0, truncated: false }));
-  const encodeQueriesMs = Date.now() - tEnc;
-  const specials = specialTokenIds(encoder);
-  const skip = (id: number) => specials.has(id) || encoder.tokenizer.skipIds.has(id);
-  const ivf = needsXtr(req.mode) ? await deps.ivf.get(collection.tenantId, collection.id, manifest.codecVersion) : null;
-  if (needsXtr(req.mode) && !ivf) throw new Error(`IVF centroids of ${collection.id} v${manifest.codecVersion} are missing from S3`);
-  const terms = req.queries.map((q) => Array.from(encoder.tokenizer.contentIds(q.text)).filter((id) => !skip(id)));
-  return { plan, predicate, encoder, queries, skip, ivf, terms, encodeQueriesMs, yieldEvery };
-}
-
-type SearchContext = Awaited<ReturnType<typeof searchContext>>;
-
-/** Query `qi`'s XTR pass over the shard's segments (its probe as one ORT GEMM); null when the query has no tokens. */
-async function xtrShardPass(deps: ShardedDeps, ctx: SearchContext, mode: Extract<SearchMode, { name: 'xtr' }>, qi: number, topN: number, explain?: boolean): Promise<XtrPass | null> {
-  const e = ctx.queries[qi];
-  if (e.length === 0) return null;
-  const ivf = ctx.ivf!;
-  const nprobe = Math.min(mode.nprobe, ivf.k);
-  const probe = await (await deps.scorers.ivfProbe()).probe(e.vectors, e.length, ivf.centroids, e.vectors.length / e.length, nprobe);
-  return xtrPass(e.vectors, e.length, probe, { kPrime: mode.kPrime, topN, explain });
-}
-
-const xtrOf = (m: SearchMode): Extract<SearchMode, { name: 'xtr' }> | null =>
-  m.name === 'xtr' ? m : m.name === 'hybrid' && m.base === 'xtr' ? { name: 'xtr', kPrime: m.kPrime, nprobe: m.nprobe } : null;
-
-/** Round 1: per query, the shard's BM25 statistics of its terms (indexes alone) and the merge of its segments' XTR lists (one pass over the segments). */
-async function statsChild(deps: ShardedDeps, ctx: SearchContext, req: SearchRequest): Promise<StatsPartial> {
-  const counters = needsBm25(req.mode) ? ctx.terms.map((t) => new Bm25StatsPass(t)) : null;
-  const xtr = xtrOf(req.mode);
-  const xtrPasses: (XtrPass | null)[] = [];
-  if (xtr) for (let qi = 0; qi < req.queries.length; qi++) xtrPasses.push(await xtrShardPass(deps, ctx, xtr, qi, 1));
-  const passes: SegmentPass[] = [...(counters ?? []), ...xtrPasses.filter((x): x is XtrPass => x !== null)];
-  await searchSegments(ctx.plan, passes, { predicate: ctx.predicate, yieldEvery: ctx.yieldEvery });
-  const S = ctx.plan.parts.length;
-  const out: StatsPartial['queries'] = [];
-  for (let qi = 0; qi < req.queries.length; qi++) {
-    const q: StatsPartial['queries'][number] = {};
-    if (counters) {
-      const st = counters[qi].stats();
-      q.bm25 = { documents: st.documents, totalLength: st.totalLength, terms: Array.from(st.terms), df: Array.from(st.df) };
-    }
-    if (xtr) {
-      const merged = xtrPasses[qi]?.lists(S);
-      q.xtr = Array.from({ length: ctx.queries[qi].length }, (_, i) => {
-        if (!merged) return { scores: [], keys: [], rows: [] };
-        const a = merged.offsets[i], b = merged.offsets[i + 1];
-        return { scores: Array.from(merged.scores.subarray(a, b)), keys: Array.from(merged.keys.subarray(a, b)), rows: Array.from(merged.rows.subarray(a, b)) };
-      });
-    }
-    out.push(q);
-  }
-  return { queries: out };
-}
-
-/** One ranked list a shard answers for a query: its pass (null: the query has nothing to search) and how its hits are read at the end. */
-interface ShardList {
-  pass: SegmentPass | null;
-  finish: (segments: number) => Steps<Hit[]>;
-  reason?: string;
-}
-
-/** Round 2: every query's lists (hybrid: its two) from one pass over the shard's segments, with the global figures of round 1. */
-async function hitsChild(deps: ShardedDeps, ctx: SearchContext, req: SearchRequest, input: SearchInput | null, depth: number): Promise<HitsPartial> {
-  const tSearch = Date.now();
-  const label = req.mode.name;
-  const list = async (qi: number, mode: SearchMode, n: number): Promise<ShardList> => {
-    const e = ctx.queries[qi];
-    const of = (pass: SegmentPass): ShardList => ({ pass, finish: (S) => pass.finish(S) });
-    const none = (reason?: string): ShardList => ({ pass: null, finish: function* () { return []; }, ...(reason ? { reason } : {}) });
-    switch (mode.name) {
-      case 'bm25': {
-        if (ctx.terms[qi].length === 0) return none('the query has no searchable terms (only stop words, punctuation or special tokens)');
-        const g = input!.queries[qi].bm25!;
-        const stats: Bm25Stats = { documents: g.documents, totalLength: g.totalLength, terms: Int32Array.from(g.terms), df: Uint32Array.from(g.df) };
-        return of(bm25Pass(ctx.terms[qi], n, { k1: mode.k1, b: mode.b }, ctx.skip, stats));
-      }
-      case 'dense':
-        return of(densePass(ctx.encoder.pool(e), n));
-      case 'mebert':
-        return of(mebertPass(ctx.encoder.pool(e), mode.m, n));
-      case 'exhaustive':
-        if (e.length === 0) return none('the query has no tokens');
-        return of(exhaustivePass(e.vectors, e.length, n, { explain: req.explain }));
-      case 'xtr': {
-        if (e.length === 0) return none('the query has no tokens');
-        const pass = (await xtrShardPass(deps, ctx, mode, qi, n, req.explain))!;
-        const g = input!.queries[qi].xtr!;
-        return { pass, finish: (S) => pass.finishCut(S, { imputed: g.imputed, survivors: g.survivors.map((c) => c[0]) }) };
-      }
-      case 'hybrid':
-        throw new Error('hybrid is run as its two lists');
-    }
-  };
-  const lists: ShardList[][] = [];
-  for (let qi = 0; qi < req.queries.length; qi++) {
-    if (req.mode.name === 'hybrid') {
-      const m = req.mode;
-      const baseMode: SearchMode = m.base === 'xtr' ? { name: 'xtr', kPrime: m.kPrime, nprobe: m.nprobe } : m.base === 'dense' ? { name: 'dense' } : { name: 'exhaustive' };
-      lists.push([await list(qi, baseMode, m.depth), await list(qi, { name: 'bm25', k1: m.k1, b: m.b }, m.depth)]);
-    } else lists.push([await list(qi, req.mode, depth)]);
-  }
-  const report = await searchSegments(ctx.plan, lists.flat().flatMap((l) => (l.pass ? [l.pass] : [])), { predicate: ctx.predicate, yieldEvery: ctx.yieldEvery });
-  const S = ctx.plan.parts.length;
-  const out: HitsPartial['queries'] = [];
-  for (let qi = 0; qi < req.queries.length; qi++) {
-    const shardHits = async (l: ShardList): Promise<ShardHit[]> => {
-      const hits = await runStepsYielding(l.finish(S), ctx.yieldEvery);
-      const segs = await hitSegments(ctx.plan, hits, !!req.explain);
-      return hits.map((h) => ({ key: h.key, ...toHit(h, segs, label, req.explain ? { encoder: ctx.encoder, query: ctx.queries[qi] } : null) }));
-    };
-    const [a, b] = lists[qi];
-    if (b) out.push({ hits: await shardHits(a), second: await shardHits(b) });
-    else out.push({ hits: await shardHits(a), ...(a.reason ? { reason: a.reason } : {}) });
-  }
-  return { queries: out, unavailable: ctx.plan.unavailable(report.failed), loadMs: report.loadMs, encodeQueriesMs: ctx.encodeQueriesMs, searchMs: Date.now() - tSearch };
-}
 
 /** The parent of a sharded search. */
 export async function shardedSearch(
@@ -623,36 +306,4 @@ export async function shardedSearch(
   const hitCount = results.reduce((s, r) => s + r.hits.length, 0);
   logSearchDone(result, hitCount);
   return { resultKey, queries: results.length, hits: hitCount };
-}
-
-// ---------------------------------------------------------------- the shard queues' processor
-
-/** A child job on `shard-<i>`: its shard's part of a re-rank or search round, written to S3. */
-export async function shardChildProcessor(deps: ShardedDeps, p: ShardJobPayload): Promise<ShardJobResult> {
-  const collection = await deps.collections.get(p.tenantId, p.collectionId);
-  if (!collection) throw new PermanentJobError(`collection ${p.tenantId}/${p.collectionId} does not exist`);
-  const manifest = await deps.generations.manifest(p.tenantId, p.collectionId, p.generation);
-  if (!manifest) throw new PermanentJobError(`generation ${p.generation} of ${p.collectionId} is gone`);
-  const scope = { shard: p.shard, shards: p.shards };
-  let out: unknown;
-  if (p.kind === 'rerank' || p.round === 3) {
-    const input = await deps.store.getJson<RerankInput>(p.inputKey);
-    if (!input) throw new PermanentJobError(`shard input missing from S3: ${p.inputKey}`);
-    out = await rerankChild(deps, collection, manifest, scope, input);
-  } else {
-    const input = await deps.store.getJson<{ requestKey: string; shards?: SearchInput[] }>(p.inputKey);
-    if (!input) throw new PermanentJobError(`shard input missing from S3: ${p.inputKey}`);
-    const parsed = SearchRequestSchema.safeParse(await deps.store.getJson<unknown>(input.requestKey));
-    if (!parsed.success) throw new PermanentJobError(`invalid or missing stored search request ${input.requestKey}`);
-    const req = parsed.data;
-    const ctx = await searchContext(deps, collection, manifest, scope, req);
-    if (p.round === 1) out = await statsChild(deps, ctx, req);
-    else {
-      const all = { shards: input.shards ?? [] };
-      const shaping = hitShaping(collection, req, Math.min(10 * MAX_SEARCH_TOP_K, req.topK * GROUP_DEPTH_FACTOR));
-      out = await hitsChild(deps, ctx, req, all.shards[p.shard], Math.max(shaping.depth, req.rerank?.depth ?? 0));
-    }
-  }
-  await deps.store.putJson(p.outputKey, out);
-  return { round: p.round, shard: p.shard, outputKey: p.outputKey };
 }

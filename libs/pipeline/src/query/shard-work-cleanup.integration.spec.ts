@@ -4,7 +4,7 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { QueueName, shardWorkKey } from '@lateral/shared';
 import { ObjectStore, startEmbeddedS3, type EmbeddedS3 } from '@lateral/infra';
-import { dropShardWorkOfFailedJob } from './shard-fanout';
+import { dropShardWorkOfFailedJob } from './shard-rounds';
 
 /**
  * A sharded re-rank or search that fails for good never reaches the parent's own clean-up: the

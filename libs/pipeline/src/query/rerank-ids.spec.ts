@@ -3,7 +3,8 @@ import { afterEach, describe, expect, it, vi } from 'vitest';
 import { PermanentJobError, QueueName, s3Keys, type Collection, type CollectionManifest, type JobPayload, type ModelManifest, type RerankResult } from '@lateral/shared';
 import { poolEncoded, type EncodedText, type TokenEncoder } from '@lateral/model';
 import type { RotatedImageSet } from '@lateral/kernels';
-import { rerankProcessor, type RerankDeps } from './rerank.processor';
+import { rerankByIds } from './rerank-ids';
+import type { RerankDeps } from './query-deps';
 import type { ScorerResources } from '@lateral/kernels';
 import { strictMock, takeStrictMockViolations, type Stubs } from '../testing/strict-mock';
 import type { CollectionView } from '@lateral/serving';
@@ -96,7 +97,7 @@ const stored = (s: ReturnType<typeof setup>) => {
   return { key, result: value as RerankResult };
 };
 
-describe('rerankProcessor', () => {
+describe('rerankByIds', () => {
   it('parses the stored request, scores the known candidates, lists the unknown ones as missing and writes the result', async () => {
     const request = {
       collection: C,
@@ -119,7 +120,7 @@ describe('rerankProcessor', () => {
         ]),
       ],
     });
-    const out = await rerankProcessor(s.deps, payload, s.job);
+    const out = await rerankByIds(s.deps, payload, s.job);
 
     expect(s.getJson).toHaveBeenCalledExactlyOnceWith(s3Keys.rerankRequest(T, RR));
     expect(s.collectionsGet).toHaveBeenCalledExactlyOnceWith(T, C);
@@ -155,7 +156,7 @@ describe('rerankProcessor', () => {
 
   it('topK keeps the best hits only', async () => {
     const s = setup({ request: { collection: C, scorer: 'dense', topK: 1, queries: [{ id: 'q1', text: 'alpha', candidates: ['d1', 'd2', 'd3'] }] } });
-    await rerankProcessor(s.deps, payload);
+    await rerankByIds(s.deps, payload);
     expect(stored(s).result.results).toEqual([{ queryId: 'q1', hits: [{ id: 'd2', score: 1 }], missing: [] }]);
   });
 
@@ -180,7 +181,7 @@ describe('rerankProcessor', () => {
       queries,
       scorers: { gemm: gemmFn },
     });
-    const out = await rerankProcessor(s.deps, payload, s.job);
+    const out = await rerankByIds(s.deps, payload, s.job);
     expect(gemmFn).toHaveBeenCalledOnce();
     expect(rowVectors).toHaveBeenCalledExactlyOnceWith([2, 0]);
     expect(score).toHaveBeenCalledExactlyOnceWith(queries, docs, offsets, DIMS, { normalize: true, yieldEvery: expect.any(Function) });
@@ -202,7 +203,7 @@ describe('rerankProcessor', () => {
       view: viewStubs({ rotated }),
       scorers: { rotated: vi.fn(async () => rot) },
     });
-    await rerankProcessor(s.deps, payload);
+    await rerankByIds(s.deps, payload);
     expect(score).toHaveBeenCalledExactlyOnceWith([expect.objectContaining({ length: 1 })], rotated, [1], { normalize: false, yieldEvery: expect.any(Function) });
     const { result } = stored(s);
     expect(result.vectors).toBe('rotated-int8');
@@ -211,7 +212,7 @@ describe('rerankProcessor', () => {
 
   it('a collection with no generation yet: every candidate missing, no view loaded, generation 0', async () => {
     const s = setup({ request: { collection: C, queries: [{ id: 'q1', text: 'alpha', candidates: ['d1', 'd2'] }] }, manifest: null });
-    const out = await rerankProcessor(s.deps, payload, s.job);
+    const out = await rerankByIds(s.deps, payload, s.job);
     const { result } = stored(s);
     expect(result.generation).toBe(0);
     expect(result).not.toHaveProperty('vectors');
@@ -225,7 +226,7 @@ describe('rerankProcessor', () => {
       request: { collection: C, scorer: 'dense', topK: 10, queries: [{ id: 'q1', text: 'alpha', candidates: ['d1', 'gone', 'nope', 'd2'] }] },
       view: viewStubs({ unavailable: [broken], unavailableIds: ['gone'] }),
     });
-    const out = await rerankProcessor(s.deps, payload, s.job);
+    const out = await rerankByIds(s.deps, payload, s.job);
     const { result } = stored(s);
     expect(result.results).toEqual([{ queryId: 'q1', hits: [{ id: 'd2', score: 1 }, { id: 'd1', score: expect.closeTo(0.6, 6) }], missing: ['nope'], unavailable: ['gone'] }]);
     expect(out).toMatchObject({ candidates: 2, missing: 1 });
@@ -235,7 +236,7 @@ describe('rerankProcessor', () => {
 
   it('a request missing from S3 is permanent and touches nothing else', async () => {
     const s = setup({ request: null });
-    await expect(rerankProcessor(s.deps, payload, s.job)).rejects.toThrow(new PermanentJobError(`re-rank request missing from S3: ${s3Keys.rerankRequest(T, RR)}`));
+    await expect(rerankByIds(s.deps, payload, s.job)).rejects.toThrow(new PermanentJobError(`re-rank request missing from S3: ${s3Keys.rerankRequest(T, RR)}`));
     expect(s.collectionsGet).not.toHaveBeenCalled();
     expect(s.encoders).not.toHaveBeenCalled();
     expect(s.putJson).not.toHaveBeenCalled();
@@ -243,13 +244,13 @@ describe('rerankProcessor', () => {
 
   it('an invalid stored request or a missing collection is permanent', async () => {
     const invalid = setup({ request: { collection: C, queries: [] } });
-    const err = await rerankProcessor(invalid.deps, payload).catch((e: unknown) => e);
+    const err = await rerankByIds(invalid.deps, payload).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(PermanentJobError);
     expect((err as Error).message).toMatch(/^invalid stored re-rank request tenants\/t1\/rerank\/rr-1\/request\.json: /);
     expect(invalid.collectionsGet).not.toHaveBeenCalled();
 
     const gone = setup({ request: { collection: C, queries: [{ id: 'q1', text: 'alpha', candidates: ['d1'] }] }, collection: null });
-    await expect(rerankProcessor(gone.deps, payload)).rejects.toThrow(new PermanentJobError('collection t1/c1 does not exist'));
+    await expect(rerankByIds(gone.deps, payload)).rejects.toThrow(new PermanentJobError('collection t1/c1 does not exist'));
     expect(gone.manifestFn).not.toHaveBeenCalled();
     expect(gone.putJson).not.toHaveBeenCalled();
   });
@@ -259,7 +260,7 @@ describe('rerankProcessor', () => {
       request: { collection: C, scorer: { name: 'signed-maxsim', weights: 'model' }, queries: [{ id: 'q1', text: 'alpha', candidates: ['d1'] }] },
       encoder: { manifest: { name: 'fake-model' } as ModelManifest },
     });
-    const err = await rerankProcessor(s.deps, payload).catch((e: unknown) => e);
+    const err = await rerankByIds(s.deps, payload).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(PermanentJobError);
     expect((err as Error).message).toMatch(/model fake-model has no token_weights output/);
     expect(s.putJson).not.toHaveBeenCalled();
