@@ -45,6 +45,17 @@ export default [
     },
   },
   {
+    // No processor imports a processor (nor does any module of the library but its index): a step
+    // two of them need lives in a named module (ingest/segment-writer.ts, query/rerank-ids.ts, ...;
+    // libs/pipeline/README.md). Import cycles anywhere are refused by `npm run lint:cycles`
+    // (madge), which `npm run lint` runs.
+    files: ['libs/pipeline/src/**/*.ts'],
+    ignores: ['**/*.spec.ts', 'libs/pipeline/src/index.ts'],
+    rules: {
+      'no-restricted-imports': ['error', { patterns: [{ group: ['*.processor', '*.processor.ts'], message: 'a processor is a queue handler, not a library: import the named module that holds the step' }] }],
+    },
+  },
+  {
     // Belt and braces for the pure libraries: the rule also holds where Nx's project graph is unavailable.
     files: ['libs/shared/**/*.ts', 'libs/scoring/**/*.ts', 'libs/codec/**/*.ts', 'libs/search/**/*.ts', 'libs/training/**/*.ts'],
     rules: {
