@@ -14,8 +14,6 @@ import { OnnxLite, type ScorerResources } from '@lateral/kernels';
 import type { EncodedText, TokenEncoder } from '@lateral/model';
 import type { CollectionView } from './collection-view';
 
-/** Re-exported while the worker wiring and rerank.processor still import it from here; its home is @lateral/kernels. */
-
 export interface GroupInput {
   view: CollectionView;
   encoder: TokenEncoder;

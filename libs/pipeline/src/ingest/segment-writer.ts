@@ -37,7 +37,7 @@ export async function compressRaw(
   const settings = codecVersion === collection.codecVersion ? collection.codec : collection.pending?.codecVersion === codecVersion ? collection.pending.codec : null;
   if (!settings) throw new PermanentJobError(`codec version ${codecVersion} of ${collection.id} is neither current (${collection.codecVersion}) nor being re-compressed`);
   // Token pooling (codec.poolFactor): each document's raw vectors clustered into ceil(m / f) means,
-  // fitted and coded as they are stored; BM25 keeps the raw batch's terms (index.processor.ts).
+  // fitted and coded as they are stored; BM25 keeps the raw batch's terms (segment-indexer.ts).
   const poolFactor = settings.poolFactor ?? 1;
   if (poolFactor > 1 && settings.sideInfo) throw new PermanentJobError(`codec v${codecVersion} of ${collection.id}: codec.poolFactor ${poolFactor} cannot be combined with codec.sideInfo`);
   const rows = poolBatch(raw.tokenOffsets, raw.tokenIds, raw.decodeAll(), raw.dims, poolFactor);

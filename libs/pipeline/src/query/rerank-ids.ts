@@ -23,7 +23,7 @@ export async function rerankByIds(ctx: RerankDeps, p: JobPayload<QueueName.reran
   const parsed = RerankRequestSchema.safeParse(raw);
   if (!parsed.success) throw new PermanentJobError(`invalid stored re-rank request ${p.requestKey}: ${parsed.error.message}`);
   const req = parsed.data;
-  // Requests with text candidates (which may name no collection) are scored by rerankJob (rerank-texts.ts).
+  // Requests with text candidates (which may name no collection) are scored by rerankJob (rerank.processor.ts).
   if (!req.collection) throw new PermanentJobError(`re-rank request ${p.rerankId} names no collection; it belongs to rerankJob`);
   addLogContext({ collection: req.collection }); // the payload names no collection: from here on, every line of this job says it
   const collection = await ctx.collections.get(p.tenantId, req.collection);
