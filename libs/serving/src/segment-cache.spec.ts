@@ -9,10 +9,7 @@ import { DiskObjectCache } from '@lateral/infra';
 import type { EncodedText } from '@lateral/model';
 import { assembleSegmentDocs } from './segment-docs';
 import { bm25Search, buildSegmentIndex, denseSearch, exhaustiveSearch, mebertSearch, searchSegment, serializeSegmentIndex, xtrSearch } from '@lateral/search';
-import { ByteLru } from './byte-lru';
-import { Limiter } from './limiter';
 import { SegmentCache, WHOLE_DECODE_FRACTION, type ObjectSource } from './segment-cache';
-import { extendGenerationTable, findId, generationTable, segmentIdTable } from './id-table';
 import { segmentHeadData, serializeSegmentHead } from './segment-head';
 
 const T = 't1';
@@ -107,132 +104,6 @@ function decodedOf(s: Stored, id: string, artifact: CodecArtifact = fp16Artifact
   const r = readSegment(s.bytes, s.ref.key, artifact);
   return r.decodeDoc(r.docIds.indexOf(id));
 }
-
-describe('id tables', () => {
-  it('a segment table is sorted and finds every id by binary search (a repeated id keeps its last copy)', () => {
-    const t = segmentIdTable(['d3', 'd1', 'd2', 'd1']);
-    expect(t.ids).toEqual(['d1', 'd2', 'd3']);
-    expect(Array.from(t.doc)).toEqual([3, 2, 0]);
-    expect(findId(t.ids, 'd2')).toBe(1);
-    expect(findId(t.ids, 'd0')).toBe(-1);
-    expect(findId(t.ids, 'd9')).toBe(-1);
-  });
-
-  it('the generation table keeps the last segment copy of an id and drops tombstoned owners', () => {
-    const a = segmentIdTable(['a', 'b', 'c']);
-    const b = segmentIdTable(['b', 'd']);
-    const c = segmentIdTable(['c', 'e']);
-    // b superseded by segment 1; c superseded by segment 2, whose copy is tombstoned: c is gone.
-    const g = generationTable([{ documents: 3 }, { documents: 2 }, { documents: 2, tombstones: [0] }], [a, b, c]);
-    expect(g.ids).toEqual(['a', 'b', 'd', 'e']);
-    expect(Array.from(g.seg)).toEqual([0, 1, 1, 2]);
-    expect(Array.from(g.doc)).toEqual([0, 0, 1, 1]);
-    expect(g.documents).toBe(4);
-    expect(g.live.map((m) => (m ? Array.from(m) : undefined))).toEqual([[1, 0, 0], undefined, [0, 1]]);
-  });
-});
-
-describe('extendGenerationTable', () => {
-  it('equals the table built from every segment, across appends that supersede ids, deletes and in-segment repeats', () => {
-    let x = 12345;
-    const rnd = (n: number) => {
-      x = (x * 1103515245 + 12345) % 2 ** 31;
-      return Math.floor((x / 2 ** 31) * n);
-    };
-    const segs: { key: string; documents: number; tombstones?: number[]; ids: string[] }[] = [];
-    const full = () => generationTable(segs, segs.map((s) => segmentIdTable(s.ids)));
-    let prev = full();
-    let prevSegs = segs.map((s) => ({ ...s }));
-    for (let step = 0; step < 40; step++) {
-      if (step % 3 === 2 && segs.length > 0) {
-        // a delete: tombstones grow on some segment
-        const s = rnd(segs.length);
-        const d = rnd(segs[s].documents);
-        segs[s] = { ...segs[s], tombstones: [...new Set([...(segs[s].tombstones ?? []), d])].sort((a, b) => a - b) };
-      } else {
-        const n = 1 + rnd(12);
-        segs.push({ key: `k${step}`, documents: n, ids: Array.from({ length: n }, () => `id${rnd(40)}`) });
-      }
-      const extended = extendGenerationTable(prev, prevSegs, segs, segs.slice(prevSegs.length).map((s) => segmentIdTable(s.ids)));
-      const expected = full();
-      expect(extended).toEqual(expected);
-      // and both follow the rule: an id is live when its last copy is not tombstoned
-      const owner = new Map<string, [number, number]>();
-      segs.forEach((sg, si) => sg.ids.forEach((id, di) => owner.set(id, [si, di])));
-      const liveIds = [...owner].filter(([, [si, di]]) => !(segs[si].tombstones ?? []).includes(di)).map(([id]) => id);
-      expect(expected.ids).toEqual(liveIds.sort());
-      prev = extended!;
-      prevSegs = segs.map((s) => ({ ...s }));
-    }
-    expect(prev.documents).toBeGreaterThan(10);
-  });
-
-  it('is null when the new generation does not extend the previous one (a replaced segment, a tombstone gone)', () => {
-    const a = { key: 'a', documents: 2, ids: ['x', 'y'] };
-    const b = { key: 'b', documents: 1, ids: ['z'] };
-    const prev = generationTable([a, b], [segmentIdTable(a.ids), segmentIdTable(b.ids)]);
-    expect(extendGenerationTable(prev, [a, b], [{ ...a, key: 'a2' }, b], [])).toBeNull();
-    const withDead = { ...a, tombstones: [0] };
-    const prevDead = generationTable([withDead, b], [segmentIdTable(a.ids), segmentIdTable(b.ids)]);
-    expect(extendGenerationTable(prevDead, [withDead, b], [a, b], [])).toBeNull();
-    expect(extendGenerationTable(prev, [a, b], [a], [])).toBeNull();
-  });
-});
-
-describe('ByteLru', () => {
-  const load = (bytes: number, value = bytes) => async () => ({ value, bytes });
-
-  it('keeps at most maxBytes, evicting the least recently used, and counts hits, misses and evictions', async () => {
-    const lru = new ByteLru<number>(100);
-    await lru.get('a', load(40));
-    await lru.get('b', load(40));
-    await lru.get('a', load(40)); // a is now the most recently used
-    await lru.get('c', load(40)); // 120 > 100: b goes, not a
-    expect(lru.keys()).toEqual(['a', 'c']);
-    expect(lru.stats()).toEqual({ hits: 1, misses: 3, hitRatio: 0.25, bytes: 80, maxBytes: 100, entries: 2, evictions: 1 });
-    await lru.get('d', load(90)); // a and c both go
-    expect(lru.keys()).toEqual(['d']);
-    expect(lru.stats().bytes).toBe(90);
-    expect(lru.stats().evictions).toBe(3);
-  });
-
-  it('a value larger than the bound is returned but not kept; concurrent gets share one load; a failed load is not kept', async () => {
-    const lru = new ByteLru<number>(10);
-    await expect(lru.get('big', load(11, 7))).resolves.toBe(7);
-    expect(lru.keys()).toEqual([]);
-    expect(lru.stats().bytes).toBe(0);
-    let loads = 0;
-    const slow = async () => {
-      loads++;
-      await new Promise((r) => setTimeout(r, 5));
-      return { value: 1, bytes: 1 };
-    };
-    await Promise.all([lru.get('x', slow), lru.get('x', slow), lru.get('x', slow)]);
-    expect(loads).toBe(1);
-    await expect(lru.get('bad', () => Promise.reject(new Error('boom')))).rejects.toThrow('boom');
-    expect(lru.has('bad')).toBe(false);
-    await expect(lru.get('bad', load(2, 5))).resolves.toBe(5);
-  });
-});
-
-describe('Limiter', () => {
-  it('runs at most n tasks at once', async () => {
-    const lim = new Limiter(2);
-    let now = 0;
-    let most = 0;
-    await Promise.all(
-      Array.from({ length: 7 }, () =>
-        lim.run(async () => {
-          most = Math.max(most, ++now);
-          await new Promise((r) => setTimeout(r, 3));
-          now--;
-        }),
-      ),
-    );
-    expect(most).toBe(2);
-    expect(lim.peak).toBe(2);
-  });
-});
 
 describe('SegmentCache', () => {
   const A = segment('b-a', ['d1', 'd2', 'd3'], 1);
