@@ -2,7 +2,7 @@ import type { SearchHit, SearchMode, SearchRequest } from '@lateral/shared';
 import { hybridLinear, rrf } from '@lateral/scoring';
 import type { Hit, SearchSegment } from '@lateral/search';
 import type { EncodedText, TokenEncoder } from '@lateral/model';
-import type { SearchNeeds } from './segment-cache';
+import type { SearchNeeds } from './search-plan';
 
 /*
  * The hit helpers that search and re-rank share, in one process or fanned out over shards: what

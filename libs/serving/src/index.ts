@@ -1,6 +1,7 @@
 export * from './byte-lru';
 export * from './limiter';
 export * from './segment-cache';
+export * from './search-plan';
 export * from './segment-head';
 export * from './segment-pass';
 export * from './segment-health';

@@ -4,7 +4,8 @@ import { buildSegmentIndex, searchSegment, serializeSegmentIndex } from '@latera
 import { currentDegradedSegments, degradedRecordKey, s3Keys, type CodecSettings, type Collection, type CollectionManifest, type DegradedRecord, type SegmentRef } from '@lateral/shared';
 import type { EncodedText } from '@lateral/model';
 import { assembleSegmentDocs } from './segment-docs';
-import { SegmentCache, SegmentUnavailableError, type SegmentHealthListener, type UnavailableEvent } from './segment-cache';
+import { SegmentCache } from './segment-cache';
+import { SegmentUnavailableError, type SegmentHealthListener, type UnavailableEvent } from './search-plan';
 import { DegradedSegmentsRecorder } from './segment-health';
 import { degradedFields, splitUnavailable } from './degraded-results';
 

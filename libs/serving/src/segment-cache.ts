@@ -1,8 +1,8 @@
 import { IMAGE_MAX_BITS, SegmentCorruptError, codecFromDescriptor, decodeHalf, readSegment, type CodecArtifact, type CodecDescriptor, type EdenCodec, type EdenQueryLut, type SegmentReader } from '@lateral/codec';
 import { parseSegmentHead, segmentHeadData, serializeSegmentHead, type SegmentHeadData } from './segment-head';
-import { PermanentJobError, s3Keys, type Collection, type CollectionManifest, type SegmentRef, type UnavailableSegment } from '@lateral/shared';
+import { s3Keys, type Collection, type CollectionManifest, type SegmentRef, type UnavailableSegment } from '@lateral/shared';
 import type { CodecArtifactRepository, DiskCacheStats } from '@lateral/infra';
-import { concatDocPrefixes, deserializeSegmentIndex, docPrefixesOf, searchSegment, type DocMask, type RowScorer, type SearchSegment, type SegmentIndex, type SegmentSource } from '@lateral/search';
+import { concatDocPrefixes, deserializeSegmentIndex, docPrefixesOf, searchSegment, type RowScorer, type SegmentIndex, type SegmentSource } from '@lateral/search';
 import type { RotatedImageSet } from '@lateral/kernels';
 import type { CollectionView } from './collection-view';
 import { extendGenerationTable, findId, generationTable, generationTableBytes, segmentIdTable, type GenerationTable, type SegmentIdTable } from './id-table';
@@ -10,6 +10,7 @@ import { segmentReadOptions, type StaticEmbeddingsCache } from './static-embeddi
 import { eventLoopYielder } from './event-loop';
 import { ByteLru, type ByteLruStats } from './byte-lru';
 import { Limiter } from './limiter';
+import { ALL_SEARCH_NEEDS, SegmentUnavailableError, type LazySearchPart, type SearchGeneration, type SearchNeeds, type SearchPart, type SearchPlan, type SegmentHealthListener } from './search-plan';
 
 /** What the segment cache reads objects through: S3, normally behind the local disk cache. */
 export interface ObjectSource {
@@ -76,118 +77,12 @@ export const HEAD_READS_PER_LOAD = 4;
 /** An unreadable object is read again from S3 after this long (a rewrite, e.g. a restore from backup, is then picked up). */
 export const UNAVAILABLE_RECHECK_MS = 30_000;
 
-/** An unavailable segment of one generation, as the health listener hears of it. */
-export interface UnavailableEvent extends UnavailableSegment {
-  tenantId: string;
-  collectionId: string;
-  generation: number;
-}
-
-export interface SegmentHealthListener {
-  /** An object of the generation failed its checksum or decoding, or is missing (once per detection). */
-  unavailable(e: UnavailableEvent): void;
-  /** An object that was unavailable read again. */
-  recovered(e: { tenantId: string; collectionId: string; key: string; object: 'segment' | 'index' }): void;
-}
-
-/**
- * A segment or its search index that cannot be read: it failed its checksum or decoding, or is
- * missing from S3. Not transient (never retried as such); re-rank and search answer from the
- * other segments and name it, other users of the cache (training) fail with it.
- */
-export class SegmentUnavailableError extends PermanentJobError {
-  constructor(
-    readonly key: string,
-    readonly object: 'segment' | 'index',
-    readonly segment: string,
-    readonly reason: string,
-  ) {
-    super(reason);
-  }
-}
-
-/**
- * What a search reads of each segment beyond its index, ids and token offsets. When re-ranks read
- * ranges (SegmentCache reads the segments' local copies), a search that needs no metadata and no
- * token ids is served without loading whole segments: with `rows: 'none'` (BM25, dense) from
- * heads and pooled vectors (BM25 alone: heads), with `rows: 'scores'` (XTR, ME-BERT) from heads and the code and norm
- * sections alone (two positioned reads, no ids, metadata or token ids parsed) where the segment
- * can be scored from its codes.
- */
-export interface SearchNeeds {
-  /** Token rows: none, their inner products with query vectors (from the codes where the segment can), or their vectors (exhaustive). */
-  rows: 'none' | 'scores' | 'vectors';
-  /** Token ids (explain names the matched tokens). */
-  tokenIds: boolean;
-  /** Metadata (filters). */
-  metadata: boolean;
-  /** With `rows: 'none'`: the pooled document vectors (dense); BM25 reads only heads and indexes. */
-  pooled: boolean;
-}
-
-export const ALL_SEARCH_NEEDS: SearchNeeds = { rows: 'vectors', tokenIds: true, metadata: true, pooled: true };
-
-/** The generation's searchable segments, and those that could not be read. */
-export interface SearchGeneration {
-  parts: SearchPart[];
-  unavailable: UnavailableSegment[];
-}
-
 export interface SegmentCacheStats extends ByteLruStats {
   /** Most segment / index loads that ran at once. */
   loadPeak: number;
   /** Segment heads read from S3 (the index stage's), instead of made from a whole read. */
   storedHeads: number;
   disk?: DiskCacheStats;
-}
-
-/**
- * A segment of a generation as a segment-major search meets it (SegmentCache.searchPlan): known
- * by its place, read only when opened.
- */
-export interface LazySearchPart {
-  /** Its index in the manifest's segments. */
-  position: number;
-  ref: SegmentRef;
-  /** Live documents (undefined: all). */
-  live: DocMask | undefined;
-  /** Its search index alone (BM25's statistics pass). */
-  index(): Promise<SegmentIndex>;
-  /** Its source as the search's needs read it, and its index. */
-  open(): Promise<SearchPart>;
-  /** Its document ids in order (from its head where the search reads heads). */
-  docIds(): Promise<readonly string[]>;
-}
-
-/** A generation's segments for a segment-major search, and how to name those that could not be read. */
-export interface SearchPlan {
-  parts: LazySearchPart[];
-  /** How many segments a search keeps open at once (the one it searches and those read ahead): the load concurrency, at least 2. */
-  openAhead: number;
-  /** The unavailable segments: those the search failed to read ([manifest position, error]) and those whose ids are not known. */
-  unavailable(failed: Iterable<[number, SegmentUnavailableError]>): UnavailableSegment[];
-  /**
-   * Whether the next walk over the parts goes in reverse (asked once per walk). A walk over more
-   * segments than the cache holds leaves the last ones it read in the cache; an LRU walked the
-   * same way again evicts each of them just before reaching it (no hit at all), walked the other
-   * way it starts with them.
-   */
-  reversed(): boolean;
-  /**
-   * Keeps the generation's id table as the most recently used entry (put back if the walk evicted
-   * it): a walk over more than the cache holds would otherwise leave it to be evicted, and the
-   * next search or re-rank of the generation would build it again from every segment's ids.
-   */
-  keep(): void;
-}
-
-/** A segment of a generation, ready for search: its index, its place in the generation, its live documents. */
-export interface SearchPart {
-  ref: SegmentRef;
-  segment: SearchSegment;
-  index: SegmentIndex;
-  /** Live documents (undefined: all): tombstones and superseded copies are 0. */
-  live: DocMask | undefined;
 }
 
 interface LoadedSegment {

@@ -1,6 +1,6 @@
 import { degradedRecordKey, type DegradedRecord } from '@lateral/shared';
 import { recordUnavailableSegment, type Logger, type ObjectStore } from '@lateral/infra';
-import type { SegmentHealthListener, UnavailableEvent } from './segment-cache';
+import type { SegmentHealthListener, UnavailableEvent } from './search-plan';
 
 /**
  * What a scorer does when a segment or index object cannot be read (SegmentCache's health

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import type { SegmentPass, SegmentIndex, SearchSegment } from '@lateral/search';
-import { SegmentUnavailableError, type LazySearchPart, type SearchPart, type SearchPlan } from './segment-cache';
+import { SegmentUnavailableError, type LazySearchPart, type SearchPart, type SearchPlan } from './search-plan';
 import { searchSegments } from './segment-pass';
 
 /** A plan of fake parts whose opens answer in a later turn and count what is open now. */

@@ -1,6 +1,6 @@
 import { andMasks, docMask, type DocPredicate, type Hit, type SearchSegment, type SegmentPass } from '@lateral/search';
 import { runStepsYielding } from './event-loop';
-import { SegmentUnavailableError, type LazySearchPart, type SearchPlan } from './segment-cache';
+import { SegmentUnavailableError, type LazySearchPart, type SearchPlan } from './search-plan';
 
 /** What one segment-major pass over a plan did. */
 export interface SegmentPassReport {
