@@ -30,15 +30,29 @@ export default [
             { sourceTag: 'scope:model', onlyDependOnLibsWithTags: ['scope:contract', 'scope:math', 'scope:io'], bannedExternalImports: ['bullmq', '@aws-sdk/*', '@nestjs/*', 'express', 's3rver'] },
             // production ONNX kernels: graphs and sessions, no queues, S3 or HTTP
             { sourceTag: 'scope:kernels', onlyDependOnLibsWithTags: ['scope:contract', 'scope:math', 'scope:model'], bannedExternalImports: ['bullmq', 'ioredis', '@aws-sdk/*', '@nestjs/*', 'express', 's3rver'] },
+            // the scorer's serving engine (segment cache, id tables, heads, segment passes, health, hit helpers):
+            // reads segments and lists through the repositories; no queues, no processors, no HTTP, no SDK of its own
+            { sourceTag: 'scope:serving', onlyDependOnLibsWithTags: ['scope:contract', 'scope:math', 'scope:io', 'scope:model', 'scope:kernels'], bannedExternalImports: ['bullmq', 'ioredis', '@aws-sdk/*', '@nestjs/*', 'express', 's3rver'] },
             // the processors
-            { sourceTag: 'scope:pipeline', onlyDependOnLibsWithTags: ['scope:contract', 'scope:math', 'scope:io', 'scope:model', 'scope:kernels'], bannedExternalImports: ['@nestjs/*', 'express'] },
-            // the HTTP API never loads ONNX Runtime: no pipeline, kernels or model
+            { sourceTag: 'scope:pipeline', onlyDependOnLibsWithTags: ['scope:contract', 'scope:math', 'scope:io', 'scope:model', 'scope:kernels', 'scope:serving'], bannedExternalImports: ['@nestjs/*', 'express'] },
+            // the HTTP API never loads ONNX Runtime: no pipeline, serving, kernels or model
             { sourceTag: 'scope:api', onlyDependOnLibsWithTags: ['scope:contract', 'scope:math', 'scope:io'], bannedExternalImports: ['onnxruntime-node', 'onnxruntime-common'] },
             // the worker composition root wires processors to queues
-            { sourceTag: 'scope:composition', onlyDependOnLibsWithTags: ['scope:contract', 'scope:math', 'scope:io', 'scope:model', 'scope:kernels', 'scope:pipeline'] },
+            { sourceTag: 'scope:composition', onlyDependOnLibsWithTags: ['scope:contract', 'scope:math', 'scope:io', 'scope:model', 'scope:kernels', 'scope:serving', 'scope:pipeline'] },
           ],
         },
       ],
+    },
+  },
+  {
+    // No processor imports a processor (nor does any module of the library but its index): a step
+    // two of them need lives in a named module (ingest/segment-writer.ts, query/rerank-ids.ts, ...;
+    // libs/pipeline/README.md). Import cycles anywhere are refused by `npm run lint:cycles`
+    // (madge), which `npm run lint` runs.
+    files: ['libs/pipeline/src/**/*.ts'],
+    ignores: ['**/*.spec.ts', 'libs/pipeline/src/index.ts'],
+    rules: {
+      'no-restricted-imports': ['error', { patterns: [{ group: ['*.processor', '*.processor.ts'], message: 'a processor is a queue handler, not a library: import the named module that holds the step' }] }],
     },
   },
   {

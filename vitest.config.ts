@@ -14,6 +14,7 @@ export default defineConfig({
       '@lateral/model': lib('model'),
       '@lateral/infra': lib('infra'),
       '@lateral/kernels': lib('kernels'),
+      '@lateral/serving': lib('serving'),
       '@lateral/pipeline': lib('pipeline'),
       '@lateral/http-api': lib('http-api'),
       '@lateral/workers': lib('workers'),

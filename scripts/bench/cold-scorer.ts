@@ -18,7 +18,7 @@ import path from 'node:path';
 import { createCodec, fitCodec, readSegment, writeSegment, type CodecArtifact } from '@lateral/codec';
 import { s3Keys, type CodecSettings, type CollectionManifest, type SegmentRef } from '@lateral/shared';
 import { DiskObjectCache } from '@lateral/infra';
-import { SegmentCache, assembleSegmentDocs, segmentHeadData, serializeSegmentHead, type ObjectSource } from '@lateral/pipeline';
+import { SegmentCache, assembleSegmentDocs, segmentHeadData, serializeSegmentHead, type ObjectSource } from '@lateral/serving';
 import { docs, median, opt, round } from './segment-cache';
 
 export async function runColdScorerBench(args: string[]): Promise<Record<string, unknown>> {

@@ -16,7 +16,7 @@ import path from 'node:path';
 import { loadConfig } from '@lateral/shared';
 import { createCodec, readSegment, writeSegment } from '@lateral/codec';
 import { getEncoder } from '@lateral/model';
-import { RAW_CODEC, assembleSegmentDocs } from '@lateral/pipeline';
+import { RAW_CODEC, assembleSegmentDocs } from '@lateral/serving';
 import { createLogger, setMetricsEnabled } from '@lateral/infra';
 import { startServer } from '../../apps/all-in-one/src/server';
 import { loadCranfield, withPlaceholders } from '../lib/cranfield';

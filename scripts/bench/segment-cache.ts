@@ -16,7 +16,7 @@
 import { createCodec, fitCodec, type CodecArtifact } from '@lateral/codec';
 import { s3Keys, type CodecSettings, type CollectionManifest, type SegmentRef } from '@lateral/shared';
 import { writeSegment } from '@lateral/codec';
-import { SegmentCache, assembleSegmentDocs } from '@lateral/pipeline';
+import { SegmentCache, assembleSegmentDocs } from '@lateral/serving';
 import type { EncodedText } from '@lateral/model';
 
 export const median = (xs: number[]) => {

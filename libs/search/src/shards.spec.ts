@@ -21,7 +21,7 @@ import { intMatrixCorpus, makeCorpus, randomCuts, randomUnit, rng, segmentsOf } 
 import { mergeShardHits, xtrGlobalCut, xtrShardHits } from './shards';
 
 /**
- * The shard merges (shards.ts, used by libs/pipeline/src/shard-fanout.ts) against one process holding every segment: segments are
+ * The shard merges (shards.ts, used by libs/pipeline/src/query/shard-fanout.ts) against one process holding every segment: segments are
  * dealt to shards, each shard ranks its own with the global figures, and the parent's merge must
  * give the same hits, keys, scores and explanations as the single-process search, ties included.
  */

@@ -36,7 +36,7 @@ export const s3Keys = {
   /** Search index of one segment (IVF postings, BM25 postings), immutable like the segment. */
   segmentIndex: (t: string, c: string, batch: string, codecVersion: number) => `tenants/${safe('tenant id', t)}/collections/${safe('collection id', c)}/indexes/v${codecVersion}/${safe('batch id', batch)}.idx`,
   /**
-   * A segment's head (ids, token offsets, where each document's bytes lie: libs/pipeline's
+   * A segment's head (ids, token offsets, where each document's bytes lie: libs/serving's
    * segment-head.ts), written beside its index from a checked read of the segment, so a scorer
    * with an empty disk builds its id tables from heads, not from every segment read whole.
    */

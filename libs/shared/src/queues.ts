@@ -41,7 +41,7 @@ const writtenSegment = z.object({
 
 /**
  * A merge (op 'merge') on the merge queue: the tiered policy chooses the segments on the current
- * generation (libs/pipeline/src/merge-policy.ts); one merge per collection at a time, beside
+ * generation (libs/pipeline/src/maintenance/merge-policy.ts); one merge per collection at a time, beside
  * commits and deletes (only its reference swap is a generation commit). Merge jobs queued on the
  * commit queue by an earlier version are still run there.
  */

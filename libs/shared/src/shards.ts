@@ -1,6 +1,5 @@
 import { z } from 'zod';
 import { assertResourceId, resourceId } from './ids';
-import type { SegmentRef } from './collection';
 
 /**
  * Shards (issue 10 item 4): a collection is split into `shards` groups of segments, fixed at
@@ -10,6 +9,17 @@ import type { SegmentRef } from './collection';
  * of a collection with more than one shard fans out as a flow: one child job per shard, the
  * parent (on the rerank or search queue) merges. With one shard nothing fans out.
  */
+
+/**
+ * The fields of a SegmentRef (collection.ts) that shard assignment reads. Spelled out here rather
+ * than imported: collection.ts takes MAX_SHARDS from this file, and the two would import each other.
+ */
+export interface ShardedSegment {
+  batchId: string;
+  shard?: number;
+  documents: number;
+  tombstones?: number[];
+}
 
 /** Highest `shards` a collection may be created with (also bounded by COLLECTION_MAX_SHARDS). */
 export const MAX_SHARDS = 64;
@@ -35,7 +45,7 @@ function fnv1a(s: string): number {
  * segment committed before the collection had a recorded shard) a hash of its batch id. A pure
  * function of the SegmentRef, so every process agrees on it without talking to the others.
  */
-export function segmentShard(ref: Pick<SegmentRef, 'batchId' | 'shard'>, shards: number): number {
+export function segmentShard(ref: Pick<ShardedSegment, 'batchId' | 'shard'>, shards: number): number {
   if (shards <= 1) return 0;
   if (ref.shard !== undefined && ref.shard < shards) return ref.shard;
   return fnv1a(ref.batchId) % shards;
@@ -46,7 +56,7 @@ export function segmentShard(ref: Pick<SegmentRef, 'batchId' | 'shard'>, shards:
  * `segments` (the generation it joins), the lowest index on a tie. Deterministic: a replayed
  * commit on the same generation picks the same shard.
  */
-export function assignShard(segments: readonly Pick<SegmentRef, 'batchId' | 'shard' | 'documents' | 'tombstones'>[], shards: number): number {
+export function assignShard(segments: readonly ShardedSegment[], shards: number): number {
   if (shards <= 1) return 0;
   const load = new Array<number>(shards).fill(0);
   for (const s of segments) load[segmentShard(s, shards)] += s.documents - (s.tombstones?.length ?? 0);

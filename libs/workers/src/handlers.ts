@@ -3,7 +3,6 @@ import { PermanentJobError, QueueName, mergeJobId, redisKeys, textCodecRef, trai
 import { DiskObjectCache, ScorerArtifactStore, registerCacheMetrics, DocumentRepository, JobFlows, ShardQueues, deliverWebhook, enqueueWebhook, webhookEventFor, withRedisLease, type HandlerRegistry, type Runtime } from '@lateral/infra';
 import {
   SegmentIds,
-  StaticEmbeddingsCache,
   commitProcessor,
   deleteProcessor,
   mergeProcessor,
@@ -16,8 +15,6 @@ import {
   searchProcessor,
   shardChildProcessor,
   trainProcessor,
-  SegmentCache,
-  DegradedSegmentsRecorder,
   KnownTexts,
   TextCacheReader,
   TextMemoryCache,
@@ -26,6 +23,7 @@ import {
   encodeTextsProcessor,
   rerankJob,
 } from '@lateral/pipeline';
+import { DegradedSegmentsRecorder, SegmentCache, StaticEmbeddingsCache } from '@lateral/serving';
 import { readSegment } from '@lateral/codec';
 import { OnnxNearestCentroid, ScorerResources } from '@lateral/kernels';
 

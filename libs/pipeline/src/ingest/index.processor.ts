@@ -1,0 +1,68 @@
+import { PermanentJobError, QueueName, s3Keys, type JobPayload, type JobResults } from '@lateral/shared';
+import { SegmentCorruptError, readSegment, type SegmentReader } from '@lateral/codec';
+import type { CodecArtifactRepository, CollectionRepository, JobQueues, ObjectStore } from '@lateral/infra';
+import { segmentHeadData, segmentReadOptions, serializeSegmentHead, type StaticEmbeddingsCache } from '@lateral/serving';
+import { enqueueNext } from '../pipeline';
+import { segmentIndexBytes, type SegmentIndexerDeps } from './segment-indexer';
+
+/** What the index processor touches. */
+export interface IndexDeps extends SegmentIndexerDeps {
+  store: Pick<ObjectStore, 'get' | 'put'>;
+  collections: Pick<CollectionRepository, 'get'>;
+  codecs: Pick<CodecArtifactRepository, 'get'>;
+  queues: Pick<JobQueues, 'add'>;
+  /** Static tables of the models, for segments written with side information. */
+  staticEmbeddings: Pick<StaticEmbeddingsCache, 'forCollection'>;
+}
+
+/**
+ * A pooled segment's (codec.poolFactor > 1) original terms: BM25 counts the document's tokens, not
+ * its pooled rows, so they come from the raw fp16 batch the segment was coded from (kept while a
+ * generation lists the segment). undefined for an unpooled segment.
+ */
+async function pooledTerms(deps: Pick<IndexDeps, 'store'>, reader: SegmentReader, rawKey: string): Promise<{ tokenIds: Int32Array; tokenOffsets: Uint32Array } | undefined> {
+  if ((reader.codec.poolFactor ?? 1) <= 1) return undefined;
+  const bytes = await deps.store.get(rawKey);
+  if (!bytes) throw new PermanentJobError(`raw vectors are missing from S3: ${rawKey} (the BM25 terms of pooled segment ${reader.name})`);
+  let raw;
+  try {
+    raw = readSegment(bytes, rawKey);
+  } catch (err) {
+    if (err instanceof SegmentCorruptError) throw new PermanentJobError(err.message);
+    throw err;
+  }
+  if (raw.documents !== reader.documents || raw.docIds.some((id, i) => id !== reader.docIds[i])) {
+    throw new PermanentJobError(`raw batch ${rawKey} does not hold the documents of pooled segment ${reader.name}`);
+  }
+  return { tokenIds: raw.tokenIds, tokenOffsets: raw.tokenOffsets };
+}
+
+/**
+ * Builds a written segment's search index (token IVF postings against the collection's centroids
+ * for this codec version, BM25 postings over its token ids) and stores it beside the segment,
+ * before the segment is committed, so every committed segment can be searched. Deterministic:
+ * a replayed job writes the same bytes. The centroids are fitted once per collection and codec
+ * version, by the first index job, on that segment's tokens (conditional write).
+ */
+export async function indexProcessor(deps: IndexDeps, p: JobPayload<QueueName.index>): Promise<JobResults[QueueName.index]> {
+  const collection = await deps.collections.get(p.tenantId, p.collectionId);
+  if (!collection) throw new PermanentJobError(`collection ${p.tenantId}/${p.collectionId} no longer exists`);
+  const bytes = await deps.store.get(p.segmentKey);
+  if (!bytes) throw new PermanentJobError(`segment missing from S3: ${p.segmentKey}`);
+  let reader;
+  try {
+    const artifact = await deps.codecs.get(p.tenantId, p.collectionId, p.codecVersion);
+    reader = readSegment(bytes, p.segmentKey, artifact, await segmentReadOptions(artifact, collection, deps.staticEmbeddings));
+  } catch (err) {
+    if (err instanceof SegmentCorruptError) throw new PermanentJobError(err.message);
+    throw err;
+  }
+  const out = await segmentIndexBytes(deps, collection, reader, p.codecVersion, await pooledTerms(deps, reader, s3Keys.rawVectors(p.tenantId, p.collectionId, p.batchId)));
+  const indexKey = s3Keys.segmentIndex(p.tenantId, p.collectionId, p.batchId, p.codecVersion);
+  await deps.store.put(indexKey, out);
+  // The head from the same checked read, before the commit: every committed segment has one (older ones are read whole once).
+  await deps.store.put(s3Keys.segmentHead(p.tenantId, p.collectionId, p.batchId, p.codecVersion), serializeSegmentHead(segmentHeadData(reader, bytes.byteLength)));
+  const result = { indexKey, bytes: out.byteLength };
+  await enqueueNext(deps.queues, QueueName.index, p, result);
+  return result;
+}

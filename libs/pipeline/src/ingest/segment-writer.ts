@@ -1,0 +1,60 @@
+import { PermanentJobError, type Collection } from '@lateral/shared';
+import { createCodec, poolBatch, writeSegment, type SegmentReader } from '@lateral/codec';
+import type { StaticEmbeddings } from '@lateral/model';
+import type { CodecArtifactRepository } from '@lateral/infra';
+import type { StaticEmbeddingsCache } from '@lateral/serving';
+
+/** What coding a raw batch into a segment touches: the codec artifacts and the models' static tables. */
+export interface SegmentWriterDeps {
+  codecs: Pick<CodecArtifactRepository, 'ensure'>;
+  staticEmbeddings: Pick<StaticEmbeddingsCache, 'forCollection'>;
+}
+
+/** The static rows of the raw segment's tokens; a token id outside the table is a permanent error (wrong model table). */
+function lookupStatic(se: StaticEmbeddings, tokenIds: Int32Array, rawKey: string): Float32Array {
+  try {
+    return se.lookup(tokenIds);
+  } catch (err) {
+    if (err instanceof RangeError) throw new PermanentJobError(`${rawKey}: ${err.message}`);
+    throw err;
+  }
+}
+
+/**
+ * Codes raw fp16 vectors (a raw segment) with the collection's codec `codecVersion` (fitting its
+ * artifact when it is the first batch): the bytes of the compressed segment. Deterministic per
+ * document (same artifact, same seed), so a merge that re-codes the raw vectors of several
+ * batches writes the codes their own segments held.
+ */
+export async function compressRaw(
+  ctx: SegmentWriterDeps,
+  collection: Collection,
+  raw: SegmentReader,
+  codecVersion: number,
+  rawKey: string,
+): Promise<Uint8Array> {
+  // Settings of this job's codec version: the collection's current one, or a re-compression's.
+  const settings = codecVersion === collection.codecVersion ? collection.codec : collection.pending?.codecVersion === codecVersion ? collection.pending.codec : null;
+  if (!settings) throw new PermanentJobError(`codec version ${codecVersion} of ${collection.id} is neither current (${collection.codecVersion}) nor being re-compressed`);
+  // Token pooling (codec.poolFactor): each document's raw vectors clustered into ceil(m / f) means,
+  // fitted and coded as they are stored; BM25 keeps the raw batch's terms (segment-indexer.ts).
+  const poolFactor = settings.poolFactor ?? 1;
+  if (poolFactor > 1 && settings.sideInfo) throw new PermanentJobError(`codec v${codecVersion} of ${collection.id}: codec.poolFactor ${poolFactor} cannot be combined with codec.sideInfo`);
+  const rows = poolBatch(raw.tokenOffsets, raw.tokenIds, raw.decodeAll(), raw.dims, poolFactor);
+  // Side information: the static embedding of every raw token, from the collection's model (fit and encode).
+  const se = settings.sideInfo ? await ctx.staticEmbeddings.forCollection(collection) : null;
+  const staticEmbeddings = se ? lookupStatic(se, raw.tokenIds, rawKey) : undefined;
+  const artifact = await ctx.codecs.ensure(collection.tenantId, collection.id, codecVersion, settings, () => ({
+    vectors: rows.vectors,
+    dims: raw.dims,
+    ...(se ? { staticEmbeddings, staticDims: se.dims } : {}),
+  }));
+  if (artifact.settings.sideInfo && !staticEmbeddings) throw new PermanentJobError(`codec v${codecVersion} of ${collection.id} uses side information but its job settings do not`);
+  const codec = createCodec(artifact.settings, artifact);
+  const metadata = Array.from({ length: raw.documents }, (_, i) => raw.metadata(i));
+  return writeSegment(
+    { docIds: raw.docIds, tokenOffsets: rows.tokenOffsets, tokenIds: rows.tokenIds, vectors: rows.vectors, dims: raw.dims, docVectors: raw.docVectors ?? undefined, metadata, staticEmbeddings },
+    codec,
+    { seed: artifact.seed, poolFactor },
+  );
+}

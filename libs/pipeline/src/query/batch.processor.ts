@@ -1,0 +1,297 @@
+import type { Job } from 'bullmq';
+import {
+  BatchRowSchema,
+  PermanentJobError,
+  QueueName,
+  RerankRequestSchema,
+  batchKeys,
+  isTextCandidate,
+  s3Keys,
+  textJobIds,
+  type BatchChunkEntry,
+  type BatchRecord,
+  type BatchResultLine,
+  type BatchRow,
+  type JobPayload,
+  type JobResults,
+  type RerankRequest,
+  type RerankResult,
+} from '@lateral/shared';
+import { S3Upload, getObjectStream, readLines, type FlowNode, type JobFlows, type ObjectStore } from '@lateral/infra';
+import { rerankByIds } from './rerank-ids';
+import { childTextStats, hasTextCandidates, rerankWithTexts, type RerankJobDeps } from './rerank-texts';
+
+/** What the batch processors touch. */
+export interface BatchDeps {
+  store: ObjectStore;
+  flows: Pick<JobFlows, 'add'>;
+  rerank: RerankJobDeps;
+  /** Rows per chunk (BATCH_CHUNK_ROWS), largest candidate text (MAX_DOCUMENT_BYTES). */
+  chunkRows: number;
+  maxTextBytes: number;
+  /** The encode-texts payload's token cap for a batch: the collection's maxDocTokens, or the model's. */
+  textSpace: (record: BatchRecord) => Promise<{ model: string; maxTokens: number; codec: { collectionId: string; codecVersion: number } | null }>;
+}
+
+type BatchPayload = JobPayload<QueueName.batch>;
+type BatchResult = JobResults[QueueName.batch];
+
+export async function batchProcessor(ctx: BatchDeps, p: BatchPayload, job?: Pick<Job, 'updateProgress' | 'getChildrenValues'>): Promise<BatchResult> {
+  switch (p.step) {
+    case 'plan':
+      return planBatch(ctx, p.tenantId, p.batchId);
+    case 'chunk':
+      return runChunk(ctx, p.tenantId, p.batchId, p.chunk, job);
+    case 'finalize':
+      return finalizeBatch(ctx, p.tenantId, p.batchId, p.chunks, job);
+  }
+}
+
+async function record(store: Pick<ObjectStore, 'getJson'>, t: string, b: string): Promise<BatchRecord> {
+  const r = await store.getJson<BatchRecord>(batchKeys.record(t, b));
+  if (!r) throw new PermanentJobError(`batch ${t}/${b} has no record in S3`);
+  return r;
+}
+
+/**
+ * Validates a row. Every problem names its line and custom_id; the row fails alone.
+ */
+export function validateRow(
+  line: string,
+  lineNo: number,
+  seen: Map<string, number>,
+  opts: { hasCollection: boolean; maxTextBytes: number },
+): BatchChunkEntry {
+  let value: unknown;
+  try {
+    value = JSON.parse(line);
+  } catch (err) {
+    return { line: lineNo, custom_id: null, error: { message: `line ${lineNo}: not JSON (${(err as Error).message})` } };
+  }
+  if (!value || typeof value !== 'object' || Array.isArray(value)) return { line: lineNo, custom_id: null, error: { message: `line ${lineNo}: not a JSON object` } };
+  const cid = (value as { custom_id?: unknown }).custom_id;
+  const customId = typeof cid === 'string' && cid.length > 0 ? cid : null;
+  const where = `line ${lineNo}${customId ? ` (custom_id "${customId.slice(0, 80)}")` : ''}`;
+  if (customId === null) return { line: lineNo, custom_id: null, error: { message: `${where}: custom_id is missing (a non-empty string)`, issues: [{ field: 'custom_id', message: 'required' }] } };
+  const earlier = seen.get(customId);
+  if (earlier !== undefined) {
+    return { line: lineNo, custom_id: customId, error: { message: `${where}: duplicate custom_id (first at line ${earlier})`, issues: [{ field: 'custom_id', message: `duplicate of line ${earlier}` }] } };
+  }
+  seen.set(customId, lineNo);
+  const parsed = BatchRowSchema.safeParse(value);
+  if (!parsed.success) {
+    const issues = parsed.error.issues.map((i) => ({ field: i.path.join('.') || '(row)', message: i.message }));
+    return { line: lineNo, custom_id: customId, error: { message: `${where}: ${issues.map((i) => `${i.field}: ${i.message}`).join('; ')}`, issues } };
+  }
+  const row = parsed.data;
+  const issues: { field: string; message: string }[] = [];
+  row.candidates.forEach((c, ci) => {
+    if (isTextCandidate(c)) {
+      const bytes = Buffer.byteLength(c.text);
+      if (bytes > opts.maxTextBytes) issues.push({ field: `candidates.${ci}.text`, message: `text is ${bytes} bytes, over MAX_DOCUMENT_BYTES (${opts.maxTextBytes})` });
+    } else if (!opts.hasCollection) {
+      issues.push({ field: `candidates.${ci}`, message: 'a candidate given by id needs the batch to name a collection; give it as { text }' });
+    }
+  });
+  if (issues.length > 0) return { line: lineNo, custom_id: customId, error: { message: `${where}: ${issues.map((i) => `${i.field}: ${i.message}`).join('; ')}`, issues } };
+  return { line: lineNo, custom_id: customId, row };
+}
+
+/**
+ * Reads the input as a stream (one line at a time), validates each row and writes chunk files of
+ * BATCH_CHUNK_ROWS lines (each chunk also lists its distinct candidate texts), then adds the flow:
+ * the finalize job as parent, one chunk job per chunk as children, each chunk with texts having an
+ * encode-texts child on the encoder pool. Memory: one chunk, plus the custom_ids seen so far.
+ */
+async function planBatch(ctx: BatchDeps, t: string, b: string): Promise<BatchResult> {
+  const rec = await record(ctx.store, t, b);
+  if (rec.state === 'cancelled') return { step: 'plan', rows: 0, failed: 0 };
+  // A record written before inputs were confined to the tenant's uploads may name any key: only the tenant's own objects are read.
+  if (!rec.input.key.startsWith(`tenants/${rec.tenantId}/`)) throw new PermanentJobError(`batch input must be one of the tenant's own uploads; this batch names an object outside tenants/${rec.tenantId}/`);
+  const stream = await getObjectStream(ctx.store, rec.input.key);
+  if (!stream) throw new PermanentJobError(`batch input ${rec.input.key} is missing from S3`);
+  const seen = new Map<string, number>();
+  const opts = { hasCollection: !!rec.options.collection, maxTextBytes: ctx.maxTextBytes };
+  let chunks = 0;
+  let rows = 0;
+  let invalid = 0;
+  let lineNo = 0;
+  let entries: string[] = [];
+  let texts = new Set<string>();
+  const withTexts: boolean[] = [];
+  const flush = async () => {
+    if (entries.length === 0) return;
+    await ctx.store.put(batchKeys.chunk(t, b, chunks), entries.join('\n') + '\n', 'application/x-ndjson');
+    if (texts.size > 0) await ctx.store.putJson(batchKeys.chunkTexts(t, b, chunks), [...texts]);
+    withTexts.push(texts.size > 0);
+    chunks++;
+    entries = [];
+    texts = new Set();
+  };
+  for await (const line of readLines(stream)) {
+    lineNo++;
+    if (line.trim().length === 0) continue;
+    rows++;
+    const entry = validateRow(line, lineNo, seen, opts);
+    if ('error' in entry) invalid++;
+    else for (const c of entry.row.candidates) if (isTextCandidate(c)) texts.add(c.text);
+    entries.push(JSON.stringify(entry));
+    if (entries.length >= ctx.chunkRows) await flush();
+  }
+  await flush();
+  const space = await ctx.textSpace(rec);
+  const children: FlowNode[] = withTexts.map((hasTexts, n) => ({
+    queue: QueueName.batch,
+    jobId: textJobIds.batchChunk(t, b, n),
+    payload: { step: 'chunk', tenantId: t, batchId: b, chunk: n },
+    children: hasTexts
+      ? [
+          {
+            queue: QueueName.encodeTexts,
+            jobId: textJobIds.batchChunkTexts(t, b, n),
+            payload: { tenantId: t, model: space.model, maxTokens: space.maxTokens, codec: space.codec, textsKey: batchKeys.chunkTexts(t, b, n), texts: 0 },
+          },
+        ]
+      : undefined,
+  }));
+  const latest = await record(ctx.store, t, b);
+  if (latest.state === 'cancelled') return { step: 'plan', rows, failed: invalid };
+  await ctx.store.putJson(batchKeys.record(t, b), {
+    ...latest,
+    state: 'running',
+    startedAt: new Date().toISOString(),
+    chunks,
+    chunkRows: ctx.chunkRows,
+    counts: { rows, invalid },
+  } satisfies BatchRecord);
+  await ctx.flows.add({ queue: QueueName.batch, jobId: textJobIds.batchFinalize(t, b), payload: { step: 'finalize', tenantId: t, batchId: b, chunks }, children });
+  return { step: 'plan', rows, failed: invalid };
+}
+
+/** Re-ranks a chunk's valid rows as one re-rank request (its texts are in the cache by now) and writes its result lines. */
+async function runChunk(ctx: BatchDeps, t: string, b: string, n: number, job?: Pick<Job, 'getChildrenValues'>): Promise<BatchResult> {
+  const t0 = Date.now();
+  const rec = await record(ctx.store, t, b);
+  if (rec.state === 'cancelled') return { step: 'chunk', rows: 0, failed: 0 };
+  const bytes = await ctx.store.get(batchKeys.chunk(t, b, n));
+  if (!bytes) throw new PermanentJobError(`chunk ${n} of batch ${b} is missing from S3`);
+  const entries = Buffer.from(bytes)
+    .toString('utf8')
+    .split('\n')
+    .filter((l) => l.length > 0)
+    .map((l) => JSON.parse(l) as BatchChunkEntry);
+  const valid = entries.filter((e): e is Extract<BatchChunkEntry, { row: BatchRow }> => 'row' in e);
+  const texts = await childTextStats(job as Job | undefined);
+  const childValues = job ? ((await job.getChildrenValues().catch(() => ({}))) as Record<string, Partial<JobResults[QueueName.encodeTexts]>>) : {};
+  const encodeTextsMs = Object.values(childValues).reduce((s, v) => s + (v.ms ?? 0), 0);
+  const tokens = Object.values(childValues).reduce((s, v) => s + (v.tokens ?? 0), 0);
+  const lines: BatchResultLine[] = [];
+  let timings: RerankResult['timings'] | null = null;
+  let hitsBy = new Map<string, RerankResult['results'][number]>();
+  let chunkError: string | null = null;
+  if (valid.length > 0) {
+    const rerankId = `${b}.c${n}`;
+    const request: RerankRequest = {
+      ...(rec.options.collection ? { collection: rec.options.collection } : {}),
+      ...(rec.options.model ? { model: rec.options.model } : {}),
+      scorer: rec.options.scorer,
+      topK: Math.max(rec.options.topK, ...valid.map((e) => e.row.top_k ?? 0)),
+      queries: valid.map((e) => ({ id: e.custom_id, text: e.row.query, candidates: e.row.candidates })),
+    };
+    try {
+      const parsed = RerankRequestSchema.safeParse(request);
+      if (!parsed.success) throw new PermanentJobError(`the rows of chunk ${n} do not make a valid re-rank request: ${parsed.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ').slice(0, 500)}`);
+      let result: RerankResult | null;
+      if (hasTextCandidates(parsed.data)) {
+        // Text candidates: scored in memory, no request or result object in S3.
+        result = (await rerankWithTexts(ctx.rerank, t, rerankId, parsed.data, undefined, texts)).result;
+      } else {
+        // Ids only: the collection's re-rank of ids (include, group) through S3 as any request.
+        const requestKey = s3Keys.rerankRequest(t, rerankId);
+        await ctx.store.putJson(requestKey, parsed.data);
+        const out = await rerankByIds(ctx.rerank, { tenantId: t, rerankId, requestKey });
+        result = await ctx.store.getJson<RerankResult>(out.resultKey);
+        await ctx.store.delete(out.resultKey);
+        await ctx.store.delete(requestKey);
+      }
+      if (!result) throw new Error(`re-rank result of chunk ${n} is missing from S3`);
+      timings = result.timings;
+      hitsBy = new Map(result.results.map((r) => [r.queryId, r]));
+    } catch (err) {
+      // A permanent failure (a scorer that cannot run on these rows) fails this chunk's rows, not the batch.
+      if (!(err instanceof PermanentJobError)) throw err;
+      chunkError = err.message;
+    }
+  }
+  let failed = 0;
+  for (const e of entries) {
+    if ('error' in e) {
+      failed++;
+      lines.push({ custom_id: e.custom_id, line: e.line, error: e.error });
+      continue;
+    }
+    const r = hitsBy.get(e.custom_id);
+    if (!r) {
+      failed++;
+      lines.push({ custom_id: e.custom_id, line: e.line, error: { message: chunkError ?? `line ${e.line}: no result` } });
+      continue;
+    }
+    const k = e.row.top_k ?? rec.options.topK;
+    lines.push({ custom_id: e.custom_id, line: e.line, hits: r.hits.slice(0, k).map((h) => ({ id: h.id, score: h.score })), ...(r.missing.length ? { missing: r.missing } : {}) });
+  }
+  await ctx.store.put(batchKeys.chunkResult(t, b, n), lines.map((l) => JSON.stringify(l)).join('\n') + '\n', 'application/x-ndjson');
+  return {
+    step: 'chunk',
+    rows: entries.length,
+    failed,
+    encoded: texts.encoded,
+    reused: texts.reused,
+    tokens,
+    timings: {
+      encodeTextsMs,
+      encodeQueriesMs: timings?.encodeQueriesMs ?? 0,
+      scoreMs: timings?.scoreMs ?? 0,
+      loadMs: timings?.loadMs ?? 0,
+      chunkMs: Date.now() - t0,
+    },
+  };
+}
+
+/** Concatenates the chunks' result files in order (streamed, multipart) into the batch's result file. */
+async function finalizeBatch(ctx: BatchDeps, t: string, b: string, chunks: number, job?: Pick<Job, 'getChildrenValues'>): Promise<BatchResult> {
+  const values = job ? ((await job.getChildrenValues().catch(() => ({}))) as Record<string, Partial<BatchResult>>) : {};
+  const sum = (f: (v: Partial<BatchResult>) => number | undefined) => Object.values(values).reduce((s, v) => s + (f(v) ?? 0), 0);
+  const timings: Record<string, number> = {};
+  for (const v of Object.values(values)) for (const [k, ms] of Object.entries(v.timings ?? {})) timings[k] = (timings[k] ?? 0) + ms;
+  const rec = await record(ctx.store, t, b);
+  if (rec.state === 'cancelled') return { step: 'finalize', rows: 0, failed: 0 };
+  const resultKey = batchKeys.result(t, b);
+  const upload = new S3Upload(ctx.store, resultKey, 'application/x-ndjson');
+  try {
+    for (let n = 0; n < chunks; n++) {
+      const s = await getObjectStream(ctx.store, batchKeys.chunkResult(t, b, n));
+      if (!s) throw new PermanentJobError(`result of chunk ${n} of batch ${b} is missing from S3`);
+      for await (const part of s) await upload.write(part as Uint8Array);
+    }
+    await upload.finish();
+  } catch (err) {
+    await upload.abort();
+    throw err;
+  }
+  const rows = sum((v) => v.rows);
+  const failed = sum((v) => v.failed);
+  const latest = await record(ctx.store, t, b);
+  if (latest.state === 'cancelled') return { step: 'finalize', rows, failed };
+  await ctx.store.putJson(batchKeys.record(t, b), {
+    ...latest,
+    state: 'completed',
+    completedAt: new Date().toISOString(),
+    counts: { rows: latest.counts?.rows ?? rows, invalid: latest.counts?.invalid ?? 0, completed: rows - failed, failed },
+    texts: { encoded: sum((v) => v.encoded), reused: sum((v) => v.reused), tokens: sum((v) => v.tokens) },
+    timings,
+    resultKey,
+  } satisfies BatchRecord);
+  // Chunk files are intermediate: the result file holds everything.
+  await ctx.store.deletePrefix(batchKeys.chunksPrefix(t, b)).catch(() => undefined);
+  return { step: 'finalize', rows, failed };
+}

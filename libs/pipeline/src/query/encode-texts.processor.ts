@@ -1,0 +1,115 @@
+import type { Job } from 'bullmq';
+import { PermanentJobError, QueueName, type CodecSettings, type JobPayload, type JobResults } from '@lateral/shared';
+import type { CodecArtifact } from '@lateral/codec';
+import { listWithDates, objectHead, type CodecArtifactRepository, type CollectionRepository, type ObjectStore } from '@lateral/infra';
+import type { EncoderProvider } from '../encoders';
+import { encodeTextEntry, mapLimit, modelVersion, textHash, textKey, type TextSpace } from './text-cache';
+import { permanentModelErrors } from '../model-errors';
+
+/** Keys this process knows to be in the text cache, with their write time (saves a HEAD per text). */
+export class KnownTexts {
+  private readonly keys = new Map<string, number>();
+  constructor(private readonly max = 1_000_000) {}
+  get(key: string): number | undefined {
+    return this.keys.get(key);
+  }
+  set(key: string, at: number): void {
+    this.keys.delete(key);
+    this.keys.set(key, at);
+    while (this.keys.size > this.max) this.keys.delete(this.keys.keys().next().value as string);
+  }
+}
+
+/** What the encode-texts processor touches. */
+export interface EncodeTextsDeps {
+  store: Pick<ObjectStore, 'getJson' | 'put' | 's3' | 'bucket'>;
+  collections: Pick<CollectionRepository, 'get'>;
+  codecs: Pick<CodecArtifactRepository, 'get'>;
+  encoders: EncoderProvider;
+  modelsDir: string;
+  tokenBudget: number;
+  ttlDays: number;
+  known: KnownTexts;
+}
+
+/** Above this many texts not known to this process, the text space is listed instead of HEAD per text. */
+const LIST_ABOVE = 64;
+const MAX_LISTED = 200_000;
+
+/** An entry needs this much life left to count as reused (the job that reads it runs after this one). */
+const MIN_LIFE_LEFT_MS = 3600 * 1000;
+
+/**
+ * Makes sure every text of the job is in the text cache: texts already there (and not about to
+ * expire) are reused, the others are encoded in token-budget batches and written, one object per
+ * text. Runs on the encoder pool; the re-rank or batch chunk job that needs the texts is its parent.
+ */
+export async function encodeTextsProcessor(ctx: EncodeTextsDeps, p: JobPayload<QueueName.encodeTexts>, job?: Pick<Job, 'updateProgress'>): Promise<JobResults[QueueName.encodeTexts]> {
+  const t0 = Date.now();
+  const texts = await ctx.store.getJson<string[]>(p.textsKey);
+  if (!texts) throw new PermanentJobError(`candidate texts are missing from S3: ${p.textsKey}`);
+  const encoder = await ctx.encoders(p.model).catch(permanentModelErrors);
+  const space: TextSpace = { tenantId: p.tenantId, model: p.model, modelVersion: await modelVersion(ctx.modelsDir, p.model), maxTokens: p.maxTokens, codec: p.codec };
+  const ttlMs = ctx.ttlDays * 24 * 3600 * 1000;
+  const now = Date.now();
+  const fresh = (at: number | null | undefined) => at !== null && at !== undefined && now - at < ttlMs - Math.min(MIN_LIFE_LEFT_MS, ttlMs / 2);
+
+  const distinct = new Map<string, string>();
+  for (const t of texts) distinct.set(textHash(t), t);
+  const hashes = [...distinct.keys()];
+  // Many texts this process has not seen: one listing of the text space (1,000 keys a request)
+  // instead of a HEAD per text; a space too large to list falls back to HEADs.
+  const unknown = hashes.filter((h) => !fresh(ctx.known.get(textKey(space, h))));
+  let listedAll = false;
+  if (unknown.length > LIST_ABOVE) {
+    const prefix = textKey(space, '0'.repeat(64)).replace(/00\/0{64}\.seg$/, '');
+    let listed = 0;
+    listedAll = true;
+    for await (const o of listWithDates(ctx.store, prefix)) {
+      if (o.lastModified) ctx.known.set(o.key, o.lastModified.getTime());
+      if (++listed >= MAX_LISTED) {
+        listedAll = false;
+        break;
+      }
+    }
+  }
+  const present = await mapLimit(hashes, 16, async (h) => {
+    const key = textKey(space, h);
+    if (fresh(ctx.known.get(key))) return true;
+    if (listedAll) return false;
+    const head = await objectHead(ctx.store, key);
+    const at = head?.lastModified?.getTime() ?? null;
+    if (fresh(at)) {
+      ctx.known.set(key, at!);
+      return true;
+    }
+    return false;
+  });
+  const missing = hashes.filter((_, i) => !present[i]);
+  let tokens = 0;
+  if (missing.length > 0) {
+    const { settings, artifact } = await cacheCodec(ctx, p);
+    const encoded = await encoder.encodeDocuments(missing.map((h) => distinct.get(h)!), { maxTokens: p.maxTokens, tokenBudget: ctx.tokenBudget }).catch(permanentModelErrors);
+    await job?.updateProgress(80);
+    const at = Date.now();
+    await mapLimit(missing, 32, async (h, i) => {
+      const key = textKey(space, h);
+      await ctx.store.put(key, encodeTextEntry(encoder, encoded[i], at, artifact, settings));
+      ctx.known.set(key, at);
+      tokens += encoded[i].length;
+    });
+  }
+  return { texts: hashes.length, encoded: missing.length, reused: hashes.length - missing.length, tokens, ms: Date.now() - t0 };
+}
+
+/** Codec of the cached entries: the collection's (with its artifact), or null = the raw fp16 default. */
+async function cacheCodec(ctx: EncodeTextsDeps, p: JobPayload<QueueName.encodeTexts>): Promise<{ settings: CodecSettings | null; artifact: CodecArtifact | null }> {
+  if (!p.codec) return { settings: null, artifact: null };
+  const collection = await ctx.collections.get(p.tenantId, p.codec.collectionId);
+  const settings = collection && collection.codecVersion === p.codec.codecVersion ? collection.codec : collection?.pending?.codecVersion === p.codec.codecVersion ? collection.pending.codec : null;
+  if (!settings || settings.sideInfo) return { settings: null, artifact: null };
+  if (settings.kind !== 'eden' && settings.kind !== 'residual') return { settings, artifact: null };
+  // A collection that has not compressed anything yet has no artifact: keep the texts at fp16 under its tag.
+  const artifact = await ctx.codecs.get(p.tenantId, p.codec.collectionId, p.codec.codecVersion).catch(() => null);
+  return artifact ? { settings, artifact } : { settings: null, artifact: null };
+}

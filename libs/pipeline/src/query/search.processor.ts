@@ -1,0 +1,160 @@
+import type { Job } from 'bullmq';
+import {
+  PermanentJobError,
+  QueueName,
+  SearchRequestSchema,
+  MAX_SEARCH_TOP_K,
+  ValidationError,
+  collectionShards,
+  s3Keys,
+  type Collection,
+  type CollectionManifest,
+  type JobPayload,
+  type JobResults,
+  type SearchHit,
+  type SearchMode,
+  type SearchRequest,
+  type SearchResult,
+} from '@lateral/shared';
+import { ShapeError } from '@lateral/scoring';
+import { logSearchDone } from '../job-logs';
+import { compileFilter } from '@lateral/search';
+import type { EncodedText, TokenEncoder } from '@lateral/model';
+import type { SearchDeps } from './query-deps';
+import { shardedSearch } from './shard-fanout';
+import { isFanoutJob } from './shard-rounds';
+import {
+  GROUP_DEPTH_FACTOR,
+  degradedFields,
+  eventLoopYielder,
+  firstStagePass,
+  hitSegments,
+  hitShaping,
+  runStepsYielding,
+  scoreGroup,
+  searchNeeds,
+  searchSegments,
+  specialTokenIds,
+  toHit,
+  type FirstStage,
+} from '@lateral/serving';
+import { permanentModelErrors } from '../model-errors';
+
+const modeLabel = (m: SearchMode) => m.name;
+
+/**
+ * Search over a whole collection: every segment of the current generation is searched with its
+ * own index (SPEC 3: XTR over the token IVF, BM25, dense, ME-BERT, exhaustive MaxSim, hybrids)
+ * and the per-segment lists are merged exactly. Filters and superseded documents become masks
+ * applied before ranking. An optional second stage re-scores the top hits with a re-rank scorer.
+ */
+export async function searchProcessor(deps: SearchDeps, p: JobPayload<QueueName.search>, job?: Pick<Job, 'updateProgress'>): Promise<JobResults[QueueName.search]> {
+  const t0 = Date.now();
+  const raw = await deps.store.getJson<unknown>(p.requestKey);
+  if (!raw) throw new PermanentJobError(`search request missing from S3: ${p.requestKey}`);
+  const parsed = SearchRequestSchema.safeParse(raw);
+  if (!parsed.success) throw new PermanentJobError(`invalid stored search request ${p.requestKey}: ${parsed.error.message}`);
+  const req: SearchRequest = parsed.data;
+  const collection = await deps.collections.get(p.tenantId, req.collection);
+  if (!collection) throw new PermanentJobError(`collection ${p.tenantId}/${req.collection} does not exist`);
+  let predicate;
+  try {
+    predicate = req.filter === undefined ? undefined : compileFilter(req.filter);
+  } catch (err) {
+    if (err instanceof ValidationError) throw new PermanentJobError(err.message);
+    throw err;
+  }
+  const manifest = await deps.generations.manifest(p.tenantId, req.collection);
+  const resultKey = s3Keys.searchResult(p.tenantId, p.searchId);
+  const empty = (reason: string, generation: number, timings = { encodeQueriesMs: 0, searchMs: 0, loadMs: 0 }) =>
+    finish(deps, resultKey, { searchId: p.searchId, collection: req.collection, mode: req.mode, generation, results: req.queries.map((q) => ({ queryId: q.id, hits: [], reason })), timings: { totalMs: Date.now() - t0, ...timings } });
+  if (!manifest || manifest.segments.length === 0) return empty('the collection has no committed generation yet', 0);
+  // Several shards: one child job per shard queue and round, merged here (shard-fanout.ts).
+  if (deps.shardCoordinator && collectionShards(collection) > 1 && isFanoutJob(job)) return shardedSearch({ ...deps, shardCoordinator: deps.shardCoordinator }, p, req, collection, manifest, job, t0);
+
+  // The generation's segments, read one window at a time as the pass reaches them (searchSegments):
+  // what the search holds is bounded by the request, not by the collection.
+  const plan = await deps.segments.searchPlan(collection, manifest, searchNeeds(req));
+  const yieldEvery = eventLoopYielder();
+
+  const encoder = await deps.encoders(collection.model).catch(permanentModelErrors);
+  const tEnc = Date.now();
+  // BM25 ranks by the query's terms alone: its vectors are only needed for explain or a second stage.
+  const vectorsNeeded = req.mode.name !== 'bm25' || !!req.explain || !!req.rerank;
+  const queries = vectorsNeeded
+    ? await encoder.encodeQueries(req.queries.map((q) => q.text)).catch(permanentModelErrors)
+    : req.queries.map((): EncodedText => ({ tokenIds: new Int32Array(0), vectors: new Float32Array(0), weights: null, length: 0, truncated: false }));
+  const encodeQueriesMs = Date.now() - tEnc;
+  const specials = specialTokenIds(encoder);
+  const skip = (id: number) => specials.has(id) || encoder.tokenizer.skipIds.has(id);
+  const needsIvf = req.mode.name === 'xtr' || (req.mode.name === 'hybrid' && req.mode.base === 'xtr');
+  const ivf = needsIvf ? await deps.ivf.get(p.tenantId, req.collection, manifest.codecVersion) : null;
+  if (needsIvf && !ivf) throw new Error(`IVF centroids of ${req.collection} v${manifest.codecVersion} are missing from S3`);
+
+  const shaping = hitShaping(collection, req, Math.min(10 * MAX_SEARCH_TOP_K, req.topK * GROUP_DEPTH_FACTOR)); // group, include
+  const depth = Math.max(shaping.depth, req.rerank?.depth ?? 0);
+  const tSearch = Date.now();
+  // One pass per query; every query's pass sees each segment while it is open.
+  const stages: FirstStage[] = [];
+  for (const [qi, q] of req.queries.entries()) {
+    const e = queries[qi];
+    const terms = Array.from(encoder.tokenizer.contentIds(q.text)).filter((id) => !skip(id));
+    // XTR's probe (query tokens x centroids) as one ORT GEMM, before the per-segment work.
+    const xtrNprobe = req.mode.name === 'xtr' || (req.mode.name === 'hybrid' && req.mode.base === 'xtr') ? Math.min(req.mode.nprobe, ivf!.k) : 0;
+    const probe = xtrNprobe > 0 && e.length > 0 ? await (await deps.scorers.ivfProbe()).probe(e.vectors, e.length, ivf!.centroids, e.vectors.length / e.length, xtrNprobe) : undefined;
+    stages.push(firstStagePass(req.mode, depth, { encoded: e, pool: () => encoder.pool(e), terms, skip, ivf, probe, explain: req.explain }));
+  }
+  const passes = stages.flatMap((st) => (st.pass ? [st.pass] : []));
+  const searched = await searchSegments(plan, passes, {
+    predicate,
+    yieldEvery,
+    // The pass is most of the work: 0-90 %, the queries' hits and second stages the rest.
+    onSegment: (done, total) => (done === total || done % 16 === 0 ? job?.updateProgress(Math.round((90 * done) / total)) : undefined),
+  });
+  const unavailable = plan.unavailable(searched.failed);
+  const loadMs = searched.loadMs;
+
+  const results: SearchResult['results'] = [];
+  for (const [qi, q] of req.queries.entries()) {
+    const e = queries[qi];
+    const st = stages[qi];
+    const hits = st.pass ? await runStepsYielding(st.pass.finish(plan.parts.length), yieldEvery) : [];
+    const segs = await hitSegments(plan, hits, !!req.explain);
+    let out: SearchHit[] = hits.map((h) => toHit(h, segs, modeLabel(req.mode), req.explain ? { encoder, query: e } : null));
+    if (req.rerank && out.length > 0) out = await secondStage(deps, collection, manifest, encoder, e, out.slice(0, req.rerank.depth), req.rerank.scorer);
+    results.push({ queryId: q.id, hits: out.slice(0, shaping.depth), ...(st.reason ? { reason: st.reason } : {}) });
+    await job?.updateProgress(90 + Math.round((10 * (qi + 1)) / req.queries.length));
+  }
+  await shaping.finish(deps, manifest, results);
+  const searchMs = Date.now() - tSearch;
+  return finish(deps, resultKey, {
+    searchId: p.searchId,
+    collection: req.collection,
+    mode: req.mode,
+    generation: manifest.generation,
+    results,
+    timings: { totalMs: Date.now() - t0, encodeQueriesMs, searchMs, loadMs },
+    ...degradedFields(unavailable),
+  });
+}
+
+async function finish(deps: Pick<SearchDeps, 'store'>, resultKey: string, result: SearchResult): Promise<JobResults[QueueName.search]> {
+  await deps.store.putJson(resultKey, result);
+  const hits = result.results.reduce((s, r) => s + r.hits.length, 0);
+  logSearchDone(result, hits);
+  return { resultKey, queries: result.results.length, hits };
+}
+
+/** The second stage: the first stage's top hits re-scored by a re-rank scorer over the loaded generation. */
+async function secondStage(deps: SearchDeps, collection: Collection, manifest: CollectionManifest, encoder: TokenEncoder, q: EncodedText, hits: SearchHit[], scorer: NonNullable<SearchRequest['rerank']>['scorer']): Promise<SearchHit[]> {
+  const view = await deps.segments.view(collection, manifest, hits.map((h) => h.id));
+  const kept = hits.filter((h) => view.rowOf.has(h.id));
+  const rows = kept.map((h) => view.rowOf.get(h.id)!);
+  const scores = await scoreGroup(deps.scorers, { view, encoder, queries: [q], rows, firstStage: [Float64Array.from(kept, (h) => h.score)], yieldEvery: () => new Promise<void>((r) => setImmediate(r)), tenantId: collection.tenantId }, scorer).catch((err) => {
+    if (err instanceof ValidationError || err instanceof ShapeError) throw new PermanentJobError(err.message);
+    throw err;
+  });
+  return kept
+    .map((h, i) => ({ id: h.id, score: scores[0][i], scoredBy: `rerank:${scorer.name}` }))
+    .sort((a, b) => (Number.isNaN(b.score) ? -1 : b.score - a.score));
+}

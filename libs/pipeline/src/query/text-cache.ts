@@ -1,0 +1,184 @@
+import { createHash } from 'node:crypto';
+import { readFile } from 'node:fs/promises';
+import path from 'node:path';
+import { createCodec, readSegment, writeSegment, type CodecArtifact } from '@lateral/codec';
+import { textCodecTag, textKeys } from '@lateral/shared';
+import { listWithDates, type CodecArtifactRepository, type ObjectStore } from '@lateral/infra';
+import type { EncodedText, TokenEncoder } from '@lateral/model';
+import { RAW_CODEC, assembleSegmentDocs } from '@lateral/serving';
+
+const DAY_MS = 24 * 3600 * 1000;
+
+/** sha256 of a candidate text (UTF-8), in hex: the text's name in the cache. */
+export const textHash = (text: string) => createHash('sha256').update(text, 'utf8').digest('hex');
+
+const versions = new Map<string, Promise<string>>();
+/**
+ * A model's version: the first 16 hex digits of the sha256 of its manifest.json, tokenizer.json
+ * and model.onnx. Rebuilding a model with other weights or another tokenizer changes every key.
+ */
+export function modelVersion(modelsDir: string, model: string): Promise<string> {
+  const dir = path.resolve(modelsDir, model);
+  let v = versions.get(dir);
+  if (!v) {
+    v = (async () => {
+      const h = createHash('sha256');
+      for (const f of ['manifest.json', 'tokenizer.json', 'model.onnx']) {
+        h.update(f);
+        h.update(await readFile(path.join(dir, f)));
+      }
+      return h.digest('hex').slice(0, 16);
+    })();
+    v.catch(() => versions.delete(dir));
+    versions.set(dir, v);
+  }
+  return v;
+}
+
+/** Where the texts of one (model, token cap, codec) live; `key(hash)` names one text. */
+export interface TextSpace {
+  tenantId: string;
+  model: string;
+  modelVersion: string;
+  maxTokens: number;
+  codec: { collectionId: string; codecVersion: number } | null;
+}
+
+export const textKey = (s: TextSpace, hash: string) => textKeys.vectors(s.tenantId, s.model, s.modelVersion, s.maxTokens, textCodecTag(s.codec), hash);
+
+/** One decoded cached text. */
+export interface CachedText {
+  /** tokens x dims fp32. */
+  vectors: Float32Array;
+  length: number;
+  /** The pooled (dense) vector. */
+  docVector: Float32Array;
+  tokenIds: Int32Array;
+  encodedAt: number;
+}
+
+/**
+ * Writes one encoded text as a one-document segment: first at the raw fp16 precision (as ingest
+ * keeps raw vectors), then, for a collection codec, re-coded from those raw vectors exactly as the
+ * compress step does, so a text scores as the same document ingested into that collection.
+ */
+export function encodeTextEntry(encoder: TokenEncoder, e: EncodedText, encodedAt: number, artifact: CodecArtifact | null, settings: Parameters<typeof createCodec>[0] | null): Uint8Array {
+  const raw = writeSegment(assembleSegmentDocs(['t'], [e], encoder.dims, [{ encodedAt }], (x) => encoder.pool(x)), RAW_CODEC);
+  if (!settings) return raw;
+  const r = readSegment(raw, 'text');
+  const codec = createCodec(settings, artifact ?? undefined);
+  return writeSegment(
+    { docIds: r.docIds, tokenOffsets: r.tokenOffsets, tokenIds: r.tokenIds, vectors: r.decodeAll(), dims: r.dims, docVectors: r.docVectors ?? undefined, metadata: [{ encodedAt }] },
+    codec,
+    artifact ? { seed: artifact.seed } : {},
+  );
+}
+
+/** Decodes a cached entry; null when it is older than the TTL (expired: encode again). */
+export function decodeTextEntry(bytes: Uint8Array, key: string, artifact: CodecArtifact | undefined, ttlMs: number, now = Date.now()): CachedText | null {
+  const r = readSegment(bytes, key, artifact);
+  const encodedAt = Number(r.metadata(0)?.encodedAt ?? 0);
+  if (!(now - encodedAt <= ttlMs)) return null;
+  const dims = r.dims;
+  return {
+    vectors: r.decodeDoc(0),
+    length: r.tokenOffsets[1],
+    docVector: r.docVectors ? r.docVectors.slice(0, dims) : new Float32Array(dims),
+    tokenIds: r.tokenIds.slice(0, r.tokenOffsets[1]),
+    encodedAt,
+  };
+}
+
+/**
+ * Decoded texts kept in a process, least recently used first out, bounded by bytes. Keys are S3
+ * keys, so entries of different models, codecs and tenants never mix.
+ */
+export class TextMemoryCache {
+  private readonly entries = new Map<string, CachedText>();
+  private bytes = 0;
+
+  constructor(private readonly maxBytes: number) {}
+
+  get(key: string, ttlMs: number, now = Date.now()): CachedText | undefined {
+    const e = this.entries.get(key);
+    if (!e) return undefined;
+    if (now - e.encodedAt > ttlMs) {
+      this.delete(key);
+      return undefined;
+    }
+    this.entries.delete(key);
+    this.entries.set(key, e);
+    return e;
+  }
+
+  set(key: string, e: CachedText): void {
+    const size = e.vectors.byteLength + e.docVector.byteLength + e.tokenIds.byteLength + key.length * 2;
+    if (size > this.maxBytes) return;
+    this.delete(key);
+    this.entries.set(key, e);
+    this.bytes += size;
+    while (this.bytes > this.maxBytes) this.delete(this.entries.keys().next().value as string);
+  }
+
+  private delete(key: string): void {
+    const e = this.entries.get(key);
+    if (!e) return;
+    this.entries.delete(key);
+    this.bytes -= e.vectors.byteLength + e.docVector.byteLength + e.tokenIds.byteLength + key.length * 2;
+  }
+}
+
+/** Runs `fn` over items with at most `limit` in flight. */
+export async function mapLimit<T, R>(items: T[], limit: number, fn: (item: T, i: number) => Promise<R>): Promise<R[]> {
+  const out: R[] = new Array(items.length);
+  let next = 0;
+  const worker = async () => {
+    while (next < items.length) {
+      const i = next++;
+      out[i] = await fn(items[i], i);
+    }
+  };
+  await Promise.all(Array.from({ length: Math.min(limit, items.length) }, worker));
+  return out;
+}
+
+/** Reads cached texts (memory first, then S3), decoded; a missing or expired text is null. */
+export class TextCacheReader {
+  constructor(
+    private readonly deps: { store: Pick<ObjectStore, 'get'>; codecs: Pick<CodecArtifactRepository, 'get'>; memory: TextMemoryCache; ttlDays: number },
+  ) {}
+
+  get ttlMs(): number {
+    return this.deps.ttlDays * DAY_MS;
+  }
+
+  async read(space: TextSpace, hashes: string[]): Promise<(CachedText | null)[]> {
+    const artifact = space.codec ? await this.deps.codecs.get(space.tenantId, space.codec.collectionId, space.codec.codecVersion).catch(() => undefined) : undefined;
+    return mapLimit(hashes, 16, async (h) => {
+      const key = textKey(space, h);
+      const hit = this.deps.memory.get(key, this.ttlMs);
+      if (hit) return hit;
+      const bytes = await this.deps.store.get(key);
+      if (!bytes) return null;
+      const e = decodeTextEntry(bytes, key, artifact ?? undefined, this.ttlMs);
+      if (e) this.deps.memory.set(key, e);
+      return e;
+    });
+  }
+}
+
+/**
+ * Deletes every tenant's cached texts older than the TTL (by their S3 last-modified time; reads also
+ * refuse expired entries, so a late cleanup never serves stale vectors). Returns how many it deleted.
+ */
+export async function cleanupTextCache(store: Pick<ObjectStore, 'delete' | 's3' | 'bucket'>, ttlDays: number, now = Date.now()): Promise<number> {
+  let deleted = 0;
+  for await (const o of listWithDates(store, textKeys.cacheRoot)) {
+    if (o.lastModified && now - o.lastModified.getTime() > ttlDays * DAY_MS) {
+      await store.delete(o.key);
+      deleted++;
+    }
+  }
+  return deleted;
+}
+

@@ -1,0 +1,138 @@
+export interface ByteLruStats {
+  hits: number;
+  misses: number;
+  /** hits / (hits + misses); 0 before any lookup. */
+  hitRatio: number;
+  bytes: number;
+  maxBytes: number;
+  entries: number;
+  evictions: number;
+}
+
+interface Entry<V> {
+  value: Promise<V>;
+  bytes: number;
+  settled: boolean;
+  /** The loaded value, once settled. */
+  resolved?: V;
+}
+
+/**
+ * Values by key, evicted least recently used once the bytes they hold pass `maxBytes`. A value
+ * counts from when it has loaded (its loader says how many bytes it holds); concurrent lookups
+ * of a key share one load, and a failed load is not kept. A value larger than the bound is
+ * handed to its caller and not kept. Eviction only drops the cache's reference: a request still
+ * using an evicted value keeps it alive until it finishes.
+ */
+export class ByteLru<V> {
+  private readonly entries = new Map<string, Entry<V>>();
+  private held = 0;
+  private readonly counters = { hits: 0, misses: 0, evictions: 0 };
+
+  constructor(readonly maxBytes: number) {}
+
+  get(key: string, load: () => Promise<{ value: V; bytes: number }>): Promise<V> {
+    const hit = this.entries.get(key);
+    if (hit) {
+      this.counters.hits++;
+      this.promote(key, hit);
+      return hit.value;
+    }
+    this.counters.misses++;
+    const entry: Entry<V> = { value: null as unknown as Promise<V>, bytes: 0, settled: false };
+    entry.value = load().then(
+      ({ value, bytes }) => {
+        if (this.entries.get(key) === entry) {
+          entry.settled = true;
+          entry.resolved = value;
+          entry.bytes = bytes;
+          this.held += bytes;
+          this.evict();
+        }
+        return value;
+      },
+      (err: unknown) => {
+        if (this.entries.get(key) === entry) this.entries.delete(key);
+        throw err;
+      },
+    );
+    this.entries.set(key, entry);
+    return entry.value;
+  }
+
+  /** A synchronous get: the kept value, or `compute()` kept now. */
+  getSync(key: string, compute: () => { value: V; bytes: number }): V {
+    const hit = this.entries.get(key);
+    if (hit?.settled) {
+      this.counters.hits++;
+      this.promote(key, hit);
+      return hit.resolved as V;
+    }
+    this.counters.misses++;
+    const { value, bytes } = compute();
+    this.put(key, value, bytes);
+    return value;
+  }
+
+  has(key: string): boolean {
+    return this.entries.has(key);
+  }
+
+  /** `value` kept under `key` as the most recently used: refreshed when held, put back when evicted meanwhile (not counted as a lookup). */
+  keep(key: string, value: V, bytes: number): void {
+    const e = this.entries.get(key);
+    if (e) this.promote(key, e);
+    else this.put(key, value, bytes);
+  }
+
+  /** Forgets `key` (a value that must not be reused, e.g. a table built while a segment was unreadable). */
+  delete(key: string): void {
+    this.drop(key);
+  }
+
+  /** The kept, loaded value of `key` (undefined: none), without counting a lookup or refreshing it. */
+  peek(key: string): V | undefined {
+    const e = this.entries.get(key);
+    return e?.settled ? e.resolved : undefined;
+  }
+
+  keys(): string[] {
+    return [...this.entries.keys()];
+  }
+
+  stats(): ByteLruStats {
+    const { hits, misses, evictions } = this.counters;
+    return { hits, misses, hitRatio: hits + misses === 0 ? 0 : hits / (hits + misses), bytes: this.held, maxBytes: this.maxBytes, entries: this.entries.size, evictions };
+  }
+
+  /** Most recently used last. */
+  private promote(key: string, e: Entry<V>): void {
+    this.entries.delete(key);
+    this.entries.set(key, e);
+  }
+
+  /** A settled value kept under `key` (replacing any entry there), then the bound enforced. */
+  private put(key: string, value: V, bytes: number): void {
+    this.drop(key);
+    this.entries.set(key, { value: Promise.resolve(value), bytes, settled: true, resolved: value });
+    this.held += bytes;
+    this.evict();
+  }
+
+  private drop(key: string): void {
+    const e = this.entries.get(key);
+    if (!e) return;
+    this.entries.delete(key);
+    if (e.settled) this.held -= e.bytes;
+  }
+
+  private evict(): void {
+    if (this.held <= this.maxBytes) return;
+    for (const [key, e] of this.entries) {
+      if (this.held <= this.maxBytes) break;
+      if (!e.settled) continue; // loading: not counted yet
+      this.drop(key);
+      this.counters.evictions++;
+    }
+  }
+}
