@@ -18,7 +18,7 @@ import { BatchesService } from './batches.service';
 import { CohereController } from './cohere.controller';
 import { CohereService } from './cohere.service';
 import { CollectionsService } from './collections.service';
-import { HttpErrorsFilter } from './http-errors.filter';
+import { HttpErrorsFilter, loadProbe } from './http-errors.filter';
 import { backpressure } from './backpressure';
 import { bodyReader } from './body-reader';
 import { openApiDocument } from './openapi';
@@ -75,7 +75,7 @@ export async function createApiApp(rt: Runtime): Promise<NestExpressApplication>
   app.use(requestContextMiddleware);
   // The request id on every line logged for this request and in the payload of every job it enqueues.
   app.use(requestLogContext);
-  app.useGlobalFilters(new HttpErrorsFilter(rt.logger.child('http'), { ...rt.config, S3_ENDPOINT: rt.services.s3Endpoint ?? rt.config.S3_ENDPOINT, REDIS_URL: rt.services.redisUrl }));
+  app.useGlobalFilters(new HttpErrorsFilter(rt.logger.child('http'), { ...rt.config, S3_ENDPOINT: rt.services.s3Endpoint ?? rt.config.S3_ENDPOINT, REDIS_URL: rt.services.redisUrl }, loadProbe(rt)));
   // Keep idle connections longer than clients and load balancers do (60 s is common): a server
   // that closes a kept-alive socket first races the client's next request on it (ECONNRESET),
   // most often when the event loop was busy (all-in-one: an index build in the same process).

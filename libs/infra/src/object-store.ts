@@ -22,7 +22,16 @@ const byteLength = (body: Uint8Array | string) => (typeof body === 'string' ? Bu
 export class ObjectStore {
   private readonly client: S3Client;
 
-  constructor(readonly bucket: string, opts: { endpoint?: string; region: string; accessKeyId: string; secretAccessKey: string; forcePathStyle: boolean }) {
+  /**
+   * `connectTimeoutMs` (S3_CONNECT_TIMEOUT_MS): a connection not opened within it fails;
+   * `socketTimeoutMs` (S3_SOCKET_TIMEOUT_MS): a connected request that carries no byte for that
+   * long fails (a TimeoutError the API answers as overload). Both are retried by the SDK
+   * (maxAttempts 3). Unset: the schema's defaults (5 s, 30 s).
+   */
+  constructor(
+    readonly bucket: string,
+    opts: { endpoint?: string; region: string; accessKeyId: string; secretAccessKey: string; forcePathStyle: boolean; connectTimeoutMs?: number; socketTimeoutMs?: number },
+  ) {
     // The SDK prints a NodeVersionSupportWarning (its releases after January 2027 need Node 22) on
     // every start under Node 20, which this project supports: off through the SDK's own switch,
     // unless the environment sets it.
@@ -33,6 +42,7 @@ export class ObjectStore {
       forcePathStyle: opts.forcePathStyle,
       credentials: { accessKeyId: opts.accessKeyId, secretAccessKey: opts.secretAccessKey },
       maxAttempts: 3,
+      requestHandler: { connectionTimeout: opts.connectTimeoutMs ?? 5000, socketTimeout: opts.socketTimeoutMs ?? 30_000 },
       // s3rver and MinIO ignore these checksums; real S3 verifies them.
       requestChecksumCalculation: 'WHEN_REQUIRED',
       responseChecksumValidation: 'WHEN_REQUIRED',
@@ -51,6 +61,8 @@ export class ObjectStore {
       accessKeyId: config.S3_ACCESS_KEY_ID,
       secretAccessKey: config.S3_SECRET_ACCESS_KEY,
       forcePathStyle: config.S3_FORCE_PATH_STYLE,
+      connectTimeoutMs: config.S3_CONNECT_TIMEOUT_MS,
+      socketTimeoutMs: config.S3_SOCKET_TIMEOUT_MS,
     });
   }
 
@@ -70,7 +82,8 @@ export class ObjectStore {
     try {
       await this.client.send(new HeadBucketCommand({ Bucket: this.bucket }));
     } catch (err) {
-      throw new UnavailableError(`object store unavailable: ${(err as Error).name ?? ''} ${(err as Error).message}`.trim());
+      // the SDK's error as the cause: health tells an outage from overload by it (overload.ts)
+      throw Object.assign(new UnavailableError(`object store unavailable: ${(err as Error).name ?? ''} ${(err as Error).message}`.trim()), { cause: err });
     }
   }
 

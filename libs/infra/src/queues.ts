@@ -14,15 +14,25 @@ import {
 import { currentLogContext, withLogContext, type LogFields, type Logger } from './logger';
 import { recordJob, recordJobFailure } from './metrics';
 
+/** The API's Redis timeouts (REDIS_COMMAND_TIMEOUT_MS, REDIS_CONNECT_TIMEOUT_MS); the defaults are the schema's. */
+export interface RedisTimeouts {
+  commandTimeoutMs: number;
+  connectTimeoutMs: number;
+}
+const DEFAULT_REDIS_TIMEOUTS: RedisTimeouts = { commandTimeoutMs: 5000, connectTimeoutMs: 5000 };
+
 /**
  * Producers (the API) fail fast when Redis is down so a request gets a 503 instead of hanging;
- * workers wait and reconnect forever (BullMQ requires maxRetriesPerRequest: null for them).
+ * a command on a connected client that gets no answer within REDIS_COMMAND_TIMEOUT_MS fails too
+ * (answered 503 `overloaded`, overload.ts). Workers wait and reconnect forever (BullMQ requires
+ * maxRetriesPerRequest: null for them) and have no command timeout (their blocking reads wait).
  */
-export function createRedis(url: string, role: 'producer' | 'worker', logger?: Logger): Redis {
-  const common: RedisOptions = { connectionName: `lateral-${role}`, connectTimeout: 5000 };
+export function createRedis(url: string, role: 'producer' | 'worker', logger?: Logger, timeouts: Partial<RedisTimeouts> = {}): Redis {
+  const t = { ...DEFAULT_REDIS_TIMEOUTS, ...timeouts };
+  const common: RedisOptions = { connectionName: `lateral-${role}`, connectTimeout: t.connectTimeoutMs };
   const opts: RedisOptions =
     role === 'producer'
-      ? { ...common, enableOfflineQueue: false, maxRetriesPerRequest: 1, commandTimeout: 3000, retryStrategy: (n) => Math.min(n * 200, 2000) }
+      ? { ...common, enableOfflineQueue: false, maxRetriesPerRequest: 1, commandTimeout: t.commandTimeoutMs, retryStrategy: (n) => Math.min(n * 200, 2000) }
       : { ...common, maxRetriesPerRequest: null, enableReadyCheck: false, retryStrategy: (n) => Math.min(n * 500, 5000) };
   const client = new Redis(url, opts);
   let lastLogged = 0;
