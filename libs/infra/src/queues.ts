@@ -71,6 +71,22 @@ export function isRedisDown(err: unknown): boolean {
   return /Stream isn't writeable|enableOfflineQueue|Connection is closed|ECONNREFUSED|Command timed out|ETIMEDOUT|ENOTFOUND|Redis not ready/i.test(m);
 }
 
+/**
+ * A backoff type for jobs whose failure may say when to try again (webhook deliveries: the
+ * receiver's Retry-After on a 429 / 503, as WebhookRetryableError.retryAfterMs): that wait when
+ * the error carries one, else exponential from the job's `backoff.delay`. Every worker registers
+ * retryAfterBackoff as its custom strategy.
+ */
+export const RETRY_AFTER_BACKOFF = 'retry-after';
+
+export function retryAfterBackoff(attemptsMade: number, _type?: string, err?: Error, job?: { opts: JobsOptions }): number {
+  const asked = (err as { retryAfterMs?: unknown } | undefined)?.retryAfterMs;
+  if (typeof asked === 'number' && Number.isFinite(asked) && asked >= 0) return asked;
+  const backoff = job?.opts.backoff;
+  const delay = typeof backoff === 'object' && backoff.delay !== undefined ? backoff.delay : 1000;
+  return Math.round(2 ** Math.max(0, attemptsMade - 1) * delay);
+}
+
 export const DEFAULT_JOB_OPTIONS = (attempts: number): JobsOptions => ({
   attempts,
   backoff: { type: 'exponential', delay: 1000 },
@@ -254,7 +270,16 @@ export class WorkerHost {
               log.debug(`job ${waiting ? 'waiting for its children' : outcome} after ${Math.round(seconds * 1000)} ms`);
             }
           })),
-        { ...BULLMQ_CONNECTION_OPTIONS, connection, prefix: this.opts.prefix, concurrency, lockDuration: this.opts.lockDuration ?? DEFAULT_LOCK_MS, stalledInterval: this.opts.stalledInterval ?? DEFAULT_STALLED_INTERVAL_MS, maxStalledCount: this.opts.maxStalledCount ?? 5 },
+        {
+          ...BULLMQ_CONNECTION_OPTIONS,
+          connection,
+          prefix: this.opts.prefix,
+          concurrency,
+          lockDuration: this.opts.lockDuration ?? DEFAULT_LOCK_MS,
+          stalledInterval: this.opts.stalledInterval ?? DEFAULT_STALLED_INTERVAL_MS,
+          maxStalledCount: this.opts.maxStalledCount ?? 5,
+          settings: { backoffStrategy: retryAfterBackoff },
+        },
       );
       worker.on('error', (err) => log.warn(`worker error: ${err.message}`));
       worker.on('stalled', (jobId) => log.warn(`job ${jobId} stalled (its worker died or lost its lock): back in its queue`));
