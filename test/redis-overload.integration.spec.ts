@@ -45,6 +45,14 @@ describe('Redis slow (paused), not down', () => {
       expect(ingest.body.error).toBe('overloaded');
       expect(ingest.body.message).toMatch(/^the service is overloaded: Redis \(the job queues\) did not answer in time \(REDIS_COMMAND_TIMEOUT_MS\).*retry after 2 s\. This is load, not an outage/);
       expect(ingest.body.message).not.toMatch(/unreachable|Command timed out|127\.0\.0\.1|redis:\/\//);
+      // refused by back-pressure (the encode backlog could not be read): nothing accepted
+      expect(ingest.body.message).toContain("when the encode queue's backlog was read, so nothing was accepted");
+      // a route that is not back-pressured meets the timeout in its own Redis read: the error filter says the same
+      const read = await http(server.url, 'GET', '/v1/rerank/rr-nope');
+      expect(read.status, JSON.stringify(read.body)).toBe(503);
+      expect(read.headers.get('retry-after')).toBe('2');
+      expect(read.body.error).toBe('overloaded');
+      expect(read.body.message).toMatch(/^the service is overloaded: Redis \(the job queues\) did not answer in time \(REDIS_COMMAND_TIMEOUT_MS\), although it is connected, so this request may not have been carried out; retry after 2 s\. This is load, not an outage/);
 
       const ready = await http(server.url, 'GET', '/v1/health/ready');
       expect(ready.status).toBe(200);

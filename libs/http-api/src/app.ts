@@ -69,7 +69,7 @@ export async function createApiApp(rt: Runtime): Promise<NestExpressApplication>
   app.use(authenticateEarly(app.get(ApiKeysService), ADMIN_PATHS));
   // Back-pressure first (a saturated queue refuses before a body is read), then the body reader:
   // content types, Content-Encoding, UTF-8, MAX_JSON_DEPTH, bounded concurrency of large bodies.
-  app.use(backpressure(rt.queues, rt.config.MAX_QUEUE_BACKLOG));
+  app.use(backpressure(rt.queues, rt.config.MAX_QUEUE_BACKLOG, 1000, loadProbe(rt)));
   app.use(bodyReader({ maxBytes: rt.config.MAX_REQUEST_BYTES, maxDepth: rt.config.MAX_JSON_DEPTH, concurrency: rt.config.BODY_PARSE_CONCURRENCY }));
   // Each request's own context (its tenant, set by ApiKeysGuard), after the body is read.
   app.use(requestContextMiddleware);
