@@ -24,9 +24,10 @@ class CheckTimeout extends Error {}
  * - `GET /v1/health/live` (liveness): the process answers. It touches no dependency and never
  *   fails because the process is busy or a dependency is slow; it says how far the event loop lags.
  * - `GET /v1/health/ready` (readiness): Redis, S3 and the default model. 200 `ok` when all are
- *   there; 200 `overloaded` when a check got no answer in time because of load (a connected Redis
- *   that did not answer, or any check while this process's event loop was held up past
- *   EVENT_LOOP_OVERLOAD_MS): the pod is busy, not broken, and taking it out of the load balancer
+ *   there; 200 `overloaded` when a check got no answer in time because of load (a connected Redis,
+ *   or an S3 endpoint that accepts connections, that did not answer; or any check while this
+ *   process's event loop was held up past EVENT_LOOP_OVERLOAD_MS): the pod is busy, not broken,
+ *   and taking it out of the load balancer
  *   would move its load onto the others; 503 `degraded` when Redis or S3 is down (+ Retry-After,
  *   it may come back by itself) or the default model is missing (no Retry-After: it needs
  *   `npm run build-model`). Each check is bounded by HEALTH_CHECK_TIMEOUT_MS.
@@ -62,10 +63,12 @@ export class HealthController {
         const ms = Math.round(performance.now() - t);
         const load = { lagMs: monitor.maxLagMs(ms + 1000), utilization: monitor.utilization(ms + 1000), overloadLagMs };
         const redisStatus = this.rt.redis.status;
-        // Our own time limit: load when the process was busy meanwhile, or when Redis is connected.
+        // Our own time limit: load when the process was busy meanwhile, or when the dependency is
+        // there (Redis connected; S3 accepting connections): it is slow, not down.
+        const there = async () => (service === 'Redis' ? redisStatus === 'ready' : this.rt.store.accepts(Math.min(1000, timeoutMs)));
         const fault =
           err instanceof CheckTimeout
-            ? { kind: isBusy(load) || (service === 'Redis' && redisStatus === 'ready') ? 'overloaded' : 'down', busy: isBusy(load) }
+            ? { kind: isBusy(load) || (await there()) ? 'overloaded' : 'down', busy: isBusy(load) }
             : classifyDependencyError((err as { cause?: unknown }).cause ?? err, { ...load, redisStatus });
         const overloaded = fault?.kind === 'overloaded';
         // the cause goes to the log; the caller is told which service, and what to do (no address,

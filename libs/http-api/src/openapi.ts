@@ -75,7 +75,7 @@ const serviceCheck = {
   properties: {
     ok: { type: 'boolean', description: 'answered within HEALTH_CHECK_TIMEOUT_MS' },
     ms: { type: 'number' },
-    overloaded: { type: 'boolean', description: 'true when it did not answer in time because of load (a connected Redis that was slow, or this process busy): not an outage' },
+    overloaded: { type: 'boolean', description: 'true when it did not answer in time because of load (a connected Redis or an S3 endpoint accepting connections that was slow, or this process busy): not an outage' },
     error: { type: 'string', description: 'which service, whether it is down or overloaded, and what to do' },
   },
 };
@@ -116,7 +116,7 @@ const LIVE = {
 };
 const READY_DESCRIPTION =
   "200 with status 'ok' when Redis and S3 answer within HEALTH_CHECK_TIMEOUT_MS and DEFAULT_MODEL's manifest.json is under MODELS_DIR. " +
-  "200 with status 'overloaded' (+ Retry-After) when a check did not answer in time because of load: a connected Redis that did not answer, or any check while this process's event loop was held up past EVENT_LOOP_OVERLOAD_MS; that check has `ok` false and `overloaded` true. A busy process is not taken out of the load balancer for being busy. " +
+  "200 with status 'overloaded' (+ Retry-After) when a check did not answer in time because of load: a connected Redis or an S3 endpoint that accepts connections that did not answer within HEALTH_CHECK_TIMEOUT_MS, or any check while this process's event loop was held up past EVENT_LOOP_OVERLOAD_MS; that check has `ok` false and `overloaded` true. A busy process is not taken out of the load balancer for being busy. " +
   "Otherwise 503 with status 'degraded' and the same body: a backing service down (refused, not connected, no answer while neither connected nor busy) sets its `ok` to false and adds `Retry-After`; a default model that is not built sets `models.ok` to false and lists it in `models.missing` with a `hint` (`npm run build-model`), without Retry-After: it needs an operator, not a retry. " +
   'Public (no API key). A Kubernetes readiness probe (infra/k8s/api.yaml).';
 const READY_RESPONSES = {

@@ -12,6 +12,7 @@ import {
 } from '@aws-sdk/client-s3';
 import { UnavailableError, wrapError, type Config } from '@lateral/shared';
 import { recordS3 } from './metrics';
+import net from 'node:net';
 
 const byteLength = (body: Uint8Array | string) => (typeof body === 'string' ? Buffer.byteLength(body, 'utf8') : body.byteLength);
 
@@ -21,6 +22,8 @@ const byteLength = (body: Uint8Array | string) => (typeof body === 'string' ? Bu
  */
 export class ObjectStore {
   private readonly client: S3Client;
+  /** Where the store is reached (S3_ENDPOINT, or AWS's regional endpoint). */
+  private readonly endpoint: string;
 
   /**
    * `connectTimeoutMs` (S3_CONNECT_TIMEOUT_MS): a connection not opened within it fails;
@@ -36,6 +39,7 @@ export class ObjectStore {
     // every start under Node 20, which this project supports: off through the SDK's own switch,
     // unless the environment sets it.
     process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED ??= 'true';
+    this.endpoint = opts.endpoint ?? `https://s3.${opts.region}.amazonaws.com`;
     this.client = new S3Client({
       endpoint: opts.endpoint,
       region: opts.region,
@@ -85,6 +89,26 @@ export class ObjectStore {
       // the SDK's error as the cause: health tells an outage from overload by it (overload.ts)
       throw Object.assign(new UnavailableError(`object store unavailable: ${(err as Error).name ?? ''} ${(err as Error).message}`.trim()), { cause: err });
     }
+  }
+
+  /**
+   * Whether a TCP connection to the store's endpoint opens within `timeoutMs`: tells a store that
+   * is there but slow (readiness: overloaded) from one that is not (down) when a check timed out.
+   */
+  accepts(timeoutMs: number): Promise<boolean> {
+    const u = new URL(this.endpoint);
+    const port = Number(u.port) || (u.protocol === 'https:' ? 443 : 80);
+    return new Promise((resolve) => {
+      const socket = net.connect({ host: u.hostname.replace(/^\[(.*)\]$/, '$1'), port });
+      const done = (ok: boolean) => {
+        clearTimeout(timer);
+        socket.destroy();
+        resolve(ok);
+      };
+      const timer = setTimeout(() => done(false), timeoutMs);
+      socket.once('connect', () => done(true));
+      socket.once('error', () => done(false));
+    });
   }
 
   async put(key: string, body: Uint8Array | string, contentType = 'application/octet-stream'): Promise<void> {
