@@ -65,12 +65,6 @@ export async function waitReady(client: Redis, timeoutMs = 10_000): Promise<void
   });
 }
 
-/** Errors that mean "Redis is not there": mapped to 503 + Retry-After by the API. */
-export function isRedisDown(err: unknown): boolean {
-  const m = err instanceof Error ? err.message : String(err);
-  return /Stream isn't writeable|enableOfflineQueue|Connection is closed|ECONNREFUSED|Command timed out|ETIMEDOUT|ENOTFOUND|Redis not ready/i.test(m);
-}
-
 /**
  * A backoff type for jobs whose failure may say when to try again (webhook deliveries: the
  * receiver's Retry-After on a 429 / 503, as WebhookRetryableError.retryAfterMs): that wait when
