@@ -10,6 +10,7 @@ import { join, resolve } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { parse, parseAllDocuments } from 'yaml';
 import { CONFIG_KEYS, ConfigSchema, scorerShards, shardQueueName } from '@lateral/shared';
+import { openApiDocument } from '@lateral/http-api';
 
 const ROOT = resolve(__dirname, '..');
 const read = (p: string) => readFileSync(join(ROOT, p), 'utf8');
@@ -315,6 +316,29 @@ describe('infra/k8s', () => {
       if (c.WORKER_QUEUES.some((q) => q === 'rerank' || q === 'search')) for (const i of scorerShards(c.SCORER_SHARDS, c.COLLECTION_MAX_SHARDS, c.SCORER_SHARD_FROM_HOSTNAME, 'pod-0')) held.add(i);
     }
     expect([...held].sort()).toEqual(Array.from({ length: max }, (_, i) => i));
+  });
+
+  it('probes: liveness on /v1/health/live everywhere (API port, workers on their metrics port), readiness on /v1/health/ready for the API only, routes the service serves', () => {
+    const served = Object.keys(openApiDocument('k8s').paths);
+    const port = (c: Manifest, name: string) => c.ports.find((p: { name: string }) => p.name === name);
+    for (const dep of deployments) {
+      const c = dep.spec.template.spec.containers[0];
+      const api = dep.metadata.name === 'lateral-api';
+      const live = c.livenessProbe?.httpGet;
+      expect(live, `${dep.metadata.name} livenessProbe`).toMatchObject({ path: '/v1/health/live', port: api ? 'http' : 'metrics' });
+      expect(port(c, live.port), `${dep.metadata.name} port ${live.port}`).toBeDefined();
+      // a busy process is not restarted at once: a minute or more of unanswered probes
+      expect(c.livenessProbe.periodSeconds * c.livenessProbe.failureThreshold, dep.metadata.name).toBeGreaterThanOrEqual(60);
+      if (!api) {
+        expect(containerEnv(dep).METRICS_PORT).toBe(String(port(c, 'metrics').containerPort));
+        expect(c.readinessProbe, dep.metadata.name).toBeUndefined();
+        continue;
+      }
+      expect(c.readinessProbe.httpGet).toMatchObject({ path: '/v1/health/ready', port: 'http' });
+      expect(served).toEqual(expect.arrayContaining(['/v1/health/live', '/v1/health/ready']));
+      // the probe waits longer than readiness's own checks take (twice HEALTH_CHECK_TIMEOUT_MS: the checks, then the queue counts)
+      expect(c.readinessProbe.timeoutSeconds * 1000).toBeGreaterThan(2 * deploymentConfig(dep).HEALTH_CHECK_TIMEOUT_MS);
+    }
   });
 
   it('KEDA ScaledObjects scale each worker pool on <REDIS_PREFIX>:<queue>:wait of every queue it works', () => {

@@ -27,13 +27,17 @@ export function testConfig(overrides: Record<string, string> = {}): Config {
   });
 }
 
-export async function http(base: string, method: string, url: string, body?: unknown, headers: Record<string, string> = {}) {
+/**
+ * One request, its body parsed as JSON when it is JSON. No retry: the tests assert the answers,
+ * 503s included. `send` replaces fetch (the fault harness passes the retrying client).
+ */
+export async function http(base: string, method: string, url: string, body?: unknown, headers: Record<string, string> = {}, send: (url: string, init: RequestInit) => Promise<Response> = fetch) {
   const init: RequestInit = { method, headers: { ...headers } };
   if (body !== undefined) {
     init.body = typeof body === 'string' ? body : JSON.stringify(body);
     if (!headers['content-type']) (init.headers as Record<string, string>)['content-type'] = 'application/json';
   }
-  const res = await fetch(base + url, init);
+  const res = await send(base + url, init);
   const text = await res.text();
   let json: unknown = null;
   try {

@@ -139,7 +139,7 @@ describe('metrics and structured logs against a live API (real Redis, S3, ONNX)'
 });
 
 describe('a worker process metrics server', () => {
-  it('serves the registry at /metrics on its own port and 404 elsewhere', async () => {
+  it('serves the registry at /metrics and its liveness at /v1/health/live on its own port, and 404 elsewhere', async () => {
     const srv = await startMetricsServer(0, '127.0.0.1');
     try {
       const res = await fetch(`http://127.0.0.1:${srv.port}/metrics`);
@@ -148,6 +148,10 @@ describe('a worker process metrics server', () => {
       expect(sample(m, 'process_cpu_user_seconds_total')).toBeGreaterThan(0);
       expect(m.has('lateral_s3_bytes_total{direction="written"}')).toBe(true); // the same process-wide registry the API serves
       expect((await fetch(`http://127.0.0.1:${srv.port}/`)).status).toBe(404);
+      // a worker's liveness (its Kubernetes liveness probe): the process answers, no dependency checked
+      const live = await fetch(`http://127.0.0.1:${srv.port}/v1/health/live`);
+      expect(live.status).toBe(200);
+      expect(await live.json()).toMatchObject({ status: 'ok', uptimeSeconds: expect.any(Number), eventLoopLagMs: expect.any(Number) });
     } finally {
       await srv.close();
     }

@@ -78,6 +78,8 @@ describe('OpenAPI document vs the live service', () => {
   async function exercise() {
     await call('GET /v1/health', '/v1/health');
     await call('GET /v1/models', '/v1/models');
+    expect((await call('GET /v1/health/ready', '/v1/health/ready')).body.status).toBe('ok');
+    expect((await call('GET /v1/health/live', '/v1/health/live', undefined, {})).status).toBe(200); // no key: public
 
     // collections
     expect((await call('POST /v1/collections', '/v1/collections', { id: 'c' })).status).toBe(201);

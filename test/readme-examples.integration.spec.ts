@@ -196,9 +196,18 @@ interface Expectation {
 
 const EXPECTATIONS: Expectation[] = [
   {
-    name: 'health',
+    name: 'liveness',
     method: 'GET',
-    path: /^\/v1\/health$/,
+    path: /^\/v1\/health\/live$/,
+    check: (status, body) => {
+      expect(status).toBe(200);
+      expect(body).toEqual({ status: 'ok', uptimeSeconds: expect.any(Number), eventLoopLagMs: expect.any(Number) });
+    },
+  },
+  {
+    name: 'readiness',
+    method: 'GET',
+    path: /^\/v1\/health\/ready$/,
     check: (status, body, ctx) => {
       expect(status).toBe(200);
       expect(body).toMatchObject({ status: 'ok', redis: { ok: true }, s3: { ok: true }, models: { ok: true, default: ctx.model, missing: [] } });

@@ -4,7 +4,7 @@ import { lookup as dnsLookup } from 'node:dns/promises';
 import { hostname } from 'node:os';
 import Ajv from 'ajv';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { QueueName, WebhookEventSchema, jobIds, specialAddress, verifyWebhookSignature, type WebhookEvent } from '@lateral/shared';
+import { PermanentJobError, QueueName, WebhookEventSchema, jobIds, specialAddress, verifyWebhookSignature, type WebhookEvent } from '@lateral/shared';
 import { WebhookRetryableError, deliverWebhook, webhookEventFor } from '@lateral/infra';
 import { startServer, type Server } from '../apps/all-in-one/src/server';
 import { http, testConfig, until } from './helpers';
@@ -24,7 +24,7 @@ describe('webhooks (real Redis, real S3 server, local receiver)', () => {
   let server: Server;
   let receiver: HttpServer;
   let base = '';
-  type Received = { path: string; headers: IncomingHttpHeaders; body: string; answered: number };
+  type Received = { path: string; headers: IncomingHttpHeaders; body: string; answered: number; at: number };
   const received: Received[] = [];
   const flakyAnswers = [500, 500, 200];
   // Every job gets one attempt (the failed search fails at once); webhook deliveries get three, 50 ms apart and doubling.
@@ -48,12 +48,18 @@ describe('webhooks (real Redis, real S3 server, local receiver)', () => {
         let answered = 200;
         if (path === '/flaky') answered = flakyAnswers[received.filter((r) => r.path === '/flaky').length] ?? 200;
         if (path === '/down') answered = 500;
+        // busy once (503 + Retry-After: 3), then fine; /busy-long asks for two hours
+        const busy = (path === '/busy' && received.every((r) => r.path !== '/busy')) || path === '/busy-long';
+        if (busy) {
+          answered = 503;
+          res.setHeader('Retry-After', path === '/busy' ? '3' : '7200');
+        }
         if (path === '/slow') {
-          received.push({ path, headers: req.headers, body: Buffer.concat(chunks).toString('utf8'), answered: 0 });
+          received.push({ path, headers: req.headers, body: Buffer.concat(chunks).toString('utf8'), answered: 0, at: Date.now() });
           held.push(res);
           return;
         }
-        received.push({ path, headers: req.headers, body: Buffer.concat(chunks).toString('utf8'), answered });
+        received.push({ path, headers: req.headers, body: Buffer.concat(chunks).toString('utf8'), answered, at: Date.now() });
         res.statusCode = answered;
         res.end('ok');
       });
@@ -163,6 +169,27 @@ describe('webhooks (real Redis, real S3 server, local receiver)', () => {
     expect(job.returnvalue).toMatchObject({ status: 200, host: new URL(base).host, address: '127.0.0.1' });
     const bodies = at('/flaky').map((x) => verified(x));
     expect(new Set(bodies.map((b) => JSON.stringify(b))).size).toBe(1);
+  });
+
+  it('a receiver answering 503 with Retry-After: 3 is tried again after those 3 s, not after WEBHOOK_BACKOFF_MS; one asking for hours is not retried', async () => {
+    const r = await api('POST', '/v1/search?wait=60', { collection: 'hooks', queries: [{ id: 'q', text: 'lift' }], callback: `${base}/busy` });
+    expect(r.body.status).toBe('completed');
+    const job = await until(async () => {
+      const j = await server.runtime.queues.get(QueueName.webhook).getJob(`${config.DEFAULT_TENANT}~search~${r.body.id}~completed`);
+      return j && (await j.getState()) === 'completed' ? j : null;
+    }, 30_000);
+    const tries = at('/busy');
+    expect(tries.map((x) => x.answered)).toEqual([503, 200]);
+    expect(job.attemptsMade).toBe(2);
+    // WEBHOOK_BACKOFF_MS is 50 here (a retry after a 500 comes about 1 s later, BullMQ's delayed-job
+    // promotion included): this one waited for the receiver's 3 s
+    expect(tries[1]!.at - tries[0]!.at).toBeGreaterThanOrEqual(2950);
+
+    const event = webhookEventFor('rerank', { tenantId: 't', rerankId: 'rr-busy' }, { counts: { queries: 1, candidates: 1, missing: 0 } });
+    const settings = { WEBHOOK_ALLOWED_HOSTS: '127.0.0.1', WEBHOOK_SECRET: SECRET, WEBHOOK_TIMEOUT_MS: 1000, WEBHOOK_ATTEMPTS: 3, WEBHOOK_BACKOFF_MS: 50 };
+    const err = await deliverWebhook(settings, { tenantId: 't', url: `${base}/busy-long`, body: event }).then(() => null, (e: Error) => e);
+    expect(err).toBeInstanceOf(PermanentJobError);
+    expect(err!.message).toBe(`webhook to ${new URL(base).host} answered HTTP 503 with Retry-After 7200 s, over the 3600 s a delivery waits: not retried`);
   });
 
   it('a receiver that keeps answering 500 is tried WEBHOOK_ATTEMPTS times, then the job fails naming the host and status', async () => {

@@ -14,7 +14,7 @@ import path from 'node:path';
 import { loadConfig } from '@lateral/shared';
 import { startServer } from '../../apps/all-in-one/src/server';
 import { loadCranfield, withPlaceholders } from '../lib/cranfield';
-import { ingest, recreateCollection } from '../lib/client';
+import { fetchRetrying, ingest, recreateCollection } from '../lib/client';
 
 const median = (xs: number[]) => {
   const v = [...xs].sort((a, b) => a - b);
@@ -38,15 +38,15 @@ export async function runDocumentsBench(args: string[]): Promise<Record<string, 
     if (!r.ok) throw new Error(`HTTP ${r.status}`);
     return performance.now() - t0;
   };
-  const post = (url: string, body: unknown) => fetch(base + url, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
+  const post = (url: string, body: unknown) => fetchRetrying(base + url, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
   try {
     const c = 'bench-documents';
     await recreateCollection(base, c, config.DEFAULT_MODEL);
     await ingest(base, c, docs, { label: 'ingest', progress: !args.includes('--json') });
     const ids = docs.map((d) => d.id);
     const pick = Array.from({ length: 200 }, (_, i) => ids[(i * 7919) % ids.length]);
-    const describe = () => time(() => fetch(`${base}/v1/collections/${c}`));
-    const getDoc = (id: string) => time(() => fetch(`${base}/v1/collections/${c}/documents/${encodeURIComponent(id)}`));
+    const describe = () => time(() => fetchRetrying(`${base}/v1/collections/${c}`));
+    const getDoc = (id: string) => time(() => fetchRetrying(`${base}/v1/collections/${c}/documents/${encodeURIComponent(id)}`));
 
     const coldMs = await getDoc(pick[0]);
     const docMs: number[] = [];
@@ -61,7 +61,7 @@ export async function runDocumentsBench(args: string[]): Promise<Record<string, 
       let cursor: string | undefined;
       let n = 0;
       do {
-        const page = (await (await fetch(`${base}/v1/collections/${c}/documents?limit=1000${cursor ? `&cursor=${cursor}` : ''}`)).json()) as { documents: string[]; nextCursor?: string };
+        const page = (await (await fetchRetrying(`${base}/v1/collections/${c}/documents?limit=1000${cursor ? `&cursor=${cursor}` : ''}`)).json()) as { documents: string[]; nextCursor?: string };
         n += page.documents.length;
         cursor = page.nextCursor;
       } while (cursor);

@@ -20,7 +20,7 @@ import { RAW_CODEC, assembleSegmentDocs } from '@lateral/serving';
 import { createLogger, setMetricsEnabled } from '@lateral/infra';
 import { startServer } from '../../apps/all-in-one/src/server';
 import { loadCranfield, withPlaceholders } from '../lib/cranfield';
-import { ingest, recreateCollection } from '../lib/client';
+import { fetchRetrying, ingest, recreateCollection } from '../lib/client';
 
 export async function runIngestBench(args: string[]): Promise<Record<string, unknown>> {
   const limit = Number(args[args.indexOf('--docs') + 1]) || undefined;
@@ -62,7 +62,7 @@ export async function runIngestBench(args: string[]): Promise<Record<string, unk
     let scrapes = 0;
     // A scrape that fails (an overloaded machine resets connections) is not counted, and never stops the bench.
     const scrape = () =>
-      fetch(`${server.url}/metrics`)
+      fetchRetrying(`${server.url}/metrics`)
         .then((r) => r.text())
         .then(() => scrapes++)
         .catch(() => undefined);

@@ -20,7 +20,7 @@ import os from 'node:os';
 import path from 'node:path';
 import autocannon from 'autocannon';
 import { loadCranfield } from '../lib/cranfield';
-import { ingest, recreateCollection } from '../lib/client';
+import { fetchRetrying, ingest, recreateCollection } from '../lib/client';
 
 const ROOT = path.resolve(__dirname, '..', '..');
 
@@ -93,6 +93,11 @@ interface Phase {
   timeouts: number;
 }
 
+/**
+ * The measured phase (autocannon): a refusal (503 / 429) is counted as non-2xx and reported, not
+ * retried, since a retry would hide overload inside the throughput figure. Everything before it
+ * (ingest, warm-up) goes through the shared retrying client (scripts/lib/client.ts).
+ */
 function drive(url: string, pathAndQuery: string, bodies: string[], seconds: number, connections: number): Promise<Phase> {
   let next = 0;
   return new Promise((resolve, reject) => {
@@ -140,7 +145,7 @@ export async function runLoadBench(args: string[]): Promise<Record<string, unkno
     const searchBodies = cran.queries.map((q) => JSON.stringify({ collection: 'bench-load', queries: [{ id: q.id, text: q.text }], topK: 10 }));
     // One request of each before the clock: the first re-rank loads the model and the segments.
     for (const [p, b] of [['/v1/rerank?wait=60', rerankBodies[0]], ['/v1/search?wait=60', searchBodies[0]]] as const) {
-      const res = await fetch(service.url + p, { method: 'POST', headers: { 'content-type': 'application/json' }, body: b });
+      const res = await fetchRetrying(service.url + p, { method: 'POST', headers: { 'content-type': 'application/json' }, body: b });
       const body = (await res.json()) as { status?: string };
       if (res.status !== 200 || body.status !== 'completed') throw new Error(`warm-up ${p}: ${res.status} ${JSON.stringify(body).slice(0, 500)}`);
     }

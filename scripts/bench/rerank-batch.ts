@@ -16,7 +16,7 @@
  * query returns the same hits.
  */
 import { createReadStream, createWriteStream, mkdtempSync, rmSync } from 'node:fs';
-import http from 'node:http';
+import { Readable } from 'node:stream';
 import os from 'node:os';
 import path from 'node:path';
 import { once } from 'node:events';
@@ -25,6 +25,7 @@ import { getEncoder } from '@lateral/model';
 import { maxsim, topK } from '@lateral/scoring';
 import { loadConfig } from '@lateral/shared';
 import { startServer, type Server } from '../../apps/all-in-one/src/server';
+import { fetchRetrying } from '../lib/client';
 import { ndcgAt } from '../lib/metrics';
 import { loadTrecDlFolder } from '../lib/trec-dl';
 
@@ -46,17 +47,10 @@ interface RunFigures {
   ndcg10: number;
 }
 
-function post(url: string, file: string): Promise<{ status: number; body: Record<string, unknown> }> {
-  return new Promise((resolve, reject) => {
-    const req = http.request(url, { method: 'POST', headers: { 'content-type': 'application/jsonl' } }, (res) => {
-      let text = '';
-      res.setEncoding('utf8');
-      res.on('data', (c: string) => (text += c));
-      res.on('end', () => resolve({ status: res.statusCode ?? 0, body: JSON.parse(text) as Record<string, unknown> }));
-    });
-    req.on('error', reject);
-    createReadStream(file).pipe(req);
-  });
+/** POSTs the JSONL file (streamed; a fresh stream per try) through the shared client: 503 / 429 retried after Retry-After. */
+async function post(url: string, file: string): Promise<{ status: number; body: Record<string, unknown> }> {
+  const res = await fetchRetrying(url, () => ({ method: 'POST', headers: { 'content-type': 'application/jsonl' }, body: Readable.toWeb(createReadStream(file)) as ReadableStream, duplex: 'half' }) as RequestInit);
+  return { status: res.status, body: (await res.json()) as Record<string, unknown> };
 }
 
 export async function runRerankBatchBench(args: string[]): Promise<Record<string, unknown>> {
@@ -124,7 +118,7 @@ export async function runRerankBatchBench(args: string[]): Promise<Record<string
       let st: Record<string, any>; // eslint-disable-line @typescript-eslint/no-explicit-any
       let lastLog = 0;
       for (;;) {
-        st = (await (await fetch(`${server.url}/v1/batches/${id}`)).json()) as Record<string, unknown>;
+        st = (await (await fetchRetrying(`${server.url}/v1/batches/${id}`)).json()) as Record<string, unknown>;
         if (['completed', 'failed', 'cancelled'].includes(st.state)) break;
         if (performance.now() - lastLog > 10_000) {
           lastLog = performance.now();
@@ -135,7 +129,7 @@ export async function runRerankBatchBench(args: string[]): Promise<Record<string
       const seconds = (performance.now() - t0) / 1000;
       if (st.state !== 'completed') throw new Error(`batch ${id} ${st.state}: ${st.error ?? ''}`);
       // nDCG@10 of the result file, and every repetition equal to the in-process top 10.
-      const res = await fetch(`${server.url}/v1/batches/${id}/results`);
+      const res = await fetchRetrying(`${server.url}/v1/batches/${id}/results`);
       const text = await res.text();
       let sum = 0;
       let n = 0;

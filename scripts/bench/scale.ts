@@ -56,6 +56,7 @@ import path from 'node:path';
 import { randomBytes } from 'node:crypto';
 import { CONFIG_KEYS, mulberry32 } from '@lateral/shared';
 import { freePort, startEmbeddedRedis, type EmbeddedRedis } from '@lateral/infra';
+import { fetchRetrying, type RetryPolicy } from '../lib/client';
 import { DocumentGenerator, checkScaleResult, docId, loadSourceCorpus, percentile, round, summarizeRss } from './scale-docs';
 
 const ROOT = path.resolve(__dirname, '..', '..');
@@ -169,23 +170,21 @@ async function startProc(role: string, entry: string, args: string[], env: NodeJ
   };
 }
 
-/** fetch with JSON, retrying 503 / 429 after their Retry-After (counted). */
+/**
+ * fetch with JSON through the shared client (scripts/lib/client.ts): 503 / 429 retried after their
+ * Retry-After (counted in `retries`), each wait on stderr. The bounds are wider than the default:
+ * a bulk load holds the encode queue at MAX_QUEUE_BACKLOG for most of its run, and every request
+ * that feeds it waits its turn (at most 500 tries and 30 minutes per request).
+ */
 // eslint-disable-next-line @typescript-eslint/no-explicit-any -- the API's JSON, read field by field as the bench needs it
 type Json = any;
+const BULK_RETRY: RetryPolicy = { attempts: 500, totalMs: 30 * 60_000 };
 async function api(base: string, method: string, url: string, body?: string, contentType = 'application/json', retries?: { n: number }): Promise<{ status: number; body: Json }> {
-  for (;;) {
-    const res = await fetch(base + url, { method, headers: body === undefined ? {} : { 'content-type': contentType }, body });
-    const text = await res.text();
-    if (res.status === 503 || res.status === 429) {
-      if (retries) retries.n++;
-      const after = Number(res.headers.get('retry-after'));
-      await sleep(1000 * (Number.isFinite(after) && after > 0 ? Math.min(after, 30) : 1));
-      continue;
-    }
-    const json = text ? JSON.parse(text) : null;
-    if (res.status >= 400) throw new Error(`${method} ${url} -> ${res.status}: ${json?.message ?? text.slice(0, 500)}`);
-    return { status: res.status, body: json };
-  }
+  const res = await fetchRetrying(base + url, { method, headers: body === undefined ? {} : { 'content-type': contentType }, body }, { ...BULK_RETRY, onRetry: () => retries && retries.n++ });
+  const text = await res.text();
+  const json = text ? JSON.parse(text) : null;
+  if (res.status >= 400) throw new Error(`${method} ${url} -> ${res.status}: ${json?.message ?? text.slice(0, 500)}`);
+  return { status: res.status, body: json };
 }
 
 /** One run's ingest, as a resumed collection's figures list them (ingest_parts). */
@@ -521,7 +520,7 @@ export async function runScaleBench(args: string[]): Promise<Record<string, unkn
         });
       const metricsText = async () => {
         try {
-          return await (await fetch(`http://127.0.0.1:${scorerMetricsPort}/metrics`)).text();
+          return await (await fetchRetrying(`http://127.0.0.1:${scorerMetricsPort}/metrics`)).text();
         } catch {
           return null;
         }

@@ -1,16 +1,85 @@
 /**
- * A small HTTP client of lateral's API used by the demo and the benchmarks: it ingests a corpus
- * with progress and runs re-rank and search jobs, exactly as any user would, over HTTP.
+ * A small HTTP client of lateral's API used by the demo, the evaluations, the benchmarks and the
+ * fault harness: it ingests a corpus with progress and runs re-rank and search jobs, exactly as any
+ * user would, over HTTP. Every request goes through fetchRetrying: a 503 or 429 is retried after
+ * its Retry-After, bounded in attempts and total time, with a line on stderr each time it waits.
  */
 import { SingleBar, Presets } from 'cli-progress';
+import { parseRetryAfter } from '@lateral/shared';
 
 export interface Doc {
   id: string;
   text: string;
 }
 
+/** How fetchRetrying retries. Every field has a default. */
+export interface RetryPolicy {
+  /** Tries in all, the first included (default 8). */
+  attempts?: number;
+  /** Time from the first try after which no further wait starts (default 120 s): a wait that would end later is not taken. */
+  totalMs?: number;
+  /** Longest single wait (default 30 s); a longer Retry-After is not honoured: the answer is returned. */
+  maxWaitMs?: number;
+  /** The wait when the answer has no Retry-After: this, doubled each retry (default 1 s), up to maxWaitMs. */
+  fallbackWaitMs?: number;
+  /** Which answers to retry (default: 503 and 429). */
+  retryable?: (status: number) => boolean;
+  /** Where the waiting lines go (default: stderr). */
+  log?: (line: string) => void;
+  /** Told of each retry (e.g. to count them). */
+  onRetry?: (info: { status: number; code: string; waitMs: number; attempt: number; attempts: number; method: string; url: string }) => void;
+  /** Waits (tests replace it). */
+  sleep?: (ms: number) => Promise<void>;
+}
+
+export const DEFAULT_RETRY: Required<Pick<RetryPolicy, 'attempts' | 'totalMs' | 'maxWaitMs' | 'fallbackWaitMs'>> = { attempts: 8, totalMs: 120_000, maxWaitMs: 30_000, fallbackWaitMs: 1000 };
+
+const seconds = (ms: number) => (ms % 1000 === 0 ? String(ms / 1000) : (ms / 1000).toFixed(1));
+
+/**
+ * fetch, retrying 503 and 429 answers as their Retry-After asks (delay-seconds or an HTTP date),
+ * at most `attempts` tries and `totalMs` in all; each wait prints one line, e.g.
+ * `POST /v1/search: 503 overloaded, retrying in 2 s (attempt 2/8)`. The answer that is not
+ * retried (success, another error, or the last refusal once a bound is reached) is returned
+ * unread. `init` may be a function giving a fresh init per try (a streamed body can be sent once).
+ * Network errors are not retried (a refused connection is the caller's to report).
+ */
+export async function fetchRetrying(url: string | URL, init: RequestInit | (() => RequestInit) = {}, policy: RetryPolicy = {}): Promise<Response> {
+  const p = { ...DEFAULT_RETRY, ...policy };
+  const retryable = policy.retryable ?? ((s: number) => s === 503 || s === 429);
+  const log = policy.log ?? ((line: string) => process.stderr.write(`${line}\n`));
+  const sleep = policy.sleep ?? ((ms: number) => new Promise<void>((r) => setTimeout(r, ms)));
+  const t0 = Date.now();
+  for (let attempt = 1; ; attempt++) {
+    const req = typeof init === 'function' ? init() : init;
+    const res = await fetch(url, req);
+    if (!retryable(res.status)) return res;
+    const method = (req.method ?? 'GET').toUpperCase();
+    const u = new URL(String(url));
+    const where = `${method} ${u.pathname}`;
+    const asked = parseRetryAfter(res.headers.get('retry-after'));
+    const waitMs = asked ?? Math.min(p.fallbackWaitMs * 2 ** (attempt - 1), p.maxWaitMs);
+    const why =
+      attempt >= p.attempts ? `after ${attempt} attempts` : waitMs > p.maxWaitMs ? `Retry-After ${seconds(waitMs)} s is over ${seconds(p.maxWaitMs)} s` : Date.now() + waitMs - t0 > p.totalMs ? `${seconds(p.totalMs)} s of retrying spent` : null;
+    if (why) {
+      log(`${where}: ${res.status}, giving up (${why})`);
+      return res;
+    }
+    const text = await res.text().catch(() => '');
+    let code = '';
+    try {
+      code = String((JSON.parse(text) as { error?: unknown }).error ?? '');
+    } catch {
+      // not JSON: the status says it
+    }
+    log(`${where}: ${res.status}${code ? ` ${code}` : ''}, retrying in ${seconds(waitMs)} s (attempt ${attempt + 1}/${p.attempts})`);
+    policy.onRetry?.({ status: res.status, code, waitMs, attempt: attempt + 1, attempts: p.attempts, method, url: u.pathname + u.search });
+    await sleep(waitMs);
+  }
+}
+
 async function call(base: string, method: string, url: string, body?: unknown, contentType = 'application/json') {
-  const res = await fetch(base + url, { method, headers: body === undefined ? {} : { 'content-type': contentType }, body: body === undefined ? undefined : typeof body === 'string' ? body : JSON.stringify(body) });
+  const res = await fetchRetrying(base + url, { method, headers: body === undefined ? {} : { 'content-type': contentType }, body: body === undefined ? undefined : typeof body === 'string' ? body : JSON.stringify(body) });
   const text = await res.text();
   const json = text ? JSON.parse(text) : null;
   if (res.status >= 400) throw new Error(`${method} ${url} -> ${res.status}: ${json?.message ?? text}`);
@@ -23,7 +92,8 @@ export async function getCollection(base: string, id: string): Promise<{ bytesPe
 }
 
 export async function recreateCollection(base: string, id: string, model: string, extra: Record<string, unknown> = {}): Promise<void> {
-  const exists = await fetch(`${base}/v1/collections/${id}`);
+  const exists = await fetchRetrying(`${base}/v1/collections/${id}`);
+  await exists.body?.cancel();
   if (exists.status === 200) await call(base, 'DELETE', `/v1/collections/${id}`);
   await call(base, 'POST', '/v1/collections', { id, model, ...extra });
 }

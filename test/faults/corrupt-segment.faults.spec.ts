@@ -4,7 +4,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { loadCranfield } from '../../scripts/lib/cranfield';
 import { s3Keys } from '@lateral/shared';
 import { http } from '../helpers';
-import { report, startCluster, watchIngestion, type Cluster } from './harness';
+import { report, retryingUnlessHealth, startCluster, watchIngestion, type Cluster } from './harness';
 
 /**
  * A segment object of a committed generation overwritten in S3 with 64 flipped bytes (three
@@ -29,7 +29,7 @@ describe('fault: a corrupted segment object in S3', () => {
     // Merges only when asked (POST merge), four tier-0 segments at once.
     cluster = await startCluster({ env: { ADMIN_TOKEN: token, MERGE_AFTER_COMMIT: 'false', MERGE_FACTOR: '4' } });
     const { api } = cluster;
-    const admin = (url: string) => http(cluster!.server.url, 'GET', url, undefined, { authorization: `Bearer ${token}` });
+    const admin = (url: string) => http(cluster!.server.url, 'GET', url, undefined, { authorization: `Bearer ${token}` }, retryingUnlessHealth);
     const docs = loadCranfield(path.resolve('data/cranfield')).docs.slice(0, 80).map((d) => ({ id: d.id, text: d.text || 'empty' }));
     expect((await api('POST', '/v1/collections', { id: 'x' })).status).toBe(201);
     for (const part of [docs.slice(0, 20), docs.slice(20, 40), docs.slice(40, 60)]) {
@@ -103,7 +103,7 @@ describe('fault: a corrupted segment object in S3', () => {
     const coll = await api('GET', '/v1/collections/x');
     expect(coll.body.degraded).toMatchObject({ generation: manifest.generation, segments: [{ key: bad.key, documents: 20 }] });
     // Counted once, however many requests met it.
-    const metrics = await http(cluster.server.url, 'GET', '/metrics', undefined, { authorization: `Bearer ${token}` });
+    const metrics = await http(cluster.server.url, 'GET', '/metrics', undefined, { authorization: `Bearer ${token}` }, retryingUnlessHealth);
     const text = typeof metrics.body === 'string' ? metrics.body : JSON.stringify(metrics.body);
     expect(text).toMatch(/lateral_segment_unavailable_total\{object="segment"\} 1\b/);
     expect(text).toMatch(/lateral_segments_unavailable\{object="segment"\} 1\b/);

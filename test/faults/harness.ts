@@ -6,6 +6,7 @@ import { randomBytes, randomUUID } from 'node:crypto';
 import { QueueName, loadConfig, type Config } from '@lateral/shared';
 import { startEmbeddedRedis, startEmbeddedS3, type EmbeddedRedis, type EmbeddedS3 } from '@lateral/infra';
 import { startServer, type Server } from '../../apps/all-in-one/src/server';
+import { fetchRetrying } from '../../scripts/lib/client';
 import { http, until } from '../helpers';
 
 /**
@@ -43,6 +44,13 @@ export interface Cluster {
   diagnose(): Promise<string>;
   stop(): Promise<void>;
 }
+
+/**
+ * The harness's client: a 503 or 429 is retried after its Retry-After through the shared client
+ * (scripts/lib/client.ts; bounded, a line on stderr per wait), as any client of the service
+ * should. Not the health endpoints: their 503 is the state a case observes, not a refusal.
+ */
+export const retryingUnlessHealth = (url: string, init: RequestInit) => (/\/v1\/health(\/|\?|$)/.test(new URL(url).pathname) ? fetch(url, init) : fetchRetrying(url, init));
 
 const children = new Set<ChildProcess>();
 // The test's children never outlive it, even when an expectation failed mid-way.
@@ -116,7 +124,7 @@ export async function startCluster(opts: {
     config,
     server: current,
     workers,
-    api: (method, url, body) => http(current.url, method, url, body),
+    api: (method, url, body) => http(current.url, method, url, body, {}, retryingUnlessHealth),
     spawnWorker,
     diagnose: async () => {
       const ov = await http(current.url, 'GET', '/v1/admin/overview', undefined, { authorization: `Bearer ${vars.ADMIN_TOKEN}` }).catch((e: Error) => ({ body: e.message }));

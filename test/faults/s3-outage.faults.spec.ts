@@ -4,7 +4,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { loadCranfield } from '../../scripts/lib/cranfield';
 import { http, until } from '../helpers';
 import { FaultProxy } from './fault-proxy';
-import { census, manifestsAndMissingSegments, report, startCluster, watchIngestion, type Cluster } from './harness';
+import { census, manifestsAndMissingSegments, report, retryingUnlessHealth, startCluster, watchIngestion, type Cluster } from './harness';
 
 /**
  * The S3 endpoint failing for a window in the middle of an ingestion of 600 documents: the API and
@@ -54,7 +54,7 @@ describe('fault: S3 failing for a window (reset, stall, refuse) mid-ingestion', 
     expect(health).toBe(true);
     const done = await watch.done.catch(async (err: Error) => {
       // What was left where: the queues, the failed jobs and the worker's last lines.
-      const ov = await http(cluster!.server.url, 'GET', '/v1/admin/overview', undefined, { authorization: `Bearer ${token}` });
+      const ov = await http(cluster!.server.url, 'GET', '/v1/admin/overview', undefined, { authorization: `Bearer ${token}` }, retryingUnlessHealth);
       const left = JSON.stringify({ last: watch.seen.at(-1), queues: ov.body?.queues, failedJobs: ov.body?.failedJobs });
       throw new Error(`${err.message}\n${left.slice(0, 4000)}\nworker:\n${cluster!.workers[0].output().slice(-3000)}`);
     });

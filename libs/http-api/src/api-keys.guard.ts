@@ -5,6 +5,7 @@ import type { Request, Response } from 'express';
 import { roleAllows, type Role } from '@lateral/shared';
 import { ApiKeysService } from './api-keys.service';
 import { setRequestAuth } from './request-context';
+import { OVERLOAD_RETRY_AFTER_SECONDS, serviceFault } from './http-errors.filter';
 
 /** What a route needs: a role, or nothing at all ('public'). */
 export type RouteAccess = Role | 'public';
@@ -119,8 +120,13 @@ export function authenticateEarly(keys: ApiKeysService, operatorPaths: readonly 
         return next();
       }
       res.status(result.status).json({ error: result.error, message: result.message });
-    }, () => {
-      // S3 (the key records) or Redis (the rate limits) unreachable: like every other call then.
+    }, (err: unknown) => {
+      // S3 (the key records) or Redis (the rate limits) unreachable, or too slow under load: like every other call then.
+      if (serviceFault(err, keys.loadProbe)?.kind === 'overloaded') {
+        res.setHeader('Retry-After', String(OVERLOAD_RETRY_AFTER_SECONDS));
+        res.status(503).json({ error: 'overloaded', message: `the service is overloaded: the API key could not be checked in time (the object store or Redis did not answer); retry after ${OVERLOAD_RETRY_AFTER_SECONDS} s` });
+        return;
+      }
       res.setHeader('Retry-After', '5');
       res.status(503).json({ error: 'unavailable', message: 'the API key cannot be checked: the object store or Redis is unreachable; retry after the Retry-After header' });
     });

@@ -2,6 +2,7 @@ import { createHash, timingSafeEqual } from 'node:crypto';
 import type { OnApplicationBootstrap } from '@nestjs/common';
 import { ApiKeyRepository, RateLimiter, type RateDecision, type Runtime, type VerifiedKey } from '@lateral/infra';
 import type { RateLimit } from '@lateral/shared';
+import { loadProbe, type LoadProbe } from './http-errors.filter';
 
 /** Key id under which the bootstrap admin credential (ADMIN_API_KEY) is rate-limited and logged. */
 export const BOOTSTRAP_KEY_ID = 'bootstrap';
@@ -23,6 +24,12 @@ export class ApiKeysService implements OnApplicationBootstrap {
     this.limiter = new RateLimiter(rt.redis, rt.config.REDIS_PREFIX);
     this.bootstrapHash = rt.config.ADMIN_API_KEY ? sha256(rt.config.ADMIN_API_KEY) : null;
   }
+
+  /** How a failed key check is judged (down or overloaded): the runtime's Redis connection and event loop. */
+  get loadProbe(): LoadProbe {
+    return (this.probe ??= loadProbe(this.rt));
+  }
+  private probe?: LoadProbe;
 
   get enabled(): boolean {
     return this.rt.config.AUTH === 'keys';

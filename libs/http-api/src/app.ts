@@ -21,7 +21,7 @@ import { LandingController } from './landing.controller';
 import { CohereController } from './cohere.controller';
 import { CohereService } from './cohere.service';
 import { CollectionsService } from './collections.service';
-import { HttpErrorsFilter } from './http-errors.filter';
+import { HttpErrorsFilter, loadProbe } from './http-errors.filter';
 import { backpressure } from './backpressure';
 import { bodyReader } from './body-reader';
 import { openApiDocument } from './openapi';
@@ -72,13 +72,13 @@ export async function createApiApp(rt: Runtime): Promise<NestExpressApplication>
   app.use(authenticateEarly(app.get(ApiKeysService), ADMIN_PATHS));
   // Back-pressure first (a saturated queue refuses before a body is read), then the body reader:
   // content types, Content-Encoding, UTF-8, MAX_JSON_DEPTH, bounded concurrency of large bodies.
-  app.use(backpressure(rt.queues, rt.config.MAX_QUEUE_BACKLOG));
+  app.use(backpressure(rt.queues, rt.config.MAX_QUEUE_BACKLOG, 1000, loadProbe(rt)));
   app.use(bodyReader({ maxBytes: rt.config.MAX_REQUEST_BYTES, maxDepth: rt.config.MAX_JSON_DEPTH, concurrency: rt.config.BODY_PARSE_CONCURRENCY }));
   // Each request's own context (its tenant, set by ApiKeysGuard), after the body is read.
   app.use(requestContextMiddleware);
   // The request id on every line logged for this request and in the payload of every job it enqueues.
   app.use(requestLogContext);
-  app.useGlobalFilters(new HttpErrorsFilter(rt.logger.child('http'), { ...rt.config, S3_ENDPOINT: rt.services.s3Endpoint ?? rt.config.S3_ENDPOINT, REDIS_URL: rt.services.redisUrl }));
+  app.useGlobalFilters(new HttpErrorsFilter(rt.logger.child('http'), { ...rt.config, S3_ENDPOINT: rt.services.s3Endpoint ?? rt.config.S3_ENDPOINT, REDIS_URL: rt.services.redisUrl }, loadProbe(rt)));
   // Keep idle connections longer than clients and load balancers do (60 s is common): a server
   // that closes a kept-alive socket first races the client's next request on it (ECONNRESET),
   // most often when the event loop was busy (all-in-one: an index build in the same process).

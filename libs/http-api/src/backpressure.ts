@@ -1,6 +1,7 @@
 import type { NextFunction, Request, Response } from 'express';
 import { QueueName } from '@lateral/shared';
 import type { JobQueues } from '@lateral/infra';
+import { OVERLOAD_RETRY_AFTER_SECONDS, serviceFault, type LoadProbe } from './http-errors.filter';
 
 /**
  * Queue back-pressure: a request that would add jobs to a queue whose backlog (waiting, delayed
@@ -10,7 +11,9 @@ import type { JobQueues } from '@lateral/infra';
  * through, so work already accepted is never dropped half-way.
  *
  * The counts are cached for `cacheMs` per queue (one Redis round trip per queue per interval, not
- * per request). When Redis does not answer, the request goes on and meets the usual 503.
+ * per request). When Redis is down, the request goes on and meets the usual 503; when the counts
+ * did not come in time because of load (overload.ts), the request is refused here with 503
+ * `overloaded` + Retry-After before its body is read, instead of waiting out a second timeout.
  */
 export const FEEDS: { method: string; path: RegExp; queue: QueueName }[] = [
   { method: 'POST', path: /^\/v1\/collections\/[^/]+\/documents\/?$/, queue: QueueName.encode },
@@ -24,7 +27,7 @@ export const FEEDS: { method: string; path: RegExp; queue: QueueName }[] = [
 
 export const BACKLOG_RETRY_AFTER_SECONDS = 5;
 
-export function backpressure(queues: Pick<JobQueues, 'get'>, maxBacklog: number, cacheMs = 1000) {
+export function backpressure(queues: Pick<JobQueues, 'get'>, maxBacklog: number, cacheMs = 1000, probe?: LoadProbe) {
   const cache = new Map<QueueName, { at: number; backlog: Promise<number> }>();
   const backlog = (name: QueueName): Promise<number> => {
     const hit = cache.get(name);
@@ -46,8 +49,18 @@ export function backpressure(queues: Pick<JobQueues, 'get'>, maxBacklog: number,
     let n: number;
     try {
       n = await backlog(feed.queue);
-    } catch {
-      return next();
+    } catch (err) {
+      if (!probe || serviceFault(err, probe)?.kind !== 'overloaded') return next();
+      req.resume(); // the body is not wanted
+      res.setHeader('Retry-After', String(OVERLOAD_RETRY_AFTER_SECONDS));
+      res.setHeader('Connection', 'close');
+      res.status(503).json({
+        error: 'overloaded',
+        message:
+          `the service is overloaded: Redis (the job queues) did not answer in time (REDIS_COMMAND_TIMEOUT_MS) when the ${feed.queue} queue's backlog was read, ` +
+          `so nothing was accepted; retry after ${OVERLOAD_RETRY_AFTER_SECONDS} s. This is load, not an outage.`,
+      });
+      return;
     }
     if (n <= maxBacklog) return next();
     req.resume(); // the body is not wanted

@@ -37,7 +37,7 @@ export const QUOTA_OPENAPI_PATHS = {
   '/v1/quota': {
     get: {
       summary: "The caller's own tenant's quotas and usage",
-      responses: { '200': json('quotas and usage', STATUS), '503': json('Redis or S3 unreachable (Retry-After)', error) },
+      responses: { '200': json('quotas and usage', STATUS), '503': json('Redis or S3 unreachable, or not answering in time under load (error overloaded); Retry-After', error) },
     },
   },
 };

@@ -15,7 +15,7 @@ const schema = (s: z.ZodType) => strip(z.toJSONSchema(s, { io: 'input', unrepres
 const out = (s: z.ZodType) => strip(z.toJSONSchema(s, { io: 'output', unrepresentable: 'any' }) as Record<string, unknown>);
 const error = { $ref: '#/components/schemas/Error' };
 const errors = (...codes: number[]) =>
-  Object.fromEntries(codes.map((c) => [String(c), { description: { 400: 'bad input (the message and details name the field and the limit)', 404: 'unknown resource', 503: 'Redis or S3 unreachable' }[c] ?? 'error', content: { 'application/json': { schema: error } } }]));
+  Object.fromEntries(codes.map((c) => [String(c), { description: { 400: 'bad input (the message and details name the field and the limit)', 404: 'unknown resource', 503: 'Redis or S3 unreachable, or not answering in time under load (error overloaded); Retry-After' }[c] ?? 'error', content: { 'application/json': { schema: error } } }]));
 const ok = (description: string, s: Record<string, unknown>) => ({ description, content: { 'application/json': { schema: s } } });
 const idParam = { name: 'id', in: 'path', required: true, schema: { type: 'string', pattern: ID_PATTERN.source }, description: 'collection id' };
 const trainIdParam = { name: 'trainId', in: 'path', required: true, schema: { type: 'string', pattern: ID_PATTERN.source }, description: 'training run id (tr-…)' };

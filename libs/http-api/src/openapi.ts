@@ -61,21 +61,32 @@ const errors = (...codes: (number | [number, string])[]) =>
       String(typeof entry === 'number' ? entry : entry[0]),
       {
         ...((typeof entry === 'number' ? entry : entry[0]) === 503 ? { headers: retryAfter } : {}),
-        description: why ?? { 400: 'bad input (the message and details name the field and the limit)', 404: 'unknown resource', 413: 'body over MAX_REQUEST_BYTES', 415: 'Content-Type not taken by this endpoint (the message names the accepted types), or a charset other than UTF-8', 503: 'Redis or S3 unreachable, a queue over MAX_QUEUE_BACKLOG, or too many large bodies at once (BODY_PARSE_CONCURRENCY); retry after the Retry-After header' }[typeof entry === 'number' ? entry : entry[0]] ?? 'error',
+        description: why ?? { 400: 'bad input (the message and details name the field and the limit)', 404: 'unknown resource', 413: 'body over MAX_REQUEST_BYTES', 415: 'Content-Type not taken by this endpoint (the message names the accepted types), or a charset other than UTF-8', 503: "Redis or S3 unreachable (error 'unavailable'), Redis or S3 not answering in time because of load (error 'overloaded'), a queue over MAX_QUEUE_BACKLOG, or too many large bodies at once (BODY_PARSE_CONCURRENCY); retry after the Retry-After header" }[typeof entry === 'number' ? entry : entry[0]] ?? 'error',
         content: { 'application/json': { schema: error } },
       },
     ]),
   );
 const errorAnswer = (description: string) => ({ description, content: { 'application/json': { schema: error } } });
 const ok = (description: string, s: Json) => ({ description, content: { 'application/json': { schema: s } } });
-const serviceCheck = { type: 'object', required: ['ok', 'ms'], additionalProperties: false, properties: { ok: { type: 'boolean' }, ms: { type: 'number' }, error: { type: 'string' } } };
-/** GET /v1/health, 200 and 503 alike (libs/http-api/src/health.controller.ts). */
-const HEALTH = {
+const serviceCheck = {
   type: 'object',
-  required: ['status', 'redis', 's3', 'models', 'queues'],
+  required: ['ok', 'ms'],
   additionalProperties: false,
   properties: {
-    status: { type: 'string', enum: ['ok', 'degraded'] },
+    ok: { type: 'boolean', description: 'answered within HEALTH_CHECK_TIMEOUT_MS' },
+    ms: { type: 'number' },
+    overloaded: { type: 'boolean', description: 'true when it did not answer in time because of load (a connected Redis or an S3 endpoint accepting connections that was slow, or this process busy): not an outage' },
+    error: { type: 'string', description: 'which service, whether it is down or overloaded, and what to do' },
+  },
+};
+/** GET /v1/health and /v1/health/ready, 200 and 503 alike (libs/http-api/src/health.controller.ts). */
+const HEALTH = {
+  type: 'object',
+  required: ['status', 'redis', 's3', 'models', 'eventLoopLagMs', 'queues'],
+  additionalProperties: false,
+  properties: {
+    status: { type: 'string', enum: ['ok', 'overloaded', 'degraded'], description: "ok: ready; overloaded: ready but a check did not answer in time because of load (200); degraded: Redis or S3 down, or the default model missing (503)" },
+    eventLoopLagMs: { type: 'number', description: "the largest delay of this process's event loop over the last 10 s" },
     redis: serviceCheck,
     s3: serviceCheck,
     models: {
@@ -91,6 +102,26 @@ const HEALTH = {
     },
     queues: { type: ['object', 'null'], additionalProperties: { type: 'object', additionalProperties: { type: 'number' } }, description: 'job counts per queue and state; null when Redis is down' },
   },
+};
+/** GET /v1/health/live. */
+const LIVE = {
+  type: 'object',
+  required: ['status', 'uptimeSeconds', 'eventLoopLagMs'],
+  additionalProperties: false,
+  properties: {
+    status: { type: 'string', enum: ['ok'] },
+    uptimeSeconds: { type: 'number' },
+    eventLoopLagMs: { type: 'number', description: "the largest delay of this process's event loop over the last 10 s (for information: liveness does not fail on it)" },
+  },
+};
+const READY_DESCRIPTION =
+  "200 with status 'ok' when Redis and S3 answer within HEALTH_CHECK_TIMEOUT_MS and DEFAULT_MODEL's manifest.json is under MODELS_DIR. " +
+  "200 with status 'overloaded' (+ Retry-After) when a check did not answer in time because of load: a connected Redis or an S3 endpoint that accepts connections that did not answer within HEALTH_CHECK_TIMEOUT_MS, or any check while this process's event loop was held up past EVENT_LOOP_OVERLOAD_MS; that check has `ok` false and `overloaded` true. A busy process is not taken out of the load balancer for being busy. " +
+  "Otherwise 503 with status 'degraded' and the same body: a backing service down (refused, not connected, no answer while neither connected nor busy) sets its `ok` to false and adds `Retry-After`; a default model that is not built sets `models.ok` to false and lists it in `models.missing` with a `hint` (`npm run build-model`), without Retry-After: it needs an operator, not a retry. " +
+  'Public (no API key). A Kubernetes readiness probe (infra/k8s/api.yaml).';
+const READY_RESPONSES = {
+  '200': ok("ready: status 'ok', or 'overloaded' (then with a Retry-After header)", HEALTH),
+  '503': ok('not ready: Redis or S3 down (Retry-After set), or the default model missing (models.ok false)', HEALTH),
 };
 const idParam = { name: 'id', in: 'path', required: true, schema: { type: 'string', pattern: ID_PATTERN.source }, description: 'collection id (400 naming path.id when it does not match)' };
 const waitParam = { name: 'wait', in: 'query', required: false, schema: { type: 'number', minimum: 0 }, description: 'block up to this many seconds (<= RERANK_MAX_WAIT_SECONDS) for the result' };
@@ -186,14 +217,21 @@ function baseDocument(version: string) {
       },
       '/v1/health': {
         get: {
-          summary: 'Readiness: Redis, S3, the default model, queue counts',
+          summary: 'Readiness (the same answer as /v1/health/ready, kept for existing clients)',
+          description: READY_DESCRIPTION,
+          responses: READY_RESPONSES,
+        },
+      },
+      '/v1/health/ready': {
+        get: { summary: 'Readiness: Redis, S3, the default model, queue counts', description: READY_DESCRIPTION, responses: READY_RESPONSES },
+      },
+      '/v1/health/live': {
+        get: {
+          summary: 'Liveness: the process answers',
           description:
-            "200 with status 'ok' when Redis and S3 answer and DEFAULT_MODEL's manifest.json is under MODELS_DIR. Otherwise 503 with status 'degraded' and the same body: " +
-            "a backing service down sets its `ok` to false and adds `Retry-After`; a default model that is not built sets `models.ok` to false and lists it in `models.missing` with a `hint` (`npm run build-model`), without Retry-After: it needs an operator, not a retry.",
-          responses: {
-            '200': ok('ready', HEALTH),
-            '503': ok('not ready: Redis or S3 unreachable (Retry-After set), or the default model missing (models.ok false)', HEALTH),
-          },
+            'Always 200 while the process can answer HTTP: it checks no dependency (Redis or S3 down or slow does not fail it) and does not fail because the process is busy (the lag is reported, not judged). ' +
+            'Public (no API key). A Kubernetes liveness probe (infra/k8s/api.yaml): give it a timeout and failure threshold longer than the longest task that may hold the event loop.',
+          responses: { '200': ok('alive', LIVE) },
         },
       },
       '/v1/collections': {

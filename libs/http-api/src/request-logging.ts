@@ -8,7 +8,7 @@ export const REQUEST_ID_MAX_LENGTH = 128;
 const VALID_REQUEST_ID = /^[A-Za-z0-9._:-]+$/;
 
 /** Scraped or polled often (Prometheus, probes, the dashboard every 2 s): logged at debug level, not info (still measured). */
-const QUIET_ROUTES = new Set(['/metrics', '/v1/health', '/v1/admin/overview']);
+const QUIET_ROUTES = new Set(['/metrics', '/v1/health', '/v1/health/live', '/v1/health/ready', '/v1/admin/overview']);
 
 type WithRequestId = Request & { requestId?: string };
 

@@ -22,3 +22,4 @@ export * from './metrics';
 export * from './webhook-delivery';
 export * from './scorer-artifacts';
 export * from './redis-lease';
+export * from './overload';

@@ -1,5 +1,6 @@
 import http from 'node:http';
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import { eventLoopMonitor } from './overload';
 
 /**
  * Prometheus metrics (prom-client), one registry per process: the API serves it at `GET /metrics`
@@ -304,9 +305,17 @@ export interface MetricsServer {
  * start it at all). Anything else answers 404.
  */
 export async function startMetricsServer(port: number, host = '0.0.0.0'): Promise<MetricsServer> {
+  const startedAt = Date.now();
   const server = http.createServer((req, res) => {
-    if (req.method !== 'GET' || (req.url ?? '').split('?')[0] !== '/metrics') {
-      res.writeHead(404, { 'content-type': 'text/plain' }).end('not found: this port serves GET /metrics\n');
+    const path = (req.url ?? '').split('?')[0];
+    if (req.method === 'GET' && path === '/v1/health/live') {
+      // liveness of a worker process (a Kubernetes liveness probe): it answers; no dependency checked
+      const live = { status: 'ok', uptimeSeconds: Math.round((Date.now() - startedAt) / 1000), eventLoopLagMs: eventLoopMonitor().maxLagMs(10_000) };
+      res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify(live));
+      return;
+    }
+    if (req.method !== 'GET' || path !== '/metrics') {
+      res.writeHead(404, { 'content-type': 'text/plain' }).end('not found: this port serves GET /metrics and GET /v1/health/live\n');
       return;
     }
     renderMetrics().then(

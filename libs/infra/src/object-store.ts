@@ -12,6 +12,7 @@ import {
 } from '@aws-sdk/client-s3';
 import { UnavailableError, wrapError, type Config } from '@lateral/shared';
 import { recordS3 } from './metrics';
+import net from 'node:net';
 import { checkObjectKey } from './object-keys';
 
 const byteLength = (body: Uint8Array | string) => (typeof body === 'string' ? Buffer.byteLength(body, 'utf8') : body.byteLength);
@@ -22,18 +23,31 @@ const byteLength = (body: Uint8Array | string) => (typeof body === 'string' ? Bu
  */
 export class ObjectStore {
   private readonly client: S3Client;
+  /** Where the store is reached (S3_ENDPOINT, or AWS's regional endpoint). */
+  private readonly endpoint: string;
 
-  constructor(readonly bucket: string, opts: { endpoint?: string; region: string; accessKeyId: string; secretAccessKey: string; forcePathStyle: boolean }) {
+  /**
+   * `connectTimeoutMs` (S3_CONNECT_TIMEOUT_MS): a connection not opened within it fails;
+   * `socketTimeoutMs` (S3_SOCKET_TIMEOUT_MS): a connected request that carries no byte for that
+   * long fails (a TimeoutError the API answers as overload). Both are retried by the SDK
+   * (maxAttempts 3). Unset: the schema's defaults (5 s, 30 s).
+   */
+  constructor(
+    readonly bucket: string,
+    opts: { endpoint?: string; region: string; accessKeyId: string; secretAccessKey: string; forcePathStyle: boolean; connectTimeoutMs?: number; socketTimeoutMs?: number },
+  ) {
     // The SDK prints a NodeVersionSupportWarning (its releases after January 2027 need Node 22) on
     // every start under Node 20, which this project supports: off through the SDK's own switch,
     // unless the environment sets it.
     process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED ??= 'true';
+    this.endpoint = opts.endpoint ?? `https://s3.${opts.region}.amazonaws.com`;
     this.client = new S3Client({
       endpoint: opts.endpoint,
       region: opts.region,
       forcePathStyle: opts.forcePathStyle,
       credentials: { accessKeyId: opts.accessKeyId, secretAccessKey: opts.secretAccessKey },
       maxAttempts: 3,
+      requestHandler: { connectionTimeout: opts.connectTimeoutMs ?? 5000, socketTimeout: opts.socketTimeoutMs ?? 30_000 },
       // s3rver and MinIO ignore these checksums; real S3 verifies them.
       requestChecksumCalculation: 'WHEN_REQUIRED',
       responseChecksumValidation: 'WHEN_REQUIRED',
@@ -53,6 +67,8 @@ export class ObjectStore {
       accessKeyId: config.S3_ACCESS_KEY_ID,
       secretAccessKey: config.S3_SECRET_ACCESS_KEY,
       forcePathStyle: config.S3_FORCE_PATH_STYLE,
+      connectTimeoutMs: config.S3_CONNECT_TIMEOUT_MS,
+      socketTimeoutMs: config.S3_SOCKET_TIMEOUT_MS,
     });
   }
 
@@ -72,8 +88,29 @@ export class ObjectStore {
     try {
       await this.client.send(new HeadBucketCommand({ Bucket: this.bucket }));
     } catch (err) {
-      throw new UnavailableError(`object store unavailable: ${(err as Error).name ?? ''} ${(err as Error).message}`.trim());
+      // the SDK's error as the cause: health tells an outage from overload by it (overload.ts)
+      throw Object.assign(new UnavailableError(`object store unavailable: ${(err as Error).name ?? ''} ${(err as Error).message}`.trim()), { cause: err });
     }
+  }
+
+  /**
+   * Whether a TCP connection to the store's endpoint opens within `timeoutMs`: tells a store that
+   * is there but slow (readiness: overloaded) from one that is not (down) when a check timed out.
+   */
+  accepts(timeoutMs: number): Promise<boolean> {
+    const u = new URL(this.endpoint);
+    const port = Number(u.port) || (u.protocol === 'https:' ? 443 : 80);
+    return new Promise((resolve) => {
+      const socket = net.connect({ host: u.hostname.replace(/^\[(.*)\]$/, '$1'), port });
+      const done = (ok: boolean) => {
+        clearTimeout(timer);
+        socket.destroy();
+        resolve(ok);
+      };
+      const timer = setTimeout(() => done(false), timeoutMs);
+      socket.once('connect', () => done(true));
+      socket.once('error', () => done(false));
+    });
   }
 
   async put(key: string, body: Uint8Array | string, contentType = 'application/octet-stream'): Promise<void> {

@@ -14,15 +14,25 @@ import {
 import { currentLogContext, withLogContext, type LogFields, type Logger } from './logger';
 import { recordJob, recordJobFailure } from './metrics';
 
+/** The API's Redis timeouts (REDIS_COMMAND_TIMEOUT_MS, REDIS_CONNECT_TIMEOUT_MS); the defaults are the schema's. */
+export interface RedisTimeouts {
+  commandTimeoutMs: number;
+  connectTimeoutMs: number;
+}
+const DEFAULT_REDIS_TIMEOUTS: RedisTimeouts = { commandTimeoutMs: 5000, connectTimeoutMs: 5000 };
+
 /**
  * Producers (the API) fail fast when Redis is down so a request gets a 503 instead of hanging;
- * workers wait and reconnect forever (BullMQ requires maxRetriesPerRequest: null for them).
+ * a command on a connected client that gets no answer within REDIS_COMMAND_TIMEOUT_MS fails too
+ * (answered 503 `overloaded`, overload.ts). Workers wait and reconnect forever (BullMQ requires
+ * maxRetriesPerRequest: null for them) and have no command timeout (their blocking reads wait).
  */
-export function createRedis(url: string, role: 'producer' | 'worker', logger?: Logger): Redis {
-  const common: RedisOptions = { connectionName: `lateral-${role}`, connectTimeout: 5000 };
+export function createRedis(url: string, role: 'producer' | 'worker', logger?: Logger, timeouts: Partial<RedisTimeouts> = {}): Redis {
+  const t = { ...DEFAULT_REDIS_TIMEOUTS, ...timeouts };
+  const common: RedisOptions = { connectionName: `lateral-${role}`, connectTimeout: t.connectTimeoutMs };
   const opts: RedisOptions =
     role === 'producer'
-      ? { ...common, enableOfflineQueue: false, maxRetriesPerRequest: 1, commandTimeout: 3000, retryStrategy: (n) => Math.min(n * 200, 2000) }
+      ? { ...common, enableOfflineQueue: false, maxRetriesPerRequest: 1, commandTimeout: t.commandTimeoutMs, retryStrategy: (n) => Math.min(n * 200, 2000) }
       : { ...common, maxRetriesPerRequest: null, enableReadyCheck: false, retryStrategy: (n) => Math.min(n * 500, 5000) };
   const client = new Redis(url, opts);
   let lastLogged = 0;
@@ -55,10 +65,20 @@ export async function waitReady(client: Redis, timeoutMs = 10_000): Promise<void
   });
 }
 
-/** Errors that mean "Redis is not there": mapped to 503 + Retry-After by the API. */
-export function isRedisDown(err: unknown): boolean {
-  const m = err instanceof Error ? err.message : String(err);
-  return /Stream isn't writeable|enableOfflineQueue|Connection is closed|ECONNREFUSED|Command timed out|ETIMEDOUT|ENOTFOUND|Redis not ready/i.test(m);
+/**
+ * A backoff type for jobs whose failure may say when to try again (webhook deliveries: the
+ * receiver's Retry-After on a 429 / 503, as WebhookRetryableError.retryAfterMs): that wait when
+ * the error carries one, else exponential from the job's `backoff.delay`. Every worker registers
+ * retryAfterBackoff as its custom strategy.
+ */
+export const RETRY_AFTER_BACKOFF = 'retry-after';
+
+export function retryAfterBackoff(attemptsMade: number, _type?: string, err?: Error, job?: { opts: JobsOptions }): number {
+  const asked = (err as { retryAfterMs?: unknown } | undefined)?.retryAfterMs;
+  if (typeof asked === 'number' && Number.isFinite(asked) && asked >= 0) return asked;
+  const backoff = job?.opts.backoff;
+  const delay = typeof backoff === 'object' && backoff.delay !== undefined ? backoff.delay : 1000;
+  return Math.round(2 ** Math.max(0, attemptsMade - 1) * delay);
 }
 
 export const DEFAULT_JOB_OPTIONS = (attempts: number): JobsOptions => ({
@@ -244,7 +264,16 @@ export class WorkerHost {
               log.debug(`job ${waiting ? 'waiting for its children' : outcome} after ${Math.round(seconds * 1000)} ms`);
             }
           })),
-        { ...BULLMQ_CONNECTION_OPTIONS, connection, prefix: this.opts.prefix, concurrency, lockDuration: this.opts.lockDuration ?? DEFAULT_LOCK_MS, stalledInterval: this.opts.stalledInterval ?? DEFAULT_STALLED_INTERVAL_MS, maxStalledCount: this.opts.maxStalledCount ?? 5 },
+        {
+          ...BULLMQ_CONNECTION_OPTIONS,
+          connection,
+          prefix: this.opts.prefix,
+          concurrency,
+          lockDuration: this.opts.lockDuration ?? DEFAULT_LOCK_MS,
+          stalledInterval: this.opts.stalledInterval ?? DEFAULT_STALLED_INTERVAL_MS,
+          maxStalledCount: this.opts.maxStalledCount ?? 5,
+          settings: { backoffStrategy: retryAfterBackoff },
+        },
       );
       worker.on('error', (err) => log.warn(`worker error: ${err.message}`));
       worker.on('stalled', (jobId) => log.warn(`job ${jobId} stalled (its worker died or lost its lock): back in its queue`));

@@ -104,7 +104,7 @@ export interface Runtime {
 export async function createRuntime(config: Config, services: ResolvedServices, logger: Logger = createLogger(config.LOG_LEVEL)): Promise<Runtime> {
   const store = ObjectStore.fromConfig(config, services.s3Endpoint);
   await store.ensureBucket();
-  const redis = createRedis(services.redisUrl, 'producer', logger);
+  const redis = createRedis(services.redisUrl, 'producer', logger, { commandTimeoutMs: config.REDIS_COMMAND_TIMEOUT_MS, connectTimeoutMs: config.REDIS_CONNECT_TIMEOUT_MS });
   await waitReady(redis);
   // The shard queues' counts too (health, admin, lateral_queue_jobs), as far as collections may have shards.
   const queues = new JobQueues(redis, config.REDIS_PREFIX, config.JOB_ATTEMPTS, Array.from({ length: config.COLLECTION_MAX_SHARDS }, (_, i) => shardQueueName(i)));

@@ -14,25 +14,38 @@ import {
   QueueName,
   WEBHOOK_SIGNATURE_HEADER,
   callbackRefusal,
+  parseRetryAfter,
   signWebhook,
   type Config,
   type JobPayload,
   type JobResults,
   type WebhookEvent,
 } from '@lateral/shared';
-import type { JobQueues } from './queues';
+import { RETRY_AFTER_BACKOFF, type JobQueues } from './queues';
 
 type WebhookSettings = Pick<Config, 'WEBHOOK_ALLOWED_HOSTS' | 'WEBHOOK_SECRET' | 'WEBHOOK_TIMEOUT_MS' | 'WEBHOOK_ATTEMPTS' | 'WEBHOOK_BACKOFF_MS'>;
 
-/** A delivery that may succeed later (timeout, connection error, 408, 429, 5xx): BullMQ retries it with backoff. */
-export class WebhookRetryableError extends Error {}
+/**
+ * A delivery that may succeed later (timeout, connection error, 408, 429, 5xx): BullMQ retries it
+ * with backoff, or after `retryAfterMs` when the receiver's 429 / 503 carried a Retry-After
+ * (retryAfterBackoff, queues.ts).
+ */
+export class WebhookRetryableError extends Error {
+  constructor(message: string, readonly retryAfterMs?: number) {
+    super(message);
+  }
+}
+
+/** The longest Retry-After a delivery honours; a receiver asking for more is not retried (bounded in time like every client here). */
+export const WEBHOOK_MAX_RETRY_AFTER_MS = 3_600_000;
 
 /** Queues the delivery of `event` to `url` (one job per job and outcome: a retried job does not deliver twice). */
 export async function enqueueWebhook(queues: JobQueues, config: WebhookSettings, tenantId: string, url: string, event: WebhookEvent): Promise<void> {
   const jobId = `${tenantId}~${event.kind}~${event.id}~${event.status}`;
   await queues.add(QueueName.webhook, jobId, { tenantId, url, body: event }, {
     attempts: config.WEBHOOK_ATTEMPTS,
-    backoff: { type: 'exponential', delay: config.WEBHOOK_BACKOFF_MS },
+    // exponential from WEBHOOK_BACKOFF_MS, or the receiver's Retry-After when it sent one
+    backoff: { type: RETRY_AFTER_BACKOFF, delay: config.WEBHOOK_BACKOFF_MS },
   });
 }
 
@@ -67,6 +80,7 @@ export async function deliverWebhook(config: WebhookSettings, p: JobPayload<Queu
   };
   const literal = isIP(url.hostname.replace(/^\[(.*)\]$/, '$1'));
   const t0 = performance.now();
+  let retryAfter: string | undefined;
   const status = await new Promise<number>((resolve, reject) => {
     const lib = url.protocol === 'https:' ? https : http;
     const req = lib.request(
@@ -85,6 +99,7 @@ export async function deliverWebhook(config: WebhookSettings, p: JobPayload<Queu
       },
       (res) => {
         res.resume(); // the receiver's body is not read
+        retryAfter = res.headers['retry-after'];
         res.on('end', () => resolve(res.statusCode ?? 0));
         res.on('error', reject);
       },
@@ -103,6 +118,11 @@ export async function deliverWebhook(config: WebhookSettings, p: JobPayload<Queu
   if (literal) address = url.hostname.replace(/^\[(.*)\]$/, '$1');
   if (status >= 200 && status < 300) return { status, host: url.host, address, ms };
   const msg = `webhook to ${url.host} answered HTTP ${status}`;
+  const askedMs = status === 429 || status === 503 ? parseRetryAfter(retryAfter) : undefined;
+  if (askedMs !== undefined) {
+    if (askedMs > WEBHOOK_MAX_RETRY_AFTER_MS) throw new PermanentJobError(`${msg} with Retry-After ${Math.round(askedMs / 1000)} s, over the ${WEBHOOK_MAX_RETRY_AFTER_MS / 1000} s a delivery waits: not retried`);
+    throw new WebhookRetryableError(`${msg}; retrying after its Retry-After (${Math.round(askedMs / 100) / 10} s)`, askedMs);
+  }
   if (status >= 500 || status === 408 || status === 429) throw new WebhookRetryableError(msg);
   throw new PermanentJobError(`${msg} (not retried: only timeouts, connection errors, 408, 429 and 5xx are)`);
 }

@@ -31,6 +31,21 @@ export const ConfigSchema = z.object({
   S3_ACCESS_KEY_ID: z.string().default('S3RVER'),
   S3_SECRET_ACCESS_KEY: z.string().default('S3RVER'),
   S3_FORCE_PATH_STYLE: bool.default(true),
+  /**
+   * The API's Redis commands (enqueue, job reads, counts, rate limits) fail after this long without
+   * an answer; on a connected client that is answered 503 `overloaded`, not Redis down.
+   */
+  REDIS_COMMAND_TIMEOUT_MS: int(5000, 100, 600_000),
+  /** Connecting to Redis gives up after this long (then retried; a request meanwhile gets 503 Redis unreachable). */
+  REDIS_CONNECT_TIMEOUT_MS: int(5000, 100, 600_000),
+  /** An S3 request that cannot open its connection within this long fails (retried by the SDK, 3 attempts). */
+  S3_CONNECT_TIMEOUT_MS: int(5000, 100, 600_000),
+  /** An S3 request whose connection carries no byte for this long fails as overload (retried by the SDK, 3 attempts). */
+  S3_SOCKET_TIMEOUT_MS: int(30_000, 100, 3_600_000),
+  /** Each readiness check (Redis PING, S3 HeadBucket, queue counts) is given this long; GET /v1/health/ready answers within about this. */
+  HEALTH_CHECK_TIMEOUT_MS: int(2000, 100, 60_000),
+  /** An event loop held up this long (or fully busy) while a Redis or S3 call timed out makes the timeout overload, not the dependency down. */
+  EVENT_LOOP_OVERLOAD_MS: int(500, 10, 60_000),
   /** Folder for the embedded S3 server and Redis data. */
   DATA_DIR: z.string().default('.data'),
   /** Folder holding model directories (each with model.onnx, tokenizer.json, manifest.json). */

@@ -22,3 +22,4 @@ export * from './training';
 export * from './api-keys';
 export * from './responses';
 export * from './quotas';
+export * from './retry-after';

@@ -25,7 +25,7 @@ const count = int.min(0);
 
 /** Every error answer: a code, a message, and for bad input the fields at fault. */
 export const ErrorBodySchema = z.object({
-  error: z.string().describe('a short code: bad_request, not_found, conflict, unavailable, unauthorized, forbidden, payload_too_large, unsupported_media_type, ...'),
+  error: z.string().describe('a short code: bad_request, not_found, conflict, unavailable (a dependency down), overloaded (a dependency or this process too slow under load), unauthorized, forbidden, payload_too_large, unsupported_media_type, ...'),
   message: z.string().describe('what went wrong, naming the field and the limit'),
   details: z.array(z.object({ field: z.string(), message: z.string() })).optional().describe('bad input: one entry per field at fault'),
 });
