@@ -34,7 +34,8 @@ export function warpCodeBytes(dims: number, bits: number): number {
   return Math.ceil((dims * bits) / 8);
 }
 
-function assertCodec(fn: string, codec: WarpCodec): void {
+/** Checks a codec's bits and array shapes (RangeError naming the field). */
+export function assertWarpCodec(fn: string, codec: WarpCodec): void {
   assertWarpBits(fn, codec.bits);
   const { dims, bits } = codec;
   if (!Number.isInteger(dims) || dims < 1) throw new RangeError(`${fn}: codec dims must be an integer >= 1, got ${dims}`);
@@ -104,7 +105,7 @@ export function fitWarpCodec(residuals: Float32Array, n: number, dims: number, b
  */
 export function encodeWarpResiduals(codec: WarpCodec, residuals: Float32Array, n: number, out?: Uint8Array): Uint8Array {
   const fn = 'encodeWarpResiduals';
-  assertCodec(fn, codec);
+  assertWarpCodec(fn, codec);
   const { dims, bits } = codec;
   if (residuals.length !== n * dims) throw new RangeError(`${fn}: residuals has length ${residuals.length}, expected n x dims = ${n * dims}`);
   const bpt = warpCodeBytes(dims, bits);
@@ -141,7 +142,7 @@ export function warpCodeAt(codes: Uint8Array, o: number, j: number, bits: number
 
 /** Decodes packed residual codes to the bucket weights (tests, reconstruction). Shape: -> n x dims. */
 export function decodeWarpResiduals(codec: WarpCodec, codes: Uint8Array, n: number): Float32Array {
-  assertCodec('decodeWarpResiduals', codec);
+  assertWarpCodec('decodeWarpResiduals', codec);
   const { dims, bits, weights } = codec;
   const bpt = warpCodeBytes(dims, bits);
   if (codes.length < n * bpt) throw new RangeError(`decodeWarpResiduals: codes has ${codes.length} bytes, expected n x ${bpt} = ${n * bpt}`);
@@ -157,7 +158,7 @@ export function decodeWarpResiduals(codec: WarpCodec, codes: Uint8Array, n: numb
  * weights of another codec version.
  */
 export function warpCodecChecksum(codec: WarpCodec): number {
-  assertCodec('warpCodecChecksum', codec);
+  assertWarpCodec('warpCodecChecksum', codec);
   const head = new Uint8Array(8);
   const view = new DataView(head.buffer);
   view.setUint32(0, codec.dims, true);
