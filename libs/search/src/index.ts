@@ -33,3 +33,5 @@ export { xtrGlobalCut, xtrShardHits, xtrShardHitsSteps, mergeShardHits } from '.
 /** Deterministic synthetic collections (seeded), for tests of the libraries that search segments. */
 export { makeCorpus, randomUnit, unitRows, type Corpus, type CorpusOptions } from './test-utils';
 export { densePass, mebertPass, exhaustivePass, bm25Pass, xtrPass, pairPass, Bm25StatsPass, XtrPass, type SegmentPass, type PassSegment } from './stream';
+/** WARP (SPEC 3.5): residual codec, centroid-major segment layout, the engine over it. */
+export * from './warp';
