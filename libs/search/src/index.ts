@@ -16,7 +16,7 @@ export {
   type Bm25Params, type Bm25Stats, type Bm25Query, type SegmentSearchOptions,
 } from './bm25';
 export {
-  xtrProbe, xtrSegmentSearch, xtrSegmentSearchSteps, xtrMerge, xtrMergeSteps, xtrAccumulate, xtrCandidates, xtrCandidateCount, XtrWorkspace, xtrAggregateSegment, xtrSearch, xtrSearchSteps, XtrRunningMerge, benchXtrAccumulator, XTR_MAX_QUERY_TOKENS,
+  xtrProbe, xtrSegmentSearch, xtrSegmentSearchSteps, xtrMerge, xtrMergeSteps, xtrAccumulate, xtrCandidates, xtrCandidateCount, XtrWorkspace, xtrAggregateSegment, xtrSearch, xtrSearchSteps, XtrRunningMerge, benchXtrAccumulator, XTR_MAX_QUERY_TOKENS, scoreRows as xtrScoreRows,
   type XtrProbe, type XtrSegmentLists, type XtrSegmentOptions, type XtrMerged, type XtrAggregateOptions, type XtrSearchOptions,
   type XtrSearchResult, type XtrAccumulatorBenchOptions, type XtrAccumulatorBench,
 } from './xtr';

@@ -284,6 +284,19 @@ function lookupSum(tables: Float32Array, t: number, codes: Uint8Array, o: number
   return s0 + s1 + (s2 + s3);
 }
 
+/**
+ * Scores a whole list against query token i: out[e] = S_ic + the table sum of entry e (the
+ * kernel warpSegmentSearch fuses with its per-document max; the benchmark times it alone).
+ * cs: the centroid's score q_i . c. Shape: -> count.
+ */
+export function warpScoreList(query: WarpQuery, i: number, cs: number, codes: Uint8Array, count: number, out: Float64Array): Float64Array {
+  const bpt = query.bytesPerToken;
+  if (codes.length < count * bpt || out.length < count) throw new RangeError(`warpScoreList: ${codes.length} code bytes and ${out.length} outputs for ${count} entries of ${bpt} bytes`);
+  const tBase = i * bpt * 256;
+  for (let e = 0; e < count; e++) out[e] = cs + lookupSum(query.tables, tBase, codes, e * bpt, bpt);
+  return out;
+}
+
 /** One segment's top-n documents by WARP's score (steps 5 and 6), from its probed lists. */
 export function warpSegmentSearch(query: WarpQuery, seg: WarpSegment, opts: WarpSegmentOptions): WarpSegmentHits {
   const fn = 'warpSegmentSearch';
