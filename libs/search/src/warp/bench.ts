@@ -56,6 +56,8 @@ export interface WarpBench {
   xtrSearchMs: number;
   /** xtrSearchMs / warpSearchMs */
   searchRatio: number;
+  /** |WARP top-10 and XTR top-10| / 10 (the engines agree where the imputations allow) */
+  top10Overlap: number;
 }
 
 function median(xs: number[]): number {
@@ -182,9 +184,12 @@ export function benchWarp(opts: WarpBenchOptions = {}): WarpBench {
   };
   const [centroidScoresMs, tableMs, lookupMs, floatMs, warpSearchMs, xtrSearchMs] = interleavedMs([centroidScoresRun, tableRun, lookupRun, floatRun, warpSearchRun, xtrSearchRun], repeats);
   if (sink === 42.4242) console.log(''); // keeps the timed work observable
+  const warpTop = warpSegmentSearch(warpQuery(q, n, centroids, codec, sizes, { nprobe }), { documents: D, docBase: 0, lists }, { topN: 10 }).docs;
+  const xtrTop = new Set(xtrSearch([{ segment, index }], q, n, centroids, { kPrime, nprobe, topN: 10 }).hits.map((h) => h.doc));
+  const top10Overlap = [...warpTop].filter((doc) => xtrTop.has(doc)).length / 10;
   return {
     tokens: T, dims: d, bits, centroids: K, documents: D, n, nprobe, scoredPerQuery,
     centroidScoresMs, tableMs, lookupMs, floatMs, kernelRatio: floatMs / (tableMs + lookupMs),
-    warpSearchMs, xtrSearchMs, searchRatio: xtrSearchMs / warpSearchMs,
+    warpSearchMs, xtrSearchMs, searchRatio: xtrSearchMs / warpSearchMs, top10Overlap,
   };
 }

@@ -13,3 +13,4 @@ export {
   type WarpQueryOptions, type WarpQuery, type WarpSegment, type WarpSegmentOptions, type WarpSegmentHits, type WarpSearchOptions, type WarpSearchResult,
 } from './engine';
 export { benchWarp, type WarpBenchOptions, type WarpBench } from './bench';
+export { warpProbedCentroids, warpCoalescedRanges, warpFetchedLists, type WarpByteRange, type WarpFetchedRange } from './ranges';
