@@ -143,7 +143,7 @@ export function benchWarp(opts: WarpBenchOptions = {}): WarpBench {
       for (let p = 0; p < nprobe; p++) {
         const e = i * nprobe + p;
         const l = lists.list(query.probes[e]);
-        warpScoreList(query, i, query.probeScores[e], l.codes, l.count, out);
+        warpScoreList(query, i, query.probeScores[e], l, out);
         sink += out[0];
       }
     }

@@ -215,6 +215,20 @@ describe('warp engine', () => {
     }
   });
 
+  it('the word-at-a-time and byte-at-a-time lookups give identical scores', () => {
+    for (const [dims, bits] of [[16, 2], [24, 4], [128, 4]] as const) {
+      const f = warpFixture(dims + bits, { documents: 30, dims, K: 6, bits });
+      const q = randomQuery(dims, 3, dims);
+      const { layouts, segments } = segmentsFor(f, [0, 30]);
+      const withWords = warpSearch(segments, q, 3, f.centroids, f.codec, warpListSizes(layouts), { nprobe: 3, topN: 30 });
+      const src = segments[0].lists;
+      expect(src.list(withWords.query.probes[0]).words).toBeInstanceOf(Uint32Array);
+      const bytesOnly: WarpSegment = { ...segments[0], lists: { list: (c) => ({ ...src.list(c), words: undefined }) } };
+      const without = warpSearch([bytesOnly], q, 3, f.centroids, f.codec, warpListSizes(layouts), { nprobe: 3, topN: 30 });
+      expect(without.hits.map((h) => [h.key, h.score])).toEqual(withWords.hits.map((h) => [h.key, h.score]));
+    }
+  });
+
   it('masked documents are never scored; the others keep their scores', () => {
     const f = warpFixture(51, { documents: 40, dims: 10, K: 8, bits: 4 });
     const q = randomQuery(5, 4, 10);

@@ -2,7 +2,7 @@ import { mergeHits } from '../merge';
 import { TopK } from '../select';
 import { assertMask, assertQuery, assertTopN, type DocMask, type Hit, type SegmentHits } from '../types';
 import { assertWarpCodec, warpCodeBytes, type WarpCodec } from './codec';
-import type { WarpListSource } from './layout';
+import type { WarpList, WarpListSource } from './layout';
 
 /**
  * WARP's search (SPEC 3.5; Scheerer et al., SIGIR 2025) over segments' centroid-major layouts.
@@ -285,15 +285,35 @@ function lookupSum(tables: Float32Array, t: number, codes: Uint8Array, o: number
 }
 
 /**
+ * lookupSum reading the codes as little-endian u32 words (w4 = bytesPerToken / 4 words from word
+ * o): one load per 4 bytes, about a fifth faster than byte loads here. Same sums, same order.
+ */
+function lookupSumWords(tables: Float32Array, t: number, words: Uint32Array, o: number, w4: number): number {
+  let s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+  for (let k = 0; k < w4; k++, t += 1024) {
+    const w = words[o + k];
+    s0 += tables[t + (w & 255)];
+    s1 += tables[t + 256 + ((w >>> 8) & 255)];
+    s2 += tables[t + 512 + ((w >>> 16) & 255)];
+    s3 += tables[t + 768 + (w >>> 24)];
+  }
+  return s0 + s1 + (s2 + s3);
+}
+
+/**
  * Scores a whole list against query token i: out[e] = S_ic + the table sum of entry e (the
  * kernel warpSegmentSearch fuses with its per-document max; the benchmark times it alone).
  * cs: the centroid's score q_i . c. Shape: -> count.
  */
-export function warpScoreList(query: WarpQuery, i: number, cs: number, codes: Uint8Array, count: number, out: Float64Array): Float64Array {
+export function warpScoreList(query: WarpQuery, i: number, cs: number, list: WarpList, out: Float64Array): Float64Array {
   const bpt = query.bytesPerToken;
+  const { codes, words, count } = list;
   if (codes.length < count * bpt || out.length < count) throw new RangeError(`warpScoreList: ${codes.length} code bytes and ${out.length} outputs for ${count} entries of ${bpt} bytes`);
   const tBase = i * bpt * 256;
-  for (let e = 0; e < count; e++) out[e] = cs + lookupSum(query.tables, tBase, codes, e * bpt, bpt);
+  if (words) {
+    const w4 = bpt >> 2;
+    for (let e = 0; e < count; e++) out[e] = cs + lookupSumWords(query.tables, tBase, words, e * w4, w4);
+  } else for (let e = 0; e < count; e++) out[e] = cs + lookupSum(query.tables, tBase, codes, e * bpt, bpt);
   return out;
 }
 
@@ -322,11 +342,14 @@ export function warpSegmentSearch(query: WarpQuery, seg: WarpSegment, opts: Warp
         if (count === 0) continue;
         if (docs.length < count || codes.length < count * bpt) throw new RangeError(`${fn}: list of centroid ${probes[i * np + p]} has ${docs.length} ids and ${codes.length} code bytes for ${count} entries`);
         const cs = probeScores[i * np + p];
+        const words = list.words;
+        const w4 = bpt >> 2;
+        if (words && (bpt & 3 || words.length < count * w4)) throw new RangeError(`${fn}: list of centroid ${probes[i * np + p]} has ${words.length} code words for ${count} entries of ${bpt} bytes`);
         for (let e = 0; e < count; e++) {
           const doc = docs[e];
           if (doc >= D) throw new RangeError(`${fn}: list of centroid ${probes[i * np + p]} names document ${doc}, the segment has ${D}`);
           if (mask && mask[doc] === 0) continue;
-          const s = cs + lookupSum(tables, tBase, codes, e * bpt, bpt);
+          const s = cs + (words ? lookupSumWords(tables, tBase, words, e * w4, w4) : lookupSum(tables, tBase, codes, e * bpt, bpt));
           if (tag[doc] !== stamp) {
             tag[doc] = stamp;
             best[doc] = s;

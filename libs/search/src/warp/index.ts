@@ -4,7 +4,7 @@ export {
 } from './codec';
 export {
   WARP_LAYOUT_MAGIC, WARP_LAYOUT_VERSION, WARP_HEADER_BYTES, WARP_DIRECTORY_ENTRY_BYTES, WARP_U16_DOCUMENTS,
-  buildWarpLayout, warpLayoutLists, warpListBytes, warpDirectoryBytes, serializeWarpLayout, parseWarpDirectory, warpListRange, readWarpList, openWarpLayout, warpListSizes,
+  buildWarpLayout, warpLayoutLists, warpCodeWords, warpListBytes, warpDirectoryBytes, serializeWarpLayout, parseWarpDirectory, warpListRange, readWarpList, openWarpLayout, warpListSizes,
   WarpLayoutCorruptError,
   type WarpList, type WarpListSource, type WarpLayout, type BuildWarpLayoutInput, type WarpLayoutExpectations, type WarpDirectory, type WarpLayoutReader,
 } from './layout';
