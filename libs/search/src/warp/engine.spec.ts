@@ -5,7 +5,7 @@ import { xtrSearch } from '../xtr';
 import type { Hit } from '../types';
 import { decodeWarpResiduals, encodeWarpResiduals, fitWarpCodec, warpCodeBytes, type WarpBits } from './codec';
 import { buildWarpLayout, openWarpLayout, serializeWarpLayout, warpLayoutLists, warpListSizes, WarpLayoutCorruptError, type WarpLayout } from './layout';
-import { warpCentroidScores, warpQuery, warpSearch, warpSegmentSearch, warpTables, warpTPrime, WarpWorkspace, type WarpSegment } from './engine';
+import { warpCentroidScores, warpQuery, warpSearch, warpSearchSteps, warpSegmentSearch, warpSegmentSearchSteps, warpTables, warpTPrime, WarpWorkspace, type WarpSegment } from './engine';
 import { fixtureSlice, randomQuery, warpFixture, type WarpFixture } from './test-utils';
 
 const TOL = 1e-5;
@@ -227,6 +227,32 @@ describe('warp engine', () => {
       const without = warpSearch([bytesOnly], q, 3, f.centroids, f.codec, warpListSizes(layouts), { nprobe: 3, topN: 30 });
       expect(without.hits.map((h) => [h.key, h.score])).toEqual(withWords.hits.map((h) => [h.key, h.score]));
     }
+  });
+
+  it('in steps: yields between query tokens and segments, same result; an abandoned segment leaves the workspace clean', () => {
+    const f = warpFixture(81, { documents: 40, dims: 12, K: 8, bits: 4 });
+    const n = 5;
+    const q = randomQuery(81, n, 12);
+    const { layouts, segments } = segmentsFor(f, [0, 13, 40]);
+    const sizes = warpListSizes(layouts);
+    const opts = { nprobe: 3, topN: 15 };
+    const want = warpSearch(segments, q, n, f.centroids, f.codec, sizes, opts);
+    const gen = warpSearchSteps(segments, q, n, f.centroids, f.codec, sizes, opts);
+    let yields = 0;
+    let r = gen.next();
+    for (; !r.done; r = gen.next()) yields++;
+    expect(yields).toBe(segments.length * n);
+    expect(r.value.hits).toEqual(want.hits);
+    const query = warpQuery(q, n, f.centroids, f.codec, sizes, opts);
+    const ws = new WarpWorkspace();
+    const fresh = warpSegmentSearch(query, segments[1], { topN: 15 });
+    const abandoned = warpSegmentSearchSteps(query, segments[1], { topN: 15, workspace: ws });
+    abandoned.next();
+    abandoned.next();
+    abandoned.return(undefined as never);
+    const again = warpSegmentSearch(query, segments[1], { topN: 15, workspace: ws });
+    expect([...again.docs]).toEqual([...fresh.docs]);
+    expect([...again.scores]).toEqual([...fresh.scores]);
   });
 
   it('masked documents are never scored; the others keep their scores', () => {

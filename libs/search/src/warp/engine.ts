@@ -1,5 +1,6 @@
 import { mergeHits } from '../merge';
 import { TopK } from '../select';
+import { runSteps, type Steps } from '../steps';
 import { assertMask, assertQuery, assertTopN, type DocMask, type Hit, type SegmentHits } from '../types';
 import { assertWarpCodec, warpCodeBytes, type WarpCodec } from './codec';
 import type { WarpList, WarpListSource } from './layout';
@@ -261,7 +262,7 @@ export interface WarpSegmentOptions {
 }
 
 export interface WarpSegmentHits extends SegmentHits {
-  /** tokens scored (work done) */
+  /** list entries read (work done; masked documents' entries are read, not scored) */
   scored: number;
   /** documents reached by at least one query token */
   candidates: number;
@@ -317,62 +318,90 @@ export function warpScoreList(query: WarpQuery, i: number, cs: number, list: War
   return out;
 }
 
+/** Work counters of one segment's search. */
+interface SegmentCounters {
+  candidates: number;
+  scored: number;
+}
+
+/**
+ * Query token i against its probed lists of one segment: s_iD for every document reached
+ * (best[], tagged i + 1), then acc[D] += s_iD - m_i; new candidates appended. The hot loop.
+ */
+function scoreQueryToken(fn: string, query: WarpQuery, i: number, seg: WarpSegment, ws: WarpWorkspace, counters: SegmentCounters): void {
+  const { nprobe: np, probes, probeScores, imputed, tables, bytesPerToken: bpt } = query;
+  const { best, acc, tag, reached, touched, candidates } = ws;
+  const D = seg.documents;
+  const mask = seg.mask;
+  const stamp = i + 1;
+  const tBase = i * bpt * 256;
+  const w4 = bpt >> 2;
+  let nt = 0;
+  for (let p = 0; p < np; p++) {
+    const c = probes[i * np + p];
+    const list = seg.lists.list(c);
+    const { count, docs, codes, words } = list;
+    if (count === 0) continue;
+    if (docs.length < count || codes.length < count * bpt) throw new RangeError(`${fn}: list of centroid ${c} has ${docs.length} ids and ${codes.length} code bytes for ${count} entries`);
+    if (words && (bpt & 3 || words.length < count * w4)) throw new RangeError(`${fn}: list of centroid ${c} has ${words.length} code words for ${count} entries of ${bpt} bytes`);
+    const cs = probeScores[i * np + p];
+    for (let e = 0; e < count; e++) {
+      const doc = docs[e];
+      if (doc >= D) throw new RangeError(`${fn}: list of centroid ${c} names document ${doc}, the segment has ${D}`);
+      if (mask && mask[doc] === 0) continue;
+      const s = cs + (words ? lookupSumWords(tables, tBase, words, e * w4, w4) : lookupSum(tables, tBase, codes, e * bpt, bpt));
+      if (tag[doc] !== stamp) {
+        tag[doc] = stamp;
+        best[doc] = s;
+        touched[nt++] = doc;
+      } else if (s > best[doc]) best[doc] = s;
+    }
+    counters.scored += count;
+  }
+  const mi = imputed[i];
+  let nc = counters.candidates;
+  for (let k = 0; k < nt; k++) {
+    const doc = touched[k];
+    if (reached[doc] === 0) {
+      reached[doc] = 1;
+      candidates[nc++] = doc;
+    }
+    acc[doc] += best[doc] - mi;
+  }
+  counters.candidates = nc;
+}
+
 /** One segment's top-n documents by WARP's score (steps 5 and 6), from its probed lists. */
 export function warpSegmentSearch(query: WarpQuery, seg: WarpSegment, opts: WarpSegmentOptions): WarpSegmentHits {
+  return runSteps(warpSegmentSearchSteps(query, seg, opts));
+}
+
+/**
+ * warpSegmentSearch in steps of one query token (steps.ts): the same hits. An error (a corrupt
+ * or missing list) or an abandoned generator leaves the workspace clean for other segments.
+ */
+export function* warpSegmentSearchSteps(query: WarpQuery, seg: WarpSegment, opts: WarpSegmentOptions): Steps<WarpSegmentHits> {
   const fn = 'warpSegmentSearch';
   assertTopN(fn, 'topN', opts.topN);
   const D = seg.documents;
   if (!Number.isInteger(D) || D < 0) throw new RangeError(`${fn}: documents must be an integer >= 0, got ${D}`);
   assertMask(fn, seg.mask, D);
-  const { n, nprobe: np, probes, probeScores, imputed, tables, bytesPerToken: bpt } = query;
+  const { n, imputed } = query;
   const ws = opts.workspace ?? new WarpWorkspace();
   ws.ensure(D);
-  const { best, acc, tag, reached, touched, candidates } = ws;
-  const mask = seg.mask;
-  let nc = 0;
-  let scored = 0;
+  const counters: SegmentCounters = { candidates: 0, scored: 0 };
+  let finished = false;
   try {
     for (let i = 0; i < n; i++) {
-      const stamp = i + 1;
-      const tBase = i * bpt * 256;
-      let nt = 0;
-      for (let p = 0; p < np; p++) {
-        const list = seg.lists.list(probes[i * np + p]);
-        const { count, docs, codes } = list;
-        if (count === 0) continue;
-        if (docs.length < count || codes.length < count * bpt) throw new RangeError(`${fn}: list of centroid ${probes[i * np + p]} has ${docs.length} ids and ${codes.length} code bytes for ${count} entries`);
-        const cs = probeScores[i * np + p];
-        const words = list.words;
-        const w4 = bpt >> 2;
-        if (words && (bpt & 3 || words.length < count * w4)) throw new RangeError(`${fn}: list of centroid ${probes[i * np + p]} has ${words.length} code words for ${count} entries of ${bpt} bytes`);
-        for (let e = 0; e < count; e++) {
-          const doc = docs[e];
-          if (doc >= D) throw new RangeError(`${fn}: list of centroid ${probes[i * np + p]} names document ${doc}, the segment has ${D}`);
-          if (mask && mask[doc] === 0) continue;
-          const s = cs + (words ? lookupSumWords(tables, tBase, words, e * w4, w4) : lookupSum(tables, tBase, codes, e * bpt, bpt));
-          if (tag[doc] !== stamp) {
-            tag[doc] = stamp;
-            best[doc] = s;
-            touched[nt++] = doc;
-          } else if (s > best[doc]) best[doc] = s;
-        }
-        scored += count;
-      }
-      const mi = imputed[i];
-      for (let k = 0; k < nt; k++) {
-        const doc = touched[k];
-        if (reached[doc] === 0) {
-          reached[doc] = 1;
-          candidates[nc++] = doc;
-        }
-        acc[doc] += best[doc] - mi;
-      }
+      if (i > 0) yield;
+      scoreQueryToken(fn, query, i, seg, ws, counters);
     }
-  } catch (err) {
-    // a corrupt or missing list: leave the workspace clean for the other segments
-    ws.clear(D);
-    throw err;
+    finished = true;
+  } finally {
+    if (!finished) ws.clear(D);
   }
+  const { acc, tag, reached, candidates } = ws;
+  const nc = counters.candidates;
   let base = 0;
   for (let i = 0; i < n; i++) base += imputed[i];
   const divide = (opts.normalize ?? true) ? n : 1;
@@ -385,7 +414,7 @@ export function warpSegmentSearch(query: WarpQuery, seg: WarpSegment, opts: Warp
     reached[doc] = 0;
   }
   const { scores, ids } = top.drain();
-  return { docBase: seg.docBase, docs: ids, scores, scored, candidates: nc };
+  return { docBase: seg.docBase, docs: ids, scores, scored: counters.scored, candidates: nc };
 }
 
 export interface WarpSearchOptions extends WarpQueryOptions {
@@ -397,7 +426,7 @@ export interface WarpSearchResult {
   hits: Hit[];
   /** m_i per query token */
   imputed: Float64Array;
-  /** tokens scored over all segments */
+  /** list entries read over all segments */
   scored: number;
   query: WarpQuery;
 }
@@ -410,12 +439,20 @@ export interface WarpSearchResult {
 export function warpSearch(
   segments: readonly WarpSegment[], q: Float32Array, n: number, centroids: Float32Array, codec: WarpCodec, listSizes: ArrayLike<number>, opts: WarpSearchOptions,
 ): WarpSearchResult {
+  return runSteps(warpSearchSteps(segments, q, n, centroids, codec, listSizes, opts));
+}
+
+/** warpSearch in steps (the query; each segment query token by query token; the merge): the same result. */
+export function* warpSearchSteps(
+  segments: readonly WarpSegment[], q: Float32Array, n: number, centroids: Float32Array, codec: WarpCodec, listSizes: ArrayLike<number>, opts: WarpSearchOptions,
+): Steps<WarpSearchResult> {
   const query = warpQuery(q, n, centroids, codec, listSizes, opts);
   const workspace = new WarpWorkspace();
   const hits: SegmentHits[] = [];
   let scored = 0;
   for (const seg of segments) {
-    const h = warpSegmentSearch(query, seg, { topN: opts.topN, normalize: opts.normalize, workspace });
+    yield;
+    const h = yield* warpSegmentSearchSteps(query, seg, { topN: opts.topN, normalize: opts.normalize, workspace });
     scored += h.scored;
     hits.push(h);
   }

@@ -9,7 +9,7 @@ export {
   type WarpList, type WarpListSource, type WarpLayout, type BuildWarpLayoutInput, type WarpLayoutExpectations, type WarpDirectory, type WarpLayoutReader,
 } from './layout';
 export {
-  WARP_DEFAULT_BOUND, warpTPrime, warpCentroidScores, warpTables, warpQuery, WarpWorkspace, warpScoreList, warpSegmentSearch, warpSearch,
+  WARP_DEFAULT_BOUND, warpTPrime, warpCentroidScores, warpTables, warpQuery, WarpWorkspace, warpScoreList, warpSegmentSearch, warpSegmentSearchSteps, warpSearch, warpSearchSteps,
   type WarpQueryOptions, type WarpQuery, type WarpSegment, type WarpSegmentOptions, type WarpSegmentHits, type WarpSearchOptions, type WarpSearchResult,
 } from './engine';
 export { benchWarp, type WarpBenchOptions, type WarpBench } from './bench';
