@@ -151,6 +151,17 @@ describe('warp engine', () => {
     });
   }
 
+  it('centroid scores Q C^T equal the plain float64 dot in dimension order, for any n and K (blocked 2 x 4, remainders)', () => {
+    const r = rng(17);
+    for (let trial = 0; trial < 30; trial++) {
+      const n = 1 + Math.floor(r() * 5), K = 1 + Math.floor(r() * 11), d = 1 + Math.floor(r() * 20);
+      const q = Float32Array.from({ length: n * d }, () => r() - 0.5);
+      const C = Float32Array.from({ length: K * d }, () => r() - 0.5);
+      const want = Float32Array.from({ length: n * K }, (_, e) => dot(q, Math.floor(e / K) * d, C, (e % K) * d, d));
+      expect([...warpCentroidScores(q, n, C, d)]).toEqual([...want]);
+    }
+  });
+
   it('imputation equals a brute-force reference (full sort, cumulative global sizes, t\', bound), with ties', () => {
     const r = rng(21);
     for (let trial = 0; trial < 200; trial++) {

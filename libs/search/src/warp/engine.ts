@@ -52,76 +52,91 @@ export function warpCentroidScores(q: Float32Array, n: number, centroids: Float3
   if (!Number.isInteger(d) || d < 1 || centroids.length % d !== 0) throw new RangeError(`warpCentroidScores: centroids has length ${centroids.length}, expected K x d with d = ${d}`);
   const K = centroids.length / d;
   const out = new Float32Array(n * K);
-  for (let i = 0; i < n; i++) {
-    const a = i * d;
-    const o = i * K;
+  const K4 = K & ~3;
+  let i = 0;
+  // 2 query tokens x 4 centroids per pass: each loaded value feeds two or four products
+  for (; i + 2 <= n; i += 2) {
+    const a0 = i * d, a1 = a0 + d;
+    const o0 = i * K, o1 = o0 + K;
     let c = 0;
-    for (; c + 4 <= K; c += 4) {
+    for (; c < K4; c += 4) {
       const b0 = c * d, b1 = b0 + d, b2 = b1 + d, b3 = b2 + d;
-      let s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+      let s00 = 0, s01 = 0, s02 = 0, s03 = 0, s10 = 0, s11 = 0, s12 = 0, s13 = 0;
       for (let t = 0; t < d; t++) {
-        const x = q[a + t];
-        s0 += x * centroids[b0 + t];
-        s1 += x * centroids[b1 + t];
-        s2 += x * centroids[b2 + t];
-        s3 += x * centroids[b3 + t];
+        const x0 = q[a0 + t], x1 = q[a1 + t];
+        const y0 = centroids[b0 + t], y1 = centroids[b1 + t], y2 = centroids[b2 + t], y3 = centroids[b3 + t];
+        s00 += x0 * y0; s01 += x0 * y1; s02 += x0 * y2; s03 += x0 * y3;
+        s10 += x1 * y0; s11 += x1 * y1; s12 += x1 * y2; s13 += x1 * y3;
       }
-      out[o + c] = s0;
-      out[o + c + 1] = s1;
-      out[o + c + 2] = s2;
-      out[o + c + 3] = s3;
+      out[o0 + c] = s00; out[o0 + c + 1] = s01; out[o0 + c + 2] = s02; out[o0 + c + 3] = s03;
+      out[o1 + c] = s10; out[o1 + c + 1] = s11; out[o1 + c + 2] = s12; out[o1 + c + 3] = s13;
     }
     for (; c < K; c++) {
-      const b = c * d;
-      let s = 0;
-      for (let t = 0; t < d; t++) s += q[a + t] * centroids[b + t];
-      out[o + c] = s;
+      out[o0 + c] = rowDot(q, a0, centroids, c * d, d);
+      out[o1 + c] = rowDot(q, a1, centroids, c * d, d);
     }
   }
+  for (; i < n; i++) for (let c = 0; c < K; c++) out[i * K + c] = rowDot(q, i * d, centroids, c * d, d);
   return out;
+}
+
+function rowDot(a: Float32Array, ao: number, b: Float32Array, bo: number, d: number): number {
+  let s = 0;
+  for (let t = 0; t < d; t++) s += a[ao + t] * b[bo + t];
+  return s;
 }
 
 /**
  * The lookup tables of implicit decompression. q: n x dims. Shape: -> n x bytesPerToken x 256,
  * table (i, p) at (i bytesPerToken + p) 256: entry v = sum over the dimensions j of byte p
  * (j = p 8/b .. p 8/b + 8/b - 1, j < dims) of q_ij w_j[code_j(v)], code_j(v) = bits
- * [(j - p 8/b) b, ...) of v. Bits of v beyond the last dimension are ignored.
- * Cost n x bytesPerToken x 256 additions (built dimension by dimension, doubling).
+ * [(j - p 8/b) b, ...) of v. Built as two 16-entry nibble tables per byte (the low and the high
+ * 4 bits: one dimension each for b = 4, two for b = 2), entry v = low[v & 15] + high[v >> 4]:
+ * 256 additions per byte. A dimension past the last contributes 0 to every entry, so the
+ * padding bits of a partial last byte are ignored.
  */
 export function warpTables(q: Float32Array, n: number, codec: WarpCodec, out?: Float32Array): Float32Array {
   const { dims, bits, weights } = codec;
   assertWarpCodec('warpTables', codec);
   assertQuery('warpTables', q, n, dims);
   const bpt = warpCodeBytes(dims, bits);
-  const per = 8 / bits;
-  const B = 1 << bits;
   const tables = out ?? new Float32Array(n * bpt * 256);
   if (tables.length < n * bpt * 256) throw new RangeError(`warpTables: out has ${tables.length} entries, needs ${n * bpt * 256}`);
-  const tab = new Float64Array(256);
-  const qw = new Float64Array(B);
+  const lo = new Float64Array(16);
+  const hi = new Float64Array(16);
+  const perNibble = 4 / bits;
   for (let i = 0; i < n; i++) {
+    const qo = i * dims;
     for (let p = 0; p < bpt; p++) {
-      tab[0] = 0;
-      let size = 1;
-      for (let s = 0; s < per; s++) {
-        const j = p * per + s;
-        if (j >= dims) break;
-        const x = q[i * dims + j];
-        for (let k = 0; k < B; k++) qw[k] = x * weights[j * B + k];
-        const shift = s * bits;
-        // new[(k << shift) | v] = old[v] + q_ij w_j[k], k descending so old[v] is read before k = 0 overwrites it
-        for (let v = 0; v < size; v++) {
-          const base = tab[v];
-          for (let k = B - 1; k >= 0; k--) tab[(k << shift) | v] = base + qw[k];
-        }
-        size <<= bits;
-      }
+      const j0 = p * 2 * perNibble; // first dimension of the byte
+      nibbleTable(q, qo, weights, dims, bits, j0, lo);
+      nibbleTable(q, qo, weights, dims, bits, j0 + perNibble, hi);
       const o = (i * bpt + p) * 256;
-      // bits above the last dimension are ignored: repeat the table
-      for (let v = 0; v < 256; v++) tables[o + v] = tab[v & (size - 1)];
+      for (let h = 0; h < 16; h++) {
+        const x = hi[h];
+        const oh = o + (h << 4);
+        for (let l = 0; l < 16; l++) tables[oh + l] = lo[l] + x;
+      }
     }
   }
   return tables;
+}
+
+/** The 16 partial dot products of one nibble: dimension j (b = 4) or dimensions j, j + 1 (b = 2; low bits first); 0 past dims. */
+function nibbleTable(q: Float32Array, qo: number, weights: Float32Array, dims: number, bits: number, j: number, out: Float64Array): void {
+  if (bits === 4) {
+    if (j >= dims) out.fill(0);
+    else {
+      const x = q[qo + j];
+      for (let k = 0; k < 16; k++) out[k] = x * weights[j * 16 + k];
+    }
+    return;
+  }
+  const x0 = j < dims ? q[qo + j] : 0;
+  const x1 = j + 1 < dims ? q[qo + j + 1] : 0;
+  const w0 = Math.min(j, dims - 1) * 4;
+  const w1 = Math.min(j + 1, dims - 1) * 4;
+  for (let v = 0; v < 16; v++) out[v] = x0 * weights[w0 + (v & 3)] + x1 * weights[w1 + (v >> 2)];
 }
 
 export interface WarpQueryOptions {
