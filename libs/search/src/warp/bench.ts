@@ -170,8 +170,9 @@ export function benchWarp(opts: WarpBenchOptions = {}): WarpBench {
   };
 
   const workspace = new WarpWorkspace();
+  const tableBuffer = new Float32Array(n * query.bytesPerToken * 256); // as a long-running scorer keeps one
   const warpSearchRun = () => {
-    const wq = warpQuery(q, n, centroids, codec, sizes, { nprobe });
+    const wq = warpQuery(q, n, centroids, codec, sizes, { nprobe, tables: tableBuffer });
     sink += warpSegmentSearch(wq, { documents: D, docBase: 0, lists }, { topN: 100, workspace }).scored;
   };
   const segment = searchSegment({

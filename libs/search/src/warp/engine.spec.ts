@@ -254,7 +254,10 @@ describe('warp engine', () => {
     for (; !r.done; r = gen.next()) yields++;
     expect(yields).toBe(segments.length * n);
     expect(r.value.hits).toEqual(want.hits);
-    const query = warpQuery(q, n, f.centroids, f.codec, sizes, opts);
+    const buffer = new Float32Array(n * 6 * 256 + 7);
+    const query = warpQuery(q, n, f.centroids, f.codec, sizes, { ...opts, tables: buffer });
+    expect(query.tables.buffer).toBe(buffer.buffer);
+    expect([...query.tables]).toEqual([...warpTables(q, n, f.codec)]);
     const ws = new WarpWorkspace();
     const fresh = warpSegmentSearch(query, segments[1], { topN: 15 });
     const abandoned = warpSegmentSearchSteps(query, segments[1], { topN: 15, workspace: ws });
