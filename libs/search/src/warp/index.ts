@@ -14,3 +14,4 @@ export {
 } from './engine';
 export { benchWarp, type WarpBenchOptions, type WarpBench } from './bench';
 export { warpProbedCentroids, warpCoalescedRanges, warpFetchedLists, type WarpByteRange, type WarpFetchedRange } from './ranges';
+export { warpLayoutFromBytes, mergeWarpLayouts, type WarpMergePart } from './merge';
