@@ -129,6 +129,7 @@ export function benchWarp(opts: WarpBenchOptions = {}): WarpBench {
     scoredPerQuery += count;
     longest = Math.max(longest, count);
   }
+  let sink = 0; // consumed results, so no timed work is dead code
   const centroidScoresRun = () => {
     sink += warpCentroidScores(q, n, centroids, d)[0];
   };
@@ -137,7 +138,6 @@ export function benchWarp(opts: WarpBenchOptions = {}): WarpBench {
     sink += warpTables(q, n, codec, tables)[0];
   };
   const out = new Float64Array(longest);
-  let sink = 0;
   const lookupRun = () => {
     for (let i = 0; i < n; i++) {
       for (let p = 0; p < nprobe; p++) {
@@ -150,13 +150,11 @@ export function benchWarp(opts: WarpBenchOptions = {}): WarpBench {
   };
 
   // XTR's float path over the same tokens: the IVF rows of each probed list, in document order
-  const index = buildSegmentIndex(
-    searchSegment({
-      name: 'bench', documents: D, dims: d, docIds: Array.from({ length: D }, (_, i) => `d${i}`), tokenOffsets, tokenIds: new Int32Array(T), docVectors: null,
-      metadata: () => null, decodeAll: () => vectors,
-    } as SegmentSource),
-    centroids, d, { assignments: assignment },
-  );
+  const segment = searchSegment({
+    name: 'bench', documents: D, dims: d, docIds: Array.from({ length: D }, (_, i) => `d${i}`), tokenOffsets, tokenIds: new Int32Array(T), docVectors: null,
+    metadata: () => null, decodeAll: () => vectors,
+  } as SegmentSource);
+  const index = buildSegmentIndex(segment, centroids, d, { assignments: assignment });
   const { listOffsets, rows } = index.ivf;
   const floatRun = () => {
     for (let i = 0; i < n; i++) {
@@ -175,10 +173,6 @@ export function benchWarp(opts: WarpBenchOptions = {}): WarpBench {
     const wq = warpQuery(q, n, centroids, codec, sizes, { nprobe, tables: tableBuffer });
     sink += warpSegmentSearch(wq, { documents: D, docBase: 0, lists }, { topN: 100, workspace }).scored;
   };
-  const segment = searchSegment({
-    name: 'bench', documents: D, dims: d, docIds: Array.from({ length: D }, (_, i) => `d${i}`), tokenOffsets, tokenIds: new Int32Array(T), docVectors: null,
-    metadata: () => null, decodeAll: () => vectors,
-  } as SegmentSource);
   const xtrSearchRun = () => {
     const probe = xtrProbe(q, n, centroids, d, nprobe);
     sink += xtrSearch([{ segment, index }], q, n, centroids, { kPrime, nprobe, topN: 100, probe }).scored;
