@@ -17,14 +17,21 @@
  *   candidates and extrapolated.
  *
  * - AESI decode (codec math): tokens in blocks vs the per-token loop, widths 384 and 1536 (aesiCase).
+ * - WARP (SPEC 3.5, `benchWarp` in @lateral/search, warpCase): on one synthetic segment of
+ *   100,000 tokens (d = 128, b = 4, K = 1,024, 32 query tokens, nprobe 32), the lookup-table
+ *   build and the table sums over the probed lists' packed codes against XTR's float kernel
+ *   (`scoreRows`) over the same rows of float32 vectors, timed in alternation in the same run;
+ *   `warp_kernel_ratio` = float / (tables + lookups), and the whole per-segment searches
+ *   (`warp_search_ratio` = XTR / WARP). Single-threaded JavaScript, both.
  *
- * Options: --quick (fewer repetitions), --threads N (intra-op threads, default 2), --aesi-only.
+ * Options: --quick (fewer repetitions), --threads N (intra-op threads, default 2), --aesi-only,
+ * --warp-only, --warp-centroids K (default 1,024), --warp-bits 2|4 (default 4).
  */
 import { spawnSync } from 'node:child_process';
 import { resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { maxsim, maxsimBatch, maxsimOfSimilarities, xtrAggregate, LITE_DEFAULT, LITE_SMALL, type XtrRetrieved } from '@lateral/scoring';
-import { benchXtrAccumulator, xtrProbe } from '@lateral/search';
+import { benchWarp, benchXtrAccumulator, xtrProbe } from '@lateral/search';
 import { createScorerSession, GemmMaxsim, OnnxIvfProbe, OnnxLite, randomLiteWeights, RotatedMaxsim, seededUniform, type RotatedImageSet } from '@lateral/kernels';
 import { aesiDecode, aesiDecoderLength, aesiTwoLayerPerToken, createCodec, lloydMax, type EdenCodec } from '@lateral/codec';
 import { floatTensor, GraphBuilder, int64Tensor, makeModel, makeValueInfo } from '@lateral/model';
@@ -321,10 +328,48 @@ async function aesiCase(quick: boolean, log: (m: string) => void): Promise<{ res
   return { result, rows };
 }
 
+/** WARP's kernels against XTR's float scoring on the same synthetic segment (benchWarp). */
+function warpCase(args: string[], quick: boolean, log: (m: string) => void): { result: Record<string, unknown>; rows: [string, string][] } {
+  const arg = (name: string, fallback: number) => {
+    const i = args.indexOf(name);
+    return i >= 0 ? Number(args[i + 1]) : fallback;
+  };
+  const bits = arg('--warp-bits', 4);
+  if (bits !== 2 && bits !== 4) throw new RangeError(`--warp-bits must be 2 or 4, got ${bits}`);
+  const centroids = arg('--warp-centroids', 1024);
+  log(`score bench: WARP tables + lookups vs XTR float scoring (100,000 tokens, K = ${centroids}, b = ${bits})...`);
+  const b = benchWarp({ bits, centroids, repeats: quick ? 5 : 15 });
+  const f = (x: number, p = 2) => x.toFixed(p);
+  const shape = `${b.tokens} tokens x ${b.dims}, b = ${b.bits}, K = ${b.centroids}, n = ${b.n}, nprobe ${b.nprobe}: ${b.scoredPerQuery} token scores`;
+  return {
+    result: {
+      warp_shape: { tokens: b.tokens, dims: b.dims, bits: b.bits, centroids: b.centroids, documents: b.documents, query_tokens: b.n, nprobe: b.nprobe, scored_per_query: b.scoredPerQuery },
+      warp_centroid_scores_ms: b.centroidScoresMs,
+      warp_table_ms: b.tableMs,
+      warp_lookup_ms: b.lookupMs,
+      warp_float_scoreRows_ms: b.floatMs,
+      warp_kernel_ratio: b.kernelRatio,
+      warp_search_ms: b.warpSearchMs,
+      warp_xtr_search_ms: b.xtrSearchMs,
+      warp_search_ratio: b.searchRatio,
+      warp_xtr_top10_overlap: b.top10Overlap,
+    },
+    rows: [
+      [`WARP kernels (${shape})`, `tables ${f(b.tableMs)} ms + lookup-sum ${f(b.lookupMs)} ms vs XTR scoreRows (float32) ${f(b.floatMs)} ms: ${f(b.kernelRatio)}x faster`],
+      ['WARP whole segment search vs XTR (same probes, top-100)', `WARP ${f(b.warpSearchMs)} ms (Q C^T ${f(b.centroidScoresMs)} ms inside) vs XTR ${f(b.xtrSearchMs)} ms: ${f(b.searchRatio)}x faster; top-10 overlap ${f(b.top10Overlap, 1)}`],
+    ],
+  };
+}
+
 export async function runScoreBench(args: string[]): Promise<Record<string, unknown>> {
   const quick = args.includes('--quick');
   if (args.includes('--aesi-only')) {
     const { result, rows } = await aesiCase(quick, (m) => process.stderr.write(`${m}\n`));
+    console.log(rows.map(([k, v]) => `${k}  ${v}`).join('\n'));
+    return result;
+  }
+  if (args.includes('--warp-only')) {
+    const { result, rows } = warpCase(args, quick, (m) => process.stderr.write(`${m}\n`));
     console.log(rows.map(([k, v]) => `${k}  ${v}`).join('\n'));
     return result;
   }
@@ -418,6 +463,7 @@ export async function runScoreBench(args: string[]): Promise<Record<string, unkn
   log('score bench: compressed candidates (EDEN 4-bit, token layout)...');
   const compressed = await compressedCase(q, docs, offsets, threads, quick, log);
   const aesi = await aesiCase(quick, log);
+  const warp = warpCase(args, quick, log);
 
   const maxsimGflops = FLOPS / maxsimMs / 1e6;
   const result: Record<string, unknown> = {
@@ -454,6 +500,7 @@ export async function runScoreBench(args: string[]): Promise<Record<string, unkn
     xtr_probe_ort_fraction_of_peak: (2 * P.n * P.K * P.d) / probeOrtMs / 1e6 / peak.gflops,
     ...compressed.result,
     ...aesi.result,
+    ...warp.result,
   };
 
   const f = (x: number, p = 2) => x.toFixed(p);
@@ -473,6 +520,7 @@ export async function runScoreBench(args: string[]): Promise<Record<string, unkn
     ['XTR IVF probe, 16 query tokens x 8192 centroids x 384, nprobe 32', `JS ${f(probeJsMs, 2)} ms, ORT GEMM + TopK ${f(probeOrtMs, 2)} ms (${f(probeJsMs / probeOrtMs, 1)}x faster, ${f((100 * (2 * P.n * P.K * P.d)) / probeOrtMs / 1e6 / peak.gflops, 1)}% of the GEMM peak)`],
     ...compressed.rows,
     ...aesi.rows,
+    ...warp.rows,
   ];
   const w = Math.max(...rows.map(([k]) => k.length));
   console.log(rows.map(([k, v]) => `${k.padEnd(w)}  ${v}`).join('\n'));

@@ -16,7 +16,7 @@ export {
   type Bm25Params, type Bm25Stats, type Bm25Query, type SegmentSearchOptions,
 } from './bm25';
 export {
-  xtrProbe, xtrSegmentSearch, xtrSegmentSearchSteps, xtrMerge, xtrMergeSteps, xtrAccumulate, xtrCandidates, xtrCandidateCount, XtrWorkspace, xtrAggregateSegment, xtrSearch, xtrSearchSteps, XtrRunningMerge, benchXtrAccumulator, XTR_MAX_QUERY_TOKENS,
+  xtrProbe, xtrSegmentSearch, xtrSegmentSearchSteps, xtrMerge, xtrMergeSteps, xtrAccumulate, xtrCandidates, xtrCandidateCount, XtrWorkspace, xtrAggregateSegment, xtrSearch, xtrSearchSteps, XtrRunningMerge, benchXtrAccumulator, XTR_MAX_QUERY_TOKENS, scoreRows as xtrScoreRows,
   type XtrProbe, type XtrSegmentLists, type XtrSegmentOptions, type XtrMerged, type XtrAggregateOptions, type XtrSearchOptions,
   type XtrSearchResult, type XtrAccumulatorBenchOptions, type XtrAccumulatorBench,
 } from './xtr';
@@ -33,3 +33,5 @@ export { xtrGlobalCut, xtrShardHits, xtrShardHitsSteps, mergeShardHits } from '.
 /** Deterministic synthetic collections (seeded), for tests of the libraries that search segments. */
 export { makeCorpus, randomUnit, unitRows, type Corpus, type CorpusOptions } from './test-utils';
 export { densePass, mebertPass, exhaustivePass, bm25Pass, xtrPass, pairPass, Bm25StatsPass, XtrPass, type SegmentPass, type PassSegment } from './stream';
+/** WARP (SPEC 3.5): residual codec, centroid-major segment layout, the engine over it. */
+export * from './warp';

@@ -200,9 +200,10 @@ function scoreRowsWith(scorer: RowScorer, i: number, list: Uint32Array, lo: numb
 
 /**
  * Scores rows list[lo..hi) against query row q[qo..qo+d) into top; 4 rows at a time, each a
- * float64 sum in dimension order. `tokens` holds the rows from `base` on.
+ * float64 sum in dimension order. `tokens` holds the rows from `base` on. Exported as
+ * `xtrScoreRows` for the WARP benchmark, which compares its lookup tables with this kernel.
  */
-function scoreRows(q: Float32Array, qo: number, tokens: Float32Array, base: number, d: number, list: Uint32Array, lo: number, hi: number, top: TopK): void {
+export function scoreRows(q: Float32Array, qo: number, tokens: Float32Array, base: number, d: number, list: Uint32Array, lo: number, hi: number, top: TopK): void {
   let p = lo;
   for (; p + 4 <= hi; p += 4) {
     const r0 = list[p], r1 = list[p + 1], r2 = list[p + 2], r3 = list[p + 3];

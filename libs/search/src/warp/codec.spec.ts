@@ -1,0 +1,105 @@
+import { describe, expect, it } from 'vitest';
+import { unpackCodes } from '@lateral/codec';
+import { rng } from '../test-utils';
+import { decodeWarpResiduals, encodeWarpResiduals, fitWarpCodec, warpCodeAt, warpCodeBytes, warpCodecChecksum, warpResiduals, type WarpBits, type WarpCodec } from './codec';
+
+function randomResiduals(seed: number, n: number, d: number): Float32Array {
+  const r = rng(seed);
+  return Float32Array.from({ length: n * d }, (_, i) => (r() + r() + r() - 1.5) * (0.05 + 0.01 * (i % d)));
+}
+
+describe('warp residual codec', () => {
+  it('packs codes little-endian per token, the convention of @lateral/codec bitpack (hand-computed)', () => {
+    // dims 3, b = 2: cutoffs per dimension [-1, 0, 1] -> buckets 0..3
+    const codec: WarpCodec = {
+      dims: 3, bits: 2,
+      cutoffs: Float32Array.from([-1, 0, 1, -1, 0, 1, -1, 0, 1]),
+      weights: Float32Array.from([-2, -0.5, 0.5, 2, -2, -0.5, 0.5, 2, -2, -0.5, 0.5, 2]),
+    };
+    // r = (0.5, -3, 1) -> codes (2, 0, 2): a value equal to a cutoff (1) goes to the lower bucket
+    const codes = encodeWarpResiduals(codec, Float32Array.from([0.5, -3, 1]), 1);
+    expect(warpCodeBytes(3, 2)).toBe(1);
+    expect([...codes]).toEqual([2 | (0 << 2) | (2 << 4)]);
+    expect([...decodeWarpResiduals(codec, codes, 1)]).toEqual([0.5, -2, 0.5]);
+    // b = 4 with 3 dims: 2 bytes, dims 0 and 1 in byte 0 (low nibble first), dim 2 in the low nibble of byte 1
+    expect(warpCodeBytes(3, 4)).toBe(2);
+    expect(warpCodeBytes(128, 4)).toBe(64);
+    expect(warpCodeBytes(128, 2)).toBe(32);
+    expect(warpCodeBytes(7, 2)).toBe(2);
+  });
+
+  for (const bits of [2, 4] as WarpBits[]) {
+    for (const d of [128, 7, 1]) {
+      it(`b = ${bits}, d = ${d}: cutoffs ascending, weights inside their buckets, codes the bucket of each value, same as bitpack`, () => {
+        const n = 500;
+        const res = randomResiduals(bits * 100 + d, n, d);
+        const codec = fitWarpCodec(res, n, d, bits);
+        const B = 1 << bits;
+        for (let j = 0; j < d; j++) {
+          const cut = codec.cutoffs.subarray(j * (B - 1), (j + 1) * (B - 1));
+          const w = codec.weights.subarray(j * B, (j + 1) * B);
+          for (let k = 1; k < B - 1; k++) expect(cut[k]).toBeGreaterThanOrEqual(cut[k - 1]);
+          for (let k = 0; k < B; k++) {
+            if (k > 0) expect(w[k]).toBeGreaterThanOrEqual(cut[k - 1]);
+            if (k < B - 1) expect(w[k]).toBeLessThanOrEqual(cut[k]);
+          }
+        }
+        const codes = encodeWarpResiduals(codec, res, n);
+        const bpt = warpCodeBytes(d, bits);
+        expect(codes.length).toBe(n * bpt);
+        const wrong: string[] = []; // one expect at the end: per-value expects made this test slow
+        for (let t = 0; t < n; t++) {
+          const unpacked = unpackCodes(codes.subarray(t * bpt, (t + 1) * bpt), bits, d);
+          for (let j = 0; j < d; j++) {
+            const code = warpCodeAt(codes, t * bpt, j, bits);
+            const r = res[t * d + j];
+            if (code !== unpacked[j]) wrong.push(`token ${t} dim ${j}: code ${code}, bitpack ${unpacked[j]}`);
+            if (code > 0 && !(r > codec.cutoffs[j * (B - 1) + code - 1])) wrong.push(`token ${t} dim ${j}: ${r} not above cutoff ${code - 1}`);
+            if (code < B - 1 && !(r <= codec.cutoffs[j * (B - 1) + code])) wrong.push(`token ${t} dim ${j}: ${r} above cutoff ${code}`);
+          }
+          // padding bits of the last byte stay zero
+          const used = (d * bits) % 8;
+          if (used && codes[t * bpt + bpt - 1] >> used !== 0) wrong.push(`token ${t}: padding bits set`);
+        }
+        expect(wrong).toEqual([]);
+        // equal-mass buckets: every bucket of every dimension is used about n / 2^b times
+        const hist = new Uint32Array(d * B);
+        for (let t = 0; t < n; t++) for (let j = 0; j < d; j++) hist[j * B + warpCodeAt(codes, t * bpt, j, bits)]++;
+        let worst = 0;
+        for (let i = 0; i < hist.length; i++) worst = Math.max(worst, Math.abs(hist[i] - n / B));
+        expect(worst).toBeLessThanOrEqual(2);
+        // more bits, less error; the decode error is bounded by the bucket's spread
+        const dec = decodeWarpResiduals(codec, codes, n);
+        let err = 0, norm = 0;
+        for (let i = 0; i < res.length; i++) {
+          err += (res[i] - dec[i]) ** 2;
+          norm += res[i] ** 2;
+        }
+        expect(err / norm).toBeLessThan(bits === 4 ? 0.02 : 0.15);
+      });
+    }
+  }
+
+  it('residuals are vector minus assigned centroid; the checksum names the codec version', () => {
+    const v = Float32Array.from([1, 2, 3, 4]);
+    const c = Float32Array.from([0, 0, 1, 1, 0.5, 0.5]);
+    expect([...warpResiduals(v, 2, 2, c, Uint32Array.from([1, 2]))]).toEqual([0, 1, 2.5, 3.5]);
+    expect(() => warpResiduals(v, 2, 2, c, Uint32Array.from([1, 3]))).toThrow(/assignment\[1\] = 3 is not a centroid \(K = 3\)/);
+    const codec = fitWarpCodec(randomResiduals(5, 64, 8), 64, 8, 4);
+    const sum = warpCodecChecksum(codec);
+    expect(warpCodecChecksum({ ...codec, weights: Float32Array.from(codec.weights) })).toBe(sum);
+    const w = Float32Array.from(codec.weights);
+    w[3] += 1e-3;
+    expect(warpCodecChecksum({ ...codec, weights: w })).not.toBe(sum);
+    expect(warpCodecChecksum({ ...codec, bits: 2, cutoffs: codec.cutoffs.subarray(0, 24), weights: codec.weights.subarray(0, 32) })).not.toBe(sum);
+  });
+
+  it('rejects bad input, naming the field', () => {
+    expect(() => fitWarpCodec(new Float32Array(8), 2, 4, 3)).toThrow(/fitWarpCodec: bits must be 2 or 4, got 3/);
+    expect(() => fitWarpCodec(new Float32Array(0), 0, 4, 2)).toThrow(/at least one residual/);
+    expect(() => fitWarpCodec(new Float32Array(7), 2, 4, 2)).toThrow(/residuals has length 7, expected n x dims = 8/);
+    const codec = fitWarpCodec(randomResiduals(1, 16, 4), 16, 4, 2);
+    expect(() => encodeWarpResiduals(codec, new Float32Array(6), 2)).toThrow(/residuals has length 6/);
+    expect(() => encodeWarpResiduals({ ...codec, weights: new Float32Array(3) }, new Float32Array(4), 1)).toThrow(/weights has length 3, expected dims x 2\^bits = 16/);
+  });
+});

@@ -1,0 +1,176 @@
+import { crc32 } from 'node:zlib';
+
+/**
+ * WARP's residual codec (SPEC 3.5; PLAID's residual compression with per-dimension buckets): a
+ * token vector v assigned to centroid c is stored as its residual r = v - c, each dimension j
+ * quantised to b bits (b = 2 or 4) against that dimension's bucket cutoffs, and decoded to that
+ * dimension's bucket weight: v ~ c + (w_j[code_j])_j. Cutoffs and weights are fitted once per
+ * collection and codec version, like the centroids, from a sample of residuals.
+ *
+ * Packing: a token's d codes form a little-endian bit stream of ceil(d b / 8) bytes, code j at
+ * bits [j b, (j+1) b) (bit k is bit k mod 8 of byte floor(k / 8)), the convention of
+ * @lateral/codec's bitpack; every token starts on a byte. For b = 4 byte p holds dimensions 2p
+ * (low nibble) and 2p + 1 (high nibble); unused high bits of the last byte are zero.
+ */
+
+export type WarpBits = 2 | 4;
+export const WARP_BITS: readonly WarpBits[] = [2, 4];
+
+export interface WarpCodec {
+  dims: number;
+  bits: WarpBits;
+  /** dims x (2^bits - 1), ascending per dimension: r goes to bucket #{k : cutoffs[j][k] < r}. */
+  cutoffs: Float32Array;
+  /** dims x 2^bits: the decoded value of each bucket of each dimension. */
+  weights: Float32Array;
+}
+
+export function assertWarpBits(fn: string, bits: number): asserts bits is WarpBits {
+  if (bits !== 2 && bits !== 4) throw new RangeError(`${fn}: bits must be 2 or 4, got ${bits}`);
+}
+
+/** Packed code bytes per token: ceil(dims x bits / 8). */
+export function warpCodeBytes(dims: number, bits: number): number {
+  return Math.ceil((dims * bits) / 8);
+}
+
+/** Checks a codec's bits and array shapes (RangeError naming the field). */
+export function assertWarpCodec(fn: string, codec: WarpCodec): void {
+  assertWarpBits(fn, codec.bits);
+  const { dims, bits } = codec;
+  if (!Number.isInteger(dims) || dims < 1) throw new RangeError(`${fn}: codec dims must be an integer >= 1, got ${dims}`);
+  const B = 1 << bits;
+  if (codec.cutoffs.length !== dims * (B - 1)) throw new RangeError(`${fn}: codec cutoffs has length ${codec.cutoffs.length}, expected dims x (2^bits - 1) = ${dims * (B - 1)}`);
+  if (codec.weights.length !== dims * B) throw new RangeError(`${fn}: codec weights has length ${codec.weights.length}, expected dims x 2^bits = ${dims * B}`);
+}
+
+/**
+ * Residuals of token vectors against their assigned centroids. vectors: T x d, centroids: K x d,
+ * assignment: T centroid indices. Shape: -> T x d.
+ */
+export function warpResiduals(vectors: Float32Array, T: number, d: number, centroids: Float32Array, assignment: Uint32Array): Float32Array {
+  if (vectors.length !== T * d) throw new RangeError(`warpResiduals: vectors has length ${vectors.length}, expected T x d = ${T * d}`);
+  if (assignment.length !== T) throw new RangeError(`warpResiduals: assignment has ${assignment.length} entries, expected T = ${T}`);
+  const K = centroids.length / d;
+  const out = new Float32Array(T * d);
+  for (let t = 0; t < T; t++) {
+    const c = assignment[t];
+    if (c >= K) throw new RangeError(`warpResiduals: assignment[${t}] = ${c} is not a centroid (K = ${K})`);
+    const a = t * d, b = c * d;
+    for (let j = 0; j < d; j++) out[a + j] = vectors[a + j] - centroids[b + j];
+  }
+  return out;
+}
+
+/**
+ * Fits per-dimension cutoffs and weights from n sampled residuals (n x dims). On each dimension
+ * the cutoffs are the (k / 2^b)-quantiles, k = 1 .. 2^b - 1 (equal-mass buckets), and a bucket's
+ * weight is the mean of the sample values in it (the reconstruction that minimises the squared
+ * error for those cutoffs); an empty bucket takes its middle quantile ((k + 1/2) / 2^b).
+ */
+export function fitWarpCodec(residuals: Float32Array, n: number, dims: number, bits: number): WarpCodec {
+  const fn = 'fitWarpCodec';
+  assertWarpBits(fn, bits);
+  if (!Number.isInteger(dims) || dims < 1) throw new RangeError(`${fn}: dims must be an integer >= 1, got ${dims}`);
+  if (!Number.isInteger(n) || n < 1) throw new RangeError(`${fn}: needs at least one residual, got n = ${n}`);
+  if (residuals.length !== n * dims) throw new RangeError(`${fn}: residuals has length ${residuals.length}, expected n x dims = ${n * dims}`);
+  const B = 1 << bits;
+  const cutoffs = new Float32Array(dims * (B - 1));
+  const weights = new Float32Array(dims * B);
+  const col = new Float32Array(n);
+  const quantile = (p: number) => col[Math.min(n - 1, Math.floor(p * n))];
+  for (let j = 0; j < dims; j++) {
+    for (let i = 0; i < n; i++) col[i] = residuals[i * dims + j];
+    col.sort();
+    for (let k = 0; k < B - 1; k++) cutoffs[j * (B - 1) + k] = quantile((k + 1) / B);
+    // col is ascending: bucket k holds the values in (cutoff[k-1], cutoff[k]]
+    let i = 0;
+    for (let k = 0; k < B; k++) {
+      const hi = k < B - 1 ? cutoffs[j * (B - 1) + k] : Infinity;
+      let sum = 0;
+      let count = 0;
+      while (i < n && col[i] <= hi) {
+        sum += col[i++];
+        count++;
+      }
+      weights[j * B + k] = count > 0 ? sum / count : quantile((k + 0.5) / B);
+    }
+  }
+  return { dims, bits, cutoffs, weights };
+}
+
+/**
+ * Encodes n residuals (n x dims) to packed codes. Shape: -> n x warpCodeBytes(dims, bits).
+ * `out` (zeroed, or written whole here) may be given to encode into a larger buffer.
+ */
+export function encodeWarpResiduals(codec: WarpCodec, residuals: Float32Array, n: number, out?: Uint8Array): Uint8Array {
+  const fn = 'encodeWarpResiduals';
+  assertWarpCodec(fn, codec);
+  const { dims, bits } = codec;
+  if (residuals.length !== n * dims) throw new RangeError(`${fn}: residuals has length ${residuals.length}, expected n x dims = ${n * dims}`);
+  const bpt = warpCodeBytes(dims, bits);
+  const codes = out ?? new Uint8Array(n * bpt);
+  if (codes.length < n * bpt) throw new RangeError(`${fn}: out has ${codes.length} bytes, needs ${n * bpt}`);
+  for (let t = 0; t < n; t++) encodeWarpResidualInto(codec, residuals, t * dims, null, 0, codes, t * bpt);
+  return codes;
+}
+
+/**
+ * Encodes one token into out[oo .. oo + warpCodeBytes): the residual x[xo ..] - centroids[co ..]
+ * (centroids null: x is already the residual). No allocation (the index build's inner loop).
+ */
+export function encodeWarpResidualInto(codec: WarpCodec, x: Float32Array, xo: number, centroids: Float32Array | null, co: number, out: Uint8Array, oo: number): void {
+  const { dims, bits, cutoffs } = codec;
+  const C = (1 << bits) - 1;
+  out.fill(0, oo, oo + warpCodeBytes(dims, bits));
+  for (let j = 0; j < dims; j++) {
+    // rounded to float32 as warpResiduals stores it, so both paths pick the same buckets
+    const r = centroids ? Math.fround(x[xo + j] - centroids[co + j]) : x[xo + j];
+    const cb = j * C;
+    let b = 0;
+    while (b < C && r > cutoffs[cb + b]) b++;
+    const bit = j * bits;
+    out[oo + (bit >>> 3)] |= b << (bit & 7);
+  }
+}
+
+/** The code (bucket) of dimension j in a token's packed codes starting at byte o. */
+export function warpCodeAt(codes: Uint8Array, o: number, j: number, bits: number): number {
+  const bit = j * bits;
+  return (codes[o + (bit >>> 3)] >>> (bit & 7)) & ((1 << bits) - 1);
+}
+
+/** Decodes packed residual codes to the bucket weights (tests, reconstruction). Shape: -> n x dims. */
+export function decodeWarpResiduals(codec: WarpCodec, codes: Uint8Array, n: number): Float32Array {
+  assertWarpCodec('decodeWarpResiduals', codec);
+  const { dims, bits, weights } = codec;
+  const bpt = warpCodeBytes(dims, bits);
+  if (codes.length < n * bpt) throw new RangeError(`decodeWarpResiduals: codes has ${codes.length} bytes, expected n x ${bpt} = ${n * bpt}`);
+  const B = 1 << bits;
+  const out = new Float32Array(n * dims);
+  for (let t = 0; t < n; t++) for (let j = 0; j < dims; j++) out[t * dims + j] = weights[j * B + warpCodeAt(codes, t * bpt, j, bits)];
+  return out;
+}
+
+/**
+ * CRC-32 (zlib's) of the codec: dims and bits (u32 little-endian each), then the cutoffs and
+ * weights as float32 little-endian. A search layout records it, so lists are never scored with
+ * weights of another codec version.
+ */
+export function warpCodecChecksum(codec: WarpCodec): number {
+  assertWarpCodec('warpCodecChecksum', codec);
+  const head = new Uint8Array(8);
+  const view = new DataView(head.buffer);
+  view.setUint32(0, codec.dims, true);
+  view.setUint32(4, codec.bits, true);
+  let c = crc32(head);
+  c = crc32(littleEndianBytes(codec.cutoffs), c);
+  return crc32(littleEndianBytes(codec.weights), c) >>> 0;
+}
+
+function littleEndianBytes(x: Float32Array): Uint8Array {
+  const out = new Uint8Array(x.length * 4);
+  const view = new DataView(out.buffer);
+  for (let i = 0; i < x.length; i++) view.setFloat32(i * 4, x[i], true);
+  return out;
+}

@@ -1,0 +1,332 @@
+import { describe, expect, it } from 'vitest';
+import { buildSegmentIndex } from '../segment-index';
+import { randomCuts, rng, segmentsOf } from '../test-utils';
+import { xtrSearch } from '../xtr';
+import type { Hit } from '../types';
+import { decodeWarpResiduals, encodeWarpResiduals, fitWarpCodec, warpCodeBytes, type WarpBits } from './codec';
+import { buildWarpLayout, openWarpLayout, serializeWarpLayout, warpLayoutLists, warpListSizes, WarpLayoutCorruptError, type WarpLayout } from './layout';
+import { warpCentroidScores, warpQuery, warpSearch, warpSearchSteps, warpSegmentSearch, warpSegmentSearchSteps, warpTables, warpTPrime, WarpWorkspace, type WarpSegment } from './engine';
+import { fixtureSlice, randomQuery, warpFixture, type WarpFixture } from './test-utils';
+
+const TOL = 1e-5;
+
+/** Layouts of documents [cuts[s], cuts[s+1]) and their engine segments (in-memory or serialised lists). */
+function segmentsFor(f: WarpFixture, cuts: number[], serialised = false): { layouts: WarpLayout[]; segments: WarpSegment[] } {
+  const layouts: WarpLayout[] = [];
+  const segments: WarpSegment[] = [];
+  for (let s = 0; s + 1 < cuts.length; s++) {
+    const sl = fixtureSlice(f, cuts[s], cuts[s + 1]);
+    const l = buildWarpLayout({ vectors: sl.vectors, dims: f.corpus.dims, tokenOffsets: sl.tokenOffsets, centroids: f.centroids, codec: f.codec, assignment: sl.assignment });
+    layouts.push(l);
+    segments.push({ documents: cuts[s + 1] - cuts[s], docBase: cuts[s], lists: serialised ? openWarpLayout(serializeWarpLayout(l), `seg-${s}`) : warpLayoutLists(l) });
+  }
+  return { layouts, segments };
+}
+
+function dot(a: Float32Array, ao: number, b: Float32Array, bo: number, d: number): number {
+  let s = 0;
+  for (let j = 0; j < d; j++) s += a[ao + j] * b[bo + j];
+  return s;
+}
+
+/** Hits agree: same keys in the same order (up to swaps of scores within tol), scores within tol. */
+function expectSameHits(got: Hit[], want: Hit[], tol = TOL): void {
+  expect(got.length).toBe(want.length);
+  const wantScore = new Map(want.map((h) => [h.key, h.score]));
+  for (let r = 0; r < got.length; r++) {
+    expect(wantScore.has(got[r].key)).toBe(true);
+    expect(Math.abs(got[r].score - wantScore.get(got[r].key)!)).toBeLessThanOrEqual(tol);
+    expect(Math.abs(got[r].score - want[r].score)).toBeLessThanOrEqual(tol);
+  }
+}
+
+/**
+ * WARP by brute force on the decoded vectors: sort all centroids per query token, probe the
+ * first nprobe, impute from the cumulative global sizes, score every token of every document.
+ */
+function bruteWarp(f: WarpFixture, q: Float32Array, n: number, nprobe: number, tPrime: number, bound: number): { imputed: number[]; probes: number[][]; scores: Map<number, number> } {
+  const d = f.corpus.dims;
+  const K = f.K;
+  const sizes = new Float64Array(K);
+  for (let t = 0; t < f.T; t++) sizes[f.assignment[t]]++;
+  const imputed: number[] = [];
+  const probes: number[][] = [];
+  for (let i = 0; i < n; i++) {
+    const s = [...Array(K).keys()].map((c) => ({ c, s: Math.fround(dot(q, i * d, f.centroids, c * d, d)) }));
+    s.sort((a, b) => b.s - a.s || a.c - b.c);
+    probes.push(s.slice(0, nprobe).map((x) => x.c));
+    const b = Math.max(nprobe, Math.min(K, bound));
+    let cum = 0;
+    let below = 0;
+    for (let k = 0; k < b; k++) {
+      cum += sizes[s[k].c];
+      if (cum < tPrime) below++;
+      else break;
+    }
+    imputed.push(s[Math.min(below, b - 1)].s);
+  }
+  const scores = new Map<number, number>();
+  for (let doc = 0; doc < f.corpus.lengths.length; doc++) {
+    let total = 0;
+    let reached = false;
+    for (let i = 0; i < n; i++) {
+      let best = -Infinity;
+      for (let t = f.tokenOffsets[doc]; t < f.tokenOffsets[doc + 1]; t++) {
+        if (probes[i].includes(f.assignment[t])) best = Math.max(best, dot(q, i * d, f.reconstructed, t * d, d));
+      }
+      if (best > -Infinity) reached = true;
+      total += best > -Infinity ? best : imputed[i];
+    }
+    if (reached) scores.set(doc, total / n);
+  }
+  return { imputed, probes, scores };
+}
+
+describe('warp engine', () => {
+  for (const bits of [2, 4] as WarpBits[]) {
+    for (const d of [128, 7, 5, 1]) {
+      it(`b = ${bits}, d = ${d}: table lookups equal decode-then-dot (tables, and token scores in the engine)`, () => {
+        const r = rng(bits * 1000 + d);
+        const n = 3;
+        const T = 40;
+        const res = Float32Array.from({ length: T * d }, () => (r() - 0.5) * 0.3);
+        const codec = fitWarpCodec(res, T, d, bits);
+        const codes = encodeWarpResiduals(codec, res, T);
+        const dec = decodeWarpResiduals(codec, codes, T);
+        const q = randomQuery(d + bits, n, d);
+        const tables = warpTables(q, n, codec);
+        const bpt = warpCodeBytes(d, bits);
+        for (let i = 0; i < n; i++) {
+          for (let t = 0; t < T; t++) {
+            let s = 0;
+            for (let p = 0; p < bpt; p++) s += tables[(i * bpt + p) * 256 + codes[t * bpt + p]];
+            expect(Math.abs(s - dot(q, i * d, dec, t * d, d))).toBeLessThanOrEqual(TOL);
+          }
+          // bits above the last dimension do not change an entry
+          const used = (d * bits) % 8;
+          if (used) for (let v = 0; v < 256; v++) expect(tables[(i * bpt + bpt - 1) * 256 + v]).toBe(tables[(i * bpt + bpt - 1) * 256 + (v & ((1 << used) - 1))]);
+        }
+        // through the engine: one token per document, every centroid probed, no normalisation:
+        // score(doc) = q . (c + r) exactly as decode-then-dot, within tolerance
+        const K = 3;
+        const centroids = Float32Array.from({ length: K * d }, () => r() - 0.5);
+        const assignment = Uint32Array.from({ length: T }, (_, t) => t % K);
+        const vectors = new Float32Array(T * d);
+        for (let t = 0; t < T; t++) for (let j = 0; j < d; j++) vectors[t * d + j] = centroids[assignment[t] * d + j] + res[t * d + j];
+        const l = buildWarpLayout({ vectors, dims: d, tokenOffsets: Uint32Array.from({ length: T + 1 }, (_, i) => i), centroids, codec, assignment });
+        const one = q.subarray(0, d);
+        const query = warpQuery(one, 1, centroids, codec, warpListSizes([l]), { nprobe: K });
+        const hits = warpSegmentSearch(query, { documents: T, docBase: 0, lists: warpLayoutLists(l) }, { topN: T, normalize: false });
+        expect(hits.docs.length).toBe(T);
+        const rebuilt = decodeWarpResiduals(codec, encodeWarpResiduals(codec, Float32Array.from(vectors.map((v, k) => Math.fround(v - centroids[assignment[Math.floor(k / d)] * d + (k % d)]))), T), T);
+        hits.docs.forEach((doc, h) => {
+          let s = 0;
+          for (let j = 0; j < d; j++) s += one[j] * Math.fround(centroids[assignment[doc] * d + j] + rebuilt[doc * d + j]);
+          expect(Math.abs(hits.scores[h] - s)).toBeLessThanOrEqual(TOL);
+        });
+      });
+    }
+  }
+
+  for (const bits of [2, 4] as WarpBits[]) {
+    it(`b = ${bits}: every centroid probed equals XTR (xtrSearch, k' = T) on the decoded vectors, over random segment cuts`, () => {
+      for (const seed of [11, 12, 13]) {
+        const f = warpFixture(seed, { documents: 60, dims: 16, K: 10, bits, maxLen: 10 });
+        const n = 5;
+        const q = randomQuery(seed + 50, n, 16);
+        const r = rng(seed);
+        const xtrCuts = randomCuts(r, 60, 4);
+        const xtrSegs = segmentsOf({ ...f.corpus, vectors: f.reconstructed }, xtrCuts);
+        const parts = xtrSegs.map((segment, s) => ({
+          segment,
+          index: buildSegmentIndex(segment, f.centroids, 16, { assignments: f.assignment.slice(f.tokenOffsets[xtrCuts[s]], f.tokenOffsets[xtrCuts[s + 1]]) }),
+        }));
+        const want = xtrSearch(parts, q, n, f.centroids, { kPrime: f.T, nprobe: f.K, topN: 60 }).hits;
+        const { layouts, segments } = segmentsFor(f, randomCuts(r, 60, 3), true);
+        const got = warpSearch(segments, q, n, f.centroids, f.codec, warpListSizes(layouts), { nprobe: f.K, topN: 60 });
+        expect(got.scored).toBe(n * f.T);
+        expectSameHits(got.hits, want);
+        expect(got.hits.length).toBe(f.corpus.lengths.filter((m) => m > 0).length);
+      }
+    });
+  }
+
+  it('centroid scores Q C^T equal the plain float64 dot in dimension order, for any n and K (blocked 2 x 4, remainders)', () => {
+    const r = rng(17);
+    for (let trial = 0; trial < 30; trial++) {
+      const n = 1 + Math.floor(r() * 5), K = 1 + Math.floor(r() * 11), d = 1 + Math.floor(r() * 20);
+      const q = Float32Array.from({ length: n * d }, () => r() - 0.5);
+      const C = Float32Array.from({ length: K * d }, () => r() - 0.5);
+      const want = Float32Array.from({ length: n * K }, (_, e) => dot(q, Math.floor(e / K) * d, C, (e % K) * d, d));
+      expect([...warpCentroidScores(q, n, C, d)]).toEqual([...want]);
+    }
+  });
+
+  it('imputation equals a brute-force reference (full sort, cumulative global sizes, t\', bound), with ties', () => {
+    const r = rng(21);
+    for (let trial = 0; trial < 200; trial++) {
+      const K = 1 + Math.floor(r() * 20);
+      const n = 1 + Math.floor(r() * 4);
+      const d = 4;
+      const S = Float32Array.from({ length: n * K }, () => Math.round(r() * 10) / 10 - 0.5); // many ties
+      const sizes = Float64Array.from({ length: K }, () => (r() < 0.3 ? 0 : Math.floor(r() * 50)));
+      const nprobe = 1 + Math.floor(r() * K);
+      const bound = 1 + Math.floor(r() * (K + 3));
+      const tPrime = 1 + Math.floor(r() * 400);
+      const codec = fitWarpCodec(Float32Array.from({ length: 8 * d }, () => r() - 0.5), 8, d, 2);
+      const q = new Float32Array(n * d);
+      const wq = warpQuery(q, n, new Float32Array(K * d), codec, sizes, { nprobe, bound, tPrime, centroidScores: S });
+      for (let i = 0; i < n; i++) {
+        const order = [...Array(K).keys()].sort((a, b) => S[i * K + b] - S[i * K + a] || a - b);
+        expect([...wq.probes.subarray(i * nprobe, (i + 1) * nprobe)]).toEqual(order.slice(0, nprobe));
+        expect([...wq.probeScores.subarray(i * nprobe, (i + 1) * nprobe)]).toEqual(order.slice(0, nprobe).map((c) => S[i * K + c]));
+        const b = Math.max(nprobe, Math.min(K, bound));
+        const cum = order.slice(0, b).map((c) => sizes[c]).map((_, k, a) => a.slice(0, k + 1).reduce((x, y) => x + y, 0));
+        const at = Math.min(cum.filter((x) => x < tPrime).length, b - 1);
+        expect(wq.imputed[i]).toBe(S[i * K + order[at]]);
+      }
+    }
+    expect(warpTPrime(0)).toBe(1000);
+    expect(warpTPrime(571_000)).toBe(2000);
+    expect(warpTPrime(660_000_000)).toBe(72_000);
+  });
+
+  it('partial probes: documents, scores and imputation equal the brute-force WARP reference on the decoded vectors', () => {
+    for (const [seed, bits, nprobe, tPrime, bound] of [[31, 4, 1, 30, 128], [32, 2, 3, 200, 5], [33, 4, 2, 1, 128], [34, 2, 4, 100000, 6]] as const) {
+      const f = warpFixture(seed, { documents: 45, dims: 12, K: 12, bits, maxLen: 8 });
+      const n = 4;
+      const q = randomQuery(seed * 7, n, 12);
+      const ref = bruteWarp(f, q, n, nprobe, tPrime, bound);
+      const { layouts, segments } = segmentsFor(f, [0, 20, 45]);
+      const got = warpSearch(segments, q, n, f.centroids, f.codec, warpListSizes(layouts), { nprobe, tPrime, bound, topN: 45 });
+      for (let i = 0; i < n; i++) expect(Math.abs(got.imputed[i] - ref.imputed[i])).toBeLessThanOrEqual(1e-6);
+      expect(got.hits.length).toBe(ref.scores.size);
+      for (const h of got.hits) expect(Math.abs(h.score - ref.scores.get(h.key)!)).toBeLessThanOrEqual(TOL);
+      const want = [...ref.scores].sort((a, b) => b[1] - a[1] || a[0] - b[0]);
+      got.hits.forEach((h, k) => expect(Math.abs(h.score - want[k][1])).toBeLessThanOrEqual(TOL));
+    }
+  });
+
+  it('splitting a collection into segments gives the same top-k as one segment, bit for bit (global t\')', () => {
+    for (const seed of [41, 42, 43, 44]) {
+      const f = warpFixture(seed, { documents: 80, dims: 24, K: 16, bits: seed % 2 ? 2 : 4 });
+      const n = 6;
+      const q = randomQuery(seed, n, 24);
+      const opts = { nprobe: 3, topN: 10, tPrime: 40 };
+      const one = segmentsFor(f, [0, 80]);
+      const want = warpSearch(one.segments, q, n, f.centroids, f.codec, warpListSizes(one.layouts), opts);
+      const cut = segmentsFor(f, randomCuts(rng(seed), 80, 5), seed % 2 === 0);
+      const got = warpSearch(cut.segments, q, n, f.centroids, f.codec, warpListSizes(cut.layouts), opts);
+      expect(got.hits.map((h) => [h.key, h.score])).toEqual(want.hits.map((h) => [h.key, h.score]));
+      expect([...got.imputed]).toEqual([...want.imputed]);
+      expect(got.scored).toBe(want.scored);
+      // a per-segment threshold would not be comparable: the first segment's own sizes impute differently
+      const local = warpQuery(q, n, f.centroids, f.codec, warpListSizes(cut.layouts.slice(0, 1)), opts);
+      expect([...local.imputed]).not.toEqual([...want.imputed]);
+    }
+  });
+
+  it('the word-at-a-time and byte-at-a-time lookups give identical scores', () => {
+    for (const [dims, bits] of [[16, 2], [24, 4], [128, 4]] as const) {
+      const f = warpFixture(dims + bits, { documents: 30, dims, K: 6, bits });
+      const q = randomQuery(dims, 3, dims);
+      const { layouts, segments } = segmentsFor(f, [0, 30]);
+      const withWords = warpSearch(segments, q, 3, f.centroids, f.codec, warpListSizes(layouts), { nprobe: 3, topN: 30 });
+      const src = segments[0].lists;
+      expect(src.list(withWords.query.probes[0]).words).toBeInstanceOf(Uint32Array);
+      const bytesOnly: WarpSegment = { ...segments[0], lists: { list: (c) => ({ ...src.list(c), words: undefined }) } };
+      const without = warpSearch([bytesOnly], q, 3, f.centroids, f.codec, warpListSizes(layouts), { nprobe: 3, topN: 30 });
+      expect(without.hits.map((h) => [h.key, h.score])).toEqual(withWords.hits.map((h) => [h.key, h.score]));
+    }
+  });
+
+  it('in steps: yields between query tokens and segments, same result; an abandoned segment leaves the workspace clean', () => {
+    const f = warpFixture(81, { documents: 40, dims: 12, K: 8, bits: 4 });
+    const n = 5;
+    const q = randomQuery(81, n, 12);
+    const { layouts, segments } = segmentsFor(f, [0, 13, 40]);
+    const sizes = warpListSizes(layouts);
+    const opts = { nprobe: 3, topN: 15 };
+    const want = warpSearch(segments, q, n, f.centroids, f.codec, sizes, opts);
+    const gen = warpSearchSteps(segments, q, n, f.centroids, f.codec, sizes, opts);
+    let yields = 0;
+    let r = gen.next();
+    for (; !r.done; r = gen.next()) yields++;
+    expect(yields).toBe(segments.length * n);
+    expect(r.value.hits).toEqual(want.hits);
+    const buffer = new Float32Array(n * 6 * 256 + 7);
+    const query = warpQuery(q, n, f.centroids, f.codec, sizes, { ...opts, tables: buffer });
+    expect(query.tables.buffer).toBe(buffer.buffer);
+    expect([...query.tables]).toEqual([...warpTables(q, n, f.codec)]);
+    const ws = new WarpWorkspace();
+    const fresh = warpSegmentSearch(query, segments[1], { topN: 15 });
+    const abandoned = warpSegmentSearchSteps(query, segments[1], { topN: 15, workspace: ws });
+    abandoned.next();
+    abandoned.next();
+    abandoned.return(undefined as never);
+    const again = warpSegmentSearch(query, segments[1], { topN: 15, workspace: ws });
+    expect([...again.docs]).toEqual([...fresh.docs]);
+    expect([...again.scores]).toEqual([...fresh.scores]);
+  });
+
+  it('masked documents are never scored; the others keep their scores', () => {
+    const f = warpFixture(51, { documents: 40, dims: 10, K: 8, bits: 4 });
+    const q = randomQuery(5, 4, 10);
+    const { layouts, segments } = segmentsFor(f, [0, 17, 40]);
+    const sizes = warpListSizes(layouts);
+    const all = warpSearch(segments, q, 4, f.centroids, f.codec, sizes, { nprobe: 2, topN: 40 });
+    const masks = segments.map((s) => Uint8Array.from({ length: s.documents }, (_, i) => ((s.docBase + i) % 3 === 0 ? 0 : 1)));
+    const masked = warpSearch(segments.map((s, k) => ({ ...s, mask: masks[k] })), q, 4, f.centroids, f.codec, sizes, { nprobe: 2, topN: 40 });
+    expect(masked.hits.map((h) => [h.key, h.score])).toEqual(all.hits.filter((h) => h.key % 3 !== 0).map((h) => [h.key, h.score]));
+  });
+
+  it('a corrupt probed list throws WarpLayoutCorruptError, an unprobed one is never read, and the workspace stays clean', () => {
+    const f = warpFixture(61, { documents: 50, dims: 8, K: 8, bits: 4 });
+    const l = buildWarpLayout({ vectors: f.corpus.vectors, dims: 8, tokenOffsets: f.tokenOffsets, centroids: f.centroids, codec: f.codec });
+    const bytes = serializeWarpLayout(l);
+    const sizes = warpListSizes([l]);
+    let bad = 0;
+    while (l.listOffsets[bad + 1] === l.listOffsets[bad]) bad++;
+    const reader = openWarpLayout(bytes, 'seg-c');
+    const at = reader.directory.offsets[bad] + 1;
+    bytes[at] ^= 0xff; // after opening: the list is checked when first read
+    const good = bad === 0 ? 1 : 0;
+    const seg: WarpSegment = { documents: 50, docBase: 0, lists: reader };
+    // query tokens equal to a centroid probe exactly that centroid with nprobe 1
+    const qOf = (c: number) => f.centroids.slice(c * 8, (c + 1) * 8);
+    const ws = new WarpWorkspace();
+    const fresh = warpSegmentSearch(warpQuery(qOf(good), 1, f.centroids, f.codec, sizes, { nprobe: 1 }), seg, { topN: 50 });
+    expect(fresh.docs.length).toBeGreaterThan(0);
+    expect(reader.verified).toBe(1);
+    const q2 = new Float32Array(16);
+    q2.set(qOf(good), 0);
+    q2.set(qOf(bad), 8);
+    expect(() => warpSegmentSearch(warpQuery(q2, 2, f.centroids, f.codec, sizes, { nprobe: 1 }), seg, { topN: 50, workspace: ws })).toThrow(WarpLayoutCorruptError);
+    const again = warpSegmentSearch(warpQuery(qOf(good), 1, f.centroids, f.codec, sizes, { nprobe: 1 }), seg, { topN: 50, workspace: ws });
+    expect([...again.docs]).toEqual([...fresh.docs]);
+    expect([...again.scores]).toEqual([...fresh.scores]);
+    expect(reader.verified).toBe(1);
+  });
+
+  it('rejects bad input, naming the field', () => {
+    const f = warpFixture(71, { documents: 10, dims: 4, K: 4, bits: 2 });
+    const q = randomQuery(1, 2, 4);
+    const sizes = new Float64Array(4).fill(3);
+    expect(() => warpQuery(q, 2, f.centroids, f.codec, sizes, { nprobe: 0 })).toThrow(/nprobe must be an integer in \[1, K = 4\], got 0/);
+    expect(() => warpQuery(q, 2, f.centroids, f.codec, sizes, { nprobe: 5 })).toThrow(/nprobe must be an integer in \[1, K = 4\], got 5/);
+    expect(() => warpQuery(q, 2, f.centroids, f.codec, sizes, { nprobe: 2, tPrime: 0 })).toThrow(/tPrime must be an integer >= 1, got 0/);
+    expect(() => warpQuery(q, 2, f.centroids, f.codec, sizes, { nprobe: 2, bound: 1.5 })).toThrow(/bound must be an integer >= 1, got 1.5/);
+    expect(() => warpQuery(q, 2, f.centroids, { ...f.codec, bits: 3 as 2 }, sizes, { nprobe: 2 })).toThrow(/bits must be 2 or 4, got 3/);
+    expect(() => warpQuery(q, 2, f.centroids, f.codec, new Float64Array(3), { nprobe: 2 })).toThrow(/listSizes has 3 entries, expected K = 4/);
+    expect(() => warpQuery(q.subarray(1), 2, f.centroids, f.codec, sizes, { nprobe: 2 })).toThrow(/q has length 7, expected n x d/);
+    expect(() => warpQuery(q, 2, f.centroids, f.codec, sizes, { nprobe: 2, centroidScores: new Float32Array(3) })).toThrow(/centroidScores has length 3, expected n x K = 8/);
+    const query = warpQuery(q, 2, f.centroids, f.codec, sizes, { nprobe: 2 });
+    const l = buildWarpLayout({ vectors: f.corpus.vectors, dims: 4, tokenOffsets: f.tokenOffsets, centroids: f.centroids, codec: f.codec });
+    expect(() => warpSegmentSearch(query, { documents: 10, docBase: 0, lists: warpLayoutLists(l) }, { topN: -1 })).toThrow(/topN must be an integer >= 0/);
+    expect(() => warpSegmentSearch(query, { documents: 10, docBase: 0, lists: warpLayoutLists(l), mask: new Uint8Array(3) }, { topN: 1 })).toThrow(/mask has 3 entries/);
+    expect(() => warpSegmentSearch(query, { documents: 2, docBase: 0, lists: warpLayoutLists(l) }, { topN: 1 })).toThrow(/names document \d+, the segment has 2/);
+    // centroid scores: Q C^T
+    const S = warpCentroidScores(q, 2, f.centroids, 4);
+    expect(S[1 * 4 + 2]).toBeCloseTo(dot(q, 4, f.centroids, 8, 4), 6);
+  });
+});
