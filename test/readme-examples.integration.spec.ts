@@ -1,4 +1,4 @@
-import { spawnSync } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -6,8 +6,16 @@ import { startServer, type Server } from '../apps/all-in-one/src/server';
 import { testConfig, until } from './helpers';
 
 /**
- * Every command of the README's API block (the ```bash block under "## API"), taken from
- * README.md itself so that the examples cannot drift, runs against a live server, in order, as a
+ * Two sets of documented examples run against a live server, read from the documents themselves
+ * so that they cannot drift:
+ *
+ * 1. The README's quick start (every ```bash block under "## Quick start"), run by bash itself
+ *    with curl and jq, as a user pasting them in one shell at the repository root would: the
+ *    first block must be `npm start` (the test's own server stands in for it), `API=` is pointed
+ *    at that server, and the steps' answers are checked from their output and from the service.
+ *
+ * 2. Every command of the API reference's main block (docs/api.md, the ```bash block under
+ *    "## Collections, ingestion, re-rank and search") runs against a live server, in order, as a
  * user pasting them would: `$API` is the server's URL, the placeholder ids `ing-…` and `rr-…` are
  * the ids that the earlier commands answered. The shell is read by a small strict interpreter (no
  * curl needed): quotes, `\` line continuations, comments, `VAR=value`, `printf` piped into curl,
@@ -15,7 +23,7 @@ import { testConfig, until } from './helpers';
  * without an expectation below or an expectation no command met.
  */
 
-// ---- a strict reader of the README's shell -------------------------------------------------------
+// ---- a strict reader of the API reference's shell --------------------------------------------
 
 interface Command {
   /** The command as written (for messages). */
@@ -111,13 +119,23 @@ function parseShell(src: string, vars: Record<string, string>): Command[] {
   return commands;
 }
 
-/** The commands of the ```bash block under `## API` (up to the next `## `). */
-function readmeApiBlock(readme: string): string {
-  const section = readme.split(/^## /m).find((s) => s.startsWith('API\n'));
-  if (!section) throw new Error('README.md has no "## API" section');
-  const m = /```bash\n([\s\S]*?)```/.exec(section);
-  if (!m) throw new Error('the "## API" section has no ```bash block');
-  return m[1];
+/** The section `## <title>` of a markdown document (up to the next `## `). */
+function section(doc: string, file: string, title: string): string {
+  const found = doc.split(/^## /m).find((s) => s.startsWith(`${title}\n`));
+  if (!found) throw new Error(`${file} has no "## ${title}" section`);
+  return found;
+}
+
+/** Every ```bash block of a section, in order. */
+function bashBlocks(text: string): string[] {
+  return [...text.matchAll(/```bash\n([\s\S]*?)```/g)].map((m) => m[1]);
+}
+
+/** The commands of the API reference's main ```bash block (docs/api.md). */
+function apiBlock(doc: string): string {
+  const [block] = bashBlocks(section(doc, API_DOC, API_SECTION));
+  if (!block) throw new Error(`the "## ${API_SECTION}" section of ${API_DOC} has no \`\`\`bash block`);
+  return block;
 }
 
 /** `printf FORMAT ARGS...`: %s and %% and the escapes \n \t \\, the format reused while arguments remain. */
@@ -356,12 +374,13 @@ const EXPECTATIONS: Expectation[] = [
 
 // ---- the test ---------------------------------------------------------------------------------------
 
-const readme = readFileSync('README.md', 'utf8');
-const block = readmeApiBlock(readme);
+const API_DOC = 'docs/api.md';
+const API_SECTION = 'Collections, ingestion, re-rank and search';
+const block = apiBlock(readFileSync(API_DOC, 'utf8'));
 // The product default when it is built (what `npm start` serves); otherwise the GloVe fallback.
 const MODEL = existsSync(path.resolve('.cache/models/minilm-l6-384/manifest.json')) ? 'minilm-l6-384' : 'glove-ctx-100d';
 
-describe(`the README's API examples, run as written (default model ${MODEL})`, () => {
+describe(`the API reference's examples (${API_DOC}), run as written (default model ${MODEL})`, () => {
   let server: Server;
   const config = testConfig({ DEFAULT_MODEL: MODEL });
 
@@ -406,7 +425,7 @@ describe(`the README's API examples, run as written (default model ${MODEL})`, (
       expect(r.url.startsWith(server.url), `${cmd.source}: the URL must start with $API`).toBe(true);
       const u = new URL(r.url);
       const exp = EXPECTATIONS.find((e) => e.method === r.method && e.path.test(u.pathname));
-      expect(exp, `no expectation for the README command: ${cmd.source}`).toBeDefined();
+      expect(exp, `no expectation for the documented command: ${cmd.source}`).toBeDefined();
       const send = async () => {
         const res = await fetch(r.url, { method: r.method, headers: r.headers, body: r.body });
         const text = await res.text();
@@ -422,12 +441,99 @@ describe(`the README's API examples, run as written (default model ${MODEL})`, (
       try {
         await exp!.check(first.status, first.body, ctx, send);
       } catch (err) {
-        throw new Error(`README command (${exp!.name}) answered ${first.status} ${JSON.stringify(first.body).slice(0, 500)}:\n${cmd.source}\n${(err as Error).message}`);
+        throw new Error(`${API_DOC} command (${exp!.name}) answered ${first.status} ${JSON.stringify(first.body).slice(0, 500)}:\n${cmd.source}\n${(err as Error).message}`);
       }
       met.add(exp!.name);
       ran++;
     }
     expect([...met].sort()).toEqual(EXPECTATIONS.map((e) => e.name).sort());
     expect(ran).toBeGreaterThanOrEqual(EXPECTATIONS.length);
+  });
+});
+
+// ---- the README's quick start, run by bash ---------------------------------------------------------
+
+const QUICK_START_API = 'API=http://127.0.0.1:8080';
+const quickStart = bashBlocks(section(readFileSync('README.md', 'utf8'), 'README.md', 'Quick start'));
+const has = (prog: string) => spawnSync('bash', ['-c', `command -v ${prog}`]).status === 0;
+const TOOLS = ['bash', 'curl', 'jq'].filter((p) => !has(p));
+
+/** Runs a script with bash (asynchronously: the server answering it lives in this process). */
+function runBash(script: string, timeoutMs: number): Promise<{ status: number | null; stdout: string; stderr: string }> {
+  return new Promise((resolve, reject) => {
+    const child = spawn('bash', ['-c', script], { stdio: ['ignore', 'pipe', 'pipe'] });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
+    child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
+    const timer = setTimeout(() => child.kill('SIGKILL'), timeoutMs);
+    child.on('error', reject);
+    child.on('close', (status) => {
+      clearTimeout(timer);
+      resolve({ status, stdout, stderr });
+    });
+  });
+}
+
+describe("the README's quick start, run by bash with curl and jq (default model glove-ctx-100d)", () => {
+  let server: Server;
+
+  it('has five steps: `npm start`, then blocks that set API once and are valid bash', () => {
+    expect(quickStart).toHaveLength(5);
+    expect(quickStart[0].trim()).toBe('npm start');
+    expect(quickStart.join('').split('\n').filter((l) => l.startsWith('API='))).toEqual([QUICK_START_API]);
+    for (const b of quickStart) expect(spawnSync('bash', ['-n'], { input: b, encoding: 'utf8' }).stderr).toBe('');
+  });
+
+  describe.skipIf(TOOLS.length > 0)(`runs against a live service${TOOLS.length ? ` (skipped: no ${TOOLS.join(', ')} on PATH)` : ''}`, () => {
+    beforeAll(async () => {
+      // The plumbing tests' small model (fast on 2 cores); the quick start names no model.
+      server = await startServer(testConfig({ DEFAULT_MODEL: 'glove-ctx-100d' }), { quiet: true });
+    });
+    afterAll(async () => {
+      await server?.stop();
+    });
+
+    it('answers every step as the README says', async () => {
+      // Steps 2-5 in one shell, as pasted one after the other; each step's output is delimited.
+      const steps = quickStart.slice(1).map((b, k) => `echo '@@ step ${k + 2}'\n${b.replace(QUICK_START_API, `API=${server.url}`)}`);
+      const r = await runBash(`set -euo pipefail\n${steps.join('\n')}`, 15 * 60_000);
+      expect(r.status, `the quick start failed (status ${r.status}):\n${r.stdout.slice(-3000)}\n${r.stderr.slice(-3000)}`).toBe(0);
+      const out = Object.fromEntries(r.stdout.split(/^@@ step /m).slice(1).map((s) => [Number(s.slice(0, s.indexOf('\n'))), s.slice(s.indexOf('\n') + 1)]));
+      const json = (text: string) => JSON.parse(`[${text.replace(/^ingestion .*$/m, '').replace(/}\s*(?=[{[])/g, '},').replace(/]\s*(?=[{[])/g, '],')}]`) as Body[];
+
+      // 2: the collection, the ingestion done, 1,400 documents
+      const [created, ingestion, described] = json(out[2]);
+      expect(created).toMatchObject({ id: 'cranfield', model: 'glove-ctx-100d', codec: { kind: 'fp16' } });
+      expect(out[2]).toMatch(/^ingestion ing-/m);
+      expect(ingestion).toMatchObject({ state: 'done', stages: { indexed: 1400, failed: 0 } });
+      expect(described).toMatchObject({ documents: 1400, tokens: expect.any(Number), segments: expect.any(Number), bytesPerToken: expect.any(Number) });
+
+      // 3: search hits and the re-rank of the seven candidates, completed
+      const [searched, reranked] = json(out[3]);
+      expect(searched).toHaveLength(3);
+      for (const h of searched) expect(h).toMatchObject({ id: expect.any(String), score: expect.any(Number), scoredBy: expect.any(String) });
+      expect(reranked.status).toBe('completed');
+      expect(reranked.hits).toHaveLength(3);
+      for (const h of reranked.hits) expect(['1', '2', '12', '29', '51', '184', '486']).toContain(h.id);
+
+      // 4: the judgment set, a completed K-NRM run with held-out figures, a re-rank with its artifact
+      const [judgments, trained, trainedHits] = json(out[4]);
+      expect(judgments).toMatchObject({ judgmentsId: expect.stringMatching(/^js-/), queries: 225 });
+      expect(judgments.trainableQueries).toBeGreaterThanOrEqual(10);
+      expect(trained).toMatchObject({ status: 'completed', artifact: expect.stringMatching(/^cranfield\.knrm/), heldOut: { ndcg10: expect.any(Number), maxsimNdcg10: expect.any(Number) } });
+      expect(trainedHits).toHaveLength(3);
+
+      // 5: re-compressed to EDEN 4-bit (smaller), scored from the codes
+      const [recompress, compressed, fromCodes] = json(out[5]);
+      expect(recompress).toEqual({ codecVersion: 2 });
+      expect(compressed).toMatchObject({ codec: { kind: 'eden', bits: 4 } });
+      expect(compressed.bytesPerToken).toBeLessThan(described.bytesPerToken);
+      expect(fromCodes.vectors).toEqual(expect.any(String));
+      expect(fromCodes.hits).toHaveLength(3);
+
+      const live = await fetch(`${server.url}/v1/collections/cranfield`).then((x) => x.json() as Promise<Body>);
+      expect(live).toMatchObject({ documents: 1400, codecVersion: 2, codec: { kind: 'eden', bits: 4 } });
+    }, 20 * 60_000);
   });
 });

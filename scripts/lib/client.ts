@@ -4,7 +4,7 @@
  * user would, over HTTP. Every request goes through fetchRetrying: a 503 or 429 is retried after
  * its Retry-After, bounded in attempts and total time, with a line on stderr each time it waits.
  */
-import { SingleBar, Presets } from 'cli-progress';
+import { MultiBar, SingleBar, Presets } from 'cli-progress';
 import { parseRetryAfter } from '@lateral/shared';
 
 export interface Doc {
@@ -87,7 +87,7 @@ async function call(base: string, method: string, url: string, body?: unknown, c
 }
 
 /** GET /v1/collections/{id} (the collection's counts, generation and bytes per token). */
-export async function getCollection(base: string, id: string): Promise<{ bytesPerToken: number } & Record<string, unknown>> {
+export async function getCollection(base: string, id: string): Promise<{ bytesPerToken: number; codecVersion: number; pending?: unknown; segments: number; generation: number; tokens: number } & Record<string, unknown>> {
   return (await call(base, 'GET', `/v1/collections/${id}`)).body;
 }
 
@@ -98,12 +98,29 @@ export async function recreateCollection(base: string, id: string, model: string
   await call(base, 'POST', '/v1/collections', { id, model, ...extra });
 }
 
-/** Posts documents in requests of `perRequest` and waits until every one is indexed. */
-export async function ingest(base: string, collection: string, docs: Doc[], opts: { perRequest?: number; label?: string; progress?: boolean } = {}): Promise<{ seconds: number; tokens: number }> {
+/** The ingestion stages a document passes, in order (GET /v1/collections/{id}/ingestions/{ingestionId}). */
+const STAGES = ['encoded', 'compressed', 'indexed'] as const;
+
+/**
+ * Posts documents in requests of `perRequest` and waits until every one is indexed. Progress: with
+ * `stages`, one live line per pipeline stage (a bar each on a terminal; otherwise a line every 10 s
+ * and one when a stage completes); else one bar (a terminal) or a line per tenth indexed.
+ */
+export async function ingest(
+  base: string,
+  collection: string,
+  docs: Doc[],
+  opts: { perRequest?: number; label?: string; progress?: boolean; stages?: boolean } = {},
+): Promise<{ seconds: number; tokens: number }> {
   const t0 = performance.now();
   const per = opts.perRequest ?? 250;
-  const tty = opts.progress !== false && process.stdout.isTTY;
-  const bar = tty ? new SingleBar({ format: `${opts.label ?? collection} [{bar}] {percentage}% | {value}/{total} docs indexed | {stage}` }, Presets.shades_classic) : null;
+  const show = opts.progress !== false;
+  const tty = show && process.stdout.isTTY;
+  const label = opts.label ?? collection;
+  const secs = () => ((performance.now() - t0) / 1000).toFixed(1);
+  const bar = tty && !opts.stages ? new SingleBar({ format: `${label} [{bar}] {percentage}% | {value}/{total} docs indexed | {stage}` }, Presets.shades_classic) : null;
+  const multi = tty && opts.stages ? new MultiBar({ format: '    {stage} [{bar}] {value}/{total} documents | {duration_formatted}', hideCursor: true, clearOnComplete: false }, Presets.shades_classic) : null;
+  const stageBars = multi ? Object.fromEntries(STAGES.map((st) => [st, multi.create(docs.length, 0, { stage: st.padEnd(10) })])) : null;
   bar?.start(docs.length, 0, { stage: 'uploading' });
   const statuses: string[] = [];
   for (let i = 0; i < docs.length; i += per) {
@@ -111,25 +128,41 @@ export async function ingest(base: string, collection: string, docs: Doc[], opts
     const r = await call(base, 'POST', `/v1/collections/${collection}/documents`, ndjson, 'application/x-ndjson');
     statuses.push(r.body.status);
   }
+  if (opts.stages && show) console.log(`    uploaded ${docs.length} documents in ${statuses.length} requests (${secs()} s); the workers encode, compress and index them:`);
   let lastPrinted = -1;
+  let lastLine = performance.now();
+  const completed = new Set<string>();
   for (;;) {
     const all = await Promise.all(statuses.map((s) => call(base, 'GET', s).then((r) => r.body)));
     const sum = (k: string) => all.reduce((s, x) => s + Number(x.stages[k]), 0);
     const indexed = sum('indexed');
     const failed = sum('failed');
     bar?.update(indexed, { stage: `encoded ${sum('encoded')}, compressed ${sum('compressed')}` });
-    if (!tty && opts.progress !== false && Math.floor((10 * indexed) / docs.length) !== lastPrinted) {
+    if (stageBars) for (const st of STAGES) stageBars[st].update(sum(st));
+    else if (opts.stages && show) {
+      for (const st of STAGES)
+        if (!completed.has(st) && sum(st) >= docs.length) {
+          completed.add(st);
+          console.log(`    ${st.padEnd(10)} ${docs.length}/${docs.length} documents at ${secs()} s`);
+        }
+      if (performance.now() - lastLine >= 10_000 && indexed < docs.length) {
+        lastLine = performance.now();
+        console.log(`    ${secs()} s: ${STAGES.map((st) => `${st} ${sum(st)}`).join(', ')} of ${docs.length}`);
+      }
+    } else if (!tty && show && Math.floor((10 * indexed) / docs.length) !== lastPrinted) {
       lastPrinted = Math.floor((10 * indexed) / docs.length);
-      console.log(`${opts.label ?? collection}: ${indexed}/${docs.length} documents indexed`);
+      console.log(`${label}: ${indexed}/${docs.length} documents indexed`);
     }
     if (failed > 0) {
       bar?.stop();
+      multi?.stop();
       throw new Error(`${failed} documents failed to ingest into ${collection}`);
     }
     if (indexed >= docs.length) break;
-    await new Promise((r) => setTimeout(r, 100));
+    await new Promise((r) => setTimeout(r, opts.stages ? 250 : 100));
   }
   bar?.stop();
+  multi?.stop();
   const seconds = (performance.now() - t0) / 1000;
   const info = await call(base, 'GET', `/v1/collections/${collection}`);
   return { seconds, tokens: info.body.tokens };

@@ -8,7 +8,7 @@ const int = (def: number, min: number, max: number) => z.coerce.number().int().m
 
 /**
  * Every environment variable lateral reads, validated once at start-up.
- * The README's configuration table is this object, one row per key.
+ * The configuration table (docs/configuration.md) is this object, one row per key.
  */
 export const ConfigSchema = z.object({
   NODE_ENV: z.enum(['development', 'production', 'test']).default('development'),
@@ -154,7 +154,7 @@ export const ConfigSchema = z.object({
   BATCH_CONCURRENCY: int(1, 1, 64),
   /**
    * Hosts a request's `callback` URL may name (comma-separated `host`, `host:port`, `*.domain`, `*`);
-   * empty = webhooks disabled. Loopback, link-local and metadata addresses only when named exactly (README "Webhooks").
+   * empty = webhooks disabled. Loopback, link-local and metadata addresses only when named exactly (docs/webhooks.md).
    */
   WEBHOOK_ALLOWED_HOSTS: z.string().default(''),
   /** HMAC-SHA256 key of the `x-lateral-signature` header of webhook deliveries; required for callbacks to be accepted. */
