@@ -73,7 +73,7 @@ export function pipelineHandlers(rt: Runtime, extra: { shardChild?: (p: ShardJob
   // Re-rank and search of collections with several shards fan out to the shard queues (shard-fanout.ts).
   const shardCoordinator = { queues: new ShardQueues(rt.redis, config.REDIS_PREFIX, config.JOB_ATTEMPTS), store };
   const rerankDeps = { store, collections, generations, encoders, views: segments, scorers, documents, shardCoordinator };
-  const searchDeps = { store, collections, generations, ivf: rt.ivf, encoders, segments, scorers, documents, shardCoordinator };
+  const searchDeps = { store, collections, generations, ivf: rt.ivf, warpCodecs: rt.warpCodecs, encoders, segments, scorers, documents, shardCoordinator };
   extra.shardChild = (p) => shardChildProcessor({ ...rerankDeps, ...searchDeps }, p);
   // DELETE /v1/train/{id} sets a flag in Redis; the train job checks it between steps.
   const cancelled = async (t: string, id: string) => (await rt.redis.exists(trainingKeys.cancelFlag(config.REDIS_PREFIX, t, id))) > 0;
