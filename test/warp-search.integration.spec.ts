@@ -23,7 +23,8 @@ type Result = {
  */
 describe('WARP search layouts (real Redis, real S3 server, real ONNX model)', () => {
   let server: Server;
-  const config = testConfig({ ENCODE_BATCH_DOCUMENTS: '100' });
+  // Merges on request only (MERGE_AFTER_COMMIT false), of 3 segments; garbage collected at once.
+  const config = testConfig({ ENCODE_BATCH_DOCUMENTS: '100', MERGE_FACTOR: '3', KEEP_GENERATIONS: '1', GC_GRACE_SECONDS: '0' });
   const cran = loadCranfield(path.resolve('data/cranfield'));
   const docs = cran.docs.filter((d) => d.text.length > 0).slice(0, 300);
   const queries = cran.queries.slice(0, 10).map((q) => ({ id: q.id, text: q.text }));
@@ -123,6 +124,29 @@ describe('WARP search layouts (real Redis, real S3 server, real ONNX model)', ()
     expect(all.stats!.warp!.nprobe).toBe(K);
     // a probe reads a fraction of the lists
     for (const q of probed.stats!.warp!.queries) expect(q.bytesRead).toBeLessThan(0.65 * (layoutBytes - directoryBytes)); // measured 30-54 % (300 documents, K 1,024: many small lists)
+  });
+
+  it("a merge writes the merged segment's layout and garbage collection removes the inputs'; the same answers", async () => {
+    const gone = docs[5].id;
+    expect((await api('DELETE', `/v1/collections/warp/documents/${encodeURIComponent(gone)}`)).status).toBe(200);
+    const inputs = (await manifest('warp')).segments;
+    const body = { mode: { name: 'xtr', nprobe: 65_536 }, topK: 10 };
+    const before = await search('warp', body);
+    const r = await api('POST', '/v1/collections/warp/merge?wait=60');
+    expect(r.status, JSON.stringify(r.body)).toBe(200);
+    expect(r.body).toMatchObject({ status: 'merged', committed: true, dropped: 1 });
+    const after = await manifest('warp');
+    expect(after.segments).toHaveLength(1);
+    const ref = after.segments[0];
+    const key = s3Keys.searchLayout('default', 'warp', ref.batchId, ref.codecVersion);
+    const dir = parseWarpDirectory((await server.runtime.store.get(key))!, key, { documents: ref.documents });
+    expect(dir).toMatchObject({ documents: docs.length - 1, tokens: ref.tokens });
+    for (const old of inputs) expect(await server.runtime.store.exists(s3Keys.searchLayout('default', 'warp', old.batchId, old.codecVersion))).toBe(false);
+    // every list probed: a document's score depends on its own tokens' codes alone, copied by the merge
+    const res = await search('warp', body);
+    expect(res.results).toEqual(before.results);
+    expect(res.stats!.warp!.segments).toBe(1);
+    for (const q of res.results) expect(q.hits.map((h) => h.id)).not.toContain(gone);
   });
 
   it('a corrupt layout is named like a corrupt segment: the degraded answer from the other segments', async () => {
