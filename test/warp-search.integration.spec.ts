@@ -149,7 +149,7 @@ describe('WARP search layouts (real Redis, real S3 server, real ONNX model)', ()
     for (const q of res.results) expect(q.hits.map((h) => h.id)).not.toContain(gone);
   });
 
-  it('a corrupt layout is named like a corrupt segment: the degraded answer from the other segments', async () => {
+  it('a corrupt layout is named like a corrupt segment: the degraded answer from the other segments; a merge rebuilds it', async () => {
     expect((await api('POST', '/v1/collections', { id: 'warpbad', search: { layout: 'warp', bits: 2 } })).status).toBe(201);
     await ingest('warpbad', docs.slice(0, 200).map((d) => ({ id: d.id, text: d.text })));
     const m = await manifest('warpbad');
@@ -172,5 +172,16 @@ describe('WARP search layouts (real Redis, real S3 server, real ONNX model)', ()
       for (const h of r.hits) expect(badIds.has(h.id)).toBe(false);
     }
     expect(res.stats!.warp!.segments).toBe(2);
+
+    // A merge reads every input layout whole: the corrupt one is refused and the merged segment's layout rebuilt from its vectors.
+    await ingest('warpbad', docs.slice(200, 300).map((d) => ({ id: d.id, text: d.text })));
+    const r = await api('POST', '/v1/collections/warpbad/merge?wait=60');
+    expect(r.body).toMatchObject({ status: 'merged', committed: true });
+    const merged = (await manifest('warpbad')).segments;
+    expect(merged).toHaveLength(1);
+    const healed = await search('warpbad', { mode: { name: 'xtr', nprobe: 65_536 }, topK: 10 });
+    expect(healed.degraded).toBeUndefined();
+    expect(healed.stats!.warp!.segments).toBe(1);
+    expect(healed.results.some((q) => q.hits.some((h) => badIds.has(h.id)))).toBe(true);
   });
 });
