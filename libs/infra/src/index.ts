@@ -12,6 +12,7 @@ export * from './generations.repository';
 export * from './ingestions.repository';
 export * from './codec-artifacts.repository';
 export * from './ivf-centroids.repository';
+export * from './warp-codec.repository';
 export * from './process';
 export * from './runtime';
 export * from './api-keys.repository';

@@ -10,6 +10,7 @@ import { GenerationRepository } from './generations.repository';
 import { IngestionRepository } from './ingestions.repository';
 import { CodecArtifactRepository } from './codec-artifacts.repository';
 import { IvfCentroidRepository } from './ivf-centroids.repository';
+import { WarpCodecRepository } from './warp-codec.repository';
 
 export interface ResolvedServices {
   redisUrl: string;
@@ -97,6 +98,8 @@ export interface Runtime {
   ingestions: IngestionRepository;
   codecs: CodecArtifactRepository;
   ivf: IvfCentroidRepository;
+  /** WARP residual codecs (collections with `search.layout` 'warp'). */
+  warpCodecs: WarpCodecRepository;
   close(): Promise<void>;
 }
 
@@ -120,6 +123,7 @@ export async function createRuntime(config: Config, services: ResolvedServices, 
     ingestions: new IngestionRepository(store),
     codecs: new CodecArtifactRepository(store, redis, config.REDIS_PREFIX),
     ivf: new IvfCentroidRepository(store),
+    warpCodecs: new WarpCodecRepository(store),
     close: async () => {
       await queues.close();
       redis.disconnect();

@@ -17,3 +17,4 @@ export * from './first-stage';
 export * from './special-tokens';
 export * from './scorers';
 export * from './shard-scope';
+export * from './warp-scan';

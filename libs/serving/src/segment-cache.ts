@@ -2,7 +2,24 @@ import { IMAGE_MAX_BITS, SegmentCorruptError, codecFromDescriptor, decodeHalf, r
 import { parseSegmentHead, segmentHeadData, serializeSegmentHead, type SegmentHeadData } from './segment-head';
 import { s3Keys, type Collection, type CollectionManifest, type SegmentRef, type UnavailableSegment } from '@lateral/shared';
 import type { CodecArtifactRepository, DiskCacheStats } from '@lateral/infra';
-import { concatDocPrefixes, deserializeSegmentIndex, docPrefixesOf, searchSegment, type RowScorer, type SegmentIndex, type SegmentSource } from '@lateral/search';
+import {
+  WARP_HEADER_BYTES,
+  WarpLayoutCorruptError,
+  concatDocPrefixes,
+  deserializeSegmentIndex,
+  docPrefixesOf,
+  parseWarpDirectory,
+  searchSegment,
+  warpCoalescedRanges,
+  warpDirectoryBytes,
+  warpFetchedLists,
+  type RowScorer,
+  type SegmentIndex,
+  type SegmentSource,
+  type WarpDirectory,
+  type WarpLayoutExpectations,
+  type WarpListSource,
+} from '@lateral/search';
 import type { RotatedImageSet } from '@lateral/kernels';
 import type { CollectionView } from './collection-view';
 import { extendGenerationTable, findId, generationTable, generationTableBytes, segmentIdTable, type GenerationTable, type SegmentIdTable } from './id-table';
@@ -117,7 +134,20 @@ interface ImageCodec {
   p: number;
 }
 
-type Cached = LoadedSegment | SegmentHead | SegmentIdTable | GenerationTable | SegmentIndex | Float32Array | { codes: Uint8Array; norms: Uint8Array } | null;
+type Cached = LoadedSegment | SegmentHead | SegmentIdTable | GenerationTable | SegmentIndex | WarpDirectory | Float32Array | { codes: Uint8Array; norms: Uint8Array } | null;
+
+/** Most centroids a WARP layout header may name before its directory is read (a corrupt header is refused, not allocated). */
+const WARP_MAX_CENTROIDS = 1 << 24;
+
+/** What one segment's probed WARP lists cost to read (WarpLists). */
+export interface WarpListReads {
+  /** The probed lists, verified against the directory (each list's CRC-32) as they were read. */
+  lists: WarpListSource;
+  /** Bytes read from the layout object (the coalesced ranges). */
+  bytes: number;
+  /** Ranged reads issued. */
+  ranges: number;
+}
 
 /**
  * A scorer's memory: segments, not generations. One byte-bounded LRU (SCORER_CACHE_BYTES) holds,
@@ -405,6 +435,82 @@ export class SegmentCache {
     const head = await this.head(collection, ref);
     await this.verifiedCopy(collection, ref);
     return head;
+  }
+
+  /**
+   * A segment's WARP search layout directory (`search-layouts/v{n}/{batch}.warp`; its first
+   * warpDirectoryBytes(K) bytes, read by range from the local copy, or from the object where there
+   * is no disk cache), verified and checked against `expect` (the collection's centroids, codec,
+   * the segment's documents), kept in the memory cache: a scorer holds every segment's directory,
+   * never its lists. A missing or corrupt layout is unavailable (SegmentUnavailableError, object
+   * 'index', naming the segment), like a corrupt segment index.
+   */
+  async warpDirectory(collection: Pick<Collection, 'tenantId' | 'id'>, ref: SegmentRef, expect: WarpLayoutExpectations): Promise<WarpDirectory> {
+    const key = s3Keys.searchLayout(collection.tenantId, collection.id, ref.batchId, ref.codecVersion);
+    return this.guarded(collection, key, 'index', ref.key, async () =>
+      (await this.lru.get(`warpdir:${key}`, () =>
+        this.limiter.run(async () => {
+          try {
+            const head = await this.layoutBytes(key, ref, 0, WARP_HEADER_BYTES);
+            const K = new DataView(head.buffer, head.byteOffset, head.byteLength).getUint32(16, true);
+            if (!(K >= 1 && K <= WARP_MAX_CENTROIDS)) parseWarpDirectory(head, key, expect); // names the header's fault
+            const dir = parseWarpDirectory(await this.layoutBytes(key, ref, 0, warpDirectoryBytes(K)), key, expect);
+            return { value: dir, bytes: dir.counts.byteLength + dir.checksums.byteLength + dir.offsets.byteLength + 256 };
+          } catch (err) {
+            throw await this.layoutUnavailable(key, ref, err);
+          }
+        }),
+      )) as WarpDirectory,
+    );
+  }
+
+  /**
+   * The lists of the probed `centroids` (ascending, distinct) of a segment's WARP layout: only
+   * their byte ranges are read (adjacent lists coalesced into one ranged read of the local copy;
+   * the disk cache fetches the object once), each list verified against its directory entry
+   * before it is scored. A corrupt or missing range makes the layout unavailable as warpDirectory
+   * does; the search answers from the other segments and names this one.
+   */
+  async warpLists(collection: Pick<Collection, 'tenantId' | 'id'>, ref: SegmentRef, dir: WarpDirectory, centroids: ArrayLike<number>): Promise<WarpListReads> {
+    const key = s3Keys.searchLayout(collection.tenantId, collection.id, ref.batchId, ref.codecVersion);
+    const ranges = warpCoalescedRanges(dir, centroids);
+    return this.guarded(collection, key, 'index', ref.key, async () => {
+      try {
+        const got = ranges.length === 0 ? [] : await this.limiter.run(() => this.layoutRanges(key, ref, ranges.map((r) => [r.offset, r.length] as const)));
+        const lists = warpFetchedLists(dir, ranges.map((r, i) => ({ offset: r.offset, bytes: got[i] })));
+        // every probed list checked now (kept by the source): a corrupt range fails here, named, before any scoring
+        for (let k = 0; k < centroids.length; k++) lists.list(centroids[k]);
+        return { lists, bytes: ranges.reduce((n, r) => n + r.length, 0), ranges: ranges.length };
+      } catch (err) {
+        throw await this.layoutUnavailable(key, ref, err);
+      }
+    });
+  }
+
+  /** Bytes [offset, offset + length) of a layout object: a positioned read of its local copy, else a slice of the object. */
+  private async layoutBytes(key: string, ref: SegmentRef, offset: number, length: number): Promise<Uint8Array> {
+    return (await this.layoutRanges(key, ref, [[offset, length]]))[0];
+  }
+
+  private async layoutRanges(key: string, ref: SegmentRef, ranges: readonly (readonly [number, number])[]): Promise<Uint8Array[]> {
+    const got = await this.source.readRanges?.(key, ranges);
+    if (got) return got;
+    const whole = await this.source.get(key);
+    if (!whole) throw new SegmentUnavailableError(key, 'index', ref.key, `search layout ${key} of a committed segment is missing from S3`);
+    return ranges.map(([o, n]) => {
+      if (o + n > whole.byteLength) throw new RangeError(`${key}: range [${o}, ${o + n}) is outside the ${whole.byteLength}-byte object`);
+      return whole.subarray(o, o + n);
+    });
+  }
+
+  /** A layout read that failed as SegmentUnavailableError (a corrupt or short local copy dropped); other errors as they are. */
+  private async layoutUnavailable(key: string, ref: SegmentRef, err: unknown): Promise<unknown> {
+    if (err instanceof SegmentUnavailableError) return err;
+    if (err instanceof WarpLayoutCorruptError || err instanceof RangeError) {
+      await this.source.invalidate?.(key); // a corrupt local copy is read from S3 next time
+      return new SegmentUnavailableError(key, 'index', ref.key, err instanceof WarpLayoutCorruptError ? err.message : `search layout ${key} is truncated: ${err.message}`);
+    }
+    return err;
   }
 
   /** Every segment of the generation with its search index and live documents; throws SegmentUnavailableError when one cannot be read. */

@@ -12,6 +12,26 @@ export const PassageSettingsSchema = z
   .strict();
 export type PassageSettings = z.infer<typeof PassageSettingsSchema>;
 
+/**
+ * How token search (mode `xtr`) reads a collection. `layout: 'warp'` (opt-in): the index job also
+ * writes each segment's centroid-major search layout (docs/segment-format.md, "Search layout
+ * (centroid-major)"; `bits` per residual dimension, 2 or 4), and XTR searches run WARP's engine
+ * over it (SPEC 3.5), reading only the probed lists' byte ranges. Fixed at creation. Absent: the
+ * IVF of the segment index alone (XTR's two-stage inference, SPEC 3.2).
+ */
+export const SearchLayoutSettingsSchema = z
+  .object({
+    layout: z.literal('warp').describe("'warp': each segment also gets a centroid-major search layout, and mode xtr runs WARP's engine over it"),
+    bits: z.literal([2, 4], { error: 'bits must be 2 or 4' }).default(4).describe('bits per residual dimension of the search layout: 2 or 4 (default 4)'),
+  })
+  .strict();
+export type SearchLayoutSettings = z.infer<typeof SearchLayoutSettingsSchema>;
+
+/** Whether XTR searches of the collection read WARP search layouts. */
+export function warpLayoutOf(c: Pick<Collection, 'search'>): SearchLayoutSettings | null {
+  return c.search?.layout === 'warp' ? c.search : null;
+}
+
 export const CreateCollectionSchema = z
   .object({
     id: resourceId('id'),
@@ -30,6 +50,7 @@ export const CreateCollectionSchema = z
      * scorers holding it; re-rank and search fan out over them). Fixed at creation; at most
      * MAX_SHARDS here, and COLLECTION_MAX_SHARDS of the deployment (checked by the API).
      */
+    search: SearchLayoutSettingsSchema.optional().describe("opt-in search layout: `{ layout: 'warp', bits: 2 | 4 }` writes a centroid-major layout per segment and runs mode xtr with WARP's engine over it (absent: the segment index's IVF alone)"),
     shards: z.number().int().min(1).max(MAX_SHARDS).optional().describe('shards the segments are split into, each served through its queue `shard-<i>`; re-rank and search fan out over them (default 1; at most COLLECTION_MAX_SHARDS, 8 by default)'),
   })
   .strict();
@@ -47,6 +68,8 @@ export interface Collection {
   passages?: PassageSettings;
   /** Shards (absent: 1, the records written before shards existed). */
   shards?: number;
+  /** The opt-in WARP search layout (absent: XTR over the segment index's IVF). */
+  search?: SearchLayoutSettings;
   /** Codec artifact version (bumped by re-compression). */
   codecVersion: number;
   createdAt: string;

@@ -43,6 +43,10 @@ export const s3Keys = {
   segmentHead: (t: string, c: string, batch: string, codecVersion: number) => `tenants/${safe('tenant id', t)}/collections/${safe('collection id', c)}/segment-heads/v${codecVersion}/${safe('batch id', batch)}.head`,
   /** IVF centroids of a collection at one codec version, fitted once (conditional write). */
   ivfCentroids: (t: string, c: string, codecVersion: number) => `tenants/${safe('tenant id', t)}/collections/${safe('collection id', c)}/ivf/v${codecVersion}.centroids`,
+  /** WARP's residual codec (bucket cutoffs and weights) of a collection at one codec version, fitted once beside the IVF centroids (conditional write). */
+  warpCodec: (t: string, c: string, codecVersion: number) => `tenants/${safe('tenant id', t)}/collections/${safe('collection id', c)}/ivf/v${codecVersion}.warp-codec`,
+  /** A segment's centroid-major search layout (collections with `search.layout` 'warp'), immutable like the segment. */
+  searchLayout: (t: string, c: string, batch: string, codecVersion: number) => `tenants/${safe('tenant id', t)}/collections/${safe('collection id', c)}/search-layouts/v${codecVersion}/${safe('batch id', batch)}.warp`,
   searchRequest: (t: string, job: string) => `tenants/${safe('tenant id', t)}/search/${safe('job id', job)}/request.json`,
   searchResult: (t: string, job: string) => `tenants/${safe('tenant id', t)}/search/${safe('job id', job)}/result.json`,
   rerankRequest: (t: string, job: string) => `tenants/${safe('tenant id', t)}/rerank/${safe('job id', job)}/request.json`,

@@ -88,6 +88,18 @@ export interface SearchHit extends HitDocumentFields {
   explain?: { queryToken: string; docToken: string; similarity: number; imputed: boolean }[];
 }
 
+/** Mode xtr on a collection with a WARP search layout: what the scan read. */
+export interface WarpSearchStats {
+  /** Lists probed per query token (the request's, clamped to the collection's centroids). */
+  nprobe: number;
+  /** Segments scanned (their layout directories read). */
+  segments: number;
+  /** Bytes of those segments' search layout objects. */
+  layoutBytes: number;
+  /** Per query: bytes of list ranges read, ranged reads, distinct centroids probed. */
+  queries: { queryId: string; bytesRead: number; ranges: number; probed: number }[];
+}
+
 export interface SearchResult {
   searchId: string;
   collection: string;
@@ -95,6 +107,8 @@ export interface SearchResult {
   generation: number;
   results: { queryId: string; hits: SearchHit[]; reason?: string }[];
   timings: { totalMs: number; encodeQueriesMs: number; searchMs: number; loadMs: number };
+  /** What the search read, where a mode reports it. */
+  stats?: { warp?: WarpSearchStats };
   /** Present (true) when segments of the generation could not be read: the hits come from the others. */
   degraded?: true;
   unavailableSegments?: UnavailableSegment[];

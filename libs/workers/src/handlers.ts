@@ -73,7 +73,7 @@ export function pipelineHandlers(rt: Runtime, extra: { shardChild?: (p: ShardJob
   // Re-rank and search of collections with several shards fan out to the shard queues (shard-fanout.ts).
   const shardCoordinator = { queues: new ShardQueues(rt.redis, config.REDIS_PREFIX, config.JOB_ATTEMPTS), store };
   const rerankDeps = { store, collections, generations, encoders, views: segments, scorers, documents, shardCoordinator };
-  const searchDeps = { store, collections, generations, ivf: rt.ivf, encoders, segments, scorers, documents, shardCoordinator };
+  const searchDeps = { store, collections, generations, ivf: rt.ivf, warpCodecs: rt.warpCodecs, encoders, segments, scorers, documents, shardCoordinator };
   extra.shardChild = (p) => shardChildProcessor({ ...rerankDeps, ...searchDeps }, p);
   // DELETE /v1/train/{id} sets a flag in Redis; the train job checks it between steps.
   const cancelled = async (t: string, id: string) => (await rt.redis.exists(trainingKeys.cancelFlag(config.REDIS_PREFIX, t, id))) > 0;
@@ -109,7 +109,7 @@ export function pipelineHandlers(rt: Runtime, extra: { shardChild?: (p: ShardJob
   const exclusive = <T>(t: string, c: string, fn: () => Promise<T>) => withRedisLease(rt.redis, redisKeys.mergeLease(config.REDIS_PREFIX, t, c), fn, { ttlMs: lockMs, maxWaitMs: 2 * lockMs });
   const runMerge = async (p: MergePayload) => {
     const out = await mergeProcessor(
-      { store, collections, generations, codecs, liveIds, logger, policy: mergePolicy, exclusive, gc: { keepGenerations: config.KEEP_GENERATIONS, graceSeconds: config.GC_GRACE_SECONDS }, ivf: rt.ivf, encoders, ivfCentroids: config.IVF_CENTROIDS, assigner, staticEmbeddings },
+      { store, collections, generations, codecs, liveIds, logger, policy: mergePolicy, exclusive, gc: { keepGenerations: config.KEEP_GENERATIONS, graceSeconds: config.GC_GRACE_SECONDS }, ivf: rt.ivf, warpCodecs: rt.warpCodecs, encoders, ivfCentroids: config.IVF_CENTROIDS, assigner, staticEmbeddings },
       p,
     );
     // A committed merge may fill the next tier: ask again on its generation.
@@ -124,7 +124,7 @@ export function pipelineHandlers(rt: Runtime, extra: { shardChild?: (p: ShardJob
   return {
     [QueueName.encode]: (p, job) => encodeProcessor({ store, collections, encoders, queues, tokenBudget: config.ENCODE_TOKEN_BUDGET, logger }, p, job),
     [QueueName.compress]: (p) => compressProcessor({ store, collections, codecs, staticEmbeddings, queues }, p),
-    [QueueName.index]: (p) => indexProcessor({ store, collections, codecs, ivf: rt.ivf, encoders, queues, ivfCentroids: config.IVF_CENTROIDS, assigner, staticEmbeddings }, p),
+    [QueueName.index]: (p) => indexProcessor({ store, collections, codecs, ivf: rt.ivf, warpCodecs: rt.warpCodecs, encoders, queues, ivfCentroids: config.IVF_CENTROIDS, assigner, staticEmbeddings }, p),
     // The commit queue carries segment commits and deletes (both write the next generation).
     [QueueName.commit]: async (p) => {
       // A merge queued here by an earlier version: run as on the merge queue.

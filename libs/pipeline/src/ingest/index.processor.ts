@@ -3,7 +3,7 @@ import { SegmentCorruptError, readSegment, type SegmentReader } from '@lateral/c
 import type { CodecArtifactRepository, CollectionRepository, JobQueues, ObjectStore } from '@lateral/infra';
 import { segmentHeadData, segmentReadOptions, serializeSegmentHead, type StaticEmbeddingsCache } from '@lateral/serving';
 import { enqueueNext } from '../pipeline';
-import { segmentIndexBytes, type SegmentIndexerDeps } from './segment-indexer';
+import { segmentSearchObjects, type SegmentIndexerDeps } from './segment-indexer';
 
 /** What the index processor touches. */
 export interface IndexDeps extends SegmentIndexerDeps {
@@ -42,7 +42,10 @@ async function pooledTerms(deps: Pick<IndexDeps, 'store'>, reader: SegmentReader
  * for this codec version, BM25 postings over its token ids) and stores it beside the segment,
  * before the segment is committed, so every committed segment can be searched. Deterministic:
  * a replayed job writes the same bytes. The centroids are fitted once per collection and codec
- * version, by the first index job, on that segment's tokens (conditional write).
+ * version, by the first index job, on that segment's tokens (conditional write). A collection
+ * with `search.layout` 'warp' also gets the segment's centroid-major search layout
+ * (`search-layouts/v{n}/{batch}.warp`), built with the same centroids and the collection's WARP
+ * codec (fitted once per codec version, the same way).
  */
 export async function indexProcessor(deps: IndexDeps, p: JobPayload<QueueName.index>): Promise<JobResults[QueueName.index]> {
   const collection = await deps.collections.get(p.tenantId, p.collectionId);
@@ -57,8 +60,10 @@ export async function indexProcessor(deps: IndexDeps, p: JobPayload<QueueName.in
     if (err instanceof SegmentCorruptError) throw new PermanentJobError(err.message);
     throw err;
   }
-  const out = await segmentIndexBytes(deps, collection, reader, p.codecVersion, await pooledTerms(deps, reader, s3Keys.rawVectors(p.tenantId, p.collectionId, p.batchId)));
+  const { index: out, warp } = await segmentSearchObjects(deps, collection, reader, p.codecVersion, await pooledTerms(deps, reader, s3Keys.rawVectors(p.tenantId, p.collectionId, p.batchId)));
   const indexKey = s3Keys.segmentIndex(p.tenantId, p.collectionId, p.batchId, p.codecVersion);
+  // The WARP search layout (collections with search.layout 'warp') before the index: a committed segment always has both.
+  if (warp) await deps.store.put(s3Keys.searchLayout(p.tenantId, p.collectionId, p.batchId, p.codecVersion), warp);
   await deps.store.put(indexKey, out);
   // The head from the same checked read, before the commit: every committed segment has one (older ones are read whole once).
   await deps.store.put(s3Keys.segmentHead(p.tenantId, p.collectionId, p.batchId, p.codecVersion), serializeSegmentHead(segmentHeadData(reader, bytes.byteLength)));

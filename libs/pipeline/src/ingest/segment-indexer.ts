@@ -1,8 +1,8 @@
-import { PermanentJobError, mulberry32, type Collection } from '@lateral/shared';
+import { PermanentJobError, mulberry32, warpLayoutOf, type Collection } from '@lateral/shared';
 import type { SegmentReader } from '@lateral/codec';
-import { buildSegmentIndex, distinctSample, ivfCentroidCount, normalizeRows, searchSegment, serializeSegmentIndex } from '@lateral/search';
+import { buildSegmentIndex, buildWarpLayout, centroidsChecksum, distinctSample, fitWarpCodec, ivfCentroidCount, normalizeRows, searchSegment, serializeSegmentIndex, serializeWarpLayout } from '@lateral/search';
 import { onnxSphericalKmeans, type OnnxNearestCentroid } from '@lateral/kernels';
-import type { IvfCentroidRepository } from '@lateral/infra';
+import type { IvfCentroidRepository, WarpCodecRepository } from '@lateral/infra';
 import { specialTokenIds } from '@lateral/serving';
 import type { EncoderProvider } from '../encoders';
 import { permanentModelErrors } from '../model-errors';
@@ -15,11 +15,22 @@ export interface SegmentIndexerDeps {
   ivfCentroids: number;
   /** The nearest-centroid GEMM kernel (ONNX Runtime), created once per process. */
   assigner: () => Promise<OnnxNearestCentroid>;
+  /** WARP residual codecs (collections with `search.layout` 'warp'; required for those). */
+  warpCodecs?: Pick<WarpCodecRepository, 'ensure'>;
 }
 
 /** Lloyd iterations of the IVF fit, and sampled tokens per centroid. */
 const KMEANS_ITERATIONS = 4;
 const SAMPLE_PER_CENTROID = 32;
+/** Residuals sampled for WARP's codec fit (per-dimension quantiles). */
+const WARP_CODEC_SAMPLE = 65_536;
+
+/** A segment's search objects: its index (always) and its WARP search layout (collections with `search.layout` 'warp'). */
+export interface SegmentSearchObjects {
+  index: Uint8Array;
+  /** serialised centroid-major layout, or null when the collection has none */
+  warp: Uint8Array | null;
+}
 
 /**
  * The serialized search index of one segment (its reader): token IVF postings against the
@@ -34,6 +45,23 @@ export async function segmentIndexBytes(
   /** The raw (unpooled) batch's terms, for BM25 when the segment's rows are pooled (reader.codec.poolFactor > 1). */
   bm25Terms?: { tokenIds: Int32Array; tokenOffsets: Uint32Array },
 ): Promise<Uint8Array> {
+  return (await segmentSearchObjects(deps, { ...collection, search: undefined }, reader, codecVersion, bm25Terms)).index;
+}
+
+/**
+ * segmentIndexBytes, and for a collection with `search.layout` 'warp' the segment's centroid-major
+ * search layout (docs/segment-format.md) from the same decode and centroid assignment: each token
+ * row in its nearest centroid's list, its residual packed at the collection's bits. WARP's residual
+ * codec is fitted once per collection and codec version (conditional write beside the centroids),
+ * on a seeded sample of the residuals of the segment that gets there first.
+ */
+export async function segmentSearchObjects(
+  deps: SegmentIndexerDeps,
+  collection: Collection,
+  reader: SegmentReader,
+  codecVersion: number,
+  bm25Terms?: { tokenIds: Int32Array; tokenOffsets: Uint32Array },
+): Promise<SegmentSearchObjects> {
   if ((reader.codec.poolFactor ?? 1) > 1 && !bm25Terms) throw new PermanentJobError(`${reader.name} holds pooled rows (poolFactor ${reader.codec.poolFactor}); its BM25 postings need the raw batch's terms`);
   const p = { tenantId: collection.tenantId, collectionId: collection.id, codecVersion };
   const seg = searchSegment(reader);
@@ -57,5 +85,21 @@ export async function segmentIndexBytes(
   const { nearest } = await assigner.assign(seg.tokens, T, ivf.centroids, ivf.k, d);
   const index = buildSegmentIndex(seg, ivf.centroids, d, { assignments: nearest, bm25Skip: (id) => skip.has(id), ...(bm25Terms ? { bm25Terms } : {}) });
   const out = serializeSegmentIndex(index);
-  return out;
+  const warp = warpLayoutOf(collection);
+  if (!warp) return { index: out, warp: null };
+  if (!deps.warpCodecs) throw new Error(`collection ${p.collectionId} has a WARP search layout, and this index stage was given no WARP codec repository`);
+  const codec = await deps.warpCodecs.ensure(p.tenantId, p.collectionId, p.codecVersion, () => {
+    const n = Math.min(T, WARP_CODEC_SAMPLE);
+    if (n === 0) throw new PermanentJobError(`${reader.name} has no tokens to fit the WARP codec of ${p.collectionId} v${p.codecVersion} on`);
+    const rows = distinctSample(T, n, mulberry32(3)).sort();
+    const residuals = new Float32Array(n * d);
+    rows.forEach((r, i) => {
+      const c = nearest[r];
+      for (let j = 0; j < d; j++) residuals[i * d + j] = seg.tokens[r * d + j] - ivf.centroids[c * d + j];
+    });
+    return fitWarpCodec(residuals, n, d, warp.bits);
+  });
+  if (codec.dims !== d || codec.bits !== warp.bits) throw new PermanentJobError(`WARP codec of ${p.collectionId} v${p.codecVersion} has ${codec.dims} dims at ${codec.bits} bits, the segment ${d} dims and the collection ${warp.bits} bits`);
+  const layout = buildWarpLayout({ vectors: seg.tokens, dims: d, tokenOffsets: seg.tokenOffsets, centroids: ivf.centroids, codec, assignment: nearest, centroidsChecksum: centroidsChecksum(ivf.centroids) });
+  return { index: out, warp: serializeWarpLayout(layout) };
 }

@@ -32,9 +32,22 @@ export const gcKeys = {
   mergedAway: (t: string, c: string, batchId: string) => `${s3Keys.collectionPrefix(t, c)}merged-away/${batchId}.json`,
 };
 
-/** Every object of a committed segment's batch that a merge makes unreferenced: segment, index, head, raw vectors, documents and info. */
-export function segmentObjects(t: string, c: string, ref: SegmentRef): string[] {
-  return [ref.key, s3Keys.segmentIndex(t, c, ref.batchId, ref.codecVersion), s3Keys.segmentHead(t, c, ref.batchId, ref.codecVersion), s3Keys.rawVectors(t, c, ref.batchId), s3Keys.batchDocuments(t, c, ref.batchId), batchInfoKey(t, c, ref.batchId), gcKeys.mergedAway(t, c, ref.batchId)];
+/**
+ * Every object of a committed segment's batch that a merge makes unreferenced: segment, index, head,
+ * raw vectors, documents and info; with `warp` (collections with `search.layout` 'warp') its
+ * search layout too.
+ */
+export function segmentObjects(t: string, c: string, ref: SegmentRef, opts: { warp?: boolean } = {}): string[] {
+  return [
+    ref.key,
+    s3Keys.segmentIndex(t, c, ref.batchId, ref.codecVersion),
+    s3Keys.segmentHead(t, c, ref.batchId, ref.codecVersion),
+    ...(opts.warp ? [s3Keys.searchLayout(t, c, ref.batchId, ref.codecVersion)] : []),
+    s3Keys.rawVectors(t, c, ref.batchId),
+    s3Keys.batchDocuments(t, c, ref.batchId),
+    batchInfoKey(t, c, ref.batchId),
+    gcKeys.mergedAway(t, c, ref.batchId),
+  ];
 }
 
 /**

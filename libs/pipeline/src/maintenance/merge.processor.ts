@@ -1,6 +1,7 @@
 import {
   PermanentJobError,
   QueueName,
+  warpLayoutOf,
   batchInfoKey,
   collectionShards,
   fromNdjson,
@@ -18,18 +19,18 @@ import {
   type StoredDocumentInfo,
 } from '@lateral/shared';
 import { SegmentCopier, SegmentCorruptError, crc32c, readSegment, type CodecArtifact, type SegmentReader } from '@lateral/codec';
-import { deserializeSegmentIndex, serializeSegmentIndex, type SegmentIndex } from '@lateral/search';
+import { WarpLayoutCorruptError, centroidsChecksum, deserializeSegmentIndex, mergeWarpLayouts, serializeSegmentIndex, serializeWarpLayout, warpLayoutFromBytes, type SegmentIndex, type WarpMergePart } from '@lateral/search';
 import { LeaseBusyError, type CodecArtifactRepository, type CollectionRepository, type GenerationRepository, type IvfCentroidRepository, type JobQueues, type Logger, type ObjectStore } from '@lateral/infra';
 import type { SegmentIds } from '../segment-ids';
 import { compressRaw } from '../ingest/segment-writer';
-import { segmentIndexBytes, type SegmentIndexerDeps } from '../ingest/segment-indexer';
+import { segmentSearchObjects, type SegmentIndexerDeps } from '../ingest/segment-indexer';
 import { SegmentIndexCopier } from './merge-index';
 import { chooseMerge, type MergePolicySettings } from './merge-policy';
 import { collectGarbage, gcKeys, segmentObjects, type GarbageRecord, type GcSettings } from './gc';
 import { segmentHeadData, segmentReadOptions, serializeSegmentHead, type StaticEmbeddingsCache } from '@lateral/serving';
 
 /** What the merge processor touches. */
-export interface MergeDeps extends Pick<SegmentIndexerDeps, 'encoders' | 'ivfCentroids' | 'assigner'> {
+export interface MergeDeps extends Pick<SegmentIndexerDeps, 'encoders' | 'ivfCentroids' | 'assigner' | 'warpCodecs'> {
   /** Static tables of the models, for segments written with side information. */
   staticEmbeddings: Pick<StaticEmbeddingsCache, 'forCollection'>;
   /** The collection's IVF centroids: looked up (the inputs' indexes were built with them), fitted only when an index must be rebuilt and none exist. */
@@ -124,6 +125,9 @@ async function merge(deps: MergeDeps, p: MergePayload): Promise<JobResults[Queue
   const codes = new SegmentCopier();
   const raws = new SegmentCopier();
   let index: SegmentIndexCopier | null = new SegmentIndexCopier();
+  // A WARP collection's search layouts: the inputs' lists concatenated centroid by centroid (null: one is missing or unusable, rebuilt from the merged segment).
+  const warp = !!warpLayoutOf(collection);
+  let warpParts: WarpMergePart[] | null = warp ? [] : null;
   let dropped = 0;
   let recoded = 0;
   // One input at a time: read, copy what is kept, release.
@@ -177,6 +181,11 @@ async function merge(deps: MergeDeps, p: MergePayload): Promise<JobResults[Queue
       }
       if (!idx || index.documents !== docIds.length) index = null;
     }
+    if (warpParts) {
+      const layout = await readWarpLayout(deps, p, ref, seg, centroids);
+      if (layout) warpParts.push({ layout, docMap: to });
+      else warpParts = null;
+    }
     inputs.push({ ref, to });
   }
 
@@ -191,16 +200,23 @@ async function merge(deps: MergeDeps, p: MergePayload): Promise<JobResults[Queue
     const tokens = codes.tokens;
     let rawBytes: Uint8Array | null = raws.finish();
     await deps.store.put(rawKey, rawBytes);
-    // An index rebuilt (an input without a usable one) reads the terms of pooled rows from the merged raw batch.
-    const rawTerms = index ? undefined : readSegment(rawBytes, rawKey);
+    // An index or search layout rebuilt (an input without a usable one) reads the terms of pooled rows from the merged raw batch.
+    const rawTerms = index && (!warp || warpParts) ? undefined : readSegment(rawBytes, rawKey);
     rawBytes = null;
     const bytes = codes.finish();
     const key = s3Keys.segment(p.tenantId, p.collectionId, batchId, cv);
     // The index first: a committed segment always has one.
     const merged = readSegment(bytes, key, artifact, await segmentReadOptions(artifact, collection, deps.staticEmbeddings));
-    const indexBytes = index
-      ? serializeSegmentIndex(index.finish())
-      : await segmentIndexBytes(deps, collection, merged, cv, rawTerms && { tokenIds: rawTerms.tokenIds, tokenOffsets: rawTerms.tokenOffsets });
+    const terms = rawTerms && { tokenIds: rawTerms.tokenIds, tokenOffsets: rawTerms.tokenOffsets };
+    let indexBytes: Uint8Array;
+    let layoutBytes: Uint8Array | null = null;
+    if (index) indexBytes = serializeSegmentIndex(index.finish());
+    else ({ index: indexBytes, warp: layoutBytes } = await segmentSearchObjects(deps, collection, merged, cv, terms));
+    // WARP: the inputs' layouts merged (mergeWarpLayouts: no vector decoded or assigned again), else rebuilt from the merged segment.
+    if (warp && !layoutBytes && warpParts) layoutBytes = mergedLayout(deps, p, warpParts, docIds.length);
+    if (warp && !layoutBytes) layoutBytes = (await segmentSearchObjects(deps, collection, merged, cv, terms)).warp;
+    warpParts = null;
+    if (layoutBytes) await deps.store.put(s3Keys.searchLayout(p.tenantId, p.collectionId, batchId, cv), layoutBytes);
     await deps.store.put(s3Keys.segmentIndex(p.tenantId, p.collectionId, batchId, cv), indexBytes);
     await deps.store.put(s3Keys.segmentHead(p.tenantId, p.collectionId, batchId, cv), serializeSegmentHead(segmentHeadData(merged, bytes.byteLength)));
     await deps.store.put(key, bytes);
@@ -250,7 +266,7 @@ async function merge(deps: MergeDeps, p: MergePayload): Promise<JobResults[Queue
   const merged: MergeOutcome = { status, inputs: refs.map((r) => r.key), output: status === 'merged' ? (output?.key ?? null) : null, dropped, reason: spec.reason, ...(output ? { index: indexMade } : {}), ...(recoded > 0 ? { recoded } : {}) };
   if (result.committed && status === 'merged') {
     // The inputs' objects, for garbage collection once no kept generation lists them.
-    const record: GarbageRecord = { generation: result.manifest.generation, committedAt: result.manifest.committedAt, objects: refs.flatMap((r) => segmentObjects(p.tenantId, p.collectionId, r)) };
+    const record: GarbageRecord = { generation: result.manifest.generation, committedAt: result.manifest.committedAt, objects: refs.flatMap((r) => segmentObjects(p.tenantId, p.collectionId, r, { warp })) };
     for (const r of refs) await deps.store.put(gcKeys.mergedAway(p.tenantId, p.collectionId, r.batchId), JSON.stringify({ batchId: r.batchId, into: output?.key ?? null, generation: record.generation }), 'application/json');
     await deps.store.put(gcKeys.record(p.tenantId, p.collectionId, record.generation), JSON.stringify(record), 'application/json');
   }
@@ -300,6 +316,34 @@ async function readIndex(deps: MergeDeps, p: MergePayload, ref: SegmentRef, seg:
   } catch (err) {
     if (!(err instanceof SegmentCorruptError)) throw err;
     deps.logger.warn(`merge of ${p.collectionId}: ${(err as Error).message}; rebuilding the merged segment's index`);
+    return null;
+  }
+}
+
+/** The input's WARP search layout, every list checked, against the segment and the collection's centroids; null (rebuild) when missing or unusable. */
+async function readWarpLayout(deps: MergeDeps, p: MergePayload, ref: SegmentRef, seg: SegmentReader, centroids: Float32Array | undefined) {
+  const key = s3Keys.searchLayout(p.tenantId, p.collectionId, ref.batchId, ref.codecVersion);
+  const bytes = await deps.store.get(key);
+  if (!bytes || !centroids) {
+    deps.logger.warn(`merge of ${p.collectionId}: ${bytes ? 'no centroids for' : 'no search layout'} ${key}; rebuilding the merged segment's layout`);
+    return null;
+  }
+  try {
+    return warpLayoutFromBytes(bytes, key, { documents: seg.documents, dims: seg.dims, centroidsChecksum: centroidsChecksum(centroids), centroidCount: centroids.length / seg.dims });
+  } catch (err) {
+    if (!(err instanceof WarpLayoutCorruptError)) throw err;
+    deps.logger.warn(`merge of ${p.collectionId}: ${err.message}; rebuilding the merged segment's layout`);
+    return null;
+  }
+}
+
+/** The inputs' layouts merged and serialised; null (rebuild) when they were built with other centroids or codecs. */
+function mergedLayout(deps: MergeDeps, p: MergePayload, parts: WarpMergePart[], documents: number): Uint8Array | null {
+  try {
+    return serializeWarpLayout(mergeWarpLayouts(parts, documents));
+  } catch (err) {
+    if (!(err instanceof RangeError)) throw err;
+    deps.logger.warn(`merge of ${p.collectionId}: the search layouts cannot be merged (${err.message}); rebuilding the merged segment's layout`);
     return null;
   }
 }

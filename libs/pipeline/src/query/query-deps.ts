@@ -1,4 +1,4 @@
-import type { CollectionRepository, GenerationRepository, IvfCentroidRepository, ObjectStore } from '@lateral/infra';
+import type { CollectionRepository, GenerationRepository, IvfCentroidRepository, ObjectStore, WarpCodecRepository } from '@lateral/infra';
 import type { ScorerResources } from '@lateral/kernels';
 import type { HitDocumentDeps, SegmentCache } from '@lateral/serving';
 import type { EncoderProvider } from '../encoders';
@@ -29,9 +29,11 @@ export interface SearchDeps extends HitDocumentDeps {
   collections: Pick<CollectionRepository, 'get'>;
   generations: Pick<GenerationRepository, 'manifest'>;
   ivf: Pick<IvfCentroidRepository, 'get'>;
+  /** WARP residual codecs (mode xtr on collections with `search.layout` 'warp'). */
+  warpCodecs?: Pick<WarpCodecRepository, 'get'>;
   encoders: EncoderProvider;
-  /** Segments with their indexes and live documents, and (second stage) views over candidates: one cache. */
-  segments: Pick<SegmentCache, 'searchPlan' | 'view'>;
+  /** Segments with their indexes and live documents, WARP layouts' directories and lists, and (second stage) views over candidates: one cache. */
+  segments: Pick<SegmentCache, 'searchPlan' | 'view' | 'warpDirectory' | 'warpLists'>;
   scorers: ScorerResources;
   /** Fans searches of collections with several shards out to the shard queues (absent: every segment is searched here). */
   shardCoordinator?: ShardCoordinatorDeps;

@@ -7,6 +7,7 @@ import {
   ValidationError,
   collectionShards,
   s3Keys,
+  warpLayoutOf,
   type Collection,
   type CollectionManifest,
   type JobPayload,
@@ -36,6 +37,7 @@ import {
   searchSegments,
   specialTokenIds,
   toHit,
+  warpScan,
   type FirstStage,
 } from '@lateral/serving';
 import { permanentModelErrors } from '../model-errors';
@@ -71,6 +73,9 @@ export async function searchProcessor(deps: SearchDeps, p: JobPayload<QueueName.
   if (!manifest || manifest.segments.length === 0) return empty('the collection has no committed generation yet', 0);
   // Several shards: one child job per shard queue and round, merged here (shard-fanout.ts).
   if (deps.shardCoordinator && collectionShards(collection) > 1 && isFanoutJob(job)) return shardedSearch({ ...deps, shardCoordinator: deps.shardCoordinator }, p, req, collection, manifest, job, t0);
+
+  // Mode xtr on a collection with a WARP search layout (no filter, no explain: those read the segments, as below) runs WARP's engine.
+  if (req.mode.name === 'xtr' && warpLayoutOf(collection) && predicate === undefined && !req.explain) return warpSearchJob(deps, p, req, collection, manifest, job, t0);
 
   // The generation's segments, read one window at a time as the pass reaches them (searchSegments):
   // what the search holds is bounded by the request, not by the collection.
@@ -135,6 +140,61 @@ export async function searchProcessor(deps: SearchDeps, p: JobPayload<QueueName.
     results,
     timings: { totalMs: Date.now() - t0, encodeQueriesMs, searchMs, loadMs },
     ...degradedFields(unavailable),
+  });
+}
+
+/**
+ * Mode xtr over the generation's WARP search layouts (warpScan): each segment's list directory
+ * (kept in memory), per query its probed lists' byte ranges alone, scored from the packed codes
+ * and merged exactly; a segment whose layout cannot be read is named (degraded answer). The
+ * result's `stats.warp` says what each query read. kPrime does not apply (WARP imputes from
+ * cumulative list sizes); nprobe is clamped to the collection's centroids as XTR's is.
+ */
+async function warpSearchJob(deps: SearchDeps, p: JobPayload<QueueName.search>, req: SearchRequest, collection: Collection, manifest: CollectionManifest, job: Pick<Job, 'updateProgress'> | undefined, t0: number): Promise<JobResults[QueueName.search]> {
+  const mode = req.mode as Extract<SearchMode, { name: 'xtr' }>;
+  const cv = manifest.codecVersion;
+  const [ivf, codec] = await Promise.all([deps.ivf.get(p.tenantId, req.collection, cv), deps.warpCodecs?.get(p.tenantId, req.collection, cv)]);
+  if (!ivf) throw new Error(`IVF centroids of ${req.collection} v${cv} are missing from S3`);
+  if (!codec) throw new Error(`the WARP codec of ${req.collection} v${cv} is missing from S3`);
+  // Hits name their documents from the segments' heads where the cache reads heads: no segment is read whole for its ids.
+  const plan = await deps.segments.searchPlan(collection, manifest, { rows: 'none', tokenIds: false, metadata: false, pooled: false });
+  const yieldEvery = eventLoopYielder();
+  const encoder = await deps.encoders(collection.model).catch(permanentModelErrors);
+  const tEnc = Date.now();
+  const queries = await encoder.encodeQueries(req.queries.map((q) => q.text)).catch(permanentModelErrors);
+  const encodeQueriesMs = Date.now() - tEnc;
+  const shaping = hitShaping(collection, req, Math.min(10 * MAX_SEARCH_TOP_K, req.topK * GROUP_DEPTH_FACTOR));
+  const depth = Math.max(shaping.depth, req.rerank?.depth ?? 0);
+  const tSearch = Date.now();
+  const tLoad = Date.now();
+  const scan = await warpScan(deps.segments, collection, manifest, plan, queries.map((e) => ({ vectors: e.vectors, n: e.length })), { centroids: ivf.centroids, codec, nprobe: mode.nprobe, topN: depth, yieldEvery });
+  const loadMs = Date.now() - tLoad;
+  await job?.updateProgress(90);
+  const results: SearchResult['results'] = [];
+  for (const [qi, q] of req.queries.entries()) {
+    const hits = scan.hits[qi] ?? [];
+    const segs = await hitSegments(plan, hits, false);
+    let out: SearchHit[] = hits.map((h) => toHit(h, segs, modeLabel(req.mode), null));
+    if (req.rerank && out.length > 0) out = await secondStage(deps, collection, manifest, encoder, queries[qi], out.slice(0, req.rerank.depth), req.rerank.scorer);
+    results.push({ queryId: q.id, hits: out.slice(0, shaping.depth), ...(scan.hits[qi] === null ? { reason: 'the query has no tokens' } : {}) });
+  }
+  await shaping.finish(deps, manifest, results);
+  return finish(deps, s3Keys.searchResult(p.tenantId, p.searchId), {
+    searchId: p.searchId,
+    collection: req.collection,
+    mode: req.mode,
+    generation: manifest.generation,
+    results,
+    timings: { totalMs: Date.now() - t0, encodeQueriesMs, searchMs: Date.now() - tSearch, loadMs },
+    stats: {
+      warp: {
+        nprobe: scan.nprobe,
+        segments: scan.segments,
+        layoutBytes: scan.layoutBytes,
+        queries: req.queries.map((q, qi) => ({ queryId: q.id, ...scan.queries[qi] })),
+      },
+    },
+    ...degradedFields(plan.unavailable(scan.failed)),
   });
 }
 

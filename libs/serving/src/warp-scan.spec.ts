@@ -1,0 +1,185 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import { DiskObjectCache } from '@lateral/infra';
+import { s3Keys, type Collection, type CollectionManifest, type SegmentRef } from '@lateral/shared';
+import {
+  buildWarpLayout,
+  fitWarpCodec,
+  normalizeRows,
+  openWarpLayout,
+  parseWarpDirectory,
+  serializeWarpLayout,
+  warpDirectoryBytes,
+  warpSearch,
+  type WarpCodec,
+} from '@lateral/search';
+import { SegmentCache, type ObjectSource } from './segment-cache';
+import { SegmentUnavailableError, type SearchPlan } from './search-plan';
+import { warpScan } from './warp-scan';
+
+const T = 't1';
+const C = 'c1';
+const D = 16;
+const K = 24;
+const collection: Pick<Collection, 'tenantId' | 'id' | 'model'> = { tenantId: T, id: C, model: 'm' };
+
+function rng(seed: number): () => number {
+  let s = seed >>> 0;
+  return () => {
+    s = (s + 0x6d2b79f5) >>> 0;
+    let t = s;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+const r = rng(5);
+const centroids = normalizeRows(Float32Array.from({ length: K * D }, () => r() * 2 - 1), K, D);
+
+/** A segment of `docs` documents of 2..9 tokens near the centroids. */
+function segmentTokens(docs: number): { vectors: Float32Array; tokenOffsets: Uint32Array } {
+  const tokenOffsets = new Uint32Array(docs + 1);
+  for (let i = 0; i < docs; i++) tokenOffsets[i + 1] = tokenOffsets[i] + 2 + Math.floor(r() * 8);
+  const n = tokenOffsets[docs];
+  const vectors = new Float32Array(n * D);
+  for (let t = 0; t < n; t++) {
+    const c = Math.floor(r() * K);
+    for (let j = 0; j < D; j++) vectors[t * D + j] = centroids[c * D + j] + (r() - 0.5) * 0.4;
+  }
+  return { vectors, tokenOffsets };
+}
+
+const segs = [segmentTokens(30), segmentTokens(45), segmentTokens(20)];
+const sample = segs[0];
+const residuals = new Float32Array(sample.vectors.length);
+for (let t = 0; t < residuals.length / D; t++) {
+  let best = 0;
+  let bs = -Infinity;
+  for (let c = 0; c < K; c++) {
+    let s = 0;
+    for (let j = 0; j < D; j++) s += sample.vectors[t * D + j] * centroids[c * D + j];
+    if (s > bs) [bs, best] = [s, c];
+  }
+  for (let j = 0; j < D; j++) residuals[t * D + j] = sample.vectors[t * D + j] - centroids[best * D + j];
+}
+const codec: WarpCodec = fitWarpCodec(residuals, residuals.length / D, D, 4);
+const layouts = segs.map((s) => serializeWarpLayout(buildWarpLayout({ ...s, dims: D, centroids, codec })));
+const refs: SegmentRef[] = segs.map((s, i) => ({
+  batchId: `b${i}`,
+  codecVersion: 1,
+  key: s3Keys.segment(T, C, `b${i}`, 1),
+  documents: s.tokenOffsets.length - 1,
+  tokens: s.tokenOffsets[s.tokenOffsets.length - 1],
+  bytes: 1,
+  checksum: '0',
+}));
+const layoutKey = (ref: SegmentRef) => s3Keys.searchLayout(T, C, ref.batchId, ref.codecVersion);
+const manifest: CollectionManifest = { tenantId: T, collectionId: C, generation: 1, codecVersion: 1, committedAt: '2026-01-01T00:00:00.000Z', segments: refs };
+const plan = (live: (Uint8Array | undefined)[] = []): SearchPlan => ({
+  parts: refs.map((ref, position) => ({ position, ref, live: live[position], index: () => Promise.reject(new Error('not read')), open: () => Promise.reject(new Error('not read')), docIds: () => Promise.reject(new Error('not read')) })),
+  openAhead: 2,
+  reversed: () => false,
+  keep: () => {},
+  unavailable: () => [],
+});
+const queries = [0, 1, 2].map((i) => {
+  const n = 3 + i;
+  return { vectors: normalizeRows(Float32Array.from({ length: n * D }, () => r() * 2 - 1), n, D), n };
+});
+
+const dirs: string[] = [];
+afterAll(() => dirs.forEach((d) => rmSync(d, { recursive: true, force: true })));
+
+/** A segment cache over the disk cache of an in-memory store holding the layouts, recording every ranged read and GET. */
+function setup(objects: Map<string, Uint8Array>) {
+  const dir = mkdtempSync(path.join(tmpdir(), 'warp-scan-'));
+  dirs.push(dir);
+  const gets: string[] = [];
+  const disk = new DiskObjectCache({ get: async (k) => (gets.push(k), objects.get(k) ?? null) }, dir, 1 << 26, 'test');
+  const reads: { key: string; offset: number; length: number }[] = [];
+  const source: ObjectSource = {
+    get: (k) => disk.get(k),
+    invalidate: (k) => disk.invalidate(k),
+    readRanges: async (k, ranges, check) => {
+      for (const [offset, length] of ranges) reads.push({ key: k, offset, length });
+      return disk.readRanges(k, ranges, check);
+    },
+  };
+  const cache = new SegmentCache(source, { get: async () => Promise.reject(new Error('no codec artifact')) }, { forCollection: async () => Promise.reject(new Error('none')) }, { maxBytes: 1 << 30, loadConcurrency: 2, scoreFromCodes: true });
+  return { cache, reads, gets };
+}
+
+const opts = (nprobe: number) => ({ centroids, codec, nprobe, topN: 7, yieldEvery: async () => {} });
+const reference = (nprobe: number, which = [0, 1, 2]) =>
+  queries.map((q) => {
+    const segments = which.map((s) => ({ documents: refs[s].documents, docBase: refs.slice(0, s).reduce((n, x) => n + x.documents, 0), lists: openWarpLayout(layouts[s], 'ref') }));
+    const sizes = new Float64Array(K);
+    for (const l of layouts) parseWarpDirectory(l, 'x').counts.forEach((c, i) => (sizes[i] += c));
+    // hits name the segment by its place in the plan
+    return warpSearch(segments, q.vectors, q.n, centroids, codec, sizes, { nprobe, topN: 7 }).hits.map((h) => ({ ...h, segment: which[h.segment] }));
+  });
+
+describe('warpScan over the segment cache (WARP search layouts read by ranges)', () => {
+  it('equals warpSearch over the whole layouts, reading the directories once and then only probed lists', async () => {
+    const { cache, reads } = setup(new Map(refs.map((ref, i) => [layoutKey(ref), layouts[i]])));
+    for (const nprobe of [3, K, 10_000]) {
+      const before = reads.length;
+      const scan = await warpScan(cache, collection, manifest, plan(), queries, opts(nprobe));
+      expect(scan.failed.size).toBe(0);
+      expect(scan.hits).toEqual(reference(Math.min(nprobe, K)));
+      expect(scan.nprobe).toBe(Math.min(nprobe, K));
+      expect(scan.layoutBytes).toBe(layouts.reduce((n, l) => n + l.byteLength, 0));
+      const mine = reads.slice(before);
+      // directories: read on the first scan only (kept in memory)
+      const dirReads = mine.filter((x) => x.offset === 0);
+      expect(dirReads.length).toBe(nprobe === 3 ? 2 * refs.length : 0);
+      const listReads = mine.filter((x) => x.offset !== 0);
+      for (const x of listReads) {
+        const i = refs.findIndex((ref) => layoutKey(ref) === x.key);
+        expect(x.offset).toBeGreaterThanOrEqual(warpDirectoryBytes(K));
+        expect(x.offset + x.length).toBeLessThanOrEqual(layouts[i].byteLength);
+      }
+      expect(listReads.reduce((n, x) => n + x.length, 0)).toBe(scan.queries.reduce((n, q) => n + q.bytesRead, 0));
+      expect(listReads.length).toBe(scan.queries.reduce((n, q) => n + q.ranges, 0));
+      if (nprobe === 3) for (const q of scan.queries) expect(q.bytesRead).toBeLessThan(layouts.reduce((n, l) => n + l.byteLength, 0) - refs.length * warpDirectoryBytes(K));
+    }
+  });
+
+  it('live masks (tombstones, superseded copies) leave documents out', async () => {
+    const { cache } = setup(new Map(refs.map((ref, i) => [layoutKey(ref), layouts[i]])));
+    const all = await warpScan(cache, collection, manifest, plan(), queries, opts(K));
+    const hidden = new Set(all.hits.flat().filter((h) => h!.segment === 1).map((h) => h!.doc));
+    expect(hidden.size).toBeGreaterThan(0);
+    const live = new Uint8Array(refs[1].documents).fill(1);
+    for (const doc of hidden) live[doc] = 0;
+    const scan = await warpScan(cache, collection, manifest, plan([undefined, live]), queries, opts(K));
+    for (const hits of scan.hits) for (const h of hits!) expect(h.segment === 1 && hidden.has(h.doc)).toBe(false);
+    expect(scan.hits.every((hits) => hits!.length === 7)).toBe(true);
+  });
+
+  it('a corrupt list range or a missing layout: that segment named unavailable, the others served; answered from memory until the recheck', async () => {
+    const bad = new Uint8Array(layouts[1]);
+    const dir = parseWarpDirectory(bad, 'x');
+    let c = 0;
+    for (let i = 1; i < K; i++) if (dir.counts[i] > dir.counts[c]) c = i;
+    bad[dir.offsets[c]] ^= 0xff;
+    const { cache, gets } = setup(new Map([[layoutKey(refs[0]), layouts[0]], [layoutKey(refs[1]), bad]]));
+    const scan = await warpScan(cache, collection, manifest, plan(), queries, opts(K));
+    expect([...scan.failed.keys()].sort()).toEqual([1, 2]);
+    const e1 = scan.failed.get(1)!;
+    expect(e1).toBeInstanceOf(SegmentUnavailableError);
+    expect(e1).toMatchObject({ key: layoutKey(refs[1]), object: 'index', segment: refs[1].key });
+    expect(e1.reason).toMatch(new RegExp(`list ${c}`));
+    expect(scan.failed.get(2)!.reason).toMatch(/missing/);
+    expect(scan.hits).toEqual(reference(K, [0]));
+    // within the recheck time the same answer, S3 not read again
+    const fetched = gets.length;
+    const again = await warpScan(cache, collection, manifest, plan(), queries, opts(K));
+    expect([...again.failed.keys()].sort()).toEqual([1, 2]);
+    expect(again.hits).toEqual(scan.hits);
+    expect(gets.length).toBe(fetched);
+  });
+});

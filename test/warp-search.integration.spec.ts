@@ -1,0 +1,193 @@
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { readSegment } from '@lateral/codec';
+import { parseWarpDirectory, warpDirectoryBytes } from '@lateral/search';
+import { s3Keys, type CollectionManifest, type WarpSearchStats } from '@lateral/shared';
+import { startServer, type Server } from '../apps/all-in-one/src/server';
+import { loadCranfield } from '../scripts/lib/cranfield';
+import { http, testConfig, until } from './helpers';
+
+type Result = {
+  generation: number;
+  results: { queryId: string; hits: { id: string; score: number; scoredBy: string }[]; reason?: string }[];
+  stats?: { warp?: WarpSearchStats };
+  timings: { searchMs: number };
+  degraded?: true;
+  unavailableSegments?: { key: string; object: string; segment: string; reason: string; documents: number }[];
+};
+
+/**
+ * Mode xtr on a collection created with `search: { layout: 'warp' }` runs WARP's engine over the
+ * segments' centroid-major search layouts (written by the index job), through HTTP, queues, S3
+ * and the workers: its top 10 agrees with XTR over the segment index of a plain collection of the
+ * same documents, each query reads only its probed lists' bytes (stats.warp), and a corrupt
+ * layout is named like a corrupt segment (the degraded answer, the rest served).
+ */
+describe('WARP search layouts (real Redis, real S3 server, real ONNX model)', () => {
+  let server: Server;
+  // Merges on request only (MERGE_AFTER_COMMIT false), of 3 segments; garbage collected at once.
+  const config = testConfig({ ENCODE_BATCH_DOCUMENTS: '100', MERGE_FACTOR: '3', KEEP_GENERATIONS: '1', GC_GRACE_SECONDS: '0' });
+  const cran = loadCranfield(path.resolve('data/cranfield'));
+  const docs = cran.docs.filter((d) => d.text.length > 0).slice(0, 300);
+  const queries = cran.queries.slice(0, 10).map((q) => ({ id: q.id, text: q.text }));
+  const api = (method: string, url: string, body?: unknown) => http(server.url, method, url, body);
+  const ingest = async (c: string, items: { id: string; text: string }[]) => {
+    const ing = await api('POST', `/v1/collections/${c}/documents`, items);
+    expect(ing.status, JSON.stringify(ing.body)).toBe(202);
+    await until(async () => (await api('GET', ing.body.status)).body.state === 'done', 180_000);
+  };
+  const search = async (c: string, body: Record<string, unknown>): Promise<Result> => {
+    const r = await api('POST', '/v1/search?wait=60', { collection: c, queries, ...body });
+    expect(r.status, JSON.stringify(r.body)).toBe(200);
+    expect(r.body.status, JSON.stringify(r.body)).toBe('completed');
+    return r.body.result as Result;
+  };
+  const manifest = (c: string) => server.runtime.generations.manifest('default', c) as Promise<CollectionManifest>;
+  const overlap = (a: Result, b: Result) => a.results.reduce((s, r, qi) => s + r.hits.filter((h) => b.results[qi].hits.some((x) => x.id === h.id)).length, 0) / a.results.reduce((s, r) => s + r.hits.length, 0);
+
+  beforeAll(async () => {
+    server = await startServer(config, { quiet: true });
+    const items = docs.map((d) => ({ id: d.id, text: d.text }));
+    expect((await api('POST', '/v1/collections', { id: 'plain' })).status).toBe(201);
+    expect((await api('POST', '/v1/collections', { id: 'warp', search: { layout: 'warp', bits: 4 } })).status).toBe(201);
+    await ingest('plain', items);
+    await ingest('warp', items);
+  }, 400_000);
+  afterAll(async () => {
+    await server?.stop();
+  });
+
+  it('refuses bad search layout settings with a 400 naming the field; off by default', async () => {
+    for (const [search, field] of [[{ layout: 'warp', bits: 3 }, 'search.bits'], [{ layout: 'plaid' }, 'search.layout'], [{ bits: 4 }, 'search.layout']] as const) {
+      const r = await api('POST', '/v1/collections', { id: 'bad', search });
+      expect(r.status).toBe(400);
+      expect(JSON.stringify(r.body)).toContain(field);
+    }
+    const bad = await api('POST', '/v1/search', { collection: 'warp', queries, mode: { name: 'xtr', nprobe: 0 } });
+    expect(bad.status).toBe(400);
+    expect(JSON.stringify(bad.body)).toContain('nprobe');
+    // a plain collection has no layouts; every segment of the warp one has one, beside its index
+    const plain = await manifest('plain');
+    for (const ref of plain.segments) expect(await server.runtime.store.exists(s3Keys.searchLayout('default', 'plain', ref.batchId, ref.codecVersion))).toBe(false);
+    expect((await search('plain', { mode: 'xtr' })).stats).toBeUndefined();
+  });
+
+  it('WARP top 10 agrees with XTR over the plain collection; each query reads only its probed lists', async () => {
+    const m = await manifest('warp');
+    expect(m.segments.length).toBe(3);
+    let layoutBytes = 0;
+    let directoryBytes = 0;
+    for (const ref of m.segments) {
+      const key = s3Keys.searchLayout('default', 'warp', ref.batchId, ref.codecVersion);
+      const bytes = (await server.runtime.store.get(key))!;
+      const dir = parseWarpDirectory(bytes, key, { documents: ref.documents, bits: 4 });
+      expect(dir.byteLength).toBe(bytes.byteLength);
+      expect(dir.tokens).toBe(ref.tokens);
+      layoutBytes += bytes.byteLength;
+      directoryBytes += warpDirectoryBytes(dir.centroidCount);
+    }
+    const K = (await server.runtime.ivf.get('default', 'warp', m.codecVersion))!.k;
+    // every list probed: WARP scores every token from its packed residual (no imputation)
+    const all = await search('warp', { mode: { name: 'xtr', nprobe: 65_536 }, topK: 10 });
+    const reference = await search('plain', { mode: { name: 'xtr', kPrime: 100_000, nprobe: 65_536 }, topK: 10 });
+    const exhaustive = await search('plain', { mode: 'exhaustive', topK: 10 });
+    const plainDefault = await search('plain', { mode: 'xtr', topK: 10 });
+    const probed = await search('warp', { mode: { name: 'xtr', nprobe: 32 }, topK: 10 });
+    const figures = {
+      K,
+      layoutBytes,
+      directoryBytes,
+      'overlap(warp nprobe=K, plain xtr exact)': overlap(all, reference),
+      'overlap(warp nprobe=K, exhaustive)': overlap(all, exhaustive),
+      'overlap(warp nprobe=32, plain xtr exact)': overlap(probed, reference),
+      'overlap(warp nprobe=32, plain xtr default)': overlap(probed, plainDefault),
+      'overlap(plain xtr default, plain xtr exact)': overlap(plainDefault, reference),
+      'bytesRead nprobe=K (per query)': all.stats!.warp!.queries.map((q) => q.bytesRead),
+      'bytesRead nprobe=32 (per query)': probed.stats!.warp!.queries.map((q) => q.bytesRead),
+      'ranges nprobe=32 (per query)': probed.stats!.warp!.queries.map((q) => q.ranges),
+      // search job time for the 10 queries (ms; a busy 2-core machine: indicative only)
+      searchMs: { warpAll: all.timings.searchMs, warp32: probed.timings.searchMs, plainExact: reference.timings.searchMs, plainDefault: plainDefault.timings.searchMs, exhaustive: exhaustive.timings.searchMs },
+    };
+    console.log(`warp figures: ${JSON.stringify(figures)}`);
+    for (const r of [...all.results, ...probed.results]) {
+      expect(r.hits).toHaveLength(10);
+      expect(r.hits[0].scoredBy).toBe('xtr');
+    }
+    expect(figures['overlap(warp nprobe=K, plain xtr exact)']).toBeGreaterThanOrEqual(0.8);
+    expect(figures['overlap(warp nprobe=32, plain xtr exact)']).toBeGreaterThanOrEqual(0.7);
+    for (const res of [all, probed]) {
+      const w = res.stats!.warp!;
+      expect(w).toMatchObject({ segments: 3, layoutBytes });
+      expect(res.degraded).toBeUndefined();
+      for (const q of w.queries) {
+        expect(q.bytesRead).toBeGreaterThan(0);
+        // lists only: never the directory, never more than the lists of the three objects
+        expect(q.bytesRead).toBeLessThanOrEqual(layoutBytes - directoryBytes);
+      }
+    }
+    expect(all.stats!.warp!.nprobe).toBe(K);
+    // a probe reads a fraction of the lists
+    for (const q of probed.stats!.warp!.queries) expect(q.bytesRead).toBeLessThan(0.65 * (layoutBytes - directoryBytes)); // measured 30-54 % (300 documents, K 1,024: many small lists)
+  });
+
+  it("a merge writes the merged segment's layout and garbage collection removes the inputs'; the same answers", async () => {
+    const gone = docs[5].id;
+    expect((await api('DELETE', `/v1/collections/warp/documents/${encodeURIComponent(gone)}`)).status).toBe(200);
+    const inputs = (await manifest('warp')).segments;
+    const body = { mode: { name: 'xtr', nprobe: 65_536 }, topK: 10 };
+    const before = await search('warp', body);
+    const r = await api('POST', '/v1/collections/warp/merge?wait=60');
+    expect(r.status, JSON.stringify(r.body)).toBe(200);
+    expect(r.body).toMatchObject({ status: 'merged', committed: true, dropped: 1 });
+    const after = await manifest('warp');
+    expect(after.segments).toHaveLength(1);
+    const ref = after.segments[0];
+    const key = s3Keys.searchLayout('default', 'warp', ref.batchId, ref.codecVersion);
+    const dir = parseWarpDirectory((await server.runtime.store.get(key))!, key, { documents: ref.documents });
+    expect(dir).toMatchObject({ documents: docs.length - 1, tokens: ref.tokens });
+    for (const old of inputs) expect(await server.runtime.store.exists(s3Keys.searchLayout('default', 'warp', old.batchId, old.codecVersion))).toBe(false);
+    // every list probed: a document's score depends on its own tokens' codes alone, copied by the merge
+    const res = await search('warp', body);
+    expect(res.results).toEqual(before.results);
+    expect(res.stats!.warp!.segments).toBe(1);
+    for (const q of res.results) expect(q.hits.map((h) => h.id)).not.toContain(gone);
+  });
+
+  it('a corrupt layout is named like a corrupt segment: the degraded answer from the other segments; a merge rebuilds it', async () => {
+    expect((await api('POST', '/v1/collections', { id: 'warpbad', search: { layout: 'warp', bits: 2 } })).status).toBe(201);
+    await ingest('warpbad', docs.slice(0, 200).map((d) => ({ id: d.id, text: d.text })));
+    const m = await manifest('warpbad');
+    expect(m.segments.length).toBe(2);
+    const bad = m.segments[1];
+    const key = s3Keys.searchLayout('default', 'warpbad', bad.batchId, bad.codecVersion);
+    const bytes = new Uint8Array((await server.runtime.store.get(key))!);
+    const dir = parseWarpDirectory(bytes, key);
+    // one byte of the largest list flipped: the directory still reads, that list's range does not
+    let c = 0;
+    for (let i = 1; i < dir.centroidCount; i++) if (dir.counts[i] > dir.counts[c]) c = i;
+    bytes[dir.offsets[c] + 1] ^= 0xff;
+    await server.runtime.store.put(key, bytes);
+    const res = await search('warpbad', { mode: { name: 'xtr', nprobe: 65_536 }, topK: 10 });
+    expect(res.degraded).toBe(true);
+    expect(res.unavailableSegments).toEqual([expect.objectContaining({ key, segment: bad.key, object: 'index', reason: expect.stringMatching(new RegExp(`list ${c}`)), documents: bad.documents })]);
+    // the documents of the corrupt segment (batches commit in any order)
+    const badIds = new Set(readSegment((await server.runtime.store.get(bad.key))!, bad.key, await server.runtime.codecs.get('default', 'warpbad', bad.codecVersion)).docIds);
+    expect(badIds.size).toBe(bad.documents);
+    for (const r of res.results) {
+      expect(r.hits.length).toBeGreaterThan(0);
+      for (const h of r.hits) expect(badIds.has(h.id)).toBe(false);
+    }
+    expect(res.stats!.warp!.segments).toBe(2);
+
+    // A merge reads every input layout whole: the corrupt one is refused and the merged segment's layout rebuilt from its vectors.
+    await ingest('warpbad', docs.slice(200, 300).map((d) => ({ id: d.id, text: d.text })));
+    const r = await api('POST', '/v1/collections/warpbad/merge?wait=60');
+    expect(r.body).toMatchObject({ status: 'merged', committed: true });
+    const merged = (await manifest('warpbad')).segments;
+    expect(merged).toHaveLength(1);
+    const healed = await search('warpbad', { mode: { name: 'xtr', nprobe: 65_536 }, topK: 10 });
+    expect(healed.degraded).toBeUndefined();
+    expect(healed.stats!.warp!.segments).toBe(1);
+    expect(healed.results.some((q) => q.hits.some((h) => badIds.has(h.id)))).toBe(true);
+  });
+});
