@@ -142,6 +142,23 @@ describe.skipIf(!browserReady.ok)('operations dashboard in headless Chromium', (
     expect(await page.locator('#throughput').evaluate((c) => (c as unknown as { width: number }).width)).toBeGreaterThan(100);
     // Latency of the completed re-rank, over 5 minutes.
     expect(await cell('[data-testid=latency] tr[data-queue=rerank][data-window="5m"] td:nth-child(3)')).toBe(1);
+
+    // Every series of the throughput chart has its own colour (five shared one grey before).
+    const colors = (await page.evaluate('window.Chart.getChart("throughput").data.datasets.map((d) => d.backgroundColor)')) as string[];
+    expect(colors.length).toBe(ALL_QUEUES.length + 1);
+    expect(new Set(colors).size).toBe(colors.length);
+    // One clock: the header's time is 24-hour like the chart's axis (no AM / PM).
+    expect(await page.locator('#status').textContent()).toMatch(/updated \d{2}:\d{2}:\d{2}$/);
+    // The ingestion id is shown whole, not cut with an ellipsis.
+    const ingId = (await ing.getAttribute('data-ingestion'))!;
+    const small = ing.locator('.name small');
+    expect(await small.textContent()).toContain(ingId);
+    expect(await small.evaluate((e) => e.scrollWidth <= e.clientWidth + 1)).toBe(true);
+    // A scorer's shard queues are one range, not eight names the queue table does not list.
+    expect(await worker.textContent()).not.toMatch(/shard-\d/);
+    // What "bytes in S3" counts beside "segment bytes" is said on the page.
+    expect(await page.locator('[data-testid=bytes-note]').textContent()).toContain('bytes in S3: everything the collection keeps');
+    if (process.env.DASHBOARD_SCREENSHOT) await page.screenshot({ path: process.env.DASHBOARD_SCREENSHOT, fullPage: true });
   }, TEST_TIMEOUT_MS);
 
   it('lists the failed job with its message, and retrying it from the page works', async () => {

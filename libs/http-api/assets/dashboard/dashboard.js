@@ -6,6 +6,20 @@
   var POLL_MS = 2000;
   var STAGES = ['accepted', 'encoded', 'compressed', 'indexed', 'committed'];
   var COLORS = { encode: '#58a6ff', compress: '#a371f7', index: '#3fb950', commit: '#d29922', rerank: '#f778ba', search: '#39c5cf' };
+  // Every other queue gets its own colour too (merge, encode-texts, batch, train, webhook, ...): one grey for five series told nothing apart.
+  var PALETTE = ['#ff9e64', '#c2e04a', '#e6edf3', '#bf4b8a', '#8d6e63', '#1f6feb', '#ffd8b5', '#6e7681', '#b7f0c0', '#5a3fc0'];
+  function colorOf(name, i) { return COLORS[name] || PALETTE[i % PALETTE.length]; }
+  // One clock everywhere: 24-hour, as the chart's axis.
+  function clock(ms) { var d = new Date(ms); return [d.getHours(), d.getMinutes(), d.getSeconds()].map(function (n) { return String(n).padStart(2, '0'); }).join(':'); }
+  // Shard queues (shard-0 ... shard-7) are the fan-out of sharded collections: one range, not eight names.
+  function shardRange(queues) {
+    var shards = [], rest = [];
+    queues.forEach(function (q) { var m = /^shard-(\d+)$/.exec(q); if (m) shards.push(Number(m[1])); else rest.push(q); });
+    if (shards.length === 0) return { rest: rest, shards: '' };
+    shards.sort(function (a, b) { return a - b; });
+    var contiguous = shards[shards.length - 1] - shards[0] === shards.length - 1;
+    return { rest: rest, shards: 'shards ' + (contiguous && shards.length > 1 ? shards[0] + '–' + shards[shards.length - 1] : shards.join(', ')) };
+  }
   var chart = null;
   var lastAt = 0;
   var manyTenants = false;
@@ -73,8 +87,9 @@
     }
     var failed = new Array(60).fill(0);
     o.queues.forEach(function (q) { q.failedPerMinute.forEach(function (v, i) { failed[i] += v; }); });
+    var otherIndex = 0;
     var datasets = o.queues.map(function (q) {
-      return { label: q.name, data: q.completedPerMinute, backgroundColor: COLORS[q.name] || '#8b98a5', stack: 'completed' };
+      return { label: q.name, data: q.completedPerMinute, backgroundColor: COLORS[q.name] || colorOf(q.name, otherIndex++), stack: 'completed' };
     });
     datasets.push({ label: 'failed (all queues)', data: failed, backgroundColor: '#f85149', stack: 'failed' });
     if (!chart) {
@@ -143,7 +158,8 @@
 
   function renderWorkers(o) {
     var rows = o.workers.map(function (w) {
-      var queues = w.queues.map(function (q) { return q + ' (' + (w.concurrency[q] || 1) + ')'; }).join(', ');
+      var split = shardRange(w.queues);
+      var queues = split.rest.map(function (q) { return q + ' (' + (w.concurrency[q] || 1) + ')'; }).concat(split.shards ? [split.shards + ' (fan-out of sharded collections)'] : []).join(', ');
       var names = Object.keys(w.caches || {});
       var cache = names.length === 0 ? '—' : names.map(function (n) {
         var c = w.caches[n];
@@ -174,7 +190,7 @@
         td(fmt(c.documents), { 'data-field': 'documents' }),
         td(fmt(c.tokens), { 'data-field': 'tokens' }),
         td(bytes(c.segmentBytes)),
-        td(bytes(c.s3Bytes)),
+        td(bytes(c.s3Bytes), { title: 'everything the collection keeps in S3: the segments, and their indexes and heads, the accepted documents, the raw vectors, older generations not yet collected' }),
         td(c.bytesPerToken === null ? '—' : c.bytesPerToken.toFixed(1)),
         td(c.shards === null ? '—' : fmt(c.shards)),
         td(fmt(c.degradedSegments), {
@@ -210,7 +226,7 @@
       var btn = el('button', { type: 'button', text: 'Retry', 'data-retry': j.id });
       btn.addEventListener('click', function () { retry(j.queue, j.id, btn); });
       return el('tr', { 'data-job': j.id, 'data-queue': j.queue }, [
-        td(j.finishedOn ? new Date(j.finishedOn).toLocaleTimeString() : '—'),
+        td(j.finishedOn ? clock(j.finishedOn) : '—'),
         td(j.queue),
         td(j.id, { className: 'id' }),
         td(j.collection),
@@ -249,7 +265,7 @@
         renderQueues(o); renderChart(o); renderIngestions(o); renderLatency(o); renderWorkers(o); renderCollections(o); renderTraining(o); renderFailed(o);
         var s = document.getElementById('status');
         s.className = '';
-        s.textContent = (o.tenants.length === 1 ? 'tenant ' : 'tenants ') + o.tenants.join(', ') + ' · updated ' + new Date(o.at).toLocaleTimeString();
+        s.textContent = (o.tenants.length === 1 ? 'tenant ' : 'tenants ') + o.tenants.join(', ') + ' · updated ' + clock(o.at);
         s.setAttribute('data-at', String(o.at));
       })
       .catch(function (e) {
