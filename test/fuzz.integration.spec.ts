@@ -3,7 +3,7 @@ import os from 'node:os';
 import { gzipSync } from 'node:zlib';
 import path from 'node:path';
 import { GetObjectCommand, ListObjectsV2Command, S3Client } from '@aws-sdk/client-s3';
-import { ValidationError } from '@lateral/shared';
+import { ValidationError, mulberry32 } from '@lateral/shared';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openApiDocument } from '@lateral/http-api';
 import { startApiOnly } from './api-only';
@@ -20,16 +20,7 @@ import { testConfig } from './helpers';
  */
 
 /** Deterministic pseudo-random numbers (mulberry32), so a failure can be replayed. */
-function rng(seed: number) {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+const rng = mulberry32;
 
 const FIELDS = ['id', 'text', 'metadata', 'documents', 'collection', 'queries', 'candidates', 'scorer', 'name', 'mode', 'topK', 'filter', 'must', 'should', 'key', 'match', 'range', 'codec', 'kind', 'bits', 'dims', 'model', 'maxDocTokens', 'wait', 'rerank', 'depth', 'explain', 'include', 'score', 'artifact', 'lambda', 'kPrime', 'nprobe', '__proto__', 'constructor', 'role', 'tenant', 'limit', 'cursor'];
 

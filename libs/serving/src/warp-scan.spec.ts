@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { DiskObjectCache } from '@lateral/infra';
-import { s3Keys, type Collection, type CollectionManifest, type SegmentRef } from '@lateral/shared';
+import { mulberry32, s3Keys, type Collection, type CollectionManifest, type SegmentRef } from '@lateral/shared';
 import {
   buildWarpLayout,
   fitWarpCodec,
@@ -25,18 +25,7 @@ const D = 16;
 const K = 24;
 const collection: Pick<Collection, 'tenantId' | 'id' | 'model'> = { tenantId: T, id: C, model: 'm' };
 
-function rng(seed: number): () => number {
-  let s = seed >>> 0;
-  return () => {
-    s = (s + 0x6d2b79f5) >>> 0;
-    let t = s;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
-
-const r = rng(5);
+const r = mulberry32(5);
 const centroids = normalizeRows(Float32Array.from({ length: K * D }, () => r() * 2 - 1), K, D);
 
 /** A segment of `docs` documents of 2..9 tokens near the centroids. */
