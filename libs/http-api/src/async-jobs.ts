@@ -2,6 +2,7 @@ import { Job, QueueEvents } from 'bullmq';
 import { NotFoundError, QueueName } from '@lateral/shared';
 import { parseWaitSeconds } from './json-body';
 import { BULLMQ_CONNECTION_OPTIONS, createRedis, type Runtime } from '@lateral/infra';
+import type { JobTiming, RequestTiming } from './server-timing';
 
 export interface JobStatus<R, S> {
   id: string;
@@ -34,15 +35,15 @@ export class AsyncJobs<R, S> {
   }
 
   /** After the job was queued: answers at once (202) or waits up to `waitSeconds` (200 when finished). */
-  async answer(tenant: string, id: string, waitSeconds: number): Promise<{ status: number; body: JobStatus<R, S> }> {
+  async answer(tenant: string, id: string, waitSeconds: number, timing?: RequestTiming): Promise<{ status: number; body: JobStatus<R, S> }> {
     if (waitSeconds > 0) {
-      const st = await this.status(tenant, id, waitSeconds);
+      const st = await this.status(tenant, id, waitSeconds, timing);
       return { status: st.status === 'completed' || st.status === 'failed' ? 200 : 202, body: st };
     }
     return { status: 202, body: { id, status: 'queued', progress: 0 } };
   }
 
-  async status(tenant: string, id: string, waitSeconds = 0): Promise<JobStatus<R, S>> {
+  async status(tenant: string, id: string, waitSeconds = 0, timing?: RequestTiming): Promise<JobStatus<R, S>> {
     const q = this.rt.queues.get(this.queue);
     const job = await Job.fromId(q, this.jobId(tenant, id));
     if (!job) throw new NotFoundError(`${this.what} job '${id}' not found (results are kept 24 hours)`);
@@ -57,8 +58,11 @@ export class AsyncJobs<R, S> {
     const fresh = (await Job.fromId(q, job.id!)) ?? job;
     const progress = typeof fresh.progress === 'number' ? fresh.progress : 0;
     if (state === 'completed') {
+      timing?.laps((fresh.returnvalue as { timing?: JobTiming } | null)?.timing);
+      timing?.lap('handback');
       const { resultKey, stats } = this.unpack(fresh.returnvalue);
       const result = await this.rt.store.getJson<R>(resultKey);
+      timing?.lap('result');
       return { id, status: 'completed', progress: 100, result: result ?? undefined, ...(stats ? { stats } : {}) };
     }
     if (state === 'failed') return { id, status: 'failed', progress, error: fresh.failedReason };

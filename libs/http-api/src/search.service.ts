@@ -8,6 +8,7 @@ import { AsyncJobs, type JobStatus } from './async-jobs';
 import { zodIssues } from './zod-issues';
 import { checkCallback } from './callback';
 import { tenantQuotas } from './quotas';
+import type { RequestTiming } from './server-timing';
 
 export type SearchStatus = JobStatus<SearchResult, { queries: number; hits: number }>;
 
@@ -31,7 +32,7 @@ export class SearchService {
     return this.jobs.parseWait(raw);
   }
 
-  async submit(body: unknown, waitSeconds: number): Promise<{ status: number; body: SearchStatus }> {
+  async submit(body: unknown, waitSeconds: number, timing?: RequestTiming): Promise<{ status: number; body: SearchStatus }> {
     const parsed = SearchRequestSchema.safeParse(body);
     if (!parsed.success) throw new ValidationError('invalid search request', zodIssues(parsed.error));
     const req = parsed.data;
@@ -43,16 +44,20 @@ export class SearchService {
     const collection = await this.rt.collections.get(this.tenant, req.collection);
     if (!collection) throw new NotFoundError(`collection '${req.collection}' not found`);
     const id = `sr-${randomUUID()}`;
+    timing?.lap('validate');
     const release = await tenantQuotas(this.rt).admit(this.tenant, { kind: 'search', id });
+    timing?.lap('quota');
     try {
       const requestKey = s3Keys.searchRequest(this.tenant, id);
       await this.rt.store.putJson(requestKey, req);
+      timing?.lap('request');
       await this.rt.queues.add(QueueName.search, jobIds.search(this.tenant, id), { tenantId: this.tenant, collectionId: req.collection, searchId: id, requestKey, ...(req.callback ? { callback: req.callback } : {}) });
     } catch (err) {
       await release();
       throw err;
     }
-    return this.jobs.answer(this.tenant, id, waitSeconds);
+    timing?.lap('enqueue');
+    return this.jobs.answer(this.tenant, id, waitSeconds, timing);
   }
 
   status(id: string, waitSeconds = 0): Promise<SearchStatus> {

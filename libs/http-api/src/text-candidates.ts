@@ -1,5 +1,6 @@
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
+import type { RequestTiming } from './server-timing';
 import {
   assertModelId,
   ModelManifestSchema,
@@ -69,9 +70,10 @@ export class TextRerankSubmitter {
   }
 
   /** Writes the request (and its distinct texts) to S3 and queues the job, or the flow when there are texts. */
-  async enqueue(tenant: string, id: string, req: RerankRequest, collection: Collection | null): Promise<void> {
+  async enqueue(tenant: string, id: string, req: RerankRequest, collection: Collection | null, timing?: RequestTiming): Promise<void> {
     const requestKey = s3Keys.rerankRequest(tenant, id);
     await this.rt.store.putJson(requestKey, req);
+    timing?.lap('request');
     const texts = [...new Set(req.queries.flatMap((q) => q.candidates.filter(isTextCandidate).map((c) => c.text)))];
     const payload = { tenantId: tenant, rerankId: id, requestKey, ...(req.callback ? { callback: req.callback } : {}) };
     if (texts.length === 0) {

@@ -29,6 +29,12 @@ import {
 import { readSegment } from '@lateral/codec';
 import { OnnxNearestCentroid, ScorerResources } from '@lateral/kernels';
 
+/**
+ * Wall-clock ms (sub-ms resolution): when a re-rank or search handler started and ended, in its
+ * return value (`timing`), so the API reports pick-up, job and hand-back apart (Server-Timing).
+ */
+const epochMs = (): number => performance.timeOrigin + performance.now();
+
 /** Queues this build has processors for. */
 export const HANDLED_QUEUES: QueueName[] = [QueueName.encode, QueueName.compress, QueueName.index, QueueName.commit, QueueName.merge, QueueName.rerank, QueueName.search, QueueName.encodeTexts, QueueName.batch, QueueName.train, QueueName.webhook];
 
@@ -141,14 +147,16 @@ export function pipelineHandlers(rt: Runtime, extra: { shardChild?: (p: ShardJob
     // Merges, beside commits and deletes: only their reference swap is a generation commit.
     [QueueName.merge]: (p) => runMerge(p),
     [QueueName.search]: async (p, job) => {
+      const startedAt = epochMs();
       const r = await searchProcessor(searchDeps, p, job);
       if (p.callback) await notify(p.callback, webhookEventFor('search', p, { counts: { queries: r.queries, hits: r.hits } }));
-      return r;
+      return { ...r, timing: { startedAt, doneAt: epochMs() } };
     },
     [QueueName.rerank]: async (p, job) => {
+      const startedAt = epochMs();
       const r = await rerankJob({ ...rerankDeps, texts, modelsDir }, p, job, await childTextStats(job));
       if (p.callback) await notify(p.callback, webhookEventFor('rerank', p, { counts: { queries: r.queries, candidates: r.candidates, missing: r.missing } }));
-      return r;
+      return { ...r, timing: { startedAt, doneAt: epochMs() } };
     },
     // Deliveries of the callbacks above (and of failures, start.ts): retried with backoff by BullMQ.
     [QueueName.webhook]: (p) => deliverWebhook(config, p),
