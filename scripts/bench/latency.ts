@@ -51,15 +51,18 @@ export const PARTS: Record<string, string[]> = {
   handback: ['handback', 'result'],
 };
 
-/** `a;dur=1.5, b;dur=2` -> { a: 1.5, b: 2 }. */
-export function parseServerTiming(header: string | null): Record<string, number> {
-  const out: Record<string, number> = {};
+/** `a;dur=1.5, b;dur=2, sent;desc="123.5"` -> { durations: { a: 1.5, b: 2 }, at: { sent: 123.5 } }. */
+export function parseServerTiming(header: string | null): { durations: Record<string, number>; at: Record<string, number> } {
+  const durations: Record<string, number> = {};
+  const at: Record<string, number> = {};
   for (const item of (header ?? '').split(',')) {
     const [name, ...params] = item.trim().split(';');
     const dur = params.map((p) => /^\s*dur=([\d.]+)\s*$/.exec(p)?.[1]).find((x) => x !== undefined);
-    if (name && dur !== undefined) out[name] = (out[name] ?? 0) + Number(dur);
+    const desc = params.map((p) => /^\s*desc="?([\d.]+)"?\s*$/.exec(p)?.[1]).find((x) => x !== undefined);
+    if (name && dur !== undefined) durations[name] = (durations[name] ?? 0) + Number(dur);
+    else if (name && desc !== undefined) at[name] = Number(desc);
   }
-  return out;
+  return { durations, at };
 }
 
 const positive = (name: string, raw: string): number => {
@@ -132,13 +135,15 @@ export async function runLatencyBench(argv: string[]): Promise<Record<string, un
         ),
       },
     ];
+    const now = () => performance.timeOrigin + performance.now();
     const call = async (k: Kind, i: number) => {
-      const t0 = performance.now();
+      const t0 = now();
       const res = await fetch(service.url + k.path, { method: 'POST', headers: { 'content-type': 'application/json' }, body: k.bodies[i % k.bodies.length] });
       const body = (await res.json()) as { status?: string; result?: { results: { queryId: string; hits: { id: string; score: number }[] }[] } };
-      const ms = performance.now() - t0;
+      const t1 = now();
       if (res.status !== 200 || body.status !== 'completed') throw new Error(`${k.name} ${k.path}: ${res.status} ${JSON.stringify(body).slice(0, 500)}`);
-      return { ms, timing: parseServerTiming(res.headers.get('server-timing')), hits: body.result!.results.map((r) => [r.queryId, r.hits.map((h) => [h.id, h.score])]) };
+      const { durations, at } = parseServerTiming(res.headers.get('server-timing'));
+      return { ms: t1 - t0, timing: durations, in: at.arrived - t0, out: t1 - at.sent, hits: body.result!.results.map((r) => [r.queryId, r.hits.map((h) => [h.id, h.score])]) };
     };
     const out: Record<string, unknown> = { bench: 'latency', documents: docs.length, candidates: nCandidates, requests, cpus: os.cpus().length };
     const rows: string[] = [];
@@ -149,20 +154,23 @@ export async function runLatencyBench(argv: string[]): Promise<Record<string, un
       const push = (name: string, v: number) => (samples[name] ??= []).push(v);
       const hash = createHash('sha256');
       for (let i = 0; i < requests; i++) {
-        const { ms, timing, hits } = await call(k, i);
+        const { ms, timing, hits, in: wayIn, out: wayOut } = await call(k, i);
         // The same query's answer is hashed once (requests cycle through the queries).
         if (i < k.bodies.length) hash.update(JSON.stringify(hits));
         for (const [part, names] of Object.entries(PARTS)) push(part, names.reduce((s, n) => s + (timing[n] ?? 0), 0));
         for (const [n, v] of Object.entries(timing)) push(`server.${n}`, v);
         const serverTotal = timing.total ?? NaN;
         push('response', ms - serverTotal);
+        // The response part split: the request's way in (client -> first middleware), the answer's way out (header -> client).
+        push('response.in', wayIn);
+        push('response.out', wayOut);
         push('overhead', ms - (timing.job ?? 0));
         push('total', ms);
       }
-      const stats = Object.fromEntries(Object.entries(samples).map(([n, xs]) => [n, { p50: r2(quantile(xs, 0.5)), p99: r2(quantile(xs, 0.99)) }]));
+      const stats = Object.fromEntries(Object.entries(samples).map(([n, xs]) => [n, { p50: r2(quantile(xs, 0.5)), p99: r2(quantile(xs, 0.99)), mean: r2(xs.reduce((a, b) => a + b, 0) / xs.length) }]));
       out[k.name] = { ...stats, results_sha256: hash.digest('hex').slice(0, 16) };
       rows.push(`${k.name.padEnd(12)} ${[...Object.keys(PARTS), 'response', 'overhead', 'total'].map((p) => `${stats[p].p50.toFixed(2)} / ${stats[p].p99.toFixed(2)}`.padStart(17)).join('')}`);
-      say(`${k.name}: ${requests} requests, server parts (p50 ms): ${Object.keys(samples).filter((n) => n.startsWith('server.')).map((n) => `${n.slice(7)} ${stats[n].p50}`).join(', ')}`);
+      say(`${k.name}: ${requests} requests, server parts (p50/mean ms): ${Object.keys(samples).filter((n) => n.startsWith('server.')).map((n) => `${n.slice(7)} ${stats[n].p50}/${stats[n].mean}`).join(', ')}; response in ${stats['response.in'].p50}/${stats['response.in'].mean}, out ${stats['response.out'].p50}/${stats['response.out'].mean}`);
     }
     say(`\nmilliseconds, p50 / p99 of ${requests} requests each (one at a time, ?wait=30; ${docs.length} documents; re-rank of ${nCandidates} candidates)`);
     say(header);

@@ -3,6 +3,7 @@ import path from 'node:path';
 import { QueueName, RerankRequestSchema, ValidationError, checkScorerArtifact, jobIds, type RerankResult } from '@lateral/shared';
 import { checkScorerArtifactExists, type Runtime } from '@lateral/infra';
 import { currentTenant } from './request-context';
+import type { Job } from 'bullmq';
 import { AsyncJobs, type JobStatus } from './async-jobs';
 import { zodIssues } from './zod-issues';
 import { checkCallback } from './callback';
@@ -48,14 +49,15 @@ export class RerankService {
     timing?.lap('validate');
     const release = await tenantQuotas(this.rt).admit(this.tenant, { kind: 'rerank', id });
     timing?.lap('quota');
+    let job: Job | null;
     try {
-      await this.texts.enqueue(this.tenant, id, req, collection, timing);
+      job = await this.texts.enqueue(this.tenant, id, req, collection, timing);
     } catch (err) {
       await release();
       throw err;
     }
     timing?.lap('enqueue');
-    return this.jobs.answer(this.tenant, id, waitSeconds, timing);
+    return this.jobs.answer(this.tenant, id, waitSeconds, timing, job);
   }
 
   status(id: string, waitSeconds = 0): Promise<RerankStatus> {

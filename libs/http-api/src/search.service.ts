@@ -4,7 +4,8 @@ import { NotFoundError, QueueName, SearchRequestSchema, ValidationError, checkSc
 import { checkScorerArtifactExists, type Runtime } from '@lateral/infra';
 import { currentTenant } from './request-context';
 import { compileFilter } from '@lateral/search';
-import { AsyncJobs, type JobStatus } from './async-jobs';
+import type { Job } from 'bullmq';
+import { AsyncJobs, inlineRequest, type JobStatus } from './async-jobs';
 import { zodIssues } from './zod-issues';
 import { checkCallback } from './callback';
 import { tenantQuotas } from './quotas';
@@ -41,23 +42,26 @@ export class SearchService {
     checkCallback(this.rt.config, req.callback);
     if (req.rerank) checkScorerArtifact(path.resolve(this.rt.config.SCORERS_DIR), req.rerank.scorer);
     if (req.rerank) await checkScorerArtifactExists(this.rt, this.tenant, req.rerank.scorer);
-    const collection = await this.rt.collections.get(this.tenant, req.collection);
+    const collection = await this.rt.serving.collection(this.tenant, req.collection); // cached, fresh (serving-cache.ts)
     if (!collection) throw new NotFoundError(`collection '${req.collection}' not found`);
     const id = `sr-${randomUUID()}`;
     timing?.lap('validate');
     const release = await tenantQuotas(this.rt).admit(this.tenant, { kind: 'search', id });
     timing?.lap('quota');
+    let job: Job;
     try {
       const requestKey = s3Keys.searchRequest(this.tenant, id);
-      await this.rt.store.putJson(requestKey, req);
+      // A small request travels in the job's data, a large one in S3 (INLINE_JOB_BYTES).
+      const inline = inlineRequest(req);
+      if (!inline) await this.rt.store.putJson(requestKey, req);
       timing?.lap('request');
-      await this.rt.queues.add(QueueName.search, jobIds.search(this.tenant, id), { tenantId: this.tenant, collectionId: req.collection, searchId: id, requestKey, ...(req.callback ? { callback: req.callback } : {}) });
+      job = await this.rt.queues.add(QueueName.search, jobIds.search(this.tenant, id), { tenantId: this.tenant, collectionId: req.collection, searchId: id, requestKey, ...inline, ...(req.callback ? { callback: req.callback } : {}) });
     } catch (err) {
       await release();
       throw err;
     }
     timing?.lap('enqueue');
-    return this.jobs.answer(this.tenant, id, waitSeconds, timing);
+    return this.jobs.answer(this.tenant, id, waitSeconds, timing, job);
   }
 
   status(id: string, waitSeconds = 0): Promise<SearchStatus> {

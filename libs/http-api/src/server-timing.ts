@@ -32,10 +32,15 @@ export class RequestTiming {
     this.lap('job', job.doneAt);
   }
 
-  /** The header value: one metric per part and `total` (arrival to now). */
+  /**
+   * The header value: one metric per part, `total` (arrival to now), and the arrival and this
+   * moment as wall-clock times (`arrived` and `sent`, epoch ms in `desc`), so a client on the
+   * same machine can tell the request's way in and the answer's way out apart.
+   */
   header(): string {
     const f = (ms: number) => (Math.round(ms * 1000) / 1000).toString();
-    return [...this.parts.map(([n, ms]) => `${n};dur=${f(ms)}`), `total;dur=${f(epochMs() - this.start)}`].join(', ');
+    const now = epochMs();
+    return [...this.parts.map(([n, ms]) => `${n};dur=${f(ms)}`), `total;dur=${f(now - this.start)}`, `arrived;desc="${this.start.toFixed(3)}"`, `sent;desc="${now.toFixed(3)}"`].join(', ');
   }
 }
 
