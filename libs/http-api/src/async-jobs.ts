@@ -1,7 +1,7 @@
 import { Job, QueueEvents } from 'bullmq';
 import { INLINE_JOB_BYTES, NotFoundError, QueueName } from '@lateral/shared';
 import { parseWaitSeconds } from './json-body';
-import { BULLMQ_CONNECTION_OPTIONS, createRedis, type Runtime } from '@lateral/infra';
+import { BULLMQ_CONNECTION_OPTIONS, createRedis, localCompletions, type Runtime } from '@lateral/infra';
 import type { JobTiming, RequestTiming } from './server-timing';
 
 export interface JobStatus<R, S> {
@@ -58,12 +58,21 @@ export class AsyncJobs<R, S> {
     const job = known ?? (await Job.fromId(q, this.jobId(tenant, id)));
     if (!job) throw new NotFoundError(`${this.what} job '${id}' not found (results are kept 24 hours)`);
     if (waitSeconds > 0) {
-      // Resolves with the return value on the completion event (or at once when already completed).
-      const done = await job.waitUntilFinished(this.queueEvents(), waitSeconds * 1000).then(
-        (returnvalue: unknown) => ({ returnvalue }),
-        () => null, // timed out, or failed: the state read below tells which
-      );
-      if (done) return this.completed(id, done.returnvalue, timing);
+      // The completion of a worker in this process, or else the queue's completion event (or at
+      // once when already completed): both carry the return value.
+      const local = localCompletions.wait(this.queue, job.id!);
+      try {
+        const done = await Promise.race([
+          local.done.then((returnvalue) => ({ returnvalue })),
+          job.waitUntilFinished(this.queueEvents(), waitSeconds * 1000).then(
+            (returnvalue: unknown) => ({ returnvalue }),
+            () => null, // timed out, or failed: the state read below tells which
+          ),
+        ]);
+        if (done) return this.completed(id, done.returnvalue, timing);
+      } finally {
+        local.cancel();
+      }
     }
     const state = await job.getState();
     const fresh = (await Job.fromId(q, job.id!)) ?? job;
