@@ -53,7 +53,7 @@ export class SearchService {
       const requestKey = s3Keys.searchRequest(this.tenant, id);
       // A small request travels in the job's data, a large one in S3 (INLINE_JOB_BYTES).
       const inline = inlineRequest(req);
-      if (!inline) await this.rt.store.putJson(requestKey, req);
+      if (inline.request === undefined) await this.rt.store.putJson(requestKey, req);
       timing?.lap('request');
       job = await this.rt.queues.add(QueueName.search, jobIds.search(this.tenant, id), { tenantId: this.tenant, collectionId: req.collection, searchId: id, requestKey, ...inline, ...(req.callback ? { callback: req.callback } : {}) });
     } catch (err) {

@@ -76,7 +76,7 @@ export class TextRerankSubmitter {
     const requestKey = s3Keys.rerankRequest(tenant, id);
     // A small request travels in the job's data, a large one in S3 (INLINE_JOB_BYTES).
     const inline = inlineRequest(req);
-    if (!inline) await this.rt.store.putJson(requestKey, req);
+    if (inline.request === undefined) await this.rt.store.putJson(requestKey, req);
     timing?.lap('request');
     const texts = [...new Set(req.queries.flatMap((q) => q.candidates.filter(isTextCandidate).map((c) => c.text)))];
     const payload = { tenantId: tenant, rerankId: id, requestKey, ...inline, ...(req.callback ? { callback: req.callback } : {}) };
