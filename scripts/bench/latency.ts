@@ -1,12 +1,13 @@
 /**
- * `npm run bench -- latency [--requests N] [--docs N] [--candidates N] [--warmup N] [--json] [--help]`
+ * `npm run bench -- latency [--requests N] [--docs N] [--candidates N] [--warmup N] [--gap-ms N] [--json] [--help]`
  *
  * Where a request that waits for its answer spends its time (issue 31 item 1). The all-in-one
  * service (API, workers, the in-process S3 server and its redis-server) is started as a child on
  * a fresh DATA_DIR, as `npm run bench -- load` does; `--docs` Cranfield documents (default 300)
  * are ingested with glove-ctx-100d; then `--requests` (default 200) searches in BM25 mode, as many
  * in XTR mode and as many re-ranks of `--candidates` (default 50) ids run one at a time with
- * `?wait=30`, after `--warmup` (default 10) of each. Each answer's `Server-Timing` header splits
+ * `?wait=30`, after `--warmup` (default 10) of each, `--gap-ms` (default 0: back to back) apart
+ * (an idle gap lets the previous job's garbage collection finish outside the next request). Each answer's `Server-Timing` header splits
  * the server's time into parts (server-timing.ts in libs/http-api); the client's clock gives the rest:
  *   http      arrival -> auth middleware, body read, JSON parse (http, parse, json)
  *   auth      API key middleware and Nest's routing and guard (auth, route)
@@ -33,11 +34,12 @@ import { startService } from './load';
 const ROOT = path.resolve(__dirname, '..', '..');
 const COLLECTION = 'bench-latency';
 
-const USAGE = `usage: npm run bench -- latency [--requests N] [--docs N] [--candidates N] [--warmup N] [--json] [--help]
+const USAGE = `usage: npm run bench -- latency [--requests N] [--docs N] [--candidates N] [--warmup N] [--gap-ms N] [--json] [--help]
   --requests N    timed requests of each kind (search bm25, search xtr, re-rank), one at a time (default 200)
   --docs N        Cranfield documents ingested (default 300)
   --candidates N  candidate ids per re-rank (default 50)
   --warmup N      untimed requests of each kind first (default 10)
+  --gap-ms N      idle milliseconds between timed requests (default 0: back to back)
   --json          the last line of output is one JSON object
   --help          this text`;
 
@@ -96,6 +98,7 @@ export async function runLatencyBench(argv: string[]): Promise<Record<string, un
       docs: { type: 'string', default: '300' },
       candidates: { type: 'string', default: '50' },
       warmup: { type: 'string', default: '10' },
+      'gap-ms': { type: 'string', default: '0' },
       json: { type: 'boolean', default: false },
       help: { type: 'boolean', default: false },
     },
@@ -112,6 +115,7 @@ export async function runLatencyBench(argv: string[]): Promise<Record<string, un
   const nDocs = positive('docs', values.docs);
   const nCandidates = positive('candidates', values.candidates);
   const warmup = values.warmup === '0' ? 0 : positive('warmup', values.warmup);
+  const gapMs = values['gap-ms'] === '0' ? 0 : positive('gap-ms', values['gap-ms']);
   const say = (s: string) => (values.json ? console.error(s) : console.log(s));
 
   const cran = loadCranfield(path.join(ROOT, 'data/cranfield'));
@@ -145,7 +149,7 @@ export async function runLatencyBench(argv: string[]): Promise<Record<string, un
       const { durations, at } = parseServerTiming(res.headers.get('server-timing'));
       return { ms: t1 - t0, timing: durations, in: at.arrived - t0, out: t1 - at.sent, hits: body.result!.results.map((r) => [r.queryId, r.hits.map((h) => [h.id, h.score])]) };
     };
-    const out: Record<string, unknown> = { bench: 'latency', documents: docs.length, candidates: nCandidates, requests, cpus: os.cpus().length };
+    const out: Record<string, unknown> = { bench: 'latency', documents: docs.length, candidates: nCandidates, requests, gapMs, cpus: os.cpus().length, loadavg: os.loadavg().map((x) => r2(x)) };
     const rows: string[] = [];
     const header = `${'kind'.padEnd(12)} ${[...Object.keys(PARTS), 'response', 'overhead', 'total'].map((p) => p.padStart(17)).join('')}`;
     for (const k of kinds) {
@@ -154,6 +158,7 @@ export async function runLatencyBench(argv: string[]): Promise<Record<string, un
       const push = (name: string, v: number) => (samples[name] ??= []).push(v);
       const hash = createHash('sha256');
       for (let i = 0; i < requests; i++) {
+        if (gapMs > 0) await new Promise((r) => setTimeout(r, gapMs));
         const { ms, timing, hits, in: wayIn, out: wayOut } = await call(k, i);
         // The same query's answer is hashed once (requests cycle through the queries).
         if (i < k.bodies.length) hash.update(JSON.stringify(hits));
@@ -172,7 +177,7 @@ export async function runLatencyBench(argv: string[]): Promise<Record<string, un
       rows.push(`${k.name.padEnd(12)} ${[...Object.keys(PARTS), 'response', 'overhead', 'total'].map((p) => `${stats[p].p50.toFixed(2)} / ${stats[p].p99.toFixed(2)}`.padStart(17)).join('')}`);
       say(`${k.name}: ${requests} requests, server parts (p50/mean ms): ${Object.keys(samples).filter((n) => n.startsWith('server.')).map((n) => `${n.slice(7)} ${stats[n].p50}/${stats[n].mean}`).join(', ')}; response in ${stats['response.in'].p50}/${stats['response.in'].mean}, out ${stats['response.out'].p50}/${stats['response.out'].mean}`);
     }
-    say(`\nmilliseconds, p50 / p99 of ${requests} requests each (one at a time, ?wait=30; ${docs.length} documents; re-rank of ${nCandidates} candidates)`);
+    say(`\nmilliseconds, p50 / p99 of ${requests} requests each (one at a time${gapMs ? `, ${gapMs} ms apart` : ', back to back'}, ?wait=30; ${docs.length} documents; re-rank of ${nCandidates} candidates; load average ${os.loadavg()[0].toFixed(1)})`);
     say(header);
     for (const r of rows) say(r);
     say(`results: ${kinds.map((k) => `${k.name} ${(out[k.name] as { results_sha256: string }).results_sha256}`).join(', ')}`);
