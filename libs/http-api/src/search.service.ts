@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import path from 'node:path';
-import { NotFoundError, QueueName, SearchRequestSchema, ValidationError, checkScorerArtifact, jobIds, s3Keys, type SearchResult } from '@lateral/shared';
+import { NotFoundError, QueueName, collectionShards, SearchRequestSchema, ValidationError, checkScorerArtifact, jobIds, s3Keys, type SearchResult } from '@lateral/shared';
 import { checkScorerArtifactExists, type Runtime } from '@lateral/infra';
 import { currentTenant } from './request-context';
 import { compileFilter } from '@lateral/search';
@@ -51,8 +51,9 @@ export class SearchService {
     let job: Job;
     try {
       const requestKey = s3Keys.searchRequest(this.tenant, id);
-      // A small request travels in the job's data, a large one in S3 (INLINE_JOB_BYTES).
-      const inline = inlineRequest(req);
+      // A small request travels in the job's data, a large one in S3 (INLINE_JOB_BYTES); so does
+      // every request on a collection with several shards (each shard's job reads it by its key).
+      const inline = collectionShards(collection) > 1 ? {} : inlineRequest(req);
       if (inline.request === undefined) await this.rt.store.putJson(requestKey, req);
       timing?.lap('request');
       job = await this.rt.queues.add(QueueName.search, jobIds.search(this.tenant, id), { tenantId: this.tenant, collectionId: req.collection, searchId: id, requestKey, ...inline, ...(req.callback ? { callback: req.callback } : {}) });
