@@ -14,6 +14,7 @@ const benches: Record<string, () => Promise<Command>> = {
   'segment-cache': async () => (await import('./bench/segment-cache')).runSegmentCacheBench,
   'cold-scorer': async () => (await import('./bench/cold-scorer')).runColdScorerBench,
   load: async () => (await import('./bench/load')).runLoadBench,
+  latency: async () => (await import('./bench/latency')).runLatencyBench,
   scale: async () => (await import('./bench/scale')).runScaleBench,
 };
 

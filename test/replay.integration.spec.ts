@@ -1,7 +1,7 @@
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Job } from 'bullmq';
-import { QueueName, s3Keys, type JobPayload } from '@lateral/shared';
+import { Job as BullJob, type Job } from 'bullmq';
+import { QueueName, jobIds, s3Keys, type JobPayload } from '@lateral/shared';
 import type { JobHandler } from '@lateral/infra';
 import { pipelineHandlers } from '@lateral/workers';
 import { startServer, type Server } from '../apps/all-in-one/src/server';
@@ -33,6 +33,8 @@ describe('replayed jobs change nothing (real Redis, real S3 server, real ONNX mo
       return Object.values(counts).every((c) => (c.waiting ?? 0) + (c.active ?? 0) + (c.delayed ?? 0) === 0);
     }, 60_000);
   const state = async (status: string) => (await api('GET', status)).body;
+  /** A finished job's data as BullMQ holds it (what a second delivery would carry). */
+  const jobData = async (queue: QueueName, id: string) => (await BullJob.fromId(server.runtime.queues.get(queue), id))!.data as unknown;
 
   it('encode, compress, index, commit, rerank and search replays leave generations, counts and objects as they were', async () => {
     await api('POST', '/v1/collections', { id: 'replay', codec: { kind: 'eden', bits: 4 } });
@@ -86,9 +88,10 @@ describe('replayed jobs change nothing (real Redis, real S3 server, real ONNX mo
     const rr = await api('POST', '/v1/rerank?wait=60', { collection: 'replay', queries: [{ id: 'q', text: 'supersonic flutter', candidates: docs.map((d) => d.id) }], topK: 10 });
     expect(rr.body.status).toBe('completed');
     const rerankId = rr.body.id as string;
-    const requestKey = s3Keys.rerankRequest(t, rerankId);
-    const again = await run(QueueName.rerank, { tenantId: t, rerankId, requestKey });
-    const stored = await server.runtime.store.getJson<{ results: unknown }>(again.resultKey);
+    // Delivered again with the job's own data (a small request travels in it, not in S3) ...
+    const again = await run(QueueName.rerank, (await jobData(QueueName.rerank, jobIds.rerank(t, rerankId))) as JobPayload<QueueName.rerank>);
+    // ... and its result (small: in the return value, else under resultKey) the same.
+    const stored = (again.result as { results: unknown } | undefined) ?? (await server.runtime.store.getJson<{ results: unknown }>(again.resultKey));
     expect(stored!.results).toEqual(rr.body.result.results);
 
     // search: the same hits again, the generation unchanged
@@ -97,8 +100,8 @@ describe('replayed jobs change nothing (real Redis, real S3 server, real ONNX mo
       expect(sr.body.status, JSON.stringify(sr.body)).toBe('completed');
       expect(sr.body.result.results[0].hits.length).toBeGreaterThan(0);
       const searchId = sr.body.id as string;
-      const replayed = await run(QueueName.search, { tenantId: t, collectionId: 'replay', searchId, requestKey: s3Keys.searchRequest(t, searchId) });
-      const storedSearch = await server.runtime.store.getJson<{ generation: number; results: unknown }>(replayed.resultKey);
+      const replayed = await run(QueueName.search, (await jobData(QueueName.search, jobIds.search(t, searchId))) as JobPayload<QueueName.search>);
+      const storedSearch = (replayed.result as { generation: number; results: unknown } | undefined) ?? (await server.runtime.store.getJson<{ generation: number; results: unknown }>(replayed.resultKey));
       expect(storedSearch!.generation).toBe(2);
       expect(storedSearch!.results).toEqual(sr.body.result.results);
     }

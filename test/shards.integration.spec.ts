@@ -173,10 +173,10 @@ describe('shards: two scorer processes holding one shard each answer what one ho
       expect(r.hits).toHaveLength(60);
     }
     for (const [k, r] of Object.entries(apart.searches)) for (const q of r.results) expect(q.hits.length, k).toBeGreaterThan(0);
-    // The parents merged their shards' partial results and removed them (and the rounds' inputs); the results stay.
+    // The parents merged their shards' partial results and removed them (and the rounds' inputs); the
+    // results stay (a small one in the job's return value, a large one under result.json: INLINE_JOB_BYTES).
     for (const kind of ['rerank', 'search']) {
       const objects = (await cluster.server.runtime.store.list(`tenants/default/${kind}/`)).map((o) => o.key);
-      expect(objects.filter((k) => k.endsWith('/result.json')).length, kind).toBeGreaterThan(0);
       expect(objects.filter((k) => k.includes('/shards/')), kind).toEqual([]);
     }
     // Shard 1's only scorer is gone: the re-rank's child for shard 1 waits in its queue ...

@@ -44,14 +44,14 @@ function rssMb(pid: number | undefined): number | null {
   }
 }
 
-interface Service {
+export interface Service {
   child: ChildProcess;
   url: string;
   redisPid: number | undefined;
   stop(): Promise<void>;
 }
 
-async function startService(dataDir: string): Promise<Service> {
+export async function startService(dataDir: string): Promise<Service> {
   const env: NodeJS.ProcessEnv = { ...process.env, PORT: '0', DATA_DIR: dataDir, LOG_LEVEL: 'info', NODE_ENV: 'production', DEFAULT_MODEL: 'glove-ctx-100d' };
   // The embedded services: the bench measures the service as `npm start` runs it.
   delete env.REDIS_URL;

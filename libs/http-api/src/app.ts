@@ -34,6 +34,7 @@ import { AdminKeysController } from './admin-keys.controller';
 import { apiKeyProviders, authenticateEarly, markAdminApiKey } from './api-keys.guard';
 import { ApiKeysService } from './api-keys.service';
 import { requestContextMiddleware } from './request-context';
+import { lapTiming, startTiming } from './server-timing';
 import { QuotaController, TenantQuotasAdminController } from './quotas.controller';
 
 @Module({})
@@ -63,17 +64,23 @@ class ApiModule {
 /** Builds the HTTP API around a runtime. Bodies are read as text (body-reader.ts) so JSON and NDJSON share one parser. */
 export async function createApiApp(rt: Runtime): Promise<NestExpressApplication> {
   const app = await NestFactory.create<NestExpressApplication>(ApiModule.forRuntime(rt), { bodyParser: false, logger: ['error', 'warn'] });
-  // First: the request id (x-request-id) and one log line + duration metric per request.
+  // The request's clock (Server-Timing on re-rank and search: server-timing.ts), then the request
+  // id (x-request-id) and one log line + duration metric per request.
+  app.use(startTiming);
   app.use(requestLogging(rt.logger));
   // AUTH=keys: an admin API key is an operator credential too (admin-auth.ts accepts it when marked).
   app.use(ADMIN_PATHS, markAdminApiKey(app.get(ApiKeysService)));
   mountAdminAuth(app, rt);
   // AUTH=keys: the caller's key and rate limit, before anything reads the body (the guard checks the role).
+  app.use(lapTiming('http'));
   app.use(authenticateEarly(app.get(ApiKeysService), ADMIN_PATHS));
+  app.use(lapTiming('auth'));
   // Back-pressure first (a saturated queue refuses before a body is read), then the body reader:
   // content types, Content-Encoding, UTF-8, MAX_JSON_DEPTH, bounded concurrency of large bodies.
   app.use(backpressure(rt.queues, rt.config.MAX_QUEUE_BACKLOG, 1000, loadProbe(rt)));
+  app.use(lapTiming('backpressure'));
   app.use(bodyReader({ maxBytes: rt.config.MAX_REQUEST_BYTES, maxDepth: rt.config.MAX_JSON_DEPTH, concurrency: rt.config.BODY_PARSE_CONCURRENCY }));
+  app.use(lapTiming('parse'));
   // Each request's own context (its tenant, set by ApiKeysGuard), after the body is read.
   app.use(requestContextMiddleware);
   // The request id on every line logged for this request and in the payload of every job it enqueues.

@@ -1,5 +1,6 @@
 import { ValidationError } from '@lateral/shared';
 import { describeJsonError } from './documents';
+import { requestTiming, type RequestTiming } from './server-timing';
 
 /** Bodies arrive as text (one parser for JSON and NDJSON, with line numbers in errors). */
 export function json(body: unknown): unknown {
@@ -34,25 +35,29 @@ export function parseWaitSeconds(raw: unknown, max: number, limitName = 'RERANK_
 /** A service behind the asynchronous request contract (re-rank, search). */
 export interface AsyncSubmitter<B> {
   parseWait(raw: unknown): number;
-  submit(body: unknown, waitSeconds: number): Promise<{ status: number; body: B }>;
+  submit(body: unknown, waitSeconds: number, timing?: RequestTiming): Promise<{ status: number; body: B }>;
 }
 
 /**
  * POST of an asynchronous request: `wait` from the query string or the body, the service's status
- * code, and `Location: <base>/<id>` on 202.
+ * code, `Location: <base>/<id>` on 202, and `Server-Timing` (the request path's parts, server-timing.ts).
  */
 export async function submitAsync<B extends { id: string }>(
   svc: AsyncSubmitter<B>,
   body: unknown,
   queryWait: string | undefined,
-  res: { status(code: number): unknown; setHeader(name: string, value: string): unknown },
+  res: { status(code: number): unknown; setHeader(name: string, value: string): unknown; locals?: Record<string, unknown> },
   base: string,
 ): Promise<B> {
+  const timing = requestTiming(res);
+  timing?.lap('route'); // Nest's routing, guards and pipes
   const parsed = json(body) as Record<string, unknown>;
+  timing?.lap('json');
   const bodyWait = parsed && typeof parsed === 'object' && 'wait' in parsed ? parsed.wait : undefined;
   if (bodyWait !== undefined) delete parsed.wait;
-  const out = await svc.submit(parsed, svc.parseWait(queryWait ?? bodyWait));
+  const out = await svc.submit(parsed, svc.parseWait(queryWait ?? bodyWait), timing);
   res.status(out.status);
   if (out.status === 202) res.setHeader('Location', `${base}/${out.body.id}`);
+  if (timing) res.setHeader('Server-Timing', timing.header());
   return out.body;
 }

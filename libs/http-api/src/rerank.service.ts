@@ -3,11 +3,13 @@ import path from 'node:path';
 import { QueueName, RerankRequestSchema, ValidationError, checkScorerArtifact, jobIds, type RerankResult } from '@lateral/shared';
 import { checkScorerArtifactExists, type Runtime } from '@lateral/infra';
 import { currentTenant } from './request-context';
+import type { Job } from 'bullmq';
 import { AsyncJobs, type JobStatus } from './async-jobs';
 import { zodIssues } from './zod-issues';
 import { checkCallback } from './callback';
 import { TextRerankSubmitter } from './text-candidates';
 import { tenantQuotas } from './quotas';
+import type { RequestTiming } from './server-timing';
 
 export type RerankStatus = JobStatus<RerankResult, { queries: number; candidates: number; missing: number }>;
 
@@ -34,7 +36,7 @@ export class RerankService {
     return this.jobs.parseWait(raw);
   }
 
-  async submit(body: unknown, waitSeconds: number): Promise<{ status: number; body: RerankStatus }> {
+  async submit(body: unknown, waitSeconds: number, timing?: RequestTiming): Promise<{ status: number; body: RerankStatus }> {
     const parsed = RerankRequestSchema.safeParse(body);
     if (!parsed.success) throw new ValidationError('invalid re-rank request', zodIssues(parsed.error));
     const req = parsed.data;
@@ -44,14 +46,18 @@ export class RerankService {
     // Collection and/or model; text candidates go to the encoder pool first (text-candidates.ts).
     const collection = await this.texts.target(this.tenant, req);
     const id = `rr-${randomUUID()}`;
+    timing?.lap('validate');
     const release = await tenantQuotas(this.rt).admit(this.tenant, { kind: 'rerank', id });
+    timing?.lap('quota');
+    let job: Job | null;
     try {
-      await this.texts.enqueue(this.tenant, id, req, collection);
+      job = await this.texts.enqueue(this.tenant, id, req, collection, timing);
     } catch (err) {
       await release();
       throw err;
     }
-    return this.jobs.answer(this.tenant, id, waitSeconds);
+    timing?.lap('enqueue');
+    return this.jobs.answer(this.tenant, id, waitSeconds, timing, job);
   }
 
   status(id: string, waitSeconds = 0): Promise<RerankStatus> {

@@ -1,13 +1,15 @@
 import { randomUUID } from 'node:crypto';
 import path from 'node:path';
-import { NotFoundError, QueueName, SearchRequestSchema, ValidationError, checkScorerArtifact, jobIds, s3Keys, type SearchResult } from '@lateral/shared';
+import { NotFoundError, QueueName, collectionShards, SearchRequestSchema, ValidationError, checkScorerArtifact, jobIds, s3Keys, type SearchResult } from '@lateral/shared';
 import { checkScorerArtifactExists, type Runtime } from '@lateral/infra';
 import { currentTenant } from './request-context';
 import { compileFilter } from '@lateral/search';
-import { AsyncJobs, type JobStatus } from './async-jobs';
+import type { Job } from 'bullmq';
+import { AsyncJobs, inlineRequest, type JobStatus } from './async-jobs';
 import { zodIssues } from './zod-issues';
 import { checkCallback } from './callback';
 import { tenantQuotas } from './quotas';
+import type { RequestTiming } from './server-timing';
 
 export type SearchStatus = JobStatus<SearchResult, { queries: number; hits: number }>;
 
@@ -31,7 +33,7 @@ export class SearchService {
     return this.jobs.parseWait(raw);
   }
 
-  async submit(body: unknown, waitSeconds: number): Promise<{ status: number; body: SearchStatus }> {
+  async submit(body: unknown, waitSeconds: number, timing?: RequestTiming): Promise<{ status: number; body: SearchStatus }> {
     const parsed = SearchRequestSchema.safeParse(body);
     if (!parsed.success) throw new ValidationError('invalid search request', zodIssues(parsed.error));
     const req = parsed.data;
@@ -40,19 +42,27 @@ export class SearchService {
     checkCallback(this.rt.config, req.callback);
     if (req.rerank) checkScorerArtifact(path.resolve(this.rt.config.SCORERS_DIR), req.rerank.scorer);
     if (req.rerank) await checkScorerArtifactExists(this.rt, this.tenant, req.rerank.scorer);
-    const collection = await this.rt.collections.get(this.tenant, req.collection);
+    const collection = await this.rt.serving.collection(this.tenant, req.collection); // cached, fresh (serving-cache.ts)
     if (!collection) throw new NotFoundError(`collection '${req.collection}' not found`);
     const id = `sr-${randomUUID()}`;
+    timing?.lap('validate');
     const release = await tenantQuotas(this.rt).admit(this.tenant, { kind: 'search', id });
+    timing?.lap('quota');
+    let job: Job;
     try {
       const requestKey = s3Keys.searchRequest(this.tenant, id);
-      await this.rt.store.putJson(requestKey, req);
-      await this.rt.queues.add(QueueName.search, jobIds.search(this.tenant, id), { tenantId: this.tenant, collectionId: req.collection, searchId: id, requestKey, ...(req.callback ? { callback: req.callback } : {}) });
+      // A small request travels in the job's data, a large one in S3 (INLINE_JOB_BYTES); so does
+      // every request on a collection with several shards (each shard's job reads it by its key).
+      const inline = collectionShards(collection) > 1 ? {} : inlineRequest(req);
+      if (inline.request === undefined) await this.rt.store.putJson(requestKey, req);
+      timing?.lap('request');
+      job = await this.rt.queues.add(QueueName.search, jobIds.search(this.tenant, id), { tenantId: this.tenant, collectionId: req.collection, searchId: id, requestKey, ...inline, ...(req.callback ? { callback: req.callback } : {}) });
     } catch (err) {
       await release();
       throw err;
     }
-    return this.jobs.answer(this.tenant, id, waitSeconds);
+    timing?.lap('enqueue');
+    return this.jobs.answer(this.tenant, id, waitSeconds, timing, job);
   }
 
   status(id: string, waitSeconds = 0): Promise<SearchStatus> {

@@ -1,5 +1,8 @@
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
+import type { Job } from 'bullmq';
+import type { RequestTiming } from './server-timing';
+import { inlineRequest } from './async-jobs';
 import {
   assertModelId,
   ModelManifestSchema,
@@ -51,7 +54,7 @@ export class TextRerankSubmitter {
 
   /** The request's collection (404 when unknown) or null; checks the model and the fields texts cannot use. */
   async target(tenant: string, req: Pick<RerankRequest, 'collection' | 'model' | 'queries'> & { include?: unknown; group?: unknown }): Promise<Collection | null> {
-    const collection = req.collection ? await this.rt.collections.get(tenant, req.collection) : null;
+    const collection = req.collection ? await this.rt.serving.collection(tenant, req.collection) : null; // cached, fresh (serving-cache.ts)
     if (req.collection && !collection) throw new NotFoundError(`collection '${req.collection}' not found`);
     if (req.model) {
       this.modelManifest(req.model);
@@ -68,16 +71,16 @@ export class TextRerankSubmitter {
     return collection;
   }
 
-  /** Writes the request (and its distinct texts) to S3 and queues the job, or the flow when there are texts. */
-  async enqueue(tenant: string, id: string, req: RerankRequest, collection: Collection | null): Promise<void> {
+  /** Writes the request (unless small) and its distinct texts to S3 and queues the job (returned), or the flow when there are texts (null). */
+  async enqueue(tenant: string, id: string, req: RerankRequest, collection: Collection | null, timing?: RequestTiming): Promise<Job | null> {
     const requestKey = s3Keys.rerankRequest(tenant, id);
-    await this.rt.store.putJson(requestKey, req);
+    // A small request travels in the job's data, a large one in S3 (INLINE_JOB_BYTES).
+    const inline = inlineRequest(req);
+    if (inline.request === undefined) await this.rt.store.putJson(requestKey, req);
+    timing?.lap('request');
     const texts = [...new Set(req.queries.flatMap((q) => q.candidates.filter(isTextCandidate).map((c) => c.text)))];
-    const payload = { tenantId: tenant, rerankId: id, requestKey, ...(req.callback ? { callback: req.callback } : {}) };
-    if (texts.length === 0) {
-      await this.rt.queues.add(QueueName.rerank, jobIds.rerank(tenant, id), payload);
-      return;
-    }
+    const payload = { tenantId: tenant, rerankId: id, requestKey, ...inline, ...(req.callback ? { callback: req.callback } : {}) };
+    if (texts.length === 0) return this.rt.queues.add(QueueName.rerank, jobIds.rerank(tenant, id), payload);
     const model = collection?.model ?? req.model!;
     const textsKey = textKeys.rerankTexts(tenant, id);
     await this.rt.store.putJson(textsKey, texts);
@@ -100,6 +103,7 @@ export class TextRerankSubmitter {
         },
       ],
     });
+    return null;
   }
 
   close(): Promise<void> {

@@ -6,11 +6,17 @@ import type { ObjectStore } from './object-store';
  * collections is the list of those prefixes, so a Redis that lost its data loses no collection.
  */
 export class CollectionRepository {
-  constructor(private readonly store: ObjectStore) {}
+  constructor(
+    private readonly store: ObjectStore,
+    /** Called after every change of a record, before the change is acknowledged (ServingCache's version bump). */
+    private readonly onChange: (tenantId: string, id: string) => Promise<void> = async () => undefined,
+  ) {}
 
   async create(c: Collection): Promise<boolean> {
     // Conditional: two concurrent creates of one id cannot both succeed.
-    return this.store.putJsonIfAbsent(s3Keys.collection(c.tenantId, c.id), c);
+    const created = await this.store.putJsonIfAbsent(s3Keys.collection(c.tenantId, c.id), c);
+    await this.onChange(c.tenantId, c.id);
+    return created;
   }
 
   async get(tenantId: string, id: string): Promise<Collection | null> {
@@ -19,6 +25,7 @@ export class CollectionRepository {
 
   async update(c: Collection): Promise<void> {
     await this.store.putJson(s3Keys.collection(c.tenantId, c.id), c);
+    await this.onChange(c.tenantId, c.id);
   }
 
   /** Ids of the tenant's collections that have a record, sorted. */
@@ -35,6 +42,9 @@ export class CollectionRepository {
    */
   async delete(tenantId: string, id: string): Promise<number> {
     await this.store.delete(s3Keys.collection(tenantId, id));
-    return 1 + (await this.store.deletePrefix(s3Keys.collectionPrefix(tenantId, id)));
+    await this.onChange(tenantId, id);
+    const n = 1 + (await this.store.deletePrefix(s3Keys.collectionPrefix(tenantId, id)));
+    await this.onChange(tenantId, id);
+    return n;
   }
 }

@@ -36,7 +36,12 @@ export class GenerationRepository {
 
   constructor(
     private readonly store: ObjectStore,
-    private readonly opts: { maxAttempts?: number; backoffMs?: number } = {},
+    private readonly opts: {
+      maxAttempts?: number;
+      backoffMs?: number;
+      /** Called after a commit (a new generation, or one found already made) before it returns (ServingCache's version bump). */
+      onCommit?: (tenantId: string, id: string) => Promise<void>;
+    } = {},
   ) {}
 
   /** The highest committed generation in S3 (0: none yet). */
@@ -87,6 +92,8 @@ export class GenerationRepository {
       const next = await change([...(current?.segments ?? [])], current);
       if (next === null) {
         if (!current) throw new Error(`nothing to commit for ${tenantId}/${id} and no generation yet`);
+        // A replayed commit may follow one whose process died before telling the caches: tell them again.
+        await this.opts.onCommit?.(tenantId, id);
         return { manifest: current, committed: false };
       }
       const generation = (current?.generation ?? 0) + 1;
@@ -102,6 +109,8 @@ export class GenerationRepository {
       if (await this.store.putJsonIfAbsent(s3Keys.manifest(tenantId, id, generation), manifest)) {
         const k = `${tenantId}/${id}`;
         if (generation > (this.seen.get(k) ?? 0)) this.seen.set(k, generation);
+        // A failure here fails the commit (its job is retried: the replay finds it made and tells the caches again).
+        await this.opts.onCommit?.(tenantId, id);
         return { manifest, committed: true };
       }
       // Another committer wrote this generation first: re-read and apply the change on top of it.

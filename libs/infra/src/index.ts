@@ -9,6 +9,8 @@ export * from './shard-queues';
 export * from './queues';
 export * from './collection.repository';
 export * from './generations.repository';
+export * from './serving-cache';
+export * from './local-completions';
 export * from './ingestions.repository';
 export * from './codec-artifacts.repository';
 export * from './ivf-centroids.repository';

@@ -13,6 +13,7 @@ import {
 } from '@lateral/shared';
 import { currentLogContext, withLogContext, type LogFields, type Logger } from './logger';
 import { recordJob, recordJobFailure } from './metrics';
+import { localCompletions } from './local-completions';
 
 /** The API's Redis timeouts (REDIS_COMMAND_TIMEOUT_MS, REDIS_CONNECT_TIMEOUT_MS); the defaults are the schema's. */
 export interface RedisTimeouts {
@@ -277,6 +278,10 @@ export class WorkerHost {
       );
       worker.on('error', (err) => log.warn(`worker error: ${err.message}`));
       worker.on('stalled', (jobId) => log.warn(`job ${jobId} stalled (its worker died or lost its lock): back in its queue`));
+      // A request waiting in this process hears of the completion at once (local-completions.ts).
+      worker.on('completed', (job, returnvalue) => {
+        if (job.id) localCompletions.complete(name, job.id, returnvalue);
+      });
       worker.on('failed', (job, err) => {
         const final = job && (err instanceof UnrecoverableError || err.name === 'UnrecoverableError' || job.attemptsMade >= (job.opts.attempts ?? 1));
         log.warn(`job ${job?.id} failed (attempt ${job?.attemptsMade}${final ? ', final' : ', will retry'}): ${err.message}`, job ? jobLogFields(name, job) : undefined);

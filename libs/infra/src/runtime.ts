@@ -11,6 +11,7 @@ import { IngestionRepository } from './ingestions.repository';
 import { CodecArtifactRepository } from './codec-artifacts.repository';
 import { IvfCentroidRepository } from './ivf-centroids.repository';
 import { WarpCodecRepository } from './warp-codec.repository';
+import { ServingCache } from './serving-cache';
 
 export interface ResolvedServices {
   redisUrl: string;
@@ -95,6 +96,8 @@ export interface Runtime {
   queues: JobQueues;
   collections: CollectionRepository;
   generations: GenerationRepository;
+  /** Collection records and current manifests for search and re-rank, kept fresh by the repositories' writes (serving-cache.ts). */
+  serving: ServingCache;
   ingestions: IngestionRepository;
   codecs: CodecArtifactRepository;
   ivf: IvfCentroidRepository;
@@ -111,6 +114,10 @@ export async function createRuntime(config: Config, services: ResolvedServices, 
   await waitReady(redis);
   // The shard queues' counts too (health, admin, lateral_queue_jobs), as far as collections may have shards.
   const queues = new JobQueues(redis, config.REDIS_PREFIX, config.JOB_ATTEMPTS, Array.from({ length: config.COLLECTION_MAX_SHARDS }, (_, i) => shardQueueName(i)));
+  // Every change of a record or a generation replaces the collection's serving token (ServingCache).
+  const bump = (t: string, c: string) => ServingCache.bump(redis, config.REDIS_PREFIX, t, c);
+  const collections = new CollectionRepository(store, bump);
+  const generations = new GenerationRepository(store, { onCommit: bump });
   return {
     config,
     services,
@@ -118,8 +125,9 @@ export async function createRuntime(config: Config, services: ResolvedServices, 
     store,
     redis,
     queues,
-    collections: new CollectionRepository(store),
-    generations: new GenerationRepository(store),
+    collections,
+    generations,
+    serving: new ServingCache(redis, config.REDIS_PREFIX, collections, generations),
     ingestions: new IngestionRepository(store),
     codecs: new CodecArtifactRepository(store, redis, config.REDIS_PREFIX),
     ivf: new IvfCentroidRepository(store),

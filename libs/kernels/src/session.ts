@@ -19,6 +19,8 @@ export async function createScorerSession(model: ModelProto | Uint8Array | strin
     executionMode: 'sequential',
     interOpNumThreads: 1,
     ...(opts.intraOpThreads && opts.intraOpThreads > 0 ? { intraOpNumThreads: opts.intraOpThreads } : {}),
+    // Threads that finished a run sleep instead of spinning (CPU the event loop and other processes need).
+    extra: { 'session.intra_op.allow_spinning': '0' },
   };
   const graph = typeof model === 'string' ? model.replace(/^.*\//, '').replace(/\.onnx$/, '') : model instanceof Uint8Array ? 'kernel' : model.graph?.name || 'kernel';
   try {

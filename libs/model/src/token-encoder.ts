@@ -71,10 +71,17 @@ const yieldToEventLoop = () => new Promise<void>((r) => setImmediate(r));
 
 const shapeOf = (dims: readonly number[]) => `[${dims.join(',')}]`;
 
+/** ONNX Runtime session config: intra-op threads wait without spinning (onnxruntime_session_options_config_keys.h). */
+export const ORT_NO_SPINNING = { 'session.intra_op.allow_spinning': '0' };
+
 async function createSession(modelPath: string, opts: EncoderOptions): Promise<{ session: ort.InferenceSession; provider: 'cpu' | 'cuda' }> {
   const base: ort.InferenceSession.SessionOptions = {
     graphOptimizationLevel: 'all',
     ...(opts.intraOpThreads ? { intraOpNumThreads: opts.intraOpThreads } : {}),
+    // The intra-op pool's threads sleep when a run ends instead of spinning: spinning kept both
+    // cores busy for milliseconds after each query encoding, delaying the answer it produced and
+    // the next request on the event loop (issue 31: `npm run bench -- latency`).
+    extra: ORT_NO_SPINNING,
   };
   if (opts.executionProvider === 'cuda') {
     try {

@@ -62,6 +62,8 @@ export const redisKeys = {
   codecFitLock: (prefix: string, t: string, c: string, v: number) => `${prefix}:t:${safe('tenant id', t)}:c:${safe('collection id', c)}:codec-fit:v${v}`,
   /** Lease held while a merge of the collection runs (one merge per collection at a time). */
   mergeLease: (prefix: string, t: string, c: string) => `${prefix}:t:${safe('tenant id', t)}:c:${safe('collection id', c)}:merge`,
+  /** A random token replaced after every change of the collection's record or generation (ServingCache in libs/infra). */
+  servingVersion: (prefix: string, t: string, c: string) => `${prefix}:t:${safe('tenant id', t)}:c:${safe('collection id', c)}:serving-version`,
 };
 
 /** BullMQ forbids ':' in custom ids; '~' never appears in resource ids. */

@@ -58,6 +58,14 @@ export const mergeJobId = (t: string, c: string, trigger: MergePayload['trigger'
   `${assertResourceId('tenant id', t)}~${assertResourceId('collection id', c)}~merge~${trigger}-g${generation}`;
 
 /** Payloads carry references only (ids and S3 keys), never vectors. */
+/**
+ * A re-rank or search request whose JSON is at most this many bytes travels in its job's data
+ * (`request`) instead of S3, and a result at most this size comes back in the job's return value
+ * (`result`) instead of S3 (issue 31 item 2): a small request that waits costs no S3 round trip.
+ * Larger ones keep the S3 objects under `requestKey` / `resultKey`.
+ */
+export const INLINE_JOB_BYTES = 32 * 1024;
+
 export const JobPayloadSchemas = {
   [QueueName.encode]: z.object({
     tenantId,
@@ -84,6 +92,8 @@ export const JobPayloadSchemas = {
     tenantId,
     rerankId: resourceId('rerankId'),
     requestKey: s3Key,
+    /** The request itself when it is small (INLINE_JOB_BYTES); then nothing is written under requestKey. */
+    request: z.unknown().optional(),
     /** The request's callback URL (also in the request in S3): a webhook job is queued when this job completes or fails for good. */
     callback: CallbackUrlSchema.optional(),
   }),
@@ -92,6 +102,8 @@ export const JobPayloadSchemas = {
     collectionId,
     searchId: resourceId('searchId'),
     requestKey: s3Key,
+    /** The request itself when it is small (INLINE_JOB_BYTES); then nothing is written under requestKey. */
+    request: z.unknown().optional(),
     callback: CallbackUrlSchema.optional(),
   }),
   [QueueName.train]: z.object({
@@ -139,6 +151,16 @@ export interface MergeOutcome {
   recoded?: number;
 }
 
+/**
+ * What a re-rank or search job adds to its return value: the result itself when it is small
+ * (INLINE_JOB_BYTES; nothing is written under resultKey then), and when its handler started and
+ * ended (epoch ms, for the API's Server-Timing).
+ */
+export interface InlineJobResult {
+  result?: unknown;
+  timing?: { startedAt: number; doneAt: number };
+}
+
 /** What a finished job returns (stored by BullMQ; small). */
 export interface JobResults {
   [QueueName.encode]: { rawKey: string; documents: number; tokens: number; codecVersion: number };
@@ -149,8 +171,8 @@ export interface JobResults {
   /** The generation the merge committed (or found), and what it did. */
   [QueueName.merge]: { generation: number; committed: boolean; documents?: number; merged: MergeOutcome };
   /** `texts`: requests with text candidates (how many texts were encoded for this job, how many reused). */
-  [QueueName.rerank]: { resultKey: string; queries: number; candidates: number; missing: number; texts?: { candidates: number; encoded: number; reused: number } };
-  [QueueName.search]: { resultKey: string; queries: number; hits: number };
+  [QueueName.rerank]: { resultKey: string; queries: number; candidates: number; missing: number; texts?: { candidates: number; encoded: number; reused: number } } & InlineJobResult;
+  [QueueName.search]: { resultKey: string; queries: number; hits: number } & InlineJobResult;
   [QueueName.train]:
     | { artifact: string; version: number; artifactKey: string; reportKey: string; bestEpoch: number; heldOutNdcg10: number; maxsimNdcg10: number }
     | { trainedCodec: string; version: number; artifactKey: string; reportKey: string; bestEpoch: number; heldOutMse: number; heldOutRelError: number };

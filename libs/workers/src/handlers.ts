@@ -1,5 +1,5 @@
 import path from 'node:path';
-import { PermanentJobError, QueueName, mergeJobId, redisKeys, textCodecRef, trainingKeys, type MergePayload, type SegmentRef, type ShardJobPayload, type ShardJobResult } from '@lateral/shared';
+import { PermanentJobError, QueueName, mergeJobId, redisKeys, s3Keys, textCodecRef, trainingKeys, type MergePayload, type SegmentRef, type ShardJobPayload, type ShardJobResult } from '@lateral/shared';
 import { DiskObjectCache, ScorerArtifactStore, registerCacheMetrics, DocumentRepository, JobFlows, ShardQueues, deliverWebhook, enqueueWebhook, webhookEventFor, withRedisLease, type HandlerRegistry, type Runtime } from '@lateral/infra';
 import {
   SegmentIds,
@@ -26,6 +26,13 @@ import {
 import { DegradedSegmentsRecorder, SegmentCache, StaticEmbeddingsCache } from '@lateral/serving';
 import { readSegment } from '@lateral/codec';
 import { OnnxNearestCentroid, ScorerResources } from '@lateral/kernels';
+import { jobObjects } from './inline-io';
+
+/**
+ * Wall-clock ms (sub-ms resolution): when a re-rank or search handler started and ended, in its
+ * return value (`timing`), so the API reports pick-up, job and hand-back apart (Server-Timing).
+ */
+const epochMs = (): number => performance.timeOrigin + performance.now();
 
 /** Queues this build has processors for. */
 export const HANDLED_QUEUES: QueueName[] = [QueueName.encode, QueueName.compress, QueueName.index, QueueName.commit, QueueName.merge, QueueName.rerank, QueueName.search, QueueName.encodeTexts, QueueName.batch, QueueName.train, QueueName.webhook];
@@ -72,8 +79,14 @@ export function pipelineHandlers(rt: Runtime, extra: { shardChild?: (p: ShardJob
   const flows = new JobFlows(rt.redis, config.REDIS_PREFIX, config.JOB_ATTEMPTS);
   // Re-rank and search of collections with several shards fan out to the shard queues (shard-fanout.ts).
   const shardCoordinator = { queues: new ShardQueues(rt.redis, config.REDIS_PREFIX, config.JOB_ATTEMPTS), store };
-  const rerankDeps = { store, collections, generations, encoders, views: segments, scorers, documents, shardCoordinator };
-  const searchDeps = { store, collections, generations, ivf: rt.ivf, warpCodecs: rt.warpCodecs, encoders, segments, scorers, documents, shardCoordinator };
+  // Re-rank and search read the collection's record and current manifest from the serving cache
+  // (one Redis GET when nothing changed; a commit or record write is seen by the next read).
+  const served = {
+    collections: { get: (t: string, c: string) => rt.serving.collection(t, c) },
+    generations: { manifest: (t: string, c: string, g?: number) => (g === undefined ? rt.serving.manifest(t, c) : generations.manifest(t, c, g)) },
+  };
+  const rerankDeps = { store, ...served, encoders, views: segments, scorers, documents, shardCoordinator };
+  const searchDeps = { store, ...served, ivf: rt.ivf, warpCodecs: rt.warpCodecs, encoders, segments, scorers, documents, shardCoordinator };
   extra.shardChild = (p) => shardChildProcessor({ ...rerankDeps, ...searchDeps }, p);
   // DELETE /v1/train/{id} sets a flag in Redis; the train job checks it between steps.
   const cancelled = async (t: string, id: string) => (await rt.redis.exists(trainingKeys.cancelFlag(config.REDIS_PREFIX, t, id))) > 0;
@@ -138,15 +151,20 @@ export function pipelineHandlers(rt: Runtime, extra: { shardChild?: (p: ShardJob
     },
     // Merges, beside commits and deletes: only their reference swap is a generation commit.
     [QueueName.merge]: (p) => runMerge(p),
+    // A small request comes in the job's data and a small result goes back in its return value (inline-io.ts).
     [QueueName.search]: async (p, job) => {
-      const r = await searchProcessor(searchDeps, p, job);
+      const startedAt = epochMs();
+      const io = jobObjects(store, p, s3Keys.searchResult(p.tenantId, p.searchId));
+      const r = await searchProcessor({ ...searchDeps, store: io.store }, p, job);
       if (p.callback) await notify(p.callback, webhookEventFor('search', p, { counts: { queries: r.queries, hits: r.hits } }));
-      return r;
+      return { ...r, ...io.inline(), timing: { startedAt, doneAt: epochMs() } };
     },
     [QueueName.rerank]: async (p, job) => {
-      const r = await rerankJob({ ...rerankDeps, texts, modelsDir }, p, job, await childTextStats(job));
+      const startedAt = epochMs();
+      const io = jobObjects(store, p, s3Keys.rerankResult(p.tenantId, p.rerankId));
+      const r = await rerankJob({ ...rerankDeps, store: io.store, texts, modelsDir }, p, job, await childTextStats(job));
       if (p.callback) await notify(p.callback, webhookEventFor('rerank', p, { counts: { queries: r.queries, candidates: r.candidates, missing: r.missing } }));
-      return r;
+      return { ...r, ...io.inline(), timing: { startedAt, doneAt: epochMs() } };
     },
     // Deliveries of the callbacks above (and of failures, start.ts): retried with backoff by BullMQ.
     [QueueName.webhook]: (p) => deliverWebhook(config, p),
