@@ -6,6 +6,7 @@ import path from 'node:path';
 import { ApiKeyRepository, ObjectStore, RateLimiter, startEmbeddedRedis, type EmbeddedRedis } from '@lateral/infra';
 import { startServer, type Server } from '../apps/all-in-one/src/server';
 import { runKeysCli } from '../scripts/lib/keys-cli';
+import { QueueName, jobIds } from '@lateral/shared';
 import { http, testConfig, until } from './helpers';
 
 const ADMIN = 'bootstrap-admin-credential-of-the-test-0123456789';
@@ -86,7 +87,10 @@ describe('API keys and tenants (AUTH=keys)', () => {
       expect(await store.exists('tenants/tenant-b/collections/b-docs/collection.json')).toBe(true);
       // segments written by the encode/compress/index/commit jobs, under the payload's tenant
       expect((await store.list('tenants/tenant-b/collections/b-docs/segments/')).length).toBeGreaterThan(0);
-      expect((await store.list('tenants/tenant-b/rerank/')).length).toBeGreaterThan(0);
+      // a re-rank's job carries its tenant (a small request and result travel in the job, not in S3)
+      const rerankJob = await server.runtime.queues.get(QueueName.rerank).getJob(jobIds.rerank('tenant-b', b.rerank!));
+      expect(rerankJob?.data).toMatchObject({ tenantId: 'tenant-b', rerankId: b.rerank });
+      expect(await store.list('tenants/tenant-a/rerank/')).toEqual([]);
       expect(await store.list('tenants/default/')).toEqual([]);
       expect(await store.list('tenants/tenant-a/collections/b-docs/')).toEqual([]);
     } finally {
