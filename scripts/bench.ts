@@ -15,6 +15,7 @@ const benches: Record<string, () => Promise<Command>> = {
   'cold-scorer': async () => (await import('./bench/cold-scorer')).runColdScorerBench,
   load: async () => (await import('./bench/load')).runLoadBench,
   scale: async () => (await import('./bench/scale')).runScaleBench,
+  encode: async () => (await import('./bench/encode')).runEncodeBench,
 };
 
 runCommand('bench', benches);
