@@ -1,0 +1,73 @@
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { TokenEncoder, type EncodedText } from './token-encoder';
+import { ReferenceTokenEncoder } from './testing/token-encoder-reference';
+import { writeTinyTransformer } from './testing/tiny-transformer';
+
+/**
+ * The encoder's optimised glue (reused buffers, typed loops) returns bit for bit what the frozen
+ * reference implementation (the encoder before issue 29) returns: token ids, vectors, weights, cls.
+ */
+const bytes = (a: Float32Array | Int32Array | null | undefined) => (a ? Buffer.from(a.buffer, a.byteOffset, a.byteLength) : null);
+
+function expectSame(got: EncodedText[], want: EncodedText[]): void {
+  expect(got.length).toBe(want.length);
+  for (let i = 0; i < want.length; i++) {
+    const g = got[i]!;
+    const w = want[i]!;
+    expect({ i, length: g.length, truncated: g.truncated }).toEqual({ i, length: w.length, truncated: w.truncated });
+    expect(bytes(g.tokenIds)!.equals(bytes(w.tokenIds)!)).toBe(true);
+    expect(bytes(g.vectors)!.equals(bytes(w.vectors)!)).toBe(true);
+    expect(g.weights === null).toBe(w.weights === null);
+    if (w.weights) expect(bytes(g.weights)!.equals(bytes(w.weights)!)).toBe(true);
+    expect(g.cls == null).toBe(w.cls == null);
+    if (w.cls) expect(bytes(g.cls)!.equals(bytes(w.cls)!)).toBe(true);
+  }
+}
+
+// Cranfield records, roughly (the .T/.A/.B/.W markers dropped): real text of real lengths.
+const cranfield = resolve(__dirname, '../../../data/cranfield/cran.all.1400');
+const corpus = existsSync(cranfield)
+  ? readFileSync(cranfield, 'utf8')
+      .split(/^\.I /m)
+      .slice(1, 121)
+      .map((r) => r.replace(/^\.[TABW]$/gm, ' ').replace(/\s+/g, ' ').trim())
+  : Array.from({ length: 120 }, (_, i) => `the flow over a flat plate at mach ${i}, with heat transfer (laminar) and shock waves`.repeat(1 + (i % 4)));
+const texts = [...corpus, '', '.', ',,, ; !', 'a', 'the boundary layer', 'x '.repeat(3000)];
+const queries = ['what is the flow over a wing?', '', 'heat transfer in hypersonic flow', 'shock. wave, boundary; layer', 'a '.repeat(80)];
+
+let root: string;
+beforeAll(() => {
+  root = mkdtempSync(join(tmpdir(), 'lateral-equiv-'));
+});
+afterAll(() => rmSync(root, { recursive: true, force: true }));
+
+const models = resolve(__dirname, '../../../.cache/models');
+const variants: { name: string; dir: () => string; skip?: boolean }[] = [
+  { name: 'tiny transformer, int64', dir: () => (writeTinyTransformer(join(root, 'a'), { seed: 7 }), join(root, 'a')) },
+  { name: 'tiny transformer, int32, token weights', dir: () => (writeTinyTransformer(join(root, 'b'), { seed: 8, tokenWeights: true, inputDtype: 'int32' }), join(root, 'b')) },
+  { name: 'tiny transformer, normalize false', dir: () => (writeTinyTransformer(join(root, 'c'), { seed: 9, manifest: { normalize: false, clsToken: null } }), join(root, 'c')) },
+  ...['glove-ctx-100d', 'minilm-l6-384'].map((m) => ({ name: m, dir: () => join(models, m), skip: !existsSync(join(models, m, 'model.onnx')) })),
+];
+
+describe.each(variants)('TokenEncoder equals the reference encoder: $name', ({ dir, skip }) => {
+  it.skipIf(skip)('documents and queries, several token budgets', async () => {
+    const d = dir();
+    const enc = await TokenEncoder.load(d, { executionProvider: 'cpu', intraOpThreads: 1 });
+    const ref = await ReferenceTokenEncoder.load(d);
+    try {
+      const docs = enc.manifest.name.startsWith('minilm') ? texts.slice(0, 16).concat(texts.slice(-6)) : texts;
+      for (const tokenBudget of [16_384, 700, 1]) {
+        expectSame(await enc.encodeDocuments(docs, { tokenBudget }), await ref.encodeDocuments(docs, { tokenBudget }));
+      }
+      expectSame(await enc.encodeDocuments(docs, { maxTokens: 9 }), await ref.encodeDocuments(docs, { maxTokens: 9 }));
+      expectSame(await enc.encodeQueries(queries), await ref.encodeQueries(queries));
+      expectSame(await enc.encodeQueries(queries, { tokenBudget: 40 }), await ref.encodeQueries(queries, { tokenBudget: 40 }));
+    } finally {
+      await enc.release();
+      await ref.release();
+    }
+  }, 120_000);
+});
