@@ -25,6 +25,36 @@ export function prepareTokenizerJson(json: Record<string, unknown>): Record<stri
   return out;
 }
 
+/** Distinct words whose WordPiece split is remembered (cleared when full). */
+const WORD_CACHE_SIZE = 200_000;
+
+/**
+ * Remembers the WordPiece split of each pre-tokenized word. @huggingface/tokenizers' WordPiece
+ * model splits every word on its own (greedy longest match over the word's characters, nothing
+ * shared between words) and allocates a string per candidate substring, so a word's split is a
+ * pure function of the word: the memo returns exactly what the model would. Only WordPiece is
+ * wrapped (other models keep their own behaviour, e.g. BPE has its own cache).
+ */
+function memoizeWordPiece(tokenizer: Tokenizer): void {
+  const model = (tokenizer as unknown as { model?: { config?: { type?: string }; encode?: (tokens: string[]) => string[] } }).model;
+  if (!model || model.config?.type !== 'WordPiece' || typeof model.encode !== 'function') return;
+  const encode = model.encode.bind(model);
+  const cache = new Map<string, string[]>();
+  model.encode = (tokens: string[]): string[] => {
+    const out: string[] = [];
+    for (const word of tokens) {
+      let pieces = cache.get(word);
+      if (pieces === undefined) {
+        pieces = encode([word]);
+        if (cache.size >= WORD_CACHE_SIZE) cache.clear();
+        cache.set(word, pieces);
+      }
+      for (let i = 0; i < pieces.length; i++) out.push(pieces[i]!);
+    }
+    return out;
+  };
+}
+
 /** Characters per token assumed when pre-cutting very long texts (real tokenizers average 3-6). */
 const CHARS_PER_TOKEN_BOUND = 32;
 
@@ -101,6 +131,7 @@ export class TextTokenizer {
     } catch (err) {
       throw new ModelLoadError(`${source}: cannot be loaded by @huggingface/tokenizers (${err instanceof Error ? err.message : String(err)})`);
     }
+    memoizeWordPiece(tokenizer);
     return new TextTokenizer(tokenizer, manifest, source);
   }
 
@@ -136,11 +167,18 @@ export class TextTokenizer {
     }
     content ??= this.contentIds(text);
     const truncated = cut || content.length > room;
-    const kept = truncated ? content.slice(0, room) : content;
-    const seq = [...this.prefix[kind], ...kept, ...this.suffix];
-    if (kind === 'query' && this.maskId !== null) while (seq.length < maxTokens) seq.push(this.maskId);
-    const ids = Int32Array.from(seq);
-    return { ids, length: ids.length, truncated };
+    const kept = truncated ? room : content.length;
+    const prefix = this.prefix[kind];
+    const suffix = this.suffix;
+    const len = prefix.length + kept + suffix.length;
+    const padded = kind === 'query' && this.maskId !== null ? Math.max(len, maxTokens) : len;
+    const ids = new Int32Array(padded);
+    let at = 0;
+    for (let i = 0; i < prefix.length; i++) ids[at++] = prefix[i]!;
+    for (let i = 0; i < kept; i++) ids[at++] = content[i]!;
+    for (let i = 0; i < suffix.length; i++) ids[at++] = suffix[i]!;
+    if (padded > len) ids.fill(this.maskId!, len);
+    return { ids, length: padded, truncated };
   }
 
   /** Sequence length (special tokens included, no query padding), capped at maxTokens. */

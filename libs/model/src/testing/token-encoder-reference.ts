@@ -9,12 +9,39 @@ import type { ModelManifest } from '@lateral/shared';
 import { planBatches } from '../batching';
 import { ModelShapeError } from '../errors';
 import { readModelDir } from '../model-dir';
-import { TextTokenizer, type TextKind, type TokenizedText } from '../text-tokenizer';
+import { Tokenizer } from '@huggingface/tokenizers';
+import { TextTokenizer, prepareTokenizerJson, type TextKind, type TokenizedText } from '../text-tokenizer';
 import type { EncodedText } from '../token-encoder';
 
 const DEFAULT_TOKEN_BUDGET = 16_384;
 const TOKENIZE_CHUNK = 64;
 const yieldToEventLoop = () => new Promise<void>((r) => setImmediate(r));
+/** TextTokenizer.encode as it was before issue 29. */
+function referenceTokenize(tok: TextTokenizer, text: string, kind: TextKind, maxTokens: number): TokenizedText {
+  const m = tok.manifest;
+  const id = (t: string | null) => (t === null ? [] : [tok.tokenizer.token_to_id(t)!]);
+  const prefix = [...id(m.clsToken), ...id(kind === 'query' ? m.queryMarker : m.docMarker)];
+  const suffix = id(m.sepToken);
+  const room = Math.max(0, maxTokens - prefix.length - suffix.length);
+  let content: number[] | null = null;
+  let cut = false;
+  const prefixChars = Math.max(4096, room * 32);
+  if (text.length > prefixChars) {
+    const head = tok.contentIds(text.slice(0, prefixChars));
+    if (head.length > room) {
+      content = head;
+      cut = true;
+    }
+  }
+  content ??= tok.contentIds(text);
+  const truncated = cut || content.length > room;
+  const kept = truncated ? content.slice(0, room) : content;
+  const seq = [...prefix, ...kept, ...suffix];
+  if (kind === 'query' && tok.maskId !== null) while (seq.length < maxTokens) seq.push(tok.maskId);
+  const ids = Int32Array.from(seq);
+  return { ids, length: ids.length, truncated };
+}
+
 const shapeOf = (dims: readonly number[]) => `[${dims.join(',')}]`;
 
 /**
@@ -38,7 +65,11 @@ export class ReferenceTokenEncoder {
   static async load(dir: string): Promise<ReferenceTokenEncoder> {
     const abs = resolve(dir);
     const files = readModelDir(abs);
-    const tokenizer = TextTokenizer.fromJson(files.tokenizerJson, files.manifest, `${abs}/tokenizer.json`);
+    // The tokenizer as TextTokenizer.fromJson built it before issue 29 (no WordPiece memo).
+    const json = files.tokenizerJson;
+    const unk = (json.model as { unk_token?: string } | undefined)?.unk_token ?? '[UNK]';
+    const raw = new Tokenizer(prepareTokenizerJson(json), { unk_token: unk, pad_token: files.manifest.padToken, mask_token: files.manifest.maskToken });
+    const tokenizer = new TextTokenizer(raw, files.manifest);
     const session = await ort.InferenceSession.create(files.modelPath, { graphOptimizationLevel: 'all', executionProviders: ['cpu'] });
     return new ReferenceTokenEncoder(abs, files.manifest, tokenizer, session, 'cpu');
   }
@@ -66,7 +97,7 @@ export class ReferenceTokenEncoder {
     const seqs: TokenizedText[] = new Array(texts.length);
     for (let i = 0; i < texts.length; i++) {
       if (i > 0 && i % TOKENIZE_CHUNK === 0) await yieldToEventLoop();
-      seqs[i] = this.tokenizer.encode(texts[i]!, kind, maxTokens);
+      seqs[i] = referenceTokenize(this.tokenizer, texts[i]!, kind, maxTokens);
     }
     const results: EncodedText[] = new Array(texts.length);
     for (const batch of planBatches(seqs.map((s) => s.length), tokenBudget)) {
