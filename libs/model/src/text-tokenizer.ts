@@ -55,6 +55,28 @@ function memoizeWordPiece(tokenizer: Tokenizer): void {
   };
 }
 
+/** Printable ASCII only (U+0020..U+007E): no control, format, CJK, accented or non-space whitespace character. */
+const PRINTABLE_ASCII = /^[\x20-\x7e]*$/;
+
+/**
+ * A fast path for @huggingface/tokenizers' BertNormalizer on printable-ASCII text, where three of
+ * its per-character steps are the identity: `clean_text` (drops control / format / private-use /
+ * surrogate characters, maps whitespace to ' ': in U+0020..U+007E only ' ' is whitespace and none
+ * is in those classes), `tokenize_chinese_chars` (no CJK character) and `strip_accents` (NFD of
+ * ASCII is itself, no combining mark). Any other text takes the library's own code.
+ */
+function fastPathBertNormalizer(tokenizer: Tokenizer): void {
+  type Step = (text: string) => string;
+  const n = (tokenizer as unknown as { normalizer?: { config?: { type?: string }; clean_text?: Step; tokenize_chinese_chars?: Step; strip_accents?: Step } | null }).normalizer;
+  if (!n || n.config?.type !== 'BertNormalizer') return;
+  for (const step of ['clean_text', 'tokenize_chinese_chars', 'strip_accents'] as const) {
+    const original = n[step];
+    if (typeof original !== 'function') continue;
+    const slow = original.bind(n);
+    n[step] = (text: string) => (PRINTABLE_ASCII.test(text) ? text : slow(text));
+  }
+}
+
 /** Characters per token assumed when pre-cutting very long texts (real tokenizers average 3-6). */
 const CHARS_PER_TOKEN_BOUND = 32;
 
@@ -132,6 +154,7 @@ export class TextTokenizer {
       throw new ModelLoadError(`${source}: cannot be loaded by @huggingface/tokenizers (${err instanceof Error ? err.message : String(err)})`);
     }
     memoizeWordPiece(tokenizer);
+    fastPathBertNormalizer(tokenizer);
     return new TextTokenizer(tokenizer, manifest, source);
   }
 
