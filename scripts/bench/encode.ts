@@ -69,7 +69,7 @@ const FREE = '-free';
  * next to nothing (vector = id x w + b, w and b fixed [dims] vectors; every input the manifest
  * names is a graph input), in a temp directory that the caller removes.
  */
-function writeFreeGraphModel(source: string): string {
+export function writeFreeGraphModel(source: string): string {
   const dir = mkdtempSync(join(tmpdir(), 'lateral-free-model-'));
   const manifest = JSON.parse(readFileSync(join(source, 'manifest.json'), 'utf8')) as {
     dims: number;

@@ -7,10 +7,21 @@ import { ReferenceTokenEncoder } from './testing/token-encoder-reference';
 import { writeTinyTransformer } from './testing/tiny-transformer';
 
 /**
- * The encoder's optimised glue (reused buffers, typed loops) returns bit for bit what the frozen
- * reference implementation (the encoder before issue 29) returns: token ids, vectors, weights, cls.
+ * The encoder's optimised glue (reused buffers, typed loops, the tokenizer's fast paths) returns
+ * what the frozen reference implementation (the encoder before issue 29) returns: token ids,
+ * weights, lengths bit for bit, vectors and cls within 1e-6 (the L2 norm is now summed in four
+ * partial sums, which may move a value by an ulp; none moved on Cranfield: all 1,398 documents
+ * with the tiny model, the first 60 with minilm-l6-384).
  */
 const bytes = (a: Float32Array | Int32Array | null | undefined) => (a ? Buffer.from(a.buffer, a.byteOffset, a.byteLength) : null);
+
+/** Normalised vectors: the norm's partial sums are added in another order (<= 1 ulp of a double). */
+function maxAbsDiff(a: Float32Array, b: Float32Array): number {
+  expect(a.length).toBe(b.length);
+  let m = 0;
+  for (let i = 0; i < a.length; i++) m = Math.max(m, Math.abs(a[i]! - b[i]!));
+  return m;
+}
 
 function expectSame(got: EncodedText[], want: EncodedText[]): void {
   expect(got.length).toBe(want.length);
@@ -19,11 +30,11 @@ function expectSame(got: EncodedText[], want: EncodedText[]): void {
     const w = want[i]!;
     expect({ i, length: g.length, truncated: g.truncated }).toEqual({ i, length: w.length, truncated: w.truncated });
     expect(bytes(g.tokenIds)!.equals(bytes(w.tokenIds)!)).toBe(true);
-    expect(bytes(g.vectors)!.equals(bytes(w.vectors)!)).toBe(true);
+    expect(maxAbsDiff(g.vectors, w.vectors)).toBeLessThanOrEqual(1e-6);
     expect(g.weights === null).toBe(w.weights === null);
     if (w.weights) expect(bytes(g.weights)!.equals(bytes(w.weights)!)).toBe(true);
     expect(g.cls == null).toBe(w.cls == null);
-    if (w.cls) expect(bytes(g.cls)!.equals(bytes(w.cls)!)).toBe(true);
+    if (w.cls) expect(maxAbsDiff(g.cls!, w.cls)).toBeLessThanOrEqual(1e-6);
   }
 }
 

@@ -377,11 +377,27 @@ function copyRow(data: Float32Array, src: number, d: number, normalize: boolean,
     dst.set(data.subarray(src, src + d), at);
     return;
   }
-  let n = 0;
-  for (let k = 0; k < d; k++) {
-    const x = data[src + k]!;
-    n += x * x;
+  // Four partial sums break the chain of dependent additions (~1.4x faster). A float32 squared is
+  // exact in a double, so only the order of the additions differs from one running sum: at most
+  // an ulp of the double norm, which the float32 results almost never show (none on the test
+  // corpora; the equivalence spec allows 1e-6).
+  let n0 = 0;
+  let n1 = 0;
+  let n2 = 0;
+  let n3 = 0;
+  let k = 0;
+  for (const end = d - 3; k < end; k += 4) {
+    const x0 = data[src + k]!;
+    const x1 = data[src + k + 1]!;
+    const x2 = data[src + k + 2]!;
+    const x3 = data[src + k + 3]!;
+    n0 += x0 * x0;
+    n1 += x1 * x1;
+    n2 += x2 * x2;
+    n3 += x3 * x3;
   }
+  for (; k < d; k++) n0 += data[src + k]! * data[src + k]!;
+  const n = n0 + n1 + (n2 + n3);
   const inv = n > 0 ? 1 / Math.sqrt(n) : 0;
   for (let k = 0; k < d; k++) dst[at + k] = data[src + k]! * inv;
 }
