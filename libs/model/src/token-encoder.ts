@@ -257,7 +257,9 @@ export class TokenEncoder {
 
   private skipLookup(): Uint8Array {
     if (!this.skipTable) {
-      let max = -1;
+      // One entry per token id the tokenizer can produce: a read past the end of a typed array
+      // would leave V8's fast path.
+      let max = this.tokenizer.vocabSize - 1;
       for (const id of this.tokenizer.skipIds) if (id > max) max = id;
       this.skipTable = new Uint8Array(max + 1);
       for (const id of this.tokenizer.skipIds) this.skipTable[id] = 1;
@@ -338,7 +340,7 @@ export class TokenEncoder {
       const sIds = s.ids;
       const len = s.length;
       let kept = len;
-      if (skip) for (let t = 0; t < len; t++) kept -= skip[sIds[t]!] ?? 0;
+      if (skip) for (let t = 0; t < len; t++) kept -= skip[sIds[t]!]!;
       const vectors = new Float32Array(kept * d);
       const tokenIds = new Int32Array(kept);
       const w = weights ? new Float32Array(kept) : null;
