@@ -79,6 +79,12 @@ function fastPathBertNormalizer(tokenizer: Tokenizer): void {
 
 /** Characters per token assumed when pre-cutting very long texts (real tokenizers average 3-6). */
 const CHARS_PER_TOKEN_BOUND = 32;
+/**
+ * Characters per kept token tokenized first when a text will likely be truncated (English averages
+ * 4-6 characters per token); when the cut prefix does not fill the room, the whole text is
+ * tokenized as before.
+ */
+const CHARS_PER_TOKEN_GUESS = 8;
 
 /** One sequence ready for the model: ids including special tokens and query padding. */
 export interface TokenizedText {
@@ -139,6 +145,29 @@ export class TextTokenizer {
     let maxId = -1;
     for (const v of tokenizer.get_vocab(true).values()) if (v > maxId) maxId = v;
     this.vocabSize = maxId + 1;
+    // A prefix cut at a space tokenizes like the start of the whole text unless an added token
+    // (matched verbatim before normalisation) could span the cut.
+    this.cutsAtWhitespace = [...tokenizer.get_added_tokens_decoder().values()].every((t) => !/\s/.test(t.content));
+  }
+
+  private readonly cutsAtWhitespace: boolean;
+
+  /**
+   * The content ids of `text` when it has more than `room` of them (the first `room` + 1 at least
+   * are exact), by tokenizing only a prefix of about `room x CHARS_PER_TOKEN_GUESS` characters cut
+   * before a space (U+0020 only: a tab or a zero-width character is not a word boundary for every
+   * tokenizer): the words before the cut are whole, and normalisers and pre-tokenizers
+   * (BERT, whitespace, metaspace, byte-level) split at a space, so their tokens are the whole
+   * text's first tokens. null when the text is short or the prefix does not fill the room.
+   */
+  private truncatedHead(text: string, room: number): number[] | null {
+    const want = room * CHARS_PER_TOKEN_GUESS + 16;
+    if (!this.cutsAtWhitespace || text.length <= want) return null;
+    let cut = want;
+    while (cut > 0 && text.charCodeAt(cut) !== 0x20) cut--;
+    if (cut === 0) return null;
+    const head = this.contentIds(text.slice(0, cut));
+    return head.length > room ? head : null;
   }
 
   static fromJson(json: Record<string, unknown>, manifest: ModelManifest, source = 'tokenizer.json'): TextTokenizer {
@@ -184,6 +213,13 @@ export class TextTokenizer {
       const head = this.contentIds(text.slice(0, prefixChars));
       // the last token may be a word cut in half: require one spare token
       if (head.length > room) {
+        content = head;
+        cut = true;
+      }
+    } else {
+      // A text the model will truncate anyway: tokenize about as much as it keeps.
+      const head = this.truncatedHead(text, room);
+      if (head) {
         content = head;
         cut = true;
       }
