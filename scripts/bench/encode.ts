@@ -21,7 +21,8 @@
  * sees them (capped at its maxDocTokens), `outside run ms/doc` = the
  * wall time during which no session.run was in flight, per document (the glue that a GPU would
  * wait for), and `cpu outside run ms/doc` = process CPU time minus the time inside session.run,
- * per document (ONNX Runtime's threads counted as busy while a run is in flight). Ratios only
+ * per document (ONNX Runtime's threads counted as busy while a run is in flight: meaningful with
+ * one ONNX Runtime thread, the stand-ins' default, not for the multi-threaded real models). Ratios only
  * compare within one run: the machine is shared.
  */
 import { join, resolve } from 'node:path';
