@@ -85,6 +85,15 @@ describe.each(variants)('TokenEncoder equals the reference encoder: $name', ({ d
       expectSame(await enc.encodeDocuments(docs, { maxTokens: 9 }), await ref.encodeDocuments(docs, { maxTokens: 9 }));
       expectSame(await enc.encodeQueries(queries), await ref.encodeQueries(queries));
       expectSame(await enc.encodeQueries(queries, { tokenBudget: 40 }), await ref.encodeQueries(queries, { tokenBudget: 40 }));
+      // concurrent calls on one encoder each get their own input buffers
+      const [x, y, z] = await Promise.all([
+        enc.encodeDocuments(docs, { tokenBudget: 700 }),
+        enc.encodeDocuments(docs.slice().reverse(), { tokenBudget: 300 }),
+        enc.encodeQueries(queries),
+      ]);
+      expectSame(x, await ref.encodeDocuments(docs, { tokenBudget: 700 }));
+      expectSame(y, await ref.encodeDocuments(docs.slice().reverse(), { tokenBudget: 300 }));
+      expectSame(z, await ref.encodeQueries(queries));
     } finally {
       await enc.release();
       await ref.release();
