@@ -16,6 +16,7 @@ const benches: Record<string, () => Promise<Command>> = {
   load: async () => (await import('./bench/load')).runLoadBench,
   latency: async () => (await import('./bench/latency')).runLatencyBench,
   scale: async () => (await import('./bench/scale')).runScaleBench,
+  encode: async () => (await import('./bench/encode')).runEncodeBench,
 };
 
 runCommand('bench', benches);

@@ -25,8 +25,66 @@ export function prepareTokenizerJson(json: Record<string, unknown>): Record<stri
   return out;
 }
 
+/** Distinct words whose WordPiece split is remembered (cleared when full). */
+const WORD_CACHE_SIZE = 200_000;
+
+/**
+ * Remembers the WordPiece split of each pre-tokenized word. @huggingface/tokenizers' WordPiece
+ * model splits every word on its own (greedy longest match over the word's characters, nothing
+ * shared between words) and allocates a string per candidate substring, so a word's split is a
+ * pure function of the word: the memo returns exactly what the model would. Only WordPiece is
+ * wrapped (other models keep their own behaviour, e.g. BPE has its own cache).
+ */
+function memoizeWordPiece(tokenizer: Tokenizer): void {
+  const model = (tokenizer as unknown as { model?: { config?: { type?: string }; encode?: (tokens: string[]) => string[] } }).model;
+  if (!model || model.config?.type !== 'WordPiece' || typeof model.encode !== 'function') return;
+  const encode = model.encode.bind(model);
+  const cache = new Map<string, string[]>();
+  model.encode = (tokens: string[]): string[] => {
+    const out: string[] = [];
+    for (const word of tokens) {
+      let pieces = cache.get(word);
+      if (pieces === undefined) {
+        pieces = encode([word]);
+        if (cache.size >= WORD_CACHE_SIZE) cache.clear();
+        cache.set(word, pieces);
+      }
+      for (let i = 0; i < pieces.length; i++) out.push(pieces[i]!);
+    }
+    return out;
+  };
+}
+
+/** Printable ASCII only (U+0020..U+007E): no control, format, CJK, accented or non-space whitespace character. */
+const PRINTABLE_ASCII = /^[\x20-\x7e]*$/;
+
+/**
+ * A fast path for @huggingface/tokenizers' BertNormalizer on printable-ASCII text, where three of
+ * its per-character steps are the identity: `clean_text` (drops control / format / private-use /
+ * surrogate characters, maps whitespace to ' ': in U+0020..U+007E only ' ' is whitespace and none
+ * is in those classes), `tokenize_chinese_chars` (no CJK character) and `strip_accents` (NFD of
+ * ASCII is itself, no combining mark). Any other text takes the library's own code.
+ */
+function fastPathBertNormalizer(tokenizer: Tokenizer): void {
+  type Step = (text: string) => string;
+  const n = (tokenizer as unknown as { normalizer?: { config?: { type?: string }; clean_text?: Step; tokenize_chinese_chars?: Step; strip_accents?: Step } | null }).normalizer;
+  if (!n || n.config?.type !== 'BertNormalizer') return;
+  for (const step of ['clean_text', 'tokenize_chinese_chars', 'strip_accents'] as const) {
+    const original = n[step];
+    if (typeof original !== 'function') continue;
+    const slow = original.bind(n);
+    n[step] = (text: string) => (PRINTABLE_ASCII.test(text) ? text : slow(text));
+  }
+}
+
 /** Characters per token assumed when pre-cutting very long texts (real tokenizers average 3-6). */
 const CHARS_PER_TOKEN_BOUND = 32;
+/**
+ * Characters per kept token tokenized first when a text will likely be truncated (English averages
+ * 4-6 characters per token); when the cut prefix does not fill the room, the whole text is
+ * tokenized as before.
+ */
+const CHARS_PER_TOKEN_GUESS = 8;
 
 /** One sequence ready for the model: ids including special tokens and query padding. */
 export interface TokenizedText {
@@ -87,6 +145,29 @@ export class TextTokenizer {
     let maxId = -1;
     for (const v of tokenizer.get_vocab(true).values()) if (v > maxId) maxId = v;
     this.vocabSize = maxId + 1;
+    // A prefix cut at a space tokenizes like the start of the whole text unless an added token
+    // (matched verbatim before normalisation) could span the cut.
+    this.cutsAtWhitespace = [...tokenizer.get_added_tokens_decoder().values()].every((t) => !/\s/.test(t.content));
+  }
+
+  private readonly cutsAtWhitespace: boolean;
+
+  /**
+   * The content ids of `text` when it has more than `room` of them (the first `room` + 1 at least
+   * are exact), by tokenizing only a prefix of about `room x CHARS_PER_TOKEN_GUESS` characters cut
+   * before a space (U+0020 only: a tab or a zero-width character is not a word boundary for every
+   * tokenizer): the words before the cut are whole, and normalisers and pre-tokenizers
+   * (BERT, whitespace, metaspace, byte-level) split at a space, so their tokens are the whole
+   * text's first tokens. null when the text is short or the prefix does not fill the room.
+   */
+  private truncatedHead(text: string, room: number): number[] | null {
+    const want = room * CHARS_PER_TOKEN_GUESS + 16;
+    if (!this.cutsAtWhitespace || text.length <= want) return null;
+    let cut = want;
+    while (cut > 0 && text.charCodeAt(cut) !== 0x20) cut--;
+    if (cut === 0) return null;
+    const head = this.contentIds(text.slice(0, cut));
+    return head.length > room ? head : null;
   }
 
   static fromJson(json: Record<string, unknown>, manifest: ModelManifest, source = 'tokenizer.json'): TextTokenizer {
@@ -101,6 +182,8 @@ export class TextTokenizer {
     } catch (err) {
       throw new ModelLoadError(`${source}: cannot be loaded by @huggingface/tokenizers (${err instanceof Error ? err.message : String(err)})`);
     }
+    memoizeWordPiece(tokenizer);
+    fastPathBertNormalizer(tokenizer);
     return new TextTokenizer(tokenizer, manifest, source);
   }
 
@@ -133,14 +216,28 @@ export class TextTokenizer {
         content = head;
         cut = true;
       }
+    } else {
+      // A text the model will truncate anyway: tokenize about as much as it keeps.
+      const head = this.truncatedHead(text, room);
+      if (head) {
+        content = head;
+        cut = true;
+      }
     }
     content ??= this.contentIds(text);
     const truncated = cut || content.length > room;
-    const kept = truncated ? content.slice(0, room) : content;
-    const seq = [...this.prefix[kind], ...kept, ...this.suffix];
-    if (kind === 'query' && this.maskId !== null) while (seq.length < maxTokens) seq.push(this.maskId);
-    const ids = Int32Array.from(seq);
-    return { ids, length: ids.length, truncated };
+    const kept = truncated ? room : content.length;
+    const prefix = this.prefix[kind];
+    const suffix = this.suffix;
+    const len = prefix.length + kept + suffix.length;
+    const padded = kind === 'query' && this.maskId !== null ? Math.max(len, maxTokens) : len;
+    const ids = new Int32Array(padded);
+    let at = 0;
+    for (let i = 0; i < prefix.length; i++) ids[at++] = prefix[i]!;
+    for (let i = 0; i < kept; i++) ids[at++] = content[i]!;
+    for (let i = 0; i < suffix.length; i++) ids[at++] = suffix[i]!;
+    if (padded > len) ids.fill(this.maskId!, len);
+    return { ids, length: padded, truncated };
   }
 
   /** Sequence length (special tokens included, no query padding), capped at maxTokens. */
