@@ -102,19 +102,21 @@ describe('text candidates, batches and the Cohere endpoint', () => {
       good(2),
       { custom_id: 'by-id', query: 'q', candidates: ['d1'] },
       { ...good(4), custom_id: 'top2', top_k: 2 },
+      { ...good(1), custom_id: 'top3', topK: 3 },
+      { ...good(1), custom_id: 'both', topK: 2, top_k: 3 },
     ];
     const created = await upload(jsonl(rows), `?model=${config.DEFAULT_MODEL}&topK=5`);
     expect(created.status, JSON.stringify(created.body)).toBe(202);
     expect(created.headers.get('location')).toBe(`/v1/batches/${created.body.id}`);
     const st = await finished(created.body.id);
     expect(st.body.state, JSON.stringify(st.body)).toBe('completed');
-    expect(st.body.counts).toEqual({ rows: rows.length, invalid: 7, completed: 4, failed: 7 });
+    expect(st.body.counts).toEqual({ rows: rows.length, invalid: 8, completed: 5, failed: 8 });
     expect(st.body.progress.fraction).toBe(1);
     const res = await fetch(`${server.url}/v1/batches/${created.body.id}/results`);
     expect(res.status).toBe(200);
     const lines = (await res.text()).trim().split('\n').map((l) => JSON.parse(l));
     expect(lines.map((l) => l.line)).toEqual(rows.map((_, i) => i + 1));
-    expect(lines.map((l) => l.custom_id)).toEqual(['r0', null, 'r1', null, 'r0', 'empty-query', 'too-many', 'too-long', 'r2', 'by-id', 'top2']);
+    expect(lines.map((l) => l.custom_id)).toEqual(['r0', null, 'r1', null, 'r0', 'empty-query', 'too-many', 'too-long', 'r2', 'by-id', 'top2', 'top3', 'both']);
     expect(lines[1].error.message).toContain('line 2: not JSON');
     expect(lines[3].error.message).toContain('custom_id is missing');
     expect(lines[4].error.message).toContain('duplicate custom_id (first at line 1)');
@@ -128,7 +130,10 @@ describe('text candidates, batches and the Cohere endpoint', () => {
       const one = await api('POST', '/v1/rerank?wait=60', { model: config.DEFAULT_MODEL, topK: 5, queries: [{ id: 'q', text: good(i).query, candidates: good(i).candidates }] });
       expect(lines[li].hits.map((h: { id: string }) => h.id)).toEqual(one.body.result.results[0].hits.map((h: { id: string }) => h.id));
     }
+    // a row's hit count is topK, as on every route (top_k, its earlier spelling, still accepted)
     expect(lines[10].hits).toHaveLength(2);
+    expect(lines[11].hits).toHaveLength(3);
+    expect(lines[12].error.message).toContain('give topK only: top_k is its deprecated spelling');
     // Every text was encoded by an earlier test: the batch reuses them all.
     expect(st.body.texts.encoded).toBe(0);
     expect(st.body.texts.reused).toBeGreaterThan(0);

@@ -35,7 +35,7 @@ export const BATCH_OPENAPI_PATHS = {
   '/v1/batches': {
     post: {
       summary:
-        'Create a batch: a JSONL file, one re-rank row per line ({custom_id, query, candidates, top_k?}; candidates are ids, {id, score} or {id?, text}), streamed to S3 as it arrives, or JSON naming an S3 key. Rows are validated one by one: a bad row fails alone, named by its line and custom_id.',
+        'Create a batch: a JSONL file, one re-rank row per line ({custom_id, query, candidates, topK?}; `top_k`, the deprecated spelling of topK, is accepted; candidates are ids, {id, score} or {id?, text}), streamed to S3 as it arrives, or JSON naming an S3 key. Rows are validated one by one: a bad row fails alone, named by its line and custom_id.',
       parameters: Object.entries(options.properties ?? {}).map(([name, s]) => ({ name, in: 'query', required: false, schema: s, description: 'with a JSONL body: the batch option of that name' })),
       requestBody: {
         required: true,

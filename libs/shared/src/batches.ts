@@ -9,7 +9,7 @@ export const BatchOptionsSchema = z
     collection: resourceId('collection').optional(),
     model: modelId().optional(),
     scorer: z.preprocess((v) => (typeof v === 'string' ? { name: v } : v), ScorerSchema).default({ name: 'maxsim', normalize: false }),
-    /** Hits per row (a row's `top_k` overrides it). */
+    /** Hits per row (a row's `topK` overrides it). */
     topK: z.coerce.number().int().positive().max(MAX_CANDIDATES_PER_QUERY).default(10),
   })
   .strict()
@@ -27,10 +27,22 @@ export const BatchRowSchema = z
       .array(CandidateSchema)
       .min(1, 'candidates must not be empty')
       .max(MAX_CANDIDATES_PER_QUERY, `too many candidates: at most ${MAX_CANDIDATES_PER_QUERY} per row`),
+    /** Hits of this row (else the batch's `topK`): the same name as on every other route. */
+    topK: z.number().int().positive().max(MAX_CANDIDATES_PER_QUERY).optional(),
+    /** Deprecated spelling of `topK` (rows of files written for earlier versions); accepted, same meaning. */
     top_k: z.number().int().positive().max(MAX_CANDIDATES_PER_QUERY).optional(),
   })
-  .strict();
-export type BatchRow = z.infer<typeof BatchRowSchema>;
+  .strict()
+  .superRefine((r, ctx) => {
+    if (r.topK !== undefined && r.top_k !== undefined && r.topK !== r.top_k) {
+      ctx.addIssue({ code: 'custom', path: ['top_k'], message: 'give topK only: top_k is its deprecated spelling, and the two differ' });
+    }
+  })
+  .transform(({ top_k, ...r }) => {
+    const topK = r.topK ?? top_k;
+    return topK === undefined ? r : { ...r, topK };
+  });
+export type BatchRow = z.output<typeof BatchRowSchema>;
 
 /** One line of a chunk file as the plan step wrote it: a valid row, or that row's error. */
 export type BatchChunkEntry =

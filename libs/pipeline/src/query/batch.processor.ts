@@ -195,7 +195,7 @@ async function runChunk(ctx: BatchDeps, t: string, b: string, n: number, job?: P
       ...(rec.options.collection ? { collection: rec.options.collection } : {}),
       ...(rec.options.model ? { model: rec.options.model } : {}),
       scorer: rec.options.scorer,
-      topK: Math.max(rec.options.topK, ...valid.map((e) => e.row.top_k ?? 0)),
+      topK: Math.max(rec.options.topK, ...valid.map((e) => rowTopK(e.row) ?? 0)),
       queries: valid.map((e) => ({ id: e.custom_id, text: e.row.query, candidates: e.row.candidates })),
     };
     try {
@@ -236,7 +236,7 @@ async function runChunk(ctx: BatchDeps, t: string, b: string, n: number, job?: P
       lines.push({ custom_id: e.custom_id, line: e.line, error: { message: chunkError ?? `line ${e.line}: no result` } });
       continue;
     }
-    const k = e.row.top_k ?? rec.options.topK;
+    const k = rowTopK(e.row) ?? rec.options.topK;
     lines.push({ custom_id: e.custom_id, line: e.line, hits: r.hits.slice(0, k).map((h) => ({ id: h.id, score: h.score })), ...(r.missing.length ? { missing: r.missing } : {}) });
   }
   await ctx.store.put(batchKeys.chunkResult(t, b, n), lines.map((l) => JSON.stringify(l)).join('\n') + '\n', 'application/x-ndjson');
@@ -294,4 +294,9 @@ async function finalizeBatch(ctx: BatchDeps, t: string, b: string, chunks: numbe
   // Chunk files are intermediate: the result file holds everything.
   await ctx.store.deletePrefix(batchKeys.chunksPrefix(t, b)).catch(() => undefined);
   return { step: 'finalize', rows, failed };
+}
+
+/** A row's own hit count: `topK`, or `top_k` in a chunk file written before rows were read as `topK`. */
+function rowTopK(row: BatchRow): number | undefined {
+  return row.topK ?? (row as { top_k?: number }).top_k;
 }
