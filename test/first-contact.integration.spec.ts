@@ -50,6 +50,10 @@ describe('first contact: landing page, models, error messages', () => {
     const empty = await api('POST', '/v1/rerank', { model: config.DEFAULT_MODEL, queries: [] });
     expect(empty.status).toBe(400);
     expect(empty.body.message).toMatch(/^invalid re-rank request: queries: /);
+    // a typo inside a union (a candidate is an id, {id, score} or {text}) is one issue saying what each form wanted
+    const typo = await api('POST', '/v1/rerank', { model: config.DEFAULT_MODEL, queries: [{ id: 'q', text: 'wing', candidates: [{ txt: 'a' }] }] });
+    expect(typo.status).toBe(400);
+    expect(typo.body.details).toEqual([{ field: 'queries.0.candidates.0', message: 'matches none of its forms: expected string, received object | id: required | text: required' }]);
     const many = await api('POST', '/v1/collections', { id: 'bad id', maxDocTokens: -1 });
     expect(many.status).toBe(400);
     expect(many.body.message).toMatch(/: id: .*\(and \d+ more in details\)$/);

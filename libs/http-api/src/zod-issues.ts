@@ -15,8 +15,27 @@ export function zodIssues(error: z.ZodError, root = ''): FieldIssue[] {
     if (i.code === 'unrecognized_keys') {
       return i.keys.map((k) => ({ field: name([...i.path, k]), message: k.includes('_') && camel(k) !== k ? `unknown field '${k}': fields are camelCase here, did you mean '${camel(k)}'?` : `unknown field '${k}'` }));
     }
+    if (i.code === 'invalid_union' && Array.isArray((i as { errors?: unknown }).errors)) {
+      return [{ field: name(i.path), message: unionMessage((i as unknown as { errors: z.core.$ZodIssue[][] }).errors) }];
+    }
     return [{ field: name(i.path), message: i.message }];
   });
+}
+
+/**
+ * One message for a value that matched none of a union's forms (zod's own is "Invalid input"):
+ * what each form found wrong first, e.g. `matches none of its forms: expected string, received
+ * object | id: required | text: required`. One typo stays one issue, and it says what to fix.
+ */
+function unionMessage(alternatives: z.core.$ZodIssue[][]): string {
+  const first = alternatives.slice(0, 4).map((issues) => {
+    const i = issues[0];
+    if (!i) return 'no detail';
+    const at = i.path.map(String).join('.');
+    const what = i.code === 'unrecognized_keys' ? `unknown field '${i.keys[0]}'` : /received undefined$/.test(i.message) ? 'required' : i.message.replace(/^Invalid input: /, '');
+    return at ? `${at}: ${what}` : what;
+  });
+  return `matches none of its forms: ${[...new Set(first)].join(' | ')}`;
 }
 
 /**
