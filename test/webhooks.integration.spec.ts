@@ -10,7 +10,7 @@ import { startServer, type Server } from '../apps/all-in-one/src/server';
 import { http, testConfig, until } from './helpers';
 
 /**
- * Webhooks (README "Webhooks") through HTTP, queues, S3 and the workers: a search or re-rank with
+ * Webhooks (docs/webhooks.md) through HTTP, queues, S3 and the workers: a search or re-rank with
  * a `callback` gets one signed POST when it finishes, a failed one a POST with its error, a
  * receiver answering 5xx is retried with backoff, and URLs outside WEBHOOK_ALLOWED_HOSTS (or
  * special addresses a wildcard would match) are refused. The receiver is a local HTTP server on

@@ -95,7 +95,7 @@ function readForm(req: Request): Promise<URLSearchParams> {
 }
 
 export const ADMIN_DISABLED_MESSAGE =
-  'operator endpoints are disabled: set ADMIN_TOKEN (at least 16 characters) to enable /dashboard, /admin/queues and /v1/admin/* (README, "Operations dashboard")';
+  'operator endpoints are disabled: set ADMIN_TOKEN (at least 16 characters) to enable /dashboard, /admin/queues and /v1/admin/* (docs/operations.md, "Operations dashboard")';
 
 /**
  * Express middleware in front of every operator path. Also serves the login form (GET without a

@@ -1,7 +1,7 @@
 import { ValidationError, callbackRefusal, type Config } from '@lateral/shared';
 
 /**
- * A request's `callback` (README "Webhooks"): 400 naming `callback` and the setting when webhooks
+ * A request's `callback` (docs/webhooks.md): 400 naming `callback` and the setting when webhooks
  * are disabled (WEBHOOK_ALLOWED_HOSTS or WEBHOOK_SECRET empty) or the URL is not allowed. The
  * worker checks it again, with the addresses its host resolves to, at delivery.
  */

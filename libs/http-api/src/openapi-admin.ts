@@ -9,7 +9,7 @@ const AUTH_ANSWERS = {
 };
 
 export const ADMIN_SECURITY_SCHEMES = {
-  adminToken: { type: 'http', scheme: 'bearer', description: 'the operator credential: `Authorization: Bearer <ADMIN_TOKEN>` (README, "Operations dashboard")' },
+  adminToken: { type: 'http', scheme: 'bearer', description: 'the operator credential: `Authorization: Bearer <ADMIN_TOKEN>` (docs/operations.md, "Operations dashboard")' },
   adminSession: { type: 'apiKey', in: 'cookie', name: 'lateral_admin', description: 'the session cookie set by the dashboard login form (POST /dashboard/login): an HMAC of ADMIN_TOKEN' },
 };
 

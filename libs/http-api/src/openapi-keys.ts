@@ -3,7 +3,7 @@ import { ApiKeyInfoSchema, ApiKeyListSchema, ApiKeyWithSecretSchema, CreateApiKe
 import { routeAccess } from './api-keys.guard';
 
 /**
- * The OpenAPI part of API keys (README, "API keys and tenants"): the security schemes, the
+ * The OpenAPI part of API keys (docs/auth.md, "API keys and tenants"): the security schemes, the
  * key-management paths, and on every operation the role it needs and the 401 / 403 / 429 answers.
  */
 const errorRef = { $ref: '#/components/schemas/Error' };
@@ -94,7 +94,7 @@ export function withApiKeySecurity<D extends Doc>(doc: D): D {
       ...doc.components,
       securitySchemes: {
         ...doc.components?.securitySchemes,
-        bearerApiKey: { type: 'http', scheme: 'bearer', description: 'AUTH=keys: `Authorization: Bearer lat_<id>_<secret>` (README, "API keys and tenants")' },
+        bearerApiKey: { type: 'http', scheme: 'bearer', description: 'AUTH=keys: `Authorization: Bearer lat_<id>_<secret>` (docs/auth.md, "API keys and tenants")' },
         headerApiKey: { type: 'apiKey', in: 'header', name: 'x-api-key', description: 'the same key in `x-api-key`' },
       },
       schemas: { ...doc.components?.schemas, ApiKey: out(ApiKeyInfoSchema) },

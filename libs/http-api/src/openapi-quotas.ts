@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { TenantQuotaStatusSchema, TenantQuotaUpdateSchema } from '@lateral/shared';
 
-/** OpenAPI entries of per-tenant quotas (quotas.ts, README "Quotas"): the quota endpoints, and the 403 / 429 answers of the operations they refuse. */
+/** OpenAPI entries of per-tenant quotas (quotas.ts, docs/auth.md "Quotas"): the quota endpoints, and the 403 / 429 answers of the operations they refuse. */
 const strip = (j: Record<string, unknown>) => {
   delete j.$schema;
   return j;

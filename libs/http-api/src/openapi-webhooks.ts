@@ -8,7 +8,7 @@ const SIGNATURE =
   'Recompute it over the bytes received, compare in constant time, and reject an old t (replay). ' +
   'Any 2xx completes the delivery; a timeout (WEBHOOK_TIMEOUT_MS), connection error, 408, 429 or 5xx is retried with exponential backoff ' +
   '(WEBHOOK_BACKOFF_MS, doubling) up to WEBHOOK_ATTEMPTS, then the delivery (a job of the `webhook` queue) is failed with the host and status in its message; other answers fail it at once. ' +
-  'Only hosts in WEBHOOK_ALLOWED_HOSTS are called; loopback, link-local and metadata addresses only when an entry names them exactly (README "Webhooks").';
+  'Only hosts in WEBHOOK_ALLOWED_HOSTS are called; loopback, link-local and metadata addresses only when an entry names them exactly (docs/webhooks.md).';
 
 const event = z.toJSONSchema(WebhookEventSchema, { io: 'output', unrepresentable: 'any' }) as Json;
 delete event.$schema;

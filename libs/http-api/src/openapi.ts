@@ -436,7 +436,7 @@ function baseDocument(version: string) {
       ...TRAINING_OPENAPI_PATHS,
       ...QUOTA_OPENAPI_PATHS,
     },
-    /** What lateral POSTs to a re-rank or search request's `callback` (README "Webhooks"). */
+    /** What lateral POSTs to a re-rank or search request's `callback` (docs/webhooks.md). */
     webhooks: WEBHOOK_OPENAPI,
     components: {
       securitySchemes: ADMIN_SECURITY_SCHEMES,

@@ -41,7 +41,7 @@ return -1
 `;
 
 /**
- * Per-tenant quotas (README, "Quotas"), checked when a request is accepted, never later:
+ * Per-tenant quotas (docs/auth.md, "Quotas"), checked when a request is accepted, never later:
  * - maxDocuments: live documents of the current generations of every collection of the tenant
  *   (from S3: each manifest's count, so a batch delivered twice counts once) plus the documents of
  *   its ingestions still in progress (accepted minus indexed, from each ingestion's S3-derived

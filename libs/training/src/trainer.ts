@@ -329,7 +329,7 @@ export async function trainHead(src: TokenSource, queries: TrainingQuery[], opti
     maxEpochs: options.maxEpochs ?? 20,
     patience: options.patience ?? 3,
     // residual LITE: 1e-4 (Adam's steps are scale-free, and at 3e-4 the correction outgrew what a
-    // few hundred judged queries support; sweep of 3e-4 / 1e-4 / 3e-5 in the README)
+    // few hundred judged queries support; sweep of 3e-4 / 1e-4 / 3e-5 in docs/training.md)
     learningRate: options.learningRate ?? (options.head === 'knrm' ? 1e-2 : residual ? 1e-4 : 3e-4),
     negatives: options.negatives ?? 3,
     hardPool: options.hardPool ?? 20,
