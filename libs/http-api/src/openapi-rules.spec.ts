@@ -3,7 +3,7 @@ import { ValidationError } from '@lateral/shared';
 import { parseWaitSeconds } from './json-body';
 import { openApiDocument } from './openapi';
 
-type Op = { parameters?: { name: string; in: string; schema?: { pattern?: string; maximum?: number } }[]; responses?: Record<string, unknown> };
+type Op = { tags?: string[]; parameters?: { name: string; in: string; schema?: { pattern?: string; maximum?: number } }[]; responses?: Record<string, unknown> };
 
 describe('the OpenAPI document states the rules the server applies', () => {
   const doc = openApiDocument('test', { maxWaitSeconds: 42 });
@@ -17,6 +17,23 @@ describe('the OpenAPI document states the rules the server applies', () => {
       }
       if ((op.parameters ?? []).length > 0) expect(op.responses?.['400'], name).toBeDefined();
     }
+  });
+
+  it('groups every operation under one of the resource tags, each tag used', () => {
+    const tags = (doc as { tags?: { name: string }[] }).tags!.map((t) => t.name);
+    expect(tags).toEqual(['collections', 'documents', 'search', 'rerank', 'batches', 'training', 'cohere', 'service', 'admin']);
+    const used = new Set<string>();
+    for (const { name, op } of ops) {
+      expect(op.tags, name).toHaveLength(1);
+      expect(tags, name).toContain(op.tags![0]);
+      used.add(op.tags![0]);
+    }
+    expect([...used].sort()).toEqual([...tags].sort());
+    const tagOf = (n: string) => ops.find((o) => o.name === n)!.op.tags![0];
+    expect(tagOf('POST /v1/collections/{id}/documents')).toBe('documents');
+    expect(tagOf('PUT /v1/uploads/{name}')).toBe('batches');
+    expect(tagOf('GET /v1/train/{trainId}')).toBe('training');
+    expect(tagOf('GET /v1/models')).toBe('service');
   });
 
   it('wait accepts every JSON number form up to the limit, and nothing else', () => {

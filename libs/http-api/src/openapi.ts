@@ -142,6 +142,32 @@ export interface LiveLimits {
 
 /** The document-id rule of the API (documentId in @lateral/shared): no control character; at most 512 UTF-8 bytes, so 128 characters of any script. */
 const DOC_ID_PATH = { type: 'string', minLength: 1, maxLength: 128, pattern: '^[^\\u0000-\\u001f\\u007f]+$' };
+/** Swagger's groups, one per resource, in this order. */
+const TAGS: [string, string][] = [
+  ['collections', 'create, describe, list and delete collections; re-compression and merges'],
+  ['documents', 'ingest documents, follow an ingestion, read and delete documents'],
+  ['search', 'search a whole collection (xtr, bm25, dense, mebert, exhaustive, hybrid)'],
+  ['rerank', 're-rank candidates (ids of a collection, or texts)'],
+  ['batches', 'batch files of re-rank rows, and the uploads they name'],
+  ['training', 'judgments and learned heads'],
+  ['cohere', 'the Cohere-compatible re-rank'],
+  ['service', 'health, readiness, models, the caller\'s quota'],
+  ['admin', 'operators: API keys, quotas, the overview, job retries'],
+];
+
+/** The tag of a path (the resource it belongs to). */
+function tagOf(path: string): string {
+  if (path.startsWith('/v1/admin')) return 'admin';
+  if (path.startsWith('/v1/compat/cohere')) return 'cohere';
+  if (/^\/v1\/(batches|uploads)/.test(path)) return 'batches';
+  if (/^\/v1\/train\/|\/(judgments|train)(\/|$)/.test(path)) return 'training';
+  if (/^\/v1\/collections\/\{id\}\/(documents|ingestions|deletes)/.test(path)) return 'documents';
+  if (path.startsWith('/v1/collections')) return 'collections';
+  if (path.startsWith('/v1/search')) return 'search';
+  if (path.startsWith('/v1/rerank')) return 'rerank';
+  return 'service';
+}
+
 /** Path parameters that are not resource ids (ID_PATTERN): their own rules, set where they are declared. */
 const FREE_PATH_PARAMS = new Set(['docId', 'jobId', 'queue']);
 
@@ -153,8 +179,11 @@ const FREE_PATH_PARAMS = new Set(['docId', 'jobId', 'queue']);
  */
 function withServerRules<D extends { paths: Record<string, Record<string, unknown>> }>(doc: D, live: LiveLimits): D {
   const maxWait = live.maxWaitSeconds ?? 60;
-  for (const ops of Object.values(doc.paths)) {
+  (doc as { tags?: unknown }).tags = TAGS.map(([name, description]) => ({ name, description }));
+  for (const [path, ops] of Object.entries(doc.paths)) {
+    const tag = tagOf(path);
     for (const op of Object.values(ops)) {
+      if (op && typeof op === 'object' && !Array.isArray(op)) (op as { tags?: string[] }).tags ??= [tag];
       const params = (op as { parameters?: { name: string; in: string; schema?: Json }[] }).parameters;
       if (!Array.isArray(params)) continue;
       const responses = (op as { responses?: Record<string, unknown> }).responses;
