@@ -111,10 +111,8 @@ export class AdminService {
   constructor(private readonly rt: Runtime) {}
 
   /** Every tenant with something in S3 (DEFAULT_TENANT always). */
-  private async tenants(): Promise<string[]> {
-    const prefix = 'tenants/';
-    const listed = (await this.rt.store.listPrefixes(prefix)).map((p) => p.slice(prefix.length).replace(/\/$/, ''));
-    return [...new Set([this.rt.config.DEFAULT_TENANT, ...listed])].sort();
+  private tenants(): Promise<string[]> {
+    return this.rt.collections.tenants(this.rt.config.DEFAULT_TENANT);
   }
 
   /** One overview at most per second, shared by concurrent callers (several open dashboards). */

@@ -18,11 +18,7 @@ export function metricsEndpoint(rt: Runtime) {
   let refreshing: Promise<void> | undefined;
   const refreshCollections = async () => {
     const m = processMetrics();
-    const tenantsPrefix = 'tenants/';
-    // Every tenant with data (S3 and MinIO list them; the embedded s3rver lists no common prefixes
-    // at this depth, so the default tenant is always included).
-    const listed = (await rt.store.listPrefixes(tenantsPrefix)).map((p) => p.slice(tenantsPrefix.length).replace(/\/$/, ''));
-    const tenants = [...new Set([rt.config.DEFAULT_TENANT, ...listed])];
+    const tenants = await rt.collections.tenants(rt.config.DEFAULT_TENANT);
     const rows: { tenant: string; collection: string; documents: number; tokens: number; bytes: number }[] = [];
     for (const tenant of tenants) {
       for (const collection of await rt.collections.list(tenant)) {

@@ -28,6 +28,16 @@ export class CollectionRepository {
     await this.onChange(c.tenantId, c.id);
   }
 
+  /**
+   * Every tenant with data in S3, sorted: the common prefixes under `tenants/` (S3 and MinIO list
+   * them; the embedded s3rver lists no common prefixes at that depth) and `defaultTenant` always.
+   */
+  async tenants(defaultTenant: string): Promise<string[]> {
+    const prefix = 'tenants/';
+    const listed = (await this.store.listPrefixes(prefix)).map((p) => p.slice(prefix.length).replace(/\/$/, ''));
+    return [...new Set([defaultTenant, ...listed])].sort();
+  }
+
   /** Ids of the tenant's collections that have a record, sorted. */
   async list(tenantId: string): Promise<string[]> {
     const prefix = s3Keys.collectionsPrefix(tenantId);

@@ -47,9 +47,8 @@ export async function reconcile(rt: Runtime): Promise<ReconcileReport> {
  * default tenant and the tenants that hold API keys.
  */
 async function tenants(rt: Runtime): Promise<string[]> {
-  const listed = (await rt.store.listPrefixes('tenants/')).map((p) => p.slice('tenants/'.length).replace(/\/$/, ''));
   const keyed = (await new ApiKeyRepository(rt.store).list()).map((k) => k.tenantId);
-  return [...new Set([rt.config.DEFAULT_TENANT, ...listed, ...keyed])].sort();
+  return [...new Set([...(await rt.collections.tenants(rt.config.DEFAULT_TENANT)), ...keyed])].sort();
 }
 
 async function hasJob(rt: Runtime, queue: QueueName, id: string): Promise<boolean> {
@@ -127,8 +126,9 @@ const LEASE_TTL_MS = 120_000;
 const SENTINEL_CHECK_MS = 10_000;
 
 /**
- * Runs `reconcile` at start, every RECONCILE_INTERVAL_SECONDS, and within SENTINEL_CHECK_MS of
- * Redis losing its data (a sentinel key this process sets is gone), one pass at a time
+ * Runs `reconcile` at start (unless another process's pass began within the interval), every
+ * RECONCILE_INTERVAL_SECONDS, and within SENTINEL_CHECK_MS of Redis losing its data (the
+ * sentinel key, which holds when the last pass began, is gone), one pass at a time
  * cluster-wide (a Redis lease; a process that finds it held skips that pass). Logs what a pass
  * did when it did anything. Returns a stop function.
  */
@@ -163,11 +163,16 @@ export function startReconciler(rt: Runtime, opts: { onPass?: (r: ReconcileRepor
     }
   };
   const tick = async () => {
+    let lastPass: string | null;
     try {
-      if ((await redis.exists(sentinelKey)) === 0) return pass(last === 0 ? 'start' : 'Redis lost its data');
+      lastPass = await redis.get(sentinelKey);
     } catch {
       return; // Redis down: the next tick looks again
     }
+    if (lastPass === null) return pass(last === 0 ? 'start' : 'Redis lost its data');
+    // The sentinel holds when the cluster's last pass began: a process that starts beside others
+    // waits out the interval from there instead of walking S3 again at once.
+    last = Math.max(last, Number(lastPass) || 0);
     if (Date.now() - last >= every) return pass('interval');
   };
   const timer = setInterval(() => void tick(), Math.min(SENTINEL_CHECK_MS, every));
