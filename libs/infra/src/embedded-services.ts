@@ -343,9 +343,7 @@ async function addConditionalWrites(server: S3rverInstance): Promise<void> {
       if (tails.get(lockKey) === tail) tails.delete(lockKey);
     }
   };
-  const vhost = server.middleware.findIndex((fn) => fn.name === 'vhost');
-  if (vhost < 0) throw new Error('s3rver: vhost middleware not found; cannot add If-None-Match support (s3rver version changed?)');
-  server.middleware.splice(vhost + 1, 0, middleware);
+  afterVhost(server, middleware, 'add If-None-Match support');
 }
 
 /**
@@ -379,8 +377,13 @@ async function refuseUnsafeKeys(server: S3rverInstance): Promise<void> {
     }
     return next();
   };
+  afterVhost(server, middleware, 'guard object keys');
+}
+
+/** Puts `middleware` right after s3rver's vhost rewrite, where the path is `/bucket/key` for every addressing style. */
+function afterVhost(server: S3rverInstance, middleware: S3rverMiddleware, purpose: string): void {
   const vhost = server.middleware.findIndex((fn) => fn.name === 'vhost');
-  if (vhost < 0) throw new Error('s3rver: vhost middleware not found; cannot guard object keys (s3rver version changed?)');
+  if (vhost < 0) throw new Error(`s3rver: vhost middleware not found; cannot ${purpose} (s3rver version changed?)`);
   server.middleware.splice(vhost + 1, 0, middleware);
 }
 

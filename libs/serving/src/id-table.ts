@@ -106,19 +106,7 @@ export function generationTable(segments: Pick<SegmentRef, 'documents' | 'tombst
   }
   const all = runs[0];
   const dead = segments.map((s) => (s.tombstones && s.tombstones.length > 0 ? new Set(s.tombstones) : null));
-  const ids: string[] = [];
-  const seg = new Uint32Array(all.ids.length);
-  const doc = new Uint32Array(all.ids.length);
-  let k = 0;
-  for (let i = 0; i < all.ids.length; i++) {
-    if (dead[all.seg[i]]?.has(all.doc[i])) continue;
-    ids.push(all.ids[i]);
-    seg[k] = all.seg[i];
-    doc[k] = all.doc[i];
-    k++;
-  }
-  // Per segment: live documents; undefined when every document of the segment is live.
-  return withLive(segments, ids, seg.slice(0, k), doc.slice(0, k));
+  return withoutDead(segments, all, dead);
 }
 
 /**
@@ -155,6 +143,11 @@ export function extendGenerationTable(
   let run: Run = { ids: [], seg: new Uint32Array(0), doc: new Uint32Array(0) };
   added.forEach((t, i) => (run = mergeRuns(run, { ids: t.ids, seg: new Uint32Array(t.ids.length).fill(base + i), doc: t.doc })));
   const all = mergeRuns({ ids: prev.ids, seg: prev.seg, doc: prev.doc }, run);
+  return withoutDead(segments, all, dead);
+}
+
+/** The merged run less its entries tombstoned in `dead` (per segment), with each segment's live documents. */
+function withoutDead(segments: Pick<SegmentRef, 'documents'>[], all: Run, dead: (Set<number> | null)[]): GenerationTable {
   const ids: string[] = [];
   const seg = new Uint32Array(all.ids.length);
   const doc = new Uint32Array(all.ids.length);
@@ -166,6 +159,7 @@ export function extendGenerationTable(
     doc[k] = all.doc[i];
     k++;
   }
+  // Per segment: live documents; undefined when every document of the segment is live.
   return withLive(segments, ids, seg.slice(0, k), doc.slice(0, k));
 }
 
