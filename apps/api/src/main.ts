@@ -12,7 +12,6 @@ async function main() {
   // and kill the process before it is closed (see detachNestSignalHandlers in apps/all-in-one).
   (app as unknown as { unsubscribeFromProcessSignals?: () => void }).unsubscribeFromProcessSignals?.();
   await app.listen(config.PORT, config.HOST);
-  logger.info(`API on http://${config.HOST}:${config.PORT} (OpenAPI: /openapi.json, docs: /docs)`);
   stopOnSignal(
     async () => {
       logger.info('stopping API');
@@ -22,6 +21,8 @@ async function main() {
     },
     { logger },
   );
+  // After the handlers: a signal sent as soon as this line is seen finds them installed.
+  logger.info(`API on http://${config.HOST}:${config.PORT} (OpenAPI: /openapi.json, docs: /docs)`);
 }
 
 runMain(main);

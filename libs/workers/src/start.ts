@@ -86,7 +86,6 @@ export async function runWorkerApp(name: string, defaults: QueueName[]): Promise
   const queues = config.WORKER_QUEUES.length ? config.WORKER_QUEUES : defaults;
   const host = startWorkers(rt, queues);
   const metrics = config.METRICS_PORT > 0 ? await startMetricsServer(config.METRICS_PORT, config.HOST) : null;
-  logger.info(`${name} working on ${queues.join(', ')} (onnx: ${config.ORT_EXECUTION_PROVIDER}${metrics ? `; metrics: http://${config.HOST}:${metrics.port}/metrics` : ''})`);
   // The process's own deadline leaves the workers their grace period (SHUTDOWN_GRACE_SECONDS) and 30 s more.
   stopOnSignal(async () => {
     logger.info(`closing workers (active jobs get SHUTDOWN_GRACE_SECONDS = ${config.SHUTDOWN_GRACE_SECONDS} s, then go back to their queues)`);
@@ -94,4 +93,6 @@ export async function runWorkerApp(name: string, defaults: QueueName[]): Promise
     await metrics?.close();
     await rt.close();
   }, { timeoutMs: (config.SHUTDOWN_GRACE_SECONDS + 30) * 1000 });
+  // After the handlers: a signal sent as soon as this line is seen finds them installed.
+  logger.info(`${name} working on ${queues.join(', ')} (onnx: ${config.ORT_EXECUTION_PROVIDER}${metrics ? `; metrics: http://${config.HOST}:${metrics.port}/metrics` : ''})`);
 }
