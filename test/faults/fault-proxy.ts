@@ -3,8 +3,10 @@ import net from 'node:net';
 export type ProxyMode = 'pass' | 'reset' | 'stall' | 'refuse';
 
 /**
- * A fault-injecting TCP proxy on 127.0.0.1 in front of `target` (host:port):
- * - `pass`: pipes bytes both ways;
+ * A fault-injecting TCP proxy (on 127.0.0.1 unless told another address) in front of `target` (host:port):
+ * - `pass`: relays bytes both ways, each chunk held `delayMs` first when that is set (a per-chunk
+ *   latency, in order and pipelined: a stand-in for `tc qdisc ... netem delay`, which this kernel
+ *   lacks; a chunk is what one read of the socket returned, one or a few TCP segments);
  * - `reset`: every new connection is reset (RST) as soon as it is accepted, and switching to it
  *   resets the connections in flight;
  * - `stall`: connections are accepted and never answered (held until the mode changes, then reset),
@@ -18,24 +20,70 @@ export class FaultProxy {
   private readonly held = new Set<net.Socket>();
   /** Every client connection still open, whatever its mode. */
   private readonly open = new Set<net.Socket>();
-  private readonly piped = new Set<{ client: net.Socket; upstream: net.Socket; drop: () => void }>();
+  private readonly piped = new Set<{ client: net.Socket; upstream: net.Socket; drop: () => void; stop: () => void }>();
   port = 0;
+  /** Latency added to every chunk relayed in `pass` mode, each way (0: none). */
+  delayMs = 0;
+  /** Chunks that were held by `delayMs`. */
+  delayedChunks = 0;
   /** Connections accepted in each mode. */
   readonly counts: Record<ProxyMode, number> = { pass: 0, reset: 0, stall: 0, refuse: 0 };
 
-  constructor(private readonly targetHost: string, private readonly targetPort: number) {
+  constructor(private readonly targetHost: string, private readonly targetPort: number, private readonly host = '127.0.0.1') {
     this.server = this.createServer();
   }
 
-  static async start(target: string): Promise<FaultProxy> {
+  /** Listens on `opts.host` (default 127.0.0.1) and `opts.port` (default a free one). */
+  static async start(target: string, opts: { host?: string; port?: number } = {}): Promise<FaultProxy> {
     const u = new URL(target);
-    const p = new FaultProxy(u.hostname, Number(u.port));
-    await p.listen(0);
+    const p = new FaultProxy(u.hostname, Number(u.port), opts.host);
+    await p.listen(opts.port ?? 0);
     return p;
   }
 
   get endpoint(): string {
-    return `http://127.0.0.1:${this.port}`;
+    return `http://${this.host}:${this.port}`;
+  }
+
+  /**
+   * Relays `from` to `to`, holding each chunk `delayMs` (read when the chunk arrives) and keeping
+   * their order; undelayed chunks keep the sockets' back-pressure. `stop()` ends the relay.
+   */
+  private relay(from: net.Socket, to: net.Socket): () => void {
+    const queue: { at: number; chunk: Buffer }[] = [];
+    let timer: NodeJS.Timeout | undefined;
+    let ended = false;
+    const flush = () => {
+      timer = undefined;
+      const now = Date.now();
+      while (queue.length && queue[0].at <= now) to.write(queue.shift()!.chunk);
+      if (queue.length) timer = setTimeout(flush, queue[0].at - now);
+      else if (ended) to.end();
+    };
+    const onData = (chunk: Buffer) => {
+      if (this.delayMs <= 0 && !queue.length) {
+        if (!to.write(chunk)) {
+          from.pause();
+          to.once('drain', () => from.resume());
+        }
+        return;
+      }
+      this.delayedChunks++;
+      queue.push({ at: Math.max(Date.now() + this.delayMs, queue.at(-1)?.at ?? 0), chunk });
+      timer ??= setTimeout(flush, queue[0].at - Date.now());
+    };
+    const onEnd = () => {
+      ended = true;
+      if (!queue.length) to.end();
+    };
+    from.on('data', onData);
+    from.once('end', onEnd);
+    return () => {
+      from.off('data', onData);
+      from.off('end', onEnd);
+      if (timer) clearTimeout(timer);
+      queue.length = 0;
+    };
   }
 
   private createServer(): net.Server {
@@ -57,19 +105,18 @@ export class FaultProxy {
         upstream.destroy();
         client.destroy();
       };
-      const pair = { client, upstream, drop };
+      const stops = [this.relay(client, upstream), this.relay(upstream, client)];
+      const pair = { client, upstream, drop, stop: () => stops.forEach((s) => s()) };
       this.piped.add(pair);
       client.once('close', drop);
       upstream.once('close', drop);
-      client.pipe(upstream);
-      upstream.pipe(client);
     });
   }
 
   private listen(port: number): Promise<void> {
     return new Promise((resolve, reject) => {
       this.server.once('error', reject);
-      this.server.listen(port, '127.0.0.1', () => {
+      this.server.listen(port, this.host, () => {
         this.server.off('error', reject);
         this.port = (this.server.address() as net.AddressInfo).port;
         resolve();
@@ -93,8 +140,7 @@ export class FaultProxy {
       for (const pair of this.piped) {
         pair.client.off('close', pair.drop);
         pair.upstream.off('close', pair.drop);
-        pair.client.unpipe(pair.upstream);
-        pair.upstream.unpipe(pair.client);
+        pair.stop();
         pair.upstream.destroy();
         this.piped.delete(pair);
         this.held.add(pair.client);

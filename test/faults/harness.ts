@@ -4,6 +4,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { randomBytes, randomUUID } from 'node:crypto';
 import { QueueName, loadConfig, type Config } from '@lateral/shared';
+import { readSegment } from '@lateral/codec';
 import { startEmbeddedRedis, startEmbeddedS3, type EmbeddedRedis, type EmbeddedS3 } from '@lateral/infra';
 import { startServer, type Server } from '../../apps/all-in-one/src/server';
 import { fetchRetrying } from '../../scripts/lib/client';
@@ -193,12 +194,19 @@ export interface Census {
   manifestDocuments: number;
 }
 
+/** What a census reads: the API, and S3 through a runtime of the test's own (the collection's manifests and segments). */
+export interface CensusTarget {
+  api: Cluster['api'];
+  config: Pick<Config, 'DEFAULT_TENANT'>;
+  server: { runtime: Pick<Cluster['server']['runtime'], 'generations' | 'store' | 'codecs'> };
+}
+
 /**
  * Counts the collection: the ids it lists (paged), a re-rank of every expected id in one query
  * (topK = all, with `include: ['text']`, so each document must come back exactly once with the
  * text it was ingested with), the collection's count and its current manifest's live documents.
  */
-export async function census(cluster: Cluster, collection: string, expected: Doc[]): Promise<Census> {
+export async function census(cluster: CensusTarget, collection: string, expected: Doc[]): Promise<Census> {
   const { api } = cluster;
   const ids: string[] = [];
   let cursor: string | undefined;
@@ -240,6 +248,24 @@ export async function census(cluster: Cluster, collection: string, expected: Doc
     collectionDocuments: coll.body.documents,
     manifestDocuments,
   };
+}
+
+/** Live ids over the current manifest's segments (each segment's id table minus its tombstones), with repeats. */
+export async function liveIdTable(cluster: CensusTarget, collection: string): Promise<{ live: number; repeated: number }> {
+  const { generations, store, codecs } = cluster.server.runtime;
+  const tenant = cluster.config.DEFAULT_TENANT;
+  const manifest = await generations.manifest(tenant, collection);
+  const seen = new Map<string, number>();
+  for (const seg of manifest?.segments ?? []) {
+    const bytes = await store.get(seg.key);
+    if (!bytes) throw new Error(`segment ${seg.key} of the current generation is missing`);
+    const ids = readSegment(bytes, seg.key, await codecs.get(tenant, collection, seg.codecVersion)).docIds;
+    const dead = new Set(seg.tombstones ?? []);
+    ids.forEach((id, i) => {
+      if (!dead.has(i)) seen.set(id, (seen.get(id) ?? 0) + 1);
+    });
+  }
+  return { live: seen.size, repeated: [...seen.values()].filter((n) => n > 1).length };
 }
 
 /** Every committed manifest of the collection, and the segment objects each names that are missing from S3. */

@@ -1,10 +1,9 @@
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { QueueName } from '@lateral/shared';
-import { readSegment } from '@lateral/codec';
 import { loadCranfield } from '../../scripts/lib/cranfield';
 import { until } from '../helpers';
-import { census, report, startCluster, watchIngestion, type Cluster, type Doc } from './harness';
+import { census, liveIdTable, report, startCluster, watchIngestion, type Cluster, type Doc } from './harness';
 
 /**
  * kill -9 of the scorer worker (the process that builds each segment's search index and commits
@@ -16,24 +15,6 @@ import { census, report, startCluster, watchIngestion, type Cluster, type Doc } 
  */
 const ENCODER_QUEUES = [QueueName.encode, QueueName.compress];
 const SCORER_QUEUES = [QueueName.index, QueueName.commit];
-
-/** Live ids over the current manifest's segments (each segment's id table minus its tombstones), with repeats. */
-async function liveIdTable(cluster: Cluster, collection: string): Promise<{ live: number; repeated: number }> {
-  const { generations, store, codecs } = cluster.server.runtime;
-  const tenant = cluster.config.DEFAULT_TENANT;
-  const manifest = await generations.manifest(tenant, collection);
-  const seen = new Map<string, number>();
-  for (const seg of manifest?.segments ?? []) {
-    const bytes = await store.get(seg.key);
-    if (!bytes) throw new Error(`segment ${seg.key} of the current generation is missing`);
-    const ids = readSegment(bytes, seg.key, await codecs.get(tenant, collection, seg.codecVersion)).docIds;
-    const dead = new Set(seg.tombstones ?? []);
-    ids.forEach((id, i) => {
-      if (!dead.has(i)) seen.set(id, (seen.get(id) ?? 0) + 1);
-    });
-  }
-  return { live: seen.size, repeated: [...seen.values()].filter((n) => n > 1).length };
-}
 
 describe('fault: kill -9 of the scorer worker mid-ingestion', () => {
   let cluster: Cluster | undefined;
