@@ -38,7 +38,7 @@
 import { existsSync, mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { loadConfig, type Config } from '@lateral/shared';
+import { loadConfig, mulberry32, type Config } from '@lateral/shared';
 import { startServer } from '../../apps/all-in-one/src/server';
 import { getCollection, ingest, recreateCollection, search } from '../lib/client';
 import { hasRelevant, mean, ndcgAt, recallAt, type Judgments } from '../lib/metrics';
@@ -119,18 +119,6 @@ export function bestLambda(grid: readonly { lambda: number; 'ndcg@10': number }[
   return best.lambda;
 }
 
-/** mulberry32: a small seeded generator, so --quick picks the same documents every run. */
-function rng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
-
 /**
  * --quick: the first `nQueries` judged queries and `nDocs` documents, those judged relevant to them
  * first (in corpus order, at most nDocs), the rest a seeded random sample; corpus order kept,
@@ -142,7 +130,7 @@ export function quickSubset(ds: RetrievalDataset, nQueries = 20, nDocs = 300, se
   for (const q of queries) for (const [d, g] of ds.qrels.get(q.id)!) if (g > 0) relevant.add(d);
   const keep = new Set(ds.docs.filter((d) => relevant.has(d.id)).slice(0, nDocs).map((d) => d.id));
   const rest = ds.docs.filter((d) => !keep.has(d.id));
-  const r = rng(seed);
+  const r = mulberry32(seed);
   for (let i = rest.length - 1; i > 0; i--) {
     const j = Math.floor(r() * (i + 1));
     [rest[i], rest[j]] = [rest[j]!, rest[i]!];

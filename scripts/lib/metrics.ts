@@ -1,6 +1,6 @@
 /**
  * Ranking metrics of every evaluation in scripts/ (Cranfield, TREC DL re-ranking, the compression
- * sweeps, the negation benchmark, the demo): the one nDCG implementation of the repository.
+ * sweeps, the negation benchmark, the demo); nDCG is @lateral/scoring's (libs/scoring/src/ndcg.ts).
  *
  * Conventions (trec_eval's, which published TREC DL figures use):
  * - nDCG@k has LINEAR gain: DCG = sum_{r < k} gain(ranking[r]) / log2(r + 2), a missing or
@@ -11,29 +11,10 @@
  * Ids may be of any type (strings for document ids, numbers for positions).
  */
 
-/** id -> graded judgement (gain). Ids not in the map are unjudged (gain 0). */
-export type Judgments<K = string> = ReadonlyMap<K, number>;
+import type { Judgments } from '@lateral/scoring';
 
-/** Discounted cumulative gain of the first k entries of `ranking` (linear gain, log2(rank + 1) discount). */
-export function dcgAt<K>(ranking: readonly K[], judged: Judgments<K>, k = 10): number {
-  let dcg = 0;
-  for (let r = 0; r < Math.min(k, ranking.length); r++) dcg += Math.max(0, judged.get(ranking[r]!) ?? 0) / Math.log2(r + 2);
-  return dcg;
-}
-
-/** DCG of the best possible ranking: every positive judged gain, descending, first k. */
-export function idealDcgAt<K>(judged: Judgments<K>, k = 10): number {
-  const ideal = [...judged.values()].filter((g) => g > 0).sort((a, b) => b - a);
-  let idcg = 0;
-  for (let r = 0; r < Math.min(k, ideal.length); r++) idcg += ideal[r]! / Math.log2(r + 2);
-  return idcg;
-}
-
-/** nDCG@k with linear gain (trec_eval's ndcg_cut_k); 0 when nothing is judged relevant. */
-export function ndcgAt<K>(ranking: readonly K[], judged: Judgments<K>, k = 10): number {
-  const idcg = idealDcgAt(judged, k);
-  return idcg > 0 ? dcgAt(ranking, judged, k) / idcg : 0;
-}
+/** nDCG lives in @lateral/scoring (one implementation, also the trainer's): re-exported for the scripts. */
+export { dcgAt, idealDcgAt, ndcgAt, type Judgments } from '@lateral/scoring';
 
 /** Gain 1 for every id of `relevant`: nDCG@k with binary relevance. */
 export function binaryJudgments<K>(relevant: Iterable<K>): Map<K, number> {

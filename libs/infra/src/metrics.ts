@@ -24,117 +24,102 @@ export interface CacheStats {
   evictions: number;
 }
 
+type LabelOf<D> = D extends { labels: readonly (infer L)[] } ? Extract<L, string> : never;
+type MetricOf<D> = D extends { kind: 'counter' } ? Counter<LabelOf<D>> : D extends { kind: 'gauge' } ? Gauge<LabelOf<D>> : Histogram<LabelOf<D>>;
+
+interface MetricDefinition {
+  kind: 'counter' | 'gauge' | 'histogram';
+  name: string;
+  help: string;
+  labels?: readonly string[];
+  buckets?: readonly number[];
+}
+
+/** Every series the code records into, as data: `LateralMetrics` builds one prom-client metric per entry. */
+const SERIES = {
+  jobDuration: { kind: 'histogram', name: 'lateral_job_duration_seconds', help: 'Time a worker spent on one job attempt, by queue and outcome (completed, failed).', labels: ['queue', 'outcome'], buckets: DURATION_BUCKETS },
+  jobFailures: { kind: 'counter', name: 'lateral_job_failures_total', help: 'Jobs that failed for good (no attempt left, or a permanent error), by queue.', labels: ['queue'] },
+  jobRetries: { kind: 'counter', name: 'lateral_job_retries_total', help: 'Job attempts that failed and will be retried with backoff, by queue.', labels: ['queue'] },
+  httpDuration: { kind: 'histogram', name: 'lateral_http_request_duration_seconds', help: 'HTTP request durations by method, route pattern and status.', labels: ['method', 'route', 'status'], buckets: HTTP_BUCKETS },
+  s3Bytes: { kind: 'counter', name: 'lateral_s3_bytes_total', help: 'Object bytes written to (direction="written") and read from (direction="read") S3.', labels: ['direction'] },
+  s3Requests: { kind: 'counter', name: 'lateral_s3_requests_total', help: 'Object reads and writes sent to S3, by operation (get, put) and result (ok, error, missing).', labels: ['operation', 'result'] },
+  unavailableDetected: {
+    kind: 'counter',
+    name: 'lateral_segment_unavailable_total',
+    help: 'Segment or search-index objects found unreadable (checksum, decoding, missing from S3) by this scorer, by object (segment, index); counted once per detection.',
+    labels: ['object'],
+  },
+  unavailableNow: {
+    kind: 'gauge',
+    name: 'lateral_segments_unavailable',
+    help: 'Segment or search-index objects this scorer knows unreadable now (re-rank and search answer without them, degraded), by object.',
+    labels: ['object'],
+  },
+  inferenceSeconds: { kind: 'histogram', name: 'lateral_onnx_inference_seconds', help: 'ONNX Runtime session.run time, by graph (the encoder model, or a scoring kernel).', labels: ['graph'], buckets: DURATION_BUCKETS },
+  inferenceBatch: { kind: 'histogram', name: 'lateral_onnx_batch_size', help: 'Sequences per encoder batch, by model.', labels: ['graph'], buckets: BATCH_BUCKETS },
+  inferenceTokens: { kind: 'counter', name: 'lateral_onnx_tokens_total', help: 'Tokens (padded batch x sequence positions) run through the encoder, by model.', labels: ['graph'] },
+  queueJobs: {
+    kind: 'gauge',
+    name: 'lateral_queue_jobs',
+    help: 'Jobs per queue and state (waiting, active, completed, failed, delayed, prioritized), from BullMQ at scrape time (API).',
+    labels: ['queue', 'state'],
+  },
+  redisUp: { kind: 'gauge', name: 'lateral_redis_up', help: '1 when Redis answered the last scrape, 0 when it did not (the queue series are then absent).' },
+  collectionDocuments: { kind: 'gauge', name: 'lateral_collection_documents', help: 'Live documents in the current generation, by tenant and collection (API; refreshed at most every 30 s).', labels: ['tenant', 'collection'] },
+  collectionTokens: { kind: 'gauge', name: 'lateral_collection_tokens', help: 'Stored tokens in the current generation, by tenant and collection.', labels: ['tenant', 'collection'] },
+  collectionBytes: { kind: 'gauge', name: 'lateral_collection_bytes', help: 'Segment bytes in S3 of the current generation, by tenant and collection.', labels: ['tenant', 'collection'] },
+} as const satisfies Record<string, MetricDefinition>;
+
+/**
+ * The cache series, read from each registered cache at scrape time (gauges: what it holds now;
+ * counters: the monotonic totals the cache keeps itself, exposed with the cache's figure).
+ */
+const CACHE_SERIES: readonly { kind: 'counter' | 'gauge'; name: string; help: string; pick: (s: CacheStats) => number | undefined }[] = [
+  { kind: 'gauge', name: 'lateral_cache_bytes', help: 'Bytes held by a cache (scorer segment caches), by cache.', pick: (s) => s.bytes },
+  { kind: 'gauge', name: 'lateral_cache_entries', help: 'Entries held by a cache, by cache.', pick: (s) => s.entries },
+  { kind: 'counter', name: 'lateral_cache_hits_total', help: 'Cache hits, by cache.', pick: (s) => s.hits },
+  { kind: 'counter', name: 'lateral_cache_misses_total', help: 'Cache misses, by cache.', pick: (s) => s.misses },
+  { kind: 'counter', name: 'lateral_cache_evictions_total', help: 'Entries evicted to stay within the budget, by cache.', pick: (s) => s.evictions },
+];
+
+/** The prom-client metric `d` describes, registered in `registry`. */
+function metric<D extends MetricDefinition>(registry: Registry, d: D): MetricOf<D> {
+  const common = { name: d.name, help: d.help, labelNames: [...(d.labels ?? [])], registers: [registry] };
+  if (d.kind === 'counter') return new Counter(common) as MetricOf<D>;
+  if (d.kind === 'gauge') return new Gauge(common) as MetricOf<D>;
+  return new Histogram({ ...common, buckets: [...(d.buckets ?? DURATION_BUCKETS)] }) as MetricOf<D>;
+}
+
 export class LateralMetrics {
   readonly registry = new Registry();
   /** Off: every `record*` call returns at once (the ingest bench's "without" variant). */
   enabled = true;
 
-  readonly jobDuration = new Histogram({
-    name: 'lateral_job_duration_seconds',
-    help: 'Time a worker spent on one job attempt, by queue and outcome (completed, failed).',
-    labelNames: ['queue', 'outcome'] as const,
-    buckets: DURATION_BUCKETS,
-    registers: [this.registry],
-  });
-  readonly jobFailures = new Counter({
-    name: 'lateral_job_failures_total',
-    help: 'Jobs that failed for good (no attempt left, or a permanent error), by queue.',
-    labelNames: ['queue'] as const,
-    registers: [this.registry],
-  });
-  readonly jobRetries = new Counter({
-    name: 'lateral_job_retries_total',
-    help: 'Job attempts that failed and will be retried with backoff, by queue.',
-    labelNames: ['queue'] as const,
-    registers: [this.registry],
-  });
-  readonly httpDuration = new Histogram({
-    name: 'lateral_http_request_duration_seconds',
-    help: 'HTTP request durations by method, route pattern and status.',
-    labelNames: ['method', 'route', 'status'] as const,
-    buckets: HTTP_BUCKETS,
-    registers: [this.registry],
-  });
-  readonly s3Bytes = new Counter({
-    name: 'lateral_s3_bytes_total',
-    help: 'Object bytes written to (direction="written") and read from (direction="read") S3.',
-    labelNames: ['direction'] as const,
-    registers: [this.registry],
-  });
-  readonly s3Requests = new Counter({
-    name: 'lateral_s3_requests_total',
-    help: 'Object reads and writes sent to S3, by operation (get, put) and result (ok, error, missing).',
-    labelNames: ['operation', 'result'] as const,
-    registers: [this.registry],
-  });
-  readonly unavailableDetected = new Counter({
-    name: 'lateral_segment_unavailable_total',
-    help: 'Segment or search-index objects found unreadable (checksum, decoding, missing from S3) by this scorer, by object (segment, index); counted once per detection.',
-    labelNames: ['object'] as const,
-    registers: [this.registry],
-  });
-  readonly unavailableNow = new Gauge({
-    name: 'lateral_segments_unavailable',
-    help: 'Segment or search-index objects this scorer knows unreadable now (re-rank and search answer without them, degraded), by object.',
-    labelNames: ['object'] as const,
-    registers: [this.registry],
-  });
-  readonly inferenceSeconds = new Histogram({
-    name: 'lateral_onnx_inference_seconds',
-    help: 'ONNX Runtime session.run time, by graph (the encoder model, or a scoring kernel).',
-    labelNames: ['graph'] as const,
-    buckets: DURATION_BUCKETS,
-    registers: [this.registry],
-  });
-  readonly inferenceBatch = new Histogram({
-    name: 'lateral_onnx_batch_size',
-    help: 'Sequences per encoder batch, by model.',
-    labelNames: ['graph'] as const,
-    buckets: BATCH_BUCKETS,
-    registers: [this.registry],
-  });
-  readonly inferenceTokens = new Counter({
-    name: 'lateral_onnx_tokens_total',
-    help: 'Tokens (padded batch x sequence positions) run through the encoder, by model.',
-    labelNames: ['graph'] as const,
-    registers: [this.registry],
-  });
-  readonly queueJobs = new Gauge({
-    name: 'lateral_queue_jobs',
-    help: 'Jobs per queue and state (waiting, active, completed, failed, delayed, prioritized), from BullMQ at scrape time (API).',
-    labelNames: ['queue', 'state'] as const,
-    registers: [this.registry],
-  });
-  readonly redisUp = new Gauge({
-    name: 'lateral_redis_up',
-    help: '1 when Redis answered the last scrape, 0 when it did not (the queue series are then absent).',
-    registers: [this.registry],
-  });
-  readonly collectionDocuments = new Gauge({
-    name: 'lateral_collection_documents',
-    help: 'Live documents in the current generation, by tenant and collection (API; refreshed at most every 30 s).',
-    labelNames: ['tenant', 'collection'] as const,
-    registers: [this.registry],
-  });
-  readonly collectionTokens = new Gauge({
-    name: 'lateral_collection_tokens',
-    help: 'Stored tokens in the current generation, by tenant and collection.',
-    labelNames: ['tenant', 'collection'] as const,
-    registers: [this.registry],
-  });
-  readonly collectionBytes = new Gauge({
-    name: 'lateral_collection_bytes',
-    help: 'Segment bytes in S3 of the current generation, by tenant and collection.',
-    labelNames: ['tenant', 'collection'] as const,
-    registers: [this.registry],
-  });
+  readonly jobDuration = metric(this.registry, SERIES.jobDuration);
+  readonly jobFailures = metric(this.registry, SERIES.jobFailures);
+  readonly jobRetries = metric(this.registry, SERIES.jobRetries);
+  readonly httpDuration = metric(this.registry, SERIES.httpDuration);
+  readonly s3Bytes = metric(this.registry, SERIES.s3Bytes);
+  readonly s3Requests = metric(this.registry, SERIES.s3Requests);
+  readonly unavailableDetected = metric(this.registry, SERIES.unavailableDetected);
+  readonly unavailableNow = metric(this.registry, SERIES.unavailableNow);
+  readonly inferenceSeconds = metric(this.registry, SERIES.inferenceSeconds);
+  readonly inferenceBatch = metric(this.registry, SERIES.inferenceBatch);
+  readonly inferenceTokens = metric(this.registry, SERIES.inferenceTokens);
+  readonly queueJobs = metric(this.registry, SERIES.queueJobs);
+  readonly redisUp = metric(this.registry, SERIES.redisUp);
+  readonly collectionDocuments = metric(this.registry, SERIES.collectionDocuments);
+  readonly collectionTokens = metric(this.registry, SERIES.collectionTokens);
+  readonly collectionBytes = metric(this.registry, SERIES.collectionBytes);
 
   private readonly caches = new Map<string, () => CacheStats>();
 
   constructor() {
     collectDefaultMetrics({ register: this.registry });
     const caches = this.caches;
-    const each = (pick: (s: CacheStats) => number | undefined, set: (name: string, v: number) => void) => {
+    /** Each registered cache's figure `pick` (a cache whose stats throw, or lack the figure, is left out). */
+    const figures = (pick: (s: CacheStats) => number | undefined): [string, number][] => {
+      const out: [string, number][] = [];
       for (const [name, get] of caches) {
         let s: CacheStats;
         try {
@@ -143,45 +128,29 @@ export class LateralMetrics {
           continue;
         }
         const v = pick(s);
-        if (v !== undefined && Number.isFinite(v)) set(name, v);
+        if (v !== undefined && Number.isFinite(v)) out.push([name, v]);
       }
+      return out;
     };
-    new Gauge({
-      name: 'lateral_cache_bytes',
-      help: 'Bytes held by a cache (scorer segment caches), by cache.',
-      labelNames: ['cache'] as const,
-      registers: [this.registry],
-      collect() {
-        this.reset();
-        each((s) => s.bytes, (cache, v) => this.set({ cache }, v));
-      },
-    });
-    new Gauge({
-      name: 'lateral_cache_entries',
-      help: 'Entries held by a cache, by cache.',
-      labelNames: ['cache'] as const,
-      registers: [this.registry],
-      collect() {
-        this.reset();
-        each((s) => s.entries, (cache, v) => this.set({ cache }, v));
-      },
-    });
-    // Monotonic totals kept by the cache itself: exposed as counters with the cache's figure.
-    for (const [suffix, help, pick] of [
-      ['hits', 'Cache hits, by cache.', (s: CacheStats) => s.hits],
-      ['misses', 'Cache misses, by cache.', (s: CacheStats) => s.misses],
-      ['evictions', 'Entries evicted to stay within the budget, by cache.', (s: CacheStats) => s.evictions],
-    ] as const) {
-      new Counter({
-        name: `lateral_cache_${suffix}_total`,
-        help,
-        labelNames: ['cache'] as const,
-        registers: [this.registry],
-        collect() {
-          this.reset();
-          each(pick, (cache, v) => this.inc({ cache }, v));
-        },
-      });
+    for (const { kind, name, help, pick } of CACHE_SERIES) {
+      const common = { name, help, labelNames: ['cache'] as const, registers: [this.registry] };
+      if (kind === 'gauge') {
+        new Gauge({
+          ...common,
+          collect() {
+            this.reset();
+            for (const [cache, v] of figures(pick)) this.set({ cache }, v);
+          },
+        });
+      } else {
+        new Counter({
+          ...common,
+          collect() {
+            this.reset();
+            for (const [cache, v] of figures(pick)) this.inc({ cache }, v);
+          },
+        });
+      }
     }
   }
 

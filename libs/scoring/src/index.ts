@@ -12,3 +12,4 @@ export { xtrAggregate, xtrScores, type XtrRetrieved, type XtrScores } from './xt
 export { mebert, dedupMaxByDoc } from './mebert';
 export { hybridLinear, normalizeScores, rrf, RRF_K, type ScoreNormalization } from './hybrid';
 export { negationWeights } from './negation';
+export { dcgAt, idealDcg, idealDcgAt, ndcgAt, type Judgments } from './ndcg';

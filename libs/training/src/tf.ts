@@ -5,6 +5,7 @@
  */
 import * as tf from '@tensorflow/tfjs';
 import '@tensorflow/tfjs-backend-wasm';
+import { mulberry32 } from '@lateral/shared';
 
 export type TfBackend = 'wasm' | 'cpu';
 let ready: Promise<TfBackend> | null = null;
@@ -29,16 +30,13 @@ export function initTf(prefer: TfBackend = 'wasm'): Promise<TfBackend> {
 
 export { tf };
 
-/** Deterministic uniform generator (mulberry32): the same seed gives the same weights and samples everywhere. */
+/**
+ * Deterministic uniform generator (@lateral/shared's mulberry32, its state started at the seed
+ * XOR its increment, as trained artifacts have always been seeded): the same seed gives the same
+ * weights and samples everywhere.
+ */
 export function rng(seed: number): () => number {
-  let a = (seed >>> 0) ^ 0x6d2b79f5;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
+  return mulberry32(((seed >>> 0) ^ 0x6d2b79f5) >>> 0);
 }
 
 /** Fisher-Yates shuffle with `r` (a copy). */

@@ -24,7 +24,7 @@
  * renewal, other queues) keeps running.
  */
 import { MIN_TRAIN_QUERIES } from '@lateral/shared';
-import { KNRM_MU, type KnrmWeights, type LiteWeights } from '@lateral/scoring';
+import { KNRM_MU, dcgAt, idealDcg, type KnrmWeights, type LiteWeights } from '@lateral/scoring';
 import { KnrmTf, LiteTf, knrmPhiTf, padRowsTo, type LiteSizes } from './heads';
 import { initTf, rng, shuffled, tf, type TfBackend } from './tf';
 
@@ -140,16 +140,12 @@ export class TooFewQueriesError extends Error {
   override name = 'TooFewQueriesError';
 }
 
-/** nDCG@10, linear gain, ideal over the judged positives given (trec_eval's ndcg_cut_10 over the list). */
+/** nDCG@10, linear gain, ideal over the judged positives given (trec_eval's ndcg_cut_10 over the list; @lateral/scoring's nDCG). */
 export function ndcg10(scores: ArrayLike<number>, grades: readonly number[], idealGrades: readonly number[] = grades): number {
-  const ideal = [...idealGrades].filter((g) => g > 0).sort((a, b) => b - a);
-  let idcg = 0;
-  for (let r = 0; r < Math.min(10, ideal.length); r++) idcg += ideal[r] / Math.log2(r + 2);
+  const idcg = idealDcg(idealGrades, 10);
   if (idcg === 0) return 0;
   const order = Array.from(grades, (_, i) => i).sort((a, b) => scores[b] - scores[a] || a - b);
-  let dcg = 0;
-  for (let r = 0; r < Math.min(10, order.length); r++) dcg += Math.max(0, grades[order[r]]) / Math.log2(r + 2);
-  return dcg / idcg;
+  return dcgAt(order, new Map(grades.map((g, i) => [i, g])), 10) / idcg;
 }
 
 const yieldLoop = () => new Promise<void>((r) => setImmediate(r));
