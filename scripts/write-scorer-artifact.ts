@@ -21,6 +21,7 @@ import { LITE_DEFAULT, LITE_SMALL, type LiteWeights } from '@lateral/scoring';
 import {
   knrmWeightsFromJson, liteWeightsFromBinary, liteWeightsFromJson, randomKnrmWeights, randomLiteWeights, writeKnrmArtifact, writeLiteArtifact,
 } from '@lateral/kernels';
+import { CliUsageError, intFlag, parseCli } from './lib/cli';
 
 export interface WriteArtifactArgs {
   kind: 'lite' | 'knrm';
@@ -44,44 +45,51 @@ export function writeScorerArtifact(args: WriteArtifactArgs): { path: string; by
   return { path, bytes: writeLiteArtifact(path, w) };
 }
 
-export function parseArgs(argv: string[]): WriteArtifactArgs {
-  const [kind, ...rest] = argv;
-  if (kind !== 'lite' && kind !== 'knrm') throw new Error('usage: write-scorer-artifact.ts lite|knrm --out FILE [--weights FILE.json|FILE.bin] [--seed N] [--size default|small] [--L1 --L2 --m1 --m2]');
-  const args: WriteArtifactArgs = { kind, out: '' };
-  let sizes: { L1: number; L2: number; m1: number; m2: number } | undefined;
-  for (let i = 0; i < rest.length; i++) {
-    const flag = rest[i];
-    const value = () => {
-      const v = rest[++i];
-      if (v === undefined) throw new Error(`${flag} needs a value`);
-      return v;
-    };
-    const int = () => {
-      const n = Number(value());
-      if (!Number.isInteger(n) || n < 1) throw new Error(`${flag} must be a positive integer`);
-      return n;
-    };
-    if (flag === '--out') args.out = value();
-    else if (flag === '--weights') args.weights = value();
-    else if (flag === '--seed') args.seed = Number(value());
-    else if (flag === '--size') {
-      const s = value();
-      if (s !== 'default' && s !== 'small') throw new Error(`--size must be default or small, got ${s}`);
-      sizes = { ...(s === 'small' ? LITE_SMALL : LITE_DEFAULT) };
-    } else if (flag === '--L1' || flag === '--L2' || flag === '--m1' || flag === '--m2') {
-      sizes = { ...(sizes ?? LITE_DEFAULT), [flag.slice(2)]: int() };
-    } else throw new Error(`unknown argument ${flag}`);
+export const USAGE = `usage: tsx scripts/write-scorer-artifact.ts lite|knrm --out FILE [--weights FILE.json|FILE.bin] [--seed N] [--size default|small] [--L1 N --L2 N --m1 N --m2 N]
+  --out <file>       the ONNX file to write (required)
+  --weights <file>   trained weights (JSON; LITE also little-endian float32 binary); without it, seeded random weights
+  --seed <n>         seed of the random weights (default 1)
+  --size <preset>    LITE sizes: default (L1 30, L2 200, m1 360, m2 2400) or small (L2 50, m2 768)
+  --L1 --L2 --m1 --m2 <n>  LITE sizes one by one, over the --size preset
+  -h, --help         this text`;
+
+/** The command line (throws CliUsageError for a bad one); `--help` is the caller's (`help: true`). */
+export function parseArgs(argv: string[]): WriteArtifactArgs & { help?: boolean } {
+  const { values: v, positionals } = parseCli(
+    argv,
+    { out: { type: 'string' }, weights: { type: 'string' }, seed: { type: 'string' }, size: { type: 'string' }, L1: { type: 'string' }, L2: { type: 'string' }, m1: { type: 'string' }, m2: { type: 'string' } },
+    { positionals: true },
+  );
+  if (v.help) return { kind: 'lite', out: '', help: true };
+  const [kind, ...extra] = positionals;
+  if ((kind !== 'lite' && kind !== 'knrm') || extra.length) throw new CliUsageError(`the first argument is lite or knrm, and the only one${extra.length ? ` (extra: ${extra.join(' ')})` : ''}`);
+  if (!v.out) throw new CliUsageError('--out FILE is required');
+  if (v.size !== undefined && v.size !== 'default' && v.size !== 'small') throw new CliUsageError(`--size must be default or small, got ${v.size}`);
+  const args: WriteArtifactArgs = { kind, out: v.out };
+  if (v.weights !== undefined) args.weights = v.weights;
+  if (v.seed !== undefined) args.seed = Number(v.seed);
+  const dims = (['L1', 'L2', 'm1', 'm2'] as const).filter((k) => v[k] !== undefined);
+  if (v.size !== undefined || dims.length) {
+    const sizes: { L1: number; L2: number; m1: number; m2: number } = { ...(v.size === 'small' ? LITE_SMALL : LITE_DEFAULT) };
+    for (const k of dims) sizes[k] = intFlag(k, v[k]!);
+    args.sizes = sizes;
   }
-  if (!args.out) throw new Error('--out FILE is required');
-  if (sizes) args.sizes = sizes;
   return args;
 }
 
 if (process.argv[1] && import.meta.url === pathToFileURL(resolve(process.argv[1])).href) {
   try {
-    const res = writeScorerArtifact(parseArgs(process.argv.slice(2)));
-    console.log(`wrote ${res.path} (${res.bytes} bytes)`);
+    const args = parseArgs(process.argv.slice(2));
+    if (args.help) console.log(USAGE);
+    else {
+      const res = writeScorerArtifact(args);
+      console.log(`wrote ${res.path} (${res.bytes} bytes)`);
+    }
   } catch (err) {
+    if (err instanceof CliUsageError) {
+      console.error(`write-scorer-artifact: ${err.message}\n\n${USAGE}`);
+      process.exit(2);
+    }
     console.error(err instanceof Error ? err.message : err);
     process.exit(1);
   }

@@ -17,6 +17,7 @@ import * as ort from 'onnxruntime-node';
 import { TokenEncoder, encodeModel, floatAttr, makeModel, makeNode, makeValueInfo, type EncodedText } from '@lateral/model';
 import { loadCranfield, type CranfieldData } from './cranfield';
 import { hasRelevant, ndcgAt, rankByScore } from './metrics';
+import { CliUsageError, intFlag, parseCliOrExit } from './cli';
 
 /** The vendored copy (data/cranfield) of ../shared/datasets/cranfield. */
 export const DEFAULT_CRANFIELD_DIR = 'data/cranfield';
@@ -168,25 +169,43 @@ const fmt = (s: CranfieldScores, label = s.model) =>
   `${label.padEnd(28)} nDCG@10 maxsim ${s.ndcgMaxsim.toFixed(4)}  dense ${s.ndcgDense.toFixed(4)}  ` +
   `(${s.queries} queries, ${s.docTokens} doc tokens, ${s.truncatedDocs} docs truncated, encode ${s.encodeMs} ms, score ${s.scoreMs} ms)`;
 
+const USAGE = `usage: npx tsx scripts/lib/cranfield-eval.ts [--models dirA,dirB] [--data DIR] [--max-doc-tokens N]
+       npx tsx scripts/lib/cranfield-eval.ts --sweep [--vocab N] [--radii 1,2,3] [--decays 0.5,0.75]
+  --models <dirs>         model directories, comma-separated (default: the two GloVe models, built if needed)
+  --data <dir>            the Cranfield collection (default ${DEFAULT_CRANFIELD_DIR})
+  --max-doc-tokens <n>    truncate documents to n tokens
+  --sweep                 static + contextual window grid (--vocab, --radii, --decays)
+  -h, --help              this text`;
+
+const OPTIONS = {
+  models: { type: 'string' },
+  data: { type: 'string' },
+  'max-doc-tokens': { type: 'string' },
+  sweep: { type: 'boolean' },
+  vocab: { type: 'string' },
+  radii: { type: 'string' },
+  decays: { type: 'string' },
+} as const;
+
 async function main(): Promise<void> {
-  const args = process.argv.slice(2);
-  const arg = (name: string) => {
-    const i = args.indexOf(name);
-    return i >= 0 ? args[i + 1] : undefined;
-  };
-  const data = loadCranfield(arg('--data') ?? DEFAULT_CRANFIELD_DIR);
-  const evalOpts: EvalOptions = arg('--max-doc-tokens') ? { maxDocTokens: Number(arg('--max-doc-tokens')) } : {};
+  const v = parseCliOrExit('cranfield-eval', USAGE, process.argv.slice(2), OPTIONS, {}, ({ values }) => {
+    for (const flag of ['max-doc-tokens', 'vocab'] as const) if (values[flag] !== undefined) intFlag(flag, values[flag]);
+    for (const flag of ['radii', 'decays'] as const) if (values[flag]?.split(',').some((x) => !Number.isFinite(Number(x)) || x === '')) throw new CliUsageError(`--${flag} is a comma-separated list of numbers, got ${values[flag]}`);
+    return values;
+  });
+  const data = loadCranfield(v.data ?? DEFAULT_CRANFIELD_DIR);
+  const evalOpts: EvalOptions = v['max-doc-tokens'] ? { maxDocTokens: Number(v['max-doc-tokens']) } : {};
   const build = await import('../build-model');
-  if (args.includes('--sweep')) {
-    const vocab = Number(arg('--vocab') ?? build.DEFAULT_VOCAB_SIZE);
+  if (v.sweep) {
+    const vocab = Number(v.vocab ?? build.DEFAULT_VOCAB_SIZE);
     const wv = build.loadWinkVectors(vocab);
     const base = resolve('.cache/tmp/cranfield-sweep');
     const staticDir = join(base, 'static');
     await build.writeGloveModelDir(staticDir, wv, { name: 'static', variant: 'static', window: build.CTX_WINDOW, sourceVersion: build.winkPackageInfo().version });
     console.log(fmt(await evaluateModelDir(staticDir, data, evalOpts), `static (vocab ${wv.words.length})`));
-    const list = (name: string, def: number[]) => (arg(name)?.split(',').map(Number) ?? def);
-    for (const radius of list('--radii', [1, 2, 3, 4, 6])) {
-      for (const decay of list('--decays', [0.25, 0.5, 0.75, 1])) {
+    const list = (text: string | undefined, def: number[]) => (text?.split(',').map(Number) ?? def);
+    for (const radius of list(v.radii, [1, 2, 3, 4, 6])) {
+      for (const decay of list(v.decays, [0.25, 0.5, 0.75, 1])) {
         const dir = join(base, `ctx-r${radius}-d${decay}`);
         await build.writeGloveModelDir(dir, wv, { name: `ctx-r${radius}-d${decay}`, variant: 'ctx', window: { radius, decay }, sourceVersion: '' });
         console.log(fmt(await evaluateModelDir(dir, data, evalOpts)));
@@ -196,7 +215,7 @@ async function main(): Promise<void> {
     rmSync(base, { recursive: true, force: true });
     return;
   }
-  let dirs = arg('--models')?.split(',');
+  let dirs = v.models?.split(',');
   if (!dirs) {
     const res = await build.buildModels({ all: false });
     dirs = [res.dirs['glove-static-100d']!, res.dirs['glove-ctx-100d']!];

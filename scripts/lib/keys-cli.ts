@@ -1,5 +1,6 @@
 import { CreateApiKeySchema, ROLES, TenantQuotaUpdateSchema, resourceId, type ApiKeyInfo, type TenantQuotaRecord } from '@lateral/shared';
 import type { ApiKeyRepository, TenantQuotaRepository } from '@lateral/infra';
+import { CliUsageError, parseCli } from './cli';
 
 export const KEYS_USAGE = `usage: npm run keys -- <command> [options]
   create --tenant <t> --role <${ROLES.join('|')}> [--name <text>] [--rate <per second> --burst <n>]
@@ -16,25 +17,20 @@ Keys live in S3 (S3_ENDPOINT, S3_BUCKET; without S3_ENDPOINT the embedded S3 fol
 A running API trusts what it read for API_KEY_CACHE_SECONDS: a key revoked or rotated here stops
 working there within that delay.`;
 
-export class CliUsageError extends Error {}
+export { CliUsageError };
 
-function options(argv: string[]): { positional: string[]; flags: Map<string, string | true> } {
-  const positional: string[] = [];
-  const flags = new Map<string, string | true>();
-  for (let i = 0; i < argv.length; i++) {
-    const a = argv[i]!;
-    if (!a.startsWith('--')) {
-      positional.push(a);
-      continue;
-    }
-    const eq = a.indexOf('=');
-    if (eq > 0) flags.set(a.slice(2, eq), a.slice(eq + 1));
-    else if (a === '--json' || a === '--help') flags.set(a.slice(2), true);
-    else if (i + 1 < argv.length && !argv[i + 1]!.startsWith('--')) flags.set(a.slice(2), argv[++i]!);
-    else throw new CliUsageError(`option ${a} needs a value`);
-  }
-  return { positional, flags };
-}
+/** The options of every command (a command ignores those it does not take; an unknown one is refused). */
+const OPTIONS = {
+  tenant: { type: 'string' },
+  role: { type: 'string' },
+  name: { type: 'string' },
+  rate: { type: 'string' },
+  burst: { type: 'string' },
+  documents: { type: 'string' },
+  bytes: { type: 'string' },
+  jobs: { type: 'string' },
+  json: { type: 'boolean' },
+} as const;
 
 function describe(k: ApiKeyInfo): string {
   const parts = [`${k.id}  tenant ${k.tenantId}  role ${k.role}  created ${k.createdAt}`];
@@ -50,13 +46,10 @@ function describe(k: ApiKeyInfo): string {
  * Throws CliUsageError for a bad command line (the caller prints the usage and exits 2).
  */
 export async function runKeysCli(argv: string[], repo: ApiKeyRepository, print: (line: string) => void, quotas?: TenantQuotaRepository): Promise<void> {
-  const { positional, flags } = options(argv);
-  const json = flags.get('json') === true;
-  const [command, id] = positional;
-  const str = (name: string) => {
-    const v = flags.get(name);
-    return typeof v === 'string' ? v : undefined;
-  };
+  const { values, positionals } = parseCli(argv, OPTIONS, { positionals: true });
+  const json = values.json === true;
+  const [command, id] = positionals;
+  const str = (name: Exclude<keyof typeof OPTIONS, 'json'>) => values[name];
   const needId = () => {
     if (!id) throw new CliUsageError(`${command} needs a key id (the <id> of lat_<id>_<secret>; see \`list\`)`);
     return id;
