@@ -23,6 +23,18 @@ interface Entry<V> {
  * of a key share one load, and a failed load is not kept. A value larger than the bound is
  * handed to its caller and not kept. Eviction only drops the cache's reference: a request still
  * using an evicted value keeps it alive until it finishes.
+ *
+ * Why not `lru-cache` (npm, isaacs; the maintained choice, `maxSize` + `sizeCalculation` +
+ * `fetchMethod`), checked against v11 for issue 28 item 7: it fits the byte bound and the shared
+ * load, but not three things the scorer relies on. (1) A load in flight is an entry of size 0 that
+ * eviction may drop like any other (and abort; with `ignoreFetchAbort` it still lands): under
+ * pressure a second caller of the same key then starts a second load of the same segment, where
+ * here a loading entry is never evicted, so one segment is read once however full the cache is.
+ * (2) Sizes must be positive integers and there are no hit / miss / eviction counters (only a
+ * per-call `status` object), which `stats()` and the cache metrics read. (3) `keep` (put a value
+ * back as most recent without counting a lookup) and `peek` of settled values only would be
+ * wrappers over its internals. So this stays a Map in insertion order (the LRU order), ~100 lines,
+ * tested in byte-lru.spec.ts and through the segment cache.
  */
 export class ByteLru<V> {
   private readonly entries = new Map<string, Entry<V>>();
