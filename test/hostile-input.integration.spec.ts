@@ -75,6 +75,13 @@ describe('hostile input', () => {
       expect(res.status, enc).toBe(400);
       expect(res.body.details[0].field).toBe('content-encoding');
     }
+    // A decompression bomb: small on the wire, over MAX_REQUEST_BYTES once inflated: 413, the connection closed.
+    const bomb = gzipSync(Buffer.alloc(config.MAX_REQUEST_BYTES + 1, 0x20));
+    expect(bomb.length).toBeLessThan(config.MAX_REQUEST_BYTES);
+    const big = await fetch(`${server.url}/v1/collections`, { method: 'POST', headers: { 'content-type': 'application/json', 'content-encoding': 'gzip' }, body: bomb });
+    expect(big.status).toBe(413);
+    expect(((await big.json()) as { message: string }).message).toBe(`request body is over MAX_REQUEST_BYTES (${config.MAX_REQUEST_BYTES} bytes) once decompressed`);
+    expect(big.headers.get('connection')).toBe('close');
   });
 
   it('bodies that are not UTF-8 are a 400', async () => {

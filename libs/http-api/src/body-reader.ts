@@ -1,9 +1,12 @@
 import zlib from 'node:zlib';
 import type { Transform } from 'node:stream';
 import type { NextFunction, Request, Response } from 'express';
+import getRawBody from 'raw-body';
 
 /**
- * Reads request bodies as text, replacing body-parser, with the checks a hostile client needs:
+ * Reads request bodies as text (raw-body reads them; body-parser's middleware is not used: it reads
+ * a refused body to its end before answering, and takes no depth limit), with the checks a hostile
+ * client needs:
  *
  * - by content type: every body endpoint takes JSON (`application/json`, `application/*+json`, or
  *   no Content-Type at all); document ingestion also takes NDJSON. Anything else (text/plain, XML,
@@ -189,58 +192,60 @@ function checkType(req: Request, path: string): void {
   }
 }
 
-/** Reads the (decompressed) body up to `maxBytes`. */
-function readBody(req: Request, encoding: string, maxBytes: number): Promise<Buffer> {
-  return new Promise((resolve, reject) => {
-    let inflate: Transform | null;
-    try {
-      inflate = decoder(encoding);
-    } catch (err) {
-      reject(err);
-      return;
-    }
-    const chunks: Buffer[] = [];
-    let received = 0;
-    let size = 0;
-    let settled = false;
-    const fail = (err: BodyError) => {
-      if (settled) return;
-      settled = true;
-      chunks.length = 0;
-      inflate?.destroy();
-      req.unpipe();
-      req.resume(); // discard the rest
-      reject(err);
-    };
-    const tooLarge = (what: string) =>
-      new BodyError(413, 'payload_too_large', `request body is over MAX_REQUEST_BYTES (${maxBytes} bytes)${what}`, 'body', { Connection: 'close' });
-    const onData = (chunk: Buffer) => {
-      if (settled) return;
-      size += chunk.length;
-      if (size > maxBytes) return fail(tooLarge(inflate ? ' once decompressed' : ''));
-      chunks.push(chunk);
-    };
-    const onEnd = () => {
-      if (settled) return;
-      settled = true;
-      resolve(Buffer.concat(chunks, size));
-    };
-    req.on('data', (chunk: Buffer) => {
-      received += chunk.length;
-      if (received > maxBytes) fail(tooLarge(''));
+/** raw-body's errors as the answers this reader gives (BodyErrors pass through). */
+function asBodyError(err: unknown, encoding: string, maxBytes: number): unknown {
+  if (err instanceof BodyError) return err;
+  const type = (err as { type?: string }).type;
+  if (type === 'entity.too.large') {
+    const decoded = encoding !== '' && encoding !== 'identity';
+    return new BodyError(413, 'payload_too_large', `request body is over MAX_REQUEST_BYTES (${maxBytes} bytes)${decoded ? ' once decompressed' : ''}`, 'body', { Connection: 'close' });
+  }
+  if (type === 'request.aborted' || type === 'request.size.invalid') return new BodyError(400, 'bad_request', 'the request body was not received completely', 'body');
+  // What else a read can meet: with a coding, the decompressor's error (the request's own errors
+  // reach it as BodyErrors); without, the socket's.
+  if (encoding !== '' && encoding !== 'identity') {
+    return new BodyError(400, 'bad_request', `the body is not valid ${encoding} data (Content-Encoding: ${encoding})`, 'content-encoding');
+  }
+  return new BodyError(400, 'bad_request', 'the request body was not received completely', 'body');
+}
+
+/**
+ * Reads the (decompressed) body up to `maxBytes` with raw-body (npm, expressjs; what body-parser
+ * reads with): the bound holds for the bytes received and, through the decompressor, for the bytes
+ * they expand to. On an error the request is unpiped and paused, not read to its end (the caller
+ * resumes it to discard the rest), so a 413 is answered at once.
+ */
+async function readBody(req: Request, encoding: string, maxBytes: number): Promise<Buffer> {
+  const inflate = decoder(encoding);
+  if (!inflate) {
+    const declared = req.headers['content-length'];
+    return getRawBody(req, { limit: maxBytes, length: declared === undefined ? null : Number(declared) }).catch((err: unknown) => {
+      throw asBodyError(err, encoding, maxBytes);
     });
-    req.on('error', () => fail(new BodyError(400, 'bad_request', 'the request body was not received completely', 'body')));
-    req.on('aborted', () => fail(new BodyError(400, 'bad_request', 'the request body was not received completely', 'body')));
-    if (inflate) {
-      inflate.on('data', onData);
-      inflate.on('end', onEnd);
-      inflate.on('error', () => fail(new BodyError(400, 'bad_request', `the body is not valid ${encoding} data (Content-Encoding: ${encoding})`, 'content-encoding')));
-      req.pipe(inflate);
-    } else {
-      req.on('data', onData);
-      req.on('end', onEnd);
-    }
-  });
+  }
+  // The compressed bytes count too, and a request that breaks off ends the decompressor with it.
+  let received = 0;
+  const tooLarge = () => new BodyError(413, 'payload_too_large', `request body is over MAX_REQUEST_BYTES (${maxBytes} bytes)`, 'body', { Connection: 'close' });
+  const incomplete = () => inflate.destroy(new BodyError(400, 'bad_request', 'the request body was not received completely', 'body'));
+  const onData = (chunk: Buffer) => {
+    received += chunk.length;
+    if (received > maxBytes) inflate.destroy(tooLarge());
+  };
+  req.on('data', onData);
+  req.once('aborted', incomplete);
+  req.once('error', incomplete);
+  req.pipe(inflate);
+  try {
+    return await getRawBody(inflate, { limit: maxBytes });
+  } catch (err) {
+    req.unpipe(inflate);
+    inflate.destroy();
+    throw asBodyError(err, encoding, maxBytes);
+  } finally {
+    req.off('data', onData);
+    req.off('aborted', incomplete);
+    req.off('error', incomplete);
+  }
 }
 
 const utf8 = new TextDecoder('utf-8', { fatal: true });
