@@ -21,6 +21,7 @@ import { dense, maxsimBatch, meanPool, negationWeights, signedMaxsim, topK } fro
 import { TokenEncoder } from '@lateral/model';
 import { mulberry32 } from '@lateral/shared';
 import { binaryJudgments, ndcgAt } from '../lib/metrics';
+import { intFlag, parseCliOrExit } from '../lib/cli';
 
 const ATTRIBUTES = [
   'apples', 'bananas', 'cherries', 'grapes', 'lemons', 'mangoes', 'oranges', 'peaches', 'pears', 'plums',
@@ -74,16 +75,16 @@ export function generateNegationBenchmark(numDocs: number, numQueries: number, s
   return { docs, attrs, queries };
 }
 
-function flag(args: string[], name: string, dflt: string): string {
-  const i = args.indexOf(name);
-  return i >= 0 && args[i + 1] !== undefined ? args[i + 1] : dflt;
-}
+const USAGE = `usage: npm run eval -- negation [--docs 2000] [--queries 100] [--seed 1] [--model .cache/models/glove-ctx-100d] [--json]`;
 
 export async function runNegationEval(args: string[]): Promise<Record<string, unknown>> {
-  const numDocs = Number(flag(args, '--docs', '2000'));
-  const numQueries = Number(flag(args, '--queries', '100'));
-  const seed = Number(flag(args, '--seed', '1'));
-  const modelDir = resolve(flag(args, '--model', '.cache/models/glove-ctx-100d'));
+  const options = { docs: { type: 'string' }, queries: { type: 'string' }, seed: { type: 'string' }, model: { type: 'string' }, json: { type: 'boolean' } } as const;
+  const { numDocs, numQueries, seed, modelDir } = parseCliOrExit('eval negation', USAGE, args, options, {}, ({ values: v }) => ({
+    numDocs: v.docs === undefined ? 2000 : intFlag('docs', v.docs),
+    numQueries: v.queries === undefined ? 100 : intFlag('queries', v.queries),
+    seed: v.seed === undefined ? 1 : intFlag('seed', v.seed, 0),
+    modelDir: resolve(v.model ?? '.cache/models/glove-ctx-100d'),
+  }));
   const bench = generateNegationBenchmark(numDocs, numQueries, seed);
   const enc = await TokenEncoder.load(modelDir, { executionProvider: 'cpu', intraOpThreads: 2 });
   const d = enc.dims;

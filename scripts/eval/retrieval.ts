@@ -42,6 +42,7 @@ import { loadConfig, mulberry32, type Config } from '@lateral/shared';
 import { startServer } from '../../apps/all-in-one/src/server';
 import { getCollection, ingest, recreateCollection, search } from '../lib/client';
 import { hasRelevant, mean, ndcgAt, recallAt, type Judgments } from '../lib/metrics';
+import { intFlag, parseCliOrExit } from '../lib/cli';
 import { loadRetrievalDataset, type RetrievalDataset, type Role } from '../lib/retrieval-dataset';
 
 /** The search modes of the table, by the name they are reported under. */
@@ -417,19 +418,34 @@ export function retrievalPlotSvg(r: RetrievalEvalResult): string {
   return out.join('\n');
 }
 
-function flag(args: string[], name: string): string | undefined {
-  const i = args.indexOf(name);
-  return i >= 0 ? args[i + 1] : undefined;
-}
+const USAGE = `usage: npm run eval -- retrieval [--dataset DIR] [--docs FILE] [--queries FILE] [--qrels FILE] [--model NAME|DIR] [--nprobe N] [--quick] [--plot out.svg] [--json]
+  (scripts/eval/retrieval.ts's opening comment says what each does; --data is --dataset)`;
+
+const OPTIONS = {
+  dataset: { type: 'string' },
+  data: { type: 'string' },
+  model: { type: 'string' },
+  quick: { type: 'boolean' },
+  plot: { type: 'string' },
+  nprobe: { type: 'string' },
+  docs: { type: 'string' },
+  queries: { type: 'string' },
+  qrels: { type: 'string' },
+  json: { type: 'boolean' },
+} as const;
 
 /** The CLI: `npm run eval -- retrieval ...` (see the module comment). */
 export async function runRetrievalEvalCli(args: string[]): Promise<RetrievalEvalResult> {
+  const v = parseCliOrExit('eval retrieval', USAGE, args, OPTIONS, {}, ({ values }) => {
+    if (values.nprobe !== undefined) intFlag('nprobe', values.nprobe);
+    return values;
+  });
   return evaluateRetrieval({
-    dataset: flag(args, '--dataset') ?? flag(args, '--data') ?? 'data/cranfield',
-    model: flag(args, '--model'),
-    quick: args.includes('--quick'),
-    plot: flag(args, '--plot'),
-    nprobe: flag(args, '--nprobe') === undefined ? undefined : Number(flag(args, '--nprobe')),
-    files: { docs: flag(args, '--docs'), queries: flag(args, '--queries'), qrels: flag(args, '--qrels') },
+    dataset: v.dataset ?? v.data ?? 'data/cranfield',
+    model: v.model,
+    quick: v.quick ?? false,
+    plot: v.plot,
+    nprobe: v.nprobe === undefined ? undefined : Number(v.nprobe),
+    files: { docs: v.docs, queries: v.queries, qrels: v.qrels },
   });
 }
