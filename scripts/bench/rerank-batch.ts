@@ -18,7 +18,9 @@
  * call (each query's 100 candidates), and with the query repeated as often as a chunk repeats it
  * (rows sharing a candidate list are scored in one pass). Timed before and after each batch run;
  * the second run's candidate-token rate is reported as a share of the kernel's (median of the
- * passes around it), against both shapes: `secondVsKernel` is the smaller share.
+ * passes around it), against both shapes: `secondVsKernel` is the smaller share. The same per CPU
+ * second of this process (`secondVsKernelCpu`), steadier than wall time on a machine shared with
+ * other work.
  * Checked: the nDCG@10 of the result file equals the in-process evaluation's (MaxSim over the
  * same model's vectors, rounded to fp16 as the text cache keeps them), and every repetition of a
  * query returns the same hits.
@@ -48,6 +50,9 @@ function flag(args: string[], name: string): string | undefined {
 interface RunFigures {
   rows: number;
   seconds: number;
+  /** CPU seconds of this process (every thread: API, workers, embedded S3, ONNX Runtime) during the run, and candidate tokens per CPU second. */
+  cpuSeconds: number;
+  candidateTokensPerCpuSecond: number;
   /** Seconds of each phase: POST until 202, the plan step, the chunks until completion. */
   phases: { upload: number; plan: number; chunks: number };
   rowsPerSecond: number;
@@ -122,15 +127,21 @@ export async function runRerankBatchBench(args: string[]): Promise<Record<string
   // The kernel, as the scorers create it; `grouped`: each query repeated as often as a chunk holds it.
   const gemm = await GemmMaxsim.create(config.ORT_INTRA_OP_THREADS);
   const grouped = Math.max(1, Math.round(Math.min(config.BATCH_CHUNK_ROWS, rows) / judged.length));
-  const kernelRate = async (copies: number): Promise<number> => {
+  const kernelRate = async (copies: number): Promise<{ wall: number; cpu: number }> => {
     const t = performance.now();
+    const c0 = process.cpuUsage();
     for (const c of kernelCases) await gemm.score(Array.from({ length: copies }, () => c.query), c.docs, c.offsets, d);
-    return (copies * tokensPerRep) / ((performance.now() - t) / 1000);
+    const cpu = cpuSecondsSince(c0);
+    return { wall: (copies * tokensPerRep) / ((performance.now() - t) / 1000), cpu: (copies * tokensPerRep) / cpu };
   };
-  const kernel: { single: number[]; grouped: number[] } = { single: [], grouped: [] };
+  const kernel: { single: number[]; grouped: number[]; singleCpu: number[]; groupedCpu: number[] } = { single: [], grouped: [], singleCpu: [], groupedCpu: [] };
   const timeKernel = async () => {
-    kernel.single.push(await kernelRate(1));
-    kernel.grouped.push(await kernelRate(grouped));
+    const one = await kernelRate(1);
+    const many = await kernelRate(grouped);
+    kernel.single.push(one.wall);
+    kernel.singleCpu.push(one.cpu);
+    kernel.grouped.push(many.wall);
+    kernel.groupedCpu.push(many.cpu);
   };
   await kernelRate(1); // warm-up
   let server: Server | null = null;
@@ -141,6 +152,7 @@ export async function runRerankBatchBench(args: string[]): Promise<Record<string
       await timeKernel();
       if (process.env.BENCH_PROFMARK) log(`PROFMARK start ${process.hrtime.bigint() / 1000n}`);
       const t0 = performance.now();
+      const cpu0 = process.cpuUsage();
       const wallStart = Date.now();
       const created = await post(`${server.url}/v1/batches?model=${model}&topK=10`, file);
       if (created.status !== 202) throw new Error(`POST /v1/batches: ${created.status} ${JSON.stringify(created.body)}`);
@@ -157,6 +169,7 @@ export async function runRerankBatchBench(args: string[]): Promise<Record<string
         await new Promise((r) => setTimeout(r, 50));
       }
       const seconds = (performance.now() - t0) / 1000;
+      const cpuSeconds = cpuSecondsSince(cpu0);
       if (process.env.BENCH_PROFMARK) log(`PROFMARK end ${process.hrtime.bigint() / 1000n}`);
       await timeKernel();
       if (st.state !== 'completed') throw new Error(`batch ${id} ${st.state}: ${st.error ?? ''}`);
@@ -184,6 +197,8 @@ export async function runRerankBatchBench(args: string[]): Promise<Record<string
       const fig: RunFigures = {
         rows,
         seconds,
+        cpuSeconds,
+        candidateTokensPerCpuSecond: (tokensPerRep * reps) / cpuSeconds,
         phases: phasesOf(st, wallStart, seconds),
         rowsPerSecond: rows / seconds,
         candidateTokensPerSecond: (tokensPerRep * reps) / seconds,
@@ -195,7 +210,7 @@ export async function runRerankBatchBench(args: string[]): Promise<Record<string
       runs.push(fig);
       log(
         `${label}: ${rows} rows in ${seconds.toFixed(1)} s: ${fig.rowsPerSecond.toFixed(1)} rows/s, ${(fig.candidateTokensPerSecond / 1000).toFixed(1)}k candidate tokens/s; ` +
-          `phases: upload ${fig.phases.upload.toFixed(1)} s, plan ${fig.phases.plan.toFixed(1)} s, chunks ${fig.phases.chunks.toFixed(1)} s; ` +
+          `${cpuSeconds.toFixed(1)} CPU s (${(fig.candidateTokensPerCpuSecond / 1000).toFixed(1)}k candidate tokens per CPU s); phases: upload ${fig.phases.upload.toFixed(1)} s, plan ${fig.phases.plan.toFixed(1)} s, chunks ${fig.phases.chunks.toFixed(1)} s; ` +
           `texts encoded ${fig.texts.encoded}, reused ${fig.texts.reused}; time encoding ${(100 * fig.share.encoding).toFixed(0)}%, scoring ${(100 * fig.share.scoring).toFixed(0)}%, queues+S3+rest ${(100 * fig.share.queuesAndS3).toFixed(0)}%; ` +
           `nDCG@10 ${fig.ndcg10.toFixed(4)} (in-process ${refNdcg.toFixed(4)}), rows differing from the in-process top 10: ${mismatched}`,
       );
@@ -209,10 +224,14 @@ export async function runRerankBatchBench(args: string[]): Promise<Record<string
   const around = (xs: number[]) => median(xs.slice(-2));
   const kernelSingle = around(kernel.single);
   const kernelGrouped = around(kernel.grouped);
+  const kernelSingleCpu = around(kernel.singleCpu);
+  const kernelGroupedCpu = around(kernel.groupedCpu);
   const second = runs[1].candidateTokensPerSecond;
+  const secondCpu = runs[1].candidateTokensPerCpuSecond;
+  const pct = (x: number) => `${(100 * x).toFixed(1)}%`;
   log(
     `MaxSim kernel (GemmMaxsim, d = ${d}, same run): ${(kernelSingle / 1e6).toFixed(2)}M candidate tokens/s one query per call, ${(kernelGrouped / 1e6).toFixed(2)}M with ${grouped} copies of each query per call (as a chunk groups them); ` +
-      `second run = ${(100 * second / kernelSingle).toFixed(1)}% / ${(100 * second / kernelGrouped).toFixed(1)}% of the kernel's rate`,
+      `second run = ${pct(second / kernelSingle)} / ${pct(second / kernelGrouped)} of the kernel's rate; per CPU second: kernel ${(kernelSingleCpu / 1e6).toFixed(2)}M / ${(kernelGroupedCpu / 1e6).toFixed(2)}M, second run ${pct(secondCpu / kernelSingleCpu)} / ${pct(secondCpu / kernelGroupedCpu)}`,
   );
   return {
     dataset: DATASET,
@@ -227,10 +246,16 @@ export async function runRerankBatchBench(args: string[]): Promise<Record<string
     first: runs[0],
     second: runs[1],
     secondVsFirst: runs[0].seconds / runs[1].seconds,
-    kernel: { candidateTokensPerSecond: kernelSingle, groupedCandidateTokensPerSecond: kernelGrouped, groupedCopies: grouped, passes: kernel },
+    kernel: { candidateTokensPerSecond: kernelSingle, groupedCandidateTokensPerSecond: kernelGrouped, candidateTokensPerCpuSecond: kernelSingleCpu, groupedCandidateTokensPerCpuSecond: kernelGroupedCpu, groupedCopies: grouped, passes: kernel },
     secondVsKernel: Math.min(second / kernelSingle, second / kernelGrouped),
+    secondVsKernelCpu: Math.min(secondCpu / kernelSingleCpu, secondCpu / kernelGroupedCpu),
   };
 }
+
+const cpuSecondsSince = (c0: NodeJS.CpuUsage) => {
+  const c = process.cpuUsage(c0);
+  return (c.user + c.system) / 1e6;
+};
 
 const median = (xs: number[]) => {
   const s = [...xs].sort((a, b) => a - b);

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { BatchRowSchema, RerankRequestSchema, type BatchRow } from '@lateral/shared';
+import { BatchRowSchema, RerankRequestSchema, isTextCandidate, type BatchRow, type Candidate } from '@lateral/shared';
 import { chunkRequestIssues, compactEntry, plainBatchRow, readChunk, type ChunkHeader } from './batch.processor';
 import { textHash } from './text-cache';
 
@@ -68,7 +68,7 @@ describe('batch chunks', () => {
   });
 
   it("chunkRequestIssues finds what RerankRequestSchema refuses across a chunk's rows, with its messages", () => {
-    const queries = [
+    const queries: { id: string; text: string; candidates: Candidate[] }[] = [
       { id: 'a', text: 'q', candidates: [{ id: 'd1', score: 1 }, { text: 'x', score: 2 }] },
       { id: 'b', text: 'q', candidates: ['d2', { text: 'y' }] },
     ];
@@ -78,7 +78,7 @@ describe('batch chunks', () => {
     const expected = schema.error!.issues.map((i) => `${i.path.join('.')}: ${i.message}`);
     expect(chunkRequestIssues(queries, hybrid)).toEqual(expected);
     // The same rows with texts named by hash are checked the same way.
-    const hashed = queries.map((q) => ({ ...q, candidates: q.candidates.map((c) => (typeof c === 'object' && 'text' in c ? { ...(c.score !== undefined ? { score: c.score } : {}), textHash: textHash(c.text) } : c)) }));
+    const hashed = queries.map((q) => ({ ...q, candidates: q.candidates.map((c) => (isTextCandidate(c) ? { ...(c.score !== undefined ? { score: c.score } : {}), textHash: textHash(c.text) } : c)) }));
     expect(chunkRequestIssues(hashed, hybrid)).toEqual(expected);
     expect(chunkRequestIssues(queries, { name: 'maxsim', normalize: false })).toEqual([]);
   });
