@@ -1,6 +1,9 @@
-import { PermanentJobError, textCodecRef, type Candidate, type Collection, type TextCandidateStats } from '@lateral/shared';
-import type { TokenEncoder } from '@lateral/model';
-import type { CollectionView } from '@lateral/serving';
+import type { Job } from 'bullmq';
+import { PermanentJobError, ValidationError, textCodecRef, type Candidate, type Collection, type ScorerSpec, type TextCandidateStats } from '@lateral/shared';
+import type { EncodedText, TokenEncoder } from '@lateral/model';
+import type { ScorerResources } from '@lateral/kernels';
+import { ShapeError } from '@lateral/scoring';
+import { eventLoopYielder, groupIndicesByKey, scoreGroup, type CollectionView } from '@lateral/serving';
 import { modelVersion, textHash, type CachedText, type TextCacheReader, type TextSpace } from './text-cache';
 
 /*
@@ -177,6 +180,44 @@ export async function resolveCandidates(
     resolved[p.qi] = { ids: p.ids, rows: p.rows, missing: p.missing, first: Float64Array.from(p.first), key: `t:${p.rows.join(',')}`, view: textView };
   }
   return { resolved, texts: { candidates: textCandidates, encoded: 0, reused: 0 } };
+}
+
+/**
+ * Scores resolved queries with the request's scorer: queries sharing a candidate list (equal keys,
+ * the common bulk case) in one pass over its tokens. Progress: the share of queries scored,
+ * reported when it changes and always ending at 100. A scorer that cannot run on the request
+ * (e.g. a model without token_weights) fails the job for good.
+ */
+export async function scoreResolved(
+  scorers: ScorerResources,
+  resolved: ResolvedQuery[],
+  input: { encoder: TokenEncoder; queries: EncodedText[]; scorer: ScorerSpec; tenantId: string },
+  job?: Pick<Job, 'updateProgress'>,
+): Promise<Float32Array[]> {
+  const scores: Float32Array[] = new Array(resolved.length);
+  let done = 0;
+  let reported = 0;
+  const yieldEvery = eventLoopYielder();
+  for (const members of groupIndicesByKey(resolved, (r) => r.key).values()) {
+    const { rows, view } = resolved[members[0]];
+    if (view && rows.length > 0) {
+      const out = await scoreGroup(
+        scorers,
+        { view, encoder: input.encoder, queries: members.map((i) => input.queries[i]), rows, firstStage: members.map((i) => resolved[i].first), yieldEvery, tenantId: input.tenantId },
+        input.scorer,
+      ).catch((err) => {
+        if (err instanceof ValidationError || err instanceof ShapeError) throw new PermanentJobError(err.message);
+        throw err;
+      });
+      members.forEach((qi, k) => (scores[qi] = out[k]));
+    } else for (const i of members) scores[i] = new Float32Array(0);
+    done += members.length;
+    const pct = Math.round((100 * done) / resolved.length);
+    if (pct !== reported) await job?.updateProgress((reported = pct));
+  }
+  // Groups without candidates are counted too, so a finished job always reports 100.
+  if (reported < 100) await job?.updateProgress(100);
+  return scores;
 }
 
 /** A CollectionView over per-row token blocks (no concatenated copy): cached texts and collection rows. */

@@ -1,14 +1,14 @@
 import type { Job } from 'bullmq';
-import { PermanentJobError, QueueName, RerankRequestSchema, ValidationError, collectionShards, s3Keys, type JobPayload, type JobResults, type RerankRequest, type RerankResult } from '@lateral/shared';
-import { ShapeError, topK } from '@lateral/scoring';
+import { PermanentJobError, QueueName, RerankRequestSchema, collectionShards, s3Keys, type JobPayload, type JobResults, type RerankRequest, type RerankResult } from '@lateral/shared';
+import { topK } from '@lateral/scoring';
 import { addLogContext, type ObjectStore } from '@lateral/infra';
 import { logRerankDone } from '../job-logs';
 import type { RerankDeps } from './query-deps';
 import { shardedRerank } from './shard-fanout';
 import { isFanoutJob } from './shard-rounds';
-import { type CollectionView, scoreGroup, hitShaping, eventLoopYielder, degradedFields, splitUnavailable, groupIndicesByKey } from '@lateral/serving';
+import { type CollectionView, hitShaping, degradedFields, splitUnavailable } from '@lateral/serving';
 import { permanentModelErrors } from '../model-errors';
-import { candidateIds, resolveIdCandidates } from './rerank-candidates';
+import { candidateIds, resolveIdCandidates, scoreResolved } from './rerank-candidates';
 
 /** The re-rank request a job's payload names, read from S3 and parsed (a missing or invalid one never succeeds). */
 export async function loadRerankRequest(store: Pick<ObjectStore, 'getJson'>, requestKey: string): Promise<RerankRequest> {
@@ -56,34 +56,7 @@ export async function rerankByIds(
   // case: one list for many queries) so each group is scored in one pass over its tokens.
   const resolved = req.queries.map((q) => resolveIdCandidates(q.candidates, view));
   const candidatesTotal = resolved.reduce((s, r) => s + r.ids.length, 0);
-  const groups = groupIndicesByKey(resolved, (r) => r.key);
-  const scores: Float32Array[] = new Array(req.queries.length);
-  let done = 0;
-  let reported = 0;
-  const yieldEvery = eventLoopYielder();
-  for (const members of groups.values()) {
-    const rows = resolved[members[0]].rows;
-    if (!view || rows.length === 0) {
-      for (const i of members) scores[i] = new Float32Array(0);
-      done += members.length;
-      continue;
-    }
-    const out = await scoreGroup(
-      scorers,
-      { view, encoder, queries: members.map((i) => queries[i]), rows, firstStage: members.map((i) => resolved[i].first), yieldEvery, tenantId: p.tenantId },
-      req.scorer,
-    ).catch((err) => {
-      // A scorer that cannot run on this request (e.g. a model without token_weights) will never succeed.
-      if (err instanceof ValidationError || err instanceof ShapeError) throw new PermanentJobError(err.message);
-      throw err;
-    });
-    members.forEach((qi, k) => (scores[qi] = out[k]));
-    done += members.length;
-    reported = Math.round((100 * done) / req.queries.length);
-    await job?.updateProgress(reported);
-  }
-  // Groups without candidates are counted too, so a finished job always reports 100.
-  if (reported < 100) await job?.updateProgress(100);
+  const scores = await scoreResolved(scorers, resolved, { encoder, queries, scorer: req.scorer, tenantId: p.tenantId }, job);
   const results: RerankResult['results'] = req.queries.map((q, i) => ({
     queryId: q.id,
     hits: topK(scores[i], resolved[i].ids, shaping.depth).map((h) => ({ id: h.id, score: h.score })),

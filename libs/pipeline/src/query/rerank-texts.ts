@@ -1,9 +1,9 @@
 import type { Job } from 'bullmq';
-import { PermanentJobError, QueueName, ValidationError, type JobResults, type RerankRequest, type RerankResult } from '@lateral/shared';
-import { ShapeError, topK } from '@lateral/scoring';
+import { PermanentJobError, QueueName, type JobResults, type RerankRequest, type RerankResult } from '@lateral/shared';
+import { topK } from '@lateral/scoring';
 import type { RerankDeps } from './query-deps';
-import { anyTextCandidate, candidateIds, resolveCandidates, type ResolvableCandidate, type ResolveTextDeps } from './rerank-candidates';
-import { type CollectionView, degradedFields, splitUnavailable, groupIndicesByKey, eventLoopYielder, scoreGroup } from '@lateral/serving';
+import { anyTextCandidate, candidateIds, resolveCandidates, scoreResolved, type ResolvableCandidate, type ResolveTextDeps } from './rerank-candidates';
+import { type CollectionView, degradedFields, splitUnavailable } from '@lateral/serving';
 import { permanentModelErrors } from '../model-errors';
 
 /** Sums the encode-texts children's results of a job (a re-rank job's, or a batch chunk's). */
@@ -65,32 +65,7 @@ export async function rerankWithTexts(
   const encodeQueriesMs = Date.now() - tEnc;
 
   const tScore = Date.now();
-  const groups = groupIndicesByKey(resolved, (r) => r.key);
-  const scores: Float32Array[] = new Array(req.queries.length);
-  let done = 0;
-  let reported = 0;
-  const yieldEvery = eventLoopYielder();
-  for (const members of groups.values()) {
-    const { rows, view: gv } = resolved[members[0]];
-    if (!gv || rows.length === 0) {
-      for (const i of members) scores[i] = new Float32Array(0);
-      done += members.length;
-      continue;
-    }
-    const out = await scoreGroup(
-      ctx.scorers,
-      { view: gv, encoder, queries: members.map((i) => queries[i]), rows, firstStage: members.map((i) => resolved[i].first), yieldEvery, tenantId },
-      req.scorer,
-    ).catch((err) => {
-      if (err instanceof ValidationError || err instanceof ShapeError) throw new PermanentJobError(err.message);
-      throw err;
-    });
-    members.forEach((qi, k) => (scores[qi] = out[k]));
-    done += members.length;
-    const pct = Math.round((100 * done) / req.queries.length);
-    if (pct !== reported) await job?.updateProgress((reported = pct));
-  }
-  if (reported < 100) await job?.updateProgress(100);
+  const scores = await scoreResolved(ctx.scorers, resolved, { encoder, queries, scorer: req.scorer, tenantId }, job);
   const results: RerankResult['results'] = req.queries.map((q, i) => ({
     queryId: q.id,
     hits: topK(scores[i], resolved[i].ids, req.topK).map((h) => ({ id: h.id, score: h.score })),
