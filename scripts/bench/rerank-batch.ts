@@ -11,6 +11,16 @@
  * texts encoded / reused, and the share of the wall time spent encoding (encode-texts jobs and
  * query encoding), scoring, and the rest (queues, S3, parsing, result files). The jobs of the two
  * pools run concurrently in this process, so the shares can overlap.
+ * The phases of each run (from the record's timestamps): upload (POST until 202), plan (rows
+ * validated and cut into chunks), chunks (re-rank and result files until completion).
+ * The MaxSim kernel in the same run: the scorers' GEMM kernel (GemmMaxsim, the one a chunk's
+ * maxsim runs) over the same fp16-rounded candidate vectors and encoded queries, one query per
+ * call (each query's 100 candidates), and with the query repeated as often as a chunk repeats it
+ * (rows sharing a candidate list are scored in one pass). Timed before and after each batch run;
+ * the second run's candidate-token rate is reported as a share of the kernel's (median of the
+ * passes around it), against both shapes: `secondVsKernel` is the smaller share. The same per CPU
+ * second of this process (`secondVsKernelCpu`), steadier than wall time on a machine shared with
+ * other work.
  * Checked: the nDCG@10 of the result file equals the in-process evaluation's (MaxSim over the
  * same model's vectors, rounded to fp16 as the text cache keeps them), and every repetition of a
  * query returns the same hits.
@@ -21,7 +31,8 @@ import os from 'node:os';
 import path from 'node:path';
 import { once } from 'node:events';
 import { roundToHalf } from '@lateral/codec';
-import { getEncoder } from '@lateral/model';
+import { getEncoder, type EncodedText } from '@lateral/model';
+import { GemmMaxsim } from '@lateral/kernels';
 import { maxsim, topK } from '@lateral/scoring';
 import { loadConfig } from '@lateral/shared';
 import { startServer, type Server } from '../../apps/all-in-one/src/server';
@@ -39,6 +50,11 @@ function flag(args: string[], name: string): string | undefined {
 interface RunFigures {
   rows: number;
   seconds: number;
+  /** CPU seconds of this process (every thread: API, workers, embedded S3, ONNX Runtime) during the run, and candidate tokens per CPU second. */
+  cpuSeconds: number;
+  candidateTokensPerCpuSecond: number;
+  /** Seconds of each phase: POST until 202, the plan step, the chunks until completion. */
+  phases: { upload: number; plan: number; chunks: number };
   rowsPerSecond: number;
   candidateTokensPerSecond: number;
   texts: { encoded: number; reused: number };
@@ -69,10 +85,12 @@ export async function runRerankBatchBench(args: string[]): Promise<Record<string
   let refSumFp32 = 0;
   let tokensPerRep = 0;
   const refTop = new Map<string, string[]>();
+  const kernelCases: { query: EncodedText; docs: Float32Array; offsets: Uint32Array }[] = [];
   for (const q of judged) {
     const [qe] = await enc.encodeQueries([q.text]);
     const docs = await enc.encodeDocuments(q.hits.map((h) => h.content));
     tokensPerRep += docs.reduce((s, e) => s + e.length, 0);
+    kernelCases.push(concatRounded(qe, docs, d));
     const ids = q.hits.map((h) => h.docid);
     const s16 = Float32Array.from(docs, (e) => maxsim(qe.vectors, qe.length, roundToHalf(e.vectors), e.length, d));
     const s32 = Float32Array.from(docs, (e) => maxsim(qe.vectors, qe.length, e.vectors, e.length, d));
@@ -106,12 +124,36 @@ export async function runRerankBatchBench(args: string[]): Promise<Record<string
     ...(flag(args, '--chunk-rows') ? { BATCH_CHUNK_ROWS: flag(args, '--chunk-rows') } : {}),
     TEXT_CACHE_MEMORY_MB: process.env.TEXT_CACHE_MEMORY_MB ?? '512',
   });
+  // The kernel, as the scorers create it; `grouped`: each query repeated as often as a chunk holds it.
+  const gemm = await GemmMaxsim.create(config.ORT_INTRA_OP_THREADS);
+  const grouped = Math.max(1, Math.round(Math.min(config.BATCH_CHUNK_ROWS, rows) / judged.length));
+  const kernelRate = async (copies: number): Promise<{ wall: number; cpu: number }> => {
+    const t = performance.now();
+    const c0 = process.cpuUsage();
+    for (const c of kernelCases) await gemm.score(Array.from({ length: copies }, () => c.query), c.docs, c.offsets, d);
+    const cpu = cpuSecondsSince(c0);
+    return { wall: (copies * tokensPerRep) / ((performance.now() - t) / 1000), cpu: (copies * tokensPerRep) / cpu };
+  };
+  const kernel: { single: number[]; grouped: number[]; singleCpu: number[]; groupedCpu: number[] } = { single: [], grouped: [], singleCpu: [], groupedCpu: [] };
+  const timeKernel = async () => {
+    const one = await kernelRate(1);
+    const many = await kernelRate(grouped);
+    kernel.single.push(one.wall);
+    kernel.singleCpu.push(one.cpu);
+    kernel.grouped.push(many.wall);
+    kernel.groupedCpu.push(many.cpu);
+  };
+  await kernelRate(1); // warm-up
   let server: Server | null = null;
   const runs: RunFigures[] = [];
   try {
     server = await startServer(config, { quiet: true });
     for (const label of ['first (encoding)', 'second (reuse)']) {
+      await timeKernel();
+      if (process.env.BENCH_PROFMARK) log(`PROFMARK start ${process.hrtime.bigint() / 1000n}`);
       const t0 = performance.now();
+      const cpu0 = process.cpuUsage();
+      const wallStart = Date.now();
       const created = await post(`${server.url}/v1/batches?model=${model}&topK=10`, file);
       if (created.status !== 202) throw new Error(`POST /v1/batches: ${created.status} ${JSON.stringify(created.body)}`);
       const id = created.body.id as string;
@@ -124,9 +166,12 @@ export async function runRerankBatchBench(args: string[]): Promise<Record<string
           lastLog = performance.now();
           log(`  ${label}: ${st.state} ${(100 * (st.progress?.fraction ?? 0)).toFixed(0)}% eta ${st.progress?.etaSeconds ?? '?'} s`);
         }
-        await new Promise((r) => setTimeout(r, 250));
+        await new Promise((r) => setTimeout(r, 50));
       }
       const seconds = (performance.now() - t0) / 1000;
+      const cpuSeconds = cpuSecondsSince(cpu0);
+      if (process.env.BENCH_PROFMARK) log(`PROFMARK end ${process.hrtime.bigint() / 1000n}`);
+      await timeKernel();
       if (st.state !== 'completed') throw new Error(`batch ${id} ${st.state}: ${st.error ?? ''}`);
       // nDCG@10 of the result file, and every repetition equal to the in-process top 10.
       const res = await fetchRetrying(`${server.url}/v1/batches/${id}/results`);
@@ -152,6 +197,9 @@ export async function runRerankBatchBench(args: string[]): Promise<Record<string
       const fig: RunFigures = {
         rows,
         seconds,
+        cpuSeconds,
+        candidateTokensPerCpuSecond: (tokensPerRep * reps) / cpuSeconds,
+        phases: phasesOf(st, wallStart, seconds),
         rowsPerSecond: rows / seconds,
         candidateTokensPerSecond: (tokensPerRep * reps) / seconds,
         texts: { encoded: st.texts.encoded, reused: st.texts.reused },
@@ -162,6 +210,7 @@ export async function runRerankBatchBench(args: string[]): Promise<Record<string
       runs.push(fig);
       log(
         `${label}: ${rows} rows in ${seconds.toFixed(1)} s: ${fig.rowsPerSecond.toFixed(1)} rows/s, ${(fig.candidateTokensPerSecond / 1000).toFixed(1)}k candidate tokens/s; ` +
+          `${cpuSeconds.toFixed(1)} CPU s (${(fig.candidateTokensPerCpuSecond / 1000).toFixed(1)}k candidate tokens per CPU s); phases: upload ${fig.phases.upload.toFixed(1)} s, plan ${fig.phases.plan.toFixed(1)} s, chunks ${fig.phases.chunks.toFixed(1)} s; ` +
           `texts encoded ${fig.texts.encoded}, reused ${fig.texts.reused}; time encoding ${(100 * fig.share.encoding).toFixed(0)}%, scoring ${(100 * fig.share.scoring).toFixed(0)}%, queues+S3+rest ${(100 * fig.share.queuesAndS3).toFixed(0)}%; ` +
           `nDCG@10 ${fig.ndcg10.toFixed(4)} (in-process ${refNdcg.toFixed(4)}), rows differing from the in-process top 10: ${mismatched}`,
       );
@@ -171,6 +220,19 @@ export async function runRerankBatchBench(args: string[]): Promise<Record<string
     await server?.stop();
     rmSync(dir, { recursive: true, force: true });
   }
+  // The passes just before and after the second run.
+  const around = (xs: number[]) => median(xs.slice(-2));
+  const kernelSingle = around(kernel.single);
+  const kernelGrouped = around(kernel.grouped);
+  const kernelSingleCpu = around(kernel.singleCpu);
+  const kernelGroupedCpu = around(kernel.groupedCpu);
+  const second = runs[1].candidateTokensPerSecond;
+  const secondCpu = runs[1].candidateTokensPerCpuSecond;
+  const pct = (x: number) => `${(100 * x).toFixed(1)}%`;
+  log(
+    `MaxSim kernel (GemmMaxsim, d = ${d}, same run): ${(kernelSingle / 1e6).toFixed(2)}M candidate tokens/s one query per call, ${(kernelGrouped / 1e6).toFixed(2)}M with ${grouped} copies of each query per call (as a chunk groups them); ` +
+      `second run = ${pct(second / kernelSingle)} / ${pct(second / kernelGrouped)} of the kernel's rate; per CPU second: kernel ${(kernelSingleCpu / 1e6).toFixed(2)}M / ${(kernelGroupedCpu / 1e6).toFixed(2)}M, second run ${pct(secondCpu / kernelSingleCpu)} / ${pct(secondCpu / kernelGroupedCpu)}`,
+  );
   return {
     dataset: DATASET,
     model,
@@ -184,5 +246,35 @@ export async function runRerankBatchBench(args: string[]): Promise<Record<string
     first: runs[0],
     second: runs[1],
     secondVsFirst: runs[0].seconds / runs[1].seconds,
+    kernel: { candidateTokensPerSecond: kernelSingle, groupedCandidateTokensPerSecond: kernelGrouped, candidateTokensPerCpuSecond: kernelSingleCpu, groupedCandidateTokensPerCpuSecond: kernelGroupedCpu, groupedCopies: grouped, passes: kernel },
+    secondVsKernel: Math.min(second / kernelSingle, second / kernelGrouped),
+    secondVsKernelCpu: Math.min(secondCpu / kernelSingleCpu, secondCpu / kernelGroupedCpu),
   };
+}
+
+const cpuSecondsSince = (c0: NodeJS.CpuUsage) => {
+  const c = process.cpuUsage(c0);
+  return (c.user + c.system) / 1e6;
+};
+
+const median = (xs: number[]) => {
+  const s = [...xs].sort((a, b) => a - b);
+  return s.length % 2 ? s[s.length >> 1] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2;
+};
+
+/** One query's candidates as the kernel takes them: fp16-rounded token vectors, one after another. */
+function concatRounded(query: EncodedText, docs: EncodedText[], d: number): { query: EncodedText; docs: Float32Array; offsets: Uint32Array } {
+  const offsets = new Uint32Array(docs.length + 1);
+  docs.forEach((e, i) => (offsets[i + 1] = offsets[i] + e.length));
+  const all = new Float32Array(offsets[docs.length] * d);
+  docs.forEach((e, i) => all.set(roundToHalf(e.vectors.subarray(0, e.length * d)), offsets[i] * d));
+  return { query, docs: all, offsets };
+}
+
+/** Upload, plan and chunk phases from the batch record's timestamps (createdAt: accepted; startedAt: planned). */
+function phasesOf(st: { createdAt?: string; startedAt?: string; completedAt?: string }, wallStart: number, seconds: number): RunFigures['phases'] {
+  const at = (iso?: string) => (iso ? Date.parse(iso) : NaN);
+  const upload = (at(st.createdAt) - wallStart) / 1000;
+  const plan = (at(st.startedAt) - at(st.createdAt)) / 1000;
+  return { upload, plan, chunks: seconds - upload - plan };
 }

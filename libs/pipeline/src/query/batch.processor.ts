@@ -1,9 +1,12 @@
 import type { Job } from 'bullmq';
 import {
   BatchRowSchema,
+  MAX_CANDIDATES_PER_QUERY,
+  MAX_CANDIDATE_TEXT_CHARS,
+  MAX_QUERY_CHARS,
+  MAX_RERANK_CANDIDATES,
   PermanentJobError,
   QueueName,
-  RerankRequestSchema,
   batchKeys,
   isTextCandidate,
   s3Keys,
@@ -12,14 +15,17 @@ import {
   type BatchRecord,
   type BatchResultLine,
   type BatchRow,
+  type Candidate,
   type JobPayload,
   type JobResults,
-  type RerankRequest,
   type RerankResult,
+  type ScorerSpec,
 } from '@lateral/shared';
 import { S3Upload, getObjectStream, readLines, type FlowNode, type JobFlows, type ObjectStore } from '@lateral/infra';
 import { rerankByIds } from './rerank-ids';
-import { childTextStats, hasTextCandidates, rerankWithTexts, type RerankJobDeps } from './rerank-texts';
+import { hasTextCandidates, rerankWithTexts, textStatsOf, type RerankJobDeps, type ResolvableRerankRequest } from './rerank-texts';
+import { isTextLike, type ResolvableCandidate } from './rerank-candidates';
+import { textHash } from './text-cache';
 
 /** What the batch processors touch. */
 export interface BatchDeps {
@@ -78,12 +84,15 @@ export function validateRow(
     return { line: lineNo, custom_id: customId, error: { message: `${where}: duplicate custom_id (first at line ${earlier})`, issues: [{ field: 'custom_id', message: `duplicate of line ${earlier}` }] } };
   }
   seen.set(customId, lineNo);
-  const parsed = BatchRowSchema.safeParse(value);
-  if (!parsed.success) {
-    const issues = parsed.error.issues.map((i) => ({ field: i.path.join('.') || '(row)', message: i.message }));
-    return { line: lineNo, custom_id: customId, error: { message: `${where}: ${issues.map((i) => `${i.field}: ${i.message}`).join('; ')}`, issues } };
+  let row = plainBatchRow(value);
+  if (!row) {
+    const parsed = BatchRowSchema.safeParse(value);
+    if (!parsed.success) {
+      const issues = parsed.error.issues.map((i) => ({ field: i.path.join('.') || '(row)', message: i.message }));
+      return { line: lineNo, custom_id: customId, error: { message: `${where}: ${issues.map((i) => `${i.field}: ${i.message}`).join('; ')}`, issues } };
+    }
+    row = parsed.data;
   }
-  const row = parsed.data;
   const issues: { field: string; message: string }[] = [];
   row.candidates.forEach((c, ci) => {
     if (isTextCandidate(c)) {
@@ -95,6 +104,49 @@ export function validateRow(
   });
   if (issues.length > 0) return { line: lineNo, custom_id: customId, error: { message: `${where}: ${issues.map((i) => `${i.field}: ${i.message}`).join('; ')}`, issues } };
   return { line: lineNo, custom_id: customId, row };
+}
+
+const ROW_KEYS = new Set(['custom_id', 'query', 'candidates', 'topK', 'top_k']);
+const hasOnly = (o: object, keys: readonly string[]) => {
+  for (const k in o) if (!keys.includes(k)) return false;
+  return true;
+};
+const boundedString = (v: unknown, max: number): v is string => typeof v === 'string' && v.length >= 1 && v.length <= max;
+const hitCount = (v: unknown) => v === undefined || (typeof v === 'number' && Number.isInteger(v) && v > 0 && v <= MAX_CANDIDATES_PER_QUERY);
+
+/**
+ * A row as BatchRowSchema outputs it, without zod, when the row is plainly valid (the common
+ * case: zod's union of candidate shapes costs more than the rest of planning); null when anything
+ * is off, and the caller asks BatchRowSchema, whose issues name what. Accepts only what the
+ * schema accepts (batch.processor.spec.ts compares the two).
+ */
+export function plainBatchRow(value: object): BatchRow | null {
+  for (const k in value) if (!ROW_KEYS.has(k)) return null;
+  const r = value as Record<string, unknown>;
+  if (!boundedString(r.custom_id, 512) || typeof r.query !== 'string') return null;
+  const query = r.query.trim();
+  if (query.length < 1 || query.length > MAX_QUERY_CHARS) return null;
+  const candidates = r.candidates;
+  if (!Array.isArray(candidates) || candidates.length < 1 || candidates.length > MAX_CANDIDATES_PER_QUERY) return null;
+  for (const c of candidates as unknown[]) {
+    if (typeof c === 'string') {
+      if (c.length < 1 || c.length > 512) return null;
+      continue;
+    }
+    if (!c || typeof c !== 'object' || Array.isArray(c)) return null;
+    const o = c as Record<string, unknown>;
+    if ('text' in o) {
+      if (!hasOnly(o, ['id', 'text', 'score']) || !boundedString(o.text, MAX_CANDIDATE_TEXT_CHARS)) return null;
+      if (o.id !== undefined && !boundedString(o.id, 512)) return null;
+      if (o.score !== undefined && (typeof o.score !== 'number' || !Number.isFinite(o.score))) return null;
+      if (('id' in o && o.id === undefined) || ('score' in o && o.score === undefined)) return null;
+    } else if (!hasOnly(o, ['id', 'score']) || !boundedString(o.id, 512) || typeof o.score !== 'number' || !Number.isFinite(o.score)) return null;
+  }
+  if (!hitCount(r.topK) || !hitCount(r.top_k) || ('topK' in r && r.topK === undefined) || ('top_k' in r && r.top_k === undefined)) return null;
+  if (r.topK !== undefined && r.top_k !== undefined && r.topK !== r.top_k) return null;
+  const topK = (r.topK ?? r.top_k) as number | undefined;
+  const row = { custom_id: r.custom_id, query, candidates: candidates as BatchRow['candidates'] };
+  return topK === undefined ? row : { ...row, topK };
 }
 
 /**
@@ -117,16 +169,19 @@ async function planBatch(ctx: BatchDeps, t: string, b: string): Promise<BatchRes
   let invalid = 0;
   let lineNo = 0;
   let entries: string[] = [];
-  let texts = new Set<string>();
+  let texts = new Map<string, number>();
   const withTexts: boolean[] = [];
   const flush = async () => {
     if (entries.length === 0) return;
-    await ctx.store.put(batchKeys.chunk(t, b, chunks), entries.join('\n') + '\n', 'application/x-ndjson');
-    if (texts.size > 0) await ctx.store.putJson(batchKeys.chunkTexts(t, b, chunks), [...texts]);
-    withTexts.push(texts.size > 0);
+    const distinct = [...texts.keys()];
+    // The chunk names each distinct text once, by its hash (hashed here, once): the header line.
+    const header = JSON.stringify({ textHashes: distinct.map(textHash) } satisfies ChunkHeader);
+    await ctx.store.put(batchKeys.chunk(t, b, chunks), `${header}\n${entries.join('\n')}\n`, 'application/x-ndjson');
+    if (distinct.length > 0) await ctx.store.putJson(batchKeys.chunkTexts(t, b, chunks), distinct);
+    withTexts.push(distinct.length > 0);
     chunks++;
     entries = [];
-    texts = new Set();
+    texts = new Map();
   };
   for await (const line of readLines(stream)) {
     lineNo++;
@@ -134,8 +189,7 @@ async function planBatch(ctx: BatchDeps, t: string, b: string): Promise<BatchRes
     rows++;
     const entry = validateRow(line, lineNo, seen, opts);
     if ('error' in entry) invalid++;
-    else for (const c of entry.row.candidates) if (isTextCandidate(c)) texts.add(c.text);
-    entries.push(JSON.stringify(entry));
+    entries.push(JSON.stringify('error' in entry ? entry : compactEntry(entry, texts)));
     if (entries.length >= ctx.chunkRows) await flush();
   }
   await flush();
@@ -173,16 +227,14 @@ async function runChunk(ctx: BatchDeps, t: string, b: string, n: number, job?: P
   const t0 = Date.now();
   const rec = await record(ctx.store, t, b);
   if (rec.state === 'cancelled') return { step: 'chunk', rows: 0, failed: 0 };
+  const tRead = Date.now();
   const bytes = await ctx.store.get(batchKeys.chunk(t, b, n));
   if (!bytes) throw new PermanentJobError(`chunk ${n} of batch ${b} is missing from S3`);
-  const entries = Buffer.from(bytes)
-    .toString('utf8')
-    .split('\n')
-    .filter((l) => l.length > 0)
-    .map((l) => JSON.parse(l) as BatchChunkEntry);
-  const valid = entries.filter((e): e is Extract<BatchChunkEntry, { row: BatchRow }> => 'row' in e);
-  const texts = await childTextStats(job as Job | undefined);
-  const childValues = job ? ((await job.getChildrenValues().catch(() => ({}))) as Record<string, Partial<JobResults[QueueName.encodeTexts]>>) : {};
+  const entries = readChunk(Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).toString('utf8'));
+  const readMs = Date.now() - tRead;
+  const valid = entries.filter((e): e is Extract<ChunkEntry, { row: unknown }> => 'row' in e);
+  const childValues = (typeof job?.getChildrenValues === 'function' ? await job.getChildrenValues().catch(() => ({})) : {}) as Record<string, Partial<JobResults[QueueName.encodeTexts]>>;
+  const texts = textStatsOf(childValues);
   const encodeTextsMs = Object.values(childValues).reduce((s, v) => s + (v.ms ?? 0), 0);
   const tokens = Object.values(childValues).reduce((s, v) => s + (v.tokens ?? 0), 0);
   const lines: BatchResultLine[] = [];
@@ -191,7 +243,7 @@ async function runChunk(ctx: BatchDeps, t: string, b: string, n: number, job?: P
   let chunkError: string | null = null;
   if (valid.length > 0) {
     const rerankId = `${b}.c${n}`;
-    const request: RerankRequest = {
+    const request: ResolvableRerankRequest = {
       ...(rec.options.collection ? { collection: rec.options.collection } : {}),
       ...(rec.options.model ? { model: rec.options.model } : {}),
       scorer: rec.options.scorer,
@@ -199,16 +251,17 @@ async function runChunk(ctx: BatchDeps, t: string, b: string, n: number, job?: P
       queries: valid.map((e) => ({ id: e.custom_id, text: e.row.query, candidates: e.row.candidates })),
     };
     try {
-      const parsed = RerankRequestSchema.safeParse(request);
-      if (!parsed.success) throw new PermanentJobError(`the rows of chunk ${n} do not make a valid re-rank request: ${parsed.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ').slice(0, 500)}`);
+      // Every row passed validateRow when the chunk was planned: what is left to check is what spans rows.
+      const issues = chunkRequestIssues(request.queries, rec.options.scorer);
+      if (issues.length > 0) throw new PermanentJobError(`the rows of chunk ${n} do not make a valid re-rank request: ${issues.join('; ').slice(0, 500)}`);
       let result: RerankResult | null;
-      if (hasTextCandidates(parsed.data)) {
+      if (hasTextCandidates(request)) {
         // Text candidates: scored in memory, no request or result object in S3.
-        result = (await rerankWithTexts(ctx.rerank, t, rerankId, parsed.data, undefined, texts)).result;
+        result = (await rerankWithTexts(ctx.rerank, t, rerankId, request, undefined, texts)).result;
       } else {
         // Ids only: the collection's re-rank of ids (include, group) through S3 as any request.
         const requestKey = s3Keys.rerankRequest(t, rerankId);
-        await ctx.store.putJson(requestKey, parsed.data);
+        await ctx.store.putJson(requestKey, request);
         const out = await rerankByIds(ctx.rerank, { tenantId: t, rerankId, requestKey });
         result = await ctx.store.getJson<RerankResult>(out.resultKey);
         await ctx.store.delete(out.resultKey);
@@ -239,7 +292,9 @@ async function runChunk(ctx: BatchDeps, t: string, b: string, n: number, job?: P
     const k = rowTopK(e.row) ?? rec.options.topK;
     lines.push({ custom_id: e.custom_id, line: e.line, hits: r.hits.slice(0, k).map((h) => ({ id: h.id, score: h.score })), ...(r.missing.length ? { missing: r.missing } : {}) });
   }
+  const tWrite = Date.now();
   await ctx.store.put(batchKeys.chunkResult(t, b, n), lines.map((l) => JSON.stringify(l)).join('\n') + '\n', 'application/x-ndjson');
+  const writeMs = Date.now() - tWrite;
   return {
     step: 'chunk',
     rows: entries.length,
@@ -252,6 +307,8 @@ async function runChunk(ctx: BatchDeps, t: string, b: string, n: number, job?: P
       encodeQueriesMs: timings?.encodeQueriesMs ?? 0,
       scoreMs: timings?.scoreMs ?? 0,
       loadMs: timings?.loadMs ?? 0,
+      chunkReadMs: readMs,
+      chunkWriteMs: writeMs,
       chunkMs: Date.now() - t0,
     },
   };
@@ -296,7 +353,84 @@ async function finalizeBatch(ctx: BatchDeps, t: string, b: string, chunks: numbe
   return { step: 'finalize', rows, failed };
 }
 
+/*
+ * Chunk files. The first line is a header naming the chunk's distinct candidate texts by their
+ * sha256 (ChunkHeader.textHashes, in the order of the chunk's texts file, which the encode-texts
+ * job reads); each row's text candidates are written as `{ id?, t, score? }` with `t` the text's
+ * place in that list, so a chunk job reads no text, hashes none and parses no row again. Chunk
+ * files written before the header (rows with their texts) are read as they were.
+ */
+
+/** The header line of a chunk file. */
+export interface ChunkHeader {
+  textHashes: string[];
+}
+
+/** A text candidate in a chunk file: its place in the header's textHashes. */
+interface ChunkTextCandidate {
+  id?: string;
+  t: number;
+  score?: number;
+}
+
+type ChunkRow = Omit<BatchRow, 'candidates'> & { candidates: ResolvableCandidate[] };
+/** A chunk file's row as the chunk job reads it: text candidates named by hash. */
+type ChunkEntry = Extract<BatchChunkEntry, { error: unknown }> | { line: number; custom_id: string; row: ChunkRow };
+
+/** A valid row as its chunk file holds it: each text candidate replaced by its place in `texts` (the chunk's distinct texts, added here). */
+export function compactEntry(entry: Extract<BatchChunkEntry, { row: BatchRow }>, texts: Map<string, number>): { line: number; custom_id: string; row: Omit<BatchRow, 'candidates'> & { candidates: (Candidate | ChunkTextCandidate)[] } } {
+  const candidates = entry.row.candidates.map((c): Candidate | ChunkTextCandidate => {
+    if (!isTextCandidate(c)) return c;
+    let at = texts.get(c.text);
+    if (at === undefined) texts.set(c.text, (at = texts.size));
+    const out: ChunkTextCandidate = c.id === undefined ? { t: at } : { id: c.id, t: at };
+    if (c.score !== undefined) out.score = c.score;
+    return out;
+  });
+  return { line: entry.line, custom_id: entry.custom_id, row: { ...entry.row, candidates } };
+}
+
+/** Parses a chunk file: its entries, text candidates named by their hash (a file without the header keeps its texts). */
+export function readChunk(text: string): ChunkEntry[] {
+  const lines = text.split('\n').filter((l) => l.length > 0);
+  let hashes: string[] = [];
+  if (lines.length > 0 && lines[0].startsWith('{"textHashes":')) hashes = (JSON.parse(lines.shift()!) as ChunkHeader).textHashes;
+  return lines.map((l) => {
+    const e = JSON.parse(l) as BatchChunkEntry | ChunkEntry;
+    if (!('row' in e)) return e;
+    const candidates = (e.row.candidates as (ResolvableCandidate | ChunkTextCandidate)[]).map((c): ResolvableCandidate => {
+      if (typeof c !== 'object' || !('t' in c)) return c;
+      const textHash = hashes[c.t];
+      if (textHash === undefined) throw new PermanentJobError(`chunk file names text ${c.t}, which its header does not list`);
+      return c.id === undefined ? { textHash, ...(c.score !== undefined ? { score: c.score } : {}) } : { id: c.id, textHash, ...(c.score !== undefined ? { score: c.score } : {}) };
+    });
+    return { line: e.line, custom_id: e.custom_id, row: { ...e.row, candidates } };
+  });
+}
+
+/**
+ * What a chunk's rows, as one re-rank request, must satisfy beyond each row's own checks
+ * (validateRow): RerankRequestSchema's request-wide rules, with its messages: the candidate cap
+ * across all queries, and the hybrid scorer's first-stage score on every candidate.
+ */
+export function chunkRequestIssues(queries: readonly { candidates: readonly ResolvableCandidate[] }[], scorer: ScorerSpec): string[] {
+  const issues: string[] = [];
+  const total = queries.reduce((s, q) => s + q.candidates.length, 0);
+  if (total > MAX_RERANK_CANDIDATES) {
+    issues.push(`queries: ${total} candidates in one request, over MAX_RERANK_CANDIDATES (${MAX_RERANK_CANDIDATES}) across all queries: split the request, or send a batch file (POST /v1/batches)`);
+  }
+  if (scorer.name !== 'hybrid') return issues;
+  queries.forEach((q, qi) =>
+    q.candidates.forEach((c, ci) => {
+      if (typeof c === 'string' || (isTextLike(c) && c.score === undefined)) {
+        issues.push(`queries.${qi}.candidates.${ci}: the hybrid scorer needs every candidate as { id, score } with its first-stage score`);
+      }
+    }),
+  );
+  return issues;
+}
+
 /** A row's own hit count: `topK`, or `top_k` in a chunk file written before rows were read as `topK`. */
-function rowTopK(row: BatchRow): number | undefined {
+function rowTopK(row: Pick<BatchRow, 'topK'>): number | undefined {
   return row.topK ?? (row as { top_k?: number }).top_k;
 }

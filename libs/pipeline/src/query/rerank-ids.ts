@@ -1,13 +1,23 @@
 import type { Job } from 'bullmq';
-import { PermanentJobError, QueueName, RerankRequestSchema, ValidationError, collectionShards, s3Keys, type JobPayload, type JobResults, type RerankResult } from '@lateral/shared';
-import { ShapeError, topK } from '@lateral/scoring';
-import { addLogContext } from '@lateral/infra';
+import { PermanentJobError, QueueName, RerankRequestSchema, collectionShards, s3Keys, type JobPayload, type JobResults, type RerankRequest, type RerankResult } from '@lateral/shared';
+import { topK } from '@lateral/scoring';
+import { addLogContext, type ObjectStore } from '@lateral/infra';
 import { logRerankDone } from '../job-logs';
 import type { RerankDeps } from './query-deps';
 import { shardedRerank } from './shard-fanout';
 import { isFanoutJob } from './shard-rounds';
-import { type CollectionView, scoreGroup, hitShaping, eventLoopYielder, degradedFields, splitUnavailable, groupIndicesByKey } from '@lateral/serving';
+import { type CollectionView, hitShaping, degradedFields, splitUnavailable } from '@lateral/serving';
 import { permanentModelErrors } from '../model-errors';
+import { candidateIds, resolveIdCandidates, scoreResolved } from './rerank-candidates';
+
+/** The re-rank request a job's payload names, read from S3 and parsed (a missing or invalid one never succeeds). */
+export async function loadRerankRequest(store: Pick<ObjectStore, 'getJson'>, requestKey: string): Promise<RerankRequest> {
+  const raw = await store.getJson<unknown>(requestKey);
+  if (!raw) throw new PermanentJobError(`re-rank request missing from S3: ${requestKey}`);
+  const parsed = RerankRequestSchema.safeParse(raw);
+  if (!parsed.success) throw new PermanentJobError(`invalid stored re-rank request ${requestKey}: ${parsed.error.message}`);
+  return parsed.data;
+}
 
 /**
  * A re-rank whose candidates are all ids of the collection's documents: scored against the
@@ -15,14 +25,15 @@ import { permanentModelErrors } from '../model-errors';
  * request's passages, group and include. The re-rank queue's handler (rerank.processor.ts) and a
  * batch chunk of ids (batch.processor.ts) run it.
  */
-export async function rerankByIds(ctx: RerankDeps, p: JobPayload<QueueName.rerank>, job?: Pick<Job, 'updateProgress'>): Promise<JobResults[QueueName.rerank]> {
+export async function rerankByIds(
+  ctx: RerankDeps,
+  p: JobPayload<QueueName.rerank>,
+  job?: Pick<Job, 'updateProgress'>,
+  stored?: RerankRequest,
+  t0 = Date.now(),
+): Promise<JobResults[QueueName.rerank]> {
   const { views, scorers } = ctx;
-  const t0 = Date.now();
-  const raw = await ctx.store.getJson<unknown>(p.requestKey);
-  if (!raw) throw new PermanentJobError(`re-rank request missing from S3: ${p.requestKey}`);
-  const parsed = RerankRequestSchema.safeParse(raw);
-  if (!parsed.success) throw new PermanentJobError(`invalid stored re-rank request ${p.requestKey}: ${parsed.error.message}`);
-  const req = parsed.data;
+  const req = stored ?? (await loadRerankRequest(ctx.store, p.requestKey));
   // Requests with text candidates (which may name no collection) are scored by rerankJob (rerank.processor.ts).
   if (!req.collection) throw new PermanentJobError(`re-rank request ${p.rerankId} names no collection; it belongs to rerankJob`);
   addLogContext({ collection: req.collection }); // the payload names no collection: from here on, every line of this job says it
@@ -41,61 +52,11 @@ export async function rerankByIds(ctx: RerankDeps, p: JobPayload<QueueName.reran
   const queries = await encoder.encodeQueries(req.queries.map((q) => q.text)).catch(permanentModelErrors);
   const encodeQueriesMs = Date.now() - tEnc;
   const tScore = Date.now();
-  let missingTotal = 0;
-  let candidatesTotal = 0;
   // Resolve candidates, then group queries that share the same candidate list (the common bulk
   // case: one list for many queries) so each group is scored in one pass over its tokens.
-  const resolved = req.queries.map((q) => {
-    const ids: string[] = [];
-    const rows: number[] = [];
-    const missing: string[] = [];
-    const seen = new Set<string>();
-    const first: number[] = [];
-    for (const cand of q.candidates) {
-      // Text candidates never reach this processor (rerankJob scores those requests), so every object has an id.
-      const id = typeof cand === 'string' ? cand : (cand.id ?? '');
-      if (seen.has(id)) continue;
-      seen.add(id);
-      const row = view?.rowOf.get(id);
-      if (row === undefined) missing.push(id);
-      else {
-        ids.push(id);
-        rows.push(row);
-        first.push(typeof cand === 'string' || cand.score === undefined ? NaN : cand.score);
-      }
-    }
-    candidatesTotal += ids.length;
-    missingTotal += missing.length;
-    return { ids, rows, missing, first: Float64Array.from(first), key: rows.join(',') };
-  });
-  const groups = groupIndicesByKey(resolved, (r) => r.key);
-  const scores: Float32Array[] = new Array(req.queries.length);
-  let done = 0;
-  let reported = 0;
-  const yieldEvery = eventLoopYielder();
-  for (const members of groups.values()) {
-    const rows = resolved[members[0]].rows;
-    if (!view || rows.length === 0) {
-      for (const i of members) scores[i] = new Float32Array(0);
-      done += members.length;
-      continue;
-    }
-    const out = await scoreGroup(
-      scorers,
-      { view, encoder, queries: members.map((i) => queries[i]), rows, firstStage: members.map((i) => resolved[i].first), yieldEvery, tenantId: p.tenantId },
-      req.scorer,
-    ).catch((err) => {
-      // A scorer that cannot run on this request (e.g. a model without token_weights) will never succeed.
-      if (err instanceof ValidationError || err instanceof ShapeError) throw new PermanentJobError(err.message);
-      throw err;
-    });
-    members.forEach((qi, k) => (scores[qi] = out[k]));
-    done += members.length;
-    reported = Math.round((100 * done) / req.queries.length);
-    await job?.updateProgress(reported);
-  }
-  // Groups without candidates are counted too, so a finished job always reports 100.
-  if (reported < 100) await job?.updateProgress(100);
+  const resolved = req.queries.map((q) => resolveIdCandidates(q.candidates, view));
+  const candidatesTotal = resolved.reduce((s, r) => s + r.ids.length, 0);
+  const scores = await scoreResolved(scorers, resolved, { encoder, queries, scorer: req.scorer, tenantId: p.tenantId }, job);
   const results: RerankResult['results'] = req.queries.map((q, i) => ({
     queryId: q.id,
     hits: topK(scores[i], resolved[i].ids, shaping.depth).map((h) => ({ id: h.id, score: h.score })),
@@ -113,21 +74,9 @@ export async function rerankByIds(ctx: RerankDeps, p: JobPayload<QueueName.reran
     ...degradedFields(view?.unavailable),
   };
   // Candidates of an unreadable segment are listed as unavailable, not counted as missing.
-  missingTotal = results.reduce((s, r) => s + r.missing.length, 0);
+  const missingTotal = results.reduce((s, r) => s + r.missing.length, 0);
   const resultKey = s3Keys.rerankResult(p.tenantId, p.rerankId);
   await ctx.store.putJson(resultKey, result);
   logRerankDone(result, { queries: req.queries.length, candidates: candidatesTotal, missing: missingTotal });
   return { resultKey, queries: req.queries.length, candidates: candidatesTotal, missing: missingTotal };
-}
-
-/** Every distinct candidate id of the request, in first-seen order. */
-function candidateIds(queries: readonly { candidates: readonly unknown[] }[]): string[] {
-  const ids = new Set<string>();
-  for (const q of queries) {
-    for (const c of q.candidates) {
-      if (typeof c === 'string') ids.add(c);
-      else if (c && typeof (c as { id?: unknown }).id === 'string') ids.add((c as { id: string }).id);
-    }
-  }
-  return [...ids];
 }

@@ -29,6 +29,7 @@ import { fuseHybrid, hybridBase, GROUP_DEPTH_FACTOR, hitShaping, fuse, degradedF
 
 import type { RerankDeps, SearchDeps } from './query-deps';
 import { dropShardWork, type FanoutJob, type HitsPartial, type RerankInput, type RerankPartial, type RoundBase, type SearchInput, type ShardCoordinatorDeps, type ShardHit, type StatsPartial } from './shard-rounds';
+import { distinctCandidates } from './rerank-candidates';
 
 /**
  * Sharded re-rank and search (issue 10 item 4). The parent job, on the rerank or search queue,
@@ -164,17 +165,8 @@ export async function shardedRerank(
   const manifest = await pinnedManifest(deps, job, current);
   await shaping.expand(deps, manifest, req.queries);
   const queries = req.queries.map((q) => {
-    const ids: string[] = [];
-    const first: (number | null)[] = [];
-    const seen = new Set<string>();
-    for (const cand of q.candidates) {
-      const id = typeof cand === 'string' ? cand : (cand.id ?? '');
-      if (seen.has(id)) continue;
-      seen.add(id);
-      ids.push(id);
-      first.push(typeof cand === 'string' || cand.score === undefined ? null : cand.score);
-    }
-    return { text: q.text, ids, first };
+    const distinct = distinctCandidates(q.candidates);
+    return { text: q.text, ids: distinct.map((c) => c.id), first: distinct.map((c) => (Number.isNaN(c.firstStage) ? null : c.firstStage)) };
   });
   const base: RoundBase = { kind: 'rerank', tenantId: p.tenantId, collectionId: collection.id, parentId: p.rerankId, shards: collection.shards!, generation: manifest.generation };
   const { scores, found, partials } = await rerankThroughShards(deps, job, base, 2, req.scorer, queries);

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { TextMemoryCache, mapLimit, textHash } from './text-cache';
+import { TextCacheReader, TextMemoryCache, mapLimit, textHash, textKey, type TextSpace } from './text-cache';
 import { validateRow } from './batch.processor';
 
 const entry = (floats: number, encodedAt: number) => ({ vectors: new Float32Array(floats), length: 1, docVector: new Float32Array(0), tokenIds: new Int32Array(0), encodedAt });
@@ -17,6 +17,27 @@ describe('TextMemoryCache', () => {
     expect(c.get('a', 10, 11)).toBeUndefined(); // older than the TTL
     c.set('huge', entry(1000, 0)); // larger than the whole budget: not kept
     expect(c.get('huge', 10, 5)).toBeUndefined();
+  });
+});
+
+describe('TextCacheReader', () => {
+  it('answers texts in memory without S3 and reads only the others, in the order asked', async () => {
+    const space: TextSpace = { tenantId: 'default', model: 'm', modelVersion: '0123456789abcdef', maxTokens: 16, codec: null };
+    const [a, b, c] = ['a', 'b', 'c'].map(textHash);
+    const memory = new TextMemoryCache(1 << 20);
+    const now = Date.now();
+    memory.set(textKey(space, a), entry(4, now));
+    memory.set(textKey(space, c), entry(8, now));
+    const asked: string[] = [];
+    const reader = new TextCacheReader({
+      store: { get: async (key: string) => (asked.push(key), null) },
+      codecs: { get: async () => { throw new Error('no codec lookup for a space without a codec'); } },
+      memory,
+      ttlDays: 1,
+    });
+    const out = await reader.read(space, [a, b, c]);
+    expect(out.map((e) => e?.vectors.length ?? null)).toEqual([4, null, 8]);
+    expect(asked).toEqual([textKey(space, b)]);
   });
 });
 

@@ -1,0 +1,85 @@
+import { describe, expect, it } from 'vitest';
+import { BatchRowSchema, RerankRequestSchema, isTextCandidate, type BatchRow, type Candidate } from '@lateral/shared';
+import { chunkRequestIssues, compactEntry, plainBatchRow, readChunk, type ChunkHeader } from './batch.processor';
+import { textHash } from './text-cache';
+
+const good: object[] = [
+  { custom_id: 'a', query: '  q  ', candidates: ['d1', 'd2'] },
+  { custom_id: 'b', query: 'q', candidates: [{ id: 'd1', score: 1.5 }, { text: 'some text' }, { id: 't', text: 'x', score: -2 }], topK: 3 },
+  { custom_id: 'c', query: 'q', candidates: [{ text: 'x' }], top_k: 2 },
+  { custom_id: 'd', query: 'q', candidates: [{ text: 'x' }], topK: 2, top_k: 2 },
+  { custom_id: 'e', query: 'é'.repeat(4096), candidates: ['x'.repeat(512)] },
+];
+const bad: object[] = [
+  { custom_id: 'a', query: '   ', candidates: ['d1'] },
+  { custom_id: 'a', query: 'q', candidates: [] },
+  { custom_id: 'a', query: 'q', candidates: [''] },
+  { custom_id: 'a', query: 'q', candidates: ['x'.repeat(513)] },
+  { custom_id: 'a', query: 'q', candidates: [{ id: 'd1' }] },
+  { custom_id: 'a', query: 'q', candidates: [{ id: 'd1', score: '1' }] },
+  { custom_id: 'a', query: 'q', candidates: [{ id: 'd1', score: 1, extra: true }] },
+  { custom_id: 'a', query: 'q', candidates: [{ text: '' }] },
+  { custom_id: 'a', query: 'q', candidates: [{ text: 'x', id: '' }] },
+  { custom_id: 'a', query: 'q', candidates: [{ text: 'x', other: 1 }] },
+  { custom_id: 'a', query: 'q', candidates: [{ text: 5 }] },
+  { custom_id: 'a', query: 'q', candidates: [null] },
+  { custom_id: 'a', query: 'q', candidates: [['d1']] },
+  { custom_id: 'a', query: 'q', candidates: ['d1'], topK: 0 },
+  { custom_id: 'a', query: 'q', candidates: ['d1'], topK: 1.5 },
+  { custom_id: 'a', query: 'q', candidates: ['d1'], topK: 10_001 },
+  { custom_id: 'a', query: 'q', candidates: ['d1'], topK: 2, top_k: 3 },
+  { custom_id: 'a', query: 'q', candidates: ['d1'], extra: 1 },
+  { custom_id: 'a', query: 'q'.repeat(4097), candidates: ['d1'] },
+  { custom_id: 'a', query: 7, candidates: ['d1'] },
+  JSON.parse('{"custom_id":"a","query":"q","candidates":["d1"],"__proto__":{}}') as object,
+];
+
+describe('batch chunks', () => {
+  it('plainBatchRow gives what BatchRowSchema gives for plainly valid rows, and null for every row the schema refuses', () => {
+    for (const row of good) {
+      const fast = plainBatchRow(row);
+      const parsed = BatchRowSchema.safeParse(row);
+      expect(parsed.success).toBe(true);
+      expect(fast).toEqual(parsed.data);
+    }
+    for (const row of bad) {
+      expect(BatchRowSchema.safeParse(row).success, JSON.stringify(row)).toBe(false);
+      expect(plainBatchRow(row), JSON.stringify(row)).toBeNull();
+    }
+  });
+
+  it('a chunk file names each distinct text once by its hash, and reads back as the rows with their texts hashed', () => {
+    const texts = new Map<string, number>();
+    const rows = good.slice(0, 3).map((r, i) => ({ line: i + 1, custom_id: (r as BatchRow).custom_id, row: BatchRowSchema.parse(r) }));
+    const lines = rows.map((e) => JSON.stringify(compactEntry(e, texts)));
+    expect([...texts.keys()]).toEqual(['some text', 'x']);
+    const header: ChunkHeader = { textHashes: [...texts.keys()].map(textHash) };
+    const error = { line: 4, custom_id: null, error: { message: 'line 4: not JSON' } };
+    const read = readChunk(`${JSON.stringify(header)}\n${lines.join('\n')}\n${JSON.stringify(error)}\n`);
+    expect(read).toEqual([
+      { line: 1, custom_id: 'a', row: { custom_id: 'a', query: 'q', candidates: ['d1', 'd2'] } },
+      { line: 2, custom_id: 'b', row: { custom_id: 'b', query: 'q', topK: 3, candidates: [{ id: 'd1', score: 1.5 }, { textHash: textHash('some text') }, { id: 't', textHash: textHash('x'), score: -2 }] } },
+      { line: 3, custom_id: 'c', row: { custom_id: 'c', query: 'q', topK: 2, candidates: [{ textHash: textHash('x') }] } },
+      error,
+    ]);
+    // A chunk file written before the header (rows with their texts) reads as it was written.
+    const old = rows.map((e) => JSON.stringify(e)).join('\n');
+    expect(readChunk(old)).toEqual(rows);
+  });
+
+  it("chunkRequestIssues finds what RerankRequestSchema refuses across a chunk's rows, with its messages", () => {
+    const queries: { id: string; text: string; candidates: Candidate[] }[] = [
+      { id: 'a', text: 'q', candidates: [{ id: 'd1', score: 1 }, { text: 'x', score: 2 }] },
+      { id: 'b', text: 'q', candidates: ['d2', { text: 'y' }] },
+    ];
+    const hybrid = { name: 'hybrid' as const, base: 'maxsim' as const, fusion: 'linear' as const, lambda: 0.5, normalization: 'minmax' as const, rrfK: 60 };
+    const schema = RerankRequestSchema.safeParse({ collection: 'c', scorer: hybrid, queries });
+    expect(schema.success).toBe(false);
+    const expected = schema.error!.issues.map((i) => `${i.path.join('.')}: ${i.message}`);
+    expect(chunkRequestIssues(queries, hybrid)).toEqual(expected);
+    // The same rows with texts named by hash are checked the same way.
+    const hashed = queries.map((q) => ({ ...q, candidates: q.candidates.map((c) => (isTextCandidate(c) ? { ...(c.score !== undefined ? { score: c.score } : {}), textHash: textHash(c.text) } : c)) }));
+    expect(chunkRequestIssues(hashed, hybrid)).toEqual(expected);
+    expect(chunkRequestIssues(queries, { name: 'maxsim', normalize: false })).toEqual([]);
+  });
+});
