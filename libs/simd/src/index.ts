@@ -1,0 +1,17 @@
+import { jsKernels } from './js';
+import type { Kernels } from './types';
+import { wasmKernels } from './wasm';
+
+export type { Kernels, PreparedQuery, WarpTablesInput } from './types';
+export { jsKernels, jsDots, jsLookupSums, jsMaxima, jsScoreRows, jsWarpTables } from './js';
+export { wasmKernels, simdStatus, simdModulePath, type SimdStatus, type ScoreRowsVariant, type WasmKernels } from './wasm';
+
+let chosen: Kernels | null = null;
+
+/**
+ * The kernels this process uses: the WebAssembly SIMD module when it is built and passes its
+ * self-check against the JavaScript kernels at load, else the JavaScript kernels (same results).
+ */
+export function kernels(): Kernels {
+  return (chosen ??= wasmKernels() ?? jsKernels);
+}
