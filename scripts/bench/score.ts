@@ -24,14 +24,19 @@
  *   `warp_kernel_ratio` = float / (tables + lookups), and the whole per-segment searches
  *   (`warp_search_ratio` = XTR / WARP). Single-threaded JavaScript, both.
  *
+ * - @lateral/simd (simdCase): every kernel and the searches built on them, on the JavaScript
+ *   kernels and on the WebAssembly SIMD module in alternation, results checked equal;
+ *   `simd_*_speedup` = JS / WASM.
+ *
  * Options: --quick (fewer repetitions), --threads N (intra-op threads, default 2), --aesi-only,
- * --warp-only, --warp-centroids K (default 1,024), --warp-bits 2|4 (default 4).
+ * --warp-only, --simd-only, --warp-centroids K (default 1,024), --warp-bits 2|4 (default 4).
  */
 import { spawnSync } from 'node:child_process';
 import { resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { maxsim, maxsimBatch, maxsimOfSimilarities, xtrAggregate, LITE_DEFAULT, LITE_SMALL, type XtrRetrieved } from '@lateral/scoring';
-import { benchWarp, benchXtrAccumulator, xtrProbe } from '@lateral/search';
+import { assignNearest, benchWarp, benchXtrAccumulator, exhaustiveSegmentSearch, searchSegment, warpBenchFixture, xtrProbe, type SegmentSource } from '@lateral/search';
+import { jsKernels, simdStatus, useKernels, wasmKernels, type Kernels, type ScoreRowsVariant } from '@lateral/simd';
 import { createScorerSession, GemmMaxsim, OnnxIvfProbe, OnnxLite, randomLiteWeights, RotatedMaxsim, seededUniform, type RotatedImageSet } from '@lateral/kernels';
 import { aesiDecode, aesiDecoderLength, aesiTwoLayerPerToken, createCodec, lloydMax, type EdenCodec } from '@lateral/codec';
 import { floatTensor, GraphBuilder, int64Tensor, makeModel, makeValueInfo } from '@lateral/model';
@@ -328,6 +333,109 @@ async function aesiCase(quick: boolean, log: (m: string) => void): Promise<{ res
   return { result, rows };
 }
 
+/**
+ * The numeric kernels of @lateral/simd (simdCase): each workload run on the JavaScript kernels and
+ * on the WebAssembly SIMD module in alternation (useKernels), the same inputs, results checked
+ * equal bit for bit; ratio = JS / WASM. Workloads: scoring's maxsimBatch (re-rank: 200 candidates
+ * x 180 tokens x 128 vs 32 query tokens), exhaustive search of one segment (500 documents x 100
+ * tokens), k-means' assignNearest (2,048 points x 1,024 centroids x 128), and on benchWarp's
+ * segment (100,000 tokens, K = 1,024, b = 4, 32 query tokens, nprobe 32): Q C^T, the lookup
+ * tables, the lookup-sums over the probed lists, XTR's scoreRows over the same rows of float32
+ * vectors, and the whole per-segment WARP and XTR searches. Then the scoreRows variants of the
+ * module (rows gathered into its memory) against the JavaScript kernel on 32 x 3,000 rows of a
+ * 65,536-row chunk (XTR's shape): the basis of the choice in docs/benchmarks.md.
+ */
+async function simdCase(quick: boolean, log: (m: string) => void): Promise<{ result: Record<string, unknown>; rows: [string, string][] }> {
+  const wasm = wasmKernels();
+  const status = simdStatus();
+  if (!wasm) return { result: { simd_kind: status.kind, simd_reason: status.reason }, rows: [['@lateral/simd', `JavaScript kernels only: ${status.reason}`]] };
+  const rounds = quick ? 3 : 9;
+  const sets: [string, Kernels][] = [['js', jsKernels], ['wasm', wasm]];
+  /** Median ms of run() on each kernel set, alternated round by round; and the two results. */
+  const alternate = <T>(run: () => T): { js: number; wasm: number; out: T[] } => {
+    const out = sets.map(([, k]) => { useKernels(k); run(); return run(); });
+    const t: number[][] = [[], []];
+    for (let r = 0; r < rounds; r++) {
+      sets.forEach(([, k], i) => {
+        useKernels(k);
+        const s = performance.now();
+        run();
+        t[i].push(performance.now() - s);
+      });
+    }
+    useKernels(null);
+    return { js: median(t[0]), wasm: median(t[1]), out };
+  };
+  const same = (a: ArrayLike<number>, b: ArrayLike<number>) => a.length === b.length && Array.prototype.every.call(a, (v: number, i: number) => Object.is(v, b[i]));
+  const r = seededUniform(21);
+  const result: Record<string, unknown> = { simd_kind: status.kind };
+  const rows: [string, string][] = [];
+  const f = (x: number, p = 2) => x.toFixed(p);
+  const record = (key: string, label: string, m: { js: number; wasm: number }, equal: boolean | null) => {
+    if (equal === false) throw new Error(`simd bench: ${label}: the WebAssembly result differs from the JavaScript one`);
+    result[`simd_${key}_js_ms`] = m.js;
+    result[`simd_${key}_wasm_ms`] = m.wasm;
+    result[`simd_${key}_speedup`] = m.js / m.wasm;
+    rows.push([`SIMD ${label}`, `JS ${f(m.js)} ms, WASM ${f(m.wasm)} ms: ${f(m.js / m.wasm)}x${equal ? ' (equal bit for bit)' : ''}`]);
+  };
+
+  log('score bench: @lateral/simd, MaxSim maxima (maxsimBatch, exhaustive, k-means)...');
+  const Cb = 200;
+  const q = randomUnit(r, N, D);
+  const docs = randomUnit(r, Cb * M, D);
+  const offsets = Uint32Array.from({ length: Cb + 1 }, (_, c) => c * M);
+  const mb = alternate(() => maxsimBatch(q, N, docs, offsets, D));
+  record('maxsim_batch', `maxsimBatch (re-rank), ${Cb} x ${M} x ${D} vs ${N}`, mb, same(mb.out[0], mb.out[1]));
+
+  const docsN = 500, L = 100;
+  const segVectors = randomUnit(r, docsN * L, D);
+  const tokenOffsets = Uint32Array.from({ length: docsN + 1 }, (_, i) => i * L);
+  const segment = searchSegment({
+    name: 'simd-bench', documents: docsN, dims: D, docIds: Array.from({ length: docsN }, (_, i) => `d${i}`), tokenOffsets, tokenIds: new Int32Array(docsN * L), docVectors: null,
+    metadata: () => null, decodeAll: () => segVectors,
+  } as SegmentSource);
+  const ex = alternate(() => exhaustiveSegmentSearch(segment, q, N, 100));
+  record('exhaustive', `exhaustive search, ${docsN} documents x ${L} tokens x ${D} vs ${N}, top-100`, ex, same(ex.out[0].scores, ex.out[1].scores) && same(ex.out[0].docs, ex.out[1].docs));
+
+  const points = randomUnit(r, 2048, D);
+  const cents = randomUnit(r, 1024, D);
+  const km = alternate(() => assignNearest(points, 2048, cents, 1024, D));
+  record('kmeans_assign', `k-means assignNearest, 2048 points x 1024 centroids x ${D}`, km, same(km.out[0].similarity, km.out[1].similarity) && same(km.out[0].index, km.out[1].index));
+
+  log('score bench: @lateral/simd, WARP kernels and searches on benchWarp\'s segment...');
+  const fx = warpBenchFixture({});
+  const { centroidScores, tables, lookups, float, warpSearch, xtrSearch } = fx.runs;
+  record('warp_centroid_scores', `WARP Q C^T (${fx.shape.n} x ${fx.shape.centroids} x ${fx.shape.dims})`, alternate(centroidScores), null);
+  record('warp_tables', `WARP lookup tables (${fx.shape.n} tokens, b = ${fx.shape.bits})`, alternate(tables), null);
+  record('warp_lookups', `WARP lookup-sums over the probed lists (${fx.shape.scoredPerQuery} token scores)`, alternate(lookups), null);
+  record('xtr_score_rows', 'XTR scoreRows over the same rows (float32 vectors)', alternate(float), null);
+  const ws = alternate(warpSearch);
+  record('warp_search', 'WARP whole segment search (query + segment, top-100)', ws, null);
+  record('xtr_search', 'XTR whole segment search (probe + search, top-100)', alternate(xtrSearch), null);
+  if (fx.sink() === 42.4242) console.log('');
+
+  log('score bench: @lateral/simd, scoreRows variants...');
+  const T = 65_536;
+  const tokens = randomUnit(r, T, D);
+  const list = Uint32Array.from({ length: 3000 }, (_, i) => Math.floor((i * T) / 3000));
+  const out = new Float64Array(3000);
+  const variants: ScoreRowsVariant[] = ['js', 'scalar', 'pairs', 'f32'];
+  const vt: number[][] = variants.map(() => []);
+  const runVariant = (v: ScoreRowsVariant) => { for (let i = 0; i < N; i++) wasm.scoreRowsWith(v, q, i * D, tokens, 0, D, list, 0, list.length, out); };
+  variants.forEach(runVariant);
+  for (let k = 0; k < rounds; k++) {
+    variants.forEach((v, i) => {
+      const s = performance.now();
+      runVariant(v);
+      vt[i].push(performance.now() - s);
+    });
+  }
+  const vm = vt.map(median);
+  variants.forEach((v, i) => { result[`simd_score_rows_${v}_ms`] = vm[i]; });
+  rows.push(['SIMD scoreRows variants, 32 x 3000 rows of 65,536 x 128', variants.map((v, i) => `${v} ${f(vm[i])} ms (${f(vm[0] / vm[i])}x)`).join(', ')]);
+  return { result, rows };
+}
+
 /** WARP's kernels against XTR's float scoring on the same synthetic segment (benchWarp). */
 function warpCase(args: string[], quick: boolean, log: (m: string) => void): { result: Record<string, unknown>; rows: [string, string][] } {
   const arg = (name: string, fallback: number) => {
@@ -365,6 +473,11 @@ export async function runScoreBench(args: string[]): Promise<Record<string, unkn
   const quick = args.includes('--quick');
   if (args.includes('--aesi-only')) {
     const { result, rows } = await aesiCase(quick, (m) => process.stderr.write(`${m}\n`));
+    console.log(rows.map(([k, v]) => `${k}  ${v}`).join('\n'));
+    return result;
+  }
+  if (args.includes('--simd-only')) {
+    const { result, rows } = await simdCase(quick, (m) => process.stderr.write(`${m}\n`));
     console.log(rows.map(([k, v]) => `${k}  ${v}`).join('\n'));
     return result;
   }
@@ -464,6 +577,7 @@ export async function runScoreBench(args: string[]): Promise<Record<string, unkn
   const compressed = await compressedCase(q, docs, offsets, threads, quick, log);
   const aesi = await aesiCase(quick, log);
   const warp = warpCase(args, quick, log);
+  const simd = await simdCase(quick, log);
 
   const maxsimGflops = FLOPS / maxsimMs / 1e6;
   const result: Record<string, unknown> = {
@@ -501,6 +615,7 @@ export async function runScoreBench(args: string[]): Promise<Record<string, unkn
     ...compressed.result,
     ...aesi.result,
     ...warp.result,
+    ...simd.result,
   };
 
   const f = (x: number, p = 2) => x.toFixed(p);
@@ -521,6 +636,7 @@ export async function runScoreBench(args: string[]): Promise<Record<string, unkn
     ...compressed.rows,
     ...aesi.rows,
     ...warp.rows,
+    ...simd.rows,
   ];
   const w = Math.max(...rows.map(([k]) => k.length));
   console.log(rows.map(([k, v]) => `${k.padEnd(w)}  ${v}`).join('\n'));

@@ -15,3 +15,11 @@ let chosen: Kernels | null = null;
 export function kernels(): Kernels {
   return (chosen ??= wasmKernels() ?? jsKernels);
 }
+
+/**
+ * Makes `k` the kernels of this process (null: the default choice again). For the score bench,
+ * which times the same searches on either set in alternation; the results do not change.
+ */
+export function useKernels(k: Kernels | null): void {
+  chosen = k;
+}

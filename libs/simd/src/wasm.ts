@@ -150,14 +150,22 @@ class WasmQuery implements PreparedQuery {
   }
 }
 
-/** scoreRows variants of the module (the score bench compares them; `exact` ones equal the JS kernel bit for bit). */
-export type ScoreRowsVariant = 'scalar' | 'pairs' | 'f32';
+/**
+ * scoreRows variants: 'js' (the JavaScript kernel), or the module's 'scalar' and 'pairs' (equal
+ * to it bit for bit) and 'f32' (float32 accumulation, within a bound), each after gathering the
+ * listed rows into the module's memory. The score bench compares them (docs/benchmarks.md).
+ */
+export type ScoreRowsVariant = 'js' | 'scalar' | 'pairs' | 'f32';
 
 class WasmKernels implements Kernels {
   readonly kind = 'wasm' as const;
   private readonly a: Arena;
-  /** the scoreRows variant used by scoreRows (chosen by the score bench: see docs/benchmarks.md) */
-  rowsVariant: ScoreRowsVariant = 'scalar';
+  /**
+   * The scoreRows variant in use, chosen by the score bench (docs/benchmarks.md): the rows XTR
+   * scores sit in a JavaScript array, so the module would first copy each one in, which costs more
+   * than its faster arithmetic saves; the JavaScript kernel is used.
+   */
+  rowsVariant: ScoreRowsVariant = 'js';
 
   constructor(x: Exports) {
     this.a = new Arena(x);
@@ -175,6 +183,10 @@ class WasmKernels implements Kernels {
   scoreRowsWith(variant: ScoreRowsVariant, q: Float32Array, qo: number, tokens: Float32Array, base: number, d: number, list: Uint32Array, lo: number, hi: number, out: Float64Array): void {
     const count = hi - lo;
     if (count <= 0) return;
+    if (variant === 'js') {
+      jsScoreRows(q, qo, tokens, base, d, list, lo, hi, out);
+      return;
+    }
     const a = this.a;
     a.evict();
     const qBytes = align(d * 8);
