@@ -189,14 +189,16 @@ function kmeansPlusPlus(pts: Float32Array, n: number, d: number, K: number, rand
   picks[0] = Math.floor(rand() * n);
   const chosen = new Uint8Array(n);
   chosen[picks[0]] = 1;
+  // every point's dot product with the last pick: the maxima kernel over that one row (each a
+  // float64 sum in dimension order; -Infinity only where the plain sum is not above it)
+  const kq = kernels().prepare(pts, n, d);
+  const sims = new Float64Array(n);
   for (let j = 1; j < K; j++) {
-    const b = picks[j - 1] * d;
+    sims.fill(-Infinity);
+    kq.maxima(pts, picks[j - 1] * d, 1, sims, null, 0);
     let total = 0;
     for (let i = 0; i < n; i++) {
-      const a = i * d;
-      let s = 0;
-      for (let t = 0; t < d; t++) s += pts[a + t] * pts[b + t];
-      const dd = Math.max(0, 1 - s);
+      const dd = Math.max(0, 1 - sims[i]);
       if (dd < dist[i]) dist[i] = dd;
       if (!chosen[i]) total += dist[i];
     }
