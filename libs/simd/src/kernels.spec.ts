@@ -168,4 +168,44 @@ describe('@lateral/simd WebAssembly kernels', () => {
       }
     }
   });
+
+  it('inputs larger than one copy block (4 MiB) and queries past the module size cap give the same bits', () => {
+    const d = 7, n = 3, rows = 200_003; // 5.6 MB of rows: several blocks
+    const q = rand(n * d);
+    const x = rand(rows * d);
+    const b1 = new Float64Array(n).fill(-Infinity), b2 = b1.slice();
+    const g1 = new Int32Array(n).fill(-1), g2 = g1.slice();
+    w.prepare(q, n, d).maxima(x, 0, rows, b1, g1, 5);
+    jsMaxima(q, n, x, 0, rows, d, b2, g2, 5);
+    expect(Array.from(b1)).toEqual(Array.from(b2));
+    expect(Array.from(g1)).toEqual(Array.from(g2));
+
+    const dn = 5, dd = 128, drows = 10_001;
+    const dq = rand(dn * dd), dx = rand(drows * dd);
+    const o1 = new Float32Array(dn * drows), o2 = new Float32Array(dn * drows);
+    w.prepare(dq, dn, dd).dots(dx, 0, drows, o1);
+    jsDots(dq, dn, dx, 0, drows, dd, o2);
+    expect(o1.every((v, i) => Object.is(v, o2[i]))).toBe(true);
+
+    const tn = 70, dims = 128, bpt = 64; // 70 x 64 KiB of tables: two calls
+    const t: WarpTablesInput = { q: rand(tn * dims), n: tn, dims, bits: 4, weights: rand(dims * 16), bytesPerToken: bpt };
+    const t1 = new Float32Array(tn * bpt * 256), t2 = new Float32Array(tn * bpt * 256);
+    w.warpTables(t, t1);
+    jsWarpTables(t, t2);
+    expect(t1.every((v, i) => Object.is(v, t2[i]))).toBe(true);
+
+    const count = 70_001; // 5 MB of codes
+    const codes = Uint8Array.from({ length: count * bpt }, () => Math.floor(r() * 256));
+    const l1 = new Float64Array(count), l2 = new Float64Array(count);
+    w.lookupSums(t1, 69 * bpt * 256, codes, null, 0, count, bpt, 0.5, l1);
+    jsLookupSums(t2, 69 * bpt * 256, codes, null, 0, count, bpt, 0.5, l2);
+    expect(l1.every((v, i) => Object.is(v, l2[i]))).toBe(true);
+
+    const bn = 20_001, bd = 128; // float64 pairs of 20 MB: past the cap, the JavaScript kernel
+    const bq = rand(bn * bd), bx = rand(9 * bd);
+    const c1 = new Float64Array(bn).fill(-Infinity), c2 = c1.slice();
+    w.prepare(bq, bn, bd).maxima(bx, 0, 9, c1, null, 0);
+    jsMaxima(bq, bn, bx, 0, 9, bd, c2, null, 0);
+    expect(c1.every((v, i) => Object.is(v, c2[i]))).toBe(true);
+  });
 });

@@ -9,7 +9,7 @@ import { createHash } from 'node:crypto';
 import { existsSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { noteTableBuild, tableBuilds } from './builds';
-import { jsDots, jsLookupSums, jsMaxima, jsScoreRows, jsWarpTables } from './js';
+import { jsDots, jsKernels, jsLookupSums, jsMaxima, jsScoreRows, jsWarpTables } from './js';
 import type { Kernels, PreparedQuery, WarpTablesInput } from './types';
 
 /** The parts of the WebAssembly API used here (the project's TypeScript lib has no DOM types). */
@@ -47,6 +47,13 @@ export function simdModulePath(): string {
 }
 
 const align = (x: number) => (x + 15) & ~15;
+/**
+ * The module's memory never shrinks, so no call may grow it much: rows, codes and tables are
+ * copied in blocks of at most this many bytes, and a query whose float64 pairs would take more
+ * than MAX_QUERY_BYTES runs on the JavaScript kernel (the same results).
+ */
+const BLOCK_BYTES = 4 << 20;
+const MAX_QUERY_BYTES = 16 << 20;
 
 /** The module's memory as typed views, grown on demand, and which owner's data sits at offset 0. */
 class Arena {
@@ -125,15 +132,21 @@ class WasmQuery implements PreparedQuery {
   maxima(x: Float32Array, xo: number, rows: number, best: Float64Array, arg: Int32Array | null, rowBase: number): void {
     const { n, d } = this;
     if (n === 0 || rows === 0) return;
-    const xBytes = rows * d * 4;
-    const base = this.load(align(xBytes) + n * 12 + 16);
+    // rows in blocks of at most BLOCK_BYTES: the running maxima make blocks in order equal to one pass
+    const step = Math.max(1, Math.floor(BLOCK_BYTES / (d * 4)));
+    const block = Math.min(rows, step);
+    const xBytes = align(block * d * 4);
+    const base = this.load(xBytes + n * 12 + 16);
     const a = this.a;
-    const bo = base + align(xBytes);
+    const bo = base + xBytes;
     const ao = bo + n * 8;
-    a.f32.set(x.subarray(xo, xo + rows * d), base >> 2);
     a.f64.set(best.subarray(0, n), bo >> 3);
     if (arg) a.i32.set(arg.subarray(0, n), ao >> 2);
-    a.x.maxima(0, n, base, rows, d, bo, ao, rowBase);
+    for (let j = 0; j < rows; j += step) {
+      const r = Math.min(step, rows - j);
+      a.f32.set(x.subarray(xo + j * d, xo + (j + r) * d), base >> 2);
+      a.x.maxima(0, n, base, r, d, bo, ao, rowBase + j);
+    }
     best.set(a.f64.subarray(bo >> 3, (bo >> 3) + n));
     if (arg) arg.set(a.i32.subarray(ao >> 2, (ao >> 2) + n));
   }
@@ -141,12 +154,19 @@ class WasmQuery implements PreparedQuery {
   dots(x: Float32Array, xo: number, rows: number, out: Float32Array): void {
     const { n, d } = this;
     if (n === 0 || rows === 0) return;
-    const xBytes = align(rows * d * 4);
-    const base = this.load(xBytes + n * rows * 4);
+    const step = Math.max(1, Math.floor(BLOCK_BYTES / ((d + n) * 4)));
+    const block = Math.min(rows, step);
+    const xBytes = align(block * d * 4);
+    const base = this.load(xBytes + n * block * 4);
     const a = this.a;
-    a.f32.set(x.subarray(xo, xo + rows * d), base >> 2);
-    a.x.dots(0, n, base, rows, d, base + xBytes);
-    out.set(a.f32.subarray((base + xBytes) >> 2, ((base + xBytes) >> 2) + n * rows));
+    const oo = (base + xBytes) >> 2;
+    for (let j = 0; j < rows; j += step) {
+      const r = Math.min(step, rows - j);
+      a.f32.set(x.subarray(xo + j * d, xo + (j + r) * d), base >> 2);
+      a.x.dots(0, n, base, r, d, base + xBytes);
+      if (r === rows) out.set(a.f32.subarray(oo, oo + n * rows));
+      else for (let i = 0; i < n; i++) out.set(a.f32.subarray(oo + i * r, oo + (i + 1) * r), i * rows + j);
+    }
   }
 }
 
@@ -172,6 +192,7 @@ class WasmKernels implements Kernels {
   }
 
   prepare(q: Float32Array, n: number, d: number): PreparedQuery {
+    if (((n + 1) >> 1) * d * 16 > MAX_QUERY_BYTES) return jsKernels.prepare(q, n, d);
     return new WasmQuery(this.a, q, n, d);
   }
 
@@ -213,18 +234,22 @@ class WasmKernels implements Kernels {
   warpTables(t: WarpTablesInput, out: Float32Array): void {
     noteTableBuild();
     const { q, n, dims, bits, weights, bytesPerToken: bpt } = t;
+    if (n === 0) return;
     const a = this.a;
     a.evict();
-    const qOff = 0;
-    const wOff = align(n * dims * 4);
+    const step = Math.max(1, Math.floor(BLOCK_BYTES / (bpt * 1024))); // query tokens per call
+    const block = Math.min(n, step);
+    const wOff = align(block * dims * 4);
     const sOff = wOff + align(weights.length * 4);
     const oOff = sOff + 256;
-    const len = n * bpt * 256;
-    a.ensure(oOff + len * 4);
-    a.f32.set(q.subarray(0, n * dims), qOff >> 2);
+    a.ensure(oOff + block * bpt * 1024);
     a.f32.set(weights, wOff >> 2);
-    a.x.warpTables(qOff, n, dims, bits, wOff, bpt, oOff, sOff);
-    out.set(a.f32.subarray(oOff >> 2, (oOff >> 2) + len));
+    for (let i = 0; i < n; i += step) {
+      const m = Math.min(step, n - i);
+      a.f32.set(q.subarray(i * dims, (i + m) * dims), 0);
+      a.x.warpTables(0, m, dims, bits, wOff, bpt, oOff, sOff);
+      out.set(a.f32.subarray(oOff >> 2, (oOff >> 2) + m * bpt * 256), i * bpt * 256);
+    }
   }
 
   lookupSums(tables: Float32Array, to: number, codes: Uint8Array, _words: Uint32Array | null, co: number, count: number, bpt: number, cs: number, out: Float64Array): void {
@@ -239,12 +264,17 @@ class WasmKernels implements Kernels {
       key.build = tableBuilds();
       a.hold(key, tLen * 4, () => a.f32.set(tables.subarray(to, to + tLen), 0));
     }
+    const step = Math.max(1, Math.floor(BLOCK_BYTES / (bpt + 8))); // tokens per call
+    const block = Math.min(count, step);
     const cOff = a.free;
-    const oOff = cOff + align(count * bpt);
-    a.ensure(oOff + count * 8);
-    a.u8.set(codes.subarray(co, co + count * bpt), cOff);
-    a.x.lookupSums(0, cOff, count, bpt, cs, oOff);
-    out.set(a.f64.subarray(oOff >> 3, (oOff >> 3) + count));
+    const oOff = cOff + align(block * bpt);
+    a.ensure(oOff + block * 8);
+    for (let e = 0; e < count; e += step) {
+      const m = Math.min(step, count - e);
+      a.u8.set(codes.subarray(co + e * bpt, co + (e + m) * bpt), cOff);
+      a.x.lookupSums(0, cOff, m, bpt, cs, oOff);
+      out.set(a.f64.subarray(oOff >> 3, (oOff >> 3) + m), e);
+    }
   }
 }
 
