@@ -10,6 +10,7 @@ export default defineConfig({
       '@lateral/scoring': lib('scoring'),
       '@lateral/codec': lib('codec'),
       '@lateral/search': lib('search'),
+      '@lateral/simd': lib('simd'),
       '@lateral/training': lib('training'),
       '@lateral/model': lib('model'),
       '@lateral/infra': lib('infra'),

@@ -43,3 +43,15 @@ if (!fresh) {
   }
   writeFileSync(stamp, hash + '\n');
 }
+
+// The WebAssembly SIMD kernels of libs/simd, compiled from source (AssemblyScript, a
+// devDependency) into .cache/simd once per source change (scripts/build-simd.cjs). A failed build
+// is reported and does not stop the command: @lateral/simd then runs its JavaScript kernels, which
+// give the same results, slower (libs/simd's spec does fail, so CI notices).
+const { buildSimd, simdOutput } = require('./build-simd.cjs');
+if (!existsSync(simdOutput())) {
+  console.log('building the WebAssembly SIMD kernels (libs/simd) ...');
+  buildSimd({ quiet: true }).catch((err) => {
+    console.error(`warning: the WebAssembly SIMD kernels could not be built; the JavaScript kernels will run: ${err instanceof Error ? err.message : err}`);
+  });
+}

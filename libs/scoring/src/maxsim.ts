@@ -1,3 +1,4 @@
+import { kernels } from '@lateral/simd';
 import { assertDim, assertMatrix, assertOffsets, ShapeError } from './shapes';
 
 /**
@@ -62,10 +63,10 @@ export function maxsim(q: Float32Array, n: number, doc: Float32Array, m: number,
  * q: n x d; docs: T x d, every candidate's token rows concatenated; offsets: (C + 1), candidate c
  * owns rows offsets[c] .. offsets[c+1]-1. Returns C scores (float32).
  *
- * Kernel: register-blocked 2 query rows x 4 document rows (8 independent float64 accumulators,
- * 6 loads per 8 multiply-adds), remainders handled by 1-row / 1-column loops. The running
- * maxima live in a float64 scratch of length n so each candidate touches Q once per 4 doc rows.
- * Agrees with `maxsim` up to float64 summation order, then float32 rounding of the result.
+ * Kernel: the maxima kernel of @lateral/simd (the one MaxSim inner loop, shared with exhaustive
+ * search: WebAssembly SIMD with 2 query rows per float64 lane pair, or its JavaScript twin,
+ * register-blocked 2 query rows x 4 document rows). Every dot product is a float64 sum in
+ * dimension order, as in `maxsim`, so the result is `maxsim`'s rounded to float32.
  */
 export function maxsimBatch(q: Float32Array, n: number, docs: Float32Array, offsets: Uint32Array, d: number, opts: MaxsimOptions = {}): Float32Array {
   const fn = 'maxsimBatch';
@@ -79,7 +80,7 @@ export function maxsimBatch(q: Float32Array, n: number, docs: Float32Array, offs
   const out = new Float32Array(C);
   if (n === 0) return out;
   const best = new Float64Array(n);
-  const n2 = n - (n % 2);
+  const kq = kernels().prepare(q, n, d);
   for (let c = 0; c < C; c++) {
     const start = offsets[c];
     const end = offsets[c + 1];
@@ -88,45 +89,7 @@ export function maxsimBatch(q: Float32Array, n: number, docs: Float32Array, offs
       continue;
     }
     best.fill(-Infinity);
-    let j = start;
-    for (; j + 4 <= end; j += 4) {
-      const b0 = j * d, b1 = b0 + d, b2 = b1 + d, b3 = b2 + d;
-      let i = 0;
-      for (; i < n2; i += 2) {
-        const a0 = i * d, a1 = a0 + d;
-        let s00 = 0, s01 = 0, s02 = 0, s03 = 0, s10 = 0, s11 = 0, s12 = 0, s13 = 0;
-        for (let k = 0; k < d; k++) {
-          const x0 = q[a0 + k], x1 = q[a1 + k];
-          const y0 = docs[b0 + k], y1 = docs[b1 + k], y2 = docs[b2 + k], y3 = docs[b3 + k];
-          s00 += x0 * y0; s01 += x0 * y1; s02 += x0 * y2; s03 += x0 * y3;
-          s10 += x1 * y0; s11 += x1 * y1; s12 += x1 * y2; s13 += x1 * y3;
-        }
-        let m0 = best[i], m1 = best[i + 1];
-        if (s00 > m0) m0 = s00; if (s01 > m0) m0 = s01; if (s02 > m0) m0 = s02; if (s03 > m0) m0 = s03;
-        if (s10 > m1) m1 = s10; if (s11 > m1) m1 = s11; if (s12 > m1) m1 = s12; if (s13 > m1) m1 = s13;
-        best[i] = m0; best[i + 1] = m1;
-      }
-      if (i < n) {
-        const a0 = i * d;
-        let s0 = 0, s1 = 0, s2 = 0, s3 = 0;
-        for (let k = 0; k < d; k++) {
-          const x0 = q[a0 + k];
-          s0 += x0 * docs[b0 + k]; s1 += x0 * docs[b1 + k]; s2 += x0 * docs[b2 + k]; s3 += x0 * docs[b3 + k];
-        }
-        let m0 = best[i];
-        if (s0 > m0) m0 = s0; if (s1 > m0) m0 = s1; if (s2 > m0) m0 = s2; if (s3 > m0) m0 = s3;
-        best[i] = m0;
-      }
-    }
-    for (; j < end; j++) {
-      const b0 = j * d;
-      for (let i = 0; i < n; i++) {
-        const a0 = i * d;
-        let s0 = 0;
-        for (let k = 0; k < d; k++) s0 += q[a0 + k] * docs[b0 + k];
-        if (s0 > best[i]) best[i] = s0;
-      }
-    }
+    kq.maxima(docs, start * d, end - start, best, null, 0);
     let total = 0;
     for (let i = 0; i < n; i++) total += best[i];
     out[c] = opts.normalize ? total / n : total;

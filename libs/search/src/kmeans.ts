@@ -1,3 +1,4 @@
+import { kernels } from '@lateral/simd';
 import { mulberry32 } from '@lateral/shared';
 
 /**
@@ -47,13 +48,12 @@ export interface Assignment {
 export type AssignFn = (x: Float32Array, n: number, centroids: Float32Array, k: number, d: number) => Assignment;
 
 const POINT_TILE = 32;
-const CENTROID_TILE = 64;
 
 /**
  * Nearest centroid by maximum inner product. x: n x d, centroids: k x d (both row-major).
- * Cache-tiled (32 points x 64 centroids, so both tiles stay in L2 at d <= 512) and
- * register-blocked 2 points x 4 centroids; every inner product is a float64 sum in dimension
- * order, so the result does not depend on the tiling. Ties go to the lower centroid index.
+ * Tiles of 32 points, each the query of the maxima kernel of @lateral/simd (the MaxSim inner
+ * loop) over every centroid; every inner product is a float64 sum in dimension order, so the
+ * result does not depend on the tiling. Ties go to the lower centroid index.
  * Cost 2 n k d flops: for large k and d, inject a GEMM-backed AssignFn instead.
  */
 export function assignNearest(x: Float32Array, n: number, centroids: Float32Array, k: number, d: number): Assignment {
@@ -63,64 +63,14 @@ export function assignNearest(x: Float32Array, n: number, centroids: Float32Arra
   if (k < 1 && n > 0) throw new RangeError('assignNearest: needs at least one centroid');
   const index = new Uint32Array(n);
   const similarity = new Float64Array(n).fill(-Infinity);
-  const c = centroids;
+  const arg = new Int32Array(POINT_TILE);
+  const k4 = kernels();
   for (let p0 = 0; p0 < n; p0 += POINT_TILE) {
     const p1 = Math.min(n, p0 + POINT_TILE);
-    for (let c0 = 0; c0 < k; c0 += CENTROID_TILE) {
-      const c1 = Math.min(k, c0 + CENTROID_TILE);
-      const c4 = c0 + ((c1 - c0) & ~3);
-      let p = p0;
-      for (; p + 2 <= p1; p += 2) {
-        const a0 = p * d, a1 = a0 + d;
-        let best0 = similarity[p], best1 = similarity[p + 1];
-        let arg0 = index[p], arg1 = index[p + 1];
-        let j = c0;
-        for (; j < c4; j += 4) {
-          const b0 = j * d, b1 = b0 + d, b2 = b1 + d, b3 = b2 + d;
-          let s00 = 0, s01 = 0, s02 = 0, s03 = 0, s10 = 0, s11 = 0, s12 = 0, s13 = 0;
-          for (let t = 0; t < d; t++) {
-            const x0 = x[a0 + t], x1 = x[a1 + t];
-            const y0 = c[b0 + t], y1 = c[b1 + t], y2 = c[b2 + t], y3 = c[b3 + t];
-            s00 += x0 * y0; s01 += x0 * y1; s02 += x0 * y2; s03 += x0 * y3;
-            s10 += x1 * y0; s11 += x1 * y1; s12 += x1 * y2; s13 += x1 * y3;
-          }
-          if (s00 > best0) { best0 = s00; arg0 = j; }
-          if (s01 > best0) { best0 = s01; arg0 = j + 1; }
-          if (s02 > best0) { best0 = s02; arg0 = j + 2; }
-          if (s03 > best0) { best0 = s03; arg0 = j + 3; }
-          if (s10 > best1) { best1 = s10; arg1 = j; }
-          if (s11 > best1) { best1 = s11; arg1 = j + 1; }
-          if (s12 > best1) { best1 = s12; arg1 = j + 2; }
-          if (s13 > best1) { best1 = s13; arg1 = j + 3; }
-        }
-        for (; j < c1; j++) {
-          const b0 = j * d;
-          let s0 = 0, s1 = 0;
-          for (let t = 0; t < d; t++) {
-            const y = c[b0 + t];
-            s0 += x[a0 + t] * y;
-            s1 += x[a1 + t] * y;
-          }
-          if (s0 > best0) { best0 = s0; arg0 = j; }
-          if (s1 > best1) { best1 = s1; arg1 = j; }
-        }
-        similarity[p] = best0; similarity[p + 1] = best1;
-        index[p] = arg0; index[p + 1] = arg1;
-      }
-      for (; p < p1; p++) {
-        const a0 = p * d;
-        let best = similarity[p];
-        let arg = index[p];
-        for (let j = c0; j < c1; j++) {
-          const b0 = j * d;
-          let s = 0;
-          for (let t = 0; t < d; t++) s += x[a0 + t] * c[b0 + t];
-          if (s > best) { best = s; arg = j; }
-        }
-        similarity[p] = best;
-        index[p] = arg;
-      }
-    }
+    const best = similarity.subarray(p0, p1);
+    arg.fill(0);
+    k4.prepare(x.subarray(p0 * d, p1 * d), p1 - p0, d).maxima(centroids, 0, k, best, arg, 0);
+    for (let p = p0; p < p1; p++) index[p] = arg[p - p0];
   }
   return { index, similarity };
 }
@@ -239,14 +189,16 @@ function kmeansPlusPlus(pts: Float32Array, n: number, d: number, K: number, rand
   picks[0] = Math.floor(rand() * n);
   const chosen = new Uint8Array(n);
   chosen[picks[0]] = 1;
+  // every point's dot product with the last pick: the maxima kernel over that one row (each a
+  // float64 sum in dimension order; -Infinity only where the plain sum is not above it)
+  const kq = kernels().prepare(pts, n, d);
+  const sims = new Float64Array(n);
   for (let j = 1; j < K; j++) {
-    const b = picks[j - 1] * d;
+    sims.fill(-Infinity);
+    kq.maxima(pts, picks[j - 1] * d, 1, sims, null, 0);
     let total = 0;
     for (let i = 0; i < n; i++) {
-      const a = i * d;
-      let s = 0;
-      for (let t = 0; t < d; t++) s += pts[a + t] * pts[b + t];
-      const dd = Math.max(0, 1 - s);
+      const dd = Math.max(0, 1 - sims[i]);
       if (dd < dist[i]) dist[i] = dd;
       if (!chosen[i]) total += dist[i];
     }

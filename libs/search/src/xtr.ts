@@ -1,3 +1,4 @@
+import { kernels } from '@lateral/simd';
 import { mulberry32 } from '@lateral/shared';
 import { compareRanked, kWayMerge, mergeHits, mergeIntoHits, type RankedList } from './merge';
 import type { SegmentIndex } from './segment-index';
@@ -198,35 +199,24 @@ function scoreRowsWith(scorer: RowScorer, i: number, list: Uint32Array, lo: numb
   }
 }
 
+/** Scratch for one call's row scores. */
+let rowScores = new Float64Array(256);
+
 /**
- * Scores rows list[lo..hi) against query row q[qo..qo+d) into top; 4 rows at a time, each a
- * float64 sum in dimension order. `tokens` holds the rows from `base` on. Exported as
- * `xtrScoreRows` for the WARP benchmark, which compares its lookup tables with this kernel.
+ * Scores rows list[lo..hi) against query row q[qo..qo+d) into top: the scoreRows kernel of
+ * @lateral/simd (4 rows at a time, each a float64 sum in dimension order), then the top-k'
+ * pushes. `tokens` holds the rows from `base` on. The WARP benchmark compares its lookup tables
+ * with this kernel.
  */
 export function scoreRows(q: Float32Array, qo: number, tokens: Float32Array, base: number, d: number, list: Uint32Array, lo: number, hi: number, top: TopK): void {
-  let p = lo;
-  for (; p + 4 <= hi; p += 4) {
-    const r0 = list[p], r1 = list[p + 1], r2 = list[p + 2], r3 = list[p + 3];
-    const b0 = (r0 - base) * d, b1 = (r1 - base) * d, b2 = (r2 - base) * d, b3 = (r3 - base) * d;
-    let s0 = 0, s1 = 0, s2 = 0, s3 = 0;
-    for (let t = 0; t < d; t++) {
-      const x = q[qo + t];
-      s0 += x * tokens[b0 + t];
-      s1 += x * tokens[b1 + t];
-      s2 += x * tokens[b2 + t];
-      s3 += x * tokens[b3 + t];
-    }
-    if (s0 >= top.floor) top.push(s0, r0);
-    if (s1 >= top.floor) top.push(s1, r1);
-    if (s2 >= top.floor) top.push(s2, r2);
-    if (s3 >= top.floor) top.push(s3, r3);
-  }
-  for (; p < hi; p++) {
-    const r = list[p];
-    const b = (r - base) * d;
-    let s = 0;
-    for (let t = 0; t < d; t++) s += q[qo + t] * tokens[b + t];
-    if (s >= top.floor) top.push(s, r);
+  const count = hi - lo;
+  if (count <= 0) return;
+  if (rowScores.length < count) rowScores = new Float64Array(Math.max(count, rowScores.length * 2));
+  const out = rowScores;
+  kernels().scoreRows(q, qo, tokens, base, d, list, lo, hi, out);
+  for (let p = 0; p < count; p++) {
+    const s = out[p];
+    if (s >= top.floor) top.push(s, list[lo + p]);
   }
 }
 

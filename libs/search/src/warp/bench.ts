@@ -83,6 +83,16 @@ function interleavedMs(fns: (() => void)[], repeats: number): number[] {
   return t.map(median);
 }
 
+/** The timed workloads of benchWarp on its synthetic segment, for a caller that times them its own way. */
+export interface WarpBenchFixture {
+  shape: Pick<WarpBench, 'tokens' | 'dims' | 'bits' | 'centroids' | 'documents' | 'n' | 'nprobe' | 'scoredPerQuery'>;
+  runs: { centroidScores: () => void; tables: () => void; lookups: () => void; float: () => void; warpSearch: () => void; xtrSearch: () => void };
+  /** |WARP top-10 and XTR top-10| / 10 */
+  top10Overlap: () => number;
+  /** the sum of the runs' consumed results (print it conditionally, so no timed work is dead code) */
+  sink: () => number;
+}
+
 /**
  * Micro-benchmark of WARP's kernels against XTR's float scoring on the same synthetic segment
  * (seeded): T unit token vectors drawn around K random unit centroids (assigned to the centroid
@@ -91,6 +101,19 @@ function interleavedMs(fns: (() => void)[], repeats: number): number[] {
  * same rows of the float32 vectors, and the whole per-segment searches.
  */
 export function benchWarp(opts: WarpBenchOptions = {}): WarpBench {
+  const f = warpBenchFixture(opts);
+  const { centroidScores, tables, lookups, float, warpSearch, xtrSearch } = f.runs;
+  const [centroidScoresMs, tableMs, lookupMs, floatMs, warpSearchMs, xtrSearchMs] = interleavedMs([centroidScores, tables, lookups, float, warpSearch, xtrSearch], opts.repeats ?? 9);
+  if (f.sink() === 42.4242) console.log(''); // keeps the timed work observable
+  return {
+    ...f.shape,
+    centroidScoresMs, tableMs, lookupMs, floatMs, kernelRatio: floatMs / (tableMs + lookupMs),
+    warpSearchMs, xtrSearchMs, searchRatio: xtrSearchMs / warpSearchMs, top10Overlap: f.top10Overlap(),
+  };
+}
+
+/** benchWarp's segment, query and workloads (seeded), untimed. */
+export function warpBenchFixture(opts: WarpBenchOptions = {}): WarpBenchFixture {
   const T = opts.tokens ?? 100_000;
   const d = opts.dims ?? 128;
   const bits = opts.bits ?? 4;
@@ -99,7 +122,6 @@ export function benchWarp(opts: WarpBenchOptions = {}): WarpBench {
   const n = opts.n ?? 32;
   const nprobe = opts.nprobe ?? 32;
   const kPrime = opts.kPrime ?? 1000;
-  const repeats = opts.repeats ?? 9;
   const r = mulberry32(opts.seed ?? 1);
   const gauss = () => r() + r() + r() - 1.5;
   const centroids = normalizeRows(Float32Array.from({ length: K * d }, gauss), K, d);
@@ -177,14 +199,15 @@ export function benchWarp(opts: WarpBenchOptions = {}): WarpBench {
     const probe = xtrProbe(q, n, centroids, d, nprobe);
     sink += xtrSearch([{ segment, index }], q, n, centroids, { kPrime, nprobe, topN: 100, probe }).scored;
   };
-  const [centroidScoresMs, tableMs, lookupMs, floatMs, warpSearchMs, xtrSearchMs] = interleavedMs([centroidScoresRun, tableRun, lookupRun, floatRun, warpSearchRun, xtrSearchRun], repeats);
-  if (sink === 42.4242) console.log(''); // keeps the timed work observable
-  const warpTop = warpSegmentSearch(warpQuery(q, n, centroids, codec, sizes, { nprobe }), { documents: D, docBase: 0, lists }, { topN: 10 }).docs;
-  const xtrTop = new Set(xtrSearch([{ segment, index }], q, n, centroids, { kPrime, nprobe, topN: 10 }).hits.map((h) => h.doc));
-  const top10Overlap = [...warpTop].filter((doc) => xtrTop.has(doc)).length / 10;
+  const top10Overlap = () => {
+    const warpTop = warpSegmentSearch(warpQuery(q, n, centroids, codec, sizes, { nprobe }), { documents: D, docBase: 0, lists }, { topN: 10 }).docs;
+    const xtrTop = new Set(xtrSearch([{ segment, index }], q, n, centroids, { kPrime, nprobe, topN: 10 }).hits.map((h) => h.doc));
+    return [...warpTop].filter((doc) => xtrTop.has(doc)).length / 10;
+  };
   return {
-    tokens: T, dims: d, bits, centroids: K, documents: D, n, nprobe, scoredPerQuery,
-    centroidScoresMs, tableMs, lookupMs, floatMs, kernelRatio: floatMs / (tableMs + lookupMs),
-    warpSearchMs, xtrSearchMs, searchRatio: xtrSearchMs / warpSearchMs, top10Overlap,
+    shape: { tokens: T, dims: d, bits, centroids: K, documents: D, n, nprobe, scoredPerQuery },
+    runs: { centroidScores: centroidScoresRun, tables: tableRun, lookups: lookupRun, float: floatRun, warpSearch: warpSearchRun, xtrSearch: xtrSearchRun },
+    top10Overlap,
+    sink: () => sink,
   };
 }

@@ -12,6 +12,6 @@ export {
   WARP_DEFAULT_BOUND, warpTPrime, warpCentroidScores, warpTables, warpQuery, WarpWorkspace, warpScoreList, warpSegmentSearch, warpSegmentSearchSteps, warpSearch, warpSearchSteps,
   type WarpQueryOptions, type WarpQuery, type WarpSegment, type WarpSegmentOptions, type WarpSegmentHits, type WarpSearchOptions, type WarpSearchResult,
 } from './engine';
-export { benchWarp, type WarpBenchOptions, type WarpBench } from './bench';
+export { benchWarp, warpBenchFixture, type WarpBenchOptions, type WarpBench, type WarpBenchFixture } from './bench';
 export { warpProbedCentroids, warpCoalescedRanges, warpFetchedLists, type WarpByteRange, type WarpFetchedRange } from './ranges';
 export { warpLayoutFromBytes, mergeWarpLayouts, type WarpMergePart } from './merge';

@@ -1,0 +1,334 @@
+// lateral's WebAssembly kernels (AssemblyScript, 128-bit SIMD). Compiled at install time by
+// scripts/build-simd.cjs into .cache/simd/; never committed. Every buffer is a byte offset into
+// this module's memory, laid out by the JavaScript side (libs/simd/src/wasm.ts); no allocator,
+// no runtime. Each kernel computes exactly what its JavaScript twin in libs/simd/src/js.ts
+// computes, in the same order of float64 operations, so the results are equal bit for bit
+// (products of two float32 values are exact in float64; no fused multiply-add is used).
+
+// ---------------------------------------------------------------------------------------------
+// MaxSim maxima. The query is stored as float64 pairs: for pair P (tokens 2P, 2P + 1) and
+// dimension k, at qp + 16 (P d + k): [q(2P, k), q(2P + 1, k)] (an odd n pads the last pair with
+// 0). Each SIMD lane is one query token's dot product, summed in dimension order.
+
+/**
+ * Per query token, the running max over float32 rows x[0 .. rows) (row-major, d) and its row:
+ * best[i] (f64), arg[i] (i32) updated where a row's dot product is strictly greater (ties keep
+ * the earlier row); rows are numbered rowBase + j.
+ */
+export function maxima(qp: usize, n: i32, x: usize, rows: i32, d: i32, best: usize, arg: usize, rowBase: i32): void {
+  const pairs = (n + 1) >> 1;
+  const rowBytes = <usize>d << 2;
+  const pairBytes = <usize>d << 4;
+  let j = 0;
+  for (; j + 4 <= rows; j += 4) {
+    const x0 = x + <usize>j * rowBytes, x1 = x0 + rowBytes, x2 = x1 + rowBytes, x3 = x2 + rowBytes;
+    let P = 0;
+    for (; P + 2 <= pairs; P += 2) {
+      const qa = qp + <usize>P * pairBytes, qb = qa + pairBytes;
+      let a0 = f64x2.splat(0), a1 = f64x2.splat(0), a2 = f64x2.splat(0), a3 = f64x2.splat(0);
+      let b0 = f64x2.splat(0), b1 = f64x2.splat(0), b2 = f64x2.splat(0), b3 = f64x2.splat(0);
+      for (let k = 0; k < d; k++) {
+        const o = <usize>k << 2;
+        const va = v128.load(qa + (<usize>k << 4));
+        const vb = v128.load(qb + (<usize>k << 4));
+        const y0 = f64x2.splat(<f64>load<f32>(x0 + o));
+        const y1 = f64x2.splat(<f64>load<f32>(x1 + o));
+        const y2 = f64x2.splat(<f64>load<f32>(x2 + o));
+        const y3 = f64x2.splat(<f64>load<f32>(x3 + o));
+        a0 = f64x2.add(a0, f64x2.mul(va, y0)); a1 = f64x2.add(a1, f64x2.mul(va, y1));
+        a2 = f64x2.add(a2, f64x2.mul(va, y2)); a3 = f64x2.add(a3, f64x2.mul(va, y3));
+        b0 = f64x2.add(b0, f64x2.mul(vb, y0)); b1 = f64x2.add(b1, f64x2.mul(vb, y1));
+        b2 = f64x2.add(b2, f64x2.mul(vb, y2)); b3 = f64x2.add(b3, f64x2.mul(vb, y3));
+      }
+      const i = P << 1;
+      update4(best, arg, i, n, a0, a1, a2, a3, rowBase + j);
+      update4(best, arg, i + 2, n, b0, b1, b2, b3, rowBase + j);
+    }
+    if (P < pairs) {
+      const qa = qp + <usize>P * pairBytes;
+      let a0 = f64x2.splat(0), a1 = f64x2.splat(0), a2 = f64x2.splat(0), a3 = f64x2.splat(0);
+      for (let k = 0; k < d; k++) {
+        const o = <usize>k << 2;
+        const va = v128.load(qa + (<usize>k << 4));
+        a0 = f64x2.add(a0, f64x2.mul(va, f64x2.splat(<f64>load<f32>(x0 + o))));
+        a1 = f64x2.add(a1, f64x2.mul(va, f64x2.splat(<f64>load<f32>(x1 + o))));
+        a2 = f64x2.add(a2, f64x2.mul(va, f64x2.splat(<f64>load<f32>(x2 + o))));
+        a3 = f64x2.add(a3, f64x2.mul(va, f64x2.splat(<f64>load<f32>(x3 + o))));
+      }
+      update4(best, arg, P << 1, n, a0, a1, a2, a3, rowBase + j);
+    }
+  }
+  for (; j < rows; j++) {
+    const x0 = x + <usize>j * rowBytes;
+    for (let P = 0; P < pairs; P++) {
+      const qa = qp + <usize>P * pairBytes;
+      let a0 = f64x2.splat(0);
+      for (let k = 0; k < d; k++) {
+        a0 = f64x2.add(a0, f64x2.mul(v128.load(qa + (<usize>k << 4)), f64x2.splat(<f64>load<f32>(x0 + (<usize>k << 2)))));
+      }
+      const i = P << 1;
+      update1(best, arg, i, f64x2.extract_lane(a0, 0), rowBase + j);
+      if (i + 1 < n) update1(best, arg, i + 1, f64x2.extract_lane(a0, 1), rowBase + j);
+    }
+  }
+}
+
+// @ts-ignore: decorator
+@inline function update1(best: usize, arg: usize, i: i32, s: f64, row: i32): void {
+  const pb = best + (<usize>i << 3);
+  if (s > load<f64>(pb)) {
+    store<f64>(pb, s);
+    store<i32>(arg + (<usize>i << 2), row);
+  }
+}
+
+/** Query tokens i and i + 1 (lanes 0, 1; i + 1 only when < n) against 4 consecutive rows. */
+// @ts-ignore: decorator
+@inline function update4(best: usize, arg: usize, i: i32, n: i32, s0: v128, s1: v128, s2: v128, s3: v128, row: i32): void {
+  update1(best, arg, i, f64x2.extract_lane(s0, 0), row);
+  update1(best, arg, i, f64x2.extract_lane(s1, 0), row + 1);
+  update1(best, arg, i, f64x2.extract_lane(s2, 0), row + 2);
+  update1(best, arg, i, f64x2.extract_lane(s3, 0), row + 3);
+  if (i + 1 < n) {
+    update1(best, arg, i + 1, f64x2.extract_lane(s0, 1), row);
+    update1(best, arg, i + 1, f64x2.extract_lane(s1, 1), row + 1);
+    update1(best, arg, i + 1, f64x2.extract_lane(s2, 1), row + 2);
+    update1(best, arg, i + 1, f64x2.extract_lane(s3, 1), row + 3);
+  }
+}
+
+/**
+ * All dot products: out[i * rows + j] = q_i . x_j (float32 out, each a float64 sum in dimension
+ * order, rounded once). q in pairs as for maxima.
+ */
+export function dots(qp: usize, n: i32, x: usize, rows: i32, d: i32, out: usize): void {
+  const pairs = (n + 1) >> 1;
+  const rowBytes = <usize>d << 2;
+  const pairBytes = <usize>d << 4;
+  for (let P = 0; P < pairs; P++) {
+    const qa = qp + <usize>P * pairBytes;
+    const i = P << 1;
+    const o0 = out + (<usize>i * <usize>rows << 2);
+    const o1 = o0 + (<usize>rows << 2);
+    const two = i + 1 < n;
+    let j = 0;
+    for (; j + 4 <= rows; j += 4) {
+      const x0 = x + <usize>j * rowBytes, x1 = x0 + rowBytes, x2 = x1 + rowBytes, x3 = x2 + rowBytes;
+      let a0 = f64x2.splat(0), a1 = f64x2.splat(0), a2 = f64x2.splat(0), a3 = f64x2.splat(0);
+      for (let k = 0; k < d; k++) {
+        const o = <usize>k << 2;
+        const va = v128.load(qa + (<usize>k << 4));
+        a0 = f64x2.add(a0, f64x2.mul(va, f64x2.splat(<f64>load<f32>(x0 + o))));
+        a1 = f64x2.add(a1, f64x2.mul(va, f64x2.splat(<f64>load<f32>(x1 + o))));
+        a2 = f64x2.add(a2, f64x2.mul(va, f64x2.splat(<f64>load<f32>(x2 + o))));
+        a3 = f64x2.add(a3, f64x2.mul(va, f64x2.splat(<f64>load<f32>(x3 + o))));
+      }
+      const w = <usize>j << 2;
+      store<f32>(o0 + w, <f32>f64x2.extract_lane(a0, 0)); store<f32>(o0 + w + 4, <f32>f64x2.extract_lane(a1, 0));
+      store<f32>(o0 + w + 8, <f32>f64x2.extract_lane(a2, 0)); store<f32>(o0 + w + 12, <f32>f64x2.extract_lane(a3, 0));
+      if (two) {
+        store<f32>(o1 + w, <f32>f64x2.extract_lane(a0, 1)); store<f32>(o1 + w + 4, <f32>f64x2.extract_lane(a1, 1));
+        store<f32>(o1 + w + 8, <f32>f64x2.extract_lane(a2, 1)); store<f32>(o1 + w + 12, <f32>f64x2.extract_lane(a3, 1));
+      }
+    }
+    for (; j < rows; j++) {
+      const x0 = x + <usize>j * rowBytes;
+      let a0 = f64x2.splat(0);
+      for (let k = 0; k < d; k++) a0 = f64x2.add(a0, f64x2.mul(v128.load(qa + (<usize>k << 4)), f64x2.splat(<f64>load<f32>(x0 + (<usize>k << 2)))));
+      store<f32>(o0 + (<usize>j << 2), <f32>f64x2.extract_lane(a0, 0));
+      if (two) store<f32>(o1 + (<usize>j << 2), <f32>f64x2.extract_lane(a0, 1));
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Rows of one query token (XTR's probed lists): out[p] = q . x[list[p] - base] for p in [0, count),
+// float64, each a sum in dimension order. q: d float32 values.
+
+/** Scalar, 4 rows at a time (the JavaScript kernel's shape, without its bounds checks). */
+export function scoreRows(q: usize, x: usize, base: i32, d: i32, list: usize, count: i32, out: usize): void {
+  const rowBytes = <usize>d << 2;
+  let p = 0;
+  for (; p + 4 <= count; p += 4) {
+    const l = list + (<usize>p << 2);
+    const x0 = x + <usize>(load<u32>(l) - <u32>base) * rowBytes;
+    const x1 = x + <usize>(load<u32>(l, 4) - <u32>base) * rowBytes;
+    const x2 = x + <usize>(load<u32>(l, 8) - <u32>base) * rowBytes;
+    const x3 = x + <usize>(load<u32>(l, 12) - <u32>base) * rowBytes;
+    let s0: f64 = 0, s1: f64 = 0, s2: f64 = 0, s3: f64 = 0;
+    for (let k = 0; k < d; k++) {
+      const o = <usize>k << 2;
+      const v = <f64>load<f32>(q + o);
+      s0 += v * <f64>load<f32>(x0 + o);
+      s1 += v * <f64>load<f32>(x1 + o);
+      s2 += v * <f64>load<f32>(x2 + o);
+      s3 += v * <f64>load<f32>(x3 + o);
+    }
+    const w = out + (<usize>p << 3);
+    store<f64>(w, s0); store<f64>(w, s1, 8); store<f64>(w, s2, 16); store<f64>(w, s3, 24);
+  }
+  for (; p < count; p++) {
+    const x0 = x + <usize>(load<u32>(list + (<usize>p << 2)) - <u32>base) * rowBytes;
+    let s: f64 = 0;
+    for (let k = 0; k < d; k++) s += <f64>load<f32>(q + (<usize>k << 2)) * <f64>load<f32>(x0 + (<usize>k << 2));
+    store<f64>(out + (<usize>p << 3), s);
+  }
+}
+
+/**
+ * SIMD, float64, two rows per lane pair: lanes (r0, r1) and (r2, r3) of 4 rows, each lane a sum in
+ * dimension order (so equal to scoreRows bit for bit). q: d float64 values (qd).
+ */
+export function scoreRowsPairs(qd: usize, x: usize, base: i32, d: i32, list: usize, count: i32, out: usize): void {
+  const rowBytes = <usize>d << 2;
+  let p = 0;
+  for (; p + 4 <= count; p += 4) {
+    const l = list + (<usize>p << 2);
+    const x0 = x + <usize>(load<u32>(l) - <u32>base) * rowBytes;
+    const x1 = x + <usize>(load<u32>(l, 4) - <u32>base) * rowBytes;
+    const x2 = x + <usize>(load<u32>(l, 8) - <u32>base) * rowBytes;
+    const x3 = x + <usize>(load<u32>(l, 12) - <u32>base) * rowBytes;
+    let a = f64x2.splat(0), b = f64x2.splat(0);
+    let k = 0;
+    for (; k + 4 <= d; k += 4) {
+      const o = <usize>k << 2;
+      // 4 dims of each row, transposed into (row0, row1) and (row2, row3) pairs per dimension
+      const r0 = v128.load(x0 + o), r1 = v128.load(x1 + o), r2 = v128.load(x2 + o), r3 = v128.load(x3 + o);
+      const t01lo = v128.shuffle<f32>(r0, r1, 0, 4, 1, 5); // r0k r1k r0k1 r1k1
+      const t01hi = v128.shuffle<f32>(r0, r1, 2, 6, 3, 7);
+      const t23lo = v128.shuffle<f32>(r2, r3, 0, 4, 1, 5);
+      const t23hi = v128.shuffle<f32>(r2, r3, 2, 6, 3, 7);
+      const qv0 = v128.load(qd + (<usize>k << 3));
+      const qv1 = v128.load(qd + (<usize>k << 3), 16);
+      const q0 = f64x2.splat(f64x2.extract_lane(qv0, 0)), q1 = f64x2.splat(f64x2.extract_lane(qv0, 1));
+      const q2 = f64x2.splat(f64x2.extract_lane(qv1, 0)), q3 = f64x2.splat(f64x2.extract_lane(qv1, 1));
+      a = f64x2.add(a, f64x2.mul(q0, f64x2.promote_low_f32x4(t01lo)));
+      b = f64x2.add(b, f64x2.mul(q0, f64x2.promote_low_f32x4(t23lo)));
+      a = f64x2.add(a, f64x2.mul(q1, f64x2.promote_low_f32x4(v128.shuffle<f32>(t01lo, t01lo, 2, 3, 0, 1))));
+      b = f64x2.add(b, f64x2.mul(q1, f64x2.promote_low_f32x4(v128.shuffle<f32>(t23lo, t23lo, 2, 3, 0, 1))));
+      a = f64x2.add(a, f64x2.mul(q2, f64x2.promote_low_f32x4(t01hi)));
+      b = f64x2.add(b, f64x2.mul(q2, f64x2.promote_low_f32x4(t23hi)));
+      a = f64x2.add(a, f64x2.mul(q3, f64x2.promote_low_f32x4(v128.shuffle<f32>(t01hi, t01hi, 2, 3, 0, 1))));
+      b = f64x2.add(b, f64x2.mul(q3, f64x2.promote_low_f32x4(v128.shuffle<f32>(t23hi, t23hi, 2, 3, 0, 1))));
+    }
+    for (; k < d; k++) {
+      const o = <usize>k << 2;
+      const qk = f64x2.splat(load<f64>(qd + (<usize>k << 3)));
+      const ya = f64x2.replace_lane(f64x2.splat(<f64>load<f32>(x0 + o)), 1, <f64>load<f32>(x1 + o));
+      const yb = f64x2.replace_lane(f64x2.splat(<f64>load<f32>(x2 + o)), 1, <f64>load<f32>(x3 + o));
+      a = f64x2.add(a, f64x2.mul(qk, ya));
+      b = f64x2.add(b, f64x2.mul(qk, yb));
+    }
+    const w = out + (<usize>p << 3);
+    v128.store(w, a);
+    v128.store(w, b, 16);
+  }
+  for (; p < count; p++) {
+    const x0 = x + <usize>(load<u32>(list + (<usize>p << 2)) - <u32>base) * rowBytes;
+    let s: f64 = 0;
+    for (let k = 0; k < d; k++) s += load<f64>(qd + (<usize>k << 3)) * <f64>load<f32>(x0 + (<usize>k << 2));
+    store<f64>(out + (<usize>p << 3), s);
+  }
+}
+
+/**
+ * SIMD, float32 accumulation (4 lanes over dimensions, summed at the end): NOT equal to the
+ * float64 kernels; kept to measure what giving up exactness would buy (score bench).
+ */
+export function scoreRowsF32(q: usize, x: usize, base: i32, d: i32, list: usize, count: i32, out: usize): void {
+  const rowBytes = <usize>d << 2;
+  const d4 = d & ~3;
+  for (let p = 0; p < count; p++) {
+    const x0 = x + <usize>(load<u32>(list + (<usize>p << 2)) - <u32>base) * rowBytes;
+    let a = f32x4.splat(0);
+    let k = 0;
+    for (; k < d4; k += 4) a = f32x4.add(a, f32x4.mul(v128.load(q + (<usize>k << 2)), v128.load(x0 + (<usize>k << 2))));
+    let s: f32 = (f32x4.extract_lane(a, 0) + f32x4.extract_lane(a, 1)) + (f32x4.extract_lane(a, 2) + f32x4.extract_lane(a, 3));
+    for (; k < d; k++) s += load<f32>(q + (<usize>k << 2)) * load<f32>(x0 + (<usize>k << 2));
+    store<f64>(out + (<usize>p << 3), <f64>s);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// WARP (SPEC 3.5): lookup tables and table sums over packed codes.
+
+/**
+ * The 256-entry tables of one byte position from its two 16-entry nibble tables (float64):
+ * out[h * 16 + l] = f32(lo[l] + hi[h]).
+ */
+export function byteTable(lo: usize, hi: usize, out: usize): void {
+  const l0 = v128.load(lo), l1 = v128.load(lo, 16), l2 = v128.load(lo, 32), l3 = v128.load(lo, 48);
+  const l4 = v128.load(lo, 64), l5 = v128.load(lo, 80), l6 = v128.load(lo, 96), l7 = v128.load(lo, 112);
+  for (let h = 0; h < 16; h++) {
+    const x = v128.load64_splat(hi + (<usize>h << 3));
+    const o = out + (<usize>h << 6);
+    v128.store(o, v128.shuffle<f32>(f32x4.demote_f64x2_zero(f64x2.add(l0, x)), f32x4.demote_f64x2_zero(f64x2.add(l1, x)), 0, 1, 4, 5));
+    v128.store(o, v128.shuffle<f32>(f32x4.demote_f64x2_zero(f64x2.add(l2, x)), f32x4.demote_f64x2_zero(f64x2.add(l3, x)), 0, 1, 4, 5), 16);
+    v128.store(o, v128.shuffle<f32>(f32x4.demote_f64x2_zero(f64x2.add(l4, x)), f32x4.demote_f64x2_zero(f64x2.add(l5, x)), 0, 1, 4, 5), 32);
+    v128.store(o, v128.shuffle<f32>(f32x4.demote_f64x2_zero(f64x2.add(l6, x)), f32x4.demote_f64x2_zero(f64x2.add(l7, x)), 0, 1, 4, 5), 48);
+  }
+}
+
+/**
+ * Tables of n query tokens (row-major q, f32, n x dims) for a b-bit codec (weights: dims x 2^b
+ * f32): out (f32) n x bpt x 256, as warpTables. scratch: 32 f64 (two nibble tables).
+ */
+export function warpTables(q: usize, n: i32, dims: i32, bits: i32, weights: usize, bpt: i32, out: usize, scratch: usize): void {
+  const lo = scratch, hi = scratch + 128;
+  const perNibble = 4 / bits;
+  for (let i = 0; i < n; i++) {
+    const qo = q + (<usize>(i * dims) << 2);
+    for (let p = 0; p < bpt; p++) {
+      const j0 = p * 2 * perNibble;
+      nibble(qo, weights, dims, bits, j0, lo);
+      nibble(qo, weights, dims, bits, j0 + perNibble, hi);
+      byteTable(lo, hi, out + (<usize>((i * bpt + p) << 8) << 2));
+    }
+  }
+}
+
+// @ts-ignore: decorator
+@inline function nibble(qo: usize, weights: usize, dims: i32, bits: i32, j: i32, out: usize): void {
+  if (bits == 4) {
+    if (j >= dims) {
+      for (let k = 0; k < 16; k++) store<f64>(out + (<usize>k << 3), 0);
+    } else {
+      const x = <f64>load<f32>(qo + (<usize>j << 2));
+      const w = weights + (<usize>(j << 4) << 2);
+      for (let k = 0; k < 16; k++) store<f64>(out + (<usize>k << 3), x * <f64>load<f32>(w + (<usize>k << 2)));
+    }
+    return;
+  }
+  const x0: f64 = j < dims ? <f64>load<f32>(qo + (<usize>j << 2)) : 0;
+  const x1: f64 = j + 1 < dims ? <f64>load<f32>(qo + (<usize>(j + 1) << 2)) : 0;
+  const w0 = weights + (<usize>(min(j, dims - 1) * 4) << 2);
+  const w1 = weights + (<usize>(min(j + 1, dims - 1) * 4) << 2);
+  for (let v = 0; v < 16; v++) {
+    store<f64>(out + (<usize>v << 3), x0 * <f64>load<f32>(w0 + (<usize>(v & 3) << 2)) + x1 * <f64>load<f32>(w1 + (<usize>(v >> 2) << 2)));
+  }
+}
+
+/**
+ * Table sums of `count` tokens of bpt code bytes each (codes, packed back to back) against one
+ * query token's tables (bpt x 256 f32): out[e] = cs + ((s0 + s1) + (s2 + s3)), s_r the float64
+ * sum of the lookups of bytes p = r (mod 4), in byte order, bytes past the last whole word of 4
+ * going to s0 (the JavaScript lookupSum's order).
+ */
+export function lookupSums(tables: usize, codes: usize, count: i32, bpt: i32, cs: f64, out: usize): void {
+  const b4 = bpt & ~3;
+  for (let e = 0; e < count; e++) {
+    const c = codes + <usize>(e * bpt);
+    let s0: f64 = 0, s1: f64 = 0, s2: f64 = 0, s3: f64 = 0;
+    let t = tables;
+    let p = 0;
+    for (; p < b4; p += 4, t += 4096) {
+      const w = load<u32>(c + <usize>p);
+      s0 += <f64>load<f32>(t + (<usize>(w & 255) << 2));
+      s1 += <f64>load<f32>(t + 1024 + (<usize>((w >>> 8) & 255) << 2));
+      s2 += <f64>load<f32>(t + 2048 + (<usize>((w >>> 16) & 255) << 2));
+      s3 += <f64>load<f32>(t + 3072 + (<usize>(w >>> 24) << 2));
+    }
+    for (; p < bpt; p++, t += 1024) s0 += <f64>load<f32>(t + (<usize>load<u8>(c + <usize>p) << 2));
+    store<f64>(out + (<usize>e << 3), cs + (s0 + s1 + (s2 + s3)));
+  }
+}

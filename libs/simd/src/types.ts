@@ -1,0 +1,45 @@
+/** A query (n x d float32 rows) made ready for the MaxSim kernels; hold one per query, not per call. */
+export interface PreparedQuery {
+  readonly n: number;
+  readonly d: number;
+  /**
+   * Per query token i, the running max over `rows` float32 rows of x from x[xo] (row-major, d):
+   * best[i] and arg[i] = rowBase + j are replaced where row j's dot product is strictly greater
+   * (ties keep the earlier row). best / arg must be initialised by the caller (e.g. -Infinity, -1).
+   */
+  maxima(x: Float32Array, xo: number, rows: number, best: Float64Array, arg: Int32Array | null, rowBase: number): void;
+  /** out[i rows + j] = q_i . x_j for the `rows` rows of x from x[xo] (float32 out). */
+  dots(x: Float32Array, xo: number, rows: number, out: Float32Array): void;
+}
+
+/** What WARP's table build reads (a query and a codec's decoded bucket values). */
+export interface WarpTablesInput {
+  /** n x dims */
+  q: Float32Array;
+  n: number;
+  dims: number;
+  bits: 2 | 4;
+  /** dims x 2^bits */
+  weights: Float32Array;
+  /** ceil(dims bits / 8) */
+  bytesPerToken: number;
+}
+
+/**
+ * The numeric kernels of search and scoring. Every implementation computes the same float64
+ * operations in the same order, so their results are equal bit for bit (libs/simd/src/kernels.spec.ts).
+ */
+export interface Kernels {
+  /** 'wasm': the WebAssembly SIMD module; 'js': the JavaScript reference */
+  readonly kind: 'wasm' | 'js';
+  prepare(q: Float32Array, n: number, d: number): PreparedQuery;
+  /** out[p - lo] = q[qo .. qo + d) . tokens[(list[p] - base) d ..] for p in [lo, hi) (float64) */
+  scoreRows(q: Float32Array, qo: number, tokens: Float32Array, base: number, d: number, list: Uint32Array, lo: number, hi: number, out: Float64Array): void;
+  /** WARP's n x bytesPerToken x 256 lookup tables into out */
+  warpTables(t: WarpTablesInput, out: Float32Array): void;
+  /**
+   * out[e] = cs + the table sum of token e (e < count; bpt code bytes each, from byte co of codes)
+   * against the tables from tables[to] (bpt x 256). words: the same bytes as u32 words, or null.
+   */
+  lookupSums(tables: Float32Array, to: number, codes: Uint8Array, words: Uint32Array | null, co: number, count: number, bpt: number, cs: number, out: Float64Array): void;
+}

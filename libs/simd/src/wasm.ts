@@ -1,0 +1,359 @@
+/**
+ * The WebAssembly SIMD kernels (libs/simd/assembly/kernels.ts, compiled at install time by
+ * scripts/build-simd.cjs into .cache/simd/kernels-<key>.wasm). This file's only I/O: reading that
+ * module, once per process (per worker thread). Inputs are copied into the module's memory and
+ * results copied out; a query's float64 pairs and a WARP query token's tables stay resident while
+ * the same query or tables are used (one resident owner at a time).
+ */
+import { createHash } from 'node:crypto';
+import { existsSync, readFileSync } from 'node:fs';
+import path from 'node:path';
+import { noteTableBuild, tableBuilds } from './builds';
+import { jsDots, jsKernels, jsLookupSums, jsMaxima, jsScoreRows, jsWarpTables } from './js';
+import type { Kernels, PreparedQuery, WarpTablesInput } from './types';
+
+/** The parts of the WebAssembly API used here (the project's TypeScript lib has no DOM types). */
+interface WasmMemory {
+  readonly buffer: ArrayBuffer;
+  grow(pages: number): number;
+}
+interface WasmApi {
+  Module: new (bytes: Uint8Array) => object;
+  Instance: new (module: object, imports: object) => { exports: unknown };
+}
+
+interface Exports {
+  memory: WasmMemory;
+  maxima(qp: number, n: number, x: number, rows: number, d: number, best: number, arg: number, rowBase: number): void;
+  dots(qp: number, n: number, x: number, rows: number, d: number, out: number): void;
+  scoreRows(q: number, x: number, base: number, d: number, list: number, count: number, out: number): void;
+  scoreRowsPairs(qd: number, x: number, base: number, d: number, list: number, count: number, out: number): void;
+  scoreRowsF32(q: number, x: number, base: number, d: number, list: number, count: number, out: number): void;
+  warpTables(q: number, n: number, dims: number, bits: number, weights: number, bpt: number, out: number, scratch: number): void;
+  lookupSums(tables: number, codes: number, count: number, bpt: number, cs: number, out: number): void;
+}
+
+const ROOT = path.resolve(__dirname, '..', '..', '..');
+
+/** Where the compiled module for this source and these flags lives (scripts/build-simd.cjs computes the same). */
+export function simdModulePath(): string {
+  const key = createHash('sha256')
+    .update(readFileSync(path.join(ROOT, 'libs', 'simd', 'assembly', 'kernels.ts')))
+    .update('\0')
+    .update(readFileSync(path.join(ROOT, 'libs', 'simd', 'assembly', 'asc.json')))
+    .digest('hex')
+    .slice(0, 16);
+  return path.join(ROOT, '.cache', 'simd', `kernels-${key}.wasm`);
+}
+
+const align = (x: number) => (x + 15) & ~15;
+/**
+ * The module's memory never shrinks, so no call may grow it much: rows, codes and tables are
+ * copied in blocks of at most this many bytes, and a query whose float64 pairs would take more
+ * than MAX_QUERY_BYTES runs on the JavaScript kernel (the same results).
+ */
+const BLOCK_BYTES = 4 << 20;
+const MAX_QUERY_BYTES = 16 << 20;
+
+/** The module's memory as typed views, grown on demand, and which owner's data sits at offset 0. */
+class Arena {
+  f32!: Float32Array;
+  f64!: Float64Array;
+  u8!: Uint8Array;
+  u32!: Uint32Array;
+  i32!: Int32Array;
+  /** what occupies [0, residentBytes): a WasmQuery, or a table slice key */
+  resident: unknown = null;
+  residentBytes = 0;
+  tableKey = { tables: null as Float32Array | null, to: -1, build: -1 };
+
+  constructor(readonly x: Exports) {
+    this.views();
+  }
+
+  private views(): void {
+    const b = this.x.memory.buffer;
+    this.f32 = new Float32Array(b);
+    this.f64 = new Float64Array(b);
+    this.u8 = new Uint8Array(b);
+    this.u32 = new Uint32Array(b);
+    this.i32 = new Int32Array(b);
+  }
+
+  ensure(bytes: number): void {
+    const have = this.x.memory.buffer.byteLength;
+    if (bytes <= have) return;
+    this.x.memory.grow(Math.ceil((bytes - have) / 65536));
+    this.views();
+  }
+
+  /** Makes [0, bytes) the resident data of owner (written by fill when it is not already there). */
+  hold(owner: unknown, bytes: number, fill: () => void): void {
+    if (this.resident === owner) return;
+    this.ensure(bytes);
+    this.resident = owner;
+    this.residentBytes = align(bytes);
+    fill();
+  }
+
+  /** Scratch from here on: keeps the resident data. */
+  get free(): number {
+    return this.residentBytes;
+  }
+
+  /** Claims offset 0 for scratch: nothing resident any more. */
+  evict(): void {
+    this.resident = null;
+    this.residentBytes = 0;
+  }
+}
+
+class WasmQuery implements PreparedQuery {
+  /** pair P, dimension k at 2 (P d + k): [q(2P, k), q(2P + 1, k)] */
+  private readonly pairs: Float64Array;
+
+  constructor(private readonly a: Arena, readonly q: Float32Array, readonly n: number, readonly d: number) {
+    const P = (n + 1) >> 1;
+    const pairs = new Float64Array(P * d * 2);
+    for (let i = 0; i < n; i++) {
+      const o = (i >> 1) * d * 2 + (i & 1);
+      for (let k = 0; k < d; k++) pairs[o + 2 * k] = q[i * d + k];
+    }
+    this.pairs = pairs;
+  }
+
+  private load(extra: number): number {
+    const a = this.a;
+    a.hold(this, this.pairs.byteLength, () => a.f64.set(this.pairs, 0));
+    a.ensure(a.free + extra);
+    return a.free;
+  }
+
+  maxima(x: Float32Array, xo: number, rows: number, best: Float64Array, arg: Int32Array | null, rowBase: number): void {
+    const { n, d } = this;
+    if (n === 0 || rows === 0) return;
+    // rows in blocks of at most BLOCK_BYTES: the running maxima make blocks in order equal to one pass
+    const step = Math.max(1, Math.floor(BLOCK_BYTES / (d * 4)));
+    const block = Math.min(rows, step);
+    const xBytes = align(block * d * 4);
+    const base = this.load(xBytes + n * 12 + 16);
+    const a = this.a;
+    const bo = base + xBytes;
+    const ao = bo + n * 8;
+    a.f64.set(best.subarray(0, n), bo >> 3);
+    if (arg) a.i32.set(arg.subarray(0, n), ao >> 2);
+    for (let j = 0; j < rows; j += step) {
+      const r = Math.min(step, rows - j);
+      a.f32.set(x.subarray(xo + j * d, xo + (j + r) * d), base >> 2);
+      a.x.maxima(0, n, base, r, d, bo, ao, rowBase + j);
+    }
+    best.set(a.f64.subarray(bo >> 3, (bo >> 3) + n));
+    if (arg) arg.set(a.i32.subarray(ao >> 2, (ao >> 2) + n));
+  }
+
+  dots(x: Float32Array, xo: number, rows: number, out: Float32Array): void {
+    const { n, d } = this;
+    if (n === 0 || rows === 0) return;
+    const step = Math.max(1, Math.floor(BLOCK_BYTES / ((d + n) * 4)));
+    const block = Math.min(rows, step);
+    const xBytes = align(block * d * 4);
+    const base = this.load(xBytes + n * block * 4);
+    const a = this.a;
+    const oo = (base + xBytes) >> 2;
+    for (let j = 0; j < rows; j += step) {
+      const r = Math.min(step, rows - j);
+      a.f32.set(x.subarray(xo + j * d, xo + (j + r) * d), base >> 2);
+      a.x.dots(0, n, base, r, d, base + xBytes);
+      if (r === rows) out.set(a.f32.subarray(oo, oo + n * rows));
+      else for (let i = 0; i < n; i++) out.set(a.f32.subarray(oo + i * r, oo + (i + 1) * r), i * rows + j);
+    }
+  }
+}
+
+/**
+ * scoreRows variants: 'js' (the JavaScript kernel), or the module's 'scalar' and 'pairs' (equal
+ * to it bit for bit) and 'f32' (float32 accumulation, within a bound), each after gathering the
+ * listed rows into the module's memory. The score bench compares them (docs/benchmarks.md).
+ */
+export type ScoreRowsVariant = 'js' | 'scalar' | 'pairs' | 'f32';
+
+class WasmKernels implements Kernels {
+  readonly kind = 'wasm' as const;
+  private readonly a: Arena;
+  /**
+   * The scoreRows variant in use, chosen by the score bench (docs/benchmarks.md): the rows XTR
+   * scores sit in a JavaScript array, so the module would first copy each one in, which costs more
+   * than its faster arithmetic saves; the JavaScript kernel is used.
+   */
+  rowsVariant: ScoreRowsVariant = 'js';
+
+  constructor(x: Exports) {
+    this.a = new Arena(x);
+  }
+
+  prepare(q: Float32Array, n: number, d: number): PreparedQuery {
+    if (((n + 1) >> 1) * d * 16 > MAX_QUERY_BYTES) return jsKernels.prepare(q, n, d);
+    return new WasmQuery(this.a, q, n, d);
+  }
+
+  scoreRows(q: Float32Array, qo: number, tokens: Float32Array, base: number, d: number, list: Uint32Array, lo: number, hi: number, out: Float64Array): void {
+    this.scoreRowsWith(this.rowsVariant, q, qo, tokens, base, d, list, lo, hi, out);
+  }
+
+  /** scoreRows by one variant: the listed rows are gathered into the module's memory, then scored. */
+  scoreRowsWith(variant: ScoreRowsVariant, q: Float32Array, qo: number, tokens: Float32Array, base: number, d: number, list: Uint32Array, lo: number, hi: number, out: Float64Array): void {
+    const count = hi - lo;
+    if (count <= 0) return;
+    if (variant === 'js') {
+      jsScoreRows(q, qo, tokens, base, d, list, lo, hi, out);
+      return;
+    }
+    const a = this.a;
+    a.evict();
+    const qBytes = align(d * 8);
+    const lOff = qBytes;
+    const xOff = lOff + align(count * 4);
+    const oOff = xOff + align(count * d * 4);
+    a.ensure(oOff + count * 8);
+    if (variant === 'pairs') for (let k = 0; k < d; k++) a.f64[k] = q[qo + k];
+    else a.f32.set(q.subarray(qo, qo + d), 0);
+    const f32 = a.f32;
+    const u32 = a.u32;
+    const lw = lOff >> 2;
+    let xw = xOff >> 2;
+    for (let p = lo; p < hi; p++, xw += d) {
+      const r = (list[p] - base) * d;
+      f32.set(tokens.subarray(r, r + d), xw);
+      u32[lw + p - lo] = p - lo;
+    }
+    const fn = variant === 'pairs' ? a.x.scoreRowsPairs : variant === 'f32' ? a.x.scoreRowsF32 : a.x.scoreRows;
+    fn(0, xOff, 0, d, lOff, count, oOff);
+    out.set(a.f64.subarray(oOff >> 3, (oOff >> 3) + count));
+  }
+
+  warpTables(t: WarpTablesInput, out: Float32Array): void {
+    noteTableBuild();
+    const { q, n, dims, bits, weights, bytesPerToken: bpt } = t;
+    if (n === 0) return;
+    const a = this.a;
+    a.evict();
+    const step = Math.max(1, Math.floor(BLOCK_BYTES / (bpt * 1024))); // query tokens per call
+    const block = Math.min(n, step);
+    const wOff = align(block * dims * 4);
+    const sOff = wOff + align(weights.length * 4);
+    const oOff = sOff + 256;
+    a.ensure(oOff + block * bpt * 1024);
+    a.f32.set(weights, wOff >> 2);
+    for (let i = 0; i < n; i += step) {
+      const m = Math.min(step, n - i);
+      a.f32.set(q.subarray(i * dims, (i + m) * dims), 0);
+      a.x.warpTables(0, m, dims, bits, wOff, bpt, oOff, sOff);
+      out.set(a.f32.subarray(oOff >> 2, (oOff >> 2) + m * bpt * 256), i * bpt * 256);
+    }
+  }
+
+  lookupSums(tables: Float32Array, to: number, codes: Uint8Array, _words: Uint32Array | null, co: number, count: number, bpt: number, cs: number, out: Float64Array): void {
+    if (count <= 0) return;
+    const a = this.a;
+    const tLen = bpt * 256;
+    const key = a.tableKey;
+    if (a.resident !== key || key.tables !== tables || key.to !== to || key.build !== tableBuilds()) {
+      a.evict();
+      key.tables = tables;
+      key.to = to;
+      key.build = tableBuilds();
+      a.hold(key, tLen * 4, () => a.f32.set(tables.subarray(to, to + tLen), 0));
+    }
+    const step = Math.max(1, Math.floor(BLOCK_BYTES / (bpt + 8))); // tokens per call
+    const block = Math.min(count, step);
+    const cOff = a.free;
+    const oOff = cOff + align(block * bpt);
+    a.ensure(oOff + block * 8);
+    for (let e = 0; e < count; e += step) {
+      const m = Math.min(step, count - e);
+      a.u8.set(codes.subarray(co + e * bpt, co + (e + m) * bpt), cOff);
+      a.x.lookupSums(0, cOff, m, bpt, cs, oOff);
+      out.set(a.f64.subarray(oOff >> 3, (oOff >> 3) + m), e);
+    }
+  }
+}
+
+/** Runs every kernel on small odd shapes against the JavaScript kernels; the first difference, or null. */
+function selfCheck(k: WasmKernels): string | null {
+  let seed = 12345;
+  const rnd = () => ((seed = (seed * 1103515245 + 12345) >>> 0) / 2 ** 32) - 0.5;
+  const n = 5, d = 7, rows = 9;
+  const q = Float32Array.from({ length: n * d }, rnd);
+  const x = Float32Array.from({ length: rows * d + 3 }, rnd);
+  const b1 = new Float64Array(n).fill(-Infinity), b2 = new Float64Array(n).fill(-Infinity);
+  const g1 = new Int32Array(n).fill(-1), g2 = new Int32Array(n).fill(-1);
+  k.prepare(q, n, d).maxima(x, 3, rows, b1, g1, 10);
+  jsMaxima(q, n, x, 3, rows, d, b2, g2, 10);
+  if (b1.some((v, i) => v !== b2[i]) || g1.some((v, i) => v !== g2[i])) return 'maxima';
+  const o1 = new Float32Array(n * rows), o2 = new Float32Array(n * rows);
+  k.prepare(q, n, d).dots(x, 3, rows, o1);
+  jsDots(q, n, x, 3, rows, d, o2);
+  if (o1.some((v, i) => v !== o2[i])) return 'dots';
+  const list = Uint32Array.from([2, 5, 6, 7, 9, 10]);
+  const r1 = new Float64Array(6), r2 = new Float64Array(6);
+  for (const v of ['scalar', 'pairs'] as const) {
+    k.scoreRowsWith(v, q, d, x, 2, d, list, 0, 6, r1);
+    jsScoreRows(q, d, x, 2, d, list, 0, 6, r2);
+    if (r1.some((s, i) => s !== r2[i])) return `scoreRows (${v})`;
+  }
+  for (const bits of [2, 4] as const) {
+    const dims = 7, bpt = Math.ceil((dims * bits) / 8);
+    const t: WarpTablesInput = { q: Float32Array.from({ length: 2 * dims }, rnd), n: 2, dims, bits, weights: Float32Array.from({ length: dims << bits }, rnd), bytesPerToken: bpt };
+    const t1 = new Float32Array(2 * bpt * 256), t2 = new Float32Array(2 * bpt * 256);
+    k.warpTables(t, t1);
+    jsWarpTables(t, t2);
+    if (t1.some((v, i) => v !== t2[i])) return `warpTables (b = ${bits})`;
+    const codes = Uint8Array.from({ length: 3 * bpt + 1 }, () => Math.floor((rnd() + 0.5) * 256));
+    const s1 = new Float64Array(3), s2 = new Float64Array(3);
+    k.lookupSums(t1, bpt * 256, codes, null, 1, 3, bpt, 0.25, s1);
+    jsLookupSums(t2, bpt * 256, codes, null, 1, 3, bpt, 0.25, s2);
+    if (s1.some((v, i) => v !== s2[i])) return `lookupSums (b = ${bits})`;
+  }
+  return null;
+}
+
+export interface SimdStatus {
+  kind: 'wasm' | 'js';
+  /** why the JavaScript kernels are used, when they are */
+  reason?: string;
+  /** the compiled module's path */
+  module: string;
+}
+
+let loaded: { kernels: WasmKernels | null; status: SimdStatus } | null = null;
+
+/** The WebAssembly kernels, loaded and self-checked once per process; null where they cannot be used (see simdStatus). */
+export function wasmKernels(): WasmKernels | null {
+  if (!loaded) loaded = load();
+  return loaded.kernels;
+}
+
+export function simdStatus(): SimdStatus {
+  if (!loaded) loaded = load();
+  return loaded.status;
+}
+
+function load(): { kernels: WasmKernels | null; status: SimdStatus } {
+  let file = '';
+  try {
+    file = simdModulePath();
+    if (!existsSync(file)) return { kernels: null, status: { kind: 'js', reason: 'not built (node scripts/build-simd.cjs)', module: file } };
+    const wa = (globalThis as unknown as { WebAssembly?: WasmApi }).WebAssembly;
+    if (!wa) return { kernels: null, status: { kind: 'js', reason: 'no WebAssembly in this runtime', module: file } };
+    const mod = new wa.Module(readFileSync(file));
+    const inst = new wa.Instance(mod, { env: { abort: () => { throw new Error('simd: abort'); } } });
+    const k = new WasmKernels(inst.exports as unknown as Exports);
+    const bad = selfCheck(k);
+    if (bad) return { kernels: null, status: { kind: 'js', reason: `self-check failed: ${bad} differs from the JavaScript kernel`, module: file } };
+    return { kernels: k, status: { kind: 'wasm', module: file } };
+  } catch (err) {
+    return { kernels: null, status: { kind: 'js', reason: `cannot load: ${err instanceof Error ? err.message : String(err)}`, module: file } };
+  }
+}
+
+export type { WasmKernels };
