@@ -20,7 +20,7 @@ export async function startServer(config: Config, opts: { queues?: QueueName[]; 
   const logger = opts.logger ?? createLogger(opts.quiet ? 'warn' : config.LOG_LEVEL, 'lateral');
   const services = await resolveServices(config, logger);
   const runtime = await createRuntime(config, services, logger);
-  const workers = startWorkers(runtime, opts.queues ?? HANDLED_QUEUES, { logLevel: opts.quiet ? 'warn' : config.LOG_LEVEL });
+  const workers = startWorkers(runtime, opts.queues ?? HANDLED_QUEUES);
   const app = await createApiApp(runtime);
   detachNestSignalHandlers(app);
   await app.listen(config.PORT, config.HOST);

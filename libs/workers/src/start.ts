@@ -1,7 +1,7 @@
 import os from 'node:os';
 import { QueueName, ShardJobPayloadSchema, loadConfig, scorerShards, shardQueueName, type ShardJobPayload, type ShardJobResult } from '@lateral/shared';
 import type { Job } from 'bullmq';
-import { WorkerHost, deliverWebhook, enqueueWebhook, webhookEventFor, createLogger, createRuntime, recordInference, requireServices, startMetricsServer, stopOnSignal, type HandlerRegistry, type LogLevel, type Runtime } from '@lateral/infra';
+import { WorkerHost, deliverWebhook, enqueueWebhook, webhookEventFor, createLogger, createRuntime, recordInference, requireServices, startMetricsServer, stopOnSignal, type HandlerRegistry, type Runtime } from '@lateral/infra';
 import { setInferenceObserver } from '@lateral/model';
 import { dropShardWorkOfFailedJob } from '@lateral/pipeline';
 import { HANDLED_QUEUES, pipelineHandlers } from './handlers';
@@ -30,18 +30,11 @@ function affinityOf(kind: string, p: unknown): string | undefined {
   return typeof tenantId === 'string' ? `${tenantId}/${typeof collectionId === 'string' ? collectionId : ''}` : undefined;
 }
 
-export interface StartWorkersOptions {
-  /** The compute threads' log level (default LOG_LEVEL; the all-in-one's quiet mode passes 'warn'). */
-  logLevel?: LogLevel;
-  /** The log component of the compute threads' lines (`<component>:compute-<i>`). */
-  component?: string;
-}
-
 /**
  * Starts BullMQ workers for `queues` in this process, with the pipeline's handlers: in
  * COMPUTE_THREADS worker threads (compute/pool.ts) or, with COMPUTE_THREADS=0, on this event loop.
  */
-export function startWorkers(rt: Runtime, queues: QueueName[], opts: StartWorkersOptions = {}): WorkerHost {
+export function startWorkers(rt: Runtime, queues: QueueName[]): WorkerHost {
   const { config } = rt;
   // ONNX Runtime run times and encoder batch sizes -> this process's metrics.
   setInferenceObserver(recordInference);
@@ -101,9 +94,7 @@ export function startWorkers(rt: Runtime, queues: QueueName[], opts: StartWorker
           config,
           redisUrl: rt.services.redisUrl,
           s3Endpoint: rt.services.s3Endpoint,
-          logLevel: opts.logLevel ?? config.LOG_LEVEL,
-          component: opts.component ?? 'lateral',
-          logger: rt.logger.child('compute'),
+          logger: rt.logger,
         })
       : null;
   host.start(queues, pool ? pooledHandlers(rt, pool) : pipelineHandlers(rt, extra));
@@ -131,7 +122,7 @@ export async function runWorkerApp(name: string, defaults: QueueName[]): Promise
   const logger = createLogger(config.LOG_LEVEL, name);
   const rt = await createRuntime(config, requireServices(config), logger);
   const queues = config.WORKER_QUEUES.length ? config.WORKER_QUEUES : defaults;
-  const host = startWorkers(rt, queues, { component: name });
+  const host = startWorkers(rt, queues);
   const metrics = config.METRICS_PORT > 0 ? await startMetricsServer(config.METRICS_PORT, config.HOST) : null;
   // The process's own deadline leaves the workers their grace period (SHUTDOWN_GRACE_SECONDS) and 30 s more.
   stopOnSignal(async () => {

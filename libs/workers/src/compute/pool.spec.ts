@@ -33,7 +33,7 @@ afterEach(async () => {
 });
 
 const start = (threads: number) =>
-  (pool = new ComputePool({ threads, config, redisUrl: 'redis://unused', s3Endpoint: undefined, logLevel: 'warn', component: 'spec', logger: createLogger('error', 'spec'), entry: STAND_IN }));
+  (pool = new ComputePool({ threads, config, redisUrl: 'redis://unused', s3Endpoint: undefined, logger: createLogger('error', 'spec'), entry: STAND_IN }));
 
 describe('ComputePool', () => {
   it('runs a job in a thread; the job methods it calls run on the real job here', async () => {

@@ -20,7 +20,7 @@ import path from 'node:path';
 import { Worker } from 'node:worker_threads';
 import type { Job } from 'bullmq';
 import type { Config } from '@lateral/shared';
-import { addMetricsSource, jobLogFields, recordComputeJob, recordComputeRestart, type LogLevel, type Logger } from '@lateral/infra';
+import { addMetricsSource, jobLogFields, recordComputeJob, recordComputeRestart, type Logger } from '@lateral/infra';
 import { JOB_METHODS, fromWire, toWire, type FromThread, type JobSnapshot, type ThreadInit, type ToThread } from './protocol';
 
 /** The thread's entry (registers tsx, then runs ./thread-main.ts). */
@@ -106,6 +106,9 @@ class ComputeThread {
           this.metricsWaiting.get(m.id)?.(m.value);
           this.metricsWaiting.delete(m.id);
           break;
+        case 'log':
+          this.relay(m.line);
+          break;
         case 'closed':
           break;
       }
@@ -129,6 +132,20 @@ class ComputeThread {
         if (!this.isClosing()) this.spawn();
       }, RESTART_DELAY_MS).unref();
     });
+  }
+
+  /** A line the thread logged, written by this process's logger under `<component>:compute-<i>:…` with its fields. */
+  private relay(line: string): void {
+    let o: Record<string, unknown>;
+    try {
+      o = JSON.parse(line) as Record<string, unknown>;
+    } catch {
+      return;
+    }
+    const { level, component, msg, time: _t, pid: _p, ...fields } = o;
+    const log = this.logger.child(typeof component === 'string' ? component : `compute-${this.init.index}`);
+    const lv = level === 'debug' || level === 'info' || level === 'warn' || level === 'error' ? level : 'info';
+    log[lv](String(msg ?? ''), fields);
   }
 
   /** A processor's call on its job, run on the real job here; the answer goes back to the thread. */
@@ -210,8 +227,7 @@ export interface ComputePoolOptions {
   config: Config;
   redisUrl: string;
   s3Endpoint: string | undefined;
-  logLevel: LogLevel;
-  component: string;
+  /** Lines the threads log go to it (its level decides which they send). */
   logger: Logger;
   /** The thread's entry (default compute-thread.cjs; the pool's own spec starts a small stand-in). */
   entry?: string;
@@ -229,7 +245,7 @@ export class ComputePool {
       { length: opts.threads },
       (_, index) =>
         new ComputeThread(
-          { config: threadConfig(opts.config, index, opts.threads), redisUrl: opts.redisUrl, s3Endpoint: opts.s3Endpoint, index, logLevel: opts.logLevel, component: opts.component },
+          { config: threadConfig(opts.config, index, opts.threads), redisUrl: opts.redisUrl, s3Endpoint: opts.s3Endpoint, index, logLevel: opts.logger.level ?? opts.config.LOG_LEVEL },
           opts.entry ?? COMPUTE_THREAD_ENTRY,
           opts.logger,
           () => this.closing,

@@ -13,9 +13,8 @@ export interface ThreadInit {
   redisUrl: string;
   s3Endpoint: string | undefined;
   index: number;
+  /** The least severe level the main thread's logger writes: the thread does not send lines below it. */
   logLevel: LogLevel;
-  /** The process's log component (`lateral`, `scorer-worker` ...): the thread logs as `<component>:compute-<index>`. */
-  component: string;
 }
 
 /** A BullMQ job as its processor sees it in the thread: its fields; its methods are calls back to the main thread. */
@@ -61,6 +60,7 @@ export type FromThread =
   | { t: 'done'; id: number; ok: false; error: WireError }
   | { t: 'call'; id: number; run: number; method: JobMethod; args: unknown[] }
   | { t: 'metrics'; id: number; value: unknown }
+  | { t: 'log'; line: string }
   | { t: 'closed' };
 
 /** The error classes whose identity matters to the caller (WorkerHost, BullMQ, the API's mapping): re-created as themselves. */

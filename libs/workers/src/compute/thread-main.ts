@@ -17,7 +17,8 @@ const post = (m: FromThread) => port.postMessage(m);
 
 useThreadMetrics();
 setInferenceObserver(recordInference);
-const logger = createLogger(init.logLevel, `${init.component}:compute-${init.index}`);
+// Every line goes to the main thread's logger (its destination and format: stdout, a file, a test's array).
+const logger = createLogger(init.logLevel, `compute-${init.index}`, { json: true, destination: { write: (line: string) => post({ t: 'log', line }) } });
 
 let seq = 0;
 const calls = new Map<number, { resolve: (v: unknown) => void; reject: (e: Error) => void }>();
