@@ -25,8 +25,9 @@ import { JOB_METHODS, fromWire, toWire, type FromThread, type JobSnapshot, type 
 
 /** The thread's entry (registers tsx, then runs ./thread-main.ts). */
 export const COMPUTE_THREAD_ENTRY = path.join(__dirname, 'compute-thread.cjs');
-/** A thread that could not start (S3 or Redis not there yet) is tried again after this long. */
+/** A thread that exited is started again after this long, doubled for each exit in a row before it was ready (S3 or Redis not there yet), up to MAX_RESTART_DELAY_MS. */
 const RESTART_DELAY_MS = 1000;
+const MAX_RESTART_DELAY_MS = 30_000;
 /** How long close() waits for a thread to close its connections before terminating it. */
 const CLOSE_WAIT_MS = 5000;
 /** How long a scrape waits for a thread's series. */
@@ -62,6 +63,8 @@ class ComputeThread {
   /** Jobs given to this thread and not settled (waiting for it to start included): what "least busy" counts. */
   load = 0;
   private alive = false;
+  /** Exits in a row before the thread was ready. */
+  private failedStarts = 0;
   private readonly metricsWaiting = new Map<number, (v: unknown) => void>();
   private seq = 0;
   private exited!: Promise<void>;
@@ -86,6 +89,7 @@ class ComputeThread {
     worker.on('message', (m: FromThread) => {
       switch (m.t) {
         case 'ready':
+          this.failedStarts = 0;
           started();
           break;
         case 'start-failed':
@@ -114,7 +118,10 @@ class ComputeThread {
       }
     });
     worker.on('error', (err) => this.logger.error(`${where} failed: ${err.stack ?? err.message}`));
+    let wasReady = false;
+    this.ready.then(() => (wasReady = true), () => undefined);
     worker.once('exit', (code) => {
+      if (!wasReady) this.failedStarts++;
       const err = new Error(`${where} exited (code ${code}) while running this job; the job is retried`);
       this.alive = false;
       failed(err);
@@ -127,10 +134,11 @@ class ComputeThread {
       this.metricsWaiting.clear();
       if (this.isClosing()) return;
       recordComputeRestart();
-      this.logger.warn(`${where} exited (code ${code}); starting it again in ${RESTART_DELAY_MS} ms`);
+      const delay = Math.min(MAX_RESTART_DELAY_MS, RESTART_DELAY_MS * 2 ** Math.max(0, this.failedStarts - 1));
+      this.logger.warn(`${where} exited (code ${code}); starting it again in ${delay} ms`);
       setTimeout(() => {
         if (!this.isClosing()) this.spawn();
-      }, RESTART_DELAY_MS).unref();
+      }, delay).unref();
     });
   }
 
