@@ -63,6 +63,8 @@ class ComputeThread {
   /** Jobs given to this thread and not settled (waiting for it to start included): what "least busy" counts. */
   load = 0;
   private alive = false;
+  /** Ready and not exited since. */
+  private started = false;
   /** Exits in a row before the thread was ready. */
   private failedStarts = 0;
   private readonly metricsWaiting = new Map<number, (v: unknown) => void>();
@@ -90,6 +92,7 @@ class ComputeThread {
       switch (m.t) {
         case 'ready':
           this.failedStarts = 0;
+          this.started = true;
           started();
           break;
         case 'start-failed':
@@ -124,6 +127,7 @@ class ComputeThread {
       if (!wasReady) this.failedStarts++;
       const err = new Error(`${where} exited (code ${code}) while running this job; the job is retried`);
       this.alive = false;
+      this.started = false;
       failed(err);
       // Until it is started again, a job given to it fails at once (and is retried).
       this.ready = Promise.reject(new Error(`${where} exited (code ${code}) and is being started again; the job is retried`));
@@ -204,9 +208,9 @@ class ComputeThread {
     });
   }
 
+  /** Its series, or none while it starts (a scrape or a heartbeat never waits for a thread to start). */
   async metrics(): Promise<unknown> {
-    const ok = await this.ready.then(() => true, () => false);
-    if (!ok) return [];
+    if (!this.started) return [];
     const id = ++this.seq;
     return new Promise((resolve) => {
       const timer = setTimeout(() => {
