@@ -111,6 +111,9 @@ describe('metrics and structured logs against a live API (real Redis, S3, ONNX)'
     expect(sample(m, 'lateral_s3_bytes_total', { direction: 'read' })).toBeGreaterThan(segmentBytes); // the commit reads every segment back
     // Node's own process metrics come with it.
     expect(sample(m, 'process_cpu_user_seconds_total')).toBeGreaterThan(0);
+    // The jobs ran in the compute thread (COMPUTE_THREADS=1), whose series above joined this registry's.
+    expect(sample(m, 'lateral_compute_jobs_total', { thread: '0', queue: 'encode' })).toBe(DOCS.length / BATCH);
+    expect(sample(m, 'lateral_compute_jobs_total', { thread: '0', queue: 'commit' })).toBeGreaterThan(0);
   });
 
   it('a re-rank and a search each write one summary line carrying their request id, collection and figures', async () => {

@@ -5,14 +5,14 @@ import path from 'node:path';
 import { randomBytes, randomUUID } from 'node:crypto';
 import { QueueName, loadConfig, type Config } from '@lateral/shared';
 import { readSegment } from '@lateral/codec';
-import { startEmbeddedRedis, startEmbeddedS3, type EmbeddedRedis, type EmbeddedS3 } from '@lateral/infra';
+import { createLogger, startEmbeddedRedis, startEmbeddedS3Thread, type EmbeddedRedis, type EmbeddedS3 } from '@lateral/infra';
 import { startServer, type Server } from '../../apps/all-in-one/src/server';
 import { fetchRetrying } from '../../scripts/lib/client';
 import { http, until } from '../helpers';
 
 /**
  * The fault suite's cluster, every part on loopback and owned by the test: a redis-server and an
- * in-process S3 server of its own (not the run's shared ones, since the tests stop, restart and
+ * in-process S3 server (in its own thread) of its own (not the run's shared ones, since the tests stop, restart and
  * break them), the API in this process (with the re-rank and search workers), and the ingestion
  * workers (encode, compress, index, commit) in child processes that a test can kill -9 and start
  * again, exactly as `npm run start:encoder` runs them (apps/encoder-worker with WORKER_QUEUES).
@@ -40,6 +40,10 @@ export interface Cluster {
   server: Server;
   workers: WorkerProc[];
   api: (method: string, url: string, body?: unknown) => ReturnType<typeof http>;
+  /** Every 503 / 429 the harness's client retried (status, error code, path). */
+  retried: { status: number; code: string; url: string }[];
+  /** The in-process server's log lines (warn and up; quiet), as printed. */
+  serverLog: () => string;
   spawnWorker(queues?: QueueName[]): Promise<WorkerProc>;
   /** What was left where when a wait failed: the queues, the failed jobs, each worker's last lines. */
   diagnose(): Promise<string>;
@@ -71,7 +75,8 @@ export async function startCluster(opts: {
   const dir = mkdtempSync(path.join(os.tmpdir(), 'lateral-faults-'));
   const redis = await startEmbeddedRedis({ dir: path.join(dir, 'redis'), persistent: opts.persistentRedis ?? false });
   const bucket = 'faults';
-  const s3 = await startEmbeddedS3({ dir: path.join(dir, 's3'), bucket, accessKeyId: 'S3RVER', secretAccessKey: 'S3RVER' });
+  // In a thread of its own, as the all-in-one runs it: off the event loop of the API and scorer in this process.
+  const s3 = await startEmbeddedS3Thread({ dir: path.join(dir, 's3'), bucket, accessKeyId: 'S3RVER', secretAccessKey: 'S3RVER' });
   const endpoint = opts.s3Via ? await opts.s3Via(s3.endpoint) : s3.endpoint;
   const tag = randomUUID().slice(0, 8);
   const vars: Record<string, string> = {
@@ -89,7 +94,20 @@ export async function startCluster(opts: {
     ...opts.env,
   };
   const config = loadConfig(vars);
-  const server = await startServer(config, { queues: [QueueName.rerank, QueueName.search], quiet: true, closeGraceMs: 5000 });
+  // The server's warnings still reach stderr, and a case can count them (serverLog).
+  let serverLines = '';
+  const logger = createLogger('warn', 'lateral', {
+    destination: {
+      write: (line: string) => {
+        serverLines += line;
+        process.stderr.write(line);
+      },
+    },
+  });
+  const server = await startServer(config, { queues: [QueueName.rerank, QueueName.search], quiet: true, closeGraceMs: 5000, logger });
+  const retried: Cluster['retried'] = [];
+  const send = (url: string, init: RequestInit) =>
+    /\/v1\/health(\/|\?|$)/.test(new URL(url).pathname) ? fetch(url, init) : fetchRetrying(url, init, { onRetry: (r) => retried.push({ status: r.status, code: r.code, url: r.url }) });
   const workers: WorkerProc[] = [];
   const spawnWorker = async (queues: QueueName[] = INGEST_QUEUES): Promise<WorkerProc> => {
     const env: NodeJS.ProcessEnv = { ...process.env, ...vars, LOG_LEVEL: 'info', WORKER_QUEUES: queues.join(','), METRICS_PORT: '0', NODE_ENV: 'production' };
@@ -125,7 +143,9 @@ export async function startCluster(opts: {
     config,
     server: current,
     workers,
-    api: (method, url, body) => http(current.url, method, url, body, {}, retryingUnlessHealth),
+    api: (method, url, body) => http(current.url, method, url, body, {}, send),
+    retried,
+    serverLog: () => serverLines,
     spawnWorker,
     diagnose: async () => {
       const ov = await http(current.url, 'GET', '/v1/admin/overview', undefined, { authorization: `Bearer ${vars.ADMIN_TOKEN}` }).catch((e: Error) => ({ body: e.message }));

@@ -297,7 +297,7 @@ const conditionalWrite = new AsyncLocalStorage<{ ifNoneMatch: boolean }>();
  * NotImplemented instead of being ignored silently.
  */
 async function addConditionalWrites(server: S3rverInstance): Promise<void> {
-  const { default: S3Error } = await import('s3rver/lib/models/error');
+  const { default: S3Error } = await import('s3rver/lib/models/error.js');
   const store = server.store;
   const putObject = store.putObject.bind(store);
   const copyObject = store.copyObject.bind(store);
@@ -355,7 +355,7 @@ async function addConditionalWrites(server: S3rverInstance): Promise<void> {
  * `prefix`, `start-after` and `marker`.
  */
 async function refuseUnsafeKeys(server: S3rverInstance): Promise<void> {
-  const { default: S3Error } = await import('s3rver/lib/models/error');
+  const { default: S3Error } = await import('s3rver/lib/models/error.js');
   const refuse = (what: string, problem: string) => new S3Error('InvalidArgument', `${what} ${problem}`, { ArgumentName: what });
   const middleware: S3rverMiddleware = async (ctx, next) => {
     const m = /^\/[^/]+\/(.*)$/s.exec(ctx.path);
@@ -401,8 +401,8 @@ const TOKEN_TAG = 'lateral1:';
  * NextContinuationToken back. Patches the module once per process; every embedded server shares it.
  */
 async function fixListV2Pagination(): Promise<void> {
-  const { default: bucketCtrl } = await import('s3rver/lib/controllers/bucket');
-  const { default: S3Error } = await import('s3rver/lib/models/error');
+  const { default: bucketCtrl } = await import('s3rver/lib/controllers/bucket.js');
+  const { default: S3Error } = await import('s3rver/lib/models/error.js');
   const patched = bucketCtrl as typeof bucketCtrl & { [PAGINATION_FIXED]?: true };
   if (patched[PAGINATION_FIXED]) return;
   const getBucket = bucketCtrl.getBucket;

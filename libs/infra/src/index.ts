@@ -1,5 +1,6 @@
 export * from './logger';
 export * from './embedded-services';
+export * from './s3-thread';
 export * from './object-keys';
 export * from './object-store';
 export * from './disk-cache';

@@ -20,6 +20,8 @@ export interface Logger {
   error(msg: string, extra?: LogFields): void;
   /** A logger for a part of the program (`component` is appended: `lateral:worker:encode`), with `fields` on each of its lines. */
   child(component: string, fields?: LogFields): Logger;
+  /** The least severe level it writes (a compute thread logs from that level up and hands its lines to this logger). */
+  readonly level?: LogLevel;
 }
 
 /** Where lines go: anything with `write(line)` (pino's own destinations, a stream, a test's array). */
@@ -96,6 +98,10 @@ class PinoBackedLogger implements Logger {
     private readonly fields: LogFields | undefined,
     private readonly byComponent: Map<string, PinoLogger>,
   ) {}
+
+  get level(): LogLevel {
+    return this.root.level as LogLevel;
+  }
 
   private target(): PinoLogger {
     let l = this.byComponent.get(this.component);

@@ -1,5 +1,5 @@
 import http from 'node:http';
-import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import { AggregatorRegistry, Counter, Gauge, Histogram, Registry, collectDefaultMetrics, type MetricObjectWithValues, type MetricValue } from 'prom-client';
 import { eventLoopMonitor } from './overload';
 
 /**
@@ -55,6 +55,8 @@ const SERIES = {
     help: 'Segment or search-index objects this scorer knows unreadable now (re-rank and search answer without them, degraded), by object.',
     labels: ['object'],
   },
+  computeJobs: { kind: 'counter', name: 'lateral_compute_jobs_total', help: 'Jobs this process ran in a compute thread (COMPUTE_THREADS), by thread and queue.', labels: ['thread', 'queue'] },
+  computeRestarts: { kind: 'counter', name: 'lateral_compute_thread_restarts_total', help: 'Compute threads that exited unexpectedly and were started again (their running jobs failed and are retried).' },
   inferenceSeconds: { kind: 'histogram', name: 'lateral_onnx_inference_seconds', help: 'ONNX Runtime session.run time, by graph (the encoder model, or a scoring kernel).', labels: ['graph'], buckets: DURATION_BUCKETS },
   inferenceBatch: { kind: 'histogram', name: 'lateral_onnx_batch_size', help: 'Sequences per encoder batch, by model.', labels: ['graph'], buckets: BATCH_BUCKETS },
   inferenceTokens: { kind: 'counter', name: 'lateral_onnx_tokens_total', help: 'Tokens (padded batch x sequence positions) run through the encoder, by model.', labels: ['graph'] },
@@ -103,6 +105,8 @@ export class LateralMetrics {
   readonly s3Requests = metric(this.registry, SERIES.s3Requests);
   readonly unavailableDetected = metric(this.registry, SERIES.unavailableDetected);
   readonly unavailableNow = metric(this.registry, SERIES.unavailableNow);
+  readonly computeJobs = metric(this.registry, SERIES.computeJobs);
+  readonly computeRestarts = metric(this.registry, SERIES.computeRestarts);
   readonly inferenceSeconds = metric(this.registry, SERIES.inferenceSeconds);
   readonly inferenceBatch = metric(this.registry, SERIES.inferenceBatch);
   readonly inferenceTokens = metric(this.registry, SERIES.inferenceTokens);
@@ -114,8 +118,9 @@ export class LateralMetrics {
 
   private readonly caches = new Map<string, () => CacheStats>();
 
-  constructor() {
-    collectDefaultMetrics({ register: this.registry });
+  /** `defaults`: Node's process metrics (CPU, memory, event loop); off in compute threads, whose process is the main thread's. */
+  constructor(defaults = true) {
+    if (defaults) collectDefaultMetrics({ register: this.registry });
     const caches = this.caches;
     /** Each registered cache's figure `pick` (a cache whose stats throw, or lack the figure, is left out). */
     const figures = (pick: (s: CacheStats) => number | undefined): [string, number][] => {
@@ -170,6 +175,44 @@ export function processMetrics(): LateralMetrics {
   return (instance ??= new LateralMetrics());
 }
 
+/**
+ * In a compute thread (libs/workers/src/compute): its registry holds only the series its jobs
+ * record (no process metrics: the main thread's registry has them once). Call before any record*.
+ */
+export function useThreadMetrics(): void {
+  instance ??= new LateralMetrics(false);
+}
+
+type MetricsJson = MetricObjectWithValues<MetricValue<string>>[];
+const metricsSources = new Set<() => Promise<MetricsJson[]>>();
+
+/**
+ * Series recorded elsewhere in this process (the compute threads' registries, read at each scrape):
+ * the metrics endpoints and the heartbeat show them summed with this thread's (`metricsRegistry`).
+ * Returns the function that removes the source.
+ */
+export function addMetricsSource(read: () => Promise<MetricsJson[]>): () => void {
+  metricsSources.add(read);
+  return () => metricsSources.delete(read);
+}
+
+/** This thread's registry as JSON (what a compute thread sends the main thread at a scrape). */
+export async function metricsJson(): Promise<MetricsJson> {
+  return (await processMetrics().registry.getMetricsAsJSON()) as MetricsJson;
+}
+
+/**
+ * The process's metrics: this thread's registry, or, when compute threads record too, one
+ * registry summing theirs with it (counters, histograms and gauges summed per label set).
+ */
+export async function metricsRegistry(): Promise<Registry> {
+  const own = processMetrics().registry;
+  if (metricsSources.size === 0) return own;
+  const parts: MetricsJson[] = [(await own.getMetricsAsJSON()) as MetricsJson];
+  for (const read of metricsSources) parts.push(...(await read()));
+  return AggregatorRegistry.aggregate(parts as Parameters<typeof AggregatorRegistry.aggregate>[0]);
+}
+
 /** Turns recording on or off for the whole process (the ingest bench compares both). */
 export function setMetricsEnabled(on: boolean): void {
   processMetrics().enabled = on;
@@ -185,6 +228,16 @@ export function recordJobFailure(queue: string, final: boolean): void {
   if (!m.enabled) return;
   if (final) m.jobFailures.inc({ queue });
   else m.jobRetries.inc({ queue });
+}
+
+export function recordComputeJob(thread: number, queue: string): void {
+  const m = processMetrics();
+  if (m.enabled) m.computeJobs.inc({ thread: String(thread), queue });
+}
+
+export function recordComputeRestart(): void {
+  const m = processMetrics();
+  if (m.enabled) m.computeRestarts.inc();
 }
 
 export function recordHttp(method: string, route: string, status: number, seconds: number): void {
@@ -260,7 +313,7 @@ export async function sampleQueueDepths(counts: () => Promise<Record<string, Rec
 
 /** The registry in Prometheus text format, with its content type. */
 export async function renderMetrics(): Promise<{ contentType: string; body: string }> {
-  const r = processMetrics().registry;
+  const r = await metricsRegistry();
   return { contentType: r.contentType, body: await r.metrics() };
 }
 

@@ -165,6 +165,15 @@ export function jobLogger(): Logger | undefined {
   return jobLoggers.getStore();
 }
 
+/**
+ * Runs `fn` as the job's code: every line logged inside it carries `fields` (jobLogFields) and
+ * jobLogger() is `log`. WorkerHost runs each job in it; a compute thread runs the job's processor
+ * in it again with the fields the main thread sent (libs/workers/src/compute).
+ */
+export function runInJobContext<T>(fields: LogFields, log: Logger, fn: () => Promise<T>): Promise<T> {
+  return withLogContext(fields, () => jobLoggers.run(log, fn));
+}
+
 /** Defaults of JOB_LOCK_SECONDS and JOB_STALLED_CHECK_SECONDS (docs/deploy.md, "Stalled jobs"). */
 export const DEFAULT_LOCK_MS = 30_000;
 export const DEFAULT_STALLED_INTERVAL_MS = 10_000;
@@ -238,7 +247,7 @@ export class WorkerHost {
         // Every line logged while the job runs (by any logger) carries jobLogFields; its duration is
         // recorded per outcome.
         (job: Job) =>
-          withLogContext(jobLogFields(name, job), () => jobLoggers.run(log, async () => {
+          runInJobContext(jobLogFields(name, job), log, async () => {
             const t0 = performance.now();
             let outcome: 'completed' | 'failed' = 'failed';
             let waiting = false;
@@ -264,7 +273,7 @@ export class WorkerHost {
               if (!waiting) recordJob(name, outcome, seconds);
               log.debug(`job ${waiting ? 'waiting for its children' : outcome} after ${Math.round(seconds * 1000)} ms`);
             }
-          })),
+          }),
         {
           ...BULLMQ_CONNECTION_OPTIONS,
           connection,
@@ -323,6 +332,12 @@ export class WorkerHost {
   }
 
   private readonly closeHooks: (() => void)[] = [];
+  private readonly closedHooks: (() => Promise<void>)[] = [];
+
+  /** Runs `fn` at the end of close(), once no job runs here any more (the compute threads close then). */
+  onClosed(fn: () => Promise<void>): void {
+    this.closedHooks.push(fn);
+  }
 
   /** Runs `stop` when the host closes (background loops started beside the workers: the reconciler). */
   onClose(stop: () => void): void {
@@ -354,6 +369,7 @@ export class WorkerHost {
       await Promise.race([Promise.all(this.workers.map((w) => w.close(true))), new Promise((r) => setTimeout(r, 2000))]);
     }
     for (const c of this.connections) c.disconnect();
+    for (const fn of this.closedHooks.splice(0)) await fn().catch((err: Error) => this.opts.logger.warn(`closing: ${err.message}`));
   }
 
   /** Jobs this process is working on now. */

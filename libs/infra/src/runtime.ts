@@ -1,7 +1,8 @@
 import path from 'node:path';
 import type { Redis } from 'ioredis';
 import { shardQueueName, type Config } from '@lateral/shared';
-import { startEmbeddedRedis, startEmbeddedS3, redisReachable } from './embedded-services';
+import { startEmbeddedRedis, redisReachable } from './embedded-services';
+import { startEmbeddedS3Thread } from './s3-thread';
 import { createLogger, type Logger } from './logger';
 import { ObjectStore } from './object-store';
 import { JobQueues, createRedis, waitReady } from './queues';
@@ -24,7 +25,7 @@ export interface ResolvedServices {
 
 /**
  * The embedded defaults: start `redis-server` from PATH when REDIS_URL is unset or unreachable,
- * and the in-process S3 server when S3_ENDPOINT is unset. Used by the demo, the tests and the
+ * and the embedded S3 server (in a thread of its own) when S3_ENDPOINT is unset. Used by the demo, the tests and the
  * all-in-one entry; the standalone apps require both to be configured.
  *
  * Both keep their data under DATA_DIR, so `npm start` survives a restart: S3 objects (collections,
@@ -44,7 +45,8 @@ export async function resolveServices(config: Config, logger: Logger): Promise<R
     let s3Endpoint = config.S3_ENDPOINT;
     if (!s3Endpoint) {
       const dir = path.join(config.DATA_DIR, 's3');
-      const s3 = await startEmbeddedS3({
+      // In a thread of its own, off the event loop of the API and the workers (s3-thread.ts).
+      const s3 = await startEmbeddedS3Thread({
         dir,
         bucket: config.S3_BUCKET,
         accessKeyId: config.S3_ACCESS_KEY_ID,
@@ -52,7 +54,7 @@ export async function resolveServices(config: Config, logger: Logger): Promise<R
         logger,
       });
       s3Endpoint = s3.endpoint;
-      started.push({ name: `in-process S3 server ${s3.endpoint} (folder ${path.resolve(dir)})`, stop: s3.stop });
+      started.push({ name: `in-process S3 server ${s3.endpoint} (its own thread; folder ${path.resolve(dir)})`, stop: s3.stop });
     }
     let stopping: Promise<void> | undefined;
     return {

@@ -42,7 +42,7 @@ declare module 's3rver' {
   }
 }
 
-declare module 's3rver/lib/models/error' {
+declare module 's3rver/lib/models/error.js' {
   /** s3rver's S3 error: its Koa onerror renders it as `<Error><Code>…</Code><Message>…</Message>…</Error>`. */
   export default class S3Error extends Error {
     constructor(code: string, message?: string, detail?: Record<string, string>);
@@ -51,7 +51,7 @@ declare module 's3rver/lib/models/error' {
   }
 }
 
-declare module 's3rver/lib/controllers/bucket' {
+declare module 's3rver/lib/controllers/bucket.js' {
   /** The request context s3rver's bucket controller reads (a Koa context after its router matched). */
   export interface BucketContext {
     params: { bucket: string };

@@ -122,6 +122,13 @@ export const ConfigSchema = z.object({
       }
       return names as QueueName[];
     }),
+  /**
+   * Worker threads that run a worker process's jobs (encode, compress, index, commit, merge,
+   * search, re-rank, batch, train ...) off its event loop, which keeps BullMQ's lock renewal, the
+   * heartbeat, /metrics and (all-in-one) the HTTP API on time; each keeps its caches across jobs.
+   * 0 = run them on the event loop, as before. Several split the cache budgets between them.
+   */
+  COMPUTE_THREADS: int(1, 0, 64),
   ENCODE_CONCURRENCY: int(1, 1, 64),
   COMPRESS_CONCURRENCY: int(2, 1, 64),
   INDEX_CONCURRENCY: int(2, 1, 64),

@@ -9,7 +9,7 @@ import {
   type CacheFigures,
   type WorkerHeartbeat,
 } from '@lateral/shared';
-import { processMetrics, type Runtime, type WorkerHost } from '@lateral/infra';
+import { metricsRegistry, type Runtime, type WorkerHost } from '@lateral/infra';
 
 const APPS = ['all-in-one', 'api', 'encoder-worker', 'scorer-worker'];
 
@@ -33,7 +33,7 @@ export interface HeartbeatOptions {
  * and disk caches), read from the same Prometheus registry: bytes held and hit ratio per cache.
  */
 export async function cacheFigures(): Promise<Record<string, CacheFigures>> {
-  const registry = processMetrics().registry;
+  const registry = await metricsRegistry();
   const read = async (name: string) => {
     const out = new Map<string, number>();
     const metric = registry.getSingleMetric(name);

@@ -1,14 +1,39 @@
 import os from 'node:os';
-import { QueueName, ShardJobPayloadSchema, loadConfig, scorerShards, shardQueueName } from '@lateral/shared';
-import { WorkerHost, enqueueWebhook, webhookEventFor, createLogger, createRuntime, recordInference, requireServices, startMetricsServer, stopOnSignal, type Runtime } from '@lateral/infra';
+import { QueueName, ShardJobPayloadSchema, loadConfig, scorerShards, shardQueueName, type ShardJobPayload, type ShardJobResult } from '@lateral/shared';
+import type { Job } from 'bullmq';
+import { WorkerHost, deliverWebhook, enqueueWebhook, webhookEventFor, createLogger, createRuntime, recordInference, requireServices, startMetricsServer, stopOnSignal, type HandlerRegistry, type Runtime } from '@lateral/infra';
 import { setInferenceObserver } from '@lateral/model';
 import { dropShardWorkOfFailedJob } from '@lateral/pipeline';
-import { pipelineHandlers } from './handlers';
+import { HANDLED_QUEUES, pipelineHandlers } from './handlers';
+import { ComputePool } from './compute/pool';
 import { startHeartbeat } from './heartbeat';
 import { startTextCacheCleanup } from './text-cache-cleanup';
 import { startReconciler } from './reconciler';
 
-/** Starts BullMQ workers for `queues` in this process, with the pipeline's handlers. */
+/** Queues whose jobs go to the thread that holds their collection's caches (segments, texts). */
+const COLLECTION_AFFINITY = new Set<string>([QueueName.search, QueueName.rerank, QueueName.batch, QueueName.encodeTexts, QueueName.train, 'shard']);
+
+/**
+ * The registry of a process with compute threads: every pipeline queue's processor runs in the
+ * pool (compute/pool.ts); webhook deliveries (I/O only) stay here.
+ */
+function pooledHandlers(rt: Runtime, pool: ComputePool): HandlerRegistry {
+  const out: Record<string, (p: unknown, job: Job) => Promise<unknown>> = {};
+  for (const q of HANDLED_QUEUES) if (q !== QueueName.webhook) out[q] = (p, job) => pool.run(q, p, job, q, affinityOf(q, p));
+  out[QueueName.webhook] = (p) => deliverWebhook(rt.config, p as never);
+  return out as HandlerRegistry;
+}
+
+function affinityOf(kind: string, p: unknown): string | undefined {
+  if (!COLLECTION_AFFINITY.has(kind)) return undefined;
+  const { tenantId, collectionId } = (p ?? {}) as { tenantId?: unknown; collectionId?: unknown };
+  return typeof tenantId === 'string' ? `${tenantId}/${typeof collectionId === 'string' ? collectionId : ''}` : undefined;
+}
+
+/**
+ * Starts BullMQ workers for `queues` in this process, with the pipeline's handlers: in
+ * COMPUTE_THREADS worker threads (compute/pool.ts) or, with COMPUTE_THREADS=0, on this event loop.
+ */
 export function startWorkers(rt: Runtime, queues: QueueName[]): WorkerHost {
   const { config } = rt;
   // ONNX Runtime run times and encoder batch sizes -> this process's metrics.
@@ -61,11 +86,24 @@ export function startWorkers(rt: Runtime, queues: QueueName[]): WorkerHost {
     },
   });
   const extra: Parameters<typeof pipelineHandlers>[1] = {};
-  host.start(queues, pipelineHandlers(rt, extra));
+  // Only the queues this process serves decide whether it needs the threads (a webhook-only process does not).
+  const pool =
+    config.COMPUTE_THREADS > 0 && queues.some((q) => q !== QueueName.webhook)
+      ? new ComputePool({
+          threads: config.COMPUTE_THREADS,
+          config,
+          redisUrl: rt.services.redisUrl,
+          s3Endpoint: rt.services.s3Endpoint,
+          logger: rt.logger,
+        })
+      : null;
+  host.start(queues, pool ? pooledHandlers(rt, pool) : pipelineHandlers(rt, extra));
+  if (pool) host.onClosed(() => pool.close());
   // A scorer (a process working on rerank or search) serves the shard queues of the shards it holds.
   if (queues.includes(QueueName.rerank) || queues.includes(QueueName.search)) {
     const shards = scorerShards(config.SCORER_SHARDS, config.COLLECTION_MAX_SHARDS, config.SCORER_SHARD_FROM_HOSTNAME, os.hostname());
-    for (const i of shards) host.startExtra(shardQueueName(i), (d) => ShardJobPayloadSchema.parse(d), extra.shardChild!, config.SCORER_SHARD_CONCURRENCY);
+    const shardChild = (p: ShardJobPayload, job: Job) => (pool ? (pool.run('shard', p, job, job.queueName, affinityOf('shard', p)) as Promise<ShardJobResult>) : extra.shardChild!(p));
+    for (const i of shards) host.startExtra(shardQueueName(i), (d) => ShardJobPayloadSchema.parse(d), shardChild, config.SCORER_SHARD_CONCURRENCY);
     if (shards.length < config.COLLECTION_MAX_SHARDS) rt.logger.info(`holding shards ${shards.length ? shards.join(', ') : 'none'} (SCORER_SHARDS)`);
   }
   startHeartbeat(rt, host);
@@ -94,5 +132,5 @@ export async function runWorkerApp(name: string, defaults: QueueName[]): Promise
     await rt.close();
   }, { timeoutMs: (config.SHUTDOWN_GRACE_SECONDS + 30) * 1000 });
   // After the handlers: a signal sent as soon as this line is seen finds them installed.
-  logger.info(`${name} working on ${queues.join(', ')} (onnx: ${config.ORT_EXECUTION_PROVIDER}${metrics ? `; metrics: http://${config.HOST}:${metrics.port}/metrics` : ''})`);
+  logger.info(`${name} working on ${queues.join(', ')} (onnx: ${config.ORT_EXECUTION_PROVIDER}; compute threads: ${config.COMPUTE_THREADS}${metrics ? `; metrics: http://${config.HOST}:${metrics.port}/metrics` : ''})`);
 }
