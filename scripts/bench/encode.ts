@@ -30,8 +30,8 @@ import { copyFileSync, existsSync, mkdtempSync, readFileSync, rmSync, writeFileS
 import { tmpdir } from 'node:os';
 import { parseArgs } from 'node:util';
 import { TokenEncoder } from '../../libs/model/src/token-encoder';
-import { setInferenceObserver } from '../../libs/model/src/inference-observer';
-import { GraphBuilder, floatTensor, int64Tensor, makeModel, makeValueInfo, writeModel } from '../../libs/model/src/onnx-graph';
+import { setInferenceObserver } from '../../libs/kernels/src/inference-observer';
+import { GraphBuilder, floatTensor, int64Tensor, makeModel, makeValueInfo, writeModel } from '../../libs/kernels/src/onnx-graph';
 import { loadCranfield } from '../lib/cranfield';
 
 const HELP = `npm run bench -- encode [options]

@@ -33,7 +33,7 @@
 import { writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { TokenEncoder, type EncodedText } from '../../libs/model/src/token-encoder';
-import { setInferenceObserver } from '../../libs/model/src/inference-observer';
+import { setInferenceObserver } from '../../libs/kernels/src/inference-observer';
 import { loadCranfield } from '../lib/cranfield';
 
 function flag(args: string[], name: string, fallback: string): string {

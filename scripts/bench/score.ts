@@ -32,9 +32,11 @@ import { resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { maxsim, maxsimBatch, maxsimOfSimilarities, xtrAggregate, LITE_DEFAULT, LITE_SMALL, type XtrRetrieved } from '@lateral/scoring';
 import { benchWarp, benchXtrAccumulator, xtrProbe } from '@lateral/search';
-import { createScorerSession, GemmMaxsim, OnnxIvfProbe, OnnxLite, randomLiteWeights, RotatedMaxsim, seededUniform, type RotatedImageSet } from '@lateral/kernels';
+import {
+  createScorerSession, floatTensor, GemmMaxsim, GraphBuilder, int64Tensor, makeModel, makeValueInfo, OnnxIvfProbe, OnnxLite, randomLiteWeights, RotatedMaxsim, seededUniform,
+  type RotatedImageSet,
+} from '@lateral/kernels';
 import { aesiDecode, aesiDecoderLength, aesiTwoLayerPerToken, createCodec, lloydMax, type EdenCodec } from '@lateral/codec';
-import { floatTensor, GraphBuilder, int64Tensor, makeModel, makeValueInfo } from '@lateral/model';
 import { buildMaxsimModel, OnnxMaxsim } from './maxsim-single-tensor';
 import * as ort from 'onnxruntime-node';
 

@@ -14,7 +14,8 @@ import { rmSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import * as ort from 'onnxruntime-node';
-import { TokenEncoder, encodeModel, floatAttr, makeModel, makeNode, makeValueInfo, type EncodedText } from '@lateral/model';
+import { TokenEncoder, type EncodedText } from '@lateral/model';
+import { encodeModel, floatAttr, makeModel, makeNode, makeValueInfo } from '@lateral/kernels';
 import { loadCranfield, type CranfieldData } from './cranfield';
 import { hasRelevant, ndcgAt, rankByScore } from './metrics';
 

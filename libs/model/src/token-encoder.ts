@@ -1,12 +1,12 @@
 import { resolve } from 'node:path';
-import * as ort from 'onnxruntime-node';
+import { ort } from '@lateral/kernels';
 import type { ModelManifest } from '@lateral/shared';
 import { meanPool } from '@lateral/scoring';
 import { planBatches } from './batching';
 import { ModelLoadError, ModelShapeError } from './errors';
 import { readEmbeddingTable, readModelDir } from './model-dir';
 import { TextTokenizer, type TextKind, type TokenizedText } from './text-tokenizer';
-import { reportInference } from './inference-observer';
+import { createSession, reportInference, type OrtSession } from '@lateral/kernels';
 
 export interface EncodedText {
   /** Ids of the kept tokens (documents: skiplist tokens removed), one per vector. */
@@ -71,35 +71,17 @@ const yieldToEventLoop = () => new Promise<void>((r) => setImmediate(r));
 
 const shapeOf = (dims: readonly number[]) => `[${dims.join(',')}]`;
 
-/** ONNX Runtime session config: intra-op threads wait without spinning (onnxruntime_session_options_config_keys.h). */
-export const ORT_NO_SPINNING = { 'session.intra_op.allow_spinning': '0' };
-
-async function createSession(modelPath: string, opts: EncoderOptions): Promise<{ session: ort.InferenceSession; provider: 'cpu' | 'cuda' }> {
-  const base: ort.InferenceSession.SessionOptions = {
-    graphOptimizationLevel: 'all',
-    ...(opts.intraOpThreads ? { intraOpNumThreads: opts.intraOpThreads } : {}),
-    // The intra-op pool's threads sleep when a run ends instead of spinning: spinning kept both
-    // cores busy for milliseconds after each query encoding, delaying the answer it produced and
-    // the next request on the event loop (issue 31: `npm run bench -- latency`).
-    extra: ORT_NO_SPINNING,
-  };
-  if (opts.executionProvider === 'cuda') {
-    try {
-      const session = await ort.InferenceSession.create(modelPath, {
-        ...base,
-        executionProviders: [{ name: 'cuda', deviceId: opts.deviceId ?? 0 }, 'cpu'],
-      });
-      return { session, provider: 'cuda' };
-    } catch (err) {
-      opts.logger?.warn(
-        `CUDA execution provider unavailable for ${modelPath} (${err instanceof Error ? err.message : String(err)}); falling back to CPU`,
-      );
-    }
-  }
+async function openSession(model: string | Uint8Array, modelPath: string, opts: EncoderOptions): Promise<OrtSession> {
   try {
-    return { session: await ort.InferenceSession.create(modelPath, { ...base, executionProviders: ['cpu'] }), provider: 'cpu' };
+    return await createSession(model, {
+      executionProvider: opts.executionProvider,
+      deviceId: opts.deviceId,
+      intraOpThreads: opts.intraOpThreads,
+      observe: false, // runBatch reports each run with its batch and token counts
+      onFallback: (why) => opts.logger?.warn(`CUDA execution provider unavailable for ${modelPath} (${why}); falling back to CPU`),
+    });
   } catch (err) {
-    throw new ModelLoadError(`${modelPath}: ONNX Runtime cannot load the model (${err instanceof Error ? err.message : String(err)})`);
+    throw new ModelLoadError(`${modelPath}: ONNX Runtime cannot load the model (${err instanceof Error && err.cause instanceof Error ? err.cause.message : err instanceof Error ? err.message : String(err)})`);
   }
 }
 
@@ -169,7 +151,7 @@ export class TokenEncoder {
     const files = readModelDir(abs);
     const { manifest } = files;
     const tokenizer = TextTokenizer.fromJson(files.tokenizerJson, manifest, `${abs}/tokenizer.json`);
-    const { session, provider } = await createSession(files.modelPath, opts);
+    const { session, provider } = await openSession(files.modelPath, files.modelPath, opts);
     try {
       checkGraph(abs, manifest, tokenizer, session, files.modelPath);
     } catch (err) {

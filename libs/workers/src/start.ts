@@ -1,7 +1,7 @@
 import os from 'node:os';
 import { QueueName, ShardJobPayloadSchema, loadConfig, scorerShards, shardQueueName } from '@lateral/shared';
 import { WorkerHost, enqueueWebhook, webhookEventFor, createLogger, createRuntime, recordInference, requireServices, startMetricsServer, stopOnSignal, type Runtime } from '@lateral/infra';
-import { setInferenceObserver } from '@lateral/model';
+import { setInferenceObserver } from '@lateral/kernels';
 import { dropShardWorkOfFailedJob } from '@lateral/pipeline';
 import { pipelineHandlers } from './handlers';
 import { startHeartbeat } from './heartbeat';
