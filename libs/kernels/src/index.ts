@@ -42,3 +42,4 @@ export type {
   ModelOptions,
 } from './onnx-graph';
 export { setInferenceObserver, reportInference, type InferenceEvent, type InferenceObserver } from './inference-observer';
+export { appendL2Normalize } from './l2-tail';

@@ -1,3 +1,4 @@
+import { readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { ort } from '@lateral/kernels';
 import type { ModelManifest } from '@lateral/shared';
@@ -6,7 +7,7 @@ import { planBatches } from './batching';
 import { ModelLoadError, ModelShapeError } from './errors';
 import { readEmbeddingTable, readModelDir } from './model-dir';
 import { TextTokenizer, type TextKind, type TokenizedText } from './text-tokenizer';
-import { createSession, reportInference, type OrtSession } from '@lateral/kernels';
+import { appendL2Normalize, createSession, reportInference, type OrtSession } from '@lateral/kernels';
 
 export interface EncodedText {
   /** Ids of the kept tokens (documents: skiplist tokens removed), one per vector. */
@@ -142,6 +143,8 @@ export class TokenEncoder {
     readonly tokenizer: TextTokenizer,
     private readonly session: ort.InferenceSession,
     readonly executionProvider: 'cpu' | 'cuda',
+    /** The graph output holding the L2-normalised token vectors (appendL2Normalize), or null: runBatch normalises. */
+    private readonly normalizedOutput: string | null = null,
   ) {
     this.dims = manifest.dims;
   }
@@ -151,15 +154,32 @@ export class TokenEncoder {
     const files = readModelDir(abs);
     const { manifest } = files;
     const tokenizer = TextTokenizer.fromJson(files.tokenizerJson, manifest, `${abs}/tokenizer.json`);
-    const { session, provider } = await openSession(files.modelPath, files.modelPath, opts);
+    // The token vectors are L2-normalised by ONNX Runtime, in a tail appended to the graph (SIMD on
+    // the CPU, on the GPU under CUDA), not by JavaScript on this thread; when the graph cannot take
+    // the tail (see appendL2Normalize) or the extended graph does not load, the original graph is
+    // loaded and runBatch normalises in JavaScript as before.
+    let opened: OrtSession | null = null;
+    let normalizedOutput: string | null = null;
+    if (manifest.normalize) {
+      const tail = appendL2Normalize(readFileSync(files.modelPath), manifest.outputs.tokenEmbeddings);
+      if (tail) {
+        try {
+          opened = await openSession(tail.bytes, files.modelPath, opts);
+          normalizedOutput = tail.output;
+        } catch {
+          // the original graph below, normalised in JavaScript
+        }
+      }
+    }
+    const { session, provider } = opened ?? (await openSession(files.modelPath, files.modelPath, opts));
     try {
       checkGraph(abs, manifest, tokenizer, session, files.modelPath);
     } catch (err) {
       void session.release();
       throw err;
     }
-    opts.logger?.info(`loaded model ${manifest.name} from ${abs} (dims ${manifest.dims}, ${provider})`);
-    return new TokenEncoder(abs, manifest, tokenizer, session, provider);
+    opts.logger?.info(`loaded model ${manifest.name} from ${abs} (dims ${manifest.dims}, ${provider}${normalizedOutput ? ', normalised in the graph' : ''})`);
+    return new TokenEncoder(abs, manifest, tokenizer, session, provider, normalizedOutput);
   }
 
   /**
@@ -290,7 +310,8 @@ export class TokenEncoder {
     if (m.inputs.attentionMask !== null) feeds[m.inputs.attentionMask] = new ort.Tensor(m.inputs.dtype, buf.mask.subarray(0, size), [batch, seqLen]);
     // one segment per sequence: BERT's token type 0 everywhere
     if (m.inputs.tokenTypeIds !== null) feeds[m.inputs.tokenTypeIds] = new ort.Tensor(m.inputs.dtype, this.zerosOf(size), [batch, seqLen]);
-    const fetch = [m.outputs.tokenEmbeddings, ...(m.outputs.tokenWeights ? [m.outputs.tokenWeights] : [])];
+    const embName = this.normalizedOutput ?? m.outputs.tokenEmbeddings;
+    const fetch = [embName, ...(m.outputs.tokenWeights ? [m.outputs.tokenWeights] : [])];
     const tRun = performance.now();
     let out: ort.InferenceSession.OnnxValueMapType;
     try {
@@ -300,7 +321,7 @@ export class TokenEncoder {
     }
     reportInference({ graph: m.name, ms: performance.now() - tRun, batch, tokens: size });
 
-    const emb = out[m.outputs.tokenEmbeddings]!;
+    const emb = out[embName]!;
     const expected = [batch, seqLen, m.dims];
     if (emb.dims.length !== 3 || emb.dims.some((d, i) => d !== expected[i]) || emb.type !== 'float32') {
       throw new ModelShapeError(
@@ -320,7 +341,7 @@ export class TokenEncoder {
     }
     const data = emb.data as Float32Array;
     const d = m.dims;
-    const normalize = m.normalize;
+    const normalize = m.normalize && this.normalizedOutput === null;
     const skip = kind === 'doc' && this.tokenizer.skipIds.size > 0 ? this.skipLookup() : null;
     const hasCls = this.tokenizer.clsId !== null;
     const results: EncodedText[] = new Array(batch);
@@ -333,16 +354,34 @@ export class TokenEncoder {
       const vectors = new Float32Array(kept * d);
       const tokenIds = new Int32Array(kept);
       const w = weights ? new Float32Array(kept) : null;
-      for (let t = 0, r = 0; t < len; t++) {
-        const id = sIds[t]!;
-        if (skip && skip[id] === 1) continue;
-        tokenIds[r] = id;
-        if (w) w[r] = weights![b * seqLen + t]!;
-        copyRow(data, (b * seqLen + t) * d, d, normalize, vectors, r * d);
-        r++;
+      const base = b * seqLen;
+      if (normalize) {
+        for (let t = 0, r = 0; t < len; t++) {
+          const id = sIds[t]!;
+          if (skip && skip[id] === 1) continue;
+          tokenIds[r] = id;
+          if (w) w[r] = weights![base + t]!;
+          copyRow(data, (base + t) * d, d, true, vectors, r * d);
+          r++;
+        }
+      } else {
+        // Rows ready as they are: each run of kept tokens is one copy (memcpy).
+        let r = 0;
+        let from = 0;
+        for (let t = 0; t <= len; t++) {
+          if (t < len && !(skip && skip[sIds[t]!] === 1)) continue;
+          if (t > from) {
+            vectors.set(data.subarray((base + from) * d, (base + t) * d), r * d);
+            for (let u = from; u < t; u++, r++) {
+              tokenIds[r] = sIds[u]!;
+              if (w) w[r] = weights![base + u]!;
+            }
+          }
+          from = t + 1;
+        }
       }
       let cls: Float32Array | null = null;
-      if (hasCls) copyRow(data, b * seqLen * d, d, normalize, (cls = new Float32Array(d)), 0); // clsToken is always position 0
+      if (hasCls) copyRow(data, base * d, d, normalize, (cls = new Float32Array(d)), 0); // clsToken is always position 0
       results[b] = { tokenIds, vectors, weights: w, length: kept, truncated: s.truncated, cls };
     }
     for (const t of Object.values(out)) t.dispose?.();
