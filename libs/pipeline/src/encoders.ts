@@ -1,13 +1,28 @@
+import { existsSync } from 'node:fs';
 import path from 'node:path';
 import type { Logger } from '@lateral/infra';
 import { getEncoder, type TokenEncoder } from '@lateral/model';
 
 export type EncoderProvider = (model: string) => Promise<TokenEncoder>;
 
+/**
+ * The directory a model is encoded with under ENCODER_PRECISION: `<model>-fp16` / `<model>-int8`
+ * when precision asks for it and that directory holds a graph, else the model's own.
+ */
+export function encoderDir(modelsDir: string, model: string, precision: 'fp32' | 'fp16' | 'int8' = 'fp32'): string {
+  const own = path.resolve(modelsDir, model);
+  if (precision === 'fp32' || model.endsWith(`-${precision}`)) return own;
+  const variant = `${own}-${precision}`;
+  return existsSync(path.join(variant, 'model.onnx')) ? variant : own;
+}
+
 /** One ONNX session per model directory per process, loaded lazily on first use. */
-export function encoderProvider(opts: { modelsDir: string; executionProvider: 'cpu' | 'cuda'; deviceId: number; intraOpThreads: number }, logger: Logger): EncoderProvider {
+export function encoderProvider(
+  opts: { modelsDir: string; executionProvider: 'cpu' | 'cuda'; deviceId: number; intraOpThreads: number; precision?: 'fp32' | 'fp16' | 'int8' },
+  logger: Logger,
+): EncoderProvider {
   return (model: string) =>
-    getEncoder(path.resolve(opts.modelsDir, model), {
+    getEncoder(encoderDir(opts.modelsDir, model, opts.precision), {
       executionProvider: opts.executionProvider,
       deviceId: opts.deviceId,
       intraOpThreads: opts.intraOpThreads || undefined,
