@@ -21,4 +21,14 @@ describe('encoderDir (ENCODER_PRECISION)', () => {
     expect(encoderDir(root, 'm-fp16', 'fp16')).toBe(join(root, 'm-fp16'));
     expect(encoderDir(root, 'm')).toBe(join(root, 'm'));
   });
+
+  it("auto: int8 on the CPU provider, fp32 on CUDA", () => {
+    mkdirSync(join(root, 'k'));
+    writeFileSync(join(root, 'k', 'model.onnx'), '');
+    mkdirSync(join(root, 'k-int8'));
+    writeFileSync(join(root, 'k-int8', 'model.onnx'), '');
+    expect(encoderDir(root, 'k', 'auto', 'cpu')).toBe(join(root, 'k-int8'));
+    expect(encoderDir(root, 'k', 'auto', 'cuda')).toBe(join(root, 'k'));
+    expect(encoderDir(root, 'm', 'auto', 'cpu')).toBe(join(root, 'm'));
+  });
 });
