@@ -27,10 +27,12 @@ export default [
             { sourceTag: 'scope:math', onlyDependOnLibsWithTags: ['scope:contract', 'scope:math'], bannedExternalImports: heavy },
             // S3, Redis, queues, repositories, embedded services: no ONNX Runtime, no HTTP framework
             { sourceTag: 'scope:io', onlyDependOnLibsWithTags: ['scope:contract', 'scope:math'], bannedExternalImports: ['onnxruntime-node', 'onnxruntime-common', '@nestjs/*', 'express'] },
-            // model directories, tokenizer, encoder (ONNX Runtime)
-            { sourceTag: 'scope:model', onlyDependOnLibsWithTags: ['scope:contract', 'scope:math', 'scope:io'], bannedExternalImports: ['bullmq', '@aws-sdk/*', '@nestjs/*', 'express', 's3rver'] },
-            // production ONNX kernels: graphs and sessions, no queues, S3 or HTTP
-            { sourceTag: 'scope:kernels', onlyDependOnLibsWithTags: ['scope:contract', 'scope:math', 'scope:model'], bannedExternalImports: ['bullmq', 'ioredis', '@aws-sdk/*', '@nestjs/*', 'express', 's3rver'] },
+            // the kernels own ONNX (issue 28): the graph builder, the one session factory, the inference
+            // observer, the production ONNX kernels; no queues, S3, HTTP, and no model library
+            { sourceTag: 'scope:kernels', onlyDependOnLibsWithTags: ['scope:contract', 'scope:math'], bannedExternalImports: ['bullmq', 'ioredis', '@aws-sdk/*', '@nestjs/*', 'express', 's3rver'] },
+            // model directories, tokenizer, encoder: ONNX Runtime only through the kernels (their
+            // session factory, graph builder and `ort`), never imported directly
+            { sourceTag: 'scope:model', onlyDependOnLibsWithTags: ['scope:contract', 'scope:math', 'scope:io', 'scope:kernels'], bannedExternalImports: ['bullmq', '@aws-sdk/*', '@nestjs/*', 'express', 's3rver', 'onnxruntime-node', 'onnxruntime-common', 'onnx-proto'] },
             // the scorer's serving engine (segment cache, id tables, heads, segment passes, health, hit helpers):
             // reads segments and lists through the repositories; no queues, no processors, no HTTP, no SDK of its own
             { sourceTag: 'scope:serving', onlyDependOnLibsWithTags: ['scope:contract', 'scope:math', 'scope:io', 'scope:model', 'scope:kernels'], bannedExternalImports: ['bullmq', 'ioredis', '@aws-sdk/*', '@nestjs/*', 'express', 's3rver'] },

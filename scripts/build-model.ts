@@ -20,22 +20,8 @@ import { pathToFileURL } from 'node:url';
 import { ModelManifestSchema, type ModelManifest } from '@lateral/shared';
 import { DEFAULT_DOWNLOAD_DIR, buildMiniLmModels } from './models/minilm';
 import { intFlag, parseCliOrExit } from './lib/cli';
-import {
-  GraphBuilder,
-  TINY_TRANSFORMER_VERSION,
-  encodeModel,
-  floatScalar,
-  floatTensor,
-  int64Tensor,
-  isPreTokenizerAtom,
-  isPunctuation,
-  makeModel,
-  makeTensor,
-  makeValueInfo,
-  makeWordLevelTokenizerJson,
-  writeModel,
-  writeTinyTransformer,
-} from '@lateral/model';
+import { TINY_TRANSFORMER_VERSION, isPreTokenizerAtom, isPunctuation, makeWordLevelTokenizerJson, writeTinyTransformer } from '@lateral/model';
+import { GraphBuilder, encodeModel, floatScalar, floatTensor, int64Tensor, makeModel, makeTensor, makeValueInfo, writeModel } from '@lateral/kernels';
 
 /** Bump when the graph, tokenizer or manifest layout changes, so cached builds are redone. */
 export const BUILD_SCRIPT_VERSION = 7;

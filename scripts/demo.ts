@@ -103,7 +103,15 @@ async function main() {
   const env = { ...process.env };
   const dataDirGiven = Boolean(env.DATA_DIR);
   const adminToken = env.ADMIN_TOKEN ?? randomBytes(12).toString('hex');
-  const config = loadConfig({ ...env, PORT: env.PORT ?? String(once ? 0 : 8080), LOG_LEVEL: env.LOG_LEVEL ?? 'warn', DATA_DIR: env.DATA_DIR ?? DEMO_DATA_DIR, ADMIN_TOKEN: adminToken });
+  const config = loadConfig({
+    ...env,
+    PORT: env.PORT ?? String(once ? 0 : 8080),
+    LOG_LEVEL: env.LOG_LEVEL ?? 'warn',
+    DATA_DIR: env.DATA_DIR ?? DEMO_DATA_DIR,
+    ADMIN_TOKEN: adminToken,
+    // --full compares the models by name (minilm-l6-384 vs minilm-l6-384-int8): each must run its own graph
+    ...(opts.full && !env.ENCODER_PRECISION ? { ENCODER_PRECISION: 'fp32' } : {}),
+  });
   if (!once && !env.PORT && !(await portFree(8080))) config.PORT = await freePort();
 
   if (!existsSync(path.resolve(config.MODELS_DIR, config.DEFAULT_MODEL, 'manifest.json')) && config.DEFAULT_MODEL === 'minilm-l6-384' && !env.DEFAULT_MODEL) {

@@ -3,6 +3,7 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { roundToHalf } from '@lateral/codec';
 import { getEncoder } from '@lateral/model';
+import { encoderDir } from '@lateral/pipeline';
 import { dense, maxsim } from '@lateral/scoring';
 import { startServer, type Server } from '../apps/all-in-one/src/server';
 import { loadCranfield } from '../scripts/lib/cranfield';
@@ -39,7 +40,8 @@ describe.skipIf(!built)('all-MiniLM-L6-v2 through the service (real Redis, real 
     const ing = await api('POST', '/v1/collections/minilm/documents', docs.map((d) => ({ id: d.id, text: d.text })));
     await until(async () => (await api('GET', ing.body.status)).body.state === 'done', 120_000);
 
-    const encoder = await getEncoder(path.resolve(config.MODELS_DIR, MODEL), { executionProvider: 'cpu' });
+    // the graph the service encodes with (ENCODER_PRECISION: int8 on the CPU provider by default)
+    const encoder = await getEncoder(encoderDir(config.MODELS_DIR, MODEL, config.ENCODER_PRECISION, 'cpu'), { executionProvider: 'cpu' });
     const encDocs = await encoder.encodeDocuments(docs.map((d) => d.text), { maxTokens: 256 });
     const queries = cran.queries.slice(0, 3);
     const encQueries = await encoder.encodeQueries(queries.map((q) => q.text));

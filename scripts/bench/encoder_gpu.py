@@ -6,7 +6,9 @@ version: docs/models.md). This script measures the same model (the same weights,
 package) with PyTorch, as the model's own ceiling on the GPU: the service's path reaches about
 15% of it in one process, bound by the JavaScript around session.run.
 
-    python scripts/bench/encoder_gpu.py MODEL_DIR data/cranfield [--json OUT]
+    python scripts/bench/encoder_gpu.py MODEL_DIR data/cranfield [--json OUT] [--limit N]
+
+scripts/bench/encoder-cuda.ts runs it after the service's rows, so that one run prints both.
 
 MODEL_DIR holds config.json, model.safetensors (fp32 or fp16) and tokenizer.json.
 Encodes the 1,400 Cranfield documents (title + abstract, at most 256 tokens, [CLS] ... [SEP]),
@@ -79,10 +81,13 @@ def run(model, ids, groups, device, dtype):
 def main():
     model_dir, data = sys.argv[1], sys.argv[2]
     out_json = sys.argv[sys.argv.index("--json") + 1] if "--json" in sys.argv else None
+    limit = int(sys.argv[sys.argv.index("--limit") + 1]) if "--limit" in sys.argv else 0
     tok = Tokenizer.from_file(f"{model_dir}/tokenizer.json")
     tok.no_padding()
     tok.enable_truncation(256)
     docs = cranfield_docs(data)
+    if limit > 0:
+        docs = docs[:limit]
     ids = [e.ids for e in tok.encode_batch(docs)]
     groups = batches(ids)
     cfg = BertConfig.from_json_file(f"{model_dir}/config.json")

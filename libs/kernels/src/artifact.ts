@@ -4,7 +4,7 @@
  */
 import { readFileSync } from 'node:fs';
 import { liteShapes, assertLiteWeights, KNRM_MU, type KnrmWeights, type LiteWeights } from '@lateral/scoring';
-import { onnx, writeModel } from '@lateral/model';
+import { onnx, writeModel } from './onnx-graph';
 import { buildKnrmModel, buildLiteModel } from './graphs';
 
 /** splitmix64-seeded xorshift-free generator: portable, so a seed names the same weights everywhere. */

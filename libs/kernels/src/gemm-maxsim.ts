@@ -1,5 +1,5 @@
 import { IMAGE_ZERO_POINT, QUERY_ZERO_POINT } from '@lateral/codec';
-import { GraphBuilder, makeModel, makeTensor, makeValueInfo } from '@lateral/model';
+import { GraphBuilder, makeModel, makeTensor, makeValueInfo } from './onnx-graph';
 import { createScorerSession, ort } from './session';
 
 /** Query token columns per GEMM (queries are never split across blocks). */

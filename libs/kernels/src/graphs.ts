@@ -4,7 +4,7 @@
  * pipeline runs are built in gemm-maxsim.ts.
  */
 import { assertLiteWeights, KNRM_MU, KNRM_SIGMA, KNRM_MIN_K, LITE_LN_EPS, type KnrmWeights, type LiteWeights } from '@lateral/scoring';
-import { floatScalar, floatTensor, GraphBuilder, int64Tensor, makeModel, makeTensor, makeValueInfo, type ModelProto } from '@lateral/model';
+import { floatScalar, floatTensor, GraphBuilder, int64Tensor, makeModel, makeTensor, makeValueInfo, type ModelProto } from './onnx-graph';
 
 /** W (out x inp, row-major) -> W^T (inp x out), the layout MatMul(x, W^T) wants. */
 function transpose(W: Float32Array, out: number, inp: number): Float32Array {

@@ -1,5 +1,5 @@
 export { buildLiteModel, buildKnrmModel } from './graphs';
-export { createScorerSession, type ScorerSessionOptions } from './session';
+export { ort, createSession, createScorerSession, ORT_NO_SPINNING, type OrtSession, type SessionOptions, type ScorerSessionOptions } from './session';
 export { OnnxLite, OnnxKnrm } from './lite-onnx';
 export { checkCsr, padCandidates, padRows } from './padding';
 export {
@@ -11,3 +11,35 @@ export { RotatedMaxsim, type RotatedImageSet } from './rotated-maxsim';
 export { ScorerResources } from './scorer-resources';
 export { OnnxNearestCentroid, onnxSphericalKmeans } from './nearest-centroid';
 export { OnnxIvfProbe, type IvfProbe } from './ivf-probe';
+export {
+  onnx,
+  DataType,
+  makeTensor,
+  floatTensor,
+  int64Tensor,
+  floatScalar,
+  floatAttr,
+  floatsAttr,
+  tensorAttr,
+  makeNode,
+  makeValueInfo,
+  makeGraph,
+  makeModel,
+  encodeModel,
+  writeModel,
+  GraphBuilder,
+} from './onnx-graph';
+export type {
+  ModelProto,
+  NodeProto,
+  TensorProto,
+  ValueInfoProto,
+  GraphProto,
+  DataTypeName,
+  TensorData,
+  AttrValue,
+  GraphSpec,
+  ModelOptions,
+} from './onnx-graph';
+export { setInferenceObserver, reportInference, type InferenceEvent, type InferenceObserver } from './inference-observer';
+export { appendL2Normalize } from './l2-tail';

@@ -1,4 +1,4 @@
-import { GraphBuilder, makeModel, makeValueInfo } from '@lateral/model';
+import { GraphBuilder, makeModel, makeValueInfo } from './onnx-graph';
 import { createScorerSession, ort } from './session';
 
 /** What `xtrProbe` in @lateral/search returns: n x nprobe centroid indices, best first. */

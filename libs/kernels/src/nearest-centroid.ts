@@ -1,4 +1,4 @@
-import { GraphBuilder, int64Tensor, makeModel, makeValueInfo } from '@lateral/model';
+import { GraphBuilder, int64Tensor, makeModel, makeValueInfo } from './onnx-graph';
 import { createScorerSession, ort } from './session';
 
 /** Rows per GEMM: S = rows x K floats stays bounded (64 MiB at K = 2,048). */

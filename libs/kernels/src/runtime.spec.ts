@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { knrm, liteReference, LITE_SMALL } from '@lateral/scoring';
 import { buildLiteModel, OnnxKnrm, OnnxLite } from './index';
-import { encodeModel } from '@lateral/model';
+import { encodeModel } from './onnx-graph';
 import { randomKnrmWeights, randomLiteWeights, readLiteArtifact, writeLiteArtifact } from './artifact';
 import { mulberry32 } from '@lateral/shared';
 

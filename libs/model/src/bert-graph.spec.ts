@@ -1,10 +1,10 @@
 import { existsSync, readFileSync } from 'node:fs';
 import path from 'node:path';
-import * as ort from 'onnxruntime-node';
+import { ort } from '@lateral/kernels';
 import { describe, expect, it } from 'vitest';
 import { mulberry32 } from '@lateral/shared';
 import { BERT_INT8_WEIGHT_MAX, BertWeights, bertConfigFromJson, bertStaticEmbeddings, buildBertModel, quantizeColumns, type BertConfig } from './bert-graph';
-import { encodeModel } from './onnx-graph';
+import { encodeModel } from '@lateral/kernels';
 import { readSafetensors, type NamedTensor } from './safetensors';
 import { bertReferenceForward, erf } from './testing/bert-reference';
 

@@ -10,7 +10,8 @@
  * encoded alone or right-padded inside a batch gives the same vectors. gelu is the exact erf form.
  */
 import { ModelLoadError } from './errors';
-import { GraphBuilder, floatAttr, floatScalar, floatTensor, int64Tensor, makeModel, makeNode, makeTensor, makeValueInfo, type ModelProto } from './onnx-graph';
+import { encodeHalf } from '@lateral/codec';
+import { DataType, GraphBuilder, floatAttr, floatTensor, int64Tensor, makeModel, makeNode, makeTensor, makeValueInfo, type ModelProto } from '@lateral/kernels';
 import type { NamedTensor } from './safetensors';
 
 export interface BertConfig {
@@ -93,17 +94,27 @@ export interface BertBuildOptions {
    * int8 per output column (7 bits). Embeddings, LayerNorm, softmax stay fp32.
    */
   quantize?: 'none' | 'int8';
+  /**
+   * 'fp16': weights, activations and the attention in half precision (for CUDA: tensor cores, half
+   * the memory traffic); the mask bias is -1e4 (a half cannot hold -1e9; exp(-1e4) is 0 either way)
+   * and the output is cast back to float32, so the model directory's contract is unchanged. Not with
+   * quantize 'int8'.
+   */
+  precision?: 'fp32' | 'fp16';
 }
 
 /** Builds the encoder graph. `name` goes into the model's metadata. */
 export function buildBertModel(weights: BertWeights, name: string, opts: BertBuildOptions = {}): ModelProto {
   const int8 = opts.quantize === 'int8';
+  const fp16 = opts.precision === 'fp16';
+  if (int8 && fp16) throw new RangeError("buildBertModel: quantize 'int8' and precision 'fp16' do not combine");
   const c = weights.bertConfig;
   const H = c.hiddenSize;
   const nh = c.numHeads;
   const dh = H / nh;
   const g = new GraphBuilder();
-  const cst = (n: string, dims: number[], data: Float32Array) => g.constant(floatTensor(n, dims, data));
+  const cst = (n: string, dims: number[], data: Float32Array) => g.constant(fp16 ? makeTensor(n, dims, encodeHalf(data)) : floatTensor(n, dims, data));
+  const floatScalar = (n: string, v: number) => cst(n, [], Float32Array.of(v));
   const layerNorm = (x: string, prefix: string) =>
     g.op('LayerNormalization', [x, cst(`${prefix}_gamma`, [H], weights.get(`${prefix}.weight`, [H])), cst(`${prefix}_beta`, [H], weights.get(`${prefix}.bias`, [H]))], {
       axis: -1,
@@ -140,15 +151,15 @@ export function buildBertModel(weights: BertWeights, name: string, opts: BertBui
   let x = layerNorm(g.op('Add', [g.op('Add', [word, pos]), types]), 'embeddings.LayerNorm');
 
   // [B,1,1,S] additive mask: 0 for real tokens, -1e9 for padding
-  const maskf = g.op('Cast', ['attention_mask'], { to: 1 });
-  const bias = g.op('Mul', [g.op('Sub', [maskf, g.constant(floatScalar('one_f', 1))]), g.constant(floatScalar('big', 1e9))]);
+  const maskf = g.op('Cast', ['attention_mask'], { to: fp16 ? DataType.FLOAT16 : DataType.FLOAT });
+  const bias = g.op('Mul', [g.op('Sub', [maskf, floatScalar('one_f', 1)]), floatScalar('big', fp16 ? 1e4 : 1e9)]);
   const bias4 = g.op('Unsqueeze', [bias, g.constant(int64Tensor('mask_axes', [2], [1, 2]))]);
   const heads = g.constant(int64Tensor('heads_shape', [4], [0, 0, nh, dh]));
   const merged = g.constant(int64Tensor('merged_shape', [3], [0, 0, H]));
-  const scale = g.constant(floatScalar('inv_sqrt_dh', 1 / Math.sqrt(dh)));
-  const sqrtHalf = g.constant(floatScalar('inv_sqrt2', Math.SQRT1_2));
-  const half = g.constant(floatScalar('half', 0.5));
-  const oneF = g.constant(floatScalar('one_gelu', 1));
+  const scale = floatScalar('inv_sqrt_dh', 1 / Math.sqrt(dh));
+  const sqrtHalf = floatScalar('inv_sqrt2', Math.SQRT1_2);
+  const half = floatScalar('half', 0.5);
+  const oneF = floatScalar('one_gelu', 1);
 
   for (let l = 0; l < c.numLayers; l++) {
     const p = `encoder.layer.${l}`;
@@ -164,11 +175,12 @@ export function buildBertModel(weights: BertWeights, name: string, opts: BertBui
     const gelu = g.op('Mul', [g.op('Mul', [h, half]), g.op('Add', [g.op('Erf', [g.op('Mul', [h, sqrtHalf])]), oneF])]);
     x = layerNorm(g.op('Add', [a, dense(gelu, `${p}.output.dense`, c.intermediateSize, H)]), `${p}.output.LayerNorm`);
   }
-  g.op('Identity', [x], {}, 'last_hidden_state');
+  if (fp16) g.op('Cast', [x], { to: DataType.FLOAT }, 'last_hidden_state');
+  else g.op('Identity', [x], {}, 'last_hidden_state');
   const ids = ['input_ids', 'attention_mask', 'token_type_ids'].map((n) => makeValueInfo(n, 'INT64', ['batch', 'seq']));
   const graph = g.build('bert', ids, [makeValueInfo('last_hidden_state', 'FLOAT', ['batch', 'seq', H])]);
   return makeModel(graph, {
-    metadata: { name, architecture: `bert L${c.numLayers} H${H} A${nh}`, quantize: int8 ? 'int8 (dynamic, 7-bit weights per column)' : 'none' },
+    metadata: { name, architecture: `bert L${c.numLayers} H${H} A${nh}`, quantize: int8 ? 'int8 (dynamic, 7-bit weights per column)' : 'none', precision: fp16 ? 'fp16' : 'fp32' },
     ...(int8 ? { extraOpsets: [{ domain: 'com.microsoft', version: 1 }] } : {}),
   });
 }

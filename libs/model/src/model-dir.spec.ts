@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ModelLoadError } from './errors';
 import { parseManifest, readEmbeddingTable } from './model-dir';
-import { GraphBuilder, floatTensor, makeModel, makeNode, makeValueInfo, writeModel } from './onnx-graph';
+import { GraphBuilder, floatTensor, makeModel, makeNode, makeValueInfo, writeModel } from '@lateral/kernels';
 
 const base = { name: 'm', format: 1, dims: 8, maxQueryTokens: 16, maxDocTokens: 64 };
 

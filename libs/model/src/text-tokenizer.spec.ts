@@ -1,3 +1,6 @@
+import { existsSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { Tokenizer } from '@huggingface/tokenizers';
 import { describe, expect, it } from 'vitest';
 import { ModelManifestSchema, type ModelManifest } from '@lateral/shared';
 import { ModelLoadError } from './errors';
@@ -143,5 +146,22 @@ describe("the tokenizer.json's own padding and truncation", () => {
     expect(copy.truncation).toBeNull();
     expect(fixed128.padding).not.toBeNull();
     expect((fixed128.truncation as { max_length: number }).max_length).toBe(128);
+  });
+});
+
+describe('the BERT ASCII path of contentIds', () => {
+  const dir = join(__dirname, '../../../.cache/models/minilm-l6-384');
+  const cranfield = join(__dirname, '../../../data/cranfield/cran.all.1400');
+  it.skipIf(!existsSync(join(dir, 'tokenizer.json')) || !existsSync(cranfield))('gives the library own ids: minilm-l6-384 over Cranfield and edge texts', () => {
+    const json = JSON.parse(readFileSync(join(dir, 'tokenizer.json'), 'utf8')) as Record<string, unknown>;
+    const manifest = ModelManifestSchema.parse(JSON.parse(readFileSync(join(dir, 'manifest.json'), 'utf8')));
+    const fast = TextTokenizer.fromJson(json, manifest);
+    const library = new Tokenizer(prepareTokenizerJson(json), { unk_token: '[UNK]', pad_token: manifest.padToken, mask_token: manifest.maskToken });
+    const texts = [
+      ...readFileSync(cranfield, 'utf8').split(/^\.I /m).slice(1, 400),
+      'tab\there\r\nnew line\n[CLS] [cls] [MaSk]', "Don't stop-believing! 3.14e10 #tag @user ~`|\\^_{}", '   lead  trail   ', 'UPPER lower MiXeD',
+      'x'.repeat(150) + ' ok', '', ' ', '\n\n', 'a\u000bb\u000cc', 'Café naïve', '東京 flow',
+    ];
+    for (const t of texts) expect({ t, ids: fast.contentIds(t) }).toEqual({ t, ids: library.encode(t, { add_special_tokens: false }).ids });
   });
 });

@@ -77,6 +77,84 @@ function fastPathBertNormalizer(tokenizer: Tokenizer): void {
   }
 }
 
+/** Printable ASCII, tab, newline and carriage return (which BertNormalizer's clean_text makes spaces). */
+const ASCII_TEXT = /^[\t\n\r\x20-\x7e]*$/;
+
+/** 1 for the characters BERT's pre-tokenizer keeps together in printable ASCII: [0-9A-Za-z]. */
+const ASCII_WORD_CHAR = (() => {
+  const t = new Uint8Array(128);
+  for (let c = 0x30; c <= 0x39; c++) t[c] = 1;
+  for (let c = 0x41; c <= 0x5a; c++) t[c] = 1;
+  for (let c = 0x61; c <= 0x7a; c++) t[c] = 1;
+  return t;
+})();
+
+/**
+ * The content ids of ASCII text (printable, tab, newline, carriage return) for the BERT pipeline
+ * (BertNormalizer, BertPreTokenizer, WordPiece), without the library's per-call machinery: on such
+ * text with no added token in it (and no added token holding whitespace), @huggingface/tokenizers'
+ * `encode` (a) finds no added token to split around, (b) normalises to the text with tab, newline
+ * and carriage return made spaces, lowercased when the normaliser lowercases, (c) splits words at
+ * spaces and around each other character that is not [0-9A-Za-z] (every other printable ASCII
+ * character is in its punctuation class), and (d) maps each word's WordPiece split to ids.
+ * This does (b) and (c) in one scan and remembers (d) per word, asking the library itself for a
+ * word it has not seen (a word alone tokenizes as it does in a text). Any other text: null, and
+ * the caller takes the library's path. Checked against the library by
+ * token-encoder-equivalence.spec.ts and text-tokenizer.spec.ts.
+ */
+class BertAsciiWords {
+  private readonly cache = new Map<string, number[]>();
+  /** Added token contents as the raw and the lowercased text may hold them. */
+  private readonly added: string[];
+
+  private constructor(
+    private readonly tokenizer: Tokenizer,
+    private readonly lowercase: boolean,
+  ) {
+    const contents = [...tokenizer.get_added_tokens_decoder().values()].map((t) => t.content).filter((c) => c.length > 0);
+    this.added = [...new Set([...contents, ...contents.map((c) => c.toLowerCase())])];
+  }
+
+  static of(tokenizer: Tokenizer): BertAsciiWords | null {
+    // the tokenizer.json the library was built from (its `tokenizer` field)
+    type Part = { type?: string; lowercase?: boolean } | null | undefined;
+    const t = tokenizer as unknown as { tokenizer?: { normalizer?: Part; pre_tokenizer?: Part; model?: Part }; remove_space?: boolean; do_lowercase_and_remove_accent?: boolean };
+    const json = t.tokenizer;
+    if (json?.normalizer?.type !== 'BertNormalizer' || json.pre_tokenizer?.type !== 'BertPreTokenizer' || json.model?.type !== 'WordPiece') return null;
+    if (t.remove_space === true || t.do_lowercase_and_remove_accent === true) return null;
+    // an added token with whitespace in it could match across a tab or a newline the normaliser made a space
+    if ([...tokenizer.get_added_tokens_decoder().values()].some((a) => /\s/.test(a.content))) return null;
+    return new BertAsciiWords(tokenizer, json.normalizer.lowercase === true); // the library lowercases only when it says true
+  }
+
+  ids(text: string): number[] | null {
+    if (!ASCII_TEXT.test(text)) return null;
+    const s = this.lowercase ? text.toLowerCase() : text;
+    for (const a of this.added) if (text.includes(a) || s.includes(a)) return null;
+    const out: number[] = [];
+    const n = s.length;
+    for (let i = 0; i < n; ) {
+      const c = s.charCodeAt(i);
+      if (c === 0x20 || c === 0x0a || c === 0x09 || c === 0x0d) {
+        i++;
+        continue;
+      }
+      let j = i + 1;
+      if (ASCII_WORD_CHAR[c] === 1) while (j < n && ASCII_WORD_CHAR[s.charCodeAt(j)] === 1) j++;
+      const word = s.slice(i, j);
+      let ids = this.cache.get(word);
+      if (ids === undefined) {
+        ids = this.tokenizer.encode(word, { add_special_tokens: false }).ids;
+        if (this.cache.size >= WORD_CACHE_SIZE) this.cache.clear();
+        this.cache.set(word, ids);
+      }
+      for (let k = 0; k < ids.length; k++) out.push(ids[k]!);
+      i = j;
+    }
+    return out;
+  }
+}
+
 /** Characters per token assumed when pre-cutting very long texts (real tokenizers average 3-6). */
 const CHARS_PER_TOKEN_BOUND = 32;
 /**
@@ -184,12 +262,17 @@ export class TextTokenizer {
     }
     memoizeWordPiece(tokenizer);
     fastPathBertNormalizer(tokenizer);
-    return new TextTokenizer(tokenizer, manifest, source);
+    const t = new TextTokenizer(tokenizer, manifest, source);
+    t.asciiWords = BertAsciiWords.of(tokenizer);
+    return t;
   }
+
+  /** The BERT printable-ASCII path of contentIds (fromJson sets it when the tokenizer is BERT's). */
+  private asciiWords: BertAsciiWords | null = null;
 
   /** Content token ids of `text`, no special tokens. */
   contentIds(text: string): number[] {
-    return this.tokenizer.encode(text, { add_special_tokens: false }).ids;
+    return this.asciiWords?.ids(text) ?? this.tokenizer.encode(text, { add_special_tokens: false }).ids;
   }
 
   /** Positions taken by special tokens around a `kind` sequence. */

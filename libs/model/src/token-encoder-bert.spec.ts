@@ -8,18 +8,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { meanPool } from '@lateral/scoring';
-import {
-  GraphBuilder,
-  ModelLoadError,
-  TokenEncoder,
-  floatTensor,
-  int64Tensor,
-  makeModel,
-  makeValueInfo,
-  poolEncoded,
-  writeModel,
-  type EncodedText,
-} from './index';
+import { ModelLoadError, TokenEncoder, poolEncoded, type EncodedText } from './index';
+import { GraphBuilder, floatTensor, int64Tensor, makeModel, makeValueInfo, writeModel } from '@lateral/kernels';
 
 const cpu = { executionProvider: 'cpu' as const, intraOpThreads: 1 };
 const D = 4;

@@ -1,12 +1,13 @@
+import { readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
-import * as ort from 'onnxruntime-node';
+import { ort } from '@lateral/kernels';
 import type { ModelManifest } from '@lateral/shared';
 import { meanPool } from '@lateral/scoring';
 import { planBatches } from './batching';
 import { ModelLoadError, ModelShapeError } from './errors';
 import { readEmbeddingTable, readModelDir } from './model-dir';
 import { TextTokenizer, type TextKind, type TokenizedText } from './text-tokenizer';
-import { reportInference } from './inference-observer';
+import { appendL2Normalize, createSession, reportInference, type OrtSession } from '@lateral/kernels';
 
 export interface EncodedText {
   /** Ids of the kept tokens (documents: skiplist tokens removed), one per vector. */
@@ -71,35 +72,17 @@ const yieldToEventLoop = () => new Promise<void>((r) => setImmediate(r));
 
 const shapeOf = (dims: readonly number[]) => `[${dims.join(',')}]`;
 
-/** ONNX Runtime session config: intra-op threads wait without spinning (onnxruntime_session_options_config_keys.h). */
-export const ORT_NO_SPINNING = { 'session.intra_op.allow_spinning': '0' };
-
-async function createSession(modelPath: string, opts: EncoderOptions): Promise<{ session: ort.InferenceSession; provider: 'cpu' | 'cuda' }> {
-  const base: ort.InferenceSession.SessionOptions = {
-    graphOptimizationLevel: 'all',
-    ...(opts.intraOpThreads ? { intraOpNumThreads: opts.intraOpThreads } : {}),
-    // The intra-op pool's threads sleep when a run ends instead of spinning: spinning kept both
-    // cores busy for milliseconds after each query encoding, delaying the answer it produced and
-    // the next request on the event loop (issue 31: `npm run bench -- latency`).
-    extra: ORT_NO_SPINNING,
-  };
-  if (opts.executionProvider === 'cuda') {
-    try {
-      const session = await ort.InferenceSession.create(modelPath, {
-        ...base,
-        executionProviders: [{ name: 'cuda', deviceId: opts.deviceId ?? 0 }, 'cpu'],
-      });
-      return { session, provider: 'cuda' };
-    } catch (err) {
-      opts.logger?.warn(
-        `CUDA execution provider unavailable for ${modelPath} (${err instanceof Error ? err.message : String(err)}); falling back to CPU`,
-      );
-    }
-  }
+async function openSession(model: string | Uint8Array, modelPath: string, opts: EncoderOptions): Promise<OrtSession> {
   try {
-    return { session: await ort.InferenceSession.create(modelPath, { ...base, executionProviders: ['cpu'] }), provider: 'cpu' };
+    return await createSession(model, {
+      executionProvider: opts.executionProvider,
+      deviceId: opts.deviceId,
+      intraOpThreads: opts.intraOpThreads,
+      observe: false, // runBatch reports each run with its batch and token counts
+      onFallback: (why) => opts.logger?.warn(`CUDA execution provider unavailable for ${modelPath} (${why}); falling back to CPU`),
+    });
   } catch (err) {
-    throw new ModelLoadError(`${modelPath}: ONNX Runtime cannot load the model (${err instanceof Error ? err.message : String(err)})`);
+    throw new ModelLoadError(`${modelPath}: ONNX Runtime cannot load the model (${err instanceof Error && err.cause instanceof Error ? err.cause.message : err instanceof Error ? err.message : String(err)})`);
   }
 }
 
@@ -160,6 +143,8 @@ export class TokenEncoder {
     readonly tokenizer: TextTokenizer,
     private readonly session: ort.InferenceSession,
     readonly executionProvider: 'cpu' | 'cuda',
+    /** The graph output holding the L2-normalised token vectors (appendL2Normalize), or null: runBatch normalises. */
+    private readonly normalizedOutput: string | null = null,
   ) {
     this.dims = manifest.dims;
   }
@@ -169,15 +154,32 @@ export class TokenEncoder {
     const files = readModelDir(abs);
     const { manifest } = files;
     const tokenizer = TextTokenizer.fromJson(files.tokenizerJson, manifest, `${abs}/tokenizer.json`);
-    const { session, provider } = await createSession(files.modelPath, opts);
+    // The token vectors are L2-normalised by ONNX Runtime, in a tail appended to the graph (SIMD on
+    // the CPU, on the GPU under CUDA), not by JavaScript on this thread; when the graph cannot take
+    // the tail (see appendL2Normalize) or the extended graph does not load, the original graph is
+    // loaded and runBatch normalises in JavaScript as before.
+    let opened: OrtSession | null = null;
+    let normalizedOutput: string | null = null;
+    if (manifest.normalize) {
+      const tail = appendL2Normalize(readFileSync(files.modelPath), manifest.outputs.tokenEmbeddings);
+      if (tail) {
+        try {
+          opened = await openSession(tail.bytes, files.modelPath, opts);
+          normalizedOutput = tail.output;
+        } catch {
+          // the original graph below, normalised in JavaScript
+        }
+      }
+    }
+    const { session, provider } = opened ?? (await openSession(files.modelPath, files.modelPath, opts));
     try {
       checkGraph(abs, manifest, tokenizer, session, files.modelPath);
     } catch (err) {
       void session.release();
       throw err;
     }
-    opts.logger?.info(`loaded model ${manifest.name} from ${abs} (dims ${manifest.dims}, ${provider})`);
-    return new TokenEncoder(abs, manifest, tokenizer, session, provider);
+    opts.logger?.info(`loaded model ${manifest.name} from ${abs} (dims ${manifest.dims}, ${provider}${normalizedOutput ? ', normalised in the graph' : ''})`);
+    return new TokenEncoder(abs, manifest, tokenizer, session, provider, normalizedOutput);
   }
 
   /**
@@ -308,7 +310,8 @@ export class TokenEncoder {
     if (m.inputs.attentionMask !== null) feeds[m.inputs.attentionMask] = new ort.Tensor(m.inputs.dtype, buf.mask.subarray(0, size), [batch, seqLen]);
     // one segment per sequence: BERT's token type 0 everywhere
     if (m.inputs.tokenTypeIds !== null) feeds[m.inputs.tokenTypeIds] = new ort.Tensor(m.inputs.dtype, this.zerosOf(size), [batch, seqLen]);
-    const fetch = [m.outputs.tokenEmbeddings, ...(m.outputs.tokenWeights ? [m.outputs.tokenWeights] : [])];
+    const embName = this.normalizedOutput ?? m.outputs.tokenEmbeddings;
+    const fetch = [embName, ...(m.outputs.tokenWeights ? [m.outputs.tokenWeights] : [])];
     const tRun = performance.now();
     let out: ort.InferenceSession.OnnxValueMapType;
     try {
@@ -318,7 +321,7 @@ export class TokenEncoder {
     }
     reportInference({ graph: m.name, ms: performance.now() - tRun, batch, tokens: size });
 
-    const emb = out[m.outputs.tokenEmbeddings]!;
+    const emb = out[embName]!;
     const expected = [batch, seqLen, m.dims];
     if (emb.dims.length !== 3 || emb.dims.some((d, i) => d !== expected[i]) || emb.type !== 'float32') {
       throw new ModelShapeError(
@@ -338,7 +341,7 @@ export class TokenEncoder {
     }
     const data = emb.data as Float32Array;
     const d = m.dims;
-    const normalize = m.normalize;
+    const normalize = m.normalize && this.normalizedOutput === null;
     const skip = kind === 'doc' && this.tokenizer.skipIds.size > 0 ? this.skipLookup() : null;
     const hasCls = this.tokenizer.clsId !== null;
     const results: EncodedText[] = new Array(batch);
@@ -351,16 +354,34 @@ export class TokenEncoder {
       const vectors = new Float32Array(kept * d);
       const tokenIds = new Int32Array(kept);
       const w = weights ? new Float32Array(kept) : null;
-      for (let t = 0, r = 0; t < len; t++) {
-        const id = sIds[t]!;
-        if (skip && skip[id] === 1) continue;
-        tokenIds[r] = id;
-        if (w) w[r] = weights![b * seqLen + t]!;
-        copyRow(data, (b * seqLen + t) * d, d, normalize, vectors, r * d);
-        r++;
+      const base = b * seqLen;
+      if (normalize) {
+        for (let t = 0, r = 0; t < len; t++) {
+          const id = sIds[t]!;
+          if (skip && skip[id] === 1) continue;
+          tokenIds[r] = id;
+          if (w) w[r] = weights![base + t]!;
+          copyRow(data, (base + t) * d, d, true, vectors, r * d);
+          r++;
+        }
+      } else {
+        // Rows ready as they are: each run of kept tokens is one copy (memcpy).
+        let r = 0;
+        let from = 0;
+        for (let t = 0; t <= len; t++) {
+          if (t < len && !(skip && skip[sIds[t]!] === 1)) continue;
+          if (t > from) {
+            vectors.set(data.subarray((base + from) * d, (base + t) * d), r * d);
+            for (let u = from; u < t; u++, r++) {
+              tokenIds[r] = sIds[u]!;
+              if (w) w[r] = weights![base + u]!;
+            }
+          }
+          from = t + 1;
+        }
       }
       let cls: Float32Array | null = null;
-      if (hasCls) copyRow(data, b * seqLen * d, d, normalize, (cls = new Float32Array(d)), 0); // clsToken is always position 0
+      if (hasCls) copyRow(data, base * d, d, normalize, (cls = new Float32Array(d)), 0); // clsToken is always position 0
       results[b] = { tokenIds, vectors, weights: w, length: kept, truncated: s.truncated, cls };
     }
     for (const t of Object.values(out)) t.dispose?.();

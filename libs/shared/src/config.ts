@@ -105,6 +105,13 @@ export const ConfigSchema = z.object({
   /** ONNX Runtime execution provider; cuda falls back to cpu with a logged warning. */
   ORT_EXECUTION_PROVIDER: z.enum(['cpu', 'cuda']).default('cpu'),
   ORT_CUDA_DEVICE_ID: int(0, 0, 64),
+  /**
+   * The encoder graph a model is run with: `fp16` / `int8` load the model's `<model>-fp16` /
+   * `<model>-int8` directory (same weights, built by build-model for minilm-l6-384) when it exists,
+   * else the model itself; `fp32` always the model itself; `auto`: int8 on the CPU provider (its
+   * nDCG@10 cost is within 0.002 on Cranfield and TREC DL 2019), fp32 on CUDA (docs/models.md).
+   */
+  ENCODER_PRECISION: z.enum(['auto', 'fp32', 'fp16', 'int8']).default('auto'),
   /** Threads per ONNX session (0 = ONNX Runtime's default). */
   ORT_INTRA_OP_THREADS: int(0, 0, 256),
   /** Token budget of one encoder batch (sum of padded lengths). */

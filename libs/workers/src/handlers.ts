@@ -44,7 +44,13 @@ export const HANDLED_QUEUES: QueueName[] = [QueueName.encode, QueueName.compress
 export function pipelineHandlers(rt: Runtime, extra: { shardChild?: (p: ShardJobPayload) => Promise<ShardJobResult> } = {}): HandlerRegistry {
   const { config, store, collections, generations, codecs, queues, logger } = rt;
   const encoders = encoderProvider(
-    { modelsDir: config.MODELS_DIR, executionProvider: config.ORT_EXECUTION_PROVIDER, deviceId: config.ORT_CUDA_DEVICE_ID, intraOpThreads: config.ORT_INTRA_OP_THREADS },
+    {
+      modelsDir: config.MODELS_DIR,
+      executionProvider: config.ORT_EXECUTION_PROVIDER,
+      deviceId: config.ORT_CUDA_DEVICE_ID,
+      intraOpThreads: config.ORT_INTRA_OP_THREADS,
+      precision: config.ENCODER_PRECISION,
+    },
     logger,
   );
   const staticEmbeddings = new StaticEmbeddingsCache(path.resolve(config.MODELS_DIR));

@@ -2,7 +2,7 @@ import os from 'node:os';
 import { QueueName, ShardJobPayloadSchema, loadConfig, scorerShards, shardQueueName, type ShardJobPayload, type ShardJobResult } from '@lateral/shared';
 import type { Job } from 'bullmq';
 import { WorkerHost, deliverWebhook, enqueueWebhook, webhookEventFor, createLogger, createRuntime, recordInference, requireServices, startMetricsServer, stopOnSignal, type HandlerRegistry, type Runtime } from '@lateral/infra';
-import { setInferenceObserver } from '@lateral/model';
+import { setInferenceObserver } from '@lateral/kernels';
 import { dropShardWorkOfFailedJob } from '@lateral/pipeline';
 import { HANDLED_QUEUES, pipelineHandlers } from './handlers';
 import { ComputePool } from './compute/pool';

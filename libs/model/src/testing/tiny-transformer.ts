@@ -18,7 +18,7 @@ import {
   makeModel,
   makeValueInfo,
   writeModel,
-} from '../onnx-graph';
+} from '@lateral/kernels';
 import { isPunctuation, makeWordLevelTokenizerJson } from '../tokenizer-json';
 import { mulberry32 } from '@lateral/shared';
 

@@ -4,7 +4,7 @@
  * these vectors. Test code only; not exported from the library.
  */
 import { resolve } from 'node:path';
-import * as ort from 'onnxruntime-node';
+import { ort } from '@lateral/kernels';
 import type { ModelManifest } from '@lateral/shared';
 import { planBatches } from '../batching';
 import { ModelShapeError } from '../errors';

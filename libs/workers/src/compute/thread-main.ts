@@ -6,7 +6,7 @@
 import { parentPort, workerData } from 'node:worker_threads';
 import type { Job } from 'bullmq';
 import { createLogger, createRuntime, metricsJson, recordInference, runInJobContext, useThreadMetrics, type Runtime } from '@lateral/infra';
-import { setInferenceObserver } from '@lateral/model';
+import { setInferenceObserver } from '@lateral/kernels';
 import type { ShardJobPayload, ShardJobResult } from '@lateral/shared';
 import { pipelineHandlers } from '../handlers';
 import { toWire, type FromThread, type JobMethod, type JobSnapshot, type ThreadInit, type ToThread } from './protocol';

@@ -1,10 +1,11 @@
 /**
  * Small helpers for writing ONNX models with `onnx-proto` (protobufjs-generated ONNX 1.10 protos).
  *
- * Used by `scripts/build-model.ts` (GloVe encoders), the tiny transformer test model, and any other
- * code that writes a fixed-weight graph (e.g. LITE / KNRM scorer artifacts). Import it as
- * `@lateral/model` from libraries (Nx module boundaries). Everything here is
- * plain data in, protobuf objects out; `writeModel` is the only function that touches the disk.
+ * The kernels own ONNX (issue 28): this graph builder lives here and is used by the kernels' own
+ * graphs (MaxSim, LITE, KNRM, IVF), by the model library (the BERT graph, the tiny test
+ * transformer), by `scripts/build-model.ts` and the benches. Import it as `@lateral/kernels`.
+ * Everything here is plain data in, protobuf objects out; `writeModel` is the only function that
+ * touches the disk.
  *
  * Conventions: tensors are stored as little-endian `rawData` (Node is little-endian on every
  * platform we ship); symbolic dimensions are strings ('batch', 'seq'); plain numbers given as
