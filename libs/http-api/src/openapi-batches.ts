@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { dropLive, liveValues } from './openapi-live-values';
-import { BatchOptionsSchema, BatchRowSchema, BatchStatusSchema, CohereRerankResponseSchema, type Produces } from '@lateral/shared';
+import { BatchOptionsSchema, BatchRowSchema, BatchStatusSchema, CohereRerankResponseSchema, UploadStoredSchema, type Produces } from '@lateral/shared';
 import { CohereRerankSchema, type CohereRerankResponse } from './cohere.service';
 import { batchOptionsForms } from './request-forms';
 import type { BatchStatus } from './batches.service';
@@ -77,7 +77,7 @@ export const batchOpenApiPaths = () => {
       parameters: [{ name: 'name', in: 'path', required: true, schema: { type: 'string', pattern: '^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$' }, description: "the upload's name, e.g. rows.jsonl" }],
       requestBody: { required: true, content: { 'application/jsonl': { schema: { type: 'string', description: 'one JSON object per line', 'x-row-schema': schema(BatchRowSchema) } }, 'application/x-ndjson': { schema: { type: 'string' } } } },
       responses: {
-        '201': json('stored (Location header)', { type: 'object', required: ['name', 'bytes'], properties: { name: { type: 'string' }, bytes: { type: 'integer' } } }),
+        '201': json('stored (Location header)', out(UploadStoredSchema)),
         '400': err('not JSONL, empty, compressed, or a bad name'),
         '413': err('file over BATCH_MAX_BYTES'),
         '415': err('not application/jsonl or application/x-ndjson'),
@@ -89,21 +89,21 @@ export const batchOpenApiPaths = () => {
     get: {
       summary: 'State (validating, running, completed, failed, cancelled), row counts, progress and ETA, texts encoded / reused, time per part, the result location',
       parameters: [batchId],
-      responses: { '200': json('status', { $ref: '#/components/schemas/BatchStatus' }), '404': err('unknown batch') },
+      responses: { '200': json('status', { $ref: '#/components/schemas/BatchStatus' }), '404': err('unknown batch'), '503': err('Redis or S3 unavailable, or the record unreadable for the moment (retry)') },
     },
   },
   '/v1/batches/{id}/cancel': {
     post: {
       summary: 'Cancel a batch: chunks not yet started skip their rows; no result file is written',
       parameters: [batchId],
-      responses: { '200': json('cancelled', { $ref: '#/components/schemas/BatchStatus' }), '404': err('unknown batch'), '409': err('already completed or failed') },
+      responses: { '200': json('cancelled', { $ref: '#/components/schemas/BatchStatus' }), '404': err('unknown batch'), '409': err('already completed or failed'), '503': err('Redis or S3 unavailable (retry)') },
     },
   },
   '/v1/batches/{id}/results': {
     get: {
       summary: 'The result file, streamed: one JSON line per input row in the input order, {custom_id, line, hits: [{id, score}], missing?} or {custom_id, line, error: {message, issues?}}',
       parameters: [batchId],
-      responses: { '200': { description: 'JSONL', content: { 'application/x-ndjson': { schema: { type: 'string' } } } }, '404': err('unknown batch'), '409': err('not completed') },
+      responses: { '200': { description: 'JSONL', content: { 'application/x-ndjson': { schema: { type: 'string' } } } }, '404': err('unknown batch'), '409': err('not completed'), '503': err('Redis or S3 unavailable (retry)') },
     },
   },
   '/v1/compat/cohere/rerank': { post: COHERE },

@@ -15,6 +15,11 @@ import {
   IngestionAcceptedSchema,
   IngestionFinishedSchema,
   IngestionStatusSchema,
+  LivenessSchema,
+  MergePendingSchema,
+  MergeResultSchema,
+  ModelListSchema,
+  ReadinessSchema,
   RecompressAcceptedSchema,
   RerankHitSchema,
   RerankStatusSchema,
@@ -79,60 +84,14 @@ const errors = (...codes: (number | [number, string])[]) =>
   );
 const errorAnswer = (description: string) => ({ description, content: { 'application/json': { schema: error } } });
 const ok = (description: string, s: Json) => ({ description, content: { 'application/json': { schema: s } } });
-const serviceCheck = {
-  type: 'object',
-  required: ['ok', 'ms'],
-  additionalProperties: false,
-  properties: {
-    ok: { type: 'boolean', description: 'answered within HEALTH_CHECK_TIMEOUT_MS' },
-    ms: { type: 'number' },
-    overloaded: { type: 'boolean', description: 'true when it did not answer in time because of load (a connected Redis or an S3 endpoint accepting connections that was slow, or this process busy): not an outage' },
-    error: { type: 'string', description: 'which service, whether it is down or overloaded, and what to do' },
-  },
-};
-/** GET /v1/health and /v1/health/ready, 200 and 503 alike (libs/http-api/src/health.controller.ts). */
-const HEALTH = {
-  type: 'object',
-  required: ['status', 'redis', 's3', 'models', 'eventLoopLagMs', 'queues'],
-  additionalProperties: false,
-  properties: {
-    status: { type: 'string', enum: ['ok', 'overloaded', 'degraded'], description: "ok: ready; overloaded: ready but a check did not answer in time because of load (200); degraded: Redis or S3 down, or the default model missing (503)" },
-    eventLoopLagMs: { type: 'number', description: "the largest delay of this process's event loop over the last 10 s" },
-    redis: serviceCheck,
-    s3: serviceCheck,
-    models: {
-      type: 'object',
-      required: ['ok', 'default', 'missing'],
-      additionalProperties: false,
-      properties: {
-        ok: { type: 'boolean' },
-        default: { type: 'string', description: 'DEFAULT_MODEL' },
-        missing: { type: 'array', items: { type: 'string' }, description: 'models whose manifest.json is not under MODELS_DIR' },
-        hint: { type: 'string', description: 'what to do, when something is missing' },
-      },
-    },
-    queues: { type: ['object', 'null'], additionalProperties: { type: 'object', additionalProperties: { type: 'number' } }, description: 'job counts per queue and state; null when Redis is down' },
-  },
-};
-/** GET /v1/health/live. */
-const LIVE = {
-  type: 'object',
-  required: ['status', 'uptimeSeconds', 'eventLoopLagMs'],
-  additionalProperties: false,
-  properties: {
-    status: { type: 'string', enum: ['ok'] },
-    uptimeSeconds: { type: 'number' },
-    eventLoopLagMs: { type: 'number', description: "the largest delay of this process's event loop over the last 10 s (for information: liveness does not fail on it)" },
-  },
-};
 const READY_DESCRIPTION =
   "200 with status 'ok' when Redis and S3 answer within HEALTH_CHECK_TIMEOUT_MS and DEFAULT_MODEL's manifest.json is under MODELS_DIR. " +
   "200 with status 'overloaded' (+ Retry-After) when a check did not answer in time because of load: a connected Redis or an S3 endpoint that accepts connections that did not answer within HEALTH_CHECK_TIMEOUT_MS, or any check while this process's event loop was held up past EVENT_LOOP_OVERLOAD_MS; that check has `ok` false and `overloaded` true. A busy process is not taken out of the load balancer for being busy. " +
   "Otherwise 503 with status 'degraded' and the same body: a backing service down (refused, not connected, no answer while neither connected nor busy) sets its `ok` to false and adds `Retry-After`; a default model that is not built sets `models.ok` to false and lists it in `models.missing` with a `hint` (`npm run build-model`), without Retry-After: it needs an operator, not a retry. " +
   'Public (no API key). A Kubernetes readiness probe (infra/k8s/api.yaml).';
 const READY_RESPONSES = {
-  '200': ok("ready: status 'ok', or 'overloaded' (then with a Retry-After header)", HEALTH),
-  '503': ok('not ready: Redis or S3 down (Retry-After set), or the default model missing (models.ok false)', HEALTH),
+  '200': ok("ready: status 'ok', or 'overloaded' (then with a Retry-After header)", out(ReadinessSchema)),
+  '503': ok('not ready: Redis or S3 down (Retry-After set), or the default model missing (models.ok false)', out(ReadinessSchema)),
 };
 const idParam = { name: 'id', in: 'path', required: true, schema: { type: 'string', pattern: ID_PATTERN.source }, description: 'collection id (400 naming path.id when it does not match)' };
 const waitParam = { name: 'wait', in: 'query', required: false, schema: { type: 'number', minimum: 0 }, description: 'block up to this many seconds (<= RERANK_MAX_WAIT_SECONDS) for the result' };
@@ -233,32 +192,7 @@ function baseDocument(version: string) {
         get: {
           summary: 'The models this service encodes with (every model directory under MODELS_DIR with a valid manifest.json), which one is DEFAULT_MODEL and which one the Cohere-compatible route uses for Cohere model names (COHERE_MODEL)',
           responses: {
-            '200': ok('models', {
-              type: 'object',
-              required: ['models', 'default', 'cohere'],
-              properties: {
-                default: { type: 'string' },
-                cohere: { type: 'string' },
-                models: {
-                  type: 'array',
-                  items: {
-                    type: 'object',
-                    required: ['id', 'dims', 'maxQueryTokens', 'maxDocTokens', 'pooling', 'default', 'cohere', 'description'],
-                    additionalProperties: false,
-                    properties: {
-                      id: { type: 'string' },
-                      dims: { type: 'integer' },
-                      maxQueryTokens: { type: 'integer' },
-                      maxDocTokens: { type: 'integer' },
-                      pooling: { type: 'string', enum: ['mean', 'cls'] },
-                      default: { type: 'boolean' },
-                      cohere: { type: 'boolean' },
-                      description: { type: 'string' },
-                    },
-                  },
-                },
-              },
-            }),
+            '200': ok('models', out(ModelListSchema)),
           },
         },
       },
@@ -278,7 +212,7 @@ function baseDocument(version: string) {
           description:
             'Always 200 while the process can answer HTTP: it checks no dependency (Redis or S3 down or slow does not fail it) and does not fail because the process is busy (the lag is reported, not judged). ' +
             'Public (no API key). A Kubernetes liveness probe (infra/k8s/api.yaml): give it a timeout and failure threshold longer than the longest task that may hold the event loop.',
-          responses: { '200': ok('alive', LIVE) },
+          responses: { '200': ok('alive', out(LivenessSchema)) },
         },
       },
       '/v1/collections': {
@@ -333,6 +267,7 @@ function baseDocument(version: string) {
             '200': ok('finished within wait: the accepted ingestion and its final status', out(IngestionFinishedSchema)),
             '202': { ...ok('accepted (or not done within wait); poll the ingestion status', { $ref: '#/components/schemas/Ingestion' }), headers: location('the ingestion status') },
             ...errors(400, [404, 'no collection with this id'], 413, 415, 503),
+            '409': errorAnswer("an id holds '#', which a collection with passages reserves for passage ids (the message names them)"),
           },
         },
       },
@@ -376,31 +311,8 @@ function baseDocument(version: string) {
             'A merge job on the merge queue (one per collection at a time, beside commits and deletes; also enqueued after each committed generation with MERGE_AFTER_COMMIT). The tiered policy (MERGE_FACTOR, MERGE_DELETED_FRACTION, MERGE_FLOOR_DOCUMENTS, MERGE_MAX_DOCUMENTS, MERGE_MAX_BYTES) picks the segments on the current generation; their live documents\' coded rows, raw vectors and index postings are copied (never re-coded: scores do not change) into one segment with its search index, and only the reference swap is committed, as one generation (deletes and ingests committed meanwhile are carried over). `status`: `merged`, `nothing-to-merge`, `inputs-gone` (the inputs changed before the commit: nothing committed) or `recompressing`. Asking again on the same generation answers the same job. `wait` (default 30 s): longer than that, 202.',
           parameters: [idParam, waitParam],
           responses: {
-            '200': ok('the merge finished', {
-              type: 'object',
-              required: ['collection', 'generation', 'committed', 'status', 'inputs', 'output', 'dropped'],
-              properties: {
-                collection: { type: 'string' },
-                generation: { type: 'integer', description: 'the current generation after the merge' },
-                committed: { type: 'boolean', description: 'a generation was written' },
-                status: {
-                  type: 'string',
-                  enum: ['merged', 'nothing-to-merge', 'inputs-gone', 'recompressing', 'busy'],
-                  description: "busy: another merge of this collection held its lease for the whole wait (twice JOB_LOCK_SECONDS); nothing was done, and a merge job is queued again to run after a job lock's time",
-                },
-                inputs: { type: 'array', items: { type: 'string' }, description: 'S3 keys of the segments merged' },
-                output: { type: ['string', 'null'], description: 'S3 key of the merged segment (null: none written or committed)' },
-                dropped: { type: 'integer', description: 'deleted and superseded documents left out' },
-                reason: { type: 'string', enum: ['tier', 'deletes'] },
-                index: { type: 'string', enum: ['copied', 'rebuilt'], description: "the merged segment's search index: copied from the inputs' indexes, or rebuilt (an input had none usable)" },
-                recoded: { type: 'integer', description: 'inputs coded again from their raw fp16 batch because their segment was missing or corrupt in S3 (absent: none)' },
-              },
-            }),
-            '202': ok('still in the merge queue; ask again (same generation: same job)', {
-              type: 'object',
-              required: ['collection', 'generation', 'status'],
-              properties: { collection: { type: 'string' }, generation: { type: 'integer' }, status: { type: 'string', enum: ['queued', 'running'] } },
-            }),
+            '200': ok('the merge finished', out(MergeResultSchema)),
+            '202': ok('still in the merge queue; ask again (same generation: same job)', out(MergePendingSchema)),
             ...errors(400, 404, 503),
           },
         },

@@ -18,6 +18,7 @@ import {
   MAX_RERANK_QUERIES,
   RerankRequestSchema,
   ScorerSchema,
+  SearchModeSchema,
   SearchRequestSchema,
   TextCandidateSchema,
   TrainRequestSchema,
@@ -104,7 +105,17 @@ const D = DeleteDocumentsSchema.shape as unknown as Shape;
 /** Exactly one of `ids` or `filter`. */
 export const DeleteDocumentsForm = z.union([z.object({ ids: required(D.ids) }).strict(), z.object({ filter: FilterFormSchema }).strict()]);
 
-export const SearchRequestForm = (SearchRequestSchema as unknown as z.ZodObject).extend({ filter: FilterFormSchema.optional() }).strict();
+/** Search modes: hybrid with fusion linear (the default) needs `lambda`; with rrf it may leave it out. */
+const MODE_OPTIONS = SearchModeSchema.options as unknown as z.ZodObject[];
+const modeName = (o: z.ZodObject) => (o.shape.name as z.ZodLiteral<string>).value;
+const hybridMode = MODE_OPTIONS.find((o) => modeName(o) === 'hybrid')!;
+const modeForm = z.union([
+  z.enum(MODE_OPTIONS.map(modeName).filter((n) => SearchModeSchema.safeParse({ name: n }).success) as [string, ...string[]]),
+  ...MODE_OPTIONS.filter((o) => modeName(o) !== 'hybrid'),
+  z.object({ ...hybridMode.shape, fusion: z.literal('linear').optional(), lambda: (hybridMode.shape.lambda as z.ZodOptional).unwrap() as z.ZodType }).strict(),
+  z.object({ ...hybridMode.shape, fusion: z.literal('rrf') }).strict(),
+]);
+export const SearchRequestForm = (SearchRequestSchema as unknown as z.ZodObject).extend({ filter: FilterFormSchema.optional(), mode: modeForm.optional() }).strict();
 
 // ---- training -----------------------------------------------------------------------------------
 
