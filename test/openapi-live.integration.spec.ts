@@ -186,7 +186,7 @@ describe('OpenAPI document vs the live service', () => {
     expect(js.status).toBe(201);
     await call('GET /v1/collections/{id}/judgments/{judgmentsId}', `/v1/collections/c/judgments/${js.body.judgmentsId}`);
     await call('GET /v1/collections/{id}/judgments/{judgmentsId}', '/v1/collections/c/judgments/js-nope'); // 404
-    await call('POST /v1/collections/{id}/train', '/v1/collections/c/train', { head: 'knrm', maxEpochs: 1 }); // 400: too few
+    await call('POST /v1/collections/{id}/train', '/v1/collections/c/train', { head: 'knrm', maxEpochs: 1 }); // 409: too few trainable queries
     await call('POST /v1/collections/{id}/train', '/v1/collections/c/train', { head: 'nope' }); // 400
     // enough judged queries: a run queued, read, cancelled
     const judged = docs.filter((d) => d.id !== 'punct').map((d, i) => ({ id: `j${i}`, text: d.text.split(' ').slice(0, 4).join(' '), judgments: [{ doc: d.id, grade: 1 }] }));
