@@ -23,12 +23,13 @@ const { values } = parseArgs({
     'max-examples': { type: 'string', default: '20' },
     phases: { type: 'string', default: 'examples,fuzzing' },
     seed: { type: 'string' },
+    'max-seconds': { type: 'string', default: '600' },
     help: { type: 'boolean', short: 'h' },
   },
   strict: true,
 });
 if (values.help) {
-  console.log('usage: npm run contract -- [--max-examples N (20)] [--phases examples,coverage,fuzzing,stateful (examples,fuzzing)] [--seed S]');
+  console.log('usage: npm run contract -- [--max-examples N (20)] [--phases examples,coverage,fuzzing,stateful (examples,fuzzing)] [--seed S] [--max-seconds T (600): schemathesis is stopped and the run fails past it]');
   process.exit(0);
 }
 
@@ -53,11 +54,37 @@ async function main(): Promise<number> {
   const server = await startServer(config, { quiet: true });
   try {
     await fetch(`${server.url}/v1/collections`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{"id":"c"}' });
-    const args = ['run', `${server.url}/openapi.json`, '--checks', 'all', '--max-examples', values['max-examples']!, '--phases', values.phases!, '--no-color', ...(values.seed ? ['--seed', values.seed] : [])];
+    const args = [
+      'run',
+      `${server.url}/openapi.json`,
+      '--checks',
+      'all',
+      '--max-examples',
+      values['max-examples']!,
+      '--phases',
+      values.phases!,
+      '--no-color',
+      // Its body is a JSONL file: schemathesis has no serializer for application/jsonl, so it cannot
+      // generate one (the other JSONL and NDJSON routes also take JSON, which it tests). The upload is
+      // checked by test/openapi-live.integration.spec.ts, test/rerank-texts.integration.spec.ts and test/fuzz.integration.spec.ts.
+      '--exclude-path',
+      '/v1/uploads/{name}',
+      ...(values.seed ? ['--seed', values.seed] : []),
+    ];
     console.error(`contract: schemathesis ${args.join(' ')}`);
     // Asynchronous: the service answers from this process's event loop while schemathesis runs.
-    const child = spawn(bin, args, { stdio: 'inherit' });
-    return await new Promise<number>((resolve) => child.on('exit', (code) => resolve(code ?? 1)));
+    // The rules between fields that JSON Schema cannot state (scripts/contract-hooks.py).
+    const child = spawn(bin, args, { stdio: 'inherit', env: { ...process.env, SCHEMATHESIS_HOOKS: path.resolve('scripts/contract-hooks.py') } });
+    const limit = Number(values['max-seconds']) * 1000;
+    const timer = setTimeout(() => {
+      console.error(`contract: schemathesis still running after ${values['max-seconds']} s (--max-seconds): stopped, the run fails`);
+      child.kill('SIGTERM');
+    }, limit);
+    const started = Date.now();
+    const code = await new Promise<number>((resolve) => child.on('exit', (c) => resolve(c ?? 1)));
+    clearTimeout(timer);
+    console.error(`contract: schemathesis exited ${code} after ${((Date.now() - started) / 1000).toFixed(0)} s`);
+    return code;
   } finally {
     await server.stop();
     rmSync(dir, { recursive: true, force: true });

@@ -268,9 +268,9 @@ describe('fuzz: object keys cannot escape the caller (AUTH=keys, two tenants)', 
     expect([...answers.keys()], JSON.stringify([...answers.values()])).toHaveLength(1);
     expect([...answers.keys()][0]).not.toContain('tenants/');
 
-    // alpha's own name resolves under alpha's prefix only: absent until alpha uploads it
+    // alpha's own name resolves under alpha's prefix only: absent (404) until alpha uploads it
     const none = await call(alpha, 'POST', '/v1/batches', { input: 'rows.jsonl', model: config.DEFAULT_MODEL });
-    expect(none.status).toBe(400);
+    expect(none.status).toBe(404);
     expect(none.body.message).toContain("no upload 'rows.jsonl'");
     expect((await call(alpha, 'PUT', '/v1/uploads/rows.jsonl', rows('alpha'), 'application/jsonl')).status).toBe(201);
     const mine = await call(alpha, 'POST', '/v1/batches', { input: 'rows.jsonl', model: config.DEFAULT_MODEL });

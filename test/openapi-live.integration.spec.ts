@@ -186,7 +186,7 @@ describe('OpenAPI document vs the live service', () => {
     expect(js.status).toBe(201);
     await call('GET /v1/collections/{id}/judgments/{judgmentsId}', `/v1/collections/c/judgments/${js.body.judgmentsId}`);
     await call('GET /v1/collections/{id}/judgments/{judgmentsId}', '/v1/collections/c/judgments/js-nope'); // 404
-    await call('POST /v1/collections/{id}/train', '/v1/collections/c/train', { head: 'knrm', maxEpochs: 1 }); // 400: too few
+    await call('POST /v1/collections/{id}/train', '/v1/collections/c/train', { head: 'knrm', maxEpochs: 1 }); // 409: too few trainable queries
     await call('POST /v1/collections/{id}/train', '/v1/collections/c/train', { head: 'nope' }); // 400
     // enough judged queries: a run queued, read, cancelled
     const judged = docs.filter((d) => d.id !== 'punct').map((d, i) => ({ id: `j${i}`, text: d.text.split(' ').slice(0, 4).join(' '), judgments: [{ doc: d.id, grade: 1 }] }));
@@ -254,8 +254,12 @@ describe('OpenAPI document vs the live service', () => {
     await call('DELETE /v1/collections/{id}', '/v1/collections/empty'); // 404
   }
 
+  /** The document the service serves (/openapi.json: with its built models and artifacts), which answers are checked against. */
+  let served: Doc;
   beforeAll(async () => {
     server = await startServer(config, { quiet: true });
+    served = (await (await fetch(`${server.url}/openapi.json`)).json()) as Doc;
+    expect(Object.keys(served.paths).sort()).toEqual(Object.keys(doc.paths).sort());
     await exercise();
   }, 300_000);
   afterAll(async () => {
@@ -273,7 +277,7 @@ describe('OpenAPI document vs the live service', () => {
   function validator(key: string, schema: unknown) {
     let v = validators.get(key);
     if (!v) {
-      v = ajv.compile({ allOf: [schema], components: doc.components });
+      v = ajv.compile({ allOf: [schema], components: served.components });
       validators.set(key, v);
     }
     return v;
@@ -297,7 +301,7 @@ describe('OpenAPI document vs the live service', () => {
     const bare: string[] = [];
     for (const op of operations) {
       const [method, p] = op.split(' ');
-      for (const [code, r] of Object.entries(doc.paths[p][method.toLowerCase()].responses)) {
+      for (const [code, r] of Object.entries(served.paths[p][method.toLowerCase()].responses)) {
         const s = r.content?.['application/json']?.schema as Record<string, unknown> | undefined;
         if (s && !s.$ref && !s.properties && !s.allOf && !s.anyOf && !s.oneOf) bare.push(`${op} ${code}`);
       }
@@ -306,18 +310,18 @@ describe('OpenAPI document vs the live service', () => {
   });
 
   it('the validator rejects bodies that break the declared schemas (so the checks above can fail)', () => {
-    const rerank = doc.paths['/v1/rerank/{id}'].get.responses['200'].content!['application/json'].schema;
+    const rerank = served.paths['/v1/rerank/{id}'].get.responses['200'].content!['application/json'].schema;
     const ok = answers.find((a) => a.op === 'GET /v1/rerank/{id}' && a.status === 200)!.body as Record<string, unknown>;
     expect(validator('self-check rerank', rerank)(ok)).toBe(true);
     expect(validator('self-check rerank', rerank)({ ...ok, status: 'finished' })).toBe(false);
     expect(validator('self-check rerank', rerank)({ ...ok, result: { ...(ok.result as object), results: [{ queryId: 'q', hits: [{ id: 1, score: 'high' }] }] } })).toBe(false);
-    const error = doc.paths['/v1/rerank/{id}'].get.responses['404'].content!['application/json'].schema;
+    const error = served.paths['/v1/rerank/{id}'].get.responses['404'].content!['application/json'].schema;
     expect(validator('self-check error', error)({ message: 'no error code' })).toBe(false);
   });
 
   it.each(operations)('%s: every answer has a declared status and a body valid against its schema', (op) => {
     const [method, p] = op.split(' ');
-    const responses = doc.paths[p][method.toLowerCase()].responses;
+    const responses = served.paths[p][method.toLowerCase()].responses;
     const mine = answers.filter((a) => a.op === op);
     expect(mine.length).toBeGreaterThan(0);
     const problems: string[] = [];
@@ -350,7 +354,7 @@ describe('OpenAPI document vs the live service', () => {
     '%s: every request body the service accepted (2xx) is valid against the declared request schema (shorthand forms included)',
     (op) => {
       const [method, p] = op.split(' ');
-      const content = doc.paths[p][method.toLowerCase()].requestBody!.content;
+      const content = served.paths[p][method.toLowerCase()].requestBody!.content;
       const accepted = answers.filter((a) => a.op === op && a.status < 300 && a.request);
       const problems: string[] = [];
       for (const a of accepted) {

@@ -74,8 +74,9 @@ describe('text candidates, batches and the Cohere endpoint', () => {
     expect(JSON.stringify(idWithoutCollection.body.details)).toContain('queries.0.candidates.0');
     const empty = await api('POST', '/v1/rerank', { model: config.DEFAULT_MODEL, queries: [{ id: 'q', text: 'x', candidates: [{ text: '' }] }] });
     expect(empty.status).toBe(400);
+    // a built model that is not the collection's: well formed, refused by the collection's state (409)
     const wrongModel = await api('POST', '/v1/rerank', { collection: 'c', model: 'glove-static-100d', queries: [{ id: 'q', text: 'x', candidates: [{ text: 'y' }] }] });
-    expect(wrongModel.status).toBe(400);
+    expect(wrongModel.status).toBe(409);
     expect(wrongModel.body.message).toContain('glove-static-100d');
   });
 
@@ -183,7 +184,8 @@ describe('text candidates, batches and the Cohere endpoint', () => {
     const lines = (await (await fetch(`${server.url}/v1/batches/${created.body.id}/results`)).text()).trim().split('\n').map((l) => JSON.parse(l));
     const ref = await api('POST', '/v1/rerank?wait=60', { collection: 'c', topK: 3, queries: queries.map(byId) });
     lines.forEach((l, i) => expect(l.hits).toEqual(ref.body.result.results[i].hits));
-    expect((await api('POST', '/v1/batches', { input: 'none.jsonl', collection: 'c' })).status).toBe(400);
+    // a well-formed name of an upload the caller does not have: 404
+    expect((await api('POST', '/v1/batches', { input: 'none.jsonl', collection: 'c' })).status).toBe(404);
     // an object key is not an upload name, even one that exists
     expect((await api('POST', '/v1/batches', { input: 'tenants/default/uploads/by-key.jsonl', collection: 'c' })).status).toBe(400);
   });

@@ -72,10 +72,10 @@ describe('judgments and training through the API', () => {
     expect(bad.body.message).toContain("'7'");
   });
 
-  it(`refuses to train on fewer than ${MIN_TRAIN_QUERIES} judged queries (400 naming the minimum)`, async () => {
+  it(`refuses to train on fewer than ${MIN_TRAIN_QUERIES} judged queries (409 naming the minimum: a well-formed request, the stored judgments are not enough)`, async () => {
     const few = await api('POST', '/v1/collections/c/judgments', judged.slice(0, MIN_TRAIN_QUERIES - 1));
     const res = await api('POST', '/v1/collections/c/train', { head: 'knrm', judgments: few.body.judgmentsId });
-    expect(res.status).toBe(400);
+    expect(res.status).toBe(409);
     expect(res.body.message).toContain(`at least ${MIN_TRAIN_QUERIES} judged queries`);
     const badSize = await api('POST', '/v1/collections/c/train', { head: 'lite', size: 'huge' });
     expect(badSize.status).toBe(400);

@@ -24,7 +24,7 @@ import { CollectionsService } from './collections.service';
 import { HttpErrorsFilter, loadProbe } from './http-errors.filter';
 import { backpressure } from './backpressure';
 import { bodyReader } from './body-reader';
-import { openApiDocument } from './openapi';
+import { liveOpenApiDocument } from './openapi-live';
 import { metricsEndpoint } from './metrics-endpoint';
 import { requestLogContext, requestLogging } from './request-logging';
 import { RerankService } from './rerank.service';
@@ -93,11 +93,12 @@ export async function createApiApp(rt: Runtime): Promise<NestExpressApplication>
   http.keepAliveTimeout = 65_000;
   http.headersTimeout = 66_000;
   app.enableShutdownHooks();
-  const doc = openApiDocument('0.1.0', { maxWaitSeconds: rt.config.RERANK_MAX_WAIT_SECONDS });
-  app.getHttpAdapter().get('/openapi.json', (_req: unknown, res: unknown) => (res as { json(v: unknown): void }).json(doc));
+  // The document states what this service has now (built models, operator artifacts): rebuilt when they change.
+  const doc = liveOpenApiDocument(rt.config);
+  app.getHttpAdapter().get('/openapi.json', (_req: unknown, res: unknown) => (res as { json(v: unknown): void }).json(doc()));
   // Prometheus: this process's registry (its workers' too in the all-in-one process) + queue depths.
   app.getHttpAdapter().get('/metrics', metricsEndpoint(rt));
-  SwaggerModule.setup('docs', app, doc as unknown as OpenAPIObject, { jsonDocumentUrl: 'docs/openapi.json' });
+  SwaggerModule.setup('docs', app, doc() as unknown as OpenAPIObject, { jsonDocumentUrl: 'docs/openapi.json' });
   return app;
 }
 

@@ -165,7 +165,8 @@ export class BatchesService {
     const opts = this.options(rest);
     await this.checkTarget(opts);
     const info = await objectHead(this.rt.store, key);
-    if (!info) throw new ValidationError(`input: you have no upload '${String(input)}' (PUT /v1/uploads/${String(input)} first)`, [{ field: 'input', message: 'no such upload' }]);
+    // A well-formed name of an upload the caller does not have: a 404 (only the caller's own uploads are looked at).
+    if (!info) throw new NotFoundError(`input: you have no upload '${String(input)}' (PUT /v1/uploads/${String(input)} first)`);
     if (info.size > this.rt.config.BATCH_MAX_BYTES) throw this.tooLarge(info.size);
     const stream = await getObjectStream(this.rt.store, key);
     const head = new HeadScan();

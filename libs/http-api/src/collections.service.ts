@@ -128,7 +128,8 @@ export class CollectionsService {
     const collection = await this.require(id);
     const parsed = z.object({ codec: CodecSettingsSchema }).strict().safeParse(body);
     if (!parsed.success) throw new ValidationError('invalid re-compression request', zodIssues(parsed.error));
-    this.checkPipelineCodec(parsed.data.codec, collection.model, this.modelManifest(collection.model));
+    // The collection's model bounds the codec (dims, side information): well-formed settings it cannot take are a 409.
+    this.checkPipelineCodec(parsed.data.codec, collection.model, this.modelManifest(collection.model), true);
     if (parsed.data.codec.trained) await this.checkTrainedCodec(id, parsed.data.codec);
     if (collection.pending) throw new ConflictError(`collection '${id}' is already being re-compressed to codec v${collection.pending.codecVersion}`);
     const manifest = await this.rt.generations.manifest(this.tenant, id);
@@ -162,20 +163,16 @@ export class CollectionsService {
   private async checkTrainedCodec(id: string, codec: CodecSettings): Promise<void> {
     const name = codec.trained!;
     const bytes = await this.rt.store.get(trainingKeys.trainedCodec(this.tenant, id, name));
-    if (!bytes) {
-      throw new ValidationError(`codec.trained '${name}' is not a trained codec of collection '${id}' (POST /v1/collections/${id}/train with head 'aesi' writes one)`, [
-        { field: 'codec.trained', message: `no trained codec '${name}'` },
-      ]);
-    }
+    if (!bytes) throw new NotFoundError(`codec.trained '${name}' is not a trained codec of collection '${id}' (POST /v1/collections/${id}/train with head 'aesi' writes one)`);
     const trained = deserializeArtifact(bytes);
     if (codec.kind !== 'eden' || !codec.sideInfo || codec.dims !== trained.codedDims) {
-      throw new ValidationError(`codec.trained '${name}' is an AESI codec of ${trained.codedDims} code dims: it needs kind 'eden', sideInfo true and dims ${trained.codedDims}`, [
-        { field: 'codec.trained', message: `needs kind 'eden', sideInfo true and dims ${trained.codedDims}` },
-      ]);
+      throw new ConflictError(`codec.trained '${name}' is an AESI codec of ${trained.codedDims} code dims: it needs kind 'eden', sideInfo true and dims ${trained.codedDims}`);
     }
   }
 
-  private checkPipelineCodec(codec: CodecSettings, model: string, manifest: ModelManifest): void {
+  /** `stored`: the collection exists (re-compression): what its model cannot take is a 409, not a 400. */
+  private checkPipelineCodec(codec: CodecSettings, model: string, manifest: ModelManifest, stored = false): void {
+    const modelBound = (message: string, issues: { field: string; message: string }[]) => (stored ? new ConflictError(message) : new ValidationError(message, issues));
     // Side information decodes each stored row with its token's static embedding; a pooled row is
     // the mean of several tokens and has no one token id, so the two do not combine.
     if ((codec.poolFactor ?? 1) > 1 && codec.sideInfo) {
@@ -192,18 +189,18 @@ export class CollectionsService {
       }
       const se = manifest.staticEmbeddings;
       if (!se) {
-        throw new ValidationError(`codec.sideInfo needs a model with static input embeddings; model '${model}' declares no staticEmbeddings in its manifest.json`, [
+        throw modelBound(`codec.sideInfo needs a model with static input embeddings; model '${model}' declares no staticEmbeddings in its manifest.json`, [
           { field: 'codec.sideInfo', message: `model '${model}' has no static embedding table (manifest staticEmbeddings)` },
         ]);
       }
       if (!existsSync(path.resolve(this.rt.config.MODELS_DIR, model, se.file))) {
-        throw new ValidationError(`codec.sideInfo needs model '${model}''s static embedding table, but ${path.join(model, se.file)} is missing under MODELS_DIR`, [
+        throw modelBound(`codec.sideInfo needs model '${model}''s static embedding table, but ${path.join(model, se.file)} is missing under MODELS_DIR`, [
           { field: 'codec.sideInfo', message: `static embedding table ${se.file} of model '${model}' is missing` },
         ]);
       }
     }
     if (codec.dims !== undefined && codec.dims > manifest.dims) {
-      throw new ValidationError(`codec.dims ${codec.dims} is over the model's ${manifest.dims} dims`, [{ field: 'codec.dims', message: `at most ${manifest.dims}` }]);
+      throw modelBound(`codec.dims ${codec.dims} is over the model's ${manifest.dims} dims`, [{ field: 'codec.dims', message: `at most ${manifest.dims}` }]);
     }
   }
 
@@ -419,21 +416,21 @@ function parseLimit(raw: unknown): number {
   return n;
 }
 
-/** Cursors are opaque to callers: base64url of `{"after": lastId}`. */
+/**
+ * Cursors are opaque to callers: `c1.` and the base64url of the last id of the page. Any string of
+ * that form is a cursor (the listing starts after the id it decodes to, as UTF-8 text), so the
+ * OpenAPI document states the whole rule as a pattern; anything else is a 400 naming `cursor`.
+ */
+export const CURSOR_PATTERN = /^c1\.[A-Za-z0-9_-]{1,4000}$/;
 function encodeCursor(after: string): string {
-  return Buffer.from(JSON.stringify({ after }), 'utf8').toString('base64url');
+  return `c1.${Buffer.from(after, 'utf8').toString('base64url')}`;
 }
 
 function decodeCursor(raw: unknown): string {
-  const bad = () => new ValidationError('cursor is not a cursor this API returned (pass nextCursor from the previous page unchanged)', [{ field: 'cursor', message: 'invalid cursor' }]);
-  if (typeof raw !== 'string' || raw.length > 4096 || !/^[A-Za-z0-9_-]+$/.test(raw)) throw bad();
-  try {
-    const v = JSON.parse(Buffer.from(raw, 'base64url').toString('utf8')) as { after?: unknown };
-    if (v && typeof v === 'object' && typeof v.after === 'string') return v.after;
-  } catch {
-    // fall through
+  if (typeof raw !== 'string' || !CURSOR_PATTERN.test(raw)) {
+    throw new ValidationError('cursor is not a cursor this API returned (pass nextCursor from the previous page unchanged)', [{ field: 'cursor', message: `invalid cursor (${CURSOR_PATTERN.source})` }]);
   }
-  throw bad();
+  return Buffer.from(raw.slice(3), 'base64url').toString('utf8');
 }
 
 /** The `wait` field of a `{ "documents": [...], "wait": n }` JSON body (other body forms carry none). */

@@ -1,5 +1,5 @@
 import { parse as parseLenient, printParseErrorCode, type ParseError } from 'jsonc-parser';
-import { MAX_DOC_ID_LENGTH, PASSAGE_SEPARATOR, ValidationError, type FieldIssue, type IngestDocument } from '@lateral/shared';
+import { MAX_DOC_ID_LENGTH, PASSAGE_SEPARATOR, ConflictError, ValidationError, type FieldIssue, type IngestDocument } from '@lateral/shared';
 
 
 /** Parses a request body that is either a JSON array (or `{ documents: [...] }`) or NDJSON. */
@@ -66,6 +66,8 @@ export function describeJsonError(body: string, err: unknown): string {
  * Validates a batch: every problem is collected and reported together, naming the documents.
  * Nothing of a batch is accepted unless all of it is valid, so nothing is silently dropped.
  */
+const reserved = `'${PASSAGE_SEPARATOR}' is reserved for passage ids (id#n) in a collection with passages`;
+
 export function validateDocuments(raw: unknown[], limits: { maxDocumentBytes: number; maxBatchDocuments: number; passages?: boolean }): IngestDocument[] {
   if (raw.length === 0) throw new ValidationError('no documents in the request', [{ field: 'documents', message: 'at least 1 document is required' }]);
   if (raw.length > limits.maxBatchDocuments) {
@@ -89,7 +91,7 @@ export function validateDocuments(raw: unknown[], limits: { maxDocumentBytes: nu
     else if (Buffer.byteLength(id) > MAX_DOC_ID_LENGTH) issues.push({ field: `${label}.id`, message: `id is longer than ${MAX_DOC_ID_LENGTH} bytes` });
     // the same rule as a document id in a URL path (documentId in @lateral/shared)
     else if (/[\u0000-\u001f\u007f]/.test(id)) issues.push({ field: `${where}.id`, message: 'id must not contain control characters' });
-    else if (limits.passages && id.includes(PASSAGE_SEPARATOR)) issues.push({ field: `${label}.id`, message: `'${PASSAGE_SEPARATOR}' is reserved for passage ids (id#n) in a collection with passages` });
+    else if (limits.passages && id.includes(PASSAGE_SEPARATOR)) issues.push({ field: `${label}.id`, message: reserved });
     else if (seen.has(id)) issues.push({ field: `${label}.id`, message: `duplicate id in this batch (also documents[${seen.get(id)}])` });
     else seen.set(id, i);
     if (typeof text !== 'string') issues.push({ field: `${label}.text`, message: 'text must be a string' });
@@ -103,6 +105,11 @@ export function validateDocuments(raw: unknown[], limits: { maxDocumentBytes: nu
     }
     if (typeof id === 'string' && typeof text === 'string') docs.push({ id, text, ...(metadata ? { metadata: metadata as Record<string, unknown> } : {}) });
   });
+  // Ids that are well formed but hold '#' in a collection with passages: a conflict with the
+  // collection's setting (409), not malformed input, when nothing else is wrong.
+  if (issues.length > 0 && issues.every((x) => x.message === reserved)) {
+    throw new ConflictError(`${issues.length} document id(s) hold '${PASSAGE_SEPARATOR}', which this collection (passages) reserves for passage ids (id#n), nothing was accepted: ${issues.slice(0, 20).map((x) => x.field).join('; ')}`);
+  }
   if (issues.length > 0) {
     const shown = issues.slice(0, 20).map((x) => `${x.field}: ${x.message}`).join('; ');
     throw new ValidationError(`${issues.length} problem(s) in the documents, nothing was accepted: ${shown}${issues.length > 20 ? '; ...' : ''}`, issues);

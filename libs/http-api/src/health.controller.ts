@@ -4,6 +4,7 @@ import { performance } from 'node:perf_hooks';
 import { Controller, Get, Inject, Res } from '@nestjs/common';
 import type { Response } from 'express';
 import { classifyDependencyError, eventLoopMonitor, isBusy, type Runtime } from '@lateral/infra';
+import type { Produces, ServiceCheckSchema } from '@lateral/shared';
 import { RUNTIME } from './tokens';
 import { OVERLOAD_RETRY_AFTER_SECONDS, SERVICE_RETRY_AFTER_SECONDS, serviceDownMessage, serviceOverloadedMessage } from './http-errors.filter';
 
@@ -15,6 +16,9 @@ export interface ServiceCheck {
   overloaded?: boolean;
   error?: string;
 }
+
+/** A check fits the documented schema (a compile-time check). */
+export type ServiceCheckBody = Produces<typeof ServiceCheckSchema, ServiceCheck>;
 
 class CheckTimeout extends Error {}
 

@@ -1,2 +1,3 @@
 export { createApiApp, closeApi } from './app';
 export { openApiDocument } from './openapi';
+export { liveLimits, liveOpenApiDocument } from './openapi-live';

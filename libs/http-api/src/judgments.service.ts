@@ -6,6 +6,7 @@ import {
   assertModelId,
   MIN_TRAIN_QUERIES,
   ModelManifestSchema,
+  ConflictError,
   NotFoundError,
   QueueName,
   TrainRequestSchema,
@@ -155,16 +156,16 @@ export class JudgmentsService {
     }
     const judgmentsId = req.judgments ?? (await this.latest(collection));
     if (!judgmentsId) {
-      throw new ValidationError(`collection '${collection}' has no judgments: POST /v1/collections/${collection}/judgments first`, [{ field: 'judgments', message: 'no judgment set' }]);
+      throw new ConflictError(`collection '${collection}' has no judgments: POST /v1/collections/${collection}/judgments first`);
     }
     const set = await this.rt.store.getJson<JudgmentSet>(trainingKeys.judgments(this.tenant, collection, judgmentsId));
-    if (!set) throw new ValidationError(`judgment set '${judgmentsId}' of collection '${collection}' not found`, [{ field: 'judgments', message: 'unknown judgment set' }]);
+    if (!set) throw new NotFoundError(`judgment set '${judgmentsId}' of collection '${collection}' not found`);
     const unknown = new Set(set.unknownDocuments);
     const trainable = set.queries.filter((q) => q.judgments.some((j) => j.grade > 0 && !unknown.has(j.doc))).length;
     if (trainable < MIN_TRAIN_QUERIES) {
-      throw new ValidationError(
+      // The request is well formed; the stored judgments are not enough yet: a conflict with the collection's state.
+      throw new ConflictError(
         `training needs at least ${MIN_TRAIN_QUERIES} judged queries with a positive judgment of a document in the collection (some to train, 2 held out); judgment set '${judgmentsId}' has ${trainable}`,
-        [{ field: 'judgments', message: `at least ${MIN_TRAIN_QUERIES} judged queries with a positive, got ${trainable}` }],
       );
     }
     return this.enqueue(collection, req, judgmentsId, trainable);

@@ -1,7 +1,7 @@
 import { readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { Controller, Get, Inject } from '@nestjs/common';
-import { ID_PATTERN, ModelManifestSchema } from '@lateral/shared';
+import { ID_PATTERN, ModelManifestSchema, type ModelListSchema, type Produces } from '@lateral/shared';
 import type { Runtime } from '@lateral/infra';
 import { RUNTIME } from './tokens';
 
@@ -18,6 +18,9 @@ export interface ModelInfo {
   cohere: boolean;
   description: string;
 }
+
+/** The answer fits the documented schema (a compile-time check). */
+export type ModelListBody = Produces<typeof ModelListSchema, { models: ModelInfo[]; default: string; cohere: string }>;
 
 /**
  * The models this service can encode with: every directory under MODELS_DIR whose manifest.json

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { dropLive } from './openapi-live-values';
 import { ApiKeyInfoSchema, ApiKeyListSchema, ApiKeyWithSecretSchema, CreateApiKeySchema } from '@lateral/shared';
 import { routeAccess } from './api-keys.guard';
 
@@ -20,7 +21,7 @@ const strip = (j: Record<string, unknown>) => {
   delete j.$schema;
   return j;
 };
-const out = (s: z.ZodType) => strip(z.toJSONSchema(s, { io: 'output', unrepresentable: 'any' }) as Record<string, unknown>);
+const out = (s: z.ZodType) => strip(z.toJSONSchema(s, { io: 'output', unrepresentable: 'any', override: (ctx) => dropLive(ctx.jsonSchema as Record<string, unknown>) }) as Record<string, unknown>);
 /** Key management answers 403 with AUTH=none (keys are minted with `npm run keys` there), besides a key below admin. */
 const KEYS_MODE = { '403': err("AUTH=none: key management over HTTP needs AUTH=keys (use `npm run keys`); AUTH=keys: the key's role is below admin") };
 const KEY_WITH_SECRET = out(ApiKeyWithSecretSchema);

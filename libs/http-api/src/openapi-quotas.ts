@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { dropLive } from './openapi-live-values';
 import { TenantQuotaStatusSchema, TenantQuotaUpdateSchema } from '@lateral/shared';
 
 /** OpenAPI entries of per-tenant quotas (quotas.ts, docs/auth.md "Quotas"): the quota endpoints, and the 403 / 429 answers of the operations they refuse. */
@@ -8,7 +9,7 @@ const strip = (j: Record<string, unknown>) => {
 };
 const error = { $ref: '#/components/schemas/Error' };
 const json = (description: string, schema: Record<string, unknown>) => ({ description, content: { 'application/json': { schema } } });
-const STATUS = strip(z.toJSONSchema(TenantQuotaStatusSchema, { io: 'output', unrepresentable: 'any' }) as Record<string, unknown>);
+const STATUS = strip(z.toJSONSchema(TenantQuotaStatusSchema, { io: 'output', unrepresentable: 'any', override: (ctx) => dropLive(ctx.jsonSchema as Record<string, unknown>) }) as Record<string, unknown>);
 const UPDATE = strip(z.toJSONSchema(TenantQuotaUpdateSchema, { io: 'input', unrepresentable: 'any' }) as Record<string, unknown>);
 const security = [{ adminToken: [] }, { adminSession: [] }];
 const tenant = { name: 'tenant', in: 'path', required: true, schema: { type: 'string' }, description: 'tenant id (400 naming path.tenant when it is not one)' };

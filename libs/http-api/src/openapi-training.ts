@@ -1,6 +1,8 @@
 /** OpenAPI paths of judgments and training (judgments.controller.ts), from the zod schemas that validate them. */
 import { z } from 'zod';
-import { ID_PATTERN, JudgedQuerySchema, JudgmentsJsonSchema, MIN_TRAIN_QUERIES, TrainRequestSchema } from '@lateral/shared';
+import { dropLive, liveValues } from './openapi-live-values';
+import { ID_PATTERN, JudgedQuerySchema, JudgmentsJsonSchema, MIN_TRAIN_QUERIES } from '@lateral/shared';
+import { TrainRequestForm } from './request-forms';
 import { JudgmentSetSchema, JudgmentsSummarySchema, TrainAcceptedSchema, TrainCancelSchema, TrainStatusSchema, type Produces } from '@lateral/shared';
 import type { JudgmentsSummary, TrainStatus } from './judgments.service';
 
@@ -11,8 +13,9 @@ const strip = (j: Record<string, unknown>) => {
   delete j.$schema;
   return j;
 };
-const schema = (s: z.ZodType) => strip(z.toJSONSchema(s, { io: 'input', unrepresentable: 'any' }) as Record<string, unknown>);
-const out = (s: z.ZodType) => strip(z.toJSONSchema(s, { io: 'output', unrepresentable: 'any' }) as Record<string, unknown>);
+/** Live values (built models, artifacts) filled in by openapi.ts's override when the document is built. */
+const schema = (s: z.ZodType) => strip(z.toJSONSchema(s, { io: 'input', unrepresentable: 'any', override: (ctx) => liveValues(ctx.jsonSchema as Record<string, unknown>) }) as Record<string, unknown>);
+const out = (s: z.ZodType) => strip(z.toJSONSchema(s, { io: 'output', unrepresentable: 'any', override: (ctx) => dropLive(ctx.jsonSchema as Record<string, unknown>) }) as Record<string, unknown>);
 const error = { $ref: '#/components/schemas/Error' };
 const errors = (...codes: number[]) =>
   Object.fromEntries(codes.map((c) => [String(c), { description: { 400: 'bad input (the message and details name the field and the limit)', 404: 'unknown resource', 503: 'Redis or S3 unreachable, or not answering in time under load (error overloaded); Retry-After' }[c] ?? 'error', content: { 'application/json': { schema: error } } }]));
@@ -20,7 +23,7 @@ const ok = (description: string, s: Record<string, unknown>) => ({ description, 
 const idParam = { name: 'id', in: 'path', required: true, schema: { type: 'string', pattern: ID_PATTERN.source }, description: 'collection id' };
 const trainIdParam = { name: 'trainId', in: 'path', required: true, schema: { type: 'string', pattern: ID_PATTERN.source }, description: 'training run id (tr-…)' };
 
-export const TRAINING_OPENAPI_PATHS = {
+export const trainingOpenApiPaths = () => ({
   '/v1/collections/{id}/judgments': {
     post: {
       summary: 'Store relevance judgments of a collection (JSON, NDJSON, or TREC qrels + topics) in S3',
@@ -49,8 +52,8 @@ export const TRAINING_OPENAPI_PATHS = {
       summary: 'Train a learned head (LITE default or small, or K-NRM) on the collection\'s judgments, or an AESI codec on its token vectors: 202 with the run id',
       description: `Runs on the train queue (scorer workers, one at a time). Needs at least ${MIN_TRAIN_QUERIES} judged queries with a positive judgment of a document in the collection (400 naming the minimum otherwise). The result is a versioned scorer artifact \`{collection}.{head}[-small][-residual].v{N}\` in S3 and SCORERS_DIR, named in re-rank requests as \`{"name": "lite" | "knrm", "artifact": "…"}\`. With \`residual: true\` (LITE only; 400 naming \`residual\` otherwise) LITE is trained as a correction on MaxSim: score = w x MaxSim + LITE, starting from MaxSim's own ranking, which early stopping keeps unless a trained epoch ranks the held-out queries better. With \`head: "aesi"\` (no judgments needed; the model must declare static embeddings) it fits SDR's autoencoder with side information (\`codeDims\`, \`width\`, \`bits\`, \`sampleTokens\`, \`batchTokens\`) on a seeded sample of the collection's raw token vectors; the result is a trained codec \`{collection}.aesi-c{codeDims}-h{width}.v{N}\` in S3 (\`codecs/trained/\`, with its training curve and held-out error beside it), used by \`POST /v1/collections/{id}/recompress\` with \`{"codec": {"kind": "eden", "sideInfo": true, "dims": codeDims, "trained": name}}\`.`,
       parameters: [idParam],
-      requestBody: { required: true, content: { 'application/json': { schema: schema(TrainRequestSchema), example: { head: 'lite', size: 'small', maxEpochs: 20, seed: 1 } } } },
-      responses: { '202': ok('queued', out(TrainAcceptedSchema)), ...errors(400, 404, 503) },
+      requestBody: { required: true, content: { 'application/json': { schema: schema(TrainRequestForm), example: { head: 'lite', size: 'small', maxEpochs: 20, seed: 1 } } } },
+      responses: { '202': ok('queued', out(TrainAcceptedSchema)), ...errors(400, 404, 503), '409': ok('the collection has no judgments yet, or too few trainable queries (the message names the minimum)', error) },
     },
   },
   '/v1/train/{trainId}': {
@@ -65,4 +68,4 @@ export const TRAINING_OPENAPI_PATHS = {
       responses: { '202': ok('cancelled or cancelling (or already finished: nothing to cancel)', out(TrainCancelSchema)), ...errors(400, 404, 503) },
     },
   },
-};
+});

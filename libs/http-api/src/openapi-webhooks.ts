@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { dropLive } from './openapi-live-values';
 import { WEBHOOK_SIGNATURE_HEADER, WebhookEventSchema } from '@lateral/shared';
 
 type Json = Record<string, unknown>;
@@ -10,7 +11,7 @@ const SIGNATURE =
   '(WEBHOOK_BACKOFF_MS, doubling) up to WEBHOOK_ATTEMPTS, then the delivery (a job of the `webhook` queue) is failed with the host and status in its message; other answers fail it at once. ' +
   'Only hosts in WEBHOOK_ALLOWED_HOSTS are called; loopback, link-local and metadata addresses only when an entry names them exactly (docs/webhooks.md).';
 
-const event = z.toJSONSchema(WebhookEventSchema, { io: 'output', unrepresentable: 'any' }) as Json;
+const event = z.toJSONSchema(WebhookEventSchema, { io: 'output', unrepresentable: 'any', override: (ctx) => dropLive(ctx.jsonSchema as Record<string, unknown>) }) as Json;
 delete event.$schema;
 
 /** components.schemas: the body a `callback` URL receives. */

@@ -1,7 +1,9 @@
 import { z } from 'zod';
-import { CodecSettingsSchema, CreateCollectionSchema, RerankRequestSchema, SCORER_NAMES, SEARCH_MODES, SearchRequestSchema } from '@lateral/shared';
+import { CodecSettingsSchema, SCORER_NAMES, SEARCH_MODES } from '@lateral/shared';
+import { currentLive, defaultLive, dropLive, liveValues, setLive, type LiveLimits } from './openapi-live-values';
+export type { LiveLimits } from './openapi-live-values';
 import { DEFAULT_DOCUMENT_LIST_LIMIT, ID_PATTERN, MAX_DOCUMENT_LIST_LIMIT } from '@lateral/shared';
-import { DeleteDocumentsSchema, MAX_DELETE_IDS, ScorerSchema, SearchModeSchema } from '@lateral/shared';
+import { MAX_DELETE_IDS, ScorerSchema, SearchModeSchema } from '@lateral/shared';
 import {
   CollectionDescriptionSchema,
   CollectionListSchema,
@@ -13,6 +15,11 @@ import {
   IngestionAcceptedSchema,
   IngestionFinishedSchema,
   IngestionStatusSchema,
+  LivenessSchema,
+  MergePendingSchema,
+  MergeResultSchema,
+  ModelListSchema,
+  ReadinessSchema,
   RecompressAcceptedSchema,
   RerankHitSchema,
   RerankStatusSchema,
@@ -21,10 +28,12 @@ import {
   StoredDocumentSchema,
 } from '@lateral/shared';
 import { withApiKeySecurity } from './openapi-keys';
+import { CreateCollectionForm, DeleteDocumentsForm, RecompressForm, RerankRequestForm, SearchRequestForm } from './request-forms';
+import { CURSOR_PATTERN } from './collections.service';
 import { QUOTA_OPENAPI_PATHS, withQuotaAnswers } from './openapi-quotas';
 import { ADMIN_OPENAPI_PATHS, ADMIN_SECURITY_SCHEMES } from './openapi-admin';
-import { BATCH_OPENAPI_PATHS, BATCH_OPENAPI_SCHEMAS } from './openapi-batches';
-import { TRAINING_OPENAPI_PATHS } from './openapi-training';
+import { batchOpenApiPaths, BATCH_OPENAPI_SCHEMAS } from './openapi-batches';
+import { trainingOpenApiPaths } from './openapi-training';
 import { WEBHOOK_OPENAPI, WEBHOOK_OPENAPI_SCHEMAS } from './openapi-webhooks';
 
 type Json = Record<string, unknown>;
@@ -35,6 +44,7 @@ const SHORTHAND = new Map<z.ZodType, string[]>([
 ]);
 /** A `z.preprocess(string -> {name}, X)` field is documented as the string shorthand or X. */
 function shorthand(ctx: { zodSchema: unknown; jsonSchema: Json }): void {
+  liveValues(ctx.jsonSchema);
   const def = (ctx.zodSchema as { _zod: { def: { type: string; in?: { _zod: { def: { type: string } } }; out?: z.ZodType } } })._zod.def;
   const names = def.type === 'pipe' && def.in?._zod.def.type === 'transform' && def.out ? SHORTHAND.get(def.out) : undefined;
   if (!names) return;
@@ -42,14 +52,20 @@ function shorthand(ctx: { zodSchema: unknown; jsonSchema: Json }): void {
   for (const k of Object.keys(ctx.jsonSchema)) delete ctx.jsonSchema[k];
   Object.assign(ctx.jsonSchema, { anyOf: [{ type: 'string', enum: names, description: `shorthand for {"name": "<this>"} with the defaults` }, full] });
 }
-const strip = (j: Json) => {
+/** Named schemas (`.meta({ id })`, e.g. the filter language) met while converting: components.schemas. */
+let defs: Record<string, Json> = {};
+const strip = (raw: Json) => {
+  // zod names them under $defs of each schema; the document keeps one copy in components.schemas.
+  const j = JSON.parse(JSON.stringify(raw).replaceAll('"#/$defs/', '"#/components/schemas/')) as Json;
   delete j.$schema;
+  if (j.$defs) Object.assign(defs, j.$defs);
+  delete j.$defs;
   return j;
 };
 /** A request body: what the zod schema accepts (shorthand forms included). */
 const schema = (s: z.ZodType) => strip(z.toJSONSchema(s, { io: 'input', unrepresentable: 'any', override: shorthand }) as Json);
 /** A response body: what the code produces, from the schema in libs/shared/src/responses.ts (closed objects). */
-const out = (s: z.ZodType) => strip(z.toJSONSchema(s, { io: 'output', unrepresentable: 'any' }) as Json);
+const out = (s: z.ZodType) => strip(z.toJSONSchema(s, { io: 'output', unrepresentable: 'any', override: (ctx) => dropLive(ctx.jsonSchema as Json) }) as Json);
 
 const error = { $ref: '#/components/schemas/Error' };
 const retryAfter = { 'Retry-After': { description: 'seconds to wait before retrying', schema: { type: 'integer' } } };
@@ -68,60 +84,14 @@ const errors = (...codes: (number | [number, string])[]) =>
   );
 const errorAnswer = (description: string) => ({ description, content: { 'application/json': { schema: error } } });
 const ok = (description: string, s: Json) => ({ description, content: { 'application/json': { schema: s } } });
-const serviceCheck = {
-  type: 'object',
-  required: ['ok', 'ms'],
-  additionalProperties: false,
-  properties: {
-    ok: { type: 'boolean', description: 'answered within HEALTH_CHECK_TIMEOUT_MS' },
-    ms: { type: 'number' },
-    overloaded: { type: 'boolean', description: 'true when it did not answer in time because of load (a connected Redis or an S3 endpoint accepting connections that was slow, or this process busy): not an outage' },
-    error: { type: 'string', description: 'which service, whether it is down or overloaded, and what to do' },
-  },
-};
-/** GET /v1/health and /v1/health/ready, 200 and 503 alike (libs/http-api/src/health.controller.ts). */
-const HEALTH = {
-  type: 'object',
-  required: ['status', 'redis', 's3', 'models', 'eventLoopLagMs', 'queues'],
-  additionalProperties: false,
-  properties: {
-    status: { type: 'string', enum: ['ok', 'overloaded', 'degraded'], description: "ok: ready; overloaded: ready but a check did not answer in time because of load (200); degraded: Redis or S3 down, or the default model missing (503)" },
-    eventLoopLagMs: { type: 'number', description: "the largest delay of this process's event loop over the last 10 s" },
-    redis: serviceCheck,
-    s3: serviceCheck,
-    models: {
-      type: 'object',
-      required: ['ok', 'default', 'missing'],
-      additionalProperties: false,
-      properties: {
-        ok: { type: 'boolean' },
-        default: { type: 'string', description: 'DEFAULT_MODEL' },
-        missing: { type: 'array', items: { type: 'string' }, description: 'models whose manifest.json is not under MODELS_DIR' },
-        hint: { type: 'string', description: 'what to do, when something is missing' },
-      },
-    },
-    queues: { type: ['object', 'null'], additionalProperties: { type: 'object', additionalProperties: { type: 'number' } }, description: 'job counts per queue and state; null when Redis is down' },
-  },
-};
-/** GET /v1/health/live. */
-const LIVE = {
-  type: 'object',
-  required: ['status', 'uptimeSeconds', 'eventLoopLagMs'],
-  additionalProperties: false,
-  properties: {
-    status: { type: 'string', enum: ['ok'] },
-    uptimeSeconds: { type: 'number' },
-    eventLoopLagMs: { type: 'number', description: "the largest delay of this process's event loop over the last 10 s (for information: liveness does not fail on it)" },
-  },
-};
 const READY_DESCRIPTION =
   "200 with status 'ok' when Redis and S3 answer within HEALTH_CHECK_TIMEOUT_MS and DEFAULT_MODEL's manifest.json is under MODELS_DIR. " +
   "200 with status 'overloaded' (+ Retry-After) when a check did not answer in time because of load: a connected Redis or an S3 endpoint that accepts connections that did not answer within HEALTH_CHECK_TIMEOUT_MS, or any check while this process's event loop was held up past EVENT_LOOP_OVERLOAD_MS; that check has `ok` false and `overloaded` true. A busy process is not taken out of the load balancer for being busy. " +
   "Otherwise 503 with status 'degraded' and the same body: a backing service down (refused, not connected, no answer while neither connected nor busy) sets its `ok` to false and adds `Retry-After`; a default model that is not built sets `models.ok` to false and lists it in `models.missing` with a `hint` (`npm run build-model`), without Retry-After: it needs an operator, not a retry. " +
   'Public (no API key). A Kubernetes readiness probe (infra/k8s/api.yaml).';
 const READY_RESPONSES = {
-  '200': ok("ready: status 'ok', or 'overloaded' (then with a Retry-After header)", HEALTH),
-  '503': ok('not ready: Redis or S3 down (Retry-After set), or the default model missing (models.ok false)', HEALTH),
+  '200': ok("ready: status 'ok', or 'overloaded' (then with a Retry-After header)", out(ReadinessSchema)),
+  '503': ok('not ready: Redis or S3 down (Retry-After set), or the default model missing (models.ok false)', out(ReadinessSchema)),
 };
 const idParam = { name: 'id', in: 'path', required: true, schema: { type: 'string', pattern: ID_PATTERN.source }, description: 'collection id (400 naming path.id when it does not match)' };
 const waitParam = { name: 'wait', in: 'query', required: false, schema: { type: 'number', minimum: 0 }, description: 'block up to this many seconds (<= RERANK_MAX_WAIT_SECONDS) for the result' };
@@ -130,18 +100,24 @@ const waitParam = { name: 'wait', in: 'query', required: false, schema: { type: 
  * The OpenAPI document, generated from the same zod schemas that validate requests, so the
  * documented shapes cannot drift from the code.
  */
-export function openApiDocument(version: string, live: LiveLimits = {}) {
-  return withServerRules(withQuotaAnswers(withApiKeySecurity(baseDocument(version))), live);
+export function openApiDocument(version: string, limits: LiveLimits = {}) {
+  setLive({ ...defaultLive(), ...limits });
+  defs = {};
+  try {
+    const doc = withServerRules(withQuotaAnswers(withApiKeySecurity(baseDocument(version))), limits);
+    Object.assign(doc.components.schemas, defs);
+    return doc;
+  } finally {
+    setLive(defaultLive());
+    defs = {};
+  }
 }
 
-/** What the running service's configuration adds to its document (the live /openapi.json). */
-export interface LiveLimits {
-  /** RERANK_MAX_WAIT_SECONDS: the largest `wait` (default 60). */
-  maxWaitSeconds?: number;
-}
 
 /** The document-id rule of the API (documentId in @lateral/shared): no control character; at most 512 UTF-8 bytes, so 128 characters of any script. */
 const DOC_ID_PATH = { type: 'string', minLength: 1, maxLength: 128, pattern: '^[^\\u0000-\\u001f\\u007f]+$' };
+/** A character JavaScript's String.prototype.trim keeps: a text with one is not empty once trimmed. */
+const NOT_ONLY_WHITESPACE = '[^\\t\\n\\u000b\\f\\r \\u00a0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000\\ufeff]';
 /** Swagger's groups, one per resource, in this order. */
 const TAGS: [string, string][] = [
   ['collections', 'create, describe, list and delete collections; re-compression and merges'],
@@ -177,8 +153,8 @@ const FREE_PATH_PARAMS = new Set(['docId', 'jobId', 'queue']);
  * resource id (ID_PATTERN, the pipes in path-params.ts); a document id in a path follows the
  * document-id rule; `wait` is at most RERANK_MAX_WAIT_SECONDS.
  */
-function withServerRules<D extends { paths: Record<string, Record<string, unknown>> }>(doc: D, live: LiveLimits): D {
-  const maxWait = live.maxWaitSeconds ?? 60;
+function withServerRules<D extends { paths: Record<string, Record<string, unknown>> }>(doc: D, limits: LiveLimits): D {
+  const maxWait = limits.maxWaitSeconds ?? 60;
   (doc as { tags?: unknown }).tags = TAGS.map(([name, description]) => ({ name, description }));
   for (const [path, ops] of Object.entries(doc.paths)) {
     const tag = tagOf(path);
@@ -194,7 +170,8 @@ function withServerRules<D extends { paths: Record<string, Record<string, unknow
       (op as { parameters: unknown[] }).parameters = params.map((p) => {
         if (p.in === 'path' && p.name === 'docId') return { ...p, schema: DOC_ID_PATH };
         if (p.in === 'path' && !FREE_PATH_PARAMS.has(p.name) && !(p.schema as { pattern?: string } | undefined)?.pattern) return { ...p, schema: { type: 'string', pattern: ID_PATTERN.source } };
-        if (p.in === 'query' && p.name === 'wait') return { ...p, schema: { type: 'number', minimum: 0, maximum: maxWait } };
+        // An empty value (`?wait=`) is taken as absent: the default (json-body.ts parseWaitSeconds).
+        if (p.in === 'query' && p.name === 'wait') return { ...p, schema: { anyOf: [{ type: 'number', minimum: 0, maximum: maxWait }, { type: 'string', maxLength: 0 }] } };
         return p;
       });
     }
@@ -215,32 +192,7 @@ function baseDocument(version: string) {
         get: {
           summary: 'The models this service encodes with (every model directory under MODELS_DIR with a valid manifest.json), which one is DEFAULT_MODEL and which one the Cohere-compatible route uses for Cohere model names (COHERE_MODEL)',
           responses: {
-            '200': ok('models', {
-              type: 'object',
-              required: ['models', 'default', 'cohere'],
-              properties: {
-                default: { type: 'string' },
-                cohere: { type: 'string' },
-                models: {
-                  type: 'array',
-                  items: {
-                    type: 'object',
-                    required: ['id', 'dims', 'maxQueryTokens', 'maxDocTokens', 'pooling', 'default', 'cohere', 'description'],
-                    additionalProperties: false,
-                    properties: {
-                      id: { type: 'string' },
-                      dims: { type: 'integer' },
-                      maxQueryTokens: { type: 'integer' },
-                      maxDocTokens: { type: 'integer' },
-                      pooling: { type: 'string', enum: ['mean', 'cls'] },
-                      default: { type: 'boolean' },
-                      cohere: { type: 'boolean' },
-                      description: { type: 'string' },
-                    },
-                  },
-                },
-              },
-            }),
+            '200': ok('models', out(ModelListSchema)),
           },
         },
       },
@@ -260,7 +212,7 @@ function baseDocument(version: string) {
           description:
             'Always 200 while the process can answer HTTP: it checks no dependency (Redis or S3 down or slow does not fail it) and does not fail because the process is busy (the lag is reported, not judged). ' +
             'Public (no API key). A Kubernetes liveness probe (infra/k8s/api.yaml): give it a timeout and failure threshold longer than the longest task that may hold the event loop.',
-          responses: { '200': ok('alive', LIVE) },
+          responses: { '200': ok('alive', out(LivenessSchema)) },
         },
       },
       '/v1/collections': {
@@ -268,7 +220,7 @@ function baseDocument(version: string) {
         post: {
           summary: 'Create a collection',
           description: "400 names the failing field, e.g. `codec.sideInfo` when side information is asked for with a kind other than 'eden' or a model that declares no static input embeddings (manifest `staticEmbeddings`), `codec.poolFactor` outside 1..16, or `codec.poolFactor` above 1 together with `codec.sideInfo` (both fields named).",
-          requestBody: { required: true, content: { 'application/json': { schema: schema(CreateCollectionSchema) } } },
+          requestBody: { required: true, content: { 'application/json': { schema: schema(CreateCollectionForm) } } },
           responses: { '201': ok('created: the stored collection', out(CollectionSchema)), ...errors(400, 503), '409': errorAnswer('a collection with this id already exists') },
         },
       },
@@ -287,8 +239,8 @@ function baseDocument(version: string) {
           description: `An id ingested again counts once; passages are listed by their ids (\`docId#n\`). \`limit\`: 1..${MAX_DOCUMENT_LIST_LIMIT} (default ${DEFAULT_DOCUMENT_LIST_LIMIT}); \`cursor\`: the \`nextCursor\` of the previous page, unchanged (absent on the last page). 400 names \`limit\` or \`cursor\`.`,
           parameters: [
             idParam,
-            { name: 'limit', in: 'query', required: false, schema: { type: 'integer', minimum: 1, maximum: MAX_DOCUMENT_LIST_LIMIT, default: DEFAULT_DOCUMENT_LIST_LIMIT } },
-            { name: 'cursor', in: 'query', required: false, schema: { type: 'string' }, description: 'opaque: nextCursor of the previous page' },
+            { name: 'limit', in: 'query', required: false, schema: { anyOf: [{ type: 'integer', minimum: 1, maximum: MAX_DOCUMENT_LIST_LIMIT, default: DEFAULT_DOCUMENT_LIST_LIMIT }, { type: 'string', maxLength: 0, description: 'empty: the default' }] } },
+            { name: 'cursor', in: 'query', required: false, schema: { type: 'string', pattern: CURSOR_PATTERN.source, maxLength: 4096 }, description: 'opaque: nextCursor of the previous page' },
           ],
           responses: { '200': ok('one page of ids', { $ref: '#/components/schemas/DocumentIdPage' }), ...errors(400, [404, 'no collection with this id'], 503) },
         },
@@ -303,8 +255,8 @@ function baseDocument(version: string) {
               'application/json': {
                 schema: {
                   oneOf: [
-                    { type: 'array', items: { $ref: '#/components/schemas/Document' } },
-                    { type: 'object', required: ['documents'], properties: { documents: { type: 'array', items: { $ref: '#/components/schemas/Document' } }, wait: { type: 'number', minimum: 0 } } },
+                    { type: 'array', minItems: 1, items: { $ref: '#/components/schemas/Document' } },
+                    { type: 'object', required: ['documents'], additionalProperties: false, properties: { documents: { type: 'array', minItems: 1, items: { $ref: '#/components/schemas/Document' } }, wait: { type: 'number', minimum: 0, maximum: currentLive().maxWaitSeconds } } },
                   ],
                 },
               },
@@ -315,6 +267,7 @@ function baseDocument(version: string) {
             '200': ok('finished within wait: the accepted ingestion and its final status', out(IngestionFinishedSchema)),
             '202': { ...ok('accepted (or not done within wait); poll the ingestion status', { $ref: '#/components/schemas/Ingestion' }), headers: location('the ingestion status') },
             ...errors(400, [404, 'no collection with this id'], 413, 415, 503),
+            '409': errorAnswer("an id holds '#', which a collection with passages reserves for passage ids (the message names them)"),
           },
         },
       },
@@ -340,7 +293,7 @@ function baseDocument(version: string) {
           description:
             'Exactly one of `ids` or `filter` (the search filter language). Ids that are not live documents are listed in `notFound` (not an error). Nothing live to delete: 200 with `committed: false`. `wait` as for the single delete.',
           parameters: [idParam, waitParam],
-          requestBody: { required: true, content: { 'application/json': { schema: schema(DeleteDocumentsSchema) } } },
+          requestBody: { required: true, content: { 'application/json': { schema: schema(DeleteDocumentsForm) } } },
           responses: { '200': ok('deleted', { $ref: '#/components/schemas/DeleteResult' }), '202': ok('still in the commit queue', { $ref: '#/components/schemas/DeletePending' }), ...errors(400, 404, 503) },
         },
       },
@@ -358,31 +311,8 @@ function baseDocument(version: string) {
             'A merge job on the merge queue (one per collection at a time, beside commits and deletes; also enqueued after each committed generation with MERGE_AFTER_COMMIT). The tiered policy (MERGE_FACTOR, MERGE_DELETED_FRACTION, MERGE_FLOOR_DOCUMENTS, MERGE_MAX_DOCUMENTS, MERGE_MAX_BYTES) picks the segments on the current generation; their live documents\' coded rows, raw vectors and index postings are copied (never re-coded: scores do not change) into one segment with its search index, and only the reference swap is committed, as one generation (deletes and ingests committed meanwhile are carried over). `status`: `merged`, `nothing-to-merge`, `inputs-gone` (the inputs changed before the commit: nothing committed) or `recompressing`. Asking again on the same generation answers the same job. `wait` (default 30 s): longer than that, 202.',
           parameters: [idParam, waitParam],
           responses: {
-            '200': ok('the merge finished', {
-              type: 'object',
-              required: ['collection', 'generation', 'committed', 'status', 'inputs', 'output', 'dropped'],
-              properties: {
-                collection: { type: 'string' },
-                generation: { type: 'integer', description: 'the current generation after the merge' },
-                committed: { type: 'boolean', description: 'a generation was written' },
-                status: {
-                  type: 'string',
-                  enum: ['merged', 'nothing-to-merge', 'inputs-gone', 'recompressing', 'busy'],
-                  description: "busy: another merge of this collection held its lease for the whole wait (twice JOB_LOCK_SECONDS); nothing was done, and a merge job is queued again to run after a job lock's time",
-                },
-                inputs: { type: 'array', items: { type: 'string' }, description: 'S3 keys of the segments merged' },
-                output: { type: ['string', 'null'], description: 'S3 key of the merged segment (null: none written or committed)' },
-                dropped: { type: 'integer', description: 'deleted and superseded documents left out' },
-                reason: { type: 'string', enum: ['tier', 'deletes'] },
-                index: { type: 'string', enum: ['copied', 'rebuilt'], description: "the merged segment's search index: copied from the inputs' indexes, or rebuilt (an input had none usable)" },
-                recoded: { type: 'integer', description: 'inputs coded again from their raw fp16 batch because their segment was missing or corrupt in S3 (absent: none)' },
-              },
-            }),
-            '202': ok('still in the merge queue; ask again (same generation: same job)', {
-              type: 'object',
-              required: ['collection', 'generation', 'status'],
-              properties: { collection: { type: 'string' }, generation: { type: 'integer' }, status: { type: 'string', enum: ['queued', 'running'] } },
-            }),
+            '200': ok('the merge finished', out(MergeResultSchema)),
+            '202': ok('still in the merge queue; ask again (same generation: same job)', out(MergePendingSchema)),
             ...errors(400, 404, 503),
           },
         },
@@ -390,9 +320,10 @@ function baseDocument(version: string) {
       '/v1/collections/{id}/recompress': {
         post: {
           summary: 'Re-compress a collection at new codec settings from its stored raw vectors (no re-encoding); the new generation is committed when every segment is written',
-          description: "Same codec checks as creation (`codec.sideInfo` needs kind 'eden' and a model with static input embeddings).",
+          description:
+            "Same codec forms as creation, plus `codec.trained` (a trained AESI codec of this collection: kind 'eden', sideInfo true). 404 when the collection, or the trained codec named, is not there; 409 when the settings do not fit the collection's model (`codec.dims` over its dims, side information without its static embedding table) or the trained codec (its code dims), or when a re-compression is running or nothing is committed.",
           parameters: [idParam],
-          requestBody: { required: true, content: { 'application/json': { schema: { type: 'object', required: ['codec'], properties: { codec: { $ref: '#/components/schemas/CodecSettings' } } } } } },
+          requestBody: { required: true, content: { 'application/json': { schema: schema(RecompressForm) } } },
           responses: {
             '202': ok('re-compression queued: poll the collection (status URL); its codecVersion and codec change when every segment is re-written', out(RecompressAcceptedSchema)),
             ...errors(400, 404, 503),
@@ -419,7 +350,7 @@ function baseDocument(version: string) {
             required: true,
             content: {
               'application/json': {
-                schema: schema(SearchRequestSchema),
+                schema: schema(SearchRequestForm),
                 examples: {
                   xtr: { value: { collection: 'papers', queries: [{ id: 'q1', text: 'supersonic wing flutter' }], mode: { name: 'xtr', kPrime: 1000, nprobe: 32 }, topK: 10 } },
                   filtered: {
@@ -449,8 +380,13 @@ function baseDocument(version: string) {
         post: {
           summary: `Re-rank candidates of one or more queries (scorers: ${SCORER_NAMES.join(', ')}). Answers 202 with a job id, or 200 with the result when it finishes within \`wait\`.`,
           parameters: [waitParam],
-          requestBody: { required: true, content: { 'application/json': { schema: schema(RerankRequestSchema) } } },
-          responses: { '200': ok('finished within wait', { $ref: '#/components/schemas/RerankStatus' }), '202': { ...ok('queued', { $ref: '#/components/schemas/RerankStatus' }), headers: location('GET /v1/rerank/{id}') }, ...errors(400, [404, 'no collection with this id'], 413, 415, 503) },
+          requestBody: { required: true, content: { 'application/json': { schema: schema(RerankRequestForm) } } },
+          responses: {
+            '200': ok('finished within wait', { $ref: '#/components/schemas/RerankStatus' }),
+            '202': { ...ok('queued', { $ref: '#/components/schemas/RerankStatus' }), headers: location('GET /v1/rerank/{id}') },
+            ...errors(400, [404, 'no collection with this id, or no trained head of the artifact named'], 413, 415, 503),
+            '409': errorAnswer("`model` is not the collection's model (leave it out, or name the collection's)"),
+          },
         },
       },
       '/v1/rerank/{id}': {
@@ -461,8 +397,8 @@ function baseDocument(version: string) {
         },
       },
       ...ADMIN_OPENAPI_PATHS,
-      ...BATCH_OPENAPI_PATHS,
-      ...TRAINING_OPENAPI_PATHS,
+      ...batchOpenApiPaths(),
+      ...trainingOpenApiPaths(),
       ...QUOTA_OPENAPI_PATHS,
     },
     /** What lateral POSTs to a re-rank or search request's `callback` (docs/webhooks.md). */
@@ -473,7 +409,17 @@ function baseDocument(version: string) {
         ...BATCH_OPENAPI_SCHEMAS,
         ...WEBHOOK_OPENAPI_SCHEMAS,
         Error: out(ErrorBodySchema),
-        Document: { type: 'object', required: ['id', 'text'], additionalProperties: false, properties: { id: { type: 'string', maxLength: 512 }, text: { type: 'string', minLength: 1 }, metadata: { type: 'object' } } },
+        // documents.ts validateDocuments: ids unique within one request, text not only whitespace, at most MAX_DOCUMENT_BYTES.
+        Document: {
+          type: 'object',
+          required: ['id', 'text'],
+          additionalProperties: false,
+          properties: {
+            id: { ...DOC_ID_PATH, description: 'unique within the request; at most 512 bytes of UTF-8, no control character' },
+            text: { type: 'string', pattern: NOT_ONLY_WHITESPACE, description: 'not only whitespace; at most MAX_DOCUMENT_BYTES bytes (UTF-8)' },
+            metadata: { type: 'object' },
+          },
+        },
         Ingestion: out(IngestionAcceptedSchema),
         Stages: out(StageCountsSchema),
         IngestionStatus: out(IngestionStatusSchema),

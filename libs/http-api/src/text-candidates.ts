@@ -6,6 +6,7 @@ import { inlineRequest } from './async-jobs';
 import {
   assertModelId,
   ModelManifestSchema,
+  ConflictError,
   NotFoundError,
   QueueName,
   ValidationError,
@@ -59,7 +60,8 @@ export class TextRerankSubmitter {
     if (req.model) {
       this.modelManifest(req.model);
       if (collection && collection.model !== req.model) {
-        throw new ValidationError(`model '${req.model}' is not the model of collection '${collection.id}' (${collection.model})`, [{ field: 'model', message: `collection '${collection.id}' uses ${collection.model}` }]);
+        // Well formed, but not what the stored collection holds: a conflict with its state (409).
+        throw new ConflictError(`model '${req.model}' is not the model of collection '${collection.id}' (${collection.model}): leave model out, or name ${collection.model}`);
       }
     }
     const hasTexts = req.queries.some((q) => q.candidates.some(isTextCandidate));

@@ -140,6 +140,34 @@ export const FilterSchema: z.ZodType<Filter> = z.lazy(() =>
   }),
 );
 
+/**
+ * The filter language as exact JSON Schema, for the OpenAPI document: each condition kind its own
+ * closed object (one kind per object; `key` with match and range only), `match` exactly one of
+ * value / any / except, `range` at least one bound, all numbers or all dates. FilterSchema above
+ * validates (its messages name the path and the rule); `npm run contract` checks the two agree.
+ */
+const matchForm = z.union([z.strictObject({ value: matchValue }), z.strictObject({ any: z.array(matchValue) }), z.strictObject({ except: z.array(matchValue) })]);
+const numberBound = z.number();
+/** ISO_DATE with the calendar's bounds (29 February, valid in leap years, is left out of the form). */
+const ISO_DATE_FORM = /^\d{4}-(?:(?:0[1-9]|1[0-2])-(?:0[1-9]|1\d|2[0-8])|(?:0[13-9]|1[0-2])-(?:29|30)|(?:0[13578]|1[02])-31)(?:[T ](?:[01]\d|2[0-3]):[0-5]\d(?::[0-5]\d(?:\.\d{1,9})?)?(?:Z|[+-](?:[01]\d|2[0-3]):?[0-5]\d)?)?$/;
+const isoDateForm = z.string().regex(ISO_DATE_FORM).describe('ISO-8601 date or date-time (YYYY-MM-DD[THH:MM[:SS[.fff]]][Z|+HH:MM])');
+const rangeForm = (b: z.ZodType) => z.strictObject({ gt: b.optional(), gte: b.optional(), lt: b.optional(), lte: b.optional() }).meta({ minProperties: 1 });
+const keyForm = z.string().min(1);
+const clauseForm = (condition: z.ZodType) => ({ must: z.array(condition).optional(), should: z.array(condition).optional(), must_not: z.array(condition).optional() });
+export const FilterConditionFormSchema: z.ZodType = z.lazy(() =>
+  z.union([
+    z.strictObject({ key: keyForm, match: matchForm }),
+    z.strictObject({ key: keyForm, range: z.union([rangeForm(numberBound), rangeForm(isoDateForm)]) }),
+    z.strictObject({ is_empty: keyRef }),
+    z.strictObject({ is_null: keyRef }),
+    z.strictObject({ exists: keyRef }),
+    z.strictObject({ has_id: z.array(z.string()) }),
+    z.strictObject({ nested: z.strictObject({ key: keyForm, filter: FilterFormSchema }) }),
+    z.strictObject(clauseForm(FilterConditionFormSchema)).meta({ minProperties: 1 }),
+  ]),
+).meta({ id: 'FilterCondition' });
+export const FilterFormSchema: z.ZodType = z.lazy(() => z.strictObject(clauseForm(FilterConditionFormSchema))).meta({ id: 'Filter', description: 'Qdrant-like metadata filter: every must condition holds, at least one should condition (when given), no must_not condition; nestable' });
+
 function fieldPath(root: string, path: readonly PropertyKey[]): string {
   let out = root;
   for (const p of path) out += typeof p === 'number' ? `[${p}]` : `.${String(p)}`;

@@ -26,7 +26,7 @@ export {
 } from './dense';
 export { exhaustiveSegmentSearch, exhaustiveSegmentSearchSteps, exhaustiveSearch, exhaustiveSearchSteps, type ExhaustiveOptions } from './exhaustive';
 export {
-  FilterSchema, FilterConditionSchema, parseFilter, compileFilter, docMask, andMasks, valuesAt, parseIsoDate, FILTER_MAX_DEPTH,
+  FilterSchema, FilterConditionSchema, FilterFormSchema, FilterConditionFormSchema, parseFilter, compileFilter, docMask, andMasks, valuesAt, parseIsoDate, FILTER_MAX_DEPTH,
   type Filter, type FilterCondition, type MatchValue, type RangeBound, type DocPredicate,
 } from './filters';
 export { xtrGlobalCut, xtrShardHits, xtrShardHitsSteps, mergeShardHits } from './shards';

@@ -70,7 +70,8 @@ export type HitField = (typeof HIT_FIELDS)[number];
 export const IncludeSchema = z
   .array(z.enum(HIT_FIELDS, { error: `include values must be one of: ${HIT_FIELDS.join(', ')}` }))
   .max(HIT_FIELDS.length)
-  .refine((a) => new Set(a).size === a.length, 'include lists a field twice');
+  .refine((a) => new Set(a).size === a.length, 'include lists a field twice')
+  .meta({ uniqueItems: true });
 
 /**
  * `group: "parent"`: passages of one document count as one hit, the document's id with the best

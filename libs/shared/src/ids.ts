@@ -11,13 +11,29 @@ export const resourceId = (what: string) =>
     .regex(ID_PATTERN, `${what} must match ${ID_PATTERN.source} (letters, digits, '_', '.', '-'; at most 128 characters)`);
 
 /**
+ * Values only the running service knows, marked on the schemas that take them: the served
+ * OpenAPI document (/openapi.json) states them as enums or bounds (libs/http-api/src/openapi.ts),
+ * so a request the document calls valid is one the service accepts.
+ * - `models`: the model directories under MODELS_DIR with a manifest.json (GET /v1/models);
+ * - `knrm-artifacts`, `lite-artifacts`, `lite-flat-artifacts`: operator artifacts in SCORERS_DIR,
+ *   besides trained-head names (checked in S3: 404 when absent);
+ * - `max-shards`: COLLECTION_MAX_SHARDS;
+ * - `collection-models`: per built model, the bounds of a collection of it (maxDocTokens, codec.dims);
+ * - `callback-hosts`: WEBHOOK_ALLOWED_HOSTS (no callback at all while webhooks are off).
+ */
+export const LIVE = 'x-lateral-live';
+export type LiveValue = 'models' | 'knrm-artifacts' | 'lite-artifacts' | 'lite-flat-artifacts' | 'max-shards' | 'callback-hosts' | 'collection-models';
+
+/**
  * A model id: the name of a model directory under MODELS_DIR. The resource-id alphabet, so never
  * `.` or `..` (which would resolve to MODELS_DIR itself or the folder above it) and never a slash.
  */
 export const modelId = (what = 'model') =>
   z
     .string({ error: `${what} must be a string` })
-    .regex(ID_PATTERN, `${what} must be a model directory name under MODELS_DIR (${ID_PATTERN.source}: letters, digits, '_', '.', '-', starting with a letter or digit; never '.' or '..')`);
+    .regex(ID_PATTERN, `${what} must be a model directory name under MODELS_DIR (${ID_PATTERN.source}: letters, digits, '_', '.', '-', starting with a letter or digit; never '.' or '..')`)
+    .meta({ [LIVE]: 'models' });
+
 
 /** Throws a 400 naming `field` unless `model` is a model id (modelId): checked before a model directory is opened. */
 export function assertModelId(model: string, field = 'model'): string {
@@ -38,7 +54,7 @@ export const documentId = (what = 'document id') =>
   z
     .string({ error: `${what} must be a string` })
     .min(1, `${what} must not be empty`)
-    .refine((s) => !/[\u0000-\u001f\u007f]/.test(s), `${what} must not contain control characters`)
+    .regex(/^[^\u0000-\u001f\u007f]*$/, `${what} must not contain control characters`)
     .refine((s) => s.length <= MAX_DOC_ID_LENGTH && new TextEncoder().encode(s).length <= MAX_DOC_ID_LENGTH, `${what} is longer than ${MAX_DOC_ID_LENGTH} bytes (UTF-8)`);
 
 /** Throws unless `value` is a resource id (ID_PATTERN): S3 keys, Redis keys and job ids are built only from these. */

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { modelId, resourceId } from './ids';
+import { LIVE, modelId, resourceId } from './ids';
 import { GroupSchema, IncludeSchema, type HitDocumentFields } from './documents';
 import { CallbackUrlSchema } from './webhooks';
 import type { UnavailableSegment } from './degraded';
@@ -13,6 +13,8 @@ export const MAX_WAIT_SECONDS = 60;
 
 /** Name of a scorer artifact file under SCORERS_DIR (`<name>.onnx`, or `<name>.json` for lite-flat). */
 const artifact = z.string().regex(/^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$/, 'artifact must be a file name under SCORERS_DIR (letters, digits, _ . -)');
+/** The artifacts a scorer can name: an operator file in SCORERS_DIR, or a trained head (`{collection}.{head}.v{N}`, in S3). */
+const artifactOf = (live: 'knrm-artifacts' | 'lite-artifacts' | 'lite-flat-artifacts') => artifact.meta({ [LIVE]: live });
 
 /** Every scorer of SPEC section 1, selectable per request with its parameters. */
 export const ScorerSchema = z.discriminatedUnion('name', [
@@ -25,9 +27,9 @@ export const ScorerSchema = z.discriminatedUnion('name', [
       reduce: z.enum(['sum', 'mean']).default('sum'),
     })
     .strict(),
-  z.object({ name: z.literal('knrm'), artifact }).strict(),
-  z.object({ name: z.literal('lite'), artifact }).strict(),
-  z.object({ name: z.literal('lite-flat'), artifact }).strict(),
+  z.object({ name: z.literal('knrm'), artifact: artifactOf('knrm-artifacts') }).strict(),
+  z.object({ name: z.literal('lite'), artifact: artifactOf('lite-artifacts') }).strict(),
+  z.object({ name: z.literal('lite-flat'), artifact: artifactOf('lite-flat-artifacts') }).strict(),
   z
     .object({
       name: z.literal('signed-maxsim'),

@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { CodecSettingsSchema } from './codec-settings';
-import { PassageSettingsSchema, STAGES, type Collection } from './collection';
+import { PassageSettingsSchema, SearchLayoutSettingsSchema, STAGES, type Collection } from './collection';
 import { HitDocumentFieldsSchema, TRUNCATED_IDS_SHOWN } from './documents';
 import { ScorerSchema, type RerankResult } from './rerank';
 import { SearchModeSchema, type SearchResult } from './search';
@@ -8,6 +8,7 @@ import { DegradedSegmentSchema, UnavailableSegmentSchema } from './degraded';
 import { BatchOptionsSchema } from './batches';
 import { ApiKeyRecordSchema, type ApiKeyInfo } from './api-keys';
 import { JudgedQuerySchema, type JudgmentSet } from './training';
+import type { MergeOutcome } from './queues';
 
 /**
  * Response bodies of the HTTP API as zod schemas: the OpenAPI document is generated from them
@@ -46,6 +47,7 @@ export const CollectionSchema = z.object({
   codec,
   passages: PassageSettingsSchema.optional().describe('documents over maxDocTokens are split into passages (absent: truncated)'),
   shards: int.min(2).optional().describe('shards the segments are split into, each served through its own queue (absent: 1)'),
+  search: SearchLayoutSettingsSchema.optional().describe("the opt-in search layout (`{ layout: 'warp', bits }`); absent: the segment index's IVF alone"),
   codecVersion: int.describe('codec artifact version (bumped by re-compression)'),
   createdAt: z.string(),
   pending: z
@@ -348,3 +350,81 @@ export const TrainStatusSchema = z.object({
 
 /** DELETE /v1/train/{trainId} (202). */
 export const TrainCancelSchema = z.object({ trainId: z.string(), status: z.enum(['cancelled', 'cancelling', 'completed', 'failed']).describe('cancelled: it was queued; cancelling: it stops at its next step; completed / failed: it had finished, nothing to cancel') });
+
+// ---- the service: health, models; merges and uploads ------------------------------------------
+
+/** One dependency's check in a readiness answer (libs/http-api/src/health.controller.ts ServiceCheck). */
+export const ServiceCheckSchema = z.object({
+  ok: z.boolean().describe('answered within HEALTH_CHECK_TIMEOUT_MS'),
+  ms: z.number(),
+  overloaded: z
+    .boolean()
+    .optional()
+    .describe('true when it did not answer in time because of load (a connected Redis or an S3 endpoint accepting connections that was slow, or this process busy): not an outage'),
+  error: z.string().optional().describe('which service, whether it is down or overloaded, and what to do'),
+});
+
+/** GET /v1/health and /v1/health/ready, 200 and 503 alike. */
+export const ReadinessSchema = z.object({
+  status: z
+    .enum(['ok', 'overloaded', 'degraded'])
+    .describe('ok: ready; overloaded: ready but a check did not answer in time because of load (200); degraded: Redis or S3 down, or the default model missing (503)'),
+  eventLoopLagMs: z.number().describe("the largest delay of this process's event loop over the last 10 s"),
+  redis: ServiceCheckSchema,
+  s3: ServiceCheckSchema,
+  models: z.object({
+    ok: z.boolean(),
+    default: z.string().describe('DEFAULT_MODEL'),
+    missing: z.array(z.string()).describe('models whose manifest.json is not under MODELS_DIR'),
+    hint: z.string().optional().describe('what to do, when something is missing'),
+  }),
+  queues: z.record(z.string(), z.record(z.string(), z.number())).nullable().describe('job counts per queue and state; null when Redis is down'),
+});
+
+/** GET /v1/health/live. */
+export const LivenessSchema = z.object({
+  status: z.literal('ok'),
+  uptimeSeconds: z.number(),
+  eventLoopLagMs: z.number().describe("the largest delay of this process's event loop over the last 10 s (for information: liveness does not fail on it)"),
+});
+
+/** GET /v1/models (libs/http-api/src/models.controller.ts ModelInfo). */
+export const ModelListSchema = z.object({
+  default: z.string(),
+  cohere: z.string(),
+  models: z.array(
+    z.object({
+      id: z.string(),
+      dims: int,
+      maxQueryTokens: int,
+      maxDocTokens: int,
+      pooling: z.enum(['mean', 'cls']),
+      default: z.boolean(),
+      cohere: z.boolean(),
+      description: z.string(),
+    }),
+  ),
+});
+
+/** POST /v1/collections/{id}/merge (200): what the merge did (MergeOutcome in queues.ts). */
+export const MergeResultSchema = z.object({
+  collection: z.string(),
+  generation: int.describe('the current generation after the merge'),
+  committed: z.boolean().describe('a generation was written'),
+  status: z
+    .enum(['merged', 'nothing-to-merge', 'inputs-gone', 'recompressing', 'busy'])
+    .describe("busy: another merge of this collection held its lease for the whole wait (twice JOB_LOCK_SECONDS); nothing was done, and a merge job is queued again to run after a job lock's time"),
+  inputs: z.array(z.string()).describe('S3 keys of the segments merged'),
+  output: z.string().nullable().describe('S3 key of the merged segment (null: none written or committed)'),
+  dropped: int.describe('deleted and superseded documents left out'),
+  reason: z.enum(['tier', 'deletes']).optional(),
+  index: z.enum(['copied', 'rebuilt']).optional().describe("the merged segment's search index: copied from the inputs' indexes, or rebuilt (an input had none usable)"),
+  recoded: int.optional().describe('inputs coded again from their raw fp16 batch because their segment was missing or corrupt in S3 (absent: none)'),
+});
+export type MergeOutcomeBody = Produces<typeof MergeResultSchema.shape.status, MergeOutcome['status']>;
+
+/** POST /v1/collections/{id}/merge (202): still in the merge queue. */
+export const MergePendingSchema = z.object({ collection: z.string(), generation: int, status: z.enum(['queued', 'running']) });
+
+/** PUT /v1/uploads/{name} (201). */
+export const UploadStoredSchema = z.object({ name: z.string(), bytes: count });

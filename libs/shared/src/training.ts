@@ -25,11 +25,22 @@ export const JudgedQuerySchema = z
   .strict();
 export type JudgedQuery = z.infer<typeof JudgedQuerySchema>;
 
+/**
+ * The TREC forms as the OpenAPI document states them (judgments.parse.ts parses them): qrels lines
+ * `qid iter docid grade` (printable ASCII tokens, an integer grade; blank and `#` lines skipped),
+ * topics as `qid<TAB>text` lines (the text with a printable character; TREC `<top>` records are
+ * also read, see the description). Every judged qid needs a topic: a rule between the two fields
+ * that JSON Schema cannot state (scripts/contract-hooks.py gives generated bodies their topics).
+ */
+const QRELS_LINE = '[!-"$-~][!-~]{0,511}[ \\t]+[!-~]+[ \\t]+[!-~]{1,512}[ \\t]+-?[0-9]{1,9}[ \\t]*';
+export const QRELS_FORM = `^(?:[ \\t]*(?:#[^\\n]*|${QRELS_LINE})?\\r?\\n)*${QRELS_LINE}\\r?\\n?$`;
+export const TOPICS_FORM = '^(?:[^\\t\\n<]{1,512}\\t[^\\n<]{0,2000}[!-;=?-~][^\\n<]{0,2000}\\n)*[^\\t\\n<]{1,512}\\t[^\\n<]{0,2000}[!-;=?-~][^\\n<]{0,2000}\\n?$';
+
 export const JudgmentsJsonSchema = z.union([
   z.array(JudgedQuerySchema).min(1).max(MAX_JUDGED_QUERIES),
   z.object({ queries: z.array(JudgedQuerySchema).min(1).max(MAX_JUDGED_QUERIES) }).strict(),
   /** TREC: qrels lines `qid 0 docid grade` and topics as `<top><num>...<title>...` records or `qid<TAB>text` lines. */
-  z.object({ qrels: z.string().min(1), topics: z.string().min(1) }).strict(),
+  z.object({ qrels: z.string().min(1).meta({ pattern: QRELS_FORM }), topics: z.string().min(1).meta({ pattern: TOPICS_FORM }) }).strict(),
 ]);
 
 /** What S3 holds for one judgment set (tenants/{t}/collections/{c}/judgments/{id}.json). */

@@ -1,3 +1,4 @@
+import { LIVE } from './ids';
 /**
  * Webhooks (callbacks of re-rank and search requests): the payload POSTed to a request's
  * `callback` URL, its signature, and the allow-list rule (WEBHOOK_ALLOWED_HOSTS). Pure: the
@@ -23,7 +24,8 @@ export const CallbackUrlSchema = z
       return false;
     }
   }, 'callback must be an absolute http:// or https:// URL without credentials')
-  .describe('Webhook: POSTed a signed WebhookEvent when the job completes or fails for good; its host must be in WEBHOOK_ALLOWED_HOSTS (400 naming `callback` otherwise).');
+  .describe('Webhook: POSTed a signed WebhookEvent when the job completes or fails for good; its host must be in WEBHOOK_ALLOWED_HOSTS (400 naming `callback` otherwise).')
+  .meta({ [LIVE]: 'callback-hosts' });
 
 /** What a webhook delivery POSTs (JSON): the summary of a finished re-rank or search job and where its result is. */
 export const WebhookEventSchema = z.object({
