@@ -35,3 +35,5 @@ export { makeCorpus, randomUnit, unitRows, type Corpus, type CorpusOptions } fro
 export { densePass, mebertPass, exhaustivePass, bm25Pass, xtrPass, pairPass, Bm25StatsPass, XtrPass, type SegmentPass, type PassSegment } from './stream';
 /** WARP (SPEC 3.5): residual codec, centroid-major segment layout, the engine over it. */
 export * from './warp';
+/** BM25's analysers (SPEC 3.6): the `english` analysis and its term ids. */
+export { englishTerms, englishTermIds, analyzeTexts, termHash, ENGLISH_STOP_WORDS, MAX_WORD_LENGTH } from './analyzer';

@@ -8,9 +8,9 @@ export interface FirstStageQuery {
   encoded: EncodedText;
   /** The pooled query vector (dense, ME-BERT). */
   pool: () => Float32Array;
-  /** Its BM25 terms (special and skipped tokens removed) and the build's skip rule. */
+  /** Its BM25 terms under the collection's analyser (bm25QueryTerms) and the build's skip rule (none for analysed words). */
   terms: number[];
-  skip: (id: number) => boolean;
+  skip: ((id: number) => boolean) | undefined;
   /** The collection's IVF centroids (XTR) and the query's probe when computed elsewhere (the ORT GEMM). */
   ivf: { centroids: Float32Array; k: number } | null;
   probe?: XtrProbe;
