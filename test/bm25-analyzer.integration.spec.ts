@@ -1,4 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { s3Keys } from '@lateral/shared';
+import { deserializeBm25Stats } from '@lateral/search';
 import { startServer, type Server } from '../apps/all-in-one/src/server';
 import { http, testConfig, until } from './helpers';
 
@@ -43,6 +45,24 @@ describe('BM25 analysers (real Redis, real S3 server, real ONNX model)', () => {
   it("names the analyser in the collection: 'english' by default, 'pieces' when asked", async () => {
     expect((await api('GET', '/v1/collections/words')).body.bm25).toEqual({ analyzer: 'english' });
     expect((await api('GET', '/v1/collections/pieces')).body.bm25).toEqual({ analyzer: 'pieces' });
+  });
+
+  it("each committed generation has its live documents' BM25 statistics in S3, corrected by a delete", async () => {
+    const g = (await api('GET', '/v1/collections/words')).body.generation as number;
+    const read = async (generation: number) => {
+      let bytes: Uint8Array | null = null;
+      await until(async () => (bytes = await server.runtime.store.get(s3Keys.bm25Stats('default', 'words', generation))) !== null, 30_000);
+      return deserializeBm25Stats(bytes!, 'stats').stats;
+    };
+    const before = await read(g);
+    expect(before.documents).toBe(4);
+    const del = await api('POST', '/v1/collections/words/documents/delete', { ids: ['wings'] });
+    expect(del.status, JSON.stringify(del.body)).toBeLessThan(300);
+    const after = await read((await api('GET', '/v1/collections/words')).body.generation);
+    expect(after.documents).toBe(3);
+    // "aircraft wings were tested in the wind tunnel": 6 analysed words left the sums
+    expect(after.totalLength).toBe(before.totalLength - 6);
+    expect((await bm25('words', 'wing tests')).hits).toEqual([]);
   });
 
   it('a bad analyser is a 400 naming bm25.analyzer', async () => {

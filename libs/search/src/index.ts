@@ -12,7 +12,7 @@ export {
   type SegmentIndex, type TokenIvf, type Bm25Postings, type BuildSegmentIndexOptions, type IndexExpectations,
 } from './segment-index';
 export {
-  BM25_K1, BM25_B, Bm25TermStats, segmentBm25Stats, sumBm25Stats, documentFrequency, bm25Query, bm25SegmentSearch, bm25Search, bm25SearchSteps,
+  BM25_K1, BM25_B, Bm25TermStats, segmentBm25Stats, serializeBm25Stats, deserializeBm25Stats, documentsBm25Stats, adjustBm25Stats, BM25_STATS_MAGIC, BM25_STATS_VERSION, sumBm25Stats, documentFrequency, bm25Query, bm25SegmentSearch, bm25Search, bm25SearchSteps,
   type Bm25Params, type Bm25Stats, type Bm25Query, type SegmentSearchOptions,
 } from './bm25';
 export {

@@ -36,6 +36,7 @@ import {
   searchNeeds,
   searchSegments,
   bm25QueryTerms,
+  needsBm25,
   toHit,
   warpScan,
   type FirstStage,
@@ -93,6 +94,8 @@ export async function searchProcessor(deps: SearchDeps, p: JobPayload<QueueName.
   // BM25's terms under the collection's analyser (analysed words, or the encoder's pieces).
   const bm25 = bm25QueryTerms(collection, encoder, req.queries.map((q) => q.text));
   const skip = bm25.skip;
+  // The generation's stored statistics: BM25 (and hybrid) read only their terms' postings, in one walk.
+  const bm25Stats = needsBm25(req.mode) ? ((await deps.bm25Stats?.get(p.tenantId, req.collection, manifest.generation)) ?? undefined) : undefined;
   const needsIvf = req.mode.name === 'xtr' || (req.mode.name === 'hybrid' && req.mode.base === 'xtr');
   const ivf = needsIvf ? await deps.ivf.get(p.tenantId, req.collection, manifest.codecVersion) : null;
   if (needsIvf && !ivf) throw new Error(`IVF centroids of ${req.collection} v${manifest.codecVersion} are missing from S3`);
@@ -108,7 +111,7 @@ export async function searchProcessor(deps: SearchDeps, p: JobPayload<QueueName.
     // XTR's probe (query tokens x centroids) as one ORT GEMM, before the per-segment work.
     const xtrNprobe = req.mode.name === 'xtr' || (req.mode.name === 'hybrid' && req.mode.base === 'xtr') ? Math.min(req.mode.nprobe, ivf!.k) : 0;
     const probe = xtrNprobe > 0 && e.length > 0 ? await (await deps.scorers.ivfProbe()).probe(e.vectors, e.length, ivf!.centroids, e.vectors.length / e.length, xtrNprobe) : undefined;
-    stages.push(firstStagePass(req.mode, depth, { encoded: e, pool: () => encoder.pool(e), terms, skip, ivf, probe, explain: req.explain }));
+    stages.push(firstStagePass(req.mode, depth, { encoded: e, pool: () => encoder.pool(e), terms, skip, bm25Stats, ivf, probe, explain: req.explain }));
   }
   const passes = stages.flatMap((st) => (st.pass ? [st.pass] : []));
   const searched = await searchSegments(plan, passes, {
