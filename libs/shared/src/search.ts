@@ -32,7 +32,7 @@ export const SearchModeSchema = z.discriminatedUnion('name', [
       /** The late-interaction or dense mode fused with BM25. */
       base: z.enum(['xtr', 'dense', 'exhaustive']).default('xtr'),
       fusion: z.enum(['linear', 'rrf']).default('linear'),
-      /** score = base + lambda * bm25 after normalisation (fusion = linear). Required: no hidden default. */
+      /** score = base + lambda * bm25 after normalisation (fusion = linear). Absent: DEFAULT_HYBRID_LAMBDA for the normalisation (hybridLambda). */
       lambda: z.number().min(-1000).max(1000).optional(),
       normalization: z.enum(['none', 'minmax', 'zscore']).default('minmax'),
       rrfK: z.number().int().min(1).max(10_000).default(60),
@@ -43,9 +43,21 @@ export const SearchModeSchema = z.discriminatedUnion('name', [
       k1: z.number().min(0).max(10).default(0.9),
       b: z.number().min(0).max(1).default(0.4),
     })
-    .strict()
-    .refine((h) => h.fusion === 'rrf' || h.lambda !== undefined, { message: 'hybrid with fusion linear needs an explicit lambda', path: ['lambda'] }),
+    .strict(),
 ]);
+
+/**
+ * Hybrid's weight of BM25 when a request names none, per normalisation: the setting that loses
+ * least to the better of its two parts on the development collections (Cranfield, Vaswani; `npm
+ * run eval -- fusion`, docs/benchmarks.md). Normalised scores make one weight carry across
+ * collections; raw scores (`none`) do not, so its default only keeps BM25 from swamping the base.
+ */
+export const DEFAULT_HYBRID_LAMBDA: Readonly<Record<'none' | 'minmax' | 'zscore', number>> = { minmax: 0.5, zscore: 0.5, none: 0.05 };
+
+/** The weight a linear hybrid fuses with: the request's, else the default of its normalisation. */
+export function hybridLambda(mode: { lambda?: number; normalization: 'none' | 'minmax' | 'zscore' }): number {
+  return mode.lambda ?? DEFAULT_HYBRID_LAMBDA[mode.normalization];
+}
 export type SearchMode = z.infer<typeof SearchModeSchema>;
 export const SEARCH_MODES = ['xtr', 'bm25', 'dense', 'mebert', 'exhaustive', 'hybrid'] as const;
 
