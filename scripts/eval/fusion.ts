@@ -1,6 +1,7 @@
 /**
  * `npm run eval -- fusion [--datasets DIR,DIR] [--model NAME] [--depth 100] [--sample N] [--json]`
- * (--sample N: N documents per collection, every judged-relevant one and a seeded sample of the rest)
+ * (--sample N: N documents per collection, every judged-relevant one and a seeded sample of the rest;
+ * --bm25-only: BM25 alone over every document, no model)
  *
  * How hybrid search should fuse by default (issue 32 item 7): on each collection (default
  * ../shared/datasets/cranfield and ../shared/datasets/vaswani), in this process, with the
@@ -142,12 +143,33 @@ export async function evaluateFusion(opts: { datasets: string[]; model?: string;
   return out;
 }
 
+/**
+ * BM25 alone, in process, over every document of each collection with the `english` analyser
+ * (k1 0.9, b 0.4): nDCG@10 over the judged queries (`--bm25-only`; no model needed).
+ */
+export function bm25Ndcg(dir: string): { documents: number; queries: number; terms: number; 'ndcg@10': number } {
+  const ds = loadRetrievalDataset(dir);
+  const queries = ds.queries.filter((q) => hasRelevant(ds.qrels.get(q.id)));
+  const { tokenIds, tokenOffsets } = analyzeTexts(ds.docs.map((d) => d.text));
+  const index = { documents: ds.docs.length, bm25: buildBm25Postings(tokenIds, tokenOffsets) } as Parameters<typeof bm25SegmentSearch>[1];
+  const seg = { name: 'all', documents: ds.docs.length, docBase: 0 } as SearchSegment;
+  const stats = segmentBm25Stats(index);
+  const nd = queries.map((q) => ndcgAt(Array.from(bm25SegmentSearch(seg, index, bm25Query(englishTermIds(q.text), stats), 10).docs, (d) => ds.docs[d].id), ds.qrels.get(q.id)!, 10));
+  return { documents: ds.docs.length, queries: queries.length, terms: index.bm25.terms.length, 'ndcg@10': mean(nd) };
+}
+
 export async function runFusionEval(argv: string[]): Promise<void> {
   const flag = (name: string) => {
     const i = argv.indexOf(name);
     return i >= 0 ? argv[i + 1] : undefined;
   };
   const datasets = (flag('--datasets') ?? '../shared/datasets/cranfield,../shared/datasets/vaswani').split(',').map((d) => path.resolve(d));
+  if (argv.includes('--bm25-only')) {
+    const rows = datasets.map((d) => ({ dataset: path.basename(d), ...bm25Ndcg(d) }));
+    for (const r of rows) console.log(`${r.dataset}: BM25 (english, k1 0.9, b 0.4) nDCG@10 ${r['ndcg@10'].toFixed(4)} over ${r.queries} judged queries, ${r.documents} documents, ${r.terms} distinct stems`);
+    if (argv.includes('--json')) console.log(JSON.stringify(rows));
+    return;
+  }
   const depth = flag('--depth');
   const sample = flag('--sample');
   const r = await evaluateFusion({ datasets, model: flag('--model'), depth: depth === undefined ? undefined : Number(depth), sample: sample === undefined ? undefined : Number(sample) });
