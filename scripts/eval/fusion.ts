@@ -158,7 +158,7 @@ export function bm25Ndcg(dir: string): { documents: number; queries: number; ter
   return { documents: ds.docs.length, queries: queries.length, terms: index.bm25.terms.length, 'ndcg@10': mean(nd) };
 }
 
-export async function runFusionEval(argv: string[]): Promise<void> {
+export async function runFusionEval(argv: string[]): Promise<FusionResult | ReturnType<typeof bm25Ndcg>[]> {
   const flag = (name: string) => {
     const i = argv.indexOf(name);
     return i >= 0 ? argv[i + 1] : undefined;
@@ -167,8 +167,7 @@ export async function runFusionEval(argv: string[]): Promise<void> {
   if (argv.includes('--bm25-only')) {
     const rows = datasets.map((d) => ({ dataset: path.basename(d), ...bm25Ndcg(d) }));
     for (const r of rows) console.log(`${r.dataset}: BM25 (english, k1 0.9, b 0.4) nDCG@10 ${r['ndcg@10'].toFixed(4)} over ${r.queries} judged queries, ${r.documents} documents, ${r.terms} distinct stems`);
-    if (argv.includes('--json')) console.log(JSON.stringify(rows));
-    return;
+    return rows;
   }
   const depth = flag('--depth');
   const sample = flag('--sample');
@@ -179,5 +178,5 @@ export async function runFusionEval(argv: string[]): Promise<void> {
   console.log(['bm25', ...r.datasets.map((d) => d.bm25.toFixed(4)), ''].join(' | '));
   for (const label of Object.keys(r.worstMargin)) console.log([label, ...r.datasets.map((d) => d.settings[label].toFixed(4)), r.worstMargin[label].toFixed(4)].join(' | '));
   console.log(`chosen: ${r.chosen}`);
-  if (argv.includes('--json')) console.log(JSON.stringify(r));
+  return r;
 }
