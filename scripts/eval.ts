@@ -10,6 +10,8 @@ import { runCommand, type Command } from './lib/command';
  *   heads        learned heads (LITE default / small, K-NRM) trained per fold vs MaxSim: cross-validated nDCG@10 on Cranfield
  *                and Vaswani with glove-ctx-100d and minilm-l6-384, and trained on both re-ranking TREC DL 2019 (--dl19); each also
  *                interpolated with MaxSim; the AESI comparison (--aesi, --aesi-json) (--quick, --folds, --heads, --models, --datasets, --no-cv)
+ *   fusion       hybrid's default fusion: exact MaxSim and BM25 ('english') fused by every setting of a grid, in process,
+ *                on Cranfield and Vaswani (--datasets a,b --model NAME --depth N)
  * With --json the last line of output is one JSON object.
  */
 const evals: Record<string, () => Promise<Command>> = {
@@ -18,6 +20,7 @@ const evals: Record<string, () => Promise<Command>> = {
   compression: async () => (await import('./eval/compression')).runCompressionEvalCli,
   retrieval: async () => (await import('./eval/retrieval')).runRetrievalEvalCli,
   heads: async () => (await import('./eval/heads')).runHeadsEval,
+  fusion: async () => (await import('./eval/fusion')).runFusionEval,
 };
 
 runCommand('eval', evals);

@@ -1,6 +1,7 @@
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { roundToHalf } from '@lateral/codec';
+import { DEFAULT_HYBRID_LAMBDA } from '@lateral/shared';
 import { getEncoder, type EncodedText, type TokenEncoder } from '@lateral/model';
 import { dense, maxsim } from '@lateral/scoring';
 import { startServer, type Server } from '../apps/all-in-one/src/server';
@@ -95,6 +96,11 @@ describe('search (real Redis, real S3 server, real ONNX model)', () => {
     for (const h of bm.results[0].hits) expect(docs.find((d) => d.id === h.id)!.text.toLowerCase()).toMatch(/boundary|layer|transition/);
     const hy = await search({ mode: { name: 'hybrid', base: 'exhaustive', lambda: 0.5 }, topK: 5, queries: [q] });
     expect(hy.results[0].hits.length).toBe(5);
+    // no lambda: the default weight of its normalisation (DEFAULT_HYBRID_LAMBDA)
+    const byDefault = await search({ mode: { name: 'hybrid', base: 'exhaustive' }, topK: 5, queries: [q] });
+    const explicit = await search({ mode: { name: 'hybrid', base: 'exhaustive', lambda: DEFAULT_HYBRID_LAMBDA.minmax }, topK: 5, queries: [q] });
+    expect(byDefault.results[0].hits).toEqual(explicit.results[0].hits);
+    expect((await search({ mode: 'hybrid', topK: 5, queries: [q] })).results[0].hits[0].scoredBy).toBe('hybrid');
     const rr = await search({ mode: { name: 'hybrid', base: 'dense', fusion: 'rrf' }, topK: 5, queries: [q] });
     expect(rr.results[0].hits[0].scoredBy).toBe('hybrid');
     const ex = await search({ mode: 'exhaustive', topK: 3, explain: true, queries: [q] });
@@ -113,7 +119,7 @@ describe('search (real Redis, real S3 server, real ONNX model)', () => {
     };
     await bad({ mode: 'bm99' }, /mode/);
     await bad({ mode: { name: 'xtr', kPrime: 0 } }, /kPrime/);
-    await bad({ mode: { name: 'hybrid' } }, /lambda/);
+    await bad({ mode: { name: 'hybrid', lambda: 'high' } }, /lambda/);
     await bad({ filter: { must: [{ key: 'year', between: [1, 2] }] } }, /filter\.must\[0\]/);
     expect((await api('POST', '/v1/search', { collection: 'nope', queries: [{ id: 'q', text: 'x' }] })).status).toBe(404);
     const stop = await search({ mode: 'bm25', queries: [{ id: 'q', text: '?!' }] });

@@ -24,3 +24,4 @@ export * from './maintenance/delete.processor';
 export * from './maintenance/merge-policy';
 export * from './maintenance/merge.processor';
 export * from './maintenance/gc';
+export * from './maintenance/bm25-generation-stats';

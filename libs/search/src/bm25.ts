@@ -1,3 +1,4 @@
+import { SegmentCorruptError, crc32c } from '@lateral/codec';
 import { lowerBound, type Bm25Postings, type SegmentIndex } from './segment-index';
 import { mergeHits } from './merge';
 import { TopK } from './select';
@@ -93,14 +94,28 @@ export class Bm25TermStats {
     this.df = new Uint32Array(this.terms.length);
   }
 
-  /** Counts one segment (its index's postings). */
-  add(index: SegmentIndex | { documents: number; bm25: Bm25Postings }): void {
-    const { terms, postingOffsets, totalLength } = index.bm25;
-    this.documents += index.documents;
-    this.totalLength += totalLength;
+  /**
+   * Counts one segment (its index's postings); with `live`, only its live documents (mask 0:
+   * deleted or superseded), as the generation statistics count them.
+   */
+  add(index: SegmentIndex | { documents: number; bm25: Bm25Postings }, live?: DocMask): void {
+    const { terms, postingOffsets, postingDocs, docLengths, totalLength } = index.bm25;
+    if (live) assertMask('Bm25TermStats.add', live, index.documents);
+    if (!live) {
+      this.documents += index.documents;
+      this.totalLength += totalLength;
+    } else {
+      for (let d = 0; d < index.documents; d++) {
+        if (live[d] === 0) continue;
+        this.documents++;
+        this.totalLength += docLengths[d];
+      }
+    }
     for (let u = 0; u < this.terms.length; u++) {
       const at = lowerBound(terms, this.terms[u]);
-      if (at < terms.length && terms[at] === this.terms[u]) this.df[u] += postingOffsets[at + 1] - postingOffsets[at];
+      if (at >= terms.length || terms[at] !== this.terms[u]) continue;
+      if (!live) this.df[u] += postingOffsets[at + 1] - postingOffsets[at];
+      else for (let p = postingOffsets[at]; p < postingOffsets[at + 1]; p++) if (live[postingDocs[p]] !== 0) this.df[u]++;
     }
   }
 
@@ -217,4 +232,129 @@ export function* bm25SearchSteps(
     yield;
   }
   return mergeHits(perSegment, topN);
+}
+
+/**
+ * # Generation statistics (LB25 v1)
+ *
+ * A collection's BM25 statistics at one generation (SPEC 3.6: N, total length and df are sums
+ * that can be kept per generation instead of recomputed per query), over its **live** documents:
+ * written after each commit, delete, merge or re-compression (carried forward from the previous
+ * generation's and corrected by the documents added and removed), so a BM25 query reads only its
+ * own terms' postings. All integers little-endian:
+ *
+ * | offset | size | field |
+ * |---|---|---|
+ * | 0 | 4 | magic `LB25` |
+ * | 4 | 2 | version, 1 |
+ * | 6 | 2 | 0 |
+ * | 8 | 4 | generation |
+ * | 12 | 4 | documents N |
+ * | 16 | 8 | total length (float64, an integer) |
+ * | 24 | 4 | distinct terms U |
+ * | 28 | 4 U | terms (i32, strictly increasing) |
+ * | 28 + 4 U | 4 U | df (u32, each >= 1 and <= N) |
+ * | 28 + 8 U | 4 | CRC32C of every byte before it |
+ */
+export const BM25_STATS_MAGIC = 'LB25';
+export const BM25_STATS_VERSION = 1;
+
+/** Serialises a generation's statistics (LB25 v1). */
+export function serializeBm25Stats(stats: Bm25Stats, generation: number): Uint8Array {
+  const U = stats.terms.length;
+  const out = new Uint8Array(32 + 8 * U);
+  const view = new DataView(out.buffer);
+  for (let i = 0; i < 4; i++) out[i] = BM25_STATS_MAGIC.charCodeAt(i);
+  view.setUint16(4, BM25_STATS_VERSION, true);
+  view.setUint32(8, generation, true);
+  view.setUint32(12, stats.documents, true);
+  view.setFloat64(16, stats.totalLength, true);
+  view.setUint32(24, U, true);
+  for (let u = 0; u < U; u++) {
+    view.setInt32(28 + 4 * u, stats.terms[u], true);
+    view.setUint32(28 + 4 * U + 4 * u, stats.df[u], true);
+  }
+  view.setUint32(28 + 8 * U, crc32c(out.subarray(0, 28 + 8 * U)), true);
+  return out;
+}
+
+/** Reads LB25 v1, checking its CRC and contents; a problem throws SegmentCorruptError naming `name`. */
+export function deserializeBm25Stats(bytes: Uint8Array, name: string): { generation: number; stats: Bm25Stats } {
+  const fail = (detail: string): never => {
+    throw new SegmentCorruptError(name, 'bm25 statistics', detail);
+  };
+  if (bytes.length < 32) fail(`${bytes.length} bytes is shorter than the 32-byte minimum (truncated)`);
+  const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  if (String.fromCharCode(bytes[0], bytes[1], bytes[2], bytes[3]) !== BM25_STATS_MAGIC) fail(`bad magic, expected ${BM25_STATS_MAGIC}`);
+  const U = view.getUint32(24, true);
+  if (bytes.length !== 32 + 8 * U) fail(`${bytes.length} bytes, ${U} terms need ${32 + 8 * U} (truncated)`);
+  if (crc32c(bytes.subarray(0, 28 + 8 * U)) !== view.getUint32(28 + 8 * U, true)) fail('checksum mismatch (corrupted)');
+  const version = view.getUint16(4, true);
+  if (version !== BM25_STATS_VERSION) fail(`unsupported version ${version}`);
+  const documents = view.getUint32(12, true);
+  const totalLength = view.getFloat64(16, true);
+  if (!Number.isInteger(totalLength) || totalLength < 0) fail(`total length ${totalLength} is not a non-negative integer`);
+  const terms = new Int32Array(U);
+  const df = new Uint32Array(U);
+  for (let u = 0; u < U; u++) {
+    terms[u] = view.getInt32(28 + 4 * u, true);
+    df[u] = view.getUint32(28 + 4 * U + 4 * u, true);
+    if (u > 0 && terms[u] <= terms[u - 1]) fail(`terms not strictly increasing at ${u}`);
+    if (df[u] < 1 || df[u] > documents) fail(`df ${df[u]} of term ${terms[u]} is outside 1..${documents}`);
+  }
+  return { generation: view.getUint32(8, true), stats: { documents, totalLength, terms, df } };
+}
+
+/**
+ * The statistics of some documents of one segment (`docs`: local indices, each once): their count,
+ * summed lengths, and df per term from the segment's postings. O(postings) of the segment.
+ */
+export function documentsBm25Stats(index: { documents: number; bm25: Bm25Postings }, docs: ArrayLike<number>): Bm25Stats {
+  const { terms, postingOffsets, postingDocs, docLengths } = index.bm25;
+  const pick = new Uint8Array(index.documents);
+  let totalLength = 0;
+  let documents = 0;
+  for (let i = 0; i < docs.length; i++) {
+    const d = docs[i];
+    if (d < 0 || d >= index.documents) throw new RangeError(`documentsBm25Stats: document ${d} is outside the segment's ${index.documents}`);
+    if (pick[d]) continue;
+    pick[d] = 1;
+    documents++;
+    totalLength += docLengths[d];
+  }
+  const keptTerms: number[] = [];
+  const keptDf: number[] = [];
+  for (let u = 0; u < terms.length; u++) {
+    let n = 0;
+    for (let p = postingOffsets[u]; p < postingOffsets[u + 1]; p++) n += pick[postingDocs[p]];
+    if (n > 0) {
+      keptTerms.push(terms[u]);
+      keptDf.push(n);
+    }
+  }
+  return { documents, totalLength, terms: Int32Array.from(keptTerms), df: Uint32Array.from(keptDf) };
+}
+
+/**
+ * `base` plus the `add` statistics minus the `remove` ones (a generation's statistics carried to the
+ * next). Throws RangeError when a count would go negative (the base does not hold what is removed).
+ */
+export function adjustBm25Stats(base: Bm25Stats, add: readonly Bm25Stats[], remove: readonly Bm25Stats[]): Bm25Stats {
+  const df = new Map<number, number>();
+  for (let u = 0; u < base.terms.length; u++) df.set(base.terms[u], base.df[u]);
+  let documents = base.documents;
+  let totalLength = base.totalLength;
+  for (const [list, sign] of [[add, 1], [remove, -1]] as const) {
+    for (const s of list) {
+      documents += sign * s.documents;
+      totalLength += sign * s.totalLength;
+      for (let u = 0; u < s.terms.length; u++) df.set(s.terms[u], (df.get(s.terms[u]) ?? 0) + sign * s.df[u]);
+    }
+  }
+  if (documents < 0 || totalLength < 0) throw new RangeError(`adjustBm25Stats: ${documents} documents and total length ${totalLength} after the removals`);
+  const terms = Int32Array.from([...df.entries()].filter(([t, n]) => {
+    if (n < 0) throw new RangeError(`adjustBm25Stats: term ${t} would have df ${n}`);
+    return n > 0;
+  }).map(([t]) => t)).sort();
+  return { documents, totalLength, terms, df: Uint32Array.from(terms, (t) => df.get(t)!) };
 }

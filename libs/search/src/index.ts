@@ -12,7 +12,7 @@ export {
   type SegmentIndex, type TokenIvf, type Bm25Postings, type BuildSegmentIndexOptions, type IndexExpectations,
 } from './segment-index';
 export {
-  BM25_K1, BM25_B, Bm25TermStats, segmentBm25Stats, sumBm25Stats, documentFrequency, bm25Query, bm25SegmentSearch, bm25Search, bm25SearchSteps,
+  BM25_K1, BM25_B, Bm25TermStats, segmentBm25Stats, serializeBm25Stats, deserializeBm25Stats, documentsBm25Stats, adjustBm25Stats, BM25_STATS_MAGIC, BM25_STATS_VERSION, sumBm25Stats, documentFrequency, bm25Query, bm25SegmentSearch, bm25Search, bm25SearchSteps,
   type Bm25Params, type Bm25Stats, type Bm25Query, type SegmentSearchOptions,
 } from './bm25';
 export {
@@ -35,3 +35,5 @@ export { makeCorpus, randomUnit, unitRows, type Corpus, type CorpusOptions } fro
 export { densePass, mebertPass, exhaustivePass, bm25Pass, xtrPass, pairPass, Bm25StatsPass, XtrPass, type SegmentPass, type PassSegment } from './stream';
 /** WARP (SPEC 3.5): residual codec, centroid-major segment layout, the engine over it. */
 export * from './warp';
+/** BM25's analysers (SPEC 3.6): the `english` analysis and its term ids. */
+export { englishTerms, englishTermIds, analyzeTexts, termHash, ENGLISH_STOP_WORDS, MAX_WORD_LENGTH } from './analyzer';

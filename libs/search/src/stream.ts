@@ -23,7 +23,8 @@ export interface SegmentPass {
   readonly needsStats: boolean;
   /** false: the pass only counts indexes (a shard's statistics round); when no pass visits, no segment is opened. Default true. */
   readonly visits?: boolean;
-  count(index: SegmentIndex): void;
+  /** One segment's index for the statistics; `live` its live documents (undefined: all), counted alone. */
+  count(index: SegmentIndex, live?: DocMask): void;
   /** Segment `s` (its index in the caller's list): each segment once, in any order (the hits are ordered by global keys, not by visits). */
   visit(s: number, part: PassSegment): Steps<void>;
   /** The hits (`segment` = the caller's index), after the last visit. */
@@ -96,9 +97,9 @@ class Bm25Pass implements SegmentPass {
     if (stats) this.query = bm25Query(terms, stats, params, skip);
   }
 
-  count(index: SegmentIndex): void {
+  count(index: SegmentIndex, live?: DocMask): void {
     if (this.query) throw new Error('bm25Pass: count after the first visit');
-    this.counter.add(index);
+    this.counter.add(index, live);
   }
 
   *visit(s: number, p: PassSegment): Steps<void> {
@@ -125,8 +126,8 @@ export class Bm25StatsPass implements SegmentPass {
     this.counter = new Bm25TermStats(termIds);
   }
 
-  count(index: SegmentIndex): void {
-    this.counter.add(index);
+  count(index: SegmentIndex, live?: DocMask): void {
+    this.counter.add(index, live);
   }
 
   *visit(): Steps<void> {}
@@ -196,9 +197,9 @@ class PairPass implements SegmentPass {
     this.needsStats = a.needsStats || b.needsStats;
   }
 
-  count(index: SegmentIndex): void {
-    if (this.a.needsStats) this.a.count(index);
-    if (this.b.needsStats) this.b.count(index);
+  count(index: SegmentIndex, live?: DocMask): void {
+    if (this.a.needsStats) this.a.count(index, live);
+    if (this.b.needsStats) this.b.count(index, live);
   }
 
   *visit(s: number, p: PassSegment): Steps<void> {

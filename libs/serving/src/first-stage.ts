@@ -1,5 +1,5 @@
 import type { SearchMode } from '@lateral/shared';
-import { bm25Pass, densePass, exhaustivePass, mebertPass, pairPass, xtrPass, xtrProbe, type SegmentPass, type XtrProbe } from '@lateral/search';
+import { bm25Pass, densePass, exhaustivePass, mebertPass, pairPass, xtrPass, xtrProbe, type Bm25Stats, type SegmentPass, type XtrProbe } from '@lateral/search';
 import type { EncodedText } from '@lateral/model';
 import { fuse } from './hits';
 
@@ -8,9 +8,11 @@ export interface FirstStageQuery {
   encoded: EncodedText;
   /** The pooled query vector (dense, ME-BERT). */
   pool: () => Float32Array;
-  /** Its BM25 terms (special and skipped tokens removed) and the build's skip rule. */
+  /** Its BM25 terms under the collection's analyser (bm25QueryTerms) and the build's skip rule (none for analysed words). */
   terms: number[];
-  skip: (id: number) => boolean;
+  skip: ((id: number) => boolean) | undefined;
+  /** The generation's BM25 statistics when stored (Bm25StatsCache): BM25 then needs no first walk over the indexes. */
+  bm25Stats?: Bm25Stats;
   /** The collection's IVF centroids (XTR) and the query's probe when computed elsewhere (the ORT GEMM). */
   ivf: { centroids: Float32Array; k: number } | null;
   probe?: XtrProbe;
@@ -36,7 +38,7 @@ export function firstStagePass(mode: SearchMode, n: number, q: FirstStageQuery):
   switch (mode.name) {
     case 'bm25':
       if (q.terms.length === 0) return { pass: null, reason: 'the query has no searchable terms (only stop words, punctuation or special tokens)' };
-      return { pass: bm25Pass(q.terms, n, { k1: mode.k1, b: mode.b }, q.skip) };
+      return { pass: bm25Pass(q.terms, n, { k1: mode.k1, b: mode.b }, q.skip, q.bm25Stats) };
     case 'dense':
       return { pass: densePass(q.pool(), n) };
     case 'mebert':

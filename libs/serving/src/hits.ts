@@ -1,4 +1,4 @@
-import type { SearchHit, SearchMode, SearchRequest } from '@lateral/shared';
+import { hybridLambda, type SearchHit, type SearchMode, type SearchRequest } from '@lateral/shared';
 import { hybridLinear, rrf } from '@lateral/scoring';
 import type { Hit, SearchSegment } from '@lateral/search';
 import type { EncodedText, TokenEncoder } from '@lateral/model';
@@ -22,7 +22,7 @@ export function searchNeeds(req: Pick<SearchRequest, 'mode' | 'filter' | 'explai
   return { rows, tokenIds: !!req.explain, metadata: req.filter !== undefined, pooled: base === 'dense' };
 }
 
-/** Linear (explicit lambda, normalisation) or RRF fusion of two hit lists over their union. */
+/** Linear (lambda, by default hybridLambda's for the normalisation) or RRF fusion of two hit lists over their union. */
 export function fuse(a: Hit[], b: Hit[], mode: Extract<SearchMode, { name: 'hybrid' }>, n: number): Hit[] {
   const byKey = new Map<number, Hit>();
   for (const h of [...a, ...b]) if (!byKey.has(h.key)) byKey.set(h.key, { ...h, explain: undefined });
@@ -34,7 +34,7 @@ export function fuse(a: Hit[], b: Hit[], mode: Extract<SearchMode, { name: 'hybr
   } else {
     const sa = new Map(a.map((h) => [h.key, h.score]));
     const sb = new Map(b.map((h) => [h.key, h.score]));
-    const s = hybridLinear(Float64Array.from(keys, (k) => sa.get(k) ?? NaN), Float64Array.from(keys, (k) => sb.get(k) ?? NaN), mode.lambda!, mode.normalization);
+    const s = hybridLinear(Float64Array.from(keys, (k) => sa.get(k) ?? NaN), Float64Array.from(keys, (k) => sb.get(k) ?? NaN), hybridLambda(mode), mode.normalization);
     scored = keys.map((key, i) => ({ key, score: s[i] }));
   }
   scored.sort((x, y) => y.score - x.score || x.key - y.key);

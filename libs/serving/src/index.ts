@@ -18,3 +18,4 @@ export * from './special-tokens';
 export * from './scorers';
 export * from './shard-scope';
 export * from './warp-scan';
+export * from './bm25-stats-cache';

@@ -40,8 +40,9 @@ export async function searchSegments(plan: SearchPlan, passes: readonly SegmentP
   };
   const counting = passes.filter((p) => p.needsStats);
   if (counting.length > 0) {
-    await inOrder(walk(plan, plan.parts), (part) => part.index(), plan.openAhead, report, fail, async (_, index) => {
-      for (const p of counting) p.count(index);
+    // Live documents alone (tombstones and superseded copies left out), as the generation statistics count them.
+    await inOrder(walk(plan, plan.parts), (part) => part.index(), plan.openAhead, report, fail, async (part, index) => {
+      for (const p of counting) p.count(index, part.live);
     });
   }
   if (passes.every((p) => p.visits === false)) {

@@ -32,6 +32,30 @@ export function warpLayoutOf(c: Pick<Collection, 'search'>): SearchLayoutSetting
   return c.search?.layout === 'warp' ? c.search : null;
 }
 
+/**
+ * What BM25 counts as a term in a collection (SPEC 3.6; libs/search/src/analyzer.ts):
+ * `english` = words lowercased, Lucene's English stop words removed, Porter-stemmed (the default
+ * of new collections); `pieces` = the encoder's sub-word token ids (what BM25 counted before
+ * analysers existed). Fixed at creation.
+ */
+export const BM25_ANALYZERS = ['english', 'pieces'] as const;
+export type Bm25AnalyzerName = (typeof BM25_ANALYZERS)[number];
+export const DEFAULT_BM25_ANALYZER: Bm25AnalyzerName = 'english';
+export const Bm25SettingsSchema = z
+  .object({
+    analyzer: z
+      .enum(BM25_ANALYZERS, { error: `analyzer must be one of ${BM25_ANALYZERS.join(', ')}` })
+      .default(DEFAULT_BM25_ANALYZER)
+      .describe("'english' (default): words, lowercased, Lucene's English stop words removed, Porter-stemmed; 'pieces': the encoder's sub-word tokens"),
+  })
+  .strict();
+export type Bm25Settings = z.infer<typeof Bm25SettingsSchema>;
+
+/** A collection's BM25 analyser; records written before analysers existed have none and count the encoder's pieces. */
+export function bm25AnalyzerOf(c: Pick<Collection, 'bm25'>): Bm25AnalyzerName {
+  return c.bm25?.analyzer ?? 'pieces';
+}
+
 export const CreateCollectionSchema = z
   .object({
     id: resourceId('id'),
@@ -50,6 +74,7 @@ export const CreateCollectionSchema = z
      * scorers holding it; re-rank and search fan out over them). Fixed at creation; at most
      * MAX_SHARDS here, and COLLECTION_MAX_SHARDS of the deployment (checked by the API).
      */
+    bm25: Bm25SettingsSchema.prefault({}).describe("BM25's text analysis, fixed at creation: `{ analyzer: 'english' | 'pieces' }` (default 'english')"),
     search: SearchLayoutSettingsSchema.optional().describe("opt-in search layout: `{ layout: 'warp', bits: 2 | 4 }` writes a centroid-major layout per segment and runs mode xtr with WARP's engine over it (absent: the segment index's IVF alone)"),
     shards: z.number().int().min(1).max(MAX_SHARDS).optional().describe('shards the segments are split into, each served through its queue `shard-<i>`; re-rank and search fan out over them (default 1; at most COLLECTION_MAX_SHARDS, 8 by default)'),
   })
@@ -70,6 +95,8 @@ export interface Collection {
   shards?: number;
   /** The opt-in WARP search layout (absent: XTR over the segment index's IVF). */
   search?: SearchLayoutSettings;
+  /** BM25's analyser (absent: records written before analysers existed, BM25 over the encoder's pieces; see bm25AnalyzerOf). */
+  bm25?: Bm25Settings;
   /** Codec artifact version (bumped by re-compression). */
   codecVersion: number;
   createdAt: string;

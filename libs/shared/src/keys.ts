@@ -41,6 +41,9 @@ export const s3Keys = {
    * with an empty disk builds its id tables from heads, not from every segment read whole.
    */
   segmentHead: (t: string, c: string, batch: string, codecVersion: number) => `tenants/${safe('tenant id', t)}/collections/${safe('collection id', c)}/segment-heads/v${codecVersion}/${safe('batch id', batch)}.head`,
+  /** BM25's statistics of one generation's live documents (N, total length, df per term; libs/search's LB25), written after its commit. */
+  bm25Stats: (t: string, c: string, generation: number) => `tenants/${safe('tenant id', t)}/collections/${safe('collection id', c)}/bm25-stats/g${String(generation).padStart(10, '0')}.lb25`,
+  bm25StatsPrefix: (t: string, c: string) => `tenants/${safe('tenant id', t)}/collections/${safe('collection id', c)}/bm25-stats/`,
   /** IVF centroids of a collection at one codec version, fitted once (conditional write). */
   ivfCentroids: (t: string, c: string, codecVersion: number) => `tenants/${safe('tenant id', t)}/collections/${safe('collection id', c)}/ivf/v${codecVersion}.centroids`,
   /** WARP's residual codec (bucket cutoffs and weights) of a collection at one codec version, fitted once beside the IVF centroids (conditional write). */

@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { CodecSettingsSchema } from './codec-settings';
-import { PassageSettingsSchema, SearchLayoutSettingsSchema, STAGES, type Collection } from './collection';
+import { BM25_ANALYZERS, PassageSettingsSchema, SearchLayoutSettingsSchema, STAGES, type Collection } from './collection';
 import { HitDocumentFieldsSchema, TRUNCATED_IDS_SHOWN } from './documents';
 import { ScorerSchema, type RerankResult } from './rerank';
 import { SearchModeSchema, type SearchResult } from './search';
@@ -48,6 +48,10 @@ export const CollectionSchema = z.object({
   passages: PassageSettingsSchema.optional().describe('documents over maxDocTokens are split into passages (absent: truncated)'),
   shards: int.min(2).optional().describe('shards the segments are split into, each served through its own queue (absent: 1)'),
   search: SearchLayoutSettingsSchema.optional().describe("the opt-in search layout (`{ layout: 'warp', bits }`); absent: the segment index's IVF alone"),
+  bm25: z
+    .object({ analyzer: z.enum(BM25_ANALYZERS) })
+    .optional()
+    .describe("BM25's analyser: 'english' (words, stop words, Porter stems) or 'pieces' (the encoder's sub-word tokens); absent: a collection created before analysers existed, BM25 over pieces"),
   codecVersion: int.describe('codec artifact version (bumped by re-compression)'),
   createdAt: z.string(),
   pending: z

@@ -32,7 +32,7 @@ export const SearchModeSchema = z.discriminatedUnion('name', [
       /** The late-interaction or dense mode fused with BM25. */
       base: z.enum(['xtr', 'dense', 'exhaustive']).default('xtr'),
       fusion: z.enum(['linear', 'rrf']).default('linear'),
-      /** score = base + lambda * bm25 after normalisation (fusion = linear). Required: no hidden default. */
+      /** score = base + lambda * bm25 after normalisation (fusion = linear). Absent: DEFAULT_HYBRID_LAMBDA for the normalisation (hybridLambda). */
       lambda: z.number().min(-1000).max(1000).optional(),
       normalization: z.enum(['none', 'minmax', 'zscore']).default('minmax'),
       rrfK: z.number().int().min(1).max(10_000).default(60),
@@ -43,9 +43,23 @@ export const SearchModeSchema = z.discriminatedUnion('name', [
       k1: z.number().min(0).max(10).default(0.9),
       b: z.number().min(0).max(1).default(0.4),
     })
-    .strict()
-    .refine((h) => h.fusion === 'rrf' || h.lambda !== undefined, { message: 'hybrid with fusion linear needs an explicit lambda', path: ['lambda'] }),
+    .strict(),
 ]);
+
+/**
+ * Hybrid's weight of BM25 when a request names none, per normalisation: for each, the weight whose
+ * smaller gain over the better of the two parts on the development collections is largest
+ * (Cranfield and Vaswani, `npm run eval -- fusion`, docs/benchmarks.md): minmax 0.7 (+0.0174 and
+ * +0.0093 nDCG@10), zscore 0.3 (+0.0133, +0.0111), none 0.2 (+0.0165, +0.0104; raw scores depend on
+ * the model, so this one carries least). The default normalisation stays minmax (a request that
+ * names a lambda keeps its meaning); RRF lost to MaxSim on Vaswani (-0.0019).
+ */
+export const DEFAULT_HYBRID_LAMBDA: Readonly<Record<'none' | 'minmax' | 'zscore', number>> = { minmax: 0.7, zscore: 0.3, none: 0.2 };
+
+/** The weight a linear hybrid fuses with: the request's, else the default of its normalisation. */
+export function hybridLambda(mode: { lambda?: number; normalization: 'none' | 'minmax' | 'zscore' }): number {
+  return mode.lambda ?? DEFAULT_HYBRID_LAMBDA[mode.normalization];
+}
 export type SearchMode = z.infer<typeof SearchModeSchema>;
 export const SEARCH_MODES = ['xtr', 'bm25', 'dense', 'mebert', 'exhaustive', 'hybrid'] as const;
 

@@ -4,6 +4,7 @@ import { DiskObjectCache, ScorerArtifactStore, registerCacheMetrics, DocumentRep
 import {
   SegmentIds,
   commitProcessor,
+  writeBm25GenerationStats,
   deleteProcessor,
   mergeProcessor,
   enqueueMerge,
@@ -23,7 +24,7 @@ import {
   encodeTextsProcessor,
   rerankJob,
 } from '@lateral/pipeline';
-import { DegradedSegmentsRecorder, SegmentCache, StaticEmbeddingsCache } from '@lateral/serving';
+import { Bm25StatsCache, DegradedSegmentsRecorder, SegmentCache, StaticEmbeddingsCache } from '@lateral/serving';
 import { readSegment } from '@lateral/codec';
 import { OnnxNearestCentroid, ScorerResources } from '@lateral/kernels';
 import { jobObjects } from './inline-io';
@@ -92,7 +93,9 @@ export function pipelineHandlers(rt: Runtime, extra: { shardChild?: (p: ShardJob
     generations: { manifest: (t: string, c: string, g?: number) => (g === undefined ? rt.serving.manifest(t, c) : generations.manifest(t, c, g)) },
   };
   const rerankDeps = { store, ...served, encoders, views: segments, scorers, documents, shardCoordinator };
-  const searchDeps = { store, ...served, ivf: rt.ivf, warpCodecs: rt.warpCodecs, encoders, segments, scorers, documents, shardCoordinator };
+  // Generations' BM25 statistics (written after each commit): a BM25 or hybrid search then walks the segments once.
+  const bm25Stats = new Bm25StatsCache(store, (key, err) => logger.warn(`BM25 statistics ${key} unusable (${err.message}): counted over the indexes instead`));
+  const searchDeps = { store, ...served, ivf: rt.ivf, warpCodecs: rt.warpCodecs, encoders, segments, scorers, documents, shardCoordinator, bm25Stats };
   extra.shardChild = (p) => shardChildProcessor({ ...rerankDeps, ...searchDeps }, p);
   // DELETE /v1/train/{id} sets a flag in Redis; the train job checks it between steps.
   const cancelled = async (t: string, id: string) => (await rt.redis.exists(trainingKeys.cancelFlag(config.REDIS_PREFIX, t, id))) > 0;
@@ -126,11 +129,17 @@ export function pipelineHandlers(rt: Runtime, extra: { shardChild?: (p: ShardJob
   // queued again, so a merge slot is never held for the length of another process's merge.
   const lockMs = config.JOB_LOCK_SECONDS * 1000;
   const exclusive = <T>(t: string, c: string, fn: () => Promise<T>) => withRedisLease(rt.redis, redisKeys.mergeLease(config.REDIS_PREFIX, t, c), fn, { ttlMs: lockMs, maxWaitMs: 2 * lockMs });
+  // Each committed generation's BM25 statistics (carried forward from the one before): its searches
+  // read them instead of walking every index. A failure never fails the commit: searches of a
+  // generation without them count the statistics in a first walk over the indexes, as before.
+  const writeBm25Stats = (t: string, c: string, generation: number) =>
+    writeBm25GenerationStats({ store, generations, logger }, t, c, generation).catch((err: Error) => logger.warn(`BM25 statistics of ${c} g${generation} not written: ${err.message}`));
   const runMerge = async (p: MergePayload) => {
     const out = await mergeProcessor(
       { store, collections, generations, codecs, liveIds, logger, policy: mergePolicy, exclusive, gc: { keepGenerations: config.KEEP_GENERATIONS, graceSeconds: config.GC_GRACE_SECONDS }, ivf: rt.ivf, warpCodecs: rt.warpCodecs, encoders, ivfCentroids: config.IVF_CENTROIDS, assigner, staticEmbeddings },
       p,
     );
+    if (out.committed) await writeBm25Stats(p.tenantId, p.collectionId, out.generation);
     // A committed merge may fill the next tier: ask again on its generation.
     if (out.committed && config.MERGE_AFTER_COMMIT) await enqueueMerge(queues, p.tenantId, p.collectionId, 'commit', out.generation).catch((err: Error) => logger.warn(`merge not enqueued: ${err.message}`));
     // Busy (another merge held the lease): the same merge again, after a job lock's time (its own id: the holder's may reuse this one's).
@@ -151,6 +160,7 @@ export function pipelineHandlers(rt: Runtime, extra: { shardChild?: (p: ShardJob
       const out = !('op' in p)
         ? await commitProcessor({ store, collections, generations, codecs, liveIds, logger }, p)
         : await deleteProcessor({ store, collections, generations, liveIds, segmentDocs, logger }, p);
+      if (out.committed) await writeBm25Stats(p.tenantId, p.collectionId, out.generation);
       // Each new generation may fill a merge tier: a job of the merge queue (a failure to enqueue never fails the commit: the next one asks again).
       if (out.committed && config.MERGE_AFTER_COMMIT) await enqueueMerge(queues, p.tenantId, p.collectionId, 'commit', out.generation).catch((err: Error) => logger.warn(`merge not enqueued: ${err.message}`));
       return out;

@@ -4,6 +4,7 @@ import type { CodecArtifactRepository, CollectionRepository, JobQueues, ObjectSt
 import { segmentHeadData, segmentReadOptions, serializeSegmentHead, type StaticEmbeddingsCache } from '@lateral/serving';
 import { enqueueNext } from '../pipeline';
 import { segmentSearchObjects, type SegmentIndexerDeps } from './segment-indexer';
+import { batchBm25Terms } from './bm25-terms';
 
 /** What the index processor touches. */
 export interface IndexDeps extends SegmentIndexerDeps {
@@ -39,7 +40,8 @@ async function pooledTerms(deps: Pick<IndexDeps, 'store'>, reader: SegmentReader
 
 /**
  * Builds a written segment's search index (token IVF postings against the collection's centroids
- * for this codec version, BM25 postings over its token ids) and stores it beside the segment,
+ * for this codec version, BM25 postings over its terms: the analysed words of the batch's
+ * documents in a collection whose analyser is `english`, else its token ids) and stores it beside the segment,
  * before the segment is committed, so every committed segment can be searched. Deterministic:
  * a replayed job writes the same bytes. The centroids are fitted once per collection and codec
  * version, by the first index job, on that segment's tokens (conditional write). A collection
@@ -60,7 +62,9 @@ export async function indexProcessor(deps: IndexDeps, p: JobPayload<QueueName.in
     if (err instanceof SegmentCorruptError) throw new PermanentJobError(err.message);
     throw err;
   }
-  const { index: out, warp } = await segmentSearchObjects(deps, collection, reader, p.codecVersion, await pooledTerms(deps, reader, s3Keys.rawVectors(p.tenantId, p.collectionId, p.batchId)));
+  // BM25's terms: the batch's analysed words (analyser 'english'), else the encoder's pieces (a pooled segment's from its raw batch).
+  const terms = (await batchBm25Terms(deps.store, collection, p.batchId, reader.docIds)) ?? (await pooledTerms(deps, reader, s3Keys.rawVectors(p.tenantId, p.collectionId, p.batchId)));
+  const { index: out, warp } = await segmentSearchObjects(deps, collection, reader, p.codecVersion, terms);
   const indexKey = s3Keys.segmentIndex(p.tenantId, p.collectionId, p.batchId, p.codecVersion);
   // The WARP search layout (collections with search.layout 'warp') before the index: a committed segment always has both.
   if (warp) await deps.store.put(s3Keys.searchLayout(p.tenantId, p.collectionId, p.batchId, p.codecVersion), warp);

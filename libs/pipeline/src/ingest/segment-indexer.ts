@@ -1,4 +1,4 @@
-import { PermanentJobError, mulberry32, warpLayoutOf, type Collection } from '@lateral/shared';
+import { PermanentJobError, bm25AnalyzerOf, mulberry32, warpLayoutOf, type Collection } from '@lateral/shared';
 import type { SegmentReader } from '@lateral/codec';
 import { buildSegmentIndex, buildWarpLayout, centroidsChecksum, distinctSample, fitWarpCodec, ivfCentroidCount, normalizeRows, searchSegment, serializeSegmentIndex, serializeWarpLayout } from '@lateral/search';
 import { onnxSphericalKmeans, type OnnxNearestCentroid } from '@lateral/kernels';
@@ -35,14 +35,15 @@ export interface SegmentSearchObjects {
 /**
  * The serialized search index of one segment (its reader): token IVF postings against the
  * collection's centroids for `codecVersion` (fitted on this segment's tokens when it is the first
- * one indexed) and BM25 postings over its token ids. Shared by index jobs and merges.
+ * one indexed) and BM25 postings over its terms (the analysed words of `bm25Terms` in a collection
+ * whose analyser is `english`, else its token ids). Shared by index jobs and merges.
  */
 export async function segmentIndexBytes(
   deps: SegmentIndexerDeps,
   collection: Collection,
   reader: SegmentReader,
   codecVersion: number,
-  /** The raw (unpooled) batch's terms, for BM25 when the segment's rows are pooled (reader.codec.poolFactor > 1). */
+  /** BM25's terms: the analysed words (batchBm25Terms) in a collection whose analyser is `english`; else the raw (unpooled) batch's token ids when the segment's rows are pooled (reader.codec.poolFactor > 1). */
   bm25Terms?: { tokenIds: Int32Array; tokenOffsets: Uint32Array },
 ): Promise<Uint8Array> {
   return (await segmentSearchObjects(deps, { ...collection, search: undefined }, reader, codecVersion, bm25Terms)).index;
@@ -62,7 +63,9 @@ export async function segmentSearchObjects(
   codecVersion: number,
   bm25Terms?: { tokenIds: Int32Array; tokenOffsets: Uint32Array },
 ): Promise<SegmentSearchObjects> {
-  if ((reader.codec.poolFactor ?? 1) > 1 && !bm25Terms) throw new PermanentJobError(`${reader.name} holds pooled rows (poolFactor ${reader.codec.poolFactor}); its BM25 postings need the raw batch's terms`);
+  const analysed = bm25AnalyzerOf(collection) === 'english';
+  if (analysed && !bm25Terms) throw new PermanentJobError(`${reader.name}: collection ${collection.id} analyses BM25's words ('english'), and its index was asked for without the batch's analysed terms`);
+  if (!analysed && (reader.codec.poolFactor ?? 1) > 1 && !bm25Terms) throw new PermanentJobError(`${reader.name} holds pooled rows (poolFactor ${reader.codec.poolFactor}); its BM25 postings need the raw batch's terms`);
   const p = { tenantId: collection.tenantId, collectionId: collection.id, codecVersion };
   const seg = searchSegment(reader);
   const d = reader.dims;
@@ -83,7 +86,8 @@ export async function segmentSearchObjects(
   const encoder = await deps.encoders(collection.model).catch(permanentModelErrors);
   const skip = specialTokenIds(encoder);
   const { nearest } = await assigner.assign(seg.tokens, T, ivf.centroids, ivf.k, d);
-  const index = buildSegmentIndex(seg, ivf.centroids, d, { assignments: nearest, bm25Skip: (id) => skip.has(id), ...(bm25Terms ? { bm25Terms } : {}) });
+  // Analysed terms are word hashes: the encoder's skip list is about its own token ids and does not apply.
+  const index = buildSegmentIndex(seg, ivf.centroids, d, { assignments: nearest, ...(analysed ? {} : { bm25Skip: (id: number) => skip.has(id) }), ...(bm25Terms ? { bm25Terms } : {}) });
   const out = serializeSegmentIndex(index);
   const warp = warpLayoutOf(collection);
   if (!warp) return { index: out, warp: null };

@@ -3,6 +3,7 @@ import {
   QueueName,
   warpLayoutOf,
   batchInfoKey,
+  bm25AnalyzerOf,
   collectionShards,
   fromNdjson,
   mergeJobId,
@@ -24,6 +25,7 @@ import { LeaseBusyError, type CodecArtifactRepository, type CollectionRepository
 import type { SegmentIds } from '../segment-ids';
 import { compressRaw } from '../ingest/segment-writer';
 import { segmentSearchObjects, type SegmentIndexerDeps } from '../ingest/segment-indexer';
+import { analysedBatchTerms } from '../ingest/bm25-terms';
 import { SegmentIndexCopier } from './merge-index';
 import { chooseMerge, type MergePolicySettings } from './merge-policy';
 import { collectGarbage, gcKeys, segmentObjects, type GarbageRecord, type GcSettings } from './gc';
@@ -207,7 +209,8 @@ async function merge(deps: MergeDeps, p: MergePayload): Promise<JobResults[Queue
     const key = s3Keys.segment(p.tenantId, p.collectionId, batchId, cv);
     // The index first: a committed segment always has one.
     const merged = readSegment(bytes, key, artifact, await segmentReadOptions(artifact, collection, deps.staticEmbeddings));
-    const terms = rawTerms && { tokenIds: rawTerms.tokenIds, tokenOffsets: rawTerms.tokenOffsets };
+    // BM25's terms of a rebuilt index: the merged documents' analysed words (analyser 'english'), else the raw batch's token ids.
+    const terms = bm25AnalyzerOf(collection) === 'english' ? analysedBatchTerms(sources, info) : rawTerms && { tokenIds: rawTerms.tokenIds, tokenOffsets: rawTerms.tokenOffsets };
     let indexBytes: Uint8Array;
     let layoutBytes: Uint8Array | null = null;
     if (index) indexBytes = serializeSegmentIndex(index.finish());

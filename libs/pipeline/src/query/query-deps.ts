@@ -1,6 +1,6 @@
 import type { CollectionRepository, GenerationRepository, IvfCentroidRepository, ObjectStore, WarpCodecRepository } from '@lateral/infra';
 import type { ScorerResources } from '@lateral/kernels';
-import type { HitDocumentDeps, SegmentCache } from '@lateral/serving';
+import type { Bm25StatsCache, HitDocumentDeps, SegmentCache } from '@lateral/serving';
 import type { EncoderProvider } from '../encoders';
 import type { ShardCoordinatorDeps } from './shard-rounds';
 
@@ -37,6 +37,8 @@ export interface SearchDeps extends HitDocumentDeps {
   scorers: ScorerResources;
   /** Fans searches of collections with several shards out to the shard queues (absent: every segment is searched here). */
   shardCoordinator?: ShardCoordinatorDeps;
+  /** Generations' BM25 statistics (absent, or none for a generation: counted in a first walk over the indexes). */
+  bm25Stats?: Pick<Bm25StatsCache, 'get'>;
 }
 
 /** What a shard child and the parent of a sharded job touch: both of the above, and the shard queues. */

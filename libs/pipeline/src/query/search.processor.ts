@@ -35,7 +35,8 @@ import {
   scoreGroup,
   searchNeeds,
   searchSegments,
-  specialTokenIds,
+  bm25QueryTerms,
+  needsBm25,
   toHit,
   warpScan,
   type FirstStage,
@@ -90,8 +91,11 @@ export async function searchProcessor(deps: SearchDeps, p: JobPayload<QueueName.
     ? await encoder.encodeQueries(req.queries.map((q) => q.text)).catch(permanentModelErrors)
     : req.queries.map((): EncodedText => ({ tokenIds: new Int32Array(0), vectors: new Float32Array(0), weights: null, length: 0, truncated: false }));
   const encodeQueriesMs = Date.now() - tEnc;
-  const specials = specialTokenIds(encoder);
-  const skip = (id: number) => specials.has(id) || encoder.tokenizer.skipIds.has(id);
+  // BM25's terms under the collection's analyser (analysed words, or the encoder's pieces).
+  const bm25 = bm25QueryTerms(collection, encoder, req.queries.map((q) => q.text));
+  const skip = bm25.skip;
+  // The generation's stored statistics: BM25 (and hybrid) read only their terms' postings, in one walk.
+  const bm25Stats = needsBm25(req.mode) ? ((await deps.bm25Stats?.get(p.tenantId, req.collection, manifest.generation)) ?? undefined) : undefined;
   const needsIvf = req.mode.name === 'xtr' || (req.mode.name === 'hybrid' && req.mode.base === 'xtr');
   const ivf = needsIvf ? await deps.ivf.get(p.tenantId, req.collection, manifest.codecVersion) : null;
   if (needsIvf && !ivf) throw new Error(`IVF centroids of ${req.collection} v${manifest.codecVersion} are missing from S3`);
@@ -101,13 +105,13 @@ export async function searchProcessor(deps: SearchDeps, p: JobPayload<QueueName.
   const tSearch = Date.now();
   // One pass per query; every query's pass sees each segment while it is open.
   const stages: FirstStage[] = [];
-  for (const [qi, q] of req.queries.entries()) {
+  for (let qi = 0; qi < req.queries.length; qi++) {
     const e = queries[qi];
-    const terms = Array.from(encoder.tokenizer.contentIds(q.text)).filter((id) => !skip(id));
+    const terms = bm25.terms[qi];
     // XTR's probe (query tokens x centroids) as one ORT GEMM, before the per-segment work.
     const xtrNprobe = req.mode.name === 'xtr' || (req.mode.name === 'hybrid' && req.mode.base === 'xtr') ? Math.min(req.mode.nprobe, ivf!.k) : 0;
     const probe = xtrNprobe > 0 && e.length > 0 ? await (await deps.scorers.ivfProbe()).probe(e.vectors, e.length, ivf!.centroids, e.vectors.length / e.length, xtrNprobe) : undefined;
-    stages.push(firstStagePass(req.mode, depth, { encoded: e, pool: () => encoder.pool(e), terms, skip, ivf, probe, explain: req.explain }));
+    stages.push(firstStagePass(req.mode, depth, { encoded: e, pool: () => encoder.pool(e), terms, skip, bm25Stats, ivf, probe, explain: req.explain }));
   }
   const passes = stages.flatMap((st) => (st.pass ? [st.pass] : []));
   const searched = await searchSegments(plan, passes, {

@@ -26,7 +26,7 @@ import {
   type XtrPass,
 } from '@lateral/search';
 import type { EncodedText } from '@lateral/model';
-import { hitSegments, searchSegments, specialTokenIds, scoreGroup, GROUP_DEPTH_FACTOR, hitShaping, groupIndicesByKey, eventLoopYielder, runStepsYielding, searchNeeds, toHit, needsBm25, needsXtr, xtrOf, scopedManifest, type ShardScope } from '@lateral/serving';
+import { hitSegments, searchSegments, bm25QueryTerms, scoreGroup, GROUP_DEPTH_FACTOR, hitShaping, groupIndicesByKey, eventLoopYielder, runStepsYielding, searchNeeds, toHit, needsBm25, needsXtr, xtrOf, scopedManifest, type ShardScope } from '@lateral/serving';
 import { permanentModelErrors } from '../model-errors';
 import type { ShardedDeps } from './query-deps';
 import { type HitsPartial, type RerankInput, type RerankPartial, type SearchInput, type ShardHit, type StatsPartial } from './shard-rounds';
@@ -102,11 +102,10 @@ async function searchContext(deps: ShardedDeps, collection: Collection, manifest
     ? await encoder.encodeQueries(req.queries.map((q) => q.text)).catch(permanentModelErrors)
     : req.queries.map((): EncodedText => ({ tokenIds: new Int32Array(0), vectors: new Float32Array(0), weights: null, length: 0, truncated: false }));
   const encodeQueriesMs = Date.now() - tEnc;
-  const specials = specialTokenIds(encoder);
-  const skip = (id: number) => specials.has(id) || encoder.tokenizer.skipIds.has(id);
+  // BM25's terms under the collection's analyser (analysed words, or the encoder's pieces).
+  const { terms, skip } = bm25QueryTerms(collection, encoder, req.queries.map((q) => q.text));
   const ivf = needsXtr(req.mode) ? await deps.ivf.get(collection.tenantId, collection.id, manifest.codecVersion) : null;
   if (needsXtr(req.mode) && !ivf) throw new Error(`IVF centroids of ${collection.id} v${manifest.codecVersion} are missing from S3`);
-  const terms = req.queries.map((q) => Array.from(encoder.tokenizer.contentIds(q.text)).filter((id) => !skip(id)));
   return { plan, predicate, encoder, queries, skip, ivf, terms, encodeQueriesMs, yieldEvery };
 }
 
