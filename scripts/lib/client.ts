@@ -196,11 +196,15 @@ export interface SearchHitList {
  * GET /v1/search/{id} until it is. `ms` is the client's wall clock from the POST until the
  * completed answer (what a user waits for one search).
  */
-export async function search(base: string, body: Record<string, unknown>, wait = 60): Promise<{ ms: number; results: SearchHitList[]; generation: number; timings?: Record<string, number> }> {
+export async function search(
+  base: string,
+  body: Record<string, unknown>,
+  wait = 60,
+): Promise<{ ms: number; results: SearchHitList[]; generation: number; timings?: Record<string, number>; stats?: { warp?: { layoutBytes: number; segments: number; centroids?: number; epochs?: number; queries: { bytesRead: number; ranges: number }[] } } }> {
   const t0 = performance.now();
   let st = (await call(base, 'POST', `/v1/search?wait=${wait}`, body)).body;
   while (st.status !== 'completed' && st.status !== 'failed') st = (await call(base, 'GET', `/v1/search/${st.id}?wait=${Math.min(wait, 30)}`)).body;
   const ms = performance.now() - t0;
   if (st.status === 'failed') throw new Error(`search job ${st.id} failed: ${st.error}`);
-  return { ms, results: st.result.results, generation: st.result.generation, timings: st.result.timings };
+  return { ms, results: st.result.results, generation: st.result.generation, timings: st.result.timings, stats: st.result.stats };
 }

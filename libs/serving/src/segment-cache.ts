@@ -446,7 +446,7 @@ export class SegmentCache {
    * 'index', naming the segment), like a corrupt segment index.
    */
   async warpDirectory(collection: Pick<Collection, 'tenantId' | 'id'>, ref: SegmentRef, expect: WarpLayoutExpectations): Promise<WarpDirectory> {
-    const key = s3Keys.searchLayout(collection.tenantId, collection.id, ref.batchId, ref.codecVersion);
+    const key = s3Keys.searchLayout(collection.tenantId, collection.id, ref.batchId, ref.codecVersion, ref.warpEpoch ?? 0);
     return this.guarded(collection, key, 'index', ref.key, async () =>
       (await this.lru.get(`warpdir:${key}`, () =>
         this.limiter.run(async () => {
@@ -472,7 +472,7 @@ export class SegmentCache {
    * does; the search answers from the other segments and names this one.
    */
   async warpLists(collection: Pick<Collection, 'tenantId' | 'id'>, ref: SegmentRef, dir: WarpDirectory, centroids: ArrayLike<number>): Promise<WarpListReads> {
-    const key = s3Keys.searchLayout(collection.tenantId, collection.id, ref.batchId, ref.codecVersion);
+    const key = s3Keys.searchLayout(collection.tenantId, collection.id, ref.batchId, ref.codecVersion, ref.warpEpoch ?? 0);
     const ranges = warpCoalescedRanges(dir, centroids);
     return this.guarded(collection, key, 'index', ref.key, async () => {
       try {

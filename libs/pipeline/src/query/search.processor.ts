@@ -167,7 +167,13 @@ async function warpSearchJob(deps: SearchDeps, p: JobPayload<QueueName.search>, 
   const depth = Math.max(shaping.depth, req.rerank?.depth ?? 0);
   const tSearch = Date.now();
   const tLoad = Date.now();
-  const scan = await warpScan(deps.segments, collection, manifest, plan, queries.map((e) => ({ vectors: e.vectors, n: e.length })), { centroids: ivf.centroids, codec, nprobe: mode.nprobe, topN: depth, yieldEvery });
+  // A refitted collection's segments name their centroid epoch (SegmentRef.warpEpoch): its centroids and codec.
+  const epoch = async (e: number) => {
+    const [c, k] = await Promise.all([deps.ivf.get(p.tenantId, req.collection, cv, e), deps.warpCodecs?.get(p.tenantId, req.collection, cv, e)]);
+    if (!c || !k) throw new Error(`the WARP ${c ? 'codec' : 'centroids'} of ${req.collection} v${cv} epoch ${e} are missing from S3`);
+    return { centroids: c.centroids, codec: k };
+  };
+  const scan = await warpScan(deps.segments, collection, manifest, plan, queries.map((e) => ({ vectors: e.vectors, n: e.length })), { centroids: ivf.centroids, codec, epoch, nprobe: mode.nprobe, topN: depth, yieldEvery });
   const loadMs = Date.now() - tLoad;
   await job?.updateProgress(90);
   const results: SearchResult['results'] = [];
@@ -189,6 +195,8 @@ async function warpSearchJob(deps: SearchDeps, p: JobPayload<QueueName.search>, 
     stats: {
       warp: {
         nprobe: scan.nprobe,
+        centroids: scan.centroids,
+        epochs: scan.epochs,
         segments: scan.segments,
         layoutBytes: scan.layoutBytes,
         queries: req.queries.map((q, qi) => ({ queryId: q.id, ...scan.queries[qi] })),
