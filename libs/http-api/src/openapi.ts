@@ -376,6 +376,18 @@ function baseDocument(version: string) {
                 reason: { type: 'string', enum: ['tier', 'deletes'] },
                 index: { type: 'string', enum: ['copied', 'rebuilt'], description: "the merged segment's search index: copied from the inputs' indexes, or rebuilt (an input had none usable)" },
                 recoded: { type: 'integer', description: 'inputs coded again from their raw fp16 batch because their segment was missing or corrupt in S3 (absent: none)' },
+                warp: {
+                  type: 'object',
+                  description: "WARP collections, when the job refitted the centroids or moved segments' search layouts to the newest centroid epoch before merging (docs/scaling.md, \"WARP centroids\"); absent: nothing to do",
+                  required: ['epoch', 'centroids', 'refitted', 'rebuilt', 'generation'],
+                  properties: {
+                    epoch: { type: 'integer', description: 'the centroid epoch the layouts are now at' },
+                    centroids: { type: 'integer', description: "that epoch's centroids" },
+                    refitted: { type: 'boolean', description: 'this job fitted the epoch' },
+                    rebuilt: { type: 'integer', description: 'segments whose layouts were rebuilt at the epoch' },
+                    generation: { type: 'integer', description: 'the generation that moved them (0: none)' },
+                  },
+                },
               },
             }),
             '202': ok('still in the merge queue; ask again (same generation: same job)', {
