@@ -129,7 +129,7 @@ describe('WARP search layouts (real Redis, real S3 server, real ONNX model)', ()
     expect(all.stats!.warp!.nprobe).toBe(K);
     // a probe reads a fraction of the lists
     for (const q of probed.stats!.warp!.queries) expect(q.bytesRead).toBeLessThan(0.65 * (layoutBytes - directoryBytes)); // measured 30-54 % (300 documents, K 1,024: many small lists)
-  });
+   }, 300_000); // five searches of 10 queries, exhaustive and exact XTR among them: over a minute on a loaded machine
 
   it("a merge job refits the centroids as the collection grew (PLAID's rule on all its tokens), moves every layout to the new epoch, then merges; garbage collection removes the old layouts", async () => {
     const gone = docs[5].id;
