@@ -182,6 +182,21 @@ async function exportStored(server: Server, collection: string): Promise<{ docId
   return { docIds, lens, vectors, dims, segmentBytes, indexBytes, layoutBytes };
 }
 
+/** Ids of the documents in the collection's committed generation (segments read, nothing decoded). */
+async function storedIds(server: Server, collection: string): Promise<Set<string>> {
+  const rt = server.runtime;
+  const tenant = rt.config.DEFAULT_TENANT;
+  const manifest = await rt.generations.manifest(tenant, collection);
+  const ids = new Set<string>();
+  for (const ref of manifest?.segments ?? []) {
+    const bytes = await rt.store.get(ref.key);
+    if (!bytes) continue;
+    const dead = new Set(ref.tombstones ?? []);
+    readSegment(bytes, ref.key, await rt.codecs.get(tenant, collection, ref.codecVersion)).docIds.forEach((id, i) => dead.has(i) || ids.add(id));
+  }
+  return ids;
+}
+
 /** Seconds spent in the collection's completed index jobs (BullMQ processedOn -> finishedOn). */
 async function indexSeconds(server: Server): Promise<number> {
   const rt = server.runtime;
@@ -223,7 +238,13 @@ export async function runPeersBench(args: string[]): Promise<Record<string, unkn
     const kept = flag('--data') ? await getCollection(server.url, collection).catch(() => null) : null;
     let ing = { seconds: 0 };
     if (kept && kept.documents === ds.docs.length) log(`peers: ${collection} in ${dataDir} already holds the ${ds.docs.length} documents: not ingested again`);
-    else {
+    else if (kept) {
+      // An earlier run stopped part-way (--data): only the documents its committed generation lacks.
+      const have = await storedIds(server, collection);
+      const rest = ds.docs.filter((d) => !have.has(d.id));
+      log(`peers: ${collection} in ${dataDir} holds ${have.size} of the documents: ingesting the other ${rest.length}`);
+      ing = await ingest(server.url, collection, rest, { label: 'ingest', progress: false });
+    } else {
       await recreateCollection(server.url, collection, model, layout === 'warp' ? { search: { layout: 'warp', bits: 4 } } : {});
       log(`peers: ingesting ${ds.docs.length} documents of ${dataset} into lateral (${model}) over HTTP`);
       ing = await ingest(server.url, collection, ds.docs, { label: 'ingest', progress: false });

@@ -11,6 +11,7 @@ import {
   openWarpLayout,
   parseWarpDirectory,
   serializeWarpLayout,
+  warpCentroidScores,
   warpDirectoryBytes,
   warpSearch,
   type WarpCodec,
@@ -112,6 +113,34 @@ const reference = (nprobe: number, which = [0, 1, 2]) =>
   });
 
 describe('warpScan over the segment cache (WARP search layouts read by ranges)', () => {
+  it('given the top centroids per query token (centroidTop, as the ONNX GEMM + TopK gives them), the same hits as from Q C^T in JavaScript', async () => {
+    const { cache } = setup(new Map(refs.map((ref, i) => [layoutKey(ref), layouts[i]])));
+    const asked: number[] = [];
+    // a brute-force top-k (float64 dots, ties to the lower index): what OnnxIvfProbe.top returns up to float32 rounding
+    const centroidTop = async (q: Float32Array, n: number, c: Float32Array, d: number, k: number) => {
+      asked.push(k);
+      const S = warpCentroidScores(q, n, c, d);
+      const Kc = c.length / d;
+      const ids = new Uint32Array(n * k);
+      const scores = new Float32Array(n * k);
+      for (let i = 0; i < n; i++) {
+        const order = Array.from({ length: Kc }, (_, x) => x).sort((a, b) => S[i * Kc + b] - S[i * Kc + a] || a - b);
+        for (let p = 0; p < k; p++) {
+          ids[i * k + p] = order[p];
+          scores[i * k + p] = S[i * Kc + order[p]];
+        }
+      }
+      return { ids, scores };
+    };
+    for (const nprobe of [3, K]) {
+      const scan = await warpScan(cache, collection, manifest, plan(), queries, { ...opts(nprobe), centroidTop });
+      expect(scan.hits).toEqual(reference(Math.min(nprobe, K)));
+    }
+    // k = the imputation's bound (128, clamped to [nprobe, K]), once per query and epoch
+    expect(new Set(asked)).toEqual(new Set([Math.min(K, 128), K]));
+    expect(asked.length).toBe(2 * queries.filter((q) => q.n > 0).length);
+  });
+
   it('equals warpSearch over the whole layouts, reading the directories once and then only probed lists', async () => {
     const { cache, reads } = setup(new Map(refs.map((ref, i) => [layoutKey(ref), layouts[i]])));
     for (const nprobe of [3, K, 10_000]) {

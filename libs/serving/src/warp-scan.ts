@@ -1,5 +1,6 @@
 import type { Collection, CollectionManifest, SegmentRef } from '@lateral/shared';
 import {
+  WARP_DEFAULT_BOUND,
   WarpWorkspace,
   centroidsChecksum,
   mergeHits,
@@ -32,6 +33,11 @@ export interface WarpScanOptions {
   epoch?: (e: number) => Promise<{ centroids: Float32Array; codec: WarpCodec }>;
   /** Lists probed per query token (clamped to K, as XTR's nprobe). */
   nprobe: number;
+  /**
+   * The k best centroids per query token with their scores (n x k, best first; ties: lower index),
+   * e.g. ONNX Runtime's GEMM + TopK (OnnxIvfProbe.top); absent: Q C^T in JavaScript (warpQuery).
+   */
+  centroidTop?: (q: Float32Array, n: number, centroids: Float32Array, d: number, k: number) => Promise<{ ids: Uint32Array; scores: Float32Array }>;
   /** Hits per query. */
   topN: number;
   yieldEvery: () => Promise<void>;
@@ -142,7 +148,10 @@ export async function warpScan(reads: WarpReads, collection: Pick<Collection, 't
     const stats: WarpScanQueryStats = { bytesRead: 0, ranges: 0, probed: 0 };
     const hits: (SegmentHits | null)[] = plan.parts.map(() => null);
     for (const g of groups) {
-      const query = warpQuery(q.vectors, q.n, g.centroids, g.codec, g.listSizes, { nprobe: g.nprobe, tables });
+      const K = g.centroids.length / g.codec.dims;
+      const k = Math.max(g.nprobe, Math.min(K, WARP_DEFAULT_BOUND));
+      const centroidTop = opts.centroidTop ? { k, ...(await opts.centroidTop(q.vectors, q.n, g.centroids, g.codec.dims, k)) } : undefined;
+      const query = warpQuery(q.vectors, q.n, g.centroids, g.codec, g.listSizes, { nprobe: g.nprobe, tables, centroidTop });
       tables = query.tables;
       const probed = warpProbedCentroids(query);
       stats.probed += probed.length;

@@ -173,7 +173,16 @@ async function warpSearchJob(deps: SearchDeps, p: JobPayload<QueueName.search>, 
     if (!c || !k) throw new Error(`the WARP ${c ? 'codec' : 'centroids'} of ${req.collection} v${cv} epoch ${e} are missing from S3`);
     return { centroids: c.centroids, codec: k };
   };
-  const scan = await warpScan(deps.segments, collection, manifest, plan, queries.map((e) => ({ vectors: e.vectors, n: e.length })), { centroids: ivf.centroids, codec, epoch, nprobe: mode.nprobe, topN: depth, yieldEvery });
+  const scan = await warpScan(deps.segments, collection, manifest, plan, queries.map((e) => ({ vectors: e.vectors, n: e.length })), {
+    centroids: ivf.centroids,
+    codec,
+    epoch,
+    nprobe: mode.nprobe,
+    // Q C^T and the top centroids per query token as one ONNX Runtime GEMM + TopK (n x K x d multiply-adds: 100 M at K = 8,192, d = 384).
+    centroidTop: async (q, n, c, d, k) => (await deps.scorers.ivfProbe()).top(q, n, c, d, k),
+    topN: depth,
+    yieldEvery,
+  });
   const loadMs = Date.now() - tLoad;
   await job?.updateProgress(90);
   const results: SearchResult['results'] = [];
