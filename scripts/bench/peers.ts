@@ -1,5 +1,5 @@
 /**
- * `npm run bench -- peers [--dataset DIR] [--quick] [--json] [--peers a,b] [--no-install] [--threads N] [--layout warp|ivf] [--data DIR]`
+ * `npm run bench -- peers [--dataset DIR] [--quick] [--json] [--peers a,b] [--no-install] [--threads N] [--layout warp|ivf] [--data DIR] [--docs N]`
  *
  * lateral beside the engines users would pick instead, on one collection, in one run:
  *   xtr-warp-rs (WARP, XTR token retrieval), fast-plaid (PLAID), maxsim-cpu (an exact MaxSim
@@ -24,6 +24,8 @@
  * centroid-major search layout (`search: {layout: 'warp', bits: 4}`), so lateral xtr is WARP's
  * engine; `--layout ivf` the segment index's IVF path. For warp, lateral xtr also reports the search
  * layout's bytes per token (layouts + centroids + codec) and the bytes / ranged reads per query.
+ * `--docs N`: the dataset's first N documents only (judgments kept for those; queries with none
+ * left out), for a machine too loaded to ingest the whole collection in time.
  * `--data DIR`: the service's data folder (S3 objects, Redis), kept after the run; a later run with
  * the same DIR and dataset finds the collection holding every document and measures it again
  * without ingesting (after code changes to the search path).
@@ -182,6 +184,15 @@ async function exportStored(server: Server, collection: string): Promise<{ docId
   return { docIds, lens, vectors, dims, segmentBytes, indexBytes, layoutBytes };
 }
 
+/** The dataset's first n documents, the judgments of those, and the queries that still have a relevant one. */
+function firstDocuments(ds: ReturnType<typeof loadRetrievalDataset>, n: number): ReturnType<typeof loadRetrievalDataset> {
+  if (!Number.isInteger(n) || n < 1) throw new Error(`--docs must be an integer >= 1, got ${n}`);
+  const docs = ds.docs.slice(0, n);
+  const keep = new Set(docs.map((d) => d.id));
+  const qrels = new Map([...ds.qrels].map(([q, m]) => [q, new Map([...m].filter(([d]) => keep.has(d)))] as const));
+  return { ...ds, docs, qrels, queries: ds.queries.filter((q) => hasRelevant(qrels.get(q.id))) };
+}
+
 /** Ids of the documents in the collection's committed generation (segments read, nothing decoded). */
 async function storedIds(server: Server, collection: string): Promise<Set<string>> {
   const rt = server.runtime;
@@ -189,7 +200,17 @@ async function storedIds(server: Server, collection: string): Promise<Set<string
   const manifest = await rt.generations.manifest(tenant, collection);
   const ids = new Set<string>();
   for (const ref of manifest?.segments ?? []) {
-    const bytes = await rt.store.get(ref.key);
+    let bytes: Uint8Array | null = null;
+    // a loaded machine's embedded S3 can time out a read: tried again
+    for (let attempt = 1; ; attempt++) {
+      try {
+        bytes = await rt.store.get(ref.key);
+        break;
+      } catch (err) {
+        if (attempt >= 5) throw err;
+        await new Promise((r) => setTimeout(r, 3000));
+      }
+    }
     if (!bytes) continue;
     const dead = new Set(ref.tombstones ?? []);
     readSegment(bytes, ref.key, await rt.codecs.get(tenant, collection, ref.codecVersion)).docIds.forEach((id, i) => dead.has(i) || ids.add(id));
@@ -221,6 +242,7 @@ export async function runPeersBench(args: string[]): Promise<Record<string, unkn
 
   let ds = loadRetrievalDataset(dataset);
   if (args.includes('--quick')) ds = quickSubset(ds);
+  if (flag('--docs')) ds = firstDocuments(ds, Number(flag('--docs')));
   const judged = ds.queries.filter((q) => hasRelevant(ds.qrels.get(q.id)));
   const tmp = mkdtempSync(path.join(os.tmpdir(), 'lateral-peers-'));
   const dataDir = flag('--data') ? path.resolve(flag('--data')!) : path.join(tmp, 'data');

@@ -113,6 +113,30 @@ const reference = (nprobe: number, which = [0, 1, 2]) =>
   });
 
 describe('warpScan over the segment cache (WARP search layouts read by ranges)', () => {
+  it("a filter's masks (per plan part) keep the hits to the documents they keep, as warpSearch with those masks; a segment already found unreadable is left out and named", async () => {
+    const { cache } = setup(new Map(refs.map((ref, i) => [layoutKey(ref), layouts[i]])));
+    const masks = refs.map((ref, s) => Uint8Array.from({ length: ref.documents }, (_, d) => ((d + s) % 3 === 0 ? 1 : 0)));
+    const sizes = new Float64Array(K);
+    for (const l of layouts) parseWarpDirectory(l, 'x').counts.forEach((c, i) => (sizes[i] += c));
+    const expected = queries.map((q) =>
+      warpSearch(
+        refs.map((ref, s) => ({ documents: ref.documents, docBase: refs.slice(0, s).reduce((n, x) => n + x.documents, 0), lists: openWarpLayout(layouts[s], 'ref'), mask: masks[s] })),
+        q.vectors, q.n, centroids, codec, sizes, { nprobe: K, topN: 7 },
+      ).hits,
+    );
+    const scan = await warpScan(cache, collection, manifest, plan(), queries, { ...opts(K), masks });
+    expect(scan.hits).toEqual(expected);
+    for (const [qi, hits] of scan.hits.entries()) {
+      if (queries[qi].n === 0) continue;
+      expect(hits!.length).toBeGreaterThan(0);
+      for (const h of hits!) expect(masks[h.segment][h.doc]).toBe(1);
+    }
+    const unreadable = new SegmentUnavailableError(refs[1].key, 'segment', refs[1].key, 'metadata unreadable');
+    const partial = await warpScan(cache, collection, manifest, plan(), queries, { ...opts(K), masks, failed: new Map([[1, unreadable]]) });
+    expect(partial.failed.get(1)).toBe(unreadable);
+    for (const hits of partial.hits) for (const h of hits ?? []) expect(h.segment).not.toBe(1);
+  });
+
   it('given the top centroids per query token (centroidTop, as the ONNX GEMM + TopK gives them), the same hits as from Q C^T in JavaScript', async () => {
     const { cache } = setup(new Map(refs.map((ref, i) => [layoutKey(ref), layouts[i]])));
     const asked: number[] = [];

@@ -9,6 +9,7 @@ import {
   warpProbedCentroids,
   warpQuery,
   warpSegmentSearchSteps,
+  type DocMask,
   type Hit,
   type SegmentHits,
   type WarpCodec,
@@ -38,6 +39,14 @@ export interface WarpScanOptions {
    * e.g. ONNX Runtime's GEMM + TopK (OnnxIvfProbe.top); absent: Q C^T in JavaScript (warpQuery).
    */
   centroidTop?: (q: Float32Array, n: number, centroids: Float32Array, d: number, k: number) => Promise<{ ids: Uint32Array; scores: Float32Array }>;
+  /**
+   * Per plan part, the documents a filter keeps and the segment holds live (andMasks of part.live
+   * and the filter's docMask); absent: part.live. A part whose segment could not be read for its
+   * metadata is in `failed` instead.
+   */
+  masks?: readonly (DocMask | undefined)[];
+  /** Segments (manifest position) already found unreadable (the filter's metadata reads): named, left out. */
+  failed?: ReadonlyMap<number, SegmentUnavailableError>;
   /** Hits per query. */
   topN: number;
   yieldEvery: () => Promise<void>;
@@ -98,7 +107,7 @@ interface EpochGroup {
  * one definition, approximated against other centroids).
  */
 export async function warpScan(reads: WarpReads, collection: Pick<Collection, 'tenantId' | 'id'>, manifest: CollectionManifest, plan: SearchPlan, queries: readonly { vectors: Float32Array; n: number }[], opts: WarpScanOptions): Promise<WarpScan> {
-  const failed = new Map<number, SegmentUnavailableError>();
+  const failed = new Map<number, SegmentUnavailableError>(opts.failed ?? []);
   const fail = (position: number, err: unknown) => {
     if (!(err instanceof SegmentUnavailableError)) throw err;
     failed.set(position, err);
@@ -112,6 +121,7 @@ export async function warpScan(reads: WarpReads, collection: Pick<Collection, 't
   }
   const byEpoch = new Map<number, number[]>();
   plan.parts.forEach((part, s) => {
+    if (failed.has(part.position)) return;
     const e = opts.epoch ? (part.ref.warpEpoch ?? 0) : 0;
     byEpoch.set(e, [...(byEpoch.get(e) ?? []), s]);
   });
@@ -170,7 +180,7 @@ export async function warpScan(reads: WarpReads, collection: Pick<Collection, 't
         const part = plan.parts[s];
         stats.bytesRead += got.bytes;
         stats.ranges += got.ranges;
-        hits[s] = await runStepsYielding(warpSegmentSearchSteps(query, { documents: dirs[s]!.documents, docBase: bases.get(part.ref)!, lists: got.lists, mask: part.live }, { topN: opts.topN, workspace }), opts.yieldEvery);
+        hits[s] = await runStepsYielding(warpSegmentSearchSteps(query, { documents: dirs[s]!.documents, docBase: bases.get(part.ref)!, lists: got.lists, mask: opts.masks ? opts.masks[s] : part.live }, { topN: opts.topN, workspace }), opts.yieldEvery);
       }
     }
     perQuery.push(hits);
