@@ -39,7 +39,8 @@ describe('WARP search layouts (real Redis, real S3 server, real ONNX model)', ()
     await until(async () => (await api('GET', ing.body.status)).body.state === 'done', 180_000);
   };
   const search = async (c: string, body: Record<string, unknown>): Promise<Result> => {
-    const r = await api('POST', '/v1/search?wait=60', { collection: c, queries, ...body });
+    // wait up to 240 s (RERANK_MAX_WAIT_SECONDS 300 here): exact XTR and exhaustive searches take over a minute on a loaded machine
+    const r = await api('POST', '/v1/search?wait=240', { collection: c, queries, ...body });
     expect(r.status, JSON.stringify(r.body)).toBe(200);
     expect(r.body.status, JSON.stringify(r.body)).toBe('completed');
     return r.body.result as Result;

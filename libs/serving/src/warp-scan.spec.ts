@@ -84,7 +84,7 @@ const dirs: string[] = [];
 afterAll(() => dirs.forEach((d) => rmSync(d, { recursive: true, force: true })));
 
 /** A segment cache over the disk cache of an in-memory store holding the layouts, recording every ranged read and GET. */
-function setup(objects: Map<string, Uint8Array>) {
+function setup(objects: Map<string, Uint8Array>, warpLayoutInMemoryBytes = 0) {
   const dir = mkdtempSync(path.join(tmpdir(), 'warp-scan-'));
   dirs.push(dir);
   const gets: string[] = [];
@@ -98,7 +98,7 @@ function setup(objects: Map<string, Uint8Array>) {
       return disk.readRanges(k, ranges, check);
     },
   };
-  const cache = new SegmentCache(source, { get: async () => Promise.reject(new Error('no codec artifact')) }, { forCollection: async () => Promise.reject(new Error('none')) }, { maxBytes: 1 << 30, loadConcurrency: 2, scoreFromCodes: true });
+  const cache = new SegmentCache(source, { get: async () => Promise.reject(new Error('no codec artifact')) }, { forCollection: async () => Promise.reject(new Error('none')) }, { maxBytes: 1 << 30, loadConcurrency: 2, scoreFromCodes: true, warpLayoutInMemoryBytes });
   return { cache, reads, gets };
 }
 
@@ -113,6 +113,28 @@ const reference = (nprobe: number, which = [0, 1, 2]) =>
   });
 
 describe('warpScan over the segment cache (WARP search layouts read by ranges)', () => {
+  it('small layouts are kept whole in memory after the first query (hot lists): the same hits, no list read again; a corrupt list is still named', async () => {
+    const { cache, reads, gets } = setup(new Map(refs.map((ref, i) => [layoutKey(ref), layouts[i]])), 1 << 20);
+    const first = await warpScan(cache, collection, manifest, plan(), queries, opts(3));
+    expect(first.hits).toEqual(reference(3));
+    const before = { reads: reads.length, gets: gets.length };
+    const again = await warpScan(cache, collection, manifest, plan(), queries, opts(K));
+    expect(again.hits).toEqual(reference(K));
+    expect({ reads: reads.length, gets: gets.length }).toEqual(before);
+    // what each query touched is still reported; no ranged read was made
+    for (const q of again.queries.filter((_, qi) => queries[qi].n > 0)) expect([q.bytesRead > 0, q.ranges]).toEqual([true, 0]);
+
+    const bad = new Uint8Array(layouts[1]);
+    const d = parseWarpDirectory(bad, 'x');
+    let c = 0;
+    for (let i = 1; i < K; i++) if (d.counts[i] > d.counts[c]) c = i;
+    bad[d.offsets[c] + 1] ^= 0xff;
+    const broken = setup(new Map(refs.map((ref, i) => [layoutKey(ref), i === 1 ? bad : layouts[i]])), 1 << 20);
+    const scan = await warpScan(broken.cache, collection, manifest, plan(), queries, opts(K));
+    expect([...scan.failed.keys()]).toEqual([1]);
+    expect(scan.failed.get(1)!.message).toContain(`list ${c}`);
+  });
+
   it("a filter's masks (per plan part) keep the hits to the documents they keep, as warpSearch with those masks; a segment already found unreadable is left out and named", async () => {
     const { cache } = setup(new Map(refs.map((ref, i) => [layoutKey(ref), layouts[i]])));
     const masks = refs.map((ref, s) => Uint8Array.from({ length: ref.documents }, (_, d) => ((d + s) % 3 === 0 ? 1 : 0)));
