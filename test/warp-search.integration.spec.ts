@@ -1,7 +1,7 @@
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { readSegment } from '@lateral/codec';
-import { parseWarpDirectory, warpDirectoryBytes } from '@lateral/search';
+import { ivfCentroidCount, parseWarpDirectory, warpDirectoryBytes } from '@lateral/search';
 import { s3Keys, type CollectionManifest, type WarpSearchStats } from '@lateral/shared';
 import { startServer, type Server } from '../apps/all-in-one/src/server';
 import { loadCranfield } from '../scripts/lib/cranfield';
@@ -26,9 +26,11 @@ type Result = {
 describe('WARP search layouts (real Redis, real S3 server, real ONNX model)', () => {
   let server: Server;
   // Merges on request only (MERGE_AFTER_COMMIT false), of 3 segments; garbage collected at once.
-  const config = testConfig({ ENCODE_BATCH_DOCUMENTS: '100', MERGE_FACTOR: '3', KEEP_GENERATIONS: '1', GC_GRACE_SECONDS: '0' });
+  // A merge that refits waits up to 300 s (RERANK_MAX_WAIT_SECONDS bounds `wait`): k-means and assignment on a loaded 2-core machine.
+  const config = testConfig({ ENCODE_BATCH_DOCUMENTS: '100', MERGE_FACTOR: '3', KEEP_GENERATIONS: '1', GC_GRACE_SECONDS: '0', RERANK_MAX_WAIT_SECONDS: '300' });
   const cran = loadCranfield(path.resolve('data/cranfield'));
   const docs = cran.docs.filter((d) => d.text.length > 0).slice(0, 300);
+  const yearOf = (i: number) => 1950 + (i % 10);
   const queries = cran.queries.slice(0, 10).map((q) => ({ id: q.id, text: q.text }));
   const api = (method: string, url: string, body?: unknown) => http(server.url, method, url, body);
   const ingest = async (c: string, items: { id: string; text: string }[]) => {
@@ -37,7 +39,8 @@ describe('WARP search layouts (real Redis, real S3 server, real ONNX model)', ()
     await until(async () => (await api('GET', ing.body.status)).body.state === 'done', 180_000);
   };
   const search = async (c: string, body: Record<string, unknown>): Promise<Result> => {
-    const r = await api('POST', '/v1/search?wait=60', { collection: c, queries, ...body });
+    // wait up to 240 s (RERANK_MAX_WAIT_SECONDS 300 here): exact XTR and exhaustive searches take over a minute on a loaded machine
+    const r = await api('POST', '/v1/search?wait=240', { collection: c, queries, ...body });
     expect(r.status, JSON.stringify(r.body)).toBe(200);
     expect(r.body.status, JSON.stringify(r.body)).toBe('completed');
     return r.body.result as Result;
@@ -47,7 +50,7 @@ describe('WARP search layouts (real Redis, real S3 server, real ONNX model)', ()
 
   beforeAll(async () => {
     server = await startServer(config, { quiet: true });
-    const items = docs.map((d) => ({ id: d.id, text: d.text }));
+    const items = docs.map((d, i) => ({ id: d.id, text: d.text, metadata: { year: yearOf(i) } }));
     expect((await api('POST', '/v1/collections', { id: 'plain' })).status).toBe(201);
     expect((await api('POST', '/v1/collections', { id: 'warp', search: { layout: 'warp', bits: 4 } })).status).toBe(201);
     await ingest('plain', items);
@@ -126,32 +129,73 @@ describe('WARP search layouts (real Redis, real S3 server, real ONNX model)', ()
       }
     }
     expect(all.stats!.warp!.nprobe).toBe(K);
+    // A filter: WARP's engine with each segment's mask (no fallback to the IVF path), the same documents as plain XTR's filtered search.
+    const filter = { must: [{ key: 'year', range: { lte: 1952 } }] };
+    const kept = new Set(docs.filter((_, i) => yearOf(i) <= 1952).map((d) => d.id));
+    const wf = await search('warp', { mode: { name: 'xtr', nprobe: 65_536 }, topK: 10, filter });
+    const pf = await search('plain', { mode: { name: 'xtr', kPrime: 100_000, nprobe: 65_536 }, topK: 10, filter });
+    expect(wf.stats?.warp).toBeDefined();
+    for (const r of wf.results) {
+      expect(r.hits).toHaveLength(10);
+      for (const h of r.hits) expect(kept.has(h.id)).toBe(true);
+    }
+    expect(overlap(wf, pf)).toBeGreaterThanOrEqual(0.8);
     // a probe reads a fraction of the lists
     for (const q of probed.stats!.warp!.queries) expect(q.bytesRead).toBeLessThan(0.65 * (layoutBytes - directoryBytes)); // measured 30-54 % (300 documents, K 1,024: many small lists)
-  });
+   }, 300_000); // five searches of 10 queries, exhaustive and exact XTR among them: over a minute on a loaded machine
 
-  it("a merge writes the merged segment's layout and garbage collection removes the inputs'; the same answers", async () => {
+  it("a merge job refits the centroids as the collection grew (PLAID's rule on all its tokens), moves every layout to the new epoch, then merges; garbage collection removes the old layouts", async () => {
     const gone = docs[5].id;
     expect((await api('DELETE', `/v1/collections/warp/documents/${encodeURIComponent(gone)}`)).status).toBe(200);
     const inputs = (await manifest('warp')).segments;
+    const cv = inputs[0].codecVersion;
+    const K0 = (await server.runtime.ivf.get('default', 'warp', cv))!.k;
+    const tokens = inputs.reduce((a, r) => a + r.tokens, 0);
+    // the first fit saw one 100-document segment; the three hold enough tokens for more centroids
+    const K1 = ivfCentroidCount(tokens);
+    expect(K1).toBeGreaterThan(K0);
     const body = { mode: { name: 'xtr', nprobe: 65_536 }, topK: 10 };
     const before = await search('warp', body);
-    const r = await api('POST', '/v1/collections/warp/merge?wait=60');
+    const r = await api('POST', '/v1/collections/warp/merge?wait=300');
     expect(r.status, JSON.stringify(r.body)).toBe(200);
-    expect(r.body).toMatchObject({ status: 'merged', committed: true, dropped: 1 });
+    expect(r.body).toMatchObject({ status: 'merged', committed: true, dropped: 1, warp: { epoch: 1, centroids: K1, refitted: true, rebuilt: 3 } });
+    expect((await server.runtime.ivf.get('default', 'warp', cv, 1))!.k).toBe(K1);
+    expect(await server.runtime.warpCodecs.get('default', 'warp', cv, 1)).not.toBeNull();
     const after = await manifest('warp');
     expect(after.segments).toHaveLength(1);
     const ref = after.segments[0];
-    const key = s3Keys.searchLayout('default', 'warp', ref.batchId, ref.codecVersion);
-    const dir = parseWarpDirectory((await server.runtime.store.get(key))!, key, { documents: ref.documents });
+    expect(ref.warpEpoch).toBe(1);
+    const key = s3Keys.searchLayout('default', 'warp', ref.batchId, ref.codecVersion, 1);
+    expect(key).toContain('/search-layouts/v1/e1/');
+    const dir = parseWarpDirectory((await server.runtime.store.get(key))!, key, { documents: ref.documents, centroidCount: K1 });
     expect(dir).toMatchObject({ documents: docs.length - 1, tokens: ref.tokens });
-    for (const old of inputs) expect(await server.runtime.store.exists(s3Keys.searchLayout('default', 'warp', old.batchId, old.codecVersion))).toBe(false);
-    // every list probed: a document's score depends on its own tokens' codes alone, copied by the merge
+    // the inputs' layouts of both epochs are gone (the refit's record and the merge's)
+    for (const old of inputs) {
+      expect(await server.runtime.store.exists(s3Keys.searchLayout('default', 'warp', old.batchId, old.codecVersion))).toBe(false);
+      expect(await server.runtime.store.exists(s3Keys.searchLayout('default', 'warp', old.batchId, old.codecVersion, 1))).toBe(false);
+    }
+    // every list probed: the same documents' scores from residuals against other centroids, close to before
     const res = await search('warp', body);
-    expect(res.results).toEqual(before.results);
-    expect(res.stats!.warp!.segments).toBe(1);
+    expect(res.stats!.warp).toMatchObject({ segments: 1, centroids: K1, epochs: 1, nprobe: K1 });
     for (const q of res.results) expect(q.hits.map((h) => h.id)).not.toContain(gone);
-  });
+    const kept = { ...before, results: before.results.map((q) => ({ ...q, hits: q.hits.filter((h) => h.id !== gone) })) };
+    expect(overlap(res, kept)).toBeGreaterThanOrEqual(0.85);
+    const probed = await search('warp', { mode: { name: 'xtr', nprobe: 32 }, topK: 10 });
+    const reference = await search('plain', { mode: { name: 'xtr', kPrime: 100_000, nprobe: 65_536 }, topK: 10 });
+    console.log(`warp refit figures: ${JSON.stringify({ K0, K1, tokens, 'overlap(refit all, before)': overlap(res, kept), 'overlap(refit nprobe=32, plain xtr exact)': overlap(probed, reference), bytesRead32: probed.stats!.warp!.queries.map((q) => q.bytesRead) })}`);
+    expect(overlap(probed, reference)).toBeGreaterThanOrEqual(0.7);
+
+    // A segment ingested after the refit is indexed at the new epoch (no rebuild needed).
+    await ingest('warp', [{ id: 'after-refit', text: docs[5].text }]);
+    const grown = (await manifest('warp')).segments;
+    const added = grown.find((s) => s.batchId !== ref.batchId)!;
+    expect(added.warpEpoch).toBe(1);
+    expect(await server.runtime.store.exists(s3Keys.searchLayout('default', 'warp', added.batchId, added.codecVersion, 1))).toBe(true);
+    expect(await server.runtime.store.exists(s3Keys.searchLayout('default', 'warp', added.batchId, added.codecVersion))).toBe(false);
+    const found = await search('warp', { mode: { name: 'xtr', nprobe: 32 }, topK: 10, queries: [{ id: 'q', text: docs[5].text }] });
+    expect(found.results[0].hits[0].id).toBe('after-refit');
+    expect(found.stats!.warp).toMatchObject({ segments: 2, epochs: 1 });
+  }, 600_000);
 
   it('a corrupt layout is named like a corrupt segment: the degraded answer from the other segments; a merge rebuilds it', async () => {
     expect((await api('POST', '/v1/collections', { id: 'warpbad', search: { layout: 'warp', bits: 2 } })).status).toBe(201);
@@ -181,7 +225,7 @@ describe('WARP search layouts (real Redis, real S3 server, real ONNX model)', ()
 
     // A merge reads every input layout whole: the corrupt one is refused and the merged segment's layout rebuilt from its vectors.
     await ingest('warpbad', docs.slice(200, 300).map((d) => ({ id: d.id, text: d.text })));
-    const r = await api('POST', '/v1/collections/warpbad/merge?wait=60');
+    const r = await api('POST', '/v1/collections/warpbad/merge?wait=300');
     expect(r.body).toMatchObject({ status: 'merged', committed: true });
     const merged = (await manifest('warpbad')).segments;
     expect(merged).toHaveLength(1);
@@ -189,5 +233,5 @@ describe('WARP search layouts (real Redis, real S3 server, real ONNX model)', ()
     expect(healed.degraded).toBeUndefined();
     expect(healed.stats!.warp!.segments).toBe(1);
     expect(healed.results.some((q) => q.hits.some((h) => badIds.has(h.id)))).toBe(true);
-  });
+  }, 600_000);
 });

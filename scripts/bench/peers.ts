@@ -1,5 +1,5 @@
 /**
- * `npm run bench -- peers [--dataset DIR] [--quick] [--json] [--peers a,b] [--no-install]`
+ * `npm run bench -- peers [--dataset DIR] [--quick] [--json] [--peers a,b] [--no-install] [--threads N] [--layout warp|ivf] [--data DIR] [--docs N]`
  *
  * lateral beside the engines users would pick instead, on one collection, in one run:
  *   xtr-warp-rs (WARP, XTR token retrieval), fast-plaid (PLAID), maxsim-cpu (an exact MaxSim
@@ -19,6 +19,16 @@
  *   xtr-warp-rs and fast-plaid  <->  lateral xtr (k' 1000, nprobe 32)
  *   maxsim-cpu                  <->  lateral exhaustive
  *   bm25s                       <->  lateral bm25
+ * Threads: `--threads N` (default 1: single-threaded, as lateral's search job is) for the peers'
+ * search calls. Layout: `--layout warp` (default) creates the collection with WARP's
+ * centroid-major search layout (`search: {layout: 'warp', bits: 4}`), so lateral xtr is WARP's
+ * engine; `--layout ivf` the segment index's IVF path. For warp, lateral xtr also reports the search
+ * layout's bytes per token (layouts + centroids + codec) and the bytes / ranged reads per query.
+ * `--docs N`: the dataset's first N documents only (judgments kept for those; queries with none
+ * left out), for a machine too loaded to ingest the whole collection in time.
+ * `--data DIR`: the service's data folder (S3 objects, Redis), kept after the run; a later run with
+ * the same DIR and dataset finds the collection holding every document and measures it again
+ * without ingesting (after code changes to the search path).
  * lateral's latency is a client's wall clock through HTTP and the queue (POST /v1/search?wait=60),
  * the peers' an in-process Python call: the ratio includes lateral's service overhead, and says
  * so. lateral's build time is the sum of its index jobs (IVF fit + per-segment postings), taken
@@ -29,7 +39,7 @@ import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync
 import os from 'node:os';
 import path from 'node:path';
 import { Queue } from 'bullmq';
-import { loadConfig } from '@lateral/shared';
+import { loadConfig, s3Keys } from '@lateral/shared';
 import { readSegment, type SegmentReader } from '@lateral/codec';
 import { getEncoder } from '@lateral/model';
 import { BULLMQ_CONNECTION_OPTIONS, createRedis } from '@lateral/infra';
@@ -59,6 +69,16 @@ export interface EngineFigures {
   qps?: number;
   /** lateral only: the search job's own time (timings.totalMs), without HTTP and the queue. */
   search_job_p50_ms?: number;
+  search_job_p95_ms?: number;
+  /** lateral xtr on a WARP layout: search-layout objects (+ centroids and codec) per token. */
+  layout_bytes_per_token?: number;
+  /** lateral xtr on a WARP layout: p50 bytes of list ranges read per query, and ranged reads. */
+  bytes_read_p50?: number;
+  ranges_p50?: number;
+  /** lateral xtr on a WARP layout: the centroids (newest epoch) and epochs the segments were at, and segments scanned. */
+  warp_centroids?: number;
+  warp_epochs?: number;
+  warp_segments?: number;
   settings?: Record<string, unknown>;
 }
 
@@ -120,7 +140,7 @@ export function npy(file: string, data: Float32Array | BigInt64Array, shape: num
 }
 
 /** The token vectors lateral stores for `collection`, decoded from its current generation's segments. */
-async function exportStored(server: Server, collection: string): Promise<{ docIds: string[]; lens: number[]; vectors: Float32Array; dims: number; segmentBytes: number; indexBytes: number }> {
+async function exportStored(server: Server, collection: string): Promise<{ docIds: string[]; lens: number[]; vectors: Float32Array; dims: number; segmentBytes: number; indexBytes: number; layoutBytes: number }> {
   const rt = server.runtime;
   const tenant = rt.config.DEFAULT_TENANT;
   const manifest = await rt.generations.manifest(tenant, collection);
@@ -156,7 +176,46 @@ async function exportStored(server: Server, collection: string): Promise<{ docId
   const live = new Set(manifest.segments.map((s) => s.key));
   const segmentBytes = objects.filter((o) => live.has(o.key)).reduce((a, o) => a + o.size, 0);
   const indexBytes = objects.filter((o) => /\/(indexes|ivf)\//.test(o.key)).reduce((a, o) => a + o.size, 0);
-  return { docIds, lens, vectors, dims, segmentBytes, indexBytes };
+  // The WARP search: the live segments' layouts, and the centroids and residual codec they were built with.
+  const layoutKeys = new Set(manifest.segments.map((s) => s3Keys.searchLayout(tenant, collection, s.batchId, s.codecVersion, s.warpEpoch)));
+  const epochs = new Set(manifest.segments.map((s) => s.warpEpoch ?? 0));
+  const centroidKeys = new Set([...epochs].flatMap((e) => [s3Keys.ivfCentroids(tenant, collection, manifest.codecVersion, e), s3Keys.warpCodec(tenant, collection, manifest.codecVersion, e)]));
+  const layoutBytes = objects.filter((o) => layoutKeys.has(o.key) || centroidKeys.has(o.key)).reduce((a, o) => a + o.size, 0);
+  return { docIds, lens, vectors, dims, segmentBytes, indexBytes, layoutBytes };
+}
+
+/** The dataset's first n documents, the judgments of those, and the queries that still have a relevant one. */
+function firstDocuments(ds: ReturnType<typeof loadRetrievalDataset>, n: number): ReturnType<typeof loadRetrievalDataset> {
+  if (!Number.isInteger(n) || n < 1) throw new Error(`--docs must be an integer >= 1, got ${n}`);
+  const docs = ds.docs.slice(0, n);
+  const keep = new Set(docs.map((d) => d.id));
+  const qrels = new Map([...ds.qrels].map(([q, m]) => [q, new Map([...m].filter(([d]) => keep.has(d)))] as const));
+  return { ...ds, docs, qrels, queries: ds.queries.filter((q) => hasRelevant(qrels.get(q.id))) };
+}
+
+/** Ids of the documents in the collection's committed generation (segments read, nothing decoded). */
+async function storedIds(server: Server, collection: string): Promise<Set<string>> {
+  const rt = server.runtime;
+  const tenant = rt.config.DEFAULT_TENANT;
+  const manifest = await rt.generations.manifest(tenant, collection);
+  const ids = new Set<string>();
+  for (const ref of manifest?.segments ?? []) {
+    let bytes: Uint8Array | null = null;
+    // a loaded machine's embedded S3 can time out a read: tried again
+    for (let attempt = 1; ; attempt++) {
+      try {
+        bytes = await rt.store.get(ref.key);
+        break;
+      } catch (err) {
+        if (attempt >= 5) throw err;
+        await new Promise((r) => setTimeout(r, 3000));
+      }
+    }
+    if (!bytes) continue;
+    const dead = new Set(ref.tombstones ?? []);
+    readSegment(bytes, ref.key, await rt.codecs.get(tenant, collection, ref.codecVersion)).docIds.forEach((id, i) => dead.has(i) || ids.add(id));
+  }
+  return ids;
 }
 
 /** Seconds spent in the collection's completed index jobs (BullMQ processedOn -> finishedOn). */
@@ -183,19 +242,37 @@ export async function runPeersBench(args: string[]): Promise<Record<string, unkn
 
   let ds = loadRetrievalDataset(dataset);
   if (args.includes('--quick')) ds = quickSubset(ds);
+  if (flag('--docs')) ds = firstDocuments(ds, Number(flag('--docs')));
   const judged = ds.queries.filter((q) => hasRelevant(ds.qrels.get(q.id)));
   const tmp = mkdtempSync(path.join(os.tmpdir(), 'lateral-peers-'));
-  const config = loadConfig({ ...process.env, PORT: '0', LOG_LEVEL: 'warn', DATA_DIR: path.join(tmp, 'data') });
+  const dataDir = flag('--data') ? path.resolve(flag('--data')!) : path.join(tmp, 'data');
+  const config = loadConfig({ ...process.env, PORT: '0', LOG_LEVEL: process.env.LOG_LEVEL ?? 'warn', DATA_DIR: dataDir });
   const model = config.DEFAULT_MODEL;
-  const threads = os.cpus().length;
+  const threads = Number(flag('--threads') ?? 1);
+  if (!Number.isInteger(threads) || threads < 1) throw new Error(`--threads must be an integer >= 1, got ${flag('--threads')}`);
+  const layout = flag('--layout') ?? 'warp';
+  if (layout !== 'warp' && layout !== 'ivf') throw new Error(`--layout must be warp or ivf, got ${layout}`);
   const server = await startServer(config, { quiet: true });
   const engines: EngineFigures[] = [];
   const lateral: Record<string, EngineFigures> = {};
   try {
     const collection = `peers-${path.basename(dataset)}`.replace(/[^A-Za-z0-9_.-]/g, '-');
-    await recreateCollection(server.url, collection, model);
-    log(`peers: ingesting ${ds.docs.length} documents of ${dataset} into lateral (${model}) over HTTP`);
-    const ing = await ingest(server.url, collection, ds.docs, { label: 'ingest', progress: false });
+    const kept = flag('--data') ? await getCollection(server.url, collection).catch(() => null) : null;
+    let ing = { seconds: 0 };
+    if (kept && kept.documents === ds.docs.length) log(`peers: ${collection} in ${dataDir} already holds the ${ds.docs.length} documents: not ingested again`);
+    else if (kept) {
+      // An earlier run stopped part-way (--data): only the documents its committed generation lacks.
+      const have = await storedIds(server, collection);
+      const rest = ds.docs.filter((d) => !have.has(d.id));
+      log(`peers: ${collection} in ${dataDir} holds ${have.size} of the documents: ingesting the other ${rest.length}`);
+      ing = await ingest(server.url, collection, rest, { label: 'ingest', progress: false });
+    } else {
+      await recreateCollection(server.url, collection, model, layout === 'warp' ? { search: { layout: 'warp', bits: 4 } } : {});
+      log(`peers: ingesting ${ds.docs.length} documents of ${dataset} into lateral (${model}) over HTTP`);
+      ing = await ingest(server.url, collection, ds.docs, { label: 'ingest', progress: false });
+    }
+    // Merges (and the centroid refits they run) settle before anything is measured.
+    await maintenanceIdle(server);
     const info = await getCollection(server.url, collection);
     const exported = await exportStored(server, collection);
     const tokens = exported.lens.reduce((a, x) => a + x, 0);
@@ -203,18 +280,26 @@ export async function runPeersBench(args: string[]): Promise<Record<string, unkn
     log(`peers: lateral ingested in ${ing.seconds.toFixed(1)} s (${tokens} tokens, ${info.segments} segments; index jobs ${buildS.toFixed(1)} s)`);
 
     for (const [name, mode] of [
-      ['xtr', { name: 'xtr', kPrime: 1000 }],
+      ['xtr', { name: 'xtr', kPrime: 1000, nprobe: 32 }],
       ['exhaustive', 'exhaustive'],
       ['bm25', 'bm25'],
     ] as const) {
       await search(server.url, { collection, mode, topK: TOP_K, queries: [judged[0]!] });
       const ms: number[] = [];
       const serverMs: number[] = [];
+      const bytesRead: number[] = [];
+      const ranges: number[] = [];
+      let warpShape: { centroids?: number; epochs?: number; segments: number } | undefined;
       const metrics: { ndcg: number; recall: number }[] = [];
       for (const q of judged) {
         const r = await search(server.url, { collection, mode, topK: TOP_K, queries: [q] });
         ms.push(r.ms);
         if (r.timings?.totalMs !== undefined) serverMs.push(r.timings.totalMs);
+        if (r.stats?.warp) warpShape = { centroids: r.stats.warp.centroids, epochs: r.stats.warp.epochs, segments: r.stats.warp.segments };
+        for (const w of r.stats?.warp?.queries ?? []) {
+          bytesRead.push(w.bytesRead);
+          ranges.push(w.ranges);
+        }
         metrics.push(queryMetrics((r.results[0]?.hits ?? []).map((h) => h.id), ds.qrels.get(q.id)!));
       }
       lateral[name] = {
@@ -227,8 +312,9 @@ export async function runPeersBench(args: string[]): Promise<Record<string, unkn
         'ndcg@10': round(mean(metrics.map((m) => m.ndcg)), 4),
         'recall@100': round(mean(metrics.map((m) => m.recall)), 4),
         ...latencyFigures(ms),
-        ...(serverMs.length ? { search_job_p50_ms: round(percentile(serverMs, 0.5), 2) } : {}),
-        settings: { mode, through: 'HTTP + queue (POST /v1/search?wait=60)', model },
+        ...(serverMs.length ? { search_job_p50_ms: round(percentile(serverMs, 0.5), 2), search_job_p95_ms: round(percentile(serverMs, 0.95), 2) } : {}),
+        ...(name === 'xtr' && bytesRead.length ? { layout_bytes_per_token: round(exported.layoutBytes / tokens, 1), bytes_read_p50: Math.round(percentile(bytesRead, 0.5)), ranges_p50: Math.round(percentile(ranges, 0.5)), warp_centroids: warpShape?.centroids, warp_epochs: warpShape?.epochs, warp_segments: warpShape?.segments } : {}),
+        settings: { mode, layout: name === 'xtr' ? layout : undefined, through: 'HTTP + queue (POST /v1/search?wait=60)', model },
       };
       log(`peers: lateral ${name}: nDCG@10 ${lateral[name]['ndcg@10']} p50 ${lateral[name].p50_ms} ms`);
       engines.push(lateral[name]);
@@ -301,12 +387,35 @@ export async function runPeersBench(args: string[]): Promise<Record<string, unkn
       }
       for (const c of comparisons) console.log(`${c.lateral} / ${c.peer}: ${Object.entries(c['lateral/peer']).filter(([, v]) => v !== null).map(([k, v]) => `${k} ${v}x`).join(', ')}`);
       console.log("lateral's latencies are a client's wall clock through HTTP and the queue; the peers' are in-process Python calls.");
-      for (const [name, e] of Object.entries(lateral)) if (e.search_job_p50_ms !== undefined) console.log(`  lateral ${name}: the search job itself (timings.totalMs) p50 ${e.search_job_p50_ms} ms of the ${e.p50_ms} ms`);
+      for (const [name, e] of Object.entries(lateral)) if (e.search_job_p50_ms !== undefined) console.log(`  lateral ${name}: the search job itself (timings.totalMs) p50 ${e.search_job_p50_ms} ms, p95 ${e.search_job_p95_ms} ms, of the ${e.p50_ms} ms`);
+      const x = lateral.xtr;
+      if (x?.layout_bytes_per_token !== undefined) console.log(`  lateral xtr (warp): search layout ${x.layout_bytes_per_token} B/token; per query p50 ${x.bytes_read_p50} bytes read in ${x.ranges_p50} ranged reads; ${x.warp_segments} segments, ${x.warp_centroids} centroids (${x.warp_epochs} epoch(s))`);
+      for (const e of engines) {
+        if (e.status !== 'ok' || !x?.search_job_p50_ms || !e.p50_ms || !(e.engine in COUNTERPART) || COUNTERPART[e.engine as Peer] !== 'xtr') continue;
+        console.log(`  lateral xtr search job p50 / ${e.engine} p50 (${threads} thread${threads > 1 ? 's' : ''}): ${round(x.search_job_p50_ms / e.p50_ms, 3)}x; nDCG@10 lateral xtr / lateral exhaustive: ${round(x['ndcg@10']! / lateral.exhaustive!['ndcg@10']!, 4)}x`);
+        if (x.layout_bytes_per_token !== undefined && e.bytes_per_token) console.log(`  search-layout bytes per token lateral / ${e.engine}: ${round(x.layout_bytes_per_token / e.bytes_per_token, 3)}x`);
+      }
     }
     return result;
   } finally {
     await server.stop();
-    rmSync(tmp, { recursive: true, force: true });
+    rmSync(tmp, { recursive: true, force: true }); // --data DIR is outside tmp: kept
+  }
+}
+
+/** Waits until the merge queue (merges, and the WARP refits they run) has no job waiting or running. */
+async function maintenanceIdle(server: Server): Promise<void> {
+  const rt = server.runtime;
+  const q = new Queue('merge', { ...BULLMQ_CONNECTION_OPTIONS, connection: createRedis(rt.services.redisUrl, 'producer'), prefix: rt.config.REDIS_PREFIX });
+  try {
+    for (;;) {
+      const c = await q.getJobCounts('active', 'waiting', 'delayed', 'prioritized');
+      if (Object.values(c).every((n) => n === 0)) return;
+      await new Promise((r) => setTimeout(r, 1000));
+    }
+  } finally {
+    await q.close();
+    await (await q.client).quit().catch(() => undefined);
   }
 }
 

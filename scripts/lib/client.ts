@@ -125,7 +125,19 @@ export async function ingest(
   const statuses: string[] = [];
   for (let i = 0; i < docs.length; i += per) {
     const ndjson = docs.slice(i, i + per).map((d) => JSON.stringify(d)).join('\n');
-    const r = await call(base, 'POST', `/v1/collections/${collection}/documents`, ndjson, 'application/x-ndjson');
+    // A connection lost to a service starved of CPU (a loaded machine) is tried again: the same ids
+    // ingested twice are the same documents (the later copy supersedes the earlier).
+    let r;
+    for (let attempt = 1; ; attempt++) {
+      try {
+        r = await call(base, 'POST', `/v1/collections/${collection}/documents`, ndjson, 'application/x-ndjson');
+        break;
+      } catch (err) {
+        if (!(err instanceof TypeError) || attempt >= 5) throw err;
+        process.stderr.write(`POST /v1/collections/${collection}/documents: ${err.message} (${String((err as { cause?: unknown }).cause ?? '')}), trying again in 5 s (attempt ${attempt + 1}/5)\n`);
+        await new Promise((res) => setTimeout(res, 5000));
+      }
+    }
     statuses.push(r.body.status);
   }
   if (opts.stages && show) console.log(`    uploaded ${docs.length} documents in ${statuses.length} requests (${secs()} s); the workers encode, compress and index them:`);
@@ -196,11 +208,15 @@ export interface SearchHitList {
  * GET /v1/search/{id} until it is. `ms` is the client's wall clock from the POST until the
  * completed answer (what a user waits for one search).
  */
-export async function search(base: string, body: Record<string, unknown>, wait = 60): Promise<{ ms: number; results: SearchHitList[]; generation: number; timings?: Record<string, number> }> {
+export async function search(
+  base: string,
+  body: Record<string, unknown>,
+  wait = 60,
+): Promise<{ ms: number; results: SearchHitList[]; generation: number; timings?: Record<string, number>; stats?: { warp?: { layoutBytes: number; segments: number; centroids?: number; epochs?: number; queries: { bytesRead: number; ranges: number }[] } } }> {
   const t0 = performance.now();
   let st = (await call(base, 'POST', `/v1/search?wait=${wait}`, body)).body;
   while (st.status !== 'completed' && st.status !== 'failed') st = (await call(base, 'GET', `/v1/search/${st.id}?wait=${Math.min(wait, 30)}`)).body;
   const ms = performance.now() - t0;
   if (st.status === 'failed') throw new Error(`search job ${st.id} failed: ${st.error}`);
-  return { ms, results: st.result.results, generation: st.result.generation, timings: st.result.timings };
+  return { ms, results: st.result.results, generation: st.result.generation, timings: st.result.timings, stats: st.result.stats };
 }

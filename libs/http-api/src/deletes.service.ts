@@ -92,8 +92,8 @@ export class DeletesService {
       if (state === 'completed' || state === 'failed') {
         const fresh = (await Job.fromId(this.rt.queues.get(QueueName.merge), jobId)) ?? job;
         if (state === 'failed') throw new Error(`merge of ${collectionId} failed: ${fresh.failedReason}`);
-        const r = fresh.returnvalue as { generation: number; committed: boolean; documents?: number; merged: MergeOutcome };
-        return { status: 200, body: { collection: collectionId, generation: r.generation, committed: r.committed, ...r.merged } };
+        const r = fresh.returnvalue as { generation: number; committed: boolean; documents?: number; merged: MergeOutcome; warp?: Record<string, unknown> };
+        return { status: 200, body: { collection: collectionId, generation: r.generation, committed: r.committed, ...r.merged, ...(r.warp ? { warp: r.warp } : {}) } };
       }
       if (Date.now() >= until) return { status: 202, body: { collection: collectionId, generation, status: state === 'active' ? 'running' : 'queued' } };
       await new Promise((r) => setTimeout(r, Math.min(pause, Math.max(1, until - Date.now()))));

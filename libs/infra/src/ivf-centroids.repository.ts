@@ -52,8 +52,8 @@ export class IvfCentroidRepository {
 
   constructor(private readonly store: Pick<ObjectStore, 'get' | 'putIfAbsent'>) {}
 
-  get(t: string, c: string, v: number): Promise<IvfCentroids | null> {
-    const key = s3Keys.ivfCentroids(t, c, v);
+  get(t: string, c: string, v: number, epoch = 0): Promise<IvfCentroids | null> {
+    const key = s3Keys.ivfCentroids(t, c, v, epoch);
     let p = this.cache.get(key);
     if (!p) {
       p = this.store.get(key).then((b) => (b ? deserializeIvfCentroids(b, key) : null));
@@ -65,13 +65,13 @@ export class IvfCentroidRepository {
   }
 
   /** The version's centroids, fitted by `fit()` and written when none exist yet. */
-  async ensure(t: string, c: string, v: number, fit: () => IvfCentroids | Promise<IvfCentroids>): Promise<IvfCentroids> {
-    const existing = await this.get(t, c, v);
+  async ensure(t: string, c: string, v: number, fit: () => IvfCentroids | Promise<IvfCentroids>, epoch = 0): Promise<IvfCentroids> {
+    const existing = await this.get(t, c, v, epoch);
     if (existing) return existing;
-    const key = s3Keys.ivfCentroids(t, c, v);
+    const key = s3Keys.ivfCentroids(t, c, v, epoch);
     await this.store.putIfAbsent(key, serializeIvfCentroids(await fit()));
     this.cache.delete(key);
-    const stored = await this.get(t, c, v);
+    const stored = await this.get(t, c, v, epoch);
     if (!stored) throw new Error(`IVF centroids ${key} were written but cannot be read back`);
     return stored;
   }

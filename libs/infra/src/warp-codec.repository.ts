@@ -56,8 +56,8 @@ export class WarpCodecRepository {
 
   constructor(private readonly store: Pick<ObjectStore, 'get' | 'putIfAbsent'>) {}
 
-  get(t: string, c: string, v: number): Promise<WarpCodec | null> {
-    const key = s3Keys.warpCodec(t, c, v);
+  get(t: string, c: string, v: number, epoch = 0): Promise<WarpCodec | null> {
+    const key = s3Keys.warpCodec(t, c, v, epoch);
     let p = this.cache.get(key);
     if (!p) {
       p = this.store.get(key).then((b) => (b ? deserializeWarpCodec(b, key) : null));
@@ -69,13 +69,13 @@ export class WarpCodecRepository {
   }
 
   /** The version's codec, fitted by `fit()` and written when none exists yet. */
-  async ensure(t: string, c: string, v: number, fit: () => WarpCodec | Promise<WarpCodec>): Promise<WarpCodec> {
-    const existing = await this.get(t, c, v);
+  async ensure(t: string, c: string, v: number, fit: () => WarpCodec | Promise<WarpCodec>, epoch = 0): Promise<WarpCodec> {
+    const existing = await this.get(t, c, v, epoch);
     if (existing) return existing;
-    const key = s3Keys.warpCodec(t, c, v);
+    const key = s3Keys.warpCodec(t, c, v, epoch);
     await this.store.putIfAbsent(key, serializeWarpCodec(await fit()));
     this.cache.delete(key);
-    const stored = await this.get(t, c, v);
+    const stored = await this.get(t, c, v, epoch);
     if (!stored) throw new Error(`WARP codec ${key} was written but cannot be read back`);
     return stored;
   }

@@ -1,6 +1,6 @@
 import { afterAll, describe, expect, it } from 'vitest';
 import { mulberry32 } from '@lateral/shared';
-import { xtrProbe } from '@lateral/search';
+import { fitWarpCodec, warpQuery, xtrProbe } from '@lateral/search';
 import { OnnxIvfProbe } from './ivf-probe';
 
 function unitRows(rand: () => number, rows: number, d: number): Float32Array {
@@ -60,5 +60,29 @@ describe('OnnxIvfProbe', () => {
     await expect(probe.probe(q, 3, C, 8, 2)).rejects.toThrow(/expected 3 x 8/);
     await expect(probe.probe(q, 2, C.subarray(0, 39), 8, 2)).rejects.toThrow(/K x d/);
     expect((await probe.probe(new Float32Array(0), 0, C, 8, 2)).centroids.length).toBe(0);
+  });
+
+  it("top: the k best centroids with their scores; WARP's warpQuery given them probes and imputes as from Q C^T", async () => {
+    probe ??= await OnnxIvfProbe.create(1);
+    const rand = mulberry32(11);
+    for (const [n, K, d, k] of [[8, 512, 64, 128], [3, 200, 384, 200]]) {
+      const q = unitRows(rand, n, d);
+      const C = unitRows(rand, K, d);
+      const top = await probe.top(q, n, C, d, k);
+      expect([top.ids.length, top.scores.length]).toEqual([n * k, n * k]);
+      for (let i = 0; i < n; i++) for (let p = 0; p < k; p++) expect(top.scores[i * k + p]).toBeCloseTo(dot64(q, i * d, C, top.ids[i * k + p]! * d, d), 5);
+      const residuals = unitRows(rand, 256, d).map((x) => x * 0.1);
+      const codec = fitWarpCodec(residuals, 256, d, 4);
+      const sizes = Array.from({ length: K }, (_, c) => 1 + ((c * 7) % 13));
+      const nprobe = 16;
+      const plain = warpQuery(q, n, C, codec, sizes, { nprobe, tPrime: 100 });
+      const given = warpQuery(q, n, C, codec, sizes, { nprobe, tPrime: 100, centroidTop: { k, ...top } });
+      expect(Array.from(given.probes)).toEqual(Array.from(plain.probes));
+      for (let x = 0; x < plain.probeScores.length; x++) expect(given.probeScores[x]).toBeCloseTo(plain.probeScores[x]!, 5);
+      for (let i = 0; i < n; i++) expect(given.imputed[i]).toBeCloseTo(plain.imputed[i]!, 5);
+      expect(Array.from(given.tables)).toEqual(Array.from(plain.tables));
+      // fewer than the bound's centroids given: refused, naming the field
+      expect(() => warpQuery(q, n, C, codec, sizes, { nprobe, centroidTop: { k: 8, ids: top.ids.subarray(0, n * 8), scores: top.scores.subarray(0, n * 8) } })).toThrow('centroidTop');
+    }
   });
 });

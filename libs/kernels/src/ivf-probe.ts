@@ -40,22 +40,47 @@ export class OnnxIvfProbe {
     return new OnnxIvfProbe(await createScorerSession(model, { intraOpThreads: threads }));
   }
 
-  /** q: n x d; centroids: K x d. */
-  async probe(q: Float32Array, n: number, centroids: Float32Array, d: number, nprobe: number): Promise<IvfProbe> {
+  /**
+   * The k best centroids of each query token with their scores, best first (ties: lower index),
+   * from one GEMM and TopK: what WARP's warpQuery needs (its probes and the imputation's walk
+   * over the top `bound` centroids) without the n x K score matrix in JavaScript.
+   * Shape: -> ids, scores n x k.
+   */
+  async top(q: Float32Array, n: number, centroids: Float32Array, d: number, k: number): Promise<{ ids: Uint32Array; scores: Float32Array }> {
+    this.checked(q, n, centroids, d, k);
+    const ids = new Uint32Array(n * k);
+    if (n === 0) return { ids, scores: new Float32Array(0) };
+    const r = await this.session.run({ q: new ort.Tensor('float32', q, [n, d]), centroids_t: this.transpose(centroids, d), k: new ort.Tensor('int64', BigInt64Array.of(BigInt(k)), [1]) });
+    const got = r.top_ids.data as BigInt64Array;
+    for (let i = 0; i < got.length; i++) ids[i] = Number(got[i]);
+    return { ids, scores: Float32Array.from(r.top_scores.data as Float32Array) };
+  }
+
+  private checked(q: Float32Array, n: number, centroids: Float32Array, d: number, nprobe: number): void {
     if (!Number.isInteger(d) || d < 1 || centroids.length % d !== 0) throw new RangeError(`OnnxIvfProbe: centroids has length ${centroids.length}, expected K x d with d = ${d}`);
     const K = centroids.length / d;
     if (q.length !== n * d) throw new RangeError(`OnnxIvfProbe: q has length ${q.length}, expected ${n} x ${d}`);
     if (!Number.isInteger(nprobe) || nprobe < 1 || nprobe > K) throw new RangeError(`OnnxIvfProbe: nprobe must be an integer in [1, K = ${K}], got ${nprobe}`);
-    const out = new Uint32Array(n * nprobe);
-    if (n === 0) return { n, nprobe, centroids: out };
+  }
+
+  private transpose(centroids: Float32Array, d: number): ort.Tensor {
     let ct = this.transposed.get(centroids);
     if (!ct) {
+      const K = centroids.length / d;
       const t = new Float32Array(d * K);
       for (let c = 0; c < K; c++) for (let j = 0; j < d; j++) t[j * K + c] = centroids[c * d + j];
       ct = new ort.Tensor('float32', t, [d, K]);
       this.transposed.set(centroids, ct);
     }
-    const r = await this.session.run({ q: new ort.Tensor('float32', q, [n, d]), centroids_t: ct, k: new ort.Tensor('int64', BigInt64Array.of(BigInt(nprobe)), [1]) });
+    return ct;
+  }
+
+  /** q: n x d; centroids: K x d. */
+  async probe(q: Float32Array, n: number, centroids: Float32Array, d: number, nprobe: number): Promise<IvfProbe> {
+    this.checked(q, n, centroids, d, nprobe);
+    const out = new Uint32Array(n * nprobe);
+    if (n === 0) return { n, nprobe, centroids: out };
+    const r = await this.session.run({ q: new ort.Tensor('float32', q, [n, d]), centroids_t: this.transpose(centroids, d), k: new ort.Tensor('int64', BigInt64Array.of(BigInt(nprobe)), [1]) });
     const ids = r.top_ids.data as BigInt64Array;
     for (let i = 0; i < ids.length; i++) out[i] = Number(ids[i]);
     return { n, nprobe, centroids: out };

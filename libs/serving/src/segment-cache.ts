@@ -13,12 +13,14 @@ import {
   warpCoalescedRanges,
   warpDirectoryBytes,
   warpFetchedLists,
+  openWarpLayout,
   type RowScorer,
   type SegmentIndex,
   type SegmentSource,
   type WarpDirectory,
   type WarpLayoutExpectations,
   type WarpListSource,
+  type WarpLayoutReader,
 } from '@lateral/search';
 import type { RotatedImageSet } from '@lateral/kernels';
 import type { CollectionView } from './collection-view';
@@ -70,6 +72,13 @@ export interface SegmentCacheOptions {
    * before left in the cache; false or absent: manifest order always.
    */
   alternateScans?: boolean;
+  /**
+   * WARP search layouts no larger than this many bytes are kept whole in the memory cache after a
+   * query first reads them (hot lists: later queries slice their probed lists from memory, each
+   * list verified once), larger ones are read by ranges on every query. Default maxBytes / 16;
+   * 0: always by ranges.
+   */
+  warpLayoutInMemoryBytes?: number;
   /**
    * The ids of a segment in its document order, read from elsewhere than the segment (the
    * batch's info.json), for a segment that cannot be read: its candidates are then named as
@@ -134,7 +143,7 @@ interface ImageCodec {
   p: number;
 }
 
-type Cached = LoadedSegment | SegmentHead | SegmentIdTable | GenerationTable | SegmentIndex | WarpDirectory | Float32Array | { codes: Uint8Array; norms: Uint8Array } | null;
+type Cached = LoadedSegment | SegmentHead | SegmentIdTable | GenerationTable | SegmentIndex | WarpDirectory | WarpLayoutReader | Float32Array | { codes: Uint8Array; norms: Uint8Array } | null;
 
 /** Most centroids a WARP layout header may name before its directory is read (a corrupt header is refused, not allocated). */
 const WARP_MAX_CENTROIDS = 1 << 24;
@@ -446,7 +455,7 @@ export class SegmentCache {
    * 'index', naming the segment), like a corrupt segment index.
    */
   async warpDirectory(collection: Pick<Collection, 'tenantId' | 'id'>, ref: SegmentRef, expect: WarpLayoutExpectations): Promise<WarpDirectory> {
-    const key = s3Keys.searchLayout(collection.tenantId, collection.id, ref.batchId, ref.codecVersion);
+    const key = s3Keys.searchLayout(collection.tenantId, collection.id, ref.batchId, ref.codecVersion, ref.warpEpoch ?? 0);
     return this.guarded(collection, key, 'index', ref.key, async () =>
       (await this.lru.get(`warpdir:${key}`, () =>
         this.limiter.run(async () => {
@@ -472,15 +481,33 @@ export class SegmentCache {
    * does; the search answers from the other segments and names this one.
    */
   async warpLists(collection: Pick<Collection, 'tenantId' | 'id'>, ref: SegmentRef, dir: WarpDirectory, centroids: ArrayLike<number>): Promise<WarpListReads> {
-    const key = s3Keys.searchLayout(collection.tenantId, collection.id, ref.batchId, ref.codecVersion);
+    const key = s3Keys.searchLayout(collection.tenantId, collection.id, ref.batchId, ref.codecVersion, ref.warpEpoch ?? 0);
     const ranges = warpCoalescedRanges(dir, centroids);
+    const bytes = ranges.reduce((n, r) => n + r.length, 0);
+    const inMemory = this.opts.warpLayoutInMemoryBytes ?? this.opts.maxBytes / 16;
     return this.guarded(collection, key, 'index', ref.key, async () => {
+      if (ranges.length > 0 && dir.byteLength <= inMemory) {
+        try {
+          // A small layout: read whole once (through the disk cache) and kept; every probed list verified (once per list), none read again.
+          const whole = (await this.lru.get(`warplayout:${key}`, () =>
+            this.limiter.run(async () => {
+              const reader = openWarpLayout(await this.layoutBytes(key, ref, 0, dir.byteLength), key, { centroidsChecksum: dir.centroidsChecksum, codecChecksum: dir.codecChecksum, documents: dir.documents });
+              return { value: reader, bytes: dir.byteLength };
+            }),
+          )) as WarpListSource;
+          for (let k = 0; k < centroids.length; k++) whole.list(centroids[k]);
+          return { lists: whole, bytes, ranges: 0 };
+        } catch (err) {
+          this.lru.delete(`warplayout:${key}`);
+          throw await this.layoutUnavailable(key, ref, err);
+        }
+      }
       try {
         const got = ranges.length === 0 ? [] : await this.limiter.run(() => this.layoutRanges(key, ref, ranges.map((r) => [r.offset, r.length] as const)));
         const lists = warpFetchedLists(dir, ranges.map((r, i) => ({ offset: r.offset, bytes: got[i] })));
         // every probed list checked now (kept by the source): a corrupt range fails here, named, before any scoring
         for (let k = 0; k < centroids.length; k++) lists.list(centroids[k]);
-        return { lists, bytes: ranges.reduce((n, r) => n + r.length, 0), ranges: ranges.length };
+        return { lists, bytes, ranges: ranges.length };
       } catch (err) {
         throw await this.layoutUnavailable(key, ref, err);
       }

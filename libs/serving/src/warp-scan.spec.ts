@@ -11,6 +11,7 @@ import {
   openWarpLayout,
   parseWarpDirectory,
   serializeWarpLayout,
+  warpCentroidScores,
   warpDirectoryBytes,
   warpSearch,
   type WarpCodec,
@@ -83,7 +84,7 @@ const dirs: string[] = [];
 afterAll(() => dirs.forEach((d) => rmSync(d, { recursive: true, force: true })));
 
 /** A segment cache over the disk cache of an in-memory store holding the layouts, recording every ranged read and GET. */
-function setup(objects: Map<string, Uint8Array>) {
+function setup(objects: Map<string, Uint8Array>, warpLayoutInMemoryBytes = 0) {
   const dir = mkdtempSync(path.join(tmpdir(), 'warp-scan-'));
   dirs.push(dir);
   const gets: string[] = [];
@@ -97,7 +98,7 @@ function setup(objects: Map<string, Uint8Array>) {
       return disk.readRanges(k, ranges, check);
     },
   };
-  const cache = new SegmentCache(source, { get: async () => Promise.reject(new Error('no codec artifact')) }, { forCollection: async () => Promise.reject(new Error('none')) }, { maxBytes: 1 << 30, loadConcurrency: 2, scoreFromCodes: true });
+  const cache = new SegmentCache(source, { get: async () => Promise.reject(new Error('no codec artifact')) }, { forCollection: async () => Promise.reject(new Error('none')) }, { maxBytes: 1 << 30, loadConcurrency: 2, scoreFromCodes: true, warpLayoutInMemoryBytes });
   return { cache, reads, gets };
 }
 
@@ -112,6 +113,80 @@ const reference = (nprobe: number, which = [0, 1, 2]) =>
   });
 
 describe('warpScan over the segment cache (WARP search layouts read by ranges)', () => {
+  it('small layouts are kept whole in memory after the first query (hot lists): the same hits, no list read again; a corrupt list is still named', async () => {
+    const { cache, reads, gets } = setup(new Map(refs.map((ref, i) => [layoutKey(ref), layouts[i]])), 1 << 20);
+    const first = await warpScan(cache, collection, manifest, plan(), queries, opts(3));
+    expect(first.hits).toEqual(reference(3));
+    const before = { reads: reads.length, gets: gets.length };
+    const again = await warpScan(cache, collection, manifest, plan(), queries, opts(K));
+    expect(again.hits).toEqual(reference(K));
+    expect({ reads: reads.length, gets: gets.length }).toEqual(before);
+    // what each query touched is still reported; no ranged read was made
+    for (const q of again.queries.filter((_, qi) => queries[qi].n > 0)) expect([q.bytesRead > 0, q.ranges]).toEqual([true, 0]);
+
+    const bad = new Uint8Array(layouts[1]);
+    const d = parseWarpDirectory(bad, 'x');
+    let c = 0;
+    for (let i = 1; i < K; i++) if (d.counts[i] > d.counts[c]) c = i;
+    bad[d.offsets[c] + 1] ^= 0xff;
+    const broken = setup(new Map(refs.map((ref, i) => [layoutKey(ref), i === 1 ? bad : layouts[i]])), 1 << 20);
+    const scan = await warpScan(broken.cache, collection, manifest, plan(), queries, opts(K));
+    expect([...scan.failed.keys()]).toEqual([1]);
+    expect(scan.failed.get(1)!.message).toContain(`list ${c}`);
+  });
+
+  it("a filter's masks (per plan part) keep the hits to the documents they keep, as warpSearch with those masks; a segment already found unreadable is left out and named", async () => {
+    const { cache } = setup(new Map(refs.map((ref, i) => [layoutKey(ref), layouts[i]])));
+    const masks = refs.map((ref, s) => Uint8Array.from({ length: ref.documents }, (_, d) => ((d + s) % 3 === 0 ? 1 : 0)));
+    const sizes = new Float64Array(K);
+    for (const l of layouts) parseWarpDirectory(l, 'x').counts.forEach((c, i) => (sizes[i] += c));
+    const expected = queries.map((q) =>
+      warpSearch(
+        refs.map((ref, s) => ({ documents: ref.documents, docBase: refs.slice(0, s).reduce((n, x) => n + x.documents, 0), lists: openWarpLayout(layouts[s], 'ref'), mask: masks[s] })),
+        q.vectors, q.n, centroids, codec, sizes, { nprobe: K, topN: 7 },
+      ).hits,
+    );
+    const scan = await warpScan(cache, collection, manifest, plan(), queries, { ...opts(K), masks });
+    expect(scan.hits).toEqual(expected);
+    for (const [qi, hits] of scan.hits.entries()) {
+      if (queries[qi].n === 0) continue;
+      expect(hits!.length).toBeGreaterThan(0);
+      for (const h of hits!) expect(masks[h.segment][h.doc]).toBe(1);
+    }
+    const unreadable = new SegmentUnavailableError(refs[1].key, 'segment', refs[1].key, 'metadata unreadable');
+    const partial = await warpScan(cache, collection, manifest, plan(), queries, { ...opts(K), masks, failed: new Map([[1, unreadable]]) });
+    expect(partial.failed.get(1)).toBe(unreadable);
+    for (const hits of partial.hits) for (const h of hits ?? []) expect(h.segment).not.toBe(1);
+  });
+
+  it('given the top centroids per query token (centroidTop, as the ONNX GEMM + TopK gives them), the same hits as from Q C^T in JavaScript', async () => {
+    const { cache } = setup(new Map(refs.map((ref, i) => [layoutKey(ref), layouts[i]])));
+    const asked: number[] = [];
+    // a brute-force top-k (float64 dots, ties to the lower index): what OnnxIvfProbe.top returns up to float32 rounding
+    const centroidTop = async (q: Float32Array, n: number, c: Float32Array, d: number, k: number) => {
+      asked.push(k);
+      const S = warpCentroidScores(q, n, c, d);
+      const Kc = c.length / d;
+      const ids = new Uint32Array(n * k);
+      const scores = new Float32Array(n * k);
+      for (let i = 0; i < n; i++) {
+        const order = Array.from({ length: Kc }, (_, x) => x).sort((a, b) => S[i * Kc + b] - S[i * Kc + a] || a - b);
+        for (let p = 0; p < k; p++) {
+          ids[i * k + p] = order[p];
+          scores[i * k + p] = S[i * Kc + order[p]];
+        }
+      }
+      return { ids, scores };
+    };
+    for (const nprobe of [3, K]) {
+      const scan = await warpScan(cache, collection, manifest, plan(), queries, { ...opts(nprobe), centroidTop });
+      expect(scan.hits).toEqual(reference(Math.min(nprobe, K)));
+    }
+    // k = the imputation's bound (128, clamped to [nprobe, K]), once per query and epoch
+    expect(new Set(asked)).toEqual(new Set([Math.min(K, 128), K]));
+    expect(asked.length).toBe(2 * queries.filter((q) => q.n > 0).length);
+  });
+
   it('equals warpSearch over the whole layouts, reading the directories once and then only probed lists', async () => {
     const { cache, reads } = setup(new Map(refs.map((ref, i) => [layoutKey(ref), layouts[i]])));
     for (const nprobe of [3, K, 10_000]) {

@@ -1,5 +1,6 @@
 import type { Collection, CollectionManifest, SegmentRef } from '@lateral/shared';
 import {
+  WARP_DEFAULT_BOUND,
   WarpWorkspace,
   centroidsChecksum,
   mergeHits,
@@ -8,6 +9,7 @@ import {
   warpProbedCentroids,
   warpQuery,
   warpSegmentSearchSteps,
+  type DocMask,
   type Hit,
   type SegmentHits,
   type WarpCodec,
@@ -22,11 +24,29 @@ import type { SegmentCache } from './segment-cache';
 export type WarpReads = Pick<SegmentCache, 'warpDirectory' | 'warpLists'>;
 
 export interface WarpScanOptions {
-  /** The collection's IVF centroids (K x dims) and WARP codec for the generation's codec version. */
+  /** The collection's IVF centroids (K x dims) and WARP codec for the generation's codec version (centroid epoch 0). */
   centroids: Float32Array;
   codec: WarpCodec;
+  /**
+   * The centroids and codec of a refit's epoch e > 0 (SegmentRef.warpEpoch; maintenance/warp-refit.ts
+   * in libs/pipeline); absent: every segment is taken to be at epoch 0.
+   */
+  epoch?: (e: number) => Promise<{ centroids: Float32Array; codec: WarpCodec }>;
   /** Lists probed per query token (clamped to K, as XTR's nprobe). */
   nprobe: number;
+  /**
+   * The k best centroids per query token with their scores (n x k, best first; ties: lower index),
+   * e.g. ONNX Runtime's GEMM + TopK (OnnxIvfProbe.top); absent: Q C^T in JavaScript (warpQuery).
+   */
+  centroidTop?: (q: Float32Array, n: number, centroids: Float32Array, d: number, k: number) => Promise<{ ids: Uint32Array; scores: Float32Array }>;
+  /**
+   * Per plan part, the documents a filter keeps and the segment holds live (andMasks of part.live
+   * and the filter's docMask); absent: part.live. A part whose segment could not be read for its
+   * metadata is in `failed` instead.
+   */
+  masks?: readonly (DocMask | undefined)[];
+  /** Segments (manifest position) already found unreadable (the filter's metadata reads): named, left out. */
+  failed?: ReadonlyMap<number, SegmentUnavailableError>;
   /** Hits per query. */
   topN: number;
   yieldEvery: () => Promise<void>;
@@ -38,7 +58,7 @@ export interface WarpScanQueryStats {
   bytesRead: number;
   /** Ranged reads (coalesced) over every segment. */
   ranges: number;
-  /** Distinct centroids probed (any query token). */
+  /** Distinct centroids probed (any query token; summed over epochs while segments are at several). */
   probed: number;
 }
 
@@ -48,12 +68,27 @@ export interface WarpScan {
   /** Segments (manifest position) whose layout could not be read: named, the rest served. */
   failed: Map<number, SegmentUnavailableError>;
   queries: WarpScanQueryStats[];
-  /** nprobe after clamping to K. */
+  /** nprobe after clamping to K (of the newest epoch). */
   nprobe: number;
+  /** Centroids of the newest epoch searched. */
+  centroids: number;
+  /** Centroid epochs the segments are at (one, except while a refit's rebuild is catching up). */
+  epochs: number;
   /** Segments whose directory was read (the scan's segments). */
   segments: number;
   /** Bytes of the scanned segments' layout objects (their directories say). */
   layoutBytes: number;
+}
+
+/** The segments of one centroid epoch, with what their queries need. */
+interface EpochGroup {
+  epoch: number;
+  centroids: Float32Array;
+  codec: WarpCodec;
+  nprobe: number;
+  /** indexes into plan.parts */
+  parts: number[];
+  listSizes: Float64Array;
 }
 
 /**
@@ -65,18 +100,18 @@ export interface WarpScan {
  * loop yielded between query tokens), and the exact merge across segments. A segment whose
  * layout is missing or corrupt (directory or a probed range) is named in `failed` and its hits
  * are dropped from every query (the degraded answer).
+ *
+ * Segments are grouped by centroid epoch (SegmentRef.warpEpoch): normally one group. While a
+ * refit's rebuild catches up with a segment committed meanwhile, that segment is searched with its
+ * own epoch's centroids, list sizes and imputation, and its hits merged with the rest (scores of
+ * one definition, approximated against other centroids).
  */
 export async function warpScan(reads: WarpReads, collection: Pick<Collection, 'tenantId' | 'id'>, manifest: CollectionManifest, plan: SearchPlan, queries: readonly { vectors: Float32Array; n: number }[], opts: WarpScanOptions): Promise<WarpScan> {
-  const { centroids, codec } = opts;
-  const d = codec.dims;
-  const K = centroids.length / d;
-  const nprobe = Math.max(1, Math.min(opts.nprobe, K));
-  const failed = new Map<number, SegmentUnavailableError>();
+  const failed = new Map<number, SegmentUnavailableError>(opts.failed ?? []);
   const fail = (position: number, err: unknown) => {
     if (!(err instanceof SegmentUnavailableError)) throw err;
     failed.set(position, err);
   };
-  const expect: Omit<WarpLayoutExpectations, 'documents'> = { centroidsChecksum: centroidsChecksum(centroids), codecChecksum: warpCodecChecksum(codec), centroidCount: K, dims: d, bits: codec.bits };
   // Each segment's first global key, as searchPlan numbers them (its place in the manifest).
   const bases = new Map<SegmentRef, number>();
   let base = 0;
@@ -84,13 +119,33 @@ export async function warpScan(reads: WarpReads, collection: Pick<Collection, 't
     bases.set(ref, base);
     base += ref.documents;
   }
-  const dirs: (WarpDirectory | null)[] = await Promise.all(
-    plan.parts.map((part) => reads.warpDirectory(collection, part.ref, { ...expect, documents: part.ref.documents }).catch((err: unknown) => (fail(part.position, err), null))),
-  );
+  const byEpoch = new Map<number, number[]>();
+  plan.parts.forEach((part, s) => {
+    if (failed.has(part.position)) return;
+    const e = opts.epoch ? (part.ref.warpEpoch ?? 0) : 0;
+    byEpoch.set(e, [...(byEpoch.get(e) ?? []), s]);
+  });
+  const dirs: (WarpDirectory | null)[] = plan.parts.map(() => null);
+  const groups: EpochGroup[] = [];
+  for (const [epoch, parts] of [...byEpoch].sort((a, b) => b[0] - a[0])) {
+    const { centroids, codec } = epoch === 0 || !opts.epoch ? opts : await opts.epoch(epoch);
+    const d = codec.dims;
+    const K = centroids.length / d;
+    const expect: Omit<WarpLayoutExpectations, 'documents'> = { centroidsChecksum: centroidsChecksum(centroids), codecChecksum: warpCodecChecksum(codec), centroidCount: K, dims: d, bits: codec.bits };
+    const got = await Promise.all(
+      parts.map((s) => reads.warpDirectory(collection, plan.parts[s].ref, { ...expect, documents: plan.parts[s].ref.documents }).catch((err: unknown) => (fail(plan.parts[s].position, err), null))),
+    );
+    got.forEach((dir, k) => (dirs[parts[k]] = dir));
+    const readable = got.filter((x): x is WarpDirectory => x !== null);
+    // Collection-wide sizes (of the epoch's segments), once per search (not per query, not per segment).
+    groups.push({ epoch, centroids, codec, nprobe: Math.max(1, Math.min(opts.nprobe, K)), parts, listSizes: readable.length > 0 ? warpListSizes(readable) : new Float64Array(K) });
+  }
   const readable = dirs.filter((x): x is WarpDirectory => x !== null);
-  // Collection-wide sizes, once per search (not per query, not per segment).
-  const listSizes = readable.length > 0 ? warpListSizes(readable) : new Float64Array(K);
-  const out: WarpScan = { hits: [], failed, queries: [], nprobe, segments: readable.length, layoutBytes: readable.reduce((n, x) => n + x.byteLength, 0) };
+  const newest = groups[0];
+  const out: WarpScan = {
+    hits: [], failed, queries: [], nprobe: newest?.nprobe ?? 0, centroids: newest ? newest.centroids.length / newest.codec.dims : 0, epochs: groups.length,
+    segments: readable.length, layoutBytes: readable.reduce((n, x) => n + x.byteLength, 0),
+  };
   const workspace = new WarpWorkspace();
   let tables: Float32Array | undefined;
   const perQuery: (SegmentHits | null)[][] = [];
@@ -100,28 +155,33 @@ export async function warpScan(reads: WarpReads, collection: Pick<Collection, 't
       out.queries.push({ bytesRead: 0, ranges: 0, probed: 0 });
       continue;
     }
-    const query = warpQuery(q.vectors, q.n, centroids, codec, listSizes, { nprobe, tables });
-    tables = query.tables;
-    const probed = warpProbedCentroids(query);
-    const stats: WarpScanQueryStats = { bytesRead: 0, ranges: 0, probed: probed.length };
-    // The probed ranges of every segment at once (reads overlap), then the segments scored in turn.
-    const lists = await Promise.all(
-      plan.parts.map((part, s) => {
-        const dir = dirs[s];
-        if (!dir || failed.has(part.position)) return null;
-        return reads.warpLists(collection, part.ref, dir, probed).catch((err: unknown) => (fail(part.position, err), null));
-      }),
-    );
-    const hits: (SegmentHits | null)[] = [];
-    for (const [s, part] of plan.parts.entries()) {
-      const got = lists[s];
-      if (!got) {
-        hits.push(null);
-        continue;
+    const stats: WarpScanQueryStats = { bytesRead: 0, ranges: 0, probed: 0 };
+    const hits: (SegmentHits | null)[] = plan.parts.map(() => null);
+    for (const g of groups) {
+      const K = g.centroids.length / g.codec.dims;
+      const k = Math.max(g.nprobe, Math.min(K, WARP_DEFAULT_BOUND));
+      const centroidTop = opts.centroidTop ? { k, ...(await opts.centroidTop(q.vectors, q.n, g.centroids, g.codec.dims, k)) } : undefined;
+      const query = warpQuery(q.vectors, q.n, g.centroids, g.codec, g.listSizes, { nprobe: g.nprobe, tables, centroidTop });
+      tables = query.tables;
+      const probed = warpProbedCentroids(query);
+      stats.probed += probed.length;
+      // The probed ranges of every segment at once (reads overlap), then the segments scored in turn.
+      const lists = await Promise.all(
+        g.parts.map((s) => {
+          const part = plan.parts[s];
+          const dir = dirs[s];
+          if (!dir || failed.has(part.position)) return null;
+          return reads.warpLists(collection, part.ref, dir, probed).catch((err: unknown) => (fail(part.position, err), null));
+        }),
+      );
+      for (const [k, s] of g.parts.entries()) {
+        const got = lists[k];
+        if (!got) continue;
+        const part = plan.parts[s];
+        stats.bytesRead += got.bytes;
+        stats.ranges += got.ranges;
+        hits[s] = await runStepsYielding(warpSegmentSearchSteps(query, { documents: dirs[s]!.documents, docBase: bases.get(part.ref)!, lists: got.lists, mask: opts.masks ? opts.masks[s] : part.live }, { topN: opts.topN, workspace }), opts.yieldEvery);
       }
-      stats.bytesRead += got.bytes;
-      stats.ranges += got.ranges;
-      hits.push(await runStepsYielding(warpSegmentSearchSteps(query, { documents: dirs[s]!.documents, docBase: bases.get(part.ref)!, lists: got.lists, mask: part.live }, { topN: opts.topN, workspace }), opts.yieldEvery));
     }
     perQuery.push(hits);
     out.queries.push(stats);

@@ -150,6 +150,17 @@ export interface SegmentRef {
    * segmentShard.
    */
   shard?: number;
+  /**
+   * WARP collections: the centroid epoch the segment's search layout was built with
+   * (`s3Keys.searchLayout(..., warpEpoch)`, centroids `s3Keys.ivfCentroids(..., warpEpoch)`);
+   * absent: 0. A refit (docs/scaling.md, "WARP centroids") moves every segment to a new epoch.
+   */
+  warpEpoch?: number;
+}
+
+/** The newest WARP centroid epoch among segments (0 when none was refitted). */
+export function warpEpochOf(segments: readonly Pick<SegmentRef, 'warpEpoch'>[]): number {
+  return segments.reduce((e, s) => Math.max(e, s.warpEpoch ?? 0), 0);
 }
 
 /** The ingest batches a segment stands for: its own batch, or those a merge put into it. */

@@ -1,6 +1,15 @@
 import { assertResourceId as safe } from './ids';
 
 /**
+ * The WARP centroid epoch's part of a key: '' for epoch 0 (the centroids fitted by the first index
+ * job of a codec version, and everything written before refits existed), `.e{n}` after the n-th refit.
+ */
+function epochPart(epoch: number): string {
+  if (!Number.isInteger(epoch) || epoch < 0) throw new RangeError(`WARP centroid epoch must be an integer >= 0, got ${epoch}`);
+  return epoch > 0 ? `.e${epoch}` : '';
+}
+
+/**
  * Where everything lives. S3 keys, Redis keys and job ids all carry the tenant, and are
  * deterministic so that a retried job overwrites its own output instead of duplicating it.
  * Every builder checks each id it is given against ID_PATTERN (assertResourceId) and throws
@@ -44,12 +53,17 @@ export const s3Keys = {
   /** BM25's statistics of one generation's live documents (N, total length, df per term; libs/search's LB25), written after its commit. */
   bm25Stats: (t: string, c: string, generation: number) => `tenants/${safe('tenant id', t)}/collections/${safe('collection id', c)}/bm25-stats/g${String(generation).padStart(10, '0')}.lb25`,
   bm25StatsPrefix: (t: string, c: string) => `tenants/${safe('tenant id', t)}/collections/${safe('collection id', c)}/bm25-stats/`,
-  /** IVF centroids of a collection at one codec version, fitted once (conditional write). */
-  ivfCentroids: (t: string, c: string, codecVersion: number) => `tenants/${safe('tenant id', t)}/collections/${safe('collection id', c)}/ivf/v${codecVersion}.centroids`,
+  /**
+   * IVF centroids of a collection at one codec version, fitted once (conditional write). Epoch n > 0:
+   * the n-th refit of a WARP collection's centroids (`ivf/v{v}.e{n}.centroids`), which only its
+   * search layouts use (segment indexes keep epoch 0's).
+   */
+  ivfCentroids: (t: string, c: string, codecVersion: number, warpEpoch = 0) => `tenants/${safe('tenant id', t)}/collections/${safe('collection id', c)}/ivf/v${codecVersion}${epochPart(warpEpoch)}.centroids`,
   /** WARP's residual codec (bucket cutoffs and weights) of a collection at one codec version, fitted once beside the IVF centroids (conditional write). */
-  warpCodec: (t: string, c: string, codecVersion: number) => `tenants/${safe('tenant id', t)}/collections/${safe('collection id', c)}/ivf/v${codecVersion}.warp-codec`,
-  /** A segment's centroid-major search layout (collections with `search.layout` 'warp'), immutable like the segment. */
-  searchLayout: (t: string, c: string, batch: string, codecVersion: number) => `tenants/${safe('tenant id', t)}/collections/${safe('collection id', c)}/search-layouts/v${codecVersion}/${safe('batch id', batch)}.warp`,
+  warpCodec: (t: string, c: string, codecVersion: number, warpEpoch = 0) => `tenants/${safe('tenant id', t)}/collections/${safe('collection id', c)}/ivf/v${codecVersion}${epochPart(warpEpoch)}.warp-codec`,
+  /** A segment's centroid-major search layout (collections with `search.layout` 'warp'), immutable like the segment; under `e{n}/` when built with epoch n > 0's centroids. */
+  searchLayout: (t: string, c: string, batch: string, codecVersion: number, warpEpoch = 0) =>
+    `tenants/${safe('tenant id', t)}/collections/${safe('collection id', c)}/search-layouts/v${codecVersion}/${epochPart(warpEpoch).replace('.', '')}${warpEpoch > 0 ? '/' : ''}${safe('batch id', batch)}.warp`,
   searchRequest: (t: string, job: string) => `tenants/${safe('tenant id', t)}/search/${safe('job id', job)}/request.json`,
   searchResult: (t: string, job: string) => `tenants/${safe('tenant id', t)}/search/${safe('job id', job)}/result.json`,
   rerankRequest: (t: string, job: string) => `tenants/${safe('tenant id', t)}/rerank/${safe('job id', job)}/request.json`,

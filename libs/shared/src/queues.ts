@@ -169,7 +169,14 @@ export interface JobResults {
   /** A delete also returns what it deleted (DeleteResult). */
   [QueueName.commit]: { generation: number; committed: boolean; deleted?: number; notFound?: string[]; documents?: number; merged?: MergeOutcome };
   /** The generation the merge committed (or found), and what it did. */
-  [QueueName.merge]: { generation: number; committed: boolean; documents?: number; merged: MergeOutcome };
+  [QueueName.merge]: {
+    generation: number;
+    committed: boolean;
+    documents?: number;
+    merged: MergeOutcome;
+    /** WARP collections: the centroid refit / layout rebuild the job ran before merging (libs/pipeline/src/maintenance/warp-refit.ts). */
+    warp?: { epoch: number; centroids: number; refitted: boolean; rebuilt: number; generation: number };
+  };
   /** `texts`: requests with text candidates (how many texts were encoded for this job, how many reused). */
   [QueueName.rerank]: { resultKey: string; queries: number; candidates: number; missing: number; texts?: { candidates: number; encoded: number; reused: number } } & InlineJobResult;
   [QueueName.search]: { resultKey: string; queries: number; hits: number } & InlineJobResult;

@@ -424,6 +424,16 @@ export const MergeResultSchema = z.object({
   reason: z.enum(['tier', 'deletes']).optional(),
   index: z.enum(['copied', 'rebuilt']).optional().describe("the merged segment's search index: copied from the inputs' indexes, or rebuilt (an input had none usable)"),
   recoded: int.optional().describe('inputs coded again from their raw fp16 batch because their segment was missing or corrupt in S3 (absent: none)'),
+  warp: z
+    .object({
+      epoch: int.describe('the centroid epoch the layouts are now at'),
+      centroids: int.describe("that epoch's centroids"),
+      refitted: z.boolean().describe('this job fitted the epoch'),
+      rebuilt: int.describe('segments whose layouts were rebuilt at the epoch'),
+      generation: int.describe('the generation that moved them (0: none)'),
+    })
+    .optional()
+    .describe("WARP collections, when the job refitted the centroids or moved segments' search layouts to the newest centroid epoch before merging (docs/scaling.md, \"WARP centroids\"); absent: nothing to do"),
 });
 export type MergeOutcomeBody = Produces<typeof MergeResultSchema.shape.status, MergeOutcome['status']>;
 

@@ -106,6 +106,10 @@ export interface SearchHit extends HitDocumentFields {
 export interface WarpSearchStats {
   /** Lists probed per query token (the request's, clamped to the collection's centroids). */
   nprobe: number;
+  /** Centroids of the collection's newest WARP centroid epoch (refitted as it grows: docs/scaling.md). */
+  centroids: number;
+  /** Centroid epochs the segments were at (1, except while a refit's rebuild catches up). */
+  epochs: number;
   /** Segments scanned (their layout directories read). */
   segments: number;
   /** Bytes of those segments' search layout objects. */

@@ -152,7 +152,7 @@ export function pipelineHandlers(rt: Runtime, extra: { shardChild?: (p: ShardJob
   return {
     [QueueName.encode]: (p, job) => encodeProcessor({ store, collections, encoders, queues, tokenBudget: config.ENCODE_TOKEN_BUDGET, logger }, p, job),
     [QueueName.compress]: (p) => compressProcessor({ store, collections, codecs, staticEmbeddings, queues }, p),
-    [QueueName.index]: (p) => indexProcessor({ store, collections, codecs, ivf: rt.ivf, warpCodecs: rt.warpCodecs, encoders, queues, ivfCentroids: config.IVF_CENTROIDS, assigner, staticEmbeddings }, p),
+    [QueueName.index]: (p) => indexProcessor({ store, collections, codecs, generations, ivf: rt.ivf, warpCodecs: rt.warpCodecs, encoders, queues, ivfCentroids: config.IVF_CENTROIDS, assigner, staticEmbeddings }, p),
     // The commit queue carries segment commits and deletes (both write the next generation).
     [QueueName.commit]: async (p) => {
       // A merge queued here by an earlier version: run as on the merge queue.

@@ -1,4 +1,4 @@
-import { PermanentJobError, QueueName, assignShard, collectionShards, parentOf, s3Keys, type Collection, type JobPayload, type JobResults, type SegmentRef } from '@lateral/shared';
+import { PermanentJobError, QueueName, assignShard, collectionShards, parentOf, s3Keys, warpEpochOf, warpLayoutOf, type Collection, type JobPayload, type JobResults, type SegmentRef } from '@lateral/shared';
 
 /** A commit job that commits a written segment (the commit queue also carries deletes: delete.processor.ts). */
 export type SegmentCommitPayload = Extract<JobPayload<QueueName.commit>, { batchId: string }>;
@@ -41,7 +41,7 @@ export async function commitProcessor(deps: CommitDeps, p: SegmentCommitPayload)
     throw err;
   }
   deps.liveIds.remember(p.tenantId, p.collectionId, p.segmentKey, seg.docIds);
-  const ref: SegmentRef = {
+  let ref: SegmentRef = {
     batchId: p.batchId,
     codecVersion: p.codecVersion,
     key: p.segmentKey,
@@ -56,6 +56,7 @@ export async function commitProcessor(deps: CommitDeps, p: SegmentCommitPayload)
 
   const mergedAway = (q: SegmentCommitPayload) => deps.store.exists(gcKeys.mergedAway(q.tenantId, q.collectionId, q.batchId));
   const result = await deps.generations.commit(p.tenantId, p.collectionId, async (segments, current) => {
+    if (warpLayoutOf(collection)) ref = await withWarpEpoch(deps, p, ref, segments);
     const i = segments.findIndex((s) => s.batchId === p.batchId);
     if (i >= 0 && segments[i].key === ref.key && segments[i].checksum === ref.checksum) return null; // already committed
     if (i >= 0) segments[i] = withTombstones(ref, segments[i]); // the same batch's documents, in the same order
@@ -68,6 +69,19 @@ export async function commitProcessor(deps: CommitDeps, p: SegmentCommitPayload)
   // The ingestion's one summary line, when this commit completed it (a log failure never fails the commit).
   if (result.committed) await logIngestionIfFinished(deps.store, deps.logger, p, result.manifest).catch((err: Error) => deps.logger.debug(`ingestion summary skipped: ${err.message}`));
   return { generation: result.manifest.generation, committed: result.committed };
+}
+
+/**
+ * A WARP collection's segment names the centroid epoch its index job built its layout at: the
+ * newest epoch of the generation it joins whose layout exists for the batch (an index job that ran
+ * before a refit committed built an older one; the next merge job moves it).
+ */
+async function withWarpEpoch(deps: Pick<CommitDeps, 'store'>, p: SegmentCommitPayload, ref: SegmentRef, segments: readonly SegmentRef[]): Promise<SegmentRef> {
+  const { warpEpoch: _, ...plain } = ref;
+  for (let e = warpEpochOf(segments.filter((s) => s.codecVersion === p.codecVersion)); e > 0; e--) {
+    if (await deps.store.exists(s3Keys.searchLayout(p.tenantId, p.collectionId, p.batchId, p.codecVersion, e))) return { ...plain, warpEpoch: e };
+  }
+  return plain;
 }
 
 async function commitRecompression(deps: CommitDeps, collection: Collection, p: SegmentCommitPayload, ref: SegmentRef): Promise<JobResults[QueueName.commit]> {

@@ -1,6 +1,6 @@
-import { PermanentJobError, QueueName, s3Keys, type JobPayload, type JobResults } from '@lateral/shared';
+import { PermanentJobError, QueueName, s3Keys, warpEpochOf, warpLayoutOf, type JobPayload, type JobResults } from '@lateral/shared';
 import { SegmentCorruptError, readSegment, type SegmentReader } from '@lateral/codec';
-import type { CodecArtifactRepository, CollectionRepository, JobQueues, ObjectStore } from '@lateral/infra';
+import type { CodecArtifactRepository, CollectionRepository, GenerationRepository, JobQueues, ObjectStore } from '@lateral/infra';
 import { segmentHeadData, segmentReadOptions, serializeSegmentHead, type StaticEmbeddingsCache } from '@lateral/serving';
 import { enqueueNext } from '../pipeline';
 import { segmentSearchObjects, type SegmentIndexerDeps } from './segment-indexer';
@@ -12,6 +12,8 @@ export interface IndexDeps extends SegmentIndexerDeps {
   collections: Pick<CollectionRepository, 'get'>;
   codecs: Pick<CodecArtifactRepository, 'get'>;
   queues: Pick<JobQueues, 'add'>;
+  /** The current generation, whose newest WARP centroid epoch a WARP collection's new layout is built at (absent: epoch 0). */
+  generations?: Pick<GenerationRepository, 'manifest'>;
   /** Static tables of the models, for segments written with side information. */
   staticEmbeddings: Pick<StaticEmbeddingsCache, 'forCollection'>;
 }
@@ -64,10 +66,12 @@ export async function indexProcessor(deps: IndexDeps, p: JobPayload<QueueName.in
   }
   // BM25's terms: the batch's analysed words (analyser 'english'), else the encoder's pieces (a pooled segment's from its raw batch).
   const terms = (await batchBm25Terms(deps.store, collection, p.batchId, reader.docIds)) ?? (await pooledTerms(deps, reader, s3Keys.rawVectors(p.tenantId, p.collectionId, p.batchId)));
-  const { index: out, warp } = await segmentSearchObjects(deps, collection, reader, p.codecVersion, terms);
+  // A refitted WARP collection's new segments get layouts at its newest centroid epoch (maintenance/warp-refit.ts).
+  const warpEpoch = warpLayoutOf(collection) && deps.generations ? warpEpochOf((await deps.generations.manifest(p.tenantId, p.collectionId))?.segments.filter((s) => s.codecVersion === p.codecVersion) ?? []) : 0;
+  const { index: out, warp } = await segmentSearchObjects(deps, collection, reader, p.codecVersion, terms, warpEpoch);
   const indexKey = s3Keys.segmentIndex(p.tenantId, p.collectionId, p.batchId, p.codecVersion);
   // The WARP search layout (collections with search.layout 'warp') before the index: a committed segment always has both.
-  if (warp) await deps.store.put(s3Keys.searchLayout(p.tenantId, p.collectionId, p.batchId, p.codecVersion), warp);
+  if (warp) await deps.store.put(s3Keys.searchLayout(p.tenantId, p.collectionId, p.batchId, p.codecVersion, warpEpoch), warp);
   await deps.store.put(indexKey, out);
   // The head from the same checked read, before the commit: every committed segment has one (older ones are read whole once).
   await deps.store.put(s3Keys.segmentHead(p.tenantId, p.collectionId, p.batchId, p.codecVersion), serializeSegmentHead(segmentHeadData(reader, bytes.byteLength)));

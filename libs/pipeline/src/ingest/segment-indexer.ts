@@ -1,6 +1,6 @@
 import { PermanentJobError, bm25AnalyzerOf, mulberry32, warpLayoutOf, type Collection } from '@lateral/shared';
 import type { SegmentReader } from '@lateral/codec';
-import { buildSegmentIndex, buildWarpLayout, centroidsChecksum, distinctSample, fitWarpCodec, ivfCentroidCount, normalizeRows, searchSegment, serializeSegmentIndex, serializeWarpLayout } from '@lateral/search';
+import { type SearchSegment, buildSegmentIndex, buildWarpLayout, centroidsChecksum, distinctSample, fitWarpCodec, ivfCentroidCount, normalizeRows, searchSegment, serializeSegmentIndex, serializeWarpLayout } from '@lateral/search';
 import { onnxSphericalKmeans, type OnnxNearestCentroid } from '@lateral/kernels';
 import type { IvfCentroidRepository, WarpCodecRepository } from '@lateral/infra';
 import { specialTokenIds } from '@lateral/serving';
@@ -9,21 +9,22 @@ import { permanentModelErrors } from '../model-errors';
 
 /** What building a segment's search index touches: the IVF centroids, the encoder (its special tokens) and the k-means kernel. */
 export interface SegmentIndexerDeps {
-  ivf: Pick<IvfCentroidRepository, 'ensure'>;
+  /** `get`: a WARP refit's centroids (epoch > 0), which only refits write. */
+  ivf: Pick<IvfCentroidRepository, 'ensure'> & Partial<Pick<IvfCentroidRepository, 'get'>>;
   encoders: EncoderProvider;
   /** IVF centroids per collection and codec version; 0 = PLAID's rule on the first segment's tokens. */
   ivfCentroids: number;
   /** The nearest-centroid GEMM kernel (ONNX Runtime), created once per process. */
   assigner: () => Promise<OnnxNearestCentroid>;
   /** WARP residual codecs (collections with `search.layout` 'warp'; required for those). */
-  warpCodecs?: Pick<WarpCodecRepository, 'ensure'>;
+  warpCodecs?: Pick<WarpCodecRepository, 'ensure'> & Partial<Pick<WarpCodecRepository, 'get'>>;
 }
 
 /** Lloyd iterations of the IVF fit, and sampled tokens per centroid. */
-const KMEANS_ITERATIONS = 4;
-const SAMPLE_PER_CENTROID = 32;
+export const KMEANS_ITERATIONS = 4;
+export const SAMPLE_PER_CENTROID = 32;
 /** Residuals sampled for WARP's codec fit (per-dimension quantiles). */
-const WARP_CODEC_SAMPLE = 65_536;
+export const WARP_CODEC_SAMPLE = 65_536;
 
 /** A segment's search objects: its index (always) and its WARP search layout (collections with `search.layout` 'warp'). */
 export interface SegmentSearchObjects {
@@ -62,6 +63,8 @@ export async function segmentSearchObjects(
   reader: SegmentReader,
   codecVersion: number,
   bm25Terms?: { tokenIds: Int32Array; tokenOffsets: Uint32Array },
+  /** The WARP centroid epoch to build the layout with (its centroids and codec exist: a refit wrote them); 0: the codec version's own. */
+  warpEpoch = 0,
 ): Promise<SegmentSearchObjects> {
   const analysed = bm25AnalyzerOf(collection) === 'english';
   if (analysed && !bm25Terms) throw new PermanentJobError(`${reader.name}: collection ${collection.id} analyses BM25's words ('english'), and its index was asked for without the batch's analysed terms`);
@@ -91,6 +94,7 @@ export async function segmentSearchObjects(
   const out = serializeSegmentIndex(index);
   const warp = warpLayoutOf(collection);
   if (!warp) return { index: out, warp: null };
+  if (warpEpoch > 0) return { index: out, warp: await warpLayoutObject(deps, collection, seg, codecVersion, warpEpoch) };
   if (!deps.warpCodecs) throw new Error(`collection ${p.collectionId} has a WARP search layout, and this index stage was given no WARP codec repository`);
   const codec = await deps.warpCodecs.ensure(p.tenantId, p.collectionId, p.codecVersion, () => {
     const n = Math.min(T, WARP_CODEC_SAMPLE);
@@ -106,4 +110,29 @@ export async function segmentSearchObjects(
   if (codec.dims !== d || codec.bits !== warp.bits) throw new PermanentJobError(`WARP codec of ${p.collectionId} v${p.codecVersion} has ${codec.dims} dims at ${codec.bits} bits, the segment ${d} dims and the collection ${warp.bits} bits`);
   const layout = buildWarpLayout({ vectors: seg.tokens, dims: d, tokenOffsets: seg.tokenOffsets, centroids: ivf.centroids, codec, assignment: nearest, centroidsChecksum: centroidsChecksum(ivf.centroids) });
   return { index: out, warp: serializeWarpLayout(layout) };
+}
+
+/** What building a layout at a refit's epoch reads: that epoch's centroids and codec. */
+export type WarpEpochDeps = Pick<SegmentIndexerDeps, 'assigner'> & {
+  ivf: Partial<Pick<IvfCentroidRepository, 'get'>>;
+  warpCodecs?: Partial<Pick<WarpCodecRepository, 'get'>>;
+};
+
+/**
+ * A segment's search layout at WARP centroid epoch `warpEpoch` > 0 (a refit's centroids and codec,
+ * which must exist): every token row assigned to its nearest centroid of that epoch, its residual
+ * packed with that epoch's codec. Used by index jobs once a collection was refitted, by merges whose
+ * inputs cannot be merged list by list, and by the refit itself (warp-refit.ts).
+ */
+export async function warpLayoutObject(deps: WarpEpochDeps, collection: Collection, seg: SearchSegment, codecVersion: number, warpEpoch: number): Promise<Uint8Array> {
+  const warp = warpLayoutOf(collection);
+  if (!warp) throw new Error(`collection ${collection.id} has no WARP search layout`);
+  if (!deps.ivf.get || !deps.warpCodecs?.get) throw new Error(`building ${collection.id}'s search layout at WARP epoch ${warpEpoch} needs the centroid and codec repositories`);
+  const [ivf, codec] = await Promise.all([deps.ivf.get(collection.tenantId, collection.id, codecVersion, warpEpoch), deps.warpCodecs.get(collection.tenantId, collection.id, codecVersion, warpEpoch)]);
+  if (!ivf || !codec) throw new Error(`WARP epoch ${warpEpoch} of ${collection.id} v${codecVersion} has no ${ivf ? 'codec' : 'centroids'} in S3`);
+  const d = seg.dims;
+  if (ivf.dims !== d || codec.dims !== d || codec.bits !== warp.bits) throw new PermanentJobError(`WARP epoch ${warpEpoch} of ${collection.id} v${codecVersion} has ${ivf.dims}-dim centroids and a ${codec.dims}-dim ${codec.bits}-bit codec; the segment has ${d} dims and the collection ${warp.bits} bits`);
+  const T = seg.tokenOffsets[seg.documents];
+  const { nearest } = await (await deps.assigner()).assign(seg.tokens, T, ivf.centroids, ivf.k, d);
+  return serializeWarpLayout(buildWarpLayout({ vectors: seg.tokens, dims: d, tokenOffsets: seg.tokenOffsets, centroids: ivf.centroids, codec, assignment: nearest, centroidsChecksum: centroidsChecksum(ivf.centroids) }));
 }

@@ -42,7 +42,7 @@ export function segmentObjects(t: string, c: string, ref: SegmentRef, opts: { wa
     ref.key,
     s3Keys.segmentIndex(t, c, ref.batchId, ref.codecVersion),
     s3Keys.segmentHead(t, c, ref.batchId, ref.codecVersion),
-    ...(opts.warp ? [s3Keys.searchLayout(t, c, ref.batchId, ref.codecVersion)] : []),
+    ...(opts.warp ? [s3Keys.searchLayout(t, c, ref.batchId, ref.codecVersion, ref.warpEpoch ?? 0)] : []),
     s3Keys.rawVectors(t, c, ref.batchId),
     s3Keys.batchDocuments(t, c, ref.batchId),
     batchInfoKey(t, c, ref.batchId),

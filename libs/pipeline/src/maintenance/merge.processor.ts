@@ -2,6 +2,7 @@ import {
   PermanentJobError,
   QueueName,
   warpLayoutOf,
+  warpEpochOf,
   batchInfoKey,
   bm25AnalyzerOf,
   collectionShards,
@@ -18,10 +19,12 @@ import {
   type MergePayload,
   type SegmentRef,
   type StoredDocumentInfo,
+  type Collection,
+  type CollectionManifest,
 } from '@lateral/shared';
 import { SegmentCopier, SegmentCorruptError, crc32c, readSegment, type CodecArtifact, type SegmentReader } from '@lateral/codec';
 import { WarpLayoutCorruptError, centroidsChecksum, deserializeSegmentIndex, mergeWarpLayouts, serializeSegmentIndex, serializeWarpLayout, warpLayoutFromBytes, type SegmentIndex, type WarpMergePart } from '@lateral/search';
-import { LeaseBusyError, type CodecArtifactRepository, type CollectionRepository, type GenerationRepository, type IvfCentroidRepository, type JobQueues, type Logger, type ObjectStore } from '@lateral/infra';
+import { LeaseBusyError, type WarpCodecRepository, type CodecArtifactRepository, type CollectionRepository, type GenerationRepository, type IvfCentroidRepository, type JobQueues, type Logger, type ObjectStore } from '@lateral/infra';
 import type { SegmentIds } from '../segment-ids';
 import { compressRaw } from '../ingest/segment-writer';
 import { segmentSearchObjects, type SegmentIndexerDeps } from '../ingest/segment-indexer';
@@ -29,10 +32,13 @@ import { analysedBatchTerms } from '../ingest/bm25-terms';
 import { SegmentIndexCopier } from './merge-index';
 import { chooseMerge, type MergePolicySettings } from './merge-policy';
 import { collectGarbage, gcKeys, segmentObjects, type GarbageRecord, type GcSettings } from './gc';
+import { warpMaintain, type WarpMaintenance } from './warp-refit';
 import { segmentHeadData, segmentReadOptions, serializeSegmentHead, type StaticEmbeddingsCache } from '@lateral/serving';
 
 /** What the merge processor touches. */
-export interface MergeDeps extends Pick<SegmentIndexerDeps, 'encoders' | 'ivfCentroids' | 'assigner' | 'warpCodecs'> {
+export interface MergeDeps extends Pick<SegmentIndexerDeps, 'encoders' | 'ivfCentroids' | 'assigner'> {
+  /** WARP residual codecs (collections with `search.layout` 'warp'): fitted per codec version and refit epoch. */
+  warpCodecs?: Pick<WarpCodecRepository, 'ensure' | 'get'>;
   /** Static tables of the models, for segments written with side information. */
   staticEmbeddings: Pick<StaticEmbeddingsCache, 'forCollection'>;
   /** The collection's IVF centroids: looked up (the inputs' indexes were built with them), fitted only when an index must be rebuilt and none exist. */
@@ -103,10 +109,18 @@ export async function mergeProcessor(deps: MergeDeps, p: MergePayload): Promise<
 async function merge(deps: MergeDeps, p: MergePayload): Promise<JobResults[QueueName.merge]> {
   const collection = await deps.collections.get(p.tenantId, p.collectionId);
   if (!collection) throw new PermanentJobError(`collection ${p.tenantId}/${p.collectionId} no longer exists`);
-  const manifest = await deps.generations.manifest(p.tenantId, p.collectionId);
+  let manifest = await deps.generations.manifest(p.tenantId, p.collectionId);
   if (!manifest) return { generation: 0, committed: false, merged: outcome('nothing-to-merge') };
   // A re-compression rewrites every segment anyway; merging meanwhile would race it.
   if (collection.pending) return { generation: manifest.generation, committed: false, merged: outcome('recompressing') };
+  // WARP: centroids refitted as the collection grows, every segment's layout moved to the newest epoch (warp-refit.ts), before the merge.
+  const warpDone: WarpMaintenance | null = await warpMaintain({ ...deps, warpCodecs: deps.warpCodecs }, collection, manifest);
+  if (warpDone?.generation) manifest = (await deps.generations.manifest(p.tenantId, p.collectionId)) ?? manifest;
+  const withWarp = <T extends JobResults[QueueName.merge]>(r: T): T => (warpDone ? { ...r, warp: warpDone } : r);
+  return withWarp(await mergeOn(deps, p, collection, manifest));
+}
+
+async function mergeOn(deps: MergeDeps, p: MergePayload, collection: Collection, manifest: CollectionManifest): Promise<JobResults[QueueName.merge]> {
   const shards = collectionShards(collection);
   const spec = chooseMerge(manifest.segments, collection.codecVersion, deps.policy, shards);
   if (!spec) {
@@ -120,6 +134,9 @@ async function merge(deps: MergeDeps, p: MergePayload): Promise<JobResults[Queue
   const artifact = await deps.codecs.get(p.tenantId, p.collectionId, cv);
   // The collection's centroids for this codec version (the inputs' indexes were built with them).
   const centroids = (await deps.ivf.get(p.tenantId, p.collectionId, cv))?.centroids;
+  // WARP: the output's layout is at the generation's newest centroid epoch (inputs at another epoch are rebuilt, not merged).
+  const warpEpoch = warpEpochOf(manifest.segments);
+  const warpCentroids = warpEpoch === 0 ? centroids : (await deps.ivf.get(p.tenantId, p.collectionId, cv, warpEpoch))?.centroids;
   const inputs: Input[] = [];
   const docIds: string[] = [];
   const sources: IngestDocument[] = [];
@@ -184,7 +201,7 @@ async function merge(deps: MergeDeps, p: MergePayload): Promise<JobResults[Queue
       if (!idx || index.documents !== docIds.length) index = null;
     }
     if (warpParts) {
-      const layout = await readWarpLayout(deps, p, ref, seg, centroids);
+      const layout = (ref.warpEpoch ?? 0) === warpEpoch ? await readWarpLayout(deps, p, ref, seg, warpCentroids) : null;
       if (layout) warpParts.push({ layout, docMap: to });
       else warpParts = null;
     }
@@ -214,12 +231,12 @@ async function merge(deps: MergeDeps, p: MergePayload): Promise<JobResults[Queue
     let indexBytes: Uint8Array;
     let layoutBytes: Uint8Array | null = null;
     if (index) indexBytes = serializeSegmentIndex(index.finish());
-    else ({ index: indexBytes, warp: layoutBytes } = await segmentSearchObjects(deps, collection, merged, cv, terms));
+    else ({ index: indexBytes, warp: layoutBytes } = await segmentSearchObjects(deps, collection, merged, cv, terms, warpEpoch));
     // WARP: the inputs' layouts merged (mergeWarpLayouts: no vector decoded or assigned again), else rebuilt from the merged segment.
     if (warp && !layoutBytes && warpParts) layoutBytes = mergedLayout(deps, p, warpParts, docIds.length);
-    if (warp && !layoutBytes) layoutBytes = (await segmentSearchObjects(deps, collection, merged, cv, terms)).warp;
+    if (warp && !layoutBytes) layoutBytes = (await segmentSearchObjects(deps, collection, merged, cv, terms, warpEpoch)).warp;
     warpParts = null;
-    if (layoutBytes) await deps.store.put(s3Keys.searchLayout(p.tenantId, p.collectionId, batchId, cv), layoutBytes);
+    if (layoutBytes) await deps.store.put(s3Keys.searchLayout(p.tenantId, p.collectionId, batchId, cv, warpEpoch), layoutBytes);
     await deps.store.put(s3Keys.segmentIndex(p.tenantId, p.collectionId, batchId, cv), indexBytes);
     await deps.store.put(s3Keys.segmentHead(p.tenantId, p.collectionId, batchId, cv), serializeSegmentHead(segmentHeadData(merged, bytes.byteLength)));
     await deps.store.put(key, bytes);
@@ -230,6 +247,7 @@ async function merge(deps: MergeDeps, p: MergePayload): Promise<JobResults[Queue
       batches: [...new Set(refs.flatMap((r) => segmentBatches(r)))].sort(),
       // the inputs' shard (chooseMerge keeps a merge within one)
       ...(shards > 1 ? { shard: segmentShard(refs[0], shards) } : {}),
+      ...(warp && warpEpoch > 0 ? { warpEpoch } : {}),
     };
   }
 
@@ -325,7 +343,7 @@ async function readIndex(deps: MergeDeps, p: MergePayload, ref: SegmentRef, seg:
 
 /** The input's WARP search layout, every list checked, against the segment and the collection's centroids; null (rebuild) when missing or unusable. */
 async function readWarpLayout(deps: MergeDeps, p: MergePayload, ref: SegmentRef, seg: SegmentReader, centroids: Float32Array | undefined) {
-  const key = s3Keys.searchLayout(p.tenantId, p.collectionId, ref.batchId, ref.codecVersion);
+  const key = s3Keys.searchLayout(p.tenantId, p.collectionId, ref.batchId, ref.codecVersion, ref.warpEpoch ?? 0);
   const bytes = await deps.store.get(key);
   if (!bytes || !centroids) {
     deps.logger.warn(`merge of ${p.collectionId}: ${bytes ? 'no centroids for' : 'no search layout'} ${key}; rebuilding the merged segment's layout`);

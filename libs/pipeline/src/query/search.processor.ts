@@ -19,7 +19,7 @@ import {
 } from '@lateral/shared';
 import { ShapeError } from '@lateral/scoring';
 import { logSearchDone } from '../job-logs';
-import { compileFilter } from '@lateral/search';
+import { andMasks, compileFilter, docMask, type DocMask, type DocPredicate } from '@lateral/search';
 import type { EncodedText, TokenEncoder } from '@lateral/model';
 import type { SearchDeps } from './query-deps';
 import { shardedSearch } from './shard-fanout';
@@ -39,6 +39,7 @@ import {
   needsBm25,
   toHit,
   warpScan,
+  SegmentUnavailableError,
   type FirstStage,
 } from '@lateral/serving';
 import { permanentModelErrors } from '../model-errors';
@@ -75,8 +76,8 @@ export async function searchProcessor(deps: SearchDeps, p: JobPayload<QueueName.
   // Several shards: one child job per shard queue and round, merged here (shard-fanout.ts).
   if (deps.shardCoordinator && collectionShards(collection) > 1 && isFanoutJob(job)) return shardedSearch({ ...deps, shardCoordinator: deps.shardCoordinator }, p, req, collection, manifest, job, t0);
 
-  // Mode xtr on a collection with a WARP search layout (no filter, no explain: those read the segments, as below) runs WARP's engine.
-  if (req.mode.name === 'xtr' && warpLayoutOf(collection) && predicate === undefined && !req.explain) return warpSearchJob(deps, p, req, collection, manifest, job, t0);
+  // Mode xtr on a collection with a WARP search layout (filtered or not; explain reads the segments' tokens, as below) runs WARP's engine.
+  if (req.mode.name === 'xtr' && warpLayoutOf(collection) && !req.explain) return warpSearchJob(deps, p, req, collection, manifest, job, t0, predicate);
 
   // The generation's segments, read one window at a time as the pass reaches them (searchSegments):
   // what the search holds is bounded by the request, not by the collection.
@@ -154,14 +155,38 @@ export async function searchProcessor(deps: SearchDeps, p: JobPayload<QueueName.
  * result's `stats.warp` says what each query read. kPrime does not apply (WARP imputes from
  * cumulative list sizes); nprobe is clamped to the collection's centroids as XTR's is.
  */
-async function warpSearchJob(deps: SearchDeps, p: JobPayload<QueueName.search>, req: SearchRequest, collection: Collection, manifest: CollectionManifest, job: Pick<Job, 'updateProgress'> | undefined, t0: number): Promise<JobResults[QueueName.search]> {
+async function warpSearchJob(
+  deps: SearchDeps,
+  p: JobPayload<QueueName.search>,
+  req: SearchRequest,
+  collection: Collection,
+  manifest: CollectionManifest,
+  job: Pick<Job, 'updateProgress'> | undefined,
+  t0: number,
+  predicate: DocPredicate | undefined,
+): Promise<JobResults[QueueName.search]> {
   const mode = req.mode as Extract<SearchMode, { name: 'xtr' }>;
   const cv = manifest.codecVersion;
   const [ivf, codec] = await Promise.all([deps.ivf.get(p.tenantId, req.collection, cv), deps.warpCodecs?.get(p.tenantId, req.collection, cv)]);
   if (!ivf) throw new Error(`IVF centroids of ${req.collection} v${cv} are missing from S3`);
   if (!codec) throw new Error(`the WARP codec of ${req.collection} v${cv} is missing from S3`);
   // Hits name their documents from the segments' heads where the cache reads heads: no segment is read whole for its ids.
-  const plan = await deps.segments.searchPlan(collection, manifest, { rows: 'none', tokenIds: false, metadata: false, pooled: false });
+  const plan = await deps.segments.searchPlan(collection, manifest, { rows: 'none', tokenIds: false, metadata: predicate !== undefined, pooled: false });
+  // A filter: each segment's mask from its documents' metadata (the segment opened without its rows, one at a time), and its live documents.
+  const failedBefore = new Map<number, SegmentUnavailableError>();
+  let masks: (DocMask | undefined)[] | undefined;
+  if (predicate) {
+    masks = [];
+    for (const part of plan.parts) {
+      try {
+        masks.push(andMasks(part.live, docMask((await part.open()).segment, predicate)));
+      } catch (err) {
+        if (!(err instanceof SegmentUnavailableError)) throw err;
+        failedBefore.set(part.position, err);
+        masks.push(undefined);
+      }
+    }
+  }
   const yieldEvery = eventLoopYielder();
   const encoder = await deps.encoders(collection.model).catch(permanentModelErrors);
   const tEnc = Date.now();
@@ -171,7 +196,24 @@ async function warpSearchJob(deps: SearchDeps, p: JobPayload<QueueName.search>, 
   const depth = Math.max(shaping.depth, req.rerank?.depth ?? 0);
   const tSearch = Date.now();
   const tLoad = Date.now();
-  const scan = await warpScan(deps.segments, collection, manifest, plan, queries.map((e) => ({ vectors: e.vectors, n: e.length })), { centroids: ivf.centroids, codec, nprobe: mode.nprobe, topN: depth, yieldEvery });
+  // A refitted collection's segments name their centroid epoch (SegmentRef.warpEpoch): its centroids and codec.
+  const epoch = async (e: number) => {
+    const [c, k] = await Promise.all([deps.ivf.get(p.tenantId, req.collection, cv, e), deps.warpCodecs?.get(p.tenantId, req.collection, cv, e)]);
+    if (!c || !k) throw new Error(`the WARP ${c ? 'codec' : 'centroids'} of ${req.collection} v${cv} epoch ${e} are missing from S3`);
+    return { centroids: c.centroids, codec: k };
+  };
+  const scan = await warpScan(deps.segments, collection, manifest, plan, queries.map((e) => ({ vectors: e.vectors, n: e.length })), {
+    centroids: ivf.centroids,
+    codec,
+    epoch,
+    nprobe: mode.nprobe,
+    // Q C^T and the top centroids per query token as one ONNX Runtime GEMM + TopK (n x K x d multiply-adds: 100 M at K = 8,192, d = 384).
+    centroidTop: async (q, n, c, d, k) => (await deps.scorers.ivfProbe()).top(q, n, c, d, k),
+    masks,
+    failed: failedBefore,
+    topN: depth,
+    yieldEvery,
+  });
   const loadMs = Date.now() - tLoad;
   await job?.updateProgress(90);
   const results: SearchResult['results'] = [];
@@ -193,6 +235,8 @@ async function warpSearchJob(deps: SearchDeps, p: JobPayload<QueueName.search>, 
     stats: {
       warp: {
         nprobe: scan.nprobe,
+        centroids: scan.centroids,
+        epochs: scan.epochs,
         segments: scan.segments,
         layoutBytes: scan.layoutBytes,
         queries: req.queries.map((q, qi) => ({ queryId: q.id, ...scan.queries[qi] })),

@@ -90,6 +90,12 @@ export interface WarpQueryOptions {
   /** n x K precomputed Q C^T (e.g. an ONNX Runtime GEMM); default warpCentroidScores */
   centroidScores?: Float32Array;
   /**
+   * Precomputed best centroids per query token instead of Q C^T: n x k ids and scores, each row
+   * best first (ties: lower index), k >= the clamped bound (e.g. ONNX Runtime's MatMul + TopK:
+   * OnnxIvfProbe.top). The engine then never touches the n x K matrix.
+   */
+  centroidTop?: { k: number; ids: Uint32Array; scores: Float32Array };
+  /**
    * Storage for the tables, reused when it has at least n x bytesPerToken x 256 entries (a fresh
    * 2 MiB array per query measured ~0.7 ms of 1.7 for n = 32, d = 128, b = 4). The query keeps a
    * view of it: one buffer per concurrent search.
@@ -137,9 +143,13 @@ export function warpQuery(q: Float32Array, n: number, centroids: Float32Array, c
   const boundOpt = opts.bound ?? WARP_DEFAULT_BOUND;
   if (!Number.isInteger(boundOpt) || boundOpt < 1) throw new RangeError(`${fn}: bound must be an integer >= 1, got ${boundOpt}`);
   const bound = Math.max(nprobe, Math.min(K, boundOpt));
+  const given = opts.centroidTop;
+  if (given && (!Number.isInteger(given.k) || given.k < bound || given.k > K || given.ids.length !== n * given.k || given.scores.length !== n * given.k)) {
+    throw new RangeError(`${fn}: centroidTop has k = ${given.k} (needs ${bound} <= k <= K = ${K}) and ${given.ids.length} ids / ${given.scores.length} scores (expected n x k)`);
+  }
   let S = opts.centroidScores;
   if (S && S.length !== n * K) throw new RangeError(`${fn}: centroidScores has length ${S.length}, expected n x K = ${n * K}`);
-  S ??= warpCentroidScores(q, n, centroids, d);
+  if (!given) S ??= warpCentroidScores(q, n, centroids, d);
   const need = n * warpCodeBytes(d, codec.bits) * 256;
   const reuse = opts.tables && opts.tables.length >= need ? opts.tables.subarray(0, need) : undefined;
   const probes = new Uint32Array(n * nprobe);
@@ -147,12 +157,19 @@ export function warpQuery(q: Float32Array, n: number, centroids: Float32Array, c
   const imputed = new Float64Array(n);
   const top = new TopK(bound);
   for (let i = 0; i < n; i++) {
-    const o = i * K;
-    for (let c = 0; c < K; c++) {
-      const s = S[o + c];
-      if (s >= top.floor) top.push(s, c);
+    let scores: ArrayLike<number>;
+    let ids: ArrayLike<number>;
+    if (given) {
+      scores = given.scores.subarray(i * given.k, i * given.k + bound);
+      ids = given.ids.subarray(i * given.k, i * given.k + bound);
+    } else {
+      const o = i * K;
+      for (let c = 0; c < K; c++) {
+        const s = S![o + c];
+        if (s >= top.floor) top.push(s, c);
+      }
+      ({ scores, ids } = top.drain());
     }
-    const { scores, ids } = top.drain();
     for (let p = 0; p < nprobe; p++) {
       probes[i * nprobe + p] = ids[p];
       probeScores[i * nprobe + p] = scores[p];

@@ -1,0 +1,185 @@
+import { mulberry32, s3Keys, warpEpochOf, warpLayoutOf, type Collection, type CollectionManifest, type SegmentRef } from '@lateral/shared';
+import { SegmentCorruptError, readSegment } from '@lateral/codec';
+import { distinctSample, fitWarpCodec, ivfCentroidCount, normalizeRows, searchSegment, type SearchSegment } from '@lateral/search';
+import { onnxSphericalKmeans } from '@lateral/kernels';
+import type { CodecArtifactRepository, GenerationRepository, IvfCentroidRepository, Logger, ObjectStore, WarpCodecRepository } from '@lateral/infra';
+import { segmentReadOptions, type StaticEmbeddingsCache } from '@lateral/serving';
+import { KMEANS_ITERATIONS, WARP_CODEC_SAMPLE, warpLayoutObject, type SegmentIndexerDeps } from '../ingest/segment-indexer';
+import { gcKeys, type GarbageRecord } from './gc';
+
+/**
+ * WARP centroid refits (docs/scaling.md, "WARP centroids"). A WARP collection's first centroids
+ * are fitted by its first index job on that one segment's tokens (PLAID's rule on ~10^4 tokens:
+ * 1,024 centroids), so as the collection grows its lists grow with it and a query's probes scan an
+ * ever larger share of its tokens. The merge job (queued after every committed generation, and
+ * by POST /v1/collections/{id}/merge) calls `warpMaintain` first, under the collection's merge
+ * lease:
+ * - refit: when PLAID's rule on the generation's stored tokens gives more centroids than the
+ *   current epoch has (2^floor(log2(16 sqrt N)): it doubles each time N grows 4x), it fits the
+ *   next epoch's centroids (spherical k-means on a seeded sample drawn from every segment) and its
+ *   residual codec, written conditionally as `ivf/v{n}.e{epoch}.centroids` / `.warp-codec`;
+ * - rebuild: every segment whose layout is of an older epoch gets one at the newest epoch, from
+ *   its codes (decoded, assigned to the new centroids, residuals packed), written under
+ *   `search-layouts/v{n}/e{epoch}/`; one generation then moves those segments to the epoch
+ *   (`SegmentRef.warpEpoch`), and their old layouts go to garbage collection like a merge's inputs.
+ * A segment committed while a rebuild runs (its index job used the older epoch) is searched with
+ * its own epoch's centroids meanwhile (warpScan groups segments by epoch) and moved by the next
+ * merge job. Segment indexes (IVF and BM25 postings) keep epoch 0's centroids: only WARP's layouts
+ * are refitted. A fixed IVF_CENTROIDS (> 0) never refits.
+ */
+
+/** Sampled tokens per centroid for a refit's k-means (the first fit samples 32 from one small segment). */
+export const REFIT_SAMPLE_PER_CENTROID = 8;
+
+export interface WarpRefitDeps extends Pick<SegmentIndexerDeps, 'assigner' | 'ivfCentroids'> {
+  ivf: Pick<IvfCentroidRepository, 'ensure' | 'get'>;
+  warpCodecs?: Pick<WarpCodecRepository, 'ensure' | 'get'>;
+  store: Pick<ObjectStore, 'get' | 'put'>;
+  codecs: Pick<CodecArtifactRepository, 'get'>;
+  generations: Pick<GenerationRepository, 'commit'>;
+  staticEmbeddings: Pick<StaticEmbeddingsCache, 'forCollection'>;
+  logger: Logger;
+}
+
+export interface WarpMaintenance {
+  /** The epoch the generation's layouts are now at. */
+  epoch: number;
+  /** Its centroid count. */
+  centroids: number;
+  /** true: this job fitted the epoch. */
+  refitted: boolean;
+  /** Segments whose layouts were rebuilt at the epoch. */
+  rebuilt: number;
+  /** The generation committed (0: none). */
+  generation: number;
+}
+
+/**
+ * The centroid count a refit should fit, or null when none is due: PLAID's rule on `tokens` when
+ * it exceeds `currentK` (only growth refits; a fixed count never refits).
+ */
+export function warpRefitCentroids(tokens: number, currentK: number, fixed: number): number | null {
+  if (fixed > 0) return null;
+  const k = Math.min(tokens, ivfCentroidCount(tokens));
+  return k > currentK ? k : null;
+}
+
+/** A segment of the generation decoded (its tokens as float rows); null when missing or corrupt (named in the log, left as it is). */
+async function decoded(deps: WarpRefitDeps, collection: Collection, ref: SegmentRef): Promise<SearchSegment | null> {
+  const bytes = await deps.store.get(ref.key);
+  if (!bytes) {
+    deps.logger.warn(`WARP refit of ${collection.id}: segment ${ref.key} is missing from S3; its layout stays at epoch ${ref.warpEpoch ?? 0}`);
+    return null;
+  }
+  try {
+    const artifact = await deps.codecs.get(collection.tenantId, collection.id, ref.codecVersion);
+    return searchSegment(readSegment(bytes, ref.key, artifact, await segmentReadOptions(artifact, collection, deps.staticEmbeddings)));
+  } catch (err) {
+    if (!(err instanceof SegmentCorruptError)) throw err;
+    deps.logger.warn(`WARP refit of ${collection.id}: ${err.message}; its layout stays at epoch ${ref.warpEpoch ?? 0}`);
+    return null;
+  }
+}
+
+/** Fits epoch `epoch`'s k centroids and residual codec on a seeded sample of every segment's tokens (read one segment at a time). */
+async function fitEpoch(deps: WarpRefitDeps, collection: Collection, refs: readonly SegmentRef[], k: number, epoch: number, bits: 2 | 4): Promise<void> {
+  const t = collection.tenantId;
+  const c = collection.id;
+  const cv = collection.codecVersion;
+  const assigner = await deps.assigner();
+  const total = refs.reduce((a, r) => a + r.tokens, 0);
+  const n = Math.min(total, Math.max(REFIT_SAMPLE_PER_CENTROID * k, 4096));
+  const rows = distinctSample(total, n, mulberry32(1)).sort();
+  let d = 0;
+  let sample = new Float32Array(0);
+  let got = 0;
+  let base = 0;
+  let at = 0;
+  for (const ref of refs) {
+    const end = base + ref.tokens;
+    if (at < n && rows[at] < end) {
+      const seg = await decoded(deps, collection, ref);
+      if (seg) {
+        if (d === 0) {
+          d = seg.dims;
+          sample = new Float32Array(n * d);
+        }
+        const x = seg.tokens;
+        for (; at < n && rows[at] < end; at++) sample.set(x.subarray((rows[at] - base) * d, (rows[at] - base + 1) * d), got++ * d);
+      } else while (at < n && rows[at] < end) at++;
+    }
+    base = end;
+  }
+  if (got < k) throw new Error(`WARP refit of ${c}: ${got} tokens sampled for ${k} centroids`);
+  const x = normalizeRows(sample.subarray(0, got * d), got, d);
+  await deps.ivf.ensure(t, c, cv, async () => ({ k, dims: d, centroids: await onnxSphericalKmeans(assigner, x, got, d, distinctSample(got, k, mulberry32(2)), KMEANS_ITERATIONS) }), epoch);
+  const ivf = (await deps.ivf.get(t, c, cv, epoch))!;
+  await deps.warpCodecs!.ensure(
+    t, c, cv,
+    async () => {
+      // The codec on the residuals of (up to WARP_CODEC_SAMPLE of) the same sample against the new centroids.
+      const m = Math.min(got, WARP_CODEC_SAMPLE);
+      const { nearest } = await assigner.assign(sample, m, ivf.centroids, ivf.k, d);
+      const residuals = new Float32Array(m * d);
+      for (let i = 0; i < m; i++) for (let j = 0; j < d; j++) residuals[i * d + j] = sample[i * d + j] - ivf.centroids[nearest[i] * d + j];
+      return fitWarpCodec(residuals, m, d, bits);
+    },
+    epoch,
+  );
+}
+
+/**
+ * Refits the WARP centroids of `collection` when due and moves every segment of `manifest` to the
+ * newest epoch (see the file comment). null: not a WARP collection, nothing indexed yet, or
+ * nothing to do.
+ */
+export async function warpMaintain(deps: WarpRefitDeps, collection: Collection, manifest: CollectionManifest): Promise<WarpMaintenance | null> {
+  const warp = warpLayoutOf(collection);
+  if (!warp || !deps.warpCodecs) return null;
+  const t = collection.tenantId;
+  const c = collection.id;
+  const cv = collection.codecVersion;
+  const refs = manifest.segments.filter((s) => s.codecVersion === cv);
+  if (refs.length === 0) return null;
+  let epoch = warpEpochOf(refs);
+  const current = await deps.ivf.get(t, c, cv, epoch);
+  if (!current) return null;
+  const tokens = refs.reduce((a, r) => a + r.tokens, 0);
+  const k = warpRefitCentroids(tokens, current.k, deps.ivfCentroids);
+  let refitted = false;
+  if (k !== null) {
+    const t0 = performance.now();
+    epoch++;
+    await fitEpoch(deps, collection, refs, k, epoch, warp.bits);
+    refitted = true;
+    deps.logger.info(`WARP refit of ${c}: ${tokens} tokens, ${current.k} -> ${k} centroids (epoch ${epoch}) in ${((performance.now() - t0) / 1000).toFixed(1)} s`);
+  }
+  const stale = refs.filter((r) => (r.warpEpoch ?? 0) !== epoch);
+  if (stale.length === 0) return refitted ? { epoch, centroids: k!, refitted, rebuilt: 0, generation: 0 } : null;
+  const rebuilt = new Map<string, SegmentRef>();
+  const t0 = performance.now();
+  for (const ref of stale) {
+    const seg = await decoded(deps, collection, ref);
+    if (!seg) continue;
+    await deps.store.put(s3Keys.searchLayout(t, c, ref.batchId, cv, epoch), await warpLayoutObject(deps, collection, seg, cv, epoch));
+    rebuilt.set(ref.key, ref);
+  }
+  const result = await deps.generations.commit(t, c, (segments, now) => {
+    let changed = false;
+    const next = segments.map((s) => {
+      const r = rebuilt.get(s.key);
+      if (!r || r.checksum !== s.checksum || (s.warpEpoch ?? 0) === epoch) return s;
+      changed = true;
+      return { ...s, warpEpoch: epoch };
+    });
+    return changed ? { segments: next, codecVersion: now?.codecVersion ?? cv, documents: now?.documents } : null;
+  });
+  if (result.committed) {
+    // The replaced layouts, removed once no kept generation lists their epoch (gc.ts).
+    const record: GarbageRecord = { generation: result.manifest.generation, committedAt: result.manifest.committedAt, objects: [...rebuilt.values()].map((r) => s3Keys.searchLayout(t, c, r.batchId, r.codecVersion, r.warpEpoch ?? 0)) };
+    await deps.store.put(gcKeys.record(t, c, record.generation), JSON.stringify(record), 'application/json');
+  }
+  const centroids = (await deps.ivf.get(t, c, cv, epoch))!.k;
+  deps.logger.info(`WARP layouts of ${c}: ${rebuilt.size} segments rebuilt at epoch ${epoch} (${centroids} centroids) in ${((performance.now() - t0) / 1000).toFixed(1)} s${result.committed ? `: generation ${result.manifest.generation}` : ''}`);
+  return { epoch, centroids, refitted, rebuilt: rebuilt.size, generation: result.committed ? result.manifest.generation : 0 };
+}
