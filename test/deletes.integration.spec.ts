@@ -152,7 +152,9 @@ describe('deletes (real Redis, real S3 server, real ONNX model)', () => {
     expect((await api('GET', '/v1/collections/del/deletes/del-unknown')).status).toBe(404);
     const doc = (await api('GET', '/openapi.json')).body;
     expect(doc.paths['/v1/collections/{id}/documents/{docId}'].delete.responses).toHaveProperty('200');
-    expect(Object.keys(doc.paths['/v1/collections/{id}/documents/delete'].post.requestBody.content['application/json'].schema.properties).sort()).toEqual(['filter', 'ids']);
+    // exactly one of ids / filter: two closed forms
+    const forms = doc.paths['/v1/collections/{id}/documents/delete'].post.requestBody.content['application/json'].schema.anyOf as { properties: object; required: string[]; additionalProperties: boolean }[];
+    expect(forms.map((f) => [Object.keys(f.properties), f.required, f.additionalProperties])).toEqual([[['ids'], ['ids'], false], [['filter'], ['filter'], false]]);
     expect(doc.paths['/v1/collections/{id}/deletes/{deleteId}'].get.responses).toHaveProperty('202');
   });
 
