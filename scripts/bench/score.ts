@@ -358,22 +358,7 @@ async function simdCase(quick: boolean, log: (m: string) => void): Promise<{ res
   const status = simdStatus();
   if (!wasm) return { result: { simd_kind: status.kind, simd_reason: status.reason }, rows: [['@lateral/simd', `JavaScript kernels only: ${status.reason}`]] };
   const rounds = quick ? 3 : 9;
-  const sets: [string, Kernels][] = [['js', jsKernels], ['wasm', wasm]];
-  /** Median ms of run() on each kernel set, alternated round by round; and the two results. */
-  const alternate = <T>(run: () => T): { js: number; wasm: number; out: T[] } => {
-    const out = sets.map(([, k]) => { useKernels(k); run(); return run(); });
-    const t: number[][] = [[], []];
-    for (let r = 0; r < rounds; r++) {
-      sets.forEach(([, k], i) => {
-        useKernels(k);
-        const s = performance.now();
-        run();
-        t[i].push(performance.now() - s);
-      });
-    }
-    useKernels(null);
-    return { js: median(t[0]), wasm: median(t[1]), out };
-  };
+  const alternate = <T>(run: () => T) => alternateKernels(wasm, rounds, 2, run);
   const same = (a: ArrayLike<number>, b: ArrayLike<number>) => a.length === b.length && Array.prototype.every.call(a, (v: number, i: number) => Object.is(v, b[i]));
   const r = seededUniform(21);
   const result: Record<string, unknown> = { simd_kind: status.kind };
@@ -473,21 +458,7 @@ async function simdCranfieldCase(quick: boolean, log: (m: string) => void): Prom
   } as SegmentSource);
   const qs = queries.filter((q) => q.length > 0).slice(0, 50);
   const rounds = quick ? 2 : 5;
-  const sets: [string, Kernels][] = [['js', jsKernels], ['wasm', wasm]];
-  const alternate = <T>(run: () => T): { js: number; wasm: number; out: T[] } => {
-    const out = sets.map(([, k]) => { useKernels(k); return run(); });
-    const t: number[][] = [[], []];
-    for (let r = 0; r < rounds; r++) {
-      sets.forEach(([, k], i) => {
-        useKernels(k);
-        const s = performance.now();
-        run();
-        t[i].push(performance.now() - s);
-      });
-    }
-    useKernels(null);
-    return { js: median(t[0]), wasm: median(t[1]), out };
-  };
+  const alternate = <T>(run: () => T) => alternateKernels(wasm, rounds, 1, run);
   const sameHits = (a: { doc: number; score: number }[][], b: { doc: number; score: number }[][]) => a.every((h, i) => h.length === b[i].length && h.every((x, j) => x.doc === b[i][j].doc && Object.is(x.score, b[i][j].score)));
   log(`score bench: @lateral/simd on Cranfield: ${D} documents, ${T} tokens, ${qs.length} queries...`);
   const fit = alternate(() => fitIvfCentroids(vectors, T, d, { seed: 1, k: 256, sampleSize: 8192 }));
@@ -739,4 +710,28 @@ if (process.argv[1] && import.meta.url === pathToFileURL(resolve(process.argv[1]
       console.error(err instanceof Error ? err.stack : err);
       process.exit(1);
     });
+}
+
+/**
+ * Median ms of run() on the JavaScript and the WebAssembly kernels, alternated round by round
+ * after `warmRuns` untimed runs on each (the last one's result kept); and the two results.
+ */
+function alternateKernels<T>(wasm: Kernels, rounds: number, warmRuns: number, run: () => T): { js: number; wasm: number; out: T[] } {
+  const sets: Kernels[] = [jsKernels, wasm];
+  const out = sets.map((k) => {
+    useKernels(k);
+    for (let w = 1; w < warmRuns; w++) run();
+    return run();
+  });
+  const t: number[][] = [[], []];
+  for (let r = 0; r < rounds; r++) {
+    sets.forEach((k, i) => {
+      useKernels(k);
+      const s = performance.now();
+      run();
+      t[i].push(performance.now() - s);
+    });
+  }
+  useKernels(null);
+  return { js: median(t[0]), wasm: median(t[1]), out };
 }
