@@ -85,6 +85,8 @@ describe.skipIf(!!forbidden)('fault: a cluster across hosts (network namespaces)
   const procs: Record<string, HostProc> = {};
   let baseline: string | undefined;
   let s3Control: HostProc;
+  /** Scorer A's way to Redis: a delaying proxy on the Redis host (its link alone can be slowed). */
+  let redisProxyA: HostProc;
 
   const api = (method: string, url: string, body?: unknown) => http(apiBase, method, url, body, {}, retryingUnlessHealth);
   const host = (name: string): Host => hosts.get(name);
@@ -104,6 +106,13 @@ describe.skipIf(!!forbidden)('fault: a cluster across hosts (network namespaces)
     return p;
   };
 
+  /** Sends `command` to a proxy host (`controlByStdin`) and waits for its `ok` answer. */
+  const tell = async (p: HostProc, command: string) => {
+    const mark = p.output().length;
+    p.child.stdin!.write(`${command}\n`);
+    await until(async () => p.output().slice(mark).includes(`ok ${command}`), 10_000, 10);
+  };
+
   const diagnose = () => Object.entries(procs).map(([n, p]) => `--- ${n}:\n${p.output().slice(-1500)}`).join('\n');
 
   /** Active job ids of `queues` (BullMQ's active lists). */
@@ -114,20 +123,25 @@ describe.skipIf(!!forbidden)('fault: a cluster across hosts (network namespaces)
   };
 
   /**
-   * Pauses scorer B, runs `start` (if any), waits (at most 2 s) for a job of `queues` that was not
-   * active before to become active (scorer A took it: B is paused), then runs `fault` and resumes
-   * B. False when A took nothing within the wait (nothing was injected).
+   * Pauses scorer B, slows scorer A's link to Redis by `slowAms` each way (when given), runs `start`
+   * (if any), waits (at most 3 s) for a job of `queues` that was not active before to become active
+   * (scorer A took it: B is paused), then runs `fault`, undoes the delay and resumes B. Null when A
+   * took nothing within the wait (nothing was injected). The delay makes A's hold on a short job
+   * (a search over 300 documents runs in a few ms) last several round trips, so the fault lands
+   * while A holds the job rather than after it finished.
    */
-  const whileAHolds = async (queues: string[], fault: () => Promise<void> | void, start?: () => Promise<void>): Promise<string | null> => {
+  const whileAHolds = async (queues: string[], fault: () => Promise<void> | void, start?: () => Promise<void>, slowAms = 0): Promise<string | null> => {
     const b = procs['scorer-b'].child;
     b.kill('SIGSTOP');
     try {
       const before = await activeJobs(queues);
+      if (slowAms) await tell(redisProxyA, `delay ${slowAms}`);
       await start?.();
-      const taken = await until(async () => [...(await activeJobs(queues))].find((id) => !before.has(id)), 2000, 10).catch(() => null);
+      const taken = await until(async () => [...(await activeJobs(queues))].find((id) => !before.has(id)), 3000, 5).catch(() => null);
       if (taken) await fault();
       return taken ?? null;
     } finally {
+      if (slowAms) await tell(redisProxyA, 'delay 0');
       b.kill('SIGCONT');
     }
   };
@@ -190,9 +204,12 @@ describe.skipIf(!!forbidden)('fault: a cluster across hosts (network namespaces)
     procs.s3 = s3Control;
     await until(() => redisReachable(redisUrl, 300), 20_000, 100);
     await waitLine(s3Control, /s3 host ready/, 60_000, 'the S3 host');
+    redisProxyA = hosts.run(host('redis'), [process.execPath, '--import', 'tsx', 'test/faults/proxy-host.ts'], { ...env, PROXY_TARGET: `${host('redis').ip}:6379`, PROXY_ADDRESS: host('redis').ip, PROXY_PORT: '6380' }, { stdin: true });
+    procs['redis-proxy-a'] = redisProxyA;
+    await waitLine(redisProxyA, /proxy ready/, 60_000, "scorer A's Redis proxy");
     const apiProc = startApp('api', 'apps/api/src/main.ts', {});
     const encoder = startApp('encoder', 'apps/encoder-worker/src/main.ts', { WORKER_QUEUES: ENCODER_QUEUES.join(',') });
-    const a = startApp('scorer-a', 'apps/scorer-worker/src/main.ts', { WORKER_QUEUES: SCORER_QUEUES.join(',') });
+    const a = startApp('scorer-a', 'apps/scorer-worker/src/main.ts', { WORKER_QUEUES: SCORER_QUEUES.join(','), REDIS_URL: `redis://${host('redis').ip}:6380` });
     const b = startApp('scorer-b', 'apps/scorer-worker/src/main.ts', { WORKER_QUEUES: SCORER_QUEUES.join(',') });
     await Promise.all([
       waitLine(apiProc, /API on http/, 180_000, 'the API'),
@@ -227,7 +244,8 @@ describe.skipIf(!!forbidden)('fault: a cluster across hosts (network namespaces)
     let tCut = 0;
     let taken: string | null = null;
     // The search's jobs (the parent on `search`, a child per shard) are A's when B is paused.
-    for (let attempt = 0; attempt < 4 && !taken; attempt++) {
+    let attempts = 0;
+    for (; attempts < 4 && !taken; attempts++) {
       taken = await whileAHolds(
         ['search', 'shard-0', 'shard-1'],
         () => {
@@ -239,6 +257,7 @@ describe.skipIf(!!forbidden)('fault: a cluster across hosts (network namespaces)
           expect(r.status).toBe(202);
           inFlight = { id: r.body.id as string };
         },
+        150,
       );
       if (!taken) await searchOnce('q', inFlight); // A finished it before it could be cut: let it end, try again
     }
@@ -259,6 +278,7 @@ describe.skipIf(!!forbidden)('fault: a cluster across hosts (network namespaces)
     report('hosts-scorer-cut-mid-search', {
       ...tally(300, c),
       heldJob: taken,
+      attempts,
       inFlight: first.kind,
       cutToInFlightAnswerMs: first.at - tCut,
       duringCut: { answered: during.filter((o) => o.kind === 'answered').length, failed: during.filter((o) => o.kind === 'failed').length, partial: during.filter((o) => o.kind === 'partial').length },

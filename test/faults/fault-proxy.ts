@@ -1,4 +1,5 @@
 import net from 'node:net';
+import readline from 'node:readline';
 
 export type ProxyMode = 'pass' | 'reset' | 'stall' | 'refuse';
 
@@ -167,4 +168,28 @@ export class FaultProxy {
     }
     if (this.mode !== 'refuse') await new Promise<void>((resolve) => this.server.close(() => resolve()));
   }
+}
+
+/**
+ * Drives `proxy` from this process's stdin, for a proxy run as a host of the cross-host suite:
+ * one command a line, `delay <ms>` (every chunk relayed is held that long, each way; answered
+ * `ok <command>`) and `stats` (answered `stats <delayed chunks> <connections>`). `onClose` runs
+ * when stdin closes (the suite ended or died).
+ */
+export function controlByStdin(proxy: FaultProxy, onClose: () => Promise<void>): void {
+  const lines = readline.createInterface({ input: process.stdin });
+  lines.on('line', (line) => {
+    const [cmd, arg] = line.trim().split(/\s+/);
+    if (cmd === 'delay' && Number.isFinite(Number(arg))) {
+      proxy.delayMs = Number(arg);
+      console.log(`ok ${line.trim()}`);
+    } else if (cmd === 'stats') {
+      console.log(`stats ${proxy.delayedChunks} ${proxy.counts.pass}`);
+    } else {
+      console.log(`error unknown command: ${line.trim()}`);
+    }
+  });
+  lines.once('close', () => {
+    void proxy.stop().then(onClose).finally(() => process.exit(0));
+  });
 }
