@@ -21,11 +21,11 @@ const built = existsSync(path.resolve('.cache/models', MODEL, 'manifest.json'));
 
 describe.skipIf(!built)('all-MiniLM-L6-v2 through the service (real Redis, real S3 server)', () => {
   let server: Server;
-  // fp32: the int8 graph quantizes its activations dynamically, with one scale per input tensor,
-  // so a document's int8 vectors depend on the other documents of its batch; the service batches
-  // by job (ENCODE_BATCH_DOCUMENTS) and this file encodes all 40 at once, so only the fp32 graph can
-  // be compared for equality here (a fresh CI run saw two near-tied documents swap under int8).
-  const config = testConfig({ DEFAULT_MODEL: MODEL, ENCODE_BATCH_DOCUMENTS: '16', ENCODER_PRECISION: 'fp32' });
+  // The default precision (int8 on the CPU). The service batches by job (ENCODE_BATCH_DOCUMENTS)
+  // and this file encodes all 40 documents at once: equal answers need a document's vectors not to
+  // depend on its batch, which the int8 graph gives by quantising activations per token (a scale per
+  // batch tensor once made two near-tied documents swap here).
+  const config = testConfig({ DEFAULT_MODEL: MODEL, ENCODE_BATCH_DOCUMENTS: '16' });
   const cran = loadCranfield(path.resolve('data/cranfield'));
   const docs = cran.docs.filter((d) => d.text.length > 0).slice(0, 40);
 
@@ -44,7 +44,7 @@ describe.skipIf(!built)('all-MiniLM-L6-v2 through the service (real Redis, real 
     const ing = await api('POST', '/v1/collections/minilm/documents', docs.map((d) => ({ id: d.id, text: d.text })));
     await until(async () => (await api('GET', ing.body.status)).body.state === 'done', 120_000);
 
-    // the graph the service encodes with (ENCODER_PRECISION, fp32 here)
+    // the graph the service encodes with (ENCODER_PRECISION: auto, int8 on the CPU)
     const encoder = await getEncoder(encoderDir(config.MODELS_DIR, MODEL, config.ENCODER_PRECISION, 'cpu'), { executionProvider: 'cpu' });
     const encDocs = await encoder.encodeDocuments(docs.map((d) => d.text), { maxTokens: 256 });
     const queries = cran.queries.slice(0, 3);

@@ -110,6 +110,18 @@ describe('BERT graph builder', () => {
     await int8.release();
   });
 
+  it('int8 variant: a text gives the same vectors alone and in a batch (activations quantised per token, not per batch tensor)', async () => {
+    const w = randomBert(small);
+    const int8 = await ort.InferenceSession.create(encodeModel(buildBertModel(w, 'small-int8', { quantize: 'int8' })));
+    const short = [1, 4, 2];
+    // Partners that change a per-tensor scale: a long text with other tokens, and padding.
+    const partners = [[1, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31, 32, 33, 34, 2], [1, 40, 41, 42, 43, 44, 45, 2]];
+    const [alone] = await run(int8, [short]);
+    const batch = await run(int8, [partners[0], short, partners[1]]);
+    expect(maxDiff(alone, batch[1])).toBeLessThan(1e-5);
+    await int8.release();
+  });
+
   it('static embeddings are the embedding LayerNorm of word + type 0 + the mean position', () => {
     const w = randomBert(small);
     const table = bertStaticEmbeddings(w, 10);

@@ -11,7 +11,7 @@
  */
 import { ModelLoadError } from './errors';
 import { encodeHalf } from '@lateral/codec';
-import { DataType, GraphBuilder, floatAttr, floatTensor, int64Tensor, makeModel, makeNode, makeTensor, makeValueInfo, type ModelProto } from '@lateral/kernels';
+import { DataType, GraphBuilder, floatAttr, floatTensor, int64Tensor, makeModel, makeTensor, makeValueInfo, type ModelProto } from '@lateral/kernels';
 import type { NamedTensor } from './safetensors';
 
 export interface BertConfig {
@@ -90,8 +90,9 @@ export const BERT_INT8_WEIGHT_MAX = 63;
 export interface BertBuildOptions {
   /**
    * 'int8': every dense layer of the encoder (attention projections and the feed-forward) as a
-   * dynamically quantised MatMulIntegerToFloat: activations u8 per tensor at run time, weights
-   * int8 per output column (7 bits). Embeddings, LayerNorm, softmax stay fp32.
+   * dynamically quantised MatMulInteger: activations 8-bit per token at run time (so a text's
+   * vectors do not depend on its batch), weights int8 per output column (7 bits). Embeddings,
+   * LayerNorm, softmax stay fp32.
    */
   quantize?: 'none' | 'int8';
   /**
@@ -122,21 +123,40 @@ export function buildBertModel(weights: BertWeights, name: string, opts: BertBui
     });
   const denseFp32 = (x: string, prefix: string, inDim: number, outDim: number) =>
     g.op('Add', [g.op('MatMul', [x, cst(`${prefix}_w`, [inDim, outDim], weights.linear(prefix, inDim, outDim))]), cst(`${prefix}_b`, [outDim], weights.get(`${prefix}.bias`, [outDim]))]);
+  // int8: each token's activations quantised on their own (symmetric, 127 levels, the scale from
+  // the token's largest |x|), stored as u8 around a zero point of 128 so that the product runs on
+  // MatMulInteger's u8 x s8 kernels (the fast path on AVX2 and VNNI alike). One scale per token,
+  // not per batch tensor: a text's vectors do not depend on what else is in its batch or how far
+  // the batch is padded. Tokens are rows of [B*S, in] so that QuantizeLinear and DequantizeLinear
+  // take the scales per axis (each one fused pass: scale, round half to even, saturate, cast).
+  const i8 = int8
+    ? {
+        max: floatScalar('i8_max', 127),
+        tiny: floatScalar('i8_tiny', 1e-12),
+        one: floatScalar('i8_one', 1),
+        axis1: g.constant(int64Tensor('i8_axis1', [1], [1])),
+        zero: g.constant(makeTensor('i8_zero_point', [], Uint8Array.of(128))),
+        batchSeq: g.op('Shape', ['input_ids']), // [B, S]
+        outShapes: new Map<number, string>(),
+      }
+    : null;
   const denseInt8 = (x: string, prefix: string, inDim: number, outDim: number) => {
+    const q8 = i8!;
     const w = weights.linear(prefix, inDim, outDim); // [in, out]
     const { codes, scales } = quantizeColumns(w, inDim, outDim, BERT_INT8_WEIGHT_MAX);
-    const q = g.fresh('xq');
-    const qs = g.fresh('xq_scale');
-    const qz = g.fresh('xq_zero');
-    g.nodes.push(makeNode('DynamicQuantizeLinear', [x], [q, qs, qz]));
-    const y = g.op(
-      'MatMulIntegerToFloat',
-      [q, g.constant(makeTensor(`${prefix}_wq`, [inDim, outDim], codes)), qs, cst(`${prefix}_ws`, [outDim], scales), qz],
-      {},
-      undefined,
-      'com.microsoft',
-    );
-    return g.op('Add', [y, cst(`${prefix}_b`, [outDim], weights.get(`${prefix}.bias`, [outDim]))]);
+    const rows = g.op('Reshape', [x, g.constant(int64Tensor(`${prefix}_rows`, [2], [-1, inDim]))]); // [B*S, in]
+    const scale = g.op('Max', [g.op('Div', [g.op('ReduceMax', [g.op('Abs', [rows])], { axes: [1], keepdims: 1 }), q8.max]), q8.tiny]); // [B*S, 1]
+    const perRow = g.op('Squeeze', [scale, q8.axis1]); // [B*S]
+    const q = g.op('QuantizeLinear', [rows, perRow, g.op('Expand', [q8.zero, g.op('Shape', [perRow])])], { axis: 0 });
+    // codes x per-column weight scales in the GEMM's own output pass, then the per-token scale
+    const acc = g.op('MatMulIntegerToFloat', [q, g.constant(makeTensor(`${prefix}_wq`, [inDim, outDim], codes)), q8.one, cst(`${prefix}_ws`, [outDim], scales), q8.zero], {}, undefined, 'com.microsoft');
+    const y = g.op('Add', [g.op('Mul', [acc, scale]), cst(`${prefix}_b`, [outDim], weights.get(`${prefix}.bias`, [outDim]))]);
+    let shape = q8.outShapes.get(outDim);
+    if (!shape) {
+      shape = g.op('Concat', [q8.batchSeq, g.constant(int64Tensor(`i8_out_${outDim}`, [1], [outDim]))], { axis: 0 });
+      q8.outShapes.set(outDim, shape);
+    }
+    return g.op('Reshape', [y, shape]);
   };
   const dense = int8 ? denseInt8 : denseFp32;
 
@@ -180,8 +200,8 @@ export function buildBertModel(weights: BertWeights, name: string, opts: BertBui
   const ids = ['input_ids', 'attention_mask', 'token_type_ids'].map((n) => makeValueInfo(n, 'INT64', ['batch', 'seq']));
   const graph = g.build('bert', ids, [makeValueInfo('last_hidden_state', 'FLOAT', ['batch', 'seq', H])]);
   return makeModel(graph, {
-    metadata: { name, architecture: `bert L${c.numLayers} H${H} A${nh}`, quantize: int8 ? 'int8 (dynamic, 7-bit weights per column)' : 'none', precision: fp16 ? 'fp16' : 'fp32' },
     ...(int8 ? { extraOpsets: [{ domain: 'com.microsoft', version: 1 }] } : {}),
+    metadata: { name, architecture: `bert L${c.numLayers} H${H} A${nh}`, quantize: int8 ? 'int8 (dynamic, 7-bit weights per column)' : 'none', precision: fp16 ? 'fp16' : 'fp32' },
   });
 }
 
