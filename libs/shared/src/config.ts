@@ -152,6 +152,14 @@ export const ConfigSchema = z.object({
   MERGE_MAX_DOCUMENTS: int(1_000_000, 1, 2 ** 32 - 1),
   /** Cap on a merge's output in coded segment bytes (Lucene's max merged segment size); below the 4 GiB segment format limit. */
   MERGE_MAX_BYTES: int(256 * 2 ** 20, 1 << 20, 2 ** 32 - 1),
+  /**
+   * Collections with a WARP search layout: segments per shard past which the lowest tier holding two
+   * or more merges before it is full (a WARP query costs about one ranged read per probed list per
+   * segment); 0 = no bound (the tiered policy alone).
+   */
+  MERGE_WARP_MAX_SEGMENTS: int(12, 0, 100_000),
+  /** Cap on the output of a merge made for MERGE_WARP_MAX_SEGMENTS, in coded segment bytes (over MERGE_MAX_BYTES: segments grow instead of their count). */
+  MERGE_WARP_MAX_BYTES: int(512 * 2 ** 20, 1 << 20, 2 ** 32 - 1),
   /** Concurrent merge jobs per process (the merge queue; one merge per collection at a time whatever this is). */
   MERGE_CONCURRENCY: int(1, 1, 16),
   /** Enqueue a merge job after each committed generation (false: only POST /v1/collections/{id}/merge). */

@@ -122,6 +122,9 @@ export function pipelineHandlers(rt: Runtime, extra: { shardChild?: (p: ShardJob
     floorDocuments: config.MERGE_FLOOR_DOCUMENTS,
     maxDocuments: config.MERGE_MAX_DOCUMENTS,
     maxBytes: config.MERGE_MAX_BYTES,
+    // applied to collections with a WARP search layout only (merge.processor.ts)
+    maxSegments: config.MERGE_WARP_MAX_SEGMENTS,
+    searchMaxBytes: config.MERGE_WARP_MAX_BYTES,
   };
   // One merge per collection at a time, across processes: a lease in Redis (a second merge job waits for it).
   // Its expiry is the job lock's: a killed worker's merge is resumed (stalled job) about when its lease is free.
