@@ -47,7 +47,13 @@ export class ObjectStore {
       forcePathStyle: opts.forcePathStyle,
       credentials: { accessKeyId: opts.accessKeyId, secretAccessKey: opts.secretAccessKey },
       maxAttempts: 3,
-      requestHandler: { connectionTimeout: opts.connectTimeoutMs ?? 5000, socketTimeout: opts.socketTimeoutMs ?? 30_000 },
+      // Sockets per host: 128, not the SDK's 50, so a cold scorer's ranged GETs of search layouts (64 in flight, DiskObjectCache) never queue behind other traffic.
+      requestHandler: {
+        connectionTimeout: opts.connectTimeoutMs ?? 5000,
+        socketTimeout: opts.socketTimeoutMs ?? 30_000,
+        httpAgent: { keepAlive: true, maxSockets: 128 },
+        httpsAgent: { keepAlive: true, maxSockets: 128 },
+      },
       // s3rver and MinIO ignore these checksums; real S3 verifies them.
       requestChecksumCalculation: 'WHEN_REQUIRED',
       responseChecksumValidation: 'WHEN_REQUIRED',

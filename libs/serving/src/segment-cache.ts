@@ -114,10 +114,12 @@ export const WHOLE_DECODE_FRACTION = 16;
 
 /**
  * WARP layouts up to this size are read whole by default (SegmentCacheOptions.warpLayoutInMemoryBytes):
- * one GET of 1 MiB costs about what two ranged GETs do (10 ms first byte, ~100 MB/s), so a fresh
- * small segment is cheaper read once than list by list.
+ * a fresh batch's segment (1,024 documents of ~55 tokens: ~3.7 MB at 4 bits) has lists of a few
+ * hundred bytes, and a query probes ~1,000 of them: one GET of 4 MiB (~50 ms at 10 ms + 100 MB/s)
+ * costs less than ~1,000 ranged GETs (~160 ms at 64 in flight), and the merge policy keeps such
+ * segments few (docs/segment-format.md, "Reading a layout by ranges").
  */
-export const WARP_WHOLE_READ_BYTES = 1 << 20;
+export const WARP_WHOLE_READ_BYTES = 4 << 20;
 
 /** Default gap (bytes of other lists) across which two probed lists are read in one range. */
 export const WARP_RANGE_GAP_BYTES = 0;
