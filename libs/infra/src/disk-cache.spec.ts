@@ -53,7 +53,11 @@ describe('ByteIntervals', () => {
       const a = Math.floor(rnd() * 290);
       const b = a + 1 + Math.floor(rnd() * 10);
       let fresh = 0;
-      for (let i = a; i < b; i++) if (!ref[i]) (ref[i] = 1), fresh++;
+      for (let i = a; i < b; i++) {
+        if (ref[i]) continue;
+        ref[i] = 1;
+        fresh++;
+      }
       expect(r.add(a, b)).toBe(fresh);
       const x = Math.floor(rnd() * 290);
       const y = x + 1 + Math.floor(rnd() * 10);
