@@ -70,6 +70,11 @@ export const ConfigSchema = z.object({
   /** Segment and index objects a scorer reads and parses at once. */
   SCORER_LOAD_CONCURRENCY: int(4, 1, 256),
   /**
+   * WARP search layouts up to this many bytes are read whole (one GET) and kept whole in memory;
+   * larger ones are read by their probed lists' byte ranges (ranged GETs). 0 = always by ranges.
+   */
+  SCORER_WARP_WHOLE_BYTES: int(4 * 2 ** 20, 0, 2 ** 40),
+  /**
    * How a re-rank reads its candidates' codes: `ranges` = positioned reads of the segments' copies
    * in the disk cache, the memory cache keeping only each segment's head (ids, token offsets, code
    * starts), for EDEN token-layout segments scored from the int8 image (others, and a scorer
