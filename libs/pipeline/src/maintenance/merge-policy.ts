@@ -34,8 +34,8 @@ export const DEFAULT_MERGE_POLICY: MergePolicySettings = { factor: 10, deletedFr
 
 /** The segment bound given to collections with a WARP search layout by default (MERGE_WARP_MAX_SEGMENTS). */
 export const DEFAULT_WARP_MAX_SEGMENTS = 12;
-/** Default cap of a merge made for that bound (MERGE_WARP_MAX_BYTES): 1 GiB of coded segment (~13M tokens at 80 B). */
-export const DEFAULT_WARP_MAX_BYTES = 2 ** 30;
+/** Default cap of a merge made for that bound (MERGE_WARP_MAX_BYTES): 512 MiB of coded segment (~6.7M tokens at 80 B). */
+export const DEFAULT_WARP_MAX_BYTES = 512 * 2 ** 20;
 
 /** One merge: the segments it rewrites (positions in the generation, ascending) and why. */
 export interface MergeSpec {
