@@ -2,6 +2,7 @@ import { mkdtempSync, readdirSync, statSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { parseWarpDirectory } from '@lateral/search';
 import { s3Keys, type CollectionManifest, type WarpSearchStats } from '@lateral/shared';
 import { startServer, type Server } from '../apps/all-in-one/src/server';
 import { loadCranfield } from '../scripts/lib/cranfield';
@@ -11,6 +12,7 @@ type Result = {
   results: { queryId: string; hits: { id: string; score: number }[] }[];
   stats?: { warp?: WarpSearchStats };
   degraded?: true;
+  unavailableSegments?: { key: string; object: string; segment: string; reason: string }[];
 };
 
 /**
@@ -28,8 +30,8 @@ describe('WARP layouts read by ranges on a cold scorer (real Redis, real S3 serv
   const queries = cran.queries.slice(0, 6).map((q) => ({ id: q.id, text: q.text }));
   let server: Server;
   const api = (method: string, url: string, body?: unknown) => http(server.url, method, url, body);
-  const search = async (): Promise<Result> => {
-    const r = await api('POST', '/v1/search?wait=240', { collection: 'w', queries, mode: { name: 'xtr', nprobe: 16 }, topK: 10 });
+  const search = async (nprobe = 16): Promise<Result> => {
+    const r = await api('POST', '/v1/search?wait=240', { collection: 'w', queries, mode: { name: 'xtr', nprobe }, topK: 10 });
     expect(r.status, JSON.stringify(r.body)).toBe(200);
     expect(r.body.status, JSON.stringify(r.body)).toBe('completed');
     return r.body.result as Result;
@@ -78,5 +80,28 @@ describe('WARP layouts read by ranges on a cold scorer (real Redis, real S3 serv
     const files = readdirSync(diskB).map((n) => ({ n, size: statSync(path.join(diskB, n)).size }));
     expect(files.filter((f) => f.n.endsWith('.part')).length).toBe(2);
     for (const f of files.filter((x) => x.n.endsWith('.obj'))) expect(layoutSizes.has(f.size)).toBe(false);
+  }, 600_000);
+  it('a corrupt list range fetched by a ranged GET is named like a corrupt segment (the list and its bytes): the degraded answer from the other segment', async () => {
+    const m = (await server.runtime.generations.manifest('default', 'w')) as CollectionManifest;
+    const bad = m.segments[0];
+    const key = s3Keys.searchLayout('default', 'w', bad.batchId, bad.codecVersion, bad.warpEpoch ?? 0);
+    const bytes = new Uint8Array((await server.runtime.store.get(key))!);
+    const dir = parseWarpDirectory(bytes, key);
+    let c = 0;
+    for (let i = 1; i < dir.centroidCount; i++) if (dir.counts[i] > dir.counts[c]) c = i;
+    bytes[dir.offsets[c] + 2] ^= 0x40;
+    await server.runtime.store.put(key, bytes);
+    // a new scorer (the previous one holds the good lists in memory), every list probed so list c is read
+    await server.stop();
+    const diskC = mkdtempSync(path.join(os.tmpdir(), 'lateral-warp-disk-c-'));
+    server = await startServer({ ...config, SCORER_DISK_CACHE_DIR: diskC }, { quiet: true });
+    const res = await search(65_536);
+    expect(res.degraded).toBe(true);
+    expect(res.unavailableSegments).toEqual([
+      expect.objectContaining({ key, object: 'index', segment: bad.key, reason: expect.stringContaining(`corrupt in section "list ${c}": checksum mismatch in bytes ${dir.offsets[c]}..${dir.offsets[c + 1]}`) }),
+    ]);
+    for (const r of res.results) expect(r.hits.length).toBeGreaterThan(0);
+    // read by ranges here too: no whole copy of the layout on disk
+    for (const n of readdirSync(diskC).filter((x) => x.endsWith('.obj'))) expect(statSync(path.join(diskC, n)).size).not.toBe(bytes.byteLength);
   }, 600_000);
 });
