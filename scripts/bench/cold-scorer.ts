@@ -1,7 +1,10 @@
 /**
- * `npm run bench -- cold-scorer [--json] [--quick] [--segments N] [--docs N] [--tokens N]
+ * `npm run bench -- cold-scorer [--json] [--section both|rerank|warp] [--quick] [--segments N] [--docs N] [--tokens N]
  *   [--dims N] [--candidates N] [--latency-ms N] [--mb-per-s N] [--rounds N]`
+ * and for the WARP section (cold-scorer-warp.ts) `[--warp-docs N,N] [--doc-tokens N] [--batch N] [--queries N]
+ *   [--query-tokens N] [--nprobe N] [--bits 2|4] [--max-segments N] [--range-gap N]`
  *
+ * Section rerank:
  * What segment heads stored in S3 change for a scorer that starts with an empty disk (a new pod,
  * a replaced node): its first re-rank needs the generation's id table. Without stored heads it
  * reads every segment whole to make each head; with them it reads the heads (~30 B per document)
@@ -20,8 +23,18 @@ import { s3Keys, type CodecSettings, type CollectionManifest, type SegmentRef } 
 import { DiskObjectCache } from '@lateral/infra';
 import { SegmentCache, assembleSegmentDocs, segmentHeadData, serializeSegmentHead, type ObjectSource } from '@lateral/serving';
 import { docs, median, opt, round } from './segment-cache';
+import { runColdWarpBench } from './cold-scorer-warp';
 
 export async function runColdScorerBench(args: string[]): Promise<Record<string, unknown>> {
+  const section = args.includes('--section') ? args[args.indexOf('--section') + 1] : 'both';
+  if (!['both', 'rerank', 'warp'].includes(section)) throw new Error(`--section must be both, rerank or warp, got ${section}`);
+  const out: Record<string, unknown> = {};
+  if (section !== 'warp') out.rerank = await runColdRerank(args);
+  if (section !== 'rerank') out.warp = await runColdWarpBench(args);
+  return out;
+}
+
+async function runColdRerank(args: string[]): Promise<Record<string, unknown>> {
   const quick = args.includes('--quick');
   const S = opt(args, '--segments', quick ? 60 : 400);
   const D = opt(args, '--docs', 256);

@@ -1,4 +1,5 @@
 import { createHash } from 'node:crypto';
+import { constants } from 'node:fs';
 import { mkdir, open, readFile, readdir, rename, stat, unlink, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import type { ObjectStore } from './object-store';
@@ -11,7 +12,15 @@ export interface DiskCacheStats {
   maxBytes: number;
   files: number;
   evictions: number;
+  /** Ranged GETs sent to the store (getRanges: search layouts' lists), and the bytes they fetched. */
+  rangeGets: number;
+  rangeBytes: number;
+  /** Ranges getRanges answered from the local copies (whole or sparse) without a GET. */
+  rangeHits: number;
 }
+
+/** Ranged GETs in flight at once per cache, by default (DiskObjectCache options). */
+export const RANGE_GETS_IN_FLIGHT = 64;
 
 /**
  * A local disk cache of immutable S3 objects (segments and their indexes: their keys carry the
@@ -23,6 +32,11 @@ export interface DiskCacheStats {
  * Several processes may share a folder: each evicts from what it knows; a file removed by
  * another is a miss (read from S3 again), never an error. Content is verified by its reader
  * (segments and indexes are checksummed): a corrupt file is dropped with `invalidate`.
+ *
+ * Objects read by ranges (`getRanges`: WARP search layouts, whose lists are checksummed one by one)
+ * are never fetched whole: each range missing locally is one ranged GET, and the bytes fetched are
+ * written at their offsets into a sparse local file (`.part`) whose present intervals this process
+ * keeps in memory (a restart starts those files empty); the bound counts the bytes present.
  */
 export class DiskObjectCache {
   /** file name -> bytes, least recently used first. */
@@ -30,15 +44,26 @@ export class DiskObjectCache {
   private held = 0;
   private ready: Promise<void> | null = null;
   private tmpCounter = 0;
-  private readonly counters = { hits: 0, misses: 0, evictions: 0 };
+  private readonly counters = { hits: 0, misses: 0, evictions: 0, rangeGets: 0, rangeBytes: 0, rangeHits: 0 };
+  /** Sparse local copies (`.part` file name -> the byte intervals present in it). */
+  private readonly sparse = new Map<string, ByteIntervals>();
+  private readonly gets: Gate;
 
   constructor(
-    private readonly store: Pick<ObjectStore, 'get'>,
+    private readonly store: Pick<ObjectStore, 'get'> & Partial<Pick<ObjectStore, 'getRange'>>,
     private readonly dir: string,
     private readonly maxBytes: number,
     /** Distinguishes object stores sharing a folder (endpoint and bucket): part of every file name. */
     private readonly namespace = '',
-  ) {}
+    opts: { rangeGetsInFlight?: number } = {},
+  ) {
+    this.gets = new Gate(opts.rangeGetsInFlight ?? RANGE_GETS_IN_FLIGHT);
+  }
+
+  /** Whether `getRanges` can answer (the store sends ranged GETs). */
+  get ranged(): boolean {
+    return typeof this.store.getRange === 'function';
+  }
 
   get enabled(): boolean {
     return this.maxBytes > 0;
@@ -125,6 +150,107 @@ export class DiskObjectCache {
   }
 
   /**
+   * Byte ranges [offset, offset + length) of an object without fetching it whole: from its whole
+   * local copy when one is there (positioned reads), else each range from the sparse local copy
+   * when all its bytes are present, else by one ranged GET (at most `rangeGetsInFlight` at once),
+   * its bytes then written at their offset into the sparse copy. Nothing is verified here: the
+   * caller checks each range (a WARP list's CRC-32) and calls `invalidate` on a mismatch, which
+   * drops both copies. null when the store sends no ranged GETs or the object is missing; a range
+   * outside the object throws a RangeError. With the cache off, every range is a GET.
+   */
+  async getRanges(key: string, ranges: readonly (readonly [number, number])[]): Promise<Uint8Array[] | null> {
+    const getRange = this.store.getRange?.bind(this.store);
+    if (!getRange) return null;
+    for (const [o, n] of ranges) if (!(Number.isInteger(o) && Number.isInteger(n) && o >= 0 && n >= 1)) throw new RangeError(`${key}: range [${o}, ${o + n}) is not a non-empty range of whole bytes`);
+    const fetchOne = async (o: number, n: number): Promise<Uint8Array | null> => {
+      const b = await this.gets.run(() => getRange(key, o, n));
+      if (b) {
+        this.counters.rangeGets++;
+        this.counters.rangeBytes += b.byteLength;
+      }
+      return b;
+    };
+    if (!this.enabled) {
+      const got = await Promise.all(ranges.map(([o, n]) => fetchOne(o, n)));
+      return got.some((b) => b === null) ? null : (got as Uint8Array[]);
+    }
+    await this.init();
+    const name = fileName(this.namespace, key);
+    if (this.index.has(name)) {
+      // A whole copy (read whole earlier): positioned reads of it; gone meanwhile: by ranges below.
+      const size = this.index.get(name)!;
+      for (const [o, n] of ranges) if (o + n > size) throw new RangeError(`${key}: range [${o}, ${o + n}) is outside the ${size}-byte object`);
+      try {
+        const fh = await open(path.join(this.dir, name), 'r');
+        try {
+          const whole: Uint8Array[] = [];
+          for (const [o, n] of ranges) whole.push(await readFully(fh, key, o, n));
+          this.touch(name);
+          this.counters.rangeHits += ranges.length;
+          return whole;
+        } finally {
+          await fh.close();
+        }
+      } catch {
+        this.forget(name);
+      }
+    }
+    const part = partName(name);
+    const out: (Uint8Array | null)[] = ranges.map(() => null);
+    const have = this.sparse.get(part);
+    const local = have ? ranges.map((r, i) => i).filter((i) => have.covers(ranges[i][0], ranges[i][0] + ranges[i][1])) : [];
+    if (local.length > 0) {
+      try {
+        const fh = await open(path.join(this.dir, part), 'r');
+        try {
+          for (const i of local) out[i] = await readFully(fh, key, ranges[i][0], ranges[i][1]);
+        } finally {
+          await fh.close();
+        }
+        this.counters.rangeHits += local.length;
+        if (this.index.has(part)) this.touch(part);
+      } catch (err) {
+        if (err instanceof RangeError) throw err;
+        this.forget(part); // removed (another process, an eviction): fetched again below
+        for (const i of local) out[i] = null;
+      }
+    }
+    const missing = ranges.map((_, i) => i).filter((i) => out[i] === null);
+    const fetched = await Promise.all(missing.map((i) => fetchOne(ranges[i][0], ranges[i][1])));
+    if (fetched.some((b) => b === null)) return null;
+    missing.forEach((i, k) => (out[i] = fetched[k]));
+    if (missing.length > 0) await this.writeSparse(part, missing.map((i, k) => [ranges[i][0], fetched[k]!] as const));
+    return out as Uint8Array[];
+  }
+
+  /** Writes fetched ranges at their offsets into a sparse local copy and records them (best effort: a failed write records nothing). */
+  private async writeSparse(part: string, pieces: readonly (readonly [number, Uint8Array])[]): Promise<void> {
+    const file = path.join(this.dir, part);
+    let added = 0;
+    try {
+      const fh = await open(file, constants.O_RDWR | constants.O_CREAT, 0o644);
+      try {
+        for (const [offset, bytes] of pieces) {
+          let done = 0;
+          while (done < bytes.byteLength) done += (await fh.write(bytes, done, bytes.byteLength - done, offset + done)).bytesWritten;
+        }
+      } finally {
+        await fh.close();
+      }
+    } catch {
+      return; // a full or read-only disk: the ranges are answered, not kept
+    }
+    const have = this.sparse.get(part) ?? new ByteIntervals();
+    this.sparse.set(part, have);
+    for (const [offset, bytes] of pieces) added += have.add(offset, offset + bytes.byteLength);
+    const size = (this.index.get(part) ?? 0) + added;
+    this.index.delete(part);
+    this.index.set(part, size);
+    this.held += added;
+    await this.evict();
+  }
+
+  /**
    * An object derived locally and kept with `putLocal` (a segment's head), or null when this
    * folder has none (never read from S3): an optimisation only, its reader checks it and makes it
    * again when it is absent or wrong.
@@ -156,7 +282,9 @@ export class DiskObjectCache {
     if (!this.enabled) return;
     const name = fileName(this.namespace, key);
     this.forget(name);
+    this.forget(partName(name));
     await unlink(path.join(this.dir, name)).catch(() => undefined);
+    await unlink(path.join(this.dir, partName(name))).catch(() => undefined);
   }
 
   stats(): DiskCacheStats {
@@ -166,7 +294,10 @@ export class DiskObjectCache {
   private init(): Promise<void> {
     this.ready ??= (async () => {
       await mkdir(this.dir, { recursive: true });
-      const names = (await readdir(this.dir)).filter((n) => n.endsWith('.obj'));
+      const all = await readdir(this.dir);
+      // Sparse copies from an earlier process: which of their bytes are present is not known, so they go.
+      await Promise.all(all.filter((n) => n.endsWith('.part')).map((n) => unlink(path.join(this.dir, n)).catch(() => undefined)));
+      const names = all.filter((n) => n.endsWith('.obj'));
       const found = await Promise.all(names.map(async (n) => ({ n, s: await stat(path.join(this.dir, n)).catch(() => null) })));
       found
         .filter((f): f is { n: string; s: NonNullable<typeof f.s> } => f.s !== null)
@@ -202,6 +333,7 @@ export class DiskObjectCache {
   }
 
   private forget(name: string): void {
+    this.sparse.delete(name);
     const size = this.index.get(name);
     if (size === undefined) return;
     this.index.delete(name);
@@ -225,4 +357,81 @@ function fileName(namespace: string, key: string): string {
 function sliceRange(bytes: Uint8Array, key: string, offset: number, length: number): Uint8Array {
   if (!(Number.isInteger(offset) && Number.isInteger(length) && offset >= 0 && length >= 0 && offset + length <= bytes.byteLength)) throw new RangeError(`${key}: range [${offset}, ${offset + length}) is outside the ${bytes.byteLength}-byte object`);
   return bytes.slice(offset, offset + length);
+}
+
+const partName = (objName: string) => objName.replace(/\.obj$/, '.part');
+
+async function readFully(fh: Awaited<ReturnType<typeof open>>, key: string, offset: number, length: number): Promise<Uint8Array> {
+  const b = new Uint8Array(length);
+  let got = 0;
+  while (got < length) {
+    const { bytesRead } = await fh.read(b, got, length - got, offset + got);
+    if (bytesRead === 0) throw new Error(`${key}: local sparse copy ended at ${offset + got}`);
+    got += bytesRead;
+  }
+  return b;
+}
+
+/** Disjoint, sorted half-open byte intervals: which bytes of a sparse copy are present. */
+export class ByteIntervals {
+  private starts: number[] = [];
+  private ends: number[] = [];
+
+  /** Whether every byte of [from, to) is present. */
+  covers(from: number, to: number): boolean {
+    const k = this.lastStartAtOrBefore(from);
+    return k >= 0 && this.ends[k] >= to;
+  }
+
+  /** Adds [from, to) (merged with what it touches); returns the bytes newly present. */
+  add(from: number, to: number): number {
+    if (!(to > from)) return 0;
+    let k = this.lastStartAtOrBefore(from);
+    if (k < 0 || this.ends[k] < from) k++; // the first interval that may touch [from, to)
+    let lo = from, hi = to, j = k, covered = 0;
+    while (j < this.starts.length && this.starts[j] <= to) {
+      lo = Math.min(lo, this.starts[j]);
+      hi = Math.max(hi, this.ends[j]);
+      covered += this.ends[j] - this.starts[j];
+      j++;
+    }
+    this.starts.splice(k, j - k, lo);
+    this.ends.splice(k, j - k, hi);
+    return hi - lo - covered;
+  }
+
+  /** Bytes present. */
+  get bytes(): number {
+    let n = 0;
+    for (let i = 0; i < this.starts.length; i++) n += this.ends[i] - this.starts[i];
+    return n;
+  }
+
+  private lastStartAtOrBefore(x: number): number {
+    let lo = 0, hi = this.starts.length;
+    while (lo < hi) {
+      const mid = (lo + hi) >> 1;
+      if (this.starts[mid] <= x) lo = mid + 1;
+      else hi = mid;
+    }
+    return lo - 1;
+  }
+}
+
+/** At most `limit` calls in flight; the rest wait in order (a finishing call hands its slot on). */
+class Gate {
+  private active = 0;
+  private readonly waiting: (() => void)[] = [];
+  constructor(private readonly limit: number) {}
+  async run<T>(fn: () => Promise<T>): Promise<T> {
+    if (this.active >= this.limit) await new Promise<void>((r) => this.waiting.push(r));
+    else this.active++;
+    try {
+      return await fn();
+    } finally {
+      const next = this.waiting.shift();
+      if (next) next();
+      else this.active--;
+    }
+  }
 }

@@ -153,6 +153,20 @@ describe('ObjectStore.putIfAbsent on the embedded S3 server', () => {
   });
 });
 
+describe('ObjectStore.getRange on the embedded S3 server (Range header)', () => {
+  it('answers exactly the bytes asked; null for a missing key; a range past the end is a RangeError naming it', async () => {
+    const store = storeAt(s3.endpoint);
+    const body = Uint8Array.from({ length: 70_000 }, (_, i) => (i * 13 + 1) & 0xff);
+    await store.put('ranges/obj', body);
+    expect(await store.getRange('ranges/obj', 0, 64)).toEqual(body.slice(0, 64));
+    expect(await store.getRange('ranges/obj', 65_536, 4464)).toEqual(body.slice(65_536));
+    expect(await store.getRange('ranges/obj', 12_345, 1)).toEqual(body.slice(12_345, 12_346));
+    expect(await store.getRange('ranges/missing', 0, 10)).toBeNull();
+    await expect(store.getRange('ranges/obj', 69_990, 20)).rejects.toThrow(/ranges\/obj: range \[69990, 70010\)/);
+    await expect(store.getRange('ranges/obj', 80_000, 20)).rejects.toThrow(RangeError);
+  });
+});
+
 describe('ObjectStore.latestKey', () => {
   it('returns the greatest zero-padded key across several list pages, ignoring other prefixes', async () => {
     const store = storeAt(s3.endpoint);

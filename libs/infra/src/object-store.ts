@@ -47,7 +47,13 @@ export class ObjectStore {
       forcePathStyle: opts.forcePathStyle,
       credentials: { accessKeyId: opts.accessKeyId, secretAccessKey: opts.secretAccessKey },
       maxAttempts: 3,
-      requestHandler: { connectionTimeout: opts.connectTimeoutMs ?? 5000, socketTimeout: opts.socketTimeoutMs ?? 30_000 },
+      // Sockets per host: 128, not the SDK's 50, so a cold scorer's ranged GETs of search layouts (64 in flight, DiskObjectCache) never queue behind other traffic.
+      requestHandler: {
+        connectionTimeout: opts.connectTimeoutMs ?? 5000,
+        socketTimeout: opts.socketTimeoutMs ?? 30_000,
+        httpAgent: { keepAlive: true, maxSockets: 128 },
+        httpsAgent: { keepAlive: true, maxSockets: 128 },
+      },
       // s3rver and MinIO ignore these checksums; real S3 verifies them.
       requestChecksumCalculation: 'WHEN_REQUIRED',
       responseChecksumValidation: 'WHEN_REQUIRED',
@@ -247,6 +253,35 @@ export class ObjectStore {
       recordS3('get', 'error');
       throw wrapError(`reading s3://${this.bucket}/${key}`, err);
     }
+  }
+
+  /**
+   * Bytes [offset, offset + length) of an object (one GET with a `Range` header), or null when the
+   * object does not exist. A range that starts at or past the object's end (416 InvalidRange) or
+   * that the object ends inside (a short answer) throws a RangeError naming the key and the range:
+   * a reader asked for bytes its directory said were there, so the object is truncated.
+   */
+  async getRange(key: string, offset: number, length: number): Promise<Uint8Array | null> {
+    if (!(Number.isInteger(offset) && Number.isInteger(length) && offset >= 0 && length >= 1)) throw new RangeError(`getRange ${key}: offset must be >= 0 and length >= 1 (integers), got ${offset}, ${length}`);
+    let bytes: Uint8Array;
+    try {
+      const out = await this.client.send(new GetObjectCommand({ Bucket: this.bucket, Key: key, Range: `bytes=${offset}-${offset + length - 1}` }));
+      bytes = out.Body ? await out.Body.transformToByteArray() : new Uint8Array();
+      recordS3('get', 'ok', bytes.byteLength);
+    } catch (err) {
+      if (err instanceof NoSuchKey || (err as Error).name === 'NoSuchKey' || httpStatus(err) === 404) {
+        recordS3('get', 'missing');
+        return null;
+      }
+      if (httpStatus(err) === 416 || (err as Error).name === 'InvalidRange') {
+        recordS3('get', 'error');
+        throw new RangeError(`s3://${this.bucket}/${key}: range [${offset}, ${offset + length}) starts past the object's end (truncated?)`);
+      }
+      recordS3('get', 'error');
+      throw wrapError(`reading s3://${this.bucket}/${key} bytes ${offset}..${offset + length}`, err);
+    }
+    if (bytes.byteLength !== length) throw new RangeError(`s3://${this.bucket}/${key}: range [${offset}, ${offset + length}) answered ${bytes.byteLength} bytes (the object ends inside it: truncated?)`);
+    return bytes;
   }
 
   /**

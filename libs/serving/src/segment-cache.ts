@@ -12,7 +12,7 @@ import {
   searchSegment,
   warpCoalescedRanges,
   warpDirectoryBytes,
-  warpFetchedLists,
+  readWarpList,
   openWarpLayout,
   type RowScorer,
   type SegmentIndex,
@@ -21,6 +21,7 @@ import {
   type WarpLayoutExpectations,
   type WarpListSource,
   type WarpLayoutReader,
+  type WarpList,
 } from '@lateral/search';
 import type { RotatedImageSet } from '@lateral/kernels';
 import type { CollectionView } from './collection-view';
@@ -43,6 +44,13 @@ export interface ObjectSource {
    * propagates and no copy is kept).
    */
   readRanges?(key: string, ranges: readonly (readonly [number, number])[], check?: (bytes: Uint8Array) => Promise<void>): Promise<Uint8Array[] | null>;
+  /**
+   * true: `getRanges` reads byte ranges of an object by ranged GETs (the disk cache keeps what they
+   * fetched), never fetching it whole; absent or false: ranges come from `readRanges` or `get`.
+   */
+  ranged?: boolean;
+  /** Byte ranges of an object, each from a local copy or one ranged GET; null when the object is missing (DiskObjectCache.getRanges). */
+  getRanges?(key: string, ranges: readonly (readonly [number, number])[]): Promise<Uint8Array[] | null>;
   /** An object this process derived and kept locally (a segment's head), or null; never read from S3. */
   getLocal?(key: string): Promise<Uint8Array | null>;
   /** Keeps a derived object locally, beside the copies (best effort). */
@@ -73,12 +81,19 @@ export interface SegmentCacheOptions {
    */
   alternateScans?: boolean;
   /**
-   * WARP search layouts no larger than this many bytes are kept whole in the memory cache after a
-   * query first reads them (hot lists: later queries slice their probed lists from memory, each
-   * list verified once), larger ones are read by ranges on every query. Default maxBytes / 16;
-   * 0: always by ranges.
+   * WARP search layouts no larger than this many bytes are read whole (one read) and kept whole in
+   * the memory cache (a fresh small segment: later queries slice their probed lists from memory,
+   * each list verified once); larger ones are read by their probed lists' byte ranges, and each
+   * list read is kept in the memory cache (hot lists). Default min(WARP_WHOLE_READ_BYTES,
+   * maxBytes / 16); 0: always by ranges.
    */
   warpLayoutInMemoryBytes?: number;
+  /**
+   * Two probed lists of a segment are read in one range when at most this many bytes of other
+   * lists lie between them (the bytes between are read and dropped). Default
+   * WARP_RANGE_GAP_BYTES.
+   */
+  warpRangeGapBytes?: number;
   /**
    * The ids of a segment in its document order, read from elsewhere than the segment (the
    * batch's info.json), for a segment that cannot be read: its candidates are then named as
@@ -96,6 +111,18 @@ export interface SegmentCacheOptions {
  * cache bound; larger segments are decoded range by range at each search (decodedDocs).
  */
 export const WHOLE_DECODE_FRACTION = 16;
+
+/**
+ * WARP layouts up to this size are read whole by default (SegmentCacheOptions.warpLayoutInMemoryBytes):
+ * a fresh batch's segment (1,024 documents of ~55 tokens: ~3.7 MB at 4 bits) has lists of a few
+ * hundred bytes, and a query probes ~1,000 of them: one GET of 4 MiB (~50 ms at 10 ms + 100 MB/s)
+ * costs less than ~1,000 ranged GETs (~160 ms at 64 in flight), and the merge policy keeps such
+ * segments few (docs/segment-format.md, "Reading a layout by ranges").
+ */
+export const WARP_WHOLE_READ_BYTES = 4 << 20;
+
+/** Default gap (bytes of other lists) across which two probed lists are read in one range. */
+export const WARP_RANGE_GAP_BYTES = 0;
 
 /** Stored segment heads read at once, per segment load allowed at once (SCORER_LOAD_CONCURRENCY). */
 export const HEAD_READS_PER_LOAD = 4;
@@ -143,7 +170,10 @@ interface ImageCodec {
   p: number;
 }
 
-type Cached = LoadedSegment | SegmentHead | SegmentIdTable | GenerationTable | SegmentIndex | WarpDirectory | WarpLayoutReader | Float32Array | { codes: Uint8Array; norms: Uint8Array } | null;
+type Cached = LoadedSegment | SegmentHead | SegmentIdTable | GenerationTable | SegmentIndex | WarpDirectory | WarpLayoutReader | WarpList | Float32Array | { codes: Uint8Array; norms: Uint8Array } | null;
+
+/** Memory a kept WARP list costs beyond its bytes (its object and typed-array views), for the cache bound. */
+const WARP_LIST_OVERHEAD_BYTES = 256;
 
 /** Most centroids a WARP layout header may name before its directory is read (a corrupt header is refused, not allocated). */
 const WARP_MAX_CENTROIDS = 1 << 24;
@@ -152,9 +182,11 @@ const WARP_MAX_CENTROIDS = 1 << 24;
 export interface WarpListReads {
   /** The probed lists, verified against the directory (each list's CRC-32) as they were read. */
   lists: WarpListSource;
-  /** Bytes read from the layout object (the coalesced ranges). */
+  /** Bytes of the probed lists (from memory or read now). */
   bytes: number;
-  /** Ranged reads issued. */
+  /** Bytes read now from the layout object (its local copy or ranged GETs: the coalesced ranges; 0 when every list was in memory). */
+  fetched: number;
+  /** Ranged reads issued (0 when every list was in memory, or the layout was read whole). */
   ranges: number;
 }
 
@@ -448,11 +480,13 @@ export class SegmentCache {
 
   /**
    * A segment's WARP search layout directory (`search-layouts/v{n}/{batch}.warp`; its first
-   * warpDirectoryBytes(K) bytes, read by range from the local copy, or from the object where there
-   * is no disk cache), verified and checked against `expect` (the collection's centroids, codec,
-   * the segment's documents), kept in the memory cache: a scorer holds every segment's directory,
-   * never its lists. A missing or corrupt layout is unavailable (SegmentUnavailableError, object
-   * 'index', naming the segment), like a corrupt segment index.
+   * warpDirectoryBytes(K) bytes: one ranged GET when the source sends them (of the size the
+   * expected K gives; a header naming another K is read again at its size), else a positioned read
+   * of the local copy, or a slice of the object where there is no disk cache), verified and checked
+   * against `expect` (the collection's centroids, codec, the segment's documents), kept in the
+   * memory cache: a scorer holds every segment's directory, never its lists. A missing or corrupt
+   * layout is unavailable (SegmentUnavailableError, object 'index', naming the segment), like a
+   * corrupt segment index.
    */
   async warpDirectory(collection: Pick<Collection, 'tenantId' | 'id'>, ref: SegmentRef, expect: WarpLayoutExpectations): Promise<WarpDirectory> {
     const key = s3Keys.searchLayout(collection.tenantId, collection.id, ref.batchId, ref.codecVersion, ref.warpEpoch ?? 0);
@@ -460,10 +494,12 @@ export class SegmentCache {
       (await this.lru.get(`warpdir:${key}`, () =>
         this.limiter.run(async () => {
           try {
-            const head = await this.layoutBytes(key, ref, 0, WARP_HEADER_BYTES);
+            const guess = expect.centroidCount !== undefined && expect.centroidCount >= 1 && expect.centroidCount <= WARP_MAX_CENTROIDS ? warpDirectoryBytes(expect.centroidCount) : WARP_HEADER_BYTES;
+            let head = await this.layoutBytes(key, ref, 0, guess);
             const K = new DataView(head.buffer, head.byteOffset, head.byteLength).getUint32(16, true);
             if (!(K >= 1 && K <= WARP_MAX_CENTROIDS)) parseWarpDirectory(head, key, expect); // names the header's fault
-            const dir = parseWarpDirectory(await this.layoutBytes(key, ref, 0, warpDirectoryBytes(K)), key, expect);
+            if (head.byteLength !== warpDirectoryBytes(K)) head = await this.layoutBytes(key, ref, 0, warpDirectoryBytes(K));
+            const dir = parseWarpDirectory(head, key, expect);
             return { value: dir, bytes: dir.counts.byteLength + dir.checksums.byteLength + dir.offsets.byteLength + 256 };
           } catch (err) {
             throw await this.layoutUnavailable(key, ref, err);
@@ -474,56 +510,105 @@ export class SegmentCache {
   }
 
   /**
-   * The lists of the probed `centroids` (ascending, distinct) of a segment's WARP layout: only
-   * their byte ranges are read (adjacent lists coalesced into one ranged read of the local copy;
-   * the disk cache fetches the object once), each list verified against its directory entry
-   * before it is scored. A corrupt or missing range makes the layout unavailable as warpDirectory
-   * does; the search answers from the other segments and names this one.
+   * The lists of the probed `centroids` (ascending, distinct) of a segment's WARP layout. A layout
+   * of at most `warpLayoutInMemoryBytes` is read whole once and kept whole. A larger one: the lists
+   * held in the memory cache (hot lists, `warplist:` keys) are used as they are; the others are
+   * read by their byte ranges only (coalesced across gaps of at most `warpRangeGapBytes`; ranged
+   * GETs through the disk cache, or positioned reads of a whole local copy), each list verified
+   * against its directory entry (CRC-32 of exactly its range) and then kept in the memory cache.
+   * What a query allocates is its probed lists' bytes, never the object's. A corrupt or missing
+   * range makes the layout unavailable as warpDirectory does; the search answers from the other
+   * segments and names this one.
    */
   async warpLists(collection: Pick<Collection, 'tenantId' | 'id'>, ref: SegmentRef, dir: WarpDirectory, centroids: ArrayLike<number>): Promise<WarpListReads> {
     const key = s3Keys.searchLayout(collection.tenantId, collection.id, ref.batchId, ref.codecVersion, ref.warpEpoch ?? 0);
-    const ranges = warpCoalescedRanges(dir, centroids);
-    const bytes = ranges.reduce((n, r) => n + r.length, 0);
-    const inMemory = this.opts.warpLayoutInMemoryBytes ?? this.opts.maxBytes / 16;
+    let bytes = 0;
+    for (let k = 0; k < centroids.length; k++) bytes += dir.offsets[centroids[k] + 1] - dir.offsets[centroids[k]];
+    const inMemory = this.opts.warpLayoutInMemoryBytes ?? Math.min(WARP_WHOLE_READ_BYTES, this.opts.maxBytes / 16);
     return this.guarded(collection, key, 'index', ref.key, async () => {
-      if (ranges.length > 0 && dir.byteLength <= inMemory) {
+      if (bytes > 0 && dir.byteLength <= inMemory) {
         try {
           // A small layout: read whole once (through the disk cache) and kept; every probed list verified (once per list), none read again.
+          let fetched = 0;
           const whole = (await this.lru.get(`warplayout:${key}`, () =>
             this.limiter.run(async () => {
               const reader = openWarpLayout(await this.layoutBytes(key, ref, 0, dir.byteLength), key, { centroidsChecksum: dir.centroidsChecksum, codecChecksum: dir.codecChecksum, documents: dir.documents });
+              fetched = dir.byteLength;
               return { value: reader, bytes: dir.byteLength };
             }),
           )) as WarpListSource;
           for (let k = 0; k < centroids.length; k++) whole.list(centroids[k]);
-          return { lists: whole, bytes, ranges: 0 };
+          return { lists: whole, bytes, fetched, ranges: 0 };
         } catch (err) {
           this.lru.delete(`warplayout:${key}`);
           throw await this.layoutUnavailable(key, ref, err);
         }
       }
-      try {
-        const got = ranges.length === 0 ? [] : await this.limiter.run(() => this.layoutRanges(key, ref, ranges.map((r) => [r.offset, r.length] as const)));
-        const lists = warpFetchedLists(dir, ranges.map((r, i) => ({ offset: r.offset, bytes: got[i] })));
-        // every probed list checked now (kept by the source): a corrupt range fails here, named, before any scoring
-        for (let k = 0; k < centroids.length; k++) lists.list(centroids[k]);
-        return { lists, bytes, ranges: ranges.length };
-      } catch (err) {
-        throw await this.layoutUnavailable(key, ref, err);
+      // Hot lists from memory; the rest by ranges.
+      const held = new Map<number, WarpList>();
+      const missing: number[] = [];
+      for (let k = 0; k < centroids.length; k++) {
+        const c = centroids[k];
+        if (dir.counts[c] === 0) continue;
+        const hot = this.lru.peek(`warplist:${key}#${c}`) as WarpList | undefined;
+        if (hot) {
+          this.lru.keep(`warplist:${key}#${c}`, hot, 0);
+          held.set(c, hot);
+        } else missing.push(c);
       }
+      let fetched = 0;
+      let ranges = 0;
+      if (missing.length > 0) {
+        try {
+          const want = warpCoalescedRanges(dir, missing, this.opts.warpRangeGapBytes ?? WARP_RANGE_GAP_BYTES);
+          const got = await this.limiter.run(() => this.layoutRanges(key, ref, want.map((r) => [r.offset, r.length] as const)));
+          ranges = want.length;
+          fetched = want.reduce((n, r) => n + r.length, 0);
+          let r = 0;
+          for (const c of missing) {
+            // the range holding the list (lists and ranges both ascending)
+            while (want[r].offset + want[r].length < dir.offsets[c + 1]) r++;
+            const start = dir.offsets[c] - want[r].offset;
+            // its own copy (aligned, and holding nothing of its neighbours while it stays in memory), verified
+            const list = readWarpList(dir, c, got[r].slice(start, start + dir.offsets[c + 1] - dir.offsets[c]));
+            held.set(c, list);
+            this.lru.keep(`warplist:${key}#${c}`, list, dir.offsets[c + 1] - dir.offsets[c] + WARP_LIST_OVERHEAD_BYTES);
+          }
+        } catch (err) {
+          for (const c of missing) this.lru.delete(`warplist:${key}#${c}`);
+          throw await this.layoutUnavailable(key, ref, err);
+        }
+      }
+      const empty: WarpList = { count: 0, docs: dir.docIdBytes === 2 ? new Uint16Array(0) : new Uint32Array(0), codes: new Uint8Array(0) };
+      const lists: WarpListSource = {
+        list(c: number): WarpList {
+          if (dir.counts[c] === 0) return empty;
+          const l = held.get(c);
+          if (!l) throw new RangeError(`warp lists of "${key}": list ${c} was not probed`);
+          return l;
+        },
+      };
+      return { lists, bytes, fetched, ranges };
     });
   }
 
-  /** Bytes [offset, offset + length) of a layout object: a positioned read of its local copy, else a slice of the object. */
+  /** Bytes [offset, offset + length) of a layout object (layoutRanges). */
   private async layoutBytes(key: string, ref: SegmentRef, offset: number, length: number): Promise<Uint8Array> {
     return (await this.layoutRanges(key, ref, [[offset, length]]))[0];
   }
 
+  /** Byte ranges of a layout object: ranged GETs (through the disk cache) when the source sends them, else positioned reads of the local copy, else slices of the object. */
   private async layoutRanges(key: string, ref: SegmentRef, ranges: readonly (readonly [number, number])[]): Promise<Uint8Array[]> {
+    const missing = () => new SegmentUnavailableError(key, 'index', ref.key, `search layout ${key} of a committed segment is missing from S3`);
+    if (this.source.ranged && this.source.getRanges) {
+      const got = await this.source.getRanges(key, ranges);
+      if (!got) throw missing();
+      return got;
+    }
     const got = await this.source.readRanges?.(key, ranges);
     if (got) return got;
     const whole = await this.source.get(key);
-    if (!whole) throw new SegmentUnavailableError(key, 'index', ref.key, `search layout ${key} of a committed segment is missing from S3`);
+    if (!whole) throw missing();
     return ranges.map(([o, n]) => {
       if (o + n > whole.byteLength) throw new RangeError(`${key}: range [${o}, ${o + n}) is outside the ${whole.byteLength}-byte object`);
       return whole.subarray(o, o + n);

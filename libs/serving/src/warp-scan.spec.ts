@@ -197,16 +197,16 @@ describe('warpScan over the segment cache (WARP search layouts read by ranges)',
       expect(scan.nprobe).toBe(Math.min(nprobe, K));
       expect(scan.layoutBytes).toBe(layouts.reduce((n, l) => n + l.byteLength, 0));
       const mine = reads.slice(before);
-      // directories: read on the first scan only (kept in memory)
+      // directories: read on the first scan only (kept in memory), one read each (the expected K gives its size)
       const dirReads = mine.filter((x) => x.offset === 0);
-      expect(dirReads.length).toBe(nprobe === 3 ? 2 * refs.length : 0);
+      expect(dirReads.length).toBe(nprobe === 3 ? refs.length : 0);
       const listReads = mine.filter((x) => x.offset !== 0);
       for (const x of listReads) {
         const i = refs.findIndex((ref) => layoutKey(ref) === x.key);
         expect(x.offset).toBeGreaterThanOrEqual(warpDirectoryBytes(K));
         expect(x.offset + x.length).toBeLessThanOrEqual(layouts[i].byteLength);
       }
-      expect(listReads.reduce((n, x) => n + x.length, 0)).toBe(scan.queries.reduce((n, q) => n + q.bytesRead, 0));
+      expect(listReads.reduce((n, x) => n + x.length, 0)).toBe(scan.queries.reduce((n, q) => n + q.bytesFetched, 0));
       expect(listReads.length).toBe(scan.queries.reduce((n, q) => n + q.ranges, 0));
       if (nprobe === 3) for (const q of scan.queries) expect(q.bytesRead).toBeLessThan(layouts.reduce((n, l) => n + l.byteLength, 0) - refs.length * warpDirectoryBytes(K));
     }
@@ -245,5 +245,129 @@ describe('warpScan over the segment cache (WARP search layouts read by ranges)',
     expect([...again.failed.keys()].sort()).toEqual([1, 2]);
     expect(again.hits).toEqual(scan.hits);
     expect(gets.length).toBe(fetched);
+  });
+});
+
+/** A segment cache over a disk cache of a store that answers ranged GETs (as ObjectStore.getRange), recording every GET. */
+function rangedSetup(objects: Map<string, Uint8Array>, opts: { dir?: string; maxBytes?: number; gap?: number } = {}) {
+  const dir = opts.dir ?? mkdtempSync(path.join(tmpdir(), 'warp-ranged-'));
+  if (!opts.dir) dirs.push(dir);
+  const whole: string[] = [];
+  const ranged: { key: string; offset: number; length: number }[] = [];
+  const store = {
+    get: async (k: string) => (whole.push(k), objects.get(k) ?? null),
+    getRange: async (k: string, offset: number, length: number) => {
+      ranged.push({ key: k, offset, length });
+      const b = objects.get(k);
+      if (!b) return null;
+      if (offset + length > b.byteLength) throw new RangeError(`${k}: range past the end`);
+      return b.slice(offset, offset + length);
+    },
+  };
+  const disk = new DiskObjectCache(store, dir, 1 << 26, 'test');
+  const source: ObjectSource = { get: (k) => disk.get(k), invalidate: (k) => disk.invalidate(k), readRanges: (k, r, c) => disk.readRanges(k, r, c), ranged: disk.ranged, getRanges: (k, r) => disk.getRanges(k, r) };
+  const cache = new SegmentCache(source, { get: async () => Promise.reject(new Error('no codec artifact')) }, { forCollection: async () => Promise.reject(new Error('none')) }, { maxBytes: opts.maxBytes ?? 1 << 30, loadConcurrency: 2, scoreFromCodes: true, warpLayoutInMemoryBytes: 0, warpRangeGapBytes: opts.gap });
+  return { cache, disk, whole, ranged, dir };
+}
+
+describe('warpScan by ranged GETs (a cold scorer fetches its probed lists, never whole layouts)', () => {
+  const stored = () => new Map(refs.map((ref, i) => [layoutKey(ref), layouts[i]]));
+
+  it('an empty disk: one GET per directory, then only the probed lists; the same hits as the whole layouts; hot lists are not fetched again', async () => {
+    const { cache, disk, whole, ranged } = rangedSetup(stored());
+    const scan = await warpScan(cache, collection, manifest, plan(), queries, opts(3));
+    expect(scan.failed.size).toBe(0);
+    expect(scan.hits).toEqual(reference(3));
+    expect(whole).toEqual([]);
+    const dirGets = ranged.filter((x) => x.offset === 0);
+    expect(dirGets.map((x) => x.length)).toEqual(refs.map(() => warpDirectoryBytes(K)));
+    const listGets = ranged.filter((x) => x.offset !== 0);
+    // exactly the probed lists' bytes, each fetched once over the three queries
+    const probedBytes = new Map<string, Set<number>>();
+    for (const x of listGets) {
+      const i = refs.findIndex((ref) => layoutKey(ref) === x.key);
+      const d = parseWarpDirectory(layouts[i], 'x');
+      expect(x.offset).toBeGreaterThanOrEqual(warpDirectoryBytes(K));
+      for (let c = 0; c < K; c++) {
+        const inside = d.offsets[c] >= x.offset && d.offsets[c + 1] <= x.offset + x.length && d.counts[c] > 0;
+        if (!inside) continue;
+        const seen = probedBytes.get(x.key) ?? new Set<number>();
+        expect(seen.has(c)).toBe(false);
+        seen.add(c);
+        probedBytes.set(x.key, seen);
+      }
+    }
+    const fetched = scan.queries.reduce((n, q) => n + q.bytesFetched, 0);
+    expect(listGets.reduce((n, x) => n + x.length, 0)).toBe(fetched);
+    expect(fetched).toBeLessThan(layouts.reduce((n, l) => n + l.byteLength - warpDirectoryBytes(K), 0));
+    expect(disk.stats()).toMatchObject({ rangeGets: ranged.length, rangeBytes: ranged.reduce((n, x) => n + x.length, 0) });
+    // The same queries again: every list in memory, nothing fetched, the same hits.
+    const before = ranged.length;
+    const again = await warpScan(cache, collection, manifest, plan(), queries, opts(3));
+    expect(again.hits).toEqual(scan.hits);
+    expect(ranged.length).toBe(before);
+    expect(again.queries.every((q) => q.bytesFetched === 0 && q.ranges === 0)).toBe(true);
+    expect(again.queries.map((q) => q.bytesRead)).toEqual(scan.queries.map((q) => q.bytesRead));
+  });
+
+  it('a second scorer over the same disk folder reads the fetched ranges from the sparse local copy (no GET); new probes fetch only their lists', async () => {
+    const first = rangedSetup(stored());
+    await warpScan(first.cache, collection, manifest, plan(), queries, opts(3));
+    const got = first.ranged.length;
+    // a new memory cache over the same disk cache: the directories and lists come from the local copies
+    const source: ObjectSource = { get: (k) => first.disk.get(k), ranged: true, getRanges: (k, r) => first.disk.getRanges(k, r), invalidate: (k) => first.disk.invalidate(k) };
+    const cold = new SegmentCache(source, { get: async () => Promise.reject(new Error('no codec artifact')) }, { forCollection: async () => Promise.reject(new Error('none')) }, { maxBytes: 1 << 30, loadConcurrency: 2, scoreFromCodes: true, warpLayoutInMemoryBytes: 0 });
+    const again = await warpScan(cold, collection, manifest, plan(), queries, opts(3));
+    expect(again.hits).toEqual(reference(3));
+    expect(first.ranged.length).toBe(got);
+    expect(first.disk.stats().rangeHits).toBeGreaterThan(0);
+    // every list: the ones not fetched yet are fetched, by ranges
+    const all = await warpScan(cold, collection, manifest, plan(), queries, opts(K));
+    expect(all.hits).toEqual(reference(K));
+    expect(first.ranged.length).toBeGreaterThan(got);
+    expect(first.whole).toEqual([]);
+  });
+
+  it('coalescing across gaps: fewer ranged GETs, more bytes fetched, the same hits', async () => {
+    const tight = rangedSetup(stored(), { gap: 0 });
+    const loose = rangedSetup(stored(), { gap: 1 << 20 });
+    const a = await warpScan(tight.cache, collection, manifest, plan(), queries.slice(0, 1), opts(3));
+    const b = await warpScan(loose.cache, collection, manifest, plan(), queries.slice(0, 1), opts(3));
+    expect(b.hits).toEqual(a.hits);
+    expect(b.queries[0].ranges).toBeLessThanOrEqual(refs.length); // one range per segment
+    expect(b.queries[0].ranges).toBeLessThan(a.queries[0].ranges);
+    expect(b.queries[0].bytesFetched).toBeGreaterThan(a.queries[0].bytesFetched);
+    expect(b.queries[0].bytesRead).toBe(a.queries[0].bytesRead);
+  });
+
+  it('a corrupt list range or a missing layout fetched by ranges: that segment named (the list and its byte range), the rest served; the corrupt copy is not kept', async () => {
+    const bad = new Uint8Array(layouts[1]);
+    const d = parseWarpDirectory(bad, 'x');
+    let c = 0;
+    for (let i = 1; i < K; i++) if (d.counts[i] > d.counts[c]) c = i;
+    bad[d.offsets[c] + 3] ^= 0x10;
+    const { cache, disk, whole } = rangedSetup(new Map([[layoutKey(refs[0]), layouts[0]], [layoutKey(refs[1]), bad]]));
+    const scan = await warpScan(cache, collection, manifest, plan(), queries, opts(K));
+    expect([...scan.failed.keys()].sort()).toEqual([1, 2]);
+    const e1 = scan.failed.get(1)!;
+    expect(e1).toMatchObject({ key: layoutKey(refs[1]), object: 'index', segment: refs[1].key });
+    expect(e1.reason).toContain(`corrupt in section "list ${c}"`);
+    expect(e1.reason).toContain(`bytes ${d.offsets[c]}..${d.offsets[c + 1]}`);
+    expect(scan.failed.get(2)!.reason).toMatch(/missing from S3/);
+    expect(scan.hits).toEqual(reference(K, [0]));
+    expect(whole).toEqual([]);
+    // the corrupt segment's sparse copy was dropped: another reader of this folder fetches it again
+    const fresh = await disk.getRanges(layoutKey(refs[1]), [[d.offsets[c], d.offsets[c + 1] - d.offsets[c]]]);
+    expect(fresh![0]).toEqual(bad.subarray(d.offsets[c], d.offsets[c + 1]));
+    expect(disk.stats().rangeHits).toBe(0);
+  });
+
+  it('under a small memory bound: the memory cache holds lists (never a whole layout) within the bound, the same hits', async () => {
+    const { cache } = rangedSetup(stored(), { maxBytes: 64 * 1024 });
+    const scan = await warpScan(cache, collection, manifest, plan(), queries, opts(K));
+    expect(scan.hits).toEqual(reference(K));
+    expect(cache.heldKeys().some((k) => k.startsWith('warplayout:'))).toBe(false);
+    expect(cache.heldKeys().some((k) => k.startsWith('warplist:'))).toBe(true);
+    expect(cache.stats().bytes).toBeLessThanOrEqual(64 * 1024);
   });
 });

@@ -54,8 +54,10 @@ export interface WarpScanOptions {
 
 /** What one query read. */
 export interface WarpScanQueryStats {
-  /** Bytes of list ranges read over every segment. */
+  /** Bytes of the probed lists scored over every segment (from memory or read). */
   bytesRead: number;
+  /** Bytes read from the layout objects for this query (ranged GETs or the local copies; hot lists in memory read nothing). */
+  bytesFetched: number;
   /** Ranged reads (coalesced) over every segment. */
   ranges: number;
   /** Distinct centroids probed (any query token; summed over epochs while segments are at several). */
@@ -152,10 +154,10 @@ export async function warpScan(reads: WarpReads, collection: Pick<Collection, 't
   for (const q of queries) {
     if (q.n === 0) {
       perQuery.push([]);
-      out.queries.push({ bytesRead: 0, ranges: 0, probed: 0 });
+      out.queries.push({ bytesRead: 0, bytesFetched: 0, ranges: 0, probed: 0 });
       continue;
     }
-    const stats: WarpScanQueryStats = { bytesRead: 0, ranges: 0, probed: 0 };
+    const stats: WarpScanQueryStats = { bytesRead: 0, bytesFetched: 0, ranges: 0, probed: 0 };
     const hits: (SegmentHits | null)[] = plan.parts.map(() => null);
     for (const g of groups) {
       const K = g.centroids.length / g.codec.dims;
@@ -179,6 +181,7 @@ export async function warpScan(reads: WarpReads, collection: Pick<Collection, 't
         if (!got) continue;
         const part = plan.parts[s];
         stats.bytesRead += got.bytes;
+        stats.bytesFetched += got.fetched;
         stats.ranges += got.ranges;
         hits[s] = await runStepsYielding(warpSegmentSearchSteps(query, { documents: dirs[s]!.documents, docBase: bases.get(part.ref)!, lists: got.lists, mask: opts.masks ? opts.masks[s] : part.live }, { topN: opts.topN, workspace }), opts.yieldEvery);
       }

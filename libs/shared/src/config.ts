@@ -70,6 +70,11 @@ export const ConfigSchema = z.object({
   /** Segment and index objects a scorer reads and parses at once. */
   SCORER_LOAD_CONCURRENCY: int(4, 1, 256),
   /**
+   * WARP search layouts up to this many bytes are read whole (one GET) and kept whole in memory;
+   * larger ones are read by their probed lists' byte ranges (ranged GETs). 0 = always by ranges.
+   */
+  SCORER_WARP_WHOLE_BYTES: int(4 * 2 ** 20, 0, 2 ** 40),
+  /**
    * How a re-rank reads its candidates' codes: `ranges` = positioned reads of the segments' copies
    * in the disk cache, the memory cache keeping only each segment's head (ids, token offsets, code
    * starts), for EDEN token-layout segments scored from the int8 image (others, and a scorer
@@ -152,6 +157,14 @@ export const ConfigSchema = z.object({
   MERGE_MAX_DOCUMENTS: int(1_000_000, 1, 2 ** 32 - 1),
   /** Cap on a merge's output in coded segment bytes (Lucene's max merged segment size); below the 4 GiB segment format limit. */
   MERGE_MAX_BYTES: int(256 * 2 ** 20, 1 << 20, 2 ** 32 - 1),
+  /**
+   * Collections with a WARP search layout: segments per shard past which the lowest tier holding two
+   * or more merges before it is full (a WARP query costs about one ranged read per probed list per
+   * segment); 0 = no bound (the tiered policy alone).
+   */
+  MERGE_WARP_MAX_SEGMENTS: int(12, 0, 100_000),
+  /** Cap on the output of a merge made for MERGE_WARP_MAX_SEGMENTS, in coded segment bytes (over MERGE_MAX_BYTES: segments grow instead of their count). */
+  MERGE_WARP_MAX_BYTES: int(512 * 2 ** 20, 1 << 20, 2 ** 32 - 1),
   /** Concurrent merge jobs per process (the merge queue; one merge per collection at a time whatever this is). */
   MERGE_CONCURRENCY: int(1, 1, 16),
   /** Enqueue a merge job after each committed generation (false: only POST /v1/collections/{id}/merge). */

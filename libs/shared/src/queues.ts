@@ -144,7 +144,8 @@ export interface MergeOutcome {
   output: string | null;
   /** Documents dropped (tombstoned or superseded in the inputs). */
   dropped: number;
-  reason?: 'tier' | 'deletes';
+  /** Why: a size tier was full, deletes reached their fraction, or the shard held more segments than its bound (MERGE_WARP_MAX_SEGMENTS). */
+  reason?: 'tier' | 'deletes' | 'segments';
   /** How the merged segment's search index was made: copied from the inputs' indexes, or rebuilt (an input had none usable). */
   index?: 'copied' | 'rebuilt';
   /** Inputs coded again from their raw batch because their segment was missing or corrupt in S3 (absent: none). */

@@ -114,8 +114,11 @@ export interface WarpSearchStats {
   segments: number;
   /** Bytes of those segments' search layout objects. */
   layoutBytes: number;
-  /** Per query: bytes of list ranges read, ranged reads, distinct centroids probed. */
-  queries: { queryId: string; bytesRead: number; ranges: number; probed: number }[];
+  /**
+   * Per query: bytes of the probed lists scored, bytes of them fetched (ranged GETs or the disk
+   * cache's copies; lists held in memory fetch nothing), ranged reads, distinct centroids probed.
+   */
+  queries: { queryId: string; bytesRead: number; bytesFetched: number; ranges: number; probed: number }[];
 }
 
 export interface SearchResult {

@@ -68,6 +68,8 @@ export function pipelineHandlers(rt: Runtime, extra: { shardChild?: (p: ShardJob
     // Re-ranks read their candidates' bytes from the disk cache's copies (not whole segments into memory).
     rangeReads: config.SCORER_RERANK_READS === 'ranges' && objects.enabled,
     alternateScans: config.SCORER_SCAN_ORDER === 'alternate',
+    // WARP layouts: small ones read whole, larger ones by their probed lists' ranges (ranged GETs through the disk cache).
+    warpLayoutInMemoryBytes: Math.min(config.SCORER_WARP_WHOLE_BYTES, config.SCORER_CACHE_BYTES / 16),
     // A segment that cannot be read: its ids from its batch's info.json (so its candidates are named
     // unavailable), and the collection's degraded record in S3, a log line and metrics.
     segmentIds: async (t, c, ref) => (await documents.encodedInfo(t, c, ref.batchId))?.documents.map((d) => d.id) ?? null,
@@ -122,6 +124,9 @@ export function pipelineHandlers(rt: Runtime, extra: { shardChild?: (p: ShardJob
     floorDocuments: config.MERGE_FLOOR_DOCUMENTS,
     maxDocuments: config.MERGE_MAX_DOCUMENTS,
     maxBytes: config.MERGE_MAX_BYTES,
+    // applied to collections with a WARP search layout only (merge.processor.ts)
+    maxSegments: config.MERGE_WARP_MAX_SEGMENTS,
+    searchMaxBytes: config.MERGE_WARP_MAX_BYTES,
   };
   // One merge per collection at a time, across processes: a lease in Redis (a second merge job waits for it).
   // Its expiry is the job lock's: a killed worker's merge is resumed (stalled job) about when its lease is free.

@@ -117,3 +117,58 @@ describe('chooseMerge with shards', () => {
     expect(chooseMerge(segs, 1, p, 2)).toEqual({ segments: [1, 2], reason: 'deletes', tier: 0 });
   });
 });
+
+describe('chooseMerge with a segment bound (maxSegments, WARP collections)', () => {
+  /** Ingests `n` batches of `docs` documents, merging after each commit as the merge job does; the segments left and the documents written. */
+  const ingest = (policy: MergePolicySettings, batches: number, docs: number) => {
+    let segs: SegmentRef[] = [];
+    let written = 0;
+    let id = 0;
+    let most = 0;
+    for (let b = 0; b < batches; b++) {
+      segs.push(seg(id++, docs));
+      written += docs;
+      for (let m = chooseMerge(segs, 1, policy); m; m = chooseMerge(segs, 1, policy)) {
+        const inputs = m.segments.map((i) => segs[i]);
+        const n = inputs.reduce((a, s) => a + s.documents, 0);
+        written += n;
+        segs = segs.filter((_, i) => !m.segments.includes(i));
+        segs.push(seg(id++, n));
+      }
+      most = Math.max(most, segs.length);
+    }
+    return { segments: segs, most, amplification: written / (batches * docs) };
+  };
+  // bytes 100 per document; the byte cap binds at 6,400 documents
+  const capped: MergePolicySettings = { ...p, maxBytes: 640_000 };
+
+  it('without it the byte cap makes the segment count grow with the collection; with it the count stays bounded (until searchMaxBytes binds)', () => {
+    const without = ingest(capped, 600, 100);
+    const withBound = ingest({ ...capped, maxSegments: 6, searchMaxBytes: 1e9 }, 600, 100);
+    expect(without.segments.length).toBeGreaterThanOrEqual(12); // 9 at the cap (6,400 documents) and the tiers below
+    expect(withBound.most).toBeLessThanOrEqual(7); // one new batch over the bound, merged at once
+    expect(withBound.segments.length).toBeLessThanOrEqual(6);
+    expect(withBound.segments.reduce((a, s) => a + s.documents, 0)).toBe(60_000);
+    // each document is rewritten about once per tier still (log of the growth), not once per batch
+    expect(withBound.amplification).toBeLessThan(8);
+    // a searchMaxBytes too small to merge further: the count grows again (bounded only up to maxSegments x searchMaxBytes)
+    const small = ingest({ ...capped, maxSegments: 6, searchMaxBytes: 700_000 }, 600, 100);
+    expect(small.segments.length).toBeGreaterThan(6);
+    expect(small.segments.every((s) => s.documents * 100 <= 700_000)).toBe(true);
+  });
+
+  it('over the bound the lowest tier holding two or more merges early, its smallest, within searchMaxBytes; under it nothing', () => {
+    const big = [seg(0, 5000), seg(1, 5000), seg(2, 5000)];
+    const small = [seg(3, 150), seg(4, 120), seg(5, 30)];
+    const segs = [...big, ...small];
+    expect(chooseMerge(segs, 1, capped)).toBeNull();
+    expect(chooseMerge(segs, 1, { ...capped, maxSegments: 6 })).toBeNull();
+    // tier 1 (100..399) holds 150 and 120: merged; the tier-0 segment alone is not
+    expect(chooseMerge(segs, 1, { ...capped, maxSegments: 5, searchMaxBytes: 1e9 })).toEqual({ segments: [3, 4], reason: 'segments', tier: 1 });
+    // the big ones past maxBytes together, when they fit searchMaxBytes
+    expect(chooseMerge(big, 1, { ...capped, maxSegments: 2, searchMaxBytes: 1e6 })).toEqual({ segments: [0, 1], reason: 'segments', tier: 3 });
+    expect(chooseMerge(big, 1, { ...capped, maxSegments: 2, searchMaxBytes: 900_000 })).toBeNull();
+    // per shard: segments of another codec version do not count
+    expect(chooseMerge([...segs, seg(9, 40, { codecVersion: 2 })], 1, { ...capped, maxSegments: 6 })).toBeNull();
+  });
+});

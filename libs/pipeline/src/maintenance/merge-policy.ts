@@ -16,15 +16,32 @@ export interface MergePolicySettings {
    * segment that alone reaches it is never merged with others (only rewritten for deletes).
    */
   maxBytes: number;
+  /**
+   * Bound on the segments a search visits per shard (0 or absent: none). A WARP search issues about
+   * one ranged read per probed list per segment, so its reads per query grow with the segment count,
+   * and a byte cap alone makes that count grow linearly with the collection. When the tiered rules
+   * have nothing to do and a shard holds more than this many segments, its smallest merge together,
+   * as many as bring the count back to the bound (two at least), past `maxBytes` and
+   * `maxDocuments` up to `searchMaxBytes`: segments grow with the collection instead of their
+   * count. Set for collections with a WARP search layout (MERGE_WARP_MAX_SEGMENTS).
+   */
+  maxSegments?: number;
+  /** Cap on the output of a merge made for `maxSegments` (coded segment bytes; a segment's offsets are u32). Default maxBytes x 4. */
+  searchMaxBytes?: number;
 }
 
 export const DEFAULT_MERGE_POLICY: MergePolicySettings = { factor: 10, deletedFraction: 0.3, floorDocuments: 256, maxDocuments: 1_000_000, maxBytes: 256 * 2 ** 20 };
+
+/** The segment bound given to collections with a WARP search layout by default (MERGE_WARP_MAX_SEGMENTS). */
+export const DEFAULT_WARP_MAX_SEGMENTS = 12;
+/** Default cap of a merge made for that bound (MERGE_WARP_MAX_BYTES): 512 MiB of coded segment (~6.7M tokens at 80 B). */
+export const DEFAULT_WARP_MAX_BYTES = 512 * 2 ** 20;
 
 /** One merge: the segments it rewrites (positions in the generation, ascending) and why. */
 export interface MergeSpec {
   /** Positions in the generation's segment list, ascending. */
   segments: number[];
-  reason: 'tier' | 'deletes';
+  reason: 'tier' | 'deletes' | 'segments';
   /** The tier's number (0 = below floorDocuments). */
   tier: number;
 }
@@ -62,6 +79,7 @@ export function chooseMerge(segments: readonly SegmentRef[], codecVersion: numbe
     const t = segmentTier(n, p) * MAX_SHARDS + segmentShard(s, shards);
     (tiers.get(t) ?? tiers.set(t, []).get(t)!).push(i);
   });
+  const bySize = (a: number, b: number) => live(segments[a]) - live(segments[b]) || a - b;
   for (const key of [...tiers.keys()].sort((a, b) => a - b)) {
     const t = Math.floor(key / MAX_SHARDS);
     const members = tiers.get(key)!;
@@ -74,6 +92,31 @@ export function chooseMerge(segments: readonly SegmentRef[], codecVersion: numbe
       // The deleted ones first (a deleted segment is rewritten even alone), then the rest while they fit.
       const order = [...members].sort((a, b) => Number(deleted(segments[b], p)) - Number(deleted(segments[a], p)) || live(segments[a]) - live(segments[b]) || a - b);
       return { segments: fitting(segments, order, p.maxBytes, 1).sort((a, b) => a - b), reason: 'deletes', tier: t };
+    }
+  }
+  if (p.maxSegments && p.maxSegments >= 1) {
+    // The segment bound, per shard: over it, the lowest tier holding two segments or more merges
+    // before it is full (its smallest, up to `factor` of them, within searchMaxBytes). Each document
+    // is still rewritten about once per tier; only the tiers' fill is capped.
+    const cap = p.searchMaxBytes ?? p.maxBytes * 4;
+    const perShard = new Map<number, number[]>();
+    segments.forEach((s, i) => {
+      if (s.codecVersion !== codecVersion) return;
+      const sh = segmentShard(s, shards);
+      (perShard.get(sh) ?? perShard.set(sh, []).get(sh)!).push(i);
+    });
+    for (const sh of [...perShard.keys()].sort((a, b) => a - b)) {
+      const members = perShard.get(sh)!;
+      if (members.length <= p.maxSegments) continue;
+      const byTier = new Map<number, number[]>();
+      for (const i of members) {
+        const t = segmentTier(live(segments[i]), p);
+        (byTier.get(t) ?? byTier.set(t, []).get(t)!).push(i);
+      }
+      for (const t of [...byTier.keys()].sort((a, b) => a - b)) {
+        const chosen = fitting(segments, byTier.get(t)!.sort(bySize).slice(0, p.factor), cap);
+        if (chosen.length >= 2) return { segments: chosen.sort((a, b) => a - b), reason: 'segments', tier: t };
+      }
     }
   }
   return null;

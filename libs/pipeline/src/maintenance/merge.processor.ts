@@ -122,7 +122,9 @@ async function merge(deps: MergeDeps, p: MergePayload): Promise<JobResults[Queue
 
 async function mergeOn(deps: MergeDeps, p: MergePayload, collection: Collection, manifest: CollectionManifest): Promise<JobResults[QueueName.merge]> {
   const shards = collectionShards(collection);
-  const spec = chooseMerge(manifest.segments, collection.codecVersion, deps.policy, shards);
+  // The segment bound (maxSegments) is for WARP searches, whose ranged reads grow with the segment count.
+  const policy = warpLayoutOf(collection) ? deps.policy : { ...deps.policy, maxSegments: 0 };
+  const spec = chooseMerge(manifest.segments, collection.codecVersion, policy, shards);
   if (!spec) {
     if (deps.gc) await collectGarbage({ store: deps.store, generations: deps.generations, logger: deps.logger }, p.tenantId, p.collectionId, deps.gc);
     return { generation: manifest.generation, committed: false, merged: outcome('nothing-to-merge') };

@@ -1,0 +1,142 @@
+import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import { ByteIntervals, DiskObjectCache } from './disk-cache';
+
+const dirs: string[] = [];
+afterAll(() => dirs.forEach((d) => rmSync(d, { recursive: true, force: true })));
+const folder = () => {
+  const d = mkdtempSync(path.join(tmpdir(), 'disk-cache-'));
+  dirs.push(d);
+  return d;
+};
+
+/** An object store of `objects` answering GETs and ranged GETs, recording them. */
+function store(objects: Map<string, Uint8Array>) {
+  const log = { whole: [] as string[], ranged: [] as [string, number, number][] };
+  return {
+    log,
+    get: async (k: string) => (log.whole.push(k), objects.get(k)?.slice() ?? null),
+    getRange: async (k: string, o: number, n: number) => {
+      log.ranged.push([k, o, n]);
+      const b = objects.get(k);
+      if (!b) return null;
+      if (o + n > b.byteLength) throw new RangeError(`${k}: [${o}, ${o + n}) past the end`);
+      return b.slice(o, o + n);
+    },
+  };
+}
+
+const object = Uint8Array.from({ length: 10_000 }, (_, i) => (i * 31 + 7) & 0xff);
+
+describe('ByteIntervals', () => {
+  it('adds, merges touching and overlapping intervals, counts new bytes only, and answers coverage', () => {
+    const iv = new ByteIntervals();
+    expect(iv.add(10, 20)).toBe(10);
+    expect(iv.add(30, 40)).toBe(10);
+    expect(iv.covers(10, 20)).toBe(true);
+    expect(iv.covers(15, 25)).toBe(false);
+    expect(iv.add(20, 30)).toBe(10); // touches both: one interval
+    expect(iv.covers(10, 40)).toBe(true);
+    expect(iv.add(5, 45)).toBe(10); // only the new edges count
+    expect(iv.add(12, 18)).toBe(0);
+    expect(iv.bytes).toBe(40);
+    expect(iv.covers(4, 6)).toBe(false);
+    expect(iv.add(100, 100)).toBe(0);
+    // a brute-force reference over random adds
+    const ref = new Uint8Array(300);
+    const r = new ByteIntervals();
+    let seed = 7;
+    const rnd = () => ((seed = (seed * 1103515245 + 12345) & 0x7fffffff), seed / 0x7fffffff);
+    for (let k = 0; k < 200; k++) {
+      const a = Math.floor(rnd() * 290);
+      const b = a + 1 + Math.floor(rnd() * 10);
+      let fresh = 0;
+      for (let i = a; i < b; i++) {
+        if (ref[i]) continue;
+        ref[i] = 1;
+        fresh++;
+      }
+      expect(r.add(a, b)).toBe(fresh);
+      const x = Math.floor(rnd() * 290);
+      const y = x + 1 + Math.floor(rnd() * 10);
+      expect(r.covers(x, y)).toBe(ref.subarray(x, y).every((v) => v === 1));
+    }
+    expect(r.bytes).toBe(ref.reduce((a, v) => a + v, 0));
+  });
+});
+
+describe('DiskObjectCache.getRanges', () => {
+  it('fetches only the ranges asked (one ranged GET each), keeps them in a sparse copy, answers them again locally', async () => {
+    const s = store(new Map([['k', object]]));
+    const disk = new DiskObjectCache(s, folder(), 1 << 20, 'ns');
+    const got = await disk.getRanges('k', [[100, 50], [5000, 10]]);
+    expect(got).toEqual([object.slice(100, 150), object.slice(5000, 5010)]);
+    expect(s.log).toEqual({ whole: [], ranged: [['k', 100, 50], ['k', 5000, 10]] });
+    expect(disk.stats()).toMatchObject({ rangeGets: 2, rangeBytes: 60, rangeHits: 0, bytes: 60 });
+    // a sub-range of a kept range and the same range: local; a range partly outside: one GET of it
+    const again = await disk.getRanges('k', [[110, 20], [5000, 10], [140, 30]]);
+    expect(again).toEqual([object.slice(110, 130), object.slice(5000, 5010), object.slice(140, 170)]);
+    expect(s.log.ranged.slice(2)).toEqual([['k', 140, 30]]);
+    expect(disk.stats()).toMatchObject({ rangeGets: 3, rangeHits: 2, bytes: 80 });
+  });
+
+  it('a whole local copy answers ranges without a GET; a missing object is null; a range past the end throws', async () => {
+    const s = store(new Map([['k', object]]));
+    const disk = new DiskObjectCache(s, folder(), 1 << 20, 'ns');
+    await disk.get('k');
+    expect(await disk.getRanges('k', [[9990, 10]])).toEqual([object.slice(9990)]);
+    expect(s.log.ranged).toEqual([]);
+    await expect(disk.getRanges('k', [[9995, 10]])).rejects.toThrow(RangeError);
+    expect(await disk.getRanges('nope', [[0, 10]])).toBeNull();
+  });
+
+  it('invalidate drops the sparse copy (a range that failed its checksum is fetched again); the bound evicts sparse copies; a restart starts them empty', async () => {
+    const d = folder();
+    const s = store(new Map([['a', object], ['b', object]]));
+    const disk = new DiskObjectCache(s, d, 1000, 'ns');
+    await disk.getRanges('a', [[0, 600]]);
+    await disk.invalidate('a');
+    await disk.getRanges('a', [[0, 600]]);
+    expect(s.log.ranged.length).toBe(2);
+    await disk.getRanges('b', [[0, 600]]); // 1200 bytes present > 1000: a's copy goes
+    expect(disk.stats()).toMatchObject({ bytes: 600, files: 1, evictions: 1 });
+    await disk.getRanges('a', [[0, 600]]);
+    expect(s.log.ranged.length).toBe(4);
+    expect(readdirSync(d).filter((n) => n.endsWith('.part')).length).toBe(1);
+    const restarted = new DiskObjectCache(s, d, 1000, 'ns');
+    expect(await restarted.getRanges('a', [[0, 10]])).toEqual([object.slice(0, 10)]);
+    expect(s.log.ranged.length).toBe(5);
+  });
+
+  it('without a ranged store: null; with the cache off: every range is a GET, nothing kept', async () => {
+    const plain = new DiskObjectCache({ get: async () => object }, folder(), 1 << 20, 'ns');
+    expect(plain.ranged).toBe(false);
+    expect(await plain.getRanges('k', [[0, 10]])).toBeNull();
+    const s = store(new Map([['k', object]]));
+    const off = new DiskObjectCache(s, folder(), 0, 'ns');
+    expect(await off.getRanges('k', [[0, 10]])).toEqual([object.slice(0, 10)]);
+    expect(await off.getRanges('k', [[0, 10]])).toEqual([object.slice(0, 10)]);
+    expect(s.log.ranged.length).toBe(2);
+  });
+
+  it('at most rangeGetsInFlight ranged GETs at once', async () => {
+    let now = 0;
+    let peak = 0;
+    const slow = {
+      get: async () => null,
+      getRange: async (_k: string, o: number, n: number) => {
+        peak = Math.max(peak, ++now);
+        await new Promise((r) => setTimeout(r, 2));
+        now--;
+        return object.slice(o, o + n);
+      },
+    };
+    const disk = new DiskObjectCache(slow, folder(), 1 << 20, 'ns', { rangeGetsInFlight: 3 });
+    const ranges = Array.from({ length: 20 }, (_, i) => [i * 100, 10] as const);
+    const got = await disk.getRanges('k', ranges);
+    expect(got!.map((b) => b[0])).toEqual(ranges.map(([o]) => object[o]));
+    expect(peak).toBe(3);
+  });
+});

@@ -1,0 +1,281 @@
+/**
+ * The WARP section of `npm run bench -- cold-scorer` (issue 32 item 3): a scorer with an empty disk
+ * and an empty memory cache answers its first XTR query over a collection's WARP search layouts,
+ * read through the real SegmentCache and DiskObjectCache from an in-memory object store that
+ * charges each GET `--latency-ms` plus its bytes at `--mb-per-s` (S3's first byte and transfer).
+ * Reported per collection size (`--warp-docs`, e.g. 20000,50000): the first query's time, GETs and
+ * bytes fetched as a share of the collection's search-layout bytes, then the warm queries, both
+ * with ranged GETs (this read path) and with whole objects fetched on first read (the read path
+ * before it: a store that answers no ranged GET), alternately; the hits of the cold and warm
+ * scorers compared; and the ranged reads per query with the segments the merge policy leaves,
+ * with and without its segment bound (MERGE_WARP_MAX_SEGMENTS).
+ *
+ * The collection is synthetic but shaped like the real one: documents of about `--doc-tokens`
+ * tokens ingested in batches of `--batch` and merged as the merge job would (chooseMerge after
+ * every commit, the bound on), K = PLAID's rule on all tokens, each token in a uniformly drawn
+ * centroid's list with random 4-bit codes (I/O and scoring do not depend on the codes' values),
+ * and query tokens near random centroids. Real lists are skewed (popular centroids hold more),
+ * which raises the bytes a probe reads: the share here is for uniform lists.
+ */
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { DiskObjectCache } from '@lateral/infra';
+import { chooseMerge, DEFAULT_MERGE_POLICY, DEFAULT_WARP_MAX_BYTES, DEFAULT_WARP_MAX_SEGMENTS, type MergePolicySettings } from '@lateral/pipeline';
+import {
+  centroidsChecksum,
+  fitWarpCodec,
+  ivfCentroidCount,
+  normalizeRows,
+  serializeWarpLayout,
+  warpCodeBytes,
+  warpCodecChecksum,
+  warpCoalescedRanges,
+  warpDirectoryBytes,
+  warpListBytes,
+  warpListSizes,
+  warpProbedCentroids,
+  warpQuery,
+  type WarpCodec,
+  type WarpDirectory,
+  type WarpLayout,
+} from '@lateral/search';
+import { SegmentCache, warpScan, type ObjectSource, type SearchPlan } from '@lateral/serving';
+import { mulberry32, s3Keys, type CollectionManifest, type SegmentRef } from '@lateral/shared';
+import { median, opt, round } from './segment-cache';
+
+const T = 'bench';
+const C = 'warp';
+/** Coded segment bytes per token (docs/scaling.md: 79.6 B/token measured at 1M documents), for the merge policy's byte caps. */
+const SEGMENT_BYTES_PER_TOKEN = 80;
+
+/** Segment sizes (documents) after ingesting `total` documents in batches of `batch`, merging after each commit. */
+export function simulateMerges(total: number, batch: number, tokensPerDoc: number, policy: MergePolicySettings): { sizes: number[]; amplification: number } {
+  let segs: SegmentRef[] = [];
+  let written = 0;
+  let id = 0;
+  const ref = (documents: number): SegmentRef => ({ batchId: `b${id++}`, codecVersion: 1, key: '', documents, tokens: documents * tokensPerDoc, bytes: documents * tokensPerDoc * SEGMENT_BYTES_PER_TOKEN, checksum: '' });
+  for (let d = 0; d < total; d += batch) {
+    const n = Math.min(batch, total - d);
+    segs.push(ref(n));
+    written += n;
+    for (let m = chooseMerge(segs, 1, policy); m; m = chooseMerge(segs, 1, policy)) {
+      const merged = m.segments.reduce((a, i) => a + segs[i].documents, 0);
+      written += merged;
+      segs = segs.filter((_, i) => !m.segments.includes(i));
+      segs.push(ref(merged));
+    }
+  }
+  return { sizes: segs.map((s) => s.documents), amplification: written / total };
+}
+
+/** Per segment: token counts per document and each token's centroid (uniform), deterministic by seed. */
+function segmentTokens(documents: number, tokensPerDoc: number, K: number, seed: number) {
+  const r = mulberry32(seed);
+  const offsets = new Uint32Array(documents + 1);
+  for (let i = 0; i < documents; i++) offsets[i + 1] = offsets[i] + Math.max(1, Math.round(tokensPerDoc * (0.5 + r())));
+  const tokens = offsets[documents];
+  const assignment = new Uint32Array(tokens);
+  for (let t = 0; t < tokens; t++) assignment[t] = Math.floor(r() * K);
+  return { offsets, assignment, tokens };
+}
+
+/** The segment's layout built from its assignment with random codes (as buildWarpLayout orders it: by centroid, then document). */
+function syntheticLayout(documents: number, tokensPerDoc: number, K: number, codec: WarpCodec, centroidSum: number, seed: number): Uint8Array {
+  const { offsets, assignment, tokens } = segmentTokens(documents, tokensPerDoc, K, seed);
+  const bpt = warpCodeBytes(codec.dims, codec.bits);
+  const listOffsets = new Uint32Array(K + 1);
+  for (let t = 0; t < tokens; t++) listOffsets[assignment[t] + 1]++;
+  for (let c = 0; c < K; c++) listOffsets[c + 1] += listOffsets[c];
+  const docs = documents <= 65536 ? new Uint16Array(tokens) : new Uint32Array(tokens);
+  const cursor = listOffsets.slice(0, K);
+  for (let doc = 0; doc < documents; doc++) for (let t = offsets[doc]; t < offsets[doc + 1]; t++) docs[cursor[assignment[t]]++] = doc;
+  const codes = new Uint8Array(tokens * bpt);
+  const words = new Uint32Array(codes.buffer, 0, codes.length >> 2);
+  const r = mulberry32(seed ^ 0x5bd1e995);
+  for (let i = 0; i < words.length; i++) words[i] = Math.floor(r() * 2 ** 32);
+  const layout: WarpLayout = {
+    dims: codec.dims, bits: codec.bits, centroidCount: K, documents, tokens, bytesPerToken: bpt, docIdBytes: documents <= 65536 ? 2 : 4,
+    centroidsChecksum: centroidSum, codecChecksum: warpCodecChecksum(codec), listOffsets, docs, codes,
+  };
+  return serializeWarpLayout(layout);
+}
+
+/** A directory with the same counts as syntheticLayout's (no codes made): for counting ranged reads of other segment structures. */
+function syntheticDirectory(documents: number, tokensPerDoc: number, K: number, bpt: number, seed: number): WarpDirectory {
+  const { assignment, tokens } = segmentTokens(documents, tokensPerDoc, K, seed);
+  const counts = new Uint32Array(K);
+  for (let t = 0; t < tokens; t++) counts[assignment[t]]++;
+  const w = documents <= 65536 ? 2 : 4;
+  const offsets = new Float64Array(K + 1);
+  offsets[0] = warpDirectoryBytes(K);
+  for (let c = 0; c < K; c++) offsets[c + 1] = offsets[c] + warpListBytes(counts[c], w, bpt);
+  return { name: 'synthetic', dims: 0, bits: 4, centroidCount: K, documents, tokens, bytesPerToken: bpt, docIdBytes: w, centroidsChecksum: 0, codecChecksum: 0, counts, checksums: new Uint32Array(K), offsets, byteLength: offsets[K] };
+}
+
+export async function runColdWarpBench(args: string[]): Promise<Record<string, unknown>> {
+  const quick = args.includes('--quick');
+  const sizesArg = args.includes('--warp-docs') ? args[args.indexOf('--warp-docs') + 1] : quick ? '5000' : '20000,50000';
+  const totals = sizesArg.split(',').map(Number);
+  if (!totals.every((n) => Number.isInteger(n) && n > 0)) throw new Error(`--warp-docs must be positive integers, got ${sizesArg}`);
+  const L = opt(args, '--doc-tokens', 55);
+  const batch = opt(args, '--batch', 1024);
+  const Q = opt(args, '--queries', quick ? 3 : 6);
+  const n = opt(args, '--query-tokens', 32);
+  const nprobe = opt(args, '--nprobe', 32);
+  const bits = opt(args, '--bits', 4) as 2 | 4;
+  const dims = opt(args, '--dims', 128);
+  const latency = opt(args, '--latency-ms', 10);
+  const mbPerS = opt(args, '--mb-per-s', 100);
+  const maxSegments = opt(args, '--max-segments', DEFAULT_WARP_MAX_SEGMENTS);
+  const gap = opt(args, '--range-gap', 0);
+  const rounds = opt(args, '--rounds', quick ? 1 : 2);
+  const policy: MergePolicySettings = { ...DEFAULT_MERGE_POLICY, maxSegments, searchMaxBytes: DEFAULT_WARP_MAX_BYTES };
+  const results: Record<string, unknown>[] = [];
+  for (const total of totals) results.push(await oneSize(total));
+  return { latency_ms: latency, mb_per_s: mbPerS, doc_tokens: L, batch, queries: Q, query_tokens: n, nprobe, bits, dims, max_segments: maxSegments, range_gap: gap, rounds, sizes: results };
+
+  async function oneSize(total: number): Promise<Record<string, unknown>> {
+    const t0 = Date.now();
+    const bounded = simulateMerges(total, batch, L, policy);
+    const unbounded = simulateMerges(total, batch, L, { ...policy, maxSegments: 0 });
+    const K = ivfCentroidCount(total * L);
+    const r = mulberry32(7);
+    const centroids = normalizeRows(Float32Array.from({ length: K * dims }, () => r() * 2 - 1), K, dims);
+    // A codec fitted on small residuals (its cutoffs and weights; the layouts' codes are random).
+    const sample = Float32Array.from({ length: 2048 * dims }, () => (r() - 0.5) * 0.2);
+    const codec = fitWarpCodec(sample, 2048, dims, bits);
+    const csum = centroidsChecksum(centroids);
+    const objects = new Map<string, Uint8Array>();
+    const refs: SegmentRef[] = bounded.sizes.map((documents, i) => {
+      const bytes = syntheticLayout(documents, L, K, codec, csum, 1000 + i);
+      const ref: SegmentRef = { batchId: `b${i}`, codecVersion: 1, key: s3Keys.segment(T, C, `b${i}`, 1), documents, tokens: 0, bytes: 0, checksum: '0' };
+      objects.set(s3Keys.searchLayout(T, C, ref.batchId, 1), bytes);
+      return ref;
+    });
+    const layoutBytes = [...objects.values()].reduce((a, b) => a + b.byteLength, 0);
+    const tokens = [...objects.values()].reduce((a, b) => a + new DataView(b.buffer, b.byteOffset).getUint32(24, true), 0);
+    console.error(`${total} documents: ${refs.length} segments (${bounded.sizes.join(', ')} documents; without the bound ${unbounded.sizes.length}), ${tokens} tokens, K = ${K}, layouts ${round(layoutBytes / 2 ** 20)} MiB, built in ${Date.now() - t0} ms`);
+    const manifest: CollectionManifest = { tenantId: T, collectionId: C, generation: 1, codecVersion: 1, committedAt: 'g1', segments: refs };
+    const plan: SearchPlan = {
+      parts: refs.map((ref, position) => ({ position, ref, live: undefined, index: () => Promise.reject(new Error('not read')), open: () => Promise.reject(new Error('not read')), docIds: () => Promise.reject(new Error('not read')) })),
+      openAhead: 2,
+      reversed: () => false,
+      keep: () => {},
+      unavailable: () => [],
+    };
+    const queries = Array.from({ length: Q }, () => {
+      const v = new Float32Array(n * dims);
+      for (let t = 0; t < n; t++) {
+        const c = Math.floor(r() * K);
+        for (let j = 0; j < dims; j++) v[t * dims + j] = centroids[c * dims + j] + (r() - 0.5) * 0.1;
+      }
+      return { vectors: normalizeRows(v, n, dims), n };
+    });
+    const scanOpts = { centroids, codec, nprobe, topN: 100, yieldEvery: async () => {} };
+
+    /** A scorer with an empty disk and memory over a store that charges each GET; ranged: the store answers ranged GETs. */
+    const coldScorer = async (ranged: boolean) => {
+      const log = { gets: 0, ranged: 0, bytes: 0 };
+      const charge = (b: number) => new Promise((res) => setTimeout(res, latency + (b / (mbPerS * 1e6)) * 1000));
+      const store = {
+        async get(key: string) {
+          const b = objects.get(key) ?? null;
+          log.gets++;
+          log.bytes += b?.byteLength ?? 0;
+          await charge(b?.byteLength ?? 0);
+          return b ? b.slice() : null;
+        },
+        ...(ranged
+          ? {
+              async getRange(key: string, offset: number, length: number) {
+                const b = objects.get(key);
+                log.ranged++;
+                log.bytes += length;
+                await charge(length);
+                return b ? b.slice(offset, offset + length) : null;
+              },
+            }
+          : {}),
+      };
+      const dir = mkdtempSync(path.join(tmpdir(), 'lateral-cold-warp-'));
+      const disk = new DiskObjectCache(store, dir, 2 ** 40, 'bench');
+      const source: ObjectSource = { get: (k) => disk.get(k), invalidate: (k) => disk.invalidate(k), readRanges: (k, rs, c) => disk.readRanges(k, rs, c), ranged: disk.ranged, getRanges: (k, rs) => disk.getRanges(k, rs) };
+      const cache = new SegmentCache(source, { get: async () => Promise.reject(new Error('no codec artifact')) }, { forCollection: async () => Promise.reject(new Error('none')) }, { maxBytes: 2 * 2 ** 30, loadConcurrency: 4, scoreFromCodes: true, warpRangeGapBytes: gap });
+      try {
+        const t = performance.now();
+        const first = await warpScan(cache, { tenantId: T, id: C }, manifest, plan, queries.slice(0, 1), scanOpts);
+        const firstMs = performance.now() - t;
+        const firstLog = { ...log };
+        const warmMs: number[] = [];
+        const warm: Awaited<ReturnType<typeof warpScan>>[] = [];
+        for (let q = 1; q < Q; q++) {
+          const tw = performance.now();
+          warm.push(await warpScan(cache, { tenantId: T, id: C }, manifest, plan, queries.slice(q, q + 1), scanOpts));
+          warmMs.push(performance.now() - tw);
+        }
+        // the first query again on the now warm scorer: the same hits as cold
+        const again = await warpScan(cache, { tenantId: T, id: C }, manifest, plan, queries.slice(0, 1), scanOpts);
+        if (JSON.stringify(again.hits) !== JSON.stringify(first.hits)) throw new Error(`${ranged ? 'ranged' : 'whole'}: the warm scorer's hits differ from the cold one's`);
+        if (first.failed.size > 0) throw new Error(`segments failed: ${[...first.failed.values()].map((e) => e.message).join('; ')}`);
+        return { firstMs, first, firstLog, warmMs, warm, hits: first.hits, totalLog: { ...log } };
+      } finally {
+        rmSync(dir, { recursive: true, force: true });
+      }
+    };
+
+    const ranged: Awaited<ReturnType<typeof coldScorer>>[] = [];
+    const whole: Awaited<ReturnType<typeof coldScorer>>[] = [];
+    for (let k = 0; k < rounds; k++) {
+      if (k % 2) {
+        whole.push(await coldScorer(false));
+        ranged.push(await coldScorer(true));
+      } else {
+        ranged.push(await coldScorer(true));
+        whole.push(await coldScorer(false));
+      }
+      if (JSON.stringify(ranged[k].hits) !== JSON.stringify(whole[k].hits)) throw new Error('ranged and whole reads gave different hits');
+      console.error(`  round ${k + 1}: first query ranged ${round(ranged[k].firstMs)} ms (${ranged[k].firstLog.ranged} ranged GETs, ${round(ranged[k].firstLog.bytes / 2 ** 20)} MiB), whole ${round(whole[k].firstMs)} ms (${whole[k].firstLog.gets} GETs, ${round(whole[k].firstLog.bytes / 2 ** 20)} MiB)`);
+    }
+    // Ranged reads per query on an empty memory cache, for both segment structures (the same queries' probes).
+    const bpt = warpCodeBytes(dims, bits);
+    const dirsOf = (sizes: number[]) => sizes.map((d, i) => syntheticDirectory(d, L, K, bpt, 1000 + i));
+    const boundedDirs = dirsOf(bounded.sizes);
+    const unboundedDirs = dirsOf(unbounded.sizes);
+    const readsPerQuery = (dirs: WarpDirectory[]) => {
+      const sizes = warpListSizes(dirs);
+      return median(queries.map((q) => {
+        const probed = warpProbedCentroids(warpQuery(q.vectors, q.n, centroids, codec, sizes, { nprobe }));
+        return dirs.reduce((a, d) => a + warpCoalescedRanges(d, probed, gap).length, 0);
+      }));
+    };
+    const first = ranged[0].first.queries[0];
+    const rangedFirstBytes = median(ranged.map((x) => x.firstLog.bytes));
+    const result = {
+      documents: total,
+      tokens,
+      centroids: K,
+      segments: refs.length,
+      segment_documents: bounded.sizes,
+      write_amplification: round(bounded.amplification),
+      layout_mib: round(layoutBytes / 2 ** 20),
+      directory_mib: round((refs.length * warpDirectoryBytes(K)) / 2 ** 20),
+      first_query_ms: { ranged: round(median(ranged.map((x) => x.firstMs))), whole: round(median(whole.map((x) => x.firstMs))) },
+      ratio_whole_over_ranged: round(median(whole.map((x) => x.firstMs)) / median(ranged.map((x) => x.firstMs))),
+      first_query_gets: { ranged: median(ranged.map((x) => x.firstLog.ranged + x.firstLog.gets)), whole: median(whole.map((x) => x.firstLog.gets)) },
+      first_query_mib_fetched: { ranged: round(rangedFirstBytes / 2 ** 20), whole: round(median(whole.map((x) => x.firstLog.bytes)) / 2 ** 20) },
+      first_query_share_of_layout_bytes: { ranged: round(rangedFirstBytes / layoutBytes, 4), whole: round(median(whole.map((x) => x.firstLog.bytes)) / layoutBytes, 4) },
+      first_query_list_bytes_share: round(first.bytesRead / layoutBytes, 4),
+      warm_query_ms: { ranged: round(median(ranged.flatMap((x) => x.warmMs))), whole: round(median(whole.flatMap((x) => x.warmMs))) },
+      warm_query_mib_fetched: round(median(ranged.flatMap((x) => x.warm.map((w) => w.queries[0].bytesFetched))) / 2 ** 20),
+      ranged_reads_per_query: { measured_first: first.ranges, bounded_segments: readsPerQuery(boundedDirs), without_bound: readsPerQuery(unboundedDirs), without_bound_segments: unbounded.sizes.length },
+      probed_lists_per_query: first.probed,
+    };
+    console.log(
+      `WARP cold scorer, ${total} documents (${refs.length} segments, K ${K}, ${result.layout_mib} MiB of layouts; ${latency} ms + ${mbPerS} MB/s per GET): first XTR query ${result.first_query_ms.ranged} ms by ranges ` +
+        `(${result.first_query_gets.ranged} GETs, ${result.first_query_mib_fetched.ranged} MiB = ${round(100 * result.first_query_share_of_layout_bytes.ranged, 2)}% of the layout bytes) vs ${result.first_query_ms.whole} ms whole (${result.first_query_mib_fetched.whole} MiB): ${result.ratio_whole_over_ranged}x; ` +
+        `ranged reads per query ${result.ranged_reads_per_query.bounded_segments} (without the segment bound: ${result.ranged_reads_per_query.without_bound} over ${unbounded.sizes.length} segments); warm query ${result.warm_query_ms.ranged} ms`,
+    );
+    return result;
+  }
+}
