@@ -1,0 +1,71 @@
+import { randomUUID } from 'node:crypto';
+import path from 'node:path';
+import { QueueName, RerankRequestSchema, ValidationError, checkScorerArtifact, jobIds, type RerankResult } from '@lateral/shared';
+import { checkScorerArtifactExists, type Runtime } from '@lateral/infra';
+import { currentTenant } from '../common/request-context';
+import type { Job } from 'bullmq';
+import { AsyncJobs, type JobStatus } from '../common/async-jobs';
+import { zodIssues } from '../common/zod-issues';
+import { checkCallback } from '../common/callback';
+import { TextRerankSubmitter } from './text-candidates';
+import { tenantQuotas } from '../auth/quotas';
+import type { RequestTiming } from '../common/server-timing';
+
+export type RerankStatus = JobStatus<RerankResult, { queries: number; candidates: number; missing: number }>;
+
+/** Asynchronous re-ranking: the request goes to S3, a job to the rerank queue, the result back to S3. */
+export class RerankService {
+  private readonly jobs: AsyncJobs<RerankResult, { queries: number; candidates: number; missing: number }>;
+
+  readonly texts: TextRerankSubmitter;
+
+  constructor(private readonly rt: Runtime) {
+    this.texts = new TextRerankSubmitter(rt);
+    this.jobs = new AsyncJobs(rt, QueueName.rerank, jobIds.rerank, 're-rank', (rv) => {
+      const r = rv as { resultKey: string; queries: number; candidates: number; missing: number };
+      return { resultKey: r.resultKey, stats: { queries: r.queries, candidates: r.candidates, missing: r.missing } };
+    });
+  }
+
+  /** The caller's tenant (request-context.ts): DEFAULT_TENANT with AUTH=none, the API key's with AUTH=keys. */
+  private get tenant(): string {
+    return currentTenant(this.rt.config);
+  }
+
+  parseWait(raw: unknown): number {
+    return this.jobs.parseWait(raw);
+  }
+
+  async submit(body: unknown, waitSeconds: number, timing?: RequestTiming): Promise<{ status: number; body: RerankStatus }> {
+    const parsed = RerankRequestSchema.safeParse(body);
+    if (!parsed.success) throw new ValidationError('invalid re-rank request', zodIssues(parsed.error));
+    const req = parsed.data;
+    checkCallback(this.rt.config, req.callback);
+    checkScorerArtifact(path.resolve(this.rt.config.SCORERS_DIR), req.scorer);
+    await checkScorerArtifactExists(this.rt, this.tenant, req.scorer);
+    // Collection and/or model; text candidates go to the encoder pool first (text-candidates.ts).
+    const collection = await this.texts.target(this.tenant, req);
+    const id = `rr-${randomUUID()}`;
+    timing?.lap('validate');
+    const release = await tenantQuotas(this.rt).admit(this.tenant, { kind: 'rerank', id });
+    timing?.lap('quota');
+    let job: Job | null;
+    try {
+      job = await this.texts.enqueue(this.tenant, id, req, collection, timing);
+    } catch (err) {
+      await release();
+      throw err;
+    }
+    timing?.lap('enqueue');
+    return this.jobs.answer(this.tenant, id, waitSeconds, timing, job);
+  }
+
+  status(id: string, waitSeconds = 0): Promise<RerankStatus> {
+    return this.jobs.status(this.tenant, id, waitSeconds);
+  }
+
+  async close(): Promise<void> {
+    await this.texts.close();
+    await this.jobs.close();
+  }
+}
