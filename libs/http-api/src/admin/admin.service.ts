@@ -1,22 +1,18 @@
-import { Job } from 'bullmq';
 import {
   ALL_QUEUES,
   ConflictError,
   HEARTBEAT_STALE_MS,
-  HEARTBEAT_TTL_SECONDS,
   NotFoundError,
   QueueName,
   ValidationError,
   collectionShards,
-  heartbeatKeys,
-  parseHeartbeat,
   s3Keys,
   segmentBatches,
   type Collection,
   type CodecSettings,
   type WorkerHeartbeat,
 } from '@lateral/shared';
-import type { Runtime } from '@lateral/infra';
+import type { ApiRepositories, JobRecord } from '@lateral/infra';
 import { ingestionWork, percentiles, rateAndEta, type Percentiles, type ProgressSample } from './admin-stats';
 import { degradedOf } from '../collections/degraded';
 
@@ -91,6 +87,9 @@ export interface FailedJobOverview {
   collection: string | null;
 }
 
+/** What the overview reads: queue counts and jobs, the workers' heartbeats, collection records, manifests, ingestions and S3. */
+export type AdminDeps = Pick<ApiRepositories, 'config' | 'queues' | 'jobs' | 'heartbeats' | 'collections' | 'generations' | 'ingestions' | 'store'>;
+
 /**
  * The operations overview (GET /v1/admin/overview) and the retry action. Reads only: BullMQ's
  * own keys (counts, the completed / failed sets scored by finish time, job hashes), the workers'
@@ -108,11 +107,11 @@ export class AdminService {
   private inflight: Promise<unknown> | null = null;
   private cached: { at: number; value: unknown } | null = null;
 
-  constructor(private readonly rt: Runtime) {}
+  constructor(private readonly deps: AdminDeps) {}
 
   /** Every tenant with something in S3 (DEFAULT_TENANT always). */
   private tenants(): Promise<string[]> {
-    return this.rt.collections.tenants(this.rt.config.DEFAULT_TENANT);
+    return this.deps.collections.tenants(this.deps.config.DEFAULT_TENANT);
   }
 
   /** One overview at most per second, shared by concurrent callers (several open dashboards). */
@@ -153,13 +152,11 @@ export class AdminService {
 
   /** Train jobs running or queued, then the latest finished ones: head, stage, epoch, loss and ETA from the job's progress. */
   private async training(): Promise<TrainingOverview[]> {
-    const q = this.rt.queues.get(QueueName.train);
-    const [active, waiting, done] = await Promise.all([q.getActive(0, 19), q.getWaiting(0, 19), q.getJobs(['completed', 'failed'], 0, TRAINING_DONE_SHOWN - 1, false)]);
+    const { active, waiting, finished } = await this.deps.jobs.listed(QueueName.train, 20, TRAINING_DONE_SHOWN);
     const out: TrainingOverview[] = [];
-    const states: [string, typeof active][] = [['active', active], ['waiting', waiting], ['finished', done]];
+    const states: [string, JobRecord[]][] = [['active', active], ['waiting', waiting], ['finished', finished]];
     for (const [state, jobs] of states) {
       for (const j of jobs) {
-        if (!j?.id) continue;
         const d = (j.data ?? {}) as { tenantId?: string; collectionId?: string; trainId?: string; head?: string };
         const pr = (typeof j.progress === 'object' && j.progress ? j.progress : {}) as Record<string, unknown>;
         const num = (k: string) => (typeof pr[k] === 'number' && Number.isFinite(pr[k]) ? (pr[k] as number) : null);
@@ -186,39 +183,23 @@ export class AdminService {
   }
 
   private async queues(now: number): Promise<QueueOverview[]> {
-    const counts = await this.rt.queues.counts();
+    const counts = await this.deps.queues.counts();
     const from = Math.floor(now / MINUTE) * MINUTE - 59 * MINUTE;
-    const pipe = this.rt.redis.pipeline();
-    for (const name of ALL_QUEUES) {
-      const q = this.rt.queues.get(name);
-      for (const set of ['completed', 'failed']) {
-        for (let i = 0; i < 60; i++) pipe.zcount(q.toKey(set), from + i * MINUTE, `(${from + (i + 1) * MINUTE}`);
-      }
-    }
-    const res = (await pipe.exec()) ?? [];
-    const n = (k: number) => Number(res[k]?.[1] ?? 0);
-    return ALL_QUEUES.map((name, qi) => {
-      const base = qi * 120;
-      return {
-        name,
-        counts: counts[name] ?? {},
-        completedPerMinute: Array.from({ length: 60 }, (_, i) => n(base + i)),
-        failedPerMinute: Array.from({ length: 60 }, (_, i) => n(base + 60 + i)),
-      };
-    });
+    const finished = await this.deps.jobs.finishedPerMinute(from, 60, MINUTE);
+    return ALL_QUEUES.map((name) => ({
+      name,
+      counts: counts[name] ?? {},
+      completedPerMinute: finished.get(name)?.completed ?? [],
+      failedPerMinute: finished.get(name)?.failed ?? [],
+    }));
   }
 
   /** Re-rank and search latency percentiles over the last 5 and 60 minutes, from completed jobs' timestamps. */
   private async latency(now: number): Promise<Record<string, Record<'5m' | '60m', LatencyOverview>>> {
     const out: Record<string, Record<'5m' | '60m', LatencyOverview>> = {};
     for (const name of [QueueName.rerank, QueueName.search]) {
-      const q = this.rt.queues.get(name);
-      const ids = await this.rt.redis.zrevrangebyscore(q.toKey('completed'), '+inf', now - HOUR, 'LIMIT', 0, LATENCY_SAMPLE);
-      const pipe = this.rt.redis.pipeline();
-      for (const id of ids) pipe.hmget(q.toKey(id), 'timestamp', 'processedOn', 'finishedOn');
-      const rows = ((await pipe.exec()) ?? []).map((r) => (r[1] as (string | null)[] | null) ?? []);
-      const jobs = rows
-        .map(([t, p, f]) => ({ t: Number(t), p: Number(p), f: Number(f) }))
+      const jobs = (await this.deps.jobs.completedTimes(name, now - HOUR, LATENCY_SAMPLE))
+        .map(({ queuedAt, processedAt, finishedAt }) => ({ t: queuedAt, p: processedAt, f: finishedAt }))
         .filter((j) => Number.isFinite(j.t) && Number.isFinite(j.p) && Number.isFinite(j.f) && j.f > 0);
       const window = (ms: number): LatencyOverview => {
         const w = jobs.filter((j) => j.f >= now - ms);
@@ -230,33 +211,26 @@ export class AdminService {
   }
 
   private async workers(now: number): Promise<(WorkerHeartbeat & { ageMs: number; stale: boolean })[]> {
-    const index = heartbeatKeys.index(this.rt.config.REDIS_PREFIX);
-    // Forget workers whose heartbeat has expired.
-    await this.rt.redis.zremrangebyscore(index, '-inf', now - HEARTBEAT_TTL_SECONDS * 1000);
-    const ids = await this.rt.redis.zrange(index, 0, -1);
-    const pipe = this.rt.redis.pipeline();
-    for (const id of ids) pipe.hgetall(heartbeatKeys.worker(this.rt.config.REDIS_PREFIX, id));
-    const rows = ((await pipe.exec()) ?? []).map((r) => parseHeartbeat((r[1] as Record<string, string>) ?? {}));
+    // Workers whose heartbeat has expired are forgotten.
+    const rows = await this.deps.heartbeats.live(now);
     return rows
-      .filter((w): w is WorkerHeartbeat => w !== null)
       .map((w) => ({ ...w, ageMs: now - w.beatAt, stale: now - w.beatAt > HEARTBEAT_STALE_MS }))
       .sort((a, b) => a.process.localeCompare(b.process) || a.id.localeCompare(b.id));
   }
 
   private async failedJobs(): Promise<FailedJobOverview[]> {
     const all: FailedJobOverview[] = [];
-    const perQueue = await Promise.all(ALL_QUEUES.map(async (name) => ({ name, jobs: await this.rt.queues.get(name).getFailed(0, FAILED_SHOWN - 1) })));
+    const perQueue = await Promise.all(ALL_QUEUES.map(async (name) => ({ name, jobs: await this.deps.jobs.failed(name, FAILED_SHOWN) })));
     for (const { name, jobs } of perQueue) {
       for (const j of jobs) {
-        if (!j?.id) continue;
         const d = (j.data ?? {}) as { tenantId?: string; collectionId?: string };
         all.push({
           queue: name,
           id: j.id,
           failedReason: (j.failedReason ?? '').slice(0, 2000),
           attemptsMade: j.attemptsMade,
-          attempts: j.opts.attempts ?? 1,
-          finishedOn: j.finishedOn ?? null,
+          attempts: j.attempts,
+          finishedOn: j.finishedOn,
           timestamp: j.timestamp,
           tenant: d.tenantId ?? null,
           collection: d.collectionId ?? null,
@@ -269,15 +243,15 @@ export class AdminService {
   private async collections(now: number) {
     const tenants = await this.tenants();
     // Collections in parallel (each is a few S3 requests), listed in a stable order.
-    const ids = (await Promise.all(tenants.map(async (tenant) => (await this.rt.collections.list(tenant)).sort().map((id) => ({ tenant, id }))))).flat();
+    const ids = (await Promise.all(tenants.map(async (tenant) => (await this.deps.collections.list(tenant)).sort().map((id) => ({ tenant, id }))))).flat();
     const rows = await Promise.all(
       ids.map(async ({ tenant, id }) => {
-        const c = await this.rt.collections.get(tenant, id);
+        const c = await this.deps.collections.get(tenant, id);
         if (!c) return null;
-        const manifest = await this.rt.generations.manifest(tenant, id);
+        const manifest = await this.deps.generations.manifest(tenant, id);
         const tokens = manifest?.segments.reduce((s, x) => s + x.tokens, 0) ?? 0;
         const segmentBytes = manifest?.segments.reduce((s, x) => s + x.bytes, 0) ?? 0;
-        const [s3Bytes, ofCollection, degraded] = await Promise.all([this.collectionBytes(tenant, id, now), this.ingestionsOf(c, manifest, now), degradedOf(this.rt, tenant, id, manifest)]);
+        const [s3Bytes, ofCollection, degraded] = await Promise.all([this.collectionBytes(tenant, id, now), this.ingestionsOf(c, manifest, now), degradedOf(this.deps, tenant, id, manifest)]);
         const row = {
           tenant,
           id,
@@ -316,27 +290,27 @@ export class AdminService {
     const key = `${tenant}/${id}`;
     const hit = this.s3Bytes.get(key);
     if (hit && now - hit.at < S3_BYTES_TTL_MS) return hit.bytes;
-    const objects = await this.rt.store.list(s3Keys.collectionPrefix(tenant, id));
+    const objects = await this.deps.store.list(s3Keys.collectionPrefix(tenant, id));
     const bytes = objects.reduce((s, o) => s + o.size, 0);
     this.s3Bytes.set(key, { at: now, bytes });
     return bytes;
   }
 
-  private async ingestionsOf(c: Collection, manifest: Awaited<ReturnType<Runtime['generations']['manifest']>>, now: number): Promise<IngestionOverview[]> {
+  private async ingestionsOf(c: Collection, manifest: Awaited<ReturnType<ApiRepositories['generations']['manifest']>>, now: number): Promise<IngestionOverview[]> {
     const versions = Array.from({ length: Math.max(c.codecVersion, c.pending?.codecVersion ?? 0) }, (_, i) => i + 1);
     const t = c.tenantId;
-    const records = await this.rt.ingestions.list(t, c.id);
+    const records = await this.deps.ingestions.list(t, c.id);
     const rows = await Promise.all(records.map(async (r): Promise<IngestionOverview | null> => {
       const key = `${t}/${c.id}/${r.ingestionId}`;
       const known = this.settled.get(key);
       if (known && known.until > now) return known.o;
-      const s = await this.rt.ingestions.state(t, c.id, r.ingestionId, manifest, versions);
+      const s = await this.deps.ingestions.state(t, c.id, r.ingestionId, manifest, versions);
       if (!s) return null;
       // The search-index stage: a batch is indexed when its segment's index exists (any codec version).
       const indexed = new Set<string>();
       for (const v of versions) {
         const prefix = s3Keys.segmentIndex(t, c.id, `${r.ingestionId}-`, v).replace(/\.idx$/, '');
-        for (const o of await this.rt.store.list(prefix)) indexed.add(o.key.slice(o.key.lastIndexOf('/') + 1).replace(/\.idx$/, ''));
+        for (const o of await this.deps.store.list(prefix)) indexed.add(o.key.slice(o.key.lastIndexOf('/') + 1).replace(/\.idx$/, ''));
       }
       const committedBatches = new Set(manifest?.segments.flatMap((x) => segmentBatches(x)) ?? []);
       const stages = {
@@ -390,17 +364,17 @@ export class AdminService {
     if (jobId.length === 0 || jobId.length > 512 || /[\u0000-\u001f]/.test(jobId)) {
       throw new ValidationError('invalid path parameter jobId: 1 to 512 characters, no control characters', [{ field: 'path.jobId', message: 'at most 512 characters, no control characters' }]);
     }
-    const job = await Job.fromId(this.rt.queues.get(queue as QueueName), jobId);
+    const job = await this.deps.jobs.read(queue as QueueName, jobId);
     if (!job) throw new NotFoundError(`job '${jobId}' not found in queue ${queue} (failed jobs are kept 7 days)`);
-    const state = await job.getState();
+    const state = job.state;
     if (state !== 'failed') throw new ConflictError(`job '${jobId}' is ${state}; only failed jobs can be retried`);
     const d = (job.data ?? {}) as { tenantId?: string; collectionId?: string; batchId?: string; ingestionId?: string | null };
     if (PIPELINE_QUEUES.includes(queue as QueueName) && d.tenantId && d.collectionId && d.batchId) {
-      await this.rt.store.delete(s3Keys.batchFailure(d.tenantId, d.collectionId, d.batchId));
+      await this.deps.store.delete(s3Keys.batchFailure(d.tenantId, d.collectionId, d.batchId));
       if (d.ingestionId) this.settled.delete(`${d.tenantId}/${d.collectionId}/${d.ingestionId}`);
     }
     const previousAttempts = job.attemptsMade;
-    await job.retry('failed', { resetAttemptsMade: true, resetAttemptsStarted: true });
+    await this.deps.jobs.retryFailed(queue as QueueName, jobId);
     this.cached = null;
     return { queue, jobId, state: 'waiting', previousAttempts };
   }

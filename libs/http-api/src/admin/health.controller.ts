@@ -3,9 +3,9 @@ import path from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { Controller, Get, Inject, Res } from '@nestjs/common';
 import type { Response } from 'express';
-import { classifyDependencyError, eventLoopMonitor, isBusy, type Runtime } from '@lateral/infra';
+import { classifyDependencyError, eventLoopMonitor, isBusy, type ApiRepositories } from '@lateral/infra';
 import type { Produces, ServiceCheckSchema } from '@lateral/shared';
-import { RUNTIME } from '../common/tokens';
+import { HEALTH_CHECKS } from '../common/tokens';
 import { OVERLOAD_RETRY_AFTER_SECONDS, SERVICE_RETRY_AFTER_SECONDS, serviceDownMessage, serviceOverloadedMessage } from '../common/http-errors.filter';
 
 /** One dependency's check: answered (`ok`), or not, and then whether that was load (`overloaded`) or an outage. */
@@ -37,11 +37,14 @@ class CheckTimeout extends Error {}
  *   `npm run build-model`). Each check is bounded by HEALTH_CHECK_TIMEOUT_MS.
  * - `GET /v1/health`: the readiness answer, kept for existing clients and probes.
  */
+/** What the readiness check reads: Redis (through the queues' connection), S3, the model directories, the logger. */
+export type HealthDeps = Pick<ApiRepositories, 'config' | 'logger' | 'queues' | 'store'>;
+
 @Controller('v1/health')
 export class HealthController {
   private readonly startedAt = Date.now();
 
-  constructor(@Inject(RUNTIME) private readonly rt: Runtime) {}
+  constructor(@Inject(HEALTH_CHECKS) private readonly deps: HealthDeps) {}
 
   @Get()
   health(@Res({ passthrough: true }) res: Response) {
@@ -56,7 +59,7 @@ export class HealthController {
 
   @Get('ready')
   async ready(@Res({ passthrough: true }) res: Response) {
-    const { HEALTH_CHECK_TIMEOUT_MS: timeoutMs, EVENT_LOOP_OVERLOAD_MS: overloadLagMs } = this.rt.config;
+    const { HEALTH_CHECK_TIMEOUT_MS: timeoutMs, EVENT_LOOP_OVERLOAD_MS: overloadLagMs } = this.deps.config;
     const monitor = eventLoopMonitor();
     const check = async (service: 'Redis' | 'S3', fn: () => Promise<unknown>): Promise<ServiceCheck> => {
       const t = performance.now();
@@ -66,10 +69,10 @@ export class HealthController {
       } catch (err) {
         const ms = Math.round(performance.now() - t);
         const load = { lagMs: monitor.maxLagMs(ms + 1000), utilization: monitor.utilization(ms + 1000), overloadLagMs };
-        const redisStatus = this.rt.redis.status;
+        const redisStatus = this.deps.queues.connectionStatus;
         // Our own time limit: load when the process was busy meanwhile, or when the dependency is
         // there (Redis connected; S3 accepting connections): it is slow, not down.
-        const there = async () => (service === 'Redis' ? redisStatus === 'ready' : this.rt.store.accepts(Math.min(1000, timeoutMs)));
+        const there = async () => (service === 'Redis' ? redisStatus === 'ready' : this.deps.store.accepts(Math.min(1000, timeoutMs)));
         const fault =
           err instanceof CheckTimeout
             ? { kind: isBusy(load) || (await there()) ? 'overloaded' : 'down', busy: isBusy(load) }
@@ -77,12 +80,12 @@ export class HealthController {
         const overloaded = fault?.kind === 'overloaded';
         // the cause goes to the log; the caller is told which service, and what to do (no address,
         // bucket or client-library internals)
-        this.rt.logger.warn(`health: ${service} check ${overloaded ? 'overloaded' : 'failed'} after ${ms} ms (event loop lag up to ${load.lagMs} ms): ${(err as Error).message}`);
+        this.deps.logger.warn(`health: ${service} check ${overloaded ? 'overloaded' : 'failed'} after ${ms} ms (event loop lag up to ${load.lagMs} ms): ${(err as Error).message}`);
         if (overloaded) return { ok: false, ms, overloaded: true, error: serviceOverloadedMessage(service, fault.busy, load.lagMs) };
         return { ok: false, ms, error: serviceDownMessage(service) };
       }
     };
-    const [redis, s3] = await Promise.all([check('Redis', () => this.rt.redis.ping()), check('S3', () => this.rt.store.ping())]);
+    const [redis, s3] = await Promise.all([check('Redis', () => this.deps.queues.ping()), check('S3', () => this.deps.store.ping())]);
     const models = this.models();
     const down = (!redis.ok && !redis.overloaded) || (!s3.ok && !s3.overloaded);
     const overloaded = !down && (!redis.ok || !s3.ok);
@@ -95,13 +98,13 @@ export class HealthController {
       s3,
       models,
       eventLoopLagMs: monitor.maxLagMs(10_000),
-      queues: redis.ok ? await withTimeout(this.rt.queues.counts(), timeoutMs).catch(() => null) : null,
+      queues: redis.ok ? await withTimeout(this.deps.queues.counts(), timeoutMs).catch(() => null) : null,
     };
   }
 
   /** The default model (DEFAULT_MODEL) must have its manifest.json under MODELS_DIR. */
   private models() {
-    const { DEFAULT_MODEL: name, MODELS_DIR: dir } = this.rt.config;
+    const { DEFAULT_MODEL: name, MODELS_DIR: dir } = this.deps.config;
     const missing = existsSync(path.resolve(dir, name, 'manifest.json')) ? [] : [name];
     if (missing.length === 0) return { ok: true, default: name, missing };
     const out = path.resolve(dir) === path.resolve('.cache/models') ? '' : ` -- --out ${dir}`;

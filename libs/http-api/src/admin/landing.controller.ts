@@ -1,7 +1,7 @@
 import { Controller, Get, Header, Inject } from '@nestjs/common';
-import type { Runtime } from '@lateral/infra';
+import type { Config } from '@lateral/shared';
 import { RequiresRole } from '../auth/api-keys.guard';
-import { RUNTIME } from '../common/tokens';
+import { CONFIG } from '../common/tokens';
 
 /**
  * GET /: where a person who opens the service's address in a browser lands: what this is and
@@ -9,14 +9,14 @@ import { RUNTIME } from '../common/tokens';
  */
 @Controller()
 export class LandingController {
-  constructor(@Inject(RUNTIME) private readonly rt: Runtime) {}
+  constructor(@Inject(CONFIG) private readonly config: Config) {}
 
   @Get()
   @RequiresRole('public')
   @Header('Content-Type', 'text/html; charset=utf-8')
   @Header('Cache-Control', 'no-store')
   landing(): string {
-    const operator = this.rt.config.ADMIN_TOKEN
+    const operator = this.config.ADMIN_TOKEN
       ? 'sign in with the operator token (ADMIN_TOKEN; <code>npm start</code> prints one when none is set)'
       : 'disabled: set ADMIN_TOKEN to enable it';
     return `<!doctype html><html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width,initial-scale=1"><title>lateral</title><link rel="icon" href="data:,">

@@ -1,5 +1,5 @@
 import type { Response } from 'express';
-import { processMetrics, renderMetrics, sampleQueueDepths, type Runtime } from '@lateral/infra';
+import { processMetrics, renderMetrics, sampleQueueDepths, type ApiRepositories } from '@lateral/infra';
 
 /** How often the per-collection gauges are re-read from S3 (a scrape never waits for it). */
 export const COLLECTION_STATS_REFRESH_MS = 30_000;
@@ -13,17 +13,20 @@ const MAX_COLLECTIONS = 2000;
  * documents, tokens and bytes come from the current manifests in S3, refreshed in the background
  * at most every 30 s.
  */
-export function metricsEndpoint(rt: Runtime) {
+/** What /metrics reads: collection records and manifests (the per-collection series), the queues' counts, the logger. */
+export type MetricsDeps = Pick<ApiRepositories, 'config' | 'collections' | 'generations' | 'queues' | 'logger'>;
+
+export function metricsEndpoint(deps: MetricsDeps) {
   let lastRefresh = 0;
   let refreshing: Promise<void> | undefined;
   const refreshCollections = async () => {
     const m = processMetrics();
-    const tenants = await rt.collections.tenants(rt.config.DEFAULT_TENANT);
+    const tenants = await deps.collections.tenants(deps.config.DEFAULT_TENANT);
     const rows: { tenant: string; collection: string; documents: number; tokens: number; bytes: number }[] = [];
     for (const tenant of tenants) {
-      for (const collection of await rt.collections.list(tenant)) {
+      for (const collection of await deps.collections.list(tenant)) {
         if (rows.length >= MAX_COLLECTIONS) break;
-        const manifest = await rt.generations.manifest(tenant, collection);
+        const manifest = await deps.generations.manifest(tenant, collection);
         const segments = manifest?.segments ?? [];
         rows.push({
           tenant,
@@ -44,7 +47,7 @@ export function metricsEndpoint(rt: Runtime) {
       m.collectionBytes.set(labels, r.bytes);
     }
   };
-  const log = rt.logger.child('metrics');
+  const log = deps.logger.child('metrics');
   return async (_req: unknown, response: unknown): Promise<void> => {
     const res = response as Response;
     if (!refreshing && Date.now() - lastRefresh >= COLLECTION_STATS_REFRESH_MS) {
@@ -56,7 +59,7 @@ export function metricsEndpoint(rt: Runtime) {
       // The first scrape of a process waits for the figures (briefly), the later ones never do.
       if (first) await Promise.race([refreshing, new Promise((r) => setTimeout(r, 2000).unref())]);
     }
-    await sampleQueueDepths(() => rt.queues.counts());
+    await sampleQueueDepths(() => deps.queues.counts());
     const { contentType, body } = await renderMetrics();
     res.setHeader('content-type', contentType);
     res.status(200).send(body);

@@ -1,9 +1,9 @@
 import { ForbiddenException, HttpException, Inject, Injectable, SetMetadata, type CanActivate, type ExecutionContext, type Provider } from '@nestjs/common';
 import { APP_GUARD, Reflector } from '@nestjs/core';
-import type { Runtime, VerifiedKey } from '@lateral/infra';
+import type { VerifiedKey } from '@lateral/infra';
 import type { Request, Response } from 'express';
 import { roleAllows, type Role } from '@lateral/shared';
-import { ApiKeysService } from './api-keys.service';
+import { ApiKeysService, type ApiKeysDeps } from './api-keys.service';
 import { setRequestAuth } from '../common/request-context';
 import { OVERLOAD_RETRY_AFTER_SECONDS, serviceFault } from '../common/http-errors.filter';
 
@@ -168,9 +168,9 @@ export class ApiKeysGuard implements CanActivate {
 }
 
 /** The providers app.ts registers: the key service and the guard on every route. */
-export function apiKeyProviders(rt: Runtime, operatorPaths: readonly string[] = []): Provider[] {
+export function apiKeyProviders(deps: ApiKeysDeps, operatorPaths: readonly string[] = []): Provider[] {
   return [
-    { provide: ApiKeysService, useFactory: () => new ApiKeysService(rt) },
+    { provide: ApiKeysService, useFactory: () => new ApiKeysService(deps) },
     { provide: OPERATOR_PATHS, useValue: operatorPaths },
     { provide: APP_GUARD, useClass: ApiKeysGuard },
   ];

@@ -1,12 +1,11 @@
 import { Body, Controller, Get, Inject, Param, Put } from '@nestjs/common';
 import { TenantQuotaUpdateSchema, ValidationError, resourceId, type Config } from '@lateral/shared';
-import type { Runtime } from '@lateral/infra';
 import { RequiresRole } from './api-keys.guard';
 import { json } from '../common/json-body';
 import { pathParam } from '../common/path-params';
 import { currentTenant } from '../common/request-context';
-import { tenantQuotas } from './quotas';
-import { RUNTIME } from '../common/tokens';
+import { TenantQuotas } from './quotas';
+import { CONFIG } from '../common/tokens';
 import { zodIssues } from '../common/zod-issues';
 
 const TenantParam = pathParam('tenant', resourceId('tenant'));
@@ -18,28 +17,31 @@ const TenantParam = pathParam('tenant', resourceId('tenant'));
 @RequiresRole('public')
 @Controller('v1/admin/quotas')
 export class TenantQuotasAdminController {
-  constructor(@Inject(RUNTIME) private readonly rt: Runtime) {}
+  constructor(@Inject(TenantQuotas) private readonly quotas: TenantQuotas) {}
 
   @Get(':tenant')
   get(@Param('tenant', TenantParam) tenant: string) {
-    return tenantQuotas(this.rt).status(tenant);
+    return this.quotas.status(tenant);
   }
 
   @Put(':tenant')
   put(@Param('tenant', TenantParam) tenant: string, @Body() body: unknown) {
     const parsed = TenantQuotaUpdateSchema.safeParse(json(body));
     if (!parsed.success) throw new ValidationError('invalid quota', zodIssues(parsed.error));
-    return tenantQuotas(this.rt).put(tenant, parsed.data);
+    return this.quotas.put(tenant, parsed.data);
   }
 }
 
 /** GET /v1/quota: the caller's own tenant's quotas and usage (role read). */
 @Controller('v1/quota')
 export class QuotaController {
-  constructor(@Inject(RUNTIME) private readonly rt: Runtime) {}
+  constructor(
+    @Inject(TenantQuotas) private readonly quotas: TenantQuotas,
+    @Inject(CONFIG) private readonly config: Config,
+  ) {}
 
   @Get()
   get() {
-    return tenantQuotas(this.rt).status(currentTenant(this.rt.config as Config));
+    return this.quotas.status(currentTenant(this.config));
   }
 }

@@ -1,4 +1,3 @@
-import { Job } from 'bullmq';
 import {
   QUOTA_CONFIG,
   QUOTA_NAMES,
@@ -6,7 +5,6 @@ import {
   QuotaExceededError,
   batchKeys,
   jobIds,
-  quotaKeys,
   trainingKeys,
   type Collection,
   type TenantLimits,
@@ -14,7 +12,7 @@ import {
   type TenantQuotaUpdate,
   type TenantUsage,
 } from '@lateral/shared';
-import { TenantQuotaRepository, type Runtime } from '@lateral/infra';
+import type { ApiRepositories, TenantQuotaRepository } from '@lateral/infra';
 
 /** A job counted against maxConcurrentJobs (and, for an ingestion, its documents against maxDocuments until committed). */
 export type InFlightJob =
@@ -28,17 +26,6 @@ const MAX_AGE_MS = 24 * 3600 * 1000;
 /** Seconds a caller refused for jobs in flight is asked to wait. */
 export const QUOTA_RETRY_AFTER_SECONDS = 5;
 const TERMINAL_BATCH = new Set(['completed', 'failed', 'cancelled']);
-
-// KEYS[1] the tenant's in-flight set; ARGV: limit (0 = none), score, member. Adds the member unless
-// the set already holds `limit` members (returns their number), else -1. Atomic across API processes.
-const RESERVE = `
-local n = redis.call('ZCARD', KEYS[1])
-local limit = tonumber(ARGV[1])
-if limit > 0 and n >= limit then return n end
-redis.call('ZADD', KEYS[1], ARGV[2], ARGV[3])
-redis.call('EXPIRE', KEYS[1], 172800)
-return -1
-`;
 
 /**
  * Per-tenant quotas (docs/auth.md, "Quotas"), checked when a request is accepted, never later:
@@ -57,16 +44,19 @@ return -1
  * Checks of one tenant are serialised within an API process; several API processes can overshoot
  * maxDocuments by the requests they accept at the same instant (maxConcurrentJobs is atomic in Redis).
  */
-export class TenantQuotas {
-  readonly repository: TenantQuotaRepository;
-  private readonly locks = new Map<string, Promise<unknown>>();
+/** What the quota checks read: the overrides, the tenant's collections, generations, ingestions and batches, its jobs and in-flight set. */
+export type TenantQuotasDeps = Pick<ApiRepositories, 'config' | 'quotaOverrides' | 'collections' | 'generations' | 'ingestions' | 'store' | 'jobs' | 'inFlight'>;
 
-  constructor(private readonly rt: Runtime) {
-    this.repository = new TenantQuotaRepository(rt.store, { cacheTtlMs: rt.config.API_KEY_CACHE_SECONDS * 1000 });
+export class TenantQuotas {
+  private readonly locks = new Map<string, Promise<unknown>>();
+  private readonly repository: TenantQuotaRepository;
+
+  constructor(private readonly deps: TenantQuotasDeps) {
+    this.repository = deps.quotaOverrides;
   }
 
   defaults(): TenantLimits {
-    const c = this.rt.config;
+    const c = this.deps.config;
     return { maxDocuments: c.TENANT_MAX_DOCUMENTS, maxBytes: c.TENANT_MAX_BYTES, maxConcurrentJobs: c.TENANT_MAX_CONCURRENT_JOBS };
   }
 
@@ -118,8 +108,7 @@ export class TenantQuotas {
       }
       if (!tracked) return async () => undefined;
       const member = JSON.stringify(job);
-      const key = quotaKeys.inFlight(this.rt.config.REDIS_PREFIX, tenant);
-      const n = Number(await this.rt.redis.eval(RESERVE, 1, key, String(limits.maxConcurrentJobs), String(Date.now()), member));
+      const n = await this.deps.inFlight.reserve(tenant, member, limits.maxConcurrentJobs);
       if (n >= 0) {
         throw new QuotaExceededError(
           `tenant '${tenant}' has ${n} jobs in flight (ingestions, re-rank and search jobs, batches, training runs), its maxConcurrentJobs quota ` +
@@ -133,7 +122,7 @@ export class TenantQuotas {
         );
       }
       return async () => {
-        await this.rt.redis.zrem(key, member).catch(() => undefined);
+        await this.deps.inFlight.remove(tenant, member).catch(() => undefined);
       };
     });
   }
@@ -143,8 +132,8 @@ export class TenantQuotas {
     const live = await this.inFlight(tenant);
     let committedDocuments = 0;
     let bytes = 0;
-    for (const id of await this.rt.collections.list(tenant)) {
-      const manifest = await this.rt.generations.manifest(tenant, id);
+    for (const id of await this.deps.collections.list(tenant)) {
+      const manifest = await this.deps.generations.manifest(tenant, id);
       if (!manifest) continue;
       committedDocuments += manifest.documents ?? manifest.segments.reduce((s, x) => s + x.documents - (x.tombstones?.length ?? 0), 0);
       bytes += manifest.segments.reduce((s, x) => s + x.bytes, 0);
@@ -168,11 +157,8 @@ export class TenantQuotas {
 
   /** The tracked jobs still in flight (with the documents an ingestion has not committed yet); finished ones are removed. */
   private async inFlight(tenant: string): Promise<{ member: string; pending: number }[]> {
-    const key = quotaKeys.inFlight(this.rt.config.REDIS_PREFIX, tenant);
-    const raw = await this.rt.redis.zrange(key, 0, -1, 'WITHSCORES');
+    const entries = await this.deps.inFlight.members(tenant);
     const now = Date.now();
-    const entries: { member: string; at: number }[] = [];
-    for (let i = 0; i < raw.length; i += 2) entries.push({ member: raw[i]!, at: Number(raw[i + 1]) });
     const checked = await Promise.all(
       entries.map(async (e) => {
         if (now - e.at > MAX_AGE_MS) return { ...e, alive: false, pending: 0 };
@@ -189,22 +175,22 @@ export class TenantQuotas {
       }),
     );
     const dead = checked.filter((c) => !c.alive).map((c) => c.member);
-    if (dead.length) await this.rt.redis.zrem(key, ...dead);
+    if (dead.length) await this.deps.inFlight.remove(tenant, ...dead);
     return checked.filter((c) => c.alive).map((c) => ({ member: c.member, pending: c.pending }));
   }
 
   /** Whether a tracked job is still in flight (null: not found), and an ingestion's documents not yet committed. */
   private async alive(tenant: string, job: InFlightJob): Promise<{ alive: boolean; pending: number } | null> {
     if (job.kind === 'ingest') {
-      const c = await this.rt.collections.get(tenant, job.collection);
+      const c = await this.deps.collections.get(tenant, job.collection);
       if (!c) return { alive: false, pending: 0 }; // the collection was deleted, and its documents with it
-      const manifest = await this.rt.generations.manifest(tenant, job.collection);
-      const s = await this.rt.ingestions.state(tenant, job.collection, job.id, manifest, codecVersions(c));
+      const manifest = await this.deps.generations.manifest(tenant, job.collection);
+      const s = await this.deps.ingestions.state(tenant, job.collection, job.id, manifest, codecVersions(c));
       if (!s) return null;
       return s.state === 'processing' ? { alive: true, pending: Math.max(0, s.stages.accepted - s.stages.indexed) } : { alive: false, pending: 0 };
     }
     if (job.kind === 'batch') {
-      const r = await this.rt.store.getJson<{ state?: string }>(batchKeys.record(tenant, job.id));
+      const r = await this.deps.store.getJson<{ state?: string }>(batchKeys.record(tenant, job.id));
       if (!r) return null;
       return { alive: !TERMINAL_BATCH.has(r.state ?? ''), pending: 0 };
     }
@@ -214,9 +200,9 @@ export class TenantQuotas {
         : job.kind === 'search'
           ? [QueueName.search, jobIds.search(tenant, job.id)]
           : [QueueName.train, trainingKeys.trainJob(tenant, job.id)];
-    const j = await Job.fromId(this.rt.queues.get(queue), id);
+    const j = await this.deps.jobs.read(queue, id);
     if (!j) return null;
-    const state = await j.getState();
+    const state = j.state;
     return { alive: state !== 'completed' && state !== 'failed' && state !== 'unknown', pending: 0 };
   }
 
@@ -235,13 +221,4 @@ export class TenantQuotas {
 function codecVersions(c: Collection): number[] {
   const top = Math.max(c.codecVersion, c.pending?.codecVersion ?? 0);
   return Array.from({ length: top }, (_, i) => i + 1);
-}
-
-const shared = new WeakMap<Runtime, TenantQuotas>();
-
-/** One quota checker per runtime (its per-tenant serialisation must be shared by every service). */
-export function tenantQuotas(rt: Runtime): TenantQuotas {
-  let q = shared.get(rt);
-  if (!q) shared.set(rt, (q = new TenantQuotas(rt)));
-  return q;
 }

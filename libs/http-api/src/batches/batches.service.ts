@@ -2,7 +2,6 @@ import { randomUUID } from 'node:crypto';
 import path from 'node:path';
 import type { Readable } from 'node:stream';
 import { PayloadTooLargeException } from '@nestjs/common';
-import { Job } from 'bullmq';
 import {
   BatchOptionsSchema,
   ConflictError,
@@ -15,11 +14,11 @@ import {
   type BatchOptions,
   type BatchRecord,
 } from '@lateral/shared';
-import { S3Upload, callerUploadKey, checkScorerArtifactExists, getObjectStream, objectHead, type Runtime } from '@lateral/infra';
+import { S3Upload, callerUploadKey, checkScorerArtifactExists, getObjectStream, objectHead, type ApiRepositories } from '@lateral/infra';
 import { currentTenant } from '../common/request-context';
 import { TextRerankSubmitter } from '../rerank/text-candidates';
 import { zodIssues } from '../common/zod-issues';
-import { tenantQuotas } from '../auth/quotas';
+import type { TenantQuotas } from '../auth/quotas';
 
 /** Lines of the input's head checked for JSONL (a file none of whose first lines is a JSON object is refused). */
 const HEAD_LINES = 100;
@@ -46,6 +45,9 @@ export interface BatchStatus {
   error?: string;
 }
 
+/** What batch files use: S3 (inputs, records, results), the batch queue and its jobs, the re-rank submitter's checks, the quotas. */
+export type BatchesDeps = Pick<ApiRepositories, 'config' | 'store' | 'queues' | 'jobs'> & { texts: TextRerankSubmitter; quotas: TenantQuotas };
+
 /**
  * Batch files (JSONL, one re-rank row per line, each with a custom_id): the upload is streamed to S3
  * as it arrives (multipart, one part in memory), or the caller names an S3 key; a `batch` plan job
@@ -53,29 +55,30 @@ export interface BatchStatus {
  * encoder pool), the finalize step writes the result file in the input's order.
  */
 export class BatchesService {
-  constructor(
-    private readonly rt: Runtime,
-    private readonly texts: TextRerankSubmitter,
-  ) {}
+  private readonly texts: TextRerankSubmitter;
+
+  constructor(private readonly deps: BatchesDeps) {
+    this.texts = deps.texts;
+  }
 
   private get tenant(): string {
-    return currentTenant(this.rt.config);
+    return currentTenant(this.deps.config);
   }
 
   private options(raw: Record<string, unknown>): BatchOptions {
     const parsed = BatchOptionsSchema.safeParse(raw);
     if (!parsed.success) throw new ValidationError('invalid batch options', zodIssues(parsed.error));
-    checkScorerArtifact(path.resolve(this.rt.config.SCORERS_DIR), parsed.data.scorer);
+    checkScorerArtifact(path.resolve(this.deps.config.SCORERS_DIR), parsed.data.scorer);
     return parsed.data;
   }
 
   private async checkTarget(o: BatchOptions): Promise<void> {
-    await checkScorerArtifactExists(this.rt, this.tenant, o.scorer);
+    await checkScorerArtifactExists(this.deps, this.tenant, o.scorer);
     await this.texts.target(this.tenant, { collection: o.collection, model: o.model, queries: [] });
   }
 
   private tooLarge(bytes: number | string): PayloadTooLargeException {
-    return new PayloadTooLargeException(`batch file is ${bytes} bytes, over BATCH_MAX_BYTES (${this.rt.config.BATCH_MAX_BYTES} bytes)`);
+    return new PayloadTooLargeException(`batch file is ${bytes} bytes, over BATCH_MAX_BYTES (${this.deps.config.BATCH_MAX_BYTES} bytes)`);
   }
 
   /** POST /v1/batches with a JSONL body: streamed to S3, never held whole. Batch options come from the query string. */
@@ -89,7 +92,7 @@ export class BatchesService {
       await this.checkTarget(opts);
       this.checkUploadHeaders(req);
       // The tenant's jobs in flight (maxConcurrentJobs), before the upload is read.
-      release = await tenantQuotas(this.rt).admit(t, { kind: 'batch', id });
+      release = await this.deps.quotas.admit(t, { kind: 'batch', id });
     } catch (err) {
       req.resume();
       throw err;
@@ -126,13 +129,13 @@ export class BatchesService {
     const encoding = String(req.headers['content-encoding'] ?? '').trim().toLowerCase();
     if (encoding !== '' && encoding !== 'identity') throw new ValidationError(`batch uploads are not compressed (Content-Encoding: ${encoding}); upload the JSONL as is`, [{ field: 'content-encoding', message: 'identity only' }]);
     const declared = Number(req.headers['content-length']);
-    if (Number.isFinite(declared) && declared > this.rt.config.BATCH_MAX_BYTES) throw this.tooLarge(declared);
+    if (Number.isFinite(declared) && declared > this.deps.config.BATCH_MAX_BYTES) throw this.tooLarge(declared);
   }
 
   /** Streams a JSONL body to `key` (multipart, one part in memory); aborts the upload on any failure. Returns its bytes. */
   private async streamJsonl(req: UploadRequest, key: string): Promise<number> {
-    const max = this.rt.config.BATCH_MAX_BYTES;
-    const upload = new S3Upload(this.rt.store, key, 'application/x-ndjson');
+    const max = this.deps.config.BATCH_MAX_BYTES;
+    const upload = new S3Upload(this.deps.store, key, 'application/x-ndjson');
     const head = new HeadScan();
     try {
       for await (const chunk of req) {
@@ -164,11 +167,11 @@ export class BatchesService {
     const key = callerUploadKey(this.tenant, input, 'input');
     const opts = this.options(rest);
     await this.checkTarget(opts);
-    const info = await objectHead(this.rt.store, key);
+    const info = await objectHead(this.deps.store, key);
     // A well-formed name of an upload the caller does not have: a 404 (only the caller's own uploads are looked at).
     if (!info) throw new NotFoundError(`input: you have no upload '${String(input)}' (PUT /v1/uploads/${String(input)} first)`);
-    if (info.size > this.rt.config.BATCH_MAX_BYTES) throw this.tooLarge(info.size);
-    const stream = await getObjectStream(this.rt.store, key);
+    if (info.size > this.deps.config.BATCH_MAX_BYTES) throw this.tooLarge(info.size);
+    const stream = await getObjectStream(this.deps.store, key);
     const head = new HeadScan();
     let ended = true;
     for await (const chunk of stream ?? []) {
@@ -180,15 +183,15 @@ export class BatchesService {
     stream?.destroy();
     head.check(ended);
     const id = `batch-${randomUUID()}`;
-    return this.start(id, opts, { key, bytes: info.size }, await tenantQuotas(this.rt).admit(this.tenant, { kind: 'batch', id }));
+    return this.start(id, opts, { key, bytes: info.size }, await this.deps.quotas.admit(this.tenant, { kind: 'batch', id }));
   }
 
   private async start(id: string, options: BatchOptions, input: { key: string; bytes: number }, release: () => Promise<void>): Promise<BatchStatus> {
     const t = this.tenant;
     const record: BatchRecord = { id, tenantId: t, state: 'validating', createdAt: new Date().toISOString(), options, input };
     try {
-      await this.rt.store.putJson(batchKeys.record(t, id), record);
-      await this.rt.queues.add(QueueName.batch, textJobIds.batchPlan(t, id), { step: 'plan', tenantId: t, batchId: id });
+      await this.deps.store.putJson(batchKeys.record(t, id), record);
+      await this.deps.queues.add(QueueName.batch, textJobIds.batchPlan(t, id), { step: 'plan', tenantId: t, batchId: id });
     } catch (err) {
       await release();
       throw err;
@@ -197,7 +200,7 @@ export class BatchesService {
   }
 
   private async record(id: string): Promise<BatchRecord> {
-    const r = await this.rt.store.getJson<BatchRecord>(batchKeys.record(this.tenant, id));
+    const r = await this.deps.store.getJson<BatchRecord>(batchKeys.record(this.tenant, id));
     if (!r) throw new NotFoundError(`batch '${id}' not found`);
     return r;
   }
@@ -212,7 +215,7 @@ export class BatchesService {
     if (r.state === 'cancelled') return this.view(r);
     // Chunks not yet started see the state and skip their rows; a running chunk finishes.
     const cancelled: BatchRecord = { ...r, state: 'cancelled', cancelledAt: new Date().toISOString() };
-    await this.rt.store.putJson(batchKeys.record(this.tenant, id), cancelled);
+    await this.deps.store.putJson(batchKeys.record(this.tenant, id), cancelled);
     return this.view(cancelled);
   }
 
@@ -221,7 +224,7 @@ export class BatchesService {
     const r = await this.record(id);
     const view = await this.view(r);
     if (view.state !== 'completed' || !r.resultKey) throw new ConflictError(`batch '${id}' is ${view.state}: its results are there once it is completed`);
-    const s = await getObjectStream(this.rt.store, r.resultKey);
+    const s = await getObjectStream(this.deps.store, r.resultKey);
     if (!s) throw new NotFoundError(`the result file of batch '${id}' is missing`);
     return s;
   }
@@ -232,23 +235,21 @@ export class BatchesService {
     let state = r.state;
     let error = r.error;
     let chunksDone = 0;
-    const q = this.rt.queues.get(QueueName.batch);
     if (state === 'validating' || state === 'running') {
-      const plan = await Job.fromId(q, textJobIds.batchPlan(t, r.id));
-      if (plan && (await plan.isFailed())) {
+      const plan = await this.deps.jobs.read(QueueName.batch, textJobIds.batchPlan(t, r.id));
+      if (plan?.state === 'failed') {
         state = 'failed';
         error = plan.failedReason;
       }
     }
     if (state === 'running') {
-      const fin = await Job.fromId(q, textJobIds.batchFinalize(t, r.id));
+      const fin = await this.deps.jobs.flowProgress(QueueName.batch, textJobIds.batchFinalize(t, r.id));
       if (fin) {
-        if (await fin.isFailed()) {
+        if (fin.failedReason !== null) {
           state = 'failed';
           error = fin.failedReason;
         } else {
-          const deps = await fin.getDependenciesCount({ processed: true });
-          chunksDone = deps.processed ?? 0;
+          chunksDone = fin.childrenProcessed;
         }
       }
     }

@@ -25,13 +25,16 @@ import {
   type ModelManifest,
 } from '@lateral/shared';
 import { deserializeArtifact } from '@lateral/codec';
-import { DocumentRepository, type Runtime } from '@lateral/infra';
+import type { ApiRepositories, DocumentRepository } from '@lateral/infra';
 import { currentTenant } from '../common/request-context';
 import { parseDocumentsBody, validateDocuments } from '../documents/documents';
 import { z } from 'zod';
 import { zodIssues } from '../common/zod-issues';
-import { tenantQuotas, type TenantQuotas } from '../auth/quotas';
+import type { TenantQuotas } from '../auth/quotas';
 import { degradedOf } from './degraded';
+
+/** What collections and ingestion use: collection records, manifests, ingestions, stored documents, S3, the encode queue, the quotas. */
+export type CollectionsDeps = Pick<ApiRepositories, 'config' | 'collections' | 'generations' | 'ingestions' | 'documents' | 'store' | 'queues'> & { quotas: TenantQuotas };
 
 /** Collections and ingestion: validation, S3-first writes, then the encode jobs. */
 export class CollectionsService {
@@ -41,26 +44,26 @@ export class CollectionsService {
   /** Per-tenant quotas (documents, bytes, jobs in flight), checked before anything is written. */
   private readonly quotas: TenantQuotas;
 
-  constructor(private readonly rt: Runtime) {
-    this.documents = new DocumentRepository(rt.store);
-    this.quotas = tenantQuotas(rt);
+  constructor(private readonly deps: CollectionsDeps) {
+    this.documents = deps.documents;
+    this.quotas = deps.quotas;
   }
 
   /** The caller's tenant (request-context.ts): DEFAULT_TENANT with AUTH=none, the API key's with AUTH=keys. */
   private get tenant(): string {
-    return currentTenant(this.rt.config);
+    return currentTenant(this.deps.config);
   }
 
   modelManifest(model: string): ModelManifest {
     assertModelId(model);
     const cached = this.manifests.get(model);
     if (cached) return cached;
-    const file = path.resolve(this.rt.config.MODELS_DIR, model, 'manifest.json');
+    const file = path.resolve(this.deps.config.MODELS_DIR, model, 'manifest.json');
     let raw: unknown;
     try {
       raw = JSON.parse(readFileSync(file, 'utf8'));
     } catch {
-      throw new ValidationError(`model '${model}' not found: no readable ${path.join(model, 'manifest.json')} under MODELS_DIR (${this.rt.config.MODELS_DIR}); the built-in models are made by \`npm run build-model\``, [
+      throw new ValidationError(`model '${model}' not found: no readable ${path.join(model, 'manifest.json')} under MODELS_DIR (${this.deps.config.MODELS_DIR}); the built-in models are made by \`npm run build-model\``, [
         { field: 'model', message: 'unknown model' },
       ]);
     }
@@ -74,7 +77,7 @@ export class CollectionsService {
     const parsed = CreateCollectionSchema.safeParse(body);
     if (!parsed.success) throw new ValidationError('invalid collection', zodIssues(parsed.error));
     const req = parsed.data;
-    const model = req.model ?? this.rt.config.DEFAULT_MODEL;
+    const model = req.model ?? this.deps.config.DEFAULT_MODEL;
     const manifest = this.modelManifest(model);
     if (req.maxDocTokens !== undefined && req.maxDocTokens > manifest.maxDocTokens) {
       throw new ValidationError(`maxDocTokens ${req.maxDocTokens} is over the model's limit (${manifest.maxDocTokens})`, [
@@ -93,15 +96,15 @@ export class CollectionsService {
         { field: 'passages.overlap', message: `at most ${Math.floor(maxDocTokens / 2)} (half of maxDocTokens ${maxDocTokens})` },
       ]);
     }
-    const maxShards = this.rt.config.COLLECTION_MAX_SHARDS;
+    const maxShards = this.deps.config.COLLECTION_MAX_SHARDS;
     if (req.shards !== undefined && req.shards > maxShards) {
       throw new ValidationError(`shards ${req.shards} is over this deployment's limit (COLLECTION_MAX_SHARDS = ${maxShards})`, [
         { field: 'shards', message: `at most ${maxShards} (COLLECTION_MAX_SHARDS)` },
       ]);
     }
-    if (await this.rt.collections.get(this.tenant, req.id)) throw new ConflictError(`collection '${req.id}' already exists`);
+    if (await this.deps.collections.get(this.tenant, req.id)) throw new ConflictError(`collection '${req.id}' already exists`);
     // A collection deleted and created again starts over at generation 1.
-    this.rt.generations.forget(this.tenant, req.id);
+    this.deps.generations.forget(this.tenant, req.id);
     const c: Collection = {
       tenantId: this.tenant,
       id: req.id,
@@ -116,7 +119,7 @@ export class CollectionsService {
       codecVersion: 1,
       createdAt: new Date().toISOString(),
     };
-    if (!(await this.rt.collections.create(c))) throw new ConflictError(`collection '${req.id}' already exists`);
+    if (!(await this.deps.collections.create(c))) throw new ConflictError(`collection '${req.id}' already exists`);
     return c;
   }
 
@@ -133,12 +136,12 @@ export class CollectionsService {
     this.checkPipelineCodec(parsed.data.codec, collection.model, this.modelManifest(collection.model), true);
     if (parsed.data.codec.trained) await this.checkTrainedCodec(id, parsed.data.codec);
     if (collection.pending) throw new ConflictError(`collection '${id}' is already being re-compressed to codec v${collection.pending.codecVersion}`);
-    const manifest = await this.rt.generations.manifest(this.tenant, id);
+    const manifest = await this.deps.generations.manifest(this.tenant, id);
     if (!manifest || manifest.segments.length === 0) throw new ConflictError(`collection '${id}' has no committed segments to re-compress`);
     const codecVersion = Math.max(collection.codecVersion, ...manifest.segments.map((s) => s.codecVersion)) + 1;
     const batches = manifest.segments.map((s) => s.batchId);
-    await this.rt.collections.update({ ...collection, pending: { codecVersion, codec: parsed.data.codec, batches, startedAt: new Date().toISOString() } });
-    await this.rt.queues.addBulk(
+    await this.deps.collections.update({ ...collection, pending: { codecVersion, codec: parsed.data.codec, batches, startedAt: new Date().toISOString() } });
+    await this.deps.queues.addBulk(
       QueueName.compress,
       manifest.segments.map((s) => ({
         jobId: jobIds.compress(this.tenant, id, s.batchId, codecVersion),
@@ -163,7 +166,7 @@ export class CollectionsService {
   /** codec.trained: the trained AESI codec must exist for this collection and match kind 'eden', sideInfo and dims. */
   private async checkTrainedCodec(id: string, codec: CodecSettings): Promise<void> {
     const name = codec.trained!;
-    const bytes = await this.rt.store.get(trainingKeys.trainedCodec(this.tenant, id, name));
+    const bytes = await this.deps.store.get(trainingKeys.trainedCodec(this.tenant, id, name));
     if (!bytes) throw new NotFoundError(`codec.trained '${name}' is not a trained codec of collection '${id}' (POST /v1/collections/${id}/train with head 'aesi' writes one)`);
     const trained = deserializeArtifact(bytes);
     if (codec.kind !== 'eden' || !codec.sideInfo || codec.dims !== trained.codedDims) {
@@ -194,7 +197,7 @@ export class CollectionsService {
           { field: 'codec.sideInfo', message: `model '${model}' has no static embedding table (manifest staticEmbeddings)` },
         ]);
       }
-      if (!existsSync(path.resolve(this.rt.config.MODELS_DIR, model, se.file))) {
+      if (!existsSync(path.resolve(this.deps.config.MODELS_DIR, model, se.file))) {
         throw modelBound(`codec.sideInfo needs model '${model}''s static embedding table, but ${path.join(model, se.file)} is missing under MODELS_DIR`, [
           { field: 'codec.sideInfo', message: `static embedding table ${se.file} of model '${model}' is missing` },
         ]);
@@ -206,15 +209,15 @@ export class CollectionsService {
   }
 
   async require(id: string): Promise<Collection> {
-    const c = await this.rt.collections.get(this.tenant, id);
+    const c = await this.deps.collections.get(this.tenant, id);
     if (!c) throw new NotFoundError(`collection '${id}' not found`);
     return c;
   }
 
   async describe(id: string) {
     const c = await this.require(id);
-    const manifest = await this.rt.generations.manifest(this.tenant, id);
-    const [stats, degraded] = await Promise.all([this.rt.ingestions.totals(this.tenant, id, manifest, codecVersions(c)), degradedOf(this.rt, this.tenant, id, manifest)]);
+    const manifest = await this.deps.generations.manifest(this.tenant, id);
+    const [stats, degraded] = await Promise.all([this.deps.ingestions.totals(this.tenant, id, manifest, codecVersions(c)), degradedOf(this.deps, this.tenant, id, manifest)]);
     const bytes = manifest?.segments.reduce((s, x) => s + x.bytes, 0) ?? 0;
     const tokens = manifest?.segments.reduce((s, x) => s + x.tokens, 0) ?? 0;
     return {
@@ -234,14 +237,14 @@ export class CollectionsService {
   }
 
   async list() {
-    const ids = await this.rt.collections.list(this.tenant);
+    const ids = await this.deps.collections.list(this.tenant);
     return { collections: await Promise.all(ids.map((id) => this.describe(id).catch(() => ({ id, missing: true })))) };
   }
 
   async delete(id: string): Promise<void> {
     await this.require(id);
-    await this.rt.collections.delete(this.tenant, id);
-    this.rt.generations.forget(this.tenant, id);
+    await this.deps.collections.delete(this.tenant, id);
+    this.deps.generations.forget(this.tenant, id);
   }
 
   /**
@@ -251,8 +254,8 @@ export class CollectionsService {
   async ingest(id: string, body: string, contentType: string | undefined) {
     const collection = await this.require(id);
     const docs = validateDocuments(parseDocumentsBody(body, contentType), {
-      maxDocumentBytes: this.rt.config.MAX_DOCUMENT_BYTES,
-      maxBatchDocuments: this.rt.config.MAX_BATCH_DOCUMENTS,
+      maxDocumentBytes: this.deps.config.MAX_DOCUMENT_BYTES,
+      maxBatchDocuments: this.deps.config.MAX_BATCH_DOCUMENTS,
       passages: collection.passages !== undefined,
     });
     const ingestionId = `ing-${randomUUID()}`;
@@ -267,19 +270,19 @@ export class CollectionsService {
 
   /** Writes an admitted ingestion: its documents to S3, its record, then its encode jobs. */
   private async accept(collection: Collection, ingestionId: string, docs: ReturnType<typeof validateDocuments>) {
-    const size = this.rt.config.ENCODE_BATCH_DOCUMENTS;
+    const size = this.deps.config.ENCODE_BATCH_DOCUMENTS;
     const batches: { batchId: string; key: string; documents: number }[] = [];
     for (let i = 0; i < docs.length; i += size) {
       const batchId = `${ingestionId}-${String(batches.length).padStart(5, '0')}`;
       const chunk = docs.slice(i, i + size);
       const key = s3Keys.batchDocuments(this.tenant, collection.id, batchId);
-      await this.rt.store.put(key, toNdjson(chunk), 'application/x-ndjson');
+      await this.deps.store.put(key, toNdjson(chunk), 'application/x-ndjson');
       batches.push({ batchId, key, documents: chunk.length });
     }
     // The record first: it is what the ingestion's progress is measured against.
     const record = { ingestionId, createdAt: new Date().toISOString(), documents: docs.length, batches: batches.map((b) => ({ batchId: b.batchId, documents: b.documents })) };
-    await this.rt.ingestions.create(this.tenant, collection.id, record);
-    await this.rt.queues.addBulk(
+    await this.deps.ingestions.create(this.tenant, collection.id, record);
+    await this.deps.queues.addBulk(
       QueueName.encode,
       batches.map((b) => ({
         jobId: jobIds.encode(this.tenant, collection.id, b.batchId),
@@ -291,8 +294,8 @@ export class CollectionsService {
 
   async ingestion(id: string, ingestionId: string) {
     const c = await this.require(id);
-    const manifest = await this.rt.generations.manifest(this.tenant, id);
-    const s = await this.rt.ingestions.state(this.tenant, id, ingestionId, manifest, codecVersions(c));
+    const manifest = await this.deps.generations.manifest(this.tenant, id);
+    const s = await this.deps.ingestions.state(this.tenant, id, ingestionId, manifest, codecVersions(c));
     if (!s) throw new NotFoundError(`ingestion '${ingestionId}' not found in collection '${id}'`);
     return {
       ingestionId,
@@ -313,7 +316,7 @@ export class CollectionsService {
    */
   private async longDocuments(id: string, record: IngestionRecord) {
     // only batches with raw vectors have been encoded (one LIST), and a found info.json is cached: a status poll reads little
-    const raw = await this.rt.store.list(`${s3Keys.rawPrefix(this.tenant, id)}${record.ingestionId}-`);
+    const raw = await this.deps.store.list(`${s3Keys.rawPrefix(this.tenant, id)}${record.ingestionId}-`);
     const encoded = new Set(raw.map((k) => k.key.slice(k.key.lastIndexOf('/') + 1).replace(/\.seg$/, '')));
     const infos = await Promise.all(record.batches.filter((b) => encoded.has(b.batchId)).map((b) => this.documents.encodedInfo(this.tenant, id, b.batchId)));
     let truncated = 0;
@@ -341,7 +344,7 @@ export class CollectionsService {
   /** One live document of the current generation, read back from S3. */
   async document(id: string, docId: string): Promise<StoredDocument> {
     await this.require(id);
-    const manifest = await this.rt.generations.manifest(this.tenant, id);
+    const manifest = await this.deps.generations.manifest(this.tenant, id);
     const doc = manifest ? await this.documents.get(manifest, docId) : null;
     if (!doc) {
       const shown = docId.slice(0, 200);
@@ -359,7 +362,7 @@ export class CollectionsService {
     const limit = parseLimit(rawLimit);
     const after = rawCursor === undefined || rawCursor === '' ? undefined : decodeCursor(rawCursor);
     await this.require(id);
-    const manifest = await this.rt.generations.manifest(this.tenant, id);
+    const manifest = await this.deps.generations.manifest(this.tenant, id);
     if (!manifest) return { collection: id, generation: 0, documents: [] };
     const page = await this.documents.listIds(manifest, limit, after);
     return {
@@ -374,7 +377,7 @@ export class CollectionsService {
   parseWait(raw: unknown): number {
     if (raw === undefined || raw === '') return 0;
     const n = Number(raw);
-    const max = this.rt.config.RERANK_MAX_WAIT_SECONDS;
+    const max = this.deps.config.RERANK_MAX_WAIT_SECONDS;
     if (typeof raw === 'boolean' || !Number.isFinite(n) || n < 0 || n > max) {
       throw new ValidationError(`wait must be a number of seconds between 0 and ${max} (RERANK_MAX_WAIT_SECONDS)`, [{ field: 'wait', message: `0..${max}` }]);
     }

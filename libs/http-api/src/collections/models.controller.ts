@@ -1,9 +1,8 @@
 import { readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { Controller, Get, Inject } from '@nestjs/common';
-import { ID_PATTERN, ModelManifestSchema, type ModelListSchema, type Produces } from '@lateral/shared';
-import type { Runtime } from '@lateral/infra';
-import { RUNTIME } from '../common/tokens';
+import { ID_PATTERN, ModelManifestSchema, type Config, type ModelListSchema, type Produces } from '@lateral/shared';
+import { CONFIG } from '../common/tokens';
 
 /** One model directory under MODELS_DIR, as GET /v1/models lists it. */
 export interface ModelInfo {
@@ -27,7 +26,7 @@ export type ModelListBody = Produces<typeof ModelListSchema, { models: ModelInfo
  * parses (a directory without one, or with a broken one, is not a model and is left out). Read on
  * each call: `npm run build-model` adds models while the service runs.
  */
-export function listModels(config: Pick<Runtime['config'], 'MODELS_DIR' | 'DEFAULT_MODEL' | 'COHERE_MODEL'>): ModelInfo[] {
+export function listModels(config: Pick<Config, 'MODELS_DIR' | 'DEFAULT_MODEL' | 'COHERE_MODEL'>): ModelInfo[] {
   const dir = path.resolve(config.MODELS_DIR);
   let names: string[];
   try {
@@ -53,11 +52,11 @@ export function listModels(config: Pick<Runtime['config'], 'MODELS_DIR' | 'DEFAU
 
 @Controller('v1/models')
 export class ModelsController {
-  constructor(@Inject(RUNTIME) private readonly rt: Runtime) {}
+  constructor(@Inject(CONFIG) private readonly config: Config) {}
 
   /** GET /v1/models: `{ models: [...], default, cohere }`. */
   @Get()
   list() {
-    return { models: listModels(this.rt.config), default: this.rt.config.DEFAULT_MODEL, cohere: this.rt.config.COHERE_MODEL ?? this.rt.config.DEFAULT_MODEL };
+    return { models: listModels(this.config), default: this.config.DEFAULT_MODEL, cohere: this.config.COHERE_MODEL ?? this.config.DEFAULT_MODEL };
   }
 }

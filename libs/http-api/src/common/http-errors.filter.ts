@@ -151,9 +151,9 @@ export function defaultLoadProbe(overloadLagMs = 500, windowMs = 10_000, redisSt
  * Redis command timeout or the S3 connect timeout (the calls whose failure depends on load), plus
  * a second.
  */
-export function loadProbe(rt: { redis: { status: string }; config: Pick<Config, 'EVENT_LOOP_OVERLOAD_MS' | 'REDIS_COMMAND_TIMEOUT_MS' | 'S3_CONNECT_TIMEOUT_MS'> }): LoadProbe {
-  const c = rt.config;
-  return defaultLoadProbe(c.EVENT_LOOP_OVERLOAD_MS, Math.max(c.REDIS_COMMAND_TIMEOUT_MS, c.S3_CONNECT_TIMEOUT_MS) + 1000, () => rt.redis.status);
+export function loadProbe(deps: { queues: { connectionStatus: string }; config: Pick<Config, 'EVENT_LOOP_OVERLOAD_MS' | 'REDIS_COMMAND_TIMEOUT_MS' | 'S3_CONNECT_TIMEOUT_MS'> }): LoadProbe {
+  const c = deps.config;
+  return defaultLoadProbe(c.EVENT_LOOP_OVERLOAD_MS, Math.max(c.REDIS_COMMAND_TIMEOUT_MS, c.S3_CONNECT_TIMEOUT_MS) + 1000, () => deps.queues.connectionStatus);
 }
 
 /** Redis or S3 not answering (down) or not answering in time (overloaded); null for anything else. */

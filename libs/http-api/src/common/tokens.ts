@@ -1,2 +1,3 @@
-/** DI token for the process runtime (config, S3 store, Redis, queues, repositories). */
-export const RUNTIME = 'LATERAL_RUNTIME';
+/** Nest injection tokens: the configuration, and the repositories the health check reads (app.ts provides both). */
+export const CONFIG = 'LATERAL_CONFIG';
+export const HEALTH_CHECKS = 'LATERAL_HEALTH_CHECKS';

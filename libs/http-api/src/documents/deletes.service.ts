@@ -1,8 +1,7 @@
 import { randomUUID } from 'node:crypto';
-import { Job } from 'bullmq';
 import { DeleteDocumentsSchema, NotFoundError, QueueName, ValidationError, deleteKeys, mergeJobId, type DeleteDocuments, type DeleteResult, type MergeOutcome } from '@lateral/shared';
 import { compileFilter } from '@lateral/search';
-import type { Runtime } from '@lateral/infra';
+import type { ApiRepositories, JobRecord, QueuedJob } from '@lateral/infra';
 import { currentTenant } from '../common/request-context';
 import { parseWaitSeconds } from '../common/json-body';
 import { zodIssues } from '../common/zod-issues';
@@ -22,6 +21,9 @@ export type MergeAnswer =
 /** How long a delete waits for its commit by default (seconds; `wait` changes it, up to RERANK_MAX_WAIT_SECONDS). */
 export const DEFAULT_DELETE_WAIT_SECONDS = 30;
 
+/** What deletes and merges use: the collection records and manifests, S3 (the request), the commit and merge queues and their jobs. */
+export type DeletesDeps = Pick<ApiRepositories, 'config' | 'collections' | 'generations' | 'store' | 'queues' | 'jobs'>;
+
 /**
  * Deletes: the request (ids or a filter) is written to S3 and a delete job joins the commit queue,
  * where it is serialised with the segment commits of ingestions; the answer comes when the
@@ -29,15 +31,15 @@ export const DEFAULT_DELETE_WAIT_SECONDS = 30;
  * URL when that takes longer than `wait`.
  */
 export class DeletesService {
-  constructor(private readonly rt: Runtime) {}
+  constructor(private readonly deps: DeletesDeps) {}
 
   private get tenant(): string {
-    return currentTenant(this.rt.config);
+    return currentTenant(this.deps.config);
   }
 
   parseWait(raw: unknown): number {
-    if (raw === undefined || raw === '') return Math.min(DEFAULT_DELETE_WAIT_SECONDS, this.rt.config.RERANK_MAX_WAIT_SECONDS);
-    return parseWaitSeconds(raw, this.rt.config.RERANK_MAX_WAIT_SECONDS);
+    if (raw === undefined || raw === '') return Math.min(DEFAULT_DELETE_WAIT_SECONDS, this.deps.config.RERANK_MAX_WAIT_SECONDS);
+    return parseWaitSeconds(raw, this.deps.config.RERANK_MAX_WAIT_SECONDS);
   }
 
   /** DELETE /v1/collections/{id}/documents/{docId}: 404 when the id is not a live document. */
@@ -58,19 +60,19 @@ export class DeletesService {
 
   /** GET /v1/collections/{id}/deletes/{deleteId}. */
   async status(collectionId: string, deleteId: string): Promise<{ status: number; body: DeleteResult | DeletePending }> {
-    const job = await Job.fromId(this.rt.queues.get(QueueName.commit), deleteKeys.job(this.tenant, collectionId, deleteId));
+    const job = await this.deps.jobs.read(QueueName.commit, deleteKeys.job(this.tenant, collectionId, deleteId));
     if (!job) throw new NotFoundError(`delete '${deleteId}' of collection '${collectionId}' not found (finished jobs are kept 24 hours)`);
     return this.answer(collectionId, deleteId, job, 0);
   }
 
   private async submit(collectionId: string, req: DeleteDocuments, waitSeconds: number): Promise<{ status: number; body: DeleteResult | DeletePending }> {
     const t = this.tenant;
-    if (!(await this.rt.collections.get(t, collectionId))) throw new NotFoundError(`collection '${collectionId}' not found`);
+    if (!(await this.deps.collections.get(t, collectionId))) throw new NotFoundError(`collection '${collectionId}' not found`);
     if (req.filter !== undefined) compileFilter(req.filter, 'filter'); // a 400 naming the field, before anything is queued
     const deleteId = `del-${randomUUID()}`;
     const requestKey = deleteKeys.request(t, collectionId, deleteId);
-    await this.rt.store.putJson(requestKey, req);
-    const job = await this.rt.queues.add(QueueName.commit, deleteKeys.job(t, collectionId, deleteId), { op: 'delete', tenantId: t, collectionId, deleteId, requestKey });
+    await this.deps.store.putJson(requestKey, req);
+    const job = await this.deps.queues.add(QueueName.commit, deleteKeys.job(t, collectionId, deleteId), { op: 'delete', tenantId: t, collectionId, deleteId, requestKey });
     return this.answer(collectionId, deleteId, job, waitSeconds);
   }
 
@@ -81,16 +83,16 @@ export class DeletesService {
    */
   async merge(collectionId: string, waitSeconds: number): Promise<{ status: number; body: MergeAnswer }> {
     const t = this.tenant;
-    if (!(await this.rt.collections.get(t, collectionId))) throw new NotFoundError(`collection '${collectionId}' not found`);
-    const generation = (await this.rt.generations.manifest(t, collectionId))?.generation ?? 0;
+    if (!(await this.deps.collections.get(t, collectionId))) throw new NotFoundError(`collection '${collectionId}' not found`);
+    const generation = (await this.deps.generations.manifest(t, collectionId))?.generation ?? 0;
     const jobId = mergeJobId(t, collectionId, 'api', generation);
-    const job = await this.rt.queues.add(QueueName.merge, jobId, { op: 'merge', tenantId: t, collectionId, trigger: 'api' });
+    const job = await this.deps.queues.add(QueueName.merge, jobId, { op: 'merge', tenantId: t, collectionId, trigger: 'api' });
     const until = Date.now() + waitSeconds * 1000;
     let pause = 20;
     for (;;) {
-      const state = await job.getState();
+      const state = await this.deps.jobs.stateOf(job);
       if (state === 'completed' || state === 'failed') {
-        const fresh = (await Job.fromId(this.rt.queues.get(QueueName.merge), jobId)) ?? job;
+        const fresh = await this.deps.jobs.reread(QueueName.merge, job);
         if (state === 'failed') throw new Error(`merge of ${collectionId} failed: ${fresh.failedReason}`);
         const r = fresh.returnvalue as { generation: number; committed: boolean; documents?: number; merged: MergeOutcome; warp?: Record<string, unknown> };
         return { status: 200, body: { collection: collectionId, generation: r.generation, committed: r.committed, ...r.merged, ...(r.warp ? { warp: r.warp } : {}) } };
@@ -102,17 +104,17 @@ export class DeletesService {
   }
 
   /** Polls the job until it finishes or `waitSeconds` pass (deletes are rare: no QueueEvents connection kept). */
-  private async answer(collectionId: string, deleteId: string, job: Job, waitSeconds: number): Promise<{ status: number; body: DeleteResult | DeletePending }> {
+  private async answer(collectionId: string, deleteId: string, job: QueuedJob | JobRecord, waitSeconds: number): Promise<{ status: number; body: DeleteResult | DeletePending }> {
     const until = Date.now() + waitSeconds * 1000;
     let pause = 20;
     for (;;) {
-      const state = await job.getState();
+      const state = 'state' in job ? job.state : await this.deps.jobs.stateOf(job);
       if (state === 'completed') {
-        const fresh = (await Job.fromId(this.rt.queues.get(QueueName.commit), job.id!)) ?? job;
+        const fresh = 'state' in job ? job : await this.deps.jobs.reread(QueueName.commit, job);
         return { status: 200, body: { deleteId, ...(fresh.returnvalue as Omit<DeleteResult, 'deleteId'>) } };
       }
       if (state === 'failed') {
-        const fresh = (await Job.fromId(this.rt.queues.get(QueueName.commit), job.id!)) ?? job;
+        const fresh = 'state' in job ? job : await this.deps.jobs.reread(QueueName.commit, job);
         throw new Error(`delete ${deleteId} failed: ${fresh.failedReason}`);
       }
       if (Date.now() >= until) return { status: 202, body: { deleteId, status: state === 'active' ? 'running' : 'queued', statusUrl: `/v1/collections/${collectionId}/deletes/${deleteId}` } };

@@ -1,7 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
-import { Job } from 'bullmq';
 import {
   assertModelId,
   MIN_TRAIN_QUERIES,
@@ -19,11 +18,11 @@ import {
   type TrainReport,
   type TrainRequest,
 } from '@lateral/shared';
-import type { Runtime } from '@lateral/infra';
+import type { ApiRepositories, JobRecord } from '@lateral/infra';
 import { currentTenant } from '../common/request-context';
 import { parseJudgments } from './judgments.parse';
 import { zodIssues } from '../common/zod-issues';
-import { tenantQuotas } from '../auth/quotas';
+import type { TenantQuotas } from '../auth/quotas';
 
 export interface JudgmentsSummary {
   judgmentsId: string;
@@ -56,17 +55,20 @@ export interface TrainAccepted {
   trainableQueries: number;
 }
 
+/** What judgments and training use: collection records, S3 (judgments, requests, reports), the train queue and its jobs, the cancel flags, the quotas. */
+export type JudgmentsDeps = Pick<ApiRepositories, 'config' | 'collections' | 'store' | 'queues' | 'jobs' | 'trainingCancels'> & { quotas: TenantQuotas };
+
 /** Judgments (S3) and training runs (the train queue) of a collection. */
 export class JudgmentsService {
-  constructor(private readonly rt: Runtime) {}
+  constructor(private readonly deps: JudgmentsDeps) {}
 
   /** The caller's tenant (request-context.ts): DEFAULT_TENANT with AUTH=none, the API key's with AUTH=keys. */
   private get tenant(): string {
-    return currentTenant(this.rt.config);
+    return currentTenant(this.deps.config);
   }
 
   private async collection(id: string) {
-    const c = await this.rt.collections.get(this.tenant, id);
+    const c = await this.deps.collections.get(this.tenant, id);
     if (!c) throw new NotFoundError(`collection '${id}' not found`);
     return c;
   }
@@ -75,9 +77,9 @@ export class JudgmentsService {
   private async acceptedIds(collection: string): Promise<Set<string>> {
     const ids = new Set<string>();
     const prefix = `${s3Keys.collectionPrefix(this.tenant, collection)}batches/`;
-    for (const o of await this.rt.store.list(prefix)) {
+    for (const o of await this.deps.store.list(prefix)) {
       if (!o.key.endsWith('/documents.ndjson')) continue;
-      const bytes = await this.rt.store.get(o.key);
+      const bytes = await this.deps.store.get(o.key);
       if (!bytes) continue;
       for (const line of Buffer.from(bytes).toString('utf8').split('\n')) {
         if (!line) continue;
@@ -116,7 +118,7 @@ export class JudgmentsService {
     // Ids sort by creation time (to the millisecond): the newest set is the default of a train request.
     const judgmentsId = `js-${new Date().toISOString().replace(/[-:.TZ]/g, '').slice(0, 17)}-${randomUUID().slice(0, 8)}`;
     const set: JudgmentSet = { judgmentsId, collection, createdAt: new Date().toISOString(), queries, unknownDocuments: [...unknown] };
-    await this.rt.store.putJson(trainingKeys.judgments(this.tenant, collection, judgmentsId), set);
+    await this.deps.store.putJson(trainingKeys.judgments(this.tenant, collection, judgmentsId), set);
     return {
       judgmentsId,
       collection,
@@ -131,14 +133,14 @@ export class JudgmentsService {
 
   async get(collection: string, judgmentsId: string): Promise<JudgmentSet> {
     await this.collection(collection);
-    const set = await this.rt.store.getJson<JudgmentSet>(trainingKeys.judgments(this.tenant, collection, judgmentsId));
+    const set = await this.deps.store.getJson<JudgmentSet>(trainingKeys.judgments(this.tenant, collection, judgmentsId));
     if (!set) throw new NotFoundError(`judgment set '${judgmentsId}' of collection '${collection}' not found`);
     return set;
   }
 
   /** The newest judgment set of a collection (ids sort by creation time). */
   private async latest(collection: string): Promise<string | null> {
-    const keys = (await this.rt.store.list(trainingKeys.judgmentsPrefix(this.tenant, collection))).map((o) => o.key).filter((k) => k.endsWith('.json')).sort();
+    const keys = (await this.deps.store.list(trainingKeys.judgmentsPrefix(this.tenant, collection))).map((o) => o.key).filter((k) => k.endsWith('.json')).sort();
     const last = keys.at(-1);
     return last ? last.slice(last.lastIndexOf('/') + 1, -'.json'.length) : null;
   }
@@ -158,7 +160,7 @@ export class JudgmentsService {
     if (!judgmentsId) {
       throw new ConflictError(`collection '${collection}' has no judgments: POST /v1/collections/${collection}/judgments first`);
     }
-    const set = await this.rt.store.getJson<JudgmentSet>(trainingKeys.judgments(this.tenant, collection, judgmentsId));
+    const set = await this.deps.store.getJson<JudgmentSet>(trainingKeys.judgments(this.tenant, collection, judgmentsId));
     if (!set) throw new NotFoundError(`judgment set '${judgmentsId}' of collection '${collection}' not found`);
     const unknown = new Set(set.unknownDocuments);
     const trainable = set.queries.filter((q) => q.judgments.some((j) => j.grade > 0 && !unknown.has(j.doc))).length;
@@ -176,7 +178,7 @@ export class JudgmentsService {
     assertModelId(model);
     let declared = false;
     try {
-      const m = ModelManifestSchema.safeParse(JSON.parse(readFileSync(path.resolve(this.rt.config.MODELS_DIR, model, 'manifest.json'), 'utf8')));
+      const m = ModelManifestSchema.safeParse(JSON.parse(readFileSync(path.resolve(this.deps.config.MODELS_DIR, model, 'manifest.json'), 'utf8')));
       declared = m.success && !!m.data.staticEmbeddings;
     } catch {
       declared = false;
@@ -192,11 +194,11 @@ export class JudgmentsService {
     const trainId = `tr-${randomUUID()}`;
     const stored: StoredTrainRequest = { ...req, trainId, collection, judgmentsId: judgmentsId ?? '', createdAt: new Date().toISOString() };
     const requestKey = trainingKeys.trainRequest(this.tenant, trainId);
-    const release = await tenantQuotas(this.rt).admit(this.tenant, { kind: 'train', id: trainId });
+    const release = await this.deps.quotas.admit(this.tenant, { kind: 'train', id: trainId });
     try {
-      await this.rt.store.putJson(requestKey, stored);
+      await this.deps.store.putJson(requestKey, stored);
       // One attempt: a diverged or cancelled run fails for good; a crashed worker's job is given back by BullMQ (stalled).
-      await this.rt.queues.add(QueueName.train, trainingKeys.trainJob(this.tenant, trainId), { tenantId: this.tenant, collectionId: collection, trainId, requestKey }, { attempts: 1 });
+      await this.deps.queues.add(QueueName.train, trainingKeys.trainJob(this.tenant, trainId), { tenantId: this.tenant, collectionId: collection, trainId, requestKey }, { attempts: 1 });
     } catch (err) {
       await release();
       throw err;
@@ -204,27 +206,26 @@ export class JudgmentsService {
     return { trainId, collection, judgmentsId, status: 'queued', trainableQueries: trainable };
   }
 
-  private async job(trainId: string): Promise<Job> {
-    const job = await Job.fromId(this.rt.queues.get(QueueName.train), trainingKeys.trainJob(this.tenant, trainId));
+  private async job(trainId: string): Promise<JobRecord> {
+    const job = await this.deps.jobs.read(QueueName.train, trainingKeys.trainJob(this.tenant, trainId));
     if (!job) throw new NotFoundError(`training '${trainId}' not found (finished runs are kept 24 hours; their artifacts and reports stay in S3)`);
     return job;
   }
 
   async status(trainId: string): Promise<TrainStatus> {
-    const found = await Job.fromId(this.rt.queues.get(QueueName.train), trainingKeys.trainJob(this.tenant, trainId));
-    if (!found && (await this.rt.redis.exists(trainingKeys.cancelFlag(this.rt.config.REDIS_PREFIX, this.tenant, trainId)))) {
+    // A run that ended between reading the job and its state is read again (JobRecordRepository.read),
+    // so its failedReason (a cancel) or its return value comes with the state, not the stale active copy's.
+    const found = await this.deps.jobs.read(QueueName.train, trainingKeys.trainJob(this.tenant, trainId));
+    if (!found && (await this.deps.trainingCancels.isCancelled(this.tenant, trainId))) {
       return { trainId, collection: '', status: 'cancelled', progress: null };
     }
-    let job = found ?? (await this.job(trainId));
-    const state = await job.getState();
-    // A run that ended between reading the job and its state: read it again, so its failedReason
-    // (a cancel) or its return value comes with the state and is not the stale active copy's.
-    if (state === 'completed' || state === 'failed') job = await this.job(trainId);
+    const job = found ?? (await this.job(trainId));
+    const state = job.state;
     const data = job.data as { collectionId: string };
     const base = { trainId, collection: data.collectionId, progress: job.progress };
     if (state === 'completed') {
       const rv = job.returnvalue as { reportKey: string };
-      const result = (await this.rt.store.getJson<TrainReport | AesiTrainReport>(rv.reportKey)) ?? undefined;
+      const result = (await this.deps.store.getJson<TrainReport | AesiTrainReport>(rv.reportKey)) ?? undefined;
       return { ...base, status: 'completed', ...(result ? { result } : {}) };
     }
     if (state === 'failed') {
@@ -237,16 +238,12 @@ export class JudgmentsService {
   /** A queued run is removed; a running one stops at its next step (a flag the job reads), failing as cancelled. */
   async cancel(trainId: string): Promise<{ trainId: string; status: 'cancelled' | 'cancelling' | 'completed' | 'failed' }> {
     const job = await this.job(trainId);
-    const state = await job.getState();
+    const state = job.state;
     if (state === 'completed' || state === 'failed') return { trainId, status: state };
-    await this.rt.redis.set(trainingKeys.cancelFlag(this.rt.config.REDIS_PREFIX, this.tenant, trainId), '1', 'EX', 7 * 24 * 3600);
-    if (state === 'waiting' || state === 'delayed' || state === 'prioritized' || state === 'waiting-children') {
-      try {
-        await job.remove();
-        return { trainId, status: 'cancelled' };
-      } catch {
-        // taken by a worker meanwhile: the flag stops it
-      }
+    await this.deps.trainingCancels.cancel(this.tenant, trainId);
+    // Not taken by a worker yet: removed; taken meanwhile (the removal fails): the flag stops it.
+    if ((state === 'waiting' || state === 'delayed' || state === 'prioritized' || state === 'waiting-children') && (await this.deps.jobs.removeWaiting(QueueName.train, job.id))) {
+      return { trainId, status: 'cancelled' };
     }
     return { trainId, status: 'cancelling' };
   }

@@ -1,17 +1,19 @@
 import { randomUUID } from 'node:crypto';
 import path from 'node:path';
-import { QueueName, RerankRequestSchema, ValidationError, checkScorerArtifact, jobIds, type RerankResult } from '@lateral/shared';
-import { checkScorerArtifactExists, type Runtime } from '@lateral/infra';
+import { QueueName, RerankRequestSchema, ValidationError, checkScorerArtifact, jobIds, type Config, type RerankResult } from '@lateral/shared';
+import { checkScorerArtifactExists, type QueuedJob } from '@lateral/infra';
 import { currentTenant } from '../common/request-context';
-import type { Job } from 'bullmq';
-import { AsyncJobs, type JobStatus } from '../common/async-jobs';
+import { AsyncJobs, type AsyncJobsDeps, type JobStatus } from '../common/async-jobs';
 import { zodIssues } from '../common/zod-issues';
 import { checkCallback } from '../common/callback';
 import { TextRerankSubmitter } from './text-candidates';
-import { tenantQuotas } from '../auth/quotas';
+import type { TenantQuotas } from '../auth/quotas';
 import type { RequestTiming } from '../common/server-timing';
 
 export type RerankStatus = JobStatus<RerankResult, { queries: number; candidates: number; missing: number }>;
+
+/** What a re-rank request uses: the text submitter (S3, the queues, the flows), the quotas, and the job reads and waits. */
+export type RerankDeps = AsyncJobsDeps & { config: Config; texts: TextRerankSubmitter; quotas: TenantQuotas };
 
 /** Asynchronous re-ranking: the request goes to S3, a job to the rerank queue, the result back to S3. */
 export class RerankService {
@@ -19,9 +21,9 @@ export class RerankService {
 
   readonly texts: TextRerankSubmitter;
 
-  constructor(private readonly rt: Runtime) {
-    this.texts = new TextRerankSubmitter(rt);
-    this.jobs = new AsyncJobs(rt, QueueName.rerank, jobIds.rerank, 're-rank', (rv) => {
+  constructor(private readonly deps: RerankDeps) {
+    this.texts = deps.texts;
+    this.jobs = new AsyncJobs(deps, QueueName.rerank, jobIds.rerank, 're-rank', (rv) => {
       const r = rv as { resultKey: string; queries: number; candidates: number; missing: number };
       return { resultKey: r.resultKey, stats: { queries: r.queries, candidates: r.candidates, missing: r.missing } };
     });
@@ -29,7 +31,7 @@ export class RerankService {
 
   /** The caller's tenant (request-context.ts): DEFAULT_TENANT with AUTH=none, the API key's with AUTH=keys. */
   private get tenant(): string {
-    return currentTenant(this.rt.config);
+    return currentTenant(this.deps.config);
   }
 
   parseWait(raw: unknown): number {
@@ -40,16 +42,16 @@ export class RerankService {
     const parsed = RerankRequestSchema.safeParse(body);
     if (!parsed.success) throw new ValidationError('invalid re-rank request', zodIssues(parsed.error));
     const req = parsed.data;
-    checkCallback(this.rt.config, req.callback);
-    checkScorerArtifact(path.resolve(this.rt.config.SCORERS_DIR), req.scorer);
-    await checkScorerArtifactExists(this.rt, this.tenant, req.scorer);
+    checkCallback(this.deps.config, req.callback);
+    checkScorerArtifact(path.resolve(this.deps.config.SCORERS_DIR), req.scorer);
+    await checkScorerArtifactExists(this.deps, this.tenant, req.scorer);
     // Collection and/or model; text candidates go to the encoder pool first (text-candidates.ts).
     const collection = await this.texts.target(this.tenant, req);
     const id = `rr-${randomUUID()}`;
     timing?.lap('validate');
-    const release = await tenantQuotas(this.rt).admit(this.tenant, { kind: 'rerank', id });
+    const release = await this.deps.quotas.admit(this.tenant, { kind: 'rerank', id });
     timing?.lap('quota');
-    let job: Job | null;
+    let job: QueuedJob | null;
     try {
       job = await this.texts.enqueue(this.tenant, id, req, collection, timing);
     } catch (err) {
@@ -64,8 +66,4 @@ export class RerankService {
     return this.jobs.status(this.tenant, id, waitSeconds);
   }
 
-  async close(): Promise<void> {
-    await this.texts.close();
-    await this.jobs.close();
-  }
 }

@@ -1,6 +1,5 @@
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
-import type { Job } from 'bullmq';
 import type { RequestTiming } from '../common/server-timing';
 import { inlineRequest } from '../common/async-jobs';
 import {
@@ -20,7 +19,10 @@ import {
   type ModelManifest,
   type RerankRequest,
 } from '@lateral/shared';
-import { JobFlows, type Runtime } from '@lateral/infra';
+import type { ApiRepositories, QueuedJob } from '@lateral/infra';
+
+/** What a re-rank submission uses: MODELS_DIR, the serving cache's collection records, S3, the queues and the flows. */
+export type TextRerankDeps = Pick<ApiRepositories, 'config' | 'serving' | 'store' | 'queues' | 'flows'>;
 
 /**
  * Re-rank requests whose candidates may be texts: the request names a collection, a model, or
@@ -30,11 +32,8 @@ import { JobFlows, type Runtime } from '@lateral/infra';
  */
 export class TextRerankSubmitter {
   private readonly manifests = new Map<string, ModelManifest>();
-  readonly flows: JobFlows;
 
-  constructor(private readonly rt: Runtime) {
-    this.flows = new JobFlows(rt.redis, rt.config.REDIS_PREFIX, rt.config.JOB_ATTEMPTS);
-  }
+  constructor(private readonly deps: TextRerankDeps) {}
 
   /** The manifest of a model directory under MODELS_DIR; 400 naming the model when there is none. */
   modelManifest(model: string, field = 'model'): ModelManifest {
@@ -43,7 +42,7 @@ export class TextRerankSubmitter {
     if (cached) return cached;
     let raw: unknown;
     try {
-      raw = JSON.parse(readFileSync(path.resolve(this.rt.config.MODELS_DIR, model, 'manifest.json'), 'utf8'));
+      raw = JSON.parse(readFileSync(path.resolve(this.deps.config.MODELS_DIR, model, 'manifest.json'), 'utf8'));
     } catch {
       throw new ValidationError(`unknown model '${model}': no model directory with a manifest.json of that name under MODELS_DIR`, [{ field, message: `unknown model '${model}'` }]);
     }
@@ -55,7 +54,7 @@ export class TextRerankSubmitter {
 
   /** The request's collection (404 when unknown) or null; checks the model and the fields texts cannot use. */
   async target(tenant: string, req: Pick<RerankRequest, 'collection' | 'model' | 'queries'> & { include?: unknown; group?: unknown }): Promise<Collection | null> {
-    const collection = req.collection ? await this.rt.serving.collection(tenant, req.collection) : null; // cached, fresh (serving-cache.ts)
+    const collection = req.collection ? await this.deps.serving.collection(tenant, req.collection) : null; // cached, fresh (serving-cache.ts)
     if (req.collection && !collection) throw new NotFoundError(`collection '${req.collection}' not found`);
     if (req.model) {
       this.modelManifest(req.model);
@@ -74,19 +73,19 @@ export class TextRerankSubmitter {
   }
 
   /** Writes the request (unless small) and its distinct texts to S3 and queues the job (returned), or the flow when there are texts (null). */
-  async enqueue(tenant: string, id: string, req: RerankRequest, collection: Collection | null, timing?: RequestTiming): Promise<Job | null> {
+  async enqueue(tenant: string, id: string, req: RerankRequest, collection: Collection | null, timing?: RequestTiming): Promise<QueuedJob | null> {
     const requestKey = s3Keys.rerankRequest(tenant, id);
     // A small request travels in the job's data, a large one in S3 (INLINE_JOB_BYTES).
     const inline = inlineRequest(req);
-    if (inline.request === undefined) await this.rt.store.putJson(requestKey, req);
+    if (inline.request === undefined) await this.deps.store.putJson(requestKey, req);
     timing?.lap('request');
     const texts = [...new Set(req.queries.flatMap((q) => q.candidates.filter(isTextCandidate).map((c) => c.text)))];
     const payload = { tenantId: tenant, rerankId: id, requestKey, ...inline, ...(req.callback ? { callback: req.callback } : {}) };
-    if (texts.length === 0) return this.rt.queues.add(QueueName.rerank, jobIds.rerank(tenant, id), payload);
+    if (texts.length === 0) return this.deps.queues.add(QueueName.rerank, jobIds.rerank(tenant, id), payload);
     const model = collection?.model ?? req.model!;
     const textsKey = textKeys.rerankTexts(tenant, id);
-    await this.rt.store.putJson(textsKey, texts);
-    await this.flows.add({
+    await this.deps.store.putJson(textsKey, texts);
+    await this.deps.flows.add({
       queue: QueueName.rerank,
       jobId: jobIds.rerank(tenant, id),
       payload,
@@ -108,7 +107,4 @@ export class TextRerankSubmitter {
     return null;
   }
 
-  close(): Promise<void> {
-    return this.flows.close();
-  }
 }

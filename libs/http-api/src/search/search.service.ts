@@ -1,24 +1,26 @@
 import { randomUUID } from 'node:crypto';
 import path from 'node:path';
 import { NotFoundError, QueueName, collectionShards, SearchRequestSchema, ValidationError, checkScorerArtifact, jobIds, s3Keys, type SearchResult } from '@lateral/shared';
-import { checkScorerArtifactExists, type Runtime } from '@lateral/infra';
+import { checkScorerArtifactExists, type ApiRepositories, type QueuedJob } from '@lateral/infra';
 import { currentTenant } from '../common/request-context';
 import { compileFilter } from '@lateral/search';
-import type { Job } from 'bullmq';
-import { AsyncJobs, inlineRequest, type JobStatus } from '../common/async-jobs';
+import { AsyncJobs, inlineRequest, type AsyncJobsDeps, type JobStatus } from '../common/async-jobs';
 import { zodIssues } from '../common/zod-issues';
 import { checkCallback } from '../common/callback';
-import { tenantQuotas } from '../auth/quotas';
+import type { TenantQuotas } from '../auth/quotas';
 import type { RequestTiming } from '../common/server-timing';
 
 export type SearchStatus = JobStatus<SearchResult, { queries: number; hits: number }>;
+
+/** What a search request uses: S3 (the request), the search queue, the serving cache's collection records, the quotas, and the job reads and waits. */
+export type SearchDeps = Pick<ApiRepositories, 'config' | 'store' | 'queues' | 'serving'> & AsyncJobsDeps & { quotas: TenantQuotas };
 
 /** Asynchronous search over a whole collection: request to S3, a job on the search queue, the result back from S3. */
 export class SearchService {
   private readonly jobs: AsyncJobs<SearchResult, { queries: number; hits: number }>;
 
-  constructor(private readonly rt: Runtime) {
-    this.jobs = new AsyncJobs(rt, QueueName.search, jobIds.search, 'search', (rv) => {
+  constructor(private readonly deps: SearchDeps) {
+    this.jobs = new AsyncJobs(deps, QueueName.search, jobIds.search, 'search', (rv) => {
       const r = rv as { resultKey: string; queries?: number; hits?: number };
       return { resultKey: r.resultKey, stats: { queries: r.queries ?? 0, hits: r.hits ?? 0 } };
     });
@@ -26,7 +28,7 @@ export class SearchService {
 
   /** The caller's tenant (request-context.ts): DEFAULT_TENANT with AUTH=none, the API key's with AUTH=keys. */
   private get tenant(): string {
-    return currentTenant(this.rt.config);
+    return currentTenant(this.deps.config);
   }
 
   parseWait(raw: unknown): number {
@@ -39,24 +41,24 @@ export class SearchService {
     const req = parsed.data;
     // 400 naming the path of a bad filter condition, before anything is queued.
     if (req.filter !== undefined) compileFilter(req.filter);
-    checkCallback(this.rt.config, req.callback);
-    if (req.rerank) checkScorerArtifact(path.resolve(this.rt.config.SCORERS_DIR), req.rerank.scorer);
-    if (req.rerank) await checkScorerArtifactExists(this.rt, this.tenant, req.rerank.scorer);
-    const collection = await this.rt.serving.collection(this.tenant, req.collection); // cached, fresh (serving-cache.ts)
+    checkCallback(this.deps.config, req.callback);
+    if (req.rerank) checkScorerArtifact(path.resolve(this.deps.config.SCORERS_DIR), req.rerank.scorer);
+    if (req.rerank) await checkScorerArtifactExists(this.deps, this.tenant, req.rerank.scorer);
+    const collection = await this.deps.serving.collection(this.tenant, req.collection); // cached, fresh (serving-cache.ts)
     if (!collection) throw new NotFoundError(`collection '${req.collection}' not found`);
     const id = `sr-${randomUUID()}`;
     timing?.lap('validate');
-    const release = await tenantQuotas(this.rt).admit(this.tenant, { kind: 'search', id });
+    const release = await this.deps.quotas.admit(this.tenant, { kind: 'search', id });
     timing?.lap('quota');
-    let job: Job;
+    let job: QueuedJob;
     try {
       const requestKey = s3Keys.searchRequest(this.tenant, id);
       // A small request travels in the job's data, a large one in S3 (INLINE_JOB_BYTES); so does
       // every request on a collection with several shards (each shard's job reads it by its key).
       const inline = collectionShards(collection) > 1 ? {} : inlineRequest(req);
-      if (inline.request === undefined) await this.rt.store.putJson(requestKey, req);
+      if (inline.request === undefined) await this.deps.store.putJson(requestKey, req);
       timing?.lap('request');
-      job = await this.rt.queues.add(QueueName.search, jobIds.search(this.tenant, id), { tenantId: this.tenant, collectionId: req.collection, searchId: id, requestKey, ...inline, ...(req.callback ? { callback: req.callback } : {}) });
+      job = await this.deps.queues.add(QueueName.search, jobIds.search(this.tenant, id), { tenantId: this.tenant, collectionId: req.collection, searchId: id, requestKey, ...inline, ...(req.callback ? { callback: req.callback } : {}) });
     } catch (err) {
       await release();
       throw err;
@@ -69,7 +71,4 @@ export class SearchService {
     return this.jobs.status(this.tenant, id, waitSeconds);
   }
 
-  close(): Promise<void> {
-    return this.jobs.close();
-  }
 }
