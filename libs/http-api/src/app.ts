@@ -21,6 +21,8 @@ import { LandingController } from './admin/landing.controller';
 import { CohereController } from './rerank/cohere.controller';
 import { CohereService } from './rerank/cohere.service';
 import { CollectionsService } from './collections/collections.service';
+import { DocumentsController } from './documents/documents.controller';
+import { DocumentsService } from './documents/documents.service';
 import { HttpErrorsFilter, loadProbe } from './common/http-errors.filter';
 import { backpressure } from './common/backpressure';
 import { bodyReader } from './common/body-reader';
@@ -50,7 +52,7 @@ class ApiModule {
     return {
       module: ApiModule,
       imports: [AdminModule.register(repos)],
-      controllers: [CollectionsController, DeletesController, RerankController, SearchController, HealthController, AdminKeysController, BatchesController, UploadsController, ModelsController, LandingController, CohereController, JudgmentsController, QuotaController, TenantQuotasAdminController],
+      controllers: [CollectionsController, DocumentsController, DeletesController, RerankController, SearchController, HealthController, AdminKeysController, BatchesController, UploadsController, ModelsController, LandingController, CohereController, JudgmentsController, QuotaController, TenantQuotasAdminController],
       providers: [
         { provide: CONFIG, useValue: config },
         { provide: HEALTH_CHECKS, useValue: { config, logger: repos.logger, queues: repos.queues, store: repos.store } },
@@ -59,6 +61,7 @@ class ApiModule {
         // Re-rank requests, batch files and the Cohere-compatible endpoint share one text submitter.
         { provide: TextRerankSubmitter, useFactory: () => new TextRerankSubmitter(repos) },
         { provide: CollectionsService, inject: [TenantQuotas], useFactory: (quotas: TenantQuotas) => new CollectionsService({ ...repos, quotas }) },
+        { provide: DocumentsService, inject: [TenantQuotas], useFactory: (quotas: TenantQuotas) => new DocumentsService({ ...repos, quotas }) },
         { provide: DeletesService, useFactory: () => new DeletesService(repos) },
         { provide: RerankService, inject: [TenantQuotas, TextRerankSubmitter], useFactory: (quotas: TenantQuotas, texts: TextRerankSubmitter) => new RerankService({ ...repos, quotas, texts }) },
         { provide: SearchService, inject: [TenantQuotas], useFactory: (quotas: TenantQuotas) => new SearchService({ ...repos, quotas }) },

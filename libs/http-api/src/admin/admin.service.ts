@@ -296,20 +296,20 @@ export class AdminService {
     return bytes;
   }
 
-  private async ingestionsOf(c: Collection, manifest: Awaited<ReturnType<ApiRepositories['generations']['manifest']>>, now: number): Promise<IngestionOverview[]> {
-    const versions = Array.from({ length: Math.max(c.codecVersion, c.pending?.codecVersion ?? 0) }, (_, i) => i + 1);
-    const t = c.tenantId;
-    const records = await this.deps.ingestions.list(t, c.id);
+  private async ingestionsOf(collection: Collection, manifest: Awaited<ReturnType<ApiRepositories['generations']['manifest']>>, now: number): Promise<IngestionOverview[]> {
+    const versions = Array.from({ length: Math.max(collection.codecVersion, collection.pending?.codecVersion ?? 0) }, (_, i) => i + 1);
+    const { tenantId, id: collectionId } = collection;
+    const records = await this.deps.ingestions.list(tenantId, collectionId);
     const rows = await Promise.all(records.map(async (r): Promise<IngestionOverview | null> => {
-      const key = `${t}/${c.id}/${r.ingestionId}`;
+      const key = `${tenantId}/${collectionId}/${r.ingestionId}`;
       const known = this.settled.get(key);
       if (known && known.until > now) return known.o;
-      const s = await this.deps.ingestions.state(t, c.id, r.ingestionId, manifest, versions);
+      const s = await this.deps.ingestions.state(tenantId, collectionId, r.ingestionId, manifest, versions);
       if (!s) return null;
       // The search-index stage: a batch is indexed when its segment's index exists (any codec version).
       const indexed = new Set<string>();
       for (const v of versions) {
-        const prefix = s3Keys.segmentIndex(t, c.id, `${r.ingestionId}-`, v).replace(/\.idx$/, '');
+        const prefix = s3Keys.segmentIndex(tenantId, collectionId, `${r.ingestionId}-`, v).replace(/\.idx$/, '');
         for (const o of await this.deps.store.list(prefix)) indexed.add(o.key.slice(o.key.lastIndexOf('/') + 1).replace(/\.idx$/, ''));
       }
       const committedBatches = new Set(manifest?.segments.flatMap((x) => segmentBatches(x)) ?? []);
@@ -327,8 +327,8 @@ export class AdminService {
       this.samples.set(key, series);
       const { docsPerSecond, etaSeconds } = rateAndEta(series, Date.parse(r.createdAt), r.documents, now);
       const o: IngestionOverview = {
-        tenant: t,
-        collection: c.id,
+        tenant: tenantId,
+        collection: collectionId,
         ingestionId: r.ingestionId,
         createdAt: r.createdAt,
         state: s.state,
@@ -368,9 +368,11 @@ export class AdminService {
     if (!job) throw new NotFoundError(`job '${jobId}' not found in queue ${queue} (failed jobs are kept 7 days)`);
     const state = job.state;
     if (state !== 'failed') throw new ConflictError(`job '${jobId}' is ${state}; only failed jobs can be retried`);
+    // A pipeline job's batchId names an ingest batch (not a batch re-rank file, /v1/batches).
     const d = (job.data ?? {}) as { tenantId?: string; collectionId?: string; batchId?: string; ingestionId?: string | null };
-    if (PIPELINE_QUEUES.includes(queue as QueueName) && d.tenantId && d.collectionId && d.batchId) {
-      await this.deps.store.delete(s3Keys.batchFailure(d.tenantId, d.collectionId, d.batchId));
+    const ingestBatchId = PIPELINE_QUEUES.includes(queue as QueueName) ? d.batchId : undefined;
+    if (d.tenantId && d.collectionId && ingestBatchId) {
+      await this.deps.store.delete(s3Keys.batchFailure(d.tenantId, d.collectionId, ingestBatchId));
       if (d.ingestionId) this.settled.delete(`${d.tenantId}/${d.collectionId}/${d.ingestionId}`);
     }
     const previousAttempts = job.attemptsMade;

@@ -6,13 +6,13 @@ import {
   batchKeys,
   jobIds,
   trainingKeys,
-  type Collection,
   type TenantLimits,
   type TenantQuotaStatus,
   type TenantQuotaUpdate,
   type TenantUsage,
 } from '@lateral/shared';
 import type { ApiRepositories, TenantQuotaRepository } from '@lateral/infra';
+import { codecVersions } from '../common/codec-versions';
 
 /** A job counted against maxConcurrentJobs (and, for an ingestion, its documents against maxDocuments until committed). */
 export type InFlightJob =
@@ -216,9 +216,4 @@ export class TenantQuotas {
     });
     return run;
   }
-}
-
-function codecVersions(c: Collection): number[] {
-  const top = Math.max(c.codecVersion, c.pending?.codecVersion ?? 0);
-  return Array.from({ length: top }, (_, i) => i + 1);
 }

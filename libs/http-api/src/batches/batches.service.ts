@@ -61,7 +61,7 @@ export class BatchesService {
     this.texts = deps.texts;
   }
 
-  private get tenant(): string {
+  private get tenantId(): string {
     return currentTenant(this.deps.config);
   }
 
@@ -73,8 +73,8 @@ export class BatchesService {
   }
 
   private async checkTarget(o: BatchOptions): Promise<void> {
-    await checkScorerArtifactExists(this.deps, this.tenant, o.scorer);
-    await this.texts.target(this.tenant, { collection: o.collection, model: o.model, queries: [] });
+    await checkScorerArtifactExists(this.deps, this.tenantId, o.scorer);
+    await this.texts.target(this.tenantId, { collection: o.collection, model: o.model, queries: [] });
   }
 
   private tooLarge(bytes: number | string): PayloadTooLargeException {
@@ -83,7 +83,7 @@ export class BatchesService {
 
   /** POST /v1/batches with a JSONL body: streamed to S3, never held whole. Batch options come from the query string. */
   async createFromUpload(req: UploadRequest, query: Record<string, unknown>): Promise<BatchStatus> {
-    const t = this.tenant;
+    const tenantId = this.tenantId;
     let opts: BatchOptions;
     const id = `batch-${randomUUID()}`;
     let release: () => Promise<void>;
@@ -92,12 +92,12 @@ export class BatchesService {
       await this.checkTarget(opts);
       this.checkUploadHeaders(req);
       // The tenant's jobs in flight (maxConcurrentJobs), before the upload is read.
-      release = await this.deps.quotas.admit(t, { kind: 'batch', id });
+      release = await this.deps.quotas.admit(tenantId, { kind: 'batch', id });
     } catch (err) {
       req.resume();
       throw err;
     }
-    const key = batchKeys.input(t, id);
+    const key = batchKeys.input(tenantId, id);
     let bytes: number;
     try {
       bytes = await this.streamJsonl(req, key);
@@ -114,7 +114,7 @@ export class BatchesService {
    * their `input`. Up to BATCH_MAX_BYTES; refused unless one of its first lines is a JSON object.
    */
   async upload(name: string, req: UploadRequest): Promise<{ name: string; bytes: number }> {
-    const key = batchKeys.upload(this.tenant, name);
+    const key = batchKeys.upload(this.tenantId, name);
     try {
       this.checkUploadHeaders(req);
     } catch (err) {
@@ -164,7 +164,7 @@ export class BatchesService {
   async createFromKey(body: unknown): Promise<BatchStatus> {
     if (!body || typeof body !== 'object' || Array.isArray(body)) throw new ValidationError('body must be a JSON object { input, collection?, model?, scorer?, topK? }, or a JSONL file (Content-Type: application/jsonl)', [{ field: 'body', message: 'expected an object' }]);
     const { input, ...rest } = body as Record<string, unknown>;
-    const key = callerUploadKey(this.tenant, input, 'input');
+    const key = callerUploadKey(this.tenantId, input, 'input');
     const opts = this.options(rest);
     await this.checkTarget(opts);
     const info = await objectHead(this.deps.store, key);
@@ -183,15 +183,15 @@ export class BatchesService {
     stream?.destroy();
     head.check(ended);
     const id = `batch-${randomUUID()}`;
-    return this.start(id, opts, { key, bytes: info.size }, await this.deps.quotas.admit(this.tenant, { kind: 'batch', id }));
+    return this.start(id, opts, { key, bytes: info.size }, await this.deps.quotas.admit(this.tenantId, { kind: 'batch', id }));
   }
 
   private async start(id: string, options: BatchOptions, input: { key: string; bytes: number }, release: () => Promise<void>): Promise<BatchStatus> {
-    const t = this.tenant;
-    const record: BatchRecord = { id, tenantId: t, state: 'validating', createdAt: new Date().toISOString(), options, input };
+    const tenantId = this.tenantId;
+    const record: BatchRecord = { id, tenantId, state: 'validating', createdAt: new Date().toISOString(), options, input };
     try {
-      await this.deps.store.putJson(batchKeys.record(t, id), record);
-      await this.deps.queues.add(QueueName.batch, textJobIds.batchPlan(t, id), { step: 'plan', tenantId: t, batchId: id });
+      await this.deps.store.putJson(batchKeys.record(tenantId, id), record);
+      await this.deps.queues.add(QueueName.batch, textJobIds.batchPlan(tenantId, id), { step: 'plan', tenantId, batchId: id }); // batchId: the re-rank batch file's id (rerankBatchId)
     } catch (err) {
       await release();
       throw err;
@@ -200,7 +200,7 @@ export class BatchesService {
   }
 
   private async record(id: string): Promise<BatchRecord> {
-    const r = await this.deps.store.getJson<BatchRecord>(batchKeys.record(this.tenant, id));
+    const r = await this.deps.store.getJson<BatchRecord>(batchKeys.record(this.tenantId, id));
     if (!r) throw new NotFoundError(`batch '${id}' not found`);
     return r;
   }
@@ -215,7 +215,7 @@ export class BatchesService {
     if (r.state === 'cancelled') return this.view(r);
     // Chunks not yet started see the state and skip their rows; a running chunk finishes.
     const cancelled: BatchRecord = { ...r, state: 'cancelled', cancelledAt: new Date().toISOString() };
-    await this.deps.store.putJson(batchKeys.record(this.tenant, id), cancelled);
+    await this.deps.store.putJson(batchKeys.record(this.tenantId, id), cancelled);
     return this.view(cancelled);
   }
 
@@ -231,19 +231,19 @@ export class BatchesService {
 
   /** The record, with the failure of its plan or finalize job, and progress / ETA from the flow's processed children. */
   private async view(r: BatchRecord): Promise<BatchStatus> {
-    const t = this.tenant;
+    const tenantId = this.tenantId;
     let state = r.state;
     let error = r.error;
     let chunksDone = 0;
     if (state === 'validating' || state === 'running') {
-      const plan = await this.deps.jobs.read(QueueName.batch, textJobIds.batchPlan(t, r.id));
+      const plan = await this.deps.jobs.read(QueueName.batch, textJobIds.batchPlan(tenantId, r.id));
       if (plan?.state === 'failed') {
         state = 'failed';
         error = plan.failedReason;
       }
     }
     if (state === 'running') {
-      const fin = await this.deps.jobs.flowProgress(QueueName.batch, textJobIds.batchFinalize(t, r.id));
+      const fin = await this.deps.jobs.flowProgress(QueueName.batch, textJobIds.batchFinalize(tenantId, r.id));
       if (fin) {
         if (fin.failedReason !== null) {
           state = 'failed';

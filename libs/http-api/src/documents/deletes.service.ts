@@ -33,7 +33,7 @@ export type DeletesDeps = Pick<ApiRepositories, 'config' | 'collections' | 'gene
 export class DeletesService {
   constructor(private readonly deps: DeletesDeps) {}
 
-  private get tenant(): string {
+  private get tenantId(): string {
     return currentTenant(this.deps.config);
   }
 
@@ -60,19 +60,19 @@ export class DeletesService {
 
   /** GET /v1/collections/{id}/deletes/{deleteId}. */
   async status(collectionId: string, deleteId: string): Promise<{ status: number; body: DeleteResult | DeletePending }> {
-    const job = await this.deps.jobs.read(QueueName.commit, deleteKeys.job(this.tenant, collectionId, deleteId));
+    const job = await this.deps.jobs.read(QueueName.commit, deleteKeys.job(this.tenantId, collectionId, deleteId));
     if (!job) throw new NotFoundError(`delete '${deleteId}' of collection '${collectionId}' not found (finished jobs are kept 24 hours)`);
     return this.answer(collectionId, deleteId, job, 0);
   }
 
   private async submit(collectionId: string, req: DeleteDocuments, waitSeconds: number): Promise<{ status: number; body: DeleteResult | DeletePending }> {
-    const t = this.tenant;
-    if (!(await this.deps.collections.get(t, collectionId))) throw new NotFoundError(`collection '${collectionId}' not found`);
+    const tenantId = this.tenantId;
+    if (!(await this.deps.collections.get(tenantId, collectionId))) throw new NotFoundError(`collection '${collectionId}' not found`);
     if (req.filter !== undefined) compileFilter(req.filter, 'filter'); // a 400 naming the field, before anything is queued
     const deleteId = `del-${randomUUID()}`;
-    const requestKey = deleteKeys.request(t, collectionId, deleteId);
+    const requestKey = deleteKeys.request(tenantId, collectionId, deleteId);
     await this.deps.store.putJson(requestKey, req);
-    const job = await this.deps.queues.add(QueueName.commit, deleteKeys.job(t, collectionId, deleteId), { op: 'delete', tenantId: t, collectionId, deleteId, requestKey });
+    const job = await this.deps.queues.add(QueueName.commit, deleteKeys.job(tenantId, collectionId, deleteId), { op: 'delete', tenantId, collectionId, deleteId, requestKey });
     return this.answer(collectionId, deleteId, job, waitSeconds);
   }
 
@@ -82,11 +82,11 @@ export class DeletesService {
    * past `wait`. One job per generation asked on: asking again on the same generation answers the same job.
    */
   async merge(collectionId: string, waitSeconds: number): Promise<{ status: number; body: MergeAnswer }> {
-    const t = this.tenant;
-    if (!(await this.deps.collections.get(t, collectionId))) throw new NotFoundError(`collection '${collectionId}' not found`);
-    const generation = (await this.deps.generations.manifest(t, collectionId))?.generation ?? 0;
-    const jobId = mergeJobId(t, collectionId, 'api', generation);
-    const job = await this.deps.queues.add(QueueName.merge, jobId, { op: 'merge', tenantId: t, collectionId, trigger: 'api' });
+    const tenantId = this.tenantId;
+    if (!(await this.deps.collections.get(tenantId, collectionId))) throw new NotFoundError(`collection '${collectionId}' not found`);
+    const generation = (await this.deps.generations.manifest(tenantId, collectionId))?.generation ?? 0;
+    const jobId = mergeJobId(tenantId, collectionId, 'api', generation);
+    const job = await this.deps.queues.add(QueueName.merge, jobId, { op: 'merge', tenantId, collectionId, trigger: 'api' });
     const until = Date.now() + waitSeconds * 1000;
     let pause = 20;
     for (;;) {

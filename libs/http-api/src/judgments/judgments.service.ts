@@ -63,12 +63,12 @@ export class JudgmentsService {
   constructor(private readonly deps: JudgmentsDeps) {}
 
   /** The caller's tenant (request-context.ts): DEFAULT_TENANT with AUTH=none, the API key's with AUTH=keys. */
-  private get tenant(): string {
+  private get tenantId(): string {
     return currentTenant(this.deps.config);
   }
 
   private async collection(id: string) {
-    const c = await this.deps.collections.get(this.tenant, id);
+    const c = await this.deps.collections.get(this.tenantId, id);
     if (!c) throw new NotFoundError(`collection '${id}' not found`);
     return c;
   }
@@ -76,7 +76,7 @@ export class JudgmentsService {
   /** Ids of every document the collection has accepted (the stored ingest batches). */
   private async acceptedIds(collection: string): Promise<Set<string>> {
     const ids = new Set<string>();
-    const prefix = `${s3Keys.collectionPrefix(this.tenant, collection)}batches/`;
+    const prefix = `${s3Keys.collectionPrefix(this.tenantId, collection)}batches/`;
     for (const o of await this.deps.store.list(prefix)) {
       if (!o.key.endsWith('/documents.ndjson')) continue;
       const bytes = await this.deps.store.get(o.key);
@@ -118,7 +118,7 @@ export class JudgmentsService {
     // Ids sort by creation time (to the millisecond): the newest set is the default of a train request.
     const judgmentsId = `js-${new Date().toISOString().replace(/[-:.TZ]/g, '').slice(0, 17)}-${randomUUID().slice(0, 8)}`;
     const set: JudgmentSet = { judgmentsId, collection, createdAt: new Date().toISOString(), queries, unknownDocuments: [...unknown] };
-    await this.deps.store.putJson(trainingKeys.judgments(this.tenant, collection, judgmentsId), set);
+    await this.deps.store.putJson(trainingKeys.judgments(this.tenantId, collection, judgmentsId), set);
     return {
       judgmentsId,
       collection,
@@ -133,14 +133,14 @@ export class JudgmentsService {
 
   async get(collection: string, judgmentsId: string): Promise<JudgmentSet> {
     await this.collection(collection);
-    const set = await this.deps.store.getJson<JudgmentSet>(trainingKeys.judgments(this.tenant, collection, judgmentsId));
+    const set = await this.deps.store.getJson<JudgmentSet>(trainingKeys.judgments(this.tenantId, collection, judgmentsId));
     if (!set) throw new NotFoundError(`judgment set '${judgmentsId}' of collection '${collection}' not found`);
     return set;
   }
 
   /** The newest judgment set of a collection (ids sort by creation time). */
   private async latest(collection: string): Promise<string | null> {
-    const keys = (await this.deps.store.list(trainingKeys.judgmentsPrefix(this.tenant, collection))).map((o) => o.key).filter((k) => k.endsWith('.json')).sort();
+    const keys = (await this.deps.store.list(trainingKeys.judgmentsPrefix(this.tenantId, collection))).map((o) => o.key).filter((k) => k.endsWith('.json')).sort();
     const last = keys.at(-1);
     return last ? last.slice(last.lastIndexOf('/') + 1, -'.json'.length) : null;
   }
@@ -160,7 +160,7 @@ export class JudgmentsService {
     if (!judgmentsId) {
       throw new ConflictError(`collection '${collection}' has no judgments: POST /v1/collections/${collection}/judgments first`);
     }
-    const set = await this.deps.store.getJson<JudgmentSet>(trainingKeys.judgments(this.tenant, collection, judgmentsId));
+    const set = await this.deps.store.getJson<JudgmentSet>(trainingKeys.judgments(this.tenantId, collection, judgmentsId));
     if (!set) throw new NotFoundError(`judgment set '${judgmentsId}' of collection '${collection}' not found`);
     const unknown = new Set(set.unknownDocuments);
     const trainable = set.queries.filter((q) => q.judgments.some((j) => j.grade > 0 && !unknown.has(j.doc))).length;
@@ -193,12 +193,12 @@ export class JudgmentsService {
   private async enqueue(collection: string, req: TrainRequest, judgmentsId: string | null, trainable: number): Promise<TrainAccepted> {
     const trainId = `tr-${randomUUID()}`;
     const stored: StoredTrainRequest = { ...req, trainId, collection, judgmentsId: judgmentsId ?? '', createdAt: new Date().toISOString() };
-    const requestKey = trainingKeys.trainRequest(this.tenant, trainId);
-    const release = await this.deps.quotas.admit(this.tenant, { kind: 'train', id: trainId });
+    const requestKey = trainingKeys.trainRequest(this.tenantId, trainId);
+    const release = await this.deps.quotas.admit(this.tenantId, { kind: 'train', id: trainId });
     try {
       await this.deps.store.putJson(requestKey, stored);
       // One attempt: a diverged or cancelled run fails for good; a crashed worker's job is given back by BullMQ (stalled).
-      await this.deps.queues.add(QueueName.train, trainingKeys.trainJob(this.tenant, trainId), { tenantId: this.tenant, collectionId: collection, trainId, requestKey }, { attempts: 1 });
+      await this.deps.queues.add(QueueName.train, trainingKeys.trainJob(this.tenantId, trainId), { tenantId: this.tenantId, collectionId: collection, trainId, requestKey }, { attempts: 1 });
     } catch (err) {
       await release();
       throw err;
@@ -207,7 +207,7 @@ export class JudgmentsService {
   }
 
   private async job(trainId: string): Promise<JobRecord> {
-    const job = await this.deps.jobs.read(QueueName.train, trainingKeys.trainJob(this.tenant, trainId));
+    const job = await this.deps.jobs.read(QueueName.train, trainingKeys.trainJob(this.tenantId, trainId));
     if (!job) throw new NotFoundError(`training '${trainId}' not found (finished runs are kept 24 hours; their artifacts and reports stay in S3)`);
     return job;
   }
@@ -215,8 +215,8 @@ export class JudgmentsService {
   async status(trainId: string): Promise<TrainStatus> {
     // A run that ended between reading the job and its state is read again (JobRecordRepository.read),
     // so its failedReason (a cancel) or its return value comes with the state, not the stale active copy's.
-    const found = await this.deps.jobs.read(QueueName.train, trainingKeys.trainJob(this.tenant, trainId));
-    if (!found && (await this.deps.trainingCancels.isCancelled(this.tenant, trainId))) {
+    const found = await this.deps.jobs.read(QueueName.train, trainingKeys.trainJob(this.tenantId, trainId));
+    if (!found && (await this.deps.trainingCancels.isCancelled(this.tenantId, trainId))) {
       return { trainId, collection: '', status: 'cancelled', progress: null };
     }
     const job = found ?? (await this.job(trainId));
@@ -240,7 +240,7 @@ export class JudgmentsService {
     const job = await this.job(trainId);
     const state = job.state;
     if (state === 'completed' || state === 'failed') return { trainId, status: state };
-    await this.deps.trainingCancels.cancel(this.tenant, trainId);
+    await this.deps.trainingCancels.cancel(this.tenantId, trainId);
     // Not taken by a worker yet: removed; taken meanwhile (the removal fails): the flag stops it.
     if ((state === 'waiting' || state === 'delayed' || state === 'prioritized' || state === 'waiting-children') && (await this.deps.jobs.removeWaiting(QueueName.train, job.id))) {
       return { trainId, status: 'cancelled' };

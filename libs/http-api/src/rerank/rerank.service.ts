@@ -30,7 +30,7 @@ export class RerankService {
   }
 
   /** The caller's tenant (request-context.ts): DEFAULT_TENANT with AUTH=none, the API key's with AUTH=keys. */
-  private get tenant(): string {
+  private get tenantId(): string {
     return currentTenant(this.deps.config);
   }
 
@@ -44,26 +44,26 @@ export class RerankService {
     const req = parsed.data;
     checkCallback(this.deps.config, req.callback);
     checkScorerArtifact(path.resolve(this.deps.config.SCORERS_DIR), req.scorer);
-    await checkScorerArtifactExists(this.deps, this.tenant, req.scorer);
+    await checkScorerArtifactExists(this.deps, this.tenantId, req.scorer);
     // Collection and/or model; text candidates go to the encoder pool first (text-candidates.ts).
-    const collection = await this.texts.target(this.tenant, req);
+    const collection = await this.texts.target(this.tenantId, req);
     const id = `rr-${randomUUID()}`;
     timing?.lap('validate');
-    const release = await this.deps.quotas.admit(this.tenant, { kind: 'rerank', id });
+    const release = await this.deps.quotas.admit(this.tenantId, { kind: 'rerank', id });
     timing?.lap('quota');
     let job: QueuedJob | null;
     try {
-      job = await this.texts.enqueue(this.tenant, id, req, collection, timing);
+      job = await this.texts.enqueue(this.tenantId, id, req, collection, timing);
     } catch (err) {
       await release();
       throw err;
     }
     timing?.lap('enqueue');
-    return this.jobs.answer(this.tenant, id, waitSeconds, timing, job);
+    return this.jobs.answer(this.tenantId, id, waitSeconds, timing, job);
   }
 
   status(id: string, waitSeconds = 0): Promise<RerankStatus> {
-    return this.jobs.status(this.tenant, id, waitSeconds);
+    return this.jobs.status(this.tenantId, id, waitSeconds);
   }
 
 }

@@ -53,8 +53,8 @@ export class TextRerankSubmitter {
   }
 
   /** The request's collection (404 when unknown) or null; checks the model and the fields texts cannot use. */
-  async target(tenant: string, req: Pick<RerankRequest, 'collection' | 'model' | 'queries'> & { include?: unknown; group?: unknown }): Promise<Collection | null> {
-    const collection = req.collection ? await this.deps.serving.collection(tenant, req.collection) : null; // cached, fresh (serving-cache.ts)
+  async target(tenantId: string, req: Pick<RerankRequest, 'collection' | 'model' | 'queries'> & { include?: unknown; group?: unknown }): Promise<Collection | null> {
+    const collection = req.collection ? await this.deps.serving.collection(tenantId, req.collection) : null; // cached, fresh (serving-cache.ts)
     if (req.collection && !collection) throw new NotFoundError(`collection '${req.collection}' not found`);
     if (req.model) {
       this.modelManifest(req.model);
@@ -73,28 +73,28 @@ export class TextRerankSubmitter {
   }
 
   /** Writes the request (unless small) and its distinct texts to S3 and queues the job (returned), or the flow when there are texts (null). */
-  async enqueue(tenant: string, id: string, req: RerankRequest, collection: Collection | null, timing?: RequestTiming): Promise<QueuedJob | null> {
-    const requestKey = s3Keys.rerankRequest(tenant, id);
+  async enqueue(tenantId: string, id: string, req: RerankRequest, collection: Collection | null, timing?: RequestTiming): Promise<QueuedJob | null> {
+    const requestKey = s3Keys.rerankRequest(tenantId, id);
     // A small request travels in the job's data, a large one in S3 (INLINE_JOB_BYTES).
     const inline = inlineRequest(req);
     if (inline.request === undefined) await this.deps.store.putJson(requestKey, req);
     timing?.lap('request');
     const texts = [...new Set(req.queries.flatMap((q) => q.candidates.filter(isTextCandidate).map((c) => c.text)))];
-    const payload = { tenantId: tenant, rerankId: id, requestKey, ...inline, ...(req.callback ? { callback: req.callback } : {}) };
-    if (texts.length === 0) return this.deps.queues.add(QueueName.rerank, jobIds.rerank(tenant, id), payload);
+    const payload = { tenantId, rerankId: id, requestKey, ...inline, ...(req.callback ? { callback: req.callback } : {}) };
+    if (texts.length === 0) return this.deps.queues.add(QueueName.rerank, jobIds.rerank(tenantId, id), payload);
     const model = collection?.model ?? req.model!;
-    const textsKey = textKeys.rerankTexts(tenant, id);
+    const textsKey = textKeys.rerankTexts(tenantId, id);
     await this.deps.store.putJson(textsKey, texts);
     await this.deps.flows.add({
       queue: QueueName.rerank,
-      jobId: jobIds.rerank(tenant, id),
+      jobId: jobIds.rerank(tenantId, id),
       payload,
       children: [
         {
           queue: QueueName.encodeTexts,
-          jobId: textJobIds.rerankTexts(tenant, id),
+          jobId: textJobIds.rerankTexts(tenantId, id),
           payload: {
-            tenantId: tenant,
+            tenantId,
             model,
             maxTokens: collection?.maxDocTokens ?? this.modelManifest(model).maxDocTokens,
             codec: textCodecRef(collection),

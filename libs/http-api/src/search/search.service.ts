@@ -27,7 +27,7 @@ export class SearchService {
   }
 
   /** The caller's tenant (request-context.ts): DEFAULT_TENANT with AUTH=none, the API key's with AUTH=keys. */
-  private get tenant(): string {
+  private get tenantId(): string {
     return currentTenant(this.deps.config);
   }
 
@@ -43,32 +43,32 @@ export class SearchService {
     if (req.filter !== undefined) compileFilter(req.filter);
     checkCallback(this.deps.config, req.callback);
     if (req.rerank) checkScorerArtifact(path.resolve(this.deps.config.SCORERS_DIR), req.rerank.scorer);
-    if (req.rerank) await checkScorerArtifactExists(this.deps, this.tenant, req.rerank.scorer);
-    const collection = await this.deps.serving.collection(this.tenant, req.collection); // cached, fresh (serving-cache.ts)
+    if (req.rerank) await checkScorerArtifactExists(this.deps, this.tenantId, req.rerank.scorer);
+    const collection = await this.deps.serving.collection(this.tenantId, req.collection); // cached, fresh (serving-cache.ts)
     if (!collection) throw new NotFoundError(`collection '${req.collection}' not found`);
     const id = `sr-${randomUUID()}`;
     timing?.lap('validate');
-    const release = await this.deps.quotas.admit(this.tenant, { kind: 'search', id });
+    const release = await this.deps.quotas.admit(this.tenantId, { kind: 'search', id });
     timing?.lap('quota');
     let job: QueuedJob;
     try {
-      const requestKey = s3Keys.searchRequest(this.tenant, id);
+      const requestKey = s3Keys.searchRequest(this.tenantId, id);
       // A small request travels in the job's data, a large one in S3 (INLINE_JOB_BYTES); so does
       // every request on a collection with several shards (each shard's job reads it by its key).
       const inline = collectionShards(collection) > 1 ? {} : inlineRequest(req);
       if (inline.request === undefined) await this.deps.store.putJson(requestKey, req);
       timing?.lap('request');
-      job = await this.deps.queues.add(QueueName.search, jobIds.search(this.tenant, id), { tenantId: this.tenant, collectionId: req.collection, searchId: id, requestKey, ...inline, ...(req.callback ? { callback: req.callback } : {}) });
+      job = await this.deps.queues.add(QueueName.search, jobIds.search(this.tenantId, id), { tenantId: this.tenantId, collectionId: req.collection, searchId: id, requestKey, ...inline, ...(req.callback ? { callback: req.callback } : {}) });
     } catch (err) {
       await release();
       throw err;
     }
     timing?.lap('enqueue');
-    return this.jobs.answer(this.tenant, id, waitSeconds, timing, job);
+    return this.jobs.answer(this.tenantId, id, waitSeconds, timing, job);
   }
 
   status(id: string, waitSeconds = 0): Promise<SearchStatus> {
-    return this.jobs.status(this.tenant, id, waitSeconds);
+    return this.jobs.status(this.tenantId, id, waitSeconds);
   }
 
 }
