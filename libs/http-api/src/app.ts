@@ -60,7 +60,7 @@ class ApiModule {
         { provide: TenantQuotas, useFactory: () => new TenantQuotas(repos) },
         // Re-rank requests, batch files and the Cohere-compatible endpoint share one text submitter.
         { provide: TextRerankSubmitter, useFactory: () => new TextRerankSubmitter(repos) },
-        { provide: CollectionsService, inject: [TenantQuotas], useFactory: (quotas: TenantQuotas) => new CollectionsService({ ...repos, quotas }) },
+        { provide: CollectionsService, useFactory: () => new CollectionsService(repos) },
         { provide: DocumentsService, inject: [TenantQuotas], useFactory: (quotas: TenantQuotas) => new DocumentsService({ ...repos, quotas }) },
         { provide: DeletesService, useFactory: () => new DeletesService(repos) },
         { provide: RerankService, inject: [TenantQuotas, TextRerankSubmitter], useFactory: (quotas: TenantQuotas, texts: TextRerankSubmitter) => new RerankService({ ...repos, quotas, texts }) },

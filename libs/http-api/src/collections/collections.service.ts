@@ -17,29 +17,21 @@ import {
   type ModelManifest,
 } from '@lateral/shared';
 import { deserializeArtifact } from '@lateral/codec';
-import type { ApiRepositories, DocumentRepository } from '@lateral/infra';
+import type { ApiRepositories } from '@lateral/infra';
 import { currentTenant } from '../common/request-context';
 import { z } from 'zod';
 import { zodIssues } from '../common/zod-issues';
-import type { TenantQuotas } from '../auth/quotas';
 import { degradedOf } from './degraded';
 import { codecVersions } from '../common/codec-versions';
 
-/** What collections and ingestion use: collection records, manifests, ingestions, stored documents, S3, the encode queue, the quotas. */
-export type CollectionsDeps = Pick<ApiRepositories, 'config' | 'collections' | 'generations' | 'ingestions' | 'documents' | 'store' | 'queues'> & { quotas: TenantQuotas };
+/** What collections use: their records, manifests and ingestion totals, S3 (codec artifacts, degraded segments), the compress queue (re-compression). */
+export type CollectionsDeps = Pick<ApiRepositories, 'config' | 'collections' | 'generations' | 'ingestions' | 'store' | 'queues'>;
 
-/** Collections and ingestion: validation, S3-first writes, then the encode jobs. */
+/** Collections: create (model and codec checked against the model directory), describe, list, delete, re-compress. */
 export class CollectionsService {
   private readonly manifests = new Map<string, ModelManifest>();
-  /** Documents read back from S3 (text, metadata, tokens, the segment holding them). */
-  private readonly documents: DocumentRepository;
-  /** Per-tenant quotas (documents, bytes, jobs in flight), checked before anything is written. */
-  private readonly quotas: TenantQuotas;
 
-  constructor(private readonly deps: CollectionsDeps) {
-    this.documents = deps.documents;
-    this.quotas = deps.quotas;
-  }
+  constructor(private readonly deps: CollectionsDeps) {}
 
   /** The caller's tenant (request-context.ts): DEFAULT_TENANT with AUTH=none, the API key's with AUTH=keys. */
   private get tenantId(): string {
