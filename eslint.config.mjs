@@ -59,6 +59,14 @@ export default [
     },
   },
   {
+    // The HTTP API reaches Redis and BullMQ only through the repositories of libs/infra
+    // (ApiRepositories: job reads, completions, flows, in-flight sets, heartbeats, cancel flags).
+    files: ['libs/http-api/src/**/*.ts'],
+    rules: {
+      'no-restricted-imports': ['error', { patterns: [{ group: ['bullmq', 'bullmq/*', 'ioredis', 'ioredis/*'], message: 'the API reaches Redis and BullMQ through the repositories of libs/infra (api-repositories.ts)' }] }],
+    },
+  },
+  {
     // Belt and braces for the pure libraries: the rule also holds where Nx's project graph is unavailable.
     files: ['libs/shared/**/*.ts', 'libs/scoring/**/*.ts', 'libs/codec/**/*.ts', 'libs/search/**/*.ts', 'libs/training/**/*.ts', 'libs/simd/**/*.ts'],
     rules: {

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { RequestTiming, epochMs } from '../../libs/http-api/src/server-timing';
+import { RequestTiming, epochMs } from '../../libs/http-api/src/common/server-timing';
 import { PARTS, parseServerTiming } from './latency';
 
 describe('bench latency: Server-Timing', () => {

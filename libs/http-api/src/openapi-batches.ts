@@ -1,9 +1,9 @@
 import { z } from 'zod';
 import { dropLive, liveValues } from './openapi-live-values';
 import { BatchOptionsSchema, BatchRowSchema, BatchStatusSchema, CohereRerankResponseSchema, UploadStoredSchema, type Produces } from '@lateral/shared';
-import { CohereRerankSchema, type CohereRerankResponse } from './cohere.service';
+import { CohereRerankSchema, type CohereRerankResponse } from './rerank/cohere.service';
 import { batchOptionsForms } from './request-forms';
-import type { BatchStatus } from './batches.service';
+import type { BatchStatus } from './batches/batches.service';
 
 /** The services' answers fit the documented schemas (a compile-time check). */
 export type BatchAnswers = [Produces<typeof BatchStatusSchema, BatchStatus>, Produces<typeof CohereRerankResponseSchema, CohereRerankResponse>];

@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { dropLive } from './openapi-live-values';
 import { ApiKeyInfoSchema, ApiKeyListSchema, ApiKeyWithSecretSchema, CreateApiKeySchema } from '@lateral/shared';
-import { routeAccess } from './api-keys.guard';
+import { routeAccess } from './auth/api-keys.guard';
 
 /**
  * The OpenAPI part of API keys (docs/auth.md, "API keys and tenants"): the security schemes, the

@@ -1,7 +1,7 @@
 import { readdirSync } from 'node:fs';
 import path from 'node:path';
 import { ID_PATTERN, type Config } from '@lateral/shared';
-import { listModels } from './models.controller';
+import { listModels } from './collections/models.controller';
 import { openApiDocument, type LiveLimits } from './openapi';
 
 /** Operator artifacts in SCORERS_DIR (`<name>.onnx`, `<name>.json`), by extension, without it. */

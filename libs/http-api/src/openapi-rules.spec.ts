@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { ValidationError } from '@lateral/shared';
-import { parseWaitSeconds } from './json-body';
+import { parseWaitSeconds } from './common/json-body';
 import { openApiDocument } from './openapi';
 
 type Op = { tags?: string[]; parameters?: { name: string; in: string; schema?: { pattern?: string; maximum?: number; anyOf?: { maximum?: number }[] } }[]; responses?: Record<string, unknown> };

@@ -4,7 +4,7 @@ import { dropLive, liveValues } from './openapi-live-values';
 import { ID_PATTERN, JudgedQuerySchema, JudgmentsJsonSchema, MIN_TRAIN_QUERIES } from '@lateral/shared';
 import { TrainRequestForm } from './request-forms';
 import { JudgmentSetSchema, JudgmentsSummarySchema, TrainAcceptedSchema, TrainCancelSchema, TrainStatusSchema, type Produces } from '@lateral/shared';
-import type { JudgmentsSummary, TrainStatus } from './judgments.service';
+import type { JudgmentsSummary, TrainStatus } from './judgments/judgments.service';
 
 /** The services' answers fit the documented schemas (a compile-time check). */
 export type JudgmentsAnswers = [Produces<typeof JudgmentsSummarySchema, JudgmentsSummary>, Produces<typeof TrainStatusSchema, TrainStatus>];

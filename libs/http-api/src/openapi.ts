@@ -29,7 +29,7 @@ import {
 } from '@lateral/shared';
 import { withApiKeySecurity } from './openapi-keys';
 import { CreateCollectionForm, DeleteDocumentsForm, RecompressForm, RerankRequestForm, SearchRequestForm } from './request-forms';
-import { CURSOR_PATTERN } from './collections.service';
+import { CURSOR_PATTERN } from './documents/documents.service';
 import { QUOTA_OPENAPI_PATHS, withQuotaAnswers } from './openapi-quotas';
 import { ADMIN_OPENAPI_PATHS, ADMIN_SECURITY_SCHEMES } from './openapi-admin';
 import { batchOpenApiPaths, BATCH_OPENAPI_SCHEMAS } from './openapi-batches';

@@ -27,3 +27,8 @@ export * from './webhook-delivery';
 export * from './scorer-artifacts';
 export * from './redis-lease';
 export * from './overload';
+export * from './job-records.repository';
+export * from './in-flight-jobs.repository';
+export * from './worker-heartbeats.repository';
+export * from './training-cancels.repository';
+export * from './api-repositories';

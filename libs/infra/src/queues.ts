@@ -126,6 +126,16 @@ export class JobQueues {
     return out;
   }
 
+  /** The producer connection's state as ioredis names it ('ready', 'connecting', 'reconnecting', 'end', ...): the health check and the load probe read it. */
+  get connectionStatus(): string {
+    return this.connection.status;
+  }
+
+  /** One round trip to Redis (the readiness check). */
+  async ping(): Promise<void> {
+    await this.connection.ping();
+  }
+
   async close(): Promise<void> {
     await Promise.all([...this.queues.values(), ...this.extra.values()].map((q) => q.close()));
   }

@@ -210,7 +210,7 @@ export const SearchResultSchema = z.object({
 });
 export type SearchResultBody = Produces<typeof SearchResultSchema, SearchResult>;
 
-/** The status of a re-rank or search job (libs/http-api/src/async-jobs.ts JobStatus). */
+/** The status of a re-rank or search job (libs/http-api/src/common/async-jobs.ts JobStatus). */
 function jobStatus<R extends z.ZodType, S extends z.ZodType>(result: R, stats: S) {
   return z.object({
     id: z.string(),
@@ -226,7 +226,7 @@ export const SearchStatusSchema = jobStatus(SearchResultSchema, z.object({ queri
 
 // ---- batches, the Cohere-compatible endpoint, API keys, judgments and training ----------------
 
-/** GET /v1/batches/{id} (libs/http-api/src/batches.service.ts BatchStatus, checked in openapi-batches.ts). */
+/** GET /v1/batches/{id} (libs/http-api/src/batches/batches.service.ts BatchStatus, checked in openapi-batches.ts). */
 export const BatchStatusSchema = z.object({
   id: z.string(),
   state: z.enum(['validating', 'running', 'completed', 'failed', 'cancelled']),
@@ -357,7 +357,7 @@ export const TrainCancelSchema = z.object({ trainId: z.string(), status: z.enum(
 
 // ---- the service: health, models; merges and uploads ------------------------------------------
 
-/** One dependency's check in a readiness answer (libs/http-api/src/health.controller.ts ServiceCheck). */
+/** One dependency's check in a readiness answer (libs/http-api/src/admin/health.controller.ts ServiceCheck). */
 export const ServiceCheckSchema = z.object({
   ok: z.boolean().describe('answered within HEALTH_CHECK_TIMEOUT_MS'),
   ms: z.number(),
@@ -392,7 +392,7 @@ export const LivenessSchema = z.object({
   eventLoopLagMs: z.number().describe("the largest delay of this process's event loop over the last 10 s (for information: liveness does not fail on it)"),
 });
 
-/** GET /v1/models (libs/http-api/src/models.controller.ts ModelInfo). */
+/** GET /v1/models (libs/http-api/src/collections/models.controller.ts ModelInfo). */
 export const ModelListSchema = z.object({
   default: z.string(),
   cohere: z.string(),

@@ -1,0 +1,323 @@
+import { randomUUID } from 'node:crypto';
+import path from 'node:path';
+import type { Readable } from 'node:stream';
+import { PayloadTooLargeException } from '@nestjs/common';
+import {
+  BatchOptionsSchema,
+  ConflictError,
+  NotFoundError,
+  QueueName,
+  ValidationError,
+  batchKeys,
+  checkScorerArtifact,
+  textJobIds,
+  type BatchOptions,
+  type BatchRecord,
+} from '@lateral/shared';
+import { S3Upload, callerUploadKey, checkScorerArtifactExists, getObjectStream, objectHead, type ApiRepositories } from '@lateral/infra';
+import { currentTenant } from '../common/request-context';
+import { TextRerankSubmitter } from '../rerank/text-candidates';
+import { zodIssues } from '../common/zod-issues';
+import type { TenantQuotas } from '../auth/quotas';
+
+/** Lines of the input's head checked for JSONL (a file none of whose first lines is a JSON object is refused). */
+const HEAD_LINES = 100;
+const HEAD_BYTES = 1 << 20;
+
+/** A request body read as a stream (the body reader leaves JSONL uploads unread). */
+type UploadRequest = Readable & { headers: Record<string, string | string[] | undefined> };
+
+/** What GET /v1/batches/{id} answers. */
+export interface BatchStatus {
+  id: string;
+  state: BatchRecord['state'];
+  createdAt: string;
+  startedAt?: string;
+  completedAt?: string;
+  cancelledAt?: string;
+  options: BatchRecord['options'];
+  input: { bytes: number };
+  counts?: BatchRecord['counts'];
+  progress: { chunks: number | null; chunksDone: number; fraction: number; etaSeconds: number | null };
+  texts?: BatchRecord['texts'];
+  timings?: BatchRecord['timings'];
+  result?: { key: string; url: string };
+  error?: string;
+}
+
+/** What batch files use: S3 (inputs, records, results), the batch queue and its jobs, the re-rank submitter's checks, the quotas. */
+export type BatchesDeps = Pick<ApiRepositories, 'config' | 'store' | 'queues' | 'jobs'> & { texts: TextRerankSubmitter; quotas: TenantQuotas };
+
+/**
+ * Batch files (JSONL, one re-rank row per line, each with a custom_id): the upload is streamed to S3
+ * as it arrives (multipart, one part in memory), or the caller names an S3 key; a `batch` plan job
+ * validates rows and cuts chunks, a BullMQ flow re-ranks them (encode-texts children on the
+ * encoder pool), the finalize step writes the result file in the input's order.
+ */
+export class BatchesService {
+  private readonly texts: TextRerankSubmitter;
+
+  constructor(private readonly deps: BatchesDeps) {
+    this.texts = deps.texts;
+  }
+
+  private get tenantId(): string {
+    return currentTenant(this.deps.config);
+  }
+
+  private options(raw: Record<string, unknown>): BatchOptions {
+    const parsed = BatchOptionsSchema.safeParse(raw);
+    if (!parsed.success) throw new ValidationError('invalid batch options', zodIssues(parsed.error));
+    checkScorerArtifact(path.resolve(this.deps.config.SCORERS_DIR), parsed.data.scorer);
+    return parsed.data;
+  }
+
+  private async checkTarget(o: BatchOptions): Promise<void> {
+    await checkScorerArtifactExists(this.deps, this.tenantId, o.scorer);
+    await this.texts.target(this.tenantId, { collection: o.collection, model: o.model, queries: [] });
+  }
+
+  private tooLarge(bytes: number | string): PayloadTooLargeException {
+    return new PayloadTooLargeException(`batch file is ${bytes} bytes, over BATCH_MAX_BYTES (${this.deps.config.BATCH_MAX_BYTES} bytes)`);
+  }
+
+  /** POST /v1/batches with a JSONL body: streamed to S3, never held whole. Batch options come from the query string. */
+  async createFromUpload(req: UploadRequest, query: Record<string, unknown>): Promise<BatchStatus> {
+    const tenantId = this.tenantId;
+    let opts: BatchOptions;
+    const id = `batch-${randomUUID()}`;
+    let release: () => Promise<void>;
+    try {
+      opts = this.options(query);
+      await this.checkTarget(opts);
+      this.checkUploadHeaders(req);
+      // The tenant's jobs in flight (maxConcurrentJobs), before the upload is read.
+      release = await this.deps.quotas.admit(tenantId, { kind: 'batch', id });
+    } catch (err) {
+      req.resume();
+      throw err;
+    }
+    const key = batchKeys.input(tenantId, id);
+    let bytes: number;
+    try {
+      bytes = await this.streamJsonl(req, key);
+    } catch (err) {
+      await release();
+      throw err;
+    }
+    return this.start(id, opts, { key, bytes }, release);
+  }
+
+  /**
+   * PUT /v1/uploads/{name}: a JSONL file streamed to the caller's own uploads
+   * (`tenants/<tenant>/uploads/<name>`, replaced when it exists), for batches that name it as
+   * their `input`. Up to BATCH_MAX_BYTES; refused unless one of its first lines is a JSON object.
+   */
+  async upload(name: string, req: UploadRequest): Promise<{ name: string; bytes: number }> {
+    const key = batchKeys.upload(this.tenantId, name);
+    try {
+      this.checkUploadHeaders(req);
+    } catch (err) {
+      req.resume();
+      throw err;
+    }
+    const bytes = await this.streamJsonl(req, key);
+    return { name, bytes };
+  }
+
+  private checkUploadHeaders(req: UploadRequest): void {
+    const encoding = String(req.headers['content-encoding'] ?? '').trim().toLowerCase();
+    if (encoding !== '' && encoding !== 'identity') throw new ValidationError(`batch uploads are not compressed (Content-Encoding: ${encoding}); upload the JSONL as is`, [{ field: 'content-encoding', message: 'identity only' }]);
+    const declared = Number(req.headers['content-length']);
+    if (Number.isFinite(declared) && declared > this.deps.config.BATCH_MAX_BYTES) throw this.tooLarge(declared);
+  }
+
+  /** Streams a JSONL body to `key` (multipart, one part in memory); aborts the upload on any failure. Returns its bytes. */
+  private async streamJsonl(req: UploadRequest, key: string): Promise<number> {
+    const max = this.deps.config.BATCH_MAX_BYTES;
+    const upload = new S3Upload(this.deps.store, key, 'application/x-ndjson');
+    const head = new HeadScan();
+    try {
+      for await (const chunk of req) {
+        const b = chunk as Buffer;
+        if (upload.bytes + b.byteLength > max) {
+          req.resume();
+          throw this.tooLarge(`over ${max}`);
+        }
+        head.push(b);
+        await upload.write(b);
+      }
+      head.check(true);
+      await upload.finish();
+    } catch (err) {
+      await upload.abort();
+      throw err;
+    }
+    return upload.bytes;
+  }
+
+  /**
+   * POST /v1/batches with JSON `{ input, collection?, model?, scorer?, topK? }`: `input` is the
+   * name of one of the caller's uploads (callerUploadKey), never an object key; anything else gets
+   * the same 400 whether an object is there or not.
+   */
+  async createFromKey(body: unknown): Promise<BatchStatus> {
+    if (!body || typeof body !== 'object' || Array.isArray(body)) throw new ValidationError('body must be a JSON object { input, collection?, model?, scorer?, topK? }, or a JSONL file (Content-Type: application/jsonl)', [{ field: 'body', message: 'expected an object' }]);
+    const { input, ...rest } = body as Record<string, unknown>;
+    const key = callerUploadKey(this.tenantId, input, 'input');
+    const opts = this.options(rest);
+    await this.checkTarget(opts);
+    const info = await objectHead(this.deps.store, key);
+    // A well-formed name of an upload the caller does not have: a 404 (only the caller's own uploads are looked at).
+    if (!info) throw new NotFoundError(`input: you have no upload '${String(input)}' (PUT /v1/uploads/${String(input)} first)`);
+    if (info.size > this.deps.config.BATCH_MAX_BYTES) throw this.tooLarge(info.size);
+    const stream = await getObjectStream(this.deps.store, key);
+    const head = new HeadScan();
+    let ended = true;
+    for await (const chunk of stream ?? []) {
+      if (head.push(chunk as Buffer)) {
+        ended = false;
+        break;
+      }
+    }
+    stream?.destroy();
+    head.check(ended);
+    const id = `batch-${randomUUID()}`;
+    return this.start(id, opts, { key, bytes: info.size }, await this.deps.quotas.admit(this.tenantId, { kind: 'batch', id }));
+  }
+
+  private async start(id: string, options: BatchOptions, input: { key: string; bytes: number }, release: () => Promise<void>): Promise<BatchStatus> {
+    const tenantId = this.tenantId;
+    const record: BatchRecord = { id, tenantId, state: 'validating', createdAt: new Date().toISOString(), options, input };
+    try {
+      await this.deps.store.putJson(batchKeys.record(tenantId, id), record);
+      await this.deps.queues.add(QueueName.batch, textJobIds.batchPlan(tenantId, id), { step: 'plan', tenantId, batchId: id }); // batchId: the re-rank batch file's id (rerankBatchId)
+    } catch (err) {
+      await release();
+      throw err;
+    }
+    return this.view(record);
+  }
+
+  private async record(id: string): Promise<BatchRecord> {
+    const r = await this.deps.store.getJson<BatchRecord>(batchKeys.record(this.tenantId, id));
+    if (!r) throw new NotFoundError(`batch '${id}' not found`);
+    return r;
+  }
+
+  async status(id: string): Promise<BatchStatus> {
+    return this.view(await this.record(id));
+  }
+
+  async cancel(id: string): Promise<BatchStatus> {
+    const r = await this.record(id);
+    if (r.state === 'completed' || r.state === 'failed') throw new ConflictError(`batch '${id}' is already ${r.state}`);
+    if (r.state === 'cancelled') return this.view(r);
+    // Chunks not yet started see the state and skip their rows; a running chunk finishes.
+    const cancelled: BatchRecord = { ...r, state: 'cancelled', cancelledAt: new Date().toISOString() };
+    await this.deps.store.putJson(batchKeys.record(this.tenantId, id), cancelled);
+    return this.view(cancelled);
+  }
+
+  /** The result file as a stream (409 until the batch is completed). */
+  async results(id: string): Promise<Readable> {
+    const r = await this.record(id);
+    const view = await this.view(r);
+    if (view.state !== 'completed' || !r.resultKey) throw new ConflictError(`batch '${id}' is ${view.state}: its results are there once it is completed`);
+    const s = await getObjectStream(this.deps.store, r.resultKey);
+    if (!s) throw new NotFoundError(`the result file of batch '${id}' is missing`);
+    return s;
+  }
+
+  /** The record, with the failure of its plan or finalize job, and progress / ETA from the flow's processed children. */
+  private async view(r: BatchRecord): Promise<BatchStatus> {
+    const tenantId = this.tenantId;
+    let state = r.state;
+    let error = r.error;
+    let chunksDone = 0;
+    if (state === 'validating' || state === 'running') {
+      const plan = await this.deps.jobs.read(QueueName.batch, textJobIds.batchPlan(tenantId, r.id));
+      if (plan?.state === 'failed') {
+        state = 'failed';
+        error = plan.failedReason;
+      }
+    }
+    if (state === 'running') {
+      const fin = await this.deps.jobs.flowProgress(QueueName.batch, textJobIds.batchFinalize(tenantId, r.id));
+      if (fin) {
+        if (fin.failedReason !== null) {
+          state = 'failed';
+          error = fin.failedReason;
+        } else {
+          chunksDone = fin.childrenProcessed;
+        }
+      }
+    }
+    if (state === 'completed') chunksDone = r.chunks ?? 0;
+    const chunks = r.chunks ?? null;
+    const fraction = state === 'completed' ? 1 : chunks ? chunksDone / chunks : 0;
+    const elapsed = r.startedAt ? (Date.now() - Date.parse(r.startedAt)) / 1000 : 0;
+    const etaSeconds = state === 'running' && fraction > 0 ? Math.round((elapsed * (1 - fraction)) / fraction) : state === 'completed' ? 0 : null;
+    return {
+      id: r.id,
+      state,
+      createdAt: r.createdAt,
+      ...(r.startedAt ? { startedAt: r.startedAt } : {}),
+      ...(r.completedAt ? { completedAt: r.completedAt } : {}),
+      ...(r.cancelledAt ? { cancelledAt: r.cancelledAt } : {}),
+      options: r.options,
+      input: { bytes: r.input.bytes },
+      ...(r.counts ? { counts: r.counts } : {}),
+      progress: { chunks, chunksDone, fraction, etaSeconds },
+      ...(r.texts ? { texts: r.texts } : {}),
+      ...(r.timings ? { timings: r.timings } : {}),
+      ...(r.resultKey && state === 'completed' ? { result: { key: r.resultKey, url: `/v1/batches/${r.id}/results` } } : {}),
+      ...(error ? { error } : {}),
+    };
+  }
+}
+
+/**
+ * Keeps the first lines of an input (up to HEAD_LINES lines or HEAD_BYTES) to tell a JSONL file
+ * from something else before any work is queued: it is JSONL when one of those lines is a JSON
+ * object (single bad rows are the rows' own errors, in the result file).
+ */
+class HeadScan {
+  private text = '';
+  private bytes = 0;
+  private full = false;
+
+  /** Returns true once it has seen enough. */
+  push(chunk: Buffer): boolean {
+    if (this.full) return true;
+    const take = chunk.subarray(0, Math.max(0, HEAD_BYTES - this.bytes));
+    this.bytes += take.byteLength;
+    this.text += take.toString('utf8');
+    let lines = 0;
+    for (let i = this.text.indexOf('\n'); i >= 0 && lines <= HEAD_LINES; i = this.text.indexOf('\n', i + 1)) lines++;
+    this.full = lines > HEAD_LINES || this.bytes >= HEAD_BYTES;
+    return this.full;
+  }
+
+  check(ended: boolean): void {
+    let lines = this.text.split('\n');
+    if (!ended) lines = lines.slice(0, -1); // the last one may be cut
+    const nonEmpty = lines.map((l) => l.trim()).filter((l) => l.length > 0).slice(0, HEAD_LINES);
+    if (nonEmpty.length === 0) {
+      throw new ValidationError(ended && this.bytes === 0 ? 'the batch file is empty: expected JSONL, one re-rank row per line' : `the batch file is not JSONL: no line ends within its first ${HEAD_BYTES} bytes`, [
+        { field: 'body', message: 'expected JSONL' },
+      ]);
+    }
+    const isObject = (l: string) => {
+      try {
+        const v = JSON.parse(l);
+        return !!v && typeof v === 'object' && !Array.isArray(v);
+      } catch {
+        return false;
+      }
+    };
+    if (!nonEmpty.some(isObject)) {
+      throw new ValidationError(`the batch file is not JSONL: none of its first ${nonEmpty.length} non-empty line(s) is a JSON object`, [{ field: 'body', message: 'expected one JSON object per line' }]);
+    }
+  }
+}

@@ -1,0 +1,243 @@
+import { randomUUID } from 'node:crypto';
+import {
+  NotFoundError,
+  QueueName,
+  ValidationError,
+  jobIds,
+  s3Keys,
+  toNdjson,
+  DEFAULT_DOCUMENT_LIST_LIMIT,
+  MAX_DOCUMENT_LIST_LIMIT,
+  TRUNCATED_IDS_SHOWN,
+  type Collection,
+  type DocumentIdPage,
+  type IngestionRecord,
+  type StoredDocument,
+} from '@lateral/shared';
+import type { ApiRepositories, DocumentRepository } from '@lateral/infra';
+import { currentTenant } from '../common/request-context';
+import { codecVersions } from '../common/codec-versions';
+import type { TenantQuotas } from '../auth/quotas';
+import { parseDocumentsBody, validateDocuments } from './documents';
+
+/** What ingestion and document reads use: collection records, manifests, ingestions, stored documents, S3, the encode queue, the quotas. */
+export type DocumentsDeps = Pick<ApiRepositories, 'config' | 'collections' | 'generations' | 'ingestions' | 'documents' | 'store' | 'queues'> & { quotas: TenantQuotas };
+
+/** The documents of a collection: ingestion (validation, S3-first writes, then the encode jobs), its progress, and reads of live documents. */
+export class DocumentsService {
+  /** Documents read back from S3 (text, metadata, tokens, the segment holding them). */
+  private readonly documents: DocumentRepository;
+  /** Per-tenant quotas (documents, bytes, jobs in flight), checked before anything is written. */
+  private readonly quotas: TenantQuotas;
+
+  constructor(private readonly deps: DocumentsDeps) {
+    this.documents = deps.documents;
+    this.quotas = deps.quotas;
+  }
+
+  /** The caller's tenant (request-context.ts): DEFAULT_TENANT with AUTH=none, the API key's with AUTH=keys. */
+  private get tenantId(): string {
+    return currentTenant(this.deps.config);
+  }
+
+  private async require(id: string): Promise<Collection> {
+    const c = await this.deps.collections.get(this.tenantId, id);
+    if (!c) throw new NotFoundError(`collection '${id}' not found`);
+    return c;
+  }
+
+  /**
+   * Accepts a batch of documents. Everything is validated first (all-or-nothing), the documents
+   * are written to S3, and only then are the encode jobs enqueued and the request answered.
+   */
+  async ingest(id: string, body: string, contentType: string | undefined) {
+    const collection = await this.require(id);
+    const docs = validateDocuments(parseDocumentsBody(body, contentType), {
+      maxDocumentBytes: this.deps.config.MAX_DOCUMENT_BYTES,
+      maxBatchDocuments: this.deps.config.MAX_BATCH_DOCUMENTS,
+      passages: collection.passages !== undefined,
+    });
+    const ingestionId = `ing-${randomUUID()}`;
+    const release = await this.quotas.admit(this.tenantId, { kind: 'ingest', collection: collection.id, id: ingestionId, documents: docs.length });
+    try {
+      return await this.accept(collection, ingestionId, docs);
+    } catch (err) {
+      await release();
+      throw err;
+    }
+  }
+
+  /** Writes an admitted ingestion: its documents to S3, its record, then its encode jobs. */
+  private async accept(collection: Collection, ingestionId: string, docs: ReturnType<typeof validateDocuments>) {
+    const size = this.deps.config.ENCODE_BATCH_DOCUMENTS;
+    const batches: { batchId: string; key: string; documents: number }[] = [];
+    for (let i = 0; i < docs.length; i += size) {
+      const ingestBatchId = `${ingestionId}-${String(batches.length).padStart(5, '0')}`;
+      const chunk = docs.slice(i, i + size);
+      const key = s3Keys.batchDocuments(this.tenantId, collection.id, ingestBatchId);
+      await this.deps.store.put(key, toNdjson(chunk), 'application/x-ndjson');
+      batches.push({ batchId: ingestBatchId, key, documents: chunk.length });
+    }
+    // The record first: it is what the ingestion's progress is measured against.
+    const record = { ingestionId, createdAt: new Date().toISOString(), documents: docs.length, batches: batches.map((b) => ({ batchId: b.batchId, documents: b.documents })) };
+    await this.deps.ingestions.create(this.tenantId, collection.id, record);
+    await this.deps.queues.addBulk(
+      QueueName.encode,
+      batches.map((b) => ({
+        jobId: jobIds.encode(this.tenantId, collection.id, b.batchId),
+        payload: { tenantId: this.tenantId, collectionId: collection.id, ingestionId, batchId: b.batchId, documentsKey: b.key, documents: b.documents },
+      })),
+    );
+    return { ingestionId, collection: collection.id, documents: docs.length, batches: batches.length, status: `/v1/collections/${collection.id}/ingestions/${ingestionId}` };
+  }
+
+  async ingestion(id: string, ingestionId: string) {
+    const c = await this.require(id);
+    const manifest = await this.deps.generations.manifest(this.tenantId, id);
+    const s = await this.deps.ingestions.state(this.tenantId, id, ingestionId, manifest, codecVersions(c));
+    if (!s) throw new NotFoundError(`ingestion '${ingestionId}' not found in collection '${id}'`);
+    return {
+      ingestionId,
+      collection: id,
+      state: s.state,
+      stages: s.stages,
+      batches: s.record.batches.length,
+      createdAt: s.record.createdAt,
+      ...(await this.longDocuments(id, s.record)),
+      ...(s.failures.length ? { failures: s.failures.map((f) => ({ batchId: f.batchId, stage: f.queue, documents: f.documents, error: f.error })) } : {}),
+    };
+  }
+
+  /**
+   * Long documents of an ingestion, over the batches encoded so far (their info.json): how many
+   * were truncated to maxDocTokens (the first TRUNCATED_IDS_SHOWN ids named) and, in a collection
+   * with passages, how many were split and into how many passages.
+   */
+  private async longDocuments(id: string, record: IngestionRecord) {
+    // only batches with raw vectors have been encoded (one LIST), and a found info.json is cached: a status poll reads little
+    const raw = await this.deps.store.list(`${s3Keys.rawPrefix(this.tenantId, id)}${record.ingestionId}-`);
+    const encoded = new Set(raw.map((k) => k.key.slice(k.key.lastIndexOf('/') + 1).replace(/\.seg$/, '')));
+    const infos = await Promise.all(record.batches.filter((b) => encoded.has(b.batchId)).map((b) => this.documents.encodedInfo(this.tenantId, id, b.batchId)));
+    let truncated = 0;
+    const ids: string[] = [];
+    const split = new Set<string>();
+    let passages = 0;
+    for (const info of infos) {
+      for (const d of info?.documents ?? []) {
+        if (d.parent !== undefined) {
+          split.add(d.parent);
+          passages++;
+        } else if (d.truncated) {
+          truncated++;
+          if (ids.length < TRUNCATED_IDS_SHOWN) ids.push(d.id);
+        }
+      }
+    }
+    return {
+      encodedBatches: infos.filter((i) => i !== null).length,
+      truncated: { documents: truncated, ids },
+      ...(split.size > 0 ? { split: { documents: split.size, passages } } : {}),
+    };
+  }
+
+  /** One live document of the current generation, read back from S3. */
+  async document(id: string, docId: string): Promise<StoredDocument> {
+    await this.require(id);
+    const manifest = await this.deps.generations.manifest(this.tenantId, id);
+    const doc = manifest ? await this.documents.get(manifest, docId) : null;
+    if (!doc) {
+      const shown = docId.slice(0, 200);
+      const pending = (await this.documents.pending(this.tenantId, id, manifest, [docId])).get(docId);
+      if (pending) {
+        throw new NotFoundError(`document '${shown}' is not in collection '${id}' yet: ingestion ${pending} accepted it and is still in progress (${`/v1/collections/${id}/ingestions/${pending}`}; ingest with wait to answer when it is done)`);
+      }
+      throw new NotFoundError(`document '${shown}' not found in collection '${id}' (generation ${manifest?.generation ?? 0})`);
+    }
+    return doc;
+  }
+
+  /** Live document ids of the current generation, sorted, `limit` per page after an opaque cursor. */
+  async documentIds(id: string, rawLimit: unknown, rawCursor: unknown): Promise<DocumentIdPage> {
+    const limit = parseLimit(rawLimit);
+    const after = rawCursor === undefined || rawCursor === '' ? undefined : decodeCursor(rawCursor);
+    await this.require(id);
+    const manifest = await this.deps.generations.manifest(this.tenantId, id);
+    if (!manifest) return { collection: id, generation: 0, documents: [] };
+    const page = await this.documents.listIds(manifest, limit, after);
+    return {
+      collection: id,
+      generation: manifest.generation,
+      documents: page.ids,
+      ...(page.more ? { nextCursor: encodeCursor(page.ids[page.ids.length - 1]) } : {}),
+    };
+  }
+
+  /** `wait` of an ingest (query or body): seconds, at most RERANK_MAX_WAIT_SECONDS, as for re-rank. */
+  parseWait(raw: unknown): number {
+    if (raw === undefined || raw === '') return 0;
+    const n = Number(raw);
+    const max = this.deps.config.RERANK_MAX_WAIT_SECONDS;
+    if (typeof raw === 'boolean' || !Number.isFinite(n) || n < 0 || n > max) {
+      throw new ValidationError(`wait must be a number of seconds between 0 and ${max} (RERANK_MAX_WAIT_SECONDS)`, [{ field: 'wait', message: `0..${max}` }]);
+    }
+    return n;
+  }
+
+  /**
+   * Ingest, then wait up to `waitSeconds` for the ingestion to finish: 200 with its final status
+   * (done or failed), or 202 with the accepted ingestion as without `wait`.
+   */
+  async ingestAndWait(id: string, body: string, contentType: string | undefined, queryWait: string | undefined): Promise<{ status: number; body: Record<string, unknown> }> {
+    const waitSeconds = this.parseWait(queryWait ?? bodyWait(body, contentType));
+    const accepted = await this.ingest(id, body, contentType);
+    if (waitSeconds <= 0) return { status: 202, body: accepted };
+    const deadline = Date.now() + waitSeconds * 1000;
+    let pause = 100;
+    for (;;) {
+      const st = await this.ingestion(id, accepted.ingestionId);
+      if (st.state !== 'processing') return { status: 200, body: { ...accepted, ...st } };
+      const left = deadline - Date.now();
+      if (left <= 0) return { status: 202, body: accepted };
+      await new Promise((r) => setTimeout(r, Math.min(pause, left)));
+      pause = Math.min(1000, Math.round(pause * 1.5));
+    }
+  }
+}
+
+function parseLimit(raw: unknown): number {
+  if (raw === undefined || raw === '') return DEFAULT_DOCUMENT_LIST_LIMIT;
+  const n = Number(raw);
+  if (typeof raw !== 'string' || !/^\d+$/.test(raw) || !Number.isInteger(n) || n < 1 || n > MAX_DOCUMENT_LIST_LIMIT) {
+    throw new ValidationError(`limit must be an integer between 1 and ${MAX_DOCUMENT_LIST_LIMIT}`, [{ field: 'limit', message: `an integer in 1..${MAX_DOCUMENT_LIST_LIMIT} (default ${DEFAULT_DOCUMENT_LIST_LIMIT})` }]);
+  }
+  return n;
+}
+
+/**
+ * Cursors are opaque to callers: `c1.` and the base64url of the last id of the page. Any string of
+ * that form is a cursor (the listing starts after the id it decodes to, as UTF-8 text), so the
+ * OpenAPI document states the whole rule as a pattern; anything else is a 400 naming `cursor`.
+ */
+export const CURSOR_PATTERN = /^c1\.[A-Za-z0-9_-]{1,4000}$/;
+function encodeCursor(after: string): string {
+  return `c1.${Buffer.from(after, 'utf8').toString('base64url')}`;
+}
+
+function decodeCursor(raw: unknown): string {
+  if (typeof raw !== 'string' || !CURSOR_PATTERN.test(raw)) {
+    throw new ValidationError('cursor is not a cursor this API returned (pass nextCursor from the previous page unchanged)', [{ field: 'cursor', message: `invalid cursor (${CURSOR_PATTERN.source})` }]);
+  }
+  return Buffer.from(raw.slice(3), 'base64url').toString('utf8');
+}
+
+/** The `wait` field of a `{ "documents": [...], "wait": n }` JSON body (other body forms carry none). */
+function bodyWait(body: string, contentType: string | undefined): unknown {
+  const ct = (contentType ?? '').split(';')[0].trim().toLowerCase();
+  if (ct === 'application/x-ndjson' || ct === 'application/ndjson' || ct === 'application/jsonl' || !body.includes('"wait"') || !body.trimStart().startsWith('{')) return undefined;
+  try {
+    const v = JSON.parse(body) as unknown;
+    return v && typeof v === 'object' && !Array.isArray(v) && Array.isArray((v as { documents?: unknown }).documents) ? (v as { wait?: unknown }).wait : undefined;
+  } catch {
+    return undefined; // the ingest reports the malformed body
+  }
+}

@@ -1,0 +1,44 @@
+import { Body, Controller, Delete, Get, HttpCode, Inject, Param, Post, Req } from '@nestjs/common';
+import type { Request } from 'express';
+import { resourceId } from '@lateral/shared';
+import { JudgmentsService } from './judgments.service';
+import { json } from '../common/json-body';
+import { CollectionIdParam, pathParam } from '../common/path-params';
+
+const JudgmentsIdParam = pathParam('judgmentsId', resourceId('judgments id'));
+const TrainIdParam = pathParam('trainId', resourceId('train id'));
+
+/** Relevance judgments of a collection and the training runs fitted on them. */
+@Controller('v1')
+export class JudgmentsController {
+  constructor(@Inject(JudgmentsService) private readonly svc: JudgmentsService) {}
+
+  /** JSON, NDJSON (one judged query per line) or TREC `{ "qrels", "topics" }` -> 201 with the stored set's id and unknown document ids. */
+  @Post('collections/:id/judgments')
+  @HttpCode(201)
+  store(@Param('id', CollectionIdParam) id: string, @Body() body: unknown, @Req() req: Request) {
+    return this.svc.store(id, typeof body === 'string' ? body : JSON.stringify(body ?? ''), req.headers['content-type']);
+  }
+
+  @Get('collections/:id/judgments/:judgmentsId')
+  judgments(@Param('id', CollectionIdParam) id: string, @Param('judgmentsId', JudgmentsIdParam) judgmentsId: string) {
+    return this.svc.get(id, judgmentsId);
+  }
+
+  @Post('collections/:id/train')
+  @HttpCode(202)
+  train(@Param('id', CollectionIdParam) id: string, @Body() body: unknown) {
+    return this.svc.train(id, typeof body === 'string' && body.trim() === '' ? {} : json(body));
+  }
+
+  @Get('train/:trainId')
+  status(@Param('trainId', TrainIdParam) trainId: string) {
+    return this.svc.status(trainId);
+  }
+
+  @Delete('train/:trainId')
+  @HttpCode(202)
+  cancel(@Param('trainId', TrainIdParam) trainId: string) {
+    return this.svc.cancel(trainId);
+  }
+}
