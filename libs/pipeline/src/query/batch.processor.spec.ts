@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { BatchRowSchema, RerankRequestSchema, isTextCandidate, type BatchRow, type Candidate } from '@lateral/shared';
-import { chunkRequestIssues, compactEntry, plainBatchRow, readChunk, type ChunkHeader } from './batch.processor';
+import { BatchRowSchema, RerankRequestSchema, compactEntry, isTextCandidate, plainBatchRow, type BatchRow, type Candidate, type ChunkHeader } from '@lateral/shared';
+import { chunkRequestIssues, readChunk } from './batch.processor';
 import { textHash } from './text-cache';
 
 const good: object[] = [

@@ -1,4 +1,4 @@
-import { createHash, hash } from 'node:crypto';
+import { createHash } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { createCodec, readSegment, writeSegment, type CodecArtifact } from '@lateral/codec';
@@ -9,8 +9,8 @@ import { RAW_CODEC, assembleSegmentDocs } from '@lateral/serving';
 
 const DAY_MS = 24 * 3600 * 1000;
 
-/** sha256 of a candidate text (UTF-8), in hex: the text's name in the cache (one-shot: a Hash object per text cost 6x more). */
-export const textHash = (text: string): string => hash('sha256', text, 'hex');
+/** sha256 of a candidate text: its name in the cache (defined with the batch rows, whose chunk files name texts by it). */
+export { textHash } from '@lateral/shared';
 
 const versions = new Map<string, Promise<string>>();
 /**
