@@ -1,4 +1,4 @@
-import { QueueName, batchKeys, compactEntry, textHash, textJobIds, validateRow, type ChunkHeader, type JobPayload } from '@lateral/shared';
+import { QueueName, batchKeys, compactEntry, textHash, textJobIds, validateRow, type ChunkHeader, type ChunkTexts, type JobPayload } from '@lateral/shared';
 import type { FlowNode } from './job-flows';
 import type { ObjectStore } from './object-store';
 
@@ -62,15 +62,16 @@ export class BatchChunkWriter {
     if (this.entries.length === 0) return;
     const n = this.withTexts.length;
     const distinct = [...this.texts.keys()];
-    // The chunk names each distinct text once, by its hash (hashed here, once): the header line.
-    const header = JSON.stringify({ textHashes: distinct.map(textHash) } satisfies ChunkHeader);
+    // The chunk names each distinct text once, by its hash (hashed here, once): the header line, and the texts file (ChunkTexts) beside it.
+    const textHashes = distinct.map(textHash);
+    const header = JSON.stringify({ textHashes } satisfies ChunkHeader);
     const body = `${header}\n${this.entries.join('\n')}\n`;
     this.entries = [];
     this.texts = new Map();
     this.withTexts.push(distinct.length > 0);
     await Promise.all([
       this.store.put(batchKeys.chunk(this.t, this.b, n), body, 'application/x-ndjson'),
-      distinct.length > 0 ? this.store.putJson(batchKeys.chunkTexts(this.t, this.b, n), distinct) : undefined,
+      distinct.length > 0 ? this.store.putJson(batchKeys.chunkTexts(this.t, this.b, n), { textHashes, texts: distinct } satisfies ChunkTexts) : undefined,
     ]);
   }
 }

@@ -48,7 +48,8 @@ export function validateRow(
   const issues: { field: string; message: string }[] = [];
   row.candidates.forEach((c, ci) => {
     if (isTextCandidate(c)) {
-      const bytes = Buffer.byteLength(c.text);
+      // UTF-8 takes at most 3 bytes per UTF-16 unit: most texts need no count.
+      const bytes = c.text.length * 3 <= opts.maxTextBytes ? 0 : Buffer.byteLength(c.text);
       if (bytes > opts.maxTextBytes) issues.push({ field: `candidates.${ci}.text`, message: `text is ${bytes} bytes, over MAX_DOCUMENT_BYTES (${opts.maxTextBytes})` });
     } else if (!opts.hasCollection) {
       issues.push({ field: `candidates.${ci}`, message: 'a candidate given by id needs the batch to name a collection; give it as { text }' });
@@ -107,6 +108,15 @@ export function plainBatchRow(value: object): BatchRow | null {
  * job reads); each row's text candidates are written as `{ id?, t, score? }` with `t` the text's
  * place in that list, so a chunk job reads no text, hashes none and parses no row again.
  */
+
+/**
+ * A chunk's texts file (its encode-texts job's input): the distinct texts with their hashes, so
+ * the job hashes none again. The texts file of a re-rank request is a plain array of texts.
+ */
+export interface ChunkTexts {
+  textHashes: string[];
+  texts: string[];
+}
 
 /** The header line of a chunk file. */
 export interface ChunkHeader {
