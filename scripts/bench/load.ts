@@ -6,13 +6,14 @@
  * child on a fresh DATA_DIR, `--docs` Cranfield documents (default 300) are ingested, and then
  * this process (the load generator, a second process on loopback) drives re-rank and search
  * traffic at the same time for `--seconds` (default 60) with autocannon: `--connections`
- * (default 4) connections each, re-ranks of `--candidates` (default 50) ids per query and
+ * (default 4) connections each, re-ranks of `--candidates` (default 100, as issue 31's target names) ids per query and
  * searches (xtr, top 10), both with `?wait=30` so a request's latency is the job's round trip,
  * the queries cycling through Cranfield's. Prints throughput, p50 / p99 latency, non-2xx answers
  * and errors, and the RSS of each process (service, redis-server, load generator) at the start
- * of the traffic and at its end. With --json the last line is one JSON object: rerank_rps,
+ * of the traffic and at its end, with the machine's load average (1 min) at both (the bench shares
+ * its cores with whatever else runs). With --json the last line is one JSON object: rerank_rps,
  * rerank_p50_ms, rerank_p99_ms, search_rps, search_p50_ms, search_p99_ms, and rss_start_mb /
- * rss_end_mb keyed by process.
+ * rss_end_mb keyed by process, load_start / load_end.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
@@ -122,7 +123,7 @@ function drive(url: string, pathAndQuery: string, bodies: string[], seconds: num
 export async function runLoadBench(args: string[]): Promise<Record<string, unknown>> {
   const seconds = opt(args, '--seconds', 60);
   const nDocs = opt(args, '--docs', 300);
-  const nCandidates = opt(args, '--candidates', 50);
+  const nCandidates = opt(args, '--candidates', 100);
   const connections = opt(args, '--connections', 4);
   const json = args.includes('--json');
   const say = (s: string) => (json ? console.error(s) : console.log(s));
@@ -152,17 +153,20 @@ export async function runLoadBench(args: string[]): Promise<Record<string, unkno
     const pids = { service: service.child.pid, redis: service.redisPid, loadgen: process.pid };
     const rss = () => Object.fromEntries(Object.entries(pids).map(([k, pid]) => [k, rssMb(pid)]));
     const rssStart = rss();
+    const loadStart = round(os.loadavg()[0], 2);
     say(`driving re-rank and search for ${seconds} s (${connections} connections each, ${nCandidates} candidates per re-rank)`);
     const [rr, se] = await Promise.all([
       drive(service.url, '/v1/rerank?wait=30', rerankBodies, seconds, connections),
       drive(service.url, '/v1/search?wait=30', searchBodies, seconds, connections),
     ]);
     const rssEnd = rss();
+    const loadEnd = round(os.loadavg()[0], 2);
     const line = (name: string, p: Phase) =>
       `${name.padEnd(7)} ${String(p.rps).padStart(8)} req/s  p50 ${String(p.p50).padStart(6)} ms  p99 ${String(p.p99).padStart(6)} ms  (${p.requests} requests, ${p.non2xx} non-2xx, ${p.errors} errors, ${p.timeouts} timeouts)`;
     say(line('rerank', rr));
     say(line('search', se));
     for (const k of Object.keys(pids)) say(`RSS ${k.padEnd(8)} start ${rssStart[k]} MB  end ${rssEnd[k]} MB`);
+    say(`load average (1 min) ${loadStart} at the start, ${loadEnd} at the end, on ${os.cpus().length} cores`);
     return {
       bench: 'load',
       seconds,
@@ -183,6 +187,8 @@ export async function runLoadBench(args: string[]): Promise<Record<string, unkno
       search_errors: se.errors + se.timeouts,
       rss_start_mb: rssStart,
       rss_end_mb: rssEnd,
+      load_start: loadStart,
+      load_end: loadEnd,
       cpus: os.cpus().length,
     };
   } finally {

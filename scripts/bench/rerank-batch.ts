@@ -11,8 +11,10 @@
  * texts encoded / reused, and the share of the wall time spent encoding (encode-texts jobs and
  * query encoding), scoring, and the rest (queues, S3, parsing, result files). The jobs of the two
  * pools run concurrently in this process, so the shares can overlap.
- * The phases of each run (from the record's timestamps): upload (POST until 202), plan (rows
- * validated and cut into chunks), chunks (re-rank and result files until completion).
+ * The phases of each run: upload (POST until 202: a JSONL body is validated and cut into chunk
+ * files as it streams in), plan (from the 202 until the record's startedAt: only for a batch whose
+ * plan job cuts it, none here), chunks (re-rank and result files until completion). The status
+ * is polled every 100 ms (a poll costs the process an S3 read and a few Redis calls).
  * The MaxSim kernel in the same run: the scorers' GEMM kernel (GemmMaxsim, the one a chunk's
  * maxsim runs) over the same fp16-rounded candidate vectors and encoded queries, one query per
  * call (each query's 100 candidates), and with the query repeated as often as a chunk repeats it
@@ -63,9 +65,9 @@ interface RunFigures {
   ndcg10: number;
 }
 
-/** POSTs the JSONL file (streamed; a fresh stream per try) through the shared client: 503 / 429 retried after Retry-After. */
+/** POSTs the JSONL file (streamed in 1 MiB reads; a fresh stream per try) through the shared client: 503 / 429 retried after Retry-After. */
 async function post(url: string, file: string): Promise<{ status: number; body: Record<string, unknown> }> {
-  const res = await fetchRetrying(url, () => ({ method: 'POST', headers: { 'content-type': 'application/jsonl' }, body: Readable.toWeb(createReadStream(file)) as ReadableStream, duplex: 'half' }) as RequestInit);
+  const res = await fetchRetrying(url, () => ({ method: 'POST', headers: { 'content-type': 'application/jsonl' }, body: Readable.toWeb(createReadStream(file, { highWaterMark: 1 << 20 })) as ReadableStream, duplex: 'half' }) as RequestInit);
   return { status: res.status, body: (await res.json()) as Record<string, unknown> };
 }
 
@@ -155,6 +157,7 @@ export async function runRerankBatchBench(args: string[]): Promise<Record<string
       const cpu0 = process.cpuUsage();
       const wallStart = Date.now();
       const created = await post(`${server.url}/v1/batches?model=${model}&topK=10`, file);
+      const acceptedAt = Date.now();
       if (created.status !== 202) throw new Error(`POST /v1/batches: ${created.status} ${JSON.stringify(created.body)}`);
       const id = created.body.id as string;
       let st: Record<string, any>; // eslint-disable-line @typescript-eslint/no-explicit-any
@@ -166,7 +169,7 @@ export async function runRerankBatchBench(args: string[]): Promise<Record<string
           lastLog = performance.now();
           log(`  ${label}: ${st.state} ${(100 * (st.progress?.fraction ?? 0)).toFixed(0)}% eta ${st.progress?.etaSeconds ?? '?'} s`);
         }
-        await new Promise((r) => setTimeout(r, 50));
+        await new Promise((r) => setTimeout(r, 100));
       }
       const seconds = (performance.now() - t0) / 1000;
       const cpuSeconds = cpuSecondsSince(cpu0);
@@ -199,7 +202,7 @@ export async function runRerankBatchBench(args: string[]): Promise<Record<string
         seconds,
         cpuSeconds,
         candidateTokensPerCpuSecond: (tokensPerRep * reps) / cpuSeconds,
-        phases: phasesOf(st, wallStart, seconds),
+        phases: phasesOf(st, wallStart, acceptedAt, seconds),
         rowsPerSecond: rows / seconds,
         candidateTokensPerSecond: (tokensPerRep * reps) / seconds,
         texts: { encoded: st.texts.encoded, reused: st.texts.reused },
@@ -271,10 +274,9 @@ function concatRounded(query: EncodedText, docs: EncodedText[], d: number): { qu
   return { query, docs: all, offsets };
 }
 
-/** Upload, plan and chunk phases from the batch record's timestamps (createdAt: accepted; startedAt: planned). */
-function phasesOf(st: { createdAt?: string; startedAt?: string; completedAt?: string }, wallStart: number, seconds: number): RunFigures['phases'] {
-  const at = (iso?: string) => (iso ? Date.parse(iso) : NaN);
-  const upload = (at(st.createdAt) - wallStart) / 1000;
-  const plan = (at(st.startedAt) - at(st.createdAt)) / 1000;
+/** Upload (POST until 202), plan (202 until the record's startedAt, when a plan job cuts the chunks) and chunk phases. */
+function phasesOf(st: { startedAt?: string }, wallStart: number, acceptedAt: number, seconds: number): RunFigures['phases'] {
+  const upload = (acceptedAt - wallStart) / 1000;
+  const plan = st.startedAt ? Math.max(0, Date.parse(st.startedAt) - acceptedAt) / 1000 : 0;
   return { upload, plan, chunks: seconds - upload - plan };
 }

@@ -47,7 +47,7 @@ export const batchOpenApiPaths = () => {
   '/v1/batches': {
     post: {
       summary:
-        'Create a batch: a JSONL file, one re-rank row per line ({custom_id, query, candidates, topK?}; `top_k`, the deprecated spelling of topK, is accepted; candidates are ids, {id, score} or {id?, text}), streamed to S3 as it arrives, or JSON naming an S3 key. Rows are validated one by one: a bad row fails alone, named by its line and custom_id.',
+        'Create a batch: a JSONL file, one re-rank row per line ({custom_id, query, candidates, topK?}; `top_k`, the deprecated spelling of topK, is accepted; candidates are ids, {id, score} or {id?, text}), cut into chunk files as it streams in (answered `running` once they and the flow are there), or JSON naming one of your uploads (answered `validating`: a plan job cuts it). Rows are validated one by one: a bad row fails alone, named by its line and custom_id.',
       parameters: Object.entries(options.properties ?? {}).map(([name, s]) => ({ name, in: 'query', required: false, schema: s, description: 'with a JSONL body: the batch option of that name' })),
       requestBody: {
         required: true,

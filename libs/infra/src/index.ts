@@ -6,6 +6,7 @@ export * from './object-store';
 export * from './disk-cache';
 export * from './object-streams';
 export * from './job-flows';
+export * from './batch-chunks';
 export * from './shard-queues';
 export * from './queues';
 export * from './collection.repository';

@@ -71,9 +71,12 @@ export interface BatchRecord {
   completedAt?: string;
   cancelledAt?: string;
   options: BatchOptions & { scorer: ScorerSpec };
-  input: { key: string; bytes: number };
-  /** Filled by the plan step. */
+  /** The input file: an upload the batch names (read by the plan job); absent for a body POSTed as JSONL, which is cut into chunks as it streams in. */
+  input: { key?: string; bytes: number };
+  /** Filled by the plan step (or by the API, for a JSONL body). */
   chunks?: number;
+  /** The chunk files are written: a plan again (after Redis lost the flow) only adds the flow. */
+  planned?: boolean;
   chunkRows?: number;
   counts?: { rows: number; invalid: number; completed?: number; failed?: number };
   texts?: { encoded: number; reused: number; tokens: number };

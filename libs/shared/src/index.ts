@@ -10,6 +10,7 @@ export * from './deletes';
 export * from './rerank';
 export * from './batch-keys';
 export * from './batches';
+export * from './batch-rows';
 export * from './config';
 export * from './random';
 export * from './scorer-artifacts';

@@ -10,11 +10,13 @@ import {
   ValidationError,
   batchKeys,
   checkScorerArtifact,
+  textCodecRef,
   textJobIds,
   type BatchOptions,
   type BatchRecord,
+  type Collection,
 } from '@lateral/shared';
-import { S3Upload, callerUploadKey, checkScorerArtifactExists, getObjectStream, objectHead, type ApiRepositories } from '@lateral/infra';
+import { BatchChunkWriter, S3Upload, batchFlow, callerUploadKey, checkScorerArtifactExists, getObjectStream, objectHead, readLines, type ApiRepositories } from '@lateral/infra';
 import { currentTenant } from '../common/request-context';
 import { TextRerankSubmitter } from '../rerank/text-candidates';
 import { zodIssues } from '../common/zod-issues';
@@ -46,7 +48,7 @@ export interface BatchStatus {
 }
 
 /** What batch files use: S3 (inputs, records, results), the batch queue and its jobs, the re-rank submitter's checks, the quotas. */
-export type BatchesDeps = Pick<ApiRepositories, 'config' | 'store' | 'queues' | 'jobs'> & { texts: TextRerankSubmitter; quotas: TenantQuotas };
+export type BatchesDeps = Pick<ApiRepositories, 'config' | 'store' | 'queues' | 'jobs' | 'flows'> & { texts: TextRerankSubmitter; quotas: TenantQuotas };
 
 /**
  * Batch files (JSONL, one re-rank row per line, each with a custom_id): the upload is streamed to S3
@@ -72,24 +74,31 @@ export class BatchesService {
     return parsed.data;
   }
 
-  private async checkTarget(o: BatchOptions): Promise<void> {
+  private async checkTarget(o: BatchOptions): Promise<Collection | null> {
     await checkScorerArtifactExists(this.deps, this.tenantId, o.scorer);
-    await this.texts.target(this.tenantId, { collection: o.collection, model: o.model, queries: [] });
+    return this.texts.target(this.tenantId, { collection: o.collection, model: o.model, queries: [] });
   }
 
   private tooLarge(bytes: number | string): PayloadTooLargeException {
     return new PayloadTooLargeException(`batch file is ${bytes} bytes, over BATCH_MAX_BYTES (${this.deps.config.BATCH_MAX_BYTES} bytes)`);
   }
 
-  /** POST /v1/batches with a JSONL body: streamed to S3, never held whole. Batch options come from the query string. */
+  /**
+   * POST /v1/batches with a JSONL body, never held whole: cut into chunk files as it streams in
+   * (rows validated, each chunk's distinct texts listed: BatchChunkWriter, as the plan job cuts an
+   * upload), then the flow is added and the batch answers `running`. No copy of the input is kept:
+   * the chunk files are what the jobs (and a re-plan after Redis lost the flow) read. Batch options
+   * come from the query string.
+   */
   async createFromUpload(req: UploadRequest, query: Record<string, unknown>): Promise<BatchStatus> {
     const tenantId = this.tenantId;
     let opts: BatchOptions;
+    let collection: Collection | null;
     const id = `batch-${randomUUID()}`;
     let release: () => Promise<void>;
     try {
       opts = this.options(query);
-      await this.checkTarget(opts);
+      collection = await this.checkTarget(opts);
       this.checkUploadHeaders(req);
       // The tenant's jobs in flight (maxConcurrentJobs), before the upload is read.
       release = await this.deps.quotas.admit(tenantId, { kind: 'batch', id });
@@ -97,15 +106,67 @@ export class BatchesService {
       req.resume();
       throw err;
     }
-    const key = batchKeys.input(tenantId, id);
-    let bytes: number;
+    const { config } = this.deps;
+    const writer = new BatchChunkWriter(this.deps.store, tenantId, id, config.BATCH_CHUNK_ROWS, { hasCollection: !!opts.collection, maxTextBytes: config.MAX_DOCUMENT_BYTES });
     try {
-      bytes = await this.streamJsonl(req, key);
+      const createdAt = new Date().toISOString();
+      const bytes = await this.planJsonl(req, writer);
+      const planned = await writer.finish();
+      const model = collection?.model ?? opts.model!;
+      const space = { model, maxTokens: collection?.maxDocTokens ?? this.texts.modelManifest(model).maxDocTokens, codec: textCodecRef(collection) };
+      const record: BatchRecord = {
+        id,
+        tenantId,
+        state: 'running',
+        createdAt,
+        startedAt: new Date().toISOString(),
+        options: opts,
+        input: { bytes },
+        chunks: planned.withTexts.length,
+        chunkRows: config.BATCH_CHUNK_ROWS,
+        counts: { rows: planned.rows, invalid: planned.invalid },
+        planned: true,
+      };
+      await this.deps.store.putJson(batchKeys.record(tenantId, id), record);
+      try {
+        await this.deps.flows.add(batchFlow(tenantId, id, planned.withTexts, space));
+      } catch (err) {
+        await this.deps.store.delete(batchKeys.record(tenantId, id)).catch(() => undefined);
+        throw err;
+      }
+      return this.view(record);
     } catch (err) {
+      await writer.discard();
       await release();
       throw err;
     }
-    return this.start(id, opts, { key, bytes }, release);
+  }
+
+  /** Feeds a JSONL body to the chunk writer line by line: BATCH_MAX_BYTES (413) and the JSONL check of its head (400) as it arrives. Returns its bytes. */
+  private async planJsonl(req: UploadRequest, writer: BatchChunkWriter): Promise<number> {
+    const max = this.deps.config.BATCH_MAX_BYTES;
+    const head = new HeadScan();
+    let checked = false;
+    let bytes = 0;
+    const body = async function* (tooLarge: () => Error): AsyncGenerator<Buffer> {
+      for await (const chunk of req) {
+        const b = chunk as Buffer;
+        if (bytes + b.byteLength > max) {
+          req.resume();
+          throw tooLarge();
+        }
+        bytes += b.byteLength;
+        // Refused as soon as its head shows it is not JSONL, before its rows are cut.
+        if (!checked && head.push(b)) {
+          head.check(false);
+          checked = true;
+        }
+        yield b;
+      }
+    };
+    for await (const line of readLines(body(() => this.tooLarge(`over ${max}`)))) await writer.line(line);
+    if (!checked) head.check(true);
+    return bytes;
   }
 
   /**

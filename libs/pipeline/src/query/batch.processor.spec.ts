@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
-import { BatchRowSchema, RerankRequestSchema, isTextCandidate, type BatchRow, type Candidate } from '@lateral/shared';
-import { chunkRequestIssues, compactEntry, plainBatchRow, readChunk, type ChunkHeader } from './batch.processor';
+import { BatchRowSchema, RerankRequestSchema, batchKeys, compactEntry, isTextCandidate, plainBatchRow, type BatchRecord, type BatchRow, type Candidate, type ChunkHeader } from '@lateral/shared';
+import { batchFlow, type FlowNode } from '@lateral/infra';
+import { batchProcessor, chunkRequestIssues, readChunk, type BatchDeps } from './batch.processor';
 import { textHash } from './text-cache';
 
 const good: object[] = [
@@ -81,5 +82,37 @@ describe('batch chunks', () => {
     const hashed = queries.map((q) => ({ ...q, candidates: q.candidates.map((c) => (isTextCandidate(c) ? { ...(c.score !== undefined ? { score: c.score } : {}), textHash: textHash(c.text) } : c)) }));
     expect(chunkRequestIssues(hashed, hybrid)).toEqual(expected);
     expect(chunkRequestIssues(queries, { name: 'maxsim', normalize: false })).toEqual([]);
+  });
+});
+
+describe('plan of a batch whose chunks are written', () => {
+  it('adds the flow again (chunks with a texts file get their encode-texts child) and reads no input', async () => {
+    const record: BatchRecord = {
+      id: 'b1',
+      tenantId: 't',
+      state: 'running',
+      createdAt: '2026-01-01T00:00:00Z',
+      options: { model: 'm', topK: 10, scorer: { name: 'maxsim', normalize: false } },
+      input: { bytes: 10 },
+      chunks: 3,
+      counts: { rows: 5, invalid: 1 },
+      planned: true,
+    };
+    const objects = new Set([batchKeys.chunkTexts('t', 'b1', 0), batchKeys.chunkTexts('t', 'b1', 2)]);
+    const store = {
+      bucket: 'x',
+      getJson: async (key: string) => (key === batchKeys.record('t', 'b1') ? record : null),
+      s3: {
+        send: async (cmd: { input: { Key: string } }) => {
+          if (objects.has(cmd.input.Key)) return { ContentLength: 1 };
+          throw Object.assign(new Error('NotFound'), { name: 'NotFound', $metadata: { httpStatusCode: 404 } });
+        },
+      },
+    };
+    const added: FlowNode[] = [];
+    const space = { model: 'm', maxTokens: 180, codec: null };
+    const ctx = { store, flows: { add: async (f: FlowNode) => void added.push(f) }, textSpace: async () => space, chunkRows: 2, maxTextBytes: 100 } as unknown as BatchDeps;
+    expect(await batchProcessor(ctx, { step: 'plan', tenantId: 't', batchId: 'b1' })).toEqual({ step: 'plan', rows: 5, failed: 1 });
+    expect(added).toEqual([batchFlow('t', 'b1', [true, false, true], space)]);
   });
 });

@@ -1,31 +1,26 @@
 import type { Job } from 'bullmq';
 import {
-  BatchRowSchema,
-  MAX_CANDIDATES_PER_QUERY,
-  MAX_CANDIDATE_TEXT_CHARS,
-  MAX_QUERY_CHARS,
   MAX_RERANK_CANDIDATES,
   PermanentJobError,
   QueueName,
   batchKeys,
-  isTextCandidate,
   s3Keys,
-  textJobIds,
   type BatchChunkEntry,
   type BatchRecord,
   type BatchResultLine,
   type BatchRow,
-  type Candidate,
+  type ChunkHeader,
+  type ChunkTextCandidate,
   type JobPayload,
   type JobResults,
   type RerankResult,
   type ScorerSpec,
 } from '@lateral/shared';
-import { S3Upload, getObjectStream, readLines, type FlowNode, type JobFlows, type ObjectStore } from '@lateral/infra';
+import { BatchChunkWriter, S3Upload, batchFlow, getObjectStream, objectHead, readLines, type JobFlows, type ObjectStore } from '@lateral/infra';
 import { rerankByIds } from './rerank-ids';
 import { hasTextCandidates, rerankWithTexts, textStatsOf, type RerankJobDeps, type ResolvableRerankRequest } from './rerank-texts';
 import { isTextLike, type ResolvableCandidate } from './rerank-candidates';
-import { textHash } from './text-cache';
+import { mapLimit } from './text-cache';
 
 /** What the batch processors touch. */
 export interface BatchDeps {
@@ -60,166 +55,48 @@ async function record(store: Pick<ObjectStore, 'getJson'>, t: string, b: string)
 }
 
 /**
- * Validates a row. Every problem names its line and custom_id; the row fails alone.
- */
-export function validateRow(
-  line: string,
-  lineNo: number,
-  seen: Map<string, number>,
-  opts: { hasCollection: boolean; maxTextBytes: number },
-): BatchChunkEntry {
-  let value: unknown;
-  try {
-    value = JSON.parse(line);
-  } catch (err) {
-    return { line: lineNo, custom_id: null, error: { message: `line ${lineNo}: not JSON (${(err as Error).message})` } };
-  }
-  if (!value || typeof value !== 'object' || Array.isArray(value)) return { line: lineNo, custom_id: null, error: { message: `line ${lineNo}: not a JSON object` } };
-  const cid = (value as { custom_id?: unknown }).custom_id;
-  const customId = typeof cid === 'string' && cid.length > 0 ? cid : null;
-  const where = `line ${lineNo}${customId ? ` (custom_id "${customId.slice(0, 80)}")` : ''}`;
-  if (customId === null) return { line: lineNo, custom_id: null, error: { message: `${where}: custom_id is missing (a non-empty string)`, issues: [{ field: 'custom_id', message: 'required' }] } };
-  const earlier = seen.get(customId);
-  if (earlier !== undefined) {
-    return { line: lineNo, custom_id: customId, error: { message: `${where}: duplicate custom_id (first at line ${earlier})`, issues: [{ field: 'custom_id', message: `duplicate of line ${earlier}` }] } };
-  }
-  seen.set(customId, lineNo);
-  let row = plainBatchRow(value);
-  if (!row) {
-    const parsed = BatchRowSchema.safeParse(value);
-    if (!parsed.success) {
-      const issues = parsed.error.issues.map((i) => ({ field: i.path.join('.') || '(row)', message: i.message }));
-      return { line: lineNo, custom_id: customId, error: { message: `${where}: ${issues.map((i) => `${i.field}: ${i.message}`).join('; ')}`, issues } };
-    }
-    row = parsed.data;
-  }
-  const issues: { field: string; message: string }[] = [];
-  row.candidates.forEach((c, ci) => {
-    if (isTextCandidate(c)) {
-      const bytes = Buffer.byteLength(c.text);
-      if (bytes > opts.maxTextBytes) issues.push({ field: `candidates.${ci}.text`, message: `text is ${bytes} bytes, over MAX_DOCUMENT_BYTES (${opts.maxTextBytes})` });
-    } else if (!opts.hasCollection) {
-      issues.push({ field: `candidates.${ci}`, message: 'a candidate given by id needs the batch to name a collection; give it as { text }' });
-    }
-  });
-  if (issues.length > 0) return { line: lineNo, custom_id: customId, error: { message: `${where}: ${issues.map((i) => `${i.field}: ${i.message}`).join('; ')}`, issues } };
-  return { line: lineNo, custom_id: customId, row };
-}
-
-const ROW_KEYS = new Set(['custom_id', 'query', 'candidates', 'topK', 'top_k']);
-const hasOnly = (o: object, keys: readonly string[]) => {
-  for (const k in o) if (!keys.includes(k)) return false;
-  return true;
-};
-const boundedString = (v: unknown, max: number): v is string => typeof v === 'string' && v.length >= 1 && v.length <= max;
-const hitCount = (v: unknown) => v === undefined || (typeof v === 'number' && Number.isInteger(v) && v > 0 && v <= MAX_CANDIDATES_PER_QUERY);
-
-/**
- * A row as BatchRowSchema outputs it, without zod, when the row is plainly valid (the common
- * case: zod's union of candidate shapes costs more than the rest of planning); null when anything
- * is off, and the caller asks BatchRowSchema, whose issues name what. Accepts only what the
- * schema accepts (batch.processor.spec.ts compares the two).
- */
-export function plainBatchRow(value: object): BatchRow | null {
-  for (const k in value) if (!ROW_KEYS.has(k)) return null;
-  const r = value as Record<string, unknown>;
-  if (!boundedString(r.custom_id, 512) || typeof r.query !== 'string') return null;
-  const query = r.query.trim();
-  if (query.length < 1 || query.length > MAX_QUERY_CHARS) return null;
-  const candidates = r.candidates;
-  if (!Array.isArray(candidates) || candidates.length < 1 || candidates.length > MAX_CANDIDATES_PER_QUERY) return null;
-  for (const c of candidates as unknown[]) {
-    if (typeof c === 'string') {
-      if (c.length < 1 || c.length > 512) return null;
-      continue;
-    }
-    if (!c || typeof c !== 'object' || Array.isArray(c)) return null;
-    const o = c as Record<string, unknown>;
-    if ('text' in o) {
-      if (!hasOnly(o, ['id', 'text', 'score']) || !boundedString(o.text, MAX_CANDIDATE_TEXT_CHARS)) return null;
-      if (o.id !== undefined && !boundedString(o.id, 512)) return null;
-      if (o.score !== undefined && (typeof o.score !== 'number' || !Number.isFinite(o.score))) return null;
-      if (('id' in o && o.id === undefined) || ('score' in o && o.score === undefined)) return null;
-    } else if (!hasOnly(o, ['id', 'score']) || !boundedString(o.id, 512) || typeof o.score !== 'number' || !Number.isFinite(o.score)) return null;
-  }
-  if (!hitCount(r.topK) || !hitCount(r.top_k) || ('topK' in r && r.topK === undefined) || ('top_k' in r && r.top_k === undefined)) return null;
-  if (r.topK !== undefined && r.top_k !== undefined && r.topK !== r.top_k) return null;
-  const topK = (r.topK ?? r.top_k) as number | undefined;
-  const row = { custom_id: r.custom_id, query, candidates: candidates as BatchRow['candidates'] };
-  return topK === undefined ? row : { ...row, topK };
-}
-
-/**
- * Reads the input as a stream (one line at a time), validates each row and writes chunk files of
- * BATCH_CHUNK_ROWS lines (each chunk also lists its distinct candidate texts), then adds the flow:
- * the finalize job as parent, one chunk job per chunk as children, each chunk with texts having an
- * encode-texts child on the encoder pool. Memory: one chunk, plus the custom_ids seen so far.
+ * Reads the input (an upload the batch names) as a stream, one line at a time, and cuts it into
+ * chunk files (BatchChunkWriter: rows validated, each chunk listing its distinct candidate texts),
+ * then adds the flow (batchFlow). A batch whose chunks are already written (a JSONL body, cut by
+ * the API as it streamed in, or an earlier plan) only gets its flow again: what the reconciler
+ * asks for after Redis lost it. Memory: one chunk, plus the custom_ids seen so far.
  */
 async function planBatch(ctx: BatchDeps, t: string, b: string): Promise<BatchResult> {
   const rec = await record(ctx.store, t, b);
   if (rec.state === 'cancelled') return { step: 'plan', rows: 0, failed: 0 };
-  // A record written before inputs were confined to the tenant's uploads may name any key: only the tenant's own objects are read.
-  if (!rec.input.key.startsWith(`tenants/${rec.tenantId}/`)) throw new PermanentJobError(`batch input must be one of the tenant's own uploads; this batch names an object outside tenants/${rec.tenantId}/`);
-  const stream = await getObjectStream(ctx.store, rec.input.key);
-  if (!stream) throw new PermanentJobError(`batch input ${rec.input.key} is missing from S3`);
-  const seen = new Map<string, number>();
-  const opts = { hasCollection: !!rec.options.collection, maxTextBytes: ctx.maxTextBytes };
-  let chunks = 0;
-  let rows = 0;
-  let invalid = 0;
-  let lineNo = 0;
-  let entries: string[] = [];
-  let texts = new Map<string, number>();
-  const withTexts: boolean[] = [];
-  const flush = async () => {
-    if (entries.length === 0) return;
-    const distinct = [...texts.keys()];
-    // The chunk names each distinct text once, by its hash (hashed here, once): the header line.
-    const header = JSON.stringify({ textHashes: distinct.map(textHash) } satisfies ChunkHeader);
-    await ctx.store.put(batchKeys.chunk(t, b, chunks), `${header}\n${entries.join('\n')}\n`, 'application/x-ndjson');
-    if (distinct.length > 0) await ctx.store.putJson(batchKeys.chunkTexts(t, b, chunks), distinct);
-    withTexts.push(distinct.length > 0);
-    chunks++;
-    entries = [];
-    texts = new Map();
-  };
-  for await (const line of readLines(stream)) {
-    lineNo++;
-    if (line.trim().length === 0) continue;
-    rows++;
-    const entry = validateRow(line, lineNo, seen, opts);
-    if ('error' in entry) invalid++;
-    entries.push(JSON.stringify('error' in entry ? entry : compactEntry(entry, texts)));
-    if (entries.length >= ctx.chunkRows) await flush();
+  if (rec.planned && rec.chunks !== undefined) {
+    // Which chunks have texts (an encode-texts child): their texts files (a HEAD each; only after Redis lost the flow).
+    const withTexts = await mapLimit(
+      Array.from({ length: rec.chunks }, (_, n) => n),
+      16,
+      async (n) => (await objectHead(ctx.store, batchKeys.chunkTexts(t, b, n))) !== null,
+    );
+    await ctx.flows.add(batchFlow(t, b, withTexts, await ctx.textSpace(rec)));
+    return { step: 'plan', rows: rec.counts?.rows ?? 0, failed: rec.counts?.invalid ?? 0 };
   }
-  await flush();
+  const inputKey = rec.input.key;
+  if (!inputKey) throw new PermanentJobError(`batch ${t}/${b} names no input and has no chunks`);
+  // A record written before inputs were confined to the tenant's uploads may name any key: only the tenant's own objects are read.
+  if (!inputKey.startsWith(`tenants/${rec.tenantId}/`)) throw new PermanentJobError(`batch input must be one of the tenant's own uploads; this batch names an object outside tenants/${rec.tenantId}/`);
+  const stream = await getObjectStream(ctx.store, inputKey);
+  if (!stream) throw new PermanentJobError(`batch input ${inputKey} is missing from S3`);
+  const writer = new BatchChunkWriter(ctx.store, t, b, ctx.chunkRows, { hasCollection: !!rec.options.collection, maxTextBytes: ctx.maxTextBytes });
+  for await (const line of readLines(stream)) await writer.line(line);
+  const planned = await writer.finish();
   const space = await ctx.textSpace(rec);
-  const children: FlowNode[] = withTexts.map((hasTexts, n) => ({
-    queue: QueueName.batch,
-    jobId: textJobIds.batchChunk(t, b, n),
-    payload: { step: 'chunk', tenantId: t, batchId: b, chunk: n },
-    children: hasTexts
-      ? [
-          {
-            queue: QueueName.encodeTexts,
-            jobId: textJobIds.batchChunkTexts(t, b, n),
-            payload: { tenantId: t, model: space.model, maxTokens: space.maxTokens, codec: space.codec, textsKey: batchKeys.chunkTexts(t, b, n), texts: 0 },
-          },
-        ]
-      : undefined,
-  }));
   const latest = await record(ctx.store, t, b);
-  if (latest.state === 'cancelled') return { step: 'plan', rows, failed: invalid };
+  if (latest.state === 'cancelled') return { step: 'plan', rows: planned.rows, failed: planned.invalid };
   await ctx.store.putJson(batchKeys.record(t, b), {
     ...latest,
     state: 'running',
     startedAt: new Date().toISOString(),
-    chunks,
+    chunks: planned.withTexts.length,
     chunkRows: ctx.chunkRows,
-    counts: { rows, invalid },
+    counts: { rows: planned.rows, invalid: planned.invalid },
+    planned: true,
   } satisfies BatchRecord);
-  await ctx.flows.add({ queue: QueueName.batch, jobId: textJobIds.batchFinalize(t, b), payload: { step: 'finalize', tenantId: t, batchId: b, chunks }, children });
-  return { step: 'plan', rows, failed: invalid };
+  await ctx.flows.add(batchFlow(t, b, planned.withTexts, space));
+  return { step: 'plan', rows: planned.rows, failed: planned.invalid };
 }
 
 /** Re-ranks a chunk's valid rows as one re-rank request (its texts are in the cache by now) and writes its result lines. */
@@ -353,42 +230,9 @@ async function finalizeBatch(ctx: BatchDeps, t: string, b: string, chunks: numbe
   return { step: 'finalize', rows, failed };
 }
 
-/*
- * Chunk files. The first line is a header naming the chunk's distinct candidate texts by their
- * sha256 (ChunkHeader.textHashes, in the order of the chunk's texts file, which the encode-texts
- * job reads); each row's text candidates are written as `{ id?, t, score? }` with `t` the text's
- * place in that list, so a chunk job reads no text, hashes none and parses no row again. Chunk
- * files written before the header (rows with their texts) are read as they were.
- */
-
-/** The header line of a chunk file. */
-export interface ChunkHeader {
-  textHashes: string[];
-}
-
-/** A text candidate in a chunk file: its place in the header's textHashes. */
-interface ChunkTextCandidate {
-  id?: string;
-  t: number;
-  score?: number;
-}
-
 type ChunkRow = Omit<BatchRow, 'candidates'> & { candidates: ResolvableCandidate[] };
 /** A chunk file's row as the chunk job reads it: text candidates named by hash. */
 type ChunkEntry = Extract<BatchChunkEntry, { error: unknown }> | { line: number; custom_id: string; row: ChunkRow };
-
-/** A valid row as its chunk file holds it: each text candidate replaced by its place in `texts` (the chunk's distinct texts, added here). */
-export function compactEntry(entry: Extract<BatchChunkEntry, { row: BatchRow }>, texts: Map<string, number>): { line: number; custom_id: string; row: Omit<BatchRow, 'candidates'> & { candidates: (Candidate | ChunkTextCandidate)[] } } {
-  const candidates = entry.row.candidates.map((c): Candidate | ChunkTextCandidate => {
-    if (!isTextCandidate(c)) return c;
-    let at = texts.get(c.text);
-    if (at === undefined) texts.set(c.text, (at = texts.size));
-    const out: ChunkTextCandidate = c.id === undefined ? { t: at } : { id: c.id, t: at };
-    if (c.score !== undefined) out.score = c.score;
-    return out;
-  });
-  return { line: entry.line, custom_id: entry.custom_id, row: { ...entry.row, candidates } };
-}
 
 /** Parses a chunk file: its entries, text candidates named by their hash (a file without the header keeps its texts). */
 export function readChunk(text: string): ChunkEntry[] {

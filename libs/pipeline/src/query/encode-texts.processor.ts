@@ -1,5 +1,5 @@
 import type { Job } from 'bullmq';
-import { PermanentJobError, QueueName, type CodecSettings, type JobPayload, type JobResults } from '@lateral/shared';
+import { PermanentJobError, QueueName, type ChunkTexts, type CodecSettings, type JobPayload, type JobResults } from '@lateral/shared';
 import type { CodecArtifact } from '@lateral/codec';
 import { listWithDates, objectHead, type CodecArtifactRepository, type CollectionRepository, type ObjectStore } from '@lateral/infra';
 import type { EncoderProvider } from '../encoders';
@@ -46,8 +46,12 @@ const MIN_LIFE_LEFT_MS = 3600 * 1000;
  */
 export async function encodeTextsProcessor(ctx: EncodeTextsDeps, p: JobPayload<QueueName.encodeTexts>, job?: Pick<Job, 'updateProgress'>): Promise<JobResults[QueueName.encodeTexts]> {
   const t0 = Date.now();
-  const texts = await ctx.store.getJson<string[]>(p.textsKey);
-  if (!texts) throw new PermanentJobError(`candidate texts are missing from S3: ${p.textsKey}`);
+  // A re-rank request's texts (an array), or a batch chunk's with their hashes (ChunkTexts: hashed once, when planned).
+  const file = await ctx.store.getJson<string[] | ChunkTexts>(p.textsKey);
+  if (!file) throw new PermanentJobError(`candidate texts are missing from S3: ${p.textsKey}`);
+  const texts = Array.isArray(file) ? file : file.texts;
+  const given = Array.isArray(file) ? null : file.textHashes;
+  if (given && given.length !== texts.length) throw new PermanentJobError(`candidate texts file ${p.textsKey} names ${given.length} hashes for ${texts.length} texts`);
   const encoder = await ctx.encoders(p.model).catch(permanentModelErrors);
   const space: TextSpace = { tenantId: p.tenantId, model: p.model, modelVersion: await modelVersion(ctx.modelsDir, p.model), maxTokens: p.maxTokens, codec: p.codec };
   const ttlMs = ctx.ttlDays * 24 * 3600 * 1000;
@@ -55,7 +59,7 @@ export async function encodeTextsProcessor(ctx: EncodeTextsDeps, p: JobPayload<Q
   const fresh = (at: number | null | undefined) => at !== null && at !== undefined && now - at < ttlMs - Math.min(MIN_LIFE_LEFT_MS, ttlMs / 2);
 
   const distinct = new Map<string, string>();
-  for (const t of texts) distinct.set(textHash(t), t);
+  texts.forEach((t, i) => distinct.set(given ? given[i] : textHash(t), t));
   const hashes = [...distinct.keys()];
   // Many texts this process has not seen: one listing of the text space (1,000 keys a request)
   // instead of a HEAD per text; a space too large to list falls back to HEADs.

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { TextCacheReader, TextMemoryCache, mapLimit, textHash, textKey, type TextSpace } from './text-cache';
-import { validateRow } from './batch.processor';
+import { validateRow } from '@lateral/shared';
 
 const entry = (floats: number, encodedAt: number) => ({ vectors: new Float32Array(floats), length: 1, docVector: new Float32Array(0), tokenIds: new Int32Array(0), encodedAt });
 

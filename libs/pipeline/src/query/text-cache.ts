@@ -1,4 +1,4 @@
-import { createHash, hash } from 'node:crypto';
+import { createHash } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { createCodec, readSegment, writeSegment, type CodecArtifact } from '@lateral/codec';
@@ -9,8 +9,8 @@ import { RAW_CODEC, assembleSegmentDocs } from '@lateral/serving';
 
 const DAY_MS = 24 * 3600 * 1000;
 
-/** sha256 of a candidate text (UTF-8), in hex: the text's name in the cache (one-shot: a Hash object per text cost 6x more). */
-export const textHash = (text: string): string => hash('sha256', text, 'hex');
+/** sha256 of a candidate text: its name in the cache (defined with the batch rows, whose chunk files name texts by it). */
+export { textHash } from '@lateral/shared';
 
 const versions = new Map<string, Promise<string>>();
 /**
@@ -44,7 +44,19 @@ export interface TextSpace {
   codec: { collectionId: string; codecVersion: number } | null;
 }
 
-export const textKey = (s: TextSpace, hash: string) => textKeys.vectors(s.tenantId, s.model, s.modelVersion, s.maxTokens, textCodecTag(s.codec), hash);
+const HEX64 = /^[0-9a-f]{64}$/;
+const ZERO_TAIL = `00/${'0'.repeat(64)}.seg`;
+const spacePrefixes = new WeakMap<TextSpace, string>();
+/** An entry's S3 key (textKeys.vectors); the space's part is built and checked once per space object (a batch chunk names thousands of texts). */
+export const textKey = (s: TextSpace, hash: string): string => {
+  let prefix = spacePrefixes.get(s);
+  if (prefix === undefined) {
+    prefix = textKeys.vectors(s.tenantId, s.model, s.modelVersion, s.maxTokens, textCodecTag(s.codec), '0'.repeat(64)).slice(0, -ZERO_TAIL.length);
+    spacePrefixes.set(s, prefix);
+  }
+  if (!HEX64.test(hash)) throw new Error('text hash must be a sha256 in hex');
+  return `${prefix}${hash.slice(0, 2)}/${hash}.seg`;
+};
 
 /** One decoded cached text. */
 export interface CachedText {

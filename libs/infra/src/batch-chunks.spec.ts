@@ -1,0 +1,65 @@
+import { describe, expect, it } from 'vitest';
+import { QueueName, batchKeys, textHash, textJobIds, type ChunkHeader, type ChunkTexts } from '@lateral/shared';
+import { BatchChunkWriter, batchFlow } from './batch-chunks';
+
+/** The three store calls the writer makes, over a Map. */
+function memoryStore() {
+  const objects = new Map<string, string>();
+  return {
+    objects,
+    put: async (key: string, body: Uint8Array | string) => void objects.set(key, typeof body === 'string' ? body : Buffer.from(body).toString('utf8')),
+    putJson: async (key: string, value: unknown) => void objects.set(key, JSON.stringify(value)),
+    deletePrefix: async (prefix: string) => {
+      let n = 0;
+      for (const k of [...objects.keys()]) if (k.startsWith(prefix) && objects.delete(k)) n++;
+      return n;
+    },
+  };
+}
+
+const row = (id: string, texts: string[]) => JSON.stringify({ custom_id: id, query: `q ${id}`, candidates: texts.map((text) => ({ text })) });
+
+describe('BatchChunkWriter', () => {
+  it('cuts lines into chunk files naming each distinct text once, with a texts file of texts and hashes; bad rows become their errors', async () => {
+    const store = memoryStore();
+    const w = new BatchChunkWriter(store as never, 't', 'b1', 2, { hasCollection: false, maxTextBytes: 100 });
+    for (const l of [row('a', ['x', 'y']), '', row('b', ['y', 'z']), 'not json', row('a', ['x']), JSON.stringify({ custom_id: 'c', query: 'q', candidates: ['d1'] })]) await w.line(l);
+    const planned = await w.finish();
+    expect(planned).toEqual({ rows: 5, invalid: 3, withTexts: [true, false, false] });
+    const chunk0 = store.objects.get(batchKeys.chunk('t', 'b1', 0))!.trim().split('\n');
+    expect(JSON.parse(chunk0[0]) as ChunkHeader).toEqual({ textHashes: ['x', 'y', 'z'].map(textHash) });
+    expect(JSON.parse(chunk0[1])).toEqual({ line: 1, custom_id: 'a', row: { custom_id: 'a', query: 'q a', candidates: [{ t: 0 }, { t: 1 }] } });
+    expect(JSON.parse(chunk0[2]).row.candidates).toEqual([{ t: 1 }, { t: 2 }]);
+    expect(JSON.parse(store.objects.get(batchKeys.chunkTexts('t', 'b1', 0))!) as ChunkTexts).toEqual({ textHashes: ['x', 'y', 'z'].map(textHash), texts: ['x', 'y', 'z'] });
+    const chunk1 = store.objects.get(batchKeys.chunk('t', 'b1', 1))!.trim().split('\n');
+    expect(JSON.parse(chunk1[0])).toEqual({ textHashes: [] });
+    expect(JSON.parse(chunk1[1]).error.message).toContain('line 4: not JSON');
+    expect(JSON.parse(chunk1[2]).error.message).toContain('duplicate custom_id (first at line 1)');
+    expect(JSON.parse(store.objects.get(batchKeys.chunk('t', 'b1', 2))!.trim().split('\n')[1]).error.message).toContain('needs the batch to name a collection');
+    expect(store.objects.has(batchKeys.chunkTexts('t', 'b1', 1))).toBe(false);
+    await w.discard();
+    expect(store.objects.size).toBe(0);
+  });
+
+  it('a text over maxTextBytes fails its row, counted in UTF-8 bytes', async () => {
+    const store = memoryStore();
+    const w = new BatchChunkWriter(store as never, 't', 'b2', 10, { hasCollection: false, maxTextBytes: 8 });
+    await w.line(row('ok', ['abcdefgh']));
+    await w.line(row('long', ['ééééé'])); // 5 characters, 10 bytes
+    expect(await w.finish()).toEqual({ rows: 2, invalid: 1, withTexts: [true] });
+    const lines = store.objects.get(batchKeys.chunk('t', 'b2', 0))!.trim().split('\n');
+    expect(JSON.parse(lines[2]).error.message).toContain('text is 10 bytes, over MAX_DOCUMENT_BYTES (8)');
+  });
+});
+
+describe('batchFlow', () => {
+  it('the finalize job over one chunk job per chunk, an encode-texts child where the chunk has texts', () => {
+    const flow = batchFlow('t', 'b', [true, false], { model: 'm', maxTokens: 180, codec: null });
+    expect(flow).toMatchObject({ queue: QueueName.batch, jobId: textJobIds.batchFinalize('t', 'b'), payload: { step: 'finalize', chunks: 2 } });
+    expect(flow.children![0]).toMatchObject({ jobId: textJobIds.batchChunk('t', 'b', 0), payload: { step: 'chunk', chunk: 0 } });
+    expect(flow.children![0].children).toEqual([
+      { queue: QueueName.encodeTexts, jobId: textJobIds.batchChunkTexts('t', 'b', 0), payload: { tenantId: 't', model: 'm', maxTokens: 180, codec: null, textsKey: batchKeys.chunkTexts('t', 'b', 0), texts: 0 } },
+    ]);
+    expect(flow.children![1].children).toBeUndefined();
+  });
+});

@@ -1,0 +1,103 @@
+import { QueueName, batchKeys, compactEntry, textHash, textJobIds, validateRow, type ChunkHeader, type ChunkTexts, type JobPayload } from '@lateral/shared';
+import type { FlowNode } from './job-flows';
+import type { ObjectStore } from './object-store';
+
+/** What each chunk of a planned batch holds, as the flow needs it: whether it has candidate texts (an encode-texts child). */
+export interface PlannedChunks {
+  rows: number;
+  invalid: number;
+  /** One entry per chunk: true when the chunk lists candidate texts. */
+  withTexts: boolean[];
+}
+
+/**
+ * Cuts a batch file's lines into chunk files as they come (the one planner of batches: the API
+ * while an upload streams in, the plan job for a batch that names an upload). Each line is
+ * validated (validateRow: a bad row becomes its error entry, it never stops the batch); every
+ * BATCH_CHUNK_ROWS lines a chunk file is written (a header naming the chunk's distinct texts by
+ * their sha256, then one compact entry per row) with the chunk's texts file beside it. Memory:
+ * one chunk, plus the custom_ids seen so far.
+ */
+export class BatchChunkWriter {
+  private readonly seen = new Map<string, number>();
+  private readonly withTexts: boolean[] = [];
+  private entries: string[] = [];
+  private texts = new Map<string, number>();
+  private lineNo = 0;
+  private rows = 0;
+  private invalid = 0;
+
+  constructor(
+    private readonly store: Pick<ObjectStore, 'put' | 'putJson' | 'deletePrefix'>,
+    private readonly t: string,
+    private readonly b: string,
+    private readonly chunkRows: number,
+    private readonly opts: { hasCollection: boolean; maxTextBytes: number },
+  ) {}
+
+  /** One line of the file (without its line break); blank lines are skipped but counted. */
+  async line(line: string): Promise<void> {
+    this.lineNo++;
+    if (line.trim().length === 0) return;
+    this.rows++;
+    const entry = validateRow(line, this.lineNo, this.seen, this.opts);
+    if ('error' in entry) this.invalid++;
+    this.entries.push(JSON.stringify('error' in entry ? entry : compactEntry(entry, this.texts)));
+    if (this.entries.length >= this.chunkRows) await this.flush();
+  }
+
+  /** Writes the last chunk; what the flow and the record need. */
+  async finish(): Promise<PlannedChunks> {
+    await this.flush();
+    return { rows: this.rows, invalid: this.invalid, withTexts: [...this.withTexts] };
+  }
+
+  /** Removes the chunk files written so far (an upload refused half-way). */
+  async discard(): Promise<void> {
+    this.entries = [];
+    await this.store.deletePrefix(batchKeys.chunksPrefix(this.t, this.b)).catch(() => undefined);
+  }
+
+  private async flush(): Promise<void> {
+    if (this.entries.length === 0) return;
+    const n = this.withTexts.length;
+    const distinct = [...this.texts.keys()];
+    // The chunk names each distinct text once, by its hash (hashed here, once): the header line, and the texts file (ChunkTexts) beside it.
+    const textHashes = distinct.map(textHash);
+    const header = JSON.stringify({ textHashes } satisfies ChunkHeader);
+    const body = `${header}\n${this.entries.join('\n')}\n`;
+    this.entries = [];
+    this.texts = new Map();
+    this.withTexts.push(distinct.length > 0);
+    await Promise.all([
+      this.store.put(batchKeys.chunk(this.t, this.b, n), body, 'application/x-ndjson'),
+      distinct.length > 0 ? this.store.putJson(batchKeys.chunkTexts(this.t, this.b, n), { textHashes, texts: distinct } satisfies ChunkTexts) : undefined,
+    ]);
+  }
+}
+
+/** Where a batch's candidate texts are cached: the encode-texts payload's model, token cap and codec. */
+export type BatchTextSpace = Pick<JobPayload<QueueName.encodeTexts>, 'model' | 'maxTokens' | 'codec'>;
+
+/**
+ * The flow of a planned batch: the finalize job as parent, one chunk job per chunk as children,
+ * each chunk with texts having an encode-texts child on the encoder pool. Job ids are the batch's
+ * own, so adding it again (a re-plan after Redis lost it) adds nothing twice.
+ */
+export function batchFlow(t: string, b: string, withTexts: readonly boolean[], space: BatchTextSpace): FlowNode {
+  const children: FlowNode[] = withTexts.map((hasTexts, n) => ({
+    queue: QueueName.batch,
+    jobId: textJobIds.batchChunk(t, b, n),
+    payload: { step: 'chunk', tenantId: t, batchId: b, chunk: n },
+    children: hasTexts
+      ? [
+          {
+            queue: QueueName.encodeTexts,
+            jobId: textJobIds.batchChunkTexts(t, b, n),
+            payload: { tenantId: t, model: space.model, maxTokens: space.maxTokens, codec: space.codec, textsKey: batchKeys.chunkTexts(t, b, n), texts: 0 },
+          },
+        ]
+      : undefined,
+  }));
+  return { queue: QueueName.batch, jobId: textJobIds.batchFinalize(t, b), payload: { step: 'finalize', tenantId: t, batchId: b, chunks: withTexts.length }, children };
+}

@@ -1,0 +1,145 @@
+import { hash } from 'node:crypto';
+import { BatchRowSchema, type BatchChunkEntry, type BatchRow } from './batches';
+import { MAX_CANDIDATES_PER_QUERY, MAX_CANDIDATE_TEXT_CHARS, MAX_QUERY_CHARS, isTextCandidate, type Candidate } from './rerank';
+
+/*
+ * Rows of a batch file and the chunk files they are cut into: pure functions shared by the two
+ * places that plan a batch (the API while an upload streams in, and the plan job for a batch that
+ * names an upload), so both validate and cut alike.
+ */
+
+/** sha256 of a candidate text (UTF-8), in hex: the text's name in the text cache (one-shot: a Hash object per text cost 6x more). */
+export const textHash = (text: string): string => hash('sha256', text, 'hex');
+
+/**
+ * Validates a row. Every problem names its line and custom_id; the row fails alone.
+ */
+export function validateRow(
+  line: string,
+  lineNo: number,
+  seen: Map<string, number>,
+  opts: { hasCollection: boolean; maxTextBytes: number },
+): BatchChunkEntry {
+  let value: unknown;
+  try {
+    value = JSON.parse(line);
+  } catch (err) {
+    return { line: lineNo, custom_id: null, error: { message: `line ${lineNo}: not JSON (${(err as Error).message})` } };
+  }
+  if (!value || typeof value !== 'object' || Array.isArray(value)) return { line: lineNo, custom_id: null, error: { message: `line ${lineNo}: not a JSON object` } };
+  const cid = (value as { custom_id?: unknown }).custom_id;
+  const customId = typeof cid === 'string' && cid.length > 0 ? cid : null;
+  const where = `line ${lineNo}${customId ? ` (custom_id "${customId.slice(0, 80)}")` : ''}`;
+  if (customId === null) return { line: lineNo, custom_id: null, error: { message: `${where}: custom_id is missing (a non-empty string)`, issues: [{ field: 'custom_id', message: 'required' }] } };
+  const earlier = seen.get(customId);
+  if (earlier !== undefined) {
+    return { line: lineNo, custom_id: customId, error: { message: `${where}: duplicate custom_id (first at line ${earlier})`, issues: [{ field: 'custom_id', message: `duplicate of line ${earlier}` }] } };
+  }
+  seen.set(customId, lineNo);
+  let row = plainBatchRow(value);
+  if (!row) {
+    const parsed = BatchRowSchema.safeParse(value);
+    if (!parsed.success) {
+      const issues = parsed.error.issues.map((i) => ({ field: i.path.join('.') || '(row)', message: i.message }));
+      return { line: lineNo, custom_id: customId, error: { message: `${where}: ${issues.map((i) => `${i.field}: ${i.message}`).join('; ')}`, issues } };
+    }
+    row = parsed.data;
+  }
+  const issues: { field: string; message: string }[] = [];
+  row.candidates.forEach((c, ci) => {
+    if (isTextCandidate(c)) {
+      // UTF-8 takes at most 3 bytes per UTF-16 unit: most texts need no count.
+      const bytes = c.text.length * 3 <= opts.maxTextBytes ? 0 : Buffer.byteLength(c.text);
+      if (bytes > opts.maxTextBytes) issues.push({ field: `candidates.${ci}.text`, message: `text is ${bytes} bytes, over MAX_DOCUMENT_BYTES (${opts.maxTextBytes})` });
+    } else if (!opts.hasCollection) {
+      issues.push({ field: `candidates.${ci}`, message: 'a candidate given by id needs the batch to name a collection; give it as { text }' });
+    }
+  });
+  if (issues.length > 0) return { line: lineNo, custom_id: customId, error: { message: `${where}: ${issues.map((i) => `${i.field}: ${i.message}`).join('; ')}`, issues } };
+  return { line: lineNo, custom_id: customId, row };
+}
+
+const ROW_KEYS = new Set(['custom_id', 'query', 'candidates', 'topK', 'top_k']);
+const hasOnly = (o: object, keys: readonly string[]) => {
+  for (const k in o) if (!keys.includes(k)) return false;
+  return true;
+};
+const boundedString = (v: unknown, max: number): v is string => typeof v === 'string' && v.length >= 1 && v.length <= max;
+const hitCount = (v: unknown) => v === undefined || (typeof v === 'number' && Number.isInteger(v) && v > 0 && v <= MAX_CANDIDATES_PER_QUERY);
+
+/**
+ * A row as BatchRowSchema outputs it, without zod, when the row is plainly valid (the common
+ * case: zod's union of candidate shapes costs more than the rest of planning); null when anything
+ * is off, and the caller asks BatchRowSchema, whose issues name what. Accepts only what the
+ * schema accepts (batch.processor.spec.ts compares the two).
+ */
+export function plainBatchRow(value: object): BatchRow | null {
+  for (const k in value) if (!ROW_KEYS.has(k)) return null;
+  const r = value as Record<string, unknown>;
+  if (!boundedString(r.custom_id, 512) || typeof r.query !== 'string') return null;
+  const query = r.query.trim();
+  if (query.length < 1 || query.length > MAX_QUERY_CHARS) return null;
+  const candidates = r.candidates;
+  if (!Array.isArray(candidates) || candidates.length < 1 || candidates.length > MAX_CANDIDATES_PER_QUERY) return null;
+  for (const c of candidates as unknown[]) {
+    if (typeof c === 'string') {
+      if (c.length < 1 || c.length > 512) return null;
+      continue;
+    }
+    if (!c || typeof c !== 'object' || Array.isArray(c)) return null;
+    const o = c as Record<string, unknown>;
+    if ('text' in o) {
+      if (!hasOnly(o, ['id', 'text', 'score']) || !boundedString(o.text, MAX_CANDIDATE_TEXT_CHARS)) return null;
+      if (o.id !== undefined && !boundedString(o.id, 512)) return null;
+      if (o.score !== undefined && (typeof o.score !== 'number' || !Number.isFinite(o.score))) return null;
+      if (('id' in o && o.id === undefined) || ('score' in o && o.score === undefined)) return null;
+    } else if (!hasOnly(o, ['id', 'score']) || !boundedString(o.id, 512) || typeof o.score !== 'number' || !Number.isFinite(o.score)) return null;
+  }
+  if (!hitCount(r.topK) || !hitCount(r.top_k) || ('topK' in r && r.topK === undefined) || ('top_k' in r && r.top_k === undefined)) return null;
+  if (r.topK !== undefined && r.top_k !== undefined && r.topK !== r.top_k) return null;
+  const topK = (r.topK ?? r.top_k) as number | undefined;
+  const row = { custom_id: r.custom_id, query, candidates: candidates as BatchRow['candidates'] };
+  return topK === undefined ? row : { ...row, topK };
+}
+
+/*
+ * Chunk files. The first line is a header naming the chunk's distinct candidate texts by their
+ * sha256 (ChunkHeader.textHashes, in the order of the chunk's texts file, which the encode-texts
+ * job reads); each row's text candidates are written as `{ id?, t, score? }` with `t` the text's
+ * place in that list, so a chunk job reads no text, hashes none and parses no row again.
+ */
+
+/**
+ * A chunk's texts file (its encode-texts job's input): the distinct texts with their hashes, so
+ * the job hashes none again. The texts file of a re-rank request is a plain array of texts.
+ */
+export interface ChunkTexts {
+  textHashes: string[];
+  texts: string[];
+}
+
+/** The header line of a chunk file. */
+export interface ChunkHeader {
+  textHashes: string[];
+}
+
+/** A text candidate in a chunk file: its place in the header's textHashes. */
+export interface ChunkTextCandidate {
+  id?: string;
+  t: number;
+  score?: number;
+}
+
+/** A valid row as its chunk file holds it: each text candidate replaced by its place in `texts` (the chunk's distinct texts, added here). */
+export function compactEntry(entry: Extract<BatchChunkEntry, { row: BatchRow }>, texts: Map<string, number>): { line: number; custom_id: string; row: Omit<BatchRow, 'candidates'> & { candidates: (Candidate | ChunkTextCandidate)[] } } {
+  const candidates = entry.row.candidates.map((c): Candidate | ChunkTextCandidate => {
+    if (!isTextCandidate(c)) return c;
+    let at = texts.get(c.text);
+    if (at === undefined) texts.set(c.text, (at = texts.size));
+    const out: ChunkTextCandidate = c.id === undefined ? { t: at } : { id: c.id, t: at };
+    if (c.score !== undefined) out.score = c.score;
+    return out;
+  });
+  return { line: entry.line, custom_id: entry.custom_id, row: { ...entry.row, candidates } };
+}
+
