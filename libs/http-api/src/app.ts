@@ -24,7 +24,7 @@ import { CollectionsService } from './collections.service';
 import { HttpErrorsFilter, loadProbe } from './http-errors.filter';
 import { backpressure } from './backpressure';
 import { bodyReader } from './body-reader';
-import { liveOpenApiDocument } from './openapi-live';
+import { liveOpenApiDocument } from './openapi/live';
 import { metricsEndpoint } from './metrics-endpoint';
 import { requestLogContext, requestLogging } from './request-logging';
 import { RerankService } from './rerank.service';

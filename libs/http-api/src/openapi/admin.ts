@@ -1,14 +1,15 @@
-/** OpenAPI entries of the operations endpoints (admin.controller.ts), behind adminAuth (admin-auth.ts). */
+/** The operator endpoints (admin.controller.ts), behind adminAuth (admin-auth.ts): tag `admin`. */
+import { z } from 'zod';
+import { json, param, type ApiRegistry } from './registry';
 
 const error = { $ref: '#/components/schemas/Error' };
-const json = (description: string, schema: Record<string, unknown>) => ({ description, content: { 'application/json': { schema } } });
-const security = [{ adminToken: [] }, { adminSession: [] }];
+export const OPERATOR_SECURITY: Record<string, string[]>[] = [{ adminToken: [] }, { adminSession: [] }];
 const AUTH_ANSWERS = {
   '401': json('no operator credential (ADMIN_TOKEN as a Bearer token, or the dashboard session cookie); `WWW-Authenticate: Bearer`', error),
   '403': json("operator endpoints disabled: ADMIN_TOKEN is not set (`error: 'admin_disabled'`)", error),
 };
 
-export const ADMIN_SECURITY_SCHEMES = {
+const ADMIN_SECURITY_SCHEMES = {
   adminToken: { type: 'http', scheme: 'bearer', description: 'the operator credential: `Authorization: Bearer <ADMIN_TOKEN>` (docs/operations.md, "Operations dashboard")' },
   adminSession: { type: 'apiKey', in: 'cookie', name: 'lateral_admin', description: 'the session cookie set by the dashboard login form (POST /dashboard/login): an HMAC of ADMIN_TOKEN' },
 };
@@ -18,6 +19,11 @@ const num = { type: ['number', 'null'] };
 const percentiles = { type: 'object', properties: { count: int, p50: num, p95: num, p99: num }, description: 'nearest-rank percentiles in ms; null when no job finished in the window' };
 const latency = { type: 'object', properties: { total: percentiles, processing: percentiles }, description: 'total: enqueued -> finished (what a caller waits); processing: started -> finished (worker time)' };
 
+/**
+ * What GET /v1/admin/overview answers (admin-stats.ts). Written as JSON Schema: most of its nested
+ * fields are optional (a worker without caches, a queue without latency), which a zod schema here
+ * would have to restate field by field.
+ */
 const OVERVIEW = {
   type: 'object',
   required: ['at', 'tenants', 'throughputFrom', 'queues', 'latency', 'workers', 'ingestions', 'collections', 'failedJobs', 'training'],
@@ -192,30 +198,25 @@ function closed<T>(s: T): T {
   return ('properties' in o && !('additionalProperties' in o) ? { ...o, additionalProperties: false } : o) as T;
 }
 
-export const ADMIN_OPENAPI_PATHS = {
-  '/v1/admin/overview': {
-    get: {
-      summary: 'Operations overview (what /dashboard shows): queues, throughput, latency percentiles, workers, ingestions, collections, failed jobs',
-      security,
-      responses: { '200': json('the overview', closed(OVERVIEW)), ...AUTH_ANSWERS },
+export function registerAdmin(api: ApiRegistry): void {
+  for (const [name, scheme] of Object.entries(ADMIN_SECURITY_SCHEMES)) api.registry.registerComponent('securitySchemes', name, scheme as never);
+  const security = OPERATOR_SECURITY;
+  api.op('admin', 'get', '/v1/admin/overview', {
+    summary: 'Operations overview (what /dashboard shows): queues, throughput, latency percentiles, workers, ingestions, collections, failed jobs',
+    security,
+    responses: { '200': json('the overview', closed(OVERVIEW)), ...AUTH_ANSWERS },
+  });
+  api.op('admin', 'post', '/v1/admin/jobs/{queue}/{jobId}/retry', {
+    summary: 'Retry a failed job: back to its queue with its attempts counted from zero',
+    description: "A pipeline batch's failure record is removed from S3 first, so its ingestion reads `processing` again.",
+    security,
+    request: { params: z.object({ queue: param.text('queue name'), jobId: z.string().max(512).describe('the job id, URL-encoded (ids contain `~`)') }) },
+    responses: {
+      '202': json('moved back to the queue', { type: 'object', required: ['queue', 'jobId', 'state', 'previousAttempts'], additionalProperties: false, properties: { queue: { type: 'string' }, jobId: { type: 'string' }, state: { const: 'waiting' }, previousAttempts: int } }),
+      '400': json('unknown queue (`path.queue`) or a bad job id (`path.jobId`)', error),
+      '404': json('no such job (failed jobs are kept 7 days)', error),
+      '409': json('the job is not failed', error),
+      ...AUTH_ANSWERS,
     },
-  },
-  '/v1/admin/jobs/{queue}/{jobId}/retry': {
-    post: {
-      summary: 'Retry a failed job: back to its queue with its attempts counted from zero',
-      description: "A pipeline batch's failure record is removed from S3 first, so its ingestion reads `processing` again.",
-      security,
-      parameters: [
-        { name: 'queue', in: 'path', required: true, schema: { type: 'string' }, description: 'queue name' },
-        { name: 'jobId', in: 'path', required: true, schema: { type: 'string', maxLength: 512 }, description: 'the job id, URL-encoded (ids contain `~`)' },
-      ],
-      responses: {
-        '202': json('moved back to the queue', { type: 'object', required: ['queue', 'jobId', 'state', 'previousAttempts'], additionalProperties: false, properties: { queue: { type: 'string' }, jobId: { type: 'string' }, state: { const: 'waiting' }, previousAttempts: int } }),
-        '400': json('unknown queue (`path.queue`) or a bad job id (`path.jobId`)', error),
-        '404': json('no such job (failed jobs are kept 7 days)', error),
-        '409': json('the job is not failed', error),
-        ...AUTH_ANSWERS,
-      },
-    },
-  },
-};
+  });
+}
