@@ -12,7 +12,7 @@ import { registerBatches } from './batches';
 import { registerCollections } from './collections';
 import { registerDocuments } from './documents';
 import { registerKeys, withApiKeySecurity } from './keys';
-import { defaultLive, setLive, type LiveLimits } from './live-values';
+import { defaultLive, type LiveLimits } from './live-values';
 import { registerQuotas, withQuotaAnswers } from './quotas';
 import { ApiRegistry, errorAnswer, TAGS, type Json } from './registry';
 import { registerSearch } from './search';
@@ -25,30 +25,24 @@ type Operation = { parameters?: { in: string }[]; responses?: Record<string, unk
 
 /** The OpenAPI document of this version; `limits`: what the running service has (live.ts), else the defaults. */
 export function openApiDocument(version: string, limits: LiveLimits = {}) {
-  const live = { ...defaultLive(), ...limits };
-  setLive(live);
-  try {
-    const api = new ApiRegistry(live.maxWaitSeconds);
-    api.schema('Error', ErrorBodySchema);
-    for (const register of [registerService, registerCollections, registerDocuments, registerSearch, registerBatches, registerTraining, registerAdmin, registerKeys, registerQuotas, registerWebhooks]) register(api);
-    for (const [name, schema] of Object.entries(api.namedSchemas())) api.schema(name, schema);
-    const doc = new OpenApiGeneratorV31(api.registry.definitions).generateDocument({
-      openapi: '3.1.0',
-      info: {
-        title: 'lateral',
-        version,
-        description: 'Late-interaction retrieval and re-ranking: ingest documents, store them as token vectors in S3, re-rank candidates asynchronously with MaxSim and friends.',
-      },
-      tags: Object.entries(TAGS).map(([name, description]) => ({ name, description })),
-    });
-    // Any operation with a path or query parameter can be sent a malformed one: the pipes answer 400 naming it.
-    for (const op of Object.values(doc.paths ?? {}).flatMap((ops) => Object.values(ops as Record<string, Operation>))) {
-      if (op.responses && !op.responses['400'] && (op.parameters ?? []).some((p) => p.in === 'path' || p.in === 'query')) op.responses['400'] = errorAnswer('a malformed path or query parameter (the message names it)');
-    }
-    return withoutEmptyComponents(withQuotaAnswers(withApiKeySecurity(doc as unknown as { paths: Record<string, Record<string, Json>> } & Json)));
-  } finally {
-    setLive(defaultLive());
+  const api = new ApiRegistry({ ...defaultLive(), ...limits });
+  api.schema('Error', ErrorBodySchema);
+  for (const register of [registerService, registerCollections, registerDocuments, registerSearch, registerBatches, registerTraining, registerAdmin, registerKeys, registerQuotas, registerWebhooks]) register(api);
+  for (const [name, schema] of Object.entries(api.namedSchemas())) api.schema(name, schema);
+  const doc = new OpenApiGeneratorV31(api.registry.definitions).generateDocument({
+    openapi: '3.1.0',
+    info: {
+      title: 'lateral',
+      version,
+      description: 'Late-interaction retrieval and re-ranking: ingest documents, store them as token vectors in S3, re-rank candidates asynchronously with MaxSim and friends.',
+    },
+    tags: Object.entries(TAGS).map(([name, description]) => ({ name, description })),
+  });
+  // Any operation with a path or query parameter can be sent a malformed one: the pipes answer 400 naming it.
+  for (const op of Object.values(doc.paths ?? {}).flatMap((ops) => Object.values(ops as Record<string, Operation>))) {
+    if (op.responses && !op.responses['400'] && (op.parameters ?? []).some((p) => p.in === 'path' || p.in === 'query')) op.responses['400'] = errorAnswer('a malformed path or query parameter (the message names it)');
   }
+  return withoutEmptyComponents(withQuotaAnswers(withApiKeySecurity(doc as unknown as { paths: Record<string, Record<string, Json>> } & Json)));
 }
 
 /** The components the library adds empty (no parameter component is registered) are left out. */

@@ -14,7 +14,7 @@
 import { OpenAPIRegistry, type ResponseConfig, type RouteConfig } from '@asteasolutions/zod-to-openapi';
 import { z } from 'zod';
 import { ID_PATTERN, SCORER_NAMES, SEARCH_MODES, ScorerSchema, SearchModeSchema } from '@lateral/shared';
-import { dropLive, liveValues } from './live-values';
+import { dropLive, liveValues, type LiveLimits } from './live-values';
 
 export type Json = Record<string, unknown>;
 export type Responses = RouteConfig['responses'];
@@ -40,8 +40,8 @@ const SHORTHAND = new Map<z.ZodType, string[]>([
   [SearchModeSchema, SEARCH_MODES.filter((name) => SearchModeSchema.safeParse({ name }).success)],
 ]);
 /** A `z.preprocess(string -> {name}, X)` field is documented as the string shorthand or X; a LIVE field as what this service has. */
-function requestOverride(ctx: { zodSchema: unknown; jsonSchema: Json }): void {
-  liveValues(ctx.jsonSchema);
+function requestOverride(ctx: { zodSchema: unknown; jsonSchema: Json }, live: Required<LiveLimits>): void {
+  liveValues(ctx.jsonSchema, live);
   const def = (ctx.zodSchema as { _zod: { def: { type: string; in?: { _zod: { def: { type: string } } }; out?: z.ZodType } } })._zod.def;
   const names = def.type === 'pipe' && def.in?._zod.def.type === 'transform' && def.out ? SHORTHAND.get(def.out) : undefined;
   if (!names) return;
@@ -66,7 +66,13 @@ export class ApiRegistry {
   /** Named schemas (`.meta({ id })`, e.g. the filter language) met while converting: components.schemas. */
   private readonly defs: Record<string, Json> = {};
 
-  constructor(readonly maxWaitSeconds: number) {}
+  /** `live`: what the running service has (the built models, artifacts, limits: live.ts), or the defaults. */
+  constructor(readonly live: Required<LiveLimits>) {}
+
+  /** RERANK_MAX_WAIT_SECONDS: the largest `wait`. */
+  get maxWaitSeconds(): number {
+    return this.live.maxWaitSeconds;
+  }
 
   /** `tag`'s operation at `method path`. */
   op(tag: Tag, method: RouteConfig['method'], path: string, route: Omit<RouteConfig, 'method' | 'path' | 'tags'>): void {
@@ -75,7 +81,7 @@ export class ApiRegistry {
 
   /** A request body: what the zod schema accepts (shorthand forms and live values included). */
   input(s: z.ZodType): Json {
-    return this.strip(z.toJSONSchema(s, { io: 'input', unrepresentable: 'any', override: requestOverride }) as Json);
+    return this.strip(z.toJSONSchema(s, { io: 'input', unrepresentable: 'any', override: (ctx) => requestOverride(ctx as { zodSchema: unknown; jsonSchema: Json }, this.live) }) as Json);
   }
 
   /** A response body: what the code produces (closed objects); live values do not bind it (a stored collection may name a model since removed). */
