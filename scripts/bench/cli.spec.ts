@@ -1,5 +1,5 @@
 import { spawnSync } from 'node:child_process';
-import { afterEach, describe, expect, it, vi } from 'vitest';
+import { afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 
 /**
  * The command lines of the benchmarks (scripts/lib/cli.ts): `--help` prints the flags and exits 0,
@@ -41,16 +41,21 @@ async function run(bench: Bench, args: string[]): Promise<{ code: number | undef
 }
 
 describe('npm run bench: each bench parses its flags with parseArgs', () => {
+  // Loaded once, before the tests: the first import of a bench brings in the whole service (ONNX Runtime, the server), slow on a loaded machine.
+  const loaded = new Map<string, Bench>();
+  beforeAll(async () => {
+    for (const [name, load] of BENCHES) loaded.set(name, await load());
+  }, 300_000);
   afterEach(() => vi.restoreAllMocks());
 
-  it.each(BENCHES)('%s: --help prints every flag with its default and exits 0', async (_name, load, flags) => {
-    const r = await run(await load(), ['--help']);
+  it.each(BENCHES)('%s: --help prints every flag with its default and exits 0', async (name, _load, flags) => {
+    const r = await run(loaded.get(name)!, ['--help']);
     expect(r.code).toBe(0);
     for (const f of [...flags, '--json']) expect(r.out).toContain(f);
   });
 
-  it.each(BENCHES)('%s: an unknown flag is refused with exit 2, naming it', async (name, load) => {
-    const r = await run(await load(), ['--bogus']);
+  it.each(BENCHES)('%s: an unknown flag is refused with exit 2, naming it', async (name) => {
+    const r = await run(loaded.get(name)!, ['--bogus']);
     expect(r.code).toBe(2);
     expect(r.err).toContain(`bench ${name}: Unknown option '--bogus'`);
     expect(r.err).toContain('usage: npm run bench -- ' + name);
@@ -68,7 +73,7 @@ describe('npm run bench: each bench parses its flags with parseArgs', () => {
     ['score', ['--warp-bits', '3'], '--warp-bits must be 2 or 4, got 3'],
     ['score', ['--quick=yes'], "Option '--quick' does not take an argument"],
   ])('%s %j: refused with exit 2, naming the flag and the rule', async (name, args, message) => {
-    const r = await run(await BENCHES.find(([n]) => n === name)![1](), args);
+    const r = await run(loaded.get(name)!, args);
     expect(r.code).toBe(2);
     expect(r.err).toContain(message);
   });

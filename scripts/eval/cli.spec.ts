@@ -1,4 +1,4 @@
-import { afterEach, describe, expect, it, vi } from 'vitest';
+import { afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import { parseFlags } from './compression-trec-dl';
 import { parseAesiFlags } from './compression-aesi';
 import { parsePoolFactors } from './compression-pooling';
@@ -39,16 +39,21 @@ async function run(command: Eval, args: string[]): Promise<{ code: number | unde
 }
 
 describe('npm run eval: each evaluation parses its flags with parseArgs', () => {
+  // Loaded once, before the tests: the first import of an evaluation brings in ONNX Runtime and the model library, slow on a loaded machine.
+  const loaded = new Map<string, Eval>();
+  beforeAll(async () => {
+    for (const [name, load] of EVALS) loaded.set(name, await load());
+  }, 300_000);
   afterEach(() => vi.restoreAllMocks());
 
-  it.each(EVALS)('%s: --help prints every flag and exits 0', async (_name, load, flags) => {
-    const r = await run(await load(), ['--help']);
+  it.each(EVALS)('%s: --help prints every flag and exits 0', async (name, _load, flags) => {
+    const r = await run(loaded.get(name)!, ['--help']);
     expect(r.code).toBe(0);
     for (const f of [...flags, '--json']) expect(r.out).toContain(f);
   });
 
-  it.each(EVALS)('%s: an unknown flag is refused with exit 2, naming it', async (name, load) => {
-    const r = await run(await load(), ['--bogus', 'x']);
+  it.each(EVALS)('%s: an unknown flag is refused with exit 2, naming it', async (name) => {
+    const r = await run(loaded.get(name)!, ['--bogus', 'x']);
     expect(r.code).toBe(2);
     expect(r.err).toContain(`eval ${name}: Unknown option '--bogus'`);
     expect(r.err).toContain(`usage: npm run eval -- ${name}`);
@@ -62,7 +67,7 @@ describe('npm run eval: each evaluation parses its flags with parseArgs', () => 
     ['compression', ['--sample-tokens', 'lots'], '--sample-tokens must be a whole number of at least 1, got "lots"'],
     ['heads', ['--quick=1'], "Option '--quick' does not take an argument"],
   ])('%s %j: refused with exit 2, naming the flag and the rule', async (name, args, message) => {
-    const r = await run(await EVALS.find(([n]) => n === name)![1](), args);
+    const r = await run(loaded.get(name)!, args);
     expect(r.code).toBe(2);
     expect(r.err).toContain(message);
   });
