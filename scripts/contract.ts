@@ -50,8 +50,7 @@ function ensureSchemathesis(): string {
 async function main(): Promise<number> {
   const bin = ensureSchemathesis();
   const dir = mkdtempSync(path.join(os.tmpdir(), 'lateral-contract-'));
-  // `wait` (and the Cohere route's wait) at most 5 s: a valid request that waits stays under schemathesis's 10 s read timeout.
-  const config = loadConfig({ ...process.env, PORT: '0', DATA_DIR: dir, LOG_LEVEL: 'error', DEFAULT_MODEL: process.env.DEFAULT_MODEL ?? 'glove-ctx-100d', RECONCILE_INTERVAL_SECONDS: '0', RERANK_MAX_WAIT_SECONDS: process.env.RERANK_MAX_WAIT_SECONDS ?? '5' });
+  const config = loadConfig({ ...process.env, PORT: '0', DATA_DIR: dir, LOG_LEVEL: 'error', DEFAULT_MODEL: process.env.DEFAULT_MODEL ?? 'glove-ctx-100d', RECONCILE_INTERVAL_SECONDS: '0' });
   const server = await startServer(config, { quiet: true });
   try {
     await fetch(`${server.url}/v1/collections`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{"id":"c"}' });

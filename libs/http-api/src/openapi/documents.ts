@@ -32,7 +32,7 @@ const DocumentForm = z
 /** Requests that show the forms; each one is accepted as written (rules.spec.ts). */
 export const INGEST_EXAMPLES = {
   array: { summary: 'a JSON array of documents', value: [{ id: 'd1', text: 'Supersonic wing flutter at low aspect ratio.', metadata: { year: 1961, kind: 'report' } }, { id: 'd2', text: 'Heat transfer in laminar boundary layers.' }] },
-  object: { summary: 'the object form, waiting up to 10 s for the ingestion', value: { documents: [{ id: 'd3', text: 'Shock wave and boundary layer interaction.' }], wait: 10 } },
+  object: { summary: 'the object form, waiting up to 2 s for the ingestion', value: { documents: [{ id: 'd3', text: 'Shock wave and boundary layer interaction.' }], wait: 2 } },
 };
 export const DELETE_EXAMPLES = {
   ids: { summary: 'by ids', value: { ids: ['d1', 'd2'] } },
