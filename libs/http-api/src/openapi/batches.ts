@@ -4,7 +4,7 @@ import { BatchOptionsSchema, BatchRowSchema, BatchStatusSchema, CohereRerankResp
 import { CohereRerankSchema, type CohereRerankResponse } from '../cohere.service';
 import type { BatchStatus } from '../batches.service';
 import { batchOptionsForms } from './request-forms';
-import { errorAnswer as err, json, param, type ApiRegistry, type Json } from './registry';
+import { errorAnswer as err, json, param, trimmedNotEmpty, type ApiRegistry, type Json } from './registry';
 
 /** The services' answers fit the documented schemas (a compile-time check). */
 export type BatchAnswers = [Produces<typeof BatchStatusSchema, BatchStatus>, Produces<typeof CohereRerankResponseSchema, CohereRerankResponse>];
@@ -17,7 +17,9 @@ export const BATCH_EXAMPLES = { upload: { summary: 'an upload of yours, re-ranke
 export function registerBatches(api: ApiRegistry): void {
   const status = api.schema('BatchStatus', BatchStatusSchema);
   const cohereResponse = api.schema('CohereRerankResponse', CohereRerankResponseSchema);
-  const rows: Json = { type: 'string', description: 'one JSON object per line', 'x-row-schema': api.input(BatchRowSchema) };
+  const row = api.input(BatchRowSchema);
+  trimmedNotEmpty(row, 'query');
+  const rows: Json = { type: 'string', description: 'one JSON object per line', 'x-row-schema': row };
   const options = (api.input(BatchOptionsSchema) as { properties?: Record<string, Json> }).properties ?? {};
   const batch = z.object({ id: param.id('batch id (batch-...)') });
 
@@ -82,6 +84,7 @@ export function registerBatches(api: ApiRegistry): void {
 
   // Cohere's request: `model` a built model or one of Cohere's names (`rerank-*`, served by COHERE_MODEL).
   const cohereRequest = api.input(CohereRerankSchema) as { properties: Record<string, Json> };
+  trimmedNotEmpty(cohereRequest, 'query');
   cohereRequest.properties.model = { anyOf: [cohereRequest.properties.model, { type: 'string', pattern: '^rerank-[A-Za-z0-9_.-]{0,121}$', description: "one of Cohere's model names: scored by COHERE_MODEL" }] };
   const cohere = (summary: string) => ({
     summary,

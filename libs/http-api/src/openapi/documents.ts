@@ -15,10 +15,8 @@ import {
 } from '@lateral/shared';
 import { CURSOR_PATTERN } from '../collections.service';
 import { DeleteDocumentsForm } from './request-forms';
-import { errorAnswer, errors, json, location, param, type ApiRegistry } from './registry';
+import { errorAnswer, errors, json, location, NOT_ONLY_WHITESPACE, param, type ApiRegistry } from './registry';
 
-/** A character JavaScript's String.prototype.trim keeps: a text with one is not empty once trimmed. */
-const NOT_ONLY_WHITESPACE = /[^\t\n\u000b\f\r \u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000\ufeff]/;
 /** documents.ts validateDocuments: ids unique within one request, text not only whitespace, at most MAX_DOCUMENT_BYTES. */
 const DocumentForm = z
   .object({

@@ -110,6 +110,17 @@ export class ApiRegistry {
   }
 }
 
+/** A character JavaScript's String.prototype.trim keeps: a text with one is not empty once trimmed. */
+export const NOT_ONLY_WHITESPACE = /[^\t\n\u000b\f\r \u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000\ufeff]/;
+/**
+ * A `z.string().trim().min(1)` field, which zod converts as `minLength: 1`: stated as "not only
+ * whitespace" too (the validator trims before it counts), in place.
+ */
+export function trimmedNotEmpty(body: Json, field: string): void {
+  const props = body.properties as Record<string, Json> | undefined;
+  if (props?.[field]) props[field] = { ...props[field], pattern: NOT_ONLY_WHITESPACE.source, description: 'not only whitespace (it is trimmed first)' };
+}
+
 /** A JSON answer. */
 export const json = (description: string, schema: Json | { $ref: string }) => ({ description, content: { 'application/json': { schema } } });
 /** An error answer (the Error body). */

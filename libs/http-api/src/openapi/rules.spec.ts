@@ -13,6 +13,7 @@ import {
   TrainRequestSchema,
   ValidationError,
 } from '@lateral/shared';
+import { CohereRerankSchema } from '../cohere.service';
 import { validateDocuments } from '../documents';
 import { parseWaitSeconds } from '../json-body';
 import { openApiDocument } from './document';
@@ -49,6 +50,15 @@ describe('the OpenAPI document states the rules the server applies', () => {
     expect(tagOf('PUT /v1/uploads/{name}')).toBe('batches');
     expect(tagOf('GET /v1/train/{trainId}')).toBe('training');
     expect(tagOf('GET /v1/models')).toBe('service');
+  });
+
+  it('a query the validator trims is documented as not only whitespace, as the validator decides it', () => {
+    const cohere = (doc.paths as Record<string, Record<string, { requestBody: { content: Record<string, { schema: { properties: Record<string, { pattern?: string }> } }> } }>>)['/v1/compat/cohere/rerank'].post;
+    const pattern = new RegExp(cohere.requestBody.content['application/json'].schema.properties.query.pattern!, 'u');
+    for (const query of ['\f', ' \t\n', '\u00a0\u3000\ufeff', 'a', ' a ', '\u200bx']) {
+      const accepted = CohereRerankSchema.safeParse({ model: 'm', query, documents: ['d'] }).success;
+      expect(pattern.test(query), JSON.stringify(query)).toBe(accepted);
+    }
   });
 
   it('wait accepts every JSON number form up to the limit, and nothing else', () => {
