@@ -28,6 +28,13 @@ def filter_body(ctx, body):
             ids = [d.get("id") for d in docs if isinstance(d, dict) and isinstance(d.get("id"), str)]
             if len(ids) != len(set(ids)):
                 return False
+    # POST /v1/collections/{id}/judgments, JSON forms: query ids are unique within one set (uniqueItems compares whole items).
+    if path == "POST /v1/collections/{id}/judgments":
+        queries = body.get("queries") if isinstance(body, dict) else body
+        if isinstance(queries, list):
+            ids = [q.get("id") for q in queries if isinstance(q, dict) and isinstance(q.get("id"), str)]
+            if len(ids) != len(set(ids)):
+                return False
     return True
 
 

@@ -14,7 +14,10 @@ import path from 'node:path';
 import { loadConfig } from '@lateral/shared';
 import { startServer } from '../../apps/all-in-one/src/server';
 import { loadCranfield, withPlaceholders } from '../lib/cranfield';
+import { CliUsageError, intFlag, parseCliOrExit } from '../lib/cli';
 import { fetchRetrying, ingest, recreateCollection } from '../lib/client';
+
+const USAGE = `usage: npm run bench -- documents [--docs N (all of Cranfield)] [--rounds N (5, at most 50)] [--json]`;
 
 const median = (xs: number[]) => {
   const v = [...xs].sort((a, b) => a - b);
@@ -23,9 +26,11 @@ const median = (xs: number[]) => {
 const round = (x: number, d = 3) => Math.round(x * 10 ** d) / 10 ** d;
 
 export async function runDocumentsBench(args: string[]): Promise<Record<string, unknown>> {
-  const limit = args.includes('--docs') ? Number(args[args.indexOf('--docs') + 1]) : undefined;
-  const rounds = args.includes('--rounds') ? Number(args[args.indexOf('--rounds') + 1]) : 5;
-  if (!Number.isInteger(rounds) || rounds < 1 || rounds > 50) throw new Error('--rounds: an integer from 1 to 50');
+  const { limit, rounds, json } = parseCliOrExit('bench documents', USAGE, args, { docs: { type: 'string' }, rounds: { type: 'string', default: '5' }, json: { type: 'boolean' } }, {}, ({ values: v }) => {
+    const rounds = intFlag('rounds', v.rounds);
+    if (rounds > 50) throw new CliUsageError('--rounds: an integer from 1 to 50');
+    return { limit: v.docs === undefined ? undefined : intFlag('docs', v.docs), rounds, json: v.json === true };
+  });
   const config = loadConfig({ ...process.env, PORT: '0', LOG_LEVEL: 'warn', DATA_DIR: process.env.DATA_DIR ?? '.data/bench' });
   const cran = loadCranfield(path.resolve('data/cranfield'));
   const docs = withPlaceholders(cran.docs.slice(0, limit));
@@ -42,7 +47,7 @@ export async function runDocumentsBench(args: string[]): Promise<Record<string, 
   try {
     const c = 'bench-documents';
     await recreateCollection(base, c, config.DEFAULT_MODEL);
-    await ingest(base, c, docs, { label: 'ingest', progress: !args.includes('--json') });
+    await ingest(base, c, docs, { label: 'ingest', progress: !json });
     const ids = docs.map((d) => d.id);
     const pick = Array.from({ length: 200 }, (_, i) => ids[(i * 7919) % ids.length]);
     const describe = () => time(() => fetchRetrying(`${base}/v1/collections/${c}`));
@@ -99,7 +104,7 @@ export async function runDocumentsBench(args: string[]): Promise<Record<string, 
       rerankInclude,
       searchInclude,
     };
-    if (!args.includes('--json')) {
+    if (!json) {
       console.log(`GET document: p50 ${result.getDocument.warmP50Ms} ms warm = ${result.getDocument.ratioToDescribe}x a collection describe (${result.getDocument.describeP50Ms} ms); first call ${result.getDocument.coldMs} ms (${result.getDocument.coldToWarm}x warm)`);
       console.log(`list all ${docs.length} ids in pages of 1,000: ${result.listAll.pagesOf1000Ms} ms = ${result.listAll.ratioToDescribe}x a describe`);
       console.log(`include text+metadata: re-rank ${rerankInclude.ratio}x (${rerankInclude.withIncludeMs} vs ${rerankInclude.withoutMs} ms), search ${searchInclude.ratio}x (${searchInclude.withIncludeMs} vs ${searchInclude.withoutMs} ms)`);

@@ -21,14 +21,18 @@ import { encoderDir } from '@lateral/pipeline';
 import { createLogger, setMetricsEnabled } from '@lateral/infra';
 import { startServer } from '../../apps/all-in-one/src/server';
 import { loadCranfield, withPlaceholders } from '../lib/cranfield';
+import { CliUsageError, intFlag, parseCliOrExit } from '../lib/cli';
 import { fetchRetrying, ingest, recreateCollection } from '../lib/client';
 
+const USAGE = `usage: npm run bench -- ingest [--docs N (all of Cranfield)] [--metrics on|off|both (on)] [--rounds N (1, at most 20)] [--json]`;
+
 export async function runIngestBench(args: string[]): Promise<Record<string, unknown>> {
-  const limit = Number(args[args.indexOf('--docs') + 1]) || undefined;
-  const metricsArg = args.includes('--metrics') ? args[args.indexOf('--metrics') + 1] : 'on';
-  if (!['on', 'off', 'both'].includes(metricsArg)) throw new Error(`--metrics: on, off or both (got ${metricsArg})`);
-  const rounds = args.includes('--rounds') ? Number(args[args.indexOf('--rounds') + 1]) : 1;
-  if (!Number.isInteger(rounds) || rounds < 1 || rounds > 20) throw new Error('--rounds: an integer from 1 to 20');
+  const { limit, metricsArg, rounds, json } = parseCliOrExit('bench ingest', USAGE, args, { docs: { type: 'string' }, metrics: { type: 'string', default: 'on' }, rounds: { type: 'string', default: '1' }, json: { type: 'boolean' } }, {}, ({ values: v }) => {
+    if (!['on', 'off', 'both'].includes(v.metrics)) throw new CliUsageError(`--metrics: on, off or both (got ${v.metrics})`);
+    const rounds = intFlag('rounds', v.rounds);
+    if (rounds > 20) throw new CliUsageError('--rounds: an integer from 1 to 20');
+    return { limit: v.docs === undefined ? undefined : intFlag('docs', v.docs), metricsArg: v.metrics, rounds, json: v.json === true };
+  });
   const config = loadConfig({ ...process.env, PORT: '0', LOG_LEVEL: 'warn', DATA_DIR: process.env.DATA_DIR ?? '.data/bench' });
   const cran = loadCranfield(path.resolve('data/cranfield'));
   const docs = withPlaceholders(cran.docs.slice(0, limit));
@@ -71,7 +75,7 @@ export async function runIngestBench(args: string[]): Promise<Record<string, unk
     const scraper = variant === 'on' ? setInterval(() => void scrape(), 5000) : null;
     try {
       await recreateCollection(server.url, 'bench-ingest', config.DEFAULT_MODEL);
-      const run = await ingest(server.url, 'bench-ingest', docs, { label: `pipeline (metrics and logs ${variant}, ${i + 1}/${variants.length})`, progress: !args.includes('--json') });
+      const run = await ingest(server.url, 'bench-ingest', docs, { label: `pipeline (metrics and logs ${variant}, ${i + 1}/${variants.length})`, progress: !json });
       runs.push({ variant, ...run });
       if (variants.length > 1) console.log(`  run ${i + 1}/${variants.length} metrics and logs ${variant}: ${round(docs.length / run.seconds)} docs/s${scraper ? ` (${scrapes} scrapes)` : ''}`);
     } finally {

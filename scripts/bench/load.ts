@@ -20,18 +20,13 @@ import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import autocannon from 'autocannon';
+import { intFlag, parseCliOrExit } from '../lib/cli';
 import { loadCranfield } from '../lib/cranfield';
 import { fetchRetrying, ingest, recreateCollection } from '../lib/client';
 
 const ROOT = path.resolve(__dirname, '..', '..');
 
-const opt = (args: string[], name: string, def: number) => {
-  const i = args.indexOf(name);
-  if (i < 0) return def;
-  const n = Number(args[i + 1]);
-  if (!Number.isInteger(n) || n < 1) throw new Error(`${name}: a positive integer`);
-  return n;
-};
+const USAGE = 'usage: npm run bench -- load [--seconds N (60)] [--docs N (300)] [--candidates N (100)] [--connections N (4)] [--json]';
 const round = (x: number, d = 1) => Math.round(x * 10 ** d) / 10 ** d;
 
 /** Resident set size of a process in MB (Linux /proc), or null when it cannot be read. */
@@ -121,11 +116,14 @@ function drive(url: string, pathAndQuery: string, bodies: string[], seconds: num
 }
 
 export async function runLoadBench(args: string[]): Promise<Record<string, unknown>> {
-  const seconds = opt(args, '--seconds', 60);
-  const nDocs = opt(args, '--docs', 300);
-  const nCandidates = opt(args, '--candidates', 100);
-  const connections = opt(args, '--connections', 4);
-  const json = args.includes('--json');
+  const { seconds, nDocs, nCandidates, connections, json } = parseCliOrExit(
+    'bench load',
+    USAGE,
+    args,
+    { seconds: { type: 'string', default: '60' }, docs: { type: 'string', default: '300' }, candidates: { type: 'string', default: '100' }, connections: { type: 'string', default: '4' }, json: { type: 'boolean' } },
+    {},
+    ({ values: v }) => ({ seconds: intFlag('seconds', v.seconds), nDocs: intFlag('docs', v.docs), nCandidates: intFlag('candidates', v.candidates), connections: intFlag('connections', v.connections), json: v.json === true }),
+  );
   const say = (s: string) => (json ? console.error(s) : console.log(s));
 
   const cran = loadCranfield(path.join(ROOT, 'data/cranfield'));

@@ -39,15 +39,18 @@ import { maxsim, topK } from '@lateral/scoring';
 import { loadConfig } from '@lateral/shared';
 import { startServer, type Server } from '../../apps/all-in-one/src/server';
 import { fetchRetrying } from '../lib/client';
+import { intFlag, parseCliOrExit } from '../lib/cli';
 import { ndcgAt } from '../lib/metrics';
 import { loadTrecDlFolder } from '../lib/trec-dl';
 
 const DATASET = '../shared/datasets/trec-dl-2019-passage';
 
-function flag(args: string[], name: string): string | undefined {
-  const i = args.indexOf(name);
-  return i >= 0 ? args[i + 1] : undefined;
-}
+const USAGE = `usage: npm run bench -- rerank-batch [--quick] [--rows N (10000)] [--model NAME (glove-ctx-100d)] [--chunk-rows N (BATCH_CHUNK_ROWS)] [--json]
+  --quick       2 repetitions of the 43 judged queries instead of --rows
+  --rows N      at least N rows (the queries repeated)
+  --model NAME  DEFAULT_MODEL of the server (a model under .cache/models)
+  --chunk-rows  BATCH_CHUNK_ROWS of the server (default: the configured one)
+  --json        the result as one JSON object on the last line`;
 
 interface RunFigures {
   rows: number;
@@ -72,12 +75,17 @@ async function post(url: string, file: string): Promise<{ status: number; body: 
 }
 
 export async function runRerankBatchBench(args: string[]): Promise<Record<string, unknown>> {
-  const quick = args.includes('--quick');
-  const model = flag(args, '--model') ?? 'glove-ctx-100d';
+  const opts = parseCliOrExit('bench rerank-batch', USAGE, args, { quick: { type: 'boolean' }, rows: { type: 'string', default: '10000' }, model: { type: 'string', default: 'glove-ctx-100d' }, 'chunk-rows': { type: 'string' }, json: { type: 'boolean' } }, {}, ({ values: v }) => ({
+    quick: v.quick === true,
+    rows: intFlag('rows', v.rows),
+    model: v.model,
+    chunkRows: v['chunk-rows'] === undefined ? undefined : String(intFlag('chunk-rows', v['chunk-rows'])),
+  }));
+  const { quick, model } = opts;
   const log = (m: string) => process.stderr.write(`${m}\n`);
   const { queries, qrels } = loadTrecDlFolder(path.resolve(DATASET));
   const judged = queries.filter((q) => qrels.has(q.qid) && q.hits.length > 0);
-  const reps = quick ? 2 : Math.ceil(Number(flag(args, '--rows') ?? 10_000) / judged.length);
+  const reps = quick ? 2 : Math.ceil(opts.rows / judged.length);
   const rows = reps * judged.length;
 
   // In-process reference: the same model, MaxSim on fp16-rounded document vectors (as cached).
@@ -123,7 +131,7 @@ export async function runRerankBatchBench(args: string[]): Promise<Record<string
     LOG_LEVEL: 'warn',
     DATA_DIR: path.join(dir, 'data'),
     DEFAULT_MODEL: model,
-    ...(flag(args, '--chunk-rows') ? { BATCH_CHUNK_ROWS: flag(args, '--chunk-rows') } : {}),
+    ...(opts.chunkRows ? { BATCH_CHUNK_ROWS: opts.chunkRows } : {}),
     TEXT_CACHE_MEMORY_MB: process.env.TEXT_CACHE_MEMORY_MB ?? '512',
   });
   // The kernel, as the scorers create it; `grouped`: each query repeated as often as a chunk holds it.

@@ -4,10 +4,15 @@
  * Prints `S3 <endpoint>` when it serves; stops on SIGTERM or when its parent goes away (stdin EOF).
  */
 import { startEmbeddedS3 } from '@lateral/infra';
+import { CliUsageError, parseCliOrExit } from '../lib/cli';
+
+const USAGE = 'usage: tsx scripts/bench/scale-s3.ts <dir> <bucket> (started by npm run bench -- scale)';
 
 async function main() {
-  const [dir, bucket] = process.argv.slice(2);
-  if (!dir || !bucket) throw new Error('usage: scale-s3.ts <dir> <bucket>');
+  const [dir, bucket] = parseCliOrExit('scale-s3', USAGE, process.argv.slice(2), {}, { positionals: true }, ({ positionals }) => {
+    if (positionals.length !== 2) throw new CliUsageError(`a folder and a bucket, got ${positionals.length} argument(s)`);
+    return positionals as [string, string];
+  });
   const s3 = await startEmbeddedS3({ dir, bucket, accessKeyId: 'S3RVER', secretAccessKey: 'S3RVER' });
   console.log(`S3 ${s3.endpoint}`);
   const stop = () => void s3.stop().finally(() => process.exit(0));

@@ -50,6 +50,7 @@ import {
 import { aesiDecode, aesiDecoderLength, aesiTwoLayerPerToken, createCodec, lloydMax, type EdenCodec } from '@lateral/codec';
 import { buildMaxsimModel, OnnxMaxsim } from './maxsim-single-tensor';
 import * as ort from 'onnxruntime-node';
+import { CliUsageError, intFlag, parseCliOrExit } from '../lib/cli';
 
 const C = 1000, M = 180, D = 128, N = 32;
 const FLOPS = 2 * N * M * D * C;
@@ -492,14 +493,7 @@ async function simdCranfieldCase(quick: boolean, log: (m: string) => void): Prom
 }
 
 /** WARP's kernels against XTR's float scoring on the same synthetic segment (benchWarp). */
-function warpCase(args: string[], quick: boolean, log: (m: string) => void): { result: Record<string, unknown>; rows: [string, string][] } {
-  const arg = (name: string, fallback: number) => {
-    const i = args.indexOf(name);
-    return i >= 0 ? Number(args[i + 1]) : fallback;
-  };
-  const bits = arg('--warp-bits', 4);
-  if (bits !== 2 && bits !== 4) throw new RangeError(`--warp-bits must be 2 or 4, got ${bits}`);
-  const centroids = arg('--warp-centroids', 1024);
+function warpCase({ bits, centroids }: { bits: 2 | 4; centroids: number }, quick: boolean, log: (m: string) => void): { result: Record<string, unknown>; rows: [string, string][] } {
   log(`score bench: WARP tables + lookups vs XTR float scoring (100,000 tokens, K = ${centroids}, b = ${bits})...`);
   const b = benchWarp({ bits, centroids, repeats: quick ? 5 : 15 });
   const f = (x: number, p = 2) => x.toFixed(p);
@@ -524,30 +518,57 @@ function warpCase(args: string[], quick: boolean, log: (m: string) => void): { r
   };
 }
 
+const USAGE = `usage: npm run bench -- score [--quick] [--threads N (2)] [--warp-bits 2|4 (4)] [--warp-centroids K (1024)] [--json]
+  one section alone: [--aesi-only | --simd-only | --simd-cranfield | --warp-only]
+  --quick           fewer repetitions
+  --threads N       ONNX Runtime intra-op threads of the MaxSim and GEMM sessions
+  --warp-bits       WARP's residual bits; --warp-centroids its centroids (K)`;
+
 export async function runScoreBench(args: string[]): Promise<Record<string, unknown>> {
-  const quick = args.includes('--quick');
-  if (args.includes('--aesi-only')) {
+  const opts = parseCliOrExit(
+    'bench score',
+    USAGE,
+    args,
+    {
+      quick: { type: 'boolean' },
+      'aesi-only': { type: 'boolean' },
+      'simd-only': { type: 'boolean' },
+      'simd-cranfield': { type: 'boolean' },
+      'warp-only': { type: 'boolean' },
+      threads: { type: 'string', default: '2' },
+      'warp-bits': { type: 'string', default: '4' },
+      'warp-centroids': { type: 'string', default: '1024' },
+      json: { type: 'boolean' },
+    },
+    {},
+    ({ values: v }) => {
+      const bits = Number(v['warp-bits']) as 2 | 4;
+      if (bits !== 2 && bits !== 4) throw new CliUsageError(`--warp-bits must be 2 or 4, got ${v['warp-bits']}`);
+      return { ...v, threads: intFlag('threads', v.threads), warp: { bits, centroids: intFlag('warp-centroids', v['warp-centroids'], 2) } };
+    },
+  );
+  const quick = opts.quick === true;
+  if (opts['aesi-only']) {
     const { result, rows } = await aesiCase(quick, (m) => process.stderr.write(`${m}\n`));
     console.log(rows.map(([k, v]) => `${k}  ${v}`).join('\n'));
     return result;
   }
-  if (args.includes('--simd-cranfield')) {
+  if (opts['simd-cranfield']) {
     const { result, rows } = await simdCranfieldCase(quick, (m) => process.stderr.write(`${m}\n`));
     console.log(rows.map(([k, v]) => `${k}  ${v}`).join('\n'));
     return result;
   }
-  if (args.includes('--simd-only')) {
+  if (opts['simd-only']) {
     const { result, rows } = await simdCase(quick, (m) => process.stderr.write(`${m}\n`));
     console.log(rows.map(([k, v]) => `${k}  ${v}`).join('\n'));
     return result;
   }
-  if (args.includes('--warp-only')) {
-    const { result, rows } = warpCase(args, quick, (m) => process.stderr.write(`${m}\n`));
+  if (opts['warp-only']) {
+    const { result, rows } = warpCase(opts.warp, quick, (m) => process.stderr.write(`${m}\n`));
     console.log(rows.map(([k, v]) => `${k}  ${v}`).join('\n'));
     return result;
   }
-  const ti = args.indexOf('--threads');
-  const threads = ti >= 0 ? Number(args[ti + 1]) : 2;
+  const threads = opts.threads;
   const reps = quick ? 5 : 30;
   const log = (m: string) => process.stderr.write(`${m}\n`);
 
@@ -636,7 +657,7 @@ export async function runScoreBench(args: string[]): Promise<Record<string, unkn
   log('score bench: compressed candidates (EDEN 4-bit, token layout)...');
   const compressed = await compressedCase(q, docs, offsets, threads, quick, log);
   const aesi = await aesiCase(quick, log);
-  const warp = warpCase(args, quick, log);
+  const warp = warpCase(opts.warp, quick, log);
   const simd = await simdCase(quick, log);
 
   const maxsimGflops = FLOPS / maxsimMs / 1e6;

@@ -18,6 +18,10 @@ import { s3Keys, type CodecSettings, type CollectionManifest, type SegmentRef } 
 import { writeSegment } from '@lateral/codec';
 import { SegmentCache, assembleSegmentDocs } from '@lateral/serving';
 import type { EncodedText } from '@lateral/model';
+import { CliUsageError, intFlag, numberFlag, parseCliOrExit } from '../lib/cli';
+
+const USAGE = `usage: npm run bench -- segment-cache [--quick] [--segments N (60; --quick: 20)] [--docs N (256)] [--tokens N (40, at least 7)]
+  [--dims N (128)] [--candidates N (1000)] [--latency-ms N (10)] [--codec fp16|eden4 (fp16)] [--json]`;
 
 export const median = (xs: number[]) => {
   const v = [...xs].sort((a, b) => a - b);
@@ -57,19 +61,40 @@ export function docs(n: number, tokens: number, dims: number, seed: number): Enc
 }
 
 export async function runSegmentCacheBench(args: string[]): Promise<Record<string, unknown>> {
-  const quick = args.includes('--quick');
-  const S = opt(args, '--segments', quick ? 20 : 60);
-  const D = opt(args, '--docs', 256);
-  const L = opt(args, '--tokens', 40);
-  const dims = opt(args, '--dims', 128);
-  const C = opt(args, '--candidates', 1000);
-  const latency = opt(args, '--latency-ms', 10);
+  const { quick, S, D, L, dims, C, latency, codecName } = parseCliOrExit(
+    'bench segment-cache',
+    USAGE,
+    args,
+    {
+      quick: { type: 'boolean' },
+      segments: { type: 'string' },
+      docs: { type: 'string', default: '256' },
+      tokens: { type: 'string', default: '40' },
+      dims: { type: 'string', default: '128' },
+      candidates: { type: 'string', default: '1000' },
+      'latency-ms': { type: 'string', default: '10' },
+      codec: { type: 'string', default: 'fp16' },
+      json: { type: 'boolean' },
+    },
+    {},
+    ({ values: v }) => {
+      if (v.codec !== 'fp16' && v.codec !== 'eden4') throw new CliUsageError(`--codec: fp16 or eden4 (got ${v.codec})`);
+      const quick = v.quick === true;
+      return {
+        quick,
+        S: v.segments === undefined ? (quick ? 20 : 60) : intFlag('segments', v.segments),
+        D: intFlag('docs', v.docs),
+        L: intFlag('tokens', v.tokens, 7),
+        dims: intFlag('dims', v.dims),
+        C: intFlag('candidates', v.candidates),
+        latency: numberFlag('latency-ms', v['latency-ms']),
+        codecName: v.codec,
+      };
+    },
+  );
   const rounds = quick ? 3 : 7;
-  const codecName = args.includes('--codec') ? args[args.indexOf('--codec') + 1] : 'fp16';
   const settings: CodecSettings =
-    codecName === 'eden4' ? { kind: 'eden', bits: 4, layout: 'token', norms: 'fp32', sideInfo: false } : codecName === 'fp16' ? { kind: 'fp16', layout: 'token', norms: 'fp32', sideInfo: false } : (() => {
-      throw new Error('--codec: fp16 or eden4');
-    })();
+    codecName === 'eden4' ? { kind: 'eden', bits: 4, layout: 'token', norms: 'fp32', sideInfo: false } : { kind: 'fp16', layout: 'token', norms: 'fp32', sideInfo: false };
   const sample = docs(64, L, dims, 99);
   const artifact: CodecArtifact = fitCodec(settings, Float32Array.from(sample.flatMap((d) => Array.from(d.vectors))), dims, { seed: 5n });
   const codec = createCodec(settings, artifact);

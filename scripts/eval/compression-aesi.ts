@@ -14,6 +14,8 @@
 import { aesiArtifact, type CodecArtifact } from '@lateral/codec';
 import { CodecSettingsSchema, type CodecSettings } from '@lateral/shared';
 import { trainAesi, type AesiTrainResult } from '@lateral/training';
+import { CliUsageError, intFlag } from '../lib/cli';
+import { compressionFlags } from './compression-flags';
 
 export interface AesiSweepOptions {
   width: number;
@@ -50,20 +52,18 @@ interface SweepSetting {
 
 /** --aesi and its options, or null when the flag is absent. Points: "c:bits" comma-separated. */
 export function parseAesiFlags(args: string[]): { points: { codeDims: number; bits: number }[]; options: AesiSweepOptions } | null {
-  const opt = (name: string) => (args.includes(name) ? args[args.indexOf(name) + 1] : undefined);
-  const spec = opt('--aesi');
+  const v = compressionFlags(args);
+  const spec = v.aesi;
   if (spec === undefined) return null;
   const points = spec.split(',').map((p) => {
     const [c, b] = p.split(':').map(Number);
-    if (!Number.isInteger(c) || c < 2 || !Number.isInteger(b) || b < 1 || b > 8) throw new RangeError(`--aesi takes code size:bits pairs like 16:6,8:5, got '${p}'`);
+    if (!Number.isInteger(c) || c < 2 || !Number.isInteger(b) || b < 1 || b > 8) throw new CliUsageError(`--aesi takes code size:bits pairs like 16:6,8:5, got '${p}'`);
     return { codeDims: c, bits: b };
   });
-  const num = (name: string, dflt: number) => {
-    const v = Number(opt(name) ?? dflt);
-    if (!Number.isInteger(v) || v < 1) throw new RangeError(`${name} must be a positive integer`);
-    return v;
+  return {
+    points,
+    options: { width: intFlag('aesi-width', v['aesi-width']), maxEpochs: intFlag('aesi-epochs', v['aesi-epochs']), patience: intFlag('aesi-patience', v['aesi-patience']), batchTokens: intFlag('aesi-batch', v['aesi-batch']) },
   };
-  return { points, options: { width: num('--aesi-width', 1536), maxEpochs: num('--aesi-epochs', 10), patience: num('--aesi-patience', 2), batchTokens: num('--aesi-batch', 256) } };
 }
 
 /** fp32, then per point: no side information, ridge side information, AESI (same quantiser, same c and B). */

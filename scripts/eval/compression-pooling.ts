@@ -27,6 +27,8 @@ import { CodecSettingsSchema, type CodecSettings } from '@lateral/shared';
 import { createCodec, fitCodec, poolBatch, readSegment, writeSegment } from '@lateral/codec';
 import { mean, ndcgAt, orderByScore, pairedDifference, recallAt } from '../lib/metrics';
 import { encodeCollection, sampleRows } from './compression-collection';
+import { CliUsageError } from '../lib/cli';
+import { compressionFlags } from './compression-flags';
 import { loadRerankFolder, parseFlags } from './compression-trec-dl';
 
 export interface PoolingRow {
@@ -92,21 +94,20 @@ function maxSim(q: Float32Array, n: number, x: Float32Array, xo: number, m: numb
 }
 
 export function parsePoolFactors(args: string[]): number[] | null {
-  const i = args.indexOf('--pool-factors');
-  if (i < 0) return null;
-  const list = (args[i + 1] ?? '').split(',').map((x) => Number(x.trim()));
-  if (list.length === 0 || list.some((f) => !Number.isInteger(f) || f < 1 || f > 16)) throw new Error(`--pool-factors wants integers in 1..16, e.g. 1,2,3,4 (got ${args[i + 1]})`);
+  const spec = compressionFlags(args)['pool-factors'];
+  if (spec === undefined) return null;
+  const list = spec.split(',').map((x) => Number(x.trim()));
+  if (list.length === 0 || list.some((f) => !Number.isInteger(f) || f < 1 || f > 16)) throw new CliUsageError(`--pool-factors wants integers in 1..16, e.g. 1,2,3,4 (got ${spec})`);
   return list;
 }
 
 export async function runPoolingCompression(args: string[], log: (line: string) => void = (l) => process.stderr.write(`${l}\n`)): Promise<PoolingResult> {
   const f = parseFlags(args);
   const factors = parsePoolFactors(args) ?? [1, 2, 3, 4];
-  const opt = (name: string) => (args.includes(name) ? args[args.indexOf(name) + 1] : undefined);
-  const codecNames = (opt('--pool-codecs') ?? 'fp32,fp16,eden-4b-token').split(',').map((s) => s.trim()).filter(Boolean);
-  for (const c of codecNames) if (!CODECS[c]) throw new Error(`--pool-codecs: unknown codec ${c} (one of ${Object.keys(CODECS).join(', ')})`);
+  const codecNames = compressionFlags(args)['pool-codecs'].split(',').map((s) => s.trim()).filter(Boolean);
+  for (const c of codecNames) if (!CODECS[c]) throw new CliUsageError(`--pool-codecs: unknown codec ${c} (one of ${Object.keys(CODECS).join(', ')})`);
   if (!codecNames.includes('fp32')) codecNames.unshift('fp32');
-  const model = args.includes('--model') ? f.model : '.cache/models/minilm-l6-384';
+  const model = f.modelGiven ? f.model : '.cache/models/minilm-l6-384';
   const t0 = performance.now();
   const dataDir = resolve(f.dataset ?? '../shared/datasets/trec-dl-2019-passage');
   const data = loadRerankFolder(dataDir, { run: f.run, qrels: f.qrels });

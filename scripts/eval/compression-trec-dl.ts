@@ -23,6 +23,8 @@
  * (as the pipeline does; for the GloVe models it equals glove-static-100d's output bit for bit),
  * else (or with --static-model) the static model (same tokenizer, no context).
  */
+import { intFlag } from '../lib/cli';
+import { compressionFlags } from './compression-flags';
 import { aesiComparisonSweep, fitAesiSetting, parseAesiFlags, type AesiFitSummary, type AesiSetting } from './compression-aesi';
 import { basename, resolve } from 'node:path';
 import { CodecSettingsSchema, type CodecSettings } from '@lateral/shared';
@@ -201,23 +203,24 @@ function maxSimOne(q: Float32Array, n: number, x: Float32Array, xo: number, m: n
   return total;
 }
 
-/** The command-line flags of `npm run eval -- compression` (both sweeps read --dataset and --model). */
+/** The command-line flags of `npm run eval -- compression` (both sweeps read --dataset and --model); CliUsageError for a bad one. */
 export function parseFlags(args: string[]) {
-  const opt = (name: string) => (args.includes(name) ? args[args.indexOf(name) + 1] : undefined);
+  const v = compressionFlags(args);
   return {
-    dataset: opt('--dataset') ?? opt('--data'),
-    run: opt('--run'),
-    qrels: opt('--qrels'),
-    model: opt('--model') ?? DEFAULT_CTX_MODEL,
-    staticModel: opt('--static-model') ?? DEFAULT_STATIC_MODEL,
-    staticModelGiven: opt('--static-model') !== undefined,
-    plot: opt('--plot'),
-    quick: args.includes('--quick'),
-    json: args.includes('--json'),
-    docsPerSegment: Number(opt('--docs-per-segment') ?? 1000),
-    sampleTokens: Number(opt('--sample-tokens') ?? 20_000),
-    seed: Number(opt('--seed') ?? 20261121),
-    only: opt('--settings')?.split(',').map((x) => x.trim()).filter(Boolean),
+    dataset: v.dataset ?? v.data,
+    run: v.run,
+    qrels: v.qrels,
+    model: v.model ?? DEFAULT_CTX_MODEL,
+    modelGiven: v.model !== undefined,
+    staticModel: v['static-model'] ?? DEFAULT_STATIC_MODEL,
+    staticModelGiven: v['static-model'] !== undefined,
+    plot: v.plot,
+    quick: v.quick === true,
+    json: v.json === true,
+    docsPerSegment: intFlag('docs-per-segment', v['docs-per-segment']),
+    sampleTokens: intFlag('sample-tokens', v['sample-tokens']),
+    seed: intFlag('seed', v.seed, 0),
+    only: v.settings?.split(',').map((x) => x.trim()).filter(Boolean),
   };
 }
 

@@ -17,7 +17,10 @@ import { DEFAULT_CRANFIELD_DIR } from '../lib/cranfield-eval';
 import { runCompressionEval } from './compression-cranfield';
 import { compressionPlotSvg } from './compression-plot';
 import { formatRerankTable, parseFlags, runRerankCompression } from './compression-trec-dl';
-import { formatPoolingTable, runPoolingCompression } from './compression-pooling';
+import { formatPoolingTable, parsePoolFactors, runPoolingCompression } from './compression-pooling';
+import { parseAesiFlags } from './compression-aesi';
+import { COMPRESSION_OPTIONS, COMPRESSION_USAGE } from './compression-flags';
+import { parseCliOrExit } from '../lib/cli';
 
 /**
  * `npm run eval -- compression --dataset DIR [--json] [--plot out.svg] [--quick]`: runs the sweep,
@@ -29,12 +32,17 @@ import { formatPoolingTable, runPoolingCompression } from './compression-pooling
  * --sample-tokens N (20000), --seed N, --run FILE / --qrels FILE (when several files match).
  */
 export async function runCompressionEvalCli(args: string[]): Promise<Record<string, unknown>> {
-  const f = parseFlags(args);
+  // Every flag and value checked before anything runs: --help prints them, a bad one exits 2.
+  const f = parseCliOrExit('eval compression', COMPRESSION_USAGE, args, COMPRESSION_OPTIONS, {}, () => {
+    parseAesiFlags(args);
+    parsePoolFactors(args);
+    return parseFlags(args);
+  });
   if (!f.dataset) {
-    const res = await runCompressionEval({ dataDir: DEFAULT_CRANFIELD_DIR, modelDir: args.includes('--model') ? f.model : undefined, log: (l) => console.log(l) });
+    const res = await runCompressionEval({ dataDir: DEFAULT_CRANFIELD_DIR, modelDir: f.modelGiven ? f.model : undefined, log: (l) => console.log(l) });
     return res as unknown as Record<string, unknown>;
   }
-  if (args.includes('--pool-factors')) {
+  if (parsePoolFactors(args)) {
     // the token pooling sweep (compression-pooling.ts): nDCG@10 and bytes per token per codec.poolFactor
     const pooled = await runPoolingCompression(args);
     console.log(formatPoolingTable(pooled));
@@ -52,7 +60,7 @@ export async function runCompressionEvalCli(args: string[]): Promise<Record<stri
 async function main(): Promise<void> {
   const args = process.argv.slice(2);
   const res = await runCompressionEvalCli(args);
-  if (args.includes('--json')) console.log(JSON.stringify(res));
+  if (parseFlags(args).json) console.log(JSON.stringify(res));
 }
 
 if (import.meta.url === pathToFileURL(resolve(process.argv[1] ?? '')).href) {

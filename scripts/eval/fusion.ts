@@ -25,6 +25,7 @@ import { dense, maxsim } from '@lateral/scoring';
 import { analyzeTexts, bm25Query, bm25SegmentSearch, buildBm25Postings, englishTermIds, segmentBm25Stats, TopK, type Hit, type SearchSegment } from '@lateral/search';
 import { fuse } from '@lateral/serving';
 import { loadConfig, mulberry32, type SearchMode } from '@lateral/shared';
+import { intFlag, parseCliOrExit } from '../lib/cli';
 import { hasRelevant, mean, ndcgAt } from '../lib/metrics';
 import { loadRetrievalDataset, type RetrievalDataset } from '../lib/retrieval-dataset';
 
@@ -158,20 +159,31 @@ export function bm25Ndcg(dir: string): { documents: number; queries: number; ter
   return { documents: ds.docs.length, queries: queries.length, terms: index.bm25.terms.length, 'ndcg@10': mean(nd) };
 }
 
+const USAGE = `usage: npm run eval -- fusion [--datasets DIR,DIR (../shared/datasets/cranfield,../shared/datasets/vaswani)] [--model NAME] [--depth N (100)] [--sample N] [--bm25-only] [--json]
+  --sample N    N documents per collection: every judged-relevant one and a seeded sample of the rest
+  --bm25-only   BM25 alone over every document, no model`;
+
 export async function runFusionEval(argv: string[]): Promise<FusionResult | ReturnType<typeof bm25Ndcg>[]> {
-  const flag = (name: string) => {
-    const i = argv.indexOf(name);
-    return i >= 0 ? argv[i + 1] : undefined;
-  };
-  const datasets = (flag('--datasets') ?? '../shared/datasets/cranfield,../shared/datasets/vaswani').split(',').map((d) => path.resolve(d));
-  if (argv.includes('--bm25-only')) {
+  const { values: v } = parseCliOrExit('eval fusion', USAGE, argv, {
+    datasets: { type: 'string', default: '../shared/datasets/cranfield,../shared/datasets/vaswani' },
+    model: { type: 'string' },
+    depth: { type: 'string' },
+    sample: { type: 'string' },
+    'bm25-only': { type: 'boolean' },
+    json: { type: 'boolean' },
+  }, {}, (parsed) => {
+    if (parsed.values.depth !== undefined) intFlag('depth', parsed.values.depth);
+    if (parsed.values.sample !== undefined) intFlag('sample', parsed.values.sample);
+    return parsed;
+  });
+  const datasets = v.datasets.split(',').map((d) => path.resolve(d));
+  if (v['bm25-only']) {
     const rows = datasets.map((d) => ({ dataset: path.basename(d), ...bm25Ndcg(d) }));
     for (const r of rows) console.log(`${r.dataset}: BM25 (english, k1 0.9, b 0.4) nDCG@10 ${r['ndcg@10'].toFixed(4)} over ${r.queries} judged queries, ${r.documents} documents, ${r.terms} distinct stems`);
     return rows;
   }
-  const depth = flag('--depth');
-  const sample = flag('--sample');
-  const r = await evaluateFusion({ datasets, model: flag('--model'), depth: depth === undefined ? undefined : Number(depth), sample: sample === undefined ? undefined : Number(sample) });
+  const { depth, sample } = v;
+  const r = await evaluateFusion({ datasets, model: v.model, depth: depth === undefined ? undefined : Number(depth), sample: sample === undefined ? undefined : Number(sample) });
   console.log(`nDCG@10 (base: MaxSim over the union of dense's and BM25's top ${POOL}, BM25 'english' k1 0.9 b 0.4; top ${depth ?? 100} each, fused${sample ? `; ${sample} documents: the judged-relevant ones and a seeded sample` : ''})`);
   console.log(['setting', ...r.datasets.map((d) => `${d.name} (${d.queries} q)`), 'worst margin over the better part'].join(' | '));
   console.log(['exhaustive', ...r.datasets.map((d) => d.exhaustive.toFixed(4)), ''].join(' | '));

@@ -65,6 +65,7 @@ import { TokenEncoder, type EncodedText } from '@lateral/model';
 import { LITE_DEFAULT, LITE_SMALL, type KnrmWeights, type LiteWeights } from '@lateral/scoring';
 import { assembleTrainingQuery, rng, shuffled, trainHead, type TokenSource, type TrainOptions, type TrainResult, type TrainingQuery } from '@lateral/training';
 import { loadRetrievalDataset } from '../lib/retrieval-dataset';
+import { parseCliOrExit } from '../lib/cli';
 import { ndcgAt, type Judgments } from '../lib/metrics';
 import { loadRerankFolder, runRerankCompression, type RerankCompressionResult } from './compression-trec-dl';
 
@@ -72,9 +73,47 @@ type HeadName = 'lite' | 'lite-small' | 'knrm' | 'lite-residual' | 'lite-small-r
 const HEAD_NAMES: HeadName[] = ['lite', 'lite-small', 'knrm', 'lite-residual', 'lite-small-residual'];
 const isResidual = (h: HeadName) => h.endsWith('-residual');
 
-function flag(args: string[], name: string, fallback: string): string {
-  const i = args.indexOf(name);
-  return i >= 0 && args[i + 1] !== undefined ? args[i + 1] : fallback;
+const HEADS_OPTIONS = {
+  quick: { type: 'boolean' },
+  json: { type: 'boolean' },
+  datasets: { type: 'string' },
+  models: { type: 'string' },
+  heads: { type: 'string' },
+  folds: { type: 'string' },
+  'only-folds': { type: 'string' },
+  'no-cv': { type: 'boolean' },
+  dl19: { type: 'string' },
+  epochs: { type: 'string' },
+  'distill-steps': { type: 'string' },
+  'distill-weight': { type: 'string' },
+  lr: { type: 'string' },
+  'distill-lr': { type: 'string' },
+  depth: { type: 'string' },
+  'max-docs': { type: 'string' },
+  seed: { type: 'string' },
+  positives: { type: 'string' },
+  aesi: { type: 'string' },
+  'aesi-json': { type: 'string' },
+  'aesi-model': { type: 'string' },
+  'aesi-width': { type: 'string' },
+  'aesi-epochs': { type: 'string' },
+  'aesi-patience': { type: 'string' },
+  'aesi-batch': { type: 'string' },
+  'sample-tokens': { type: 'string' },
+} as const;
+type HeadsFlags = Partial<Record<keyof typeof HEADS_OPTIONS, string | boolean>>;
+
+const HEADS_USAGE = `usage: npm run eval -- heads [--quick] [--json] [--datasets DIR,DIR (../shared/datasets/cranfield,../shared/datasets/vaswani)]
+  [--models a,b (glove-ctx-100d,minilm-l6-384)] [--heads lite,lite-small,knrm,lite-small-residual (also lite-residual)]
+  [--folds N (5; --quick 2)] [--only-folds i,j] [--no-cv] [--dl19 DIR|none (../shared/datasets/trec-dl-2019-passage)]
+  [--epochs N] [--distill-steps N] [--distill-weight X] [--lr X] [--distill-lr X] [--depth N (100; --quick 30)]
+  [--max-docs N (0: all; --quick 2000)] [--seed N (1)] [--positives N (4; --quick 1)]
+  [--aesi c:bits,... | --aesi-json FILE[,FILE]] [--aesi-model NAME (minilm-l6-384)] [--aesi-width N] [--aesi-epochs N] [--aesi-patience N] [--aesi-batch N] [--sample-tokens N]`;
+
+/** Flag `name`'s value (parsed by runHeadsEval), or `fallback` when it is not given. */
+function flag(v: HeadsFlags, name: keyof typeof HEADS_OPTIONS, fallback: string): string {
+  const x = v[name];
+  return typeof x === 'string' ? x : fallback;
 }
 
 interface Versus {
@@ -689,9 +728,9 @@ export function mergeCompressionResults(results: RerankCompressionResult[], sour
 }
 
 /** --aesi-json FILE[,FILE...], --aesi SPEC (run and cache), or the newest cached result; null when there is none. */
-async function aesiRow(args: string[], dl19: string, model: string): Promise<AesiComparison | null> {
+async function aesiRow(v: HeadsFlags, dl19: string, model: string): Promise<AesiComparison | null> {
   const lastJson = (text: string) => JSON.parse(text.trim().split('\n').filter((l) => l.startsWith('{')).pop() ?? 'null') as RerankCompressionResult | null;
-  const file = flag(args, '--aesi-json', '');
+  const file = flag(v, 'aesi-json', '');
   if (file) {
     const files = file.split(',').filter(Boolean);
     const results = files.map((f) => {
@@ -702,10 +741,10 @@ async function aesiRow(args: string[], dl19: string, model: string): Promise<Aes
     return aesiComparison(mergeCompressionResults(results, files), file);
   }
   const dir = resolve('.cache/eval-heads');
-  const spec = flag(args, '--aesi', '');
+  const spec = flag(v, 'aesi', '');
   if (spec) {
-    const passed = ['--aesi', '--aesi-width', '--aesi-epochs', '--aesi-patience', '--aesi-batch', '--sample-tokens'].flatMap((n) => (args.includes(n) ? [n, flag(args, n, '')] : []));
-    const cmd = ['--dataset', dl19, '--model', resolve('.cache/models', model), ...passed, ...(args.includes('--quick') ? ['--quick'] : [])];
+    const passed = (['aesi', 'aesi-width', 'aesi-epochs', 'aesi-patience', 'aesi-batch', 'sample-tokens'] as const).flatMap((n) => (v[n] !== undefined ? [`--${n}`, flag(v, n, '')] : []));
+    const cmd = ['--dataset', dl19, '--model', resolve('.cache/models', model), ...passed, ...(v.quick ? ['--quick'] : [])];
     const key = createHash('sha256').update(JSON.stringify(cmd)).digest('hex').slice(0, 12);
     const cached = join(dir, `aesi-${model}-${key}.json`);
     if (existsSync(cached)) return aesiComparison(JSON.parse(readFileSync(cached, 'utf8')) as RerankCompressionResult, cached);
@@ -734,33 +773,34 @@ export function parseOnlyFolds(spec: string, folds: number): number[] | undefine
 }
 
 export async function runHeadsEval(args: string[]): Promise<{ quick: boolean; runs: HeadsRun[]; dl19: TransferRun[]; aesi: AesiComparison | null; summary: string[] }> {
-  const quick = args.includes('--quick');
-  const datasets = flag(args, '--datasets', '../shared/datasets/cranfield,../shared/datasets/vaswani').split(',').map((p) => resolve(p));
-  const models = flag(args, '--models', 'glove-ctx-100d,minilm-l6-384').split(',');
-  const heads = flag(args, '--heads', 'lite,lite-small,knrm,lite-small-residual').split(',') as HeadName[];
+  const v: HeadsFlags = parseCliOrExit('eval heads', HEADS_USAGE, args, HEADS_OPTIONS).values;
+  const quick = v.quick === true;
+  const datasets = flag(v, 'datasets', '../shared/datasets/cranfield,../shared/datasets/vaswani').split(',').map((p) => resolve(p));
+  const models = flag(v, 'models', 'glove-ctx-100d,minilm-l6-384').split(',');
+  const heads = flag(v, 'heads', 'lite,lite-small,knrm,lite-small-residual').split(',') as HeadName[];
   for (const h of heads) if (!HEAD_NAMES.includes(h)) throw new Error(`--heads: unknown head ${h} (${HEAD_NAMES.join(', ')})`);
-  const folds = Number(flag(args, '--folds', quick ? '2' : '5'));
-  const onlyFolds = parseOnlyFolds(flag(args, '--only-folds', ''), folds);
-  const dl19Flag = flag(args, '--dl19', '../shared/datasets/trec-dl-2019-passage');
+  const folds = Number(flag(v, 'folds', quick ? '2' : '5'));
+  const onlyFolds = parseOnlyFolds(flag(v, 'only-folds', ''), folds);
+  const dl19Flag = flag(v, 'dl19', '../shared/datasets/trec-dl-2019-passage');
   const dl19 = dl19Flag === 'none' ? null : resolve(dl19Flag);
-  const cv = !args.includes('--no-cv');
-  const e = flag(args, '--epochs', '');
+  const cv = v['no-cv'] !== true;
+  const e = flag(v, 'epochs', '');
   const epochs: Record<HeadName, number> = e
     ? { lite: +e, 'lite-small': +e, knrm: +e, 'lite-residual': +e, 'lite-small-residual': +e }
     : quick
       ? { lite: 2, 'lite-small': 3, knrm: 6, 'lite-residual': 2, 'lite-small-residual': 3 }
       : { lite: 8, 'lite-small': 12, knrm: 20, 'lite-residual': 8, 'lite-small-residual': 12 };
-  const ds = flag(args, '--distill-steps', '');
+  const ds = flag(v, 'distill-steps', '');
   const opts: EvalOptions = {
     folds,
     ...(onlyFolds ? { onlyFolds } : {}),
     epochs,
-    depth: Number(flag(args, '--depth', quick ? '30' : '100')),
+    depth: Number(flag(v, 'depth', quick ? '30' : '100')),
     trainDepth: quick ? 30 : 50,
-    maxDocs: Number(flag(args, '--max-docs', quick ? '2000' : '0')),
-    seed: Number(flag(args, '--seed', '1')),
+    maxDocs: Number(flag(v, 'max-docs', quick ? '2000' : '0')),
+    seed: Number(flag(v, 'seed', '1')),
     heads,
-    positivesPerQuery: Number(flag(args, '--positives', quick ? '1' : '4')),
+    positivesPerQuery: Number(flag(v, 'positives', quick ? '1' : '4')),
     maxTrainQueries: (quick ? { lite: 60, 'lite-residual': 60 } : {}) as Partial<Record<HeadName, number>>,
     // residual heads start at MaxSim itself: no warm start
     distillSteps: ds
@@ -769,9 +809,9 @@ export async function runHeadsEval(args: string[]): Promise<{ quick: boolean; ru
         ? { lite: 60, 'lite-small': 150, knrm: 0, 'lite-residual': 0, 'lite-small-residual': 0 }
         : { lite: 300, 'lite-small': 600, knrm: 0, 'lite-residual': 0, 'lite-small-residual': 0 },
     train: {
-      ...(flag(args, '--distill-weight', '') ? { distillWeight: Number(flag(args, '--distill-weight', '')) } : {}),
-      ...(flag(args, '--lr', '') ? { learningRate: Number(flag(args, '--lr', '')) } : {}),
-      ...(flag(args, '--distill-lr', '') ? { distillLearningRate: Number(flag(args, '--distill-lr', '')) } : {}),
+      ...(flag(v, 'distill-weight', '') ? { distillWeight: Number(flag(v, 'distill-weight', '')) } : {}),
+      ...(flag(v, 'lr', '') ? { learningRate: Number(flag(v, 'lr', '')) } : {}),
+      ...(flag(v, 'distill-lr', '') ? { distillLearningRate: Number(flag(v, 'distill-lr', '')) } : {}),
     } as Partial<TrainOptions>,
   };
   const runs: HeadsRun[] = [];
@@ -796,7 +836,7 @@ export async function runHeadsEval(args: string[]): Promise<{ quick: boolean; ru
   } finally {
     await gemm.release();
   }
-  const aesi = await aesiRow(args, dl19 ?? resolve('../shared/datasets/trec-dl-2019-passage'), flag(args, '--aesi-model', 'minilm-l6-384'));
+  const aesi = await aesiRow(v, dl19 ?? resolve('../shared/datasets/trec-dl-2019-passage'), flag(v, 'aesi-model', 'minilm-l6-384'));
   const summary: string[] = [];
   for (const r of runs) {
     const line = [`${r.dataset} / ${r.model} (${r.folds}-fold${r.foldsRun.length < r.folds ? `, folds ${r.foldsRun.join(',')} only` : ''}, ${r.queries} queries, ${r.documents} docs${r.documents < r.documentsInDataset ? ` sampled of ${r.documentsInDataset}` : ''}): MaxSim ${r.maxsim.ndcg10.toFixed(4)}`];

@@ -23,6 +23,7 @@ import {
 } from '@lateral/scoring';
 import { OnnxLite } from '@lateral/kernels';
 import { TokenEncoder, type EncodedText } from '@lateral/model';
+import { numberFlag, parseCliOrExit } from '../lib/cli';
 import { ndcgAt, recallAt, reciprocalRankAt, relevantAtLeast, type Judgments } from '../lib/metrics';
 import { loadTrecDlFolder } from '../lib/trec-dl';
 
@@ -38,25 +39,39 @@ export function metricsAt10(ranking: string[], judged: Judgments, relLevel: numb
   return { ndcg10: ndcgAt(ranking, judged, 10), mrr10: reciprocalRankAt(ranking, relevant, 10), recall10: recallAt(ranking, relevant, 10) };
 }
 
-function flag(args: string[], name: string): string | undefined {
-  const i = args.indexOf(name);
-  return i >= 0 ? args[i + 1] : undefined;
-}
+const USAGE = `usage: npm run eval -- rerank [--dataset DIR (alias --data; ${DEFAULT_RERANK_DIR})] [--run FILE] [--qrels FILE] [--model DIR (${DEFAULT_MODEL_DIR})]
+  [--scorers a,b,... (all; by name prefix)] [--rel-level N (2)] [--lambda X (0.5)] [--lite FILE.onnx] [--json]`;
 
 async function tokenStrings(enc: TokenEncoder, e: EncodedText): Promise<string[]> {
   return Array.from(e.tokenIds, (id) => enc.tokenizer.decode([id]) || '[SPECIAL]');
 }
 
 export async function runRerankEval(args: string[]): Promise<Record<string, unknown>> {
-  const dataDir = resolve(flag(args, '--dataset') ?? flag(args, '--data') ?? DEFAULT_RERANK_DIR);
-  const only = flag(args, '--scorers')?.split(',').map((x) => x.trim()).filter(Boolean);
-  const modelDir = resolve(flag(args, '--model') ?? DEFAULT_MODEL_DIR);
-  const relLevel = Number(flag(args, '--rel-level') ?? 2);
-  const lambda = Number(flag(args, '--lambda') ?? 0.5);
-  const litePath = flag(args, '--lite');
+  const { values: v } = parseCliOrExit('eval rerank', USAGE, args, {
+    dataset: { type: 'string' },
+    data: { type: 'string' },
+    run: { type: 'string' },
+    qrels: { type: 'string' },
+    model: { type: 'string', default: DEFAULT_MODEL_DIR },
+    scorers: { type: 'string' },
+    'rel-level': { type: 'string', default: '2' },
+    lambda: { type: 'string', default: '0.5' },
+    lite: { type: 'string' },
+    json: { type: 'boolean' },
+  }, {}, (parsed) => {
+    numberFlag('rel-level', parsed.values['rel-level']);
+    numberFlag('lambda', parsed.values.lambda);
+    return parsed;
+  });
+  const dataDir = resolve(v.dataset ?? v.data ?? DEFAULT_RERANK_DIR);
+  const only = v.scorers?.split(',').map((x) => x.trim()).filter(Boolean);
+  const modelDir = resolve(v.model);
+  const relLevel = Number(v['rel-level']);
+  const lambda = Number(v.lambda);
+  const litePath = v.lite;
   const log = (m: string) => process.stderr.write(`${m}\n`);
 
-  const { files, queries: run, qrels } = loadTrecDlFolder(dataDir, { run: flag(args, '--run'), qrels: flag(args, '--qrels') });
+  const { files, queries: run, qrels } = loadTrecDlFolder(dataDir, { run: v.run, qrels: v.qrels });
   log(`rerank eval: ${files.run} (${run.length} queries), ${files.qrels}`);
   const enc = await TokenEncoder.load(modelDir, { executionProvider: 'cpu', intraOpThreads: 2 });
   const lite = litePath ? await OnnxLite.create(litePath) : null;

@@ -68,3 +68,10 @@ export function intFlag(flag: string, text: string, min = 1): number {
   if (!Number.isInteger(n) || n < min) throw new CliUsageError(`--${flag} must be a whole number of at least ${min}, got ${JSON.stringify(text)}`);
   return n;
 }
+
+/** A finite number of at least `min` from flag `flag`'s text (CliUsageError naming the flag otherwise). */
+export function numberFlag(flag: string, text: string, min = 0): number {
+  const n = Number(text);
+  if (text.trim() === '' || !Number.isFinite(n) || n < min) throw new CliUsageError(`--${flag} must be a number of at least ${min}, got ${JSON.stringify(text)}`);
+  return n;
+}

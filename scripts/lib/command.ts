@@ -6,8 +6,13 @@ export type Command = (args: string[]) => Promise<unknown>;
 
 export function runCommand(kind: string, commands: Record<string, () => Promise<Command>>): void {
   const [name, ...args] = process.argv.slice(2);
+  const usage = `usage: npm run ${kind} -- <${Object.keys(commands).join('|')}> [--json] [...] (npm run ${kind} -- <name> --help: its flags)`;
+  if (name === '--help' || name === '-h') {
+    console.log(usage);
+    process.exit(0);
+  }
   if (!name || !commands[name]) {
-    console.error(`usage: npm run ${kind} -- <${Object.keys(commands).join('|')}> [--json]`);
+    console.error(name ? `${kind}: unknown ${kind} ${JSON.stringify(name)}\n\n${usage}` : usage);
     process.exit(2);
   }
   commands[name]()

@@ -26,7 +26,7 @@ import { DocumentsService } from './documents/documents.service';
 import { HttpErrorsFilter, loadProbe } from './common/http-errors.filter';
 import { backpressure } from './common/backpressure';
 import { bodyReader } from './common/body-reader';
-import { liveOpenApiDocument } from './openapi-live';
+import { liveOpenApiDocument } from './openapi/live';
 import { metricsEndpoint } from './admin/metrics-endpoint';
 import { requestLogContext, requestLogging } from './common/request-logging';
 import { RerankService } from './rerank/rerank.service';

@@ -1,3 +1,3 @@
 export { createApiApp, closeApi } from './app';
-export { openApiDocument } from './openapi';
-export { liveLimits, liveOpenApiDocument } from './openapi-live';
+export { openApiDocument } from './openapi/document';
+export { liveLimits, liveOpenApiDocument } from './openapi/live';

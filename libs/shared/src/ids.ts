@@ -12,7 +12,7 @@ export const resourceId = (what: string) =>
 
 /**
  * Values only the running service knows, marked on the schemas that take them: the served
- * OpenAPI document (/openapi.json) states them as enums or bounds (libs/http-api/src/openapi.ts),
+ * OpenAPI document (/openapi.json) states them as enums or bounds (libs/http-api/src/openapi/live-values.ts),
  * so a request the document calls valid is one the service accepts.
  * - `models`: the model directories under MODELS_DIR with a manifest.json (GET /v1/models);
  * - `knrm-artifacts`, `lite-artifacts`, `lite-flat-artifacts`: operator artifacts in SCORERS_DIR,

@@ -12,7 +12,7 @@ import type { MergeOutcome } from './queues';
 
 /**
  * Response bodies of the HTTP API as zod schemas: the OpenAPI document is generated from them
- * (libs/http-api/src/openapi.ts, `io: 'output'`) and test/openapi-live.integration.spec.ts checks
+ * (libs/http-api/src/openapi/, `io: 'output'`) and test/openapi-live.integration.spec.ts checks
  * the live answers against it. Where the producing code has its own type, `Produces<Schema, T>`
  * below makes the compiler check that the type fits the schema; the others document the shape the
  * services build (their fields are named in each description).
@@ -226,7 +226,7 @@ export const SearchStatusSchema = jobStatus(SearchResultSchema, z.object({ queri
 
 // ---- batches, the Cohere-compatible endpoint, API keys, judgments and training ----------------
 
-/** GET /v1/batches/{id} (libs/http-api/src/batches/batches.service.ts BatchStatus, checked in openapi-batches.ts). */
+/** GET /v1/batches/{id} (libs/http-api/src/batches/batches.service.ts BatchStatus, checked in libs/http-api/src/openapi/batches.ts). */
 export const BatchStatusSchema = z.object({
   id: z.string(),
   state: z.enum(['validating', 'running', 'completed', 'failed', 'cancelled']),
@@ -270,7 +270,7 @@ export type ApiKeyInfoBody = Produces<typeof ApiKeyInfoSchema, ApiKeyInfo>;
 export const ApiKeyWithSecretSchema = ApiKeyInfoSchema.extend({ key: z.string().describe('lat_<id>_<secret>: shown this once, stored only as its SHA-256') });
 export const ApiKeyListSchema = z.object({ keys: z.array(ApiKeyInfoSchema).describe('oldest first (revoked ones too, with revokedAt)') });
 
-/** POST /v1/collections/{id}/judgments (201) (judgments.service.ts JudgmentsSummary, checked in openapi-training.ts). */
+/** POST /v1/collections/{id}/judgments (201) (judgments.service.ts JudgmentsSummary, checked in libs/http-api/src/openapi/training.ts). */
 export const JudgmentsSummarySchema = z.object({
   judgmentsId: z.string(),
   collection: z.string(),
@@ -342,7 +342,7 @@ const AesiTrainReportSchema = z
   })
   .describe("an AESI run's report (also `codecs/trained/{name}.training.json` beside the trained codec)");
 
-/** GET /v1/train/{trainId} (judgments.service.ts TrainStatus, checked in openapi-training.ts). */
+/** GET /v1/train/{trainId} (judgments.service.ts TrainStatus, checked in libs/http-api/src/openapi/training.ts). */
 export const TrainStatusSchema = z.object({
   trainId: z.string(),
   collection: z.string(),

@@ -20,22 +20,14 @@ export interface LiveLimits {
   callbackHosts?: string[];
 }
 
-/** The live values of the document being built (set by openApiDocument; read by the override below). */
-let live: Required<LiveLimits> = defaultLive();
-/** The live values of the document being built. */
-export function currentLive(): Required<LiveLimits> {
-  return live;
-}
-export function setLive(next: Required<LiveLimits>): void {
-  live = next;
-}
+/** What a document states without a running service (the defaults of the configuration, nothing built). */
 export function defaultLive(): Required<LiveLimits> {
   return { maxWaitSeconds: 60, models: [], modelLimits: [], defaultModel: '', artifacts: { onnx: [], json: [] }, maxShards: 8, callbackHosts: [] };
 }
 /** Trained-head names (`{collection}.{head}.v{N}`): looked up in S3 when named (404 when absent). */
 const TRAINED_HEAD = { lite: '^[A-Za-z0-9][A-Za-z0-9_.-]*\\.(lite|lite-small|lite-residual|lite-small-residual)\\.v[1-9][0-9]{0,8}$', knrm: '^[A-Za-z0-9][A-Za-z0-9_.-]*\\.knrm\\.v[1-9][0-9]{0,8}$' };
-/** A schema marked with LIVE (@lateral/shared ids.ts) states what the running service has. */
-export function liveValues(jsonSchema: Json): void {
+/** A schema marked with LIVE (@lateral/shared ids.ts) states what the running service has (`live`). */
+export function liveValues(jsonSchema: Json, live: Required<LiveLimits>): void {
   const what = jsonSchema[LIVE_MARK] as LiveValue | undefined;
   if (!what) return;
   delete jsonSchema[LIVE_MARK];

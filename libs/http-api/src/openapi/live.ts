@@ -1,8 +1,8 @@
 import { readdirSync } from 'node:fs';
 import path from 'node:path';
 import { ID_PATTERN, type Config } from '@lateral/shared';
-import { listModels } from './collections/models.controller';
-import { openApiDocument, type LiveLimits } from './openapi';
+import { listModels } from '../collections/models.controller';
+import { openApiDocument, type LiveLimits } from './document';
 
 /** Operator artifacts in SCORERS_DIR (`<name>.onnx`, `<name>.json`), by extension, without it. */
 export function operatorArtifacts(scorersDir: string): { onnx: string[]; json: string[] } {

@@ -1,0 +1,62 @@
+/** Judgments and training (judgments.controller.ts): tag `training`. */
+import { z } from 'zod';
+import { JudgedQuerySchema, JudgmentsJsonSchema, MIN_TRAIN_QUERIES } from '@lateral/shared';
+import { JudgmentSetSchema, JudgmentsSummarySchema, TrainAcceptedSchema, TrainCancelSchema, TrainStatusSchema, type Produces } from '@lateral/shared';
+import type { JudgmentsSummary, TrainStatus } from '../judgments/judgments.service';
+import { TrainRequestForm } from './request-forms';
+import { errorAnswer, errors, json, param, type ApiRegistry } from './registry';
+
+/** The services' answers fit the documented schemas (a compile-time check). */
+export type JudgmentsAnswers = [Produces<typeof JudgmentsSummarySchema, JudgmentsSummary>, Produces<typeof TrainStatusSchema, TrainStatus>];
+
+/** Requests that show the forms; each one is accepted as written (rules.spec.ts). */
+export const JUDGMENTS_EXAMPLES = { json: { summary: 'judged queries (grade 0: judged not relevant)', value: { queries: [{ id: 'q1', text: 'supersonic wing flutter', judgments: [{ doc: 'd1', grade: 2 }, { doc: 'd2', grade: 0 }] }] } } };
+export const TRAIN_EXAMPLES = {
+  lite: { summary: 'LITE (small), seeded', value: { head: 'lite', size: 'small', maxEpochs: 20, seed: 1 } },
+  residual: { summary: 'LITE as a correction on MaxSim', value: { head: 'lite', residual: true } },
+};
+const COMMON = { 503: 'Redis or S3 unreachable, or not answering in time under load (error overloaded); Retry-After' };
+
+export function registerTraining(api: ApiRegistry): void {
+  const id = param.id('collection id');
+  const trainId = z.object({ trainId: param.id('training run id (tr-…)') });
+  const common = errors(400, 404, [503, COMMON[503]]);
+
+  api.op('training', 'post', '/v1/collections/{id}/judgments', {
+    summary: 'Store relevance judgments of a collection (JSON, NDJSON, or TREC qrels + topics) in S3',
+    description:
+        'JSON: an array of judged queries `{ id, text, judgments: [{ doc, grade }] }` or `{ queries: [...] }`; NDJSON (`application/x-ndjson`): one judged query per line; TREC: `{ "qrels": "qid 0 docid grade\\n…", "topics": "<top><num>…</num><title>…</title></top>… or qid<TAB>text lines" }`. Grade 0 = judged not relevant. Judged document ids the collection has not accepted are listed in `unknownDocuments`, not refused. Each POST stores a new set (`js-…`, newest last).',
+    request: {
+      params: z.object({ id }),
+      body: {
+        required: true,
+        content: {
+          'application/json': { schema: api.input(JudgmentsJsonSchema), examples: JUDGMENTS_EXAMPLES },
+          'application/x-ndjson': { schema: api.input(JudgedQuerySchema) },
+        },
+      },
+    },
+    responses: { '201': json('stored', api.output(JudgmentsSummarySchema)), ...common },
+  });
+  api.op('training', 'get', '/v1/collections/{id}/judgments/{judgmentsId}', {
+    summary: 'A stored judgment set',
+    request: { params: z.object({ id, judgmentsId: param.id() }) },
+    responses: { '200': json('the set', api.output(JudgmentSetSchema)), ...common },
+  });
+  api.op('training', 'post', '/v1/collections/{id}/train', {
+    summary: "Train a learned head (LITE default or small, or K-NRM) on the collection's judgments, or an AESI codec on its token vectors: 202 with the run id",
+    description: `Runs on the train queue (scorer workers, one at a time). Needs at least ${MIN_TRAIN_QUERIES} judged queries with a positive judgment of a document in the collection (400 naming the minimum otherwise). The result is a versioned scorer artifact \`{collection}.{head}[-small][-residual].v{N}\` in S3 and SCORERS_DIR, named in re-rank requests as \`{"name": "lite" | "knrm", "artifact": "…"}\`. With \`residual: true\` (LITE only; 400 naming \`residual\` otherwise) LITE is trained as a correction on MaxSim: score = w x MaxSim + LITE, starting from MaxSim's own ranking, which early stopping keeps unless a trained epoch ranks the held-out queries better. With \`head: "aesi"\` (no judgments needed; the model must declare static embeddings) it fits SDR's autoencoder with side information (\`codeDims\`, \`width\`, \`bits\`, \`sampleTokens\`, \`batchTokens\`) on a seeded sample of the collection's raw token vectors; the result is a trained codec \`{collection}.aesi-c{codeDims}-h{width}.v{N}\` in S3 (\`codecs/trained/\`, with its training curve and held-out error beside it), used by \`POST /v1/collections/{id}/recompress\` with \`{"codec": {"kind": "eden", "sideInfo": true, "dims": codeDims, "trained": name}}\`.`,
+    request: { params: z.object({ id }), body: { required: true, content: { 'application/json': { schema: api.input(TrainRequestForm), examples: TRAIN_EXAMPLES } } } },
+    responses: { '202': json('queued', api.output(TrainAcceptedSchema)), ...common, '409': errorAnswer('the collection has no judgments yet, or too few trainable queries (the message names the minimum)') },
+  });
+  api.op('training', 'get', '/v1/train/{trainId}', {
+    summary: 'Status of a training run: epochs, loss, ETA while it runs; the report when done',
+    request: { params: trainId },
+    responses: { '200': json('status', api.output(TrainStatusSchema)), ...common },
+  });
+  api.op('training', 'delete', '/v1/train/{trainId}', {
+    summary: 'Cancel a training run: a queued run is removed, a running one stops at its next step (status `cancelled`)',
+    request: { params: trainId },
+    responses: { '202': json('cancelled or cancelling (or already finished: nothing to cancel)', api.output(TrainCancelSchema)), ...common },
+  });
+}
