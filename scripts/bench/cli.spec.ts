@@ -18,7 +18,7 @@ const BENCHES: [string, () => Promise<Bench>, string[]][] = [
   ['documents', async () => (await import('./documents')).runDocumentsBench, ['--docs N', '--rounds N (5']],
   ['rerank-batch', async () => (await import('./rerank-batch')).runRerankBatchBench, ['--quick', '--rows N (10000)', '--model NAME (glove-ctx-100d)', '--chunk-rows']],
   ['segment-cache', async () => (await import('./segment-cache')).runSegmentCacheBench, ['--segments N', '--docs N (256)', '--tokens N (40', '--dims N (128)', '--candidates N (1000)', '--latency-ms N (10)', '--codec fp16|eden4 (fp16)']],
-  ['load', async () => (await import('./load')).runLoadBench, ['--seconds N (60)', '--docs N (300)', '--candidates N (50)', '--connections N (4)']],
+  ['load', async () => (await import('./load')).runLoadBench, ['--seconds N (60)', '--docs N (300)', '--candidates N (100)', '--connections N (4)']],
   ['score', async () => (await import('./score')).runScoreBench, ['--quick', '--threads N (2)', '--warp-bits 2|4 (4)', '--warp-centroids K (1024)', '--aesi-only', '--simd-only', '--simd-cranfield', '--warp-only']],
 ];
 
