@@ -310,7 +310,9 @@ export async function runScaleBench(args: string[]): Promise<Record<string, unkn
   };
   const sampler = setInterval(sample, 1000);
   try {
-    redis = await startEmbeddedRedis({ dir: path.join(dir, 'redis') });
+    // --reuse starts an empty Redis (its own folder): the kept run's Redis folder holds its queues, and a run stopped
+    // during its ingest left jobs there that would encode, commit and merge (refits included) while this run serves.
+    redis = await startEmbeddedRedis({ dir: path.join(dir, reuseDir ? `redis-reuse-${process.pid}` : 'redis') });
     const s3 = await startProc('s3', 'scripts/bench/scale-s3.ts', [path.join(dir, 's3'), BUCKET], { ...process.env }, /S3 (http:\/\/\S+)/);
     procs.s3 = s3;
     const port = await freePort();
