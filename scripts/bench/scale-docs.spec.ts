@@ -1,6 +1,6 @@
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { DocumentGenerator, checkScaleResult, corpusFromTexts, docId, loadSourceCorpus, percentile, summarizeRss } from './scale-docs';
+import { DocumentGenerator, checkScaleResult, corpusFromTexts, docId, loadSourceCorpus, percentile, summarizeRss, topOverlap } from './scale-docs';
 
 const DATASETS = path.resolve(__dirname, '..', '..', '..', 'shared', 'datasets');
 
@@ -123,5 +123,26 @@ describe('bench scale: percentiles, RSS summary, JSON line', () => {
     expect(() => checkScaleResult(noTokens)).toThrow('missing tokens');
     expect(() => checkScaleResult({ ...ok, rss_peak_mb: 5 })).toThrow('rss_peak_mb must be an object keyed by process');
     expect(() => checkScaleResult({ ...ok, search_p50_ms: { xtr: 'fast' } })).toThrow('search_p50_ms.xtr must be a number');
+  });
+
+  it('topOverlap: mean and worst top-k agreement with the reference, queries without reference hits left out', () => {
+    const want = new Map([
+      ['a', ['1', '2', '3', '4']],
+      ['b', ['5', '6']],
+      ['c', []],
+      ['d', ['9']],
+    ]);
+    const got = new Map([
+      ['a', ['2', '1', '7', '3']], // 3 of 4
+      ['b', ['6', '5']], // 2 of 2, order does not matter
+      ['c', ['1']], // no reference hits: not counted
+    ]); // d missing: 0 of 1
+    const o = topOverlap(want, got, 4)!;
+    expect(o.queries).toBe(3);
+    expect(o.mean).toBeCloseTo((0.75 + 1 + 0) / 3, 12);
+    expect(o.min).toBe(0);
+    // only the top k of each side counts
+    expect(topOverlap(new Map([['a', ['1', '2', '3']]]), new Map([['a', ['3', '4', '1']]]), 2)).toEqual({ mean: 0, min: 0, queries: 1 });
+    expect(topOverlap(new Map([['c', []]]), got)).toBeNull();
   });
 });

@@ -164,3 +164,21 @@ export function checkScaleResult(r: Record<string, unknown>): void {
     if (typeof o !== 'object' || o === null) throw new Error(`scale result: ${k} must be an object keyed by case (warm_100, cold_1000, ...)`);
   }
 }
+
+/**
+ * Mean top-k agreement of `got` with the reference ranking `want` (query id -> ids, best first):
+ * per query |top k of got ∩ top k of want| / |top k of want|, over the queries whose reference
+ * has hits (a query missing from `got` counts 0). `min` is the worst query; null when no query
+ * has reference hits.
+ */
+export function topOverlap(want: ReadonlyMap<string, readonly string[]>, got: ReadonlyMap<string, readonly string[]>, k = 10): { mean: number; min: number; queries: number } | null {
+  const per: number[] = [];
+  for (const [q, ids] of want) {
+    const ref = ids.slice(0, k);
+    if (ref.length === 0) continue;
+    const have = new Set((got.get(q) ?? []).slice(0, k));
+    per.push(ref.filter((id) => have.has(id)).length / ref.length);
+  }
+  if (per.length === 0) return null;
+  return { mean: per.reduce((a, b) => a + b, 0) / per.length, min: Math.min(...per), queries: per.length };
+}

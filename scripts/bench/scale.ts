@@ -2,6 +2,7 @@
  * `npm run bench -- scale [--json] [--docs N] [--model NAME] [--codec eden4|fp16] [--seed N]
  *   [--per-request N] [--window N] [--cache-bytes N] [--rounds N] [--cold-rounds N] [--ingest-only]
  *   [--search-modes xtr,bm25,dense,mebert,exhaustive,hybrid] [--search-timeout SECONDS]
+ *   [--layout ivf|warp] [--bits 2|4] [--overlap-queries N]
  *   [--ingest-seconds S] [--variant-env K=V,K=V] [--glibc-defaults] [--heap-snapshot [--snapshot-dir DIR]]
  *   [--keep] [--reuse DIR]`
  *
@@ -32,6 +33,15 @@
  * re-ranks of random 1,000-candidate sets (every segment in turn) with the cache bound and with
  * half of it, RSS of the scorer in each. With --json the last line is one JSON object.
  *
+ * Search, per mode: p50 / p95 through HTTP (POST until the completed answer) and of the search job
+ * itself (`search_job_ms`: the result's timings.searchMs, first stage and merge after query
+ * encoding, and totalMs); then the top 10 of `--overlap-queries` sampled queries (default 50, one
+ * batched request per mode) against exhaustive MaxSim's (`overlap_with_exhaustive`).
+ * `--layout warp [--bits 2|4]` creates the collection with WARP's centroid-major search layout
+ * (`search: { layout: 'warp', bits }`; mode xtr, hybrid's xtr part and sharded searches run WARP's
+ * engine over it); its xtr searches also report what each query read (`search_reads`: bytes of
+ * list ranges and ranged reads per query, from stats.warp) and `search_layout_bytes_per_token`.
+ *
  * Where the scorer's memory goes: after the warm re-ranks, after each search mode and after each
  * sweep the bench reads the scorer's own gauges (its /metrics: resident set, V8 heap used and
  * total, memory outside the heap (array buffers), the segment cache's bytes), `scorer_memory` in
@@ -57,7 +67,7 @@ import { randomBytes } from 'node:crypto';
 import { CONFIG_KEYS, mulberry32 } from '@lateral/shared';
 import { freePort, startEmbeddedRedis, type EmbeddedRedis } from '@lateral/infra';
 import { fetchRetrying, type RetryPolicy } from '../lib/client';
-import { DocumentGenerator, checkScaleResult, docId, loadSourceCorpus, percentile, round, summarizeRss } from './scale-docs';
+import { DocumentGenerator, checkScaleResult, docId, loadSourceCorpus, percentile, round, summarizeRss, topOverlap } from './scale-docs';
 
 const ROOT = path.resolve(__dirname, '..', '..');
 const DATASETS = path.resolve(ROOT, '..', 'shared', 'datasets');
@@ -224,6 +234,12 @@ export async function runScaleBench(args: string[]): Promise<Record<string, unkn
   const codecName = str(args, '--codec', 'eden4');
   const codec = codecName === 'eden4' ? { kind: 'eden', bits: 4, layout: 'token' } : codecName === 'fp16' ? { kind: 'fp16' } : null;
   if (!codec) throw new Error('--codec: eden4 or fp16');
+  // --layout warp [--bits 2|4]: the collection is created with WARP's centroid-major search layout (issue 32).
+  const layout = str(args, '--layout', 'ivf');
+  if (layout !== 'ivf' && layout !== 'warp') throw new Error('--layout: ivf or warp');
+  const warpBits = opt(args, '--bits', 4);
+  if (warpBits !== 2 && warpBits !== 4) throw new Error('--bits: 2 or 4');
+  const searchLayout = layout === 'warp' ? { layout: 'warp', bits: warpBits } : null;
   const seed = opt(args, '--seed', 1);
   const perRequest = opt(args, '--per-request', 1000);
   const window = Math.max(perRequest, opt(args, '--window', 16_000));
@@ -235,6 +251,8 @@ export async function runScaleBench(args: string[]): Promise<Record<string, unkn
   const ingestLimitS = opt(args, '--ingest-seconds', 0);
   const searchModes = str(args, '--search-modes', Object.keys(SEARCH_MODES).join(',')).split(',');
   const searchTimeoutMs = opt(args, '--search-timeout', 600) * 1000;
+  // Sampled queries whose top 10 per mode is compared with exhaustive MaxSim's (0: none).
+  const overlapQueries = opt(args, '--overlap-queries', 50);
   const unknownModes = searchModes.filter((m) => !(m in SEARCH_MODES));
   if (unknownModes.length > 0) throw new Error(`--search-modes: unknown ${unknownModes.join(', ')} (${Object.keys(SEARCH_MODES).join(', ')})`);
   // Extra environment of a second serving pass (same collection, same requests): a same-load comparison.
@@ -292,7 +310,9 @@ export async function runScaleBench(args: string[]): Promise<Record<string, unkn
   };
   const sampler = setInterval(sample, 1000);
   try {
-    redis = await startEmbeddedRedis({ dir: path.join(dir, 'redis') });
+    // --reuse starts an empty Redis (its own folder): the kept run's Redis folder holds its queues, and a run stopped
+    // during its ingest left jobs there that would encode, commit and merge (refits included) while this run serves.
+    redis = await startEmbeddedRedis({ dir: path.join(dir, reuseDir ? `redis-reuse-${process.pid}` : 'redis') });
     const s3 = await startProc('s3', 'scripts/bench/scale-s3.ts', [path.join(dir, 's3'), BUCKET], { ...process.env }, /S3 (http:\/\/\S+)/);
     procs.s3 = s3;
     const port = await freePort();
@@ -339,11 +359,13 @@ export async function runScaleBench(args: string[]): Promise<Record<string, unkn
     if (reuseDir) {
       const saved: Saved = reuseUnrecorded
         ? await (async () => {
-            const d = (await api(base, 'GET', `/v1/collections/${collection}`)).body as { documents: number; tokens: number; segments: number; generation: number; bytesPerToken: number };
+            const d = (await api(base, 'GET', `/v1/collections/${collection}`)).body as { documents: number; tokens: number; segments: number; generation: number; bytesPerToken: number; search?: { layout: string; bits: number } };
             say(`--reuse: ${reuseDir} holds no ${INGEST_STATE}: ingest figures unknown; documents 0 to ${d.documents - 1} taken as the collection`);
-            return { ingested: d.documents, ingestRss: {}, result: { bench: 'scale', docs: d.documents, docs_requested: N, tokens: d.tokens, model, codec: codecName, documents_source: `vendored corpora with variations (seed ${seed})`, ingest: null, ingest_docs_per_s: null, ingest_recorded: false, segments: d.segments, generation: d.generation, bytes_per_token: round(d.bytesPerToken, 3), scorer_cache_bytes: cacheBytes, cpus: os.cpus().length } };
+            return { ingested: d.documents, ingestRss: {}, result: { bench: 'scale', docs: d.documents, docs_requested: N, tokens: d.tokens, model, codec: codecName, search_layout: d.search ?? null, documents_source: `vendored corpora with variations (seed ${seed})`, ingest: null, ingest_docs_per_s: null, ingest_recorded: false, segments: d.segments, generation: d.generation, bytes_per_token: round(d.bytesPerToken, 3), scorer_cache_bytes: cacheBytes, cpus: os.cpus().length } };
           })()
         : (JSON.parse(readFileSync(path.join(reuseDir, INGEST_STATE), 'utf8')) as Saved);
+      const savedLayout = (saved.result.search_layout as { layout: string; bits: number } | null | undefined) ?? null;
+      if (JSON.stringify(savedLayout) !== JSON.stringify(searchLayout)) throw new Error(`--reuse: ${reuseDir} holds a collection with search layout ${JSON.stringify(savedLayout)}; pass ${savedLayout ? `--layout warp --bits ${savedLayout.bits}` : 'no --layout'}`);
       if (saved.result.model !== model || saved.result.codec !== codecName) throw new Error(`--reuse: ${reuseDir} holds a ${saved.result.model} / ${saved.result.codec} collection; pass --model ${saved.result.model} --codec ${saved.result.codec}`);
       const savedSeed = Number(/seed (\d+)\)/.exec(String(saved.result.documents_source))?.[1]);
       if (savedSeed !== seed) throw new Error(`--reuse: ${reuseDir} was built with --seed ${savedSeed}; pass it`);
@@ -359,7 +381,7 @@ export async function runScaleBench(args: string[]): Promise<Record<string, unkn
       (resumed ?? saved).result.reused_from = reuseDir;
     }
     if (!reuseDir || resumed) {
-      if (!resumed) await api(base, 'POST', '/v1/collections', JSON.stringify({ id: collection, model, codec }));
+      if (!resumed) await api(base, 'POST', '/v1/collections', JSON.stringify({ id: collection, model, codec, ...(searchLayout ? { search: searchLayout } : {}) }));
       phase = 'ingest';
       const retries = { n: 0 };
       const first = resumed?.ingested ?? 0;
@@ -450,6 +472,7 @@ export async function runScaleBench(args: string[]): Promise<Record<string, unkn
         tokens: desc.tokens,
         model,
         codec: codecName,
+        search_layout: searchLayout,
         documents_source: `vendored corpora with variations (${Object.entries(corpus.sources).map(([k, v]) => `${k} ${v}`).join(', ')} passages; sentence shuffle + 15% word-model substitutions, seed ${seed})`,
         tokens_per_doc: round(desc.tokens / ingested, 1),
         ingest_docs_per_s: round(docs / ingestSeconds),
@@ -556,25 +579,35 @@ export async function runScaleBench(args: string[]): Promise<Record<string, unkn
         scorerMemory.push(m);
         say(`scorer memory, ${at}: ${JSON.stringify(m)}`);
       };
+      // One search request (its queries batched), polled until done: the client's wall time and the result.
+      const searchRequest = async (name: string, mode: unknown, queries: { id: string; text: string }[], topK = 10) => {
+        const t0 = performance.now();
+        let st = (await api(base, 'POST', '/v1/search?wait=60', JSON.stringify({ collection, queries, mode, topK }))).body;
+        while (st.status !== 'completed' && st.status !== 'failed') {
+          if (performance.now() - t0 > searchTimeoutMs) throw new Error(`search ${name} ${st.id}: not done after ${searchTimeoutMs / 1000} s (${st.status})`);
+          st = (await api(base, 'GET', `/v1/search/${st.id}?wait=30`)).body;
+        }
+        if (st.status === 'failed') throw new Error(`search ${name} failed: ${st.error}`);
+        return { ms: performance.now() - t0, result: st.result as Json };
+      };
       // Search, every mode, warm. A mode that fails (or does not finish within --search-timeout) is recorded and the bench goes on.
+      // Per mode: the client's time through HTTP (POST to the completed answer) and the search job's own (timings.searchMs: the
+      // first stage and merge, after query encoding; totalMs: the whole job), p50 / p95; WARP collections' xtr also what each
+      // query read (stats.warp: bytes of list ranges, ranged reads).
       const searchEvery = async (label: string) => {
         const modes = Object.fromEntries(Object.entries(SEARCH_MODES).filter(([name]) => searchModes.includes(name)));
         const p50: Record<string, number> = {};
         const p95: Record<string, number> = {};
+        const job: Record<string, { search_p50: number; search_p95: number; total_p50: number; total_p95: number; encode_p50: number }> = {};
+        const reads: Record<string, { bytes_read_p50: number; bytes_read_p95: number; ranges_p50: number; probed_p50: number; segments: number; centroids: number; nprobe: number; layout_bytes: number }> = {};
         const errors: Record<string, string> = {};
         for (const [name, mode] of Object.entries(modes)) {
           const one = async () => {
-            const t0 = performance.now();
-            let st = (await api(base, 'POST', '/v1/search?wait=60', JSON.stringify({ collection, queries: [{ id: `s${qi}`, text: queryAt(qi++) }], mode, topK: 10 }))).body;
-            while (st.status !== 'completed' && st.status !== 'failed') {
-              if (performance.now() - t0 > searchTimeoutMs) throw new Error(`search ${name} ${st.id}: not done after ${searchTimeoutMs / 1000} s (${st.status})`);
-              st = (await api(base, 'GET', `/v1/search/${st.id}?wait=30`)).body;
-            }
-            if (st.status === 'failed') throw new Error(`search ${name} failed: ${st.error}`);
-            return performance.now() - t0;
+            const r = await searchRequest(name, mode, [{ id: `s${qi}`, text: queryAt(qi++) }]);
+            return { ms: r.ms, timings: r.result.timings as { totalMs: number; searchMs: number; encodeQueriesMs: number }, warp: r.result.stats?.warp as Json };
           };
           const n = Math.max(3, Math.round(rounds / 2));
-          const xs = [];
+          const xs: Awaited<ReturnType<typeof one>>[] = [];
           try {
             await one();
             for (let r = 0; r < n; r++) xs.push(await one());
@@ -585,11 +618,51 @@ export async function runScaleBench(args: string[]): Promise<Record<string, unkn
           } finally {
             await memoryAt(`${label}after search ${name}`);
           }
-          p50[name] = round(percentile(xs, 50));
-          p95[name] = round(percentile(xs, 95));
-          say(`${label}search ${name}: p50 ${p50[name]} ms, p95 ${p95[name]} ms (${n} queries)`);
+          const pc = (f: (x: (typeof xs)[number]) => number, q: number) => round(percentile(xs.map(f), q));
+          p50[name] = pc((x) => x.ms, 50);
+          p95[name] = pc((x) => x.ms, 95);
+          job[name] = { search_p50: pc((x) => x.timings.searchMs, 50), search_p95: pc((x) => x.timings.searchMs, 95), total_p50: pc((x) => x.timings.totalMs, 50), total_p95: pc((x) => x.timings.totalMs, 95), encode_p50: pc((x) => x.timings.encodeQueriesMs, 50) };
+          const w = xs.filter((x) => x.warp);
+          if (w.length > 0) {
+            const per = (f: (q: { bytesRead: number; ranges: number; probed: number }) => number, q: number) => round(percentile(w.map((x) => f(x.warp.queries[0])), q), 0);
+            const last = w.at(-1)!.warp;
+            reads[name] = { bytes_read_p50: per((q) => q.bytesRead, 50), bytes_read_p95: per((q) => q.bytesRead, 95), ranges_p50: per((q) => q.ranges, 50), probed_p50: per((q) => q.probed, 50), segments: last.segments, centroids: last.centroids, nprobe: last.nprobe, layout_bytes: last.layoutBytes };
+          }
+          say(
+            `${label}search ${name}: through HTTP p50 ${p50[name]} ms, p95 ${p95[name]} ms; search job p50 ${job[name].search_p50} ms, p95 ${job[name].search_p95} ms (job total p50 ${job[name].total_p50} ms) (${n} queries)` +
+              (reads[name] ? `; WARP read per query p50 ${reads[name].bytes_read_p50} B in ${reads[name].ranges_p50} ranges (${reads[name].segments} segments, ${reads[name].centroids} centroids, nprobe ${reads[name].nprobe})` : ''),
+          );
         }
-        return { p50, p95, errors };
+        return { p50, p95, job, reads, errors };
+      };
+      // Top-10 agreement with exhaustive MaxSim on `--overlap-queries` sampled queries (one batched request per mode):
+      // per query |top10(mode) ∩ top10(exhaustive)| / |top10(exhaustive)|, averaged.
+      const overlapWithExhaustive = async () => {
+        const nq = Math.min(overlapQueries, corpus.queries.length);
+        if (nq === 0) return null;
+        const pick = mulberry32(seed * 104729 + 7);
+        const chosen = new Set<number>();
+        while (chosen.size < nq) chosen.add(Math.floor(pick() * corpus.queries.length));
+        const qs = [...chosen].map((i) => ({ id: `o${i}`, text: corpus.queries[i] }));
+        const top = (r: Json) => new Map<string, string[]>(r.results.map((x: Json) => [x.queryId, x.hits.map((h: Json) => h.id)]));
+        const t0 = performance.now();
+        const ex = await searchRequest('exhaustive', 'exhaustive', qs);
+        const exTop = top(ex.result);
+        say(`overlap: exhaustive MaxSim over ${nq} queries in one request: ${round(ex.ms / 1000, 1)} s (${round(ex.ms / nq)} ms per query)`);
+        const out: Record<string, Json> = { queries: nq, exhaustive_ms_per_query: round(ex.ms / nq) };
+        for (const name of searchModes.filter((m) => m !== 'exhaustive')) {
+          try {
+            const r = await searchRequest(name, SEARCH_MODES[name], qs);
+            const o = topOverlap(exTop, top(r.result), 10);
+            out[name] = { overlap_at_10: o ? round(o.mean, 3) : null, min: o ? round(o.min, 2) : null, queries: o?.queries ?? 0, ms_per_query: round(r.ms / nq) };
+            say(`overlap: ${name} top 10 against exhaustive MaxSim: ${out[name].overlap_at_10} (min ${out[name].min}, ${out[name].queries} queries)`);
+          } catch (err) {
+            out[name] = { error: (err as Error).message };
+            say(`overlap: ${name}: FAILED: ${(err as Error).message}`);
+          }
+        }
+        out.seconds = round((performance.now() - t0) / 1000, 1);
+        return out;
       };
       // Sweep: random 1,000-candidate sets (touching segment after segment).
       const sweep = async (label: string) => {
@@ -620,6 +693,7 @@ export async function runScaleBench(args: string[]): Promise<Record<string, unkn
       const searchP50 = searched.p50;
       const searchP95 = searched.p95;
       const searchErrors = searched.errors;
+      const overlap = await overlapWithExhaustive();
       rr.sweep_1000 = await sweep(`cache ${cacheBytes} B`);
       const cacheFull = await cacheMetrics();
       if (snapshotDir) {
@@ -672,7 +746,7 @@ export async function runScaleBench(args: string[]): Promise<Record<string, unkn
         vr.sweep_1000 = await sweep(`${label}cache ${cacheBytes} B`);
         const vRss = summarizeRss((samples.scorer ?? []).filter((s) => s.phase === 'variant').map((s) => s.rss));
         say(`${label}scorer RSS: peak ${vRss?.peakMb} MB, steady ${vRss?.steadyMb} MB (the base pass: peak ${serveRss?.peakMb} MB, steady ${serveRss?.steadyMb} MB)`);
-        variant = { env: variantEnv, rerank_p50_ms: Object.fromEntries(Object.entries(vr).map(([k, v]) => [k, v.p50])), search_p50_ms: vs.p50, search_errors: vs.errors, scorer_rss_mb: vRss };
+        variant = { env: variantEnv, rerank_p50_ms: Object.fromEntries(Object.entries(vr).map(([k, v]) => [k, v.p50])), search_p50_ms: vs.p50, search_job_ms: vs.job, search_errors: vs.errors, scorer_rss_mb: vRss };
       }
       Object.assign(result, {
         rerank_p50_ms: Object.fromEntries(Object.entries(rr).map(([k, v]) => [k, v.p50])),
@@ -680,7 +754,14 @@ export async function runScaleBench(args: string[]): Promise<Record<string, unkn
         rerank: rr,
         search_p50_ms: searchP50,
         search_p95_ms: searchP95,
+        // The search job's own times per mode (timings.searchMs / totalMs of the result), beside the HTTP figures above.
+        search_job_ms: searched.job,
+        // WARP collections' xtr: bytes of list ranges and ranged reads per query (stats.warp), the layout's size.
+        search_reads: searched.reads,
+        search_layout_bytes_per_token: Object.values(searched.reads)[0] ? round((Object.values(searched.reads)[0] as { layout_bytes: number }).layout_bytes / Number(result.tokens), 2) : null,
         search_errors: searchErrors,
+        overlap_with_exhaustive: overlap,
+        serve_loadavg: os.loadavg().map((x) => round(x, 2)),
         scorer_rss_serve_mb: serveRss,
         scorer_rss_half_cache_mb: halfRss,
         scorer_cache_metrics: { full: cacheFull, half: cacheHalf },

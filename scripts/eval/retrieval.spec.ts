@@ -4,7 +4,7 @@ import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { testConfig } from '../../test/helpers';
 import type { RetrievalDataset } from '../lib/retrieval-dataset';
-import { bestLambda, evaluateRetrieval, percentile, queryMetrics, quickSubset, retrievalPlotSvg, splitHalves, summarize, type RetrievalEvalResult } from './retrieval';
+import { bestLambda, evaluateRetrieval, percentile, queryMetrics, quickSubset, retrievalPlotSvg, searchLayoutFigures, splitHalves, summarize, type RetrievalEvalResult } from './retrieval';
 
 const dirs: string[] = [];
 afterAll(() => dirs.forEach((d) => rmSync(d, { recursive: true, force: true })));
@@ -31,6 +31,21 @@ describe('eval retrieval: helpers', () => {
     expect(m.recall).toBe(0.5);
     const s = summarize([{ id: 'a', ndcg: 1, recall: 0.5, ms: 10 }, { id: 'b', ndcg: 0, recall: 1, ms: 30 }]);
     expect(s).toEqual({ 'ndcg@10': 0.5, 'recall@100': 0.75, p50_ms: 20, p95_ms: 29, queries: 2 });
+  });
+
+  it('summaries add the search job time and, for WARP answers, the bytes and ranged reads per query; the layout per stored token', () => {
+    const s = summarize([
+      { id: 'a', ndcg: 1, recall: 1, ms: 10, jobMs: 4, bytesRead: 1000, ranges: 3 },
+      { id: 'b', ndcg: 0, recall: 1, ms: 30, jobMs: 8, bytesRead: 3000, ranges: 5 },
+    ]);
+    expect(s).toMatchObject({ search_job_p50_ms: 6, bytes_read_p50: 2000, bytes_read_mean: 2000, ranges_p50: 4 });
+    expect(s.search_job_p95_ms).toBeCloseTo(7.8, 12);
+    // answers without timings or stats add nothing
+    expect(summarize([{ id: 'a', ndcg: 1, recall: 1, ms: 10, jobMs: NaN }])).not.toHaveProperty('search_job_p50_ms');
+    expect(summarize([{ id: 'a', ndcg: 1, recall: 1, ms: 10 }])).not.toHaveProperty('bytes_read_p50');
+    expect(searchLayoutFigures(undefined, null, 100)).toBeNull();
+    expect(searchLayoutFigures({ layout: 'warp', bits: 2 }, { layoutBytes: 4321, segments: 3, centroids: 1024 }, 1000)).toEqual({ layout: 'warp', bits: 2, layout_bytes: 4321, bytes_per_token: 4.32, segments: 3, centroids: 1024 });
+    expect(() => searchLayoutFigures({ layout: 'warp', bits: 4 }, null, 1000)).toThrow(/not served by WARP/);
   });
 
   it('--quick keeps 20 judged queries and 300 documents: the relevant ones, then a seeded sample; judgments of dropped documents go', () => {
@@ -94,5 +109,27 @@ describe('eval retrieval: through the service (real Redis, S3 server, GloVe mode
     expect(printed.join('\n')).toMatch(/mode +nDCG@10 +R@100 +p50 ms +p95 ms/);
     expect(printed.join('\n')).toMatch(/hybrid .*test half only; lambda/);
     expect(readFileSync(plot, 'utf8')).toContain('<svg');
+  }, 180_000);
+
+  it.skipIf(!existsSync('.cache/models/glove-ctx-100d/manifest.json'))('--layout warp: the xtr modes and the hybrid run WARP, and report the bytes each query read and the layout per token', async () => {
+    const dir = mkdtempSync(path.join(os.tmpdir(), 'retrieval-eval-'));
+    dirs.push(dir);
+    const topics = ['wing flutter at supersonic speed', 'laminar boundary layer transition', 'heat transfer in hypersonic flow', 'shock wave interaction'];
+    const docs = Array.from({ length: 24 }, (_, i) => `.I ${i + 1}\n.T\n${topics[i % 4]} study ${i}\n.W\nwe measured ${topics[i % 4]} in experiment ${i} .\n`).join('');
+    writeFileSync(path.join(dir, 'small.all'), docs);
+    writeFileSync(path.join(dir, 'small.qry'), topics.map((t, i) => `.I ${String(i + 1).padStart(3, '0')}\n.W\n${t} ?\n`).join(''));
+    writeFileSync(path.join(dir, 'small.rel'), topics.map((_, q) => `${q + 1} ${q + 1} 1`).join('\n'));
+    const printed: string[] = [];
+    const res = await evaluateRetrieval({ dataset: dir, model: 'glove-ctx-100d', layout: { layout: 'warp', bits: 2 }, config: testConfig(), log: () => undefined, print: (l) => printed.push(l) });
+    expect(res.search_layout).toMatchObject({ layout: 'warp', bits: 2 });
+    expect(res.search_layout!.bytes_per_token).toBeGreaterThan(0);
+    expect(res.search_layout!.bytes_per_token).toBeCloseTo(res.search_layout!.layout_bytes / res.tokens, 2);
+    for (const name of ['xtr@100', 'xtr@1000', 'xtr@10000', 'hybrid']) {
+      expect(res.modes[name]!.bytes_read_p50, name).toBeGreaterThan(0);
+      expect(res.modes[name]!.bytes_read_p50!, name).toBeLessThanOrEqual(res.search_layout!.layout_bytes);
+    }
+    for (const name of ['exhaustive', 'bm25', 'dense', 'mebert']) expect(res.modes[name], name).not.toHaveProperty('bytes_read_p50');
+    for (const m of Object.values(res.modes)) expect(m.search_job_p50_ms).toBeGreaterThanOrEqual(0);
+    expect(printed.join('\n')).toContain('search layout: WARP, 2 bits per residual dimension');
   }, 180_000);
 });

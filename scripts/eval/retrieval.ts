@@ -1,5 +1,5 @@
 /**
- * `npm run eval -- retrieval --dataset DIR [--model NAME|DIR] [--json] [--plot out.svg] [--quick]`
+ * `npm run eval -- retrieval --dataset DIR [--model NAME|DIR] [--layout warp [--bits 2|4]] [--json] [--plot out.svg] [--quick]`
  *
  * Full retrieval through the service, as a user runs it: the all-in-one server (API + workers,
  * embedded Redis and S3 under a temporary DATA_DIR unless REDIS_URL / S3_ENDPOINT are set) is
@@ -27,6 +27,12 @@
  * --model: a model under MODELS_DIR (default DEFAULT_MODEL, minilm-l6-384) or a model directory.
  * --nprobe N: IVF lists probed per query token by the xtr modes and the hybrid's base (default: the
  *   API's, 32).
+ * --layout warp [--bits 2|4]: the collection is created with WARP's centroid-major search layout
+ *   (`search: { layout: 'warp', bits }`, default bits 4): the xtr modes and the hybrid's base run
+ *   WARP's engine (kPrime does not apply to it: xtr@100 / @1000 / @10000 then differ only by noise).
+ *   Every mode also reports its search job's own p50 / p95 (the result's timings.searchMs) and, for
+ *   the modes WARP serves, the bytes of list ranges and the ranged reads per query (stats.warp);
+ *   the result names the layout's bytes per token (`search_layout`).
  * --quick: 20 judged queries and 300 documents: every document judged relevant to them (the first
  *   300 if there are more) and a seeded random sample of the others; judgments of documents left
  *   out are dropped.
@@ -73,6 +79,13 @@ export interface ModeFigures {
   p50_ms: number;
   p95_ms: number;
   queries: number;
+  /** The search job's own time (the result's timings.searchMs: first stage and merge, after query encoding), p50 / p95. */
+  search_job_p50_ms?: number;
+  search_job_p95_ms?: number;
+  /** Modes WARP serves: bytes of list ranges read per query (p50, mean) and ranged reads (p50), from stats.warp. */
+  bytes_read_p50?: number;
+  bytes_read_mean?: number;
+  ranges_p50?: number;
 }
 
 export interface RetrievalEvalResult {
@@ -80,6 +93,8 @@ export interface RetrievalEvalResult {
   test_half: { queries: number; query_ids: string[]; modes: Record<string, ModeFigures> };
   /** IVF lists probed per query token by the xtr modes. */
   nprobe: number;
+  /** --layout warp: the search layout, its bytes (every segment's object) and bytes per stored token; null: the IVF path. */
+  search_layout: { layout: 'warp'; bits: number; layout_bytes: number; bytes_per_token: number; segments: number; centroids: number } | null;
   hybrid: { settings: Record<string, unknown>; lambda: number; grid: { lambda: number; 'ndcg@10': number }[]; tuned_on: string; reported_on: string };
   dataset: string;
   format: string;
@@ -157,21 +172,32 @@ export function queryMetrics(ranking: readonly string[], judged: Judgments): { n
   return { ndcg: ndcgAt(ranking, judged, 10), recall: recallAt(ranking, relevant, TOP_K) };
 }
 
-interface PerQuery {
+export interface PerQuery {
   id: string;
   ndcg: number;
   recall: number;
   ms: number;
+  /** The search job's timings.searchMs (NaN when the answer has none). */
+  jobMs?: number;
+  /** WARP: bytes of list ranges and ranged reads of this query (stats.warp). */
+  bytesRead?: number;
+  ranges?: number;
 }
 
 export function summarize(rows: readonly PerQuery[]): ModeFigures {
   const ms = rows.map((r) => r.ms);
+  const job = rows.map((r) => r.jobMs).filter((x): x is number => Number.isFinite(x));
+  const warp = rows.filter((r) => r.bytesRead !== undefined);
   return {
     'ndcg@10': mean(rows.map((r) => r.ndcg)),
     'recall@100': mean(rows.map((r) => r.recall)),
     p50_ms: percentile(ms, 0.5),
     p95_ms: percentile(ms, 0.95),
     queries: rows.length,
+    ...(job.length ? { search_job_p50_ms: percentile(job, 0.5), search_job_p95_ms: percentile(job, 0.95) } : {}),
+    ...(warp.length
+      ? { bytes_read_p50: percentile(warp.map((r) => r.bytesRead!), 0.5), bytes_read_mean: mean(warp.map((r) => r.bytesRead!)), ranges_p50: percentile(warp.map((r) => r.ranges!), 0.5) }
+      : {}),
   };
 }
 
@@ -183,6 +209,8 @@ export interface RetrievalEvalOptions {
   plot?: string;
   /** IVF lists probed per query token (xtr modes and the hybrid's base); default the API's. */
   nprobe?: number;
+  /** WARP's centroid-major search layout for the collection (--layout warp --bits b); absent: the IVF path. */
+  layout?: { layout: 'warp'; bits: 2 | 4 };
   files?: Partial<Record<Role, string>>;
   /** Server configuration (tests); default: the environment, PORT 0, a temporary DATA_DIR. */
   config?: Config;
@@ -218,14 +246,19 @@ export async function evaluateRetrieval(opts: RetrievalEvalOptions): Promise<Ret
   try {
     const base = server.url;
     const collection = `retrieval-${path.basename(dir)}-${model}`.replace(/[^A-Za-z0-9_.-]/g, '-').slice(0, 120);
-    await recreateCollection(base, collection, model);
+    await recreateCollection(base, collection, model, opts.layout ? { search: opts.layout } : {});
     log(`ingesting ${ds.docs.length} documents into ${collection} (${model}) over HTTP`);
     const ing = await ingest(base, collection, ds.docs, { label: `ingest ${model}`, progress: false });
     const info = await getCollection(base, collection);
     log(`ingested in ${ing.seconds.toFixed(1)} s: ${ing.tokens} tokens, ${info.segments} segments`);
 
+    let layoutSeen: { layoutBytes: number; segments: number; centroids?: number } | null = null;
     const run = async (mode: string | Record<string, unknown>, queries: { id: string; text: string }[], batched = false): Promise<PerQuery[]> => {
-      const score = (id: string, hits: { id: string }[], ms: number) => ({ id, ms, ...queryMetrics(hits.map((h) => h.id), ds.qrels.get(id)!) });
+      const score = (id: string, hits: { id: string }[], ms: number, r?: Awaited<ReturnType<typeof search>>): PerQuery => {
+        const w = r?.stats?.warp;
+        if (w) layoutSeen = w;
+        return { id, ms, ...queryMetrics(hits.map((h) => h.id), ds.qrels.get(id)!), jobMs: r?.timings?.searchMs ?? NaN, ...(w ? { bytesRead: w.queries[0]!.bytesRead, ranges: w.queries[0]!.ranges } : {}) };
+      };
       if (batched) {
         const r = await search(base, { collection, mode, topK: TOP_K, queries });
         const byId = new Map(r.results.map((x) => [x.queryId, x.hits]));
@@ -235,7 +268,7 @@ export async function evaluateRetrieval(opts: RetrievalEvalOptions): Promise<Ret
       const out: PerQuery[] = [];
       for (const q of queries) {
         const r = await search(base, { collection, mode, topK: TOP_K, queries: [q] });
-        out.push(score(q.id, r.results[0]?.hits ?? [], r.ms));
+        out.push(score(q.id, r.results[0]?.hits ?? [], r.ms, r));
       }
       return out;
     };
@@ -247,7 +280,7 @@ export async function evaluateRetrieval(opts: RetrievalEvalOptions): Promise<Ret
       const rows = await run(m.mode, judged);
       perMode.set(m.name, rows);
       const s = summarize(rows);
-      log(`  ${m.name.padEnd(10)} nDCG@10 ${s['ndcg@10'].toFixed(4)}  R@100 ${s['recall@100'].toFixed(4)}  p50 ${s.p50_ms.toFixed(1)} ms  (${((performance.now() - t) / 1000).toFixed(1)} s)`);
+      log(`  ${m.name.padEnd(10)} nDCG@10 ${s['ndcg@10'].toFixed(4)}  R@100 ${s['recall@100'].toFixed(4)}  p50 ${s.p50_ms.toFixed(1)} ms (job ${s.search_job_p50_ms?.toFixed(1) ?? '-'} ms)${s.bytes_read_p50 !== undefined ? `  read ${Math.round(s.bytes_read_p50)} B in ${s.ranges_p50} ranges per query` : ''}  (${((performance.now() - t) / 1000).toFixed(1)} s)`);
     }
 
     const { tune, test } = splitHalves(judged);
@@ -275,6 +308,7 @@ export async function evaluateRetrieval(opts: RetrievalEvalOptions): Promise<Ret
       modes,
       test_half: { queries: test.length, query_ids: test.map((q) => q.id), modes: testModes },
       nprobe: opts.nprobe ?? DEFAULT_NPROBE,
+      search_layout: searchLayoutFigures(opts.layout, layoutSeen, ing.tokens),
       hybrid: {
         settings: { ...HYBRID, kPrime: 1000, nprobe: opts.nprobe ?? DEFAULT_NPROBE, note: `base xtr with kPrime 1000 (the API default), nprobe ${opts.nprobe ?? DEFAULT_NPROBE}; lambda weighs the min-max normalised BM25 score` },
         lambda,
@@ -310,6 +344,17 @@ export async function evaluateRetrieval(opts: RetrievalEvalOptions): Promise<Ret
   }
 }
 
+/** The layout's figures from what a WARP answer said (stats.warp: every segment's layout bytes), per stored token. */
+export function searchLayoutFigures(
+  layout: RetrievalEvalOptions['layout'],
+  seen: { layoutBytes: number; segments: number; centroids?: number } | null,
+  tokens: number,
+): RetrievalEvalResult['search_layout'] {
+  if (!layout) return null;
+  if (!seen) throw new Error('--layout warp: no xtr answer reported stats.warp (the collection was not served by WARP)');
+  return { layout: 'warp', bits: layout.bits, layout_bytes: seen.layoutBytes, bytes_per_token: round(seen.layoutBytes / tokens, 2), segments: seen.segments, centroids: seen.centroids ?? 0 };
+}
+
 /** A model name under MODELS_DIR, or a directory linked there (as the demo does). */
 function resolveModel(config: Config, model: string | undefined): string {
   if (!model) model = config.DEFAULT_MODEL;
@@ -334,13 +379,18 @@ const round = (x: number, digits = 4) => Number(x.toFixed(digits));
 /** The printed tables: every mode over all judged queries (hybrid: the test half), then all over the test half. */
 export function formatTables(r: RetrievalEvalResult): string[] {
   const names = [...MODES.map((m) => m.name), 'hybrid'];
+  const job = (x: number | undefined) => (x === undefined ? '-' : x.toFixed(1)).padStart(8);
+  const bytes = (m: ModeFigures) => (r.search_layout ? `  ${(m.bytes_read_p50 === undefined ? '-' : String(Math.round(m.bytes_read_p50))).padStart(10)}` : '');
   const row = (name: string, m: ModeFigures, suffix = '') =>
-    `${name.padEnd(11)} ${m['ndcg@10'].toFixed(4)}   ${m['recall@100'].toFixed(4)}   ${m.p50_ms.toFixed(1).padStart(8)}  ${m.p95_ms.toFixed(1).padStart(8)}  ${String(m.queries).padStart(4)}${suffix}`;
-  const head = `mode        nDCG@10  R@100    p50 ms    p95 ms  queries`;
+    `${name.padEnd(11)} ${m['ndcg@10'].toFixed(4)}   ${m['recall@100'].toFixed(4)}   ${m.p50_ms.toFixed(1).padStart(8)}  ${m.p95_ms.toFixed(1).padStart(8)}  ${job(m.search_job_p50_ms)}  ${job(m.search_job_p95_ms)}  ${String(m.queries).padStart(4)}${bytes(m)}${suffix}`;
+  const head = `mode        nDCG@10  R@100    p50 ms    p95 ms  job p50   job p95  queries${r.search_layout ? '  B read/q p50' : ''}`;
   const out = [
     `${path.basename(r.dataset)} (${r.format}), ${r.model}: ${r.documents} documents (${r.tokens} tokens, ${r.segments} segments, ingested in ${r.ingest_seconds} s), ${r.queries} judged queries${r.quick ? ' [--quick]' : ''}`,
     `gains: ${r.gains}; recall@100 counts gain > 0; latency = one query per POST /v1/search?wait=60, client wall clock; xtr nprobe ${r.nprobe}`,
     `load average ${r.load_average.start} at the start, ${r.load_average.end} at the end, ${r.load_average.cores} cores (other processes skew the latencies)`,
+    ...(r.search_layout
+      ? [`search layout: WARP, ${r.search_layout.bits} bits per residual dimension, ${r.search_layout.centroids} centroids, ${r.search_layout.layout_bytes} B over ${r.search_layout.segments} segments = ${r.search_layout.bytes_per_token} B per token; xtr modes and the hybrid's base run WARP's engine (kPrime does not apply)`]
+      : []),
     head,
     ...names.map((n) => row(n, r.modes[n]!, n === 'hybrid' ? `  (test half only; lambda ${r.hybrid.lambda} tuned on the other half)` : '')),
     '',
@@ -418,7 +468,7 @@ export function retrievalPlotSvg(r: RetrievalEvalResult): string {
   return out.join('\n');
 }
 
-const USAGE = `usage: npm run eval -- retrieval [--dataset DIR] [--docs FILE] [--queries FILE] [--qrels FILE] [--model NAME|DIR] [--nprobe N] [--quick] [--plot out.svg] [--json]
+const USAGE = `usage: npm run eval -- retrieval [--dataset DIR] [--docs FILE] [--queries FILE] [--qrels FILE] [--model NAME|DIR] [--nprobe N] [--layout warp] [--bits 2|4] [--quick] [--plot out.svg] [--json]
   (scripts/eval/retrieval.ts's opening comment says what each does; --data is --dataset)`;
 
 const OPTIONS = {
@@ -428,6 +478,8 @@ const OPTIONS = {
   quick: { type: 'boolean' },
   plot: { type: 'string' },
   nprobe: { type: 'string' },
+  layout: { type: 'string' },
+  bits: { type: 'string' },
   docs: { type: 'string' },
   queries: { type: 'string' },
   qrels: { type: 'string' },
@@ -438,6 +490,9 @@ const OPTIONS = {
 export async function runRetrievalEvalCli(args: string[]): Promise<RetrievalEvalResult> {
   const v = parseCliOrExit('eval retrieval', USAGE, args, OPTIONS, {}, ({ values }) => {
     if (values.nprobe !== undefined) intFlag('nprobe', values.nprobe);
+    if (values.layout !== undefined && values.layout !== 'warp') throw new Error(`--layout: warp (absent: the IVF path), got ${values.layout}`);
+    if (values.bits !== undefined && values.bits !== '2' && values.bits !== '4') throw new Error(`--bits: 2 or 4, got ${values.bits}`);
+    if (values.bits !== undefined && values.layout === undefined) throw new Error('--bits applies to --layout warp');
     return values;
   });
   return evaluateRetrieval({
@@ -446,6 +501,7 @@ export async function runRetrievalEvalCli(args: string[]): Promise<RetrievalEval
     quick: v.quick ?? false,
     plot: v.plot,
     nprobe: v.nprobe === undefined ? undefined : Number(v.nprobe),
+    layout: v.layout === 'warp' ? { layout: 'warp', bits: v.bits === '2' ? 2 : 4 } : undefined,
     files: { docs: v.docs, queries: v.queries, qrels: v.qrels },
   });
 }

@@ -50,6 +50,12 @@ export interface WarpScanOptions {
   /** Hits per query. */
   topN: number;
   yieldEvery: () => Promise<void>;
+  /**
+   * The collection-wide list sizes of epoch e (K entries) when the plan holds only part of the
+   * generation (a shard's segments: the parent summed every shard's, warpPlanListSizes), so every
+   * shard imputes as one process would; absent: summed over the plan's readable directories.
+   */
+  listSizes?: (epoch: number) => Float64Array | undefined;
 }
 
 /** What one query read. */
@@ -140,7 +146,7 @@ export async function warpScan(reads: WarpReads, collection: Pick<Collection, 't
     got.forEach((dir, k) => (dirs[parts[k]] = dir));
     const readable = got.filter((x): x is WarpDirectory => x !== null);
     // Collection-wide sizes (of the epoch's segments), once per search (not per query, not per segment).
-    groups.push({ epoch, centroids, codec, nprobe: Math.max(1, Math.min(opts.nprobe, K)), parts, listSizes: readable.length > 0 ? warpListSizes(readable) : new Float64Array(K) });
+    groups.push({ epoch, centroids, codec, nprobe: Math.max(1, Math.min(opts.nprobe, K)), parts, listSizes: opts.listSizes?.(epoch) ?? (readable.length > 0 ? warpListSizes(readable) : new Float64Array(K)) });
   }
   const readable = dirs.filter((x): x is WarpDirectory => x !== null);
   const newest = groups[0];

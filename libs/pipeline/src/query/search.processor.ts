@@ -7,7 +7,6 @@ import {
   ValidationError,
   collectionShards,
   s3Keys,
-  warpLayoutOf,
   type Collection,
   type CollectionManifest,
   type JobPayload,
@@ -19,7 +18,7 @@ import {
 } from '@lateral/shared';
 import { ShapeError } from '@lateral/scoring';
 import { logSearchDone } from '../job-logs';
-import { andMasks, compileFilter, docMask, type DocMask, type DocPredicate } from '@lateral/search';
+import { bm25Pass, compileFilter, type DocPredicate, type Hit, type SegmentPass } from '@lateral/search';
 import type { EncodedText, TokenEncoder } from '@lateral/model';
 import type { SearchDeps } from './query-deps';
 import { shardedSearch } from './shard-fanout';
@@ -36,13 +35,14 @@ import {
   searchNeeds,
   searchSegments,
   bm25QueryTerms,
+  fuse,
   needsBm25,
   toHit,
   warpScan,
-  SegmentUnavailableError,
   type FirstStage,
 } from '@lateral/serving';
 import { permanentModelErrors } from '../model-errors';
+import { usesWarp, warpEpoch, warpFilterMasks } from './warp-search';
 
 const modeLabel = (m: SearchMode) => m.name;
 
@@ -76,8 +76,9 @@ export async function searchProcessor(deps: SearchDeps, p: JobPayload<QueueName.
   // Several shards: one child job per shard queue and round, merged here (shard-fanout.ts).
   if (deps.shardCoordinator && collectionShards(collection) > 1 && isFanoutJob(job)) return shardedSearch({ ...deps, shardCoordinator: deps.shardCoordinator }, p, req, collection, manifest, job, t0);
 
-  // Mode xtr on a collection with a WARP search layout (filtered or not; explain reads the segments' tokens, as below) runs WARP's engine.
-  if (req.mode.name === 'xtr' && warpLayoutOf(collection) && !req.explain) return warpSearchJob(deps, p, req, collection, manifest, job, t0, predicate);
+  // Mode xtr, and hybrid's xtr part, on a collection with a WARP search layout (filtered or not) run WARP's engine. Explain keeps
+  // the IVF path below: it names the document token behind each query token's score, which WARP's packed lists do not hold.
+  if (usesWarp(collection, req)) return warpSearchJob(deps, p, req, collection, manifest, job, t0, predicate);
 
   // The generation's segments, read one window at a time as the pass reaches them (searchSegments):
   // what the search holds is bounded by the request, not by the collection.
@@ -154,6 +155,11 @@ export async function searchProcessor(deps: SearchDeps, p: JobPayload<QueueName.
  * and merged exactly; a segment whose layout cannot be read is named (degraded answer). The
  * result's `stats.warp` says what each query read. kPrime does not apply (WARP imputes from
  * cumulative list sizes); nprobe is clamped to the collection's centroids as XTR's is.
+ *
+ * Hybrid with base xtr: its token part is this scan (the top `depth` per query), its BM25 part one
+ * pass over the same plan's indexes (the generation's stored statistics when kept), fused as the
+ * IVF path fuses them (fuse: same normalisation, weight, RRF and depth). A segment unreadable for
+ * either part is left out of both and named.
  */
 async function warpSearchJob(
   deps: SearchDeps,
@@ -165,28 +171,14 @@ async function warpSearchJob(
   t0: number,
   predicate: DocPredicate | undefined,
 ): Promise<JobResults[QueueName.search]> {
-  const mode = req.mode as Extract<SearchMode, { name: 'xtr' }>;
+  const mode = req.mode as Extract<SearchMode, { name: 'xtr' | 'hybrid' }>;
+  const hybrid = mode.name === 'hybrid' ? mode : null;
   const cv = manifest.codecVersion;
-  const [ivf, codec] = await Promise.all([deps.ivf.get(p.tenantId, req.collection, cv), deps.warpCodecs?.get(p.tenantId, req.collection, cv)]);
-  if (!ivf) throw new Error(`IVF centroids of ${req.collection} v${cv} are missing from S3`);
-  if (!codec) throw new Error(`the WARP codec of ${req.collection} v${cv} is missing from S3`);
+  const { centroids, codec } = await warpEpoch(deps, p.tenantId, req.collection, cv, 0);
   // Hits name their documents from the segments' heads where the cache reads heads: no segment is read whole for its ids.
   const plan = await deps.segments.searchPlan(collection, manifest, { rows: 'none', tokenIds: false, metadata: predicate !== undefined, pooled: false });
   // A filter: each segment's mask from its documents' metadata (the segment opened without its rows, one at a time), and its live documents.
-  const failedBefore = new Map<number, SegmentUnavailableError>();
-  let masks: (DocMask | undefined)[] | undefined;
-  if (predicate) {
-    masks = [];
-    for (const part of plan.parts) {
-      try {
-        masks.push(andMasks(part.live, docMask((await part.open()).segment, predicate)));
-      } catch (err) {
-        if (!(err instanceof SegmentUnavailableError)) throw err;
-        failedBefore.set(part.position, err);
-        masks.push(undefined);
-      }
-    }
-  }
+  const { masks, failed: failedBefore } = await warpFilterMasks(plan, predicate);
   const yieldEvery = eventLoopYielder();
   const encoder = await deps.encoders(collection.model).catch(permanentModelErrors);
   const tEnc = Date.now();
@@ -197,13 +189,9 @@ async function warpSearchJob(
   const tSearch = Date.now();
   const tLoad = Date.now();
   // A refitted collection's segments name their centroid epoch (SegmentRef.warpEpoch): its centroids and codec.
-  const epoch = async (e: number) => {
-    const [c, k] = await Promise.all([deps.ivf.get(p.tenantId, req.collection, cv, e), deps.warpCodecs?.get(p.tenantId, req.collection, cv, e)]);
-    if (!c || !k) throw new Error(`the WARP ${c ? 'codec' : 'centroids'} of ${req.collection} v${cv} epoch ${e} are missing from S3`);
-    return { centroids: c.centroids, codec: k };
-  };
+  const epoch = (e: number) => warpEpoch(deps, p.tenantId, req.collection, cv, e);
   const scan = await warpScan(deps.segments, collection, manifest, plan, queries.map((e) => ({ vectors: e.vectors, n: e.length })), {
-    centroids: ivf.centroids,
+    centroids,
     codec,
     epoch,
     nprobe: mode.nprobe,
@@ -211,18 +199,34 @@ async function warpSearchJob(
     centroidTop: async (q, n, c, d, k) => (await deps.scorers.ivfProbe()).top(q, n, c, d, k),
     masks,
     failed: failedBefore,
-    topN: depth,
+    topN: hybrid ? hybrid.depth : depth,
     yieldEvery,
   });
+  const failed = new Map(scan.failed);
+  // Hybrid: BM25's part over the same plan (its indexes), then the fusion of the two lists per query.
+  let fused: Hit[][] | null = null;
+  if (hybrid) {
+    const bm25 = bm25QueryTerms(collection, encoder, req.queries.map((q) => q.text));
+    const bm25Stats = (await deps.bm25Stats?.get(p.tenantId, req.collection, manifest.generation)) ?? undefined;
+    const passes: (SegmentPass | null)[] = bm25.terms.map((t) => (t.length > 0 ? bm25Pass(t, hybrid.depth, { k1: hybrid.k1, b: hybrid.b }, bm25.skip, bm25Stats) : null));
+    const searched = await searchSegments(plan, passes.filter((x): x is SegmentPass => x !== null), { predicate, yieldEvery });
+    for (const [position, err] of searched.failed) if (!failed.has(position)) failed.set(position, err);
+    const kept = (hits: Hit[]) => hits.filter((h) => !failed.has(plan.parts[h.segment].position));
+    fused = [];
+    for (const [qi, pass] of passes.entries()) {
+      const b = pass ? await runStepsYielding(pass.finish(plan.parts.length), yieldEvery) : [];
+      fused.push(fuse(kept(scan.hits[qi] ?? []), kept(b), hybrid, depth));
+    }
+  }
   const loadMs = Date.now() - tLoad;
   await job?.updateProgress(90);
   const results: SearchResult['results'] = [];
   for (const [qi, q] of req.queries.entries()) {
-    const hits = scan.hits[qi] ?? [];
+    const hits = fused ? fused[qi] : (scan.hits[qi] ?? []);
     const segs = await hitSegments(plan, hits, false);
     let out: SearchHit[] = hits.map((h) => toHit(h, segs, modeLabel(req.mode), null));
     if (req.rerank && out.length > 0) out = await secondStage(deps, collection, manifest, encoder, queries[qi], out.slice(0, req.rerank.depth), req.rerank.scorer);
-    results.push({ queryId: q.id, hits: out.slice(0, shaping.depth), ...(scan.hits[qi] === null ? { reason: 'the query has no tokens' } : {}) });
+    results.push({ queryId: q.id, hits: out.slice(0, shaping.depth), ...(!fused && scan.hits[qi] === null ? { reason: 'the query has no tokens' } : {}) });
   }
   await shaping.finish(deps, manifest, results);
   return finish(deps, s3Keys.searchResult(p.tenantId, p.searchId), {
@@ -242,7 +246,7 @@ async function warpSearchJob(
         queries: req.queries.map((q, qi) => ({ queryId: q.id, ...scan.queries[qi] })),
       },
     },
-    ...degradedFields(plan.unavailable(scan.failed)),
+    ...degradedFields(plan.unavailable(failed)),
   });
 }
 

@@ -16,6 +16,7 @@ import {
   type SearchResult,
   type ShardJobPayload,
   type ShardJobResult,
+  type WarpSearchStats,
 } from '@lateral/shared';
 import { topK } from '@lateral/scoring';
 import {
@@ -30,6 +31,7 @@ import { fuseHybrid, hybridBase, GROUP_DEPTH_FACTOR, hitShaping, fuse, degradedF
 import type { RerankDeps, SearchDeps } from './query-deps';
 import { dropShardWork, type FanoutJob, type HitsPartial, type RerankInput, type RerankPartial, type RoundBase, type SearchInput, type ShardCoordinatorDeps, type ShardHit, type StatsPartial } from './shard-rounds';
 import { distinctCandidates } from './rerank-candidates';
+import { sumWarpListSizes, usesWarp } from './warp-search';
 
 /**
  * Sharded re-rank and search (issue 10 item 4). The parent job, on the rerank or search queue,
@@ -219,7 +221,8 @@ export async function shardedSearch(
   const shaping = hitShaping(collection, req, Math.min(10 * MAX_SEARCH_TOP_K, req.topK * GROUP_DEPTH_FACTOR));
   const depth = Math.max(shaping.depth, req.rerank?.depth ?? 0);
 
-  // Round 1: global statistics (BM25) and global top-k' lists (XTR).
+  // Round 1: global statistics (BM25) and global top-k' lists (XTR over the IVF), or (WARP) every shard's list sizes.
+  const warp = usesWarp(collection, req);
   let input: SearchInput = { queries: req.queries.map(() => ({})) };
   if (needsBm25(req.mode) || needsXtr(req.mode)) {
     const stats = await round<StatsPartial>(deps, job, base, 1, () => ({ requestKey: p.requestKey }));
@@ -234,7 +237,7 @@ export async function shardedSearch(
           }));
           q.bm25 = { documents: all.documents, totalLength: all.totalLength, terms: Array.from(all.terms), df: Array.from(all.df) };
         }
-        if (needsXtr(req.mode)) {
+        if (needsXtr(req.mode) && !warp) {
           const n = stats[0].queries[qi].xtr!.length;
           const imputed: number[] = [];
           const survivors: number[][] = [];
@@ -247,13 +250,16 @@ export async function shardedSearch(
         }
         return q;
       }),
+      // WARP: the collection-wide list sizes, so every shard imputes as one process over the whole generation would.
+      ...(warp ? { warp: sumWarpListSizes(stats.map((s) => s.warp ?? [])) } : {}),
     };
   }
   // Round 2: each shard ranks its documents with the global figures. Each shard reads only its own survivors.
   const perShardInput = (shard: number): SearchInput => ({
     queries: input.queries.map((q) => (q.xtr ? { ...q, xtr: { imputed: q.xtr.imputed, survivors: q.xtr.survivors.map((c) => [c[shard]]) } } : q)),
   });
-  const partials = await round<HitsPartial>(deps, job, base, 2, () => ({ requestKey: p.requestKey, shards: Array.from({ length: S }, (_, i) => perShardInput(i)) }));
+  // The WARP list sizes are the same for every shard: written once beside the per-shard inputs.
+  const partials = await round<HitsPartial>(deps, job, base, 2, () => ({ requestKey: p.requestKey, shards: Array.from({ length: S }, (_, i) => perShardInput(i)), ...(input.warp ? { warp: input.warp } : {}) }));
 
   const tMerge = Date.now();
   let results: SearchResult['results'] = req.queries.map((q, qi) => {
@@ -286,8 +292,18 @@ export async function shardedSearch(
   results = results.map((r) => ({ ...r, hits: r.hits.slice(0, shaping.depth) }));
   await shaping.finish(deps, manifest, results);
   const max = (f: (x: HitsPartial) => number) => Math.max(0, ...partials.map(f));
+  // WARP: what every shard's scan read, summed (segments, layout bytes, per query bytes and ranged reads; probed: the most of any shard).
+  const warpParts = partials.flatMap((x) => (x.warp ? [x.warp] : []));
+  const sum = (f: (w: WarpSearchStats) => number) => warpParts.reduce((a, w) => a + f(w), 0);
+  const warpStats: WarpSearchStats | undefined = warpParts.length
+    ? {
+        nprobe: warpParts[0].nprobe, centroids: warpParts[0].centroids, epochs: Math.max(...warpParts.map((w) => w.epochs)), segments: sum((w) => w.segments), layoutBytes: sum((w) => w.layoutBytes),
+        queries: req.queries.map((q, qi) => ({ queryId: q.id, bytesRead: sum((w) => w.queries[qi].bytesRead), bytesFetched: sum((w) => w.queries[qi].bytesFetched), ranges: sum((w) => w.queries[qi].ranges), probed: Math.max(...warpParts.map((w) => w.queries[qi].probed)) })),
+      }
+    : undefined;
   const result: SearchResult = {
     searchId: p.searchId, collection: req.collection, mode: req.mode, generation: manifest.generation, results,
+    ...(warpStats ? { stats: { warp: warpStats } } : {}),
     timings: { totalMs: Date.now() - t0, encodeQueriesMs: max((x) => x.encodeQueriesMs), searchMs: max((x) => x.searchMs) + (Date.now() - tMerge), loadMs: max((x) => x.loadMs) },
     ...degradedFields(partials.flatMap((x) => x.unavailable ?? [])),
   };

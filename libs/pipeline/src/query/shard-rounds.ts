@@ -1,6 +1,7 @@
 import type { Job } from 'bullmq';
-import { QueueName, shardWorkPrefix, type ScorerSpec, type SearchHit, type UnavailableSegment } from '@lateral/shared';
+import { QueueName, shardWorkPrefix, type ScorerSpec, type SearchHit, type UnavailableSegment, type WarpSearchStats } from '@lateral/shared';
 import { jobLogger, type ObjectStore, type ShardQueues } from '@lateral/infra';
+import type { WarpEpochSizes } from './warp-search';
 
 /*
  * What the parent of a sharded re-rank or search (shard-fanout.ts) and its shard children
@@ -83,6 +84,8 @@ export interface StatsPartial {
     /** per query token: (score, global key, row) of the shard's top-k' entries, best first */
     xtr?: { scores: number[]; keys: number[]; rows: number[] }[];
   }[];
+  /** WARP collections (usesWarp): the list sizes of the shard's segments per centroid epoch (warpPlanListSizes). */
+  warp?: WarpEpochSizes[];
 }
 
 /** Round 2's input, per query: the global BM25 statistics and, for XTR, the imputation scores and each shard's surviving entries per query token. */
@@ -91,6 +94,8 @@ export interface SearchInput {
     bm25?: { documents: number; totalLength: number; terms: number[]; df: number[] };
     xtr?: { imputed: number[]; survivors: number[][] };
   }[];
+  /** WARP collections: the collection-wide list sizes per centroid epoch (every shard's summed), which every shard's imputation reads. */
+  warp?: WarpEpochSizes[];
 }
 
 export interface ShardHit extends SearchHit {
@@ -100,6 +105,8 @@ export interface ShardHit extends SearchHit {
 /** Round 2: per query, the shard's ranked hits (hybrid: its two lists) and the reason a query has none. */
 export interface HitsPartial {
   queries: { hits: ShardHit[]; second?: ShardHit[]; reason?: string }[];
+  /** WARP searches: what the shard's scan read (the parent sums the shards' into the result's stats.warp). */
+  warp?: WarpSearchStats;
   unavailable?: UnavailableSegment[];
   loadMs: number;
   encodeQueriesMs: number;

@@ -26,8 +26,9 @@ import {
   type XtrPass,
 } from '@lateral/search';
 import type { EncodedText } from '@lateral/model';
-import { hitSegments, searchSegments, bm25QueryTerms, scoreGroup, GROUP_DEPTH_FACTOR, hitShaping, groupIndicesByKey, eventLoopYielder, runStepsYielding, searchNeeds, toHit, needsBm25, needsXtr, xtrOf, scopedManifest, type ShardScope } from '@lateral/serving';
+import { hitSegments, searchSegments, bm25QueryTerms, scoreGroup, GROUP_DEPTH_FACTOR, hitShaping, groupIndicesByKey, eventLoopYielder, runStepsYielding, searchNeeds, toHit, needsBm25, needsXtr, xtrOf, scopedManifest, warpScan, type ShardScope, type SegmentUnavailableError } from '@lateral/serving';
 import { permanentModelErrors } from '../model-errors';
+import { usesWarp, warpEpoch, warpFilterMasks, warpPlanListSizes, type WarpEpochSizes } from './warp-search';
 import type { ShardedDeps } from './query-deps';
 import { type HitsPartial, type RerankInput, type RerankPartial, type SearchInput, type ShardHit, type StatsPartial } from './shard-rounds';
 
@@ -93,7 +94,9 @@ async function searchContext(deps: ShardedDeps, collection: Collection, manifest
     bases.set(s.key, docBase);
     docBase += s.documents;
   }
-  const plan = await deps.segments.searchPlan(collection, scopedManifest(manifest, scope), searchNeeds(req), (ref) => bases.get(ref.key)!);
+  // WARP (usesWarp): the token part reads the layouts' lists, not the segments' rows; hits name documents from the heads.
+  const warp = usesWarp(collection, req);
+  const plan = await deps.segments.searchPlan(collection, scopedManifest(manifest, scope), warp ? { ...searchNeeds(req), rows: 'none' } : searchNeeds(req), (ref) => bases.get(ref.key)!);
   const yieldEvery = eventLoopYielder();
   const encoder = await deps.encoders(collection.model).catch(permanentModelErrors);
   const tEnc = Date.now();
@@ -106,7 +109,7 @@ async function searchContext(deps: ShardedDeps, collection: Collection, manifest
   const { terms, skip } = bm25QueryTerms(collection, encoder, req.queries.map((q) => q.text));
   const ivf = needsXtr(req.mode) ? await deps.ivf.get(collection.tenantId, collection.id, manifest.codecVersion) : null;
   if (needsXtr(req.mode) && !ivf) throw new Error(`IVF centroids of ${collection.id} v${manifest.codecVersion} are missing from S3`);
-  return { plan, predicate, encoder, queries, skip, ivf, terms, encodeQueriesMs, yieldEvery };
+  return { collection, manifest, warp, plan, predicate, encoder, queries, skip, ivf, terms, encodeQueriesMs, yieldEvery };
 }
 
 type SearchContext = Awaited<ReturnType<typeof searchContext>>;
@@ -124,7 +127,8 @@ async function xtrShardPass(deps: ShardedDeps, ctx: SearchContext, mode: Extract
 /** Round 1: per query, the shard's BM25 statistics of its terms (indexes alone) and the merge of its segments' XTR lists (one pass over the segments). */
 async function statsChild(deps: ShardedDeps, ctx: SearchContext, req: SearchRequest): Promise<StatsPartial> {
   const counters = needsBm25(req.mode) ? ctx.terms.map((t) => new Bm25StatsPass(t)) : null;
-  const xtr = xtrOf(req.mode);
+  // WARP: no top-k' lists (it imputes from list sizes): the shard's list sizes instead, from its directories alone.
+  const xtr = ctx.warp ? null : xtrOf(req.mode);
   const xtrPasses: (XtrPass | null)[] = [];
   if (xtr) for (let qi = 0; qi < req.queries.length; qi++) xtrPasses.push(await xtrShardPass(deps, ctx, xtr, qi, 1));
   const passes: SegmentPass[] = [...(counters ?? []), ...xtrPasses.filter((x): x is XtrPass => x !== null)];
@@ -147,7 +151,33 @@ async function statsChild(deps: ShardedDeps, ctx: SearchContext, req: SearchRequ
     }
     out.push(q);
   }
-  return { queries: out };
+  return { queries: out, ...(ctx.warp ? { warp: await warpPlanListSizes(deps, ctx.collection, ctx.manifest.codecVersion, ctx.plan) } : {}) };
+}
+
+/**
+ * Round 2 of a WARP search on a shard: every query's token list from WARP's engine over the shard's
+ * segments (warpScan, its filter masks as in one process), imputing with the collection-wide list
+ * sizes of round 1 (`sizes`), so its scores are those one process over the whole generation gives.
+ */
+async function warpShardScan(deps: ShardedDeps, ctx: SearchContext, req: SearchRequest, sizes: readonly WarpEpochSizes[], topN: number) {
+  const xtr = xtrOf(req.mode)!;
+  const cv = ctx.manifest.codecVersion;
+  const bySize = new Map(sizes.map((e) => [e.epoch, Float64Array.from(e.sizes)]));
+  const { centroids, codec } = await warpEpoch(deps, ctx.collection.tenantId, ctx.collection.id, cv, 0);
+  const { masks, failed } = await warpFilterMasks(ctx.plan, ctx.predicate);
+  // The full manifest: warpScan numbers documents by the generation's segment order, as the plan's global keys do.
+  return warpScan(deps.segments, ctx.collection, ctx.manifest, ctx.plan, ctx.queries.map((e) => ({ vectors: e.vectors, n: e.length })), {
+    centroids,
+    codec,
+    epoch: (e) => warpEpoch(deps, ctx.collection.tenantId, ctx.collection.id, cv, e),
+    nprobe: xtr.nprobe,
+    centroidTop: async (q, n, c, d, k) => (await deps.scorers.ivfProbe()).top(q, n, c, d, k),
+    masks,
+    failed,
+    topN,
+    yieldEvery: ctx.yieldEvery,
+    listSizes: (e) => bySize.get(e),
+  });
 }
 
 /** One ranked list a shard answers for a query: its pass (null: the query has nothing to search) and how its hits are read at the end. */
@@ -158,9 +188,12 @@ interface ShardList {
 }
 
 /** Round 2: every query's lists (hybrid: its two) from one pass over the shard's segments, with the global figures of round 1. */
-async function hitsChild(deps: ShardedDeps, ctx: SearchContext, req: SearchRequest, input: SearchInput | null, depth: number): Promise<HitsPartial> {
+async function hitsChild(deps: ShardedDeps, ctx: SearchContext, req: SearchRequest, input: SearchInput | null, depth: number, warpSizes?: readonly WarpEpochSizes[]): Promise<HitsPartial> {
   const tSearch = Date.now();
   const label = req.mode.name;
+  // WARP: the token lists of every query from one scan of the shard's layouts, before the segment pass (BM25's part of hybrid).
+  if (ctx.warp && !warpSizes) throw new Error('a sharded WARP search reached its ranking round without the collection-wide list sizes');
+  const scan = ctx.warp ? await warpShardScan(deps, ctx, req, warpSizes!, req.mode.name === 'hybrid' ? req.mode.depth : depth) : null;
   const list = async (qi: number, mode: SearchMode, n: number): Promise<ShardList> => {
     const e = ctx.queries[qi];
     const of = (pass: SegmentPass): ShardList => ({ pass, finish: (S) => pass.finish(S) });
@@ -181,6 +214,10 @@ async function hitsChild(deps: ShardedDeps, ctx: SearchContext, req: SearchReque
         return of(exhaustivePass(e.vectors, e.length, n, { explain: req.explain }));
       case 'xtr': {
         if (e.length === 0) return none('the query has no tokens');
+        if (scan) {
+          const hits = scan.hits[qi] ?? [];
+          return { pass: null, finish: function* () { return hits; } };
+        }
         const pass = (await xtrShardPass(deps, ctx, mode, qi, n, req.explain))!;
         const g = input!.queries[qi].xtr!;
         return { pass, finish: (S) => pass.finishCut(S, { imputed: g.imputed, survivors: g.survivors.map((c) => c[0]) }) };
@@ -198,11 +235,13 @@ async function hitsChild(deps: ShardedDeps, ctx: SearchContext, req: SearchReque
     } else lists.push([await list(qi, req.mode, depth)]);
   }
   const report = await searchSegments(ctx.plan, lists.flat().flatMap((l) => (l.pass ? [l.pass] : [])), { predicate: ctx.predicate, yieldEvery: ctx.yieldEvery });
+  // A segment unreadable for WARP's lists or for the pass is left out of every list and named (one degraded answer).
+  const failed = new Map<number, SegmentUnavailableError>([...(scan?.failed ?? []), ...report.failed]);
   const S = ctx.plan.parts.length;
   const out: HitsPartial['queries'] = [];
   for (let qi = 0; qi < req.queries.length; qi++) {
     const shardHits = async (l: ShardList): Promise<ShardHit[]> => {
-      const hits = await runStepsYielding(l.finish(S), ctx.yieldEvery);
+      const hits = (await runStepsYielding(l.finish(S), ctx.yieldEvery)).filter((h) => !failed.has(ctx.plan.parts[h.segment].position));
       const segs = await hitSegments(ctx.plan, hits, !!req.explain);
       return hits.map((h) => ({ key: h.key, ...toHit(h, segs, label, req.explain ? { encoder: ctx.encoder, query: ctx.queries[qi] } : null) }));
     };
@@ -210,7 +249,10 @@ async function hitsChild(deps: ShardedDeps, ctx: SearchContext, req: SearchReque
     if (b) out.push({ hits: await shardHits(a), second: await shardHits(b) });
     else out.push({ hits: await shardHits(a), ...(a.reason ? { reason: a.reason } : {}) });
   }
-  return { queries: out, unavailable: ctx.plan.unavailable(report.failed), loadMs: report.loadMs, encodeQueriesMs: ctx.encodeQueriesMs, searchMs: Date.now() - tSearch };
+  const warp = scan
+    ? { nprobe: scan.nprobe, centroids: scan.centroids, epochs: scan.epochs, segments: scan.segments, layoutBytes: scan.layoutBytes, queries: req.queries.map((q, qi) => ({ queryId: q.id, ...scan.queries[qi] })) }
+    : undefined;
+  return { queries: out, ...(warp ? { warp } : {}), unavailable: ctx.plan.unavailable(failed), loadMs: report.loadMs, encodeQueriesMs: ctx.encodeQueriesMs, searchMs: Date.now() - tSearch };
 }
 
 /** A child job on `shard-<i>`: its shard's part of a re-rank or search round, written to S3. */
@@ -226,7 +268,7 @@ export async function shardChildProcessor(deps: ShardedDeps, p: ShardJobPayload)
     if (!input) throw new PermanentJobError(`shard input missing from S3: ${p.inputKey}`);
     out = await rerankChild(deps, collection, manifest, scope, input);
   } else {
-    const input = await deps.store.getJson<{ requestKey: string; shards?: SearchInput[] }>(p.inputKey);
+    const input = await deps.store.getJson<{ requestKey: string; shards?: SearchInput[]; warp?: WarpEpochSizes[] }>(p.inputKey);
     if (!input) throw new PermanentJobError(`shard input missing from S3: ${p.inputKey}`);
     const parsed = SearchRequestSchema.safeParse(await deps.store.getJson<unknown>(input.requestKey));
     if (!parsed.success) throw new PermanentJobError(`invalid or missing stored search request ${input.requestKey}`);
@@ -236,7 +278,7 @@ export async function shardChildProcessor(deps: ShardedDeps, p: ShardJobPayload)
     else {
       const all = { shards: input.shards ?? [] };
       const shaping = hitShaping(collection, req, Math.min(10 * MAX_SEARCH_TOP_K, req.topK * GROUP_DEPTH_FACTOR));
-      out = await hitsChild(deps, ctx, req, all.shards[p.shard], Math.max(shaping.depth, req.rerank?.depth ?? 0));
+      out = await hitsChild(deps, ctx, req, all.shards[p.shard], Math.max(shaping.depth, req.rerank?.depth ?? 0), input.warp);
     }
   }
   await deps.store.putJson(p.outputKey, out);

@@ -1,0 +1,102 @@
+import { warpLayoutOf, type Collection, type SearchRequest } from '@lateral/shared';
+import { andMasks, centroidsChecksum, docMask, warpCodecChecksum, warpListSizes, type DocMask, type DocPredicate, type WarpCodec, type WarpDirectory } from '@lateral/search';
+import { SegmentUnavailableError, needsXtr, type SearchPlan } from '@lateral/serving';
+import type { SearchDeps } from './query-deps';
+
+/*
+ * What the single-process WARP search (search.processor.ts) and the sharded one (shard-fanout.ts,
+ * shard.processor.ts) share: when a search runs WARP's engine, the centroids and codec of a
+ * centroid epoch, the filter's masks, and the list sizes of a plan's segments (a shard's part of
+ * the collection-wide sizes that WARP's imputation reads).
+ */
+
+/**
+ * Whether a search runs WARP's engine: mode xtr, or hybrid over xtr, on a collection with a WARP
+ * search layout, without explain (explain names the document token behind each query token's
+ * score, which the packed lists do not hold: it keeps the IVF path over the segments' tokens).
+ */
+export function usesWarp(collection: Pick<Collection, 'search'>, req: Pick<SearchRequest, 'mode' | 'explain'>): boolean {
+  return needsXtr(req.mode) && !!warpLayoutOf(collection) && !req.explain;
+}
+
+export interface WarpEpoch {
+  centroids: Float32Array;
+  codec: WarpCodec;
+}
+
+/** The centroids and codec of the generation's codec version at centroid epoch `e` (0: the first fit; SegmentRef.warpEpoch). */
+export async function warpEpoch(deps: Pick<SearchDeps, 'ivf' | 'warpCodecs'>, tenantId: string, collectionId: string, cv: number, e: number): Promise<WarpEpoch> {
+  const [c, k] = await Promise.all([deps.ivf.get(tenantId, collectionId, cv, e), deps.warpCodecs?.get(tenantId, collectionId, cv, e)]);
+  if (!c) throw new Error(`the WARP centroids of ${collectionId} v${cv}${e > 0 ? ` epoch ${e}` : ''} are missing from S3`);
+  if (!k) throw new Error(`the WARP codec of ${collectionId} v${cv}${e > 0 ? ` epoch ${e}` : ''} is missing from S3`);
+  return { centroids: c.centroids, codec: k };
+}
+
+/**
+ * A filter's masks per plan part (its documents' metadata, the segment opened without its rows,
+ * one at a time, and its live documents), and the segments that could not be read for them.
+ */
+export async function warpFilterMasks(plan: SearchPlan, predicate: DocPredicate | undefined): Promise<{ masks: (DocMask | undefined)[] | undefined; failed: Map<number, SegmentUnavailableError> }> {
+  const failed = new Map<number, SegmentUnavailableError>();
+  if (!predicate) return { masks: undefined, failed };
+  const masks: (DocMask | undefined)[] = [];
+  for (const part of plan.parts) {
+    try {
+      masks.push(andMasks(part.live, docMask((await part.open()).segment, predicate)));
+    } catch (err) {
+      if (!(err instanceof SegmentUnavailableError)) throw err;
+      failed.set(part.position, err);
+      masks.push(undefined);
+    }
+  }
+  return { masks, failed };
+}
+
+/** List sizes of one centroid epoch: K counts (JSON numbers between a shard and the parent). */
+export interface WarpEpochSizes {
+  epoch: number;
+  sizes: number[];
+}
+
+/**
+ * The list sizes of a plan's segments per centroid epoch (their directories, which the scorer
+ * keeps in memory and warpScan reads anyway), summed. A shard sends its own to the parent, which
+ * sums every shard's (sumWarpListSizes) for the ranking round: WARP's imputation reads the
+ * collection-wide sizes, so a shard scoring with its own would not rank as one process does. A
+ * segment whose directory cannot be read counts nothing here; the ranking round names it.
+ */
+export async function warpPlanListSizes(deps: Pick<SearchDeps, 'ivf' | 'warpCodecs' | 'segments'>, collection: Pick<Collection, 'tenantId' | 'id'>, cv: number, plan: SearchPlan): Promise<WarpEpochSizes[]> {
+  const byEpoch = new Map<number, SearchPlan['parts'][number][]>();
+  for (const part of plan.parts) byEpoch.set(part.ref.warpEpoch ?? 0, [...(byEpoch.get(part.ref.warpEpoch ?? 0) ?? []), part]);
+  const out: WarpEpochSizes[] = [];
+  for (const [epoch, parts] of [...byEpoch].sort((a, b) => a[0] - b[0])) {
+    const { centroids, codec } = await warpEpoch(deps, collection.tenantId, collection.id, cv, epoch);
+    const expect = { centroidsChecksum: centroidsChecksum(centroids), codecChecksum: warpCodecChecksum(codec), centroidCount: centroids.length / codec.dims, dims: codec.dims, bits: codec.bits };
+    const dirs = await Promise.all(
+      parts.map((part) =>
+        deps.segments.warpDirectory(collection, part.ref, { ...expect, documents: part.ref.documents }).catch((err: unknown) => {
+          if (err instanceof SegmentUnavailableError) return null;
+          throw err;
+        }),
+      ),
+    );
+    const readable = dirs.filter((d): d is WarpDirectory => d !== null);
+    out.push({ epoch, sizes: Array.from(readable.length > 0 ? warpListSizes(readable) : new Float64Array(expect.centroidCount)) });
+  }
+  return out;
+}
+
+/** Every shard's list sizes summed per epoch (an epoch some shard lacks adds nothing from it). */
+export function sumWarpListSizes(shards: readonly (readonly WarpEpochSizes[])[]): WarpEpochSizes[] {
+  const sum = new Map<number, number[]>();
+  for (const shard of shards)
+    for (const { epoch, sizes } of shard) {
+      const acc = sum.get(epoch);
+      if (!acc) sum.set(epoch, [...sizes]);
+      else {
+        if (acc.length !== sizes.length) throw new Error(`WARP epoch ${epoch}: shards disagree on its centroid count (${acc.length} and ${sizes.length})`);
+        for (let c = 0; c < sizes.length; c++) acc[c] += sizes[c];
+      }
+    }
+  return [...sum].sort((a, b) => a[0] - b[0]).map(([epoch, sizes]) => ({ epoch, sizes }));
+}
