@@ -169,6 +169,22 @@ describe('@lateral/simd WebAssembly kernels', () => {
     }
   });
 
+  it('lookupSums gives the same bits whether a query\'s tables are resident whole (<= 16 MiB) or one token at a time (larger), tokens interleaved', () => {
+    const dims = 128, bpt = 64;
+    for (const tn of [5, 300]) { // 5 x 64 KiB: resident whole; 300 x 64 KiB = 19.7 MB: one token at a time
+      const t: WarpTablesInput = { q: rand(tn * dims), n: tn, dims, bits: 4, weights: rand(dims * 16), bytesPerToken: bpt };
+      const tables = new Float32Array(tn * bpt * 256);
+      jsWarpTables(t, tables);
+      const codes = Uint8Array.from({ length: 33 * bpt }, () => Math.floor(r() * 256));
+      for (const i of [0, tn - 1, 1, 0, tn - 1]) {
+        const out = new Float64Array(33), ref = new Float64Array(33);
+        w.lookupSums(tables, i * bpt * 256, codes, null, 0, 33, bpt, 0.25, out);
+        jsLookupSums(tables, i * bpt * 256, codes, null, 0, 33, bpt, 0.25, ref);
+        expect(out.every((v, k) => Object.is(v, ref[k])), `tn=${tn} i=${i}`).toBe(true);
+      }
+    }
+  });
+
   it('inputs larger than one copy block (4 MiB) and queries past the module size cap give the same bits', () => {
     const d = 7, n = 3, rows = 200_003; // 5.6 MB of rows: several blocks
     const q = rand(n * d);

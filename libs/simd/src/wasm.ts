@@ -2,7 +2,7 @@
  * The WebAssembly SIMD kernels (libs/simd/assembly/kernels.ts, compiled at install time by
  * scripts/build-simd.cjs into .cache/simd/kernels-<key>.wasm). This file's only I/O: reading that
  * module, once per process (per worker thread). Inputs are copied into the module's memory and
- * results copied out; a query's float64 pairs and a WARP query token's tables stay resident while
+ * results copied out; a query's float64 pairs and a WARP query's tables stay resident while
  * the same query or tables are used (one resident owner at a time).
  */
 import { createHash } from 'node:crypto';
@@ -54,6 +54,8 @@ const align = (x: number) => (x + 15) & ~15;
  */
 const BLOCK_BYTES = 4 << 20;
 const MAX_QUERY_BYTES = 16 << 20;
+/** A WARP query's tables up to this size are copied in once (n = 32, d = 384, b = 4: 6.3 MB). */
+const MAX_RESIDENT_TABLE_BYTES = 16 << 20;
 
 /** The module's memory as typed views, grown on demand, and which owner's data sits at offset 0. */
 class Arena {
@@ -257,13 +259,18 @@ class WasmKernels implements Kernels {
     const a = this.a;
     const tLen = bpt * 256;
     const key = a.tableKey;
-    if (a.resident !== key || key.tables !== tables || key.to !== to || key.build !== tableBuilds()) {
+    // The whole query's tables stay resident when they fit (every query token, every segment, one
+    // copy per query); else one query token's tables at a time.
+    const whole = tables.length * 4 <= MAX_RESIDENT_TABLE_BYTES;
+    if (a.resident !== key || key.tables !== tables || (!whole && key.to !== to) || key.build !== tableBuilds()) {
       a.evict();
       key.tables = tables;
-      key.to = to;
+      key.to = whole ? 0 : to;
       key.build = tableBuilds();
-      a.hold(key, tLen * 4, () => a.f32.set(tables.subarray(to, to + tLen), 0));
+      if (whole) a.hold(key, tables.length * 4, () => a.f32.set(tables, 0));
+      else a.hold(key, tLen * 4, () => a.f32.set(tables.subarray(to, to + tLen), 0));
     }
+    const tOff = (to - key.to) * 4;
     const step = Math.max(1, Math.floor(BLOCK_BYTES / (bpt + 8))); // tokens per call
     const block = Math.min(count, step);
     const cOff = a.free;
@@ -272,7 +279,7 @@ class WasmKernels implements Kernels {
     for (let e = 0; e < count; e += step) {
       const m = Math.min(step, count - e);
       a.u8.set(codes.subarray(co + e * bpt, co + (e + m) * bpt), cOff);
-      a.x.lookupSums(0, cOff, m, bpt, cs, oOff);
+      a.x.lookupSums(tOff, cOff, m, bpt, cs, oOff);
       out.set(a.f64.subarray(oOff >> 3, (oOff >> 3) + m), e);
     }
   }
