@@ -1,5 +1,5 @@
 /**
- * `npm run bench -- peers [--dataset DIR] [--quick] [--json] [--peers a,b] [--no-install] [--threads N] [--layout warp|ivf] [--data DIR] [--docs N] [--modes xtr,exhaustive,bm25]`
+ * `npm run bench -- peers [--dataset DIR] [--quick] [--json] [--peers a,b] [--no-install] [--threads N] [--layout warp|ivf] [--data DIR] [--docs N] [--modes xtr,exhaustive,bm25] [--nprobe N]`
  *
  * lateral beside the engines users would pick instead, on one collection, in one run:
  *   xtr-warp-rs (WARP, XTR token retrieval), fast-plaid (PLAID), maxsim-cpu (an exact MaxSim
@@ -16,7 +16,7 @@
  * Per engine: index build time, bytes per token of what it keeps, nDCG@10 and recall@100 on the
  * judged queries, single-query latency p50 / p95 and queries per second (one query at a time,
  * after one warm-up query), and the ratio lateral / peer for its counterpart:
- *   xtr-warp-rs and fast-plaid  <->  lateral xtr (k' 1000, nprobe 32)
+ *   xtr-warp-rs and fast-plaid  <->  lateral xtr (k' 1000, nprobe 32 or --nprobe N)
  *   maxsim-cpu                  <->  lateral exhaustive
  *   bm25s                       <->  lateral bm25
  * Threads: `--threads N` (default 1: single-threaded, as lateral's search job is) for the peers'
@@ -27,6 +27,9 @@
  * `--docs N`: the dataset's first N documents only (judgments kept for those; queries with none
  * left out), for a machine too loaded to ingest the whole collection in time; a --data collection
  * holding other documents is built again (its nDCG would be measured against cut judgments).
+ * `--nprobe N`: lateral xtr's lists per query token, and xtr-warp-rs's too (same probe work);
+ * without it xtr-warp-rs chooses its own (for top-100 on Vaswani ~5 lists and a centroid score
+ * threshold; its settings print what it chose) while lateral probes 32.
  * `--peers none` measures lateral alone; `--modes` the lateral modes measured (default all three), e.g.
  * `--peers none --modes xtr` under `node --cpu-prof` profiles lateral's WARP search in this process.
  * `--data DIR`: the service's data folder (S3 objects, Redis), kept after the run; a later run with
@@ -262,6 +265,9 @@ export async function runPeersBench(args: string[]): Promise<Record<string, unkn
   const model = config.DEFAULT_MODEL;
   const threads = Number(flag('--threads') ?? 1);
   if (!Number.isInteger(threads) || threads < 1) throw new Error(`--threads must be an integer >= 1, got ${flag('--threads')}`);
+  const nprobeFlag = flag('--nprobe');
+  const nprobe = Number(nprobeFlag ?? 32);
+  if (!Number.isInteger(nprobe) || nprobe < 1) throw new Error(`--nprobe must be an integer >= 1, got ${nprobeFlag}`);
   const layout = flag('--layout') ?? 'warp';
   if (layout !== 'warp' && layout !== 'ivf') throw new Error(`--layout must be warp or ivf, got ${layout}`);
   const server = await startServer(config, { quiet: true });
@@ -298,7 +304,7 @@ export async function runPeersBench(args: string[]): Promise<Record<string, unkn
     log(`peers: lateral ingested in ${ing.seconds.toFixed(1)} s (${tokens} tokens, ${info.segments} segments; index jobs ${buildS.toFixed(1)} s)`);
 
     const allModes = [
-      ['xtr', { name: 'xtr', kPrime: 1000, nprobe: 32 }],
+      ['xtr', { name: 'xtr', kPrime: 1000, nprobe }],
       ['exhaustive', 'exhaustive'],
       ['bm25', 'bm25'],
     ] as const;
@@ -361,7 +367,8 @@ export async function runPeersBench(args: string[]): Promise<Record<string, unkn
       npy(path.join(dir, 'query_lens.npy'), BigInt64Array.from(qLens, BigInt), [qLens.length]);
       const text = new Map(ds.docs.map((d) => [d.id, d.text]));
       writeFileSync(path.join(dir, 'texts.json'), JSON.stringify({ docs: exported.docIds.map((id) => text.get(id) ?? ''), queries: judged.map((q) => q.text) }));
-      writeFileSync(path.join(dir, 'settings.json'), JSON.stringify({ top_k: TOP_K, threads }));
+      // --nprobe: xtr-warp-rs probes as many lists per query token as lateral (else its own defaults, chosen per query).
+      writeFileSync(path.join(dir, 'settings.json'), JSON.stringify({ top_k: TOP_K, threads, nprobe: nprobeFlag === undefined ? null : nprobe }));
       for (const p of runnable) {
         log(`peers: ${p} on the exported vectors (${threads} threads)`);
         const r = spawnSync(path.join(VENV, 'bin', 'python'), [path.resolve('scripts/bench/peers.py'), dir, p], { encoding: 'utf8', env: { ...process.env, TQDM_DISABLE: '1' } });
