@@ -20,7 +20,7 @@
  *   maxsim-cpu                  <->  lateral exhaustive
  *   bm25s                       <->  lateral bm25
  * Threads: `--threads N` (default 1: single-threaded, as lateral's search job is) for the peers'
- * search calls. Layout: `--layout warp` (default) creates the collection with WARP's
+ * search calls, and lateral's ONNX Runtime sessions (ORT_INTRA_OP_THREADS, unless set). Layout: `--layout warp` (default) creates the collection with WARP's
  * centroid-major search layout (`search: {layout: 'warp', bits: 4}`), so lateral xtr is WARP's
  * engine; `--layout ivf` the segment index's IVF path. For warp, lateral xtr also reports the search
  * layout's bytes per token (layouts + centroids + codec) and the bytes / ranged reads per query.
@@ -261,10 +261,11 @@ export async function runPeersBench(args: string[]): Promise<Record<string, unkn
   const judged = ds.queries.filter((q) => hasRelevant(ds.qrels.get(q.id)));
   const tmp = mkdtempSync(path.join(os.tmpdir(), 'lateral-peers-'));
   const dataDir = flag('--data') ? path.resolve(flag('--data')!) : path.join(tmp, 'data');
-  const config = loadConfig({ ...process.env, PORT: '0', LOG_LEVEL: process.env.LOG_LEVEL ?? 'warn', DATA_DIR: dataDir });
-  const model = config.DEFAULT_MODEL;
   const threads = Number(flag('--threads') ?? 1);
   if (!Number.isInteger(threads) || threads < 1) throw new Error(`--threads must be an integer >= 1, got ${flag('--threads')}`);
+  // lateral's ONNX sessions (query encoding, the centroid GEMM) get the peers' thread count too, unless set.
+  const config = loadConfig({ ...process.env, PORT: '0', LOG_LEVEL: process.env.LOG_LEVEL ?? 'warn', DATA_DIR: dataDir, ORT_INTRA_OP_THREADS: process.env.ORT_INTRA_OP_THREADS ?? String(threads) });
+  const model = config.DEFAULT_MODEL;
   const nprobeFlag = flag('--nprobe');
   const nprobe = Number(nprobeFlag ?? 32);
   if (!Number.isInteger(nprobe) || nprobe < 1) throw new Error(`--nprobe must be an integer >= 1, got ${nprobeFlag}`);
