@@ -80,6 +80,24 @@ export interface WarpScan {
   layoutBytes: number;
 }
 
+/**
+ * Checksums of the centroids and codecs searched, per array / object: the repositories keep one
+ * immutable instance per collection, codec version and epoch, so a search computes them once, not
+ * once per query (a CRC-32C of 12.6 MB of centroids at K = 8,192, d = 384: the largest cost of a
+ * WARP search job before this, measured by a CPU profile of `npm run bench -- peers`).
+ */
+const centroidSums = new WeakMap<Float32Array, number>();
+const codecSums = new WeakMap<WarpCodec, number>();
+
+function memo<K extends object>(cache: WeakMap<K, number>, key: K, f: (k: K) => number): number {
+  let v = cache.get(key);
+  if (v === undefined) {
+    v = f(key);
+    cache.set(key, v);
+  }
+  return v;
+}
+
 /** The segments of one centroid epoch, with what their queries need. */
 interface EpochGroup {
   epoch: number;
@@ -131,7 +149,7 @@ export async function warpScan(reads: WarpReads, collection: Pick<Collection, 't
     const { centroids, codec } = epoch === 0 || !opts.epoch ? opts : await opts.epoch(epoch);
     const d = codec.dims;
     const K = centroids.length / d;
-    const expect: Omit<WarpLayoutExpectations, 'documents'> = { centroidsChecksum: centroidsChecksum(centroids), codecChecksum: warpCodecChecksum(codec), centroidCount: K, dims: d, bits: codec.bits };
+    const expect: Omit<WarpLayoutExpectations, 'documents'> = { centroidsChecksum: memo(centroidSums, centroids, centroidsChecksum), codecChecksum: memo(codecSums, codec, warpCodecChecksum), centroidCount: K, dims: d, bits: codec.bits };
     const got = await Promise.all(
       parts.map((s) => reads.warpDirectory(collection, plan.parts[s].ref, { ...expect, documents: plan.parts[s].ref.documents }).catch((err: unknown) => (fail(plan.parts[s].position, err), null))),
     );
