@@ -8,13 +8,14 @@ import {
   warpListSizes,
   warpProbedCentroids,
   warpQuery,
-  warpSegmentSearchSteps,
+  warpSegmentsSearchSteps,
   type DocMask,
   type Hit,
   type SegmentHits,
   type WarpCodec,
   type WarpDirectory,
   type WarpLayoutExpectations,
+  type WarpSegment,
 } from '@lateral/search';
 import { runStepsYielding } from './event-loop';
 import { SegmentUnavailableError, type SearchPlan } from './search-plan';
@@ -164,7 +165,7 @@ export async function warpScan(reads: WarpReads, collection: Pick<Collection, 't
     hits: [], failed, queries: [], nprobe: newest?.nprobe ?? 0, centroids: newest ? newest.centroids.length / newest.codec.dims : 0, epochs: groups.length,
     segments: readable.length, layoutBytes: readable.reduce((n, x) => n + x.byteLength, 0),
   };
-  const workspace = new WarpWorkspace();
+  const workspaces: WarpWorkspace[] = [];
   let tables: Float32Array | undefined;
   const perQuery: (SegmentHits | null)[][] = [];
   for (const q of queries) {
@@ -192,14 +193,20 @@ export async function warpScan(reads: WarpReads, collection: Pick<Collection, 't
           return reads.warpLists(collection, part.ref, dir, probed).catch((err: unknown) => (fail(part.position, err), null));
         }),
       );
+      // Every readable segment of the epoch scored query token by query token (warpSegmentsSearchSteps: a token's tables stay cached over all segments).
+      const read: number[] = [];
+      const segs: WarpSegment[] = [];
       for (const [k, s] of g.parts.entries()) {
         const got = lists[k];
         if (!got) continue;
         const part = plan.parts[s];
         stats.bytesRead += got.bytes;
         stats.ranges += got.ranges;
-        hits[s] = await runStepsYielding(warpSegmentSearchSteps(query, { documents: dirs[s]!.documents, docBase: bases.get(part.ref)!, lists: got.lists, mask: opts.masks ? opts.masks[s] : part.live }, { topN: opts.topN, workspace }), opts.yieldEvery);
+        read.push(s);
+        segs.push({ documents: dirs[s]!.documents, docBase: bases.get(part.ref)!, lists: got.lists, mask: opts.masks ? opts.masks[s] : part.live });
       }
+      const got = await runStepsYielding(warpSegmentsSearchSteps(query, segs, { topN: opts.topN, workspaces }), opts.yieldEvery);
+      read.forEach((s, k) => (hits[s] = got[k]));
     }
     perQuery.push(hits);
     out.queries.push(stats);
