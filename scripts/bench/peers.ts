@@ -1,5 +1,5 @@
 /**
- * `npm run bench -- peers [--dataset DIR] [--quick] [--json] [--peers a,b] [--no-install] [--threads N] [--layout warp|ivf] [--data DIR] [--docs N] [--modes xtr,exhaustive,bm25] [--nprobe N]`
+ * `npm run bench -- peers [--dataset DIR] [--quick] [--json] [--peers a,b] [--no-install] [--threads N] [--layout warp|ivf] [--data DIR] [--docs N] [--modes xtr,exhaustive,bm25] [--nprobe N] [--as-is]`
  *
  * lateral beside the engines users would pick instead, on one collection, in one run:
  *   xtr-warp-rs (WARP, XTR token retrieval), fast-plaid (PLAID), maxsim-cpu (an exact MaxSim
@@ -30,6 +30,8 @@
  * `--nprobe N`: lateral xtr's lists per query token, and xtr-warp-rs's too (same probe work);
  * without it xtr-warp-rs chooses its own (for top-100 on Vaswani ~5 lists and a centroid score
  * threshold; its settings print what it chose) while lateral probes 32.
+ * `--as-is` (with --data): the kept collection measured as it holds, nothing ingested, judgments
+ * cut to its documents (a copy of a run's data folder while that run still ingests).
  * `--peers none` measures lateral alone; `--modes` the lateral modes measured (default all three), e.g.
  * `--peers none --modes xtr` under `node --cpu-prof` profiles lateral's WARP search in this process.
  * `--data DIR`: the service's data folder (S3 objects, Redis), kept after the run; a later run with
@@ -199,8 +201,12 @@ async function exportStored(server: Server, collection: string): Promise<{ docId
 /** The dataset's first n documents, the judgments of those, and the queries that still have a relevant one. */
 function firstDocuments(ds: ReturnType<typeof loadRetrievalDataset>, n: number): ReturnType<typeof loadRetrievalDataset> {
   if (!Number.isInteger(n) || n < 1) throw new Error(`--docs must be an integer >= 1, got ${n}`);
-  const docs = ds.docs.slice(0, n);
-  const keep = new Set(docs.map((d) => d.id));
+  return keepDocuments(ds, new Set(ds.docs.slice(0, n).map((d) => d.id)));
+}
+
+/** The dataset's documents in `keep`, the judgments of those, and the queries that still have a relevant one. */
+function keepDocuments(ds: ReturnType<typeof loadRetrievalDataset>, keep: ReadonlySet<string>): ReturnType<typeof loadRetrievalDataset> {
+  const docs = ds.docs.filter((d) => keep.has(d.id));
   const qrels = new Map([...ds.qrels].map(([q, m]) => [q, new Map([...m].filter(([d]) => keep.has(d)))] as const));
   return { ...ds, docs, qrels, queries: ds.queries.filter((q) => hasRelevant(qrels.get(q.id))) };
 }
@@ -282,6 +288,13 @@ export async function runPeersBench(args: string[]): Promise<Record<string, unkn
     // (an earlier run without --docs, or with another N) would be searched against judgments cut
     // to this run's documents, so it is built again.
     const have = kept ? await storedIds(server, collection) : new Set<string>();
+    if (args.includes('--as-is')) {
+      // The kept collection measured as it is (e.g. copied from a run still ingesting): judgments cut to the documents it holds.
+      if (!kept) throw new Error(`--as-is: no collection ${collection} in ${dataDir}`);
+      ds = keepDocuments(ds, have);
+      judged.splice(0, judged.length, ...ds.queries.filter((q) => hasRelevant(ds.qrels.get(q.id))));
+      log(`peers: --as-is: ${collection} holds ${have.size} documents; ${judged.length} judged queries`);
+    }
     const wanted = new Set(ds.docs.map((d) => d.id));
     const extra = [...have].filter((id) => !wanted.has(id)).length;
     if (kept && extra > 0) log(`peers: ${collection} in ${dataDir} holds ${extra} documents outside the measured ${ds.docs.length}: built again`);
