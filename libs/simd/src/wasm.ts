@@ -9,7 +9,7 @@ import { createHash } from 'node:crypto';
 import { existsSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { noteTableBuild, tableBuilds } from './builds';
-import { jsDots, jsKernels, jsLookupSums, jsMaxima, jsScoreRows, jsWarpTables } from './js';
+import { jsDots, jsKernels, jsLookupSums, jsLookupSumsMany, jsMaxima, jsScoreRows, jsWarpTables } from './js';
 import type { Kernels, PreparedQuery, WarpTablesInput } from './types';
 
 /** The parts of the WebAssembly API used here (the project's TypeScript lib has no DOM types). */
@@ -256,6 +256,57 @@ class WasmKernels implements Kernels {
 
   lookupSums(tables: Float32Array, to: number, codes: Uint8Array, _words: Uint32Array | null, co: number, count: number, bpt: number, cs: number, out: Float64Array): void {
     if (count <= 0) return;
+    const tOff = this.residentTables(tables, to, bpt);
+    const a = this.a;
+    const step = Math.max(1, Math.floor(BLOCK_BYTES / (bpt + 8))); // tokens per call
+    const block = Math.min(count, step);
+    const cOff = a.free;
+    const oOff = cOff + align(block * bpt);
+    a.ensure(oOff + block * 8);
+    for (let e = 0; e < count; e += step) {
+      const m = Math.min(step, count - e);
+      a.u8.set(codes.subarray(co + e * bpt, co + (e + m) * bpt), cOff);
+      a.x.lookupSums(tOff, cOff, m, bpt, cs, oOff);
+      out.set(a.f64.subarray(oOff >> 3, (oOff >> 3) + m), e);
+    }
+  }
+
+  lookupSumsMany(tables: Float32Array, to: number, parts: readonly Uint8Array[], bpt: number, out: Float64Array): void {
+    let total = 0;
+    for (const p of parts) total += (p.length / bpt) | 0;
+    if (total === 0) return;
+    const tOff = this.residentTables(tables, to, bpt);
+    const a = this.a;
+    const step = Math.max(1, Math.floor(BLOCK_BYTES / (bpt + 8))); // tokens per call
+    const block = Math.min(total, step);
+    const cOff = a.free;
+    const oOff = cOff + align(block * bpt);
+    a.ensure(oOff + block * 8);
+    const u8 = a.u8;
+    let filled = 0; // entries gathered for the next call
+    let done = 0; // entries written to out
+    const flush = () => {
+      a.x.lookupSums(tOff, cOff, filled, bpt, -0, oOff);
+      out.set(a.f64.subarray(oOff >> 3, (oOff >> 3) + filled), done);
+      done += filled;
+      filled = 0;
+    };
+    for (const p of parts) {
+      const count = (p.length / bpt) | 0;
+      let e = 0;
+      while (e < count) {
+        const m = Math.min(count - e, step - filled);
+        u8.set(e === 0 && m === count ? p : p.subarray(e * bpt, (e + m) * bpt), cOff + filled * bpt);
+        filled += m;
+        e += m;
+        if (filled === step) flush();
+      }
+    }
+    if (filled > 0) flush();
+  }
+
+  /** The module offset of tables[to]: the query's tables made resident (whole when they fit, else token to's). */
+  private residentTables(tables: Float32Array, to: number, bpt: number): number {
     const a = this.a;
     const tLen = bpt * 256;
     const key = a.tableKey;
@@ -270,18 +321,7 @@ class WasmKernels implements Kernels {
       if (whole) a.hold(key, tables.length * 4, () => a.f32.set(tables, 0));
       else a.hold(key, tLen * 4, () => a.f32.set(tables.subarray(to, to + tLen), 0));
     }
-    const tOff = (to - key.to) * 4;
-    const step = Math.max(1, Math.floor(BLOCK_BYTES / (bpt + 8))); // tokens per call
-    const block = Math.min(count, step);
-    const cOff = a.free;
-    const oOff = cOff + align(block * bpt);
-    a.ensure(oOff + block * 8);
-    for (let e = 0; e < count; e += step) {
-      const m = Math.min(step, count - e);
-      a.u8.set(codes.subarray(co + e * bpt, co + (e + m) * bpt), cOff);
-      a.x.lookupSums(tOff, cOff, m, bpt, cs, oOff);
-      out.set(a.f64.subarray(oOff >> 3, (oOff >> 3) + m), e);
-    }
+    return (to - key.to) * 4;
   }
 }
 
@@ -320,6 +360,11 @@ function selfCheck(k: WasmKernels): string | null {
     k.lookupSums(t1, bpt * 256, codes, null, 1, 3, bpt, 0.25, s1);
     jsLookupSums(t2, bpt * 256, codes, null, 1, 3, bpt, 0.25, s2);
     if (s1.some((v, i) => v !== s2[i])) return `lookupSums (b = ${bits})`;
+    const parts = [codes.subarray(bpt, 3 * bpt), codes.subarray(0, 0), codes.subarray(2 * bpt, 4 * bpt)];
+    const m1 = new Float64Array(4), m2 = new Float64Array(4);
+    k.lookupSumsMany(t1, bpt * 256, parts, bpt, m1);
+    jsLookupSumsMany(t2, bpt * 256, parts, bpt, m2);
+    if (m1.some((v, i) => !Object.is(v, m2[i]))) return `lookupSumsMany (b = ${bits})`;
   }
   return null;
 }

@@ -325,6 +325,80 @@ function scoreQueryToken(fn: string, query: WarpQuery, i: number, seg: WarpSegme
   counters.candidates = nc;
 }
 
+/** Per call of scoreQueryTokenAll: the probed lists of every segment (reused). */
+const tokenLists: WarpList[] = [];
+const tokenCodes: Uint8Array[] = [];
+
+/**
+ * scoreQueryToken for query token i over every segment, with one kernel call for all their probed
+ * lists (lookupSumsMany: sums with cs = -0, then cs + sum here, bit for bit lookupSums with cs):
+ * a segment's lists hold a few entries each (571k tokens over 8,192 centroids and tens of
+ * segments), so a call per list cost more than its lookups. The same per-document maxima and
+ * sums, in the same order, as scoreQueryToken per segment.
+ */
+function scoreQueryTokenAll(fn: string, query: WarpQuery, i: number, segs: readonly WarpSegment[], wss: readonly WarpWorkspace[], counters: SegmentCounters[]): void {
+  const { nprobe: np, probes, probeScores, imputed, tables, bytesPerToken: bpt } = query;
+  const S = segs.length;
+  let m = 0;
+  let total = 0;
+  for (let s = 0; s < S; s++) {
+    const src = segs[s].lists;
+    for (let p = 0; p < np; p++) {
+      const c = probes[i * np + p];
+      const list = src.list(c);
+      const { count, docs, codes } = list;
+      if (count > 0 && (docs.length < count || codes.length < count * bpt)) throw new RangeError(`${fn}: list of centroid ${c} has ${docs.length} ids and ${codes.length} code bytes for ${count} entries`);
+      tokenLists[m] = list;
+      tokenCodes[m++] = codes.length === count * bpt ? codes : codes.subarray(0, count * bpt);
+      total += count;
+    }
+  }
+  tokenCodes.length = m;
+  const scores = listScratch(total);
+  if (total > 0) kernels().lookupSumsMany(tables, i * bpt * 256, tokenCodes, bpt, scores);
+  const stamp = i + 1;
+  const mi = imputed[i];
+  let at = 0;
+  let l = 0;
+  for (let s = 0; s < S; s++) {
+    const seg = segs[s];
+    const { best, acc, tag, reached, touched, candidates } = wss[s];
+    const D = seg.documents;
+    const mask = seg.mask;
+    const counter = counters[s];
+    let nt = 0;
+    for (let p = 0; p < np; p++, l++) {
+      const { count, docs } = tokenLists[l];
+      if (count === 0) continue;
+      const cs = probeScores[i * np + p];
+      for (let e = 0; e < count; e++) {
+        const doc = docs[e];
+        if (doc >= D) throw new RangeError(`${fn}: list of centroid ${probes[i * np + p]} names document ${doc}, the segment has ${D}`);
+        if (mask && mask[doc] === 0) continue;
+        const sc = cs + scores[at + e];
+        if (tag[doc] !== stamp) {
+          tag[doc] = stamp;
+          best[doc] = sc;
+          touched[nt++] = doc;
+        } else if (sc > best[doc]) best[doc] = sc;
+      }
+      at += count;
+      counter.scored += count;
+    }
+    let nc = counter.candidates;
+    for (let k = 0; k < nt; k++) {
+      const doc = touched[k];
+      if (reached[doc] === 0) {
+        reached[doc] = 1;
+        candidates[nc++] = doc;
+      }
+      acc[doc] += best[doc] - mi;
+    }
+    counter.candidates = nc;
+  }
+  tokenLists.length = 0;
+}
+
 /** One segment's top-n documents by WARP's score (steps 5 and 6), from its probed lists. */
 export function warpSegmentSearch(query: WarpQuery, seg: WarpSegment, opts: WarpSegmentOptions): WarpSegmentHits {
   return runSteps(warpSegmentSearchSteps(query, seg, opts));
@@ -399,7 +473,7 @@ export function* warpSegmentsSearchSteps(query: WarpQuery, segs: readonly WarpSe
   try {
     for (let i = 0; i < n; i++) {
       if (i > 0) yield;
-      for (let s = 0; s < S; s++) scoreQueryToken(fn, query, i, segs[s], wss[s], counters[s]);
+      scoreQueryTokenAll(fn, query, i, segs, wss, counters);
     }
     finished = true;
   } finally {
