@@ -7,7 +7,7 @@ imported by lateral itself. Input folder (written by peers.ts):
   query_vectors.npy float32 [Tq, d] the query token vectors lateral's search encodes
   query_lens.npy   int64   [q]
   texts.json       {"docs": [str], "queries": [str]} for the text engine (bm25s)
-  settings.json    {"top_k": int, "threads": int}
+  settings.json    {"top_k": int, "threads": int, "nprobe": int or null (xtr-warp-rs: null = its own defaults)}
 Usage: python peers.py FOLDER PEER. Each peer runs in its own process (a peer that crashes, as
 maxsim-cpu can on CPUs its JIT misdetects, takes nothing else down).
 Output: peer-<PEER>.json in the same folder:
@@ -41,6 +41,19 @@ def split(flat, lens):
     return out
 
 
+def accepted(fn, **kwargs):
+    """The keyword arguments fn's signature takes (peers' APIs differ between releases)."""
+    import inspect
+
+    try:
+        params = inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        return kwargs
+    if any(p.kind == p.VAR_KEYWORD for p in params.values()):
+        return kwargs
+    return {k: v for k, v in kwargs.items() if k in params}
+
+
 def timed_queries(search_one, queries):
     search_one(queries[0])  # warm-up, not counted
     latencies, rankings = [], []
@@ -52,23 +65,35 @@ def timed_queries(search_one, queries):
     return latencies, rankings
 
 
-def run_xtr_warp(docs, queries, top_k, threads, work):
+def run_xtr_warp(docs, queries, top_k, threads, work, nprobe=None):
     import torch
     from xtr_warp import XTRWarp
 
     path = os.path.join(work, "xtr-warp")
     t0 = time.perf_counter()
     index = XTRWarp(index=path, device="cpu")
-    index.create([torch.from_numpy(d) for d in docs], device="cpu", show_progress=False)
+    index.create([torch.from_numpy(d) for d in docs], **accepted(index.create, device="cpu", show_progress=False))
     index.load(device="cpu")
     build_s = time.perf_counter() - t0
 
+    extra = accepted(index.search, show_progress=False, **({} if nprobe is None else {"nprobe": nprobe}))
+    if nprobe is not None and "nprobe" not in extra:
+        raise TypeError("this xtr-warp-rs release takes no nprobe")
+
     def one(q):
-        res = index.search(torch.from_numpy(q).unsqueeze(0), top_k=top_k, num_threads=threads, show_progress=False)
+        res = index.search(torch.from_numpy(q).unsqueeze(0), top_k=top_k, num_threads=threads, **extra)
         return [pid for pid, _ in res[0]]
 
     lat, rankings = timed_queries(one, queries)
-    return {"build_s": build_s, "index_bytes": folder_bytes(path), "latencies_ms": lat, "rankings": rankings, "settings": {"device": "cpu", "num_threads": threads, "nbits": 4, "t_prime": "default", "nprobe": "default"}}
+    # The hyperparameters its search chose (bound, nprobe, centroid score threshold, max candidates, t'), for the median query length.
+    chosen = None
+    try:
+        mid = sorted(queries, key=len)[len(queries) // 2]
+        chosen = index.optimize_hyperparams(top_k, torch.from_numpy(mid).unsqueeze(0))
+    except Exception:  # noqa: BLE001 - an older or newer API: reported as unknown
+        pass
+    auto = dict(zip(["bound", "nprobe", "centroid_score_threshold", "max_candidates", "t_prime"], chosen)) if chosen else "unknown"
+    return {"build_s": build_s, "index_bytes": folder_bytes(path), "latencies_ms": lat, "rankings": rankings, "settings": {"device": "cpu", "num_threads": threads, "nbits": 4, "nprobe": nprobe if nprobe is not None else "default", "defaults_chosen": auto}}
 
 
 def run_fast_plaid(docs, queries, top_k, threads, work):
@@ -146,7 +171,7 @@ def main():
     texts = json.load(open(os.path.join(folder, "texts.json")))
     work = tempfile.mkdtemp(prefix="lateral-peers-")
     runners = {
-        "xtr-warp-rs": lambda: run_xtr_warp(docs, queries, top_k, threads, work),
+        "xtr-warp-rs": lambda: run_xtr_warp(docs, queries, top_k, threads, work, settings.get("nprobe")),
         "fast-plaid": lambda: run_fast_plaid(docs, queries, top_k, threads, work),
         "maxsim-cpu": lambda: run_maxsim_cpu(docs, queries, top_k, threads, work),
         "bm25s": lambda: run_bm25s(texts["docs"], texts["queries"], top_k, work),

@@ -1,5 +1,5 @@
 /**
- * `npm run bench -- peers [--dataset DIR] [--quick] [--json] [--peers a,b] [--no-install] [--threads N] [--layout warp|ivf] [--data DIR] [--docs N]`
+ * `npm run bench -- peers [--dataset DIR] [--quick] [--json] [--peers a,b] [--no-install] [--threads N] [--layout warp|ivf] [--data DIR] [--docs N] [--modes xtr,exhaustive,bm25] [--nprobe N] [--as-is]`
  *
  * lateral beside the engines users would pick instead, on one collection, in one run:
  *   xtr-warp-rs (WARP, XTR token retrieval), fast-plaid (PLAID), maxsim-cpu (an exact MaxSim
@@ -16,16 +16,24 @@
  * Per engine: index build time, bytes per token of what it keeps, nDCG@10 and recall@100 on the
  * judged queries, single-query latency p50 / p95 and queries per second (one query at a time,
  * after one warm-up query), and the ratio lateral / peer for its counterpart:
- *   xtr-warp-rs and fast-plaid  <->  lateral xtr (k' 1000, nprobe 32)
+ *   xtr-warp-rs and fast-plaid  <->  lateral xtr (k' 1000, nprobe 32 or --nprobe N)
  *   maxsim-cpu                  <->  lateral exhaustive
  *   bm25s                       <->  lateral bm25
  * Threads: `--threads N` (default 1: single-threaded, as lateral's search job is) for the peers'
- * search calls. Layout: `--layout warp` (default) creates the collection with WARP's
+ * search calls, and lateral's ONNX Runtime sessions (ORT_INTRA_OP_THREADS, unless set). Layout: `--layout warp` (default) creates the collection with WARP's
  * centroid-major search layout (`search: {layout: 'warp', bits: 4}`), so lateral xtr is WARP's
  * engine; `--layout ivf` the segment index's IVF path. For warp, lateral xtr also reports the search
  * layout's bytes per token (layouts + centroids + codec) and the bytes / ranged reads per query.
  * `--docs N`: the dataset's first N documents only (judgments kept for those; queries with none
- * left out), for a machine too loaded to ingest the whole collection in time.
+ * left out), for a machine too loaded to ingest the whole collection in time; a --data collection
+ * holding other documents is built again (its nDCG would be measured against cut judgments).
+ * `--nprobe N`: lateral xtr's lists per query token, and xtr-warp-rs's too (same probe work);
+ * without it xtr-warp-rs chooses its own (for top-100 on Vaswani ~5 lists and a centroid score
+ * threshold; its settings print what it chose) while lateral probes 32.
+ * `--as-is` (with --data): the kept collection measured as it holds, nothing ingested, judgments
+ * cut to its documents (a copy of a run's data folder while that run still ingests).
+ * `--peers none` measures lateral alone; `--modes` the lateral modes measured (default all three), e.g.
+ * `--peers none --modes xtr` under `node --cpu-prof` profiles lateral's WARP search in this process.
  * `--data DIR`: the service's data folder (S3 objects, Redis), kept after the run; a later run with
  * the same DIR and dataset finds the collection holding every document and measures it again
  * without ingesting (after code changes to the search path).
@@ -70,6 +78,12 @@ export interface EngineFigures {
   /** lateral only: the search job's own time (timings.totalMs), without HTTP and the queue. */
   search_job_p50_ms?: number;
   search_job_p95_ms?: number;
+  /**
+   * lateral only: the search job less its query encoding (timings.totalMs - encodeQueriesMs), per
+   * query: what the peers' in-process calls do, as they are given the encoded query vectors.
+   */
+  search_job_unencoded_p50_ms?: number;
+  encode_queries_p50_ms?: number;
   /** lateral xtr on a WARP layout: search-layout objects (+ centroids and codec) per token. */
   layout_bytes_per_token?: number;
   /** lateral xtr on a WARP layout: p50 bytes of list ranges read per query, and ranged reads. */
@@ -187,8 +201,12 @@ async function exportStored(server: Server, collection: string): Promise<{ docId
 /** The dataset's first n documents, the judgments of those, and the queries that still have a relevant one. */
 function firstDocuments(ds: ReturnType<typeof loadRetrievalDataset>, n: number): ReturnType<typeof loadRetrievalDataset> {
   if (!Number.isInteger(n) || n < 1) throw new Error(`--docs must be an integer >= 1, got ${n}`);
-  const docs = ds.docs.slice(0, n);
-  const keep = new Set(docs.map((d) => d.id));
+  return keepDocuments(ds, new Set(ds.docs.slice(0, n).map((d) => d.id)));
+}
+
+/** The dataset's documents in `keep`, the judgments of those, and the queries that still have a relevant one. */
+function keepDocuments(ds: ReturnType<typeof loadRetrievalDataset>, keep: ReadonlySet<string>): ReturnType<typeof loadRetrievalDataset> {
+  const docs = ds.docs.filter((d) => keep.has(d.id));
   const qrels = new Map([...ds.qrels].map(([q, m]) => [q, new Map([...m].filter(([d]) => keep.has(d)))] as const));
   return { ...ds, docs, qrels, queries: ds.queries.filter((q) => hasRelevant(qrels.get(q.id))) };
 }
@@ -235,7 +253,10 @@ export async function runPeersBench(args: string[]): Promise<Record<string, unkn
   const log = (m: string) => process.stderr.write(`${m}\n`);
   const flag = (name: string) => (args.includes(name) ? args[args.indexOf(name) + 1] : undefined);
   const dataset = path.resolve(flag('--dataset') ?? '../shared/datasets/vaswani');
-  const peers = (flag('--peers')?.split(',') ?? [...PEERS]) as Peer[];
+  const peerFlag = flag('--peers');
+  const peers = (peerFlag === 'none' ? [] : (peerFlag?.split(',') ?? [...PEERS])) as Peer[];
+  const modes = flag('--modes')?.split(',') ?? ['xtr', 'exhaustive', 'bm25'];
+  for (const m of modes) if (!['xtr', 'exhaustive', 'bm25'].includes(m)) throw new Error(`--modes: unknown mode '${m}' (known: xtr, exhaustive, bm25)`);
   for (const p of peers) if (!PEERS.includes(p)) throw new Error(`--peers: unknown peer '${p}' (known: ${PEERS.join(', ')})`);
   const unavailable = ensureVenv(peers, log, !args.includes('--no-install'));
   for (const [p, why] of unavailable) log(`peers: skipping ${p}: ${why}`);
@@ -246,10 +267,14 @@ export async function runPeersBench(args: string[]): Promise<Record<string, unkn
   const judged = ds.queries.filter((q) => hasRelevant(ds.qrels.get(q.id)));
   const tmp = mkdtempSync(path.join(os.tmpdir(), 'lateral-peers-'));
   const dataDir = flag('--data') ? path.resolve(flag('--data')!) : path.join(tmp, 'data');
-  const config = loadConfig({ ...process.env, PORT: '0', LOG_LEVEL: process.env.LOG_LEVEL ?? 'warn', DATA_DIR: dataDir });
-  const model = config.DEFAULT_MODEL;
   const threads = Number(flag('--threads') ?? 1);
   if (!Number.isInteger(threads) || threads < 1) throw new Error(`--threads must be an integer >= 1, got ${flag('--threads')}`);
+  // lateral's ONNX sessions (query encoding, the centroid GEMM) get the peers' thread count too, unless set.
+  const config = loadConfig({ ...process.env, PORT: '0', LOG_LEVEL: process.env.LOG_LEVEL ?? 'warn', DATA_DIR: dataDir, ORT_INTRA_OP_THREADS: process.env.ORT_INTRA_OP_THREADS ?? String(threads) });
+  const model = config.DEFAULT_MODEL;
+  const nprobeFlag = flag('--nprobe');
+  const nprobe = Number(nprobeFlag ?? 32);
+  if (!Number.isInteger(nprobe) || nprobe < 1) throw new Error(`--nprobe must be an integer >= 1, got ${nprobeFlag}`);
   const layout = flag('--layout') ?? 'warp';
   if (layout !== 'warp' && layout !== 'ivf') throw new Error(`--layout must be warp or ivf, got ${layout}`);
   const server = await startServer(config, { quiet: true });
@@ -259,10 +284,23 @@ export async function runPeersBench(args: string[]): Promise<Record<string, unkn
     const collection = `peers-${path.basename(dataset)}`.replace(/[^A-Za-z0-9_.-]/g, '-');
     const kept = flag('--data') ? await getCollection(server.url, collection).catch(() => null) : null;
     let ing = { seconds: 0 };
-    if (kept && kept.documents === ds.docs.length) log(`peers: ${collection} in ${dataDir} already holds the ${ds.docs.length} documents: not ingested again`);
-    else if (kept) {
+    // The collection kept in --data DIR must hold exactly the measured documents: one holding others
+    // (an earlier run without --docs, or with another N) would be searched against judgments cut
+    // to this run's documents, so it is built again.
+    const have = kept ? await storedIds(server, collection) : new Set<string>();
+    if (args.includes('--as-is')) {
+      // The kept collection measured as it is (e.g. copied from a run still ingesting): judgments cut to the documents it holds.
+      if (!kept) throw new Error(`--as-is: no collection ${collection} in ${dataDir}`);
+      ds = keepDocuments(ds, have);
+      judged.splice(0, judged.length, ...ds.queries.filter((q) => hasRelevant(ds.qrels.get(q.id))));
+      log(`peers: --as-is: ${collection} holds ${have.size} documents; ${judged.length} judged queries`);
+    }
+    const wanted = new Set(ds.docs.map((d) => d.id));
+    const extra = [...have].filter((id) => !wanted.has(id)).length;
+    if (kept && extra > 0) log(`peers: ${collection} in ${dataDir} holds ${extra} documents outside the measured ${ds.docs.length}: built again`);
+    if (kept && extra === 0 && have.size === ds.docs.length) log(`peers: ${collection} in ${dataDir} already holds the ${ds.docs.length} documents: not ingested again`);
+    else if (kept && extra === 0) {
       // An earlier run stopped part-way (--data): only the documents its committed generation lacks.
-      const have = await storedIds(server, collection);
       const rest = ds.docs.filter((d) => !have.has(d.id));
       log(`peers: ${collection} in ${dataDir} holds ${have.size} of the documents: ingesting the other ${rest.length}`);
       ing = await ingest(server.url, collection, rest, { label: 'ingest', progress: false });
@@ -279,14 +317,16 @@ export async function runPeersBench(args: string[]): Promise<Record<string, unkn
     const buildS = await indexSeconds(server);
     log(`peers: lateral ingested in ${ing.seconds.toFixed(1)} s (${tokens} tokens, ${info.segments} segments; index jobs ${buildS.toFixed(1)} s)`);
 
-    for (const [name, mode] of [
-      ['xtr', { name: 'xtr', kPrime: 1000, nprobe: 32 }],
+    const allModes = [
+      ['xtr', { name: 'xtr', kPrime: 1000, nprobe }],
       ['exhaustive', 'exhaustive'],
       ['bm25', 'bm25'],
-    ] as const) {
+    ] as const;
+    for (const [name, mode] of allModes.filter(([m]) => modes.includes(m))) {
       await search(server.url, { collection, mode, topK: TOP_K, queries: [judged[0]!] });
       const ms: number[] = [];
       const serverMs: number[] = [];
+      const encodeMs: number[] = [];
       const bytesRead: number[] = [];
       const ranges: number[] = [];
       let warpShape: { centroids?: number; epochs?: number; segments: number } | undefined;
@@ -295,6 +335,7 @@ export async function runPeersBench(args: string[]): Promise<Record<string, unkn
         const r = await search(server.url, { collection, mode, topK: TOP_K, queries: [q] });
         ms.push(r.ms);
         if (r.timings?.totalMs !== undefined) serverMs.push(r.timings.totalMs);
+        if (r.timings?.encodeQueriesMs !== undefined) encodeMs.push(r.timings.encodeQueriesMs);
         if (r.stats?.warp) warpShape = { centroids: r.stats.warp.centroids, epochs: r.stats.warp.epochs, segments: r.stats.warp.segments };
         for (const w of r.stats?.warp?.queries ?? []) {
           bytesRead.push(w.bytesRead);
@@ -313,6 +354,7 @@ export async function runPeersBench(args: string[]): Promise<Record<string, unkn
         'recall@100': round(mean(metrics.map((m) => m.recall)), 4),
         ...latencyFigures(ms),
         ...(serverMs.length ? { search_job_p50_ms: round(percentile(serverMs, 0.5), 2), search_job_p95_ms: round(percentile(serverMs, 0.95), 2) } : {}),
+        ...(encodeMs.length === serverMs.length && serverMs.length ? { search_job_unencoded_p50_ms: round(percentile(serverMs.map((t, i) => t - encodeMs[i]!), 0.5), 2), encode_queries_p50_ms: round(percentile(encodeMs, 0.5), 2) } : {}),
         ...(name === 'xtr' && bytesRead.length ? { layout_bytes_per_token: round(exported.layoutBytes / tokens, 1), bytes_read_p50: Math.round(percentile(bytesRead, 0.5)), ranges_p50: Math.round(percentile(ranges, 0.5)), warp_centroids: warpShape?.centroids, warp_epochs: warpShape?.epochs, warp_segments: warpShape?.segments } : {}),
         settings: { mode, layout: name === 'xtr' ? layout : undefined, through: 'HTTP + queue (POST /v1/search?wait=60)', model },
       };
@@ -339,7 +381,8 @@ export async function runPeersBench(args: string[]): Promise<Record<string, unkn
       npy(path.join(dir, 'query_lens.npy'), BigInt64Array.from(qLens, BigInt), [qLens.length]);
       const text = new Map(ds.docs.map((d) => [d.id, d.text]));
       writeFileSync(path.join(dir, 'texts.json'), JSON.stringify({ docs: exported.docIds.map((id) => text.get(id) ?? ''), queries: judged.map((q) => q.text) }));
-      writeFileSync(path.join(dir, 'settings.json'), JSON.stringify({ top_k: TOP_K, threads }));
+      // --nprobe: xtr-warp-rs probes as many lists per query token as lateral (else its own defaults, chosen per query).
+      writeFileSync(path.join(dir, 'settings.json'), JSON.stringify({ top_k: TOP_K, threads, nprobe: nprobeFlag === undefined ? null : nprobe }));
       for (const p of runnable) {
         log(`peers: ${p} on the exported vectors (${threads} threads)`);
         const r = spawnSync(path.join(VENV, 'bin', 'python'), [path.resolve('scripts/bench/peers.py'), dir, p], { encoding: 'utf8', env: { ...process.env, TQDM_DISABLE: '1' } });
@@ -371,7 +414,7 @@ export async function runPeersBench(args: string[]): Promise<Record<string, unkn
     for (const [p, why] of unavailable) engines.push({ engine: p, status: 'skipped', reason: why });
 
     const comparisons = engines
-      .filter((e) => e.status === 'ok' && (PEERS as readonly string[]).includes(e.engine))
+      .filter((e) => e.status === 'ok' && (PEERS as readonly string[]).includes(e.engine) && lateral[COUNTERPART[e.engine as Peer]])
       .map((e) => ({ peer: e.engine, lateral: `lateral ${COUNTERPART[e.engine as Peer]}`, 'lateral/peer': ratios(lateral[COUNTERPART[e.engine as Peer]]!, e) }));
     const result = { dataset, documents: exported.docIds.length, tokens, queries: judged.length, model, threads, quick: args.includes('--quick'), engines, comparisons, load_average: os.loadavg()[0] };
     {
@@ -387,12 +430,14 @@ export async function runPeersBench(args: string[]): Promise<Record<string, unkn
       }
       for (const c of comparisons) console.log(`${c.lateral} / ${c.peer}: ${Object.entries(c['lateral/peer']).filter(([, v]) => v !== null).map(([k, v]) => `${k} ${v}x`).join(', ')}`);
       console.log("lateral's latencies are a client's wall clock through HTTP and the queue; the peers' are in-process Python calls.");
-      for (const [name, e] of Object.entries(lateral)) if (e.search_job_p50_ms !== undefined) console.log(`  lateral ${name}: the search job itself (timings.totalMs) p50 ${e.search_job_p50_ms} ms, p95 ${e.search_job_p95_ms} ms, of the ${e.p50_ms} ms`);
+      for (const [name, e] of Object.entries(lateral)) if (e.search_job_p50_ms !== undefined) console.log(`  lateral ${name}: the search job itself (timings.totalMs) p50 ${e.search_job_p50_ms} ms, p95 ${e.search_job_p95_ms} ms, of the ${e.p50_ms} ms; without query encoding (p50 ${e.encode_queries_p50_ms} ms) p50 ${e.search_job_unencoded_p50_ms} ms`);
       const x = lateral.xtr;
       if (x?.layout_bytes_per_token !== undefined) console.log(`  lateral xtr (warp): search layout ${x.layout_bytes_per_token} B/token; per query p50 ${x.bytes_read_p50} bytes read in ${x.ranges_p50} ranged reads; ${x.warp_segments} segments, ${x.warp_centroids} centroids (${x.warp_epochs} epoch(s))`);
       for (const e of engines) {
         if (e.status !== 'ok' || !x?.search_job_p50_ms || !e.p50_ms || !(e.engine in COUNTERPART) || COUNTERPART[e.engine as Peer] !== 'xtr') continue;
-        console.log(`  lateral xtr search job p50 / ${e.engine} p50 (${threads} thread${threads > 1 ? 's' : ''}): ${round(x.search_job_p50_ms / e.p50_ms, 3)}x; nDCG@10 lateral xtr / lateral exhaustive: ${round(x['ndcg@10']! / lateral.exhaustive!['ndcg@10']!, 4)}x`);
+        const quality = lateral.exhaustive ? `; nDCG@10 lateral xtr / lateral exhaustive: ${round(x['ndcg@10']! / lateral.exhaustive['ndcg@10']!, 4)}x` : '';
+        const unencoded = x.search_job_unencoded_p50_ms !== undefined ? ` (without query encoding ${round(x.search_job_unencoded_p50_ms / e.p50_ms, 3)}x)` : '';
+        console.log(`  lateral xtr search job p50 / ${e.engine} p50 (${threads} thread${threads > 1 ? 's' : ''}): ${round(x.search_job_p50_ms / e.p50_ms, 3)}x${unencoded}${quality}`);
         if (x.layout_bytes_per_token !== undefined && e.bytes_per_token) console.log(`  search-layout bytes per token lateral / ${e.engine}: ${round(x.layout_bytes_per_token / e.bytes_per_token, 3)}x`);
       }
     }

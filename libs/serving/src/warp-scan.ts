@@ -8,13 +8,14 @@ import {
   warpListSizes,
   warpProbedCentroids,
   warpQuery,
-  warpSegmentSearchSteps,
+  warpSegmentsSearchSteps,
   type DocMask,
   type Hit,
   type SegmentHits,
   type WarpCodec,
   type WarpDirectory,
   type WarpLayoutExpectations,
+  type WarpSegment,
 } from '@lateral/search';
 import { runStepsYielding } from './event-loop';
 import { SegmentUnavailableError, type SearchPlan } from './search-plan';
@@ -88,6 +89,24 @@ export interface WarpScan {
   layoutBytes: number;
 }
 
+/**
+ * Checksums of the centroids and codecs searched, per array / object: the repositories keep one
+ * immutable instance per collection, codec version and epoch, so a search computes them once, not
+ * once per query (a CRC-32C of 12.6 MB of centroids at K = 8,192, d = 384: the largest cost of a
+ * WARP search job before this, measured by a CPU profile of `npm run bench -- peers`).
+ */
+const centroidSums = new WeakMap<Float32Array, number>();
+const codecSums = new WeakMap<WarpCodec, number>();
+
+function memo<K extends object>(cache: WeakMap<K, number>, key: K, f: (k: K) => number): number {
+  let v = cache.get(key);
+  if (v === undefined) {
+    v = f(key);
+    cache.set(key, v);
+  }
+  return v;
+}
+
 /** The segments of one centroid epoch, with what their queries need. */
 interface EpochGroup {
   epoch: number;
@@ -139,7 +158,7 @@ export async function warpScan(reads: WarpReads, collection: Pick<Collection, 't
     const { centroids, codec } = epoch === 0 || !opts.epoch ? opts : await opts.epoch(epoch);
     const d = codec.dims;
     const K = centroids.length / d;
-    const expect: Omit<WarpLayoutExpectations, 'documents'> = { centroidsChecksum: centroidsChecksum(centroids), codecChecksum: warpCodecChecksum(codec), centroidCount: K, dims: d, bits: codec.bits };
+    const expect: Omit<WarpLayoutExpectations, 'documents'> = { centroidsChecksum: memo(centroidSums, centroids, centroidsChecksum), codecChecksum: memo(codecSums, codec, warpCodecChecksum), centroidCount: K, dims: d, bits: codec.bits };
     const got = await Promise.all(
       parts.map((s) => reads.warpDirectory(collection, plan.parts[s].ref, { ...expect, documents: plan.parts[s].ref.documents }).catch((err: unknown) => (fail(plan.parts[s].position, err), null))),
     );
@@ -154,7 +173,7 @@ export async function warpScan(reads: WarpReads, collection: Pick<Collection, 't
     hits: [], failed, queries: [], nprobe: newest?.nprobe ?? 0, centroids: newest ? newest.centroids.length / newest.codec.dims : 0, epochs: groups.length,
     segments: readable.length, layoutBytes: readable.reduce((n, x) => n + x.byteLength, 0),
   };
-  const workspace = new WarpWorkspace();
+  const workspaces: WarpWorkspace[] = [];
   let tables: Float32Array | undefined;
   const perQuery: (SegmentHits | null)[][] = [];
   for (const q of queries) {
@@ -182,6 +201,9 @@ export async function warpScan(reads: WarpReads, collection: Pick<Collection, 't
           return reads.warpLists(collection, part.ref, dir, probed).catch((err: unknown) => (fail(part.position, err), null));
         }),
       );
+      // Every readable segment of the epoch scored query token by query token (warpSegmentsSearchSteps: a token's tables stay cached over all segments).
+      const read: number[] = [];
+      const segs: WarpSegment[] = [];
       for (const [k, s] of g.parts.entries()) {
         const got = lists[k];
         if (!got) continue;
@@ -189,8 +211,11 @@ export async function warpScan(reads: WarpReads, collection: Pick<Collection, 't
         stats.bytesRead += got.bytes;
         stats.bytesFetched += got.fetched;
         stats.ranges += got.ranges;
-        hits[s] = await runStepsYielding(warpSegmentSearchSteps(query, { documents: dirs[s]!.documents, docBase: bases.get(part.ref)!, lists: got.lists, mask: opts.masks ? opts.masks[s] : part.live }, { topN: opts.topN, workspace }), opts.yieldEvery);
+        read.push(s);
+        segs.push({ documents: dirs[s]!.documents, docBase: bases.get(part.ref)!, lists: got.lists, mask: opts.masks ? opts.masks[s] : part.live });
       }
+      const got = await runStepsYielding(warpSegmentsSearchSteps(query, segs, { topN: opts.topN, workspaces }), opts.yieldEvery);
+      read.forEach((s, k) => (hits[s] = got[k]));
     }
     perQuery.push(hits);
     out.queries.push(stats);

@@ -3,7 +3,7 @@ import type { Kernels } from './types';
 import { wasmKernels } from './wasm';
 
 export type { Kernels, PreparedQuery, WarpTablesInput } from './types';
-export { jsKernels, jsDots, jsLookupSums, jsMaxima, jsScoreRows, jsWarpTables } from './js';
+export { jsKernels, jsDots, jsLookupSums, jsLookupSumsMany, jsMaxima, jsScoreRows, jsWarpTables } from './js';
 export { wasmKernels, simdStatus, simdModulePath, type SimdStatus, type ScoreRowsVariant, type WasmKernels } from './wasm';
 
 let chosen: Kernels | null = null;

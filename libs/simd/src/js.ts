@@ -233,6 +233,17 @@ export function jsLookupSums(tables: Float32Array, to: number, codes: Uint8Array
   }
 }
 
+/** lookupSumsMany (types.ts) in JavaScript: jsLookupSums per part with cs = -0, outputs consecutive. */
+export function jsLookupSumsMany(tables: Float32Array, to: number, parts: readonly Uint8Array[], bpt: number, out: Float64Array): void {
+  let at = 0;
+  for (const codes of parts) {
+    const count = (codes.length / bpt) | 0;
+    if (count === 0) continue;
+    jsLookupSums(tables, to, codes, null, 0, count, bpt, -0, at === 0 ? out : out.subarray(at));
+    at += count;
+  }
+}
+
 export const jsKernels: Kernels = {
   kind: 'js',
   prepare: (q, n, d) => new JsQuery(q, n, d),
@@ -242,4 +253,5 @@ export const jsKernels: Kernels = {
     jsWarpTables(t, out);
   },
   lookupSums: jsLookupSums,
+  lookupSumsMany: jsLookupSumsMany,
 };

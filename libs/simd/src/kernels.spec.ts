@@ -2,7 +2,7 @@ import { spawnSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { mulberry32 } from '@lateral/shared';
-import { jsKernels, jsDots, jsLookupSums, jsMaxima, jsScoreRows, jsWarpTables, kernels, simdModulePath, simdStatus, wasmKernels, type WarpTablesInput, type WasmKernels } from './index';
+import { jsKernels, jsDots, jsLookupSums, jsLookupSumsMany, jsMaxima, jsScoreRows, jsWarpTables, kernels, simdModulePath, simdStatus, wasmKernels, type WarpTablesInput, type WasmKernels } from './index';
 
 /**
  * Every WebAssembly kernel against the JavaScript reference, on odd shapes (d = 1, 5, 7, 128;
@@ -167,6 +167,58 @@ describe('@lateral/simd WebAssembly kernels', () => {
         }
       }
     }
+  });
+
+  it('lookupSums gives the same bits whether a query\'s tables are resident whole (<= 16 MiB) or one token at a time (larger), tokens interleaved', () => {
+    const dims = 128, bpt = 64;
+    for (const tn of [5, 300]) { // 5 x 64 KiB: resident whole; 300 x 64 KiB = 19.7 MB: one token at a time
+      const t: WarpTablesInput = { q: rand(tn * dims), n: tn, dims, bits: 4, weights: rand(dims * 16), bytesPerToken: bpt };
+      const tables = new Float32Array(tn * bpt * 256);
+      jsWarpTables(t, tables);
+      const codes = Uint8Array.from({ length: 33 * bpt }, () => Math.floor(r() * 256));
+      for (const i of [0, tn - 1, 1, 0, tn - 1]) {
+        const out = new Float64Array(33), ref = new Float64Array(33);
+        w.lookupSums(tables, i * bpt * 256, codes, null, 0, 33, bpt, 0.25, out);
+        jsLookupSums(tables, i * bpt * 256, codes, null, 0, 33, bpt, 0.25, ref);
+        expect(out.every((v, k) => Object.is(v, ref[k])), `tn=${tn} i=${i}`).toBe(true);
+      }
+    }
+  });
+
+  it('lookupSumsMany equals lookupSums per part (cs = -0, outputs consecutive) and the JavaScript kernel bit for bit, across copy blocks', () => {
+    for (const bits of [2, 4] as const) for (const dims of [...DIMS, 384]) {
+      const n = 2;
+      const bpt = Math.ceil((dims * bits) / 8);
+      const tables = new Float32Array(n * bpt * 256);
+      jsWarpTables({ q: rand(n * dims), n, dims, bits, weights: rand(dims << bits), bytesPerToken: bpt }, tables);
+      const counts = [3, 0, 1, 17, 2];
+      const parts = counts.map((c) => Uint8Array.from({ length: c * bpt }, () => Math.floor(r() * 256)));
+      const total = counts.reduce((a, c) => a + c, 0);
+      for (const i of [1, 0]) {
+        const many = new Float64Array(total), js = new Float64Array(total), one = new Float64Array(total);
+        w.lookupSumsMany(tables, i * bpt * 256, parts, bpt, many);
+        jsLookupSumsMany(tables, i * bpt * 256, parts, bpt, js);
+        let at = 0;
+        parts.forEach((p, k) => {
+          const o = new Float64Array(counts[k]);
+          w.lookupSums(tables, i * bpt * 256, p, null, 0, counts[k], bpt, -0, o);
+          one.set(o, at);
+          at += counts[k];
+        });
+        expect(many.every((v, k) => Object.is(v, js[k])), `b=${bits} dims=${dims}`).toBe(true);
+        expect(many.every((v, k) => Object.is(v, one[k])), `b=${bits} dims=${dims}`).toBe(true);
+      }
+    }
+    // parts larger than a 4 MiB copy block, split across calls
+    const bpt = 192, tn = 1;
+    const tables = new Float32Array(tn * bpt * 256);
+    jsWarpTables({ q: rand(384), n: 1, dims: 384, bits: 4, weights: rand(384 * 16), bytesPerToken: bpt }, tables);
+    const parts = [15_000, 9, 12_345].map((c) => Uint8Array.from({ length: c * bpt }, () => Math.floor(r() * 256)));
+    const total = 15_000 + 9 + 12_345;
+    const many = new Float64Array(total), js = new Float64Array(total);
+    w.lookupSumsMany(tables, 0, parts, bpt, many);
+    jsLookupSumsMany(tables, 0, parts, bpt, js);
+    expect(many.every((v, k) => Object.is(v, js[k]))).toBe(true);
   });
 
   it('inputs larger than one copy block (4 MiB) and queries past the module size cap give the same bits', () => {

@@ -42,4 +42,12 @@ export interface Kernels {
    * against the tables from tables[to] (bpt x 256). words: the same bytes as u32 words, or null.
    */
   lookupSums(tables: Float32Array, to: number, codes: Uint8Array, words: Uint32Array | null, co: number, count: number, bpt: number, cs: number, out: Float64Array): void;
+  /**
+   * lookupSums over several code arrays in one call (each a whole number of bpt-byte entries),
+   * their entries' sums written to out one after the other from out[0], with cs = -0 (so each
+   * is exactly the table sum s0 + s1 + (s2 + s3), and cs + out[k] afterwards is lookupSums with
+   * that cs, bit for bit). One call for many short lists (a query token's probed lists over every
+   * segment), instead of one call per list.
+   */
+  lookupSumsMany(tables: Float32Array, to: number, parts: readonly Uint8Array[], bpt: number, out: Float64Array): void;
 }

@@ -2,14 +2,14 @@
  * The WebAssembly SIMD kernels (libs/simd/assembly/kernels.ts, compiled at install time by
  * scripts/build-simd.cjs into .cache/simd/kernels-<key>.wasm). This file's only I/O: reading that
  * module, once per process (per worker thread). Inputs are copied into the module's memory and
- * results copied out; a query's float64 pairs and a WARP query token's tables stay resident while
+ * results copied out; a query's float64 pairs and a WARP query's tables stay resident while
  * the same query or tables are used (one resident owner at a time).
  */
 import { createHash } from 'node:crypto';
 import { existsSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { noteTableBuild, tableBuilds } from './builds';
-import { jsDots, jsKernels, jsLookupSums, jsMaxima, jsScoreRows, jsWarpTables } from './js';
+import { jsDots, jsKernels, jsLookupSums, jsLookupSumsMany, jsMaxima, jsScoreRows, jsWarpTables } from './js';
 import type { Kernels, PreparedQuery, WarpTablesInput } from './types';
 
 /** The parts of the WebAssembly API used here (the project's TypeScript lib has no DOM types). */
@@ -54,6 +54,8 @@ const align = (x: number) => (x + 15) & ~15;
  */
 const BLOCK_BYTES = 4 << 20;
 const MAX_QUERY_BYTES = 16 << 20;
+/** A WARP query's tables up to this size are copied in once (n = 32, d = 384, b = 4: 6.3 MB). */
+const MAX_RESIDENT_TABLE_BYTES = 16 << 20;
 
 /** The module's memory as typed views, grown on demand, and which owner's data sits at offset 0. */
 class Arena {
@@ -254,16 +256,8 @@ class WasmKernels implements Kernels {
 
   lookupSums(tables: Float32Array, to: number, codes: Uint8Array, _words: Uint32Array | null, co: number, count: number, bpt: number, cs: number, out: Float64Array): void {
     if (count <= 0) return;
+    const tOff = this.residentTables(tables, to, bpt);
     const a = this.a;
-    const tLen = bpt * 256;
-    const key = a.tableKey;
-    if (a.resident !== key || key.tables !== tables || key.to !== to || key.build !== tableBuilds()) {
-      a.evict();
-      key.tables = tables;
-      key.to = to;
-      key.build = tableBuilds();
-      a.hold(key, tLen * 4, () => a.f32.set(tables.subarray(to, to + tLen), 0));
-    }
     const step = Math.max(1, Math.floor(BLOCK_BYTES / (bpt + 8))); // tokens per call
     const block = Math.min(count, step);
     const cOff = a.free;
@@ -272,9 +266,62 @@ class WasmKernels implements Kernels {
     for (let e = 0; e < count; e += step) {
       const m = Math.min(step, count - e);
       a.u8.set(codes.subarray(co + e * bpt, co + (e + m) * bpt), cOff);
-      a.x.lookupSums(0, cOff, m, bpt, cs, oOff);
+      a.x.lookupSums(tOff, cOff, m, bpt, cs, oOff);
       out.set(a.f64.subarray(oOff >> 3, (oOff >> 3) + m), e);
     }
+  }
+
+  lookupSumsMany(tables: Float32Array, to: number, parts: readonly Uint8Array[], bpt: number, out: Float64Array): void {
+    let total = 0;
+    for (const p of parts) total += (p.length / bpt) | 0;
+    if (total === 0) return;
+    const tOff = this.residentTables(tables, to, bpt);
+    const a = this.a;
+    const step = Math.max(1, Math.floor(BLOCK_BYTES / (bpt + 8))); // tokens per call
+    const block = Math.min(total, step);
+    const cOff = a.free;
+    const oOff = cOff + align(block * bpt);
+    a.ensure(oOff + block * 8);
+    const u8 = a.u8;
+    let filled = 0; // entries gathered for the next call
+    let done = 0; // entries written to out
+    const flush = () => {
+      a.x.lookupSums(tOff, cOff, filled, bpt, -0, oOff);
+      out.set(a.f64.subarray(oOff >> 3, (oOff >> 3) + filled), done);
+      done += filled;
+      filled = 0;
+    };
+    for (const p of parts) {
+      const count = (p.length / bpt) | 0;
+      let e = 0;
+      while (e < count) {
+        const m = Math.min(count - e, step - filled);
+        u8.set(e === 0 && m === count ? p : p.subarray(e * bpt, (e + m) * bpt), cOff + filled * bpt);
+        filled += m;
+        e += m;
+        if (filled === step) flush();
+      }
+    }
+    if (filled > 0) flush();
+  }
+
+  /** The module offset of tables[to]: the query's tables made resident (whole when they fit, else token to's). */
+  private residentTables(tables: Float32Array, to: number, bpt: number): number {
+    const a = this.a;
+    const tLen = bpt * 256;
+    const key = a.tableKey;
+    // The whole query's tables stay resident when they fit (every query token, every segment, one
+    // copy per query); else one query token's tables at a time.
+    const whole = tables.length * 4 <= MAX_RESIDENT_TABLE_BYTES;
+    if (a.resident !== key || key.tables !== tables || (!whole && key.to !== to) || key.build !== tableBuilds()) {
+      a.evict();
+      key.tables = tables;
+      key.to = whole ? 0 : to;
+      key.build = tableBuilds();
+      if (whole) a.hold(key, tables.length * 4, () => a.f32.set(tables, 0));
+      else a.hold(key, tLen * 4, () => a.f32.set(tables.subarray(to, to + tLen), 0));
+    }
+    return (to - key.to) * 4;
   }
 }
 
@@ -313,6 +360,11 @@ function selfCheck(k: WasmKernels): string | null {
     k.lookupSums(t1, bpt * 256, codes, null, 1, 3, bpt, 0.25, s1);
     jsLookupSums(t2, bpt * 256, codes, null, 1, 3, bpt, 0.25, s2);
     if (s1.some((v, i) => v !== s2[i])) return `lookupSums (b = ${bits})`;
+    const parts = [codes.subarray(bpt, 3 * bpt), codes.subarray(0, 0), codes.subarray(2 * bpt, 4 * bpt)];
+    const m1 = new Float64Array(4), m2 = new Float64Array(4);
+    k.lookupSumsMany(t1, bpt * 256, parts, bpt, m1);
+    jsLookupSumsMany(t2, bpt * 256, parts, bpt, m2);
+    if (m1.some((v, i) => !Object.is(v, m2[i]))) return `lookupSumsMany (b = ${bits})`;
   }
   return null;
 }

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { s3Keys, warpEpochOf } from '@lateral/shared';
-import { warpRefitCentroids } from './warp-refit';
+import { liveTokens, warpRefitCentroids } from './warp-refit';
 
 describe('WARP centroid refits', () => {
   it("refit when PLAID's rule on the collection's tokens gives more centroids than the current epoch; never with a fixed count", () => {
@@ -17,6 +17,17 @@ describe('WARP centroid refits', () => {
     expect(warpRefitCentroids(900, 100, 0)).toBe(256);
     expect(warpRefitCentroids(100, 16, 0)).toBe(100); // the rule gives 128
     expect(warpRefitCentroids(1_000_000, 1024, 1024)).toBeNull();
+  });
+
+  it("a refit counts live tokens: deleted documents' share of a segment's tokens is left out", () => {
+    expect(liveTokens({ tokens: 1000, documents: 10 })).toBe(1000);
+    expect(liveTokens({ tokens: 1000, documents: 10, tombstones: [] })).toBe(1000);
+    expect(liveTokens({ tokens: 1000, documents: 10, tombstones: [0, 3] })).toBe(800);
+    expect(liveTokens({ tokens: 1000, documents: 10, tombstones: [0, 1, 2, 3, 4, 5, 6, 7, 8, 9] })).toBe(0);
+    // 70,000 tokens of which half deleted: under 65,536 live, so no refit from 2,048 to 4,096
+    const refs = [{ tokens: 35_000, documents: 100 }, { tokens: 35_000, documents: 100, tombstones: Array.from({ length: 100 }, (_, i) => i) }];
+    expect(warpRefitCentroids(refs.reduce((a, r) => a + liveTokens(r), 0), 2048, 0)).toBeNull();
+    expect(warpRefitCentroids(refs.reduce((a, r) => a + r.tokens, 0), 2048, 0)).toBe(4096);
   });
 
   it('epochs: the newest of the segments; keys of epoch 0 unchanged, later ones apart', () => {

@@ -64,6 +64,17 @@ export function warpRefitCentroids(tokens: number, currentK: number, fixed: numb
   return k > currentK ? k : null;
 }
 
+/**
+ * The live tokens of a segment as its ref says: its tokens less its deleted documents' share
+ * (tombstones carry document indexes, not token counts, so a deleted document counts as one of
+ * average length: exact for a segment without deletes, and never more than its tokens).
+ */
+export function liveTokens(ref: Pick<SegmentRef, 'tokens' | 'documents' | 'tombstones'>): number {
+  const dead = ref.tombstones?.length ?? 0;
+  if (dead === 0 || ref.documents <= 0) return ref.tokens;
+  return Math.round((ref.tokens * Math.max(0, ref.documents - dead)) / ref.documents);
+}
+
 /** A segment of the generation decoded (its tokens as float rows); null when missing or corrupt (named in the log, left as it is). */
 async function decoded(deps: WarpRefitDeps, collection: Collection, ref: SegmentRef): Promise<SearchSegment | null> {
   const bytes = await deps.store.get(ref.key);
@@ -79,6 +90,14 @@ async function decoded(deps: WarpRefitDeps, collection: Collection, ref: Segment
     deps.logger.warn(`WARP refit of ${collection.id}: ${err.message}; its layout stays at epoch ${ref.warpEpoch ?? 0}`);
     return null;
   }
+}
+
+/** Per token row of a segment, 1 when its document is live; null when no document is deleted. */
+function liveRows(ref: Pick<SegmentRef, 'tombstones'>, tokenOffsets: ArrayLike<number>): Uint8Array | null {
+  if (!ref.tombstones?.length) return null;
+  const live = new Uint8Array(tokenOffsets[tokenOffsets.length - 1]).fill(1);
+  for (const doc of ref.tombstones) if (doc + 1 < tokenOffsets.length) live.fill(0, tokenOffsets[doc], tokenOffsets[doc + 1]);
+  return live;
 }
 
 /** Fits epoch `epoch`'s k centroids and residual codec on a seeded sample of every segment's tokens (read one segment at a time). */
@@ -105,7 +124,13 @@ async function fitEpoch(deps: WarpRefitDeps, collection: Collection, refs: reado
           sample = new Float32Array(n * d);
         }
         const x = seg.tokens;
-        for (; at < n && rows[at] < end; at++) sample.set(x.subarray((rows[at] - base) * d, (rows[at] - base + 1) * d), got++ * d);
+        // rows of deleted documents are not sampled: the centroids fit the live tokens
+        const live = liveRows(ref, seg.tokenOffsets);
+        for (; at < n && rows[at] < end; at++) {
+          const row = rows[at] - base;
+          if (live && live[row] === 0) continue;
+          sample.set(x.subarray(row * d, (row + 1) * d), got++ * d);
+        }
       } else while (at < n && rows[at] < end) at++;
     }
     base = end;
@@ -144,7 +169,8 @@ export async function warpMaintain(deps: WarpRefitDeps, collection: Collection, 
   let epoch = warpEpochOf(refs);
   const current = await deps.ivf.get(t, c, cv, epoch);
   if (!current) return null;
-  const tokens = refs.reduce((a, r) => a + r.tokens, 0);
+  // PLAID's rule on the live tokens: deleted documents' tokens (tombstones) do not count.
+  const tokens = refs.reduce((a, r) => a + liveTokens(r), 0);
   const k = warpRefitCentroids(tokens, current.k, deps.ivfCentroids);
   let refitted = false;
   if (k !== null) {

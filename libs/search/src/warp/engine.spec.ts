@@ -5,7 +5,7 @@ import { xtrSearch } from '../xtr';
 import type { Hit } from '../types';
 import { decodeWarpResiduals, encodeWarpResiduals, fitWarpCodec, warpCodeBytes, type WarpBits } from './codec';
 import { buildWarpLayout, openWarpLayout, serializeWarpLayout, warpLayoutLists, warpListSizes, WarpLayoutCorruptError, type WarpLayout } from './layout';
-import { warpCentroidScores, warpQuery, warpSearch, warpSearchSteps, warpSegmentSearch, warpSegmentSearchSteps, warpTables, warpTPrime, WarpWorkspace, type WarpSegment } from './engine';
+import { warpCentroidScores, warpQuery, warpSearch, warpSearchSteps, warpSegmentSearch, warpSegmentSearchSteps, warpSegmentsSearchSteps, warpTables, warpTPrime, WarpWorkspace, type WarpSegment } from './engine';
 import { fixtureSlice, randomQuery, warpFixture, type WarpFixture } from './test-utils';
 
 const TOL = 1e-5;
@@ -267,6 +267,40 @@ describe('warp engine', () => {
     const again = warpSegmentSearch(query, segments[1], { topN: 15, workspace: ws });
     expect([...again.docs]).toEqual([...fresh.docs]);
     expect([...again.scores]).toEqual([...fresh.scores]);
+  });
+
+  it('several segments query token by query token: the same hits bit for bit as each segment alone (masks, reused and abandoned workspaces)', () => {
+    const f = warpFixture(97, { documents: 60, dims: 16, K: 10, bits: 4 });
+    const n = 6;
+    const q = randomQuery(97, n, 16);
+    const { layouts, segments } = segmentsFor(f, [0, 9, 31, 60]);
+    const masked = segments.map((seg, k) => (k === 1 ? { ...seg, mask: Uint8Array.from({ length: seg.documents }, (_, d) => (d % 3 === 0 ? 0 : 1)) } : seg));
+    const query = warpQuery(q, n, f.centroids, f.codec, warpListSizes(layouts), { nprobe: 4 });
+    const alone = masked.map((seg) => warpSegmentSearch(query, seg, { topN: 12 }));
+    const workspaces: WarpWorkspace[] = [];
+    const run = () => {
+      const gen = warpSegmentsSearchSteps(query, masked, { topN: 12, workspaces });
+      let yields = 0;
+      let r = gen.next();
+      for (; !r.done; r = gen.next()) yields++;
+      expect(yields).toBe(n - 1);
+      return r.value;
+    };
+    for (const together of [run(), run()]) {
+      expect(together.length).toBe(masked.length);
+      together.forEach((h, k) => {
+        expect(h.docBase).toBe(alone[k].docBase);
+        expect([...h.docs]).toEqual([...alone[k].docs]);
+        expect(h.scores.every((x, i) => Object.is(x, alone[k].scores[i]))).toBe(true);
+        expect([h.scored, h.candidates]).toEqual([alone[k].scored, alone[k].candidates]);
+      });
+    }
+    const abandoned = warpSegmentsSearchSteps(query, masked, { topN: 12, workspaces });
+    abandoned.next();
+    abandoned.next();
+    abandoned.return(undefined as never);
+    const again = run();
+    again.forEach((h, k) => expect([...h.scores]).toEqual([...alone[k].scores]));
   });
 
   it('masked documents are never scored; the others keep their scores', () => {

@@ -325,6 +325,80 @@ function scoreQueryToken(fn: string, query: WarpQuery, i: number, seg: WarpSegme
   counters.candidates = nc;
 }
 
+/** Per call of scoreQueryTokenAll: the probed lists of every segment (reused). */
+const tokenLists: WarpList[] = [];
+const tokenCodes: Uint8Array[] = [];
+
+/**
+ * scoreQueryToken for query token i over every segment, with one kernel call for all their probed
+ * lists (lookupSumsMany: sums with cs = -0, then cs + sum here, bit for bit lookupSums with cs):
+ * a segment's lists hold a few entries each (571k tokens over 8,192 centroids and tens of
+ * segments), so a call per list cost more than its lookups. The same per-document maxima and
+ * sums, in the same order, as scoreQueryToken per segment.
+ */
+function scoreQueryTokenAll(fn: string, query: WarpQuery, i: number, segs: readonly WarpSegment[], wss: readonly WarpWorkspace[], counters: SegmentCounters[]): void {
+  const { nprobe: np, probes, probeScores, imputed, tables, bytesPerToken: bpt } = query;
+  const S = segs.length;
+  let m = 0;
+  let total = 0;
+  for (let s = 0; s < S; s++) {
+    const src = segs[s].lists;
+    for (let p = 0; p < np; p++) {
+      const c = probes[i * np + p];
+      const list = src.list(c);
+      const { count, docs, codes } = list;
+      if (count > 0 && (docs.length < count || codes.length < count * bpt)) throw new RangeError(`${fn}: list of centroid ${c} has ${docs.length} ids and ${codes.length} code bytes for ${count} entries`);
+      tokenLists[m] = list;
+      tokenCodes[m++] = codes.length === count * bpt ? codes : codes.subarray(0, count * bpt);
+      total += count;
+    }
+  }
+  tokenCodes.length = m;
+  const scores = listScratch(total);
+  if (total > 0) kernels().lookupSumsMany(tables, i * bpt * 256, tokenCodes, bpt, scores);
+  const stamp = i + 1;
+  const mi = imputed[i];
+  let at = 0;
+  let l = 0;
+  for (let s = 0; s < S; s++) {
+    const seg = segs[s];
+    const { best, acc, tag, reached, touched, candidates } = wss[s];
+    const D = seg.documents;
+    const mask = seg.mask;
+    const counter = counters[s];
+    let nt = 0;
+    for (let p = 0; p < np; p++, l++) {
+      const { count, docs } = tokenLists[l];
+      if (count === 0) continue;
+      const cs = probeScores[i * np + p];
+      for (let e = 0; e < count; e++) {
+        const doc = docs[e];
+        if (doc >= D) throw new RangeError(`${fn}: list of centroid ${probes[i * np + p]} names document ${doc}, the segment has ${D}`);
+        if (mask && mask[doc] === 0) continue;
+        const sc = cs + scores[at + e];
+        if (tag[doc] !== stamp) {
+          tag[doc] = stamp;
+          best[doc] = sc;
+          touched[nt++] = doc;
+        } else if (sc > best[doc]) best[doc] = sc;
+      }
+      at += count;
+      counter.scored += count;
+    }
+    let nc = counter.candidates;
+    for (let k = 0; k < nt; k++) {
+      const doc = touched[k];
+      if (reached[doc] === 0) {
+        reached[doc] = 1;
+        candidates[nc++] = doc;
+      }
+      acc[doc] += best[doc] - mi;
+    }
+    counter.candidates = nc;
+  }
+  tokenLists.length = 0;
+}
+
 /** One segment's top-n documents by WARP's score (steps 5 and 6), from its probed lists. */
 export function warpSegmentSearch(query: WarpQuery, seg: WarpSegment, opts: WarpSegmentOptions): WarpSegmentHits {
   return runSteps(warpSegmentSearchSteps(query, seg, opts));
@@ -369,6 +443,59 @@ export function* warpSegmentSearchSteps(query: WarpQuery, seg: WarpSegment, opts
   }
   const { scores, ids } = top.drain();
   return { docBase: seg.docBase, docs: ids, scores, scored: counters.scored, candidates: nc };
+}
+
+/**
+ * warpSegmentSearchSteps over several segments at once, query token by query token: token i
+ * scores its probed lists in every segment before token i + 1 starts, so its lookup tables
+ * (bytesPerToken x 256 float32: 196 KB at d = 384, b = 4) stay in the CPU's cache while every
+ * segment's lists stream past them (segment by segment, the n tables of a query, 3 MB at n = 16,
+ * were fetched again for each segment's few entries per list). The same hits, bit for bit, as
+ * warpSegmentSearch on each segment alone: each document's maxima and sums are taken in the same
+ * order. One workspace per segment (`workspaces`, grown as needed, left clean; an error or an
+ * abandoned generator clears them). Yields once per query token.
+ */
+export function* warpSegmentsSearchSteps(query: WarpQuery, segs: readonly WarpSegment[], opts: Omit<WarpSegmentOptions, 'workspace'> & { workspaces?: WarpWorkspace[] }): Steps<WarpSegmentHits[]> {
+  const fn = 'warpSegmentSearch';
+  assertTopN(fn, 'topN', opts.topN);
+  const S = segs.length;
+  const wss = opts.workspaces ?? [];
+  for (let s = 0; s < S; s++) {
+    const D = segs[s].documents;
+    if (!Number.isInteger(D) || D < 0) throw new RangeError(`${fn}: documents must be an integer >= 0, got ${D}`);
+    assertMask(fn, segs[s].mask, D);
+    wss[s] ??= new WarpWorkspace();
+    wss[s].ensure(D);
+  }
+  const { n, imputed } = query;
+  const counters: SegmentCounters[] = segs.map(() => ({ candidates: 0, scored: 0 }));
+  let finished = false;
+  try {
+    for (let i = 0; i < n; i++) {
+      if (i > 0) yield;
+      scoreQueryTokenAll(fn, query, i, segs, wss, counters);
+    }
+    finished = true;
+  } finally {
+    if (!finished) for (let s = 0; s < S; s++) wss[s].clear(segs[s].documents);
+  }
+  let base = 0;
+  for (let i = 0; i < n; i++) base += imputed[i];
+  const divide = (opts.normalize ?? true) ? n : 1;
+  return segs.map((seg, s) => {
+    const { acc, tag, reached, candidates } = wss[s];
+    const nc = counters[s].candidates;
+    const top = new TopK(opts.topN, nc);
+    for (let k = 0; k < nc; k++) {
+      const doc = candidates[k];
+      top.push((base + acc[doc]) / divide, doc);
+      acc[doc] = 0;
+      tag[doc] = 0;
+      reached[doc] = 0;
+    }
+    const { scores, ids } = top.drain();
+    return { docBase: seg.docBase, docs: ids, scores, scored: counters[s].scored, candidates: nc };
+  });
 }
 
 export interface WarpSearchOptions extends WarpQueryOptions {

@@ -369,7 +369,8 @@ export function openWarpLayout(bytes: Uint8Array, name: string, expect: WarpLayo
     throw new WarpLayoutCorruptError(name, 'directory', `object has ${bytes.length} bytes, the directory says ${directory.byteLength} (truncated?)`);
   }
   const K = directory.centroidCount;
-  const seen = new Uint8Array(K);
+  // Each list's views, kept once verified: a scorer holding the layout reads the same lists query after query.
+  const views: (WarpList | undefined)[] = new Array(K);
   let verified = 0;
   return {
     directory,
@@ -377,11 +378,11 @@ export function openWarpLayout(bytes: Uint8Array, name: string, expect: WarpLayo
       return verified;
     },
     list(c: number): WarpList {
+      const kept = views[c];
+      if (kept) return kept;
       const { offset, length } = warpListRange(directory, c);
-      const range = bytes.subarray(offset, offset + length);
-      if (seen[c]) return listView(directory, c, range);
-      const list = readWarpList(directory, c, range);
-      seen[c] = 1;
+      const list = readWarpList(directory, c, bytes.subarray(offset, offset + length));
+      views[c] = list;
       verified++;
       return list;
     },
