@@ -144,7 +144,8 @@ async function fitEpoch(deps: WarpRefitDeps, collection: Collection, refs: reado
     async () => {
       // The codec on the residuals of (up to WARP_CODEC_SAMPLE of) the same sample against the new centroids.
       const m = Math.min(got, WARP_CODEC_SAMPLE);
-      const { nearest } = await assigner.assign(sample, m, ivf.centroids, ivf.k, d);
+      // exactly m rows: a sample that skipped deleted rows holds fewer than it was sized for
+      const { nearest } = await assigner.assign(sample.subarray(0, m * d), m, ivf.centroids, ivf.k, d);
       const residuals = new Float32Array(m * d);
       for (let i = 0; i < m; i++) for (let j = 0; j < d; j++) residuals[i * d + j] = sample[i * d + j] - ivf.centroids[nearest[i] * d + j];
       return fitWarpCodec(residuals, m, d, bits);
