@@ -1,13 +1,18 @@
 import type { Job } from 'bullmq';
 import { QueueName, shardWorkPrefix, type ScorerSpec, type SearchHit, type UnavailableSegment, type WarpSearchStats } from '@lateral/shared';
 import { jobLogger, type ObjectStore, type ShardQueues } from '@lateral/infra';
-import type { WarpEpochSizes } from './warp-search';
 
 /*
  * What the parent of a sharded re-rank or search (shard-fanout.ts) and its shard children
  * (shard.processor.ts) share: the job and coordinator shapes, each round's input and partial
  * result as they lie in S3, and the removal of a parent's shard work.
  */
+
+/** List sizes of one centroid epoch: K counts (JSON numbers between a shard and the parent). */
+export interface WarpEpochSizes {
+  epoch: number;
+  sizes: number[];
+}
 
 /** The parent job as the fan-out uses it (a BullMQ job of the rerank or search queue). */
 export type FanoutJob = Pick<Job, 'id' | 'data' | 'token' | 'queueQualifiedName' | 'getChildrenValues' | 'moveToWaitingChildren' | 'updateData' | 'updateProgress'>;

@@ -2,6 +2,9 @@ import { warpLayoutOf, type Collection, type SearchRequest } from '@lateral/shar
 import { andMasks, centroidsChecksum, docMask, warpCodecChecksum, warpListSizes, type DocMask, type DocPredicate, type WarpCodec, type WarpDirectory } from '@lateral/search';
 import { SegmentUnavailableError, needsXtr, type SearchPlan } from '@lateral/serving';
 import type { SearchDeps } from './query-deps';
+import type { WarpEpochSizes } from './shard-rounds';
+
+export type { WarpEpochSizes };
 
 /*
  * What the single-process WARP search (search.processor.ts) and the sharded one (shard-fanout.ts,
@@ -52,11 +55,6 @@ export async function warpFilterMasks(plan: SearchPlan, predicate: DocPredicate 
   return { masks, failed };
 }
 
-/** List sizes of one centroid epoch: K counts (JSON numbers between a shard and the parent). */
-export interface WarpEpochSizes {
-  epoch: number;
-  sizes: number[];
-}
 
 /**
  * The list sizes of a plan's segments per centroid epoch (their directories, which the scorer
