@@ -124,20 +124,23 @@ describe.skipIf(!!forbidden)('fault: a cluster across hosts (network namespaces)
 
   /**
    * Pauses scorer B, slows scorer A's link to Redis by `slowAms` each way (when given), runs `start`
-   * (if any), waits (at most 3 s) for a job of `queues` that was not active before to become active
-   * (scorer A took it: B is paused), then runs `fault`, undoes the delay and resumes B. Null when A
-   * took nothing within the wait (nothing was injected). The delay makes A's hold on a short job
-   * (a search over 300 documents runs in a few ms) last several round trips, so the fault lands
-   * while A holds the job rather than after it finished.
+   * (if any), waits (at most `waitMs`) for a job of `queues` that was not active before to become
+   * active (scorer A took it: B is paused), then runs `fault`, undoes the delay and resumes B. Null
+   * when A took nothing within the wait (nothing was injected). A wait for a single job must cover
+   * BullMQ's wake-up: a new job wakes one worker blocked on the queue's marker, and when that is
+   * paused B (it blocked first), A takes the job only when its own block times out (drainDelay,
+   * 5 s). The delay makes A's hold on a short job (a search over 300 documents runs in a few ms)
+   * last several round trips, so the fault lands while A holds the job rather than after it
+   * finished.
    */
-  const whileAHolds = async (queues: string[], fault: () => Promise<void> | void, start?: () => Promise<void>, slowAms = 0): Promise<string | null> => {
+  const whileAHolds = async (queues: string[], fault: () => Promise<void> | void, start?: () => Promise<void>, slowAms = 0, waitMs = 3000): Promise<string | null> => {
     const b = procs['scorer-b'].child;
     b.kill('SIGSTOP');
     try {
       const before = await activeJobs(queues);
       if (slowAms) await tell(redisProxyA, `delay ${slowAms}`);
       await start?.();
-      const taken = await until(async () => [...(await activeJobs(queues))].find((id) => !before.has(id)), 3000, 5).catch(() => null);
+      const taken = await until(async () => [...(await activeJobs(queues))].find((id) => !before.has(id)), waitMs, 5).catch(() => null);
       if (taken) await fault();
       return taken ?? null;
     } finally {
@@ -258,6 +261,7 @@ describe.skipIf(!!forbidden)('fault: a cluster across hosts (network namespaces)
           inFlight = { id: r.body.id as string };
         },
         150,
+        15_000,
       );
       if (!taken) await searchOnce('q', inFlight); // A finished it before it could be cut: let it end, try again
     }
