@@ -282,7 +282,7 @@ interface SegmentCounters {
  */
 function scoreQueryToken(fn: string, query: WarpQuery, i: number, seg: WarpSegment, ws: WarpWorkspace, counters: SegmentCounters): void {
   const { nprobe: np, probes, probeScores, imputed, tables, bytesPerToken: bpt } = query;
-  const { best, acc, tag, reached, touched, candidates } = ws;
+  const { best, tag, touched } = ws;
   const D = seg.documents;
   const mask = seg.mask;
   const stamp = i + 1;
@@ -312,7 +312,16 @@ function scoreQueryToken(fn: string, query: WarpQuery, i: number, seg: WarpSegme
     }
     counters.scored += count;
   }
-  const mi = imputed[i];
+  foldTokenMaxima(ws, nt, imputed[i], counters);
+}
+
+/**
+ * The document-level step of one query token over one segment: each of the `nt` documents it
+ * reached (touched[0..nt)) adds its token maximum less the token's imputed value, m_i, to acc[D];
+ * documents reached for the first time are appended to the candidates.
+ */
+function foldTokenMaxima(ws: WarpWorkspace, nt: number, mi: number, counters: SegmentCounters): void {
+  const { best, acc, reached, touched, candidates } = ws;
   let nc = counters.candidates;
   for (let k = 0; k < nt; k++) {
     const doc = touched[k];
@@ -362,7 +371,7 @@ function scoreQueryTokenAll(fn: string, query: WarpQuery, i: number, segs: reado
   let l = 0;
   for (let s = 0; s < S; s++) {
     const seg = segs[s];
-    const { best, acc, tag, reached, touched, candidates } = wss[s];
+    const { best, tag, touched } = wss[s];
     const D = seg.documents;
     const mask = seg.mask;
     const counter = counters[s];
@@ -385,16 +394,7 @@ function scoreQueryTokenAll(fn: string, query: WarpQuery, i: number, segs: reado
       at += count;
       counter.scored += count;
     }
-    let nc = counter.candidates;
-    for (let k = 0; k < nt; k++) {
-      const doc = touched[k];
-      if (reached[doc] === 0) {
-        reached[doc] = 1;
-        candidates[nc++] = doc;
-      }
-      acc[doc] += best[doc] - mi;
-    }
-    counter.candidates = nc;
+    foldTokenMaxima(wss[s], nt, mi, counter);
   }
   tokenLists.length = 0;
 }
