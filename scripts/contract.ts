@@ -1,5 +1,5 @@
 /**
- * `npm run contract [-- --max-examples N] [--phases examples,fuzzing] [--seed S]`: the OpenAPI
+ * `npm run contract [-- --max-examples N] [--phases examples,fuzzing,stateful] [--seed S]`: the OpenAPI
  * document against the server that serves it (issue 27 item 4). Starts the service in this
  * process on its own Redis and S3 (embedded, free ports, a temporary data folder), creates a
  * collection for the operations that need one, and runs schemathesis (PyPI, pinned, installed
@@ -22,7 +22,7 @@ const VENV = path.resolve('.cache/schemathesis-venv');
 const { values } = parseArgs({
   options: {
     'max-examples': { type: 'string', default: '20' },
-    phases: { type: 'string', default: 'examples,fuzzing' },
+    phases: { type: 'string', default: 'examples,fuzzing,stateful' },
     seed: { type: 'string' },
     'max-seconds': { type: 'string', default: '600' },
     help: { type: 'boolean', short: 'h' },
@@ -30,7 +30,7 @@ const { values } = parseArgs({
   strict: true,
 });
 if (values.help) {
-  console.log('usage: npm run contract -- [--max-examples N (20)] [--phases examples,coverage,fuzzing,stateful (examples,fuzzing)] [--seed S] [--max-seconds T (600): schemathesis is stopped and the run fails past it]');
+  console.log('usage: npm run contract -- [--max-examples N (20)] [--phases examples,coverage,fuzzing,stateful (examples,fuzzing,stateful)] [--seed S] [--max-seconds T (600): schemathesis is stopped and the run fails past it]');
   process.exit(0);
 }
 
