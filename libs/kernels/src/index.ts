@@ -9,7 +9,7 @@ export {
 export { GemmMaxsim, createMaxsimSession, columnLayout, type ColumnLayout, type QueryTokens } from './gemm-maxsim';
 export { RotatedMaxsim, type RotatedImageSet } from './rotated-maxsim';
 export { ScorerResources } from './scorer-resources';
-export { OnnxNearestCentroid, onnxSphericalKmeans } from './nearest-centroid';
+export { OnnxNearestCentroid, allotCentroids, groupCentroids, onnxSphericalKmeans, onnxTwoLevelKmeans, type CentroidGroups, type TwoLevelCentroids } from './nearest-centroid';
 export { OnnxIvfProbe, type IvfProbe } from './ivf-probe';
 export {
   onnx,

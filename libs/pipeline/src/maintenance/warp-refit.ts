@@ -1,7 +1,7 @@
 import { mulberry32, s3Keys, warpEpochOf, warpLayoutOf, type Collection, type CollectionManifest, type SegmentRef } from '@lateral/shared';
 import { SegmentCorruptError, readSegment } from '@lateral/codec';
 import { distinctSample, fitWarpCodec, ivfCentroidCount, normalizeRows, searchSegment, type SearchSegment } from '@lateral/search';
-import { onnxSphericalKmeans } from '@lateral/kernels';
+import { onnxSphericalKmeans, onnxTwoLevelKmeans, type OnnxNearestCentroid } from '@lateral/kernels';
 import type { CodecArtifactRepository, GenerationRepository, IvfCentroidRepository, Logger, ObjectStore, WarpCodecRepository } from '@lateral/infra';
 import { segmentReadOptions, type StaticEmbeddingsCache } from '@lateral/serving';
 import { KMEANS_ITERATIONS, WARP_CODEC_SAMPLE, warpLayoutObject, type SegmentIndexerDeps } from '../ingest/segment-indexer';
@@ -100,6 +100,23 @@ function liveRows(ref: Pick<SegmentRef, 'tombstones'>, tokenOffsets: ArrayLike<n
   return live;
 }
 
+/** From this many centroids up, a refit fits them in two levels (onnxTwoLevelKmeans). */
+export const TWO_LEVEL_KMEANS_MIN = 4096;
+
+/**
+ * A refit's k centroids on its sample x [n, d] (unit rows). Flat spherical k-means costs
+ * KMEANS_ITERATIONS x n x k inner products with n = 8k: quadratic in k (a refit to 16,384
+ * centroids took ~25 minutes on a busy 2-core machine). From TWO_LEVEL_KMEANS_MIN up, sqrt(k)
+ * coarse centroids then each coarse group's share of k: ~2 sqrt(k) x fewer products (64x at 16,384),
+ * within 0.001 of flat k-means's mean similarity on clustered data (nearest-centroid.spec.ts), and
+ * centroids numbered by coarse group, so neighbouring lists tend to be adjacent in the layouts.
+ */
+async function refitCentroids(assigner: OnnxNearestCentroid, x: Float32Array, n: number, d: number, k: number): Promise<Float32Array> {
+  const rand = mulberry32(2);
+  if (k < TWO_LEVEL_KMEANS_MIN) return onnxSphericalKmeans(assigner, x, n, d, distinctSample(n, k, rand), KMEANS_ITERATIONS);
+  return (await onnxTwoLevelKmeans(assigner, x, n, d, k, KMEANS_ITERATIONS, (rows, m) => distinctSample(rows, m, rand))).centroids;
+}
+
 /** Fits epoch `epoch`'s k centroids and residual codec on a seeded sample of every segment's tokens (read one segment at a time). */
 async function fitEpoch(deps: WarpRefitDeps, collection: Collection, refs: readonly SegmentRef[], k: number, epoch: number, bits: 2 | 4): Promise<void> {
   const t = collection.tenantId;
@@ -137,7 +154,7 @@ async function fitEpoch(deps: WarpRefitDeps, collection: Collection, refs: reado
   }
   if (got < k) throw new Error(`WARP refit of ${c}: ${got} tokens sampled for ${k} centroids`);
   const x = normalizeRows(sample.subarray(0, got * d), got, d);
-  await deps.ivf.ensure(t, c, cv, async () => ({ k, dims: d, centroids: await onnxSphericalKmeans(assigner, x, got, d, distinctSample(got, k, mulberry32(2)), KMEANS_ITERATIONS) }), epoch);
+  await deps.ivf.ensure(t, c, cv, async () => ({ k, dims: d, centroids: await refitCentroids(assigner, x, got, d, k) }), epoch);
   const ivf = (await deps.ivf.get(t, c, cv, epoch))!;
   await deps.warpCodecs!.ensure(
     t, c, cv,
