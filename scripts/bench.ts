@@ -17,6 +17,7 @@ const benches: Record<string, () => Promise<Command>> = {
   latency: async () => (await import('./bench/latency')).runLatencyBench,
   scale: async () => (await import('./bench/scale')).runScaleBench,
   encode: async () => (await import('./bench/encode')).runEncodeBench,
+  refit: async () => (await import('./bench/refit')).runRefitBench,
 };
 
 runCommand('bench', benches);

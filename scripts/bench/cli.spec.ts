@@ -19,6 +19,7 @@ const BENCHES: [string, () => Promise<Bench>, string[]][] = [
   ['rerank-batch', async () => (await import('./rerank-batch')).runRerankBatchBench, ['--quick', '--rows N (10000)', '--model NAME (glove-ctx-100d)', '--chunk-rows']],
   ['segment-cache', async () => (await import('./segment-cache')).runSegmentCacheBench, ['--segments N', '--docs N (256)', '--tokens N (40', '--dims N (128)', '--candidates N (1000)', '--latency-ms N (10)', '--codec fp16|eden4 (fp16)']],
   ['load', async () => (await import('./load')).runLoadBench, ['--seconds N (60)', '--docs N (300)', '--candidates N (100)', '--connections N (4)']],
+  ['refit', async () => (await import('./refit')).runRefitBench, ['--centroids K (4096)', '--dims D (100)', '--tokens T (200000)', '--rounds R (2)', '--threads N (0']],
   ['score', async () => (await import('./score')).runScoreBench, ['--quick', '--threads N (2)', '--warp-bits 2|4 (4)', '--warp-centroids K (1024)', '--aesi-only', '--simd-only', '--simd-cranfield', '--warp-only']],
 ];
 
@@ -71,6 +72,7 @@ describe('npm run bench: each bench parses its flags with parseArgs', () => {
     ['segment-cache', ['--latency-ms', '-1'], '--latency-ms must be a number of at least 0, got "-1"'],
     ['load', ['--seconds'], "Option '--seconds <value>' argument missing"],
     ['score', ['--warp-bits', '3'], '--warp-bits must be 2 or 4, got 3'],
+    ['refit', ['--centroids', '8'], '--centroids must be a whole number of at least 16, got "8"'],
     ['score', ['--quick=yes'], "Option '--quick' does not take an argument"],
   ])('%s %j: refused with exit 2, naming the flag and the rule', async (name, args, message) => {
     const r = await run(loaded.get(name)!, args);
@@ -85,7 +87,7 @@ describe('npm run bench / eval: the command list', () => {
   it('--help lists the benches and exits 0; an unknown bench exits 2, naming it', () => {
     const help = runScript('scripts/bench.ts', '--help');
     expect(help.status).toBe(0);
-    for (const name of ['ingest', 'score', 'rerank-batch', 'documents', 'segment-cache', 'load', 'latency', 'encode']) expect(help.stdout).toContain(name);
+    for (const name of ['ingest', 'score', 'rerank-batch', 'documents', 'segment-cache', 'load', 'latency', 'encode', 'refit']) expect(help.stdout).toContain(name);
     const bad = runScript('scripts/bench.ts', 'nope');
     expect(bad.status).toBe(2);
     expect(bad.stderr).toContain('bench: unknown bench "nope"');

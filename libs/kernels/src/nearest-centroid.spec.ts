@@ -104,16 +104,21 @@ describe('onnxTwoLevelKmeans', () => {
   });
 
   it('fits as well as flat spherical k-means within 0.005 mean similarity, for a fraction of the inner products', async () => {
+    const n2 = 8192;
+    const k2 = 1024;
+    const x2 = clustered(n2, d, 400, 0.35, 9);
     const flat = counting(onnx);
-    const flatC = await onnxSphericalKmeans(flat.assigner, x, n, d, pick(3)(n, k), 4);
+    const flatC = await onnxSphericalKmeans(flat.assigner, x2, n2, d, pick(3)(n2, k2), 4);
     const two = counting(onnx);
-    const twoC = await onnxTwoLevelKmeans(two.assigner, x, n, d, k, 4, pick(3));
-    const flatFit = meanBest(x, n, flatC, k, d);
-    const twoFit = meanBest(x, n, twoC.centroids, k, d);
-    expect(twoFit).toBeGreaterThan(flatFit - 0.005); // measured: 0.9473 against 0.9480
-    // flat: 4 x n x 256; two levels: 4 x n x 16 (coarse) + n x 16 (assignment) + ~4 x n x 16 (fine)
-    expect(flat.products()).toBe(4 * n * k);
-    expect(two.products()).toBeLessThan(flat.products() / 6);
+    const twoC = await onnxTwoLevelKmeans(two.assigner, x2, n2, d, k2, 4, pick(3));
+    const flatFit = meanBest(x2, n2, flatC, k2, d);
+    const twoFit = meanBest(x2, n2, twoC.centroids, k2, d);
+    expect(twoFit).toBeGreaterThan(flatFit - 0.005); // measured: 0.95165 against 0.95176
+    // flat: 4 x n x 1,024. Two levels (k1 = 32): 4 x n x 32 (coarse) + n x 32 (rows to groups)
+    // + ~4 x n x 32 (fine) + 2 refining steps of 8 groups of ~32 (their coarse probe, n x 32 each,
+    // runs in its own graph and is not counted here) = ~800 n; measured 6.6M against 33.6M
+    expect(flat.products()).toBe(4 * n2 * k2);
+    expect(two.products()).toBeLessThan(flat.products() / 4);
   });
 
   it('refuses more centroids than rows', async () => {

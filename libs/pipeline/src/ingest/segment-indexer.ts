@@ -121,11 +121,11 @@ const epochGroups = new WeakMap<Float32Array, Promise<CentroidGroups>>();
 /**
  * Every token row's centroid of a refit epoch. Exact below GROUPED_ASSIGN_MIN centroids; from
  * there on, looked for only in the GROUPED_ASSIGN_PROBES groups (of sqrt(K), groupCentroids)
- * nearest the token: 14x fewer inner products at K = 16,384, the cost that dominated a refit's
- * rebuild of every layout and every later index job (T x K x d: ~11 TFLOP for 3.4M tokens at
- * K = 16,384). A token whose nearest centroid lies outside its probed groups is listed under the
- * best one inside them (0.05% of rows, 0.0002 mean inner product lost, in nearest-centroid.spec.ts),
- * its residual taken against that centroid, so its decoded vector is as exact as any other's.
+ * nearest the token: 3.1x faster at K = 16,384 (`npm run bench -- refit`), the cost that
+ * dominated a refit's rebuild of every layout and every later index job (T x K x d: ~11 TFLOP for
+ * 3.4M tokens at K = 16,384). A token whose nearest centroid lies outside its probed groups is
+ * listed under the best one inside them (0.5% of tokens in that bench), its residual taken against
+ * that centroid, so its decoded vector is as exact as any other's.
  */
 async function assignToEpoch(assigner: OnnxNearestCentroid, x: Float32Array, n: number, centroids: Float32Array, k: number, d: number): Promise<{ nearest: Uint32Array }> {
   if (k < GROUPED_ASSIGN_MIN) return assigner.assign(x, n, centroids, k, d);

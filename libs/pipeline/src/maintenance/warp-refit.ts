@@ -106,10 +106,9 @@ export const TWO_LEVEL_KMEANS_MIN = 4096;
 /**
  * A refit's k centroids on its sample x [n, d] (unit rows). Flat spherical k-means costs
  * KMEANS_ITERATIONS x n x k inner products with n = 8k: quadratic in k (a refit to 16,384
- * centroids took ~25 minutes on a busy 2-core machine). From TWO_LEVEL_KMEANS_MIN up, sqrt(k)
- * coarse centroids then each coarse group's share of k: ~2 sqrt(k) x fewer products (64x at 16,384),
- * within 0.001 of flat k-means's mean similarity on clustered data (nearest-centroid.spec.ts), and
- * centroids numbered by coarse group, so neighbouring lists tend to be adjacent in the layouts.
+ * centroids took ~25 minutes on a busy 2-core machine). From TWO_LEVEL_KMEANS_MIN up, two levels
+ * (onnxTwoLevelKmeans): 5.0x faster at 16,384 with a mean similarity 0.0006 lower (`npm run bench
+ * -- refit`), centroids numbered by coarse group so neighbouring lists tend to be adjacent.
  */
 async function refitCentroids(assigner: OnnxNearestCentroid, x: Float32Array, n: number, d: number, k: number): Promise<Float32Array> {
   const rand = mulberry32(2);
