@@ -54,8 +54,8 @@ export const MergePayloadSchema = z.object({
 });
 export type MergePayload = z.infer<typeof MergePayloadSchema>;
 /** A merge's job id: one per collection and generation it was asked on (BullMQ forbids ':'; '~' never appears in resource ids). */
-export const mergeJobId = (t: string, c: string, trigger: MergePayload['trigger'], generation: number) =>
-  `${assertResourceId('tenant id', t)}~${assertResourceId('collection id', c)}~merge~${trigger}-g${generation}`;
+export const mergeJobId = (tenantId: string, collectionId: string, trigger: MergePayload['trigger'], generation: number) =>
+  `${assertResourceId('tenant id', tenantId)}~${assertResourceId('collection id', collectionId)}~merge~${trigger}-g${generation}`;
 
 /** Payloads carry references only (ids and S3 keys), never vectors. */
 /**
