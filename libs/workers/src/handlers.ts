@@ -22,7 +22,7 @@ import {
   batchProcessor,
   childTextStats,
   encodeTextsProcessor,
-  rerankJob,
+  rerankProcessor,
 } from '@lateral/pipeline';
 import { Bm25StatsCache, DegradedSegmentsRecorder, SegmentCache, StaticEmbeddingsCache } from '@lateral/serving';
 import { readSegment } from '@lateral/codec';
@@ -158,7 +158,8 @@ export function pipelineHandlers(rt: Runtime, extra: { shardChild?: (p: ShardJob
     [QueueName.encode]: (p, job) => encodeProcessor({ store, collections, encoders, queues, tokenBudget: config.ENCODE_TOKEN_BUDGET, logger }, p, job),
     [QueueName.compress]: (p) => compressProcessor({ store, collections, codecs, staticEmbeddings, queues }, p),
     [QueueName.index]: (p) => indexProcessor({ store, collections, codecs, generations, ivf: rt.ivf, warpCodecs: rt.warpCodecs, encoders, queues, ivfCentroids: config.IVF_CENTROIDS, assigner, staticEmbeddings }, p),
-    // The commit queue carries segment commits and deletes (both write the next generation).
+    // The commit queue carries segment commits (jobs named 'commit') and deletes (named 'delete', jobName
+    // in libs/shared): both write the next generation. The payload, not the name, chooses the handler.
     [QueueName.commit]: async (p) => {
       // A merge queued here by an earlier version: run as on the merge queue.
       if ('op' in p && p.op === 'merge') return runMerge(p);
@@ -183,7 +184,7 @@ export function pipelineHandlers(rt: Runtime, extra: { shardChild?: (p: ShardJob
     [QueueName.rerank]: async (p, job) => {
       const startedAt = epochMs();
       const io = jobObjects(store, p, s3Keys.rerankResult(p.tenantId, p.rerankId));
-      const r = await rerankJob({ ...rerankDeps, store: io.store, texts, modelsDir }, p, job, await childTextStats(job));
+      const r = await rerankProcessor({ ...rerankDeps, store: io.store, texts, modelsDir }, p, job, await childTextStats(job));
       if (p.callback) await notify(p.callback, webhookEventFor('rerank', p, { counts: { queries: r.queries, candidates: r.candidates, missing: r.missing } }));
       return { ...r, ...io.inline(), timing: { startedAt, doneAt: epochMs() } };
     },

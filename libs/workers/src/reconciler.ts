@@ -107,17 +107,17 @@ async function reconcileCollection(rt: Runtime, tenantId: string, collectionId: 
 async function reconcileBatchFiles(rt: Runtime, tenantId: string, report: ReconcileReport): Promise<void> {
   const prefix = batchKeys.prefix(tenantId);
   for (const p of await rt.store.listPrefixes(prefix)) {
-    const b = p.slice(prefix.length).replace(/\/$/, '');
+    const rerankBatchId = p.slice(prefix.length).replace(/\/$/, '');
     let record: BatchRecord | null;
     try {
-      record = await rt.store.getJson<BatchRecord>(batchKeys.record(tenantId, b));
+      record = await rt.store.getJson<BatchRecord>(batchKeys.record(tenantId, rerankBatchId));
     } catch {
       continue; // being written: the next pass sees it
     }
     if (!record || (record.state !== 'validating' && record.state !== 'running')) continue;
-    if ((await hasJob(rt, QueueName.batch, textJobIds.batchPlan(tenantId, b))) || (await hasJob(rt, QueueName.batch, textJobIds.batchFinalize(tenantId, b)))) continue;
+    if ((await hasJob(rt, QueueName.batch, textJobIds.batchPlan(tenantId, rerankBatchId))) || (await hasJob(rt, QueueName.batch, textJobIds.batchFinalize(tenantId, rerankBatchId)))) continue;
     // The plan is idempotent: it cuts the same chunks again and adds the same flow (same job ids).
-    await rt.queues.add(QueueName.batch, textJobIds.batchPlan(tenantId, b), { step: 'plan', tenantId, batchId: b });
+    await rt.queues.add(QueueName.batch, textJobIds.batchPlan(tenantId, rerankBatchId), { step: 'plan', tenantId, rerankBatchId });
     report.batchFiles++;
   }
 }
