@@ -33,8 +33,6 @@
  * simdCranfieldCase), --warp-centroids K (default 1,024), --warp-bits 2|4 (default 4).
  */
 import { spawnSync } from 'node:child_process';
-import { resolve } from 'node:path';
-import { pathToFileURL } from 'node:url';
 import { maxsim, maxsimBatch, xtrAggregate, LITE_DEFAULT, LITE_SMALL, type XtrRetrieved } from '@lateral/scoring';
 import { benchWarp, benchXtrAccumulator, xtrProbe } from '@lateral/search';
 import { createScorerSession, OnnxIvfProbe, OnnxLite, randomLiteWeights, seededUniform } from '@lateral/kernels';
@@ -44,7 +42,7 @@ import { CliUsageError, intFlag, parseCliOrExit } from '../lib/cli';
 import { C, M, D, N, FLOPS, gemmPeakSession, timeIt, randomUnit, interleaved } from './score-timing';
 import { aesiCase, compressedCase } from './score-compressed';
 import { simdCase, simdCranfieldCase } from './score-simd';
-
+import { runIfMain } from '../lib/command';
 
 function numpyMaxsim(reps: number): { ms: number; threads: string } | null {
   const py = `
@@ -316,11 +314,4 @@ export async function runScoreBench(args: string[]): Promise<Record<string, unkn
   return result;
 }
 
-if (process.argv[1] && import.meta.url === pathToFileURL(resolve(process.argv[1])).href) {
-  runScoreBench(process.argv.slice(2))
-    .then((res) => { if (process.argv.includes('--json')) console.log(JSON.stringify(res)); })
-    .catch((err: unknown) => {
-      console.error(err instanceof Error ? err.stack : err);
-      process.exit(1);
-    });
-}
+runIfMain(import.meta.url, runScoreBench);
