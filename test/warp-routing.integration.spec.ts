@@ -1,17 +1,10 @@
-import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { segmentShard, type WarpSearchStats } from '@lateral/shared';
+import { segmentShard } from '@lateral/shared';
 import { startServer, type Server } from '../apps/all-in-one/src/server';
-import { loadCranfield } from '../scripts/lib/cranfield';
-import { http, testConfig, until } from './helpers';
+import { testConfig } from './helpers';
+import { warpBed, type WarpSpecResult } from './warp-bed';
 
-type Result = {
-  generation: number;
-  results: { queryId: string; hits: { id: string; score: number; scoredBy: string; explain?: unknown[] }[]; reason?: string }[];
-  stats?: { warp?: WarpSearchStats };
-  timings: { searchMs: number };
-  degraded?: true;
-};
+type Result = WarpSpecResult;
 
 /**
  * Where WARP's engine serves besides plain mode xtr (issue 32): hybrid's xtr part, and collections
@@ -27,29 +20,12 @@ type Result = {
 describe('WARP for hybrid and for sharded collections (real Redis, real S3 server, real ONNX model)', () => {
   let server: Server;
   const config = testConfig({ ENCODE_BATCH_DOCUMENTS: '100', RERANK_MAX_WAIT_SECONDS: '300' });
-  const cran = loadCranfield(path.resolve('data/cranfield'));
-  const docs = cran.docs.filter((d) => d.text.length > 0).slice(0, 300);
-  const yearOf = (i: number) => 1950 + (i % 10);
-  const queries = cran.queries.slice(0, 10).map((q) => ({ id: q.id, text: q.text }));
-  const api = (method: string, url: string, body?: unknown) => http(server.url, method, url, body);
-  const ingest = async (c: string, items: { id: string; text: string }[]) => {
-    const ing = await api('POST', `/v1/collections/${c}/documents`, items);
-    expect(ing.status, JSON.stringify(ing.body)).toBe(202);
-    await until(async () => (await api('GET', ing.body.status)).body.state === 'done', 180_000);
-  };
-  const search = async (c: string, body: Record<string, unknown>): Promise<Result> => {
-    const r = await api('POST', '/v1/search?wait=240', { collection: c, queries, ...body });
-    expect(r.status, JSON.stringify(r.body)).toBe(200);
-    expect(r.body.status, JSON.stringify(r.body)).toBe('completed');
-    return r.body.result as Result;
-  };
-  const overlap = (a: Result, b: Result) => a.results.reduce((s, r, qi) => s + r.hits.filter((h) => b.results[qi].hits.some((x) => x.id === h.id)).length, 0) / a.results.reduce((s, r) => s + r.hits.length, 0);
+  const { docs, yearOf, items, ingest, search, overlap, api } = warpBed(() => server);
   const ids = (r: Result) => r.results.map((q) => q.hits.map((h) => h.id));
   const scores = (r: Result) => r.results.map((q) => q.hits.map((h) => h.score));
 
   beforeAll(async () => {
     server = await startServer(config, { quiet: true });
-    const items = docs.map((d, i) => ({ id: d.id, text: d.text, metadata: { year: yearOf(i) } }));
     for (const [id, extra] of [['plain', {}], ['warp', { search: { layout: 'warp', bits: 4 } }], ['warp2', { search: { layout: 'warp', bits: 4 }, shards: 2 }]] as const) {
       const c = await api('POST', '/v1/collections', { id, codec: { kind: 'fp16' }, ...extra });
       expect(c.status, JSON.stringify(c.body)).toBe(201);

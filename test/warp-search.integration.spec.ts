@@ -1,20 +1,10 @@
-import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { readSegment } from '@lateral/codec';
 import { ivfCentroidCount, parseWarpDirectory, warpDirectoryBytes } from '@lateral/search';
-import { s3Keys, type CollectionManifest, type WarpSearchStats } from '@lateral/shared';
+import { s3Keys, type CollectionManifest } from '@lateral/shared';
 import { startServer, type Server } from '../apps/all-in-one/src/server';
-import { loadCranfield } from '../scripts/lib/cranfield';
-import { http, testConfig, until } from './helpers';
-
-type Result = {
-  generation: number;
-  results: { queryId: string; hits: { id: string; score: number; scoredBy: string }[]; reason?: string }[];
-  stats?: { warp?: WarpSearchStats };
-  timings: { searchMs: number };
-  degraded?: true;
-  unavailableSegments?: { key: string; object: string; segment: string; reason: string; documents: number }[];
-};
+import { testConfig } from './helpers';
+import { warpBed } from './warp-bed';
 
 /**
  * Mode xtr on a collection created with `search: { layout: 'warp' }` runs WARP's engine over the
@@ -28,29 +18,11 @@ describe('WARP search layouts (real Redis, real S3 server, real ONNX model)', ()
   // Merges on request only (MERGE_AFTER_COMMIT false), of 3 segments; garbage collected at once.
   // A merge that refits waits up to 300 s (RERANK_MAX_WAIT_SECONDS bounds `wait`): k-means and assignment on a loaded 2-core machine.
   const config = testConfig({ ENCODE_BATCH_DOCUMENTS: '100', MERGE_FACTOR: '3', KEEP_GENERATIONS: '1', GC_GRACE_SECONDS: '0', RERANK_MAX_WAIT_SECONDS: '300' });
-  const cran = loadCranfield(path.resolve('data/cranfield'));
-  const docs = cran.docs.filter((d) => d.text.length > 0).slice(0, 300);
-  const yearOf = (i: number) => 1950 + (i % 10);
-  const queries = cran.queries.slice(0, 10).map((q) => ({ id: q.id, text: q.text }));
-  const api = (method: string, url: string, body?: unknown) => http(server.url, method, url, body);
-  const ingest = async (c: string, items: { id: string; text: string }[]) => {
-    const ing = await api('POST', `/v1/collections/${c}/documents`, items);
-    expect(ing.status, JSON.stringify(ing.body)).toBe(202);
-    await until(async () => (await api('GET', ing.body.status)).body.state === 'done', 180_000);
-  };
-  const search = async (c: string, body: Record<string, unknown>): Promise<Result> => {
-    // wait up to 240 s (RERANK_MAX_WAIT_SECONDS 300 here): exact XTR and exhaustive searches take over a minute on a loaded machine
-    const r = await api('POST', '/v1/search?wait=240', { collection: c, queries, ...body });
-    expect(r.status, JSON.stringify(r.body)).toBe(200);
-    expect(r.body.status, JSON.stringify(r.body)).toBe('completed');
-    return r.body.result as Result;
-  };
+  const { docs, yearOf, items, queries, api, ingest, search, overlap } = warpBed(() => server);
   const manifest = (c: string) => server.runtime.generations.manifest('default', c) as Promise<CollectionManifest>;
-  const overlap = (a: Result, b: Result) => a.results.reduce((s, r, qi) => s + r.hits.filter((h) => b.results[qi].hits.some((x) => x.id === h.id)).length, 0) / a.results.reduce((s, r) => s + r.hits.length, 0);
 
   beforeAll(async () => {
     server = await startServer(config, { quiet: true });
-    const items = docs.map((d, i) => ({ id: d.id, text: d.text, metadata: { year: yearOf(i) } }));
     expect((await api('POST', '/v1/collections', { id: 'plain' })).status).toBe(201);
     expect((await api('POST', '/v1/collections', { id: 'warp', search: { layout: 'warp', bits: 4 } })).status).toBe(201);
     await ingest('plain', items);

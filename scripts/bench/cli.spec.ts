@@ -1,18 +1,13 @@
 import { spawnSync } from 'node:child_process';
 import { afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
+import { runUntilExit, type ScriptEntry } from '../lib/cli-harness';
 
 /**
  * The command lines of the benchmarks (scripts/lib/cli.ts): `--help` prints the flags and exits 0,
  * an unknown flag or a bad value is refused with exit 2, naming it, before anything is started.
  * Each bench is called in this process with process.exit stopped where it is called.
  */
-class Exit extends Error {
-  constructor(readonly code: number | undefined) {
-    super(`exit ${code}`);
-  }
-}
-
-type Bench = (args: string[]) => Promise<unknown>;
+type Bench = ScriptEntry;
 const BENCHES: [string, () => Promise<Bench>, string[]][] = [
   ['ingest', async () => (await import('./ingest')).runIngestBench, ['--docs N', '--metrics on|off|both (on)', '--rounds N (1']],
   ['documents', async () => (await import('./documents')).runDocumentsBench, ['--docs N', '--rounds N (5']],
@@ -21,25 +16,11 @@ const BENCHES: [string, () => Promise<Bench>, string[]][] = [
   ['load', async () => (await import('./load')).runLoadBench, ['--seconds N (60)', '--docs N (300)', '--candidates N (100)', '--connections N (4)']],
   ['refit', async () => (await import('./refit')).runRefitBench, ['--centroids K (4096)', '--dims D (100)', '--tokens T (200000)', '--rounds R (2)', '--threads N (0']],
   ['score', async () => (await import('./score')).runScoreBench, ['--quick', '--threads N (2)', '--warp-bits 2|4 (4)', '--warp-centroids K (1024)', '--aesi-only', '--simd-only', '--simd-cranfield', '--warp-only']],
+  ['scale', async () => (await import('./scale')).runScaleBench, ['--docs N (1000000)', '--codec eden4|fp16 (eden4)', '--layout ivf|warp (ivf)', '--bits 2|4 (4)', '--search-modes xtr,bm25', '--ingest-only', '--variant-env K=V,K=V', '--heap-snapshot', '--keep', '--reuse DIR']],
+  ['cold-scorer', async () => (await import('./cold-scorer')).runColdScorerBench, ['--section both|rerank|warp (both)', '--quick', '--segments N (400', '--latency-ms N (10)', '--warp-docs N,N', '--bits 2|4 (4)', '--range-gap N (0)']],
 ];
 
-/** Runs `bench(args)` until it exits: the exit code and what it printed. */
-async function run(bench: Bench, args: string[]): Promise<{ code: number | undefined; out: string; err: string }> {
-  let out = '';
-  let err = '';
-  vi.spyOn(console, 'log').mockImplementation((...a: unknown[]) => void (out += `${a.join(' ')}\n`));
-  vi.spyOn(console, 'error').mockImplementation((...a: unknown[]) => void (err += `${a.join(' ')}\n`));
-  vi.spyOn(process, 'exit').mockImplementation((code?: string | number | null) => {
-    throw new Exit(code == null ? undefined : Number(code));
-  });
-  try {
-    await bench(args);
-  } catch (e) {
-    if (e instanceof Exit) return { code: e.code, out, err };
-    throw e;
-  }
-  throw new Error(`the bench ran with ${JSON.stringify(args)} instead of exiting`);
-}
+const run = (entry: Bench, args: string[]) => runUntilExit(entry, args, 'the bench');
 
 describe('npm run bench: each bench parses its flags with parseArgs', () => {
   // Loaded once, before the tests: the first import of a bench brings in the whole service (ONNX Runtime, the server), slow on a loaded machine.
@@ -74,6 +55,13 @@ describe('npm run bench: each bench parses its flags with parseArgs', () => {
     ['score', ['--warp-bits', '3'], '--warp-bits must be 2 or 4, got 3'],
     ['refit', ['--centroids', '8'], '--centroids must be a whole number of at least 16, got "8"'],
     ['score', ['--quick=yes'], "Option '--quick' does not take an argument"],
+    ['scale', ['--codec', 'int8'], '--codec: eden4 or fp16 (got int8)'],
+    ['scale', ['--docs', '0'], '--docs must be a whole number of at least 1, got "0"'],
+    ['scale', ['--search-modes', 'xtr,nope'], '--search-modes: unknown nope'],
+    ['scale', ['--variant-env', 'X'], '--variant-env: "X" is not NAME=VALUE'],
+    ['cold-scorer', ['--section', 'all'], '--section must be both, rerank or warp, got all'],
+    ['cold-scorer', ['--latency-ms', '-1'], '--latency-ms must be a number of at least 0, got "-1"'],
+    ['cold-scorer', ['--bits', '3'], '--bits must be 2 or 4, got 3'],
   ])('%s %j: refused with exit 2, naming the flag and the rule', async (name, args, message) => {
     const r = await run(loaded.get(name)!, args);
     expect(r.code).toBe(2);

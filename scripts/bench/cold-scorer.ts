@@ -24,10 +24,35 @@ import { DiskObjectCache } from '@lateral/infra';
 import { SegmentCache, assembleSegmentDocs, segmentHeadData, serializeSegmentHead, type ObjectSource } from '@lateral/serving';
 import { docs, median, opt, round } from './segment-cache';
 import { runColdWarpBench } from './cold-scorer-warp';
+import { CliUsageError, numberFlag, parseCliOrExit } from '../lib/cli';
+
+const USAGE = `usage: npm run bench -- cold-scorer [--json] [--section both|rerank|warp (both)] [--quick]
+  rerank: [--segments N (400; --quick 60)] [--docs N (256)] [--tokens N (40)] [--dims N (128)] [--candidates N (100)]
+    [--latency-ms N (10)] [--mb-per-s N (100)] [--rounds N (4; --quick 2)]
+  warp: [--warp-docs N,N (20000,50000; --quick 5000)] [--doc-tokens N (55)] [--batch N (1024)] [--queries N (6; --quick 3)]
+    [--query-tokens N (32)] [--nprobe N (32)] [--bits 2|4 (4)] [--dims N (128)] [--latency-ms N (10)] [--mb-per-s N (100)]
+    [--max-segments N] [--range-gap N (0)] [--rounds N (2; --quick 1)]`;
+
+/** The numeric flags of both sections (each a number of at least 0; cold-scorer-warp.ts reads its own from the same arguments). */
+const NUMBER_FLAGS = ['segments', 'docs', 'tokens', 'dims', 'candidates', 'latency-ms', 'mb-per-s', 'rounds', 'doc-tokens', 'batch', 'queries', 'query-tokens', 'nprobe', 'bits', 'max-segments', 'range-gap'] as const;
+const FLAGS = {
+  json: { type: 'boolean' },
+  quick: { type: 'boolean' },
+  section: { type: 'string', default: 'both' },
+  'warp-docs': { type: 'string' },
+  ...(Object.fromEntries(NUMBER_FLAGS.map((f) => [f, { type: 'string' }])) as Record<(typeof NUMBER_FLAGS)[number], { type: 'string' }>),
+} as const;
 
 export async function runColdScorerBench(args: string[]): Promise<Record<string, unknown>> {
-  const section = args.includes('--section') ? args[args.indexOf('--section') + 1] : 'both';
-  if (!['both', 'rerank', 'warp'].includes(section)) throw new Error(`--section must be both, rerank or warp, got ${section}`);
+  // The whole command line is checked here, before either section starts: an unknown flag or a bad value exits 2.
+  const { section } = parseCliOrExit('bench cold-scorer', USAGE, args, FLAGS, {}, ({ values: v }) => {
+    if (!['both', 'rerank', 'warp'].includes(v.section)) throw new CliUsageError(`--section must be both, rerank or warp, got ${v.section}`);
+    for (const f of NUMBER_FLAGS) if (v[f] !== undefined) numberFlag(f, v[f]);
+    if (v.bits !== undefined && v.bits !== '2' && v.bits !== '4') throw new CliUsageError(`--bits must be 2 or 4, got ${v.bits}`);
+    const sizes = v['warp-docs']?.split(',').map(Number);
+    if (sizes && !sizes.every((n) => Number.isInteger(n) && n > 0)) throw new CliUsageError(`--warp-docs must be positive integers, got ${v['warp-docs']}`);
+    return { section: v.section };
+  });
   const out: Record<string, unknown> = {};
   if (section !== 'warp') out.rerank = await runColdRerank(args);
   if (section !== 'rerank') out.warp = await runColdWarpBench(args);

@@ -1,10 +1,5 @@
 /**
- * `npm run bench -- scale [--json] [--docs N] [--model NAME] [--codec eden4|fp16] [--seed N]
- *   [--per-request N] [--window N] [--cache-bytes N] [--rounds N] [--cold-rounds N] [--ingest-only]
- *   [--search-modes xtr,bm25,dense,mebert,exhaustive,hybrid] [--search-timeout SECONDS]
- *   [--layout ivf|warp] [--bits 2|4] [--overlap-queries N]
- *   [--ingest-seconds S] [--variant-env K=V,K=V] [--glibc-defaults] [--heap-snapshot [--snapshot-dir DIR]]
- *   [--keep] [--reuse DIR]`
+ * `npm run bench -- scale [--json] [...]` (`--help`: every flag with its default; scale-flags.ts).
  *
  * A collection of `--docs` documents (default 1,000,000) built through the real pipeline, then
  * served (issue 10, item 6). Documents: the vendored corpora's passages with variations
@@ -59,218 +54,26 @@
  * `--docs` above the kept count, `--reuse` first posts the rest (same generator and `--seed`): a
  * collection built over several runs, its figures summed and each run's in `ingest_parts`.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { randomBytes } from 'node:crypto';
 import { CONFIG_KEYS, mulberry32 } from '@lateral/shared';
 import { freePort, startEmbeddedRedis, type EmbeddedRedis } from '@lateral/infra';
-import { fetchRetrying, type RetryPolicy } from '../lib/client';
+import { fetchRetrying } from '../lib/client';
 import { DocumentGenerator, checkScaleResult, docId, loadSourceCorpus, percentile, round, summarizeRss, topOverlap } from './scale-docs';
+import { SEARCH_MODES, scaleFlags } from './scale-flags';
+import { api, duBytes, procCpuSeconds, procMem, resumedResult, ROOT, sleep, startProc, type Json, type Proc } from './scale-harness';
 
-const ROOT = path.resolve(__dirname, '..', '..');
 const DATASETS = path.resolve(ROOT, '..', 'shared', 'datasets');
 const BUCKET = 'scale';
-/** glibc allocator settings the images set for every process (infra/Dockerfile). */
-const IMAGE_ALLOCATOR_ENV: NodeJS.ProcessEnv = { MALLOC_ARENA_MAX: '2', MALLOC_MMAP_THRESHOLD_: '1048576' };
 
 /** What a kept run records once its ingest is done, for `--reuse`. */
 const INGEST_STATE = 'bench-ingest.json';
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
-const opt = (args: string[], name: string, def: number) => {
-  const i = args.indexOf(name);
-  if (i < 0) return def;
-  const n = Number(args[i + 1]);
-  if (!Number.isInteger(n) || n < 0) throw new Error(`${name}: a non-negative integer`);
-  return n;
-};
-/** The search modes measured (`--search-modes` picks among them), as the search request names them. */
-const SEARCH_MODES: Record<string, unknown> = { xtr: 'xtr', bm25: 'bm25', dense: 'dense', mebert: 'mebert', exhaustive: 'exhaustive', hybrid: { name: 'hybrid', fusion: 'rrf' } };
-const str = (args: string[], name: string, def: string) => (args.includes(name) ? String(args[args.indexOf(name) + 1]) : def);
-
-/** VmRSS and VmHWM of a process in MB, or null when it is gone. */
-function procMem(pid: number | undefined): { rss: number; hwm: number } | null {
-  if (!pid) return null;
-  try {
-    const s = readFileSync(`/proc/${pid}/status`, 'utf8');
-    const kb = (k: string) => Number(new RegExp(`${k}:\\s+(\\d+) kB`).exec(s)?.[1]);
-    return { rss: kb('VmRSS') / 1024, hwm: kb('VmHWM') / 1024 };
-  } catch {
-    return null;
-  }
-}
-
-/** CPU seconds (user + system) a process has used so far, or null when it is gone. */
-function procCpuSeconds(pid: number | undefined): number | null {
-  if (!pid) return null;
-  try {
-    // Fields after the command's closing parenthesis: utime and stime are the 12th and 13th.
-    const f = readFileSync(`/proc/${pid}/stat`, 'utf8').split(')').at(-1)!.trim().split(' ');
-    return (Number(f[11]) + Number(f[12])) / 100;
-  } catch {
-    return null;
-  }
-}
-
-function duBytes(dir: string): number {
-  let n = 0;
-  // The collector removes batches while this walks: an entry gone in between counts 0.
-  let entries;
-  try {
-    entries = readdirSync(dir, { withFileTypes: true });
-  } catch {
-    return 0;
-  }
-  for (const e of entries) {
-    const p = path.join(dir, e.name);
-    if (e.isDirectory()) n += duBytes(p);
-    else if (e.isFile()) n += statSync(p, { throwIfNoEntry: false })?.size ?? 0;
-  }
-  return n;
-}
-
-interface Proc {
-  role: string;
-  child: ChildProcess;
-  tail: () => string;
-  stop(): Promise<void>;
-}
-
-const children = new Set<ChildProcess>();
-process.once('exit', () => {
-  for (const c of children) if (c.exitCode === null && c.signalCode === null) c.kill('SIGKILL');
-});
-// Stopped from outside (a long run given up): the 'exit' handler above still takes the children along.
-for (const sig of ['SIGTERM', 'SIGINT'] as const) process.once(sig, () => process.exit(130));
-
-/** Starts `node --import tsx <entry>` and waits for `ready` in its output; keeps the last 20 KB of it. */
-async function startProc(role: string, entry: string, args: string[], env: NodeJS.ProcessEnv, ready: RegExp): Promise<Proc & { match: RegExpExecArray }> {
-  const child = spawn(process.execPath, ['--import', 'tsx', entry, ...args], { cwd: ROOT, env, stdio: ['pipe', 'pipe', 'pipe'] });
-  children.add(child);
-  let out = '';
-  const add = (b: Buffer) => {
-    out += b.toString();
-    if (out.length > 40_000) out = out.slice(-20_000);
-  };
-  child.stdout!.on('data', add);
-  child.stderr!.on('data', add);
-  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
-  const deadline = Date.now() + 180_000;
-  let match: RegExpExecArray | null;
-  while (!(match = ready.exec(out))) {
-    if (child.exitCode !== null) throw new Error(`${role} exited ${child.exitCode} before it was ready:\n${out.slice(-3000)}`);
-    if (Date.now() > deadline) throw new Error(`${role} was not ready within 180 s:\n${out.slice(-3000)}`);
-    await sleep(100);
-  }
-  return {
-    role,
-    child,
-    match,
-    tail: () => out.slice(-3000),
-    stop: async () => {
-      if (child.exitCode !== null || child.signalCode !== null) return;
-      child.kill('SIGTERM');
-      const timer = setTimeout(() => child.kill('SIGKILL'), 40_000);
-      await exited;
-      clearTimeout(timer);
-      children.delete(child);
-    },
-  };
-}
-
-/**
- * fetch with JSON through the shared client (scripts/lib/client.ts): 503 / 429 retried after their
- * Retry-After (counted in `retries`), each wait on stderr. The bounds are wider than the default:
- * a bulk load holds the encode queue at MAX_QUEUE_BACKLOG for most of its run, and every request
- * that feeds it waits its turn (at most 500 tries and 30 minutes per request).
- */
-// eslint-disable-next-line @typescript-eslint/no-explicit-any -- the API's JSON, read field by field as the bench needs it
-type Json = any;
-const BULK_RETRY: RetryPolicy = { attempts: 500, totalMs: 30 * 60_000 };
-async function api(base: string, method: string, url: string, body?: string, contentType = 'application/json', retries?: { n: number }): Promise<{ status: number; body: Json }> {
-  const res = await fetchRetrying(base + url, { method, headers: body === undefined ? {} : { 'content-type': contentType }, body }, { ...BULK_RETRY, onRetry: () => retries && retries.n++ });
-  const text = await res.text();
-  const json = text ? JSON.parse(text) : null;
-  if (res.status >= 400) throw new Error(`${method} ${url} -> ${res.status}: ${json?.message ?? text.slice(0, 500)}`);
-  return { status: res.status, body: json };
-}
-
-/** One run's ingest, as a resumed collection's figures list them (ingest_parts). */
-function ingestPart(r: Json, docs: number) {
-  return { docs, seconds: r.ingest.seconds, docs_per_s: r.ingest_docs_per_s, tokens_per_s: r.ingest_tokens_per_s, docs_per_cpu_s: r.ingest_docs_per_cpu_s, cpu_seconds: r.ingest.cpu_seconds, failed: r.ingest.failed, rss_ingest_mb: r.rss_ingest_mb, loadavg: r.loadavg };
-}
-
-/**
- * The figures of a collection built in several runs (--reuse of a kept collection with a larger
- * --docs): totals over the runs (documents, seconds, CPU, accepted, failed), the collection as it
- * is now, and each run's own ingest in ingest_parts (RSS is per run: the processes are new).
- */
-function resumedResult(prev: Json, now: Json, docsNow: number): Record<string, unknown> {
-  const parts = [...(prev.ingest_parts ?? [ingestPart(prev, prev.docs)]), ingestPart(now, docsNow)];
-  const seconds = parts.reduce((a: number, p: Json) => a + p.seconds, 0);
-  const cpu: Record<string, number> = {};
-  for (const p of parts) for (const [k, v] of Object.entries(p.cpu_seconds as Record<string, number>)) cpu[k] = round((cpu[k] ?? 0) + v, 1);
-  const pipelineCpu = ['api', 'ingest-worker', 's3', 'redis'].reduce((a, k) => a + (cpu[k] ?? 0), 0);
-  const docs = now.docs as number;
-  return {
-    ...now,
-    ingest_docs_per_s: round(docs / seconds),
-    ingest_tokens_per_s: round(now.tokens / seconds, 0),
-    ingest: { ...now.ingest, seconds: round(seconds, 1), accepted: prev.ingest.accepted + now.ingest.accepted, committed: prev.ingest.committed + now.ingest.committed, failed: prev.ingest.failed + now.ingest.failed, retried_requests: prev.ingest.retried_requests + now.ingest.retried_requests, cpu_seconds: cpu },
-    ingest_cpu_seconds_per_doc: round(pipelineCpu / docs, 5),
-    ingest_docs_per_cpu_s: round(docs / pipelineCpu, 1),
-    projection_1m_wall_hours_at_measured_rate: round(1e6 / (docs / seconds) / 3600, 2),
-    projection_1m_hours_idle_machine: round((1e6 * pipelineCpu) / docs / os.cpus().length / 3600, 2),
-    ingest_parts: parts,
-  };
-}
 
 export async function runScaleBench(args: string[]): Promise<Record<string, unknown>> {
-  const N = opt(args, '--docs', 1_000_000);
-  if (N < 1) throw new Error('--docs: at least 1');
-  const model = str(args, '--model', 'glove-ctx-100d');
-  const codecName = str(args, '--codec', 'eden4');
-  const codec = codecName === 'eden4' ? { kind: 'eden', bits: 4, layout: 'token' } : codecName === 'fp16' ? { kind: 'fp16' } : null;
-  if (!codec) throw new Error('--codec: eden4 or fp16');
-  // --layout warp [--bits 2|4]: the collection is created with WARP's centroid-major search layout (issue 32).
-  const layout = str(args, '--layout', 'ivf');
-  if (layout !== 'ivf' && layout !== 'warp') throw new Error('--layout: ivf or warp');
-  const warpBits = opt(args, '--bits', 4);
-  if (warpBits !== 2 && warpBits !== 4) throw new Error('--bits: 2 or 4');
-  const searchLayout = layout === 'warp' ? { layout: 'warp', bits: warpBits } : null;
-  const seed = opt(args, '--seed', 1);
-  const perRequest = opt(args, '--per-request', 1000);
-  const window = Math.max(perRequest, opt(args, '--window', 16_000));
-  const cacheBytes = opt(args, '--cache-bytes', 2 * 2 ** 30);
-  const rounds = opt(args, '--rounds', 20);
-  const coldRounds = opt(args, '--cold-rounds', 5);
-  const ingestOnly = args.includes('--ingest-only');
-  // Stop posting after this many seconds (0: post all N) and serve what was accepted: a bounded run at the largest N a time budget allows.
-  const ingestLimitS = opt(args, '--ingest-seconds', 0);
-  const searchModes = str(args, '--search-modes', Object.keys(SEARCH_MODES).join(',')).split(',');
-  const searchTimeoutMs = opt(args, '--search-timeout', 600) * 1000;
-  // Sampled queries whose top 10 per mode is compared with exhaustive MaxSim's (0: none).
-  const overlapQueries = opt(args, '--overlap-queries', 50);
-  const unknownModes = searchModes.filter((m) => !(m in SEARCH_MODES));
-  if (unknownModes.length > 0) throw new Error(`--search-modes: unknown ${unknownModes.join(', ')} (${Object.keys(SEARCH_MODES).join(', ')})`);
-  // Extra environment of a second serving pass (same collection, same requests): a same-load comparison.
-  const variantEnv: NodeJS.ProcessEnv | null = args.includes('--variant-env')
-    ? Object.fromEntries(
-        str(args, '--variant-env', '')
-          .split(',')
-          .filter(Boolean)
-          .map((kv) => {
-            const at = kv.indexOf('=');
-            if (at < 1) throw new Error(`--variant-env: ${JSON.stringify(kv)} is not NAME=VALUE`);
-            return [kv.slice(0, at), kv.slice(at + 1)];
-          }),
-      )
-    : null;
-  const json = args.includes('--json');
-  // The images' allocator settings (infra/Dockerfile), for every process as a deployment runs it.
-  const allocatorEnv: NodeJS.ProcessEnv = args.includes('--glibc-defaults') ? {} : IMAGE_ALLOCATOR_ENV;
+  const { N, model, codec, codecName, searchLayout, seed, perRequest, window, cacheBytes, rounds, coldRounds, ingestOnly, ingestLimitS, searchModes, searchTimeoutMs, overlapQueries, variantEnv, json, allocatorEnv, reuseDir, snapshotDir, keep } =
+    scaleFlags(args);
   const say = (s: string) => (json ? console.error(s) : console.log(s));
   const t00 = performance.now();
 
@@ -280,7 +83,6 @@ export async function runScaleBench(args: string[]): Promise<Record<string, unkn
 
   // --reuse DIR: serve the collection a kept run (--keep, or --ingest-only --keep) left in DIR: its S3
   // folder (collections, generations and segments live in S3 alone) and its ingest figures; a new Redis.
-  const reuseDir = args.includes('--reuse') ? path.resolve(str(args, '--reuse', '')) : null;
   // A kept folder without recorded figures (a run that stopped after its ingest) is served with its ingest figures unknown.
   const reuseUnrecorded = !!reuseDir && !existsSync(path.join(reuseDir, INGEST_STATE));
   if (reuseUnrecorded && !existsSync(path.join(reuseDir!, 's3'))) throw new Error(`--reuse: ${reuseDir} is not a kept run's folder (no s3/)`);
@@ -344,7 +146,6 @@ export async function runScaleBench(args: string[]): Promise<Record<string, unkn
       await startScorer(cache, extraEnv);
     };
     // --heap-snapshot: the scorer writes a V8 heap snapshot on SIGUSR2 (taken after the full-bound sweep), into --snapshot-dir.
-    const snapshotDir = args.includes('--heap-snapshot') ? path.resolve(str(args, '--snapshot-dir', ROOT)) : null;
     await startScorer(cacheBytes, snapshotDir ? { NODE_OPTIONS: `${process.env.NODE_OPTIONS ?? ''} --heapsnapshot-signal=SIGUSR2 --diagnostic-dir=${snapshotDir}`.trim() } : {});
     say(`processes: ${ROLES.map((r) => `${r} ${pidOf(r) ?? process.pid}`).join(', ')}; data under ${dir}`);
 
@@ -498,7 +299,7 @@ export async function runScaleBench(args: string[]): Promise<Record<string, unkn
         loadavg: os.loadavg().map((x) => round(x, 2)),
       };
       if (resumed) result = resumedResult(resumed.result, result, docs);
-      if (args.includes('--keep')) writeFileSync(path.join(dir, INGEST_STATE), JSON.stringify({ ingested, result, ingestRss }));
+      if (keep) writeFileSync(path.join(dir, INGEST_STATE), JSON.stringify({ ingested, result, ingestRss }));
     }
 
     if (!ingestOnly) {
@@ -792,6 +593,6 @@ export async function runScaleBench(args: string[]): Promise<Record<string, unkn
     for (const role of ['api', 'scorer', 'ingest-worker']) await procs[role]?.stop().catch(() => undefined);
     await procs.s3?.stop().catch(() => undefined);
     await redis?.stop().catch(() => undefined);
-    if (!args.includes('--keep') && !reuseDir) rmSync(dir, { recursive: true, force: true });
+    if (!keep && !reuseDir) rmSync(dir, { recursive: true, force: true });
   }
 }

@@ -1,4 +1,5 @@
 import { afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
+import { runUntilExit, type ScriptEntry } from '../lib/cli-harness';
 import { parseFlags } from './compression-trec-dl';
 import { parseAesiFlags } from './compression-aesi';
 import { parsePoolFactors } from './compression-pooling';
@@ -7,13 +8,7 @@ import { parsePoolFactors } from './compression-pooling';
  * The command lines of the evaluations (scripts/lib/cli.ts): `--help` prints the flags and exits
  * 0, an unknown flag or a bad value is refused with exit 2, naming it, before anything is loaded.
  */
-class Exit extends Error {
-  constructor(readonly code: number | undefined) {
-    super(`exit ${code}`);
-  }
-}
-
-type Eval = (args: string[]) => Promise<unknown>;
+type Eval = ScriptEntry;
 const EVALS: [string, () => Promise<Eval>, string[]][] = [
   ['rerank', async () => (await import('./rerank')).runRerankEval, ['--dataset DIR', '--run FILE', '--qrels FILE', '--model DIR', '--scorers', '--rel-level N (2)', '--lambda X (0.5)', '--lite FILE.onnx']],
   ['fusion', async () => (await import('./fusion')).runFusionEval, ['--datasets DIR,DIR', '--model NAME', '--depth N (100)', '--sample N', '--bm25-only']],
@@ -21,22 +16,7 @@ const EVALS: [string, () => Promise<Eval>, string[]][] = [
   ['heads', async () => (await import('./heads')).runHeadsEval, ['--quick', '--datasets', '--models', '--heads', '--folds N (5', '--only-folds', '--no-cv', '--dl19 DIR|none', '--epochs', '--distill-steps', '--distill-weight', '--lr', '--distill-lr', '--depth', '--max-docs', '--seed N (1)', '--positives', '--aesi-json', '--aesi-model', '--sample-tokens']],
 ];
 
-async function run(command: Eval, args: string[]): Promise<{ code: number | undefined; out: string; err: string }> {
-  let out = '';
-  let err = '';
-  vi.spyOn(console, 'log').mockImplementation((...a: unknown[]) => void (out += `${a.join(' ')}\n`));
-  vi.spyOn(console, 'error').mockImplementation((...a: unknown[]) => void (err += `${a.join(' ')}\n`));
-  vi.spyOn(process, 'exit').mockImplementation((code?: string | number | null) => {
-    throw new Exit(code == null ? undefined : Number(code));
-  });
-  try {
-    await command(args);
-  } catch (e) {
-    if (e instanceof Exit) return { code: e.code, out, err };
-    throw e;
-  }
-  throw new Error(`the evaluation ran with ${JSON.stringify(args)} instead of exiting`);
-}
+const run = (entry: Eval, args: string[]) => runUntilExit(entry, args, 'the evaluation');
 
 describe('npm run eval: each evaluation parses its flags with parseArgs', () => {
   // Loaded once, before the tests: the first import of an evaluation brings in ONNX Runtime and the model library, slow on a loaded machine.

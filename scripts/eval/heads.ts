@@ -57,17 +57,17 @@
  *                         [--distill-steps N] [--distill-weight W] [--lr X] [--distill-lr X] [--positives N (per query and epoch)]
  *                         [--aesi c:bits,... [--aesi-width N ...] | --aesi-json FILE[,FILE...]]
  */
-import { createHash } from 'node:crypto';
-import { existsSync, mkdirSync, readFileSync, readdirSync, statSync, writeFileSync } from 'node:fs';
-import { resolve, basename, join } from 'node:path';
+import { resolve, basename } from 'node:path';
 import { GemmMaxsim, OnnxKnrm, OnnxLite } from '@lateral/kernels';
-import { TokenEncoder, type EncodedText } from '@lateral/model';
 import { LITE_DEFAULT, LITE_SMALL, type KnrmWeights, type LiteWeights } from '@lateral/scoring';
 import { assembleTrainingQuery, rng, shuffled, trainHead, type TokenSource, type TrainOptions, type TrainResult, type TrainingQuery } from '@lateral/training';
-import { loadRetrievalDataset } from '../lib/retrieval-dataset';
 import { parseCliOrExit } from '../lib/cli';
 import { ndcgAt, type Judgments } from '../lib/metrics';
-import { loadRerankFolder, runRerankCompression, type RerankCompressionResult } from './compression-trec-dl';
+import { loadRerankFolder } from './compression-trec-dl';
+import { aesiRow, type AesiCell, type AesiComparison } from './heads-aesi';
+import { concatSources, encodeCached, prepareJudged, type Prepared } from './heads-data';
+
+export { aesiComparison, mergeCompressionResults, type AesiComparison } from './heads-aesi';
 
 type HeadName = 'lite' | 'lite-small' | 'knrm' | 'lite-residual' | 'lite-small-residual';
 const HEAD_NAMES: HeadName[] = ['lite', 'lite-small', 'knrm', 'lite-residual', 'lite-small-residual'];
@@ -174,180 +174,7 @@ export interface TransferRun {
   seconds: { encode: number; total: number };
 }
 
-/** The SDR comparison (compression --aesi), one row per (c, bits) point. */
-export interface AesiComparison {
-  source: string;
-  dataset: string;
-  model: string;
-  queries: number;
-  fp32: { bytes_per_token: number; 'ndcg@10': number };
-  points: { codeDims: number; bits: number; noSideInfo: AesiCell | null; ridge: AesiCell | null; aesi: (AesiCell & { width: number; bestEpoch?: number; epochs?: number; heldOutRelError?: number }) | null }[];
-  /** per method: the fewest bytes per token whose nDCG@10 is within 1% of fp32 (null: none of its points is) */
-  smallestWithin1pct: { noSideInfo: AesiCell | null; ridge: AesiCell | null; aesi: AesiCell | null };
-  /**
-   * AESI within 1% of fp32 at fewer bytes per token than the ridge predictor's smallest such point;
-   * when no ridge point is within 1%, only if ridge was measured at AESI's bytes per token or more.
-   */
-  targetMet: boolean;
-}
-
-interface AesiCell {
-  name: string;
-  bytes_per_token: number;
-  'ndcg@10': number;
-  ndcg_rel_change: number;
-  /** s.e. of the paired per-query nDCG@10 difference to fp32 (when the result has it) */
-  ndcg_delta_se?: number;
-  /** share of fp32's top 10 kept (when the result has it) */
-  top10_recall?: number;
-}
-
 const log = (msg: string) => process.stderr.write(`${msg}\n`);
-
-interface EncodedSet {
-  /** documents' token vectors, CSR (offsets docs + 1) */
-  all: Float32Array;
-  offsets: Uint32Array;
-  queries: { vectors: Float32Array; length: number }[];
-}
-
-/**
- * Encodes documents and queries once per (texts, model) and keeps them under
- * .cache/eval-heads/<hash>.bin: later runs (other heads, folds, options) skip the encoder, which
- * was minutes of a row on the loaded 2-core machine (MiniLM over 2,000 Vaswani abstracts).
- */
-async function encodeCached(model: string, docs: { text: string }[], queries: { text: string }[], label: string): Promise<EncodedSet & { seconds: number; cached: boolean }> {
-  const te = Date.now();
-  const h = createHash('sha256').update(model).update('\0');
-  for (const x of docs) h.update(x.text).update('\0');
-  h.update('\u0001');
-  for (const x of queries) h.update(x.text).update('\0');
-  const manifest = JSON.parse(readFileSync(resolve('.cache/models', model, 'manifest.json'), 'utf8')) as unknown;
-  h.update(JSON.stringify(manifest));
-  const dir = resolve('.cache/eval-heads');
-  const file = join(dir, `${model}-${h.digest('hex').slice(0, 16)}.bin`);
-  if (existsSync(file)) {
-    const buf = readFileSync(file);
-    const head = buf.readUInt32LE(0);
-    const meta = JSON.parse(buf.subarray(4, 4 + head).toString('utf8')) as { docs: number; tokens: number; d: number; qLengths: number[] };
-    let at = 4 + head;
-    const f32 = (n: number) => {
-      const a = new Float32Array(n);
-      Buffer.from(a.buffer).set(buf.subarray(at, at + n * 4));
-      at += n * 4;
-      return a;
-    };
-    const offsets = new Uint32Array(meta.docs + 1);
-    Buffer.from(offsets.buffer).set(buf.subarray(at, at + offsets.byteLength));
-    at += offsets.byteLength;
-    const all = f32(meta.tokens * meta.d);
-    const qs = meta.qLengths.map((len) => ({ vectors: f32(len * meta.d), length: len }));
-    log(`  ${label}: encodings read from ${file}`);
-    return { all, offsets, queries: qs, seconds: (Date.now() - te) / 1000, cached: true };
-  }
-  const enc = await TokenEncoder.load(resolve('.cache/models', model), { executionProvider: 'cpu', intraOpThreads: 2 });
-  const d = enc.dims;
-  const encoded: EncodedText[] = [];
-  for (let i = 0; i < docs.length; i += 256) {
-    encoded.push(...(await enc.encodeDocuments(docs.slice(i, i + 256).map((x) => x.text))));
-    log(`  ${label}: encoded ${encoded.length}/${docs.length} documents`);
-  }
-  const qEnc = await enc.encodeQueries(queries.map((q) => q.text));
-  const offsets = new Uint32Array(docs.length + 1);
-  encoded.forEach((e, i) => (offsets[i + 1] = offsets[i] + e.length));
-  const all = new Float32Array(offsets[docs.length] * d);
-  encoded.forEach((e, i) => all.set(e.vectors.subarray(0, e.length * d), offsets[i] * d));
-  const qs = qEnc.map((e) => ({ vectors: e.vectors.slice(0, e.length * d), length: e.length }));
-  const meta = Buffer.from(JSON.stringify({ docs: docs.length, tokens: offsets[docs.length], d, qLengths: qs.map((q) => q.length) }));
-  const len = Buffer.alloc(4);
-  len.writeUInt32LE(meta.length, 0);
-  mkdirSync(dir, { recursive: true });
-  writeFileSync(file, Buffer.concat([len, meta, Buffer.from(offsets.buffer), Buffer.from(all.buffer, all.byteOffset, all.byteLength), ...qs.map((q) => Buffer.from(q.vectors.buffer, q.vectors.byteOffset, q.vectors.byteLength))]));
-  return { all, offsets, queries: qs, seconds: (Date.now() - te) / 1000, cached: false };
-}
-
-/** A judged collection, encoded, with MaxSim over all its documents as the first stage. */
-interface Prepared {
-  dataset: string;
-  model: string;
-  docIds: string[];
-  documentsInDataset: number;
-  queries: { id: string; text: string }[];
-  /** qid -> docid -> gain */
-  qrels: Map<string, Map<string, number>>;
-  enc: EncodedSet;
-  d: number;
-  /** per query, MaxSim against every document (row order) */
-  maxsim: Float32Array[];
-  /** per query, every row by MaxSim, best first */
-  topRows: number[][];
-  /** per query, row -> gain of its judged documents */
-  judgedRows: Map<number, number>[];
-  encodeSeconds: number;
-}
-
-async function prepareJudged(dir: string, model: string, maxDocs: number, seed: number, gemm: GemmMaxsim): Promise<Prepared> {
-  const ds = loadRetrievalDataset(dir);
-  const judgedDocs = new Set<string>();
-  const queries = ds.queries.filter((q) => [...(ds.qrels.get(q.id)?.values() ?? [])].some((g) => g > 0));
-  for (const q of queries) for (const doc of ds.qrels.get(q.id)!.keys()) judgedDocs.add(doc);
-  let docs = ds.docs;
-  if (maxDocs > 0 && docs.length > maxDocs) {
-    const r = rng(seed);
-    const others = shuffled(docs.filter((d) => !judgedDocs.has(d.id)), r);
-    const keep = new Set([...docs.filter((d) => judgedDocs.has(d.id)).map((d) => d.id), ...others.slice(0, Math.max(0, maxDocs - judgedDocs.size)).map((d) => d.id)]);
-    docs = docs.filter((d) => keep.has(d.id));
-  }
-  const enc = await encodeCached(model, docs, queries, `${basename(dir)} / ${model}`);
-  const d = enc.queries[0].vectors.length / enc.queries[0].length;
-  const rowOf = new Map(docs.map((x, i) => [x.id, i]));
-  const maxsim: Float32Array[] = [];
-  for (let i = 0; i < enc.queries.length; i += 16) maxsim.push(...(await gemm.score(enc.queries.slice(i, i + 16), enc.all, enc.offsets, d)));
-  const pool = Array.from({ length: docs.length }, (_, i) => i);
-  return {
-    dataset: basename(dir),
-    model,
-    docIds: docs.map((x) => x.id),
-    documentsInDataset: ds.docs.length,
-    queries,
-    qrels: ds.qrels,
-    enc,
-    d,
-    maxsim,
-    topRows: maxsim.map((s) => pool.slice().sort((a, b) => s[b] - s[a] || a - b)),
-    judgedRows: queries.map((q) => {
-      const m = new Map<number, number>();
-      for (const [doc, g] of ds.qrels.get(q.id)!) if (rowOf.has(doc)) m.set(rowOf.get(doc)!, g);
-      return m;
-    }),
-    encodeSeconds: enc.seconds,
-  };
-}
-
-/** Several encoded collections as one TokenSource; `base[k]` is the first row of part k. */
-function concatSources(parts: { all: Float32Array; offsets: Uint32Array }[], d: number): { src: TokenSource; base: number[] } {
-  const base: number[] = [];
-  const partOf: number[] = [];
-  let n = 0;
-  parts.forEach((p, k) => {
-    base.push(n);
-    const docs = p.offsets.length - 1;
-    for (let i = 0; i < docs; i++) partOf.push(k);
-    n += docs;
-  });
-  return {
-    base,
-    src: {
-      dims: d,
-      doc: (i) => {
-        const k = partOf[i];
-        const p = parts[k];
-        const j = i - base[k];
-        return { vectors: p.all.subarray(p.offsets[j] * d, p.offsets[j + 1] * d), length: p.offsets[j + 1] - p.offsets[j] };
-      },
-    },
-  };
-}
 
 /** A query's re-rank list: rows of the TokenSource in first-stage order, MaxSim's scores, judgments. */
 interface ListQuery {
@@ -653,111 +480,6 @@ async function transfer(train: Prepared[], dir: string, model: string, opts: Eva
     heads,
     seconds: { encode: Math.round(enc.seconds), total: Math.round((Date.now() - t0) / 1000) },
   };
-}
-
-/** The SDR comparison rows of a compression --aesi result. */
-export function aesiComparison(res: RerankCompressionResult, source: string): AesiComparison {
-  const cell = (r: RerankCompressionResult['settings'][number]): AesiCell => ({
-    name: r.name,
-    bytes_per_token: round(r.bytes_per_token),
-    'ndcg@10': round(r['ndcg@10']),
-    ndcg_rel_change: round(r.ndcg_rel_change),
-    ...(typeof r.ndcg_delta_se === 'number' ? { ndcg_delta_se: round(r.ndcg_delta_se) } : {}),
-    ...(typeof r.top10_recall === 'number' ? { top10_recall: round(r.top10_recall) } : {}),
-  });
-  const points = new Map<string, AesiComparison['points'][number]>();
-  const point = (c: number, b: number) => {
-    const k = `${c}:${b}`;
-    if (!points.has(k)) points.set(k, { codeDims: c, bits: b, noSideInfo: null, ridge: null, aesi: null });
-    return points.get(k)!;
-  };
-  for (const r of res.settings) {
-    let m = /^eden-(\d+)b-c(\d+)-cross(-side)?$/.exec(r.name);
-    if (m) {
-      const p = point(+m[2], +m[1]);
-      if (m[3]) p.ridge = cell(r);
-      else p.noSideInfo = cell(r);
-      continue;
-    }
-    m = /^aesi-(\d+)b-c(\d+)-h(\d+)$/.exec(r.name);
-    if (m) {
-      const a = (r as { aesi?: { best_epoch: number; epochs: number; held_out_rel_error: number } }).aesi;
-      point(+m[2], +m[1]).aesi = { ...cell(r), width: +m[3], ...(a ? { bestEpoch: a.best_epoch, epochs: a.epochs, heldOutRelError: round(a.held_out_rel_error) } : {}) };
-    }
-  }
-  const fp32 = res.fp32['ndcg@10'];
-  const smallest = (cells: (AesiCell | null)[]) => cells.filter((c): c is AesiCell => !!c && c['ndcg@10'] >= 0.99 * fp32).sort((a, b) => a.bytes_per_token - b.bytes_per_token)[0] ?? null;
-  const list = [...points.values()].sort((a, b) => a.codeDims - b.codeDims || a.bits - b.bits);
-  const s = { noSideInfo: smallest(list.map((p) => p.noSideInfo)), ridge: smallest(list.map((p) => p.ridge)), aesi: smallest(list.map((p) => p.aesi)) };
-  return {
-    source,
-    dataset: basename(res.dataset),
-    model: res.model,
-    queries: res.queries,
-    fp32: { bytes_per_token: round(res.fp32.bytes_per_token), 'ndcg@10': round(fp32) },
-    points: list,
-    smallestWithin1pct: s,
-    // with no ridge point within 1%, only if the ridge predictor was measured (and missed) at AESI's bytes or more
-    targetMet: !!s.aesi && (s.ridge ? s.aesi.bytes_per_token < s.ridge.bytes_per_token : list.some((p) => p.ridge && p.ridge.bytes_per_token >= s.aesi!.bytes_per_token)),
-  };
-}
-
-/**
- * Several `eval compression --aesi ... --json` results of the same collection (one grid run as
- * separate processes, e.g. one per code size) as one: the settings of each in order, a name
- * already taken kept from the first result. They must agree on what was scored: dataset, model,
- * queries, documents, tokens, and fp32's nDCG@10 (the same encoding, so the same to 1e-9).
- */
-export function mergeCompressionResults(results: RerankCompressionResult[], sources: string[] = []): RerankCompressionResult {
-  if (!results.length) throw new Error('no compression results to merge');
-  const [first, ...rest] = results;
-  const seen = new Set(first!.settings.map((r) => r.name));
-  const settings = [...first!.settings];
-  rest.forEach((r, i) => {
-    const what = sources[i + 1] ?? `result ${i + 2}`;
-    for (const k of ['dataset', 'model', 'queries', 'documents', 'tokens'] as const)
-      if (r[k] !== first![k]) throw new Error(`${what}: ${k} ${String(r[k])} differs from ${sources[0] ?? 'the first result'}'s ${String(first![k])}; only results of the same collection can be merged`);
-    if (Math.abs(r.fp32['ndcg@10'] - first!.fp32['ndcg@10']) > 1e-9) throw new Error(`${what}: fp32 nDCG@10 ${r.fp32['ndcg@10']} differs from ${first!.fp32['ndcg@10']} (another encoding); not merged`);
-    for (const s of r.settings)
-      if (!seen.has(s.name)) {
-        seen.add(s.name);
-        settings.push(s);
-      }
-  });
-  return { ...first!, settings, ms: results.reduce((a, r) => a + (r.ms ?? 0), 0) };
-}
-
-/** --aesi-json FILE[,FILE...], --aesi SPEC (run and cache), or the newest cached result; null when there is none. */
-async function aesiRow(v: HeadsFlags, dl19: string, model: string): Promise<AesiComparison | null> {
-  const lastJson = (text: string) => JSON.parse(text.trim().split('\n').filter((l) => l.startsWith('{')).pop() ?? 'null') as RerankCompressionResult | null;
-  const file = flag(v, 'aesi-json', '');
-  if (file) {
-    const files = file.split(',').filter(Boolean);
-    const results = files.map((f) => {
-      const res = lastJson(readFileSync(resolve(f), 'utf8'));
-      if (!res?.settings) throw new Error(`--aesi-json ${f}: no compression result (a JSON line with settings) in it`);
-      return res;
-    });
-    return aesiComparison(mergeCompressionResults(results, files), file);
-  }
-  const dir = resolve('.cache/eval-heads');
-  const spec = flag(v, 'aesi', '');
-  if (spec) {
-    const passed = (['aesi', 'aesi-width', 'aesi-epochs', 'aesi-patience', 'aesi-batch', 'sample-tokens'] as const).flatMap((n) => (v[n] !== undefined ? [`--${n}`, flag(v, n, '')] : []));
-    const cmd = ['--dataset', dl19, '--model', resolve('.cache/models', model), ...passed, ...(v.quick ? ['--quick'] : [])];
-    const key = createHash('sha256').update(JSON.stringify(cmd)).digest('hex').slice(0, 12);
-    const cached = join(dir, `aesi-${model}-${key}.json`);
-    if (existsSync(cached)) return aesiComparison(JSON.parse(readFileSync(cached, 'utf8')) as RerankCompressionResult, cached);
-    log(`AESI comparison: npm run eval -- compression ${cmd.join(' ')}`);
-    const res = await runRerankCompression(cmd, log);
-    mkdirSync(dir, { recursive: true });
-    writeFileSync(cached, JSON.stringify(res));
-    return aesiComparison(res, cached);
-  }
-  const files = existsSync(dir) ? readdirSync(dir).filter((n) => /^aesi-.*\.json$/.test(n)).map((n) => join(dir, n)) : [];
-  if (!files.length) return null;
-  const newest = files.sort((a, b) => statSync(b).mtimeMs - statSync(a).mtimeMs)[0];
-  return aesiComparison(JSON.parse(readFileSync(newest, 'utf8')) as RerankCompressionResult, newest);
 }
 
 const round = (x: number) => Math.round(x * 1e4) / 1e4;

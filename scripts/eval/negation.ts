@@ -16,12 +16,12 @@
  * measures what the scoring rule alone can do.
  */
 import { resolve } from 'node:path';
-import { pathToFileURL } from 'node:url';
 import { dense, maxsimBatch, meanPool, negationWeights, signedMaxsim, topK } from '@lateral/scoring';
 import { TokenEncoder } from '@lateral/model';
 import { mulberry32 } from '@lateral/shared';
 import { binaryJudgments, ndcgAt } from '../lib/metrics';
 import { intFlag, parseCliOrExit } from '../lib/cli';
+import { runIfMain } from '../lib/command';
 
 const ATTRIBUTES = [
   'apples', 'bananas', 'cherries', 'grapes', 'lemons', 'mangoes', 'oranges', 'peaches', 'pears', 'plums',
@@ -146,11 +146,4 @@ export async function runNegationEval(args: string[]): Promise<Record<string, un
   };
 }
 
-if (process.argv[1] && import.meta.url === pathToFileURL(resolve(process.argv[1])).href) {
-  runNegationEval(process.argv.slice(2))
-    .then((res) => { if (process.argv.includes('--json')) console.log(JSON.stringify(res)); })
-    .catch((err: unknown) => {
-      console.error(err instanceof Error ? err.stack : err);
-      process.exit(1);
-    });
-}
+runIfMain(import.meta.url, runNegationEval);

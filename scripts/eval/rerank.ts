@@ -17,7 +17,6 @@
  * lambda NOT tuned: there is no dev split here); rrf(first stage, maxsim); lite when an artifact is given.
  */
 import { resolve } from 'node:path';
-import { pathToFileURL } from 'node:url';
 import {
   dense, hybridLinear, maxsim, maxsimTopK, mebert, negationWeights, rrf, signedMaxsim, topK,
 } from '@lateral/scoring';
@@ -26,6 +25,7 @@ import { TokenEncoder, type EncodedText } from '@lateral/model';
 import { numberFlag, parseCliOrExit } from '../lib/cli';
 import { ndcgAt, recallAt, reciprocalRankAt, relevantAtLeast, type Judgments } from '../lib/metrics';
 import { loadTrecDlFolder } from '../lib/trec-dl';
+import { runIfMain } from '../lib/command';
 
 /** The shared test collections sit beside the repository (`../shared/`). */
 export const DEFAULT_RERANK_DIR = '../shared/datasets/trec-dl-2019-passage';
@@ -147,11 +147,4 @@ export async function runRerankEval(args: string[]): Promise<Record<string, unkn
   };
 }
 
-if (process.argv[1] && import.meta.url === pathToFileURL(resolve(process.argv[1])).href) {
-  runRerankEval(process.argv.slice(2))
-    .then((res) => { if (process.argv.includes('--json')) console.log(JSON.stringify(res)); })
-    .catch((err: unknown) => {
-      console.error(err instanceof Error ? err.stack : err);
-      process.exit(1);
-    });
-}
+runIfMain(import.meta.url, runRerankEval);

@@ -29,8 +29,8 @@ export class BatchChunkWriter {
 
   constructor(
     private readonly store: Pick<ObjectStore, 'put' | 'putJson' | 'deletePrefix'>,
-    private readonly t: string,
-    private readonly b: string,
+    private readonly tenantId: string,
+    private readonly rerankBatchId: string,
     private readonly chunkRows: number,
     private readonly opts: { hasCollection: boolean; maxTextBytes: number },
   ) {}
@@ -55,7 +55,7 @@ export class BatchChunkWriter {
   /** Removes the chunk files written so far (an upload refused half-way). */
   async discard(): Promise<void> {
     this.entries = [];
-    await this.store.deletePrefix(batchKeys.chunksPrefix(this.t, this.b)).catch(() => undefined);
+    await this.store.deletePrefix(batchKeys.chunksPrefix(this.tenantId, this.rerankBatchId)).catch(() => undefined);
   }
 
   private async flush(): Promise<void> {
@@ -70,8 +70,8 @@ export class BatchChunkWriter {
     this.texts = new Map();
     this.withTexts.push(distinct.length > 0);
     await Promise.all([
-      this.store.put(batchKeys.chunk(this.t, this.b, n), body, 'application/x-ndjson'),
-      distinct.length > 0 ? this.store.putJson(batchKeys.chunkTexts(this.t, this.b, n), { textHashes, texts: distinct } satisfies ChunkTexts) : undefined,
+      this.store.put(batchKeys.chunk(this.tenantId, this.rerankBatchId, n), body, 'application/x-ndjson'),
+      distinct.length > 0 ? this.store.putJson(batchKeys.chunkTexts(this.tenantId, this.rerankBatchId, n), { textHashes, texts: distinct } satisfies ChunkTexts) : undefined,
     ]);
   }
 }
@@ -84,20 +84,20 @@ export type BatchTextSpace = Pick<JobPayload<QueueName.encodeTexts>, 'model' | '
  * each chunk with texts having an encode-texts child on the encoder pool. Job ids are the batch's
  * own, so adding it again (a re-plan after Redis lost it) adds nothing twice.
  */
-export function batchFlow(t: string, b: string, withTexts: readonly boolean[], space: BatchTextSpace): FlowNode {
+export function batchFlow(tenantId: string, rerankBatchId: string, withTexts: readonly boolean[], space: BatchTextSpace): FlowNode {
   const children: FlowNode[] = withTexts.map((hasTexts, n) => ({
     queue: QueueName.batch,
-    jobId: textJobIds.batchChunk(t, b, n),
-    payload: { step: 'chunk', tenantId: t, batchId: b, chunk: n },
+    jobId: textJobIds.batchChunk(tenantId, rerankBatchId, n),
+    payload: { step: 'chunk', tenantId, rerankBatchId, chunk: n },
     children: hasTexts
       ? [
           {
             queue: QueueName.encodeTexts,
-            jobId: textJobIds.batchChunkTexts(t, b, n),
-            payload: { tenantId: t, model: space.model, maxTokens: space.maxTokens, codec: space.codec, textsKey: batchKeys.chunkTexts(t, b, n), texts: 0 },
+            jobId: textJobIds.batchChunkTexts(tenantId, rerankBatchId, n),
+            payload: { tenantId, model: space.model, maxTokens: space.maxTokens, codec: space.codec, textsKey: batchKeys.chunkTexts(tenantId, rerankBatchId, n), texts: 0 },
           },
         ]
       : undefined,
   }));
-  return { queue: QueueName.batch, jobId: textJobIds.batchFinalize(t, b), payload: { step: 'finalize', tenantId: t, batchId: b, chunks: withTexts.length }, children };
+  return { queue: QueueName.batch, jobId: textJobIds.batchFinalize(tenantId, rerankBatchId), payload: { step: 'finalize', tenantId, rerankBatchId, chunks: withTexts.length }, children };
 }

@@ -27,8 +27,8 @@ export class CodecArtifactRepository {
     return fnv1a64(`${tenantId}/${collectionId}`);
   }
 
-  get(t: string, c: string, version: number): Promise<CodecArtifact> {
-    const key = s3Keys.codecArtifact(t, c, version);
+  get(tenantId: string, collectionId: string, version: number): Promise<CodecArtifact> {
+    const key = s3Keys.codecArtifact(tenantId, collectionId, version);
     let a = this.cache.get(key);
     if (!a) {
       a = this.store.get(key).then((bytes) => {
@@ -45,29 +45,29 @@ export class CodecArtifactRepository {
    * `sample()` gives the raw vectors to fit on (T x dims) and, for side-information settings, the
    * static embeddings of the same T tokens (T x staticDims).
    */
-  async ensure(t: string, c: string, version: number, settings: CodecSettings, sample: () => FitSample): Promise<CodecArtifact> {
-    const key = s3Keys.codecArtifact(t, c, version);
-    if (await this.store.get(key)) return this.get(t, c, version);
-    const lock = redisKeys.codecFitLock(this.prefix, t, c, version);
+  async ensure(tenantId: string, collectionId: string, version: number, settings: CodecSettings, sample: () => FitSample): Promise<CodecArtifact> {
+    const key = s3Keys.codecArtifact(tenantId, collectionId, version);
+    if (await this.store.get(key)) return this.get(tenantId, collectionId, version);
+    const lock = redisKeys.codecFitLock(this.prefix, tenantId, collectionId, version);
     const token = randomUUID();
     const deadline = Date.now() + 120_000;
     // A command that times out while another job's fit holds the event loop counts as "not
     // acquired": the loop looks for the artifact and asks again.
     const acquire = () => this.redis.set(lock, token, 'PX', 120_000, 'NX').catch(() => null);
     while ((await acquire()) !== 'OK') {
-      if (await this.store.get(key)) return this.get(t, c, version);
-      if (Date.now() > deadline) throw new Error(`codec v${version} of ${t}/${c} was not fitted within 120 s`);
+      if (await this.store.get(key)) return this.get(tenantId, collectionId, version);
+      if (Date.now() > deadline) throw new Error(`codec v${version} of ${tenantId}/${collectionId} was not fitted within 120 s`);
       await new Promise((r) => setTimeout(r, 200));
     }
     try {
       if (!(await this.store.get(key)) && settings.trained) {
         // A trained AESI codec (train job, head 'aesi'): its weights under this version's settings.
-        const bytes = await this.store.get(trainingKeys.trainedCodec(t, c, settings.trained));
-        if (!bytes) throw new PermanentJobError(`trained codec '${settings.trained}' of ${t}/${c} is missing from S3`);
+        const bytes = await this.store.get(trainingKeys.trainedCodec(tenantId, collectionId, settings.trained));
+        if (!bytes) throw new PermanentJobError(`trained codec '${settings.trained}' of ${tenantId}/${collectionId} is missing from S3`);
         await this.store.putIfAbsent(key, serializeArtifact(withSettings(deserializeArtifact(bytes), settings)));
       } else if (!(await this.store.get(key))) {
         const { vectors, dims, staticEmbeddings, staticDims } = sample();
-        const seed = CodecArtifactRepository.seed(t, c);
+        const seed = CodecArtifactRepository.seed(tenantId, collectionId);
         // Both subsamples draw the same rows: same row count, same seed.
         const side = staticEmbeddings && staticDims ? { staticEmbeddings: subsample(staticEmbeddings, staticDims, FIT_SAMPLE_TOKENS, seed), staticDims } : {};
         const artifact = fitCodec(settings, subsample(vectors, dims, FIT_SAMPLE_TOKENS, seed), dims, { seed, ...side });
@@ -81,7 +81,7 @@ export class CodecArtifactRepository {
         .eval("if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) else return 0 end", 1, lock, token)
         .catch(() => undefined);
     }
-    return this.get(t, c, version);
+    return this.get(tenantId, collectionId, version);
   }
 }
 

@@ -96,28 +96,28 @@ export class DocumentRepository {
   constructor(private readonly store: Pick<ObjectStore, 'get' | 'getJson' | 'list'>) {}
 
   /** info.json of a batch, or null while its encode job has not written it (for ingestion status). */
-  async encodedInfo(t: string, c: string, batchId: string): Promise<BatchDocumentInfo | null> {
-    const key = `${t}/${c}/${batchId}`;
+  async encodedInfo(tenantId: string, collectionId: string, batchId: string): Promise<BatchDocumentInfo | null> {
+    const key = `${tenantId}/${collectionId}/${batchId}`;
     const cached = this.batches.get(key);
     if (cached) {
       const b = await cached;
       return b.recorded ? b.info : null;
     }
-    const info = await this.store.getJson<BatchDocumentInfo>(batchInfoKey(t, c, batchId));
+    const info = await this.store.getJson<BatchDocumentInfo>(batchInfoKey(tenantId, collectionId, batchId));
     if (info) this.batches.set(key, Promise.resolve(entries(info, true)));
     return info;
   }
 
   /** The stored documents of a committed batch. */
-  private batch(t: string, c: string, batchId: string): Promise<BatchEntries> {
-    const key = `${t}/${c}/${batchId}`;
+  private batch(tenantId: string, collectionId: string, batchId: string): Promise<BatchEntries> {
+    const key = `${tenantId}/${collectionId}/${batchId}`;
     let p = this.batches.get(key);
     if (!p) {
       p = (async () => {
-        const info = await this.store.getJson<BatchDocumentInfo>(batchInfoKey(t, c, batchId));
+        const info = await this.store.getJson<BatchDocumentInfo>(batchInfoKey(tenantId, collectionId, batchId));
         if (info) return entries(info, true);
         // Encoded before info.json existed: every document stored whole, tokens unknown.
-        const docs = await this.source(t, c, batchId);
+        const docs = await this.source(tenantId, collectionId, batchId);
         return entries({ batchId, documents: docs.map((d, line) => ({ id: d.id, line, tokens: -1, truncated: false })) }, false);
       })();
       p.catch(() => this.batches.delete(key));
@@ -126,12 +126,12 @@ export class DocumentRepository {
     return p;
   }
 
-  private source(t: string, c: string, batchId: string): Promise<IngestDocument[]> {
-    const key = `${t}/${c}/${batchId}`;
+  private source(tenantId: string, collectionId: string, batchId: string): Promise<IngestDocument[]> {
+    const key = `${tenantId}/${collectionId}/${batchId}`;
     let p = this.sources.get(key);
     if (!p) {
       p = (async () => {
-        const docsKey = s3Keys.batchDocuments(t, c, batchId);
+        const docsKey = s3Keys.batchDocuments(tenantId, collectionId, batchId);
         const bytes = await this.store.get(docsKey);
         if (!bytes) throw new Error(`the accepted documents of committed batch ${batchId} are missing from S3 (${docsKey})`);
         return fromNdjson(bytes);
@@ -250,18 +250,18 @@ export class DocumentRepository {
    * `maxBatches` newest batches that are neither in `manifest` nor failed, in their accepted
    * documents (a passage id: its parent's). For telling "not live yet" from "unknown".
    */
-  async pending(t: string, c: string, manifest: CollectionManifest | null, ids: string[], maxBatches = PENDING_BATCHES_CHECKED): Promise<Map<string, string>> {
+  async pending(tenantId: string, collectionId: string, manifest: CollectionManifest | null, ids: string[], maxBatches = PENDING_BATCHES_CHECKED): Promise<Map<string, string>> {
     const out = new Map<string, string>();
     if (ids.length === 0) return out;
     const committed = new Set(manifest?.segments.flatMap((s) => segmentBatches(s)) ?? []);
-    const [recordKeys, failureKeys] = await Promise.all([this.store.list(s3Keys.ingestionPrefix(t, c)), this.store.list(s3Keys.failurePrefix(t, c))]);
+    const [recordKeys, failureKeys] = await Promise.all([this.store.list(s3Keys.ingestionPrefix(tenantId, collectionId)), this.store.list(s3Keys.failurePrefix(tenantId, collectionId))]);
     const failed = new Set(failureKeys.map((k) => baseName(k.key)));
     const records = (await mapLimit(recordKeys.filter((k) => k.key.endsWith('.json')), LOAD_CONCURRENCY, (k) => this.record(k.key))).filter((r): r is IngestionRecord => r !== null);
     records.sort((a, b) => b.createdAt.localeCompare(a.createdAt));
     const batches = records.flatMap((r) => r.batches.filter((b) => !committed.has(b.batchId) && !failed.has(b.batchId)).map((b) => ({ ingestionId: r.ingestionId, batchId: b.batchId }))).slice(0, maxBatches);
     const wanted = new Map(ids.map((id) => [id, parentOf(id) ?? id]));
     for (const b of batches) {
-      const accepted = new Set((await this.source(t, c, b.batchId)).map((d) => d.id));
+      const accepted = new Set((await this.source(tenantId, collectionId, b.batchId)).map((d) => d.id));
       for (const [id, parent] of wanted) {
         if (accepted.has(id) || accepted.has(parent)) {
           out.set(id, b.ingestionId);

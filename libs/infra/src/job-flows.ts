@@ -1,5 +1,5 @@
 import { FlowProducer, type FlowJob, type JobNode } from 'bullmq';
-import { parsePayload, QueueName, type JobPayload } from '@lateral/shared';
+import { jobName, parsePayload, QueueName, type JobPayloadInput } from '@lateral/shared';
 import type { Redis } from 'ioredis';
 import { BULLMQ_CONNECTION_OPTIONS, DEFAULT_JOB_OPTIONS, withRequestId } from './queues';
 
@@ -7,7 +7,7 @@ import { BULLMQ_CONNECTION_OPTIONS, DEFAULT_JOB_OPTIONS, withRequestId } from '.
 export interface FlowNode<Q extends QueueName = QueueName> {
   queue: Q;
   jobId: string;
-  payload: JobPayload<Q>;
+  payload: JobPayloadInput<Q>;
   children?: FlowNode[];
 }
 
@@ -29,7 +29,7 @@ export class JobFlows {
     const data = withRequestId(n.payload); // the request id rides along, as with JobQueues.add
     parsePayload(n.queue, data);
     return {
-      name: n.queue,
+      name: jobName(n.queue, n.payload),
       queueName: n.queue,
       data,
       opts: { ...DEFAULT_JOB_OPTIONS(this.attempts), jobId: n.jobId, failParentOnFailure: true },

@@ -8,7 +8,9 @@ import {
   QueueName,
   UnavailableError,
   parsePayload,
+  jobName,
   type JobPayload,
+  type JobPayloadInput,
   type JobResults,
 } from '@lateral/shared';
 import { currentLogContext, withLogContext, type LogFields, type Logger } from './logger';
@@ -108,16 +110,16 @@ export class JobQueues {
     return q;
   }
 
-  async add<Q extends QueueName>(name: Q, jobId: string, payload: JobPayload<Q>, opts: JobsOptions = {}): Promise<Job> {
+  async add<Q extends QueueName>(name: Q, jobId: string, payload: JobPayloadInput<Q>, opts: JobsOptions = {}): Promise<Job> {
     const data = withRequestId(payload);
     parsePayload(name, data);
-    return this.get(name).add(name, data, { ...opts, jobId });
+    return this.get(name).add(jobName(name, payload), data, { ...opts, jobId });
   }
 
-  async addBulk<Q extends QueueName>(name: Q, jobs: { jobId: string; payload: JobPayload<Q> }[]): Promise<Job[]> {
+  async addBulk<Q extends QueueName>(name: Q, jobs: { jobId: string; payload: JobPayloadInput<Q> }[]): Promise<Job[]> {
     const data = jobs.map((j) => withRequestId(j.payload));
     for (const d of data) parsePayload(name, d);
-    return this.get(name).addBulk(jobs.map((j, i) => ({ name, data: data[i], opts: { jobId: j.jobId } })));
+    return this.get(name).addBulk(jobs.map((j, i) => ({ name: jobName(name, j.payload), data: data[i], opts: { jobId: j.jobId } })));
   }
 
   async counts(): Promise<Record<string, Record<string, number>>> {

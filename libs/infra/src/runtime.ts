@@ -117,7 +117,7 @@ export async function createRuntime(config: Config, services: ResolvedServices, 
   // The shard queues' counts too (health, admin, lateral_queue_jobs), as far as collections may have shards.
   const queues = new JobQueues(redis, config.REDIS_PREFIX, config.JOB_ATTEMPTS, Array.from({ length: config.COLLECTION_MAX_SHARDS }, (_, i) => shardQueueName(i)));
   // Every change of a record or a generation replaces the collection's serving token (ServingCache).
-  const bump = (t: string, c: string) => ServingCache.bump(redis, config.REDIS_PREFIX, t, c);
+  const bump = (tenantId: string, collectionId: string) => ServingCache.bump(redis, config.REDIS_PREFIX, tenantId, collectionId);
   const collections = new CollectionRepository(store, bump);
   const generations = new GenerationRepository(store, { onCommit: bump });
   return {

@@ -7,23 +7,9 @@ import { buildLiteModel, OnnxKnrm, OnnxLite } from './index';
 import { encodeModel } from './onnx-graph';
 import { randomKnrmWeights, randomLiteWeights, readLiteArtifact, writeLiteArtifact } from './artifact';
 import { mulberry32 } from '@lateral/shared';
+import { candidates, docOf, unitRows } from './test-data';
 
 const rng = mulberry32;
-function unitRows(r: () => number, rows: number, d: number): Float32Array {
-  const a = new Float32Array(rows * d);
-  for (let i = 0; i < rows; i++) {
-    let s = 0;
-    for (let k = 0; k < d; k++) { a[i * d + k] = r() - 0.5; s += a[i * d + k] ** 2; }
-    for (let k = 0; k < d; k++) a[i * d + k] /= Math.sqrt(s);
-  }
-  return a;
-}
-function candidates(r: () => number, lengths: number[], d: number) {
-  const offsets = new Uint32Array(lengths.length + 1);
-  lengths.forEach((l, c) => { offsets[c + 1] = offsets[c] + l; });
-  return { docs: unitRows(r, offsets[lengths.length], d), offsets, lengths };
-}
-const docOf = (docs: Float32Array, offsets: Uint32Array, c: number, d: number) => docs.subarray(offsets[c] * d, offsets[c + 1] * d);
 
 describe('OnnxLite', () => {
   it('agrees with liteReference to 1e-4 (small sizes, ragged, truncated, empty candidates; artifact round trip)', async () => {

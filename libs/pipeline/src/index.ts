@@ -13,7 +13,7 @@ export * from './query/rerank.processor';
 export * from './query/rerank-ids';
 export * from './query/search.processor';
 export * from './query/shard-fanout';
-export * from './query/shard.processor';
+export * from './query/shard-child.processor';
 export { dropShardWorkOfFailedJob, isFanoutJob, type FanoutJob, type ShardCoordinatorDeps } from './query/shard-rounds';
 export * from './query/text-cache';
 export * from './query/encode-texts.processor';

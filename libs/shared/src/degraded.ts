@@ -33,7 +33,7 @@ export interface DegradedRecord {
   segments: DegradedSegment[];
 }
 
-export const degradedRecordKey = (t: string, c: string) => `${s3Keys.collectionPrefix(t, c)}degraded.json`;
+export const degradedRecordKey = (tenantId: string, collectionId: string) => `${s3Keys.collectionPrefix(tenantId, collectionId)}degraded.json`;
 
 /**
  * The record's entries that concern `segments` (the current generation's) and still hold live

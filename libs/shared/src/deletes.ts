@@ -44,7 +44,7 @@ export interface DeleteResult {
 }
 
 export const deleteKeys = {
-  request: (t: string, c: string, id: string) => `tenants/${safe('tenant id', t)}/collections/${safe('collection id', c)}/deletes/${safe('delete id', id)}.json`,
+  request: (tenantId: string, collectionId: string, id: string) => `tenants/${safe('tenant id', tenantId)}/collections/${safe('collection id', collectionId)}/deletes/${safe('delete id', id)}.json`,
   /** BullMQ forbids ':' in custom ids; '~' never appears in resource ids. */
-  job: (t: string, c: string, id: string) => `${safe('tenant id', t)}~${safe('collection id', c)}~delete~${safe('delete id', id)}`,
+  job: (tenantId: string, collectionId: string, id: string) => `${safe('tenant id', tenantId)}~${safe('collection id', collectionId)}~delete~${safe('delete id', id)}`,
 };

@@ -51,7 +51,7 @@ export interface BatchDocumentInfo {
 }
 
 /** Key of a batch's document info, beside its documents.ndjson. */
-export const batchInfoKey = (t: string, c: string, batch: string) => s3Keys.batchDocuments(t, c, batch).replace(/documents\.ndjson$/, 'info.json');
+export const batchInfoKey = (tenantId: string, collectionId: string, batch: string) => s3Keys.batchDocuments(tenantId, collectionId, batch).replace(/documents\.ndjson$/, 'info.json');
 
 /** Passage ids are `parent#n`; in a collection with passages '#' is reserved in document ids. */
 export const PASSAGE_SEPARATOR = '#';

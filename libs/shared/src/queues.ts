@@ -27,6 +27,9 @@ export enum QueueName {
 const tenantId = resourceId('tenantId');
 const collectionId = resourceId('collectionId');
 const s3Key = z.string().min(1).max(1024);
+const rerankBatchId = resourceId('rerankBatchId');
+/** The batch queue's field as jobs queued before `rerankBatchId` carry it. */
+const legacyRerankBatchId = resourceId('batchId');
 
 /** A written segment on its way to the current generation: the index job's payload, passed on unchanged to its commit. */
 const writtenSegment = z.object({
@@ -54,8 +57,8 @@ export const MergePayloadSchema = z.object({
 });
 export type MergePayload = z.infer<typeof MergePayloadSchema>;
 /** A merge's job id: one per collection and generation it was asked on (BullMQ forbids ':'; '~' never appears in resource ids). */
-export const mergeJobId = (t: string, c: string, trigger: MergePayload['trigger'], generation: number) =>
-  `${assertResourceId('tenant id', t)}~${assertResourceId('collection id', c)}~merge~${trigger}-g${generation}`;
+export const mergeJobId = (tenantId: string, collectionId: string, trigger: MergePayload['trigger'], generation: number) =>
+  `${assertResourceId('tenant id', tenantId)}~${assertResourceId('collection id', collectionId)}~merge~${trigger}-g${generation}`;
 
 /** Payloads carry references only (ids and S3 keys), never vectors. */
 /**
@@ -123,16 +126,48 @@ export const JobPayloadSchemas = {
     textsKey: s3Key,
     texts: z.number().int().nonnegative(),
   }),
-  [QueueName.batch]: z.discriminatedUnion('step', [
-    z.object({ step: z.literal('plan'), tenantId, batchId: resourceId('batchId') }),
-    z.object({ step: z.literal('chunk'), tenantId, batchId: resourceId('batchId'), chunk: z.number().int().nonnegative() }),
-    z.object({ step: z.literal('finalize'), tenantId, batchId: resourceId('batchId'), chunks: z.number().int().nonnegative() }),
-  ]),
+  /**
+   * A batch re-rank file's step. `rerankBatchId` names the file (POST /v1/batches), not an ingest
+   * batch (the ingest queues' `batchId`); jobs queued before the rename carry it as `batchId`, which
+   * is read as `rerankBatchId` (Redis keeps such jobs across an upgrade).
+   */
+  [QueueName.batch]: z
+    .union([
+      z.discriminatedUnion('step', [
+        z.object({ step: z.literal('plan'), tenantId, rerankBatchId }),
+        z.object({ step: z.literal('chunk'), tenantId, rerankBatchId, chunk: z.number().int().nonnegative() }),
+        z.object({ step: z.literal('finalize'), tenantId, rerankBatchId, chunks: z.number().int().nonnegative() }),
+      ]),
+      z.discriminatedUnion('step', [
+        z.object({ step: z.literal('plan'), tenantId, batchId: legacyRerankBatchId }),
+        z.object({ step: z.literal('chunk'), tenantId, batchId: legacyRerankBatchId, chunk: z.number().int().nonnegative() }),
+        z.object({ step: z.literal('finalize'), tenantId, batchId: legacyRerankBatchId, chunks: z.number().int().nonnegative() }),
+      ]),
+    ])
+    .transform((p) => {
+      if (!('batchId' in p)) return p;
+      const { batchId, ...rest } = p;
+      return { ...rest, rerankBatchId: batchId };
+    }),
   /** One delivery: the URL (checked again, with its resolved address, at delivery) and the event to POST. */
   [QueueName.webhook]: z.object({ tenantId, url: CallbackUrlSchema, body: WebhookEventSchema }),
 } as const;
 
 export type JobPayload<Q extends QueueName> = z.infer<(typeof JobPayloadSchemas)[Q]>;
+/** What a producer may queue: the payload before parsing (the batch queue still takes the earlier `batchId`). */
+export type JobPayloadInput<Q extends QueueName> = z.input<(typeof JobPayloadSchemas)[Q]>;
+
+/**
+ * The BullMQ job name of a payload (what Bull Board and job listings show): the queue's name, but
+ * a delete on the commit queue is named 'delete' (and a merge queued there by an earlier version
+ * 'merge'): the queue is shared because both write the next generation, not because a delete is a
+ * commit. Workers choose the handler by the payload, so jobs named 'commit' by an earlier version
+ * run as before.
+ */
+export function jobName<Q extends QueueName>(queue: Q, payload: JobPayloadInput<Q>): string {
+  if (queue === QueueName.commit && typeof payload === 'object' && payload !== null && 'op' in payload) return payload.op;
+  return queue;
+}
 /** A commit job that commits a written segment (not a delete). */
 export type SegmentCommitPayload = z.infer<typeof writtenSegment>;
 

@@ -154,20 +154,20 @@ export function aesiCodecName(collection: string, codeDims: number, width: numbe
 }
 
 export const trainingKeys = {
-  judgments: (t: string, c: string, id: string) => `tenants/${safe('tenant id', t)}/collections/${safe('collection id', c)}/judgments/${safe('judgments id', id)}.json`,
-  judgmentsPrefix: (t: string, c: string) => `tenants/${safe('tenant id', t)}/collections/${safe('collection id', c)}/judgments/`,
-  trainRequest: (t: string, id: string) => `tenants/${safe('tenant id', t)}/train/${safe('train id', id)}/request.json`,
+  judgments: (tenantId: string, collectionId: string, id: string) => `tenants/${safe('tenant id', tenantId)}/collections/${safe('collection id', collectionId)}/judgments/${safe('judgments id', id)}.json`,
+  judgmentsPrefix: (tenantId: string, collectionId: string) => `tenants/${safe('tenant id', tenantId)}/collections/${safe('collection id', collectionId)}/judgments/`,
+  trainRequest: (tenantId: string, id: string) => `tenants/${safe('tenant id', tenantId)}/train/${safe('train id', id)}/request.json`,
   /** versioned artifacts of a collection: heads/{artifact}.onnx and heads/{artifact}.training.json */
-  headArtifact: (t: string, c: string, artifact: string) => `tenants/${safe('tenant id', t)}/collections/${safe('collection id', c)}/heads/${safe('artifact', artifact)}.onnx`,
-  headReport: (t: string, c: string, artifact: string) => `tenants/${safe('tenant id', t)}/collections/${safe('collection id', c)}/heads/${safe('artifact', artifact)}.training.json`,
+  headArtifact: (tenantId: string, collectionId: string, artifact: string) => `tenants/${safe('tenant id', tenantId)}/collections/${safe('collection id', collectionId)}/heads/${safe('artifact', artifact)}.onnx`,
+  headReport: (tenantId: string, collectionId: string, artifact: string) => `tenants/${safe('tenant id', tenantId)}/collections/${safe('collection id', collectionId)}/heads/${safe('artifact', artifact)}.training.json`,
   /** trained AESI codecs of a collection: codecs/trained/{name}.codec and {name}.training.json (recompress names them as codec.trained) */
-  trainedCodec: (t: string, c: string, name: string) => `tenants/${safe('tenant id', t)}/collections/${safe('collection id', c)}/codecs/trained/${safe('trained codec', name)}.codec`,
-  trainedCodecReport: (t: string, c: string, name: string) => `tenants/${safe('tenant id', t)}/collections/${safe('collection id', c)}/codecs/trained/${safe('trained codec', name)}.training.json`,
-  trainedCodecsPrefix: (t: string, c: string) => `tenants/${safe('tenant id', t)}/collections/${safe('collection id', c)}/codecs/trained/`,
-  headsPrefix: (t: string, c: string) => `tenants/${safe('tenant id', t)}/collections/${safe('collection id', c)}/heads/`,
-  trainJob: (t: string, id: string) => `${safe('tenant id', t)}~train~${safe('train id', id)}`,
+  trainedCodec: (tenantId: string, collectionId: string, name: string) => `tenants/${safe('tenant id', tenantId)}/collections/${safe('collection id', collectionId)}/codecs/trained/${safe('trained codec', name)}.codec`,
+  trainedCodecReport: (tenantId: string, collectionId: string, name: string) => `tenants/${safe('tenant id', tenantId)}/collections/${safe('collection id', collectionId)}/codecs/trained/${safe('trained codec', name)}.training.json`,
+  trainedCodecsPrefix: (tenantId: string, collectionId: string) => `tenants/${safe('tenant id', tenantId)}/collections/${safe('collection id', collectionId)}/codecs/trained/`,
+  headsPrefix: (tenantId: string, collectionId: string) => `tenants/${safe('tenant id', tenantId)}/collections/${safe('collection id', collectionId)}/heads/`,
+  trainJob: (tenantId: string, id: string) => `${safe('tenant id', tenantId)}~train~${safe('train id', id)}`,
   /** Redis flag set by DELETE /v1/train/{id}; the job checks it between steps */
-  cancelFlag: (prefix: string, t: string, id: string) => `${prefix}:t:${safe('tenant id', t)}:train-cancel:${safe('train id', id)}`,
+  cancelFlag: (prefix: string, tenantId: string, id: string) => `${prefix}:t:${safe('tenant id', tenantId)}:train-cancel:${safe('train id', id)}`,
 };
 
 /**

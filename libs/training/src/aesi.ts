@@ -23,7 +23,7 @@
  * spread, not for a constant offset: same function, the codec's raw-space layout.
  */
 import { initTf, rng, shuffled, tf, type TfBackend } from './tf';
-import { TrainingDivergedError } from './trainer';
+import { TrainingDivergedError, type EpochProgress } from './trainer';
 
 export interface AesiSizes {
   inputDims: number;
@@ -195,15 +195,8 @@ export interface AesiEpoch {
   seconds: number;
 }
 
-export interface AesiProgress {
-  epoch: number;
-  maxEpochs: number;
-  step: number;
-  stepsPerEpoch: number;
-  loss: number;
-  etaSeconds: number;
-  curve: AesiEpoch[];
-}
+/** `loss`: the training MSE of the epoch so far. */
+export type AesiProgress = EpochProgress<AesiEpoch>;
 
 export interface AesiTrainResult {
   weights: AesiExport;

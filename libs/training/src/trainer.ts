@@ -94,7 +94,8 @@ export interface TrainOptions {
   onProgress?: (p: TrainProgress) => Promise<void> | void;
 }
 
-export interface TrainProgress {
+/** Where a training run is (a head's here, AESI's in aesi.ts), reported after each step; `E` an epoch's record. */
+export interface EpochProgress<E> {
   epoch: number;
   maxEpochs: number;
   step: number;
@@ -102,8 +103,10 @@ export interface TrainProgress {
   /** mean loss of this epoch so far */
   loss: number;
   etaSeconds: number;
-  curve: EpochRecord[];
+  curve: E[];
 }
+
+export type TrainProgress = EpochProgress<EpochRecord>;
 
 export interface EpochRecord {
   epoch: number;

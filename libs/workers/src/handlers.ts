@@ -22,7 +22,7 @@ import {
   batchProcessor,
   childTextStats,
   encodeTextsProcessor,
-  rerankJob,
+  rerankProcessor,
 } from '@lateral/pipeline';
 import { Bm25StatsCache, DegradedSegmentsRecorder, SegmentCache, StaticEmbeddingsCache } from '@lateral/serving';
 import { readSegment } from '@lateral/codec';
@@ -57,7 +57,7 @@ export function pipelineHandlers(rt: Runtime, extra: { shardChild?: (p: ShardJob
   const staticEmbeddings = new StaticEmbeddingsCache(path.resolve(config.MODELS_DIR));
   // Trained heads come from S3 on first use (cached under SCORERS_DIR/tenants/), so any scorer serves any tenant's head.
   const scorerArtifacts = new ScorerArtifactStore(store, path.resolve(config.SCORERS_DIR));
-  const scorers = new ScorerResources(path.resolve(config.SCORERS_DIR), config.ORT_INTRA_OP_THREADS, (t, spec) => scorerArtifacts.resolve(t, spec));
+  const scorers = new ScorerResources(path.resolve(config.SCORERS_DIR), config.ORT_INTRA_OP_THREADS, (tenantId, spec) => scorerArtifacts.resolve(tenantId, spec));
   const documents = new DocumentRepository(store); // hits' text and metadata, passages of parent candidates (from S3)
   // One byte-bounded cache of segments for re-rank and search, over the local disk cache of S3 objects.
   const objects = new DiskObjectCache(store, path.resolve(config.SCORER_DISK_CACHE_DIR ?? path.join(config.DATA_DIR, 'scorer-cache')), config.SCORER_DISK_CACHE_BYTES, `${rt.services.s3Endpoint ?? 'embedded'}/${config.S3_BUCKET}`);
@@ -72,7 +72,7 @@ export function pipelineHandlers(rt: Runtime, extra: { shardChild?: (p: ShardJob
     warpLayoutInMemoryBytes: Math.min(config.SCORER_WARP_WHOLE_BYTES, config.SCORER_CACHE_BYTES / 16),
     // A segment that cannot be read: its ids from its batch's info.json (so its candidates are named
     // unavailable), and the collection's degraded record in S3, a log line and metrics.
-    segmentIds: async (t, c, ref) => (await documents.encodedInfo(t, c, ref.batchId))?.documents.map((d) => d.id) ?? null,
+    segmentIds: async (tenantId, collectionId, ref) => (await documents.encodedInfo(tenantId, collectionId, ref.batchId))?.documents.map((d) => d.id) ?? null,
     health: new DegradedSegmentsRecorder(store, logger),
   });
   // lateral_cache_*{cache=...}: hit ratio, bytes held and evictions of both, read at each scrape.
@@ -91,8 +91,8 @@ export function pipelineHandlers(rt: Runtime, extra: { shardChild?: (p: ShardJob
   // Re-rank and search read the collection's record and current manifest from the serving cache
   // (one Redis GET when nothing changed; a commit or record write is seen by the next read).
   const served = {
-    collections: { get: (t: string, c: string) => rt.serving.collection(t, c) },
-    generations: { manifest: (t: string, c: string, g?: number) => (g === undefined ? rt.serving.manifest(t, c) : generations.manifest(t, c, g)) },
+    collections: { get: (tenantId: string, collectionId: string) => rt.serving.collection(tenantId, collectionId) },
+    generations: { manifest: (tenantId: string, collectionId: string, g?: number) => (g === undefined ? rt.serving.manifest(tenantId, collectionId) : generations.manifest(tenantId, collectionId, g)) },
   };
   const rerankDeps = { store, ...served, encoders, views: segments, scorers, documents, shardCoordinator };
   // Generations' BM25 statistics (written after each commit): a BM25 or hybrid search then walks the segments once.
@@ -100,19 +100,19 @@ export function pipelineHandlers(rt: Runtime, extra: { shardChild?: (p: ShardJob
   const searchDeps = { store, ...served, ivf: rt.ivf, warpCodecs: rt.warpCodecs, encoders, segments, scorers, documents, shardCoordinator, bm25Stats };
   extra.shardChild = (p) => shardChildProcessor({ ...rerankDeps, ...searchDeps }, p);
   // DELETE /v1/train/{id} sets a flag in Redis; the train job checks it between steps.
-  const cancelled = async (t: string, id: string) => (await rt.redis.exists(trainingKeys.cancelFlag(config.REDIS_PREFIX, t, id))) > 0;
+  const cancelled = async (tenantId: string, id: string) => (await rt.redis.exists(trainingKeys.cancelFlag(config.REDIS_PREFIX, tenantId, id))) > 0;
   let nearest: Promise<OnnxNearestCentroid> | null = null;
   const assigner = () => (nearest ??= OnnxNearestCentroid.create(config.ORT_INTRA_OP_THREADS));
-  const liveIds = new SegmentIds(async (t, c, ref) => {
+  const liveIds = new SegmentIds(async (tenantId, collectionId, ref) => {
     const bytes = await store.get(ref.key);
     if (!bytes) throw new Error(`segment ${ref.key} of the current generation is missing from S3`);
-    return readSegment(bytes, ref.key, await codecs.get(t, c, ref.codecVersion)).docIds;
+    return readSegment(bytes, ref.key, await codecs.get(tenantId, collectionId, ref.codecVersion)).docIds;
   });
   // Deletes by filter read each segment's ids and metadata (no vectors decoded).
-  const segmentDocs = async (t: string, c: string, ref: SegmentRef) => {
+  const segmentDocs = async (tenantId: string, collectionId: string, ref: SegmentRef) => {
     const bytes = await store.get(ref.key);
     if (!bytes) throw new Error(`segment ${ref.key} of the current generation is missing from S3`);
-    return readSegment(bytes, ref.key, await codecs.get(t, c, ref.codecVersion));
+    return readSegment(bytes, ref.key, await codecs.get(tenantId, collectionId, ref.codecVersion));
   };
   // A finished job's callback becomes a job of the webhook queue; the result stands even if queueing it fails.
   const notify = (url: string, event: Parameters<typeof enqueueWebhook>[4]) =>
@@ -133,12 +133,12 @@ export function pipelineHandlers(rt: Runtime, extra: { shardChild?: (p: ShardJob
   // A job waits at most two job locks (a dead holder's lease is gone by then), then answers 'busy' and is
   // queued again, so a merge slot is never held for the length of another process's merge.
   const lockMs = config.JOB_LOCK_SECONDS * 1000;
-  const exclusive = <T>(t: string, c: string, fn: () => Promise<T>) => withRedisLease(rt.redis, redisKeys.mergeLease(config.REDIS_PREFIX, t, c), fn, { ttlMs: lockMs, maxWaitMs: 2 * lockMs });
+  const exclusive = <T>(tenantId: string, collectionId: string, fn: () => Promise<T>) => withRedisLease(rt.redis, redisKeys.mergeLease(config.REDIS_PREFIX, tenantId, collectionId), fn, { ttlMs: lockMs, maxWaitMs: 2 * lockMs });
   // Each committed generation's BM25 statistics (carried forward from the one before): its searches
   // read them instead of walking every index. A failure never fails the commit: searches of a
   // generation without them count the statistics in a first walk over the indexes, as before.
-  const writeBm25Stats = (t: string, c: string, generation: number) =>
-    writeBm25GenerationStats({ store, generations, logger }, t, c, generation).catch((err: Error) => logger.warn(`BM25 statistics of ${c} g${generation} not written: ${err.message}`));
+  const writeBm25Stats = (tenantId: string, collectionId: string, generation: number) =>
+    writeBm25GenerationStats({ store, generations, logger }, tenantId, collectionId, generation).catch((err: Error) => logger.warn(`BM25 statistics of ${collectionId} g${generation} not written: ${err.message}`));
   const runMerge = async (p: MergePayload) => {
     const out = await mergeProcessor(
       { store, collections, generations, codecs, liveIds, logger, policy: mergePolicy, exclusive, gc: { keepGenerations: config.KEEP_GENERATIONS, graceSeconds: config.GC_GRACE_SECONDS }, ivf: rt.ivf, warpCodecs: rt.warpCodecs, encoders, ivfCentroids: config.IVF_CENTROIDS, assigner, staticEmbeddings },
@@ -158,7 +158,8 @@ export function pipelineHandlers(rt: Runtime, extra: { shardChild?: (p: ShardJob
     [QueueName.encode]: (p, job) => encodeProcessor({ store, collections, encoders, queues, tokenBudget: config.ENCODE_TOKEN_BUDGET, logger }, p, job),
     [QueueName.compress]: (p) => compressProcessor({ store, collections, codecs, staticEmbeddings, queues }, p),
     [QueueName.index]: (p) => indexProcessor({ store, collections, codecs, generations, ivf: rt.ivf, warpCodecs: rt.warpCodecs, encoders, queues, ivfCentroids: config.IVF_CENTROIDS, assigner, staticEmbeddings }, p),
-    // The commit queue carries segment commits and deletes (both write the next generation).
+    // The commit queue carries segment commits (jobs named 'commit') and deletes (named 'delete', jobName
+    // in libs/shared): both write the next generation. The payload, not the name, chooses the handler.
     [QueueName.commit]: async (p) => {
       // A merge queued here by an earlier version: run as on the merge queue.
       if ('op' in p && p.op === 'merge') return runMerge(p);
@@ -183,7 +184,7 @@ export function pipelineHandlers(rt: Runtime, extra: { shardChild?: (p: ShardJob
     [QueueName.rerank]: async (p, job) => {
       const startedAt = epochMs();
       const io = jobObjects(store, p, s3Keys.rerankResult(p.tenantId, p.rerankId));
-      const r = await rerankJob({ ...rerankDeps, store: io.store, texts, modelsDir }, p, job, await childTextStats(job));
+      const r = await rerankProcessor({ ...rerankDeps, store: io.store, texts, modelsDir }, p, job, await childTextStats(job));
       if (p.callback) await notify(p.callback, webhookEventFor('rerank', p, { counts: { queries: r.queries, candidates: r.candidates, missing: r.missing } }));
       return { ...r, ...io.inline(), timing: { startedAt, doneAt: epochMs() } };
     },

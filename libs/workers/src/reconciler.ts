@@ -33,9 +33,9 @@ export interface ReconcileReport {
 export async function reconcile(rt: Runtime): Promise<ReconcileReport> {
   const t0 = Date.now();
   const report: ReconcileReport = { unfinished: 0, requeued: { encode: 0, compress: 0, index: 0 }, failed: 0, batchFiles: 0, ms: 0 };
-  for (const t of await tenants(rt)) {
-    for (const c of await rt.collections.list(t)) await reconcileCollection(rt, t, c, report);
-    await reconcileBatchFiles(rt, t, report);
+  for (const tenantId of await tenants(rt)) {
+    for (const collectionId of await rt.collections.list(tenantId)) await reconcileCollection(rt, tenantId, collectionId, report);
+    await reconcileBatchFiles(rt, tenantId, report);
   }
   report.ms = Date.now() - t0;
   return report;
@@ -55,21 +55,21 @@ async function hasJob(rt: Runtime, queue: QueueName, id: string): Promise<boolea
   return (await rt.queues.get(queue).getJob(id)) !== undefined;
 }
 
-async function reconcileCollection(rt: Runtime, t: string, c: string, report: ReconcileReport): Promise<void> {
-  const collection = await rt.collections.get(t, c);
+async function reconcileCollection(rt: Runtime, tenantId: string, collectionId: string, report: ReconcileReport): Promise<void> {
+  const collection = await rt.collections.get(tenantId, collectionId);
   if (!collection) return;
   const v = collection.codecVersion;
   // Jobs first, S3 second: a batch whose last job completes between the two reads is then seen committed.
-  const manifestBefore = await rt.generations.manifest(t, c);
-  const candidates = await rt.ingestions.unfinished(t, c, manifestBefore, v);
+  const manifestBefore = await rt.generations.manifest(tenantId, collectionId);
+  const candidates = await rt.ingestions.unfinished(tenantId, collectionId, manifestBefore, v);
   if (candidates.length === 0) return;
   const orphans: typeof candidates = [];
   for (const b of candidates) {
     const ids: [QueueName, string][] = [
-      [QueueName.encode, jobIds.encode(t, c, b.batchId)],
-      [QueueName.compress, jobIds.compress(t, c, b.batchId, v)],
-      [QueueName.index, jobIds.index(t, c, b.batchId, v)],
-      [QueueName.commit, jobIds.commit(t, c, b.batchId, v)],
+      [QueueName.encode, jobIds.encode(tenantId, collectionId, b.batchId)],
+      [QueueName.compress, jobIds.compress(tenantId, collectionId, b.batchId, v)],
+      [QueueName.index, jobIds.index(tenantId, collectionId, b.batchId, v)],
+      [QueueName.commit, jobIds.commit(tenantId, collectionId, b.batchId, v)],
     ];
     let held = false;
     for (const [q, id] of ids) if ((held = await hasJob(rt, q, id))) break;
@@ -77,21 +77,21 @@ async function reconcileCollection(rt: Runtime, t: string, c: string, report: Re
   }
   report.unfinished += candidates.length;
   if (orphans.length === 0) return;
-  const now = new Set((await rt.ingestions.unfinished(t, c, await rt.generations.manifest(t, c), v)).map((b) => b.batchId));
+  const now = new Set((await rt.ingestions.unfinished(tenantId, collectionId, await rt.generations.manifest(tenantId, collectionId), v)).map((b) => b.batchId));
   for (const b of orphans) {
     if (!now.has(b.batchId)) continue;
-    const base = { tenantId: t, collectionId: c, ingestionId: b.ingestionId, batchId: b.batchId, documents: b.documents };
+    const base = { tenantId, collectionId, ingestionId: b.ingestionId, batchId: b.batchId, documents: b.documents };
     if (b.compressed) {
-      await rt.queues.add(QueueName.index, jobIds.index(t, c, b.batchId, v), { ...base, segmentKey: s3Keys.segment(t, c, b.batchId, v), codecVersion: v });
+      await rt.queues.add(QueueName.index, jobIds.index(tenantId, collectionId, b.batchId, v), { ...base, segmentKey: s3Keys.segment(tenantId, collectionId, b.batchId, v), codecVersion: v });
       report.requeued.index++;
     } else if (b.encoded) {
-      await rt.queues.add(QueueName.compress, jobIds.compress(t, c, b.batchId, v), { ...base, rawKey: s3Keys.rawVectors(t, c, b.batchId), codecVersion: v });
+      await rt.queues.add(QueueName.compress, jobIds.compress(tenantId, collectionId, b.batchId, v), { ...base, rawKey: s3Keys.rawVectors(tenantId, collectionId, b.batchId), codecVersion: v });
       report.requeued.compress++;
-    } else if (await rt.store.exists(s3Keys.batchDocuments(t, c, b.batchId))) {
-      await rt.queues.add(QueueName.encode, jobIds.encode(t, c, b.batchId), { ...base, documentsKey: s3Keys.batchDocuments(t, c, b.batchId) });
+    } else if (await rt.store.exists(s3Keys.batchDocuments(tenantId, collectionId, b.batchId))) {
+      await rt.queues.add(QueueName.encode, jobIds.encode(tenantId, collectionId, b.batchId), { ...base, documentsKey: s3Keys.batchDocuments(tenantId, collectionId, b.batchId) });
       report.requeued.encode++;
     } else {
-      await rt.ingestions.recordFailure(t, c, {
+      await rt.ingestions.recordFailure(tenantId, collectionId, {
         batchId: b.batchId,
         ingestionId: b.ingestionId,
         queue: QueueName.encode,
@@ -104,20 +104,20 @@ async function reconcileCollection(rt: Runtime, t: string, c: string, report: Re
   }
 }
 
-async function reconcileBatchFiles(rt: Runtime, t: string, report: ReconcileReport): Promise<void> {
-  const prefix = batchKeys.prefix(t);
+async function reconcileBatchFiles(rt: Runtime, tenantId: string, report: ReconcileReport): Promise<void> {
+  const prefix = batchKeys.prefix(tenantId);
   for (const p of await rt.store.listPrefixes(prefix)) {
-    const b = p.slice(prefix.length).replace(/\/$/, '');
+    const rerankBatchId = p.slice(prefix.length).replace(/\/$/, '');
     let record: BatchRecord | null;
     try {
-      record = await rt.store.getJson<BatchRecord>(batchKeys.record(t, b));
+      record = await rt.store.getJson<BatchRecord>(batchKeys.record(tenantId, rerankBatchId));
     } catch {
       continue; // being written: the next pass sees it
     }
     if (!record || (record.state !== 'validating' && record.state !== 'running')) continue;
-    if ((await hasJob(rt, QueueName.batch, textJobIds.batchPlan(t, b))) || (await hasJob(rt, QueueName.batch, textJobIds.batchFinalize(t, b)))) continue;
+    if ((await hasJob(rt, QueueName.batch, textJobIds.batchPlan(tenantId, rerankBatchId))) || (await hasJob(rt, QueueName.batch, textJobIds.batchFinalize(tenantId, rerankBatchId)))) continue;
     // The plan is idempotent: it cuts the same chunks again and adds the same flow (same job ids).
-    await rt.queues.add(QueueName.batch, textJobIds.batchPlan(t, b), { step: 'plan', tenantId: t, batchId: b });
+    await rt.queues.add(QueueName.batch, textJobIds.batchPlan(tenantId, rerankBatchId), { step: 'plan', tenantId, rerankBatchId });
     report.batchFiles++;
   }
 }

@@ -15,10 +15,10 @@ export interface CompressDeps extends SegmentWriterDeps {
  * Turns a batch's raw fp16 vectors into an immutable segment with the collection's codec.
  * The segment key carries the codec version, so a re-compression never overwrites a live segment.
  */
-export async function compressProcessor(ctx: CompressDeps, p: JobPayload<QueueName.compress>): Promise<JobResults[QueueName.compress]> {
-  const collection = await ctx.collections.get(p.tenantId, p.collectionId);
+export async function compressProcessor(deps: CompressDeps, p: JobPayload<QueueName.compress>): Promise<JobResults[QueueName.compress]> {
+  const collection = await deps.collections.get(p.tenantId, p.collectionId);
   if (!collection) throw new PermanentJobError(`collection ${p.tenantId}/${p.collectionId} no longer exists`);
-  const bytes = await ctx.store.get(p.rawKey);
+  const bytes = await deps.store.get(p.rawKey);
   if (!bytes) throw new PermanentJobError(`raw vectors are missing from S3: ${p.rawKey}`);
   let raw;
   try {
@@ -27,10 +27,10 @@ export async function compressProcessor(ctx: CompressDeps, p: JobPayload<QueueNa
     if (err instanceof SegmentCorruptError) throw new PermanentJobError(err.message);
     throw err;
   }
-  const segment = await compressRaw(ctx, collection, raw, p.codecVersion, p.rawKey);
+  const segment = await compressRaw(deps, collection, raw, p.codecVersion, p.rawKey);
   const segmentKey = s3Keys.segment(p.tenantId, p.collectionId, p.batchId, p.codecVersion);
-  await ctx.store.put(segmentKey, segment);
+  await deps.store.put(segmentKey, segment);
   const result = { segmentKey, bytes: segment.byteLength };
-  await enqueueNext(ctx.queues, QueueName.compress, p, result);
+  await enqueueNext(deps.queues, QueueName.compress, p, result);
   return result;
 }

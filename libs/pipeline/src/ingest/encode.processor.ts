@@ -20,13 +20,13 @@ export interface EncodeDeps {
   logger: Logger;
 }
 
-export async function encodeProcessor(ctx: EncodeDeps, p: JobPayload<QueueName.encode>, job?: Job): Promise<JobResults[QueueName.encode]> {
-  const collection = await ctx.collections.get(p.tenantId, p.collectionId);
+export async function encodeProcessor(deps: EncodeDeps, p: JobPayload<QueueName.encode>, job?: Job): Promise<JobResults[QueueName.encode]> {
+  const collection = await deps.collections.get(p.tenantId, p.collectionId);
   if (!collection) throw new PermanentJobError(`collection ${p.tenantId}/${p.collectionId} no longer exists`);
-  const body = await ctx.store.get(p.documentsKey);
+  const body = await deps.store.get(p.documentsKey);
   if (!body) throw new PermanentJobError(`accepted documents are missing from S3: ${p.documentsKey}`);
   const docs = fromNdjson(body);
-  const encoder = await ctx.encoders(collection.model).catch(permanentModelErrors);
+  const encoder = await deps.encoders(collection.model).catch(permanentModelErrors);
   if (encoder.dims !== collection.dims) {
     throw new PermanentJobError(`model ${collection.model} produces ${encoder.dims}-d vectors but collection ${p.collectionId} was created with ${collection.dims} dims`);
   }
@@ -35,7 +35,7 @@ export async function encodeProcessor(ctx: EncodeDeps, p: JobPayload<QueueName.e
   const encoded = await encoder
     .encodeDocuments(
       prepared.texts,
-      { maxTokens: collection.maxDocTokens, tokenBudget: ctx.tokenBudget },
+      { maxTokens: collection.maxDocTokens, tokenBudget: deps.tokenBudget },
     )
     .catch(permanentModelErrors);
   await job?.updateProgress(80);
@@ -44,11 +44,11 @@ export async function encodeProcessor(ctx: EncodeDeps, p: JobPayload<QueueName.e
     RAW_CODEC,
   );
   const rawKey = s3Keys.rawVectors(p.tenantId, p.collectionId, p.batchId);
-  await ctx.store.put(rawKey, segment);
-  await ctx.store.put(batchInfoKey(p.tenantId, p.collectionId, p.batchId), JSON.stringify(batchDocumentInfo(p.batchId, prepared, encoded, encoder)), 'application/json');
+  await deps.store.put(rawKey, segment);
+  await deps.store.put(batchInfoKey(p.tenantId, p.collectionId, p.batchId), JSON.stringify(batchDocumentInfo(p.batchId, prepared, encoded, encoder)), 'application/json');
   const tokens = encoded.reduce((s, e) => s + e.length, 0);
-  ctx.logger.debug(`encoded ${docs.length} docs / ${tokens} tokens in ${Date.now() - started} ms`, { batch: p.batchId });
+  deps.logger.debug(`encoded ${docs.length} docs / ${tokens} tokens in ${Date.now() - started} ms`, { batch: p.batchId });
   const result = { rawKey, documents: docs.length, tokens, codecVersion: collection.codecVersion };
-  await enqueueNext(ctx.queues, QueueName.encode, p, result);
+  await enqueueNext(deps.queues, QueueName.encode, p, result);
   return result;
 }

@@ -27,7 +27,7 @@ function lookupStatic(se: StaticEmbeddings, tokenIds: Int32Array, rawKey: string
  * batches writes the codes their own segments held.
  */
 export async function compressRaw(
-  ctx: SegmentWriterDeps,
+  deps: SegmentWriterDeps,
   collection: Collection,
   raw: SegmentReader,
   codecVersion: number,
@@ -42,9 +42,9 @@ export async function compressRaw(
   if (poolFactor > 1 && settings.sideInfo) throw new PermanentJobError(`codec v${codecVersion} of ${collection.id}: codec.poolFactor ${poolFactor} cannot be combined with codec.sideInfo`);
   const rows = poolBatch(raw.tokenOffsets, raw.tokenIds, raw.decodeAll(), raw.dims, poolFactor);
   // Side information: the static embedding of every raw token, from the collection's model (fit and encode).
-  const se = settings.sideInfo ? await ctx.staticEmbeddings.forCollection(collection) : null;
+  const se = settings.sideInfo ? await deps.staticEmbeddings.forCollection(collection) : null;
   const staticEmbeddings = se ? lookupStatic(se, raw.tokenIds, rawKey) : undefined;
-  const artifact = await ctx.codecs.ensure(collection.tenantId, collection.id, codecVersion, settings, () => ({
+  const artifact = await deps.codecs.ensure(collection.tenantId, collection.id, codecVersion, settings, () => ({
     vectors: rows.vectors,
     dims: raw.dims,
     ...(se ? { staticEmbeddings, staticDims: se.dims } : {}),

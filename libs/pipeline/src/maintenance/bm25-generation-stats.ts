@@ -32,16 +32,16 @@ function generationOfKey(key: string): number {
  * write the same bytes. Statistics more than BM25_STATS_KEPT_BEHIND generations old are removed.
  * Returns false when the generation's manifest is gone (nothing written).
  */
-export async function writeBm25GenerationStats(deps: Bm25GenerationStatsDeps, t: string, c: string, generation: number): Promise<boolean> {
-  const manifest = await deps.generations.manifest(t, c, generation);
+export async function writeBm25GenerationStats(deps: Bm25GenerationStatsDeps, tenantId: string, collectionId: string, generation: number): Promise<boolean> {
+  const manifest = await deps.generations.manifest(tenantId, collectionId, generation);
   if (!manifest) return false;
-  const listed = (await deps.store.list(s3Keys.bm25StatsPrefix(t, c)))
+  const listed = (await deps.store.list(s3Keys.bm25StatsPrefix(tenantId, collectionId)))
     .map((o) => ({ key: o.key, generation: generationOfKey(o.key) }))
     .filter((o) => Number.isInteger(o.generation));
   if (listed.some((o) => o.generation === generation)) return true; // written already
   const indexes = new Map<string, Promise<SegmentIndex>>();
   const indexOf = (ref: SegmentRef) => {
-    const key = s3Keys.segmentIndex(t, c, ref.batchId, ref.codecVersion);
+    const key = s3Keys.segmentIndex(tenantId, collectionId, ref.batchId, ref.codecVersion);
     let p = indexes.get(key);
     if (!p) {
       p = (async () => {
@@ -58,17 +58,17 @@ export async function writeBm25GenerationStats(deps: Bm25GenerationStatsDeps, t:
   for (const prev of listed.filter((o) => o.generation < generation).sort((a, b) => b.generation - a.generation).slice(0, 1)) {
     try {
       const bytes = await deps.store.get(prev.key);
-      const from = bytes ? await deps.generations.manifest(t, c, prev.generation) : null;
+      const from = bytes ? await deps.generations.manifest(tenantId, collectionId, prev.generation) : null;
       if (!bytes || !from) continue;
       stats = await carryForward(deserializeBm25Stats(bytes, prev.key).stats, from, manifest, indexOf);
     } catch (err) {
       // A corrupt object, counts that do not add up, an input's index already collected: summed afresh below.
       if (!(err instanceof Error)) throw err;
-      deps.logger.warn(`BM25 statistics of ${c} g${generation}: generation ${prev.generation}'s cannot be carried forward (${err.message}); summing every segment`);
+      deps.logger.warn(`BM25 statistics of ${collectionId} g${generation}: generation ${prev.generation}'s cannot be carried forward (${err.message}); summing every segment`);
     }
   }
   stats ??= await carryForward(EMPTY, { segments: [] }, manifest, indexOf);
-  await deps.store.put(s3Keys.bm25Stats(t, c, generation), serializeBm25Stats(stats, generation));
+  await deps.store.put(s3Keys.bm25Stats(tenantId, collectionId, generation), serializeBm25Stats(stats, generation));
   for (const o of listed) if (o.generation < generation - BM25_STATS_KEPT_BEHIND) await deps.store.delete(o.key);
   return true;
 }

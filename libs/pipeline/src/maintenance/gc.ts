@@ -23,13 +23,13 @@ export interface GcSettings {
 }
 
 export const gcKeys = {
-  prefix: (t: string, c: string) => `${s3Keys.collectionPrefix(t, c)}gc/`,
-  record: (t: string, c: string, generation: number) => `${s3Keys.collectionPrefix(t, c)}gc/${String(generation).padStart(10, '0')}.json`,
+  prefix: (tenantId: string, collectionId: string) => `${s3Keys.collectionPrefix(tenantId, collectionId)}gc/`,
+  record: (tenantId: string, collectionId: string, generation: number) => `${s3Keys.collectionPrefix(tenantId, collectionId)}gc/${String(generation).padStart(10, '0')}.json`,
   /**
    * Written for each batch a committed merge replaced: a commit job of that batch replayed later
    * (a stalled job run again) must not bring the merged-away segment back. Removed with its objects.
    */
-  mergedAway: (t: string, c: string, batchId: string) => `${s3Keys.collectionPrefix(t, c)}merged-away/${batchId}.json`,
+  mergedAway: (tenantId: string, collectionId: string, batchId: string) => `${s3Keys.collectionPrefix(tenantId, collectionId)}merged-away/${batchId}.json`,
 };
 
 /**
@@ -37,16 +37,16 @@ export const gcKeys = {
  * raw vectors, documents and info; with `warp` (collections with `search.layout` 'warp') its
  * search layout too.
  */
-export function segmentObjects(t: string, c: string, ref: SegmentRef, opts: { warp?: boolean } = {}): string[] {
+export function segmentObjects(tenantId: string, collectionId: string, ref: SegmentRef, opts: { warp?: boolean } = {}): string[] {
   return [
     ref.key,
-    s3Keys.segmentIndex(t, c, ref.batchId, ref.codecVersion),
-    s3Keys.segmentHead(t, c, ref.batchId, ref.codecVersion),
-    ...(opts.warp ? [s3Keys.searchLayout(t, c, ref.batchId, ref.codecVersion, ref.warpEpoch ?? 0)] : []),
-    s3Keys.rawVectors(t, c, ref.batchId),
-    s3Keys.batchDocuments(t, c, ref.batchId),
-    batchInfoKey(t, c, ref.batchId),
-    gcKeys.mergedAway(t, c, ref.batchId),
+    s3Keys.segmentIndex(tenantId, collectionId, ref.batchId, ref.codecVersion),
+    s3Keys.segmentHead(tenantId, collectionId, ref.batchId, ref.codecVersion),
+    ...(opts.warp ? [s3Keys.searchLayout(tenantId, collectionId, ref.batchId, ref.codecVersion, ref.warpEpoch ?? 0)] : []),
+    s3Keys.rawVectors(tenantId, collectionId, ref.batchId),
+    s3Keys.batchDocuments(tenantId, collectionId, ref.batchId),
+    batchInfoKey(tenantId, collectionId, ref.batchId),
+    gcKeys.mergedAway(tenantId, collectionId, ref.batchId),
   ];
 }
 
@@ -60,16 +60,16 @@ export function segmentObjects(t: string, c: string, ref: SegmentRef, opts: { wa
  */
 export async function collectGarbage(
   deps: { store: Pick<ObjectStore, 'list' | 'getJson' | 'delete'>; generations: Pick<GenerationRepository, 'manifest'>; logger: Logger },
-  t: string,
-  c: string,
+  tenantId: string,
+  collectionId: string,
   settings: GcSettings,
   now = Date.now(),
 ): Promise<number> {
-  const current = await deps.generations.manifest(t, c);
+  const current = await deps.generations.manifest(tenantId, collectionId);
   if (!current) return 0;
   const oldestKept = Math.max(1, current.generation - settings.keepGenerations + 1);
   let removed = 0;
-  for (const { key } of await deps.store.list(gcKeys.prefix(t, c))) {
+  for (const { key } of await deps.store.list(gcKeys.prefix(tenantId, collectionId))) {
     const rec = await deps.store.getJson<GarbageRecord>(key);
     if (!rec || rec.generation > oldestKept) continue;
     if (now - Date.parse(rec.committedAt) < settings.graceSeconds * 1000) continue;
@@ -77,6 +77,6 @@ export async function collectGarbage(
     await deps.store.delete(key); // last: a crash before it repeats the (idempotent) deletes
     removed += rec.objects.length;
   }
-  if (removed > 0) deps.logger.info(`garbage collection of ${c}: ${removed} objects of merged segments removed`);
+  if (removed > 0) deps.logger.info(`garbage collection of ${collectionId}: ${removed} objects of merged segments removed`);
   return removed;
 }

@@ -112,7 +112,7 @@ describe('plan of a batch whose chunks are written', () => {
     const added: FlowNode[] = [];
     const space = { model: 'm', maxTokens: 180, codec: null };
     const ctx = { store, flows: { add: async (f: FlowNode) => void added.push(f) }, textSpace: async () => space, chunkRows: 2, maxTextBytes: 100 } as unknown as BatchDeps;
-    expect(await batchProcessor(ctx, { step: 'plan', tenantId: 't', batchId: 'b1' })).toEqual({ step: 'plan', rows: 5, failed: 1 });
+    expect(await batchProcessor(ctx, { step: 'plan', tenantId: 't', rerankBatchId: 'b1' })).toEqual({ step: 'plan', rows: 5, failed: 1 });
     expect(added).toEqual([batchFlow('t', 'b1', [true, false, true], space)]);
   });
 });

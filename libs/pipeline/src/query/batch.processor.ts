@@ -37,20 +37,20 @@ export interface BatchDeps {
 type BatchPayload = JobPayload<QueueName.batch>;
 type BatchResult = JobResults[QueueName.batch];
 
-export async function batchProcessor(ctx: BatchDeps, p: BatchPayload, job?: Pick<Job, 'updateProgress' | 'getChildrenValues'>): Promise<BatchResult> {
+export async function batchProcessor(deps: BatchDeps, p: BatchPayload, job?: Pick<Job, 'updateProgress' | 'getChildrenValues'>): Promise<BatchResult> {
   switch (p.step) {
     case 'plan':
-      return planBatch(ctx, p.tenantId, p.batchId);
+      return planBatch(deps, p.tenantId, p.rerankBatchId);
     case 'chunk':
-      return runChunk(ctx, p.tenantId, p.batchId, p.chunk, job);
+      return runChunk(deps, p.tenantId, p.rerankBatchId, p.chunk, job);
     case 'finalize':
-      return finalizeBatch(ctx, p.tenantId, p.batchId, p.chunks, job);
+      return finalizeBatch(deps, p.tenantId, p.rerankBatchId, p.chunks, job);
   }
 }
 
-async function record(store: Pick<ObjectStore, 'getJson'>, t: string, b: string): Promise<BatchRecord> {
-  const r = await store.getJson<BatchRecord>(batchKeys.record(t, b));
-  if (!r) throw new PermanentJobError(`batch ${t}/${b} has no record in S3`);
+async function record(store: Pick<ObjectStore, 'getJson'>, tenantId: string, rerankBatchId: string): Promise<BatchRecord> {
+  const r = await store.getJson<BatchRecord>(batchKeys.record(tenantId, rerankBatchId));
+  if (!r) throw new PermanentJobError(`batch ${tenantId}/${rerankBatchId} has no record in S3`);
   return r;
 }
 
@@ -61,52 +61,52 @@ async function record(store: Pick<ObjectStore, 'getJson'>, t: string, b: string)
  * the API as it streamed in, or an earlier plan) only gets its flow again: what the reconciler
  * asks for after Redis lost it. Memory: one chunk, plus the custom_ids seen so far.
  */
-async function planBatch(ctx: BatchDeps, t: string, b: string): Promise<BatchResult> {
-  const rec = await record(ctx.store, t, b);
+async function planBatch(deps: BatchDeps, tenantId: string, rerankBatchId: string): Promise<BatchResult> {
+  const rec = await record(deps.store, tenantId, rerankBatchId);
   if (rec.state === 'cancelled') return { step: 'plan', rows: 0, failed: 0 };
   if (rec.planned && rec.chunks !== undefined) {
     // Which chunks have texts (an encode-texts child): their texts files (a HEAD each; only after Redis lost the flow).
     const withTexts = await mapLimit(
       Array.from({ length: rec.chunks }, (_, n) => n),
       16,
-      async (n) => (await objectHead(ctx.store, batchKeys.chunkTexts(t, b, n))) !== null,
+      async (n) => (await objectHead(deps.store, batchKeys.chunkTexts(tenantId, rerankBatchId, n))) !== null,
     );
-    await ctx.flows.add(batchFlow(t, b, withTexts, await ctx.textSpace(rec)));
+    await deps.flows.add(batchFlow(tenantId, rerankBatchId, withTexts, await deps.textSpace(rec)));
     return { step: 'plan', rows: rec.counts?.rows ?? 0, failed: rec.counts?.invalid ?? 0 };
   }
   const inputKey = rec.input.key;
-  if (!inputKey) throw new PermanentJobError(`batch ${t}/${b} names no input and has no chunks`);
+  if (!inputKey) throw new PermanentJobError(`batch ${tenantId}/${rerankBatchId} names no input and has no chunks`);
   // A record written before inputs were confined to the tenant's uploads may name any key: only the tenant's own objects are read.
   if (!inputKey.startsWith(`tenants/${rec.tenantId}/`)) throw new PermanentJobError(`batch input must be one of the tenant's own uploads; this batch names an object outside tenants/${rec.tenantId}/`);
-  const stream = await getObjectStream(ctx.store, inputKey);
+  const stream = await getObjectStream(deps.store, inputKey);
   if (!stream) throw new PermanentJobError(`batch input ${inputKey} is missing from S3`);
-  const writer = new BatchChunkWriter(ctx.store, t, b, ctx.chunkRows, { hasCollection: !!rec.options.collection, maxTextBytes: ctx.maxTextBytes });
+  const writer = new BatchChunkWriter(deps.store, tenantId, rerankBatchId, deps.chunkRows, { hasCollection: !!rec.options.collection, maxTextBytes: deps.maxTextBytes });
   for await (const line of readLines(stream)) await writer.line(line);
   const planned = await writer.finish();
-  const space = await ctx.textSpace(rec);
-  const latest = await record(ctx.store, t, b);
+  const space = await deps.textSpace(rec);
+  const latest = await record(deps.store, tenantId, rerankBatchId);
   if (latest.state === 'cancelled') return { step: 'plan', rows: planned.rows, failed: planned.invalid };
-  await ctx.store.putJson(batchKeys.record(t, b), {
+  await deps.store.putJson(batchKeys.record(tenantId, rerankBatchId), {
     ...latest,
     state: 'running',
     startedAt: new Date().toISOString(),
     chunks: planned.withTexts.length,
-    chunkRows: ctx.chunkRows,
+    chunkRows: deps.chunkRows,
     counts: { rows: planned.rows, invalid: planned.invalid },
     planned: true,
   } satisfies BatchRecord);
-  await ctx.flows.add(batchFlow(t, b, planned.withTexts, space));
+  await deps.flows.add(batchFlow(tenantId, rerankBatchId, planned.withTexts, space));
   return { step: 'plan', rows: planned.rows, failed: planned.invalid };
 }
 
 /** Re-ranks a chunk's valid rows as one re-rank request (its texts are in the cache by now) and writes its result lines. */
-async function runChunk(ctx: BatchDeps, t: string, b: string, n: number, job?: Pick<Job, 'getChildrenValues'>): Promise<BatchResult> {
+async function runChunk(deps: BatchDeps, tenantId: string, rerankBatchId: string, n: number, job?: Pick<Job, 'getChildrenValues'>): Promise<BatchResult> {
   const t0 = Date.now();
-  const rec = await record(ctx.store, t, b);
+  const rec = await record(deps.store, tenantId, rerankBatchId);
   if (rec.state === 'cancelled') return { step: 'chunk', rows: 0, failed: 0 };
   const tRead = Date.now();
-  const bytes = await ctx.store.get(batchKeys.chunk(t, b, n));
-  if (!bytes) throw new PermanentJobError(`chunk ${n} of batch ${b} is missing from S3`);
+  const bytes = await deps.store.get(batchKeys.chunk(tenantId, rerankBatchId, n));
+  if (!bytes) throw new PermanentJobError(`chunk ${n} of batch ${rerankBatchId} is missing from S3`);
   const entries = readChunk(Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).toString('utf8'));
   const readMs = Date.now() - tRead;
   const valid = entries.filter((e): e is Extract<ChunkEntry, { row: unknown }> => 'row' in e);
@@ -119,7 +119,7 @@ async function runChunk(ctx: BatchDeps, t: string, b: string, n: number, job?: P
   let hitsBy = new Map<string, RerankResult['results'][number]>();
   let chunkError: string | null = null;
   if (valid.length > 0) {
-    const rerankId = `${b}.c${n}`;
+    const rerankId = `${rerankBatchId}.c${n}`;
     const request: ResolvableRerankRequest = {
       ...(rec.options.collection ? { collection: rec.options.collection } : {}),
       ...(rec.options.model ? { model: rec.options.model } : {}),
@@ -134,15 +134,15 @@ async function runChunk(ctx: BatchDeps, t: string, b: string, n: number, job?: P
       let result: RerankResult | null;
       if (hasTextCandidates(request)) {
         // Text candidates: scored in memory, no request or result object in S3.
-        result = (await rerankWithTexts(ctx.rerank, t, rerankId, request, undefined, texts)).result;
+        result = (await rerankWithTexts(deps.rerank, tenantId, rerankId, request, undefined, texts)).result;
       } else {
         // Ids only: the collection's re-rank of ids (include, group) through S3 as any request.
-        const requestKey = s3Keys.rerankRequest(t, rerankId);
-        await ctx.store.putJson(requestKey, request);
-        const out = await rerankByIds(ctx.rerank, { tenantId: t, rerankId, requestKey });
-        result = await ctx.store.getJson<RerankResult>(out.resultKey);
-        await ctx.store.delete(out.resultKey);
-        await ctx.store.delete(requestKey);
+        const requestKey = s3Keys.rerankRequest(tenantId, rerankId);
+        await deps.store.putJson(requestKey, request);
+        const out = await rerankByIds(deps.rerank, { tenantId, rerankId, requestKey });
+        result = await deps.store.getJson<RerankResult>(out.resultKey);
+        await deps.store.delete(out.resultKey);
+        await deps.store.delete(requestKey);
       }
       if (!result) throw new Error(`re-rank result of chunk ${n} is missing from S3`);
       timings = result.timings;
@@ -170,7 +170,7 @@ async function runChunk(ctx: BatchDeps, t: string, b: string, n: number, job?: P
     lines.push({ custom_id: e.custom_id, line: e.line, hits: r.hits.slice(0, k).map((h) => ({ id: h.id, score: h.score })), ...(r.missing.length ? { missing: r.missing } : {}) });
   }
   const tWrite = Date.now();
-  await ctx.store.put(batchKeys.chunkResult(t, b, n), lines.map((l) => JSON.stringify(l)).join('\n') + '\n', 'application/x-ndjson');
+  await deps.store.put(batchKeys.chunkResult(tenantId, rerankBatchId, n), lines.map((l) => JSON.stringify(l)).join('\n') + '\n', 'application/x-ndjson');
   const writeMs = Date.now() - tWrite;
   return {
     step: 'chunk',
@@ -192,19 +192,19 @@ async function runChunk(ctx: BatchDeps, t: string, b: string, n: number, job?: P
 }
 
 /** Concatenates the chunks' result files in order (streamed, multipart) into the batch's result file. */
-async function finalizeBatch(ctx: BatchDeps, t: string, b: string, chunks: number, job?: Pick<Job, 'getChildrenValues'>): Promise<BatchResult> {
+async function finalizeBatch(deps: BatchDeps, tenantId: string, rerankBatchId: string, chunks: number, job?: Pick<Job, 'getChildrenValues'>): Promise<BatchResult> {
   const values = job ? ((await job.getChildrenValues().catch(() => ({}))) as Record<string, Partial<BatchResult>>) : {};
   const sum = (f: (v: Partial<BatchResult>) => number | undefined) => Object.values(values).reduce((s, v) => s + (f(v) ?? 0), 0);
   const timings: Record<string, number> = {};
   for (const v of Object.values(values)) for (const [k, ms] of Object.entries(v.timings ?? {})) timings[k] = (timings[k] ?? 0) + ms;
-  const rec = await record(ctx.store, t, b);
+  const rec = await record(deps.store, tenantId, rerankBatchId);
   if (rec.state === 'cancelled') return { step: 'finalize', rows: 0, failed: 0 };
-  const resultKey = batchKeys.result(t, b);
-  const upload = new S3Upload(ctx.store, resultKey, 'application/x-ndjson');
+  const resultKey = batchKeys.result(tenantId, rerankBatchId);
+  const upload = new S3Upload(deps.store, resultKey, 'application/x-ndjson');
   try {
     for (let n = 0; n < chunks; n++) {
-      const s = await getObjectStream(ctx.store, batchKeys.chunkResult(t, b, n));
-      if (!s) throw new PermanentJobError(`result of chunk ${n} of batch ${b} is missing from S3`);
+      const s = await getObjectStream(deps.store, batchKeys.chunkResult(tenantId, rerankBatchId, n));
+      if (!s) throw new PermanentJobError(`result of chunk ${n} of batch ${rerankBatchId} is missing from S3`);
       for await (const part of s) await upload.write(part as Uint8Array);
     }
     await upload.finish();
@@ -214,9 +214,9 @@ async function finalizeBatch(ctx: BatchDeps, t: string, b: string, chunks: numbe
   }
   const rows = sum((v) => v.rows);
   const failed = sum((v) => v.failed);
-  const latest = await record(ctx.store, t, b);
+  const latest = await record(deps.store, tenantId, rerankBatchId);
   if (latest.state === 'cancelled') return { step: 'finalize', rows, failed };
-  await ctx.store.putJson(batchKeys.record(t, b), {
+  await deps.store.putJson(batchKeys.record(tenantId, rerankBatchId), {
     ...latest,
     state: 'completed',
     completedAt: new Date().toISOString(),
@@ -226,7 +226,7 @@ async function finalizeBatch(ctx: BatchDeps, t: string, b: string, chunks: numbe
     resultKey,
   } satisfies BatchRecord);
   // Chunk files are intermediate: the result file holds everything.
-  await ctx.store.deletePrefix(batchKeys.chunksPrefix(t, b)).catch(() => undefined);
+  await deps.store.deletePrefix(batchKeys.chunksPrefix(tenantId, rerankBatchId)).catch(() => undefined);
   return { step: 'finalize', rows, failed };
 }
 

@@ -44,17 +44,17 @@ const MIN_LIFE_LEFT_MS = 3600 * 1000;
  * expire) are reused, the others are encoded in token-budget batches and written, one object per
  * text. Runs on the encoder pool; the re-rank or batch chunk job that needs the texts is its parent.
  */
-export async function encodeTextsProcessor(ctx: EncodeTextsDeps, p: JobPayload<QueueName.encodeTexts>, job?: Pick<Job, 'updateProgress'>): Promise<JobResults[QueueName.encodeTexts]> {
+export async function encodeTextsProcessor(deps: EncodeTextsDeps, p: JobPayload<QueueName.encodeTexts>, job?: Pick<Job, 'updateProgress'>): Promise<JobResults[QueueName.encodeTexts]> {
   const t0 = Date.now();
   // A re-rank request's texts (an array), or a batch chunk's with their hashes (ChunkTexts: hashed once, when planned).
-  const file = await ctx.store.getJson<string[] | ChunkTexts>(p.textsKey);
+  const file = await deps.store.getJson<string[] | ChunkTexts>(p.textsKey);
   if (!file) throw new PermanentJobError(`candidate texts are missing from S3: ${p.textsKey}`);
   const texts = Array.isArray(file) ? file : file.texts;
   const given = Array.isArray(file) ? null : file.textHashes;
   if (given && given.length !== texts.length) throw new PermanentJobError(`candidate texts file ${p.textsKey} names ${given.length} hashes for ${texts.length} texts`);
-  const encoder = await ctx.encoders(p.model).catch(permanentModelErrors);
-  const space: TextSpace = { tenantId: p.tenantId, model: p.model, modelVersion: await modelVersion(ctx.modelsDir, p.model), maxTokens: p.maxTokens, codec: p.codec };
-  const ttlMs = ctx.ttlDays * 24 * 3600 * 1000;
+  const encoder = await deps.encoders(p.model).catch(permanentModelErrors);
+  const space: TextSpace = { tenantId: p.tenantId, model: p.model, modelVersion: await modelVersion(deps.modelsDir, p.model), maxTokens: p.maxTokens, codec: p.codec };
+  const ttlMs = deps.ttlDays * 24 * 3600 * 1000;
   const now = Date.now();
   const fresh = (at: number | null | undefined) => at !== null && at !== undefined && now - at < ttlMs - Math.min(MIN_LIFE_LEFT_MS, ttlMs / 2);
 
@@ -63,14 +63,14 @@ export async function encodeTextsProcessor(ctx: EncodeTextsDeps, p: JobPayload<Q
   const hashes = [...distinct.keys()];
   // Many texts this process has not seen: one listing of the text space (1,000 keys a request)
   // instead of a HEAD per text; a space too large to list falls back to HEADs.
-  const unknown = hashes.filter((h) => !fresh(ctx.known.get(textKey(space, h))));
+  const unknown = hashes.filter((h) => !fresh(deps.known.get(textKey(space, h))));
   let listedAll = false;
   if (unknown.length > LIST_ABOVE) {
     const prefix = textKey(space, '0'.repeat(64)).replace(/00\/0{64}\.seg$/, '');
     let listed = 0;
     listedAll = true;
-    for await (const o of listWithDates(ctx.store, prefix)) {
-      if (o.lastModified) ctx.known.set(o.key, o.lastModified.getTime());
+    for await (const o of listWithDates(deps.store, prefix)) {
+      if (o.lastModified) deps.known.set(o.key, o.lastModified.getTime());
       if (++listed >= MAX_LISTED) {
         listedAll = false;
         break;
@@ -79,12 +79,12 @@ export async function encodeTextsProcessor(ctx: EncodeTextsDeps, p: JobPayload<Q
   }
   const present = await mapLimit(hashes, 16, async (h) => {
     const key = textKey(space, h);
-    if (fresh(ctx.known.get(key))) return true;
+    if (fresh(deps.known.get(key))) return true;
     if (listedAll) return false;
-    const head = await objectHead(ctx.store, key);
+    const head = await objectHead(deps.store, key);
     const at = head?.lastModified?.getTime() ?? null;
     if (fresh(at)) {
-      ctx.known.set(key, at!);
+      deps.known.set(key, at!);
       return true;
     }
     return false;
@@ -92,14 +92,14 @@ export async function encodeTextsProcessor(ctx: EncodeTextsDeps, p: JobPayload<Q
   const missing = hashes.filter((_, i) => !present[i]);
   let tokens = 0;
   if (missing.length > 0) {
-    const { settings, artifact } = await cacheCodec(ctx, p);
-    const encoded = await encoder.encodeDocuments(missing.map((h) => distinct.get(h)!), { maxTokens: p.maxTokens, tokenBudget: ctx.tokenBudget }).catch(permanentModelErrors);
+    const { settings, artifact } = await cacheCodec(deps, p);
+    const encoded = await encoder.encodeDocuments(missing.map((h) => distinct.get(h)!), { maxTokens: p.maxTokens, tokenBudget: deps.tokenBudget }).catch(permanentModelErrors);
     await job?.updateProgress(80);
     const at = Date.now();
     await mapLimit(missing, 32, async (h, i) => {
       const key = textKey(space, h);
-      await ctx.store.put(key, encodeTextEntry(encoder, encoded[i], at, artifact, settings));
-      ctx.known.set(key, at);
+      await deps.store.put(key, encodeTextEntry(encoder, encoded[i], at, artifact, settings));
+      deps.known.set(key, at);
       tokens += encoded[i].length;
     });
   }
@@ -107,13 +107,13 @@ export async function encodeTextsProcessor(ctx: EncodeTextsDeps, p: JobPayload<Q
 }
 
 /** Codec of the cached entries: the collection's (with its artifact), or null = the raw fp16 default. */
-async function cacheCodec(ctx: EncodeTextsDeps, p: JobPayload<QueueName.encodeTexts>): Promise<{ settings: CodecSettings | null; artifact: CodecArtifact | null }> {
+async function cacheCodec(deps: EncodeTextsDeps, p: JobPayload<QueueName.encodeTexts>): Promise<{ settings: CodecSettings | null; artifact: CodecArtifact | null }> {
   if (!p.codec) return { settings: null, artifact: null };
-  const collection = await ctx.collections.get(p.tenantId, p.codec.collectionId);
+  const collection = await deps.collections.get(p.tenantId, p.codec.collectionId);
   const settings = collection && collection.codecVersion === p.codec.codecVersion ? collection.codec : collection?.pending?.codecVersion === p.codec.codecVersion ? collection.pending.codec : null;
   if (!settings || settings.sideInfo) return { settings: null, artifact: null };
   if (settings.kind !== 'eden' && settings.kind !== 'residual') return { settings, artifact: null };
   // A collection that has not compressed anything yet has no artifact: keep the texts at fp16 under its tag.
-  const artifact = await ctx.codecs.get(p.tenantId, p.codec.collectionId, p.codec.codecVersion).catch(() => null);
+  const artifact = await deps.codecs.get(p.tenantId, p.codec.collectionId, p.codec.codecVersion).catch(() => null);
   return artifact ? { settings, artifact } : { settings: null, artifact: null };
 }

@@ -6,7 +6,7 @@ import type { ShardCoordinatorDeps } from './shard-rounds';
 
 /*
  * What the query handlers touch, in one place: re-rank and search run in one process or as the
- * parent and children of a fan-out over shard queues (shard-fanout.ts, shard.processor.ts), and
+ * parent and children of a fan-out over shard queues (shard-fanout.ts, shard-child.processor.ts), and
  * every one of those reads the same repositories.
  */
 

@@ -26,28 +26,28 @@ export async function loadRerankRequest(store: Pick<ObjectStore, 'getJson'>, req
  * batch chunk of ids (batch.processor.ts) run it.
  */
 export async function rerankByIds(
-  ctx: RerankDeps,
+  deps: RerankDeps,
   p: JobPayload<QueueName.rerank>,
   job?: Pick<Job, 'updateProgress'>,
   stored?: RerankRequest,
   t0 = Date.now(),
 ): Promise<JobResults[QueueName.rerank]> {
-  const { views, scorers } = ctx;
-  const req = stored ?? (await loadRerankRequest(ctx.store, p.requestKey));
-  // Requests with text candidates (which may name no collection) are scored by rerankJob (rerank.processor.ts).
-  if (!req.collection) throw new PermanentJobError(`re-rank request ${p.rerankId} names no collection; it belongs to rerankJob`);
+  const { views, scorers } = deps;
+  const req = stored ?? (await loadRerankRequest(deps.store, p.requestKey));
+  // Requests with text candidates (which may name no collection) are scored by rerankProcessor (rerank.processor.ts).
+  if (!req.collection) throw new PermanentJobError(`re-rank request ${p.rerankId} names no collection; it belongs to rerankProcessor`);
   addLogContext({ collection: req.collection }); // the payload names no collection: from here on, every line of this job says it
-  const collection = await ctx.collections.get(p.tenantId, req.collection);
+  const collection = await deps.collections.get(p.tenantId, req.collection);
   if (!collection) throw new PermanentJobError(`collection ${p.tenantId}/${req.collection} does not exist`);
   // Several shards: one child job per shard queue, merged here (shard-fanout.ts).
-  if (ctx.shardCoordinator && collectionShards(collection) > 1 && isFanoutJob(job)) return shardedRerank({ ...ctx, shardCoordinator: ctx.shardCoordinator }, p, req, collection, job, t0);
-  const manifest = await ctx.generations.manifest(p.tenantId, req.collection);
+  if (deps.shardCoordinator && collectionShards(collection) > 1 && isFanoutJob(job)) return shardedRerank({ ...deps, shardCoordinator: deps.shardCoordinator }, p, req, collection, job, t0);
+  const manifest = await deps.generations.manifest(p.tenantId, req.collection);
   const shaping = hitShaping(collection, req, Number.MAX_SAFE_INTEGER); // passages, group, include
-  await shaping.expand(ctx, manifest, req.queries);
+  await shaping.expand(deps, manifest, req.queries);
   const tLoad = Date.now();
   const view: CollectionView | null = manifest ? await views.view(collection, manifest, candidateIds(req.queries)) : null;
   const loadMs = Date.now() - tLoad;
-  const encoder = await ctx.encoders(collection.model).catch(permanentModelErrors);
+  const encoder = await deps.encoders(collection.model).catch(permanentModelErrors);
   const tEnc = Date.now();
   const queries = await encoder.encodeQueries(req.queries.map((q) => q.text)).catch(permanentModelErrors);
   const encodeQueriesMs = Date.now() - tEnc;
@@ -62,7 +62,7 @@ export async function rerankByIds(
     hits: topK(scores[i], resolved[i].ids, shaping.depth).map((h) => ({ id: h.id, score: h.score })),
     ...splitUnavailable(resolved[i].missing, view),
   }));
-  await shaping.finish(ctx, manifest, results);
+  await shaping.finish(deps, manifest, results);
   const result: RerankResult = {
     rerankId: p.rerankId,
     collection: req.collection,
@@ -76,7 +76,7 @@ export async function rerankByIds(
   // Candidates of an unreadable segment are listed as unavailable, not counted as missing.
   const missingTotal = results.reduce((s, r) => s + r.missing.length, 0);
   const resultKey = s3Keys.rerankResult(p.tenantId, p.rerankId);
-  await ctx.store.putJson(resultKey, result);
+  await deps.store.putJson(resultKey, result);
   logRerankDone(result, { queries: req.queries.length, candidates: candidatesTotal, missing: missingTotal });
   return { resultKey, queries: req.queries.length, candidates: candidatesTotal, missing: missingTotal };
 }

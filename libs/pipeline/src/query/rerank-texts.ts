@@ -35,7 +35,7 @@ export const hasTextCandidates = (req: Pick<ResolvableRerankRequest, 'collection
 
 /** Scores a parsed request with text candidates in memory (a batch chunk calls it directly). */
 export async function rerankWithTexts(
-  ctx: RerankJobDeps,
+  deps: RerankJobDeps,
   tenantId: string,
   rerankId: string,
   req: ResolvableRerankRequest,
@@ -44,16 +44,16 @@ export async function rerankWithTexts(
   t0 = Date.now(),
 ): Promise<{ result: RerankResult; candidates: number; missing: number }> {
   const p = { tenantId, rerankId };
-  const collection = req.collection ? await ctx.collections.get(p.tenantId, req.collection) : null;
+  const collection = req.collection ? await deps.collections.get(p.tenantId, req.collection) : null;
   if (req.collection && !collection) throw new PermanentJobError(`collection ${p.tenantId}/${req.collection} does not exist`);
   const model = collection?.model ?? req.model!;
   if (collection && req.model && req.model !== collection.model) throw new PermanentJobError(`model ${req.model} is not collection ${collection.id}'s model (${collection.model})`);
-  const manifest = collection ? await ctx.generations.manifest(p.tenantId, collection.id) : null;
+  const manifest = collection ? await deps.generations.manifest(p.tenantId, collection.id) : null;
   const tLoad = Date.now();
   const ids = candidateIds(req.queries);
-  const view: CollectionView | null = collection && manifest && ids.length > 0 ? await ctx.views.view(collection, manifest, ids) : null;
-  const encoder = await ctx.encoders(model).catch(permanentModelErrors);
-  const { resolved, texts } = await resolveCandidates(ctx, { tenantId: p.tenantId, collection, encoder, model, view }, req.queries);
+  const view: CollectionView | null = collection && manifest && ids.length > 0 ? await deps.views.view(collection, manifest, ids) : null;
+  const encoder = await deps.encoders(model).catch(permanentModelErrors);
+  const { resolved, texts } = await resolveCandidates(deps, { tenantId: p.tenantId, collection, encoder, model, view }, req.queries);
   const loadMs = Date.now() - tLoad;
 
   // Rows of a batch repeat queries: encode each distinct query text once.
@@ -65,7 +65,7 @@ export async function rerankWithTexts(
   const encodeQueriesMs = Date.now() - tEnc;
 
   const tScore = Date.now();
-  const scores = await scoreResolved(ctx.scorers, resolved, { encoder, queries, scorer: req.scorer, tenantId }, job);
+  const scores = await scoreResolved(deps.scorers, resolved, { encoder, queries, scorer: req.scorer, tenantId }, job);
   const results: RerankResult['results'] = req.queries.map((q, i) => ({
     queryId: q.id,
     hits: topK(scores[i], resolved[i].ids, req.topK).map((h) => ({ id: h.id, score: h.score })),

@@ -10,17 +10,17 @@ import { hasTextCandidates, rerankWithTexts, type RerankJobDeps } from './rerank
  * grouping and top-k.
  * `textStats`: what the job's encode-texts child encoded and reused.
  */
-export async function rerankJob(
-  ctx: RerankJobDeps,
+export async function rerankProcessor(
+  deps: RerankJobDeps,
   p: JobPayload<QueueName.rerank>,
   job?: Pick<Job, 'updateProgress'>,
   textStats: { encoded: number; reused: number } = { encoded: 0, reused: 0 },
 ): Promise<JobResults[QueueName.rerank]> {
   const t0 = Date.now();
-  const req = await loadRerankRequest(ctx.store, p.requestKey);
-  if (!hasTextCandidates(req)) return rerankByIds(ctx, p, job, req, t0);
-  const { result, candidates, missing } = await rerankWithTexts(ctx, p.tenantId, p.rerankId, req, job, textStats, t0);
+  const req = await loadRerankRequest(deps.store, p.requestKey);
+  if (!hasTextCandidates(req)) return rerankByIds(deps, p, job, req, t0);
+  const { result, candidates, missing } = await rerankWithTexts(deps, p.tenantId, p.rerankId, req, job, textStats, t0);
   const resultKey = s3Keys.rerankResult(p.tenantId, p.rerankId);
-  await ctx.store.putJson(resultKey, result);
+  await deps.store.putJson(resultKey, result);
   return { resultKey, queries: req.queries.length, candidates, missing, ...(result.texts ? { texts: result.texts } : {}) };
 }

@@ -47,7 +47,7 @@ import { sumWarpListSizes, usesWarp } from './warp-search';
  *   score and how many entries of each shard survive); then every shard ranks its documents with
  *   those global figures and the parent merges the top-n by (score, global document key), the
  *   order of one process. A second stage re-ranks the merged hits through the shards again.
- * This file is the parent's side (shard.processor.ts the children's, shard-rounds.ts what they share).
+ * This file is the parent's side (shard-child.processor.ts the children's, shard-rounds.ts what they share).
  * Rounds are idempotent: child job ids derive from the parent's, and a parent that runs again
  * reads what its children left in S3. Once the parent has written its result, the rounds' inputs
  * and partial results (shardWorkPrefix) are removed.

@@ -4,7 +4,7 @@ import { jobLogger, type ObjectStore, type ShardQueues } from '@lateral/infra';
 
 /*
  * What the parent of a sharded re-rank or search (shard-fanout.ts) and its shard children
- * (shard.processor.ts) share: the job and coordinator shapes, each round's input and partial
+ * (shard-child.processor.ts) share: the job and coordinator shapes, each round's input and partial
  * result as they lie in S3, and the removal of a parent's shard work.
  */
 

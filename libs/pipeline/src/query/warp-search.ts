@@ -8,7 +8,7 @@ export type { WarpEpochSizes };
 
 /*
  * What the single-process WARP search (search.processor.ts) and the sharded one (shard-fanout.ts,
- * shard.processor.ts) share: when a search runs WARP's engine, the centroids and codec of a
+ * shard-child.processor.ts) share: when a search runs WARP's engine, the centroids and codec of a
  * centroid epoch, the filter's masks, and the list sizes of a plan's segments (a shard's part of
  * the collection-wide sizes that WARP's imputation reads).
  */

@@ -49,7 +49,7 @@ export interface AesiJobProgress {
  * `POST /v1/collections/{id}/recompress` with `codec.trained = name` re-codes the collection with it.
  */
 export async function trainAesiCodec(
-  ctx: AesiTrainDeps,
+  deps: AesiTrainDeps,
   p: JobPayload<QueueName.train>,
   req: StoredTrainRequest,
   job?: Pick<Job, 'updateProgress'>,
@@ -59,18 +59,18 @@ export async function trainAesiCodec(
     await job?.updateProgress(pr as unknown as object);
   };
   await report({ percent: 0, stage: 'loading' });
-  const collection = await ctx.collections.get(p.tenantId, p.collectionId);
+  const collection = await deps.collections.get(p.tenantId, p.collectionId);
   if (!collection) throw new PermanentJobError(`collection ${p.tenantId}/${p.collectionId} does not exist`);
-  const manifest = await ctx.generations.manifest(p.tenantId, p.collectionId);
+  const manifest = await deps.generations.manifest(p.tenantId, p.collectionId);
   if (!manifest || manifest.segments.length === 0) throw new PermanentJobError(`collection ${p.collectionId} has no committed documents yet`);
-  const se = await ctx.staticEmbeddings.forCollection(collection);
+  const se = await deps.staticEmbeddings.forCollection(collection);
 
   // Every token of the generation's raw batches, then a seeded sample of sampleTokens rows.
   const parts: { vectors: Float32Array; tokenIds: Int32Array }[] = [];
   let dims = 0;
   for (const s of manifest.segments) {
     const key = s3Keys.rawVectors(p.tenantId, p.collectionId, s.batchId);
-    const bytes = await ctx.store.get(key);
+    const bytes = await deps.store.get(key);
     if (!bytes) throw new PermanentJobError(`raw vectors are missing from S3: ${key}`);
     try {
       const raw = readSegment(bytes, key);
@@ -80,7 +80,7 @@ export async function trainAesiCodec(
       if (err instanceof SegmentCorruptError) throw new PermanentJobError(err.message);
       throw err;
     }
-    if (await ctx.cancelled(p.tenantId, p.trainId)) throw new PermanentJobError(`training ${p.trainId} was cancelled`);
+    if (await deps.cancelled(p.tenantId, p.trainId)) throw new PermanentJobError(`training ${p.trainId} was cancelled`);
   }
   const total = parts.reduce((n, x) => n + x.tokenIds.length, 0);
   const n = Math.min(total, req.sampleTokens);
@@ -126,7 +126,7 @@ export async function trainAesiCodec(
     onProgress: async (pr) => {
       if (Date.now() - lastReport < 1000 && pr.step !== pr.stepsPerEpoch) return;
       lastReport = Date.now();
-      if (await ctx.cancelled(p.tenantId, p.trainId)) throw new PermanentJobError(`training ${p.trainId} was cancelled in epoch ${pr.epoch}`);
+      if (await deps.cancelled(p.tenantId, p.trainId)) throw new PermanentJobError(`training ${p.trainId} was cancelled in epoch ${pr.epoch}`);
       const done = (pr.epoch - 1 + pr.step / pr.stepsPerEpoch) / pr.maxEpochs;
       await report({ percent: Math.min(95, Math.round(5 + 90 * done)), stage: 'training', epoch: pr.epoch, maxEpochs: pr.maxEpochs, step: pr.step, stepsPerEpoch: pr.stepsPerEpoch, loss: pr.loss, etaSeconds: pr.etaSeconds, curve: pr.curve });
     },
@@ -136,7 +136,7 @@ export async function trainAesiCodec(
   });
 
   await report({ percent: 96, stage: 'writing' });
-  const existing = await ctx.store.list(trainingKeys.trainedCodecsPrefix(p.tenantId, p.collectionId));
+  const existing = await deps.store.list(trainingKeys.trainedCodecsPrefix(p.tenantId, p.collectionId));
   const stem = aesiCodecName(p.collectionId, req.codeDims, req.width, 0).replace(/\.v0$/, '');
   const version = 1 + existing.reduce((mx, o) => {
     const m = new RegExp(`/${stem.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}\\.v(\\d+)\\.codec$`).exec(o.key);
@@ -146,7 +146,7 @@ export async function trainAesiCodec(
   const settings = CodecSettingsSchema.parse({ kind: 'eden', bits: req.bits, dims: req.codeDims, layout: 'cross', sideInfo: true, trained: name });
   const artifact = aesiArtifact(settings, result.weights, CodecArtifactRepository.seed(p.tenantId, p.collectionId));
   const artifactKey = trainingKeys.trainedCodec(p.tenantId, p.collectionId, name);
-  await ctx.store.put(artifactKey, serializeArtifact(artifact));
+  await deps.store.put(artifactKey, serializeArtifact(artifact));
   const trainReport: AesiTrainReport = {
     trainId: p.trainId,
     trainedCodec: name,
@@ -165,7 +165,7 @@ export async function trainAesiCodec(
     createdAt: new Date().toISOString(),
   };
   const reportKey = trainingKeys.trainedCodecReport(p.tenantId, p.collectionId, name);
-  await ctx.store.putJson(reportKey, trainReport);
+  await deps.store.putJson(reportKey, trainReport);
   await report({ percent: 100, stage: 'writing', epoch: result.curve.length, curve: result.curve, loss: result.curve.at(-1)?.trainMse, etaSeconds: 0 });
   return { trainedCodec: name, version, artifactKey, reportKey, bestEpoch: result.bestEpoch, heldOutMse: result.heldOut.mse, heldOutRelError: result.heldOut.relError };
 }

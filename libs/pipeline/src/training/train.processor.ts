@@ -68,26 +68,26 @@ export const FIRST_STAGE_POOL = 20_000;
  * two files in this process's cache `SCORERS_DIR/tenants/{tenant}/`. Re-rank requests of the
  * tenant name it as `{"name": "lite" | "knrm", "artifact": name}`.
  */
-export async function trainProcessor(ctx: TrainDeps, p: JobPayload<QueueName.train>, job?: Pick<Job, 'updateProgress'>): Promise<JobResults[QueueName.train]> {
+export async function trainProcessor(deps: TrainDeps, p: JobPayload<QueueName.train>, job?: Pick<Job, 'updateProgress'>): Promise<JobResults[QueueName.train]> {
   const t0 = Date.now();
   const report = async (pr: TrainJobProgress) => {
     await job?.updateProgress(pr as unknown as object);
   };
   await report({ percent: 0, stage: 'loading' });
-  const req = await ctx.store.getJson<StoredTrainRequest>(p.requestKey);
+  const req = await deps.store.getJson<StoredTrainRequest>(p.requestKey);
   if (!req) throw new PermanentJobError(`train request missing from S3: ${p.requestKey}`);
   if (req.head === 'aesi') {
-    if (!ctx.staticEmbeddings) throw new PermanentJobError('this worker was started without static embeddings: it cannot train AESI');
-    return trainAesiCodec({ ...ctx, staticEmbeddings: ctx.staticEmbeddings }, p, req, job);
+    if (!deps.staticEmbeddings) throw new PermanentJobError('this worker was started without static embeddings: it cannot train AESI');
+    return trainAesiCodec({ ...deps, staticEmbeddings: deps.staticEmbeddings }, p, req, job);
   }
-  const judgments = await ctx.store.getJson<JudgmentSet>(trainingKeys.judgments(p.tenantId, p.collectionId, req.judgmentsId));
+  const judgments = await deps.store.getJson<JudgmentSet>(trainingKeys.judgments(p.tenantId, p.collectionId, req.judgmentsId));
   if (!judgments) throw new PermanentJobError(`judgment set ${req.judgmentsId} of collection ${p.collectionId} is missing from S3`);
-  const collection = await ctx.collections.get(p.tenantId, p.collectionId);
+  const collection = await deps.collections.get(p.tenantId, p.collectionId);
   if (!collection) throw new PermanentJobError(`collection ${p.tenantId}/${p.collectionId} does not exist`);
-  const manifest = await ctx.generations.manifest(p.tenantId, p.collectionId);
+  const manifest = await deps.generations.manifest(p.tenantId, p.collectionId);
   if (!manifest) throw new PermanentJobError(`collection ${p.collectionId} has no committed documents yet`);
-  const view = await ctx.loadView(collection, manifest);
-  const encoder = await ctx.encoders(collection.model).catch(permanentModelErrors);
+  const view = await deps.loadView(collection, manifest);
+  const encoder = await deps.encoders(collection.model).catch(permanentModelErrors);
   const d = view.dims;
 
   // Judged documents -> rows of the current generation; ids it lacks are recorded, not fatal.
@@ -129,12 +129,12 @@ export async function trainProcessor(ctx: TrainDeps, p: JobPayload<QueueName.tra
   const chunk = 32;
   for (let i = 0; i < judged.length; i += chunk) {
     const part = encoded.slice(i, i + chunk);
-    const scores = await scoreGroup(ctx.scorers, { view, encoder, queries: part, rows: pool, firstStage: null, yieldEvery }, { name: 'maxsim', normalize: false });
+    const scores = await scoreGroup(deps.scorers, { view, encoder, queries: part, rows: pool, firstStage: null, yieldEvery }, { name: 'maxsim', normalize: false });
     part.forEach((e, k) => {
       const x = judged[i + k];
       queries.push(assembleTrainingQuery({ id: x.q.id, vectors: e.vectors, length: e.length }, x.grades, pool, scores[k], req.depth));
     });
-    if (await ctx.cancelled(p.tenantId, p.trainId)) throw new TrainingCancelledError(`training ${p.trainId} was cancelled`);
+    if (await deps.cancelled(p.tenantId, p.trainId)) throw new TrainingCancelledError(`training ${p.trainId} was cancelled`);
   }
 
   // Token vectors of the candidates: views over the generation's fp32 vectors, or decoded once.
@@ -167,7 +167,7 @@ export async function trainProcessor(ctx: TrainDeps, p: JobPayload<QueueName.tra
     onProgress: async (pr) => {
       if (Date.now() - lastReport < 1000 && pr.step !== pr.stepsPerEpoch) return;
       lastReport = Date.now();
-      if (await ctx.cancelled(p.tenantId, p.trainId)) throw new TrainingCancelledError(`training ${p.trainId} was cancelled in epoch ${pr.epoch}`);
+      if (await deps.cancelled(p.tenantId, p.trainId)) throw new TrainingCancelledError(`training ${p.trainId} was cancelled in epoch ${pr.epoch}`);
       // epoch 0: LITE's MaxSim warm start, shown as the first 10% of the training stage
       const done = pr.epoch === 0 ? 0.1 * (pr.step / pr.stepsPerEpoch) : 0.1 + 0.9 * ((pr.epoch - 1 + pr.step / pr.stepsPerEpoch) / pr.maxEpochs);
       await report({ percent: Math.min(95, Math.round(5 + 90 * done)), stage: 'training', epoch: pr.epoch, maxEpochs: pr.maxEpochs, step: pr.step, stepsPerEpoch: pr.stepsPerEpoch, loss: pr.loss, etaSeconds: pr.etaSeconds, curve: pr.curve });
@@ -180,13 +180,13 @@ export async function trainProcessor(ctx: TrainDeps, p: JobPayload<QueueName.tra
 
   await report({ percent: 96, stage: 'writing' });
   const base = headArtifactName(p.collectionId, req.head, req.size, 0, req.residual).replace(/\.v0$/, '');
-  const existing = await ctx.store.list(trainingKeys.headsPrefix(p.tenantId, p.collectionId));
+  const existing = await deps.store.list(trainingKeys.headsPrefix(p.tenantId, p.collectionId));
   const version = 1 + existing.reduce((mx, o) => {
     const m = new RegExp(`/${base.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}\\.v(\\d+)\\.onnx$`).exec(o.key);
     return m ? Math.max(mx, Number(m[1])) : mx;
   }, 0);
   const artifact = headArtifactName(p.collectionId, req.head, req.size, version, req.residual);
-  const file = trainedArtifactCachePath(ctx.scorersDir, p.tenantId, artifact);
+  const file = trainedArtifactCachePath(deps.scorersDir, p.tenantId, artifact);
   mkdirSync(path.dirname(file), { recursive: true });
   if (req.head === 'lite') writeLiteArtifact(file, result.weights as LiteWeights);
   else writeKnrmArtifact(file, result.weights as KnrmWeights);
@@ -221,9 +221,9 @@ export async function trainProcessor(ctx: TrainDeps, p: JobPayload<QueueName.tra
   writeFileSync(file.replace(/\.onnx$/, '.training.json'), JSON.stringify(trainReport, null, 2));
   // The report (with the checksum) first: once the artifact is in S3, a scorer fetching it finds both.
   const reportKey = trainingKeys.headReport(p.tenantId, p.collectionId, artifact);
-  await ctx.store.putJson(reportKey, trainReport);
+  await deps.store.putJson(reportKey, trainReport);
   const artifactKey = trainingKeys.headArtifact(p.tenantId, p.collectionId, artifact);
-  await ctx.store.put(artifactKey, readFileSync(file));
+  await deps.store.put(artifactKey, readFileSync(file));
   await report({ percent: 100, stage: 'writing', epoch: result.curve.length, curve: result.curve, loss: result.curve.at(-1)?.trainLoss, etaSeconds: 0 });
   return { artifact, version, artifactKey, reportKey, bestEpoch: result.bestEpoch, heldOutNdcg10: result.heldOut.ndcg10, maxsimNdcg10: result.heldOut.maxsimNdcg10 };
 }
