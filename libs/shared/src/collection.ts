@@ -2,7 +2,7 @@ import { z } from 'zod';
 import { CodecSettingsSchema } from './codec-settings';
 import { modelId, resourceId } from './ids';
 import { MAX_SHARDS } from './shards';
-import type { FittedFusion } from './fusion';
+import type { FittedFusion } from './fusion-record';
 
 export const MAX_PASSAGE_OVERLAP = 4096;
 export const PassageSettingsSchema = z

@@ -1,6 +1,9 @@
 import { z } from 'zod';
 import { resourceId } from './ids';
 import { DEFAULT_HYBRID_LAMBDA, MAX_K_PRIME, MAX_NPROBE, MAX_SEARCH_TOP_K, type SearchMode, type SearchRequest } from './search';
+import { FittedFusionSchema, HYBRID_NORMALIZATIONS, type FittedFusion, type HybridNormalization } from './fusion-record';
+
+export { FittedFusionSchema, HYBRID_NORMALIZATIONS, type FittedFusion, type HybridNormalization };
 
 /**
  * Hybrid search's fusion weight, fitted per collection on its judgments (issue 32 item 7):
@@ -11,8 +14,6 @@ import { DEFAULT_HYBRID_LAMBDA, MAX_K_PRIME, MAX_NPROBE, MAX_SEARCH_TOP_K, type 
  * (libs/http-api/src/judgments/fusion-fit.service.ts).
  */
 
-export const HYBRID_NORMALIZATIONS = ['minmax', 'zscore', 'none'] as const;
-export type HybridNormalization = (typeof HYBRID_NORMALIZATIONS)[number];
 /** The normalisation of a linear hybrid that names neither a normalisation nor a weight, on a collection without a fitted fusion. */
 export const DEFAULT_HYBRID_NORMALIZATION: HybridNormalization = 'minmax';
 
@@ -45,23 +46,6 @@ export const FusionFitRequestSchema = z
   })
   .strict();
 export type FusionFitRequest = z.infer<typeof FusionFitRequestSchema>;
-
-/** What a collection record keeps of a fit (`Collection.fusion`). */
-export const FittedFusionSchema = z.object({
-  judgmentsId: z.string(),
-  fittedAt: z.string(),
-  base: z.enum(['xtr', 'dense', 'exhaustive']),
-  depth: z.number().int(),
-  queries: z.number().int().min(0).describe('judged queries the weights were chosen on'),
-  normalization: z.enum(HYBRID_NORMALIZATIONS).describe('the best normalisation: used by a linear hybrid search that names neither a normalisation nor a lambda'),
-  lambda: z.number().describe('the best weight (with `normalization`)'),
-  'ndcg@10': z.number().describe('nDCG@10 of the best setting on the judged queries'),
-  lambdas: z
-    .object({ minmax: z.number(), zscore: z.number(), none: z.number() })
-    .partial()
-    .describe('the best weight per normalisation tried: used by a linear hybrid search that names that normalisation and no lambda'),
-});
-export type FittedFusion = z.infer<typeof FittedFusionSchema>;
 
 type HybridMode = Extract<SearchMode, { name: 'hybrid' }>;
 

@@ -4,7 +4,7 @@ import { BM25_ANALYZERS, PassageSettingsSchema, SearchLayoutSettingsSchema, STAG
 import { HitDocumentFieldsSchema, TRUNCATED_IDS_SHOWN } from './documents';
 import { ScorerSchema, type RerankResult } from './rerank';
 import { SearchModeSchema, type SearchResult } from './search';
-import { FittedFusionSchema } from './fusion';
+import { FittedFusionSchema } from './fusion-record';
 import { DegradedSegmentSchema, UnavailableSegmentSchema } from './degraded';
 import { BatchOptionsSchema } from './batches';
 import { ApiKeyRecordSchema, type ApiKeyInfo } from './api-keys';
