@@ -139,10 +139,9 @@ export class FusionFitService {
     const deadline = t0 + FUSION_FIT_MAX_SECONDS * 1000;
     const queries = judged.map((q) => ({ id: q.id, text: q.text }));
     const baseMode = req.base === 'xtr' ? { name: 'xtr', kPrime: req.kPrime, nprobe: req.nprobe } : { name: req.base };
-    const [baseHits, bm25Hits] = await Promise.all([
-      this.searchAll(baseMode, queries, req.depth, collectionId, deadline),
-      this.searchAll({ name: 'bm25', k1: req.k1, b: req.b }, queries, req.depth, collectionId, deadline),
-    ]);
+    // One after the other: a tenant held to one job at a time (maxConcurrentJobs) can still fit.
+    const baseHits = await this.searchAll(baseMode, queries, req.depth, collectionId, deadline);
+    const bm25Hits = await this.searchAll({ name: 'bm25', k1: req.k1, b: req.b }, queries, req.depth, collectionId, deadline);
     const searchMs = Date.now() - t0;
     if (judged.every((q) => !(baseHits.get(q.id)?.length || bm25Hits.get(q.id)?.length))) {
       throw new ConflictError(`collection '${collectionId}' returned no hits for any judged query (nothing committed yet, or no judged document indexed): nothing to fit on`);
