@@ -18,6 +18,7 @@
  * over the collections is largest (ties: the first in grid order). No tuning half: the figures say
  * which settings never lose on these collections, the choice is the one that loses least.
  */
+import { mkdirSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { getEncoder } from '@lateral/model';
 import { roundToHalf } from '@lateral/codec';
@@ -177,7 +178,9 @@ export function bm25Ndcg(dir: string, analysis: keyof typeof BM25_EVAL_ANALYSES 
 
 const USAGE = `usage: npm run eval -- fusion [--datasets DIR,DIR (../shared/datasets/cranfield,../shared/datasets/vaswani)] [--model NAME] [--depth N (100)] [--sample N] [--bm25-only] [--json]
   --sample N    N documents per collection: every judged-relevant one and a seeded sample of the rest
-  --bm25-only   BM25 alone over every document, no model: the 'english' analyser and plain words (no stop words, no stems)`;
+  --bm25-only   BM25 alone over every document, no model: the 'english' analyser and plain words (no stop words, no stems)
+  --export DIR  with --bm25-only: also write each collection's documents, judged queries and judgments as DIR/<name>.json
+                (what scripts/eval/bm25s_check.py scores with bm25s, the textbook cross-check)`;
 
 export async function runFusionEval(argv: string[]): Promise<FusionResult | ReturnType<typeof bm25Ndcg>[]> {
   const { values: v } = parseCliOrExit('eval fusion', USAGE, argv, {
@@ -186,6 +189,7 @@ export async function runFusionEval(argv: string[]): Promise<FusionResult | Retu
     depth: { type: 'string' },
     sample: { type: 'string' },
     'bm25-only': { type: 'boolean' },
+    export: { type: 'string' },
     json: { type: 'boolean' },
   }, {}, (parsed) => {
     if (parsed.values.depth !== undefined) intFlag('depth', parsed.values.depth);
@@ -196,6 +200,15 @@ export async function runFusionEval(argv: string[]): Promise<FusionResult | Retu
   if (v['bm25-only']) {
     const rows = datasets.flatMap((d) => (['english', 'plain'] as const).map((analysis) => ({ dataset: path.basename(d), analysis, ...bm25Ndcg(d, analysis) })));
     for (const r of rows) console.log(`${r.dataset}: BM25 (${r.analysis}, k1 0.9, b 0.4) nDCG@10 ${r['ndcg@10'].toFixed(4)} over ${r.queries} judged queries, ${r.documents} documents, ${r.terms} distinct terms`);
+    if (v.export) {
+      mkdirSync(v.export, { recursive: true });
+      for (const d of datasets) {
+        const ds = loadRetrievalDataset(d);
+        const queries = ds.queries.filter((q) => hasRelevant(ds.qrels.get(q.id)));
+        const qrels = Object.fromEntries(queries.map((q) => [q.id, Object.fromEntries(ds.qrels.get(q.id)!)]));
+        writeFileSync(path.join(v.export, `${path.basename(d)}.json`), JSON.stringify({ docs: ds.docs, queries, qrels }));
+      }
+    }
     return rows;
   }
   const { depth, sample } = v;
