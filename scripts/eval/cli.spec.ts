@@ -11,7 +11,7 @@ import { parsePoolFactors } from './compression-pooling';
 type Eval = ScriptEntry;
 const EVALS: [string, () => Promise<Eval>, string[]][] = [
   ['rerank', async () => (await import('./rerank')).runRerankEval, ['--dataset DIR', '--run FILE', '--qrels FILE', '--model DIR', '--scorers', '--rel-level N (2)', '--lambda X (0.5)', '--lite FILE.onnx']],
-  ['fusion', async () => (await import('./fusion')).runFusionEval, ['--datasets DIR,DIR', '--model NAME', '--depth N (100)', '--sample N', '--bm25-only']],
+  ['fusion', async () => (await import('./fusion')).runFusionEval, ['--datasets DIR,DIR', '--model NAME', '--depth N (100)', '--sample N', '--bm25-only', '--export DIR']],
   ['compression', async () => (await import('./compression')).runCompressionEvalCli, ['--dataset DIR', '--static-model DIR', '--settings', '--docs-per-segment N (1000)', '--sample-tokens N (20000)', '--seed N (20261121)', '--plot', '--pool-factors', '--pool-codecs', '--aesi c:bits', '--aesi-width 1536']],
   ['heads', async () => (await import('./heads')).runHeadsEval, ['--quick', '--datasets', '--models', '--heads', '--folds N (5', '--only-folds', '--no-cv', '--dl19 DIR|none', '--epochs', '--distill-steps', '--distill-weight', '--lr', '--distill-lr', '--depth', '--max-docs', '--seed N (1)', '--positives', '--aesi-json', '--aesi-model', '--sample-tokens']],
 ];

@@ -12,6 +12,8 @@
  *   the union of both top-100s) with lambda tuned on one half of the judged queries (the 1st, 3rd,
  *   5th, ... in file order, sent as one batched request per grid value) and reported on the other
  *   half (2nd, 4th, ...). Every other mode is also reported on that same half, for comparison.
+ *   `hybrid@default` is hybrid as a request naming only the mode gets it (base xtr, the default
+ *   fusion: minmax, DEFAULT_HYBRID_LAMBDA), on every judged query.
  *
  * Metrics (scripts/lib/metrics): nDCG@10 with linear gain over the judged queries with at least
  * one relevant document (Cranfield: gain 5 - grade for grades 1..4, -1 -> 0; binary qrels: gain 1;
@@ -27,6 +29,8 @@
  * --model: a model under MODELS_DIR (default DEFAULT_MODEL, minilm-l6-384) or a model directory.
  * --nprobe N: IVF lists probed per query token by the xtr modes and the hybrid's base (default: the
  *   API's, 32).
+ * --modes a,b: only these modes (names as reported: exhaustive, xtr@100, xtr@1000, xtr@10000, bm25,
+ *   dense, mebert, hybrid@default); the tuned hybrid always runs.
  * --layout warp [--bits 2|4]: the collection is created with WARP's centroid-major search layout
  *   (`search: { layout: 'warp', bits }`, default bits 4): the xtr modes and the hybrid's base run
  *   WARP's engine (kPrime does not apply to it: xtr@100 / @1000 / @10000 then differ only by noise).
@@ -60,6 +64,8 @@ export const MODES: { name: string; mode: string | Record<string, unknown> }[] =
   { name: 'bm25', mode: 'bm25' },
   { name: 'dense', mode: 'dense' },
   { name: 'mebert', mode: 'mebert' },
+  /** Hybrid exactly as a request naming only the mode gets it: base xtr, the default fusion (DEFAULT_HYBRID_LAMBDA, or the collection's fitted weight). */
+  { name: 'hybrid@default', mode: 'hybrid' },
 ];
 /** Hybrid: XTR (API defaults: k' 1000, nprobe 32) + BM25, min-max normalised, linear; lambda tuned. */
 export const HYBRID = { name: 'hybrid', base: 'xtr', fusion: 'linear', normalization: 'minmax', depth: 100 } as const;
@@ -69,8 +75,8 @@ export const TOP_K = 100;
 export const DEFAULT_NPROBE = 32;
 
 /** The modes with nprobe set on the xtr ones when it is given. */
-export function modesWith(nprobe?: number): { name: string; mode: string | Record<string, unknown> }[] {
-  return MODES.map((m) => (nprobe !== undefined && typeof m.mode === 'object' && m.mode.name === 'xtr' ? { ...m, mode: { ...m.mode, nprobe } } : m));
+export function modesWith(nprobe?: number, only?: readonly string[]): { name: string; mode: string | Record<string, unknown> }[] {
+  return MODES.filter((m) => !only || only.includes(m.name)).map((m) => (nprobe !== undefined && typeof m.mode === 'object' && m.mode.name === 'xtr' ? { ...m, mode: { ...m.mode, nprobe } } : m));
 }
 
 export interface ModeFigures {
@@ -209,6 +215,8 @@ export interface RetrievalEvalOptions {
   plot?: string;
   /** IVF lists probed per query token (xtr modes and the hybrid's base); default the API's. */
   nprobe?: number;
+  /** Only these modes of MODES (by their reported names); default all. The tuned hybrid always runs. */
+  modes?: string[];
   /** WARP's centroid-major search layout for the collection (--layout warp --bits b); absent: the IVF path. */
   layout?: { layout: 'warp'; bits: 2 | 4 };
   files?: Partial<Record<Role, string>>;
@@ -275,7 +283,9 @@ export async function evaluateRetrieval(opts: RetrievalEvalOptions): Promise<Ret
 
     const perMode = new Map<string, PerQuery[]>();
     const hybrid = { ...HYBRID, ...(opts.nprobe !== undefined ? { nprobe: opts.nprobe } : {}) };
-    for (const m of modesWith(opts.nprobe)) {
+    const unknown = opts.modes?.filter((n) => !MODES.some((m) => m.name === n)) ?? [];
+    if (unknown.length) throw new Error(`--modes: unknown ${unknown.join(', ')} (${MODES.map((m) => m.name).join(', ')})`);
+    for (const m of modesWith(opts.nprobe, opts.modes)) {
       const t = performance.now();
       const rows = await run(m.mode, judged);
       perMode.set(m.name, rows);
@@ -468,7 +478,7 @@ export function retrievalPlotSvg(r: RetrievalEvalResult): string {
   return out.join('\n');
 }
 
-const USAGE = `usage: npm run eval -- retrieval [--dataset DIR] [--docs FILE] [--queries FILE] [--qrels FILE] [--model NAME|DIR] [--nprobe N] [--layout warp] [--bits 2|4] [--quick] [--plot out.svg] [--json]
+const USAGE = `usage: npm run eval -- retrieval [--dataset DIR] [--docs FILE] [--queries FILE] [--qrels FILE] [--model NAME|DIR] [--nprobe N] [--modes a,b] [--layout warp] [--bits 2|4] [--quick] [--plot out.svg] [--json]
   (scripts/eval/retrieval.ts's opening comment says what each does; --data is --dataset)`;
 
 const OPTIONS = {
@@ -478,6 +488,7 @@ const OPTIONS = {
   quick: { type: 'boolean' },
   plot: { type: 'string' },
   nprobe: { type: 'string' },
+  modes: { type: 'string' },
   layout: { type: 'string' },
   bits: { type: 'string' },
   docs: { type: 'string' },
@@ -501,6 +512,7 @@ export async function runRetrievalEvalCli(args: string[]): Promise<RetrievalEval
     quick: v.quick ?? false,
     plot: v.plot,
     nprobe: v.nprobe === undefined ? undefined : Number(v.nprobe),
+    ...(v.modes ? { modes: v.modes.split(',') } : {}),
     layout: v.layout === 'warp' ? { layout: 'warp', bits: v.bits === '2' ? 2 : 4 } : undefined,
     files: { docs: v.docs, queries: v.queries, qrels: v.qrels },
   });

@@ -10,6 +10,7 @@ import { DeletesService } from './documents/deletes.service';
 import { HealthController } from './admin/health.controller';
 import { JudgmentsController } from './judgments/judgments.controller';
 import { JudgmentsService } from './judgments/judgments.service';
+import { FusionFitService } from './judgments/fusion-fit.service';
 import { RerankController } from './rerank/rerank.controller';
 import { SearchController } from './search/search.controller';
 import { SearchService } from './search/search.service';
@@ -66,6 +67,7 @@ class ApiModule {
         { provide: RerankService, inject: [TenantQuotas, TextRerankSubmitter], useFactory: (quotas: TenantQuotas, texts: TextRerankSubmitter) => new RerankService({ ...repos, quotas, texts }) },
         { provide: SearchService, inject: [TenantQuotas], useFactory: (quotas: TenantQuotas) => new SearchService({ ...repos, quotas }) },
         { provide: JudgmentsService, inject: [TenantQuotas], useFactory: (quotas: TenantQuotas) => new JudgmentsService({ ...repos, quotas }) },
+        { provide: FusionFitService, inject: [SearchService], useFactory: (search: SearchService) => new FusionFitService({ ...repos, search }) },
         { provide: BatchesService, inject: [TenantQuotas, TextRerankSubmitter], useFactory: (quotas: TenantQuotas, texts: TextRerankSubmitter) => new BatchesService({ ...repos, quotas, texts }) },
         { provide: CohereService, inject: [RerankService], useFactory: (rr: RerankService) => new CohereService(rr, config.RERANK_MAX_WAIT_SECONDS, config.COHERE_MODEL ?? config.DEFAULT_MODEL) },
         // AUTH=keys: ApiKeysGuard on every route (tenant and role from the key, rate limits)

@@ -34,7 +34,7 @@ export function fuse(a: Hit[], b: Hit[], mode: Extract<SearchMode, { name: 'hybr
   } else {
     const sa = new Map(a.map((h) => [h.key, h.score]));
     const sb = new Map(b.map((h) => [h.key, h.score]));
-    const s = hybridLinear(Float64Array.from(keys, (k) => sa.get(k) ?? NaN), Float64Array.from(keys, (k) => sb.get(k) ?? NaN), hybridLambda(mode), mode.normalization);
+    const s = hybridLinear(Float64Array.from(keys, (k) => sa.get(k) ?? NaN), Float64Array.from(keys, (k) => sb.get(k) ?? NaN), hybridLambda(mode), mode.normalization ?? 'minmax');
     scored = keys.map((key, i) => ({ key, score: s[i] }));
   }
   scored.sort((x, y) => y.score - x.score || x.key - y.key);

@@ -2,6 +2,7 @@ import { z } from 'zod';
 import { CodecSettingsSchema } from './codec-settings';
 import { modelId, resourceId } from './ids';
 import { MAX_SHARDS } from './shards';
+import type { FittedFusion } from './fusion-record';
 
 export const MAX_PASSAGE_OVERLAP = 4096;
 export const PassageSettingsSchema = z
@@ -97,6 +98,8 @@ export interface Collection {
   search?: SearchLayoutSettings;
   /** BM25's analyser (absent: records written before analysers existed, BM25 over the encoder's pieces; see bm25AnalyzerOf). */
   bm25?: Bm25Settings;
+  /** Hybrid's fusion fitted on the collection's judgments (POST /v1/collections/{id}/fusion/fit); absent: the service's defaults. */
+  fusion?: FittedFusion;
   /** Codec artifact version (bumped by re-compression). */
   codecVersion: number;
   createdAt: string;

@@ -16,6 +16,7 @@ export * from './random';
 export * from './scorer-artifacts';
 export * from './documents';
 export * from './search';
+export * from './fusion';
 export * from './degraded';
 export * from './webhooks';
 export * from './worker-heartbeat';

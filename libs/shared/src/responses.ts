@@ -4,6 +4,7 @@ import { BM25_ANALYZERS, PassageSettingsSchema, SearchLayoutSettingsSchema, STAG
 import { HitDocumentFieldsSchema, TRUNCATED_IDS_SHOWN } from './documents';
 import { ScorerSchema, type RerankResult } from './rerank';
 import { SearchModeSchema, type SearchResult } from './search';
+import { FittedFusionSchema } from './fusion-record';
 import { DegradedSegmentSchema, UnavailableSegmentSchema } from './degraded';
 import { BatchOptionsSchema } from './batches';
 import { ApiKeyRecordSchema, type ApiKeyInfo } from './api-keys';
@@ -52,6 +53,7 @@ export const CollectionSchema = z.object({
     .object({ analyzer: z.enum(BM25_ANALYZERS) })
     .optional()
     .describe("BM25's analyser: 'english' (words, stop words, Porter stems) or 'pieces' (the encoder's sub-word tokens); absent: a collection created before analysers existed, BM25 over pieces"),
+  fusion: FittedFusionSchema.optional().describe("hybrid's fusion fitted on the collection's judgments (POST /v1/collections/{id}/fusion/fit): a linear hybrid search naming no lambda uses it; absent: the service's defaults"),
   codecVersion: int.describe('codec artifact version (bumped by re-compression)'),
   createdAt: z.string(),
   pending: z

@@ -32,9 +32,13 @@ export const SearchModeSchema = z.discriminatedUnion('name', [
       /** The late-interaction or dense mode fused with BM25. */
       base: z.enum(['xtr', 'dense', 'exhaustive']).default('xtr'),
       fusion: z.enum(['linear', 'rrf']).default('linear'),
-      /** score = base + lambda * bm25 after normalisation (fusion = linear). Absent: DEFAULT_HYBRID_LAMBDA for the normalisation (hybridLambda). */
+      /** score = base + lambda * bm25 after normalisation (fusion = linear). Absent: the collection's fitted weight, else DEFAULT_HYBRID_LAMBDA for the normalisation (resolveHybridMode, fusion.ts). */
       lambda: z.number().min(-1000).max(1000).optional(),
-      normalization: z.enum(['none', 'minmax', 'zscore']).default('minmax'),
+      /** Absent: minmax, or the collection's fitted normalisation when the request names no lambda either (resolveHybridMode). */
+      normalization: z
+        .enum(['none', 'minmax', 'zscore'])
+        .optional()
+        .describe("'minmax', 'zscore' or 'none'; absent: minmax, or the collection's fitted normalisation (POST /v1/collections/{id}/fusion/fit) when lambda is absent too"),
       rrfK: z.number().int().min(1).max(10_000).default(60),
       /** How many hits each part contributes to the union before fusion. */
       depth: z.number().int().min(1).max(MAX_SEARCH_TOP_K).default(100),
@@ -56,9 +60,9 @@ export const SearchModeSchema = z.discriminatedUnion('name', [
  */
 export const DEFAULT_HYBRID_LAMBDA: Readonly<Record<'none' | 'minmax' | 'zscore', number>> = { minmax: 0.7, zscore: 0.3, none: 0.2 };
 
-/** The weight a linear hybrid fuses with: the request's, else the default of its normalisation. */
-export function hybridLambda(mode: { lambda?: number; normalization: 'none' | 'minmax' | 'zscore' }): number {
-  return mode.lambda ?? DEFAULT_HYBRID_LAMBDA[mode.normalization];
+/** The weight a linear hybrid fuses with: the request's, else the default of its normalisation (minmax when it names none). A collection's fitted weight is filled in before (resolveHybridMode). */
+export function hybridLambda(mode: { lambda?: number; normalization?: 'none' | 'minmax' | 'zscore' }): number {
+  return mode.lambda ?? DEFAULT_HYBRID_LAMBDA[mode.normalization ?? 'minmax'];
 }
 export type SearchMode = z.infer<typeof SearchModeSchema>;
 export const SEARCH_MODES = ['xtr', 'bm25', 'dense', 'mebert', 'exhaustive', 'hybrid'] as const;

@@ -7,6 +7,7 @@ import {
   ValidationError,
   collectionShards,
   s3Keys,
+  withCollectionFusion,
   type Collection,
   type CollectionManifest,
   type JobPayload,
@@ -58,9 +59,10 @@ export async function searchProcessor(deps: SearchDeps, p: JobPayload<QueueName.
   if (!raw) throw new PermanentJobError(`search request missing from S3: ${p.requestKey}`);
   const parsed = SearchRequestSchema.safeParse(raw);
   if (!parsed.success) throw new PermanentJobError(`invalid stored search request ${p.requestKey}: ${parsed.error.message}`);
-  const req: SearchRequest = parsed.data;
-  const collection = await deps.collections.get(p.tenantId, req.collection);
-  if (!collection) throw new PermanentJobError(`collection ${p.tenantId}/${req.collection} does not exist`);
+  const collection = await deps.collections.get(p.tenantId, parsed.data.collection);
+  if (!collection) throw new PermanentJobError(`collection ${p.tenantId}/${parsed.data.collection} does not exist`);
+  // A hybrid naming no weight fuses with the collection's fitted one, else the defaults (the result's mode says which).
+  const req: SearchRequest = withCollectionFusion(parsed.data, collection);
   let predicate;
   try {
     predicate = req.filter === undefined ? undefined : compileFilter(req.filter);
