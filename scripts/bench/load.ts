@@ -1,5 +1,5 @@
 /**
- * `npm run bench -- load [--json] [--seconds N] [--docs N] [--candidates N] [--connections N]`
+ * `npm run bench -- load [--json] [--seconds N] [--docs N] [--candidates N] [--connections N] [--root DIR]`
  *
  * Load on the service as a user runs it (issue 12, item 6): the all-in-one process (API, every
  * worker, the in-process S3 server, and its redis-server as a separate process) is started as a
@@ -26,7 +26,7 @@ import { fetchRetrying, ingest, recreateCollection } from '../lib/client';
 
 const ROOT = path.resolve(__dirname, '..', '..');
 
-const USAGE = 'usage: npm run bench -- load [--seconds N (60)] [--docs N (300)] [--candidates N (100)] [--connections N (4)] [--json]';
+const USAGE = 'usage: npm run bench -- load [--seconds N (60)] [--docs N (300)] [--candidates N (100)] [--connections N (4)] [--root DIR (this checkout)] [--json]';
 const round = (x: number, d = 1) => Math.round(x * 10 ** d) / 10 ** d;
 
 /** Resident set size of a process in MB (Linux /proc), or null when it cannot be read. */
@@ -47,12 +47,14 @@ export interface Service {
   stop(): Promise<void>;
 }
 
-export async function startService(dataDir: string): Promise<Service> {
+export async function startService(dataDir: string, root = ROOT): Promise<Service> {
   const env: NodeJS.ProcessEnv = { ...process.env, PORT: '0', DATA_DIR: dataDir, LOG_LEVEL: 'info', NODE_ENV: 'production', DEFAULT_MODEL: 'glove-ctx-100d' };
   // The embedded services: the bench measures the service as `npm start` runs it.
   delete env.REDIS_URL;
   delete env.S3_ENDPOINT;
-  const child = spawn(process.execPath, ['--import', 'tsx', 'apps/all-in-one/src/main.ts'], { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] });
+  // BENCH_SERVICE_NODE_ARGS: extra node flags for the service (e.g. `--cpu-prof --cpu-prof-dir=DIR`, which NODE_OPTIONS refuses).
+  const nodeArgs = (process.env.BENCH_SERVICE_NODE_ARGS ?? '').split(' ').filter(Boolean);
+  const child = spawn(process.execPath, [...nodeArgs, '--import', 'tsx', 'apps/all-in-one/src/main.ts'], { cwd: root, env, stdio: ['ignore', 'pipe', 'pipe'] });
   let out = '';
   child.stdout!.on('data', (b: Buffer) => (out += b.toString()));
   child.stderr!.on('data', (b: Buffer) => (out += b.toString()));
@@ -77,6 +79,18 @@ export async function startService(dataDir: string): Promise<Service> {
       clearTimeout(timer);
     },
   };
+}
+
+/** CPU seconds (user + system, every thread) a process has used so far (Linux /proc; USER_HZ 100), or null. */
+function cpuSeconds(pid: number | undefined): number | null {
+  if (!pid) return null;
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    return (Number(f[11]) + Number(f[12])) / 100;
+  } catch {
+    return null;
+  }
 }
 
 interface Phase {
@@ -116,22 +130,22 @@ function drive(url: string, pathAndQuery: string, bodies: string[], seconds: num
 }
 
 export async function runLoadBench(args: string[]): Promise<Record<string, unknown>> {
-  const { seconds, nDocs, nCandidates, connections, json } = parseCliOrExit(
+  const { seconds, nDocs, nCandidates, connections, root, json } = parseCliOrExit(
     'bench load',
     USAGE,
     args,
-    { seconds: { type: 'string', default: '60' }, docs: { type: 'string', default: '300' }, candidates: { type: 'string', default: '100' }, connections: { type: 'string', default: '4' }, json: { type: 'boolean' } },
+    { seconds: { type: 'string', default: '60' }, docs: { type: 'string', default: '300' }, candidates: { type: 'string', default: '100' }, connections: { type: 'string', default: '4' }, root: { type: 'string', default: ROOT }, json: { type: 'boolean' } },
     {},
-    ({ values: v }) => ({ seconds: intFlag('seconds', v.seconds), nDocs: intFlag('docs', v.docs), nCandidates: intFlag('candidates', v.candidates), connections: intFlag('connections', v.connections), json: v.json === true }),
+    ({ values: v }) => ({ seconds: intFlag('seconds', v.seconds), nDocs: intFlag('docs', v.docs), nCandidates: intFlag('candidates', v.candidates), connections: intFlag('connections', v.connections), root: path.resolve(v.root), json: v.json === true }),
   );
   const say = (s: string) => (json ? console.error(s) : console.log(s));
 
   const cran = loadCranfield(path.join(ROOT, 'data/cranfield'));
   const docs = cran.docs.slice(0, nDocs).map((d) => ({ id: d.id, text: d.text || 'empty' }));
   const dataDir = mkdtempSync(path.join(os.tmpdir(), 'lateral-bench-load-'));
-  const service = await startService(dataDir);
+  const service = await startService(dataDir, root);
   try {
-    say(`service ${service.url} (pid ${service.child.pid}, redis-server pid ${service.redisPid ?? '?'}); ingesting ${docs.length} documents`);
+    say(`service ${service.url} from ${root} (pid ${service.child.pid}, redis-server pid ${service.redisPid ?? '?'}); ingesting ${docs.length} documents`);
     await recreateCollection(service.url, 'bench-load', 'glove-ctx-100d');
     await ingest(service.url, 'bench-load', docs, { progress: false });
     const rerankBodies = cran.queries.map((q, i) =>
@@ -150,7 +164,9 @@ export async function runLoadBench(args: string[]): Promise<Record<string, unkno
     }
     const pids = { service: service.child.pid, redis: service.redisPid, loadgen: process.pid };
     const rss = () => Object.fromEntries(Object.entries(pids).map(([k, pid]) => [k, rssMb(pid)]));
+    const cpu = () => Object.fromEntries(Object.entries(pids).map(([k, pid]) => [k, cpuSeconds(pid)]));
     const rssStart = rss();
+    const cpuStart = cpu();
     const loadStart = round(os.loadavg()[0], 2);
     say(`driving re-rank and search for ${seconds} s (${connections} connections each, ${nCandidates} candidates per re-rank)`);
     const [rr, se] = await Promise.all([
@@ -158,15 +174,23 @@ export async function runLoadBench(args: string[]): Promise<Record<string, unkno
       drive(service.url, '/v1/search?wait=30', searchBodies, seconds, connections),
     ]);
     const rssEnd = rss();
+    const cpuEnd = cpu();
+    // CPU the service and its redis-server spent over the traffic, per answered request: what a
+    // request costs, much less sensitive than req/s to what else shares the cores.
+    const cpuUsed = Object.fromEntries(Object.keys(pids).map((k) => [k, cpuStart[k] === null || cpuEnd[k] === null ? null : round(cpuEnd[k] - cpuStart[k], 2)]));
+    const answered = rr.requests + se.requests;
+    const cpuMsPerRequest = answered > 0 && cpuUsed.service !== null ? round((1000 * (cpuUsed.service + (cpuUsed.redis ?? 0))) / answered) : null;
     const loadEnd = round(os.loadavg()[0], 2);
     const line = (name: string, p: Phase) =>
       `${name.padEnd(7)} ${String(p.rps).padStart(8)} req/s  p50 ${String(p.p50).padStart(6)} ms  p99 ${String(p.p99).padStart(6)} ms  (${p.requests} requests, ${p.non2xx} non-2xx, ${p.errors} errors, ${p.timeouts} timeouts)`;
     say(line('rerank', rr));
     say(line('search', se));
     for (const k of Object.keys(pids)) say(`RSS ${k.padEnd(8)} start ${rssStart[k]} MB  end ${rssEnd[k]} MB`);
+    say(`CPU over the traffic: service ${cpuUsed.service} s, redis-server ${cpuUsed.redis} s, load generator ${cpuUsed.loadgen} s; service + redis ${cpuMsPerRequest} ms per request`);
     say(`load average (1 min) ${loadStart} at the start, ${loadEnd} at the end, on ${os.cpus().length} cores`);
     return {
       bench: 'load',
+      root,
       seconds,
       documents: docs.length,
       candidates: nCandidates,
@@ -185,6 +209,8 @@ export async function runLoadBench(args: string[]): Promise<Record<string, unkno
       search_errors: se.errors + se.timeouts,
       rss_start_mb: rssStart,
       rss_end_mb: rssEnd,
+      cpu_s: cpuUsed,
+      cpu_ms_per_request: cpuMsPerRequest,
       load_start: loadStart,
       load_end: loadEnd,
       cpus: os.cpus().length,

@@ -50,6 +50,42 @@ describe('BatchChunkWriter', () => {
     const lines = store.objects.get(batchKeys.chunk('t', 'b2', 0))!.trim().split('\n');
     expect(JSON.parse(lines[2]).error.message).toContain('text is 10 bytes, over MAX_DOCUMENT_BYTES (8)');
   });
+  it("a chunk's files are written while the next chunk is cut, one chunk in flight; a failed write is thrown by the next flush or by finish", async () => {
+    const store = memoryStore();
+    const gates: (() => void)[] = [];
+    const started: string[] = [];
+    const put = store.put;
+    // Each chunk file's put waits for its gate.
+    store.put = (key: string, body: Uint8Array | string) => {
+      started.push(key);
+      return new Promise<undefined>((resolve) => gates.push(() => resolve(put(key, body))));
+    };
+    const w = new BatchChunkWriter(store as never, 't', 'b3', 1, { hasCollection: false, maxTextBytes: 100 });
+    await w.line(row('a', ['x'])); // chunk 0 full: its write starts, the line returns
+    expect(started).toEqual([batchKeys.chunk('t', 'b3', 0)]);
+    let second = false;
+    const p = w.line(row('b', ['y'])).then(() => (second = true)); // chunk 1 full: waits for chunk 0's write
+    await new Promise((r) => setTimeout(r, 20));
+    expect(second).toBe(false);
+    gates.shift()!();
+    await p;
+    expect(started).toEqual([batchKeys.chunk('t', 'b3', 0), batchKeys.chunk('t', 'b3', 1)]);
+    const done = w.finish();
+    gates.shift()!();
+    expect(await done).toEqual({ rows: 2, invalid: 0, withTexts: [true, true] });
+    expect(store.objects.has(batchKeys.chunk('t', 'b3', 1))).toBe(true);
+
+    const failing = memoryStore();
+    failing.put = async () => {
+      throw new Error('S3 said no');
+    };
+    const f = new BatchChunkWriter(failing as never, 't', 'b4', 1, { hasCollection: false, maxTextBytes: 100 });
+    await f.line(row('a', ['x']));
+    await expect(f.finish()).rejects.toThrow('S3 said no');
+    const g = new BatchChunkWriter(failing as never, 't', 'b5', 1, { hasCollection: false, maxTextBytes: 100 });
+    await g.line(row('a', ['x']));
+    await expect(g.line(row('b', ['y']))).rejects.toThrow('S3 said no');
+  });
 });
 
 describe('batchFlow', () => {

@@ -15,8 +15,9 @@ export interface PlannedChunks {
  * while an upload streams in, the plan job for a batch that names an upload). Each line is
  * validated (validateRow: a bad row becomes its error entry, it never stops the batch); every
  * BATCH_CHUNK_ROWS lines a chunk file is written (a header naming the chunk's distinct texts by
- * their sha256, then one compact entry per row) with the chunk's texts file beside it. Memory:
- * one chunk, plus the custom_ids seen so far.
+ * their sha256, then one compact entry per row) with the chunk's texts file beside it. A chunk's
+ * files are written while the next chunk's lines are cut (one write in flight; the next full
+ * chunk waits for it). Memory: two chunks, plus the custom_ids seen so far.
  */
 export class BatchChunkWriter {
   private readonly seen = new Map<string, number>();
@@ -26,6 +27,8 @@ export class BatchChunkWriter {
   private lineNo = 0;
   private rows = 0;
   private invalid = 0;
+  /** The previous chunk's writes, still in flight (its failure is thrown by the next flush or by finish). */
+  private writing: Promise<void> | null = null;
 
   constructor(
     private readonly store: Pick<ObjectStore, 'put' | 'putJson' | 'deletePrefix'>,
@@ -49,12 +52,14 @@ export class BatchChunkWriter {
   /** Writes the last chunk; what the flow and the record need. */
   async finish(): Promise<PlannedChunks> {
     await this.flush();
+    await this.settle();
     return { rows: this.rows, invalid: this.invalid, withTexts: [...this.withTexts] };
   }
 
   /** Removes the chunk files written so far (an upload refused half-way). */
   async discard(): Promise<void> {
     this.entries = [];
+    await this.settle().catch(() => undefined);
     await this.store.deletePrefix(batchKeys.chunksPrefix(this.tenantId, this.rerankBatchId)).catch(() => undefined);
   }
 
@@ -69,10 +74,21 @@ export class BatchChunkWriter {
     this.entries = [];
     this.texts = new Map();
     this.withTexts.push(distinct.length > 0);
-    await Promise.all([
+    // At most one chunk's writes in flight: the one before this must have landed (or its failure is thrown here).
+    await this.settle();
+    const writing = Promise.all([
       this.store.put(batchKeys.chunk(this.tenantId, this.rerankBatchId, n), body, 'application/x-ndjson'),
       distinct.length > 0 ? this.store.putJson(batchKeys.chunkTexts(this.tenantId, this.rerankBatchId, n), { textHashes, texts: distinct } satisfies ChunkTexts) : undefined,
-    ]);
+    ]).then(() => undefined);
+    writing.catch(() => undefined); // seen by settle(); not an unhandled rejection meanwhile
+    this.writing = writing;
+  }
+
+  /** Waits for the chunk writes in flight; throws their failure. */
+  private async settle(): Promise<void> {
+    const w = this.writing;
+    this.writing = null;
+    if (w) await w;
   }
 }
 

@@ -12,10 +12,32 @@ import {
 } from '@aws-sdk/client-s3';
 import { UnavailableError, wrapError, type Config } from '@lateral/shared';
 import { recordS3 } from './metrics';
+import type { Logger } from './logger';
 import net from 'node:net';
 import { checkObjectKey } from './object-keys';
 
 const byteLength = (body: Uint8Array | string) => (typeof body === 'string' ? Buffer.byteLength(body, 'utf8') : body.byteLength);
+
+/**
+ * Extra tries of a read (get, getRange) whose answer had started and then went quiet for
+ * S3_SOCKET_TIMEOUT_MS or was cut (reset, premature close) while its body streamed. The SDK's own
+ * retries (maxAttempts 3) end when the answer's head arrives, so without these one slow body under
+ * a busy CPU failed the whole job (issue 31). Bounded: a store that cuts every answer still fails
+ * the read, after 1 + READ_BODY_RETRIES tries; a store that refuses connections or never answers
+ * is left to the SDK's retries and fails as before.
+ */
+export const READ_BODY_RETRIES = 2;
+/** Wait before the first extra try, doubled for the next. */
+const READ_BODY_RETRY_DELAY_MS = 250;
+
+/** Whether an error raised while an answer's body streamed is transient (inactivity timeout, reset, cut). */
+export function transientBodyError(err: unknown): boolean {
+  const e = err as { name?: string; code?: string; message?: string } | null;
+  if (!e) return false;
+  if (e.name === 'TimeoutError') return true;
+  if (e.code === 'ECONNRESET' || e.code === 'EPIPE' || e.code === 'ERR_STREAM_PREMATURE_CLOSE' || e.code === 'ECONNABORTED') return true;
+  return e.message === 'aborted' || /socket hang up|premature close/i.test(e.message ?? '');
+}
 
 /**
  * The one class that talks to S3. Everything lateral stores (accepted documents, raw vectors,
@@ -25,17 +47,22 @@ export class ObjectStore {
   private readonly client: S3Client;
   /** Where the store is reached (S3_ENDPOINT, or AWS's regional endpoint). */
   private readonly endpoint: string;
+  /** Where a retried read is said (warn); none: not said. */
+  private readonly logger: Pick<Logger, 'warn'> | undefined;
 
   /**
    * `connectTimeoutMs` (S3_CONNECT_TIMEOUT_MS): a connection not opened within it fails;
    * `socketTimeoutMs` (S3_SOCKET_TIMEOUT_MS): a connected request that carries no byte for that
    * long fails (a TimeoutError the API answers as overload). Both are retried by the SDK
-   * (maxAttempts 3). Unset: the schema's defaults (5 s, 30 s).
+   * (maxAttempts 3) until the answer's head arrives; a read whose body then goes quiet or is cut is
+   * sent again by this class (READ_BODY_RETRIES, each said on `logger`). Unset: the schema's
+   * defaults (5 s, 30 s).
    */
   constructor(
     readonly bucket: string,
-    opts: { endpoint?: string; region: string; accessKeyId: string; secretAccessKey: string; forcePathStyle: boolean; connectTimeoutMs?: number; socketTimeoutMs?: number },
+    opts: { endpoint?: string; region: string; accessKeyId: string; secretAccessKey: string; forcePathStyle: boolean; connectTimeoutMs?: number; socketTimeoutMs?: number; logger?: Pick<Logger, 'warn'> },
   ) {
+    this.logger = opts.logger;
     // The SDK prints a NodeVersionSupportWarning (its releases after January 2027 need Node 22) on
     // every start under Node 20, which this project supports: off through the SDK's own switch,
     // unless the environment sets it.
@@ -66,7 +93,7 @@ export class ObjectStore {
     return this.client;
   }
 
-  static fromConfig(config: Config, endpoint = config.S3_ENDPOINT): ObjectStore {
+  static fromConfig(config: Config, endpoint = config.S3_ENDPOINT, logger?: Pick<Logger, 'warn'>): ObjectStore {
     return new ObjectStore(config.S3_BUCKET, {
       endpoint,
       region: config.S3_REGION,
@@ -75,6 +102,7 @@ export class ObjectStore {
       forcePathStyle: config.S3_FORCE_PATH_STYLE,
       connectTimeoutMs: config.S3_CONNECT_TIMEOUT_MS,
       socketTimeoutMs: config.S3_SOCKET_TIMEOUT_MS,
+      logger,
     });
   }
 
@@ -241,8 +269,7 @@ export class ObjectStore {
   /** Returns the object's bytes, or null when it does not exist. */
   async get(key: string): Promise<Uint8Array | null> {
     try {
-      const out = await this.client.send(new GetObjectCommand({ Bucket: this.bucket, Key: key }));
-      const bytes = out.Body ? await out.Body.transformToByteArray() : new Uint8Array();
+      const bytes = await this.readBody(`s3://${this.bucket}/${key}`, () => this.client.send(new GetObjectCommand({ Bucket: this.bucket, Key: key })));
       recordS3('get', 'ok', bytes.byteLength);
       return bytes;
     } catch (err) {
@@ -265,8 +292,9 @@ export class ObjectStore {
     if (!(Number.isInteger(offset) && Number.isInteger(length) && offset >= 0 && length >= 1)) throw new RangeError(`getRange ${key}: offset must be >= 0 and length >= 1 (integers), got ${offset}, ${length}`);
     let bytes: Uint8Array;
     try {
-      const out = await this.client.send(new GetObjectCommand({ Bucket: this.bucket, Key: key, Range: `bytes=${offset}-${offset + length - 1}` }));
-      bytes = out.Body ? await out.Body.transformToByteArray() : new Uint8Array();
+      bytes = await this.readBody(`s3://${this.bucket}/${key} bytes ${offset}..${offset + length}`, () =>
+        this.client.send(new GetObjectCommand({ Bucket: this.bucket, Key: key, Range: `bytes=${offset}-${offset + length - 1}` })),
+      );
       recordS3('get', 'ok', bytes.byteLength);
     } catch (err) {
       if (err instanceof NoSuchKey || (err as Error).name === 'NoSuchKey' || httpStatus(err) === 404) {
@@ -282,6 +310,25 @@ export class ObjectStore {
     }
     if (bytes.byteLength !== length) throw new RangeError(`s3://${this.bucket}/${key}: range [${offset}, ${offset + length}) answered ${bytes.byteLength} bytes (the object ends inside it: truncated?)`);
     return bytes;
+  }
+
+  /**
+   * One GET and its body, sent again (READ_BODY_RETRIES, said on the logger) when the body stopped
+   * or was cut after the answer began (transientBodyError); an error of the request itself (the
+   * SDK already retried it) or of a last try is thrown as it came.
+   */
+  private async readBody(what: string, send: () => Promise<{ Body?: { transformToByteArray(): Promise<Uint8Array> } }>): Promise<Uint8Array> {
+    for (let attempt = 0; ; attempt++) {
+      const out = await send();
+      try {
+        return out.Body ? await out.Body.transformToByteArray() : new Uint8Array();
+      } catch (err) {
+        if (attempt >= READ_BODY_RETRIES || !transientBodyError(err)) throw err;
+        const delay = READ_BODY_RETRY_DELAY_MS * 2 ** attempt;
+        this.logger?.warn(`reading ${what}: the answer stopped while its body streamed (${(err as Error).name}: ${(err as Error).message}); reading it again in ${delay} ms (try ${attempt + 2} of ${READ_BODY_RETRIES + 1})`);
+        await new Promise((r) => setTimeout(r, delay));
+      }
+    }
   }
 
   /**

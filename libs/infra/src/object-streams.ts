@@ -121,23 +121,41 @@ export async function objectHead(store: Pick<ObjectStore, 's3' | 'bucket'>, key:
   }
 }
 
-/** Lines of a stream of UTF-8 text, without their line breaks ('\r\n' or '\n'), one at a time. */
-export async function* readLines(stream: AsyncIterable<Uint8Array | string>): AsyncGenerator<string> {
-  let rest = '';
-  const decoder = new TextDecoder('utf-8');
-  for await (const chunk of stream) {
-    rest += typeof chunk === 'string' ? chunk : decoder.decode(chunk, { stream: true });
+/**
+ * Cuts UTF-8 text handed to it piece by piece into lines, without their line breaks ('\r\n' or
+ * '\n'): `push` returns the lines a piece completed, `end` the last one when the text does not end
+ * with a line break. A piece may end inside a line or inside a character.
+ */
+export class LineSplitter {
+  private rest = '';
+  private readonly decoder = new TextDecoder('utf-8');
+
+  push(piece: Uint8Array | string): string[] {
+    this.rest += typeof piece === 'string' ? piece : this.decoder.decode(piece, { stream: true });
+    const lines: string[] = [];
     let start = 0;
     let nl: number;
-    while ((nl = rest.indexOf('\n', start)) >= 0) {
-      const line = rest.slice(start, nl);
+    while ((nl = this.rest.indexOf('\n', start)) >= 0) {
+      const line = this.rest.slice(start, nl);
       start = nl + 1;
-      yield line.endsWith('\r') ? line.slice(0, -1) : line;
+      lines.push(line.endsWith('\r') ? line.slice(0, -1) : line);
     }
-    rest = rest.slice(start);
+    this.rest = this.rest.slice(start);
+    return lines;
   }
-  rest += decoder.decode();
-  if (rest.length > 0) yield rest.endsWith('\r') ? rest.slice(0, -1) : rest;
+
+  end(): string[] {
+    const rest = this.rest + this.decoder.decode();
+    this.rest = '';
+    return rest.length > 0 ? [rest.endsWith('\r') ? rest.slice(0, -1) : rest] : [];
+  }
+}
+
+/** Lines of a stream of UTF-8 text, without their line breaks ('\r\n' or '\n'), one at a time. */
+export async function* readLines(stream: AsyncIterable<Uint8Array | string>): AsyncGenerator<string> {
+  const lines = new LineSplitter();
+  for await (const chunk of stream) yield* lines.push(chunk);
+  yield* lines.end();
 }
 
 /** Every object under a prefix with its last-modified time, page by page. */

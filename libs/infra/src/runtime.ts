@@ -110,7 +110,7 @@ export interface Runtime {
 
 /** Connects the shared resources of a process once. */
 export async function createRuntime(config: Config, services: ResolvedServices, logger: Logger = createLogger(config.LOG_LEVEL)): Promise<Runtime> {
-  const store = ObjectStore.fromConfig(config, services.s3Endpoint);
+  const store = ObjectStore.fromConfig(config, services.s3Endpoint, logger.child('s3'));
   await store.ensureBucket();
   const redis = createRedis(services.redisUrl, 'producer', logger, { commandTimeoutMs: config.REDIS_COMMAND_TIMEOUT_MS, connectTimeoutMs: config.REDIS_CONNECT_TIMEOUT_MS });
   await waitReady(redis);

@@ -241,6 +241,53 @@ export class GemmMaxsim {
     return out;
   }
 
+  /**
+   * score() over candidates held as one block each (blocks[c]: its m_c x d rows, e.g. the text
+   * cache's entries) instead of one contiguous copy of them all: each row chunk is assembled in a
+   * scratch buffer of at most one chunk's rows, reused across chunks, so a batch chunk's
+   * candidates are never copied whole (about 110 MB per batch chunk at d = 100). The same chunks,
+   * the same feeds and so the same scores as score() over their concatenation.
+   */
+  async scoreBlocks(queries: QueryTokens[], blocks: Float32Array[], d: number, opts: { normalize?: boolean; yieldEvery?: () => Promise<void> } = {}): Promise<Float32Array[]> {
+    const C = blocks.length;
+    const offsets = new Uint32Array(C + 1);
+    for (let c = 0; c < C; c++) offsets[c + 1] = offsets[c] + blocks[c].length / d;
+    const out = queries.map(() => new Float32Array(C));
+    const colBlocks = columnBlocks(queries, d);
+    const plan = rowPlan(offsets, Math.max(...colBlocks.map((b) => b.N)));
+    let scratch = new Float32Array(0);
+    const room = (floats: number) => (scratch.length >= floats ? scratch : (scratch = new Float32Array(floats)));
+    await forEachRowChunk(
+      offsets,
+      async (index, L, members, row0, row1) => {
+        let feeds: Record<string, ort.Tensor>;
+        if (plan.order) {
+          // [count, L, d]: each member's rows, its slots past its length repeating its first row (padByIndex's layout).
+          const buf = room(members.length * L * d).subarray(0, members.length * L * d);
+          members.forEach((c, j) => {
+            const b = blocks[c];
+            const m = b.length / d;
+            buf.set(b, j * L * d);
+            for (let r = m; r < L; r++) buf.copyWithin((j * L + r) * d, j * L * d, j * L * d + d);
+          });
+          feeds = { docs: new ort.Tensor('float32', buf, [members.length, L, d]) };
+        } else {
+          // Rows row0..row1: the members' blocks one after another (they are consecutive candidates).
+          const buf = room((row1 - row0) * d).subarray(0, (row1 - row0) * d);
+          for (const c of members) buf.set(blocks[c], (offsets[c] - row0) * d);
+          feeds = { docs: new ort.Tensor('float32', buf, [row1 - row0, d]), index: new ort.Tensor('int32', index, [members.length, L]) };
+        }
+        for (const b of colBlocks) {
+          const res = await (plan.order ? this.padded : this.unpadded).run({ ...feeds, query_t: b.queryT });
+          sumColumns(res.best.data as Float32Array, b, queries, members, out, opts.normalize);
+        }
+      },
+      (c) => out.forEach((q) => (q[c] = -Infinity)),
+      { yieldEvery: opts.yieldEvery, maxRows: plan.maxRows, order: plan.order },
+    );
+    return out;
+  }
+
   async release(): Promise<void> {
     await this.unpadded.release();
     await this.padded.release();

@@ -44,6 +44,25 @@ describe('ONNX MaxSim kernels', () => {
     );
   });
 
+  it.each([
+    ['few', few],
+    ['many', many],
+  ])('GemmMaxsim.scoreBlocks (one block per candidate) gives the same scores as score() over their concatenation, over several row chunks (%s query columns)', async (_, queries) => {
+    // 420 ragged candidates, about 42,000 rows: more than one chunk of either plan (32,768 / 17,476 rows).
+    const big = Array.from({ length: 420 }, (_, i) => (i % 37 === 5 ? 0 : 1 + ((i * 53) % 199)));
+    const bigOffsets = new Uint32Array(big.length + 1);
+    big.forEach((m, i) => (bigOffsets[i + 1] = bigOffsets[i] + m));
+    const bigDocs = gauss(bigOffsets[big.length] * d);
+    const blocks = big.map((_, c) => bigDocs.slice(bigOffsets[c] * d, bigOffsets[c + 1] * d));
+    const whole = await gemm.score(queries, bigDocs, bigOffsets, d, { normalize: true });
+    const byBlocks = await gemm.scoreBlocks(queries, blocks, d, { normalize: true });
+    expect(byBlocks).toEqual(whole);
+    expect(byBlocks[0][5]).toBe(-Infinity);
+    // and the small ragged set, against the reference
+    const small = await gemm.scoreBlocks(queries, lengths.map((_, c) => docs.slice(offsets[c] * d, offsets[c + 1] * d)), d);
+    expect(small).toEqual(await gemm.score(queries, docs, offsets, d));
+  });
+
   /** The test documents EDEN-coded (4 bits, token layout) and expanded to the int8 rotated image. */
   function imageSet(): { set: RotatedImageSet; codec: EdenCodec; seed: bigint } {
     const codec = createCodec({ kind: 'eden', bits: 4, layout: 'token', norms: 'fp32', sideInfo: false }) as EdenCodec;

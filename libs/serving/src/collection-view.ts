@@ -25,6 +25,12 @@ export interface CollectionView {
   /** Token vectors of `rows` as one T x dims fp32 block with rows + 1 offsets (decoded from the codes when `vectors` is null). */
   rowVectors(rows: number[]): { docs: Float32Array; offsets: Uint32Array };
   /**
+   * Token vectors of `rows` as one block per row (rows_i x dims each), where the view holds them so
+   * (re-rank's text candidates: the text cache's entries): MaxSim then scores them without the one
+   * contiguous copy rowVectors makes (GemmMaxsim.scoreBlocks). Absent: rowVectors.
+   */
+  rowBlocks?(rows: number[]): Float32Array[];
+  /**
    * Segments of the generation that could not be read (checksum, decoding, missing object) among
    * those the candidates live in, plus any whose ids are not known; absent or empty: none.
    */

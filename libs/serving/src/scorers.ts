@@ -53,6 +53,8 @@ export async function scoreGroup(res: ScorerResources, g: GroupInput, spec: Scor
     case 'maxsim':
       // EDEN token-layout generations are scored from their codes in the rotated domain.
       if (g.view.rotated) return (await res.rotated()).score(g.queries, g.view.rotated, g.rows, { normalize: spec.normalize, yieldEvery: g.yieldEvery });
+      // Candidates held one block each (text candidates): scored chunk by chunk, without a copy of them all.
+      if ('rowBlocks' in g.view && g.view.rowBlocks && !gathered) return (await res.gemm()).scoreBlocks(g.queries, g.view.rowBlocks(g.rows), d, { normalize: spec.normalize, yieldEvery: g.yieldEvery });
       return (await res.gemm()).score(g.queries, tokens().docs, tokens().offsets, d, { normalize: spec.normalize, yieldEvery: g.yieldEvery });
     case 'dense':
       return perCandidate((q) => {

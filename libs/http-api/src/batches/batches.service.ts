@@ -16,7 +16,7 @@ import {
   type BatchRecord,
   type Collection,
 } from '@lateral/shared';
-import { BatchChunkWriter, S3Upload, batchFlow, callerUploadKey, checkScorerArtifactExists, getObjectStream, objectHead, readLines, type ApiRepositories } from '@lateral/infra';
+import { BatchChunkWriter, LineSplitter, S3Upload, batchFlow, callerUploadKey, checkScorerArtifactExists, getObjectStream, objectHead, type ApiRepositories } from '@lateral/infra';
 import { currentTenant } from '../common/request-context';
 import { TextRerankSubmitter } from '../rerank/text-candidates';
 import { zodIssues } from '../common/zod-issues';
@@ -142,30 +142,42 @@ export class BatchesService {
     }
   }
 
-  /** Feeds a JSONL body to the chunk writer line by line: BATCH_MAX_BYTES (413) and the JSONL check of its head (400) as it arrives. Returns its bytes. */
-  private async planJsonl(req: UploadRequest, writer: BatchChunkWriter): Promise<number> {
+  /**
+   * Reads a JSONL body, the one reader of every route that takes one (POST /v1/batches with a
+   * JSONL body, PUT /v1/uploads/{name}): BATCH_MAX_BYTES (413) as it arrives, the JSONL check of
+   * its head (400) as soon as the head is in (at the end for a shorter body), and each piece that
+   * passed both handed to `sink` in order. Returns its bytes.
+   */
+  private async readJsonlBody(req: UploadRequest, sink: (piece: Buffer) => Promise<void>): Promise<number> {
     const max = this.deps.config.BATCH_MAX_BYTES;
     const head = new HeadScan();
     let checked = false;
     let bytes = 0;
-    const body = async function* (tooLarge: () => Error): AsyncGenerator<Buffer> {
-      for await (const chunk of req) {
-        const b = chunk as Buffer;
-        if (bytes + b.byteLength > max) {
-          req.resume();
-          throw tooLarge();
-        }
-        bytes += b.byteLength;
-        // Refused as soon as its head shows it is not JSONL, before its rows are cut.
-        if (!checked && head.push(b)) {
-          head.check(false);
-          checked = true;
-        }
-        yield b;
+    for await (const chunk of req) {
+      const b = chunk as Buffer;
+      if (bytes + b.byteLength > max) {
+        req.resume();
+        throw this.tooLarge(`over ${max}`);
       }
-    };
-    for await (const line of readLines(body(() => this.tooLarge(`over ${max}`)))) await writer.line(line);
+      bytes += b.byteLength;
+      // Refused as soon as its head shows it is not JSONL, before anything is cut or stored.
+      if (!checked && head.push(b)) {
+        head.check(false);
+        checked = true;
+      }
+      await sink(b);
+    }
     if (!checked) head.check(true);
+    return bytes;
+  }
+
+  /** Feeds a JSONL body to the chunk writer line by line (readJsonlBody's checks first). Returns its bytes. */
+  private async planJsonl(req: UploadRequest, writer: BatchChunkWriter): Promise<number> {
+    const lines = new LineSplitter();
+    const bytes = await this.readJsonlBody(req, async (piece) => {
+      for (const line of lines.push(piece)) await writer.line(line);
+    });
+    for (const line of lines.end()) await writer.line(line);
     return bytes;
   }
 
@@ -195,20 +207,9 @@ export class BatchesService {
 
   /** Streams a JSONL body to `key` (multipart, one part in memory); aborts the upload on any failure. Returns its bytes. */
   private async streamJsonl(req: UploadRequest, key: string): Promise<number> {
-    const max = this.deps.config.BATCH_MAX_BYTES;
     const upload = new S3Upload(this.deps.store, key, 'application/x-ndjson');
-    const head = new HeadScan();
     try {
-      for await (const chunk of req) {
-        const b = chunk as Buffer;
-        if (upload.bytes + b.byteLength > max) {
-          req.resume();
-          throw this.tooLarge(`over ${max}`);
-        }
-        head.push(b);
-        await upload.write(b);
-      }
-      head.check(true);
+      await this.readJsonlBody(req, (piece) => upload.write(piece));
       await upload.finish();
     } catch (err) {
       await upload.abort();

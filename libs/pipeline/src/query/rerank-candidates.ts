@@ -255,6 +255,7 @@ function buildTextView(
     return { docs, offsets: out };
   };
   return {
+    rowBlocks: (rows: number[]) => rows.map((r) => blocks[r]),
     generation: view?.generation ?? 0,
     dims,
     vectors: null,
