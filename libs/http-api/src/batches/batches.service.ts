@@ -253,7 +253,7 @@ export class BatchesService {
     const record: BatchRecord = { id, tenantId, state: 'validating', createdAt: new Date().toISOString(), options, input };
     try {
       await this.deps.store.putJson(batchKeys.record(tenantId, id), record);
-      await this.deps.queues.add(QueueName.batch, textJobIds.batchPlan(tenantId, id), { step: 'plan', tenantId, batchId: id }); // batchId: the re-rank batch file's id (rerankBatchId)
+      await this.deps.queues.add(QueueName.batch, textJobIds.batchPlan(tenantId, id), { step: 'plan', tenantId, rerankBatchId: id });
     } catch (err) {
       await release();
       throw err;
