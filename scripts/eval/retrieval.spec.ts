@@ -4,12 +4,18 @@ import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { testConfig } from '../../test/helpers';
 import type { RetrievalDataset } from '../lib/retrieval-dataset';
-import { bestLambda, evaluateRetrieval, percentile, queryMetrics, quickSubset, retrievalPlotSvg, searchLayoutFigures, splitHalves, summarize, type RetrievalEvalResult } from './retrieval';
+import { bestLambda, evaluateRetrieval, modesWith, percentile, queryMetrics, quickSubset, retrievalPlotSvg, searchLayoutFigures, splitHalves, summarize, type RetrievalEvalResult } from './retrieval';
 
 const dirs: string[] = [];
 afterAll(() => dirs.forEach((d) => rmSync(d, { recursive: true, force: true })));
 
 describe('eval retrieval: helpers', () => {
+  it('--modes keeps the named modes in table order; nprobe reaches the xtr ones', () => {
+    expect(modesWith(undefined, ['hybrid@default', 'bm25']).map((m) => m.name)).toEqual(['bm25', 'hybrid@default']);
+    expect(modesWith(8, ['xtr@100']).map((m) => m.mode)).toEqual([{ name: 'xtr', kPrime: 100, nprobe: 8 }]);
+    expect(modesWith().map((m) => m.name)).toContain('hybrid@default');
+  });
+
   it('percentile interpolates linearly between order statistics', () => {
     expect(percentile([3, 1, 2], 0.5)).toBe(2);
     expect(percentile([1, 2, 3, 4], 0.5)).toBe(2.5);
@@ -91,7 +97,8 @@ describe('eval retrieval: through the service (real Redis, S3 server, GloVe mode
     const printed: string[] = [];
     const res = await evaluateRetrieval({ dataset: dir, model: 'glove-ctx-100d', plot, config: testConfig(), log: () => undefined, print: (l) => printed.push(l) });
     expect(res).toMatchObject({ format: 'glasgow', model: 'glove-ctx-100d', documents: 36, queries: 6, test_half: { queries: 3, query_ids: ['2', '4', '6'] } });
-    expect(Object.keys(res.modes)).toEqual(['exhaustive', 'xtr@100', 'xtr@1000', 'xtr@10000', 'bm25', 'dense', 'mebert', 'hybrid']);
+    expect(Object.keys(res.modes)).toEqual(['exhaustive', 'xtr@100', 'xtr@1000', 'xtr@10000', 'bm25', 'dense', 'mebert', 'hybrid@default', 'hybrid']);
+    expect(res.modes['hybrid@default']!.queries).toBe(6);
     for (const m of Object.values(res.modes)) {
       expect(m['ndcg@10']).toBeGreaterThanOrEqual(0);
       expect(m['ndcg@10']).toBeLessThanOrEqual(1);
@@ -124,7 +131,7 @@ describe('eval retrieval: through the service (real Redis, S3 server, GloVe mode
     expect(res.search_layout).toMatchObject({ layout: 'warp', bits: 2 });
     expect(res.search_layout!.bytes_per_token).toBeGreaterThan(0);
     expect(res.search_layout!.bytes_per_token).toBeCloseTo(res.search_layout!.layout_bytes / res.tokens, 2);
-    for (const name of ['xtr@100', 'xtr@1000', 'xtr@10000', 'hybrid']) {
+    for (const name of ['xtr@100', 'xtr@1000', 'xtr@10000', 'hybrid@default', 'hybrid']) {
       expect(res.modes[name]!.bytes_read_p50, name).toBeGreaterThan(0);
       expect(res.modes[name]!.bytes_read_p50!, name).toBeLessThanOrEqual(res.search_layout!.layout_bytes);
     }

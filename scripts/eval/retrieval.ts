@@ -388,7 +388,8 @@ const round = (x: number, digits = 4) => Number(x.toFixed(digits));
 
 /** The printed tables: every mode over all judged queries (hybrid: the test half), then all over the test half. */
 export function formatTables(r: RetrievalEvalResult): string[] {
-  const names = [...MODES.map((m) => m.name), 'hybrid'];
+  // The modes the run measured (--modes), in table order, then the tuned hybrid.
+  const names = [...MODES.map((m) => m.name), 'hybrid'].filter((n) => r.modes[n] !== undefined);
   const job = (x: number | undefined) => (x === undefined ? '-' : x.toFixed(1)).padStart(8);
   const bytes = (m: ModeFigures) => (r.search_layout ? `  ${(m.bytes_read_p50 === undefined ? '-' : String(Math.round(m.bytes_read_p50))).padStart(10)}` : '');
   const row = (name: string, m: ModeFigures, suffix = '') =>
