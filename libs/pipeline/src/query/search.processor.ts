@@ -187,7 +187,7 @@ async function warpSearchJob(
   const encodeQueriesMs = Date.now() - tEnc;
   const shaping = hitShaping(collection, req, Math.min(10 * MAX_SEARCH_TOP_K, req.topK * GROUP_DEPTH_FACTOR));
   const depth = Math.max(shaping.depth, req.rerank?.depth ?? 0);
-  // Mode xtr: WARP's top hits re-scored exactly (WARP_DEFAULT_EXACT unless the request says; hybrid fuses WARP's scores as they are).
+  // Mode xtr: WARP's top hits re-scored exactly when the request asks (WARP_DEFAULT_EXACT otherwise, 0: off; hybrid fuses WARP's scores as they are).
   const exact = hybrid ? 0 : ((mode as Extract<SearchMode, { name: 'xtr' }>).exact ?? WARP_DEFAULT_EXACT);
   const tSearch = Date.now();
   const tLoad = Date.now();
