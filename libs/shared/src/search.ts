@@ -14,8 +14,8 @@ export const MAX_T_PRIME = 10_000_000;
  * Mode xtr on a WARP search layout without `exact`: no exact final stage (off by default). Measured
  * on 4,750 Vaswani documents (docs/benchmarks.md, "WARP"): WARP alone 0.983x exhaustive MaxSim's
  * nDCG@10 (0.958x on the full collection before), re-scoring its first 16 / 64 hits 0.999x / 1.002x,
- * but the stage's reads and scoring took the search job from 54 ms to 94 ms (16) and 329 ms (64)
- * on a loaded machine: the default is left to the operator until that stage is as fast as WARP's scan.
+ * but the stage adds ~25 ms to a 58 ms search job at N = 64 (two runs back to back, load 6-12):
+ * the default is left to the operator until that stage is as fast as WARP's scan.
  */
 export const WARP_DEFAULT_EXACT = 0;
 
