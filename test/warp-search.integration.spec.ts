@@ -41,6 +41,11 @@ describe('WARP search layouts (real Redis, real S3 server, real ONNX model)', ()
     const bad = await api('POST', '/v1/search', { collection: 'warp', queries, mode: { name: 'xtr', nprobe: 0 } });
     expect(bad.status).toBe(400);
     expect(JSON.stringify(bad.body)).toContain('nprobe');
+    for (const [mode, field] of [[{ name: 'xtr', exact: -1 }, 'exact'], [{ name: 'xtr', exact: 1001 }, 'exact'], [{ name: 'xtr', tPrime: 0 }, 'tPrime'], [{ name: 'xtr', tPrime: 1.5 }, 'tPrime']] as const) {
+      const r = await api('POST', '/v1/search', { collection: 'warp', queries, mode });
+      expect(r.status).toBe(400);
+      expect(JSON.stringify(r.body)).toContain(field);
+    }
     // a plain collection has no layouts; every segment of the warp one has one, beside its index
     const plain = await manifest('plain');
     for (const ref of plain.segments) expect(await server.runtime.store.exists(s3Keys.searchLayout('default', 'plain', ref.batchId, ref.codecVersion))).toBe(false);
@@ -101,6 +106,17 @@ describe('WARP search layouts (real Redis, real S3 server, real ONNX model)', ()
       }
     }
     expect(all.stats!.warp!.nprobe).toBe(K);
+    // The exact final stage: WARP's top 10 (exact: 0) re-scored by MaxSim / n and ranked by it; tPrime changes only the imputation.
+    const raw = await search('warp', { mode: { name: 'xtr', nprobe: 32, exact: 0 }, topK: 10 });
+    const exact = await search('warp', { mode: { name: 'xtr', nprobe: 32, exact: 10 }, topK: 10 });
+    const tp = await search('warp', { mode: { name: 'xtr', nprobe: 32, exact: 0, tPrime: 5 }, topK: 10 });
+    raw.results.forEach((r, qi) => {
+      const e = exact.results[qi].hits;
+      expect(new Set(e.map((h) => h.id))).toEqual(new Set(r.hits.map((h) => h.id)));
+      for (let k = 1; k < e.length; k++) expect(e[k].score).toBeLessThanOrEqual(e[k - 1].score);
+      expect(e.every((h) => h.scoredBy === 'xtr')).toBe(true);
+      expect(tp.results[qi].hits).toHaveLength(10);
+    });
     // A filter: WARP's engine with each segment's mask (no fallback to the IVF path), the same documents as plain XTR's filtered search.
     const filter = { must: [{ key: 'year', range: { lte: 1952 } }] };
     const kept = new Set(docs.filter((_, i) => yearOf(i) <= 1952).map((d) => d.id));

@@ -1,5 +1,5 @@
 /**
- * `npm run bench -- peers [--dataset DIR] [--quick] [--json] [--peers a,b] [--no-install] [--threads N] [--layout warp|ivf] [--data DIR] [--docs N] [--modes xtr,exhaustive,bm25] [--nprobe N] [--as-is]`
+ * `npm run bench -- peers [--dataset DIR] [--quick] [--json] [--peers a,b] [--no-install] [--threads N] [--layout warp|ivf] [--data DIR] [--docs N] [--modes xtr,exhaustive,bm25] [--nprobe N] [--exact N] [--tprime N] [--as-is]`
  *
  * lateral beside the engines users would pick instead, on one collection, in one run:
  *   xtr-warp-rs (WARP, XTR token retrieval), fast-plaid (PLAID), maxsim-cpu (an exact MaxSim
@@ -30,8 +30,11 @@
  * `--nprobe N`: lateral xtr's lists per query token, and xtr-warp-rs's too (same probe work);
  * without it xtr-warp-rs chooses its own (for top-100 on Vaswani ~5 lists and a centroid score
  * threshold; its settings print what it chose) while lateral probes 32.
+ * `--exact N` / `--tprime N`: lateral xtr's `exact` (WARP's first N hits re-scored by exact MaxSim;
+ * 0 off; absent: the service's default) and `tPrime` (WARP's imputation threshold).
  * `--as-is` (with --data): the kept collection measured as it holds, nothing ingested, judgments
- * cut to its documents (a copy of a run's data folder while that run still ingests).
+ * cut to its documents (a copy of a run's data folder while that run still ingests); the service
+ * then runs only its search workers, so jobs the copy still holds (ingests, merges) stay queued.
  * `--peers none` measures lateral alone; `--modes` the lateral modes measured (default all three), e.g.
  * `--peers none --modes xtr` under `node --cpu-prof` profiles lateral's WARP search in this process.
  * `--data DIR`: the service's data folder (S3 objects, Redis), kept after the run; a later run with
@@ -47,7 +50,7 @@ import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync
 import os from 'node:os';
 import path from 'node:path';
 import { Queue } from 'bullmq';
-import { loadConfig, s3Keys } from '@lateral/shared';
+import { QueueName, loadConfig, s3Keys } from '@lateral/shared';
 import { readSegment, type SegmentReader } from '@lateral/codec';
 import { getEncoder } from '@lateral/model';
 import { BULLMQ_CONNECTION_OPTIONS, createRedis } from '@lateral/infra';
@@ -275,9 +278,19 @@ export async function runPeersBench(args: string[]): Promise<Record<string, unkn
   const nprobeFlag = flag('--nprobe');
   const nprobe = Number(nprobeFlag ?? 32);
   if (!Number.isInteger(nprobe) || nprobe < 1) throw new Error(`--nprobe must be an integer >= 1, got ${nprobeFlag}`);
+  const intFlag = (name: string, min: number) => {
+    const v = flag(name);
+    if (v === undefined) return undefined;
+    const x = Number(v);
+    if (!Number.isInteger(x) || x < min) throw new Error(`${name} must be an integer >= ${min}, got ${v}`);
+    return x;
+  };
+  const exact = intFlag('--exact', 0);
+  const tPrime = intFlag('--tprime', 1);
   const layout = flag('--layout') ?? 'warp';
   if (layout !== 'warp' && layout !== 'ivf') throw new Error(`--layout must be warp or ivf, got ${layout}`);
-  const server = await startServer(config, { quiet: true });
+  const asIs = args.includes('--as-is');
+  const server = await startServer(config, { quiet: true, ...(asIs ? { queues: [QueueName.search] } : {}) });
   const engines: EngineFigures[] = [];
   const lateral: Record<string, EngineFigures> = {};
   try {
@@ -309,8 +322,8 @@ export async function runPeersBench(args: string[]): Promise<Record<string, unkn
       log(`peers: ingesting ${ds.docs.length} documents of ${dataset} into lateral (${model}) over HTTP`);
       ing = await ingest(server.url, collection, ds.docs, { label: 'ingest', progress: false });
     }
-    // Merges (and the centroid refits they run) settle before anything is measured.
-    await maintenanceIdle(server);
+    // Merges (and the centroid refits they run) settle before anything is measured (--as-is: nothing runs them).
+    if (!asIs) await maintenanceIdle(server);
     const info = await getCollection(server.url, collection);
     const exported = await exportStored(server, collection);
     const tokens = exported.lens.reduce((a, x) => a + x, 0);
@@ -318,7 +331,7 @@ export async function runPeersBench(args: string[]): Promise<Record<string, unkn
     log(`peers: lateral ingested in ${ing.seconds.toFixed(1)} s (${tokens} tokens, ${info.segments} segments; index jobs ${buildS.toFixed(1)} s)`);
 
     const allModes = [
-      ['xtr', { name: 'xtr', kPrime: 1000, nprobe }],
+      ['xtr', { name: 'xtr', kPrime: 1000, nprobe, ...(exact !== undefined ? { exact } : {}), ...(tPrime !== undefined ? { tPrime } : {}) }],
       ['exhaustive', 'exhaustive'],
       ['bm25', 'bm25'],
     ] as const;

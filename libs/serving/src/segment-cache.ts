@@ -299,11 +299,10 @@ export class SegmentCache {
     let vectors: Float32Array | null = null;
     if (!rotated) {
       vectors = new Float32Array(tokens * dims);
-      const decoded = new Map(touched.map((s) => [s, this.decoded(manifest.segments[s].key, loaded.get(s)!.reader)]));
-      where.forEach(([s, d], row) => {
-        const r = loaded.get(s)!.reader;
-        vectors!.set(decoded.get(s)!.subarray(r.tokenOffsets[d] * dims, r.tokenOffsets[d + 1] * dims), offsets[row] * dims);
-      });
+      // The candidates' rows only (decodedDocs: from the kept whole decode when there is one, else
+      // document by document): decoding every touched segment whole for a few of its documents was
+      // most of WARP's exact stage (fp16 segments, a profile of `npm run bench -- peers --exact 64`).
+      where.forEach(([s, d], row) => vectors!.set(this.decodedDocs(manifest.segments[s].key, loaded.get(s)!.reader, d, d + 1), offsets[row] * dims));
     }
     const rowVectors = (rows: number[]) => {
       if (vectors && rows.length === docIds.length && rows.every((r, i) => r === i)) return { docs: vectors, offsets };

@@ -29,4 +29,4 @@ export const needsXtr = (m: SearchMode) => m.name === 'xtr' || (m.name === 'hybr
 
 /** The XTR mode a search runs (itself, or a hybrid's XTR base), or null. */
 export const xtrOf = (m: SearchMode): Extract<SearchMode, { name: 'xtr' }> | null =>
-  m.name === 'xtr' ? m : m.name === 'hybrid' && m.base === 'xtr' ? { name: 'xtr', kPrime: m.kPrime, nprobe: m.nprobe } : null;
+  m.name === 'xtr' ? m : m.name === 'hybrid' && m.base === 'xtr' ? { name: 'xtr', kPrime: m.kPrime, nprobe: m.nprobe, ...(m.tPrime !== undefined ? { tPrime: m.tPrime } : {}) } : null;

@@ -35,6 +35,8 @@ export interface WarpScanOptions {
   epoch?: (e: number) => Promise<{ centroids: Float32Array; codec: WarpCodec }>;
   /** Lists probed per query token (clamped to K, as XTR's nprobe). */
   nprobe: number;
+  /** t' of the imputation (tokens); absent: warpTPrime of the epoch's collection-wide token count. */
+  tPrime?: number;
   /**
    * The k best centroids per query token with their scores (n x k, best first; ties: lower index),
    * e.g. ONNX Runtime's GEMM + TopK (OnnxIvfProbe.top); absent: Q C^T in JavaScript (warpQuery).
@@ -188,7 +190,7 @@ export async function warpScan(reads: WarpReads, collection: Pick<Collection, 't
       const K = g.centroids.length / g.codec.dims;
       const k = Math.max(g.nprobe, Math.min(K, WARP_DEFAULT_BOUND));
       const centroidTop = opts.centroidTop ? { k, ...(await opts.centroidTop(q.vectors, q.n, g.centroids, g.codec.dims, k)) } : undefined;
-      const query = warpQuery(q.vectors, q.n, g.centroids, g.codec, g.listSizes, { nprobe: g.nprobe, tables, centroidTop });
+      const query = warpQuery(q.vectors, q.n, g.centroids, g.codec, g.listSizes, { nprobe: g.nprobe, tPrime: opts.tPrime, tables, centroidTop });
       tables = query.tables;
       const probed = warpProbedCentroids(query);
       stats.probed += probed.length;

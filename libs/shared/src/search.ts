@@ -9,6 +9,15 @@ export const MAX_SEARCH_QUERIES = 1_000;
 export const MAX_SEARCH_TOP_K = 1_000;
 export const MAX_K_PRIME = 100_000;
 export const MAX_NPROBE = 65_536;
+export const MAX_T_PRIME = 10_000_000;
+/**
+ * Mode xtr on a WARP search layout without `exact`: no exact final stage (off by default). Measured
+ * on 4,750 Vaswani documents (docs/benchmarks.md, "WARP"): WARP alone 0.983x exhaustive MaxSim's
+ * nDCG@10 (0.958x on the full collection before), re-scoring its first 16 / 64 hits 0.999x / 1.002x,
+ * but the stage adds ~25 ms to a 58 ms search job at N = 64 (two runs back to back, load 6-12):
+ * the default is left to the operator until that stage is as fast as WARP's scan.
+ */
+export const WARP_DEFAULT_EXACT = 0;
 
 /** First-stage retrieval modes over a whole collection (SPEC section 3), each with its parameters. */
 export const SearchModeSchema = z.discriminatedUnion('name', [
@@ -19,6 +28,19 @@ export const SearchModeSchema = z.discriminatedUnion('name', [
       kPrime: z.number().int().min(1).max(MAX_K_PRIME).default(1000),
       /** IVF lists probed per query token. */
       nprobe: z.number().int().min(1).max(MAX_NPROBE).default(32),
+      /**
+       * WARP search layouts only: t' of WARP's imputation, in tokens (a query token's missing
+       * similarity is the score of the centroid at which the collection-wide sizes of its best
+       * centroids, summed in score order, reach t'). Absent: the engine's default (warpTPrime).
+       */
+      tPrime: z.number().int().min(1).max(MAX_T_PRIME).optional(),
+      /**
+       * WARP search layouts only: WARP's first `exact` hits per query re-scored with exact MaxSim
+       * (divided by the query's tokens, XTR's scale) from the segments' document-ordered codes and
+       * ranked by it; the hits after them keep WARP's order and scores. 0: off. Absent:
+       * WARP_DEFAULT_EXACT (0).
+       */
+      exact: z.number().int().min(0).max(MAX_SEARCH_TOP_K).optional(),
     })
     .strict(),
   z.object({ name: z.literal('bm25'), k1: z.number().min(0).max(10).default(0.9), b: z.number().min(0).max(1).default(0.4) }).strict(),
@@ -44,6 +66,8 @@ export const SearchModeSchema = z.discriminatedUnion('name', [
       depth: z.number().int().min(1).max(MAX_SEARCH_TOP_K).default(100),
       kPrime: z.number().int().min(1).max(MAX_K_PRIME).default(1000),
       nprobe: z.number().int().min(1).max(MAX_NPROBE).default(32),
+      /** As mode xtr's tPrime (base xtr on a WARP search layout). */
+      tPrime: z.number().int().min(1).max(MAX_T_PRIME).optional(),
       k1: z.number().min(0).max(10).default(0.9),
       b: z.number().min(0).max(1).default(0.4),
     })

@@ -332,3 +332,70 @@ export function lookupSums(tables: usize, codes: usize, count: i32, bpt: i32, cs
     store<f64>(out + (<usize>e << 3), cs + (s0 + s1 + (s2 + s3)));
   }
 }
+
+/**
+ * One query token of WARP's search over the probed lists of every segment, in module memory, with
+ * no copy per query: the per-document token maxima and their fold into the document sums (the
+ * engine's scoreQueryTokenAll and foldTokenMaxima, the same float64 operations in the same order).
+ * lists: nl records of 24 bytes, grouped by segment in segment order:
+ *   [codes u32, docs u32 (count u32 local ids), count u32, segment u32, cs f64];
+ * segs: ns records of 32 bytes: [best (f64 per doc), tag (u32), touched (u32), mask (u8, 0 = none),
+ *   acc (f64), reached (u8), candidates (u32), nc u32 (the candidates so far, updated)].
+ * Entry e of a list scores s = cs + ((s0 + s1) + (s2 + s3)) as lookupSums; a masked document's
+ * entries are skipped; a document's first score for this token (tag != stamp) starts its maximum
+ * and lists it as touched; then each touched document adds best - mi to acc, and one reached for
+ * the first time is appended to the candidates.
+ */
+export function warpToken(tables: usize, bpt: i32, lists: usize, nl: i32, segs: usize, ns: i32, stamp: u32, mi: f64): void {
+  const b4 = bpt & ~3;
+  let l = 0;
+  for (let s = 0; s < ns; s++) {
+    const sr = segs + (<usize>s << 5);
+    const best = <usize>load<u32>(sr), tag = <usize>load<u32>(sr, 4), touched = <usize>load<u32>(sr, 8), mask = <usize>load<u32>(sr, 12);
+    let nt = 0;
+    for (; l < nl; l++) {
+      const lr = lists + <usize>(l * 24);
+      if (<i32>load<u32>(lr, 12) != s) break;
+      const codes = <usize>load<u32>(lr), docs = <usize>load<u32>(lr, 4), count = <i32>load<u32>(lr, 8);
+      const cs = load<f64>(lr, 16);
+      for (let e = 0; e < count; e++) {
+        const doc = <usize>load<u32>(docs + (<usize>e << 2));
+        if (mask != 0 && load<u8>(mask + doc) == 0) continue;
+        const c = codes + <usize>(e * bpt);
+        let s0: f64 = 0, s1: f64 = 0, s2: f64 = 0, s3: f64 = 0;
+        let t = tables;
+        let p = 0;
+        for (; p < b4; p += 4, t += 4096) {
+          const w = load<u32>(c + <usize>p);
+          s0 += <f64>load<f32>(t + (<usize>(w & 255) << 2));
+          s1 += <f64>load<f32>(t + 1024 + (<usize>((w >>> 8) & 255) << 2));
+          s2 += <f64>load<f32>(t + 2048 + (<usize>((w >>> 16) & 255) << 2));
+          s3 += <f64>load<f32>(t + 3072 + (<usize>(w >>> 24) << 2));
+        }
+        for (; p < bpt; p++, t += 1024) s0 += <f64>load<f32>(t + (<usize>load<u8>(c + <usize>p) << 2));
+        const sc = cs + (s0 + s1 + (s2 + s3));
+        const tp = tag + (doc << 2);
+        const bp = best + (doc << 3);
+        if (load<u32>(tp) != stamp) {
+          store<u32>(tp, stamp);
+          store<f64>(bp, sc);
+          store<u32>(touched + (<usize>nt << 2), <u32>doc);
+          nt++;
+        } else if (sc > load<f64>(bp)) store<f64>(bp, sc);
+      }
+    }
+    const acc = <usize>load<u32>(sr, 16), reached = <usize>load<u32>(sr, 20), candidates = <usize>load<u32>(sr, 24);
+    let nc = <i32>load<u32>(sr, 28);
+    for (let k = 0; k < nt; k++) {
+      const doc = <usize>load<u32>(touched + (<usize>k << 2));
+      if (load<u8>(reached + doc) == 0) {
+        store<u8>(reached + doc, 1);
+        store<u32>(candidates + (<usize>nc << 2), <u32>doc);
+        nc++;
+      }
+      const ap = acc + (doc << 3);
+      store<f64>(ap, load<f64>(ap) + (load<f64>(best + (doc << 3)) - mi));
+    }
+    store<u32>(sr, <u32>nc, 28);
+  }
+}

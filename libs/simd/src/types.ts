@@ -25,6 +25,37 @@ export interface WarpTablesInput {
   bytesPerToken: number;
 }
 
+/** One probed list of one segment as the resident WARP scan reads it (a WarpList of @lateral/search). */
+export interface WarpResidentList {
+  count: number;
+  /** count local document ids, each < the segment's documents */
+  docs: Uint16Array | Uint32Array;
+  /** count x bpt packed codes */
+  codes: Uint8Array;
+}
+
+/**
+ * WARP's per-query-token work (token maxima per document, their fold into the document sums) run
+ * in the WebAssembly module over lists kept in its memory: a list's codes and ids are copied in
+ * once, the first time a query probes it, not once per query (up to a fixed budget; over it the
+ * kept lists are dropped and copied in again as probed). The documents' maxima, sums and candidates
+ * of every segment live in the module for the whole scan. One scan holds that state at a time.
+ */
+export interface WarpResidentScan {
+  /**
+   * Query token `stamp - 1` (tables from tables[to], bpt x 256) over `nl` lists: lists[k] of
+   * segment segments[k] (ascending), centroid score cs[k]; mi: the token's imputed value. The same
+   * float64 operations, in the same order, as the engine's JavaScript path. false: the scan's state
+   * was lost (another user of the module's memory since the last call); the caller starts over
+   * without it.
+   */
+  token(tables: Float32Array, to: number, bpt: number, lists: readonly WarpResidentList[], segments: ArrayLike<number>, cs: ArrayLike<number>, nl: number, stamp: number, mi: number): boolean;
+  /** Segment s's candidates (count) and every document's sum, as views valid until the next kernel call. */
+  result(s: number): { count: number; candidates: Uint32Array; acc: Float64Array };
+  /** Releases the module's scan state (always call, also after an error). */
+  end(): void;
+}
+
 /**
  * The numeric kernels of search and scoring. Every implementation computes the same float64
  * operations in the same order, so their results are equal bit for bit (libs/simd/src/kernels.spec.ts).
@@ -50,4 +81,10 @@ export interface Kernels {
    * segment), instead of one call per list.
    */
   lookupSumsMany(tables: Float32Array, to: number, parts: readonly Uint8Array[], bpt: number, out: Float64Array): void;
+  /**
+   * A resident WARP scan over segments of these sizes and masks (WebAssembly only), or null where
+   * it does not apply (JavaScript kernels, another scan holds the state): the caller then runs the
+   * engine's JavaScript path, with the same results.
+   */
+  warpResident?(documents: readonly number[], masks: readonly (Uint8Array | undefined)[]): WarpResidentScan | null;
 }

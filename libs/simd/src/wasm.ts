@@ -10,7 +10,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { noteTableBuild, tableBuilds } from './builds';
 import { jsDots, jsKernels, jsLookupSums, jsLookupSumsMany, jsMaxima, jsScoreRows, jsWarpTables } from './js';
-import type { Kernels, PreparedQuery, WarpTablesInput } from './types';
+import type { Kernels, PreparedQuery, WarpResidentList, WarpResidentScan, WarpTablesInput } from './types';
 
 /** The parts of the WebAssembly API used here (the project's TypeScript lib has no DOM types). */
 interface WasmMemory {
@@ -31,6 +31,7 @@ interface Exports {
   scoreRowsF32(q: number, x: number, base: number, d: number, list: number, count: number, out: number): void;
   warpTables(q: number, n: number, dims: number, bits: number, weights: number, bpt: number, out: number, scratch: number): void;
   lookupSums(tables: number, codes: number, count: number, bpt: number, cs: number, out: number): void;
+  warpToken(tables: number, bpt: number, lists: number, nl: number, segs: number, ns: number, stamp: number, mi: number): void;
 }
 
 const ROOT = path.resolve(__dirname, '..', '..', '..');
@@ -57,6 +58,20 @@ const MAX_QUERY_BYTES = 16 << 20;
 /** A WARP query's tables up to this size are copied in once (n = 32, d = 384, b = 4: 6.3 MB). */
 const MAX_RESIDENT_TABLE_BYTES = 16 << 20;
 
+/**
+ * The kernels' own scratch and resident query / tables stay below LOW_BYTES (each call copies in
+ * at most a few blocks of BLOCK_BYTES and 16 MiB of query or tables). Above it: the resident WARP
+ * lists (RESIDENT_LIST_BYTES), then a resident scan's per-document state and per-call records.
+ */
+const LOW_BYTES = 64 << 20;
+/**
+ * Budget of WARP lists kept in the module's memory (codes and u32 ids): 256 MiB holds every list
+ * of full Vaswani at d = 384, b = 4 (571k tokens x 196 B = 112 MB). Over it the kept lists are
+ * dropped and copied in again as queries probe them. The memory never shrinks: a scorer's RSS
+ * carries this beside SCORER_CACHE_BYTES (docs/scaling.md).
+ */
+export const RESIDENT_LIST_BYTES = 256 << 20;
+
 /** The module's memory as typed views, grown on demand, and which owner's data sits at offset 0. */
 class Arena {
   f32!: Float32Array;
@@ -82,7 +97,16 @@ class Arena {
     this.i32 = new Int32Array(b);
   }
 
+  /** Calls whose scratch reached past LOW_BYTES (into the resident WARP regions, which are then stale). */
+  clobbers = 0;
+
   ensure(bytes: number): void {
+    if (bytes > LOW_BYTES) this.clobbers++;
+    this.grow(bytes);
+  }
+
+  /** Grows the memory to `bytes` (the resident WARP regions above LOW_BYTES: not a clobber). */
+  grow(bytes: number): void {
     const have = this.x.memory.buffer.byteLength;
     if (bytes <= have) return;
     this.x.memory.grow(Math.ceil((bytes - have) / 65536));
@@ -239,6 +263,24 @@ class WasmKernels implements Kernels {
     if (n === 0) return;
     const a = this.a;
     a.evict();
+    const tableBytes = n * bpt * 1024;
+    if (tableBytes <= MAX_RESIDENT_TABLE_BYTES && out.length === n * bpt * 256) {
+      // Built where lookupSums reads them (offset 0), and left resident: one copy out, none back in.
+      const qOff = align(tableBytes);
+      const wOff = qOff + align(n * dims * 4);
+      const sOff = wOff + align(weights.length * 4);
+      a.ensure(sOff + 256);
+      a.f32.set(q.subarray(0, n * dims), qOff >> 2);
+      a.f32.set(weights, wOff >> 2);
+      a.x.warpTables(qOff, n, dims, bits, wOff, bpt, 0, sOff);
+      out.set(a.f32.subarray(0, n * bpt * 256));
+      const key = a.tableKey;
+      key.tables = out;
+      key.to = 0;
+      key.build = tableBuilds();
+      a.hold(key, tableBytes, () => undefined);
+      return;
+    }
     const step = Math.max(1, Math.floor(BLOCK_BYTES / (bpt * 1024))); // query tokens per call
     const block = Math.min(n, step);
     const wOff = align(block * dims * 4);
@@ -305,6 +347,29 @@ class WasmKernels implements Kernels {
     if (filled > 0) flush();
   }
 
+  private readonly lists = new ResidentLists();
+  private scanOwner: ResidentScan | null = null;
+
+  /** The budget of WARP lists kept in the module (RESIDENT_LIST_BYTES; tests lower it to reach the drop path). Setting it drops the kept lists. */
+  get residentListBytes(): number {
+    return this.lists.budget;
+  }
+
+  set residentListBytes(bytes: number) {
+    if (!Number.isInteger(bytes) || bytes < 0 || bytes > RESIDENT_LIST_BYTES) throw new RangeError(`residentListBytes must be an integer in [0, ${RESIDENT_LIST_BYTES}], got ${bytes}`);
+    this.lists.reset(this.a.clobbers);
+    this.lists.budget = bytes;
+  }
+
+  warpResident(documents: readonly number[], masks: readonly (Uint8Array | undefined)[]): WarpResidentScan | null {
+    if (this.scanOwner) return null;
+    const scan = new ResidentScan(this.a, this.lists, documents, masks, (tables, to, bpt) => this.residentTables(tables, to, bpt), () => {
+      if (this.scanOwner === scan) this.scanOwner = null;
+    });
+    this.scanOwner = scan;
+    return scan;
+  }
+
   /** The module offset of tables[to]: the query's tables made resident (whole when they fit, else token to's). */
   private residentTables(tables: Float32Array, to: number, bpt: number): number {
     const a = this.a;
@@ -322,6 +387,153 @@ class WasmKernels implements Kernels {
       else a.hold(key, tLen * 4, () => a.f32.set(tables.subarray(to, to + tLen), 0));
     }
     return (to - key.to) * 4;
+  }
+}
+
+const align8 = (x: number) => (x + 7) & ~7;
+
+/** WARP lists kept in the module's memory from LOW_BYTES: per WarpResidentList object, its codes then its ids as u32. */
+class ResidentLists {
+  at = new WeakMap<object, number>();
+  next = LOW_BYTES;
+  clobbers = -1;
+  /** bytes of lists kept (at most RESIDENT_LIST_BYTES; lowered by tests) */
+  budget = RESIDENT_LIST_BYTES;
+
+  reset(clobbers: number): void {
+    this.at = new WeakMap();
+    this.next = LOW_BYTES;
+    this.clobbers = clobbers;
+  }
+}
+
+const SEG_RECORD = 32;
+const LIST_RECORD = 24;
+
+class ResidentScan implements WarpResidentScan {
+  /** per segment: [best, tag, touched, mask, acc, reached, candidates] offsets */
+  private readonly segOff: number[][] = [];
+  private readonly segsAt = LOW_BYTES + RESIDENT_LIST_BYTES;
+  /** where per-call records (and lists copied for one call) start */
+  private readonly callAt: number;
+  private readonly clobbers: number;
+  private ended = false;
+
+  constructor(
+    private readonly a: Arena,
+    private readonly store: ResidentLists,
+    private readonly documents: readonly number[],
+    masks: readonly (Uint8Array | undefined)[],
+    private readonly tablesAt: (tables: Float32Array, to: number, bpt: number) => number,
+    private readonly release: () => void,
+  ) {
+    let at = align(this.segsAt + documents.length * SEG_RECORD);
+    const ns = documents.length;
+    for (let s = 0; s < ns; s++) {
+      const D = documents[s];
+      const best = at;
+      const acc = (at = best + align8(D * 8));
+      const tag = (at = acc + align8(D * 8));
+      const touched = (at = tag + D * 4);
+      const candidates = (at = touched + D * 4);
+      const reached = (at = candidates + D * 4);
+      const mask = masks[s] ? (at = reached + align8(D)) : 0;
+      at = align((mask || reached) + align8(D));
+      this.segOff.push([best, tag, touched, mask, acc, reached, candidates]);
+    }
+    this.callAt = at;
+    a.grow(at);
+    const { u8, u32 } = a;
+    for (let s = 0; s < ns; s++) {
+      const [best, tag, touched, mask, acc, reached, candidates] = this.segOff[s];
+      const D = documents[s];
+      u8.fill(0, acc, acc + D * 8);
+      u8.fill(0, tag, tag + D * 4);
+      u8.fill(0, reached, reached + D);
+      if (mask) u8.set(masks[s]!, mask);
+      const r = (this.segsAt + s * SEG_RECORD) >> 2;
+      u32[r] = best;
+      u32[r + 1] = tag;
+      u32[r + 2] = touched;
+      u32[r + 3] = mask;
+      u32[r + 4] = acc;
+      u32[r + 5] = reached;
+      u32[r + 6] = candidates;
+      u32[r + 7] = 0;
+    }
+    this.clobbers = a.clobbers;
+  }
+
+  token(tables: Float32Array, to: number, bpt: number, lists: readonly WarpResidentList[], segments: ArrayLike<number>, cs: ArrayLike<number>, nl: number, stamp: number, mi: number): boolean {
+    const a = this.a;
+    if (this.ended) throw new Error('warpResident: token() after end()');
+    if (a.clobbers !== this.clobbers) return false;
+    const tOff = this.tablesAt(tables, to, bpt);
+    if (a.clobbers !== this.clobbers) return false;
+    const store = this.store;
+    if (store.clobbers !== a.clobbers) store.reset(a.clobbers);
+    const recAt = this.callAt;
+    let transient = align(recAt + nl * LIST_RECORD);
+    a.grow(transient);
+    let offs = new Array<number>(nl);
+    let reset = false;
+    for (let k = 0; k < nl; k++) {
+      const l = lists[k];
+      let off = store.at.get(l);
+      if (off !== undefined) {
+        offs[k] = off;
+        continue;
+      }
+      const codesBytes = align(l.count * bpt);
+      const need = codesBytes + l.count * 4;
+      const D = this.documents[segments[k]];
+      for (let e = 0; e < l.count; e++) if (l.docs[e] >= D) throw new RangeError(`warpSegmentSearch: a list names document ${l.docs[e]}, the segment has ${D}`);
+      if (store.next + need <= LOW_BYTES + store.budget) {
+        off = store.next;
+        store.next = align(off + need);
+        a.grow(store.next);
+        store.at.set(l, off);
+      } else if (!reset && need <= store.budget) {
+        // Over the budget: every kept list dropped, this call's lists copied in again from the first.
+        store.reset(a.clobbers);
+        reset = true;
+        offs = new Array<number>(nl);
+        k = -1;
+        continue;
+      } else {
+        off = transient;
+        transient = align(off + need);
+        a.grow(transient);
+      }
+      a.u8.set(l.codes.length === l.count * bpt ? l.codes : l.codes.subarray(0, l.count * bpt), off);
+      a.u32.set(l.docs.length === l.count ? l.docs : l.docs.subarray(0, l.count), (off + codesBytes) >> 2);
+      offs[k] = off;
+    }
+    const { u32, f64 } = a;
+    for (let k = 0; k < nl; k++) {
+      const r = (recAt + k * LIST_RECORD) >> 2;
+      const count = lists[k].count;
+      u32[r] = offs[k];
+      u32[r + 1] = offs[k] + align(count * bpt);
+      u32[r + 2] = count;
+      u32[r + 3] = segments[k];
+      f64[(r + 4) >> 1] = cs[k];
+    }
+    a.x.warpToken(tOff, bpt, recAt, nl, this.segsAt, this.documents.length, stamp, mi);
+    return true;
+  }
+
+  result(s: number): { count: number; candidates: Uint32Array; acc: Float64Array } {
+    const { u32, f64 } = this.a;
+    const [, , , , acc, , candidates] = this.segOff[s];
+    const count = u32[((this.segsAt + s * SEG_RECORD) >> 2) + 7];
+    const D = this.documents[s];
+    return { count, candidates: u32.subarray(candidates >> 2, (candidates >> 2) + count), acc: f64.subarray(acc >> 3, (acc >> 3) + D) };
+  }
+
+  end(): void {
+    this.ended = true;
+    this.release();
   }
 }
 

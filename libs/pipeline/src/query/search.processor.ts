@@ -4,6 +4,7 @@ import {
   QueueName,
   SearchRequestSchema,
   MAX_SEARCH_TOP_K,
+  WARP_DEFAULT_EXACT,
   ValidationError,
   collectionShards,
   s3Keys,
@@ -188,6 +189,8 @@ async function warpSearchJob(
   const encodeQueriesMs = Date.now() - tEnc;
   const shaping = hitShaping(collection, req, Math.min(10 * MAX_SEARCH_TOP_K, req.topK * GROUP_DEPTH_FACTOR));
   const depth = Math.max(shaping.depth, req.rerank?.depth ?? 0);
+  // Mode xtr: WARP's top hits re-scored exactly when the request asks (WARP_DEFAULT_EXACT otherwise, 0: off; hybrid fuses WARP's scores as they are).
+  const exact = hybrid ? 0 : ((mode as Extract<SearchMode, { name: 'xtr' }>).exact ?? WARP_DEFAULT_EXACT);
   const tSearch = Date.now();
   const tLoad = Date.now();
   // A refitted collection's segments name their centroid epoch (SegmentRef.warpEpoch): its centroids and codec.
@@ -197,11 +200,12 @@ async function warpSearchJob(
     codec,
     epoch,
     nprobe: mode.nprobe,
+    tPrime: mode.tPrime,
     // Q C^T and the top centroids per query token as one ONNX Runtime GEMM + TopK (n x K x d multiply-adds: 100 M at K = 8,192, d = 384).
     centroidTop: async (q, n, c, d, k) => (await deps.scorers.ivfProbe()).top(q, n, c, d, k),
     masks,
     failed: failedBefore,
-    topN: hybrid ? hybrid.depth : depth,
+    topN: hybrid ? hybrid.depth : Math.max(depth, exact),
     yieldEvery,
   });
   const failed = new Map(scan.failed);
@@ -227,6 +231,7 @@ async function warpSearchJob(
     const hits = fused ? fused[qi] : (scan.hits[qi] ?? []);
     const segs = await hitSegments(plan, hits, false);
     let out: SearchHit[] = hits.map((h) => toHit(h, segs, modeLabel(req.mode), null));
+    if (exact > 0 && out.length > 0) out = await warpExactStage(deps, collection, manifest, encoder, queries[qi], out, exact);
     if (req.rerank && out.length > 0) out = await secondStage(deps, collection, manifest, encoder, queries[qi], out.slice(0, req.rerank.depth), req.rerank.scorer);
     results.push({ queryId: q.id, hits: out.slice(0, shaping.depth), ...(!fused && scan.hits[qi] === null ? { reason: 'the query has no tokens' } : {}) });
   }
@@ -257,6 +262,20 @@ async function finish(deps: Pick<SearchDeps, 'store'>, resultKey: string, result
   const hits = result.results.reduce((s, r) => s + r.hits.length, 0);
   logSearchDone(result, hits);
   return { resultKey, queries: result.results.length, hits };
+}
+
+/**
+ * WARP's exact final stage (PLAID-style): the first `depth` hits re-scored with MaxSim divided by
+ * the query's tokens (XTR's scale) from the segments' document-ordered codes (the view reads only
+ * those documents: one ranged read each where the cache reads ranges), ranked by it (ties keep
+ * WARP's order); the hits after them follow in WARP's order with WARP's scores. WARP's imputed
+ * scores order the top of its list below exhaustive MaxSim although its candidates hold
+ * exhaustive's best documents (docs/benchmarks.md, "WARP"). scoredBy stays the mode's.
+ */
+async function warpExactStage(deps: SearchDeps, collection: Collection, manifest: CollectionManifest, encoder: TokenEncoder, q: EncodedText, hits: SearchHit[], depth: number): Promise<SearchHit[]> {
+  const head = await secondStage(deps, collection, manifest, encoder, q, hits.slice(0, depth), { name: 'maxsim', normalize: true });
+  const byId = new Map(hits.slice(0, depth).map((h) => [h.id, h]));
+  return [...head.map((h) => ({ ...byId.get(h.id)!, score: h.score })), ...hits.slice(depth)];
 }
 
 /** The second stage: the first stage's top hits re-scored by a re-rank scorer over the loaded generation. */

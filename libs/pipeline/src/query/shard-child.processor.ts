@@ -171,6 +171,7 @@ async function warpShardScan(deps: ShardedDeps, ctx: SearchContext, req: SearchR
     codec,
     epoch: (e) => warpEpoch(deps, ctx.collection.tenantId, ctx.collection.id, cv, e),
     nprobe: xtr.nprobe,
+    tPrime: xtr.tPrime,
     centroidTop: async (q, n, c, d, k) => (await deps.scorers.ivfProbe()).top(q, n, c, d, k),
     masks,
     failed,

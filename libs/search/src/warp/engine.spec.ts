@@ -7,6 +7,8 @@ import { decodeWarpResiduals, encodeWarpResiduals, fitWarpCodec, warpCodeBytes, 
 import { buildWarpLayout, openWarpLayout, serializeWarpLayout, warpLayoutLists, warpListSizes, WarpLayoutCorruptError, type WarpLayout } from './layout';
 import { warpCentroidScores, warpQuery, warpSearch, warpSearchSteps, warpSegmentSearch, warpSegmentSearchSteps, warpSegmentsSearchSteps, warpTables, warpTPrime, WarpWorkspace, type WarpSegment } from './engine';
 import { fixtureSlice, randomQuery, warpFixture, type WarpFixture } from './test-utils';
+import { wasmKernels } from '@lateral/simd';
+import { runSteps } from '../steps';
 
 const TOL = 1e-5;
 
@@ -301,6 +303,49 @@ describe('warp engine', () => {
     abandoned.return(undefined as never);
     const again = run();
     again.forEach((h, k) => expect([...h.scores]).toEqual([...alone[k].scores]));
+  });
+
+  it('the WebAssembly resident scan equals the JavaScript path bit for bit: lists dropped over the budget, copied per call when one will not fit, a second scan meanwhile, and the state lost to another kernel', () => {
+    const wasm = wasmKernels();
+    if (!wasm) return; // JavaScript kernels only: the resident path does not exist
+    for (const bits of [4, 2] as const) {
+      const f = warpFixture(131 + bits, { documents: 70, dims: 24, K: 12, bits });
+      const n = 5;
+      const q = randomQuery(7 + bits, n, 24);
+      const { segments } = segmentsFor(f, [0, 9, 30, 31, 70], true);
+      const masked = segments.map((s, k) => (k === 2 ? { ...s, mask: Uint8Array.from({ length: s.documents }, (_, i) => i % 3) } : s));
+      const query = warpQuery(q, n, f.centroids, f.codec, warpListSizes(segments.map((s) => (s.lists as ReturnType<typeof openWarpLayout>).directory)), { nprobe: 5 });
+      const js = runSteps(warpSegmentsSearchSteps(query, masked, { topN: 20, resident: false }));
+      const same = (got: typeof js) =>
+        got.forEach((h, k) => {
+          expect([...h.docs]).toEqual([...js[k].docs]);
+          expect(h.scores.every((x, i) => Object.is(x, js[k].scores[i]))).toBe(true);
+          expect([h.scored, h.candidates]).toEqual([js[k].scored, js[k].candidates]);
+        });
+      const budget = wasm.residentListBytes;
+      try {
+        same(runSteps(warpSegmentsSearchSteps(query, masked, { topN: 20 })));
+        same(runSteps(warpSegmentsSearchSteps(query, masked, { topN: 20 }))); // lists kept from the first
+        wasm.residentListBytes = 2048; // a few lists: dropped and copied in again within a token
+        same(runSteps(warpSegmentsSearchSteps(query, masked, { topN: 20 })));
+        wasm.residentListBytes = 0; // none fits: every list copied for its call
+        same(runSteps(warpSegmentsSearchSteps(query, masked, { topN: 20 })));
+        wasm.residentListBytes = budget;
+        // A second scan while the first holds the state runs the JavaScript path; both answer right.
+        const first = warpSegmentsSearchSteps(query, masked, { topN: 20 });
+        first.next();
+        same(runSteps(warpSegmentsSearchSteps(query, masked, { topN: 20 })));
+        // A kernel call that reaches into the resident regions (a large scoreRows) loses the first's state: it starts over on the JavaScript path.
+        const rows = 70_000, wide = 256;
+        wasm.scoreRowsWith('scalar', new Float32Array(wide), 0, new Float32Array(rows * wide), 0, wide, Uint32Array.from({ length: rows }, (_, i) => i), 0, rows, new Float64Array(rows));
+        let r = first.next();
+        while (!r.done) r = first.next();
+        same(r.value);
+        same(runSteps(warpSegmentsSearchSteps(query, masked, { topN: 20 })));
+      } finally {
+        wasm.residentListBytes = budget;
+      }
+    }
   });
 
   it('masked documents are never scored; the others keep their scores', () => {

@@ -455,17 +455,23 @@ export function* warpSegmentSearchSteps(query: WarpQuery, seg: WarpSegment, opts
  * order. One workspace per segment (`workspaces`, grown as needed, left clean; an error or an
  * abandoned generator clears them). Yields once per query token.
  */
-export function* warpSegmentsSearchSteps(query: WarpQuery, segs: readonly WarpSegment[], opts: Omit<WarpSegmentOptions, 'workspace'> & { workspaces?: WarpWorkspace[] }): Steps<WarpSegmentHits[]> {
+export function* warpSegmentsSearchSteps(query: WarpQuery, segs: readonly WarpSegment[], opts: Omit<WarpSegmentOptions, 'workspace'> & { workspaces?: WarpWorkspace[]; resident?: boolean }): Steps<WarpSegmentHits[]> {
   const fn = 'warpSegmentSearch';
   assertTopN(fn, 'topN', opts.topN);
   const S = segs.length;
-  const wss = opts.workspaces ?? [];
   for (let s = 0; s < S; s++) {
     const D = segs[s].documents;
     if (!Number.isInteger(D) || D < 0) throw new RangeError(`${fn}: documents must be an integer >= 0, got ${D}`);
     assertMask(fn, segs[s].mask, D);
+  }
+  if (opts.resident ?? true) {
+    const got = yield* residentSegmentsSearchSteps(fn, query, segs, opts);
+    if (got) return got;
+  }
+  const wss = opts.workspaces ?? [];
+  for (let s = 0; s < S; s++) {
     wss[s] ??= new WarpWorkspace();
-    wss[s].ensure(D);
+    wss[s].ensure(segs[s].documents);
   }
   const { n, imputed } = query;
   const counters: SegmentCounters[] = segs.map(() => ({ candidates: 0, scored: 0 }));
@@ -496,6 +502,71 @@ export function* warpSegmentsSearchSteps(query: WarpQuery, segs: readonly WarpSe
     const { scores, ids } = top.drain();
     return { docBase: seg.docBase, docs: ids, scores, scored: counters[s].scored, candidates: nc };
   });
+}
+
+/** Per query token of residentSegmentsSearchSteps: the probed lists of every segment (reused). */
+const residentLists: WarpList[] = [];
+let residentSegs = new Uint32Array(1024);
+let residentCs = new Float64Array(1024);
+
+/**
+ * warpSegmentsSearchSteps with the token maxima and document sums in the WebAssembly module
+ * (Kernels.warpResident): the lists' codes and ids are copied into its memory once, when first
+ * probed, instead of once per query, and no per-entry work runs in JavaScript. The same hits, bit
+ * for bit (the same float64 operations in the same order). null: not available (JavaScript
+ * kernels, another scan holds the module's state) or the state was lost between two query tokens
+ * (another scan's kernels used the module's memory meanwhile): the caller runs the JavaScript path.
+ */
+function* residentSegmentsSearchSteps(fn: string, query: WarpQuery, segs: readonly WarpSegment[], opts: { topN: number; normalize?: boolean }): Steps<WarpSegmentHits[] | null> {
+  const scan = kernels().warpResident?.(segs.map((s) => s.documents), segs.map((s) => s.mask));
+  if (!scan) return null;
+  try {
+    const { n, nprobe: np, probes, probeScores, imputed, tables, bytesPerToken: bpt } = query;
+    const S = segs.length;
+    const scored = new Array<number>(S).fill(0);
+    const cap = S * np;
+    if (residentSegs.length < cap) {
+      residentSegs = new Uint32Array(cap);
+      residentCs = new Float64Array(cap);
+    }
+    for (let i = 0; i < n; i++) {
+      if (i > 0) yield;
+      let m = 0;
+      for (let s = 0; s < S; s++) {
+        const src = segs[s].lists;
+        for (let p = 0; p < np; p++) {
+          const c = probes[i * np + p];
+          const list = src.list(c);
+          const { count, docs, codes } = list;
+          if (count === 0) continue;
+          if (docs.length < count || codes.length < count * bpt) throw new RangeError(`${fn}: list of centroid ${c} has ${docs.length} ids and ${codes.length} code bytes for ${count} entries`);
+          residentLists[m] = list;
+          residentSegs[m] = s;
+          residentCs[m++] = probeScores[i * np + p];
+          scored[s] += count;
+        }
+      }
+      const ok = scan.token(tables, i * bpt * 256, bpt, residentLists, residentSegs, residentCs, m, i + 1, imputed[i]);
+      residentLists.length = 0;
+      if (!ok) return null;
+    }
+    let base = 0;
+    for (let i = 0; i < n; i++) base += imputed[i];
+    const divide = (opts.normalize ?? true) ? n : 1;
+    return segs.map((seg, s) => {
+      const { count, candidates, acc } = scan.result(s);
+      const top = new TopK(opts.topN, count);
+      for (let k = 0; k < count; k++) {
+        const doc = candidates[k];
+        top.push((base + acc[doc]) / divide, doc);
+      }
+      const { scores, ids } = top.drain();
+      return { docBase: seg.docBase, docs: ids, scores, scored: scored[s], candidates: count };
+    });
+  } finally {
+    residentLists.length = 0;
+    scan.end();
+  }
 }
 
 export interface WarpSearchOptions extends WarpQueryOptions {

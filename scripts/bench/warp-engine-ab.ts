@@ -1,0 +1,75 @@
+/**
+ * `npx tsx scripts/bench/warp-engine-ab.ts DATA_DIR [NPROBES=8,32]`: WARP's per-segment engine
+ * (warpSegmentsSearchSteps, layouts in memory, top-100) with the resident WebAssembly scan
+ * (Kernels.warpResident) and with the JavaScript path, alternated per query (order swapped every
+ * query, two passes, the first three queries not timed), checking their hits are equal bit for
+ * bit; also warpQuery (centroid GEMM in the dots kernel, probes, imputation, tables). On the
+ * collection a `npm run bench -- peers --data DATA_DIR` run kept (or a copy; no workers run).
+ */
+import path from 'node:path';
+import { loadConfig, s3Keys } from '@lateral/shared';
+import { getEncoder } from '@lateral/model';
+import { openWarpLayout, warpListSizes, warpQuery, warpSegmentsSearchSteps, runSteps, type WarpLayoutReader, type WarpSegment, type WarpWorkspace } from '@lateral/search';
+import { startServer } from '../../apps/all-in-one/src/server';
+import { loadRetrievalDataset } from '../lib/retrieval-dataset';
+
+async function main() {
+  const dataDir = process.argv[2] ?? '/work/peers-data';
+  const nprobes = (process.argv[3] ?? '8,32').split(',').map(Number);
+  const config = loadConfig({ ...process.env, PORT: '0', LOG_LEVEL: 'warn', DATA_DIR: dataDir, ORT_INTRA_OP_THREADS: '1' });
+  const server = await startServer(config, { quiet: true, queues: [] });
+  const rt = server.runtime;
+  const tenant = rt.config.DEFAULT_TENANT;
+  const collection = 'peers-vaswani';
+  const manifest = (await rt.generations.manifest(tenant, collection))!;
+  const docsAt = new Map<number, number>();
+  for (const ref of manifest.segments) docsAt.set(ref.warpEpoch ?? 0, (docsAt.get(ref.warpEpoch ?? 0) ?? 0) + ref.documents);
+  const epoch = [...docsAt].sort((a, b) => b[1] - a[1])[0][0];
+  const ivf = (await rt.ivf.get(tenant, collection, manifest.codecVersion, epoch))!;
+  const codec = (await rt.warpCodecs.get(tenant, collection, manifest.codecVersion, epoch))!;
+  const layouts: WarpLayoutReader[] = [];
+  const segs: WarpSegment[] = [];
+  let base = 0;
+  for (const ref of manifest.segments) {
+    if ((ref.warpEpoch ?? 0) !== epoch) continue;
+    const key = s3Keys.searchLayout(tenant, collection, ref.batchId, ref.codecVersion, ref.warpEpoch);
+    const l = openWarpLayout((await rt.store.get(key))!, key);
+    layouts.push(l);
+    segs.push({ documents: l.directory.documents, docBase: base, lists: l });
+    base += l.directory.documents;
+  }
+  const sizes = warpListSizes(layouts.map((l) => l.directory));
+  const ds = loadRetrievalDataset(path.resolve('../shared/datasets/vaswani'));
+  const encoder = await getEncoder(path.resolve(config.MODELS_DIR, (await rt.collections.get(tenant, collection))!.model), { executionProvider: 'cpu' });
+  const enc = await encoder.encodeQueries(ds.queries.map((q) => q.text));
+  const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
+  for (const nprobe of nprobes) {
+    const t: Record<string, number[]> = { js: [], resident: [], query: [] };
+    const workspaces: WarpWorkspace[] = [];
+    let tables: Float32Array | undefined;
+    for (let rep = 0; rep < 2; rep++)
+      for (const [qi, e] of enc.entries()) {
+        const t0 = performance.now();
+        const q = warpQuery(e.vectors, e.length, ivf.centroids, codec, sizes, { nprobe, tables });
+        tables = q.tables;
+        t.query.push(performance.now() - t0);
+        const order = (qi + rep) % 2 === 0 ? ['js', 'resident'] : ['resident', 'js'];
+        let ref: string | null = null;
+        for (const mode of order) {
+          const t1 = performance.now();
+          const got = runSteps(warpSegmentsSearchSteps(q, segs, { topN: 100, workspaces, resident: mode === 'resident' }));
+          if (rep > 0 || qi > 2) t[mode].push(performance.now() - t1);
+          const sig = JSON.stringify(got.map((h) => [Array.from(h.docs), Array.from(h.scores)]));
+          if (ref === null) ref = sig;
+          else if (sig !== ref) throw new Error(`query ${qi}: resident and JavaScript hits differ`);
+        }
+      }
+    console.log(`nprobe ${nprobe}: ${segs.length} segments, ${base} documents; per query median ms: warpQuery (GEMM in JS, tables) ${median(t.query).toFixed(2)}, engine JavaScript path ${median(t.js).toFixed(2)}, engine resident WebAssembly ${median(t.resident).toFixed(2)} (ratio ${(median(t.js) / median(t.resident)).toFixed(2)}x; ${t.js.length} queries each, alternated; hits equal bit for bit)`);
+  }
+  await server.stop();
+}
+
+main().catch((e) => {
+  console.error(e);
+  process.exit(1);
+});
