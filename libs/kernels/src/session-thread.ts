@@ -158,12 +158,12 @@ export class SessionThread {
     ];
     // A Uint8Array over part of a larger buffer is copied first, so only its own bytes move.
     const bytes = typeof model === 'string' ? model : model.byteOffset === 0 && model.byteLength === model.buffer.byteLength ? model : model.slice();
+    const what = typeof model === 'string' ? model : `in-memory model (${model.byteLength} bytes)`; // before the bytes move
     const worker = new Worker(THREAD_SOURCE, {
       eval: true,
       workerData: { ortPath: require.resolve('onnxruntime-node'), model: bytes, attempts },
       transferList: typeof bytes === 'string' || !(bytes.buffer instanceof ArrayBuffer) ? [] : [bytes.buffer],
     });
-    const what = typeof model === 'string' ? model : `in-memory model (${model.byteLength} bytes)`;
     const loaded = await new Promise<Extract<FromThread, { t: 'loaded' }>>((resolve, reject) => {
       const onExit = (code: number) => reject(new Error(`kernels: the ONNX Runtime session thread for ${what} exited (code ${code}) before it loaded`));
       worker.once('exit', onExit);
@@ -187,7 +187,7 @@ export class SessionThread {
 
   /**
    * Runs the session on `feeds` in the thread. The feeds' buffers are transferred (detached here)
-   * until the result gives them back in `feeds`; on failure they are lost with the error.
+   * until the result gives them back in `feeds`; a failed run does not give them back.
    */
   run(feeds: Record<string, ThreadTensor>, fetches: readonly string[]): Promise<ThreadRunResult> {
     if (this.exitError) return Promise.reject(this.exitError);
