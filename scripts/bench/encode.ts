@@ -1,5 +1,5 @@
 /**
- * `npm run bench -- encode [--models LIST] [--docs N] [--real-docs N] [--passes N] [--json]`
+ * `npm run bench -- encode [--models LIST] [--docs N] [--real-docs N] [--passes N] [--inference thread|inline|both] [--json]`
  *
  * The service's own encoder (`TokenEncoder.encodeDocuments`, onnxruntime-node, CPU provider) over a
  * fixed corpus, the Cranfield documents (title + abstract, `data/cranfield`), to see what the
@@ -19,12 +19,16 @@
  * docs/s, tokens/s (real tokens, specials included), `run share` = the time inside session.run
  * (summed over batches, the inference observer) over the wall time, tokens counted as the model
  * sees them (capped at its maxDocTokens), `outside run ms/doc` = the
- * wall time during which no session.run was in flight, per document (the glue that a GPU would
- * wait for), and `cpu outside run ms/doc` = process CPU time minus the process CPU time spent
- * while a session.run was in flight, per document (meaningful with one ONNX Runtime thread, the
- * stand-ins' default, where the run is on the calling thread; not for the multi-threaded real
- * models). The CPU figure holds on a loaded machine, where the wall figures grow with the load.
- * Ratios only compare within one run: the machine is shared.
+ * wall time during which the session was not running, per document (the glue that a GPU would
+ * wait for; with the session in its own thread the glue overlaps the runs and only what is not
+ * hidden counts), and `cpu outside run ms/doc` = the CPU time of the glue per document: the
+ * calling thread's CPU time (Linux /proc/thread-self/schedstat) less, when the session runs on it
+ * (`--inference inline`), its CPU time inside the runs (meaningful with one ONNX Runtime thread,
+ * the stand-ins' default, where the whole run is on the calling thread; not for the
+ * multi-threaded real models); V8's background GC threads are not counted. The CPU figure holds
+ * on a loaded machine, where the wall figures grow with the load.
+ * `--inference both` loads each model both ways and alternates their passes, so the two compare
+ * within one run. Ratios only compare within one run: the machine is shared.
  */
 import { join, resolve } from 'node:path';
 import { copyFileSync, existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -46,6 +50,9 @@ const HELP = `npm run bench -- encode [options]
   --real-docs N     documents for the other models (default 200: minilm encodes ~25 docs/s here)
   --passes N        timed passes per model after one warm-up (default 3; the median is reported)
   --threads N       ONNX Runtime intra-op threads (default: 1 for test-transformer, ONNX Runtime's for the others)
+  --inference MODE  thread: the session in its own thread, batches pipelined (the service's default);
+                    inline: on the calling thread, one batch after the other (as before);
+                    both: each model both ways, passes alternated (default thread)
   --json            print the result as one JSON object on the last line
   --help            this text`;
 
@@ -54,6 +61,7 @@ const round = (x: number, d = 3) => Number(x.toFixed(d));
 
 export interface EncodeBenchModel {
   model: string;
+  inference: 'thread' | 'inline';
   docs: number;
   tokens: number;
   passMs: number[];
@@ -65,6 +73,15 @@ export interface EncodeBenchModel {
 }
 
 const FREE = '-free';
+
+/** CPU time of the calling thread in ms (Linux: /proc/thread-self/schedstat, nanoseconds on the CPU); NaN elsewhere. */
+function threadCpuMs(): number {
+  try {
+    return Number(readFileSync('/proc/thread-self/schedstat', 'utf8').split(' ')[0]) / 1e6;
+  } catch {
+    return Number.NaN;
+  }
+}
 
 /**
  * `<model>-free`: the model directory's tokenizer.json and manifest.json with a graph that costs
@@ -115,6 +132,7 @@ export async function runEncodeBench(argv: string[]): Promise<Record<string, unk
       'real-docs': { type: 'string' },
       passes: { type: 'string' },
       threads: { type: 'string' },
+      inference: { type: 'string', default: 'thread' },
       json: { type: 'boolean', default: false },
       help: { type: 'boolean', default: false },
     },
@@ -124,19 +142,18 @@ export async function runEncodeBench(argv: string[]): Promise<Record<string, unk
     return { help: true };
   }
   const passes = positiveInt('passes', values.passes, 3);
+  if (!['thread', 'inline', 'both'].includes(values.inference)) throw new Error(`--inference: thread, inline or both (got ${values.inference})`);
+  const modes: ('thread' | 'inline')[] = values.inference === 'both' ? ['inline', 'thread'] : [values.inference as 'thread' | 'inline'];
   const threads = values.threads === undefined ? undefined : positiveInt('threads', values.threads, 1);
   const all = loadCranfield(resolve(values.data)).docs.map((d) => d.text).filter((t) => t.length > 0); // 1,398 (two records are empty)
   const tinyDocs = Math.min(all.length, positiveInt('docs', values.docs, all.length));
   const realDocs = Math.min(all.length, positiveInt('real-docs', values['real-docs'], 200));
 
-  // Inside session.run: the summed time, and the union of in-flight intervals (runs may overlap the glue).
+  // Inside session.run: the summed time (the inference observer), and the runs' own intervals.
   let runMs = 0;
-  let inFlight = 0;
-  let busySince = 0;
   let busyMs = 0;
-  // Process CPU time while a run is in flight (onnxruntime-node runs on the calling thread with
-  // one intra-op thread): unlike the wall time, it does not grow with the machine's load.
-  let cpuSince = process.cpuUsage();
+  // The calling thread's CPU time inside the runs (inline: onnxruntime-node runs on the calling
+  // thread, with one intra-op thread all of it): unlike the wall time, it does not grow with the load.
   let busyCpuMs = 0;
   setInferenceObserver((e) => {
     runMs += e.ms;
@@ -153,66 +170,65 @@ export async function runEncodeBench(argv: string[]): Promise<Record<string, unk
     const tiny = free || model === 'test-transformer';
     // The stand-in for a free GPU runs on one ONNX Runtime thread, so the CPU time outside its runs is the glue's.
     const intraOpThreads = threads ?? (tiny ? 1 : undefined);
-    const enc = await TokenEncoder.load(dir, { executionProvider: 'cpu', ...(intraOpThreads ? { intraOpThreads } : {}) });
     const texts = all.slice(0, tiny ? tinyDocs : realDocs);
-    const tokens = texts.reduce((s, t) => s + enc.countTokens(t, 'doc', enc.manifest.maxDocTokens), 0);
-    // Time in flight, measured around the session's own run (wraps the private session's run).
-    const session = (enc as unknown as { session: { run: (...a: unknown[]) => Promise<unknown> } }).session;
-    const run = session.run.bind(session);
-    session.run = async (...a: unknown[]) => {
-      if (inFlight++ === 0) {
-        busySince = performance.now();
-        cpuSince = process.cpuUsage();
-      }
-      try {
-        return await run(...a);
-      } finally {
-        if (--inFlight === 0) {
-          busyMs += performance.now() - busySince;
-          const c = process.cpuUsage(cpuSince);
-          busyCpuMs += (c.user + c.system) / 1000;
-        }
-      }
-    };
-    await enc.encodeDocuments(texts); // warm-up
-    const passMs: number[] = [];
-    const outside: number[] = [];
-    const cpuOutside: number[] = [];
-    const shares: number[] = [];
-    for (let p = 0; p < passes; p++) {
-      runMs = 0;
-      busyMs = 0;
-      busyCpuMs = 0;
-      const cpu0 = process.cpuUsage();
-      const t0 = performance.now();
-      await enc.encodeDocuments(texts);
-      const ms = performance.now() - t0;
-      const cpu = process.cpuUsage(cpu0);
-      passMs.push(ms);
-      outside.push((ms - busyMs) / texts.length);
-      cpuOutside.push(((cpu.user + cpu.system) / 1000 - busyCpuMs) / texts.length);
-      shares.push(runMs / ms);
+    const encs: { mode: 'thread' | 'inline'; enc: TokenEncoder }[] = [];
+    for (const mode of modes) {
+      const enc = await TokenEncoder.load(dir, { executionProvider: 'cpu', inferenceThread: mode === 'thread', ...(intraOpThreads ? { intraOpThreads } : {}) });
+      // The runs' intervals as the runner measured them (in the session thread, or around the call inline).
+      const runner = (enc as unknown as { runner: { offThread: boolean; run: (...a: unknown[]) => Promise<{ start: number; end: number }> } }).runner;
+      const run = runner.run.bind(runner);
+      runner.run = async (...a: unknown[]) => {
+        const cpu0 = runner.offThread ? null : threadCpuMs();
+        const r = await run(...a);
+        busyMs += r.end - r.start;
+        if (cpu0 !== null) busyCpuMs += threadCpuMs() - cpu0;
+        return r;
+      };
+      await enc.encodeDocuments(texts); // warm-up
+      encs.push({ mode, enc });
     }
-    await enc.release();
+    const tokens = texts.reduce((s, t) => s + encs[0]!.enc.countTokens(t, 'doc', encs[0]!.enc.manifest.maxDocTokens), 0);
+    const per = encs.map(() => ({ passMs: [] as number[], outside: [] as number[], cpuOutside: [] as number[], shares: [] as number[] }));
+    for (let p = 0; p < passes; p++) {
+      for (const [k, { enc }] of encs.entries()) {
+        runMs = 0;
+        busyMs = 0;
+        busyCpuMs = 0;
+        const thread0 = threadCpuMs();
+        const t0 = performance.now();
+        await enc.encodeDocuments(texts);
+        const ms = performance.now() - t0;
+        const glueCpu = threadCpuMs() - thread0 - busyCpuMs;
+        per[k]!.passMs.push(ms);
+        per[k]!.outside.push(Math.max(0, ms - busyMs) / texts.length);
+        per[k]!.cpuOutside.push(glueCpu / texts.length);
+        per[k]!.shares.push(runMs / ms);
+      }
+    }
+    for (const { enc } of encs) await enc.release();
     if (free) rmSync(dir, { recursive: true, force: true });
-    const ms = median(passMs);
-    const r: EncodeBenchModel = {
-      model,
-      docs: texts.length,
-      tokens,
-      passMs: passMs.map((x) => round(x, 1)),
-      docsPerS: round((texts.length / ms) * 1000, 1),
-      tokensPerS: Math.round((tokens / ms) * 1000),
-      runShare: round(median(shares)),
-      outsideRunMsPerDoc: round(median(outside), 4),
-      cpuOutsideRunMsPerDoc: round(median(cpuOutside), 4),
-    };
-    results.push(r);
-    console.log(
-      `${model}: ${r.docs} docs, ${r.tokens} tokens; median pass ${Math.round(ms)} ms: ${r.docsPerS} docs/s, ${r.tokensPerS} tokens/s; ` +
-        `session.run ${(r.runShare * 100).toFixed(1)}% of wall; outside session.run ${r.outsideRunMsPerDoc} ms/doc (wall), ${r.cpuOutsideRunMsPerDoc} ms/doc (cpu)`,
-    );
+    for (const [k, { mode }] of encs.entries()) {
+      const { passMs, outside, cpuOutside, shares } = per[k]!;
+      const ms = median(passMs);
+      const r: EncodeBenchModel = {
+        model,
+        inference: mode,
+        docs: texts.length,
+        tokens,
+        passMs: passMs.map((x) => round(x, 1)),
+        docsPerS: round((texts.length / ms) * 1000, 1),
+        tokensPerS: Math.round((tokens / ms) * 1000),
+        runShare: round(median(shares)),
+        outsideRunMsPerDoc: round(median(outside), 4),
+        cpuOutsideRunMsPerDoc: round(median(cpuOutside), 4),
+      };
+      results.push(r);
+      console.log(
+        `${model} (${mode}): ${r.docs} docs, ${r.tokens} tokens; median pass ${Math.round(ms)} ms: ${r.docsPerS} docs/s, ${r.tokensPerS} tokens/s; ` +
+          `session.run ${(r.runShare * 100).toFixed(1)}% of wall; outside session.run ${r.outsideRunMsPerDoc} ms/doc (wall), ${r.cpuOutsideRunMsPerDoc} ms/doc (cpu); passes ${r.passMs.map((x) => Math.round(x)).join(', ')} ms`,
+      );
+    }
   }
   setInferenceObserver(undefined);
-  return { bench: 'encode', node: process.version, passes, threads: threads ?? 'default', results };
+  return { bench: 'encode', node: process.version, passes, threads: threads ?? 'default', inference: values.inference, results };
 }

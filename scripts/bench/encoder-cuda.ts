@@ -29,7 +29,10 @@
  * observer) over the pass. Then query latency (one query at a time). `--processes 1,2,4,8`: that
  * many processes of this script encode the documents at once on each row's model (aggregate
  * docs/s; on the CUDA rows the figure behind the processes-per-GPU recommendation); in-process
- * `ENCODE_CONCURRENCY` is measured as 1 and 2 concurrent encodeDocuments calls on each CUDA row.
+ * `ENCODE_CONCURRENCY` is measured as 1 and 2 concurrent encodeDocuments calls on each row.
+ * The encoder runs its session in a thread of its own (the service's default, batches pipelined
+ * so the JavaScript overlaps session.run); `inline docs/s` is one pass of the same row with the
+ * session on the calling thread (`inferenceThread: false`, the encoder before), for comparison.
  */
 import { fork, spawnSync } from 'node:child_process';
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
@@ -60,8 +63,10 @@ interface RowFigures {
   runShare: number;
   queryMsMedian: number;
   queryMsP90: number;
-  /** docs/s with 1 and 2 concurrent encodeDocuments calls in this process (CUDA rows). */
+  /** docs/s with 1 and 2 concurrent encodeDocuments calls in this process. */
   concurrency?: Record<string, number>;
+  /** docs/s of one pass with the session on the calling thread (inferenceThread: false). */
+  inlineDocsPerS?: number;
   /** aggregate docs/s of N processes at once (CUDA rows, --processes). */
   processes?: Record<string, number>;
   /** Against the first row (CPU fp32), on the documents both encoded. */
@@ -272,19 +277,25 @@ async function main(): Promise<void> {
       queryMsMedian: Number(median(qms).toFixed(2)),
       queryMsP90: Number(quantile(qms, 0.9).toFixed(2)),
     };
-    if (requested === 'cuda') {
-      r.concurrency = {};
-      for (const c of [1, 2]) {
-        t = performance.now();
-        await Promise.all(Array.from({ length: c }, () => enc.encodeDocuments(docs)));
-        r.concurrency[String(c)] = Math.round(((c * docs.length) / (performance.now() - t)) * 1000);
-      }
+    r.concurrency = {};
+    for (const c of [1, 2]) {
+      t = performance.now();
+      await Promise.all(Array.from({ length: c }, () => enc.encodeDocuments(docs)));
+      r.concurrency[String(c)] = Math.round(((c * docs.length) / (performance.now() - t)) * 1000);
     }
     if (first) {
       const n = Math.min(first.out.length, out.length);
       r.vsFirst = { of: first.row, ...compare(first.out.slice(0, n), out.slice(0, n), enc.dims) };
     } else first = { row, out };
     await enc.release();
+    if (performance.now() - started < deadlineMs) {
+      const inline = await TokenEncoder.load(join(modelsDir, model), { executionProvider: requested, deviceId: 0, ...(threads ? { intraOpThreads: threads } : {}), inferenceThread: false });
+      await inline.encodeDocuments(docs);
+      t = performance.now();
+      await inline.encodeDocuments(docs);
+      r.inlineDocsPerS = Math.round((docs.length / (performance.now() - t)) * 1000);
+      await inline.release();
+    }
     if (processCounts.length > 0) {
       r.processes = {};
       for (const n of processCounts) {
@@ -298,6 +309,7 @@ async function main(): Promise<void> {
         `${r.docsPerS} docs/s, ${r.tokensPerS} tokens/s; load ${r.loadMs} ms, warm-up ${r.warmupMs} ms; query ${r.queryMsMedian} ms median, ${r.queryMsP90} ms p90` +
         (r.vsFirst ? `; vs ${r.vsFirst.of}: max |diff| ${r.vsFirst.maxAbsDiff.toExponential(2)}, min cosine ${r.vsFirst.minCosine.toFixed(6)}, mean ${r.vsFirst.meanCosine.toFixed(6)}` : '') +
         (r.concurrency ? `; in-process concurrency 1/2: ${r.concurrency['1']}/${r.concurrency['2']} docs/s` : '') +
+        (r.inlineDocsPerS !== undefined ? `; session on the calling thread (inline, one pass): ${r.inlineDocsPerS} docs/s` : '') +
         (r.processes ? `; processes ${Object.entries(r.processes).map(([n, v]) => `${n}: ${v}`).join(', ')} docs/s` : ''),
     );
   }
@@ -309,11 +321,16 @@ async function main(): Promise<void> {
   }
   if (torch.skipped) console.log(torch.skipped);
 
-  console.log('\n| row | provider | docs/s | tokens/s | in session.run | vs first row (min cosine) |\n|---|---|---|---|---|---|');
-  for (const r of results) console.log(`| ${r.row} | ${r.provider} | ${r.docsPerS} | ${r.tokensPerS} | ${(r.runShare * 100).toFixed(1)}% | ${r.vsFirst ? r.vsFirst.minCosine.toFixed(6) : '-'} |`);
-  for (const x of skipped) console.log(`| ${x.row} | skipped | - | - | - | ${x.skipped} |`);
+  console.log('\n| row | provider | docs/s | tokens/s | in session.run | vs first row (min cosine) | concurrency 1 / 2, docs/s | inline docs/s |\n|---|---|---|---|---|---|---|---|');
+  for (const r of results) {
+    console.log(
+      `| ${r.row} | ${r.provider} | ${r.docsPerS} | ${r.tokensPerS} | ${(r.runShare * 100).toFixed(1)}% | ${r.vsFirst ? r.vsFirst.minCosine.toFixed(6) : '-'} | ` +
+        `${r.concurrency ? `${r.concurrency['1']} / ${r.concurrency['2']}` : '-'} | ${r.inlineDocsPerS ?? '-'} |`,
+    );
+  }
+  for (const x of skipped) console.log(`| ${x.row} | skipped | - | - | - | ${x.skipped} | - | - |`);
   for (const t of (torch.results ?? []) as { device: string; dtype: string; docs_per_s: number; tokens_per_s: number }[]) {
-    console.log(`| PyTorch ${t.device} ${t.dtype} | ${t.device} | ${Math.round(t.docs_per_s)} | ${Math.round(t.tokens_per_s)} | - | - |`);
+    console.log(`| PyTorch ${t.device} ${t.dtype} | ${t.device} | ${Math.round(t.docs_per_s)} | ${Math.round(t.tokens_per_s)} | - | - | - | - |`);
   }
   const summary = { node: process.version, passes, threads: threads || 'default', wallS: Math.round((performance.now() - started) / 1000), results, skipped, torch };
   console.log(`total ${summary.wallS} s`);

@@ -1,5 +1,6 @@
 export { buildLiteModel, buildKnrmModel } from './graphs';
-export { ort, createSession, createScorerSession, ORT_NO_SPINNING, type OrtSession, type SessionOptions, type ScorerSessionOptions } from './session';
+export { ort, createSession, createScorerSession, baseSessionOptions, ORT_NO_SPINNING, type OrtSession, type SessionOptions, type ScorerSessionOptions } from './session';
+export { SessionThread, type ThreadTensor, type ThreadRunResult } from './session-thread';
 export { OnnxLite, OnnxKnrm } from './lite-onnx';
 export { checkCsr, padCandidates, padRows } from './padding';
 export {

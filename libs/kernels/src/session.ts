@@ -38,15 +38,20 @@ const reason = (err: unknown) => (err instanceof Error ? err.message : String(er
  * Create once per process and reuse. Throws an Error naming the model when ONNX Runtime cannot
  * load it.
  */
-export async function createSession(model: ModelProto | Uint8Array | string, opts: SessionOptions = {}): Promise<OrtSession> {
-  const source = typeof model === 'string' || model instanceof Uint8Array ? model : encodeModel(model);
-  const base: ort.InferenceSession.SessionOptions = {
+/** The session options createSession (and the session thread, ./session-thread.ts) use, before the execution providers. */
+export function baseSessionOptions(opts: Pick<SessionOptions, 'intraOpThreads'>): ort.InferenceSession.SessionOptions {
+  return {
     graphOptimizationLevel: 'all',
     executionMode: 'sequential',
     interOpNumThreads: 1,
     ...(opts.intraOpThreads && opts.intraOpThreads > 0 ? { intraOpNumThreads: opts.intraOpThreads } : {}),
     extra: ORT_NO_SPINNING,
   };
+}
+
+export async function createSession(model: ModelProto | Uint8Array | string, opts: SessionOptions = {}): Promise<OrtSession> {
+  const source = typeof model === 'string' || model instanceof Uint8Array ? model : encodeModel(model);
+  const base = baseSessionOptions(opts);
   const graph =
     opts.observe === false
       ? null

@@ -245,3 +245,51 @@ describe('long and empty texts', () => {
     expect(p!.length).toBe(3);
   });
 });
+
+describe('where the session runs (EncoderOptions.inferenceThread)', () => {
+  it('in its own thread (the default) and on the calling thread give the same vectors; batch buffers are reused', async () => {
+    const dir = newTinyDir('threads', { seed: 11, tokenWeights: true });
+    const inline = await TokenEncoder.load(dir, { ...cpu, inferenceThread: false });
+    const threaded = await TokenEncoder.load(dir, cpu);
+    try {
+      const texts = Array.from({ length: 90 }, (_, i) => `the flow over a wing ${'at mach three '.repeat(i % 7)}, number ${i}.`);
+      for (const tokenBudget of [16_384, 200, 1]) {
+        const [a, b] = await Promise.all([inline.encodeDocuments(texts, { tokenBudget }), threaded.encodeDocuments(texts, { tokenBudget })]);
+        for (let i = 0; i < texts.length; i++) {
+          expect(Array.from(b[i]!.tokenIds)).toEqual(Array.from(a[i]!.tokenIds));
+          expect(maxAbsDiff(b[i]!.vectors, a[i]!.vectors)).toBe(0);
+          expect(Array.from(b[i]!.weights!)).toEqual(Array.from(a[i]!.weights!));
+          expect(maxAbsDiff(b[i]!.cls!, a[i]!.cls!)).toBe(0);
+        }
+      }
+      const [q] = await threaded.encodeQueries(['lift']);
+      const [r] = await inline.encodeQueries(['lift']);
+      expect(maxAbsDiff(q!.vectors, r!.vectors)).toBe(0);
+      // the input buffer sets came back from the thread: at most one per batch in flight at once (2), not one per batch
+      const pool = (threaded as unknown as { inputPool: unknown[] }).inputPool;
+      expect(pool.length).toBeGreaterThan(0);
+      expect(pool.length).toBeLessThanOrEqual(2);
+    } finally {
+      await inline.release();
+      await threaded.release();
+    }
+  });
+
+  it('a failed batch fails the call (after the batches in flight settle), and the encoder goes on', async () => {
+    const dir = newTinyDir('threads-fail', { seed: 12 });
+    const e = await TokenEncoder.load(dir, cpu);
+    try {
+      const runner = (e as unknown as { runner: { run: (...a: unknown[]) => Promise<unknown> } }).runner;
+      const run = runner.run.bind(runner);
+      let calls = 0;
+      runner.run = (...a: unknown[]) => (++calls === 2 ? Promise.reject(new Error('boom')) : run(...a));
+      const texts = Array.from({ length: 40 }, (_, i) => `text number ${i} ${'word '.repeat(i)}`);
+      await expect(e.encodeDocuments(texts, { tokenBudget: 64 })).rejects.toThrow('boom');
+      expect(calls).toBeGreaterThan(2); // the pipeline had posted more than the failed batch
+      runner.run = run;
+      expect((await e.encodeDocuments(texts, { tokenBudget: 64 })).length).toBe(40);
+    } finally {
+      await e.release();
+    }
+  });
+});

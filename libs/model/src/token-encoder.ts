@@ -7,7 +7,7 @@ import { planBatches } from './batching';
 import { ModelLoadError, ModelShapeError } from './errors';
 import { readEmbeddingTable, readModelDir } from './model-dir';
 import { TextTokenizer, type TextKind, type TokenizedText } from './text-tokenizer';
-import { appendL2Normalize, createSession, reportInference, type OrtSession } from '@lateral/kernels';
+import { SessionThread, appendL2Normalize, createSession, reportInference, type ThreadTensor, type ThreadRunResult } from '@lateral/kernels';
 
 export interface EncodedText {
   /** Ids of the kept tokens (documents: skiplist tokens removed), one per vector. */
@@ -55,6 +55,12 @@ export interface EncoderOptions {
   deviceId?: number;
   intraOpThreads?: number;
   logger?: EncoderLogger;
+  /**
+   * Run the ONNX session in a thread of its own (SessionThread, @lateral/kernels), so that the
+   * calling thread tokenizes, packs and copies out the batches around the one that runs (default
+   * true). false: the session runs on the calling thread, one batch after the other, as before.
+   */
+  inferenceThread?: boolean;
 }
 
 export interface EncodeDocumentsOptions {
@@ -70,17 +76,88 @@ const TOKENIZE_CHUNK = 64;
 
 const yieldToEventLoop = () => new Promise<void>((r) => setImmediate(r));
 
+/**
+ * Batches of one encode call in the session thread at once: one running, one waiting there ready,
+ * while this thread packs the one after and copies out the one before.
+ */
+const PIPELINE_DEPTH = 2;
+
+/** Where the session runs: in its own thread (SessionThread) or on the calling thread. */
+interface SessionRunner {
+  readonly provider: 'cpu' | 'cuda';
+  readonly inputNames: readonly string[];
+  readonly outputNames: readonly string[];
+  /** True when run() returns while other JavaScript of the caller may go on (the session thread). */
+  readonly offThread: boolean;
+  run(feeds: Record<string, ThreadTensor>, fetches: readonly string[]): Promise<ThreadRunResult>;
+  release(): Promise<void>;
+}
+
+/** The session on the calling thread (EncoderOptions.inferenceThread false). */
+class InlineRunner implements SessionRunner {
+  readonly offThread = false;
+  constructor(
+    private readonly session: ort.InferenceSession,
+    readonly provider: 'cpu' | 'cuda',
+  ) {}
+  get inputNames(): readonly string[] {
+    return this.session.inputNames;
+  }
+  get outputNames(): readonly string[] {
+    return this.session.outputNames;
+  }
+  async run(feeds: Record<string, ThreadTensor>, fetches: readonly string[]): Promise<ThreadRunResult> {
+    const tensors: Record<string, ort.Tensor> = {};
+    for (const [name, f] of Object.entries(feeds)) tensors[name] = new ort.Tensor(f.type, f.data as never, f.dims);
+    const start = performance.now();
+    const out = await this.session.run(tensors, [...fetches]);
+    const end = performance.now();
+    const outputs: Record<string, ThreadTensor> = {};
+    for (const name of fetches) {
+      const t = out[name]!;
+      outputs[name] = { type: t.type, dims: t.dims, data: t.data as ThreadTensor['data'] };
+    }
+    return { outputs, feeds, start, end };
+  }
+  release(): Promise<void> {
+    return this.session.release();
+  }
+}
+
+class ThreadRunner implements SessionRunner {
+  readonly offThread = true;
+  constructor(private readonly thread: SessionThread) {}
+  get provider(): 'cpu' | 'cuda' {
+    return this.thread.provider;
+  }
+  get inputNames(): readonly string[] {
+    return this.thread.inputNames;
+  }
+  get outputNames(): readonly string[] {
+    return this.thread.outputNames;
+  }
+  run(feeds: Record<string, ThreadTensor>, fetches: readonly string[]): Promise<ThreadRunResult> {
+    return this.thread.run(feeds, fetches);
+  }
+  release(): Promise<void> {
+    return this.thread.release();
+  }
+}
+
 const shapeOf = (dims: readonly number[]) => `[${dims.join(',')}]`;
 
-async function openSession(model: string | Uint8Array, modelPath: string, opts: EncoderOptions): Promise<OrtSession> {
+async function openSession(model: string | Uint8Array, modelPath: string, opts: EncoderOptions): Promise<SessionRunner> {
+  const sessionOpts = {
+    executionProvider: opts.executionProvider,
+    deviceId: opts.deviceId,
+    intraOpThreads: opts.intraOpThreads,
+    onFallback: (why: string) => opts.logger?.warn(`CUDA execution provider unavailable for ${modelPath} (${why}); falling back to CPU`),
+  };
   try {
-    return await createSession(model, {
-      executionProvider: opts.executionProvider,
-      deviceId: opts.deviceId,
-      intraOpThreads: opts.intraOpThreads,
-      observe: false, // runBatch reports each run with its batch and token counts
-      onFallback: (why) => opts.logger?.warn(`CUDA execution provider unavailable for ${modelPath} (${why}); falling back to CPU`),
-    });
+    if (opts.inferenceThread !== false) return new ThreadRunner(await SessionThread.start(model, sessionOpts));
+    // runBatch reports each run with its batch and token counts
+    const { session, provider } = await createSession(model, { ...sessionOpts, observe: false });
+    return new InlineRunner(session, provider);
   } catch (err) {
     throw new ModelLoadError(`${modelPath}: ONNX Runtime cannot load the model (${err instanceof Error && err.cause instanceof Error ? err.cause.message : err instanceof Error ? err.message : String(err)})`);
   }
@@ -95,7 +172,7 @@ const INPUT_FIELDS = ['inputIds', 'attentionMask', 'tokenTypeIds'] as const;
  * encoder feeds nothing else); the tokenizer's ids fit the graph's token embedding table when that
  * table can be read from model.onnx (skipped when it cannot).
  */
-function checkGraph(dir: string, m: ModelManifest, tokenizer: TextTokenizer, session: ort.InferenceSession, modelPath: string): void {
+function checkGraph(dir: string, m: ModelManifest, tokenizer: TextTokenizer, session: Pick<SessionRunner, 'inputNames' | 'outputNames'>, modelPath: string): void {
   const list = (names: readonly string[]) => `[${names.join(', ')}]`;
   const need = (names: readonly string[], name: string | null, field: string, kind: string) => {
     if (name !== null && !names.includes(name)) {
@@ -141,7 +218,7 @@ export class TokenEncoder {
     readonly dir: string,
     readonly manifest: ModelManifest,
     readonly tokenizer: TextTokenizer,
-    private readonly session: ort.InferenceSession,
+    private readonly runner: SessionRunner,
     readonly executionProvider: 'cpu' | 'cuda',
     /** The graph output holding the L2-normalised token vectors (appendL2Normalize), or null: runBatch normalises. */
     private readonly normalizedOutput: string | null = null,
@@ -158,7 +235,7 @@ export class TokenEncoder {
     // the CPU, on the GPU under CUDA), not by JavaScript on this thread; when the graph cannot take
     // the tail (see appendL2Normalize) or the extended graph does not load, the original graph is
     // loaded and runBatch normalises in JavaScript as before.
-    let opened: OrtSession | null = null;
+    let opened: SessionRunner | null = null;
     let normalizedOutput: string | null = null;
     if (manifest.normalize) {
       const tail = appendL2Normalize(readFileSync(files.modelPath), manifest.outputs.tokenEmbeddings);
@@ -171,15 +248,18 @@ export class TokenEncoder {
         }
       }
     }
-    const { session, provider } = opened ?? (await openSession(files.modelPath, files.modelPath, opts));
+    const runner = opened ?? (await openSession(files.modelPath, files.modelPath, opts));
     try {
-      checkGraph(abs, manifest, tokenizer, session, files.modelPath);
+      checkGraph(abs, manifest, tokenizer, runner, files.modelPath);
     } catch (err) {
-      void session.release();
+      void runner.release();
       throw err;
     }
-    opts.logger?.info(`loaded model ${manifest.name} from ${abs} (dims ${manifest.dims}, ${provider}${normalizedOutput ? ', normalised in the graph' : ''})`);
-    return new TokenEncoder(abs, manifest, tokenizer, session, provider, normalizedOutput);
+    const provider = runner.provider;
+    opts.logger?.info(
+      `loaded model ${manifest.name} from ${abs} (dims ${manifest.dims}, ${provider}${normalizedOutput ? ', normalised in the graph' : ''}${runner.offThread ? ', session in its own thread' : ''})`,
+    );
+    return new TokenEncoder(abs, manifest, tokenizer, runner, provider, normalizedOutput);
   }
 
   /**
@@ -214,7 +294,7 @@ export class TokenEncoder {
     if (this.released) return;
     this.released = true;
     forgetEncoder(this);
-    await this.session.release();
+    await this.runner.release();
   }
 
   private async encode(texts: string[], kind: TextKind, maxTokens: number, tokenBudget: number): Promise<EncodedText[]> {
@@ -225,10 +305,30 @@ export class TokenEncoder {
       seqs[i] = this.tokenizer.encode(texts[i]!, kind, maxTokens);
     }
     const results: EncodedText[] = new Array(texts.length);
-    for (const batch of planBatches(seqs.map((s) => s.length), tokenBudget)) {
-      const out = await this.runBatch(batch.map((i) => seqs[i]!), kind);
-      batch.forEach((i, j) => (results[i] = out[j]!));
-      await yieldToEventLoop();
+    const batches = planBatches(seqs.map((s) => s.length), tokenBudget);
+    if (!this.runner.offThread) {
+      for (const batch of batches) {
+        const out = await this.runBatch(batch.map((i) => seqs[i]!), kind);
+        batch.forEach((i, j) => (results[i] = out[j]!));
+        await yieldToEventLoop();
+      }
+      return results;
+    }
+    // Session in its own thread: up to PIPELINE_DEPTH batches posted at once. Each runBatch packs
+    // and posts its batch at once and copies its output out when it comes back, so this thread
+    // packs batch k+1 and copies out batch k-1 while batch k runs there.
+    const pending: Promise<void>[] = [];
+    try {
+      for (const batch of batches) {
+        const done = this.runBatch(batch.map((i) => seqs[i]!), kind).then((out) => batch.forEach((i, j) => (results[i] = out[j]!)));
+        done.catch(() => undefined); // awaited below; never an unhandled rejection meanwhile
+        pending.push(done);
+        if (pending.length >= PIPELINE_DEPTH) await pending.shift();
+      }
+      while (pending.length > 0) await pending.shift();
+    } catch (err) {
+      await Promise.allSettled(pending);
+      throw err;
     }
     return results;
   }
@@ -239,8 +339,6 @@ export class TokenEncoder {
    * encode calls each take their own (the pool holds as many sets as ever ran at once).
    */
   private readonly inputPool: InputBuffers[] = [];
-  /** Token type ids: zeros, shared by every batch (never written). */
-  private zeros: BigInt64Array | Int32Array | null = null;
   /** 1 for the token ids dropped from documents (manifest skiplist), indexed by id. */
   private skipTable: Uint8Array | null = null;
 
@@ -251,17 +349,30 @@ export class TokenEncoder {
       // Int32 words over the same memory: ids and mask are small non-negative integers, so an int64
       // element is its low word (little-endian) with a zero high word, written once and never again.
       const capacity = Math.max(size, buf?.capacity ?? 0);
-      const ids = int64 ? new BigInt64Array(capacity) : new Int32Array(capacity);
-      const mask = int64 ? new BigInt64Array(capacity) : new Int32Array(capacity);
-      buf = { capacity, ids, mask, ids32: new Int32Array(ids.buffer), mask32: new Int32Array(mask.buffer) };
+      const make = () => (int64 ? new BigInt64Array(capacity) : new Int32Array(capacity));
+      const ids = make();
+      const mask = make();
+      // token type ids: zeros, never written (one set per buffer set: its buffers cross to the session thread together)
+      const types = this.manifest.inputs.tokenTypeIds !== null ? make() : null;
+      buf = { capacity, ids, mask, types, ids32: new Int32Array(ids.buffer), mask32: new Int32Array(mask.buffer) };
     }
     return buf;
   }
 
-  private zerosOf(size: number): BigInt64Array | Int32Array {
-    const int64 = this.manifest.inputs.dtype === 'int64';
-    if (!this.zeros || this.zeros.length < size) this.zeros = int64 ? new BigInt64Array(size) : new Int32Array(size);
-    return this.zeros.subarray(0, size);
+  /** A buffer set back from a run (the session thread hands its buffers back in the result's feeds), for the next batch. */
+  private returnInputs(buf: InputBuffers, back: Record<string, ThreadTensor>): void {
+    const m = this.manifest.inputs;
+    const whole = <T extends BigInt64Array | Int32Array>(name: string | null, old: T | null): T | null => {
+      if (name === null || old === null) return old;
+      const d = back[name]?.data;
+      if (!d || d.buffer.byteLength === 0) return null;
+      return (old instanceof BigInt64Array ? new BigInt64Array(d.buffer) : new Int32Array(d.buffer)) as T;
+    };
+    const ids = whole(m.inputIds, buf.ids);
+    const mask = m.attentionMask === null ? buf.mask : whole(m.attentionMask, buf.mask);
+    const types = whole(m.tokenTypeIds, buf.types);
+    if (!ids || !mask || (m.tokenTypeIds !== null && !types) || ids.buffer.byteLength === 0 || mask.buffer.byteLength === 0) return; // lost: a new set is made
+    this.inputPool.push({ capacity: buf.capacity, ids, mask, types, ids32: new Int32Array(ids.buffer), mask32: new Int32Array(mask.buffer) });
   }
 
   private skipLookup(): Uint8Array {
@@ -303,23 +414,25 @@ export class TokenEncoder {
         mask32[w] = 0;
       }
     }
-    const ids = buf.ids.subarray(0, size);
-    const feeds: Record<string, ort.Tensor> = {
-      [m.inputs.inputIds]: new ort.Tensor(m.inputs.dtype, ids, [batch, seqLen]),
-    };
-    if (m.inputs.attentionMask !== null) feeds[m.inputs.attentionMask] = new ort.Tensor(m.inputs.dtype, buf.mask.subarray(0, size), [batch, seqLen]);
+    const dims = [batch, seqLen];
+    const feeds: Record<string, ThreadTensor> = { [m.inputs.inputIds]: { type: m.inputs.dtype, data: buf.ids.subarray(0, size), dims } };
+    // The mask buffer goes with the batch even when the graph takes none (it is part of the set that comes back).
+    if (m.inputs.attentionMask !== null) feeds[m.inputs.attentionMask] = { type: m.inputs.dtype, data: buf.mask.subarray(0, size), dims };
     // one segment per sequence: BERT's token type 0 everywhere
-    if (m.inputs.tokenTypeIds !== null) feeds[m.inputs.tokenTypeIds] = new ort.Tensor(m.inputs.dtype, this.zerosOf(size), [batch, seqLen]);
+    if (m.inputs.tokenTypeIds !== null) feeds[m.inputs.tokenTypeIds] = { type: m.inputs.dtype, data: buf.types!.subarray(0, size), dims };
     const embName = this.normalizedOutput ?? m.outputs.tokenEmbeddings;
     const fetch = [embName, ...(m.outputs.tokenWeights ? [m.outputs.tokenWeights] : [])];
-    const tRun = performance.now();
-    let out: ort.InferenceSession.OnnxValueMapType;
+    let ran: ThreadRunResult;
     try {
-      out = await this.session.run(feeds, fetch);
-    } finally {
-      this.inputPool.push(buf);
+      ran = await this.runner.run(feeds, fetch);
+    } catch (err) {
+      if (!this.runner.offThread) this.inputPool.push(buf);
+      throw err;
     }
-    reportInference({ graph: m.name, ms: performance.now() - tRun, batch, tokens: size });
+    if (this.runner.offThread) this.returnInputs(buf, ran.feeds);
+    else this.inputPool.push(buf);
+    const out = ran.outputs;
+    reportInference({ graph: m.name, ms: ran.end - ran.start, batch, tokens: size });
 
     const emb = out[embName]!;
     const expected = [batch, seqLen, m.dims];
@@ -384,7 +497,6 @@ export class TokenEncoder {
       if (hasCls) copyRow(data, base * d, d, normalize, (cls = new Float32Array(d)), 0); // clsToken is always position 0
       results[b] = { tokenIds, vectors, weights: w, length: kept, truncated: s.truncated, cls };
     }
-    for (const t of Object.values(out)) t.dispose?.();
     return results;
   }
 }
@@ -393,6 +505,7 @@ interface InputBuffers {
   capacity: number;
   ids: BigInt64Array | Int32Array;
   mask: BigInt64Array | Int32Array;
+  types: BigInt64Array | Int32Array | null;
   ids32: Int32Array;
   mask32: Int32Array;
 }
