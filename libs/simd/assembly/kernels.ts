@@ -309,6 +309,26 @@ export function warpTables(q: usize, n: i32, dims: i32, bits: i32, weights: usiz
 }
 
 /**
+ * One token's table sum (s0 + s1) + (s2 + s3) over its bpt code bytes at c: s_r the float64 sum of
+ * the lookups of bytes p = r (mod 4), in byte order, bytes past the last whole word of 4 (b4 =
+ * bpt & ~3) going to s0 (the JavaScript lookupSum's order). lookupSums and warpToken share it.
+ */
+@inline function tableSum(tables: usize, c: usize, bpt: i32, b4: i32): f64 {
+  let s0: f64 = 0, s1: f64 = 0, s2: f64 = 0, s3: f64 = 0;
+  let t = tables;
+  let p = 0;
+  for (; p < b4; p += 4, t += 4096) {
+    const w = load<u32>(c + <usize>p);
+    s0 += <f64>load<f32>(t + (<usize>(w & 255) << 2));
+    s1 += <f64>load<f32>(t + 1024 + (<usize>((w >>> 8) & 255) << 2));
+    s2 += <f64>load<f32>(t + 2048 + (<usize>((w >>> 16) & 255) << 2));
+    s3 += <f64>load<f32>(t + 3072 + (<usize>(w >>> 24) << 2));
+  }
+  for (; p < bpt; p++, t += 1024) s0 += <f64>load<f32>(t + (<usize>load<u8>(c + <usize>p) << 2));
+  return s0 + s1 + (s2 + s3);
+}
+
+/**
  * Table sums of `count` tokens of bpt code bytes each (codes, packed back to back) against one
  * query token's tables (bpt x 256 f32): out[e] = cs + ((s0 + s1) + (s2 + s3)), s_r the float64
  * sum of the lookups of bytes p = r (mod 4), in byte order, bytes past the last whole word of 4
@@ -317,19 +337,7 @@ export function warpTables(q: usize, n: i32, dims: i32, bits: i32, weights: usiz
 export function lookupSums(tables: usize, codes: usize, count: i32, bpt: i32, cs: f64, out: usize): void {
   const b4 = bpt & ~3;
   for (let e = 0; e < count; e++) {
-    const c = codes + <usize>(e * bpt);
-    let s0: f64 = 0, s1: f64 = 0, s2: f64 = 0, s3: f64 = 0;
-    let t = tables;
-    let p = 0;
-    for (; p < b4; p += 4, t += 4096) {
-      const w = load<u32>(c + <usize>p);
-      s0 += <f64>load<f32>(t + (<usize>(w & 255) << 2));
-      s1 += <f64>load<f32>(t + 1024 + (<usize>((w >>> 8) & 255) << 2));
-      s2 += <f64>load<f32>(t + 2048 + (<usize>((w >>> 16) & 255) << 2));
-      s3 += <f64>load<f32>(t + 3072 + (<usize>(w >>> 24) << 2));
-    }
-    for (; p < bpt; p++, t += 1024) s0 += <f64>load<f32>(t + (<usize>load<u8>(c + <usize>p) << 2));
-    store<f64>(out + (<usize>e << 3), cs + (s0 + s1 + (s2 + s3)));
+    store<f64>(out + (<usize>e << 3), cs + tableSum(tables, codes + <usize>(e * bpt), bpt, b4));
   }
 }
 
@@ -361,19 +369,7 @@ export function warpToken(tables: usize, bpt: i32, lists: usize, nl: i32, segs: 
       for (let e = 0; e < count; e++) {
         const doc = <usize>load<u32>(docs + (<usize>e << 2));
         if (mask != 0 && load<u8>(mask + doc) == 0) continue;
-        const c = codes + <usize>(e * bpt);
-        let s0: f64 = 0, s1: f64 = 0, s2: f64 = 0, s3: f64 = 0;
-        let t = tables;
-        let p = 0;
-        for (; p < b4; p += 4, t += 4096) {
-          const w = load<u32>(c + <usize>p);
-          s0 += <f64>load<f32>(t + (<usize>(w & 255) << 2));
-          s1 += <f64>load<f32>(t + 1024 + (<usize>((w >>> 8) & 255) << 2));
-          s2 += <f64>load<f32>(t + 2048 + (<usize>((w >>> 16) & 255) << 2));
-          s3 += <f64>load<f32>(t + 3072 + (<usize>(w >>> 24) << 2));
-        }
-        for (; p < bpt; p++, t += 1024) s0 += <f64>load<f32>(t + (<usize>load<u8>(c + <usize>p) << 2));
-        const sc = cs + (s0 + s1 + (s2 + s3));
+        const sc = cs + tableSum(tables, codes + <usize>(e * bpt), bpt, b4);
         const tp = tag + (doc << 2);
         const bp = best + (doc << 3);
         if (load<u32>(tp) != stamp) {
