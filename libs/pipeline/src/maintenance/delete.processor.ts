@@ -1,7 +1,8 @@
-import { DeleteDocumentsSchema, PermanentJobError, ValidationError, type DeletePayload, type DeleteResult, type SegmentRef } from '@lateral/shared';
-import { compileFilter, type DocPredicate } from '@lateral/search';
+import { DeleteDocumentsSchema, PermanentJobError, type DeletePayload, type DeleteResult, type SegmentRef } from '@lateral/shared';
+import type { DocPredicate } from '@lateral/search';
 import type { CollectionRepository, GenerationRepository, Logger, ObjectStore } from '@lateral/infra';
 import type { SegmentIds } from '../segment-ids';
+import { storedFilterPredicate } from '../stored-filter';
 
 /** A segment's documents as a filter delete reads them. */
 export interface SegmentDocs {
@@ -37,13 +38,7 @@ export async function deleteProcessor(deps: DeleteDeps, p: DeletePayload): Promi
   if (!raw) throw new PermanentJobError(`delete request missing from S3: ${p.requestKey}`);
   const parsed = DeleteDocumentsSchema.safeParse(raw);
   if (!parsed.success) throw new PermanentJobError(`invalid stored delete request ${p.requestKey}: ${parsed.error.message}`);
-  let predicate: DocPredicate | undefined;
-  try {
-    predicate = parsed.data.filter === undefined ? undefined : compileFilter(parsed.data.filter);
-  } catch (err) {
-    if (err instanceof ValidationError) throw new PermanentJobError(err.message);
-    throw err;
-  }
+  const predicate = storedFilterPredicate(parsed.data.filter);
   const ids = parsed.data.ids ? [...new Set(parsed.data.ids)] : null;
   const manifest = await deps.generations.manifest(p.tenantId, p.collectionId);
   if (!manifest) return { deleteId: p.deleteId, generation: 0, committed: false, deleted: 0, notFound: ids ?? [], documents: 0 };

@@ -20,7 +20,8 @@ import {
 } from '@lateral/shared';
 import { ShapeError } from '@lateral/scoring';
 import { logSearchDone } from '../job-logs';
-import { bm25Pass, compileFilter, type DocPredicate, type Hit, type SegmentPass } from '@lateral/search';
+import { storedFilterPredicate } from '../stored-filter';
+import { bm25Pass, type DocPredicate, type Hit, type SegmentPass } from '@lateral/search';
 import type { EncodedText, TokenEncoder } from '@lateral/model';
 import type { SearchDeps } from './query-deps';
 import { shardedSearch } from './shard-fanout';
@@ -64,13 +65,7 @@ export async function searchProcessor(deps: SearchDeps, p: JobPayload<QueueName.
   if (!collection) throw new PermanentJobError(`collection ${p.tenantId}/${parsed.data.collection} does not exist`);
   // A hybrid naming no weight fuses with the collection's fitted one, else the defaults (the result's mode says which).
   const req: SearchRequest = withCollectionFusion(parsed.data, collection);
-  let predicate;
-  try {
-    predicate = req.filter === undefined ? undefined : compileFilter(req.filter);
-  } catch (err) {
-    if (err instanceof ValidationError) throw new PermanentJobError(err.message);
-    throw err;
-  }
+  const predicate = storedFilterPredicate(req.filter);
   const manifest = await deps.generations.manifest(p.tenantId, req.collection);
   const resultKey = s3Keys.searchResult(p.tenantId, p.searchId);
   const empty = (reason: string, generation: number, timings = { encodeQueriesMs: 0, searchMs: 0, loadMs: 0 }) =>

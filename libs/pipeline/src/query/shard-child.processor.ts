@@ -14,7 +14,6 @@ import { ShapeError } from '@lateral/scoring';
 import {
   Bm25StatsPass,
   bm25Pass,
-  compileFilter,
   densePass,
   exhaustivePass,
   mebertPass,
@@ -28,6 +27,7 @@ import {
 import type { EncodedText } from '@lateral/model';
 import { hitSegments, searchSegments, bm25QueryTerms, scoreGroup, GROUP_DEPTH_FACTOR, hitShaping, groupIndicesByKey, eventLoopYielder, runStepsYielding, searchNeeds, toHit, needsBm25, needsXtr, xtrOf, scopedManifest, warpScan, type ShardScope, type SegmentUnavailableError } from '@lateral/serving';
 import { permanentModelErrors } from '../model-errors';
+import { storedFilterPredicate } from '../stored-filter';
 import { usesWarp, warpEpoch, warpFilterMasks, warpPlanListSizes, type WarpEpochSizes } from './warp-search';
 import type { ShardedDeps } from './query-deps';
 import { type HitsPartial, type RerankInput, type RerankPartial, type SearchInput, type ShardHit, type StatsPartial } from './shard-rounds';
@@ -81,13 +81,7 @@ async function rerankChild(deps: ShardedDeps, collection: Collection, manifest: 
  * window at a time by the pass, searchSegments; global document keys), the encoded queries.
  */
 async function searchContext(deps: ShardedDeps, collection: Collection, manifest: CollectionManifest, scope: ShardScope, req: SearchRequest) {
-  let predicate;
-  try {
-    predicate = req.filter === undefined ? undefined : compileFilter(req.filter);
-  } catch (err) {
-    if (err instanceof ValidationError) throw new PermanentJobError(err.message);
-    throw err;
-  }
+  const predicate = storedFilterPredicate(req.filter);
   const bases = new Map<string, number>();
   let docBase = 0;
   for (const s of manifest.segments) {
