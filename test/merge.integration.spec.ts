@@ -27,30 +27,30 @@ describe('merge (real Redis, real S3 server, real ONNX model)', () => {
   let merge: MergeDeps;
 
   const api = (method: string, url: string, body?: unknown) => http(server.url, method, url, body);
-  const ingest = async (c: string, items: { id: string; text: string; metadata?: Record<string, unknown> }[]) => {
-    const ing = await api('POST', `/v1/collections/${c}/documents`, items);
+  const ingest = async (collectionId: string, items: { id: string; text: string; metadata?: Record<string, unknown> }[]) => {
+    const ing = await api('POST', `/v1/collections/${collectionId}/documents`, items);
     expect(ing.status, JSON.stringify(ing.body)).toBe(202);
     await until(async () => (await api('GET', ing.body.status)).body.state === 'done', 120_000);
     return ing.body.status as string;
   };
-  const rerank = async (c: string, candidates: string[], text: string) => {
-    const r = await api('POST', '/v1/rerank?wait=60', { collection: c, scorer: 'maxsim', topK: 1000, queries: [{ id: 'q', text, candidates }] });
+  const rerank = async (collectionId: string, candidates: string[], text: string) => {
+    const r = await api('POST', '/v1/rerank?wait=60', { collection: collectionId, scorer: 'maxsim', topK: 1000, queries: [{ id: 'q', text, candidates }] });
     expect(r.body.status, JSON.stringify(r.body)).toBe('completed');
     return r.body.result.results[0] as { hits: { id: string; score: number }[]; missing: string[] };
   };
-  const search = async (c: string, mode: string, text: string) => {
-    const r = await api('POST', '/v1/search?wait=60', { collection: c, mode, topK: 1000, queries: [{ id: 'q', text }] });
+  const search = async (collectionId: string, mode: string, text: string) => {
+    const r = await api('POST', '/v1/search?wait=60', { collection: collectionId, mode, topK: 1000, queries: [{ id: 'q', text }] });
     expect(r.body.status, JSON.stringify(r.body)).toBe('completed');
     return r.body.result.results[0].hits as { id: string; score: number }[];
   };
-  const manifest = async (c: string) => (await server.runtime.generations.manifest('default', c)) as CollectionManifest;
-  const del = async (c: string, id: string) => {
-    const r = await api('DELETE', `/v1/collections/${c}/documents/${encodeURIComponent(id)}`);
+  const manifest = async (collectionId: string) => (await server.runtime.generations.manifest('default', collectionId)) as CollectionManifest;
+  const del = async (collectionId: string, id: string) => {
+    const r = await api('DELETE', `/v1/collections/${collectionId}/documents/${encodeURIComponent(id)}`);
     expect(r.status, JSON.stringify(r.body)).toBe(200);
   };
   /** Ids of a segment, as stored. */
-  const segmentIds = async (c: string, ref: SegmentRef) =>
-    readSegment((await server.runtime.store.get(ref.key))!, ref.key, await server.runtime.codecs.get('default', c, ref.codecVersion)).docIds;
+  const segmentIds = async (collectionId: string, ref: SegmentRef) =>
+    readSegment((await server.runtime.store.get(ref.key))!, ref.key, await server.runtime.codecs.get('default', collectionId, ref.codecVersion)).docIds;
 
   beforeAll(async () => {
     server = await startServer(config, { quiet: true });
@@ -68,7 +68,7 @@ describe('merge (real Redis, real S3 server, real ONNX model)', () => {
       staticEmbeddings: new StaticEmbeddingsCache(path.resolve(config.MODELS_DIR)),
       assigner: () => (nearest ??= OnnxNearestCentroid.create(config.ORT_INTRA_OP_THREADS)),
       ivfCentroids: config.IVF_CENTROIDS,
-      liveIds: new SegmentIds(async (t, c, ref) => readSegment((await store.get(ref.key))!, ref.key, await rt.codecs.get(t, c, ref.codecVersion)).docIds),
+      liveIds: new SegmentIds(async (tenantId, collectionId, ref) => readSegment((await store.get(ref.key))!, ref.key, await rt.codecs.get(tenantId, collectionId, ref.codecVersion)).docIds),
       policy: { ...DEFAULT_MERGE_POLICY, factor: 4 },
       logger: rt.logger,
     };
@@ -181,23 +181,23 @@ describe('merge (real Redis, real S3 server, real ONNX model)', () => {
   }, 300_000);
 
   /** A collection of four single-batch segments, and a merge whose commit first lets `race` commit through the service. */
-  const mergeRacing = async (c: string, race: () => Promise<void>) => {
-    await api('POST', '/v1/collections', { id: c });
-    for (let i = 40; i < 80; i += 10) await ingest(c, docs.slice(i, i + 10).map((d) => ({ id: d.id, text: d.text })));
-    const read = await manifest(c);
+  const mergeRacing = async (collectionId: string, race: () => Promise<void>) => {
+    await api('POST', '/v1/collections', { id: collectionId });
+    for (let i = 40; i < 80; i += 10) await ingest(collectionId, docs.slice(i, i + 10).map((d) => ({ id: d.id, text: d.text })));
+    const read = await manifest(collectionId);
     expect(read.segments).toHaveLength(4);
     let raced = false;
     const generations: MergeDeps['generations'] = {
-      manifest: (t, id, g) => server.runtime.generations.manifest(t, id, g),
-      commit: async (t, id, change) => {
+      manifest: (tenantId, id, g) => server.runtime.generations.manifest(tenantId, id, g),
+      commit: async (tenantId, id, change) => {
         if (!raced) {
           raced = true;
           await race(); // the merge has read its inputs and written its segment: another generation lands first
         }
-        return server.runtime.generations.commit(t, id, change);
+        return server.runtime.generations.commit(tenantId, id, change);
       },
     };
-    const out = await mergeProcessor({ ...merge, generations }, { op: 'merge', tenantId: 'default', collectionId: c, trigger: 'api' });
+    const out = await mergeProcessor({ ...merge, generations }, { op: 'merge', tenantId: 'default', collectionId, trigger: 'api' });
     expect(raced).toBe(true);
     return { read, out };
   };
@@ -293,7 +293,7 @@ describe('merge (real Redis, real S3 server, real ONNX model)', () => {
     await api('POST', '/v1/collections', { id: c });
     for (let i = 40; i < 80; i += 10) await ingest(c, docs.slice(i, i + 10).map((d) => ({ id: d.id, text: d.text })));
     const before = await manifest(c);
-    const exclusive: MergeDeps['exclusive'] = (t, id, fn) => withRedisLease(server.runtime.redis, `test:merge-lease:${t}:${id}`, fn, { pollMs: 20 });
+    const exclusive: MergeDeps['exclusive'] = (tenantId, collectionId, fn) => withRedisLease(server.runtime.redis, `test:merge-lease:${tenantId}:${collectionId}`, fn, { pollMs: 20 });
     const run = () => mergeProcessor({ ...merge, exclusive }, { op: 'merge', tenantId: 'default', collectionId: c, trigger: 'api' });
     const [a, b] = await Promise.all([run(), run()]);
     // Without the lease both would copy the same four inputs and one would find them gone ('inputs-gone').
@@ -309,7 +309,7 @@ describe('merge (real Redis, real S3 server, real ONNX model)', () => {
     const before = await manifest(c);
     const key = `test:merge-lease:default:${c}`;
     await server.runtime.redis.set(key, 'another-worker', 'PX', 10_000); // another process's merge holds it
-    const exclusive: MergeDeps['exclusive'] = (t, id, fn) => withRedisLease(server.runtime.redis, `test:merge-lease:${t}:${id}`, fn, { pollMs: 20, maxWaitMs: 200 });
+    const exclusive: MergeDeps['exclusive'] = (tenantId, collectionId, fn) => withRedisLease(server.runtime.redis, `test:merge-lease:${tenantId}:${collectionId}`, fn, { pollMs: 20, maxWaitMs: 200 });
     const busy = await mergeProcessor({ ...merge, exclusive }, { op: 'merge', tenantId: 'default', collectionId: c, trigger: 'api' });
     expect(busy).toMatchObject({ generation: before.generation, committed: false, merged: { status: 'busy', inputs: [], output: null } });
     expect((await manifest(c)).generation).toBe(before.generation);

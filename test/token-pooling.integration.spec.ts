@@ -37,30 +37,30 @@ describe('token pooling in the pipeline', () => {
     return (await api('GET', `/v1/collections/${id}`)).body;
   }
 
-  const manifest = async (c: string) => (await server.runtime.generations.manifest('default', c)) as CollectionManifest;
+  const manifest = async (collectionId: string) => (await server.runtime.generations.manifest('default', collectionId)) as CollectionManifest;
   /** docId -> stored rows, and the poolFactor each segment records. */
-  async function storedRows(c: string) {
+  async function storedRows(collectionId: string) {
     const rows = new Map<string, number>();
     const factors: (number | undefined)[] = [];
-    for (const ref of (await manifest(c)).segments) {
-      const r = readSegment((await server.runtime.store.get(ref.key))!, ref.key, await server.runtime.codecs.get('default', c, ref.codecVersion));
+    for (const ref of (await manifest(collectionId)).segments) {
+      const r = readSegment((await server.runtime.store.get(ref.key))!, ref.key, await server.runtime.codecs.get('default', collectionId, ref.codecVersion));
       factors.push(r.codec.poolFactor);
       r.docIds.forEach((id, i) => rows.set(id, r.tokenOffsets[i + 1] - r.tokenOffsets[i]));
     }
     return { rows, factors };
   }
 
-  async function rerank(c: string) {
+  async function rerank(collectionId: string) {
     const r = await api('POST', '/v1/rerank?wait=60', {
-      collection: c, topK: docs.length, scorer: { name: 'maxsim' },
+      collection: collectionId, topK: docs.length, scorer: { name: 'maxsim' },
       queries: queries.map((q) => ({ id: q.id, text: q.text, candidates: docs.map((d) => d.id) })),
     });
     expect(r.body.status, JSON.stringify(r.body)).toBe('completed');
     return r.body.result.results as { hits: { id: string; score: number }[]; missing: string[] }[];
   }
 
-  async function bm25(c: string) {
-    const r = await api('POST', '/v1/search?wait=60', { collection: c, mode: 'bm25', topK: 20, queries: queries.map((q) => ({ id: q.id, text: q.text })) });
+  async function bm25(collectionId: string) {
+    const r = await api('POST', '/v1/search?wait=60', { collection: collectionId, mode: 'bm25', topK: 20, queries: queries.map((q) => ({ id: q.id, text: q.text })) });
     expect(r.body.status, JSON.stringify(r.body)).toBe('completed');
     return (r.body.result.results as { hits: { id: string; score: number }[] }[]).map((x) => x.hits.map((h) => [h.id, h.score.toFixed(6)]));
   }

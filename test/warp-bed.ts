@@ -30,13 +30,13 @@ export function warpBed(server: () => Server) {
   const items = docs.map((d, i) => ({ id: d.id, text: d.text, metadata: { year: yearOf(i) } }));
   const queries = cran.queries.slice(0, 10).map((q) => ({ id: q.id, text: q.text }));
   const api = (method: string, url: string, body?: unknown) => http(server().url, method, url, body);
-  const ingest = async (c: string, batch: { id: string; text: string }[]) => {
-    const ing = await api('POST', `/v1/collections/${c}/documents`, batch);
+  const ingest = async (collectionId: string, batch: { id: string; text: string }[]) => {
+    const ing = await api('POST', `/v1/collections/${collectionId}/documents`, batch);
     expect(ing.status, JSON.stringify(ing.body)).toBe(202);
     await until(async () => (await api('GET', ing.body.status)).body.state === 'done', 180_000);
   };
-  const search = async (c: string, body: Record<string, unknown>): Promise<WarpSpecResult> => {
-    const r = await api('POST', '/v1/search?wait=240', { collection: c, queries, ...body });
+  const search = async (collectionId: string, body: Record<string, unknown>): Promise<WarpSpecResult> => {
+    const r = await api('POST', '/v1/search?wait=240', { collection: collectionId, queries, ...body });
     expect(r.status, JSON.stringify(r.body)).toBe(200);
     expect(r.body.status, JSON.stringify(r.body)).toBe('completed');
     return r.body.result as WarpSpecResult;

@@ -19,7 +19,7 @@ describe('WARP search layouts (real Redis, real S3 server, real ONNX model)', ()
   // A merge that refits waits up to 300 s (RERANK_MAX_WAIT_SECONDS bounds `wait`): k-means and assignment on a loaded 2-core machine.
   const config = testConfig({ ENCODE_BATCH_DOCUMENTS: '100', MERGE_FACTOR: '3', KEEP_GENERATIONS: '1', GC_GRACE_SECONDS: '0', RERANK_MAX_WAIT_SECONDS: '300' });
   const { docs, yearOf, items, queries, api, ingest, search, overlap } = warpBed(() => server);
-  const manifest = (c: string) => server.runtime.generations.manifest('default', c) as Promise<CollectionManifest>;
+  const manifest = (collectionId: string) => server.runtime.generations.manifest('default', collectionId) as Promise<CollectionManifest>;
 
   beforeAll(async () => {
     server = await startServer(config, { quiet: true });

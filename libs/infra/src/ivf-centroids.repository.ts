@@ -52,8 +52,8 @@ export class IvfCentroidRepository {
 
   constructor(private readonly store: Pick<ObjectStore, 'get' | 'putIfAbsent'>) {}
 
-  get(t: string, c: string, v: number, epoch = 0): Promise<IvfCentroids | null> {
-    const key = s3Keys.ivfCentroids(t, c, v, epoch);
+  get(tenantId: string, collectionId: string, v: number, epoch = 0): Promise<IvfCentroids | null> {
+    const key = s3Keys.ivfCentroids(tenantId, collectionId, v, epoch);
     let p = this.cache.get(key);
     if (!p) {
       p = this.store.get(key).then((b) => (b ? deserializeIvfCentroids(b, key) : null));
@@ -65,20 +65,20 @@ export class IvfCentroidRepository {
   }
 
   /** The version's centroids, fitted by `fit()` and written when none exist yet. */
-  async ensure(t: string, c: string, v: number, fit: () => IvfCentroids | Promise<IvfCentroids>, epoch = 0): Promise<IvfCentroids> {
-    const existing = await this.get(t, c, v, epoch);
+  async ensure(tenantId: string, collectionId: string, v: number, fit: () => IvfCentroids | Promise<IvfCentroids>, epoch = 0): Promise<IvfCentroids> {
+    const existing = await this.get(tenantId, collectionId, v, epoch);
     if (existing) return existing;
-    const key = s3Keys.ivfCentroids(t, c, v, epoch);
+    const key = s3Keys.ivfCentroids(tenantId, collectionId, v, epoch);
     await this.store.putIfAbsent(key, serializeIvfCentroids(await fit()));
     this.cache.delete(key);
-    const stored = await this.get(t, c, v, epoch);
+    const stored = await this.get(tenantId, collectionId, v, epoch);
     if (!stored) throw new Error(`IVF centroids ${key} were written but cannot be read back`);
     return stored;
   }
 
   /** Forgets cached centroids of a collection (after a delete). */
-  forget(t: string, c: string): void {
-    const prefix = s3Keys.collectionPrefix(t, c);
+  forget(tenantId: string, collectionId: string): void {
+    const prefix = s3Keys.collectionPrefix(tenantId, collectionId);
     for (const k of [...this.cache.keys()]) if (k.startsWith(prefix)) this.cache.delete(k);
   }
 }

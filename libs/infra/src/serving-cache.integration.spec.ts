@@ -32,7 +32,7 @@ function processView() {
   const redis = new Redis(redisServer.url);
   stores.push(store);
   clients.push(redis);
-  const bump = (t: string, c: string) => ServingCache.bump(redis, PREFIX, t, c);
+  const bump = (tenantId: string, collectionId: string) => ServingCache.bump(redis, PREFIX, tenantId, collectionId);
   const collections = new CollectionRepository(store, bump);
   const generations = new GenerationRepository(store, { onCommit: bump, backoffMs: 5 });
   // Counts S3 reads of the record and manifest, to tell cached reads from S3 reads.
@@ -40,8 +40,8 @@ function processView() {
   const serving = new ServingCache(
     redis,
     PREFIX,
-    { get: (t, c) => (loads.collection++, collections.get(t, c)) },
-    { manifest: (t, c) => (loads.manifest++, generations.manifest(t, c)) },
+    { get: (tenantId, collectionId) => (loads.collection++, collections.get(tenantId, collectionId)) },
+    { manifest: (tenantId, collectionId) => (loads.manifest++, generations.manifest(tenantId, collectionId)) },
   );
   return { store, redis, collections, generations, serving, loads };
 }

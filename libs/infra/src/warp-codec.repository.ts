@@ -56,8 +56,8 @@ export class WarpCodecRepository {
 
   constructor(private readonly store: Pick<ObjectStore, 'get' | 'putIfAbsent'>) {}
 
-  get(t: string, c: string, v: number, epoch = 0): Promise<WarpCodec | null> {
-    const key = s3Keys.warpCodec(t, c, v, epoch);
+  get(tenantId: string, collectionId: string, v: number, epoch = 0): Promise<WarpCodec | null> {
+    const key = s3Keys.warpCodec(tenantId, collectionId, v, epoch);
     let p = this.cache.get(key);
     if (!p) {
       p = this.store.get(key).then((b) => (b ? deserializeWarpCodec(b, key) : null));
@@ -69,20 +69,20 @@ export class WarpCodecRepository {
   }
 
   /** The version's codec, fitted by `fit()` and written when none exists yet. */
-  async ensure(t: string, c: string, v: number, fit: () => WarpCodec | Promise<WarpCodec>, epoch = 0): Promise<WarpCodec> {
-    const existing = await this.get(t, c, v, epoch);
+  async ensure(tenantId: string, collectionId: string, v: number, fit: () => WarpCodec | Promise<WarpCodec>, epoch = 0): Promise<WarpCodec> {
+    const existing = await this.get(tenantId, collectionId, v, epoch);
     if (existing) return existing;
-    const key = s3Keys.warpCodec(t, c, v, epoch);
+    const key = s3Keys.warpCodec(tenantId, collectionId, v, epoch);
     await this.store.putIfAbsent(key, serializeWarpCodec(await fit()));
     this.cache.delete(key);
-    const stored = await this.get(t, c, v, epoch);
+    const stored = await this.get(tenantId, collectionId, v, epoch);
     if (!stored) throw new Error(`WARP codec ${key} was written but cannot be read back`);
     return stored;
   }
 
   /** Forgets cached codecs of a collection (after a delete). */
-  forget(t: string, c: string): void {
-    const prefix = s3Keys.collectionPrefix(t, c);
+  forget(tenantId: string, collectionId: string): void {
+    const prefix = s3Keys.collectionPrefix(tenantId, collectionId);
     for (const k of [...this.cache.keys()]) if (k.startsWith(prefix)) this.cache.delete(k);
   }
 }

@@ -21,12 +21,12 @@ export class Bm25StatsCache {
     private readonly now: () => number = Date.now,
   ) {}
 
-  async get(t: string, c: string, generation: number): Promise<Bm25Stats | null> {
-    const id = `${t}/${c}`;
+  async get(tenantId: string, collectionId: string, generation: number): Promise<Bm25Stats | null> {
+    const id = `${tenantId}/${collectionId}`;
     const h = this.held.get(id);
     if (h && h.generation === generation && (h.stats || this.now() - h.at < BM25_STATS_RETRY_MS)) return h.stats;
     // An older generation than the one held (a search that read its manifest earlier): read, not kept.
-    const key = s3Keys.bm25Stats(t, c, generation);
+    const key = s3Keys.bm25Stats(tenantId, collectionId, generation);
     const bytes = await this.store.get(key);
     let stats: Bm25Stats | null = null;
     if (bytes) {

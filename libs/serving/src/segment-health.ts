@@ -45,8 +45,8 @@ export class DegradedSegmentsRecorder implements SegmentHealthListener {
     await Promise.all(this.chains.values());
   }
 
-  private update(t: string, c: string, change: (segments: DegradedRecord['segments']) => DegradedRecord['segments']): void {
-    const key = degradedRecordKey(t, c);
+  private update(tenantId: string, collectionId: string, change: (segments: DegradedRecord['segments']) => DegradedRecord['segments']): void {
+    const key = degradedRecordKey(tenantId, collectionId);
     const next = (this.chains.get(key) ?? Promise.resolve()).then(async () => {
       const rec = await this.store.getJson<DegradedRecord>(key);
       const segments = change(rec?.segments ?? []);
@@ -54,7 +54,7 @@ export class DegradedSegmentsRecorder implements SegmentHealthListener {
         if (rec) await this.store.delete(key);
         return;
       }
-      await this.store.putJson(key, { tenantId: t, collectionId: c, updatedAt: new Date().toISOString(), segments } satisfies DegradedRecord);
+      await this.store.putJson(key, { tenantId, collectionId, updatedAt: new Date().toISOString(), segments } satisfies DegradedRecord);
     });
     const settled = next.catch((err: Error) => this.logger.warn(`degraded record ${key} not updated: ${err.message}`));
     this.chains.set(key, settled);

@@ -11,45 +11,45 @@ const chunkName = (n: number) => String(n).padStart(6, '0');
 /** S3 keys of text candidates, the text cache and batch files (every key carries the tenant). */
 export const textKeys = {
   /** Distinct candidate texts of a re-rank request, for its encode-texts job (JSON array). */
-  rerankTexts: (t: string, job: string) => `tenants/${id('tenant id', t)}/rerank/${id('job id', job)}/texts.json`,
+  rerankTexts: (tenantId: string, rerankJobId: string) => `tenants/${id('tenant id', tenantId)}/rerank/${id('job id', rerankJobId)}/texts.json`,
   /**
    * An encoded candidate text, one segment of one document, under the tenant's text cache (a
    * top-level prefix per tenant, so the expiry cleanup lists nothing else): model, model version (a hash of its
    * files), token cap, codec (`fp16`, or `<collection>.v<codecVersion>` for a codec with an
    * artifact) and the text's sha256.
    */
-  vectors: (t: string, model: string, modelVersion: string, maxTokens: number, codecTag: string, sha256: string) => {
+  vectors: (tenantId: string, model: string, modelVersion: string, maxTokens: number, codecTag: string, sha256: string) => {
     if (!hex64.test(sha256)) throw new Error('text hash must be a sha256 in hex');
-    return `text-cache/${id('tenant id', t)}/${id('model', model)}/${id('model version', modelVersion)}/t${maxTokens}/${id('codec tag', codecTag)}/${sha256.slice(0, 2)}/${sha256}.seg`;
+    return `text-cache/${id('tenant id', tenantId)}/${id('model', model)}/${id('model version', modelVersion)}/t${maxTokens}/${id('codec tag', codecTag)}/${sha256.slice(0, 2)}/${sha256}.seg`;
   },
-  cachePrefix: (t: string) => `text-cache/${id('tenant id', t)}/`,
+  cachePrefix: (tenantId: string) => `text-cache/${id('tenant id', tenantId)}/`,
   /** Every tenant's text cache under one prefix, so the expiry cleanup lists the cache only. */
   cacheRoot: 'text-cache/',
 };
 
 export const batchKeys = {
   /** A batch's record: state, options, counts, chunks (written by the API, the plan and the finalize steps). */
-  record: (t: string, b: string) => `tenants/${id('tenant id', t)}/batches/${id('batch id', b)}/batch.json`,
-  prefix: (t: string) => `tenants/${id('tenant id', t)}/batches/`,
-  input: (t: string, b: string) => `tenants/${id('tenant id', t)}/batches/${id('batch id', b)}/input.jsonl`,
+  record: (tenantId: string, rerankBatchId: string) => `tenants/${id('tenant id', tenantId)}/batches/${id('batch id', rerankBatchId)}/batch.json`,
+  prefix: (tenantId: string) => `tenants/${id('tenant id', tenantId)}/batches/`,
+  input: (tenantId: string, rerankBatchId: string) => `tenants/${id('tenant id', tenantId)}/batches/${id('batch id', rerankBatchId)}/input.jsonl`,
   /** One chunk's rows as the plan validated them (JSONL: `{ line, custom_id, row }` or `{ line, custom_id, error }`). */
-  chunk: (t: string, b: string, n: number) => `tenants/${id('tenant id', t)}/batches/${id('batch id', b)}/chunks/${chunkName(n)}.jsonl`,
-  chunkTexts: (t: string, b: string, n: number) => `tenants/${id('tenant id', t)}/batches/${id('batch id', b)}/chunks/${chunkName(n)}.texts.json`,
-  chunkResult: (t: string, b: string, n: number) => `tenants/${id('tenant id', t)}/batches/${id('batch id', b)}/chunks/${chunkName(n)}.result.jsonl`,
-  chunksPrefix: (t: string, b: string) => `tenants/${id('tenant id', t)}/batches/${id('batch id', b)}/chunks/`,
-  result: (t: string, b: string) => `tenants/${id('tenant id', t)}/batches/${id('batch id', b)}/results.jsonl`,
+  chunk: (tenantId: string, rerankBatchId: string, n: number) => `tenants/${id('tenant id', tenantId)}/batches/${id('batch id', rerankBatchId)}/chunks/${chunkName(n)}.jsonl`,
+  chunkTexts: (tenantId: string, rerankBatchId: string, n: number) => `tenants/${id('tenant id', tenantId)}/batches/${id('batch id', rerankBatchId)}/chunks/${chunkName(n)}.texts.json`,
+  chunkResult: (tenantId: string, rerankBatchId: string, n: number) => `tenants/${id('tenant id', tenantId)}/batches/${id('batch id', rerankBatchId)}/chunks/${chunkName(n)}.result.jsonl`,
+  chunksPrefix: (tenantId: string, rerankBatchId: string) => `tenants/${id('tenant id', tenantId)}/batches/${id('batch id', rerankBatchId)}/chunks/`,
+  result: (tenantId: string, rerankBatchId: string) => `tenants/${id('tenant id', tenantId)}/batches/${id('batch id', rerankBatchId)}/results.jsonl`,
   /** A caller's upload (`PUT /v1/uploads/{name}`): the only objects a batch may name as its input. */
-  upload: (t: string, name: string) => `tenants/${id('tenant id', t)}/uploads/${id('upload name', name)}`,
-  uploadsPrefix: (t: string) => `tenants/${id('tenant id', t)}/uploads/`,
+  upload: (tenantId: string, name: string) => `tenants/${id('tenant id', tenantId)}/uploads/${id('upload name', name)}`,
+  uploadsPrefix: (tenantId: string) => `tenants/${id('tenant id', tenantId)}/uploads/`,
 };
 
 /** BullMQ job ids ('~' never appears in resource ids). */
 export const textJobIds = {
-  rerankTexts: (t: string, rr: string) => `${id('tenant id', t)}~encode-texts~${id('job id', rr)}`,
-  batchChunkTexts: (t: string, b: string, n: number) => `${id('tenant id', t)}~encode-texts~${id('batch id', b)}~${n}`,
-  batchPlan: (t: string, b: string) => `${id('tenant id', t)}~batch~${id('batch id', b)}~plan`,
-  batchChunk: (t: string, b: string, n: number) => `${id('tenant id', t)}~batch~${id('batch id', b)}~chunk~${n}`,
-  batchFinalize: (t: string, b: string) => `${id('tenant id', t)}~batch~${id('batch id', b)}~finalize`,
+  rerankTexts: (tenantId: string, rerankJobId: string) => `${id('tenant id', tenantId)}~encode-texts~${id('job id', rerankJobId)}`,
+  batchChunkTexts: (tenantId: string, rerankBatchId: string, n: number) => `${id('tenant id', tenantId)}~encode-texts~${id('batch id', rerankBatchId)}~${n}`,
+  batchPlan: (tenantId: string, rerankBatchId: string) => `${id('tenant id', tenantId)}~batch~${id('batch id', rerankBatchId)}~plan`,
+  batchChunk: (tenantId: string, rerankBatchId: string, n: number) => `${id('tenant id', tenantId)}~batch~${id('batch id', rerankBatchId)}~chunk~${n}`,
+  batchFinalize: (tenantId: string, rerankBatchId: string) => `${id('tenant id', tenantId)}~batch~${id('batch id', rerankBatchId)}~finalize`,
 };
 
 /**

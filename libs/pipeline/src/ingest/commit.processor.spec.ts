@@ -83,13 +83,13 @@ type Change = (segments: SegmentRef[], current: CollectionManifest | null) => Ge
  */
 function fakeCommit(current: CollectionManifest | null) {
   const changes: (GenerationChange | null)[] = [];
-  const commit = vi.fn(async (t: string, c: string, change: Change): Promise<CommitResult> => {
+  const commit = vi.fn(async (tenantId: string, collectionId: string, change: Change): Promise<CommitResult> => {
     const next = await change([...(current?.segments ?? [])], current);
     changes.push(next);
     if (next === null) return { manifest: current!, committed: false };
     const manifest: CollectionManifest = {
-      tenantId: t,
-      collectionId: c,
+      tenantId,
+      collectionId,
       generation: (current?.generation ?? 0) + 1,
       codecVersion: next.codecVersion,
       committedAt: '2024-01-03T00:00:00.000Z',

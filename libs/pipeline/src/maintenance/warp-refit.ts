@@ -118,8 +118,8 @@ async function refitCentroids(assigner: OnnxNearestCentroid, x: Float32Array, n:
 
 /** Fits epoch `epoch`'s k centroids and residual codec on a seeded sample of every segment's tokens (read one segment at a time). */
 async function fitEpoch(deps: WarpRefitDeps, collection: Collection, refs: readonly SegmentRef[], k: number, epoch: number, bits: 2 | 4): Promise<void> {
-  const t = collection.tenantId;
-  const c = collection.id;
+  const tenantId = collection.tenantId;
+  const collectionId = collection.id;
   const cv = collection.codecVersion;
   const assigner = await deps.assigner();
   const total = refs.reduce((a, r) => a + r.tokens, 0);
@@ -151,12 +151,12 @@ async function fitEpoch(deps: WarpRefitDeps, collection: Collection, refs: reado
     }
     base = end;
   }
-  if (got < k) throw new Error(`WARP refit of ${c}: ${got} tokens sampled for ${k} centroids`);
+  if (got < k) throw new Error(`WARP refit of ${collectionId}: ${got} tokens sampled for ${k} centroids`);
   const x = normalizeRows(sample.subarray(0, got * d), got, d);
-  await deps.ivf.ensure(t, c, cv, async () => ({ k, dims: d, centroids: await refitCentroids(assigner, x, got, d, k) }), epoch);
-  const ivf = (await deps.ivf.get(t, c, cv, epoch))!;
+  await deps.ivf.ensure(tenantId, collectionId, cv, async () => ({ k, dims: d, centroids: await refitCentroids(assigner, x, got, d, k) }), epoch);
+  const ivf = (await deps.ivf.get(tenantId, collectionId, cv, epoch))!;
   await deps.warpCodecs!.ensure(
-    t, c, cv,
+    tenantId, collectionId, cv,
     async () => {
       // The codec on the residuals of (up to WARP_CODEC_SAMPLE of) the same sample against the new centroids.
       const m = Math.min(got, WARP_CODEC_SAMPLE);
@@ -178,13 +178,13 @@ async function fitEpoch(deps: WarpRefitDeps, collection: Collection, refs: reado
 export async function warpMaintain(deps: WarpRefitDeps, collection: Collection, manifest: CollectionManifest): Promise<WarpMaintenance | null> {
   const warp = warpLayoutOf(collection);
   if (!warp || !deps.warpCodecs) return null;
-  const t = collection.tenantId;
-  const c = collection.id;
+  const tenantId = collection.tenantId;
+  const collectionId = collection.id;
   const cv = collection.codecVersion;
   const refs = manifest.segments.filter((s) => s.codecVersion === cv);
   if (refs.length === 0) return null;
   let epoch = warpEpochOf(refs);
-  const current = await deps.ivf.get(t, c, cv, epoch);
+  const current = await deps.ivf.get(tenantId, collectionId, cv, epoch);
   if (!current) return null;
   // PLAID's rule on the live tokens: deleted documents' tokens (tombstones) do not count.
   const tokens = refs.reduce((a, r) => a + liveTokens(r), 0);
@@ -195,7 +195,7 @@ export async function warpMaintain(deps: WarpRefitDeps, collection: Collection, 
     epoch++;
     await fitEpoch(deps, collection, refs, k, epoch, warp.bits);
     refitted = true;
-    deps.logger.info(`WARP refit of ${c}: ${tokens} tokens, ${current.k} -> ${k} centroids (epoch ${epoch}) in ${((performance.now() - t0) / 1000).toFixed(1)} s`);
+    deps.logger.info(`WARP refit of ${collectionId}: ${tokens} tokens, ${current.k} -> ${k} centroids (epoch ${epoch}) in ${((performance.now() - t0) / 1000).toFixed(1)} s`);
   }
   const stale = refs.filter((r) => (r.warpEpoch ?? 0) !== epoch);
   if (stale.length === 0) return refitted ? { epoch, centroids: k!, refitted, rebuilt: 0, generation: 0 } : null;
@@ -204,10 +204,10 @@ export async function warpMaintain(deps: WarpRefitDeps, collection: Collection, 
   for (const ref of stale) {
     const seg = await decoded(deps, collection, ref);
     if (!seg) continue;
-    await deps.store.put(s3Keys.searchLayout(t, c, ref.batchId, cv, epoch), await warpLayoutObject(deps, collection, seg, cv, epoch));
+    await deps.store.put(s3Keys.searchLayout(tenantId, collectionId, ref.batchId, cv, epoch), await warpLayoutObject(deps, collection, seg, cv, epoch));
     rebuilt.set(ref.key, ref);
   }
-  const result = await deps.generations.commit(t, c, (segments, now) => {
+  const result = await deps.generations.commit(tenantId, collectionId, (segments, now) => {
     let changed = false;
     const next = segments.map((s) => {
       const r = rebuilt.get(s.key);
@@ -219,10 +219,10 @@ export async function warpMaintain(deps: WarpRefitDeps, collection: Collection, 
   });
   if (result.committed) {
     // The replaced layouts, removed once no kept generation lists their epoch (gc.ts).
-    const record: GarbageRecord = { generation: result.manifest.generation, committedAt: result.manifest.committedAt, objects: [...rebuilt.values()].map((r) => s3Keys.searchLayout(t, c, r.batchId, r.codecVersion, r.warpEpoch ?? 0)) };
-    await deps.store.put(gcKeys.record(t, c, record.generation), JSON.stringify(record), 'application/json');
+    const record: GarbageRecord = { generation: result.manifest.generation, committedAt: result.manifest.committedAt, objects: [...rebuilt.values()].map((r) => s3Keys.searchLayout(tenantId, collectionId, r.batchId, r.codecVersion, r.warpEpoch ?? 0)) };
+    await deps.store.put(gcKeys.record(tenantId, collectionId, record.generation), JSON.stringify(record), 'application/json');
   }
-  const centroids = (await deps.ivf.get(t, c, cv, epoch))!.k;
-  deps.logger.info(`WARP layouts of ${c}: ${rebuilt.size} segments rebuilt at epoch ${epoch} (${centroids} centroids) in ${((performance.now() - t0) / 1000).toFixed(1)} s${result.committed ? `: generation ${result.manifest.generation}` : ''}`);
+  const centroids = (await deps.ivf.get(tenantId, collectionId, cv, epoch))!.k;
+  deps.logger.info(`WARP layouts of ${collectionId}: ${rebuilt.size} segments rebuilt at epoch ${epoch} (${centroids} centroids) in ${((performance.now() - t0) / 1000).toFixed(1)} s${result.committed ? `: generation ${result.manifest.generation}` : ''}`);
   return { epoch, centroids, refitted, rebuilt: rebuilt.size, generation: result.committed ? result.manifest.generation : 0 };
 }
