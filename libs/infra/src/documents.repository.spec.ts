@@ -1,5 +1,5 @@
 import { describe, expect, it, vi } from 'vitest';
-import { batchInfoKey, s3Keys, toNdjson, type BatchDocumentInfo, type CollectionManifest, type IngestDocument, type SegmentRef } from '@lateral/shared';
+import { batchInfoKey, s3Keys, toNdjson, type IngestBatchDocumentInfo, type CollectionManifest, type IngestDocument, type SegmentRef } from '@lateral/shared';
 import { DocumentRepository } from './documents.repository';
 import type { ObjectStore } from './object-store';
 
@@ -15,7 +15,7 @@ function memoryStore(objects: Map<string, string>) {
   return { store, getJson };
 }
 
-function batch(objects: Map<string, string>, batchId: string, docs: IngestDocument[], info?: Omit<BatchDocumentInfo, 'batchId'>): SegmentRef {
+function batch(objects: Map<string, string>, batchId: string, docs: IngestDocument[], info?: Omit<IngestBatchDocumentInfo, 'batchId'>): SegmentRef {
   objects.set(s3Keys.batchDocuments(T, C, batchId), toNdjson(docs));
   if (info) objects.set(batchInfoKey(T, C, batchId), JSON.stringify({ batchId, ...info }));
   return { batchId, codecVersion: 1, key: `seg/${batchId}`, documents: info?.documents.length ?? docs.length, tokens: 0, bytes: 0, checksum: '0' };

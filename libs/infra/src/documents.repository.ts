@@ -5,7 +5,7 @@ import {
   passageId,
   s3Keys,
   segmentBatches,
-  type BatchDocumentInfo,
+  type IngestBatchDocumentInfo,
   type CollectionManifest,
   type HitDocumentFields,
   type HitField,
@@ -40,8 +40,8 @@ class Lru<K, V> {
 }
 
 /** A batch's stored documents by id (info.json, or derived from documents.ndjson for batches encoded before it). */
-interface BatchEntries {
-  info: BatchDocumentInfo;
+interface IngestBatchEntries {
+  info: IngestBatchDocumentInfo;
   byId: Map<string, StoredDocumentInfo>;
   /** false: the batch predates info.json, tokens and truncation are unknown. */
   recorded: boolean;
@@ -88,7 +88,7 @@ async function mapLimit<T, R>(items: T[], limit: number, fn: (x: T) => Promise<R
  * scoring). Everything read is immutable (batches, generations), so it is cached per process.
  */
 export class DocumentRepository {
-  private readonly batches = new Lru<string, Promise<BatchEntries>>(512);
+  private readonly batches = new Lru<string, Promise<IngestBatchEntries>>(512);
   private readonly sources = new Lru<string, Promise<IngestDocument[]>>(32);
   private readonly generations = new Lru<string, Promise<GenerationIndex>>(4);
   private readonly records = new Lru<string, IngestionRecord>(4096);
@@ -96,29 +96,29 @@ export class DocumentRepository {
   constructor(private readonly store: Pick<ObjectStore, 'get' | 'getJson' | 'list'>) {}
 
   /** info.json of a batch, or null while its encode job has not written it (for ingestion status). */
-  async encodedInfo(tenantId: string, collectionId: string, batchId: string): Promise<BatchDocumentInfo | null> {
-    const key = `${tenantId}/${collectionId}/${batchId}`;
+  async encodedInfo(tenantId: string, collectionId: string, ingestBatchId: string): Promise<IngestBatchDocumentInfo | null> {
+    const key = `${tenantId}/${collectionId}/${ingestBatchId}`;
     const cached = this.batches.get(key);
     if (cached) {
       const b = await cached;
       return b.recorded ? b.info : null;
     }
-    const info = await this.store.getJson<BatchDocumentInfo>(batchInfoKey(tenantId, collectionId, batchId));
+    const info = await this.store.getJson<IngestBatchDocumentInfo>(batchInfoKey(tenantId, collectionId, ingestBatchId));
     if (info) this.batches.set(key, Promise.resolve(entries(info, true)));
     return info;
   }
 
   /** The stored documents of a committed batch. */
-  private batch(tenantId: string, collectionId: string, batchId: string): Promise<BatchEntries> {
-    const key = `${tenantId}/${collectionId}/${batchId}`;
+  private batch(tenantId: string, collectionId: string, ingestBatchId: string): Promise<IngestBatchEntries> {
+    const key = `${tenantId}/${collectionId}/${ingestBatchId}`;
     let p = this.batches.get(key);
     if (!p) {
       p = (async () => {
-        const info = await this.store.getJson<BatchDocumentInfo>(batchInfoKey(tenantId, collectionId, batchId));
+        const info = await this.store.getJson<IngestBatchDocumentInfo>(batchInfoKey(tenantId, collectionId, ingestBatchId));
         if (info) return entries(info, true);
         // Encoded before info.json existed: every document stored whole, tokens unknown.
-        const docs = await this.source(tenantId, collectionId, batchId);
-        return entries({ batchId, documents: docs.map((d, line) => ({ id: d.id, line, tokens: -1, truncated: false })) }, false);
+        const docs = await this.source(tenantId, collectionId, ingestBatchId);
+        return entries({ batchId: ingestBatchId, documents: docs.map((d, line) => ({ id: d.id, line, tokens: -1, truncated: false })) }, false);
       })();
       p.catch(() => this.batches.delete(key));
       this.batches.set(key, p);
@@ -126,14 +126,14 @@ export class DocumentRepository {
     return p;
   }
 
-  private source(tenantId: string, collectionId: string, batchId: string): Promise<IngestDocument[]> {
-    const key = `${tenantId}/${collectionId}/${batchId}`;
+  private source(tenantId: string, collectionId: string, ingestBatchId: string): Promise<IngestDocument[]> {
+    const key = `${tenantId}/${collectionId}/${ingestBatchId}`;
     let p = this.sources.get(key);
     if (!p) {
       p = (async () => {
-        const docsKey = s3Keys.batchDocuments(tenantId, collectionId, batchId);
+        const docsKey = s3Keys.batchDocuments(tenantId, collectionId, ingestBatchId);
         const bytes = await this.store.get(docsKey);
-        if (!bytes) throw new Error(`the accepted documents of committed batch ${batchId} are missing from S3 (${docsKey})`);
+        if (!bytes) throw new Error(`the accepted documents of committed batch ${ingestBatchId} are missing from S3 (${docsKey})`);
         return fromNdjson(bytes);
       })();
       p.catch(() => this.sources.delete(key));
@@ -306,6 +306,6 @@ export class DocumentRepository {
   }
 }
 
-function entries(info: BatchDocumentInfo, recorded: boolean): BatchEntries {
+function entries(info: IngestBatchDocumentInfo, recorded: boolean): IngestBatchEntries {
   return { info, byId: new Map(info.documents.map((d) => [d.id, d])), recorded };
 }

@@ -1,11 +1,11 @@
-import { s3Keys, segmentBatches, type BatchFailure, type CollectionManifest, type IngestionRecord, type StageCounts } from '@lateral/shared';
+import { s3Keys, segmentBatches, type IngestBatchFailure, type CollectionManifest, type IngestionRecord, type StageCounts } from '@lateral/shared';
 import type { ObjectStore } from './object-store';
 
 export interface IngestionState {
   record: IngestionRecord;
   state: 'processing' | 'done' | 'failed';
   stages: StageCounts;
-  failures: BatchFailure[];
+  failures: IngestBatchFailure[];
 }
 
 const batchOf = (key: string) => key.slice(key.lastIndexOf('/') + 1).replace(/\.(seg|json)$/, '');
@@ -44,7 +44,7 @@ export class IngestionRepository {
   }
 
   /** Records that a batch failed for good (idempotent: one object per batch). */
-  async recordFailure(tenantId: string, id: string, failure: BatchFailure): Promise<void> {
+  async recordFailure(tenantId: string, id: string, failure: IngestBatchFailure): Promise<void> {
     await this.store.putJson(s3Keys.batchFailure(tenantId, id, failure.batchId), failure);
   }
 
@@ -93,7 +93,7 @@ export class IngestionRepository {
 
   private stateOf(record: IngestionRecord, done: FinishedBatches): IngestionState {
     const stages: StageCounts = { accepted: record.documents, encoded: 0, compressed: 0, indexed: 0, failed: 0 };
-    const failures: BatchFailure[] = [];
+    const failures: IngestBatchFailure[] = [];
     for (const b of record.batches) {
       // A committed batch went through every stage, also once a merge and its clean-up removed its
       // own raw vectors and segment.
@@ -118,8 +118,8 @@ export class IngestionRepository {
       this.store.list(s3Keys.failurePrefix(tenantId, id) + batchPrefix),
       ...codecVersions.map((v) => this.store.list(s3Keys.segmentPrefix(tenantId, id, v) + batchPrefix)),
     ]);
-    const failed = new Map<string, BatchFailure>();
-    const records = await Promise.all(failures.map((f) => this.store.getJson<BatchFailure>(f.key)));
+    const failed = new Map<string, IngestBatchFailure>();
+    const records = await Promise.all(failures.map((f) => this.store.getJson<IngestBatchFailure>(f.key)));
     for (const f of records) if (f) failed.set(f.batchId, f);
     return {
       encoded: new Set(raw.map((k) => batchOf(k.key))),
@@ -134,5 +134,5 @@ interface FinishedBatches {
   encoded: Set<string>;
   compressed: Set<string>;
   indexed: Set<string>;
-  failed: Map<string, BatchFailure>;
+  failed: Map<string, IngestBatchFailure>;
 }

@@ -120,6 +120,11 @@ export interface CollectionManifest {
 }
 
 export interface SegmentRef {
+  /**
+   * The ingest batch that wrote the segment (`ingestBatchId` in code; a merge's output: `merge-...`).
+   * Stored under this name in every manifest: `batchId` alone always means an ingest batch (a batch
+   * re-rank file is a `rerankBatchId`), so the stored name stays and old manifests load unchanged.
+   */
   batchId: string;
   /** Codec version the segment was written with (its codec artifact). */
   codecVersion: number;
@@ -179,11 +184,13 @@ export interface IngestionRecord {
   ingestionId: string;
   createdAt: string;
   documents: number;
+  /** `batchId`: the ingest batch's id (stored name; `ingestBatchId` in code). */
   batches: { batchId: string; documents: number }[];
 }
 
 /** Why a batch stopped for good (recorded in S3 by the worker's final-failure hook). */
-export interface BatchFailure {
+export interface IngestBatchFailure {
+  /** The ingest batch's id (stored and answered as `failures[].batchId`). */
   batchId: string;
   ingestionId: string | null;
   queue: string;

@@ -45,13 +45,14 @@ export interface StoredDocumentInfo {
 }
 
 /** Written by the encode job before the batch's raw vectors: what each stored document became. */
-export interface BatchDocumentInfo {
+export interface IngestBatchDocumentInfo {
+  /** The ingest batch's id (stored name). */
   batchId: string;
   documents: StoredDocumentInfo[];
 }
 
 /** Key of a batch's document info, beside its documents.ndjson. */
-export const batchInfoKey = (tenantId: string, collectionId: string, batch: string) => s3Keys.batchDocuments(tenantId, collectionId, batch).replace(/documents\.ndjson$/, 'info.json');
+export const batchInfoKey = (tenantId: string, collectionId: string, ingestBatchId: string) => s3Keys.batchDocuments(tenantId, collectionId, ingestBatchId).replace(/documents\.ndjson$/, 'info.json');
 
 /** Passage ids are `parent#n`; in a collection with passages '#' is reserved in document ids. */
 export const PASSAGE_SEPARATOR = '#';

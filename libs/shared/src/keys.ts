@@ -19,12 +19,12 @@ export const s3Keys = {
   collectionPrefix: (tenantId: string, collectionId: string) => `tenants/${safe('tenant id', tenantId)}/collections/${safe('collection id', collectionId)}/`,
   collection: (tenantId: string, collectionId: string) => `tenants/${safe('tenant id', tenantId)}/collections/${safe('collection id', collectionId)}/collection.json`,
   /** Accepted documents of one ingest batch, NDJSON, written before the API answers. */
-  batchDocuments: (tenantId: string, collectionId: string, batch: string) => `tenants/${safe('tenant id', tenantId)}/collections/${safe('collection id', collectionId)}/batches/${safe('batch id', batch)}/documents.ndjson`,
+  batchDocuments: (tenantId: string, collectionId: string, ingestBatchId: string) => `tenants/${safe('tenant id', tenantId)}/collections/${safe('collection id', collectionId)}/batches/${safe('batch id', ingestBatchId)}/documents.ndjson`,
   /** Raw fp16 token vectors + token ids of one batch (a segment with the fp16 codec). */
-  rawVectors: (tenantId: string, collectionId: string, batch: string) => `tenants/${safe('tenant id', tenantId)}/collections/${safe('collection id', collectionId)}/raw/${safe('batch id', batch)}.seg`,
+  rawVectors: (tenantId: string, collectionId: string, ingestBatchId: string) => `tenants/${safe('tenant id', tenantId)}/collections/${safe('collection id', collectionId)}/raw/${safe('batch id', ingestBatchId)}.seg`,
   /** Compressed, immutable segment of one batch at one codec version. */
-  segment: (tenantId: string, collectionId: string, batch: string, codecVersion: number) =>
-    `tenants/${safe('tenant id', tenantId)}/collections/${safe('collection id', collectionId)}/segments/v${codecVersion}/${safe('batch id', batch)}.seg`,
+  segment: (tenantId: string, collectionId: string, ingestBatchId: string, codecVersion: number) =>
+    `tenants/${safe('tenant id', tenantId)}/collections/${safe('collection id', collectionId)}/segments/v${codecVersion}/${safe('batch id', ingestBatchId)}.seg`,
   codecArtifact: (tenantId: string, collectionId: string, codecVersion: number) => `tenants/${safe('tenant id', tenantId)}/collections/${safe('collection id', collectionId)}/codecs/v${codecVersion}.codec`,
   manifest: (tenantId: string, collectionId: string, generation: number) =>
     `tenants/${safe('tenant id', tenantId)}/collections/${safe('collection id', collectionId)}/manifests/${String(generation).padStart(10, '0')}.json`,
@@ -37,19 +37,19 @@ export const s3Keys = {
   ingestion: (tenantId: string, collectionId: string, ingestion: string) => `tenants/${safe('tenant id', tenantId)}/collections/${safe('collection id', collectionId)}/ingestions/${safe('ingestion id', ingestion)}.json`,
   ingestionPrefix: (tenantId: string, collectionId: string) => `tenants/${safe('tenant id', tenantId)}/collections/${safe('collection id', collectionId)}/ingestions/`,
   /** A batch whose job failed for good (which stage, why). */
-  batchFailure: (tenantId: string, collectionId: string, batch: string) => `tenants/${safe('tenant id', tenantId)}/collections/${safe('collection id', collectionId)}/failures/${safe('batch id', batch)}.json`,
+  batchFailure: (tenantId: string, collectionId: string, ingestBatchId: string) => `tenants/${safe('tenant id', tenantId)}/collections/${safe('collection id', collectionId)}/failures/${safe('batch id', ingestBatchId)}.json`,
   failurePrefix: (tenantId: string, collectionId: string) => `tenants/${safe('tenant id', tenantId)}/collections/${safe('collection id', collectionId)}/failures/`,
   /** A re-compression's written segment (its SegmentRef), until the last one commits them all. */
-  pendingSegment: (tenantId: string, collectionId: string, v: number, batch: string) => `tenants/${safe('tenant id', tenantId)}/collections/${safe('collection id', collectionId)}/pending/v${v}/${safe('batch id', batch)}.json`,
+  pendingSegment: (tenantId: string, collectionId: string, v: number, ingestBatchId: string) => `tenants/${safe('tenant id', tenantId)}/collections/${safe('collection id', collectionId)}/pending/v${v}/${safe('batch id', ingestBatchId)}.json`,
   pendingPrefix: (tenantId: string, collectionId: string, v: number) => `tenants/${safe('tenant id', tenantId)}/collections/${safe('collection id', collectionId)}/pending/v${v}/`,
   /** Search index of one segment (IVF postings, BM25 postings), immutable like the segment. */
-  segmentIndex: (tenantId: string, collectionId: string, batch: string, codecVersion: number) => `tenants/${safe('tenant id', tenantId)}/collections/${safe('collection id', collectionId)}/indexes/v${codecVersion}/${safe('batch id', batch)}.idx`,
+  segmentIndex: (tenantId: string, collectionId: string, ingestBatchId: string, codecVersion: number) => `tenants/${safe('tenant id', tenantId)}/collections/${safe('collection id', collectionId)}/indexes/v${codecVersion}/${safe('batch id', ingestBatchId)}.idx`,
   /**
    * A segment's head (ids, token offsets, where each document's bytes lie: libs/serving's
    * segment-head.ts), written beside its index from a checked read of the segment, so a scorer
    * with an empty disk builds its id tables from heads, not from every segment read whole.
    */
-  segmentHead: (tenantId: string, collectionId: string, batch: string, codecVersion: number) => `tenants/${safe('tenant id', tenantId)}/collections/${safe('collection id', collectionId)}/segment-heads/v${codecVersion}/${safe('batch id', batch)}.head`,
+  segmentHead: (tenantId: string, collectionId: string, ingestBatchId: string, codecVersion: number) => `tenants/${safe('tenant id', tenantId)}/collections/${safe('collection id', collectionId)}/segment-heads/v${codecVersion}/${safe('batch id', ingestBatchId)}.head`,
   /** BM25's statistics of one generation's live documents (N, total length, df per term; libs/search's LB25), written after its commit. */
   bm25Stats: (tenantId: string, collectionId: string, generation: number) => `tenants/${safe('tenant id', tenantId)}/collections/${safe('collection id', collectionId)}/bm25-stats/g${String(generation).padStart(10, '0')}.lb25`,
   bm25StatsPrefix: (tenantId: string, collectionId: string) => `tenants/${safe('tenant id', tenantId)}/collections/${safe('collection id', collectionId)}/bm25-stats/`,
@@ -62,8 +62,8 @@ export const s3Keys = {
   /** WARP's residual codec (bucket cutoffs and weights) of a collection at one codec version, fitted once beside the IVF centroids (conditional write). */
   warpCodec: (tenantId: string, collectionId: string, codecVersion: number, warpEpoch = 0) => `tenants/${safe('tenant id', tenantId)}/collections/${safe('collection id', collectionId)}/ivf/v${codecVersion}${epochPart(warpEpoch)}.warp-codec`,
   /** A segment's centroid-major search layout (collections with `search.layout` 'warp'), immutable like the segment; under `e{n}/` when built with epoch n > 0's centroids. */
-  searchLayout: (tenantId: string, collectionId: string, batch: string, codecVersion: number, warpEpoch = 0) =>
-    `tenants/${safe('tenant id', tenantId)}/collections/${safe('collection id', collectionId)}/search-layouts/v${codecVersion}/${epochPart(warpEpoch).replace('.', '')}${warpEpoch > 0 ? '/' : ''}${safe('batch id', batch)}.warp`,
+  searchLayout: (tenantId: string, collectionId: string, ingestBatchId: string, codecVersion: number, warpEpoch = 0) =>
+    `tenants/${safe('tenant id', tenantId)}/collections/${safe('collection id', collectionId)}/search-layouts/v${codecVersion}/${epochPart(warpEpoch).replace('.', '')}${warpEpoch > 0 ? '/' : ''}${safe('batch id', ingestBatchId)}.warp`,
   searchRequest: (tenantId: string, job: string) => `tenants/${safe('tenant id', tenantId)}/search/${safe('job id', job)}/request.json`,
   searchResult: (tenantId: string, job: string) => `tenants/${safe('tenant id', tenantId)}/search/${safe('job id', job)}/result.json`,
   rerankRequest: (tenantId: string, job: string) => `tenants/${safe('tenant id', tenantId)}/rerank/${safe('job id', job)}/request.json`,
@@ -85,10 +85,10 @@ export const redisKeys = {
 
 /** BullMQ forbids ':' in custom ids; '~' never appears in resource ids. */
 export const jobIds = {
-  encode: (tenantId: string, collectionId: string, batch: string) => `${safe('tenant id', tenantId)}~${safe('collection id', collectionId)}~encode~${safe('batch id', batch)}`,
-  compress: (tenantId: string, collectionId: string, batch: string, v: number) => `${safe('tenant id', tenantId)}~${safe('collection id', collectionId)}~compress~${safe('batch id', batch)}~v${v}`,
-  index: (tenantId: string, collectionId: string, batch: string, v: number) => `${safe('tenant id', tenantId)}~${safe('collection id', collectionId)}~index~${safe('batch id', batch)}~v${v}`,
-  commit: (tenantId: string, collectionId: string, batch: string, v: number) => `${safe('tenant id', tenantId)}~${safe('collection id', collectionId)}~commit~${safe('batch id', batch)}~v${v}`,
+  encode: (tenantId: string, collectionId: string, ingestBatchId: string) => `${safe('tenant id', tenantId)}~${safe('collection id', collectionId)}~encode~${safe('batch id', ingestBatchId)}`,
+  compress: (tenantId: string, collectionId: string, ingestBatchId: string, v: number) => `${safe('tenant id', tenantId)}~${safe('collection id', collectionId)}~compress~${safe('batch id', ingestBatchId)}~v${v}`,
+  index: (tenantId: string, collectionId: string, ingestBatchId: string, v: number) => `${safe('tenant id', tenantId)}~${safe('collection id', collectionId)}~index~${safe('batch id', ingestBatchId)}~v${v}`,
+  commit: (tenantId: string, collectionId: string, ingestBatchId: string, v: number) => `${safe('tenant id', tenantId)}~${safe('collection id', collectionId)}~commit~${safe('batch id', ingestBatchId)}~v${v}`,
   rerank: (tenantId: string, id: string) => `${safe('tenant id', tenantId)}~rerank~${safe('job id', id)}`,
   search: (tenantId: string, id: string) => `${safe('tenant id', tenantId)}~search~${safe('job id', id)}`,
 };

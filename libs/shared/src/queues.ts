@@ -36,6 +36,7 @@ const writtenSegment = z.object({
   tenantId,
   collectionId,
   ingestionId: resourceId('ingestionId').nullable(),
+  /** The ingest batch (`ingestBatchId` in code); queued jobs carry it under this name. */
   batchId: resourceId('batchId'),
   segmentKey: s3Key,
   codecVersion: z.number().int().positive(),

@@ -110,7 +110,7 @@ export const IngestionStatusSchema = z.object({
   truncated: z.object({ documents: count, ids: z.array(z.string()) }).describe(`documents cut to the collection's maxDocTokens: how many, and the first ${TRUNCATED_IDS_SHOWN} ids`),
   split: z.object({ documents: count, passages: count }).optional().describe('collections with passages: documents split into passages, and how many passages'),
   failures: z
-    .array(z.object({ batchId: z.string(), stage: z.string(), documents: count, error: z.string() }))
+    .array(z.object({ batchId: z.string().describe('the ingest batch, `{ingestionId}-00000` and on'), stage: z.string(), documents: count, error: z.string() }))
     .optional()
     .describe('present when a batch failed for good'),
 });

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { PermanentJobError, toNdjson, type BatchDocumentInfo, type Collection } from '@lateral/shared';
+import { PermanentJobError, toNdjson, type IngestBatchDocumentInfo, type Collection } from '@lateral/shared';
 import { analyzeTexts, termHash } from '@lateral/search';
 import { analysedBatchTerms, batchBm25Terms, storedTexts } from './bm25-terms';
 
@@ -7,7 +7,7 @@ const docs = [
   { id: 'a', text: 'Wings and tails of aircraft' },
   { id: 'b', text: 'first half. second half' },
 ];
-const info: BatchDocumentInfo = {
+const info: IngestBatchDocumentInfo = {
   batchId: 'b1',
   documents: [
     { id: 'a', line: 0, tokens: 8, truncated: false },

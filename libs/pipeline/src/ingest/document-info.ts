@@ -1,4 +1,4 @@
-import { passageId, type BatchDocumentInfo, type Collection, type IngestDocument, type StoredDocumentInfo } from '@lateral/shared';
+import { passageId, type IngestBatchDocumentInfo, type Collection, type IngestDocument, type StoredDocumentInfo } from '@lateral/shared';
 import type { EncodedText } from '@lateral/model';
 import { splitPassages } from './passages';
 
@@ -50,9 +50,9 @@ export function prepareDocuments(docs: IngestDocument[], collection: Pick<Collec
 }
 
 /** info.json of a batch: tokens and truncation per stored document (the original length of truncated ones). */
-export function batchDocumentInfo(batchId: string, prepared: PreparedDocuments, encoded: EncodedText[], enc: Pick<DocumentTokenizer, 'countTokens'>): BatchDocumentInfo {
+export function batchDocumentInfo(ingestBatchId: string, prepared: PreparedDocuments, encoded: EncodedText[], enc: Pick<DocumentTokenizer, 'countTokens'>): IngestBatchDocumentInfo {
   return {
-    batchId,
+    batchId: ingestBatchId,
     documents: prepared.info.map((info, i) => {
       const e = encoded[i];
       const originalTokens = info.originalTokens ?? (e.truncated ? enc.countTokens(prepared.texts[i], 'doc') : undefined);

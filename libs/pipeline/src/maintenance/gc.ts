@@ -29,7 +29,7 @@ export const gcKeys = {
    * Written for each batch a committed merge replaced: a commit job of that batch replayed later
    * (a stalled job run again) must not bring the merged-away segment back. Removed with its objects.
    */
-  mergedAway: (tenantId: string, collectionId: string, batchId: string) => `${s3Keys.collectionPrefix(tenantId, collectionId)}merged-away/${batchId}.json`,
+  mergedAway: (tenantId: string, collectionId: string, ingestBatchId: string) => `${s3Keys.collectionPrefix(tenantId, collectionId)}merged-away/${ingestBatchId}.json`,
 };
 
 /**

@@ -12,7 +12,7 @@ import {
   segmentBatches,
   segmentShard,
   toNdjson,
-  type BatchDocumentInfo,
+  type IngestBatchDocumentInfo,
   type IngestDocument,
   type JobResults,
   type MergeOutcome,
@@ -216,7 +216,7 @@ async function mergeOn(deps: MergeDeps, p: MergePayload, collection: Collection,
     const rawKey = s3Keys.rawVectors(p.tenantId, p.collectionId, batchId);
     // The merged batch is read back like an ingested one: its source documents and their info.
     await deps.store.put(s3Keys.batchDocuments(p.tenantId, p.collectionId, batchId), toNdjson(sources));
-    const info: BatchDocumentInfo = { batchId, documents: infos };
+    const info: IngestBatchDocumentInfo = { batchId, documents: infos };
     await deps.store.put(batchInfoKey(p.tenantId, p.collectionId, batchId), JSON.stringify(info), 'application/json');
     const tokens = codes.tokens;
     let rawBytes: Uint8Array | null = raws.finish();
@@ -387,14 +387,14 @@ async function readRaw(deps: MergeDeps, key: string, ref: SegmentRef): Promise<S
 }
 
 /** The batch's source documents and its info (one entry per document, segment order); info derived from the ids for batches encoded before info.json. */
-async function readBatch(deps: MergeDeps, p: MergePayload, ref: SegmentRef, raw: SegmentReader): Promise<{ info: BatchDocumentInfo; docs: IngestDocument[] }> {
+async function readBatch(deps: MergeDeps, p: MergePayload, ref: SegmentRef, raw: SegmentReader): Promise<{ info: IngestBatchDocumentInfo; docs: IngestDocument[] }> {
   const docsKey = s3Keys.batchDocuments(p.tenantId, p.collectionId, ref.batchId);
   const bytes = await deps.store.get(docsKey);
   if (!bytes) throw new PermanentJobError(`merge: the documents of ${ref.key} are missing from S3 (${docsKey})`);
   const docs = fromNdjson(bytes);
   const infoBytes = await deps.store.get(batchInfoKey(p.tenantId, p.collectionId, ref.batchId));
-  const info: BatchDocumentInfo = infoBytes
-    ? (JSON.parse(new TextDecoder().decode(infoBytes)) as BatchDocumentInfo)
+  const info: IngestBatchDocumentInfo = infoBytes
+    ? (JSON.parse(new TextDecoder().decode(infoBytes)) as IngestBatchDocumentInfo)
     : { batchId: ref.batchId, documents: docs.map((d, line) => ({ id: d.id, line, tokens: -1, truncated: false })) };
   if (info.documents.length !== raw.documents || info.documents.some((d, i) => d.id !== raw.docIds[i])) {
     throw new PermanentJobError(`merge: the document info of ${ref.batchId} does not list the ids of its raw vectors in order`);
