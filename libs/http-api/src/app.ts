@@ -3,48 +3,50 @@ import { Module, type DynamicModule } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import type { NestExpressApplication } from '@nestjs/platform-express';
 import { SwaggerModule, type OpenAPIObject } from '@nestjs/swagger';
-import { apiRepositories, type ApiRepositories, type Runtime } from '@lateral/infra';
+import { apiRepositories, pickRepositories, type ApiRepositories, type Runtime } from '@lateral/infra';
 import { CollectionsController } from './collections/collections.controller';
 import { DeletesController } from './documents/deletes.controller';
-import { DeletesService } from './documents/deletes.service';
-import { HealthController } from './admin/health.controller';
+import { DELETES_REPOSITORIES, DeletesService } from './documents/deletes.service';
+import { HEALTH_REPOSITORIES, HealthController } from './admin/health.controller';
 import { JudgmentsController } from './judgments/judgments.controller';
-import { JudgmentsService } from './judgments/judgments.service';
-import { FusionFitService } from './judgments/fusion-fit.service';
+import { JUDGMENTS_REPOSITORIES, JudgmentsService } from './judgments/judgments.service';
+import { FUSION_FIT_REPOSITORIES, FusionFitService } from './judgments/fusion-fit.service';
 import { RerankController } from './rerank/rerank.controller';
 import { SearchController } from './search/search.controller';
-import { SearchService } from './search/search.service';
+import { SEARCH_REPOSITORIES, SearchService } from './search/search.service';
 import { BatchesController } from './batches/batches.controller';
-import { BatchesService } from './batches/batches.service';
+import { BATCHES_REPOSITORIES, BatchesService } from './batches/batches.service';
 import { UploadsController } from './batches/uploads.controller';
 import { ModelsController } from './collections/models.controller';
 import { LandingController } from './admin/landing.controller';
 import { CohereController } from './rerank/cohere.controller';
 import { CohereService } from './rerank/cohere.service';
-import { CollectionsService } from './collections/collections.service';
+import { COLLECTIONS_REPOSITORIES, CollectionsService } from './collections/collections.service';
 import { DocumentsController } from './documents/documents.controller';
-import { DocumentsService } from './documents/documents.service';
+import { DOCUMENTS_REPOSITORIES, DocumentsService } from './documents/documents.service';
 import { HttpErrorsFilter, loadProbe } from './common/http-errors.filter';
 import { backpressure } from './common/backpressure';
 import { bodyReader } from './common/body-reader';
 import { liveOpenApiDocument } from './openapi/live';
-import { metricsEndpoint } from './admin/metrics-endpoint';
+import { METRICS_REPOSITORIES, metricsEndpoint } from './admin/metrics-endpoint';
 import { requestLogContext, requestLogging } from './common/request-logging';
-import { RerankService } from './rerank/rerank.service';
+import { RERANK_REPOSITORIES, RerankService } from './rerank/rerank.service';
 import { CONFIG, HEALTH_CHECKS } from './common/tokens';
 import { ADMIN_PATHS, AdminModule, mountAdminAuth } from './admin/admin.module';
-import { TenantQuotas } from './auth/quotas';
-import { TextRerankSubmitter } from './rerank/text-candidates';
+import { ADMIN_REPOSITORIES } from './admin/admin.service';
+import { QUOTAS_REPOSITORIES, TenantQuotas } from './auth/quotas';
+import { TEXT_RERANK_REPOSITORIES, TextRerankSubmitter } from './rerank/text-candidates';
 import { AdminKeysController } from './auth/admin-keys.controller';
 import { apiKeyProviders, authenticateEarly, markAdminApiKey } from './auth/api-keys.guard';
-import { ApiKeysService } from './auth/api-keys.service';
+import { API_KEYS_REPOSITORIES, ApiKeysService } from './auth/api-keys.service';
 import { requestContextMiddleware } from './common/request-context';
 import { lapTiming, startTiming } from './common/server-timing';
 import { QuotaController, TenantQuotasAdminController } from './auth/quotas.controller';
 
 /**
  * The composition of the API: each service is built here from the few repositories it uses
- * (ApiRepositories, libs/infra/src/api-repositories.ts); none receives the runtime.
+ * (ApiRepositories, libs/infra/src/api-repositories.ts), picked by the list its file exports
+ * (`*_REPOSITORIES`), so it holds no other at run time either; none receives the runtime.
  */
 @Module({})
 class ApiModule {
@@ -52,26 +54,26 @@ class ApiModule {
     const { config } = repos;
     return {
       module: ApiModule,
-      imports: [AdminModule.register(repos)],
+      imports: [AdminModule.register(pickRepositories(repos, ADMIN_REPOSITORIES))],
       controllers: [CollectionsController, DocumentsController, DeletesController, RerankController, SearchController, HealthController, AdminKeysController, BatchesController, UploadsController, ModelsController, LandingController, CohereController, JudgmentsController, QuotaController, TenantQuotasAdminController],
       providers: [
         { provide: CONFIG, useValue: config },
-        { provide: HEALTH_CHECKS, useValue: { config, logger: repos.logger, queues: repos.queues, store: repos.store } },
+        { provide: HEALTH_CHECKS, useValue: pickRepositories(repos, HEALTH_REPOSITORIES) },
         // One quota checker for every service: its per-tenant serialisation must be shared.
-        { provide: TenantQuotas, useFactory: () => new TenantQuotas(repos) },
+        { provide: TenantQuotas, useFactory: () => new TenantQuotas(pickRepositories(repos, QUOTAS_REPOSITORIES)) },
         // Re-rank requests, batch files and the Cohere-compatible endpoint share one text submitter.
-        { provide: TextRerankSubmitter, useFactory: () => new TextRerankSubmitter(repos) },
-        { provide: CollectionsService, useFactory: () => new CollectionsService(repos) },
-        { provide: DocumentsService, inject: [TenantQuotas], useFactory: (quotas: TenantQuotas) => new DocumentsService({ ...repos, quotas }) },
-        { provide: DeletesService, useFactory: () => new DeletesService(repos) },
-        { provide: RerankService, inject: [TenantQuotas, TextRerankSubmitter], useFactory: (quotas: TenantQuotas, texts: TextRerankSubmitter) => new RerankService({ ...repos, quotas, texts }) },
-        { provide: SearchService, inject: [TenantQuotas], useFactory: (quotas: TenantQuotas) => new SearchService({ ...repos, quotas }) },
-        { provide: JudgmentsService, inject: [TenantQuotas], useFactory: (quotas: TenantQuotas) => new JudgmentsService({ ...repos, quotas }) },
-        { provide: FusionFitService, inject: [SearchService], useFactory: (search: SearchService) => new FusionFitService({ ...repos, search }) },
-        { provide: BatchesService, inject: [TenantQuotas, TextRerankSubmitter], useFactory: (quotas: TenantQuotas, texts: TextRerankSubmitter) => new BatchesService({ ...repos, quotas, texts }) },
+        { provide: TextRerankSubmitter, useFactory: () => new TextRerankSubmitter(pickRepositories(repos, TEXT_RERANK_REPOSITORIES)) },
+        { provide: CollectionsService, useFactory: () => new CollectionsService(pickRepositories(repos, COLLECTIONS_REPOSITORIES)) },
+        { provide: DocumentsService, inject: [TenantQuotas], useFactory: (quotas: TenantQuotas) => new DocumentsService({ ...pickRepositories(repos, DOCUMENTS_REPOSITORIES), quotas }) },
+        { provide: DeletesService, useFactory: () => new DeletesService(pickRepositories(repos, DELETES_REPOSITORIES)) },
+        { provide: RerankService, inject: [TenantQuotas, TextRerankSubmitter], useFactory: (quotas: TenantQuotas, texts: TextRerankSubmitter) => new RerankService({ ...pickRepositories(repos, RERANK_REPOSITORIES), quotas, texts }) },
+        { provide: SearchService, inject: [TenantQuotas], useFactory: (quotas: TenantQuotas) => new SearchService({ ...pickRepositories(repos, SEARCH_REPOSITORIES), quotas }) },
+        { provide: JudgmentsService, inject: [TenantQuotas], useFactory: (quotas: TenantQuotas) => new JudgmentsService({ ...pickRepositories(repos, JUDGMENTS_REPOSITORIES), quotas }) },
+        { provide: FusionFitService, inject: [SearchService], useFactory: (search: SearchService) => new FusionFitService({ ...pickRepositories(repos, FUSION_FIT_REPOSITORIES), search }) },
+        { provide: BatchesService, inject: [TenantQuotas, TextRerankSubmitter], useFactory: (quotas: TenantQuotas, texts: TextRerankSubmitter) => new BatchesService({ ...pickRepositories(repos, BATCHES_REPOSITORIES), quotas, texts }) },
         { provide: CohereService, inject: [RerankService], useFactory: (rr: RerankService) => new CohereService(rr, config.RERANK_MAX_WAIT_SECONDS, config.COHERE_MODEL ?? config.DEFAULT_MODEL) },
         // AUTH=keys: ApiKeysGuard on every route (tenant and role from the key, rate limits)
-        ...apiKeyProviders(repos, ADMIN_PATHS),
+        ...apiKeyProviders(pickRepositories(repos, API_KEYS_REPOSITORIES), ADMIN_PATHS),
       ],
     };
   }
@@ -119,7 +121,7 @@ export async function createApiApp(rt: Runtime): Promise<NestExpressApplication>
   const doc = liveOpenApiDocument(config);
   app.getHttpAdapter().get('/openapi.json', (_req: unknown, res: unknown) => (res as { json(v: unknown): void }).json(doc()));
   // Prometheus: this process's registry (its workers' too in the all-in-one process) + queue depths.
-  app.getHttpAdapter().get('/metrics', metricsEndpoint(repos));
+  app.getHttpAdapter().get('/metrics', metricsEndpoint(pickRepositories(repos, METRICS_REPOSITORIES)));
   SwaggerModule.setup('docs', app, doc() as unknown as OpenAPIObject, { jsonDocumentUrl: 'docs/openapi.json' });
   return app;
 }

@@ -44,6 +44,17 @@ export interface ApiRepositories {
   close(): Promise<void>;
 }
 
+/**
+ * The members of `repos` that `keys` names, and no other: a service built from this receives at
+ * run time only the repositories its type allows (each service file lists them, e.g.
+ * `SEARCH_REPOSITORIES`).
+ */
+export function pickRepositories<K extends keyof ApiRepositories>(repos: ApiRepositories, keys: readonly K[]): Pick<ApiRepositories, K> {
+  const picked = {} as Pick<ApiRepositories, K>;
+  for (const k of keys) picked[k] = repos[k];
+  return picked;
+}
+
 export function apiRepositories(rt: Runtime): ApiRepositories {
   const { config } = rt;
   const completions = new JobCompletions(rt.queues, { redisUrl: rt.services.redisUrl, prefix: config.REDIS_PREFIX, logger: rt.logger });

@@ -87,8 +87,10 @@ export interface FailedJobOverview {
   collection: string | null;
 }
 
+/** The repositories this service is given (app.ts passes only these: pickRepositories). */
+export const ADMIN_REPOSITORIES = ['config', 'queues', 'jobs', 'heartbeats', 'collections', 'generations', 'ingestions', 'store'] as const satisfies readonly (keyof ApiRepositories)[];
 /** What the overview reads: queue counts and jobs, the workers' heartbeats, collection records, manifests, ingestions and S3. */
-export type AdminDeps = Pick<ApiRepositories, 'config' | 'queues' | 'jobs' | 'heartbeats' | 'collections' | 'generations' | 'ingestions' | 'store'>;
+export type AdminDeps = Pick<ApiRepositories, (typeof ADMIN_REPOSITORIES)[number]>;
 
 /**
  * The operations overview (GET /v1/admin/overview) and the retry action. Reads only: BullMQ's

@@ -37,8 +37,10 @@ class CheckTimeout extends Error {}
  *   `npm run build-model`). Each check is bounded by HEALTH_CHECK_TIMEOUT_MS.
  * - `GET /v1/health`: the readiness answer, kept for existing clients and probes.
  */
+/** The repositories this service is given (app.ts passes only these: pickRepositories). */
+export const HEALTH_REPOSITORIES = ['config', 'logger', 'queues', 'store'] as const satisfies readonly (keyof ApiRepositories)[];
 /** What the readiness check reads: Redis (through the queues' connection), S3, the model directories, the logger. */
-export type HealthDeps = Pick<ApiRepositories, 'config' | 'logger' | 'queues' | 'store'>;
+export type HealthDeps = Pick<ApiRepositories, (typeof HEALTH_REPOSITORIES)[number]>;
 
 @Controller('v1/health')
 export class HealthController {

@@ -13,8 +13,10 @@ const MAX_COLLECTIONS = 2000;
  * documents, tokens and bytes come from the current manifests in S3, refreshed in the background
  * at most every 30 s.
  */
+/** The repositories this service is given (app.ts passes only these: pickRepositories). */
+export const METRICS_REPOSITORIES = ['config', 'collections', 'generations', 'queues', 'logger'] as const satisfies readonly (keyof ApiRepositories)[];
 /** What /metrics reads: collection records and manifests (the per-collection series), the queues' counts, the logger. */
-export type MetricsDeps = Pick<ApiRepositories, 'config' | 'collections' | 'generations' | 'queues' | 'logger'>;
+export type MetricsDeps = Pick<ApiRepositories, (typeof METRICS_REPOSITORIES)[number]>;
 
 export function metricsEndpoint(deps: MetricsDeps) {
   let lastRefresh = 0;

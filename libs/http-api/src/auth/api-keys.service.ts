@@ -14,8 +14,10 @@ const sha256 = (s: string) => createHash('sha256').update(s, 'utf8').digest();
  * cache, plus the bootstrap admin credential ADMIN_API_KEY), per-key rate limits in Redis, and the
  * key management behind /v1/admin/keys. Says at start-up which mode the API runs in.
  */
+/** The repositories this service is given (app.ts passes only these: pickRepositories). */
+export const API_KEYS_REPOSITORIES = ['config', 'logger', 'apiKeys', 'rateLimiter', 'queues'] as const satisfies readonly (keyof ApiRepositories)[];
 /** What key checks use: the stored keys, the rate limiter, the logger, and the Redis connection's state (the load probe). */
-export type ApiKeysDeps = Pick<ApiRepositories, 'config' | 'logger' | 'apiKeys' | 'rateLimiter' | 'queues'>;
+export type ApiKeysDeps = Pick<ApiRepositories, (typeof API_KEYS_REPOSITORIES)[number]>;
 
 export class ApiKeysService implements OnApplicationBootstrap {
   readonly repository: ApiKeyRepository;

@@ -44,8 +44,10 @@ const TERMINAL_BATCH = new Set(['completed', 'failed', 'cancelled']);
  * Checks of one tenant are serialised within an API process; several API processes can overshoot
  * maxDocuments by the requests they accept at the same instant (maxConcurrentJobs is atomic in Redis).
  */
+/** The repositories this service is given (app.ts passes only these: pickRepositories). */
+export const QUOTAS_REPOSITORIES = ['config', 'quotaOverrides', 'collections', 'generations', 'ingestions', 'store', 'jobs', 'inFlight'] as const satisfies readonly (keyof ApiRepositories)[];
 /** What the quota checks read: the overrides, the tenant's collections, generations, ingestions and batches, its jobs and in-flight set. */
-export type TenantQuotasDeps = Pick<ApiRepositories, 'config' | 'quotaOverrides' | 'collections' | 'generations' | 'ingestions' | 'store' | 'jobs' | 'inFlight'>;
+export type TenantQuotasDeps = Pick<ApiRepositories, (typeof QUOTAS_REPOSITORIES)[number]>;
 
 export class TenantQuotas {
   private readonly locks = new Map<string, Promise<unknown>>();

@@ -47,8 +47,10 @@ export interface BatchStatus {
   error?: string;
 }
 
+/** The repositories this service is given (app.ts passes only these: pickRepositories). */
+export const BATCHES_REPOSITORIES = ['config', 'store', 'queues', 'jobs', 'flows'] as const satisfies readonly (keyof ApiRepositories)[];
 /** What batch files use: S3 (inputs, records, results), the batch queue and its jobs, the re-rank submitter's checks, the quotas. */
-export type BatchesDeps = Pick<ApiRepositories, 'config' | 'store' | 'queues' | 'jobs' | 'flows'> & { texts: TextRerankSubmitter; quotas: TenantQuotas };
+export type BatchesDeps = Pick<ApiRepositories, (typeof BATCHES_REPOSITORIES)[number]> & { texts: TextRerankSubmitter; quotas: TenantQuotas };
 
 /**
  * Batch files (JSONL, one re-rank row per line, each with a custom_id): the upload is streamed to S3

@@ -24,8 +24,10 @@ import { zodIssues } from '../common/zod-issues';
 import { degradedOf } from './degraded';
 import { codecVersions } from '../common/codec-versions';
 
+/** The repositories this service is given (app.ts passes only these: pickRepositories). */
+export const COLLECTIONS_REPOSITORIES = ['config', 'collections', 'generations', 'ingestions', 'store', 'queues'] as const satisfies readonly (keyof ApiRepositories)[];
 /** What collections use: their records, manifests and ingestion totals, S3 (codec artifacts, degraded segments), the compress queue (re-compression). */
-export type CollectionsDeps = Pick<ApiRepositories, 'config' | 'collections' | 'generations' | 'ingestions' | 'store' | 'queues'>;
+export type CollectionsDeps = Pick<ApiRepositories, (typeof COLLECTIONS_REPOSITORIES)[number]>;
 
 /** Collections: create (model and codec checked against the model directory), describe, list, delete, re-compress. */
 export class CollectionsService {

@@ -17,8 +17,10 @@ export function inlineRequest<T>(req: T): { request?: T } {
   return Buffer.byteLength(JSON.stringify(req)) <= INLINE_JOB_BYTES ? { request: req } : {};
 }
 
+/** The repositories the job reads and waits use (part of every asynchronous service's). */
+export const ASYNC_JOBS_REPOSITORIES = ['jobs', 'completions', 'store'] as const satisfies readonly (keyof ApiRepositories)[];
 /** What AsyncJobs uses: the job reads, the completion waits, S3 for large results, the wait limit. */
-export type AsyncJobsDeps = Pick<ApiRepositories, 'jobs' | 'completions' | 'store'> & { config: Pick<ApiRepositories['config'], 'RERANK_MAX_WAIT_SECONDS'> };
+export type AsyncJobsDeps = Pick<ApiRepositories, (typeof ASYNC_JOBS_REPOSITORIES)[number]> & { config: Pick<ApiRepositories['config'], 'RERANK_MAX_WAIT_SECONDS'> };
 
 /**
  * The asynchronous request contract shared by re-rank and search: the request travels in the

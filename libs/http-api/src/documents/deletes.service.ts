@@ -21,8 +21,10 @@ export type MergeAnswer =
 /** How long a delete waits for its commit by default (seconds; `wait` changes it, up to RERANK_MAX_WAIT_SECONDS). */
 export const DEFAULT_DELETE_WAIT_SECONDS = 30;
 
+/** The repositories this service is given (app.ts passes only these: pickRepositories). */
+export const DELETES_REPOSITORIES = ['config', 'collections', 'generations', 'store', 'queues', 'jobs'] as const satisfies readonly (keyof ApiRepositories)[];
 /** What deletes and merges use: the collection records and manifests, S3 (the request), the commit and merge queues and their jobs. */
-export type DeletesDeps = Pick<ApiRepositories, 'config' | 'collections' | 'generations' | 'store' | 'queues' | 'jobs'>;
+export type DeletesDeps = Pick<ApiRepositories, (typeof DELETES_REPOSITORIES)[number]>;
 
 /**
  * Deletes: the request (ids or a filter) is written to S3 and a delete job joins the commit queue,

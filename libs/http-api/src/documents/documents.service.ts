@@ -20,8 +20,10 @@ import { codecVersions } from '../common/codec-versions';
 import type { TenantQuotas } from '../auth/quotas';
 import { parseDocumentsBody, validateDocuments } from './documents';
 
+/** The repositories this service is given (app.ts passes only these: pickRepositories). */
+export const DOCUMENTS_REPOSITORIES = ['config', 'collections', 'generations', 'ingestions', 'documents', 'store', 'queues'] as const satisfies readonly (keyof ApiRepositories)[];
 /** What ingestion and document reads use: collection records, manifests, ingestions, stored documents, S3, the encode queue, the quotas. */
-export type DocumentsDeps = Pick<ApiRepositories, 'config' | 'collections' | 'generations' | 'ingestions' | 'documents' | 'store' | 'queues'> & { quotas: TenantQuotas };
+export type DocumentsDeps = Pick<ApiRepositories, (typeof DOCUMENTS_REPOSITORIES)[number]> & { quotas: TenantQuotas };
 
 /** The documents of a collection: ingestion (validation, S3-first writes, then the encode jobs), its progress, and reads of live documents. */
 export class DocumentsService {

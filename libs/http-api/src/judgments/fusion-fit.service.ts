@@ -27,8 +27,10 @@ import type { SearchService } from '../search/search.service';
 /** How long a fit waits for its searches before it answers 503 (the searches go on; a later fit reads nothing of them). */
 export const FUSION_FIT_MAX_SECONDS = 900;
 
+/** The repositories this service is given (app.ts passes only these: pickRepositories). */
+export const FUSION_FIT_REPOSITORIES = ['config', 'collections', 'store'] as const satisfies readonly (keyof ApiRepositories)[];
 /** What a fit uses: the collection records (read, then the fitted fusion written), S3 (the judgment sets), the search service. */
-export type FusionFitDeps = Pick<ApiRepositories, 'config' | 'collections' | 'store'> & { search: Pick<SearchService, 'submit' | 'status'> };
+export type FusionFitDeps = Pick<ApiRepositories, (typeof FUSION_FIT_REPOSITORIES)[number]> & { search: Pick<SearchService, 'submit' | 'status'> };
 
 type Hits = { id: string; score: number }[];
 

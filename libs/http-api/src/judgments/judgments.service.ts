@@ -55,8 +55,10 @@ export interface TrainAccepted {
   trainableQueries: number;
 }
 
+/** The repositories this service is given (app.ts passes only these: pickRepositories). */
+export const JUDGMENTS_REPOSITORIES = ['config', 'collections', 'store', 'queues', 'jobs', 'trainingCancels'] as const satisfies readonly (keyof ApiRepositories)[];
 /** What judgments and training use: collection records, S3 (judgments, requests, reports), the train queue and its jobs, the cancel flags, the quotas. */
-export type JudgmentsDeps = Pick<ApiRepositories, 'config' | 'collections' | 'store' | 'queues' | 'jobs' | 'trainingCancels'> & { quotas: TenantQuotas };
+export type JudgmentsDeps = Pick<ApiRepositories, (typeof JUDGMENTS_REPOSITORIES)[number]> & { quotas: TenantQuotas };
 
 /** Judgments (S3) and training runs (the train queue) of a collection. */
 export class JudgmentsService {

@@ -1,9 +1,9 @@
 import { randomUUID } from 'node:crypto';
 import path from 'node:path';
 import { QueueName, RerankRequestSchema, ValidationError, checkScorerArtifact, jobIds, type Config, type RerankResult } from '@lateral/shared';
-import { checkScorerArtifactExists, type QueuedJob } from '@lateral/infra';
+import { checkScorerArtifactExists, type ApiRepositories, type QueuedJob } from '@lateral/infra';
 import { currentTenant } from '../common/request-context';
-import { AsyncJobs, type AsyncJobsDeps, type JobStatus } from '../common/async-jobs';
+import { ASYNC_JOBS_REPOSITORIES, AsyncJobs, type AsyncJobsDeps, type JobStatus } from '../common/async-jobs';
 import { zodIssues } from '../common/zod-issues';
 import { checkCallback } from '../common/callback';
 import { TextRerankSubmitter } from './text-candidates';
@@ -12,6 +12,8 @@ import type { RequestTiming } from '../common/server-timing';
 
 export type RerankStatus = JobStatus<RerankResult, { queries: number; candidates: number; missing: number }>;
 
+/** The repositories this service is given (app.ts passes only these: pickRepositories). */
+export const RERANK_REPOSITORIES = ['config', ...ASYNC_JOBS_REPOSITORIES] as const satisfies readonly (keyof ApiRepositories)[];
 /** What a re-rank request uses: the text submitter (S3, the queues, the flows), the quotas, and the job reads and waits. */
 export type RerankDeps = AsyncJobsDeps & { config: Config; texts: TextRerankSubmitter; quotas: TenantQuotas };
 

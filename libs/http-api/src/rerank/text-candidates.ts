@@ -21,8 +21,10 @@ import {
 } from '@lateral/shared';
 import type { ApiRepositories, QueuedJob } from '@lateral/infra';
 
+/** The repositories this service is given (app.ts passes only these: pickRepositories). */
+export const TEXT_RERANK_REPOSITORIES = ['config', 'serving', 'store', 'queues', 'flows'] as const satisfies readonly (keyof ApiRepositories)[];
 /** What a re-rank submission uses: MODELS_DIR, the serving cache's collection records, S3, the queues and the flows. */
-export type TextRerankDeps = Pick<ApiRepositories, 'config' | 'serving' | 'store' | 'queues' | 'flows'>;
+export type TextRerankDeps = Pick<ApiRepositories, (typeof TEXT_RERANK_REPOSITORIES)[number]>;
 
 /**
  * Re-rank requests whose candidates may be texts: the request names a collection, a model, or

@@ -4,7 +4,7 @@ import { NotFoundError, QueueName, collectionShards, SearchRequestSchema, Valida
 import { checkScorerArtifactExists, type ApiRepositories, type QueuedJob } from '@lateral/infra';
 import { currentTenant } from '../common/request-context';
 import { compileFilter } from '@lateral/search';
-import { AsyncJobs, inlineRequest, type AsyncJobsDeps, type JobStatus } from '../common/async-jobs';
+import { ASYNC_JOBS_REPOSITORIES, AsyncJobs, inlineRequest, type AsyncJobsDeps, type JobStatus } from '../common/async-jobs';
 import { zodIssues } from '../common/zod-issues';
 import { checkCallback } from '../common/callback';
 import type { TenantQuotas } from '../auth/quotas';
@@ -12,8 +12,10 @@ import type { RequestTiming } from '../common/server-timing';
 
 export type SearchStatus = JobStatus<SearchResult, { queries: number; hits: number }>;
 
+/** The repositories this service is given (app.ts passes only these: pickRepositories). */
+export const SEARCH_REPOSITORIES = ['config', 'store', 'queues', 'serving', ...ASYNC_JOBS_REPOSITORIES] as const satisfies readonly (keyof ApiRepositories)[];
 /** What a search request uses: S3 (the request), the search queue, the serving cache's collection records, the quotas, and the job reads and waits. */
-export type SearchDeps = Pick<ApiRepositories, 'config' | 'store' | 'queues' | 'serving'> & AsyncJobsDeps & { quotas: TenantQuotas };
+export type SearchDeps = Pick<ApiRepositories, (typeof SEARCH_REPOSITORIES)[number]> & AsyncJobsDeps & { quotas: TenantQuotas };
 
 /** Asynchronous search over a whole collection: request to S3, a job on the search queue, the result back from S3. */
 export class SearchService {
