@@ -42,7 +42,7 @@ import {
 } from '@lateral/search';
 import { SegmentCache, warpScan, type ObjectSource, type SearchPlan } from '@lateral/serving';
 import { mulberry32, s3Keys, type CollectionManifest, type SegmentRef } from '@lateral/shared';
-import { median, opt, round } from './segment-cache';
+import { median, round } from './segment-cache';
 
 const T = 'bench';
 const C = 'warp';
@@ -113,23 +113,31 @@ function syntheticDirectory(documents: number, tokensPerDoc: number, K: number, 
   return { name: 'synthetic', dims: 0, bits: 4, centroidCount: K, documents, tokens, bytesPerToken: bpt, docIdBytes: w, centroidsChecksum: 0, codecChecksum: 0, counts, checksums: new Uint32Array(K), offsets, byteLength: offsets[K] };
 }
 
-export async function runColdWarpBench(args: string[]): Promise<Record<string, unknown>> {
-  const quick = args.includes('--quick');
-  const sizesArg = args.includes('--warp-docs') ? args[args.indexOf('--warp-docs') + 1] : quick ? '5000' : '20000,50000';
-  const totals = sizesArg.split(',').map(Number);
-  if (!totals.every((n) => Number.isInteger(n) && n > 0)) throw new Error(`--warp-docs must be positive integers, got ${sizesArg}`);
-  const L = opt(args, '--doc-tokens', 55);
-  const batch = opt(args, '--batch', 1024);
-  const Q = opt(args, '--queries', quick ? 3 : 6);
-  const n = opt(args, '--query-tokens', 32);
-  const nprobe = opt(args, '--nprobe', 32);
-  const bits = opt(args, '--bits', 4) as 2 | 4;
-  const dims = opt(args, '--dims', 128);
-  const latency = opt(args, '--latency-ms', 10);
-  const mbPerS = opt(args, '--mb-per-s', 100);
-  const maxSegments = opt(args, '--max-segments', DEFAULT_WARP_MAX_SEGMENTS);
-  const gap = opt(args, '--range-gap', 0);
-  const rounds = opt(args, '--rounds', quick ? 1 : 2);
+/** The WARP section's settings (cold-scorer.ts reads them from its command line: `--warp-docs`, `--doc-tokens`, ...). */
+export interface ColdWarpOptions {
+  /** Collection sizes in documents, one run each. */
+  sizes: number[];
+  docTokens: number;
+  batch: number;
+  queries: number;
+  queryTokens: number;
+  nprobe: number;
+  bits: 2 | 4;
+  dims: number;
+  latencyMs: number;
+  mbPerS: number;
+  maxSegments: number;
+  rangeGap: number;
+  rounds: number;
+}
+
+/** The defaults of the WARP section (`quick`: a smaller run for a loaded machine). */
+export function coldWarpDefaults(quick: boolean): ColdWarpOptions {
+  return { sizes: quick ? [5000] : [20000, 50000], docTokens: 55, batch: 1024, queries: quick ? 3 : 6, queryTokens: 32, nprobe: 32, bits: 4, dims: 128, latencyMs: 10, mbPerS: 100, maxSegments: DEFAULT_WARP_MAX_SEGMENTS, rangeGap: 0, rounds: quick ? 1 : 2 };
+}
+
+export async function runColdWarpBench(o: ColdWarpOptions): Promise<Record<string, unknown>> {
+  const { sizes: totals, docTokens: L, batch, queries: Q, queryTokens: n, nprobe, bits, dims, latencyMs: latency, mbPerS, maxSegments, rangeGap: gap, rounds } = o;
   const policy: MergePolicySettings = { ...DEFAULT_MERGE_POLICY, maxSegments, searchMaxBytes: DEFAULT_WARP_MAX_BYTES };
   const results: Record<string, unknown>[] = [];
   for (const total of totals) results.push(await oneSize(total));

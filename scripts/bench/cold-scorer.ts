@@ -22,8 +22,8 @@ import { createCodec, fitCodec, readSegment, writeSegment, type CodecArtifact } 
 import { s3Keys, type CodecSettings, type CollectionManifest, type SegmentRef } from '@lateral/shared';
 import { DiskObjectCache } from '@lateral/infra';
 import { SegmentCache, assembleSegmentDocs, segmentHeadData, serializeSegmentHead, type ObjectSource } from '@lateral/serving';
-import { docs, median, opt, round } from './segment-cache';
-import { runColdWarpBench } from './cold-scorer-warp';
+import { docs, median, round } from './segment-cache';
+import { coldWarpDefaults, runColdWarpBench, type ColdWarpOptions } from './cold-scorer-warp';
 import { CliUsageError, numberFlag, parseCliOrExit } from '../lib/cli';
 
 const USAGE = `usage: npm run bench -- cold-scorer [--json] [--section both|rerank|warp (both)] [--quick]
@@ -33,7 +33,7 @@ const USAGE = `usage: npm run bench -- cold-scorer [--json] [--section both|rera
     [--query-tokens N (32)] [--nprobe N (32)] [--bits 2|4 (4)] [--dims N (128)] [--latency-ms N (10)] [--mb-per-s N (100)]
     [--max-segments N] [--range-gap N (0)] [--rounds N (2; --quick 1)]`;
 
-/** The numeric flags of both sections (each a number of at least 0; cold-scorer-warp.ts reads its own from the same arguments). */
+/** The numeric flags of both sections (each a number of at least 0). */
 const NUMBER_FLAGS = ['segments', 'docs', 'tokens', 'dims', 'candidates', 'latency-ms', 'mb-per-s', 'rounds', 'doc-tokens', 'batch', 'queries', 'query-tokens', 'nprobe', 'bits', 'max-segments', 'range-gap'] as const;
 const FLAGS = {
   json: { type: 'boolean' },
@@ -43,32 +43,64 @@ const FLAGS = {
   ...(Object.fromEntries(NUMBER_FLAGS.map((f) => [f, { type: 'string' }])) as Record<(typeof NUMBER_FLAGS)[number], { type: 'string' }>),
 } as const;
 
+/** The re-rank section's settings. */
+interface ColdRerankOptions {
+  segments: number;
+  docs: number;
+  tokens: number;
+  dims: number;
+  candidates: number;
+  latencyMs: number;
+  mbPerS: number;
+  rounds: number;
+}
+
 export async function runColdScorerBench(args: string[]): Promise<Record<string, unknown>> {
-  // The whole command line is checked here, before either section starts: an unknown flag or a bad value exits 2.
-  const { section } = parseCliOrExit('bench cold-scorer', USAGE, args, FLAGS, {}, ({ values: v }) => {
+  // The whole command line is read here, before either section starts: an unknown flag or a bad value exits 2.
+  const { section, rerank, warp } = parseCliOrExit('bench cold-scorer', USAGE, args, FLAGS, {}, ({ values: v }) => {
     if (!['both', 'rerank', 'warp'].includes(v.section)) throw new CliUsageError(`--section must be both, rerank or warp, got ${v.section}`);
-    for (const f of NUMBER_FLAGS) if (v[f] !== undefined) numberFlag(f, v[f]);
+    const num = (f: (typeof NUMBER_FLAGS)[number], fallback: number) => (v[f] === undefined ? fallback : numberFlag(f, v[f]));
+    for (const f of NUMBER_FLAGS) num(f, 0);
     if (v.bits !== undefined && v.bits !== '2' && v.bits !== '4') throw new CliUsageError(`--bits must be 2 or 4, got ${v.bits}`);
     const sizes = v['warp-docs']?.split(',').map(Number);
     if (sizes && !sizes.every((n) => Number.isInteger(n) && n > 0)) throw new CliUsageError(`--warp-docs must be positive integers, got ${v['warp-docs']}`);
-    return { section: v.section };
+    const quick = v.quick ?? false;
+    const rerank: ColdRerankOptions = {
+      segments: num('segments', quick ? 60 : 400),
+      docs: num('docs', 256),
+      tokens: num('tokens', 40),
+      dims: num('dims', 128),
+      candidates: num('candidates', 100),
+      latencyMs: num('latency-ms', 10),
+      mbPerS: num('mb-per-s', 100),
+      rounds: num('rounds', quick ? 2 : 4),
+    };
+    const w = coldWarpDefaults(quick);
+    const warp: ColdWarpOptions = {
+      sizes: sizes ?? w.sizes,
+      docTokens: num('doc-tokens', w.docTokens),
+      batch: num('batch', w.batch),
+      queries: num('queries', w.queries),
+      queryTokens: num('query-tokens', w.queryTokens),
+      nprobe: num('nprobe', w.nprobe),
+      bits: num('bits', w.bits) as 2 | 4,
+      dims: num('dims', w.dims),
+      latencyMs: num('latency-ms', w.latencyMs),
+      mbPerS: num('mb-per-s', w.mbPerS),
+      maxSegments: num('max-segments', w.maxSegments),
+      rangeGap: num('range-gap', w.rangeGap),
+      rounds: num('rounds', w.rounds),
+    };
+    return { section: v.section, rerank, warp };
   });
   const out: Record<string, unknown> = {};
-  if (section !== 'warp') out.rerank = await runColdRerank(args);
-  if (section !== 'rerank') out.warp = await runColdWarpBench(args);
+  if (section !== 'warp') out.rerank = await runColdRerank(rerank);
+  if (section !== 'rerank') out.warp = await runColdWarpBench(warp);
   return out;
 }
 
-async function runColdRerank(args: string[]): Promise<Record<string, unknown>> {
-  const quick = args.includes('--quick');
-  const S = opt(args, '--segments', quick ? 60 : 400);
-  const D = opt(args, '--docs', 256);
-  const L = opt(args, '--tokens', 40);
-  const dims = opt(args, '--dims', 128);
-  const C = opt(args, '--candidates', 100);
-  const latency = opt(args, '--latency-ms', 10);
-  const mbPerS = opt(args, '--mb-per-s', 100);
-  const rounds = opt(args, '--rounds', quick ? 2 : 4);
+async function runColdRerank(o: ColdRerankOptions): Promise<Record<string, unknown>> {
+  const { segments: S, docs: D, tokens: L, dims, candidates: C, latencyMs: latency, mbPerS, rounds } = o;
   const settings: CodecSettings = { kind: 'eden', bits: 4, layout: 'token', norms: 'fp32', sideInfo: false };
   const sample = docs(64, L, dims, 99);
   const artifact: CodecArtifact = fitCodec(settings, Float32Array.from(sample.flatMap((d) => Array.from(d.vectors))), dims, { seed: 5n });

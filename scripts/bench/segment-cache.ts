@@ -28,13 +28,6 @@ export const median = (xs: number[]) => {
   return v.length % 2 ? v[(v.length - 1) / 2] : (v[v.length / 2 - 1] + v[v.length / 2]) / 2;
 };
 export const round = (x: number, d = 2) => Math.round(x * 10 ** d) / 10 ** d;
-export const opt = (args: string[], name: string, def: number) => {
-  const i = args.indexOf(name);
-  if (i < 0) return def;
-  const n = Number(args[i + 1]);
-  if (!Number.isFinite(n) || n < 0) throw new Error(`${name}: a non-negative number`);
-  return n;
-};
 
 /** Deterministic pseudo-random unit vectors (xorshift), `tokens` per document. */
 export function docs(n: number, tokens: number, dims: number, seed: number): EncodedText[] {
