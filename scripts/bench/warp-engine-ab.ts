@@ -7,31 +7,19 @@
  * collection a `npm run bench -- peers --data DATA_DIR` run kept (or a copy; no workers run).
  */
 import path from 'node:path';
-import { loadConfig, s3Keys } from '@lateral/shared';
-import { getEncoder } from '@lateral/model';
+import { s3Keys } from '@lateral/shared';
 import { openWarpLayout, warpListSizes, warpQuery, warpSegmentsSearchSteps, runSteps, type WarpLayoutReader, type WarpSegment, type WarpWorkspace } from '@lateral/search';
-import { startServer } from '../../apps/all-in-one/src/server';
+import { openWarpProbeBed } from './warp-probe-bed';
 import { loadRetrievalDataset } from '../lib/retrieval-dataset';
 
 async function main() {
   const dataDir = process.argv[2] ?? '/work/peers-data';
   const nprobes = (process.argv[3] ?? '8,32').split(',').map(Number);
-  const config = loadConfig({ ...process.env, PORT: '0', LOG_LEVEL: 'warn', DATA_DIR: dataDir, ORT_INTRA_OP_THREADS: '1' });
-  const server = await startServer(config, { quiet: true, queues: [] });
-  const rt = server.runtime;
-  const tenant = rt.config.DEFAULT_TENANT;
-  const collection = 'peers-vaswani';
-  const manifest = (await rt.generations.manifest(tenant, collection))!;
-  const docsAt = new Map<number, number>();
-  for (const ref of manifest.segments) docsAt.set(ref.warpEpoch ?? 0, (docsAt.get(ref.warpEpoch ?? 0) ?? 0) + ref.documents);
-  const epoch = [...docsAt].sort((a, b) => b[1] - a[1])[0][0];
-  const ivf = (await rt.ivf.get(tenant, collection, manifest.codecVersion, epoch))!;
-  const codec = (await rt.warpCodecs.get(tenant, collection, manifest.codecVersion, epoch))!;
+  const { server, rt, tenant, collection, refs, ivf, codec, encoder: openEncoder } = await openWarpProbeBed(dataDir);
   const layouts: WarpLayoutReader[] = [];
   const segs: WarpSegment[] = [];
   let base = 0;
-  for (const ref of manifest.segments) {
-    if ((ref.warpEpoch ?? 0) !== epoch) continue;
+  for (const ref of refs) {
     const key = s3Keys.searchLayout(tenant, collection, ref.batchId, ref.codecVersion, ref.warpEpoch);
     const l = openWarpLayout((await rt.store.get(key))!, key);
     layouts.push(l);
@@ -40,7 +28,7 @@ async function main() {
   }
   const sizes = warpListSizes(layouts.map((l) => l.directory));
   const ds = loadRetrievalDataset(path.resolve('../shared/datasets/vaswani'));
-  const encoder = await getEncoder(path.resolve(config.MODELS_DIR, (await rt.collections.get(tenant, collection))!.model), { executionProvider: 'cpu' });
+  const encoder = await openEncoder();
   const enc = await encoder.encodeQueries(ds.queries.map((q) => q.text));
   const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
   for (const nprobe of nprobes) {

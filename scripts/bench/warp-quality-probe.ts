@@ -10,32 +10,20 @@
  */
 import path from 'node:path';
 import { writeFileSync } from 'node:fs';
-import { loadConfig, s3Keys } from '@lateral/shared';
+import { s3Keys } from '@lateral/shared';
 import { readSegment } from '@lateral/codec';
-import { getEncoder } from '@lateral/model';
 import { kernels } from '@lateral/simd';
 import { openWarpLayout, warpListSizes, warpQuery, warpScoreList, warpCentroidScores, type WarpLayoutReader } from '@lateral/search';
-import { startServer } from '../../apps/all-in-one/src/server';
+import { openWarpProbeBed } from './warp-probe-bed';
 import { hasRelevant } from '../lib/metrics';
 import { loadRetrievalDataset } from '../lib/retrieval-dataset';
 import { queryMetrics } from '../eval/retrieval';
 
 async function main() {
   const dataDir = process.argv[2] ?? '/work/peers-data';
-  const config = loadConfig({ ...process.env, PORT: '0', LOG_LEVEL: 'warn', DATA_DIR: dataDir, ORT_INTRA_OP_THREADS: '1' });
-  const server = await startServer(config, { quiet: true, queues: [] });
-  const rt = server.runtime;
-  const tenant = rt.config.DEFAULT_TENANT;
-  const collection = 'peers-vaswani';
-  const manifest = (await rt.generations.manifest(tenant, collection))!;
+  const { server, rt, tenant, collection, refs, docsAt, epoch, ivf, codec, encoder: openEncoder } = await openWarpProbeBed(dataDir);
   const ds0 = loadRetrievalDataset(path.resolve('../shared/datasets/vaswani'));
-  const cv = manifest.codecVersion;
-  const docsAt = new Map<number, number>();
-  for (const ref of manifest.segments) docsAt.set(ref.warpEpoch ?? 0, (docsAt.get(ref.warpEpoch ?? 0) ?? 0) + ref.documents);
-  const epoch = [...docsAt].sort((a, b) => b[1] - a[1])[0][0];
-  console.error(`epochs ${JSON.stringify([...docsAt])}: using ${epoch}`);
-  const ivf = (await rt.ivf.get(tenant, collection, cv, epoch))!;
-  const codec = (await rt.warpCodecs.get(tenant, collection, cv, epoch))!;
+  console.error(`epochs ${JSON.stringify(docsAt)}: using ${epoch}`);
   const centroids = ivf.centroids;
   const d = codec.dims;
   const K = centroids.length / d;
@@ -44,8 +32,7 @@ async function main() {
   const segOffsets: Uint32Array[] = [];
   const ids: string[] = [];
   const bases: number[] = [];
-  for (const ref of manifest.segments) {
-    if ((ref.warpEpoch ?? 0) !== epoch) continue;
+  for (const ref of refs) {
     const key = s3Keys.searchLayout(tenant, collection, ref.batchId, ref.codecVersion, ref.warpEpoch);
     layouts.push(openWarpLayout((await rt.store.get(key))!, key));
     const r = readSegment((await rt.store.get(ref.key))!, ref.key, await rt.codecs.get(tenant, collection, ref.codecVersion));
@@ -63,7 +50,7 @@ async function main() {
   let total = 0;
   for (const s of sizes) total += s;
   console.error(`K ${K} d ${d} tokens ${total} segments ${layouts.length} docs ${ids.length}`);
-  const encoder = await getEncoder(path.resolve(config.MODELS_DIR, (await rt.collections.get(tenant, collection))!.model), { executionProvider: 'cpu' });
+  const encoder = await openEncoder();
   const enc = await encoder.encodeQueries(judged.map((q) => q.text));
   const out: Record<string, unknown> = { K, tokens: total };
 
