@@ -16,6 +16,7 @@ import {
 import { CodecArtifactRepository, type CollectionRepository, type GenerationRepository, type ObjectStore } from '@lateral/infra';
 import { TrainingDivergedError, trainAesiInThread } from '@lateral/training';
 import type { StaticEmbeddingsCache } from '@lateral/serving';
+import type { TrainJobProgressOf } from './job-progress';
 
 /** What training an AESI codec touches (the train queue's handler runs it for `head: 'aesi'`: train.processor.ts). */
 export interface AesiTrainDeps {
@@ -27,18 +28,7 @@ export interface AesiTrainDeps {
 }
 
 /** Progress of an AESI train job (GET /v1/train/{id}). */
-export interface AesiJobProgress {
-  percent: number;
-  stage: 'loading' | 'training' | 'writing';
-  epoch?: number;
-  maxEpochs?: number;
-  step?: number;
-  stepsPerEpoch?: number;
-  /** training MSE of the epoch so far */
-  loss?: number;
-  etaSeconds?: number;
-  curve?: AesiTrainReport['curve'];
-}
+export type AesiJobProgress = TrainJobProgressOf<'loading' | 'training' | 'writing', AesiTrainReport['curve']>;
 
 /**
  * Fits SDR's AESI autoencoder (@lateral/training trainAesi) on a seeded sample of the collection's

@@ -24,6 +24,7 @@ import {
 } from '@lateral/training';
 import type { EncoderProvider } from '../encoders';
 import { trainAesiCodec } from './aesi-train';
+import type { TrainJobProgressOf } from './job-progress';
 import { type CollectionView, scoreGroup, type StaticEmbeddingsCache } from '@lateral/serving';
 import { permanentModelErrors } from '../model-errors';
 
@@ -44,17 +45,7 @@ export interface TrainDeps {
 }
 
 /** Progress a train job reports (BullMQ job progress; GET /v1/train/{id} shows it). */
-export interface TrainJobProgress {
-  percent: number;
-  stage: 'loading' | 'first-stage' | 'training' | 'writing';
-  epoch?: number;
-  maxEpochs?: number;
-  step?: number;
-  stepsPerEpoch?: number;
-  loss?: number;
-  etaSeconds?: number;
-  curve?: TrainProgress['curve'];
-}
+export type TrainJobProgress = TrainJobProgressOf<'loading' | 'first-stage' | 'training' | 'writing', TrainProgress['curve']>;
 
 export class TrainingCancelledError extends PermanentJobError {}
 
