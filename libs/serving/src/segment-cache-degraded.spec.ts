@@ -1,13 +1,13 @@
 import { describe, expect, it } from 'vitest';
-import { crc32c, createCodec, fitCodec, readSegment, writeSegment } from '@lateral/codec';
+import { fitCodec, readSegment } from '@lateral/codec';
 import { buildSegmentIndex, searchSegment, serializeSegmentIndex } from '@lateral/search';
 import { currentDegradedSegments, degradedRecordKey, s3Keys, type CodecSettings, type Collection, type CollectionManifest, type DegradedRecord, type SegmentRef } from '@lateral/shared';
 import type { EncodedText } from '@lateral/model';
-import { assembleSegmentDocs } from './segment-docs';
 import { SegmentCache } from './segment-cache';
 import { SegmentUnavailableError, type SegmentHealthListener, type UnavailableEvent } from './search-plan';
 import { DegradedSegmentsRecorder } from './segment-health';
 import { degradedFields, splitUnavailable } from './degraded-results';
+import { manifestOf as storedManifest, storedSegment, threeTokenDocs } from './testing/stored-segments';
 
 /**
  * A segment or search index that fails its checksum or decoding, or is missing: the segment
@@ -24,14 +24,7 @@ const artifact = fitCodec(fp16, new Float32Array(DIMS), DIMS, { seed: 7n });
 const collection: Pick<Collection, 'tenantId' | 'id' | 'model'> = { tenantId: T, id: C, model: 'm' };
 const centroids = Float32Array.from({ length: 2 * DIMS }, (_, i) => (i % 3) - 1);
 
-const encodedDocs = (n: number, salt: number): EncodedText[] =>
-  Array.from({ length: n }, (_, d) => ({
-    tokenIds: Int32Array.from([d * 3 + 5, d * 3 + 6, d * 3 + 7]),
-    vectors: Float32Array.from({ length: 3 * DIMS }, (_, k) => (((salt * 5 + d * 3 + k * 7) % 11) - 5) / 5),
-    weights: null,
-    length: 3,
-    truncated: false,
-  }));
+const encodedDocs = (n: number, salt: number): EncodedText[] => threeTokenDocs(n, salt, DIMS, 5);
 
 interface Stored {
   ref: SegmentRef;
@@ -42,14 +35,12 @@ interface Stored {
 }
 
 function segment(batchId: string, ids: string[], salt: number): Stored {
-  const bytes = writeSegment(assembleSegmentDocs(ids, encodedDocs(ids.length, salt), DIMS), createCodec(fp16, artifact));
-  const key = s3Keys.segment(T, C, batchId, 1);
-  const ref: SegmentRef = { batchId, codecVersion: 1, key, documents: ids.length, tokens: ids.length * 3, bytes: bytes.byteLength, checksum: crc32c(bytes).toString(16).padStart(8, '0') };
-  const index = serializeSegmentIndex(buildSegmentIndex(searchSegment(readSegment(bytes, key, artifact)), centroids, DIMS));
+  const { ref, bytes } = storedSegment(T, C, batchId, ids, encodedDocs(ids.length, salt), DIMS, fp16, artifact);
+  const index = serializeSegmentIndex(buildSegmentIndex(searchSegment(readSegment(bytes, ref.key, artifact)), centroids, DIMS));
   return { ref, ids, bytes, index, indexKey: s3Keys.segmentIndex(T, C, batchId, 1) };
 }
 
-const manifestOf = (generation: number, refs: SegmentRef[]): CollectionManifest => ({ tenantId: T, collectionId: C, generation, codecVersion: 1, committedAt: `2026-01-01T00:00:0${generation}.000Z`, segments: refs });
+const manifestOf = (generation: number, refs: SegmentRef[]): CollectionManifest => storedManifest(T, C, generation, refs);
 
 function flipped(bytes: Uint8Array): Uint8Array {
   const out = Uint8Array.from(bytes);

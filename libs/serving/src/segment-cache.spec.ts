@@ -3,14 +3,14 @@ import { mkdtempSync, readdirSync, rmSync, truncateSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { crc32c, createCodec, fitCodec, readSegment, writeSegment, type CodecArtifact } from '@lateral/codec';
+import { fitCodec, readSegment, type CodecArtifact } from '@lateral/codec';
 import { s3Keys, type CodecSettings, type Collection, type CollectionManifest, type SegmentRef } from '@lateral/shared';
 import { DiskObjectCache } from '@lateral/infra';
 import type { EncodedText } from '@lateral/model';
-import { assembleSegmentDocs } from './segment-docs';
 import { bm25Search, buildSegmentIndex, denseSearch, exhaustiveSearch, mebertSearch, searchSegment, serializeSegmentIndex, xtrSearch } from '@lateral/search';
 import { SegmentCache, WHOLE_DECODE_FRACTION, type ObjectSource } from './segment-cache';
 import { segmentHeadData, serializeSegmentHead } from './segment-head';
+import { manifestOf as storedManifest, storedSegment, threeTokenDocs } from './testing/stored-segments';
 
 const T = 't1';
 const C = 'c1';
@@ -21,15 +21,7 @@ const fp16Artifact = fitCodec(fp16, new Float32Array(DIMS), DIMS, { seed: 7n });
 const edenArtifact = fitCodec(eden4, Float32Array.from({ length: 64 * DIMS }, (_, i) => Math.cos(i * 1.7)), DIMS, { seed: 11n });
 const collection: Pick<Collection, 'tenantId' | 'id' | 'model'> = { tenantId: T, id: C, model: 'm' };
 
-/** Three tokens per document, values depending on the salt and position. */
-const encodedDocs = (n: number, salt: number): EncodedText[] =>
-  Array.from({ length: n }, (_, d) => ({
-    tokenIds: Int32Array.from([d * 3, d * 3 + 1, d * 3 + 2]),
-    vectors: Float32Array.from({ length: 3 * DIMS }, (_, k) => (((salt * 5 + d * 3 + k * 7) % 11) - 5) / 5),
-    weights: null,
-    length: 3,
-    truncated: false,
-  }));
+const encodedDocs = (n: number, salt: number): EncodedText[] => threeTokenDocs(n, salt, DIMS);
 
 interface Stored {
   ref: SegmentRef;
@@ -37,27 +29,10 @@ interface Stored {
 }
 
 function segment(batchId: string, ids: string[], salt: number, settings: CodecSettings = fp16, artifact: CodecArtifact = fp16Artifact): Stored {
-  const bytes = writeSegment(assembleSegmentDocs(ids, encodedDocs(ids.length, salt), DIMS), createCodec(settings, artifact));
-  const ref: SegmentRef = {
-    batchId,
-    codecVersion: 1,
-    key: s3Keys.segment(T, C, batchId, 1),
-    documents: ids.length,
-    tokens: ids.length * 3,
-    bytes: bytes.byteLength,
-    checksum: crc32c(bytes).toString(16).padStart(8, '0'),
-  };
-  return { ref, bytes };
+  return storedSegment(T, C, batchId, ids, encodedDocs(ids.length, salt), DIMS, settings, artifact);
 }
 
-const manifestOf = (generation: number, refs: SegmentRef[]): CollectionManifest => ({
-  tenantId: T,
-  collectionId: C,
-  generation,
-  codecVersion: 1,
-  committedAt: `2026-01-01T00:00:0${generation}.000Z`,
-  segments: refs,
-});
+const manifestOf = (generation: number, refs: SegmentRef[]): CollectionManifest => storedManifest(T, C, generation, refs);
 
 /** An object source over stored segments that counts reads per key and the most reads at once. */
 function countingSource(stored: Stored[], delayMs = 0) {
