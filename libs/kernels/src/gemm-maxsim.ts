@@ -220,6 +220,26 @@ export class GemmMaxsim {
 
   /** queries: each n_q x d; docs: T x d rows of C candidates (offsets C + 1). Returns C scores per query. */
   async score(queries: QueryTokens[], docs: Float32Array, offsets: Uint32Array, d: number, opts: { normalize?: boolean; yieldEvery?: () => Promise<void> } = {}): Promise<Float32Array[]> {
+    return this.scoreChunks(queries, offsets, d, opts, (padded, index, L, members, row0, row1): Record<string, ort.Tensor> =>
+      padded
+        ? { docs: new ort.Tensor('float32', padByIndex(docs, index, d, (n) => new Float32Array(n)), [members.length, L, d]) }
+        : { docs: new ort.Tensor('float32', docs.subarray(row0 * d, row1 * d), [row1 - row0, d]), index: new ort.Tensor('int32', index, [members.length, L]) },
+    );
+  }
+
+  /**
+   * The row chunks of the candidates (`offsets`, chunked by rowPlan and forEachRowChunk), each fed
+   * as `feedsOf` builds it (padded: [count, L, d]; else the rows with their index), run against
+   * every column block of the queries and summed into C scores per query (-Infinity for a
+   * candidate without rows). score() and scoreBlocks() differ only in how they build the feeds.
+   */
+  private async scoreChunks(
+    queries: QueryTokens[],
+    offsets: Uint32Array,
+    d: number,
+    opts: { normalize?: boolean; yieldEvery?: () => Promise<void> },
+    feedsOf: (padded: boolean, index: Int32Array, L: number, members: number[], row0: number, row1: number) => Record<string, ort.Tensor>,
+  ): Promise<Float32Array[]> {
     const C = offsets.length - 1;
     const out = queries.map(() => new Float32Array(C));
     const blocks = columnBlocks(queries, d);
@@ -227,9 +247,7 @@ export class GemmMaxsim {
     await forEachRowChunk(
       offsets,
       async (index, L, members, row0, row1) => {
-        const feeds: Record<string, ort.Tensor> = plan.order
-          ? { docs: new ort.Tensor('float32', padByIndex(docs, index, d, (n) => new Float32Array(n)), [members.length, L, d]) }
-          : { docs: new ort.Tensor('float32', docs.subarray(row0 * d, row1 * d), [row1 - row0, d]), index: new ort.Tensor('int32', index, [members.length, L]) };
+        const feeds = feedsOf(!!plan.order, index, L, members, row0, row1);
         for (const b of blocks) {
           const res = await (plan.order ? this.padded : this.unpadded).run({ ...feeds, query_t: b.queryT });
           sumColumns(res.best.data as Float32Array, b, queries, members, out, opts.normalize);
@@ -252,40 +270,25 @@ export class GemmMaxsim {
     const C = blocks.length;
     const offsets = new Uint32Array(C + 1);
     for (let c = 0; c < C; c++) offsets[c + 1] = offsets[c] + blocks[c].length / d;
-    const out = queries.map(() => new Float32Array(C));
-    const colBlocks = columnBlocks(queries, d);
-    const plan = rowPlan(offsets, Math.max(...colBlocks.map((b) => b.N)));
     let scratch = new Float32Array(0);
     const room = (floats: number) => (scratch.length >= floats ? scratch : (scratch = new Float32Array(floats)));
-    await forEachRowChunk(
-      offsets,
-      async (index, L, members, row0, row1) => {
-        let feeds: Record<string, ort.Tensor>;
-        if (plan.order) {
-          // [count, L, d]: each member's rows, its slots past its length repeating its first row (padByIndex's layout).
-          const buf = room(members.length * L * d).subarray(0, members.length * L * d);
-          members.forEach((c, j) => {
-            const b = blocks[c];
-            const m = b.length / d;
-            buf.set(b, j * L * d);
-            for (let r = m; r < L; r++) buf.copyWithin((j * L + r) * d, j * L * d, j * L * d + d);
-          });
-          feeds = { docs: new ort.Tensor('float32', buf, [members.length, L, d]) };
-        } else {
-          // Rows row0..row1: the members' blocks one after another (they are consecutive candidates).
-          const buf = room((row1 - row0) * d).subarray(0, (row1 - row0) * d);
-          for (const c of members) buf.set(blocks[c], (offsets[c] - row0) * d);
-          feeds = { docs: new ort.Tensor('float32', buf, [row1 - row0, d]), index: new ort.Tensor('int32', index, [members.length, L]) };
-        }
-        for (const b of colBlocks) {
-          const res = await (plan.order ? this.padded : this.unpadded).run({ ...feeds, query_t: b.queryT });
-          sumColumns(res.best.data as Float32Array, b, queries, members, out, opts.normalize);
-        }
-      },
-      (c) => out.forEach((q) => (q[c] = -Infinity)),
-      { yieldEvery: opts.yieldEvery, maxRows: plan.maxRows, order: plan.order },
-    );
-    return out;
+    return this.scoreChunks(queries, offsets, d, opts, (padded, index, L, members, row0, row1): Record<string, ort.Tensor> => {
+      if (padded) {
+        // [count, L, d]: each member's rows, its slots past its length repeating its first row (padByIndex's layout).
+        const buf = room(members.length * L * d).subarray(0, members.length * L * d);
+        members.forEach((c, j) => {
+          const b = blocks[c];
+          const m = b.length / d;
+          buf.set(b, j * L * d);
+          for (let r = m; r < L; r++) buf.copyWithin((j * L + r) * d, j * L * d, j * L * d + d);
+        });
+        return { docs: new ort.Tensor('float32', buf, [members.length, L, d]) };
+      }
+      // Rows row0..row1: the members' blocks one after another (they are consecutive candidates).
+      const buf = room((row1 - row0) * d).subarray(0, (row1 - row0) * d);
+      for (const c of members) buf.set(blocks[c], (offsets[c] - row0) * d);
+      return { docs: new ort.Tensor('float32', buf, [row1 - row0, d]), index: new ort.Tensor('int32', index, [members.length, L]) };
+    });
   }
 
   async release(): Promise<void> {
