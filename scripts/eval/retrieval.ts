@@ -54,6 +54,7 @@ import { getCollection, ingest, recreateCollection, search } from '../lib/client
 import { hasRelevant, mean, ndcgAt, recallAt, type Judgments } from '../lib/metrics';
 import { intFlag, parseCliOrExit } from '../lib/cli';
 import { loadRetrievalDataset, type RetrievalDataset, type Role } from '../lib/retrieval-dataset';
+import { escapeXml, logXPlot } from '../lib/svg-plot';
 
 /** The search modes of the table, by the name they are reported under. */
 export const MODES: { name: string; mode: string | Record<string, unknown> }[] = [
@@ -413,7 +414,6 @@ export function formatTables(r: RetrievalEvalResult): string[] {
   return out;
 }
 
-const esc = (s: string) => s.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;');
 const COLORS: Record<string, string> = {
   exhaustive: '#000000', 'xtr@100': '#9ecae1', 'xtr@1000': '#4292c6', 'xtr@10000': '#08519c',
   bm25: '#d62728', dense: '#2ca02c', mebert: '#9467bd', hybrid: '#ff7f0e',
@@ -431,44 +431,33 @@ export function retrievalPlotSvg(r: RetrievalEvalResult): string {
     ...names.filter((n) => n !== 'hybrid').map((n) => ({ name: n, m: r.modes[n]!, hollow: false })),
     ...names.map((n) => ({ name: n, m: r.test_half.modes[n]!, hollow: true })),
   ].filter((p) => Number.isFinite(p.m.p50_ms) && p.m.p50_ms > 0);
-  const xs = pts.map((p) => p.m.p50_ms);
-  const ys = pts.map((p) => p.m['ndcg@10']);
-  const x0 = 10 ** Math.floor(Math.log10(Math.min(...xs))), x1 = 10 ** Math.ceil(Math.log10(Math.max(...xs)));
-  const y0 = Math.max(0, Math.floor((Math.min(...ys) - 0.02) * 20) / 20), y1 = Math.min(1, Math.ceil((Math.max(...ys) + 0.01) * 20) / 20);
-  const X = (v: number) => L + ((Math.log10(v) - Math.log10(x0)) / Math.max(1e-9, Math.log10(x1) - Math.log10(x0))) * (W - L - R);
-  const Y = (v: number) => Tm + (1 - (v - y0) / Math.max(1e-9, y1 - y0)) * (H - Tm - B);
-  const out: string[] = [];
-  out.push(`<svg xmlns="http://www.w3.org/2000/svg" width="${W}" height="${H}" viewBox="0 0 ${W} ${H}" font-family="sans-serif">`);
-  out.push(`<rect width="${W}" height="${H}" fill="white"/>`);
-  out.push(`<text x="${L}" y="22" font-size="14">${esc(`${path.basename(r.dataset)}, ${r.model}: nDCG@10 vs median latency per query (${r.documents} docs, ${r.queries} judged queries${r.quick ? ', --quick' : ''})`)}</text>`);
-  for (let e = Math.log10(x0); e <= Math.log10(x1) + 1e-9; e++) {
-    for (const k of [1, 2, 5]) {
-      const v = k * 10 ** e;
-      if (v < x0 || v > x1) continue;
-      out.push(`<line x1="${X(v).toFixed(1)}" y1="${Tm}" x2="${X(v).toFixed(1)}" y2="${H - B}" stroke="#ddd"/>`);
-      out.push(`<text x="${X(v).toFixed(1)}" y="${H - B + 16}" font-size="11" text-anchor="middle">${v}</text>`);
-    }
-  }
-  for (let v = y0; v <= y1 + 1e-9; v += 0.05) {
-    out.push(`<line x1="${L}" y1="${Y(v).toFixed(1)}" x2="${W - R}" y2="${Y(v).toFixed(1)}" stroke="#ddd"/>`);
-    out.push(`<text x="${L - 6}" y="${(Y(v) + 4).toFixed(1)}" font-size="11" text-anchor="end">${v.toFixed(2)}</text>`);
-  }
-  out.push(`<rect x="${L}" y="${Tm}" width="${W - L - R}" height="${H - Tm - B}" fill="none" stroke="#333"/>`);
-  out.push(`<text x="${(L + W - R) / 2}" y="${H - 18}" font-size="12" text-anchor="middle">median latency per query, ms (one query per POST /v1/search?wait=60, client wall clock; log scale)</text>`);
-  out.push(`<text x="18" y="${(Tm + H - B) / 2}" font-size="12" text-anchor="middle" transform="rotate(-90 18 ${(Tm + H - B) / 2})">nDCG@10</text>`);
+  const { out, X, Y } = logXPlot({
+    width: W,
+    height: H,
+    left: L,
+    right: R,
+    top: Tm,
+    bottom: B,
+    xs: pts.map((p) => p.m.p50_ms),
+    ys: pts.map((p) => p.m['ndcg@10']),
+    title: `${path.basename(r.dataset)}, ${r.model}: nDCG@10 vs median latency per query (${r.documents} docs, ${r.queries} judged queries${r.quick ? ', --quick' : ''})`,
+    xLabel: 'median latency per query, ms (one query per POST /v1/search?wait=60, client wall clock; log scale)',
+    yLabel: 'nDCG@10',
+    roundCoords: true,
+  });
   for (const p of pts) {
     const color = COLORS[p.name] ?? '#000';
     const cx = X(p.m.p50_ms), cy = Y(p.m['ndcg@10']);
     const fill = p.hollow ? 'white' : color;
     const label = `${p.name}${p.hollow ? ' (test half)' : ''}`;
-    out.push(`<circle cx="${cx.toFixed(1)}" cy="${cy.toFixed(1)}" r="4.5" fill="${fill}" stroke="${color}" stroke-width="1.5"><title>${esc(`${label}: nDCG@10 ${p.m['ndcg@10'].toFixed(4)}, recall@100 ${p.m['recall@100'].toFixed(4)}, p50 ${p.m.p50_ms.toFixed(1)} ms, p95 ${p.m.p95_ms.toFixed(1)} ms`)}</title></circle>`);
+    out.push(`<circle cx="${cx.toFixed(1)}" cy="${cy.toFixed(1)}" r="4.5" fill="${fill}" stroke="${color}" stroke-width="1.5"><title>${escapeXml(`${label}: nDCG@10 ${p.m['ndcg@10'].toFixed(4)}, recall@100 ${p.m['recall@100'].toFixed(4)}, p50 ${p.m.p50_ms.toFixed(1)} ms, p95 ${p.m.p95_ms.toFixed(1)} ms`)}</title></circle>`);
     // Test-half markers of the other modes sit near their all-query ones: only their tooltips name them.
-    if (!p.hollow || p.name === 'hybrid') out.push(`<text x="${(cx + 6).toFixed(1)}" y="${(cy - 4).toFixed(1)}" font-size="9" fill="${color}">${esc(label)}</text>`);
+    if (!p.hollow || p.name === 'hybrid') out.push(`<text x="${(cx + 6).toFixed(1)}" y="${(cy - 4).toFixed(1)}" font-size="9" fill="${color}">${escapeXml(label)}</text>`);
   }
   const legend = [...names.map((n) => [COLORS[n] ?? '#000', n] as const)];
   legend.forEach(([color, label], i) => {
     out.push(`<circle cx="${W - R + 20}" cy="${Tm + 14 + 18 * i}" r="4.5" fill="${color}"/>`);
-    out.push(`<text x="${W - R + 30}" y="${Tm + 18 + 18 * i}" font-size="11">${esc(label)}</text>`);
+    out.push(`<text x="${W - R + 30}" y="${Tm + 18 + 18 * i}" font-size="11">${escapeXml(label)}</text>`);
   });
   const yl = Tm + 14 + 18 * legend.length + 10;
   out.push(`<circle cx="${W - R + 20}" cy="${yl}" r="4.5" fill="white" stroke="#000" stroke-width="1.5"/>`);
