@@ -18,19 +18,8 @@ const PLOT_COLORS: [RegExp, string, string][] = [
 export function compressionPlotSvg(res: RerankCompressionResult): string {
   const W = 1100, H = 720, L = 70, R = 230, Tm = 40, B = 60;
   const pts = res.settings;
-  const { out, X, Y } = logXPlot({
-    width: W,
-    height: H,
-    left: L,
-    right: R,
-    top: Tm,
-    bottom: B,
-    xs: pts.map((p) => p.bytes_per_token),
-    ys: pts.map((p) => p['ndcg@10']),
-    title: `${res.model}: nDCG@10 vs bytes per token on disk (${res.queries} queries, ${res.documents} docs, ${res.tokens} tokens)`,
-    xLabel: 'bytes per token on disk (vector representation: codes, norms, padding, headers; log scale)',
-    yLabel: 'nDCG@10',
-  });
+  const frame = { width: W, height: H, left: L, right: R, top: Tm, bottom: B, yLabel: 'nDCG@10' };
+  const { out, X, Y } = logXPlot({ ...frame, xs: pts.map((p) => p.bytes_per_token), ys: pts.map((p) => p['ndcg@10']), title: `${res.model}: nDCG@10 vs bytes per token on disk (${res.queries} queries, ${res.documents} docs, ${res.tokens} tokens)`, xLabel: 'bytes per token on disk (vector representation: codes, norms, padding, headers; log scale)' });
   const f32 = res.fp32['ndcg@10'];
   out.push(`<line x1="${L}" y1="${Y(0.99 * f32)}" x2="${W - R}" y2="${Y(0.99 * f32)}" stroke="#888" stroke-dasharray="5,4"/>`);
   out.push(`<text x="${W - R - 4}" y="${Y(0.99 * f32) - 4}" font-size="10" text-anchor="end" fill="#555">99% of fp32 (${(0.99 * f32).toFixed(4)})</text>`);

@@ -431,20 +431,8 @@ export function retrievalPlotSvg(r: RetrievalEvalResult): string {
     ...names.filter((n) => n !== 'hybrid').map((n) => ({ name: n, m: r.modes[n]!, hollow: false })),
     ...names.map((n) => ({ name: n, m: r.test_half.modes[n]!, hollow: true })),
   ].filter((p) => Number.isFinite(p.m.p50_ms) && p.m.p50_ms > 0);
-  const { out, X, Y } = logXPlot({
-    width: W,
-    height: H,
-    left: L,
-    right: R,
-    top: Tm,
-    bottom: B,
-    xs: pts.map((p) => p.m.p50_ms),
-    ys: pts.map((p) => p.m['ndcg@10']),
-    title: `${path.basename(r.dataset)}, ${r.model}: nDCG@10 vs median latency per query (${r.documents} docs, ${r.queries} judged queries${r.quick ? ', --quick' : ''})`,
-    xLabel: 'median latency per query, ms (one query per POST /v1/search?wait=60, client wall clock; log scale)',
-    yLabel: 'nDCG@10',
-    roundCoords: true,
-  });
+  const frame = { width: W, height: H, left: L, right: R, top: Tm, bottom: B, yLabel: 'nDCG@10', roundCoords: true };
+  const { out, X, Y } = logXPlot({ ...frame, xs: pts.map((p) => p.m.p50_ms), ys: pts.map((p) => p.m['ndcg@10']), title: `${path.basename(r.dataset)}, ${r.model}: nDCG@10 vs median latency per query (${r.documents} docs, ${r.queries} judged queries${r.quick ? ', --quick' : ''})`, xLabel: 'median latency per query, ms (one query per POST /v1/search?wait=60, client wall clock; log scale)' });
   for (const p of pts) {
     const color = COLORS[p.name] ?? '#000';
     const cx = X(p.m.p50_ms), cy = Y(p.m['ndcg@10']);
