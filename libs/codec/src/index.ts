@@ -8,7 +8,7 @@ export { ResidualCodec } from './residual-codec';
 export { createCodec, codecFromDescriptor } from './create-codec';
 export { fitCodec, DEFAULT_BITS, type FitCodecOptions } from './fit-codec';
 export { serializeArtifact, deserializeArtifact, makeArtifact, ARTIFACT_VERSION, CodecArtifactCorruptError, type CodecArtifact } from './artifact';
-export { writeSegment, readSegment, segmentSectionOffsets, SegmentCopier, SEGMENT_MAGIC, SEGMENT_VERSION, SECTION_IDS } from './segment';
+export { writeSegment, readSegment, segmentSectionOffsets, prefixRowCount, SegmentCopier, SEGMENT_MAGIC, SEGMENT_VERSION, SECTION_IDS, PREFIX_ROWS_MAX } from './segment';
 export type { SegmentDocs, SegmentReader, WriteSegmentOptions, ReadSegmentOptions, DocVectorFormat } from './segment';
 export { SplitMix64, fnv1a64, signKey, rademacher } from './prng';
 export { fwht, nextPow2 } from './hadamard';
