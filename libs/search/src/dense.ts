@@ -1,7 +1,8 @@
+import { decodeHalf } from '@lateral/codec';
 import { mergeHits } from './merge';
 import { TopK } from './select';
 import { DENSE_DOC_SLICE, DOC_SLICE, runSteps, type Steps } from './steps';
-import { assertMask, assertTopN, type DocMask, type Hit, type HitExplain, type RowScorer, type SearchSegment, type SegmentHits } from './types';
+import { assertMask, assertTopN, type DocMask, type Hit, type HitExplain, type PrefixVectors, type RowScorer, type SearchSegment, type SegmentHits } from './types';
 
 /**
  * Exact single-vector search (SPEC 3.3), per segment then merged.
@@ -10,7 +11,10 @@ import { assertMask, assertTopN, type DocMask, type Hit, type HitExplain, type R
  * - `mebert`: every document is represented by its first m stored token vectors; the score is
  *   max_j <q, d_j> over them. Scoring documents directly is the "search m x K vectors, then keep
  *   each document's best" of the paper without the detour: each document appears once, with
- *   its best vector (SPEC 5.9). Documents without tokens never score.
+ *   its best vector (SPEC 5.9). Documents without tokens never score. A segment with a prefix
+ *   section (PrefixVectors) of at least m rows per document is scanned there, as dense scans the
+ *   pooled vectors: its fp16 rows are the decoded codes rounded, so the scores equal the code
+ *   path's within fp16 rounding; without one the first m rows come from the codes.
  * Inner products are float64 sums in dimension order (as @lateral/scoring's dense / mebert),
  * computed four documents (or vectors) at a time.
  */
@@ -114,6 +118,11 @@ export function* mebertSegmentSearchSteps(seg: SearchSegment, qVec: Float32Array
   const off = seg.tokenOffsets;
   const top = new TopK(topN, D);
   const bestRow = new Int32Array(D).fill(-1);
+  const pv = seg.prefixVectors;
+  if (pv && mVecs <= pv.rows) {
+    yield* mebertPrefixSteps(pv, qVec, mVecs, off, d, D, mask, bestRow, top);
+    return mebertHits(seg, top, bestRow, opts);
+  }
   // Rows scored from their codes when the segment can (nothing decoded), else the first mVecs vectors decoded.
   const fromCodes = seg.rowScorer(qVec, 1);
   for (let from = 0; from < D; from += DOC_SLICE) {
@@ -122,12 +131,97 @@ export function* mebertSegmentSearchSteps(seg: SearchSegment, qVec: Float32Array
     if (fromCodes) mebertRangeWith(fromCodes, mVecs, off, mask, from, to, bestRow, top);
     else mebertRange(qVec, mVecs, seg.docPrefixTokens(from, to, mVecs), off, d, mask, from, to, bestRow, top);
   }
+  return mebertHits(seg, top, bestRow, opts);
+}
+
+function mebertHits(seg: SearchSegment, top: TopK, bestRow: Int32Array, opts: MebertOptions): SegmentHits {
   const { scores, ids } = top.drain();
   const hits: SegmentHits = { docBase: seg.docBase, docs: ids, scores };
   if (opts.explain) {
     hits.explain = Array.from(ids, (doc, h): HitExplain => ({ rows: Int32Array.of(bestRow[doc]), similarities: Float64Array.of(scores[h]) }));
   }
   return hits;
+}
+
+/** Prefix rows decoded per step (about dense's DENSE_DOC_SLICE documents' worth of multiply-adds at 4 rows each). */
+const PREFIX_SLICE_ROWS = DENSE_DOC_SLICE;
+/** fp32 rows of one step, shared: a step decodes and scores without yielding, so concurrent scans never see each other's. */
+let prefixScratch = new Float32Array(0);
+
+/**
+ * ME-BERT over a prefix section: documents in steps of about PREFIX_SLICE_ROWS rows, each step's
+ * fp16 rows decoded at once, then per document its best of the first min(mVecs, k_i) rows
+ * (k_i = min(pv.rows, tokens_i)), four rows at a time when it has four. Float64 sums in dimension
+ * order, the first best row kept on ties (as mebertRange); bestRow records segment rows.
+ */
+function* mebertPrefixSteps(pv: PrefixVectors, qVec: Float32Array, mVecs: number, off: Uint32Array, d: number, D: number, mask: DocMask | undefined, bestRow: Int32Array, top: TopK): Steps<void> {
+  const M = pv.rows;
+  const bits = pv.bits;
+  let row = 0; // the first prefix row of document `from`
+  let from = 0;
+  while (from < D) {
+    if (from > 0) yield;
+    let to = from;
+    let rows = 0;
+    while (to < D && (rows === 0 || rows + M <= PREFIX_SLICE_ROWS)) rows += Math.min(M, off[to + 1] - off[to++]);
+    if ((row + rows) * d > bits.length) throw new RangeError(`mebertSegmentSearch: the prefix section holds ${bits.length / d} rows, documents [0, ${to}) need ${row + rows}`);
+    if (prefixScratch.length < rows * d) prefixScratch = new Float32Array(Math.max(rows * d, PREFIX_SLICE_ROWS * d));
+    const V = decodeHalf(bits.subarray(row * d, (row + rows) * d), prefixScratch);
+    let at = 0; // the document's first row in V
+    for (let i = from; i < to; i++) {
+      const k = Math.min(M, off[i + 1] - off[i]);
+      const first = at;
+      at += k;
+      const use = Math.min(mVecs, k);
+      if (use === 0 || (mask && mask[i] === 0)) continue;
+      let best: number;
+      let arg = 0;
+      const b0 = first * d;
+      if (use === 4) {
+        const b1 = b0 + d, b2 = b1 + d, b3 = b2 + d;
+        let s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+        for (let t = 0; t < d; t++) {
+          const x = qVec[t];
+          s0 += x * V[b0 + t];
+          s1 += x * V[b1 + t];
+          s2 += x * V[b2 + t];
+          s3 += x * V[b3 + t];
+        }
+        best = -Infinity;
+        if (s0 > best) {
+          best = s0;
+          arg = 0;
+        }
+        if (s1 > best) {
+          best = s1;
+          arg = 1;
+        }
+        if (s2 > best) {
+          best = s2;
+          arg = 2;
+        }
+        if (s3 > best) {
+          best = s3;
+          arg = 3;
+        }
+      } else {
+        best = -Infinity;
+        for (let j = 0; j < use; j++) {
+          const b = b0 + j * d;
+          let s = 0;
+          for (let t = 0; t < d; t++) s += qVec[t] * V[b + t];
+          if (s > best) {
+            best = s;
+            arg = j;
+          }
+        }
+      }
+      bestRow[i] = off[i] + arg;
+      if (best >= top.floor) top.push(best, i);
+    }
+    row += rows;
+    from = to;
+  }
 }
 
 /**
