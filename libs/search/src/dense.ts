@@ -1,4 +1,4 @@
-import { decodeHalf } from '@lateral/codec';
+import { halfTable, prefixRowCount } from '@lateral/codec';
 import { mergeHits } from './merge';
 import { TopK } from './select';
 import { DENSE_DOC_SLICE, DOC_SLICE, runSteps, type Steps } from './steps';
@@ -143,84 +143,77 @@ function mebertHits(seg: SearchSegment, top: TopK, bestRow: Int32Array, opts: Me
   return hits;
 }
 
-/** Prefix rows decoded per step (about dense's DENSE_DOC_SLICE documents' worth of multiply-adds at 4 rows each). */
+/** Prefix rows scored per step (about dense's DENSE_DOC_SLICE documents' worth of multiply-adds at 4 rows each). */
 const PREFIX_SLICE_ROWS = DENSE_DOC_SLICE;
-/** fp32 rows of one step, shared: a step decodes and scores without yielding, so concurrent scans never see each other's. */
-let prefixScratch = new Float32Array(0);
 
 /**
- * ME-BERT over a prefix section: documents in steps of about PREFIX_SLICE_ROWS rows, each step's
- * fp16 rows decoded at once, then per document its best of the first min(mVecs, k_i) rows
- * (k_i = min(pv.rows, tokens_i)), four rows at a time when it has four. Float64 sums in dimension
- * order, the first best row kept on ties (as mebertRange); bestRow records segment rows.
+ * ME-BERT over a prefix section: documents in steps of about PREFIX_SLICE_ROWS rows, per document
+ * its best of the first min(mVecs, k_i) rows (k_i = min(pv.rows, tokens_i)), each fp16 value read
+ * through the float16 table as it is multiplied (nothing decoded to memory), four rows at a time
+ * when a document has four. Float64 sums in dimension order, the first best row kept on ties (as
+ * mebertRange); bestRow records segment rows.
  */
 function* mebertPrefixSteps(pv: PrefixVectors, qVec: Float32Array, mVecs: number, off: Uint32Array, d: number, D: number, mask: DocMask | undefined, bestRow: Int32Array, top: TopK): Steps<void> {
   const M = pv.rows;
-  const bits = pv.bits;
-  let row = 0; // the first prefix row of document `from`
-  let from = 0;
-  while (from < D) {
-    if (from > 0) yield;
-    let to = from;
-    let rows = 0;
-    while (to < D && (rows === 0 || rows + M <= PREFIX_SLICE_ROWS)) rows += Math.min(M, off[to + 1] - off[to++]);
-    if ((row + rows) * d > bits.length) throw new RangeError(`mebertSegmentSearch: the prefix section holds ${bits.length / d} rows, documents [0, ${to}) need ${row + rows}`);
-    if (prefixScratch.length < rows * d) prefixScratch = new Float32Array(Math.max(rows * d, PREFIX_SLICE_ROWS * d));
-    const V = decodeHalf(bits.subarray(row * d, (row + rows) * d), prefixScratch);
-    let at = 0; // the document's first row in V
-    for (let i = from; i < to; i++) {
-      const k = Math.min(M, off[i + 1] - off[i]);
-      const first = at;
-      at += k;
-      const use = Math.min(mVecs, k);
-      if (use === 0 || (mask && mask[i] === 0)) continue;
-      let best: number;
-      let arg = 0;
-      const b0 = first * d;
-      if (use === 4) {
-        const b1 = b0 + d, b2 = b1 + d, b3 = b2 + d;
-        let s0 = 0, s1 = 0, s2 = 0, s3 = 0;
-        for (let t = 0; t < d; t++) {
-          const x = qVec[t];
-          s0 += x * V[b0 + t];
-          s1 += x * V[b1 + t];
-          s2 += x * V[b2 + t];
-          s3 += x * V[b3 + t];
-        }
-        best = -Infinity;
-        if (s0 > best) {
-          best = s0;
-          arg = 0;
-        }
-        if (s1 > best) {
-          best = s1;
-          arg = 1;
-        }
-        if (s2 > best) {
-          best = s2;
-          arg = 2;
-        }
-        if (s3 > best) {
-          best = s3;
-          arg = 3;
-        }
-      } else {
-        best = -Infinity;
-        for (let j = 0; j < use; j++) {
-          const b = b0 + j * d;
-          let s = 0;
-          for (let t = 0; t < d; t++) s += qVec[t] * V[b + t];
-          if (s > best) {
-            best = s;
-            arg = j;
-          }
+  const H = pv.bits;
+  const F = halfTable();
+  const rows = prefixRowCount(off, M);
+  if (rows * d !== H.length) throw new RangeError(`mebertSegmentSearch: the prefix section holds ${H.length / d} rows of ${d} dims, the documents ${rows}`);
+  let at = 0; // the document's first row in the section
+  let done = 0; // rows scored since the last step
+  for (let i = 0; i < D; i++) {
+    if (done >= PREFIX_SLICE_ROWS) {
+      done = 0;
+      yield;
+    }
+    const k = Math.min(M, off[i + 1] - off[i]);
+    const first = at;
+    at += k;
+    const use = Math.min(mVecs, k);
+    done += Math.max(1, use); // a skipped document counts one row: a step is bounded however many are masked
+    if (use === 0 || (mask && mask[i] === 0)) continue;
+    let best = -Infinity;
+    let arg = 0;
+    const b0 = first * d;
+    if (use === 4) {
+      const b1 = b0 + d, b2 = b1 + d, b3 = b2 + d;
+      let s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+      for (let t = 0; t < d; t++) {
+        const x = qVec[t];
+        s0 += x * F[H[b0 + t]];
+        s1 += x * F[H[b1 + t]];
+        s2 += x * F[H[b2 + t]];
+        s3 += x * F[H[b3 + t]];
+      }
+      if (s0 > best) {
+        best = s0;
+        arg = 0;
+      }
+      if (s1 > best) {
+        best = s1;
+        arg = 1;
+      }
+      if (s2 > best) {
+        best = s2;
+        arg = 2;
+      }
+      if (s3 > best) {
+        best = s3;
+        arg = 3;
+      }
+    } else {
+      for (let j = 0; j < use; j++) {
+        const b = b0 + j * d;
+        let s = 0;
+        for (let t = 0; t < d; t++) s += qVec[t] * F[H[b + t]];
+        if (s > best) {
+          best = s;
+          arg = j;
         }
       }
-      bestRow[i] = off[i] + arg;
-      if (best >= top.floor) top.push(best, i);
     }
-    row += rows;
-    from = to;
+    bestRow[i] = off[i] + arg;
+    if (best >= top.floor) top.push(best, i);
   }
 }
 
