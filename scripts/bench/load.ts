@@ -1,5 +1,5 @@
 /**
- * `npm run bench -- load [--json] [--seconds N] [--docs N] [--candidates N] [--connections N] [--root DIR]`
+ * `npm run bench -- load [--json] [--seconds N] [--docs N] [--candidates N] [--connections N] [--only search|rerank] [--root DIR]`
  *
  * Load on the service as a user runs it (issue 12, item 6): the all-in-one process (API, every
  * worker, the in-process S3 server, and its redis-server as a separate process) is started as a
@@ -8,7 +8,8 @@
  * traffic at the same time for `--seconds` (default 60) with autocannon: `--connections`
  * (default 4) connections each, re-ranks of `--candidates` (default 100, as issue 31's target names) ids per query and
  * searches (xtr, top 10), both with `?wait=30` so a request's latency is the job's round trip,
- * the queries cycling through Cranfield's. Prints throughput, p50 / p99 latency, non-2xx answers
+ * the queries cycling through Cranfield's (`--only search` or `--only rerank`: that traffic alone,
+ * so the CPU per request is that path's). Prints throughput, p50 / p99 latency, non-2xx answers
  * and errors, and the RSS of each process (service, redis-server, load generator) at the start
  * of the traffic and at its end, with the machine's load average (1 min) at both (the bench shares
  * its cores with whatever else runs). With --json the last line is one JSON object: rerank_rps,
@@ -26,7 +27,7 @@ import { fetchRetrying, ingest, recreateCollection } from '../lib/client';
 
 const ROOT = path.resolve(__dirname, '..', '..');
 
-const USAGE = 'usage: npm run bench -- load [--seconds N (60)] [--docs N (300)] [--candidates N (100)] [--connections N (4)] [--root DIR (this checkout)] [--json]';
+const USAGE = 'usage: npm run bench -- load [--seconds N (60)] [--docs N (300)] [--candidates N (100)] [--connections N (4)] [--only search|rerank (both)] [--root DIR (this checkout)] [--json]';
 const round = (x: number, d = 1) => Math.round(x * 10 ** d) / 10 ** d;
 
 /** Resident set size of a process in MB (Linux /proc), or null when it cannot be read. */
@@ -130,13 +131,16 @@ function drive(url: string, pathAndQuery: string, bodies: string[], seconds: num
 }
 
 export async function runLoadBench(args: string[]): Promise<Record<string, unknown>> {
-  const { seconds, nDocs, nCandidates, connections, root, json } = parseCliOrExit(
+  const { seconds, nDocs, nCandidates, connections, only, root, json } = parseCliOrExit(
     'bench load',
     USAGE,
     args,
-    { seconds: { type: 'string', default: '60' }, docs: { type: 'string', default: '300' }, candidates: { type: 'string', default: '100' }, connections: { type: 'string', default: '4' }, root: { type: 'string', default: ROOT }, json: { type: 'boolean' } },
+    { seconds: { type: 'string', default: '60' }, docs: { type: 'string', default: '300' }, candidates: { type: 'string', default: '100' }, connections: { type: 'string', default: '4' }, only: { type: 'string' }, root: { type: 'string', default: ROOT }, json: { type: 'boolean' } },
     {},
-    ({ values: v }) => ({ seconds: intFlag('seconds', v.seconds), nDocs: intFlag('docs', v.docs), nCandidates: intFlag('candidates', v.candidates), connections: intFlag('connections', v.connections), root: path.resolve(v.root), json: v.json === true }),
+    ({ values: v }) => {
+      if (v.only !== undefined && v.only !== 'search' && v.only !== 'rerank') throw new Error(`--only must be search or rerank, got "${v.only}"`);
+      return { seconds: intFlag('seconds', v.seconds), nDocs: intFlag('docs', v.docs), nCandidates: intFlag('candidates', v.candidates), connections: intFlag('connections', v.connections), only: v.only as 'search' | 'rerank' | undefined, root: path.resolve(v.root), json: v.json === true };
+    },
   );
   const say = (s: string) => (json ? console.error(s) : console.log(s));
 
@@ -168,10 +172,11 @@ export async function runLoadBench(args: string[]): Promise<Record<string, unkno
     const rssStart = rss();
     const cpuStart = cpu();
     const loadStart = round(os.loadavg()[0], 2);
-    say(`driving re-rank and search for ${seconds} s (${connections} connections each, ${nCandidates} candidates per re-rank)`);
+    say(`driving ${only ?? 're-rank and search'} for ${seconds} s (${connections} connections each, ${nCandidates} candidates per re-rank)`);
+    const idle: Phase = { rps: 0, p50: 0, p99: 0, requests: 0, non2xx: 0, errors: 0, timeouts: 0 };
     const [rr, se] = await Promise.all([
-      drive(service.url, '/v1/rerank?wait=30', rerankBodies, seconds, connections),
-      drive(service.url, '/v1/search?wait=30', searchBodies, seconds, connections),
+      only === 'search' ? idle : drive(service.url, '/v1/rerank?wait=30', rerankBodies, seconds, connections),
+      only === 'rerank' ? idle : drive(service.url, '/v1/search?wait=30', searchBodies, seconds, connections),
     ]);
     const rssEnd = rss();
     const cpuEnd = cpu();
@@ -195,6 +200,7 @@ export async function runLoadBench(args: string[]): Promise<Record<string, unkno
       documents: docs.length,
       candidates: nCandidates,
       connections,
+      only: only ?? 'both',
       rerank_rps: rr.rps,
       rerank_p50_ms: rr.p50,
       rerank_p99_ms: rr.p99,
