@@ -208,7 +208,13 @@ export function columnLayout(lengths: number[]): ColumnLayout[] {
  * gathered per candidate and max-reduced (createMaxsimSession); JavaScript sums each query's
  * columns. Empty candidates score -Infinity, as in @lateral/scoring's reference.
  */
+/** scoreBlocks keeps its chunk scratch for the next call up to this size (100 candidates of ~140 rows at d = 100: 5.6 MB). */
+const KEPT_SCRATCH_BYTES = 16 << 20;
+
 export class GemmMaxsim {
+  /** Chunk scratch of finished scoreBlocks calls, taken by the next one (each call holds its own while it runs). */
+  private spare: Float32Array[] = [];
+
   private constructor(
     private readonly unpadded: ort.InferenceSession,
     private readonly padded: ort.InferenceSession,
@@ -255,8 +261,29 @@ export class GemmMaxsim {
     const out = queries.map(() => new Float32Array(C));
     const colBlocks = columnBlocks(queries, d);
     const plan = rowPlan(offsets, Math.max(...colBlocks.map((b) => b.N)));
-    let scratch = new Float32Array(0);
+    // A re-rank's scratch is reused by the next call (no fresh chunk-sized buffer to allocate, zero
+    // and collect per request); every cell a chunk reads is written first, so what it held is never seen.
+    let scratch = this.spare.pop() ?? new Float32Array(0);
     const room = (floats: number) => (scratch.length >= floats ? scratch : (scratch = new Float32Array(floats)));
+    try {
+      await this.blockChunks(queries, blocks, d, offsets, out, colBlocks, plan, room, opts);
+    } finally {
+      if (scratch.byteLength <= KEPT_SCRATCH_BYTES && this.spare.length < 2) this.spare.push(scratch);
+    }
+    return out;
+  }
+
+  private async blockChunks(
+    queries: QueryTokens[],
+    blocks: Float32Array[],
+    d: number,
+    offsets: Uint32Array,
+    out: Float32Array[],
+    colBlocks: ColumnBlock[],
+    plan: ReturnType<typeof rowPlan>,
+    room: (floats: number) => Float32Array,
+    opts: { normalize?: boolean; yieldEvery?: () => Promise<void> },
+  ): Promise<void> {
     await forEachRowChunk(
       offsets,
       async (index, L, members, row0, row1) => {
@@ -285,7 +312,6 @@ export class GemmMaxsim {
       (c) => out.forEach((q) => (q[c] = -Infinity)),
       { yieldEvery: opts.yieldEvery, maxRows: plan.maxRows, order: plan.order },
     );
-    return out;
   }
 
   async release(): Promise<void> {
