@@ -22,7 +22,7 @@ import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import autocannon from 'autocannon';
-import { intFlag, parseCliOrExit } from '../lib/cli';
+import { CliUsageError, intFlag, parseCliOrExit } from '../lib/cli';
 import { loadCranfield } from '../lib/cranfield';
 import { fetchRetrying, ingest, recreateCollection } from '../lib/client';
 
@@ -139,7 +139,7 @@ export async function runLoadBench(args: string[]): Promise<Record<string, unkno
     { seconds: { type: 'string', default: '60' }, docs: { type: 'string', default: '300' }, candidates: { type: 'string', default: '100' }, connections: { type: 'string', default: '4' }, only: { type: 'string' }, 'idle-seconds': { type: 'string', default: '10' }, root: { type: 'string', default: ROOT }, json: { type: 'boolean' } },
     {},
     ({ values: v }) => {
-      if (v.only !== undefined && v.only !== 'search' && v.only !== 'rerank') throw new Error(`--only must be search or rerank, got "${v.only}"`);
+      if (v.only !== undefined && v.only !== 'search' && v.only !== 'rerank') throw new CliUsageError(`--only: search or rerank (got ${v.only})`);
       return { seconds: intFlag('seconds', v.seconds), nDocs: intFlag('docs', v.docs), nCandidates: intFlag('candidates', v.candidates), connections: intFlag('connections', v.connections), idleSeconds: intFlag('idle-seconds', v['idle-seconds'], 0), only: v.only as 'search' | 'rerank' | undefined, root: path.resolve(v.root), json: v.json === true };
     },
   );
