@@ -1,5 +1,5 @@
 /**
- * `npm run bench -- load [--json] [--seconds N] [--docs N] [--candidates N] [--connections N] [--root DIR]`
+ * `npm run bench -- load [--json] [--seconds N] [--docs N] [--candidates N] [--connections N] [--only search|rerank] [--root DIR]`
  *
  * Load on the service as a user runs it (issue 12, item 6): the all-in-one process (API, every
  * worker, the in-process S3 server, and its redis-server as a separate process) is started as a
@@ -8,7 +8,9 @@
  * traffic at the same time for `--seconds` (default 60) with autocannon: `--connections`
  * (default 4) connections each, re-ranks of `--candidates` (default 100, as issue 31's target names) ids per query and
  * searches (xtr, top 10), both with `?wait=30` so a request's latency is the job's round trip,
- * the queries cycling through Cranfield's. Prints throughput, p50 / p99 latency, non-2xx answers
+ * the queries cycling through Cranfield's (`--only search` or `--only rerank`: that traffic alone,
+ * so the CPU per request is that path's). Before the traffic the service's idle CPU is measured
+ * for `--idle-seconds` (default 10) and the CPU per request is also given net of it. Prints throughput, p50 / p99 latency, non-2xx answers
  * and errors, and the RSS of each process (service, redis-server, load generator) at the start
  * of the traffic and at its end, with the machine's load average (1 min) at both (the bench shares
  * its cores with whatever else runs). With --json the last line is one JSON object: rerank_rps,
@@ -20,13 +22,13 @@ import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import autocannon from 'autocannon';
-import { intFlag, parseCliOrExit } from '../lib/cli';
+import { CliUsageError, intFlag, parseCliOrExit } from '../lib/cli';
 import { loadCranfield } from '../lib/cranfield';
 import { fetchRetrying, ingest, recreateCollection } from '../lib/client';
 
 const ROOT = path.resolve(__dirname, '..', '..');
 
-const USAGE = 'usage: npm run bench -- load [--seconds N (60)] [--docs N (300)] [--candidates N (100)] [--connections N (4)] [--root DIR (this checkout)] [--json]';
+const USAGE = 'usage: npm run bench -- load [--seconds N (60)] [--docs N (300)] [--candidates N (100)] [--connections N (4)] [--only search|rerank (both)] [--idle-seconds N (10)] [--root DIR (this checkout)] [--json]';
 const round = (x: number, d = 1) => Math.round(x * 10 ** d) / 10 ** d;
 
 /** Resident set size of a process in MB (Linux /proc), or null when it cannot be read. */
@@ -130,13 +132,16 @@ function drive(url: string, pathAndQuery: string, bodies: string[], seconds: num
 }
 
 export async function runLoadBench(args: string[]): Promise<Record<string, unknown>> {
-  const { seconds, nDocs, nCandidates, connections, root, json } = parseCliOrExit(
+  const { seconds, nDocs, nCandidates, connections, only, idleSeconds, root, json } = parseCliOrExit(
     'bench load',
     USAGE,
     args,
-    { seconds: { type: 'string', default: '60' }, docs: { type: 'string', default: '300' }, candidates: { type: 'string', default: '100' }, connections: { type: 'string', default: '4' }, root: { type: 'string', default: ROOT }, json: { type: 'boolean' } },
+    { seconds: { type: 'string', default: '60' }, docs: { type: 'string', default: '300' }, candidates: { type: 'string', default: '100' }, connections: { type: 'string', default: '4' }, only: { type: 'string' }, 'idle-seconds': { type: 'string', default: '10' }, root: { type: 'string', default: ROOT }, json: { type: 'boolean' } },
     {},
-    ({ values: v }) => ({ seconds: intFlag('seconds', v.seconds), nDocs: intFlag('docs', v.docs), nCandidates: intFlag('candidates', v.candidates), connections: intFlag('connections', v.connections), root: path.resolve(v.root), json: v.json === true }),
+    ({ values: v }) => {
+      if (v.only !== undefined && v.only !== 'search' && v.only !== 'rerank') throw new CliUsageError(`--only: search or rerank (got ${v.only})`);
+      return { seconds: intFlag('seconds', v.seconds), nDocs: intFlag('docs', v.docs), nCandidates: intFlag('candidates', v.candidates), connections: intFlag('connections', v.connections), idleSeconds: intFlag('idle-seconds', v['idle-seconds'], 0), only: v.only as 'search' | 'rerank' | undefined, root: path.resolve(v.root), json: v.json === true };
+    },
   );
   const say = (s: string) => (json ? console.error(s) : console.log(s));
 
@@ -165,21 +170,34 @@ export async function runLoadBench(args: string[]): Promise<Record<string, unkno
     const pids = { service: service.child.pid, redis: service.redisPid, loadgen: process.pid };
     const rss = () => Object.fromEntries(Object.entries(pids).map(([k, pid]) => [k, rssMb(pid)]));
     const cpu = () => Object.fromEntries(Object.entries(pids).map(([k, pid]) => [k, cpuSeconds(pid)]));
+    // The service's CPU with no traffic (BullMQ's polls and stalled checks, heartbeats, timers):
+    // a fixed cost per second that the per-request figure would otherwise spread over however few
+    // requests a loaded machine lets through.
+    const idle0 = cpu();
+    await new Promise((r) => setTimeout(r, idleSeconds * 1000));
+    const idle1 = cpu();
+    const idleCpuPerSecond = Object.fromEntries(Object.keys(pids).map((k) => [k, idle0[k] === null || idle1[k] === null || idleSeconds === 0 ? null : (idle1[k] - idle0[k]) / idleSeconds]));
     const rssStart = rss();
     const cpuStart = cpu();
+    const tTraffic = Date.now();
     const loadStart = round(os.loadavg()[0], 2);
-    say(`driving re-rank and search for ${seconds} s (${connections} connections each, ${nCandidates} candidates per re-rank)`);
+    say(`driving ${only ?? 're-rank and search'} for ${seconds} s (${connections} connections each, ${nCandidates} candidates per re-rank)`);
+    const idle: Phase = { rps: 0, p50: 0, p99: 0, requests: 0, non2xx: 0, errors: 0, timeouts: 0 };
     const [rr, se] = await Promise.all([
-      drive(service.url, '/v1/rerank?wait=30', rerankBodies, seconds, connections),
-      drive(service.url, '/v1/search?wait=30', searchBodies, seconds, connections),
+      only === 'search' ? idle : drive(service.url, '/v1/rerank?wait=30', rerankBodies, seconds, connections),
+      only === 'rerank' ? idle : drive(service.url, '/v1/search?wait=30', searchBodies, seconds, connections),
     ]);
     const rssEnd = rss();
     const cpuEnd = cpu();
+    const trafficSeconds = (Date.now() - tTraffic) / 1000;
     // CPU the service and its redis-server spent over the traffic, per answered request: what a
     // request costs, much less sensitive than req/s to what else shares the cores.
     const cpuUsed = Object.fromEntries(Object.keys(pids).map((k) => [k, cpuStart[k] === null || cpuEnd[k] === null ? null : round(cpuEnd[k] - cpuStart[k], 2)]));
     const answered = rr.requests + se.requests;
     const cpuMsPerRequest = answered > 0 && cpuUsed.service !== null ? round((1000 * (cpuUsed.service + (cpuUsed.redis ?? 0))) / answered) : null;
+    // The same, less what the service and redis-server used idle over as many seconds.
+    const idleOver = idleCpuPerSecond.service === null ? null : (idleCpuPerSecond.service + (idleCpuPerSecond.redis ?? 0)) * trafficSeconds;
+    const cpuMsPerRequestNet = cpuMsPerRequest === null || idleOver === null ? null : round((1000 * (cpuUsed.service! + (cpuUsed.redis ?? 0) - idleOver)) / answered);
     const loadEnd = round(os.loadavg()[0], 2);
     const line = (name: string, p: Phase) =>
       `${name.padEnd(7)} ${String(p.rps).padStart(8)} req/s  p50 ${String(p.p50).padStart(6)} ms  p99 ${String(p.p99).padStart(6)} ms  (${p.requests} requests, ${p.non2xx} non-2xx, ${p.errors} errors, ${p.timeouts} timeouts)`;
@@ -187,6 +205,7 @@ export async function runLoadBench(args: string[]): Promise<Record<string, unkno
     say(line('search', se));
     for (const k of Object.keys(pids)) say(`RSS ${k.padEnd(8)} start ${rssStart[k]} MB  end ${rssEnd[k]} MB`);
     say(`CPU over the traffic: service ${cpuUsed.service} s, redis-server ${cpuUsed.redis} s, load generator ${cpuUsed.loadgen} s; service + redis ${cpuMsPerRequest} ms per request`);
+    say(`CPU idle (${idleSeconds} s before the traffic): service + redis ${idleOver === null ? '?' : round((1000 * idleOver) / trafficSeconds)} ms per second; net of it ${cpuMsPerRequestNet} ms per request`);
     say(`load average (1 min) ${loadStart} at the start, ${loadEnd} at the end, on ${os.cpus().length} cores`);
     return {
       bench: 'load',
@@ -195,6 +214,7 @@ export async function runLoadBench(args: string[]): Promise<Record<string, unkno
       documents: docs.length,
       candidates: nCandidates,
       connections,
+      only: only ?? 'both',
       rerank_rps: rr.rps,
       rerank_p50_ms: rr.p50,
       rerank_p99_ms: rr.p99,
@@ -211,6 +231,8 @@ export async function runLoadBench(args: string[]): Promise<Record<string, unkno
       rss_end_mb: rssEnd,
       cpu_s: cpuUsed,
       cpu_ms_per_request: cpuMsPerRequest,
+      idle_cpu_ms_per_s: idleOver === null ? null : round((1000 * idleOver) / trafficSeconds),
+      cpu_ms_per_request_net: cpuMsPerRequestNet,
       load_start: loadStart,
       load_end: loadEnd,
       cpus: os.cpus().length,

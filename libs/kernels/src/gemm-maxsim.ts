@@ -208,7 +208,13 @@ export function columnLayout(lengths: number[]): ColumnLayout[] {
  * gathered per candidate and max-reduced (createMaxsimSession); JavaScript sums each query's
  * columns. Empty candidates score -Infinity, as in @lateral/scoring's reference.
  */
+/** scoreBlocks keeps its chunk scratch for the next call up to this size (100 candidates of ~140 rows at d = 100: 5.6 MB). */
+const KEPT_SCRATCH_BYTES = 16 << 20;
+
 export class GemmMaxsim {
+  /** Chunk scratch of finished scoreBlocks calls, taken by the next one (each call holds its own while it runs). */
+  private spare: Float32Array[] = [];
+
   private constructor(
     private readonly unpadded: ort.InferenceSession,
     private readonly padded: ort.InferenceSession,
@@ -270,25 +276,31 @@ export class GemmMaxsim {
     const C = blocks.length;
     const offsets = new Uint32Array(C + 1);
     for (let c = 0; c < C; c++) offsets[c + 1] = offsets[c] + blocks[c].length / d;
-    let scratch = new Float32Array(0);
+    // A re-rank's scratch is reused by the next call (no fresh chunk-sized buffer to allocate, zero
+    // and collect per request); every cell a chunk reads is written first, so what it held is never seen.
+    let scratch = this.spare.pop() ?? new Float32Array(0);
     const room = (floats: number) => (scratch.length >= floats ? scratch : (scratch = new Float32Array(floats)));
-    return this.scoreChunks(queries, offsets, d, opts, (padded, index, L, members, row0, row1): Record<string, ort.Tensor> => {
-      if (padded) {
-        // [count, L, d]: each member's rows, its slots past its length repeating its first row (padByIndex's layout).
-        const buf = room(members.length * L * d).subarray(0, members.length * L * d);
-        members.forEach((c, j) => {
-          const b = blocks[c];
-          const m = b.length / d;
-          buf.set(b, j * L * d);
-          for (let r = m; r < L; r++) buf.copyWithin((j * L + r) * d, j * L * d, j * L * d + d);
-        });
-        return { docs: new ort.Tensor('float32', buf, [members.length, L, d]) };
-      }
-      // Rows row0..row1: the members' blocks one after another (they are consecutive candidates).
-      const buf = room((row1 - row0) * d).subarray(0, (row1 - row0) * d);
-      for (const c of members) buf.set(blocks[c], (offsets[c] - row0) * d);
-      return { docs: new ort.Tensor('float32', buf, [row1 - row0, d]), index: new ort.Tensor('int32', index, [members.length, L]) };
-    });
+    try {
+      return await this.scoreChunks(queries, offsets, d, opts, (padded, index, L, members, row0, row1): Record<string, ort.Tensor> => {
+        if (padded) {
+          // [count, L, d]: each member's rows, its slots past its length repeating its first row (padByIndex's layout).
+          const buf = room(members.length * L * d).subarray(0, members.length * L * d);
+          members.forEach((c, j) => {
+            const b = blocks[c];
+            const m = b.length / d;
+            buf.set(b, j * L * d);
+            for (let r = m; r < L; r++) buf.copyWithin((j * L + r) * d, j * L * d, j * L * d + d);
+          });
+          return { docs: new ort.Tensor('float32', buf, [members.length, L, d]) };
+        }
+        // Rows row0..row1: the members' blocks one after another (they are consecutive candidates).
+        const buf = room((row1 - row0) * d).subarray(0, (row1 - row0) * d);
+        for (const c of members) buf.set(blocks[c], (offsets[c] - row0) * d);
+        return { docs: new ort.Tensor('float32', buf, [row1 - row0, d]), index: new ort.Tensor('int32', index, [members.length, L]) };
+      });
+    } finally {
+      if (scratch.byteLength <= KEPT_SCRATCH_BYTES && this.spare.length < 2) this.spare.push(scratch);
+    }
   }
 
   async release(): Promise<void> {

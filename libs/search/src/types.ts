@@ -172,7 +172,12 @@ export function searchSegment(source: SegmentSource, docBase = 0): SearchSegment
     },
     rowScorer: (q: Float32Array, n: number) => source.rowScorer?.(q, n) ?? null,
     get tokenDoc() {
-      if (!tokenDoc) tokenDoc = tokenOwners(source.tokenOffsets);
+      if (!tokenDoc) {
+        // Kept per offsets array (a cached segment's, read by every search over it): the owners of
+        // its T rows are not made again at each search's wrapper.
+        tokenDoc = ownersOf.get(source.tokenOffsets) ?? tokenOwners(source.tokenOffsets);
+        ownersOf.set(source.tokenOffsets, tokenDoc);
+      }
       return tokenDoc;
     },
     docVectors: source.docVectors,
@@ -210,6 +215,9 @@ export function concatDocPrefixes(tokenOffsets: Uint32Array, dims: number, from:
   }
   return out;
 }
+
+/** searchSegment's tokenDoc by its source's tokenOffsets (read only; gone with the offsets). */
+const ownersOf = new WeakMap<Uint32Array, Uint32Array>();
 
 /** tokenOffsets (documents + 1) -> T owners. */
 export function tokenOwners(tokenOffsets: Uint32Array): Uint32Array {

@@ -149,8 +149,9 @@ export function* xtrSegmentSearchSteps(seg: SearchSegment, index: SegmentIndex, 
       for (let p = 0; p < np; p++) {
         const c = probe.centroids[i * np + p];
         const lo = cursor[i * np + p];
-        let hi = lo;
         const end = listOffsets[c + 1];
+        // The last chunk takes the rest of every list (its rows all lie below T); the others walk to rowHi.
+        let hi = to === D ? end : lo;
         while (hi < end && rows[hi] < rowHi) hi++;
         cursor[i * np + p] = hi;
         if (hi === lo) continue;

@@ -105,6 +105,22 @@ describe('SegmentCache', () => {
     expect(cache.heldKeys().filter((k) => k.startsWith('dec:')).sort()).toEqual([`dec:${B.ref.key}`, `dec:${B2.ref.key}`].sort());
   });
 
+  it('a view over kept whole decodes hands MaxSim each candidate where it is (rowBlocks), equal to the contiguous vectors made on demand', async () => {
+    const cache = cacheOver(countingSource([A, B, B2]).source);
+    const m = manifestOf(2, [A.ref, B.ref, { ...B2.ref, tombstones: [1] }]);
+    const view = await cache.view(collection, m, ['d5', 'd2', 'd1']);
+    expect(view.rowBlocks).toBeDefined();
+    const blocks = view.rowBlocks!([2, 0, 1]);
+    expect(blocks.map((b) => Array.from(b))).toEqual([decodedOf(A, 'd1'), decodedOf(B, 'd5'), decodedOf(B2, 'd2')].map((v) => Array.from(v)));
+    // views into the kept decode, not copies: the same rows asked again share its buffer
+    expect(view.rowBlocks!([0])[0].buffer).toBe(blocks[1].buffer);
+    const { docs, offsets } = view.rowVectors([1, 2]);
+    expect(Array.from(offsets)).toEqual([0, 3, 6]);
+    expect(Array.from(docs)).toEqual([...decodedOf(B2, 'd2'), ...decodedOf(A, 'd1')]);
+    expect(Array.from(view.vectors!)).toEqual([...decodedOf(B, 'd5'), ...decodedOf(B2, 'd2'), ...decodedOf(A, 'd1')]);
+    expect(view.rowVectors([0, 1, 2]).docs).toBe(view.vectors);
+  });
+
   it('a new generation reuses every loaded segment: committing a batch costs reading that batch', async () => {
     const src = countingSource([A, B]);
     const cache = cacheOver(src.source);

@@ -296,26 +296,57 @@ export class SegmentCache {
       });
       rotated = { codec, seed: loaded.get(touched[0])!.reader.seed, dims, p, image, scales, offsets };
     }
-    let vectors: Float32Array | null = null;
-    if (!rotated) {
-      vectors = new Float32Array(tokens * dims);
-      // The candidates' rows only (decodedDocs: from the kept whole decode when there is one, else
-      // document by document): decoding every touched segment whole for a few of its documents was
-      // most of WARP's exact stage (fp16 segments, a profile of `npm run bench -- peers --exact 64`).
-      where.forEach(([s, d], row) => vectors!.set(this.decodedDocs(manifest.segments[s].key, loaded.get(s)!.reader, d, d + 1), offsets[row] * dims));
-    }
+    // The candidates' rows only (decodedDocs: from the kept whole decode when there is one, else
+    // document by document): decoding every touched segment whole for a few of its documents was
+    // most of WARP's exact stage (fp16 segments, a profile of `npm run bench -- peers --exact 64`).
+    const rowBlock = (row: number) => {
+      const [s, d] = where[row];
+      return this.decodedDocs(manifest.segments[s].key, loaded.get(s)!.reader, d, d + 1);
+    };
+    // Every touched segment's whole decode kept: MaxSim reads each candidate's rows where they
+    // are (rowBlocks, GemmMaxsim.scoreBlocks) and the contiguous copy of them all is made only when
+    // something asks for `vectors` (issue 31: a re-rank of 100 Cranfield ids allocated and filled
+    // ~5.6 MB per request at d = 100, most of the compute thread's garbage under re-rank load).
+    const inPlace = !rotated && touched.every((s) => this.keepsWholeDecode(manifest.segments[s].key, loaded.get(s)!.reader));
+    let copied: Float32Array | null = null;
+    const contiguous = () => {
+      if (!copied) {
+        copied = new Float32Array(tokens * dims);
+        for (let row = 0; row < where.length; row++) copied.set(rowBlock(row), offsets[row] * dims);
+      }
+      return copied;
+    };
+    if (!rotated && !inPlace) contiguous();
     const rowVectors = (rows: number[]) => {
+      const vectors = rotated ? null : copied;
       if (vectors && rows.length === docIds.length && rows.every((r, i) => r === i)) return { docs: vectors, offsets };
       const out = new Uint32Array(rows.length + 1);
       rows.forEach((r, i) => (out[i + 1] = out[i] + (offsets[r + 1] - offsets[r])));
       const docs = new Float32Array(out[rows.length] * dims);
       rows.forEach((r, i) => {
         if (vectors) docs.set(vectors.subarray(offsets[r] * dims, offsets[r + 1] * dims), out[i] * dims);
+        else if (!rotated) docs.set(rowBlock(r), out[i] * dims);
         else docs.set(loaded.get(where[r][0])!.reader.decodeDoc(where[r][1]), out[i] * dims);
       });
       return { docs, offsets: out };
     };
-    return { generation: manifest.generation, dims, vectors, rotated, offsets, docVectors, rowOf, docIds, tokens, rowVectors, unavailable, unavailableIds };
+    return {
+      generation: manifest.generation,
+      dims,
+      get vectors() {
+        return rotated ? null : contiguous();
+      },
+      rotated,
+      offsets,
+      docVectors,
+      rowOf,
+      docIds,
+      tokens,
+      rowVectors,
+      ...(inPlace ? { rowBlocks: (rows: number[]) => rows.map(rowBlock) } : {}),
+      unavailable,
+      unavailableIds,
+    };
   }
 
   /**

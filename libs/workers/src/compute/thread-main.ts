@@ -9,6 +9,7 @@ import { createLogger, createRuntime, metricsJson, recordInference, runInJobCont
 import { setInferenceObserver } from '@lateral/kernels';
 import type { ShardJobPayload, ShardJobResult } from '@lateral/shared';
 import { pipelineHandlers } from '../handlers';
+import { ProgressThrottle } from './progress-throttle';
 import { toWire, type FromThread, type JobMethod, type JobSnapshot, type ThreadInit, type ToThread } from './protocol';
 
 const port = parentPort!;
@@ -23,14 +24,18 @@ const logger = createLogger(init.logLevel, `compute-${init.index}`, { json: true
 let seq = 0;
 const calls = new Map<number, { resolve: (v: unknown) => void; reject: (e: Error) => void }>();
 
-/** The job as a processor sees it: its fields, and its methods as calls on the real job in the main thread. */
-function jobOf(run: number, s: JobSnapshot): Job {
+/**
+ * The job as a processor sees it: its fields, and its methods as calls on the real job in the
+ * main thread; percentages through `progress` (coalesced, ./progress-throttle.ts).
+ */
+function jobOf(run: number, s: JobSnapshot, progress: (send: (p: unknown) => Promise<unknown>) => ProgressThrottle): Job {
   const call = (method: JobMethod, ...args: unknown[]) =>
     new Promise<unknown>((resolve, reject) => {
       const id = ++seq;
       calls.set(id, { resolve, reject });
       post({ t: 'call', id, run, method, args });
     });
+  const throttle = progress((p) => call('updateProgress', p));
   const job = {
     id: s.id,
     name: s.name,
@@ -43,7 +48,7 @@ function jobOf(run: number, s: JobSnapshot): Job {
     queueQualifiedName: s.queueQualifiedName,
     timestamp: s.timestamp,
     processedOn: s.processedOn,
-    updateProgress: (progress: unknown) => call('updateProgress', progress),
+    updateProgress: (p: unknown) => throttle.update(p),
     updateData: async (data: unknown) => {
       await call('updateData', data);
       job.data = data;
@@ -73,12 +78,20 @@ async function main(): Promise<void> {
     switch (m.t) {
       case 'run': {
         const handler = m.kind === 'shard' ? (p: unknown) => extra.shardChild!(p as ShardJobPayload) : handlers[m.kind];
+        let throttle: ProgressThrottle | undefined;
+        const job = () => jobOf(m.id, m.job, (send) => (throttle = new ProgressThrottle(send)));
         const run = handler
-          ? runInJobContext(m.job.logFields, workerLog.child(m.job.queueName), () => handler(m.payload, jobOf(m.id, m.job)))
+          ? runInJobContext(m.job.logFields, workerLog.child(m.job.queueName), () => handler(m.payload, job()))
           : Promise.reject(new Error(`no processor ${m.kind} in the compute thread`));
         const settled = run.then(
-          (value) => post({ t: 'done', id: m.id, ok: true, value }),
-          (err: unknown) => post({ t: 'done', id: m.id, ok: false, error: toWire(err) }),
+          (value) => {
+            throttle?.close();
+            post({ t: 'done', id: m.id, ok: true, value });
+          },
+          (err: unknown) => {
+            throttle?.close();
+            post({ t: 'done', id: m.id, ok: false, error: toWire(err) });
+          },
         );
         active.add(settled);
         void settled.finally(() => active.delete(settled));
