@@ -1,5 +1,5 @@
 /**
- * `npx tsx scripts/bench/warp-engine-ab.ts DATA_DIR [NPROBES=8,32]`: WARP's per-segment engine
+ * `npx tsx scripts/bench/warp-engine-ab.ts --data DATA_DIR [--nprobes 8,32]`: WARP's per-segment engine
  * (warpSegmentsSearchSteps, layouts in memory, top-100) with the resident WebAssembly scan
  * (Kernels.warpResident) and with the JavaScript path, alternated per query (order swapped every
  * query, two passes, the first three queries not timed), checking their hits are equal bit for
@@ -10,11 +10,16 @@ import path from 'node:path';
 import { s3Keys } from '@lateral/shared';
 import { openWarpLayout, warpListSizes, warpQuery, warpSegmentsSearchSteps, runSteps, type WarpLayoutReader, type WarpSegment, type WarpWorkspace } from '@lateral/search';
 import { openWarpProbeBed } from './warp-probe-bed';
+import { CliUsageError, intListFlag, parseCliOrExit } from '../lib/cli';
 import { loadRetrievalDataset } from '../lib/retrieval-dataset';
 
+const USAGE = 'usage: npx tsx scripts/bench/warp-engine-ab.ts --data DIR [--nprobes 8,32]';
+
 async function main() {
-  const dataDir = process.argv[2] ?? '/work/peers-data';
-  const nprobes = (process.argv[3] ?? '8,32').split(',').map(Number);
+  const { dataDir, nprobes } = parseCliOrExit('warp-engine-ab', USAGE, process.argv.slice(2), { data: { type: 'string' }, nprobes: { type: 'string' } }, {}, ({ values }) => {
+    if (!values.data) throw new CliUsageError('--data DIR is required (a `npm run bench -- peers --data DIR` folder)');
+    return { dataDir: values.data, nprobes: intListFlag('nprobes', values.nprobes ?? '8,32') };
+  });
   const { server, rt, tenant, collection, refs, ivf, codec, encoder: openEncoder } = await openWarpProbeBed(dataDir);
   const layouts: WarpLayoutReader[] = [];
   const segs: WarpSegment[] = [];

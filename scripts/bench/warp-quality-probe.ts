@@ -1,10 +1,10 @@
 /**
- * `npx tsx scripts/bench/warp-quality-probe.ts DATA_DIR` (env EXHAUSTIVE=1, NPROBES=4,8,16,32,
- * TPRIMES=500,1000,4000,10000): WARP's quality variants in-process on the collection a
+ * `npx tsx scripts/bench/warp-quality-probe.ts --data DATA_DIR [--exhaustive] [--nprobes 4,8,16,32]
+ * [--tprimes 500,1000,4000,10000]`: WARP's quality variants in-process on the collection a
  * `npm run bench -- peers --data DATA_DIR` run kept (or a copy; only search reads, no workers):
  * nDCG@10 / recall@100 of WARP's rule at each nprobe and t', of two other imputations (reached
  * documents floored at m_i; m_i capped at the first unprobed centroid's score), and of WARP's top
- * 20 / 50 / 100 re-scored by exact MaxSim on the segments' decoded vectors (`exact`); EXHAUSTIVE=1
+ * 20 / 50 / 100 re-scored by exact MaxSim on the segments' decoded vectors (`exact`); --exhaustive
  * adds exhaustive MaxSim. Segments at the epoch holding most documents only. Writes
  * /tmp/warp-quality.json. docs/benchmarks.md, "WARP".
  */
@@ -15,12 +15,26 @@ import { readSegment } from '@lateral/codec';
 import { kernels } from '@lateral/simd';
 import { openWarpLayout, warpListSizes, warpQuery, warpScoreList, warpCentroidScores, type WarpLayoutReader } from '@lateral/search';
 import { openWarpProbeBed } from './warp-probe-bed';
+import { CliUsageError, intListFlag, parseCliOrExit } from '../lib/cli';
 import { hasRelevant } from '../lib/metrics';
 import { loadRetrievalDataset } from '../lib/retrieval-dataset';
 import { queryMetrics } from '../eval/retrieval';
 
+const USAGE = 'usage: npx tsx scripts/bench/warp-quality-probe.ts --data DIR [--exhaustive] [--nprobes 4,8,16,32] [--tprimes 500,1000,4000,10000]';
+
 async function main() {
-  const dataDir = process.argv[2] ?? '/work/peers-data';
+  const opts = parseCliOrExit(
+    'warp-quality-probe',
+    USAGE,
+    process.argv.slice(2),
+    { data: { type: 'string' }, exhaustive: { type: 'boolean' }, nprobes: { type: 'string' }, tprimes: { type: 'string' } },
+    {},
+    ({ values }) => {
+      if (!values.data) throw new CliUsageError('--data DIR is required (a `npm run bench -- peers --data DIR` folder)');
+      return { dataDir: values.data, exhaustive: !!values.exhaustive, nprobes: intListFlag('nprobes', values.nprobes ?? '4,8,16,32'), tprimes: intListFlag('tprimes', values.tprimes ?? '500,1000,4000,10000') };
+    },
+  );
+  const { dataDir } = opts;
   const { server, rt, tenant, collection, refs, docsAt, epoch, ivf, codec, encoder: openEncoder } = await openWarpProbeBed(dataDir);
   const ds0 = loadRetrievalDataset(path.resolve('../shared/datasets/vaswani'));
   console.error(`epochs ${JSON.stringify(docsAt)}: using ${epoch}`);
@@ -94,9 +108,9 @@ async function main() {
       .sort((a, b) => scores[b] - scores[a] || a - b);
   // Token scores per probed list, per query: WARP variants.
   const CS = enc.map((e) => warpCentroidScores(e.vectors, e.length, centroids, d));
-  if (process.env.EXHAUSTIVE) evalRank('exhaustive', (qi) => topOf(Float64Array.from(ids, (_, g) => exactScore(qi, g))));
-  const nprobes = (process.env.NPROBES ?? '4,8,16,32').split(',').map(Number);
-  const tps: (number | undefined)[] = [undefined, ...(process.env.TPRIMES ?? '500,1000,4000,10000').split(',').map(Number)];
+  if (opts.exhaustive) evalRank('exhaustive', (qi) => topOf(Float64Array.from(ids, (_, g) => exactScore(qi, g))));
+  const nprobes = opts.nprobes;
+  const tps: (number | undefined)[] = [undefined, ...opts.tprimes];
   for (const nprobe of nprobes) {
     // per query: best[g][i] over the probed lists
     const bests: Map<number, Float64Array>[] = [];

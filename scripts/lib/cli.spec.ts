@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { CliUsageError, intFlag, parseCli } from './cli';
+import { CliUsageError, intFlag, intListFlag, parseCli } from './cli';
 import { parseArgs as parseArtifactArgs } from '../write-scorer-artifact';
 import { runKeysCli } from './keys-cli';
 
@@ -21,6 +21,13 @@ describe('scripts command lines (node:util parseArgs, strict)', () => {
     expect(parseCli(['--out', '-3'], options).values.out).toBe('-3');
     expect(() => intFlag('out', '-3')).toThrow('--out must be a whole number of at least 1, got "-3"');
     expect(() => parseCli(['--out', '-x'], options)).toThrow(/ambiguous/);
+  });
+
+  it('intListFlag: a comma list of whole numbers, anything else refused naming the flag', () => {
+    expect(intListFlag('nprobes', '4, 8,32')).toEqual([4, 8, 32]);
+    expect(() => intListFlag('nprobes', '')).toThrow('--nprobes must be a comma list of whole numbers of at least 1, got ""');
+    expect(() => intListFlag('nprobes', '8,0')).toThrow('--nprobes must be a comma list of whole numbers of at least 1, got "8,0"');
+    expect(() => intListFlag('tprimes', '500,1e3.5')).toThrow(CliUsageError);
   });
 
   it('write-scorer-artifact: the same artifacts as before, and bad lines refused', () => {

@@ -69,6 +69,13 @@ export function intFlag(flag: string, text: string, min = 1): number {
   return n;
 }
 
+/** A comma list of whole numbers of at least `min` from flag `flag`'s text (CliUsageError naming the flag otherwise). */
+export function intListFlag(flag: string, text: string, min = 1): number[] {
+  const xs = text.split(',').map((t) => Number(t.trim()));
+  if (text.trim() === '' || xs.some((n) => !Number.isInteger(n) || n < min)) throw new CliUsageError(`--${flag} must be a comma list of whole numbers of at least ${min}, got ${JSON.stringify(text)}`);
+  return xs;
+}
+
 /** A finite number of at least `min` from flag `flag`'s text (CliUsageError naming the flag otherwise). */
 export function numberFlag(flag: string, text: string, min = 0): number {
   const n = Number(text);
