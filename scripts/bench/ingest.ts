@@ -4,18 +4,29 @@
  * Cranfield end to end through the HTTP API, queues and S3 (documents/s, tokens/s), and in the
  * same run the bare compute of the same work in-process (tokenize + encode + write the raw and
  * the compressed segment), so the pipeline's overhead is a ratio rather than a wall-clock number
- * that depends on the machine.
+ * that depends on the machine. Each of the `--rounds` rounds runs the bare compute and the
+ * pipeline back to back, in alternating order (bare first in odd rounds, last in even ones), and
+ * the ratio is taken within each round: on a shared machine, phases minutes apart see different
+ * loads, so only phases side by side are compared; the figure is the median of the rounds' ratios.
+ *
+ * The profile of each pipeline run says where it loses time against the bare encoding: the
+ * session.run seconds of the encoder in the pipeline (its compute threads' metrics) and in the
+ * bare encoding (an inference observer), and from the BullMQ jobs' start and end times how long
+ * the encode stage ran (union of its jobs), its gaps, the time before the first encode job started
+ * (upload and pick-up) and after the last one ended (the last batch's compress, index, commit),
+ * and the summed job time of every stage.
  *
  * `--metrics both` measures the overhead of observability in the same run: the pipeline is run
  * with metrics off and logs at warn (`off`), and with metrics on, info-level JSON logs written to a
- * file and a /metrics scrape every 5 s (`on`), alternating `--rounds` times (default 1), each on a
- * fresh server and collection; the ratio of the two medians is the overhead. Default: `on`.
+ * file and a /metrics scrape every 5 s (`on`), both in every round, each on a fresh server and
+ * collection; the ratio of the two medians is the overhead. Default: `on`.
  */
 import { createWriteStream, readFileSync, rmSync } from 'node:fs';
 import path from 'node:path';
-import { loadConfig } from '@lateral/shared';
+import { QueueName, loadConfig } from '@lateral/shared';
 import { createCodec, readSegment, writeSegment } from '@lateral/codec';
-import { getEncoder } from '@lateral/model';
+import { getEncoder, type TokenEncoder } from '@lateral/model';
+import { setInferenceObserver } from '@lateral/kernels';
 import { RAW_CODEC, assembleSegmentDocs } from '@lateral/serving';
 import { encoderDir } from '@lateral/pipeline';
 import { createLogger, setMetricsEnabled } from '@lateral/infra';
@@ -40,59 +51,42 @@ export async function runIngestBench(args: string[]): Promise<Record<string, unk
   // Bare compute, in-process, same model, same batching budget, same segment writer.
   // the graph the service encodes with (ENCODER_PRECISION: int8 on the CPU provider by default)
   const encoder = await getEncoder(encoderDir(config.MODELS_DIR, config.DEFAULT_MODEL, config.ENCODER_PRECISION, 'cpu'), { executionProvider: 'cpu' });
-  const codec = createCodec({ kind: 'fp16', layout: 'token', norms: 'fp32', sideInfo: false });
   await encoder.encodeDocuments(docs.slice(0, 32).map((d) => d.text)); // warm-up
-  const batch = config.ENCODE_BATCH_DOCUMENTS;
-  const t0 = performance.now();
-  let bareTokens = 0;
-  for (let i = 0; i < docs.length; i += batch) {
-    const chunk = docs.slice(i, i + batch);
-    const enc = await encoder.encodeDocuments(chunk.map((d) => d.text), { maxTokens: encoder.manifest.maxDocTokens, tokenBudget: config.ENCODE_TOKEN_BUDGET });
-    const raw = writeSegment(assembleSegmentDocs(chunk.map((d) => d.id), enc, encoder.dims), RAW_CODEC);
-    const r = readSegment(raw, 'bench');
-    writeSegment({ docIds: r.docIds, tokenOffsets: r.tokenOffsets, tokenIds: r.tokenIds, vectors: r.decodeAll(), dims: r.dims, docVectors: r.docVectors ?? undefined }, codec);
-    bareTokens += enc.reduce((s, e) => s + e.length, 0);
-  }
-  const bareSeconds = (performance.now() - t0) / 1000;
 
-  // The pipeline: HTTP -> S3 -> encode -> S3 -> compress -> S3 -> index -> commit, per variant.
-  const variants: ('on' | 'off')[] = metricsArg === 'both' ? Array.from({ length: rounds }, () => ['off', 'on'] as const).flat() : Array(rounds).fill(metricsArg);
-  const runs: { variant: 'on' | 'off'; seconds: number; tokens: number }[] = [];
   const logFile = path.resolve(config.DATA_DIR, 'bench-ingest.log');
   rmSync(logFile, { force: true });
-  for (const [i, variant] of variants.entries()) {
-    setMetricsEnabled(variant === 'on');
-    const logStream = variant === 'on' ? createWriteStream(logFile, { flags: 'a' }) : null;
-    const logger = logStream ? createLogger('info', 'lateral', { json: true, destination: logStream }) : createLogger('warn', 'lateral');
-    const server = await startServer(config, { logger });
-    let scrapes = 0;
-    // A scrape that fails (an overloaded machine resets connections) is not counted, and never stops the bench.
-    const scrape = () =>
-      fetchRetrying(`${server.url}/metrics`)
-        .then((r) => r.text())
-        .then(() => scrapes++)
-        .catch(() => undefined);
-    const scraper = variant === 'on' ? setInterval(() => void scrape(), 5000) : null;
-    try {
-      await recreateCollection(server.url, 'bench-ingest', config.DEFAULT_MODEL);
-      const run = await ingest(server.url, 'bench-ingest', docs, { label: `pipeline (metrics and logs ${variant}, ${i + 1}/${variants.length})`, progress: !json });
-      runs.push({ variant, ...run });
-      if (variants.length > 1) console.log(`  run ${i + 1}/${variants.length} metrics and logs ${variant}: ${round(docs.length / run.seconds)} docs/s${scraper ? ` (${scrapes} scrapes)` : ''}`);
-    } finally {
-      if (scraper) clearInterval(scraper);
-      await server.stop();
-      await new Promise<void>((r) => (logStream ? logStream.end(() => r()) : r()));
+  const runs: PipelineRun[] = [];
+  const bares: BareRun[] = [];
+  const roundRatios: number[] = [];
+  let n = 0;
+  for (let r = 0; r < rounds; r++) {
+    // Bare first in odd rounds (1st, 3rd ...), last in even ones: a load that drifts over the run weighs on both sides.
+    const variants: ('on' | 'off')[] = metricsArg === 'both' ? ['off', 'on'] : [metricsArg as 'on' | 'off'];
+    const phases: ('bare' | 'on' | 'off')[] = r % 2 === 0 ? ['bare', ...variants] : [...variants, 'bare'];
+    const pipelineOfRound: PipelineRun[] = [];
+    let bareOfRound: BareRun | undefined;
+    for (const phase of phases) {
+      if (phase === 'bare') {
+        bareOfRound = await bareCompute(encoder, docs, config.ENCODE_BATCH_DOCUMENTS, config.ENCODE_TOKEN_BUDGET);
+        bares.push(bareOfRound);
+        if (!json) console.log(`  round ${r + 1}/${rounds} bare: ${round(bareOfRound.seconds, 1)} s (session.run ${round(bareOfRound.runSeconds, 1)} s)`);
+      } else {
+        const run = await pipelineRun(config, docs, phase, logFile, encoder.manifest.name, `pipeline (metrics and logs ${phase}, ${++n}/${rounds * variants.length})`, json);
+        runs.push(run);
+        pipelineOfRound.push(run);
+        if (!json) console.log(`  round ${r + 1}/${rounds} pipeline (metrics and logs ${phase}): ${round(run.seconds, 1)} s = ${round(docs.length / run.seconds)} docs/s${phase === 'on' ? ` (${run.scrapes} scrapes)` : ''}; ${describeProfile(run.profile)}`);
+      }
     }
+    const main = pipelineOfRound.find((p) => p.variant === (metricsArg === 'off' ? 'off' : 'on'))!;
+    roundRatios.push(main.seconds / bareOfRound!.seconds);
   }
   setMetricsEnabled(true);
-  const median = (xs: number[]) => {
-    const v = [...xs].sort((a, b) => a - b);
-    return v.length % 2 ? v[(v.length - 1) / 2] : (v[v.length / 2 - 1] + v[v.length / 2]) / 2;
-  };
   const secondsOf = (variant: 'on' | 'off') => runs.filter((r) => r.variant === variant).map((r) => r.seconds);
   const main = secondsOf(metricsArg === 'off' ? 'off' : 'on');
   const seconds = median(main);
+  const bareSeconds = median(bares.map((b) => b.seconds));
   const tokens = runs[runs.length - 1].tokens;
+  const overhead = median(roundRatios);
   const out: Record<string, unknown> = {
     documents: docs.length,
     tokens,
@@ -101,15 +95,25 @@ export async function runIngestBench(args: string[]): Promise<Record<string, unk
     pipeline_seconds: round(seconds, 3),
     bare_seconds: round(bareSeconds, 3),
     bare_docs_per_s: round(docs.length / bareSeconds),
-    overhead_ratio: round(seconds / bareSeconds, 2),
-    bare_tokens: bareTokens,
+    // pipeline time / bare time within each round, the median over rounds (< 1: the pipeline is faster)
+    overhead_ratio: round(overhead, 2),
+    // the same as docs/s: pipeline docs/s / bare docs/s (issue 29's target: >= 0.95)
+    pipeline_vs_bare: round(1 / overhead, 2),
+    rounds: roundRatios.map((ratio, i) => ({
+      bare_seconds: round(bares[i].seconds, 1),
+      bare_run_seconds: round(bares[i].runSeconds, 1),
+      pipeline_seconds: round(runs.filter((x) => x.variant === (metricsArg === 'off' ? 'off' : 'on'))[i].seconds, 1),
+      pipeline_vs_bare: round(1 / ratio, 2),
+    })),
+    profiles: runs.map((r) => ({ variant: r.variant, seconds: round(r.seconds, 1), ...r.profile })),
+    bare_tokens: bares[0].tokens,
     model: config.DEFAULT_MODEL,
     metrics: metricsArg,
   };
-  console.log(`ingest ${out.documents} Cranfield documents (${out.tokens} tokens, ${out.model})`);
+  console.log(`ingest ${out.documents} Cranfield documents (${out.tokens} tokens, ${out.model}), ${rounds} round(s), bare and pipeline alternated`);
   console.log(`  pipeline (HTTP + Redis + S3 + workers${metricsArg === 'off' ? ', metrics and logs off' : ''}): ${out.pipeline_seconds} s = ${out.docs_per_s} docs/s, ${out.tokens_per_s} tokens/s${main.length > 1 ? ` (median of ${main.length})` : ''}`);
-  console.log(`  bare compute (tokenize + encode + segments, in-process): ${out.bare_seconds} s = ${out.bare_docs_per_s} docs/s`);
-  console.log(`  pipeline / bare = ${out.overhead_ratio}x`);
+  console.log(`  bare compute (tokenize + encode + segments, in-process): ${out.bare_seconds} s = ${out.bare_docs_per_s} docs/s${bares.length > 1 ? ` (median of ${bares.length})` : ''}`);
+  console.log(`  pipeline / bare, docs/s = ${out.pipeline_vs_bare}x (time: ${out.overhead_ratio}x; ${rounds > 1 ? `median of the rounds' ${roundRatios.map((x) => round(1 / x, 2)).join(', ')}` : 'one round'})`);
   if (metricsArg === 'both') {
     const off = median(secondsOf('off'));
     out.docs_per_s_metrics_off = round(docs.length / off);
@@ -122,6 +126,146 @@ export async function runIngestBench(args: string[]): Promise<Record<string, unk
     );
   }
   return out;
+}
+
+interface BareRun {
+  seconds: number;
+  /** Time inside session.run (the inference observer). */
+  runSeconds: number;
+  tokens: number;
+}
+
+/** The bare compute: the same documents, encode jobs of `batch` documents one after the other, each written as a raw and an fp16 segment. */
+async function bareCompute(encoder: TokenEncoder, docs: { id: string; text: string }[], batch: number, tokenBudget: number): Promise<BareRun> {
+  const codec = createCodec({ kind: 'fp16', layout: 'token', norms: 'fp32', sideInfo: false });
+  let runMs = 0;
+  // (startServer sets the service's own observer again; no server runs while this one is set)
+  setInferenceObserver((e) => (runMs += e.ms));
+  try {
+    const t0 = performance.now();
+    let tokens = 0;
+    for (let i = 0; i < docs.length; i += batch) {
+      const chunk = docs.slice(i, i + batch);
+      const enc = await encoder.encodeDocuments(chunk.map((d) => d.text), { maxTokens: encoder.manifest.maxDocTokens, tokenBudget });
+      const raw = writeSegment(assembleSegmentDocs(chunk.map((d) => d.id), enc, encoder.dims), RAW_CODEC);
+      const r = readSegment(raw, 'bench');
+      writeSegment({ docIds: r.docIds, tokenOffsets: r.tokenOffsets, tokenIds: r.tokenIds, vectors: r.decodeAll(), dims: r.dims, docVectors: r.docVectors ?? undefined }, codec);
+      tokens += enc.reduce((s, e) => s + e.length, 0);
+    }
+    return { seconds: (performance.now() - t0) / 1000, runSeconds: runMs / 1000, tokens };
+  } finally {
+    setInferenceObserver(undefined);
+  }
+}
+
+interface PipelineProfile {
+  /** The encoder's session.run seconds in the pipeline (from /metrics; null with metrics off). */
+  encoder_run_s: number | null;
+  /** Seconds from the first POST to the first encode job's start (upload, queueing, pick-up). */
+  before_first_encode_s: number;
+  /** Seconds during which at least one encode job ran. */
+  encode_busy_s: number;
+  /** Seconds between the first encode job's start and the last one's end with no encode job running. */
+  encode_gaps_s: number;
+  /** Seconds from the last encode job's end to the last document indexed and committed. */
+  after_last_encode_s: number;
+  /** Summed job time per stage (jobs of a stage may overlap each other and other stages). */
+  stage_job_s: Record<string, number>;
+  encode_jobs: number;
+}
+
+interface PipelineRun {
+  variant: 'on' | 'off';
+  seconds: number;
+  tokens: number;
+  scrapes: number;
+  profile: PipelineProfile;
+}
+
+async function pipelineRun(config: ReturnType<typeof loadConfig>, docs: { id: string; text: string }[], variant: 'on' | 'off', logFile: string, graph: string, label: string, json: boolean): Promise<PipelineRun> {
+  // The pipeline: HTTP -> S3 -> encode -> S3 -> compress -> S3 -> index -> commit.
+  setMetricsEnabled(variant === 'on');
+  const logStream = variant === 'on' ? createWriteStream(logFile, { flags: 'a' }) : null;
+  const logger = logStream ? createLogger('info', 'lateral', { json: true, destination: logStream }) : createLogger('warn', 'lateral');
+  const server = await startServer(config, { logger });
+  let scrapes = 0;
+  // A scrape that fails (an overloaded machine resets connections) is not counted, and never stops the bench.
+  const scrape = () =>
+    fetchRetrying(`${server.url}/metrics`)
+      .then((r) => r.text())
+      .then((text) => {
+        scrapes++;
+        return text;
+      })
+      .catch(() => undefined);
+  const scraper = variant === 'on' ? setInterval(() => void scrape(), 5000) : null;
+  try {
+    await recreateCollection(server.url, 'bench-ingest', config.DEFAULT_MODEL);
+    const startedAt = Date.now();
+    const run = await ingest(server.url, 'bench-ingest', docs, { label, progress: !json });
+    const endedAt = startedAt + run.seconds * 1000;
+    const metricsText = variant === 'on' ? await scrape() : undefined;
+    const profile = await profileOf(server.runtime.queues, startedAt, endedAt, metricsText === undefined ? null : inferenceSeconds(metricsText, graph));
+    return { variant, ...run, scrapes, profile };
+  } finally {
+    if (scraper) clearInterval(scraper);
+    await server.stop();
+    await new Promise<void>((r) => (logStream ? logStream.end(() => r()) : r()));
+  }
+}
+
+/** The sum of lateral_onnx_inference_seconds_sum over the series of `graph` (the encoder's model name). */
+function inferenceSeconds(text: string, graph: string): number | null {
+  let sum = 0;
+  let found = false;
+  for (const line of text.split('\n')) {
+    if (!line.startsWith('lateral_onnx_inference_seconds_sum{') || !line.includes(`graph="${graph}"`)) continue;
+    sum += Number(line.slice(line.lastIndexOf(' ') + 1));
+    found = true;
+  }
+  return found ? sum : null;
+}
+
+type Queues = Awaited<ReturnType<typeof startServer>>['runtime']['queues'];
+
+/** Where the pipeline's time went, from the completed jobs' processedOn / finishedOn (see the module comment). */
+async function profileOf(queues: Queues, startedAt: number, endedAt: number, encoderRunSeconds: number | null): Promise<PipelineProfile> {
+  const spans = async (name: QueueName) =>
+    (await queues.get(name).getJobs(['completed'], 0, -1))
+      .filter((j) => (j.data as { collectionId?: string }).collectionId === 'bench-ingest' && (j.processedOn ?? 0) >= startedAt && j.finishedOn !== undefined)
+      .map((j) => [j.processedOn!, j.finishedOn!] as const)
+      .sort((a, b) => a[0] - b[0]);
+  const stage_job_s: Record<string, number> = {};
+  for (const name of [QueueName.encode, QueueName.compress, QueueName.index, QueueName.commit]) stage_job_s[name] = round((await spans(name)).reduce((s, [a, b]) => s + (b - a), 0) / 1000, 1);
+  const enc = await spans(QueueName.encode);
+  let busy = 0;
+  let reach = -Infinity;
+  for (const [a, b] of enc) {
+    if (b <= reach) continue;
+    busy += b - Math.max(a, reach);
+    reach = b;
+  }
+  const first = enc.length ? enc[0][0] : startedAt;
+  const last = enc.length ? Math.max(...enc.map(([, b]) => b)) : startedAt;
+  return {
+    encoder_run_s: encoderRunSeconds === null ? null : round(encoderRunSeconds, 1),
+    before_first_encode_s: round((first - startedAt) / 1000, 1),
+    encode_busy_s: round(busy / 1000, 1),
+    encode_gaps_s: round((last - first - busy) / 1000, 1),
+    after_last_encode_s: round((endedAt - last) / 1000, 1),
+    stage_job_s,
+    encode_jobs: enc.length,
+  };
+}
+
+function describeProfile(p: PipelineProfile): string {
+  const stages = Object.entries(p.stage_job_s).map(([k, v]) => `${k} ${v}`).join(', ');
+  return `${p.encode_jobs} encode jobs; session.run ${p.encoder_run_s ?? '?'} s; before the first encode ${p.before_first_encode_s} s, encode stage busy ${p.encode_busy_s} s with ${p.encode_gaps_s} s gaps, after the last ${p.after_last_encode_s} s; job seconds ${stages}`;
+}
+
+function median(xs: number[]): number {
+  const v = [...xs].sort((a, b) => a - b);
+  return v.length % 2 ? v[(v.length - 1) / 2] : (v[v.length / 2 - 1] + v[v.length / 2]) / 2;
 }
 
 function round(x: number, digits = 1): number {

@@ -1,6 +1,7 @@
 export { buildLiteModel, buildKnrmModel } from './graphs';
 export { ort, createSession, createScorerSession, baseSessionOptions, ORT_NO_SPINNING, type OrtSession, type SessionOptions, type ScorerSessionOptions } from './session';
 export { SessionThread, type ThreadTensor, type ThreadRunResult } from './session-thread';
+export { ThreadLink, ThreadReplyTimeout, type ThreadLinkOptions, type ThreadReply } from './thread-link';
 export { OnnxLite, OnnxKnrm } from './lite-onnx';
 export { checkCsr, padCandidates, padRows } from './padding';
 export {

@@ -9,18 +9,19 @@
  * buffers are moved, not copied), goes on with its own JavaScript, and gets the outputs back (also
  * moved) together with its input buffers, to be reused for a later batch.
  *
- * One thread per session, started with it and ended by `release()`. This is not a second pool
- * beside the compute threads (libs/workers/src/compute): those run whole jobs with their own
- * connections and caches, and a job's encoder lives in one of them; this thread holds nothing but
- * the session, so that the job's thread and the native run overlap. Runs are serialised in the
- * thread (one session runs one batch at a time; a batch posted meanwhile waits there, ready).
+ * One thread per session, started with it and ended by `release()`, through the same mechanism as
+ * the compute threads (./thread-link.ts: requests answered by id, one failure rule on exit): a
+ * compute thread (libs/workers/src/compute) runs whole jobs with their own connections and caches,
+ * and each encoder it loads owns one of these, holding nothing but the session, so that the job's
+ * thread and the native run overlap. Runs are serialised in the thread (one session runs one batch
+ * at a time; a batch posted meanwhile waits there, ready).
  *
  * The thread's code is plain JavaScript started with `eval` (it needs onnxruntime-node only, passed
  * as a resolved path), so it works the same under tsx, vitest and an esbuild bundle
  * (`scripts/bench/encoder-cuda.ts` carried to a GPU machine), with no file to find next to this one.
  */
-import { Worker } from 'node:worker_threads';
 import { baseSessionOptions, ort, type SessionOptions } from './session';
+import { ThreadLink } from './thread-link';
 
 /** A tensor as it crosses to and from the thread: its element type, dims and data (a typed array whose buffer is transferred). */
 export interface ThreadTensor {
@@ -105,44 +106,18 @@ parentPort.on('message', (m) => {
 void load();
 `;
 
-interface Pending {
-  resolve: (r: ThreadRunResult) => void;
-  reject: (e: Error) => void;
-}
+type ToThread = { t: 'run'; id: number; feeds: Record<string, ThreadTensor>; fetches: readonly string[] } | { t: 'release' };
+type Done = Extract<FromThread, { t: 'done' }>;
 
 export class SessionThread {
-  private readonly pending = new Map<number, Pending>();
-  private seq = 0;
-  private exitError: Error | null = null;
   private released: Promise<void> | null = null;
-  private readonly exited: Promise<void>;
 
   private constructor(
-    private readonly worker: Worker,
+    private readonly link: ThreadLink<ToThread, FromThread>,
     readonly provider: 'cpu' | 'cuda',
     readonly inputNames: readonly string[],
     readonly outputNames: readonly string[],
-  ) {
-    this.exited = new Promise((resolve) => worker.once('exit', () => resolve()));
-    worker.on('message', (m: FromThread) => {
-      if (m.t !== 'done') return;
-      const p = this.pending.get(m.id);
-      if (!p) return;
-      this.pending.delete(m.id);
-      if (this.pending.size === 0) worker.unref();
-      if (m.ok) {
-        const offset = performance.timeOrigin;
-        p.resolve({ outputs: m.outputs, feeds: m.feeds, start: m.start - offset, end: m.end - offset });
-      } else p.reject(new Error(m.message));
-    });
-    worker.once('exit', (code) => {
-      this.exitError = new Error(`the ONNX Runtime session thread exited (code ${code})`);
-      for (const p of this.pending.values()) p.reject(this.exitError);
-      this.pending.clear();
-    });
-    // An idle session thread never keeps the process alive; a run in flight does.
-    worker.unref();
-  }
+  ) {}
 
   /**
    * Loads `model` (a path or the graph's bytes, which are moved to the thread: do not use them
@@ -159,58 +134,66 @@ export class SessionThread {
     // A Uint8Array over part of a larger buffer is copied first, so only its own bytes move.
     const bytes = typeof model === 'string' ? model : model.byteOffset === 0 && model.byteLength === model.buffer.byteLength ? model : model.slice();
     const what = typeof model === 'string' ? model : `in-memory model (${model.byteLength} bytes)`; // before the bytes move
-    const worker = new Worker(THREAD_SOURCE, {
-      eval: true,
-      workerData: { ortPath: require.resolve('onnxruntime-node'), model: bytes, attempts },
-      transferList: typeof bytes === 'string' || !(bytes.buffer instanceof ArrayBuffer) ? [] : [bytes.buffer],
+    let started: ((m: Extract<FromThread, { t: 'loaded' | 'load-failed' }>) => void) | undefined;
+    let failed: ((e: Error) => void) | undefined;
+    const first = new Promise<Extract<FromThread, { t: 'loaded' | 'load-failed' }>>((resolve, reject) => {
+      started = resolve;
+      failed = reject;
     });
-    const loaded = await new Promise<Extract<FromThread, { t: 'loaded' }>>((resolve, reject) => {
-      const onExit = (code: number) => reject(new Error(`kernels: the ONNX Runtime session thread for ${what} exited (code ${code}) before it loaded`));
-      worker.once('exit', onExit);
-      worker.once('error', reject);
-      worker.once('message', (m: FromThread) => {
-        worker.off('exit', onExit);
-        worker.off('error', reject);
-        if (m.t === 'loaded' || m.t === 'load-failed') {
-          if (m.fallback !== undefined) opts.onFallback?.(m.fallback);
-          if (m.t === 'loaded') resolve(m);
-          else {
-            void worker.terminate();
-            reject(new Error(`kernels: ONNX Runtime cannot load ${what}: ${m.message}`));
-          }
-        }
-      });
-    });
-    worker.on('error', () => undefined); // an error ends the thread: 'exit' fails what is pending
-    return new SessionThread(worker, loaded.provider, loaded.inputNames, loaded.outputNames);
+    // An idle session thread never keeps the process alive; a run in flight does.
+    const link = new ThreadLink<ToThread, FromThread>(
+      THREAD_SOURCE,
+      {
+        eval: true,
+        workerData: { ortPath: require.resolve('onnxruntime-node'), model: bytes, attempts },
+        transferList: typeof bytes === 'string' || !(bytes.buffer instanceof ArrayBuffer) ? [] : [bytes.buffer],
+      },
+      {
+        replies: ['done'],
+        unrefWhenIdle: true,
+        onMessage: (m) => {
+          if (m.t === 'loaded' || m.t === 'load-failed') started?.(m);
+        },
+        // an error ends the thread: its exit fails what is pending (and a load still waited for)
+        onError: (err) => failed?.(err),
+        onExit: (code) => failed?.(new Error(`kernels: the ONNX Runtime session thread for ${what} exited (code ${code}) before it loaded`)),
+        exitError: (code) => new Error(`the ONNX Runtime session thread exited (code ${code})`),
+      },
+    );
+    link.worker.ref(); // until it has loaded
+    let loaded: Extract<FromThread, { t: 'loaded' | 'load-failed' }>;
+    try {
+      loaded = await first;
+    } finally {
+      started = undefined;
+      failed = undefined;
+      link.worker.unref();
+    }
+    if (loaded.fallback !== undefined) opts.onFallback?.(loaded.fallback);
+    if (loaded.t === 'load-failed') {
+      void link.worker.terminate();
+      throw new Error(`kernels: ONNX Runtime cannot load ${what}: ${loaded.message}`);
+    }
+    return new SessionThread(link, loaded.provider, loaded.inputNames, loaded.outputNames);
   }
 
   /**
    * Runs the session on `feeds` in the thread. The feeds' buffers are transferred (detached here)
    * until the result gives them back in `feeds`; a failed run does not give them back.
    */
-  run(feeds: Record<string, ThreadTensor>, fetches: readonly string[]): Promise<ThreadRunResult> {
-    if (this.exitError) return Promise.reject(this.exitError);
-    if (this.released) return Promise.reject(new Error('the ONNX Runtime session thread has been released'));
-    const id = ++this.seq;
+  async run(feeds: Record<string, ThreadTensor>, fetches: readonly string[]): Promise<ThreadRunResult> {
+    if (this.released) throw new Error('the ONNX Runtime session thread has been released');
     const transfer = new Set<ArrayBuffer>();
     for (const f of Object.values(feeds)) if (f.data.buffer instanceof ArrayBuffer) transfer.add(f.data.buffer);
-    return new Promise<ThreadRunResult>((resolve, reject) => {
-      this.pending.set(id, { resolve, reject });
-      this.worker.ref();
-      this.worker.postMessage({ t: 'run', id, feeds, fetches }, [...transfer]);
-    });
+    const m = await this.link.request<Done>((id) => ({ t: 'run', id, feeds, fetches }), { transfer: [...transfer] });
+    if (!m.ok) throw new Error(m.message);
+    const offset = performance.timeOrigin;
+    return { outputs: m.outputs, feeds: m.feeds, start: m.start - offset, end: m.end - offset };
   }
 
   /** Releases the session after the runs already posted, and ends the thread. */
   release(): Promise<void> {
-    this.released ??= (async () => {
-      if (!this.exitError) {
-        this.worker.ref();
-        this.worker.postMessage({ t: 'release' });
-      }
-      await this.exited;
-    })();
+    this.released ??= this.link.close({ t: 'release' });
     return this.released;
   }
 }

@@ -275,6 +275,46 @@ describe('where the session runs (EncoderOptions.inferenceThread)', () => {
     }
   });
 
+  it('concurrent document calls run their batches oldest call first, with the vectors of a call alone; a query does not wait behind them', async () => {
+    const dir = newTinyDir('threads-order', { seed: 13 });
+    const e = await TokenEncoder.load(dir, cpu);
+    try {
+      const vocab = (JSON.parse(readFileSync(join(dir, 'tokenizer.json'), 'utf8')) as { model: { vocab: Record<string, number> } }).model.vocab;
+      const textsA = Array.from({ length: 30 }, (_, i) => `cat ${i} ${'lift and drag '.repeat(i % 5)}`);
+      const textsB = Array.from({ length: 30 }, (_, i) => `dog ${i} ${'boundary layer '.repeat(i % 4)}`);
+      const aloneA = await e.encodeDocuments(textsA, { tokenBudget: 64 });
+      const aloneB = await e.encodeDocuments(textsB, { tokenBudget: 64 });
+      type Run = (feeds: Record<string, { data: ArrayLike<number | bigint> }>, fetches: readonly string[]) => Promise<unknown>;
+      const runner = (e as unknown as { runner: { run: Run } }).runner;
+      const run = runner.run.bind(runner);
+      const runs: string[] = [];
+      const has = (data: ArrayLike<number | bigint>, id: number) => Array.from(data).some((x) => Number(x) === id);
+      // which text set each batch the session runs belongs to: A's hold "cat", B's "dog", the query "fox"
+      runner.run = (feeds, fetches) => {
+        const ids = feeds.input_ids!.data;
+        runs.push(has(ids, vocab.cat!) ? 'A' : has(ids, vocab.dog!) ? 'B' : has(ids, vocab.fox!) ? 'q' : '?');
+        return run(feeds, fetches);
+      };
+      const order: string[] = [];
+      const a = e.encodeDocuments(textsA, { tokenBudget: 64 }).then((r) => (order.push('A'), r));
+      const b = e.encodeDocuments(textsB, { tokenBudget: 64 }).then((r) => (order.push('B'), r));
+      const q = e.encodeQueries(['fox']).then(() => order.push('query'));
+      const [ra, rb] = await Promise.all([a, b, q]);
+      runner.run = run;
+      for (let i = 0; i < textsA.length; i++) expect(maxAbsDiff(ra[i]!.vectors, aloneA[i]!.vectors)).toBe(0);
+      for (let i = 0; i < textsB.length; i++) expect(maxAbsDiff(rb[i]!.vectors, aloneB[i]!.vectors)).toBe(0);
+      const docRuns = runs.filter((r) => r !== 'q');
+      expect(docRuns.length).toBeGreaterThan(4);
+      // every batch of A ran before any of B (they did not take turns), and the query was not queued behind them
+      expect(docRuns.lastIndexOf('A')).toBeLessThan(docRuns.indexOf('B'));
+      expect(runs.indexOf('q')).toBeGreaterThanOrEqual(0);
+      expect(runs.indexOf('q')).toBeLessThan(3);
+      expect(order).toEqual(['query', 'A', 'B']);
+    } finally {
+      await e.release();
+    }
+  });
+
   it('a failed batch fails the call (after the batches in flight settle), and the encoder goes on', async () => {
     const dir = newTinyDir('threads-fail', { seed: 12 });
     const e = await TokenEncoder.load(dir, cpu);

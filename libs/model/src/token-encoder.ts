@@ -4,6 +4,7 @@ import { ort } from '@lateral/kernels';
 import type { ModelManifest } from '@lateral/shared';
 import { meanPool } from '@lateral/scoring';
 import { planBatches } from './batching';
+import { BatchSlots } from './batch-slots';
 import { ModelLoadError, ModelShapeError } from './errors';
 import { readEmbeddingTable, readModelDir } from './model-dir';
 import { TextTokenizer, type TextKind, type TokenizedText } from './text-tokenizer';
@@ -316,7 +317,11 @@ export class TokenEncoder {
     }
     // Session in its own thread: up to PIPELINE_DEPTH batches posted at once. Each runBatch packs
     // and posts its batch at once and copies its output out when it comes back, so this thread
-    // packs batch k+1 and copies out batch k-1 while batch k runs there.
+    // packs batch k+1 and copies out batch k-1 while batch k runs there. Document encodings share
+    // the PIPELINE_DEPTH slots with each other, oldest call first (./batch-slots.ts), so that a
+    // second encode job's batches wait in line behind the first one's instead of taking turns
+    // with them; queries post at once.
+    if (kind === 'doc') return this.encodeInLine(seqs, batches, results);
     const pending: Promise<void>[] = [];
     try {
       for (const batch of batches) {
@@ -330,6 +335,36 @@ export class TokenEncoder {
       await Promise.allSettled(pending);
       throw err;
     }
+    return results;
+  }
+
+  /** Session batch slots shared by this encoder's document encodings, oldest call first. */
+  private readonly docSlots = new BatchSlots(PIPELINE_DEPTH);
+
+  /** The documents' batches through the shared slots (see encode); a failed batch stops the call's later ones. */
+  private async encodeInLine(seqs: TokenizedText[], batches: number[][], results: EncodedText[]): Promise<EncodedText[]> {
+    const call = this.docSlots.enter();
+    const pending: Promise<void>[] = [];
+    let failed = false;
+    try {
+      for (const batch of batches) {
+        await this.docSlots.acquire(call);
+        if (failed) {
+          this.docSlots.release();
+          break;
+        }
+        const done = this.runBatch(batch.map((i) => seqs[i]!), 'doc')
+          .then((out) => batch.forEach((i, j) => (results[i] = out[j]!)))
+          .finally(() => this.docSlots.release());
+        done.catch(() => (failed = true)); // awaited below; never an unhandled rejection meanwhile
+        pending.push(done);
+      }
+    } finally {
+      this.docSlots.close(call);
+    }
+    // every batch settled before the call ends, as in encode: no output lands after a failure is thrown
+    const settled = await Promise.allSettled(pending);
+    for (const r of settled) if (r.status === 'rejected') throw r.reason;
     return results;
   }
 

@@ -141,7 +141,12 @@ export const ConfigSchema = z.object({
    * 0 = run them on the event loop, as before. Several split the cache budgets between them.
    */
   COMPUTE_THREADS: int(1, 0, 64),
-  ENCODE_CONCURRENCY: int(1, 1, 64),
+  /**
+   * Encode jobs a process runs at once. 2: the second job's batches wait in line behind the first
+   * one's in the encoder's session thread (oldest job first, libs/model/src/batch-slots.ts), so the
+   * session never idles while a job tokenizes, writes its segment or is handed over (docs/models.md).
+   */
+  ENCODE_CONCURRENCY: int(2, 1, 64),
   COMPRESS_CONCURRENCY: int(2, 1, 64),
   INDEX_CONCURRENCY: int(2, 1, 64),
   /** Token IVF centroids per collection and codec version; 0 = PLAID's rule on the first indexed segment's tokens. */

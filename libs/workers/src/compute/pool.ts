@@ -17,9 +17,9 @@
  * loses its locks and its jobs are resumed elsewhere as before (stalled jobs).
  */
 import path from 'node:path';
-import { Worker } from 'node:worker_threads';
 import type { Job } from 'bullmq';
 import type { Config } from '@lateral/shared';
+import { ThreadLink } from '@lateral/kernels';
 import { addMetricsSource, jobLogFields, recordComputeJob, recordComputeRestart, type Logger } from '@lateral/infra';
 import { JOB_METHODS, fromWire, toWire, type FromThread, type JobSnapshot, type ThreadInit, type ToThread } from './protocol';
 
@@ -50,16 +50,11 @@ export function threadConfig(config: Config, index: number, threads: number): Co
   };
 }
 
-interface Running {
-  job: Job;
-  resolve: (v: unknown) => void;
-  reject: (e: Error) => void;
-}
-
 class ComputeThread {
-  worker!: Worker;
+  private link!: ThreadLink<ToThread, FromThread>;
   ready!: Promise<void>;
-  readonly running = new Map<number, Running>();
+  /** The jobs running in the thread by request id: their calls (updateProgress ...) run on them here. */
+  readonly running = new Map<number, Job>();
   /** Jobs given to this thread and not settled (waiting for it to start included): what "least busy" counts. */
   load = 0;
   private alive = false;
@@ -67,18 +62,13 @@ class ComputeThread {
   private started = false;
   /** Exits in a row before the thread was ready. */
   private failedStarts = 0;
-  private readonly metricsWaiting = new Map<number, (v: unknown) => void>();
-  private seq = 0;
-  private exited!: Promise<void>;
 
   constructor(private readonly init: ThreadInit, private readonly entry: string, private readonly logger: Logger, private readonly isClosing: () => boolean) {
     this.spawn();
   }
 
   private spawn(): void {
-    const worker = new Worker(this.entry, { workerData: this.init });
-    this.worker = worker;
-    this.alive = true;
+    const where = `compute thread ${this.init.index}`;
     let started: () => void;
     let failed: (e: Error) => void;
     this.ready = new Promise<void>((resolve, reject) => {
@@ -86,64 +76,56 @@ class ComputeThread {
       failed = reject;
     });
     this.ready.catch(() => undefined);
-    this.exited = new Promise<void>((resolve) => worker.once('exit', () => resolve()));
-    const where = `compute thread ${this.init.index}`;
-    worker.on('message', (m: FromThread) => {
-      switch (m.t) {
-        case 'ready':
-          this.failedStarts = 0;
-          this.started = true;
-          started();
-          break;
-        case 'start-failed':
-          failed(fromWire(m.error, where));
-          break;
-        case 'done': {
-          const r = this.running.get(m.id);
-          if (!r) break;
-          this.running.delete(m.id);
-          if (m.ok) r.resolve(m.value);
-          else r.reject(fromWire(m.error, where));
-          break;
-        }
-        case 'call':
-          void this.call(m.id, m.run, m.method, m.args);
-          break;
-        case 'metrics':
-          this.metricsWaiting.get(m.id)?.(m.value);
-          this.metricsWaiting.delete(m.id);
-          break;
-        case 'log':
-          this.relay(m.line);
-          break;
-        case 'closed':
-          break;
-      }
-    });
-    worker.on('error', (err) => this.logger.error(`${where} failed: ${err.stack ?? err.message}`));
     let wasReady = false;
     this.ready.then(() => (wasReady = true), () => undefined);
-    worker.once('exit', (code) => {
-      if (!wasReady) this.failedStarts++;
-      const err = new Error(`${where} exited (code ${code}) while running this job; the job is retried`);
-      this.alive = false;
-      this.started = false;
-      failed(err);
-      // Until it is started again, a job given to it fails at once (and is retried).
-      this.ready = Promise.reject(new Error(`${where} exited (code ${code}) and is being started again; the job is retried`));
-      this.ready.catch(() => undefined);
-      for (const r of this.running.values()) r.reject(err);
-      this.running.clear();
-      for (const resolve of this.metricsWaiting.values()) resolve([]);
-      this.metricsWaiting.clear();
-      if (this.isClosing()) return;
-      recordComputeRestart();
-      const delay = Math.min(MAX_RESTART_DELAY_MS, RESTART_DELAY_MS * 2 ** Math.max(0, this.failedStarts - 1));
-      this.logger.warn(`${where} exited (code ${code}); starting it again in ${delay} ms`);
-      setTimeout(() => {
-        if (!this.isClosing()) this.spawn();
-      }, delay).unref();
-    });
+    this.alive = true;
+    this.link = new ThreadLink<ToThread, FromThread>(
+      this.entry,
+      { workerData: this.init },
+      {
+        // a job's result and a scrape's series answer their request; a thread's exit fails the jobs it was running
+        replies: ['done', 'metrics'],
+        exitError: (code) => new Error(`${where} exited (code ${code}) while running this job; the job is retried`),
+        onError: (err) => this.logger.error(`${where} failed: ${err.stack ?? err.message}`),
+        onMessage: (m) => {
+          switch (m.t) {
+            case 'ready':
+              this.failedStarts = 0;
+              this.started = true;
+              started();
+              break;
+            case 'start-failed':
+              failed(fromWire(m.error, where));
+              break;
+            case 'call':
+              void this.call(m.id, m.run, m.method, m.args);
+              break;
+            case 'log':
+              this.relay(m.line);
+              break;
+            default:
+              break;
+          }
+        },
+        onExit: (code) => {
+          if (!wasReady) this.failedStarts++;
+          this.alive = false;
+          this.started = false;
+          this.running.clear();
+          failed(new Error(`${where} exited (code ${code}) before it was ready`));
+          // Until it is started again, a job given to it fails at once (and is retried).
+          this.ready = Promise.reject(new Error(`${where} exited (code ${code}) and is being started again; the job is retried`));
+          this.ready.catch(() => undefined);
+          if (this.isClosing()) return;
+          recordComputeRestart();
+          const delay = Math.min(MAX_RESTART_DELAY_MS, RESTART_DELAY_MS * 2 ** Math.max(0, this.failedStarts - 1));
+          this.logger.warn(`${where} exited (code ${code}); starting it again in ${delay} ms`);
+          setTimeout(() => {
+            if (!this.isClosing()) this.spawn();
+          }, delay).unref();
+        },
+      },
+    );
   }
 
   /** A line the thread logged, written by this process's logger under `<component>:compute-<i>:…` with its fields. */
@@ -162,15 +144,15 @@ class ComputeThread {
 
   /** A processor's call on its job, run on the real job here; the answer goes back to the thread. */
   private async call(id: number, run: number, method: string, args: unknown[]): Promise<void> {
-    const reply = (m: ToThread) => this.worker.postMessage(m);
+    const link = this.link;
     try {
-      const r = this.running.get(run);
-      if (!r) throw new Error(`job call ${method} after its job ended`);
+      const job = this.running.get(run);
+      if (!job) throw new Error(`job call ${method} after its job ended`);
       if (!(JOB_METHODS as readonly string[]).includes(method)) throw new Error(`job method ${method} is not available in a compute thread`);
-      const value = await (r.job as unknown as Record<string, (...a: unknown[]) => Promise<unknown>>)[method](...args);
-      reply({ t: 'reply', id, ok: true, value: value === undefined ? undefined : JSON.parse(JSON.stringify(value)) });
+      const value = await (job as unknown as Record<string, (...a: unknown[]) => Promise<unknown>>)[method](...args);
+      link.post({ t: 'reply', id, ok: true, value: value === undefined ? undefined : JSON.parse(JSON.stringify(value)) });
     } catch (err) {
-      reply({ t: 'reply', id, ok: false, error: toWire(err) });
+      link.post({ t: 'reply', id, ok: false, error: toWire(err) });
     }
   }
 
@@ -187,7 +169,6 @@ class ComputeThread {
     await this.ready;
     if (!this.alive) throw new Error(`compute thread ${this.init.index} exited; the job is retried`);
     recordComputeJob(this.init.index, queueName);
-    const id = ++this.seq;
     const snapshot: JobSnapshot = {
       id: job.id,
       name: job.name,
@@ -202,35 +183,33 @@ class ComputeThread {
       processedOn: job.processedOn,
       logFields: jobLogFields(queueName, job),
     };
-    return new Promise((resolve, reject) => {
-      this.running.set(id, { job, resolve, reject });
-      this.worker.postMessage({ t: 'run', id, kind, payload, job: snapshot } satisfies ToThread);
-    });
+    let runId = 0;
+    try {
+      const done = await this.link.request<Extract<FromThread, { t: 'done' }>>((id) => {
+        runId = id;
+        this.running.set(id, job);
+        return { t: 'run', id, kind, payload, job: snapshot };
+      });
+      if (done.ok) return done.value;
+      throw fromWire(done.error, `compute thread ${this.init.index}`);
+    } finally {
+      this.running.delete(runId);
+    }
   }
 
   /** Its series, or none while it starts (a scrape or a heartbeat never waits for a thread to start). */
   async metrics(): Promise<unknown> {
     if (!this.started) return [];
-    const id = ++this.seq;
-    return new Promise((resolve) => {
-      const timer = setTimeout(() => {
-        this.metricsWaiting.delete(id);
-        resolve([]);
-      }, METRICS_WAIT_MS);
-      this.metricsWaiting.set(id, (v) => {
-        clearTimeout(timer);
-        resolve(v);
-      });
-      this.worker.postMessage({ t: 'metrics', id } satisfies ToThread);
-    });
+    try {
+      const m = await this.link.request<Extract<FromThread, { t: 'metrics' }>>((id) => ({ t: 'metrics', id }), { timeoutMs: METRICS_WAIT_MS, what: 'metrics' });
+      return m.value;
+    } catch {
+      return []; // the thread exited or did not answer in time
+    }
   }
 
   async close(): Promise<void> {
-    this.worker.postMessage({ t: 'close' } satisfies ToThread);
-    let timer: NodeJS.Timeout | undefined;
-    const closed = await Promise.race([this.exited.then(() => true), new Promise<boolean>((r) => (timer = setTimeout(() => r(false), CLOSE_WAIT_MS)))]);
-    clearTimeout(timer);
-    if (!closed) await this.worker.terminate();
+    await this.link.close({ t: 'close' }, CLOSE_WAIT_MS);
   }
 }
 
