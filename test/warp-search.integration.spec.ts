@@ -41,7 +41,7 @@ describe('WARP search layouts (real Redis, real S3 server, real ONNX model)', ()
     const bad = await api('POST', '/v1/search', { collection: 'warp', queries, mode: { name: 'xtr', nprobe: 0 } });
     expect(bad.status).toBe(400);
     expect(JSON.stringify(bad.body)).toContain('nprobe');
-    for (const [mode, field] of [[{ name: 'xtr', exact: -1 }, 'exact'], [{ name: 'xtr', exact: 1001 }, 'exact'], [{ name: 'xtr', tPrime: 0 }, 'tPrime'], [{ name: 'xtr', tPrime: 1.5 }, 'tPrime']] as const) {
+    for (const [mode, field] of [[{ name: 'xtr', exact: -1 }, 'exact'], [{ name: 'xtr', exact: 1001 }, 'exact'], [{ name: 'hybrid', exact: -1 }, 'exact'], [{ name: 'xtr', tPrime: 0 }, 'tPrime'], [{ name: 'xtr', tPrime: 1.5 }, 'tPrime']] as const) {
       const r = await api('POST', '/v1/search', { collection: 'warp', queries, mode });
       expect(r.status).toBe(400);
       expect(JSON.stringify(r.body)).toContain(field);
@@ -116,6 +116,23 @@ describe('WARP search layouts (real Redis, real S3 server, real ONNX model)', ()
       for (let k = 1; k < e.length; k++) expect(e[k].score).toBeLessThanOrEqual(e[k - 1].score);
       expect(e.every((h) => h.scoredBy === 'xtr')).toBe(true);
       expect(tp.results[qi].hits).toHaveLength(10);
+    });
+    // The exact stage reads the candidates' rows where the scan found them (SegmentCache.documentRows), not through the
+    // re-rank stage's view: its scores equal that stage's MaxSim / n (the second stage over WARP's top 10, scorer maxsim normalised).
+    const viewed = await search('warp', { mode: { name: 'xtr', nprobe: 32, exact: 0 }, topK: 10, rerank: { depth: 10, scorer: { name: 'maxsim', normalize: true } } });
+    viewed.results.forEach((r, qi) => {
+      const byId = new Map(exact.results[qi].hits.map((h) => [h.id, h.score]));
+      expect(r.hits).toHaveLength(10);
+      for (const h of r.hits) expect(byId.get(h.id)).toBeCloseTo(h.score, 5);
+    });
+    // Hybrid's token part goes through the same stage before the fusion: with every hit of the part re-scored (exact = depth),
+    // the fused list is that of hybrid over exact XTR's scores; the stage off by default changes nothing.
+    const hybridRaw = await search('warp', { mode: { name: 'hybrid', nprobe: 32, depth: 10, exact: 0, lambda: 0 }, topK: 10 });
+    const hybridExact = await search('warp', { mode: { name: 'hybrid', nprobe: 32, depth: 10, exact: 10, lambda: 0 }, topK: 10 });
+    hybridExact.results.forEach((r, qi) => {
+      // lambda 0, minmax: the order is the token part's (its last hit normalises to 0 and ties with BM25-only hits, so the first 9).
+      expect(r.hits.slice(0, 9).map((h) => h.id)).toEqual(exact.results[qi].hits.slice(0, 9).map((h) => h.id));
+      expect(hybridRaw.results[qi].hits.slice(0, 9).map((h) => h.id)).toEqual(raw.results[qi].hits.slice(0, 9).map((h) => h.id));
     });
     // A filter: WARP's engine with each segment's mask (no fallback to the IVF path), the same documents as plain XTR's filtered search.
     const filter = { must: [{ key: 'year', range: { lte: 1952 } }] };

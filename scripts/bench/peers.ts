@@ -87,6 +87,9 @@ export interface EngineFigures {
    */
   search_job_unencoded_p50_ms?: number;
   encode_queries_p50_ms?: number;
+  /** lateral xtr with WARP's exact final stage: its own time per query (timings.exactMs), p50 and p95. */
+  exact_stage_p50_ms?: number;
+  exact_stage_p95_ms?: number;
   /** lateral xtr on a WARP layout: search-layout objects (+ centroids and codec) per token. */
   layout_bytes_per_token?: number;
   /** lateral xtr on a WARP layout: p50 bytes of list ranges read per query, and ranged reads. */
@@ -340,6 +343,7 @@ export async function runPeersBench(args: string[]): Promise<Record<string, unkn
       const ms: number[] = [];
       const serverMs: number[] = [];
       const encodeMs: number[] = [];
+      const exactMs: number[] = [];
       const bytesRead: number[] = [];
       const ranges: number[] = [];
       let warpShape: { centroids?: number; epochs?: number; segments: number } | undefined;
@@ -349,6 +353,7 @@ export async function runPeersBench(args: string[]): Promise<Record<string, unkn
         ms.push(r.ms);
         if (r.timings?.totalMs !== undefined) serverMs.push(r.timings.totalMs);
         if (r.timings?.encodeQueriesMs !== undefined) encodeMs.push(r.timings.encodeQueriesMs);
+        if (r.timings?.exactMs !== undefined) exactMs.push(r.timings.exactMs);
         if (r.stats?.warp) warpShape = { centroids: r.stats.warp.centroids, epochs: r.stats.warp.epochs, segments: r.stats.warp.segments };
         for (const w of r.stats?.warp?.queries ?? []) {
           bytesRead.push(w.bytesRead);
@@ -367,6 +372,7 @@ export async function runPeersBench(args: string[]): Promise<Record<string, unkn
         'recall@100': round(mean(metrics.map((m) => m.recall)), 4),
         ...latencyFigures(ms),
         ...(serverMs.length ? { search_job_p50_ms: round(percentile(serverMs, 0.5), 2), search_job_p95_ms: round(percentile(serverMs, 0.95), 2) } : {}),
+        ...(exactMs.length ? { exact_stage_p50_ms: round(percentile(exactMs, 0.5), 2), exact_stage_p95_ms: round(percentile(exactMs, 0.95), 2) } : {}),
         ...(encodeMs.length === serverMs.length && serverMs.length ? { search_job_unencoded_p50_ms: round(percentile(serverMs.map((t, i) => t - encodeMs[i]!), 0.5), 2), encode_queries_p50_ms: round(percentile(encodeMs, 0.5), 2) } : {}),
         ...(name === 'xtr' && bytesRead.length ? { layout_bytes_per_token: round(exported.layoutBytes / tokens, 1), bytes_read_p50: Math.round(percentile(bytesRead, 0.5)), ranges_p50: Math.round(percentile(ranges, 0.5)), warp_centroids: warpShape?.centroids, warp_epochs: warpShape?.epochs, warp_segments: warpShape?.segments } : {}),
         settings: { mode, layout: name === 'xtr' ? layout : undefined, through: 'HTTP + queue (POST /v1/search?wait=60)', model },
@@ -445,6 +451,7 @@ export async function runPeersBench(args: string[]): Promise<Record<string, unkn
       console.log("lateral's latencies are a client's wall clock through HTTP and the queue; the peers' are in-process Python calls.");
       for (const [name, e] of Object.entries(lateral)) if (e.search_job_p50_ms !== undefined) console.log(`  lateral ${name}: the search job itself (timings.totalMs) p50 ${e.search_job_p50_ms} ms, p95 ${e.search_job_p95_ms} ms, of the ${e.p50_ms} ms; without query encoding (p50 ${e.encode_queries_p50_ms} ms) p50 ${e.search_job_unencoded_p50_ms} ms`);
       const x = lateral.xtr;
+      if (x?.exact_stage_p50_ms !== undefined) console.log(`  lateral xtr (warp): the exact final stage itself (timings.exactMs) p50 ${x.exact_stage_p50_ms} ms, p95 ${x.exact_stage_p95_ms} ms per query`);
       if (x?.layout_bytes_per_token !== undefined) console.log(`  lateral xtr (warp): search layout ${x.layout_bytes_per_token} B/token; per query p50 ${x.bytes_read_p50} bytes read in ${x.ranges_p50} ranged reads; ${x.warp_segments} segments, ${x.warp_centroids} centroids (${x.warp_epochs} epoch(s))`);
       for (const e of engines) {
         if (e.status !== 'ok' || !x?.search_job_p50_ms || !e.p50_ms || !(e.engine in COUNTERPART) || COUNTERPART[e.engine as Peer] !== 'xtr') continue;

@@ -68,6 +68,11 @@ export const SearchModeSchema = z.discriminatedUnion('name', [
       nprobe: z.number().int().min(1).max(MAX_NPROBE).default(32),
       /** As mode xtr's tPrime (base xtr on a WARP search layout). */
       tPrime: z.number().int().min(1).max(MAX_T_PRIME).optional(),
+      /**
+       * As mode xtr's exact (base xtr on a WARP search layout): the token part's first `exact` hits
+       * re-scored by exact MaxSim before the fusion. Absent: WARP_DEFAULT_EXACT.
+       */
+      exact: z.number().int().min(0).max(MAX_SEARCH_TOP_K).optional(),
       k1: z.number().min(0).max(10).default(0.9),
       b: z.number().min(0).max(1).default(0.4),
     })
@@ -155,7 +160,8 @@ export interface SearchResult {
   mode: SearchMode;
   generation: number;
   results: { queryId: string; hits: SearchHit[]; reason?: string }[];
-  timings: { totalMs: number; encodeQueriesMs: number; searchMs: number; loadMs: number };
+  /** exactMs: WARP's exact final stage (mode xtr or hybrid's token part on a WARP layout, one process), every query's summed. */
+  timings: { totalMs: number; encodeQueriesMs: number; searchMs: number; loadMs: number; exactMs?: number };
   /** What the search read, where a mode reports it. */
   stats?: { warp?: WarpSearchStats };
   /** Present (true) when segments of the generation could not be read: the hits come from the others. */

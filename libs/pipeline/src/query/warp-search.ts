@@ -1,5 +1,5 @@
 import { warpLayoutOf, type Collection, type SearchRequest } from '@lateral/shared';
-import { andMasks, centroidsChecksum, docMask, warpCodecChecksum, warpListSizes, type DocMask, type DocPredicate, type WarpCodec, type WarpDirectory } from '@lateral/search';
+import { andMasks, centroidsChecksum, docMask, warpCodecChecksum, warpListSizes, type DocMask, type DocPredicate, type Hit, type WarpCodec, type WarpDirectory } from '@lateral/search';
 import { SegmentUnavailableError, needsXtr, type SearchPlan } from '@lateral/serving';
 import type { SearchDeps } from './query-deps';
 import type { WarpEpochSizes } from './shard-rounds';
@@ -97,4 +97,48 @@ export function sumWarpListSizes(shards: readonly (readonly WarpEpochSizes[])[])
       }
     }
   return [...sum].sort((a, b) => a[0] - b[0]).map(([epoch, sizes]) => ({ epoch, sizes }));
+}
+
+/**
+ * WARP's exact final stage (PLAID-style): the first `n` hits re-scored with exact MaxSim divided by
+ * the query's tokens (XTR's scale) and ranked by it (ties keep WARP's order); the hits after them
+ * follow in WARP's order with WARP's scores. WARP's imputed scores order the top of its list below
+ * exhaustive MaxSim although its candidates hold exhaustive's best documents (docs/benchmarks.md,
+ * "WARP"). The candidates' rows come straight from where the scan found them (plan part and
+ * document: no id lookup, no view): each document's codes alone, from the segment held in memory
+ * or by positioned reads of its local copy (SegmentCache.documentRows), decoded, and scored in one
+ * ONNX Runtime GEMM MaxSim (GemmMaxsim, the re-rank stage's maxsim scorer over decoded rows). A
+ * hit whose segment cannot be read is left out and its segment returned in `failed` (manifest
+ * position), to be named as the scan names one.
+ */
+export async function warpExactStage(
+  deps: Pick<SearchDeps, 'segments' | 'scorers'>,
+  collection: Pick<Collection, 'tenantId' | 'id' | 'model'>,
+  plan: SearchPlan,
+  query: { vectors: Float32Array; length: number },
+  hits: readonly Hit[],
+  n: number,
+): Promise<{ hits: Hit[]; failed: Map<number, SegmentUnavailableError> }> {
+  const failed = new Map<number, SegmentUnavailableError>();
+  const head = hits.slice(0, n);
+  if (head.length === 0 || query.length === 0) return { hits: [...hits], failed };
+  const rows = await deps.segments.documentRows(
+    collection,
+    head.map((h) => [plan.parts[h.segment].ref, h.doc] as const),
+  );
+  const kept = head.flatMap((h, i) => {
+    const err = rows.failed.get(plan.parts[h.segment].ref.key);
+    if (err) failed.set(plan.parts[h.segment].position, err);
+    return err ? [] : [i];
+  });
+  let scores: Float32Array = new Float32Array(0);
+  if (kept.length > 0) {
+    const d = rows.dims;
+    if (query.vectors.length !== query.length * d) throw new Error(`WARP exact stage: query rows of ${query.vectors.length / Math.max(1, query.length)} dimensions against documents of ${d}`);
+    // A failed segment's documents got no rows, so the kept candidates' rows are rows.docs as they are.
+    const offsets = Uint32Array.from([...kept.map((i) => rows.offsets[i]), rows.offsets[head.length]]);
+    [scores] = await (await deps.scorers.gemm()).score([query], rows.docs, offsets, d, { normalize: true });
+  }
+  const rescored = kept.map((i, k) => ({ ...head[i], score: scores[k] })).sort((a, b) => (Number.isNaN(b.score) ? -1 : b.score - a.score));
+  return { hits: [...rescored, ...hits.slice(n)], failed };
 }
