@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { readSegment } from '@lateral/codec';
 import { ivfCentroidCount, parseWarpDirectory, warpDirectoryBytes } from '@lateral/search';
-import { s3Keys, type CollectionManifest } from '@lateral/shared';
+import { WARP_DEFAULT_NPROBE, s3Keys, type CollectionManifest } from '@lateral/shared';
 import { startServer, type Server } from '../apps/all-in-one/src/server';
 import { testConfig } from './helpers';
 import { warpBed } from './warp-bed';
@@ -50,6 +50,10 @@ describe('WARP search layouts (real Redis, real S3 server, real ONNX model)', ()
     const plain = await manifest('plain');
     for (const ref of plain.segments) expect(await server.runtime.store.exists(s3Keys.searchLayout('default', 'plain', ref.batchId, ref.codecVersion))).toBe(false);
     expect((await search('plain', { mode: 'xtr' })).stats).toBeUndefined();
+    // A WARP layout's own nprobe default where the request names none (the plain collection's IVF keeps 32).
+    const def = await search('warp', { mode: 'xtr' });
+    expect(def.stats!.warp!.nprobe).toBe(Math.min(WARP_DEFAULT_NPROBE, def.stats!.warp!.centroids));
+    expect((await search('warp', { mode: { name: 'xtr', nprobe: 3 } })).stats!.warp!.nprobe).toBe(3);
   });
 
   it('WARP top 10 agrees with XTR over the plain collection; each query reads only its probed lists', async () => {

@@ -16,7 +16,7 @@
  * Per engine: index build time, bytes per token of what it keeps, nDCG@10 and recall@100 on the
  * judged queries, single-query latency p50 / p95 and queries per second (one query at a time,
  * after one warm-up query), and the ratio lateral / peer for its counterpart:
- *   xtr-warp-rs and fast-plaid  <->  lateral xtr (k' 1000, nprobe 32 or --nprobe N)
+ *   xtr-warp-rs and fast-plaid  <->  lateral xtr (k' 1000; nprobe the service's default for the layout, or --nprobe N)
  *   maxsim-cpu                  <->  lateral exhaustive
  *   bm25s                       <->  lateral bm25
  * Threads: `--threads N` (default 1: single-threaded, as lateral's search job is) for the peers'
@@ -29,7 +29,8 @@
  * holding other documents is built again (its nDCG would be measured against cut judgments).
  * `--nprobe N`: lateral xtr's lists per query token, and xtr-warp-rs's too (same probe work);
  * without it xtr-warp-rs chooses its own (for top-100 on Vaswani ~5 lists and a centroid score
- * threshold; its settings print what it chose) while lateral probes 32.
+ * threshold; its settings print what it chose) while lateral probes its default (32 over the IVF,
+ * WARP_DEFAULT_NPROBE over WARP).
  * `--exact N` / `--tprime N`: lateral xtr's `exact` (WARP's first N hits re-scored by exact MaxSim;
  * 0 off; absent: the service's default) and `tPrime` (WARP's imputation threshold).
  * `--as-is` (with --data): the kept collection measured as it holds, nothing ingested, judgments
@@ -334,7 +335,8 @@ export async function runPeersBench(args: string[]): Promise<Record<string, unkn
     log(`peers: lateral ingested in ${ing.seconds.toFixed(1)} s (${tokens} tokens, ${info.segments} segments; index jobs ${buildS.toFixed(1)} s)`);
 
     const allModes = [
-      ['xtr', { name: 'xtr', kPrime: 1000, nprobe, ...(exact !== undefined ? { exact } : {}), ...(tPrime !== undefined ? { tPrime } : {}) }],
+      // Without --nprobe the mode names none: the service's default for the layout (32 over the IVF, WARP_DEFAULT_NPROBE over WARP's).
+      ['xtr', { name: 'xtr', kPrime: 1000, ...(nprobeFlag !== undefined ? { nprobe } : {}), ...(exact !== undefined ? { exact } : {}), ...(tPrime !== undefined ? { tPrime } : {}) }],
       ['exhaustive', 'exhaustive'],
       ['bm25', 'bm25'],
     ] as const;

@@ -19,6 +19,25 @@ export const MAX_T_PRIME = 10_000_000;
  */
 export const WARP_DEFAULT_EXACT = 0;
 
+/**
+ * IVF lists probed per query token by mode xtr (and hybrid's xtr part) over a WARP search layout
+ * when the request names no nprobe; the plain IVF path keeps XTR's 32 (the schema's default).
+ * Chosen by measurement on the full Vaswani collection (docs/benchmarks.md, "WARP").
+ */
+export const WARP_DEFAULT_NPROBE = 32;
+
+/**
+ * A parsed search mode with WARP's defaults where the request (`rawMode`: the request body's
+ * `mode` as sent) named none: nprobe WARP_DEFAULT_NPROBE for mode xtr and hybrid over xtr. For a
+ * collection with a WARP search layout; any other mode is returned as it is.
+ */
+export function withWarpDefaults(mode: SearchMode, rawMode: unknown): SearchMode {
+  const named = typeof rawMode === 'object' && rawMode !== null && (rawMode as Record<string, unknown>).nprobe !== undefined;
+  if (named) return mode;
+  if (mode.name === 'xtr' || (mode.name === 'hybrid' && mode.base === 'xtr')) return { ...mode, nprobe: WARP_DEFAULT_NPROBE };
+  return mode;
+}
+
 /** First-stage retrieval modes over a whole collection (SPEC section 3), each with its parameters. */
 export const SearchModeSchema = z.discriminatedUnion('name', [
   z
@@ -27,7 +46,13 @@ export const SearchModeSchema = z.discriminatedUnion('name', [
       /** Document tokens each query token retrieves (over the whole collection). */
       kPrime: z.number().int().min(1).max(MAX_K_PRIME).default(1000),
       /** IVF lists probed per query token. */
-      nprobe: z.number().int().min(1).max(MAX_NPROBE).default(32),
+      nprobe: z
+        .number()
+        .int()
+        .min(1)
+        .max(MAX_NPROBE)
+        .default(32)
+        .describe('IVF lists probed per query token; absent: 32, or WARP_DEFAULT_NPROBE on a collection with a WARP search layout (docs/scaling.md)'),
       /**
        * WARP search layouts only: t' of WARP's imputation, in tokens (a query token's missing
        * similarity is the score of the centroid at which the collection-wide sizes of its best
@@ -40,7 +65,7 @@ export const SearchModeSchema = z.discriminatedUnion('name', [
        * ranked by it; the hits after them keep WARP's order and scores. 0: off. Absent:
        * WARP_DEFAULT_EXACT (0).
        */
-      exact: z.number().int().min(0).max(MAX_SEARCH_TOP_K).optional(),
+      exact: z.number().int().min(0).max(MAX_SEARCH_TOP_K).optional().describe("WARP search layouts: WARP's first `exact` hits per query re-scored by exact MaxSim / query tokens and ranked by it; 0: off; absent: WARP_DEFAULT_EXACT"),
     })
     .strict(),
   z.object({ name: z.literal('bm25'), k1: z.number().min(0).max(10).default(0.9), b: z.number().min(0).max(1).default(0.4) }).strict(),
@@ -65,14 +90,14 @@ export const SearchModeSchema = z.discriminatedUnion('name', [
       /** How many hits each part contributes to the union before fusion. */
       depth: z.number().int().min(1).max(MAX_SEARCH_TOP_K).default(100),
       kPrime: z.number().int().min(1).max(MAX_K_PRIME).default(1000),
-      nprobe: z.number().int().min(1).max(MAX_NPROBE).default(32),
+      nprobe: z.number().int().min(1).max(MAX_NPROBE).default(32).describe('as mode xtr: absent, 32, or WARP_DEFAULT_NPROBE with base xtr on a WARP search layout'),
       /** As mode xtr's tPrime (base xtr on a WARP search layout). */
       tPrime: z.number().int().min(1).max(MAX_T_PRIME).optional(),
       /**
        * As mode xtr's exact (base xtr on a WARP search layout): the token part's first `exact` hits
        * re-scored by exact MaxSim before the fusion. Absent: WARP_DEFAULT_EXACT.
        */
-      exact: z.number().int().min(0).max(MAX_SEARCH_TOP_K).optional(),
+      exact: z.number().int().min(0).max(MAX_SEARCH_TOP_K).optional().describe("base xtr on a WARP search layout: the token part's first `exact` hits re-scored by exact MaxSim before the fusion; absent: WARP_DEFAULT_EXACT"),
       k1: z.number().min(0).max(10).default(0.9),
       b: z.number().min(0).max(1).default(0.4),
     })
