@@ -3,6 +3,7 @@ import {
   PermanentJobError,
   SearchRequestSchema,
   ValidationError,
+  WARP_DEFAULT_EXACT,
   type Collection,
   type CollectionManifest,
   type SearchMode,
@@ -28,7 +29,7 @@ import type { EncodedText } from '@lateral/model';
 import { hitSegments, searchSegments, bm25QueryTerms, scoreGroup, GROUP_DEPTH_FACTOR, hitShaping, groupIndicesByKey, eventLoopYielder, runStepsYielding, searchNeeds, toHit, needsBm25, needsXtr, xtrOf, scopedManifest, warpScan, type ShardScope, type SegmentUnavailableError } from '@lateral/serving';
 import { permanentModelErrors } from '../model-errors';
 import { storedFilterPredicate } from '../stored-filter';
-import { usesWarp, warpEpoch, warpFilterMasks, warpPlanListSizes, type WarpEpochSizes } from './warp-search';
+import { usesWarp, warpEpoch, warpExactStage, warpFilterMasks, warpPlanListSizes, type WarpEpochSizes } from './warp-search';
 import type { ShardedDeps } from './query-deps';
 import { type HitsPartial, type RerankInput, type RerankPartial, type SearchInput, type ShardHit, type StatsPartial } from './shard-rounds';
 
@@ -188,7 +189,19 @@ async function hitsChild(deps: ShardedDeps, ctx: SearchContext, req: SearchReque
   const label = req.mode.name;
   // WARP: the token lists of every query from one scan of the shard's layouts, before the segment pass (BM25's part of hybrid).
   if (ctx.warp && !warpSizes) throw new Error('a sharded WARP search reached its ranking round without the collection-wide list sizes');
-  const scan = ctx.warp ? await warpShardScan(deps, ctx, req, warpSizes!, req.mode.name === 'hybrid' ? req.mode.depth : depth) : null;
+  // WARP's exact final stage on each shard's own first `exact` hits (the parent merges the shards' lists by score).
+  const exact = ctx.warp && (req.mode.name === 'xtr' || req.mode.name === 'hybrid') ? (req.mode.exact ?? WARP_DEFAULT_EXACT) : 0;
+  const scan = ctx.warp ? await warpShardScan(deps, ctx, req, warpSizes!, Math.max(req.mode.name === 'hybrid' ? req.mode.depth : depth, exact)) : null;
+  const exactFailed = new Map<number, SegmentUnavailableError>();
+  const tokenHits: Hit[][] = [];
+  for (const [qi, hits] of (scan?.hits ?? []).entries()) {
+    if (!hits || exact === 0) tokenHits.push(hits ?? []);
+    else {
+      const ex = await warpExactStage(deps, ctx.collection, ctx.plan, ctx.queries[qi], hits, exact);
+      for (const [position, err] of ex.failed) exactFailed.set(position, err);
+      tokenHits.push(ex.hits);
+    }
+  }
   const list = async (qi: number, mode: SearchMode, n: number): Promise<ShardList> => {
     const e = ctx.queries[qi];
     const of = (pass: SegmentPass): ShardList => ({ pass, finish: (S) => pass.finish(S) });
@@ -210,7 +223,7 @@ async function hitsChild(deps: ShardedDeps, ctx: SearchContext, req: SearchReque
       case 'xtr': {
         if (e.length === 0) return none('the query has no tokens');
         if (scan) {
-          const hits = scan.hits[qi] ?? [];
+          const hits = tokenHits[qi].slice(0, n);
           return { pass: null, finish: function* () { return hits; } };
         }
         const pass = (await xtrShardPass(deps, ctx, mode, qi, n, req.explain))!;
@@ -231,7 +244,7 @@ async function hitsChild(deps: ShardedDeps, ctx: SearchContext, req: SearchReque
   }
   const report = await searchSegments(ctx.plan, lists.flat().flatMap((l) => (l.pass ? [l.pass] : [])), { predicate: ctx.predicate, yieldEvery: ctx.yieldEvery });
   // A segment unreadable for WARP's lists or for the pass is left out of every list and named (one degraded answer).
-  const failed = new Map<number, SegmentUnavailableError>([...(scan?.failed ?? []), ...report.failed]);
+  const failed = new Map<number, SegmentUnavailableError>([...(scan?.failed ?? []), ...exactFailed, ...report.failed]);
   const S = ctx.plan.parts.length;
   const out: HitsPartial['queries'] = [];
   for (let qi = 0; qi < req.queries.length; qi++) {
