@@ -11,20 +11,22 @@ export const MAX_K_PRIME = 100_000;
 export const MAX_NPROBE = 65_536;
 export const MAX_T_PRIME = 10_000_000;
 /**
- * Mode xtr on a WARP search layout without `exact`: no exact final stage (off by default). Measured
- * on 4,750 Vaswani documents (docs/benchmarks.md, "WARP"): WARP alone 0.983x exhaustive MaxSim's
- * nDCG@10 (0.958x on the full collection before), re-scoring its first 16 / 64 hits 0.999x / 1.002x,
- * but the stage adds ~25 ms to a 58 ms search job at N = 64 (two runs back to back, load 6-12):
- * the default is left to the operator until that stage is as fast as WARP's scan.
+ * Mode xtr (and hybrid's xtr part) on a WARP search layout without `exact`: WARP's first 32 hits
+ * re-scored by exact MaxSim. Measured on the full Vaswani collection (docs/benchmarks.md, "WARP";
+ * docs/scaling.md): WARP alone 0.965x exhaustive MaxSim's nDCG@10 at nprobe 32; its first 32 hits
+ * re-scored 0.993x at nprobe 8 (WARP_DEFAULT_NPROBE). The stage reads only those documents' rows
+ * (SegmentCache.documentRows) and scores them in one GEMM MaxSim call.
  */
-export const WARP_DEFAULT_EXACT = 0;
+export const WARP_DEFAULT_EXACT = 32;
 
 /**
  * IVF lists probed per query token by mode xtr (and hybrid's xtr part) over a WARP search layout
  * when the request names no nprobe; the plain IVF path keeps XTR's 32 (the schema's default).
- * Chosen by measurement on the full Vaswani collection (docs/benchmarks.md, "WARP").
+ * Chosen by measurement on the full Vaswani collection (docs/benchmarks.md, "WARP"): with the exact
+ * stage (WARP_DEFAULT_EXACT) nprobe 8 reached 0.993x exhaustive MaxSim's nDCG@10 (nprobe 32:
+ * 0.990x) for a quarter of the lists scanned.
  */
-export const WARP_DEFAULT_NPROBE = 32;
+export const WARP_DEFAULT_NPROBE = 8;
 
 /**
  * A parsed search mode with WARP's defaults where the request (`rawMode`: the request body's

@@ -104,12 +104,8 @@ export function sumWarpListSizes(shards: readonly (readonly WarpEpochSizes[])[])
  * the query's tokens (XTR's scale) and ranked by it (ties keep WARP's order); the hits after them
  * follow in WARP's order with WARP's scores. WARP's imputed scores order the top of its list below
  * exhaustive MaxSim although its candidates hold exhaustive's best documents (docs/benchmarks.md,
- * "WARP"). The candidates' rows come straight from where the scan found them (plan part and
- * document: no id lookup, no view): each document's codes alone, from the segment held in memory
- * or by positioned reads of its local copy (SegmentCache.documentRows), decoded, and scored in one
- * ONNX Runtime GEMM MaxSim (GemmMaxsim, the re-rank stage's maxsim scorer over decoded rows). A
- * hit whose segment cannot be read is left out and its segment returned in `failed` (manifest
- * position), to be named as the scan names one.
+ * "WARP"). A hit whose segment cannot be read is left out and its segment returned in `failed`
+ * (manifest position), to be named as the scan names one.
  */
 export async function warpExactStage(
   deps: Pick<SearchDeps, 'segments' | 'scorers'>,
@@ -119,26 +115,60 @@ export async function warpExactStage(
   hits: readonly Hit[],
   n: number,
 ): Promise<{ hits: Hit[]; failed: Map<number, SegmentUnavailableError> }> {
-  const failed = new Map<number, SegmentUnavailableError>();
   const head = hits.slice(0, n);
-  if (head.length === 0 || query.length === 0) return { hits: [...hits], failed };
+  const { scores, failed } = await warpExactScores(deps, collection, plan, query, head);
+  const rescored = head.flatMap((h, i) => (failed.has(plan.parts[h.segment].position) ? [] : [{ ...h, score: scores[i] }]));
+  return { hits: [...byScore(rescored), ...hits.slice(n)], failed };
+}
+
+/**
+ * Exact MaxSim / query tokens of each of `hits` (NaN where its segment cannot be read; those
+ * segments in `failed`, by manifest position). The candidates' rows come straight from where the
+ * scan found them (plan part and document: no id lookup, no view): each document's codes alone,
+ * from the segment held in memory or by positioned reads of its local copy
+ * (SegmentCache.documentRows), decoded, and scored in one ONNX Runtime GEMM MaxSim (GemmMaxsim,
+ * the re-rank stage's maxsim scorer over decoded rows).
+ */
+export async function warpExactScores(
+  deps: Pick<SearchDeps, 'segments' | 'scorers'>,
+  collection: Pick<Collection, 'tenantId' | 'id' | 'model'>,
+  plan: SearchPlan,
+  query: { vectors: Float32Array; length: number },
+  hits: readonly Hit[],
+): Promise<{ scores: Float32Array; failed: Map<number, SegmentUnavailableError> }> {
+  const failed = new Map<number, SegmentUnavailableError>();
+  const scores = new Float32Array(hits.length).fill(NaN);
+  if (hits.length === 0 || query.length === 0) return { scores, failed };
   const rows = await deps.segments.documentRows(
     collection,
-    head.map((h) => [plan.parts[h.segment].ref, h.doc] as const),
+    hits.map((h) => [plan.parts[h.segment].ref, h.doc] as const),
   );
-  const kept = head.flatMap((h, i) => {
+  const kept = hits.flatMap((h, i) => {
     const err = rows.failed.get(plan.parts[h.segment].ref.key);
     if (err) failed.set(plan.parts[h.segment].position, err);
     return err ? [] : [i];
   });
-  let scores: Float32Array = new Float32Array(0);
-  if (kept.length > 0) {
-    const d = rows.dims;
-    if (query.vectors.length !== query.length * d) throw new Error(`WARP exact stage: query rows of ${query.vectors.length / Math.max(1, query.length)} dimensions against documents of ${d}`);
-    // A failed segment's documents got no rows, so the kept candidates' rows are rows.docs as they are.
-    const offsets = Uint32Array.from([...kept.map((i) => rows.offsets[i]), rows.offsets[head.length]]);
-    [scores] = await (await deps.scorers.gemm()).score([query], rows.docs, offsets, d, { normalize: true });
-  }
-  const rescored = kept.map((i, k) => ({ ...head[i], score: scores[k] })).sort((a, b) => (Number.isNaN(b.score) ? -1 : b.score - a.score));
-  return { hits: [...rescored, ...hits.slice(n)], failed };
+  if (kept.length === 0) return { scores, failed };
+  const d = rows.dims;
+  if (query.vectors.length !== query.length * d) throw new Error(`WARP exact stage: query rows of ${query.vectors.length / query.length} dimensions against documents of ${d}`);
+  // A failed segment's documents got no rows, so the kept candidates' rows are rows.docs as they are.
+  const offsets = Uint32Array.from([...kept.map((i) => rows.offsets[i]), rows.offsets[hits.length]]);
+  const [got] = await (await deps.scorers.gemm()).score([query], rows.docs, offsets, d, { normalize: true });
+  kept.forEach((i, k) => (scores[i] = got[k]));
+  return { scores, failed };
+}
+
+/**
+ * The parent of a sharded WARP search: the merged list's first `n` hits (merged by WARP's scores,
+ * as one process ranks them) ordered by the exact scores their shards computed (`exactScore`),
+ * which become their scores; the rest as merged. The same list one process's warpExactStage gives.
+ */
+export function exactHead<H extends { score: number; exactScore?: number }>(hits: readonly H[], n: number): H[] {
+  const head = hits.slice(0, n).flatMap((h) => (h.exactScore === undefined ? [] : [{ ...h, score: h.exactScore, exactScore: undefined }]));
+  return [...byScore(head), ...hits.slice(n)];
+}
+
+/** Best first (stable: ties keep their order; NaN last). */
+function byScore<H extends { score: number }>(hits: H[]): H[] {
+  return hits.sort((a, b) => (Number.isNaN(b.score) ? -1 : b.score - a.score));
 }
