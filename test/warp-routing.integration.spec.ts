@@ -108,5 +108,15 @@ describe('WARP for hybrid and for sharded collections (real Redis, real S3 serve
       two.stats!.warp!.queries.forEach((q, qi) => expect(q.bytesRead, label).toBe(one.stats!.warp!.queries[qi].bytesRead));
     }
     expect(ids(await search('warp2', { mode: { name: 'xtr' }, topK: 5 })).every((q) => q.length === 5)).toBe(true);
+    // The exact final stage on shards: each shard sends the exact scores of its first `exact` hits beside WARP's, the parent merges
+    // by WARP's scores and orders the merged first `exact` by the exact ones: one process's answer (the stage off, the same too).
+    for (const body of [{ mode: { name: 'xtr', exact: 20 }, topK: 20 }, { mode: { name: 'xtr', exact: 8 }, topK: 20 }, { mode: { name: 'xtr', exact: 0 }, topK: 20 }, { mode: { name: 'hybrid', depth: 40, exact: 16 }, topK: 15 }]) {
+      const one = await search('warp', body);
+      const two = await search('warp2', body);
+      const label = JSON.stringify(body);
+      expect(two.degraded, label).toBeUndefined();
+      expect(scores(two), label).toEqual(scores(one).map((q) => q.map((s) => expect.closeTo(s, 5))));
+      two.results.forEach((q, qi) => expect(new Set(q.hits.map((h) => h.id)), label).toEqual(new Set(one.results[qi].hits.map((h) => h.id))));
+    }
   }, 400_000);
 });

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { readSegment } from '@lateral/codec';
 import { ivfCentroidCount, parseWarpDirectory, warpDirectoryBytes } from '@lateral/search';
-import { s3Keys, type CollectionManifest } from '@lateral/shared';
+import { WARP_DEFAULT_NPROBE, s3Keys, type CollectionManifest } from '@lateral/shared';
 import { startServer, type Server } from '../apps/all-in-one/src/server';
 import { testConfig } from './helpers';
 import { warpBed } from './warp-bed';
@@ -41,7 +41,7 @@ describe('WARP search layouts (real Redis, real S3 server, real ONNX model)', ()
     const bad = await api('POST', '/v1/search', { collection: 'warp', queries, mode: { name: 'xtr', nprobe: 0 } });
     expect(bad.status).toBe(400);
     expect(JSON.stringify(bad.body)).toContain('nprobe');
-    for (const [mode, field] of [[{ name: 'xtr', exact: -1 }, 'exact'], [{ name: 'xtr', exact: 1001 }, 'exact'], [{ name: 'xtr', tPrime: 0 }, 'tPrime'], [{ name: 'xtr', tPrime: 1.5 }, 'tPrime']] as const) {
+    for (const [mode, field] of [[{ name: 'xtr', exact: -1 }, 'exact'], [{ name: 'xtr', exact: 1001 }, 'exact'], [{ name: 'hybrid', exact: -1 }, 'exact'], [{ name: 'xtr', tPrime: 0 }, 'tPrime'], [{ name: 'xtr', tPrime: 1.5 }, 'tPrime']] as const) {
       const r = await api('POST', '/v1/search', { collection: 'warp', queries, mode });
       expect(r.status).toBe(400);
       expect(JSON.stringify(r.body)).toContain(field);
@@ -50,6 +50,10 @@ describe('WARP search layouts (real Redis, real S3 server, real ONNX model)', ()
     const plain = await manifest('plain');
     for (const ref of plain.segments) expect(await server.runtime.store.exists(s3Keys.searchLayout('default', 'plain', ref.batchId, ref.codecVersion))).toBe(false);
     expect((await search('plain', { mode: 'xtr' })).stats).toBeUndefined();
+    // A WARP layout's own nprobe default where the request names none (the plain collection's IVF keeps 32).
+    const def = await search('warp', { mode: 'xtr' });
+    expect(def.stats!.warp!.nprobe).toBe(Math.min(WARP_DEFAULT_NPROBE, def.stats!.warp!.centroids));
+    expect((await search('warp', { mode: { name: 'xtr', nprobe: 3 } })).stats!.warp!.nprobe).toBe(3);
   });
 
   it('WARP top 10 agrees with XTR over the plain collection; each query reads only its probed lists', async () => {
@@ -116,6 +120,23 @@ describe('WARP search layouts (real Redis, real S3 server, real ONNX model)', ()
       for (let k = 1; k < e.length; k++) expect(e[k].score).toBeLessThanOrEqual(e[k - 1].score);
       expect(e.every((h) => h.scoredBy === 'xtr')).toBe(true);
       expect(tp.results[qi].hits).toHaveLength(10);
+    });
+    // The exact stage reads the candidates' rows where the scan found them (SegmentCache.documentRows), not through the
+    // re-rank stage's view: its scores equal that stage's MaxSim / n (the second stage over WARP's top 10, scorer maxsim normalised).
+    const viewed = await search('warp', { mode: { name: 'xtr', nprobe: 32, exact: 0 }, topK: 10, rerank: { depth: 10, scorer: { name: 'maxsim', normalize: true } } });
+    viewed.results.forEach((r, qi) => {
+      const byId = new Map(exact.results[qi].hits.map((h) => [h.id, h.score]));
+      expect(r.hits).toHaveLength(10);
+      for (const h of r.hits) expect(byId.get(h.id)).toBeCloseTo(h.score, 5);
+    });
+    // Hybrid's token part goes through the same stage before the fusion: with every hit of the part re-scored (exact = depth),
+    // the fused list is that of hybrid over exact XTR's scores; the stage off by default changes nothing.
+    const hybridRaw = await search('warp', { mode: { name: 'hybrid', nprobe: 32, depth: 10, exact: 0, lambda: 0 }, topK: 10 });
+    const hybridExact = await search('warp', { mode: { name: 'hybrid', nprobe: 32, depth: 10, exact: 10, lambda: 0 }, topK: 10 });
+    hybridExact.results.forEach((r, qi) => {
+      // lambda 0, minmax: the order is the token part's (its last hit normalises to 0 and ties with BM25-only hits, so the first 9).
+      expect(r.hits.slice(0, 9).map((h) => h.id)).toEqual(exact.results[qi].hits.slice(0, 9).map((h) => h.id));
+      expect(hybridRaw.results[qi].hits.slice(0, 9).map((h) => h.id)).toEqual(raw.results[qi].hits.slice(0, 9).map((h) => h.id));
     });
     // A filter: WARP's engine with each segment's mask (no fallback to the IVF path), the same documents as plain XTR's filtered search.
     const filter = { must: [{ key: 'year', range: { lte: 1952 } }] };

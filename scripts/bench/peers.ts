@@ -16,7 +16,7 @@
  * Per engine: index build time, bytes per token of what it keeps, nDCG@10 and recall@100 on the
  * judged queries, single-query latency p50 / p95 and queries per second (one query at a time,
  * after one warm-up query), and the ratio lateral / peer for its counterpart:
- *   xtr-warp-rs and fast-plaid  <->  lateral xtr (k' 1000, nprobe 32 or --nprobe N)
+ *   xtr-warp-rs and fast-plaid  <->  lateral xtr (k' 1000; nprobe the service's default for the layout, or --nprobe N)
  *   maxsim-cpu                  <->  lateral exhaustive
  *   bm25s                       <->  lateral bm25
  * Threads: `--threads N` (default 1: single-threaded, as lateral's search job is) for the peers'
@@ -29,7 +29,8 @@
  * holding other documents is built again (its nDCG would be measured against cut judgments).
  * `--nprobe N`: lateral xtr's lists per query token, and xtr-warp-rs's too (same probe work);
  * without it xtr-warp-rs chooses its own (for top-100 on Vaswani ~5 lists and a centroid score
- * threshold; its settings print what it chose) while lateral probes 32.
+ * threshold; its settings print what it chose) while lateral probes its default (32 over the IVF,
+ * WARP_DEFAULT_NPROBE over WARP).
  * `--exact N` / `--tprime N`: lateral xtr's `exact` (WARP's first N hits re-scored by exact MaxSim;
  * 0 off; absent: the service's default) and `tPrime` (WARP's imputation threshold).
  * `--as-is` (with --data): the kept collection measured as it holds, nothing ingested, judgments
@@ -87,6 +88,9 @@ export interface EngineFigures {
    */
   search_job_unencoded_p50_ms?: number;
   encode_queries_p50_ms?: number;
+  /** lateral xtr with WARP's exact final stage: its own time per query (timings.exactMs), p50 and p95. */
+  exact_stage_p50_ms?: number;
+  exact_stage_p95_ms?: number;
   /** lateral xtr on a WARP layout: search-layout objects (+ centroids and codec) per token. */
   layout_bytes_per_token?: number;
   /** lateral xtr on a WARP layout: p50 bytes of list ranges read per query, and ranged reads. */
@@ -331,7 +335,8 @@ export async function runPeersBench(args: string[]): Promise<Record<string, unkn
     log(`peers: lateral ingested in ${ing.seconds.toFixed(1)} s (${tokens} tokens, ${info.segments} segments; index jobs ${buildS.toFixed(1)} s)`);
 
     const allModes = [
-      ['xtr', { name: 'xtr', kPrime: 1000, nprobe, ...(exact !== undefined ? { exact } : {}), ...(tPrime !== undefined ? { tPrime } : {}) }],
+      // Without --nprobe the mode names none: the service's default for the layout (32 over the IVF, WARP_DEFAULT_NPROBE over WARP's).
+      ['xtr', { name: 'xtr', kPrime: 1000, ...(nprobeFlag !== undefined ? { nprobe } : {}), ...(exact !== undefined ? { exact } : {}), ...(tPrime !== undefined ? { tPrime } : {}) }],
       ['exhaustive', 'exhaustive'],
       ['bm25', 'bm25'],
     ] as const;
@@ -340,6 +345,7 @@ export async function runPeersBench(args: string[]): Promise<Record<string, unkn
       const ms: number[] = [];
       const serverMs: number[] = [];
       const encodeMs: number[] = [];
+      const exactMs: number[] = [];
       const bytesRead: number[] = [];
       const ranges: number[] = [];
       let warpShape: { centroids?: number; epochs?: number; segments: number } | undefined;
@@ -349,6 +355,7 @@ export async function runPeersBench(args: string[]): Promise<Record<string, unkn
         ms.push(r.ms);
         if (r.timings?.totalMs !== undefined) serverMs.push(r.timings.totalMs);
         if (r.timings?.encodeQueriesMs !== undefined) encodeMs.push(r.timings.encodeQueriesMs);
+        if (r.timings?.exactMs !== undefined) exactMs.push(r.timings.exactMs);
         if (r.stats?.warp) warpShape = { centroids: r.stats.warp.centroids, epochs: r.stats.warp.epochs, segments: r.stats.warp.segments };
         for (const w of r.stats?.warp?.queries ?? []) {
           bytesRead.push(w.bytesRead);
@@ -367,6 +374,7 @@ export async function runPeersBench(args: string[]): Promise<Record<string, unkn
         'recall@100': round(mean(metrics.map((m) => m.recall)), 4),
         ...latencyFigures(ms),
         ...(serverMs.length ? { search_job_p50_ms: round(percentile(serverMs, 0.5), 2), search_job_p95_ms: round(percentile(serverMs, 0.95), 2) } : {}),
+        ...(exactMs.length ? { exact_stage_p50_ms: round(percentile(exactMs, 0.5), 2), exact_stage_p95_ms: round(percentile(exactMs, 0.95), 2) } : {}),
         ...(encodeMs.length === serverMs.length && serverMs.length ? { search_job_unencoded_p50_ms: round(percentile(serverMs.map((t, i) => t - encodeMs[i]!), 0.5), 2), encode_queries_p50_ms: round(percentile(encodeMs, 0.5), 2) } : {}),
         ...(name === 'xtr' && bytesRead.length ? { layout_bytes_per_token: round(exported.layoutBytes / tokens, 1), bytes_read_p50: Math.round(percentile(bytesRead, 0.5)), ranges_p50: Math.round(percentile(ranges, 0.5)), warp_centroids: warpShape?.centroids, warp_epochs: warpShape?.epochs, warp_segments: warpShape?.segments } : {}),
         settings: { mode, layout: name === 'xtr' ? layout : undefined, through: 'HTTP + queue (POST /v1/search?wait=60)', model },
@@ -445,6 +453,7 @@ export async function runPeersBench(args: string[]): Promise<Record<string, unkn
       console.log("lateral's latencies are a client's wall clock through HTTP and the queue; the peers' are in-process Python calls.");
       for (const [name, e] of Object.entries(lateral)) if (e.search_job_p50_ms !== undefined) console.log(`  lateral ${name}: the search job itself (timings.totalMs) p50 ${e.search_job_p50_ms} ms, p95 ${e.search_job_p95_ms} ms, of the ${e.p50_ms} ms; without query encoding (p50 ${e.encode_queries_p50_ms} ms) p50 ${e.search_job_unencoded_p50_ms} ms`);
       const x = lateral.xtr;
+      if (x?.exact_stage_p50_ms !== undefined) console.log(`  lateral xtr (warp): the exact final stage itself (timings.exactMs) p50 ${x.exact_stage_p50_ms} ms, p95 ${x.exact_stage_p95_ms} ms per query`);
       if (x?.layout_bytes_per_token !== undefined) console.log(`  lateral xtr (warp): search layout ${x.layout_bytes_per_token} B/token; per query p50 ${x.bytes_read_p50} bytes read in ${x.ranges_p50} ranged reads; ${x.warp_segments} segments, ${x.warp_centroids} centroids (${x.warp_epochs} epoch(s))`);
       for (const e of engines) {
         if (e.status !== 'ok' || !x?.search_job_p50_ms || !e.p50_ms || !(e.engine in COUNTERPART) || COUNTERPART[e.engine as Peer] !== 'xtr') continue;

@@ -517,6 +517,46 @@ describe('SegmentCache', () => {
     }
   });
 
+  it("documentRows (WARP's exact stage): each named document's rows as its segment decodes them, by ranges of the local copies (EDEN and fp16), from a held segment, or from whole reads; never a whole decode; an unreadable segment named", async () => {
+    const dir = mkdtempSync(path.join(tmpdir(), 'lateral-docrows-'));
+    try {
+      const E1 = segment('x-1', ['e1', 'e2', 'e3', 'e4'], 6, eden4, edenArtifact);
+      const E2 = segment('x-2', ['e5', 'e6'], 7, eden4, edenArtifact);
+      const gone = segment('x-3', ['e7'], 8, eden4, edenArtifact); // not in S3
+      const where = [[E2.ref, 1], [E1.ref, 3], [gone.ref, 0], [E1.ref, 0], [E2.ref, 0], [E1.ref, 3]] as const;
+      const expected = [decodedOf(E2, 'e6', edenArtifact), decodedOf(E1, 'e4', edenArtifact), new Float32Array(0), decodedOf(E1, 'e1', edenArtifact), decodedOf(E2, 'e5', edenArtifact), decodedOf(E1, 'e4', edenArtifact)];
+      const check = (got: Awaited<ReturnType<SegmentCache['documentRows']>>) => {
+        expect(got.dims).toBe(DIMS);
+        expected.forEach((e, i) => expect(got.docs.subarray(got.offsets[i] * DIMS, got.offsets[i + 1] * DIMS)).toEqual(e));
+        expect([...got.failed.keys()]).toEqual([gone.ref.key]);
+      };
+      const src = countingSource([E1, E2]);
+      const opts = { maxBytes: 1 << 30, loadConcurrency: 2, scoreFromCodes: true };
+      const ranges = new SegmentCache(new DiskObjectCache(src.source, dir, 1 << 20, 'test'), { get: async () => edenArtifact }, noStatic, { ...opts, rangeReads: true });
+      check(await ranges.documentRows(collection, where));
+      // By ranges: memory holds heads, never a segment or a decode; again from the local copies (S3 read once per segment).
+      expect(ranges.heldKeys().filter((k) => !/^head:/.test(k))).toEqual([]);
+      check(await ranges.documentRows(collection, where));
+      expect(src.reads.get(E1.ref.key)).toBe(1);
+      // Whole reads (no range reads): the segments held, each document decoded alone, not the segment.
+      const whole = new SegmentCache(countingSource([E1, E2]).source, { get: async () => edenArtifact }, noStatic, opts);
+      check(await whole.documentRows(collection, where));
+      expect(whole.heldKeys().filter((k) => k.startsWith('dec:'))).toEqual([]);
+      expect(whole.heldKeys()).toContain(`seg:${E1.ref.key}`);
+      // fp16 by ranges, and a segment already held in memory is read from there.
+      const F = segment('x-4', ['f1', 'f2', 'f3'], 9);
+      const f16 = new SegmentCache(new DiskObjectCache(countingSource([F]).source, path.join(dir, 'f'), 1 << 20, 'test'), { get: async () => fp16Artifact }, noStatic, { ...opts, rangeReads: true });
+      const a = await f16.documentRows(collection, [[F.ref, 2], [F.ref, 0]]);
+      expect(a.docs).toEqual(Float32Array.from([...decodedOf(F, 'f3'), ...decodedOf(F, 'f1')]));
+      await f16.view(collection, manifestOf(1, [F.ref]), ['f2']); // fp16 views load the whole segment
+      expect(f16.heldKeys()).toContain(`seg:${F.ref.key}`);
+      expect((await f16.documentRows(collection, [[F.ref, 2], [F.ref, 0]])).docs).toEqual(a.docs);
+      await expect(f16.documentRows(collection, [[F.ref, 3]])).rejects.toThrow(/outside segment/);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
   it('rangeReads falls back to whole segments for segments it cannot read by ranges (fp16 here, or a source with no local copies)', async () => {
     const dir = mkdtempSync(path.join(tmpdir(), 'lateral-ranges-'));
     try {

@@ -1,4 +1,4 @@
-import { IMAGE_MAX_BITS, SegmentCorruptError, codecFromDescriptor, decodeHalf, prefixRowCount, readSegment, type CodecArtifact, type CodecDescriptor, type EdenCodec, type EdenQueryLut, type SegmentReader } from '@lateral/codec';
+import { IMAGE_MAX_BITS, SegmentCorruptError, codecFromDescriptor, decodeHalf, prefixRowCount, readSegment, type Codec, type CodecArtifact, type CodecDescriptor, type EdenCodec, type EdenQueryLut, type SegmentReader } from '@lateral/codec';
 import { parseSegmentHead, segmentHeadData, serializeSegmentHead, type SegmentHeadData } from './segment-head';
 import { s3Keys, type Collection, type CollectionManifest, type SegmentRef, type UnavailableSegment } from '@lateral/shared';
 import type { CodecArtifactRepository, DiskCacheStats } from '@lateral/infra';
@@ -223,6 +223,8 @@ export class SegmentCache {
   private storedHeadReads = 0;
   /** EDEN codecs of the rotated images, by descriptor and seed (imageCodec). */
   private readonly imageCodecs = new Map<string, ImageCodec>();
+  /** Codecs that decode documents read by ranges (documentRows), by collection, codec version and descriptor. */
+  private readonly decodeCodecs = new Map<string, Codec>();
 
   constructor(
     private readonly source: ObjectSource,
@@ -243,6 +245,90 @@ export class SegmentCache {
   /** Keys held now, least recently used first (for tests and debugging). */
   heldKeys(): string[] {
     return this.lru.keys();
+  }
+
+  /**
+   * The fp32 token rows of documents named by where they lie (`where`: [segment, document] pairs,
+   * e.g. a search's hits), in that order, without finding ids or building a view: WARP's exact
+   * final stage. Per segment: from its reader when the memory cache holds it (that document
+   * decoded alone, or sliced from a kept whole decode); else, with range reads on, its head
+   * (cached) and one positioned read of each document's codes and norms from the local copy,
+   * decoded here as the segment's reader decodes them; else the segment loaded as re-rank loads
+   * it. A segment is never decoded whole for a few of its documents. A segment that cannot be read
+   * goes to `failed` (its documents get no rows); other errors throw.
+   */
+  async documentRows(
+    collection: Pick<Collection, 'tenantId' | 'id' | 'model'>,
+    where: readonly (readonly [SegmentRef, number])[],
+  ): Promise<{ dims: number; docs: Float32Array; offsets: Uint32Array; failed: Map<string, SegmentUnavailableError> }> {
+    const bySegment = new Map<string, { ref: SegmentRef; at: number[] }>();
+    where.forEach(([ref], i) => (bySegment.get(ref.key) ?? bySegment.set(ref.key, { ref, at: [] }).get(ref.key)!).at.push(i));
+    const rows: (Float32Array | null)[] = new Array(where.length).fill(null);
+    const failed = new Map<string, SegmentUnavailableError>();
+    let dims = 0;
+    await Promise.all(
+      [...bySegment.values()].map(async ({ ref, at }) => {
+        try {
+          const got = await this.segmentDocumentRows(collection, ref, at.map((i) => where[i][1]));
+          dims = got.dims;
+          at.forEach((i, k) => (rows[i] = got.rows[k]));
+        } catch (err) {
+          if (!(err instanceof SegmentUnavailableError)) throw err;
+          failed.set(ref.key, err);
+        }
+      }),
+    );
+    const offsets = new Uint32Array(where.length + 1);
+    rows.forEach((r, i) => (offsets[i + 1] = offsets[i] + (r && dims > 0 ? r.length / dims : 0)));
+    const docs = new Float32Array(offsets[where.length] * dims);
+    rows.forEach((r, i) => r && docs.set(r, offsets[i] * dims));
+    return { dims, docs, offsets, failed };
+  }
+
+  /** documentRows for one segment's documents `docs` (indexes into it). */
+  private async segmentDocumentRows(collection: Pick<Collection, 'tenantId' | 'id' | 'model'>, ref: SegmentRef, docs: readonly number[]): Promise<{ dims: number; rows: Float32Array[] }> {
+    const fromReader = (loaded: LoadedSegment) => {
+      const r = loaded.reader;
+      for (const d of docs) if (!(Number.isInteger(d) && d >= 0 && d < r.documents)) throw new RangeError(`document ${d} is outside segment ${ref.key} (${r.documents} documents)`);
+      const whole = this.lru.peek(`dec:${ref.key}`) as Float32Array | undefined;
+      const off = r.tokenOffsets;
+      return { dims: r.dims, rows: docs.map((d) => (whole ? whole.subarray(off[d] * r.dims, off[d + 1] * r.dims) : r.decodeDoc(d))) };
+    };
+    const held = this.lru.peek(`seg:${ref.key}`) as LoadedSegment | undefined;
+    if (held) return fromReader(held);
+    if (this.opts.rangeReads && this.source.readRanges) {
+      const h = await this.checkedHead(collection, ref);
+      if (!h.codec.sideInfo) {
+        for (const d of docs) if (!(Number.isInteger(d) && d >= 0 && d < h.documents)) throw new RangeError(`document ${d} is outside segment ${ref.key} (${h.documents} documents)`);
+        const ranges = docs.flatMap((d) => [
+          [h.codeAt + h.codeStart[d], h.codeStart[d + 1] - h.codeStart[d]] as const,
+          [h.normAt + h.normStart[d], h.normStart[d + 1] - h.normStart[d]] as const,
+        ]);
+        // A copy fetched again here is checked first; a corrupt one sends the segment to the whole read below, which names it.
+        const got = await this.source.readRanges(ref.key, ranges, this.copyCheck(collection, ref)).catch((err: unknown) => {
+          if (err instanceof SegmentUnavailableError) return null;
+          throw err;
+        });
+        if (got) {
+          const codec = await this.decodeCodec(collection, ref, h.codec);
+          const off = h.tokenOffsets;
+          return { dims: h.dims, rows: docs.map((d, k) => codec.decodeDoc({ codes: got[2 * k], norms: got[2 * k + 1] }, off[d + 1] - off[d], h.dims, { docId: h.docIds[d], seed: h.seed })) };
+        }
+      }
+    }
+    return fromReader(await this.segment(collection, ref));
+  }
+
+  /** The codec that decodes a segment's documents (documentRows), made once per collection, codec version and descriptor. */
+  private async decodeCodec(collection: Pick<Collection, 'tenantId' | 'id'>, ref: SegmentRef, d: CodecDescriptor): Promise<Codec> {
+    const key = `${collection.tenantId}/${collection.id}/${ref.codecVersion}#${JSON.stringify(d)}`;
+    let c = this.decodeCodecs.get(key);
+    if (!c) {
+      c = codecFromDescriptor(d, await this.codecs.get(collection.tenantId, collection.id, ref.codecVersion));
+      if (this.decodeCodecs.size >= 64) this.decodeCodecs.delete(this.decodeCodecs.keys().next().value!);
+      this.decodeCodecs.set(key, c);
+    }
+    return c;
   }
 
   /**

@@ -206,8 +206,8 @@ export const SearchResultSchema = z.object({
     }),
   ),
   timings: z
-    .object({ totalMs: z.number(), encodeQueriesMs: z.number(), searchMs: z.number(), loadMs: z.number() })
-    .describe('milliseconds: searchMs covers the pass over the segments (each read as the search reaches it) and the second stage; loadMs is the part of it spent waiting for segments to be read (with shards: the slowest shard)'),
+    .object({ totalMs: z.number(), encodeQueriesMs: z.number(), searchMs: z.number(), loadMs: z.number(), exactMs: z.number().optional() })
+    .describe("milliseconds: searchMs covers the pass over the segments (each read as the search reaches it) and the second stage; loadMs is the part of it spent waiting for segments to be read (with shards: the slowest shard); exactMs (WARP with an exact final stage, one process) the part spent in that stage, every query's summed"),
   ...DEGRADED_FIELDS,
 });
 export type SearchResultBody = Produces<typeof SearchResultSchema, SearchResult>;

@@ -11,13 +11,35 @@ export const MAX_K_PRIME = 100_000;
 export const MAX_NPROBE = 65_536;
 export const MAX_T_PRIME = 10_000_000;
 /**
- * Mode xtr on a WARP search layout without `exact`: no exact final stage (off by default). Measured
- * on 4,750 Vaswani documents (docs/benchmarks.md, "WARP"): WARP alone 0.983x exhaustive MaxSim's
- * nDCG@10 (0.958x on the full collection before), re-scoring its first 16 / 64 hits 0.999x / 1.002x,
- * but the stage adds ~25 ms to a 58 ms search job at N = 64 (two runs back to back, load 6-12):
- * the default is left to the operator until that stage is as fast as WARP's scan.
+ * Mode xtr (and hybrid's xtr part) on a WARP search layout without `exact`: WARP's first 32 hits
+ * re-scored by exact MaxSim. Measured on the full Vaswani collection (docs/benchmarks.md, "WARP";
+ * docs/scaling.md): WARP alone 0.965x exhaustive MaxSim's nDCG@10 at nprobe 32; its first 32 hits
+ * re-scored 0.993x at nprobe 8 (WARP_DEFAULT_NPROBE). The stage reads only those documents' rows
+ * (SegmentCache.documentRows) and scores them in one GEMM MaxSim call.
  */
-export const WARP_DEFAULT_EXACT = 0;
+export const WARP_DEFAULT_EXACT = 32;
+
+/**
+ * IVF lists probed per query token by mode xtr (and hybrid's xtr part) over a WARP search layout
+ * when the request names no nprobe; the plain IVF path keeps XTR's 32 (the schema's default).
+ * Chosen by measurement on the full Vaswani collection (docs/benchmarks.md, "WARP"): with the exact
+ * stage (WARP_DEFAULT_EXACT) nprobe 8 reached 0.993x exhaustive MaxSim's nDCG@10 (nprobe 32:
+ * 0.990x) for a quarter of the lists scanned.
+ */
+export const WARP_DEFAULT_NPROBE = 8;
+
+/**
+ * A parsed search mode with WARP's defaults where the request (`rawMode`: the request body's
+ * `mode` as sent) named none: nprobe WARP_DEFAULT_NPROBE for mode xtr and hybrid over xtr. For a
+ * collection with a WARP search layout; any other mode is returned as it is.
+ */
+export function withWarpDefaults(mode: SearchMode, rawMode: unknown): SearchMode {
+  const named = typeof rawMode === 'object' && rawMode !== null && (rawMode as Record<string, unknown>).nprobe !== undefined;
+  if (named) return mode;
+  if (mode.name === 'xtr' || (mode.name === 'hybrid' && mode.base === 'xtr')) return { ...mode, nprobe: WARP_DEFAULT_NPROBE };
+  return mode;
+}
+
 /**
  * ME-BERT's default m, and the rows per document that coded segments store apart for it (their
  * prefix section, docs/segment-format.md): a query with m up to this scans that section; a larger
@@ -33,7 +55,13 @@ export const SearchModeSchema = z.discriminatedUnion('name', [
       /** Document tokens each query token retrieves (over the whole collection). */
       kPrime: z.number().int().min(1).max(MAX_K_PRIME).default(1000),
       /** IVF lists probed per query token. */
-      nprobe: z.number().int().min(1).max(MAX_NPROBE).default(32),
+      nprobe: z
+        .number()
+        .int()
+        .min(1)
+        .max(MAX_NPROBE)
+        .default(32)
+        .describe('IVF lists probed per query token; absent: 32, or WARP_DEFAULT_NPROBE on a collection with a WARP search layout (docs/scaling.md)'),
       /**
        * WARP search layouts only: t' of WARP's imputation, in tokens (a query token's missing
        * similarity is the score of the centroid at which the collection-wide sizes of its best
@@ -46,7 +74,7 @@ export const SearchModeSchema = z.discriminatedUnion('name', [
        * ranked by it; the hits after them keep WARP's order and scores. 0: off. Absent:
        * WARP_DEFAULT_EXACT (0).
        */
-      exact: z.number().int().min(0).max(MAX_SEARCH_TOP_K).optional(),
+      exact: z.number().int().min(0).max(MAX_SEARCH_TOP_K).optional().describe("WARP search layouts: WARP's first `exact` hits per query re-scored by exact MaxSim / query tokens and ranked by it; 0: off; absent: WARP_DEFAULT_EXACT"),
     })
     .strict(),
   z.object({ name: z.literal('bm25'), k1: z.number().min(0).max(10).default(0.9), b: z.number().min(0).max(1).default(0.4) }).strict(),
@@ -71,9 +99,14 @@ export const SearchModeSchema = z.discriminatedUnion('name', [
       /** How many hits each part contributes to the union before fusion. */
       depth: z.number().int().min(1).max(MAX_SEARCH_TOP_K).default(100),
       kPrime: z.number().int().min(1).max(MAX_K_PRIME).default(1000),
-      nprobe: z.number().int().min(1).max(MAX_NPROBE).default(32),
+      nprobe: z.number().int().min(1).max(MAX_NPROBE).default(32).describe('as mode xtr: absent, 32, or WARP_DEFAULT_NPROBE with base xtr on a WARP search layout'),
       /** As mode xtr's tPrime (base xtr on a WARP search layout). */
       tPrime: z.number().int().min(1).max(MAX_T_PRIME).optional(),
+      /**
+       * As mode xtr's exact (base xtr on a WARP search layout): the token part's first `exact` hits
+       * re-scored by exact MaxSim before the fusion. Absent: WARP_DEFAULT_EXACT.
+       */
+      exact: z.number().int().min(0).max(MAX_SEARCH_TOP_K).optional().describe("base xtr on a WARP search layout: the token part's first `exact` hits re-scored by exact MaxSim before the fusion; absent: WARP_DEFAULT_EXACT"),
       k1: z.number().min(0).max(10).default(0.9),
       b: z.number().min(0).max(1).default(0.4),
     })
@@ -161,7 +194,8 @@ export interface SearchResult {
   mode: SearchMode;
   generation: number;
   results: { queryId: string; hits: SearchHit[]; reason?: string }[];
-  timings: { totalMs: number; encodeQueriesMs: number; searchMs: number; loadMs: number };
+  /** exactMs: WARP's exact final stage (mode xtr or hybrid's token part on a WARP layout, one process), every query's summed. */
+  timings: { totalMs: number; encodeQueriesMs: number; searchMs: number; loadMs: number; exactMs?: number };
   /** What the search read, where a mode reports it. */
   stats?: { warp?: WarpSearchStats };
   /** Present (true) when segments of the generation could not be read: the hits come from the others. */

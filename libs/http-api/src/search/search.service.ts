@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import path from 'node:path';
-import { NotFoundError, QueueName, collectionShards, SearchRequestSchema, ValidationError, checkScorerArtifact, jobIds, s3Keys, type SearchResult } from '@lateral/shared';
+import { NotFoundError, QueueName, collectionShards, SearchRequestSchema, ValidationError, checkScorerArtifact, jobIds, s3Keys, warpLayoutOf, withWarpDefaults, type SearchResult } from '@lateral/shared';
 import { checkScorerArtifactExists, type ApiRepositories, type QueuedJob } from '@lateral/infra';
 import { currentTenant } from '../common/request-context';
 import { compileFilter } from '@lateral/search';
@@ -40,7 +40,7 @@ export class SearchService {
   async submit(body: unknown, waitSeconds: number, timing?: RequestTiming): Promise<{ status: number; body: SearchStatus }> {
     const parsed = SearchRequestSchema.safeParse(body);
     if (!parsed.success) throw new ValidationError('invalid search request', zodIssues(parsed.error));
-    const req = parsed.data;
+    let req = parsed.data;
     // 400 naming the path of a bad filter condition, before anything is queued.
     if (req.filter !== undefined) compileFilter(req.filter);
     checkCallback(this.deps.config, req.callback);
@@ -48,6 +48,8 @@ export class SearchService {
     if (req.rerank) await checkScorerArtifactExists(this.deps, this.tenantId, req.rerank.scorer);
     const collection = await this.deps.serving.collection(this.tenantId, req.collection); // cached, fresh (serving-cache.ts)
     if (!collection) throw new NotFoundError(`collection '${req.collection}' not found`);
+    // A WARP search layout has its own nprobe default (WARP_DEFAULT_NPROBE) where the request names none.
+    if (warpLayoutOf(collection)) req = { ...req, mode: withWarpDefaults(req.mode, (body as { mode?: unknown } | null)?.mode) };
     const id = `sr-${randomUUID()}`;
     timing?.lap('validate');
     const release = await this.deps.quotas.admit(this.tenantId, { kind: 'search', id });

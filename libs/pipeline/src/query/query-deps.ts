@@ -32,8 +32,8 @@ export interface SearchDeps extends HitDocumentDeps {
   /** WARP residual codecs (mode xtr on collections with `search.layout` 'warp'). */
   warpCodecs?: Pick<WarpCodecRepository, 'get'>;
   encoders: EncoderProvider;
-  /** Segments with their indexes and live documents, WARP layouts' directories and lists, and (second stage) views over candidates: one cache. */
-  segments: Pick<SegmentCache, 'searchPlan' | 'view' | 'warpDirectory' | 'warpLists'>;
+  /** Segments with their indexes and live documents, WARP layouts' directories and lists, WARP's exact stage's document rows, and (second stage) views over candidates: one cache. */
+  segments: Pick<SegmentCache, 'searchPlan' | 'view' | 'warpDirectory' | 'warpLists' | 'documentRows'>;
   scorers: ScorerResources;
   /** Fans searches of collections with several shards out to the shard queues (absent: every segment is searched here). */
   shardCoordinator?: ShardCoordinatorDeps;

@@ -45,7 +45,7 @@ import {
   type FirstStage,
 } from '@lateral/serving';
 import { permanentModelErrors } from '../model-errors';
-import { usesWarp, warpEpoch, warpFilterMasks } from './warp-search';
+import { usesWarp, warpEpoch, warpExactStage, warpFilterMasks } from './warp-search';
 
 const modeLabel = (m: SearchMode) => m.name;
 
@@ -184,8 +184,8 @@ async function warpSearchJob(
   const encodeQueriesMs = Date.now() - tEnc;
   const shaping = hitShaping(collection, req, Math.min(10 * MAX_SEARCH_TOP_K, req.topK * GROUP_DEPTH_FACTOR));
   const depth = Math.max(shaping.depth, req.rerank?.depth ?? 0);
-  // Mode xtr: WARP's top hits re-scored exactly when the request asks (WARP_DEFAULT_EXACT otherwise, 0: off; hybrid fuses WARP's scores as they are).
-  const exact = hybrid ? 0 : ((mode as Extract<SearchMode, { name: 'xtr' }>).exact ?? WARP_DEFAULT_EXACT);
+  // WARP's first `exact` hits per query re-scored by exact MaxSim (mode xtr, and hybrid's token part before the fusion; WARP_DEFAULT_EXACT when the request names none).
+  const exact = mode.exact ?? WARP_DEFAULT_EXACT;
   const tSearch = Date.now();
   const tLoad = Date.now();
   // A refitted collection's segments name their centroid epoch (SegmentRef.warpEpoch): its centroids and codec.
@@ -200,10 +200,23 @@ async function warpSearchJob(
     centroidTop: async (q, n, c, d, k) => (await deps.scorers.ivfProbe()).top(q, n, c, d, k),
     masks,
     failed: failedBefore,
-    topN: hybrid ? hybrid.depth : Math.max(depth, exact),
+    topN: hybrid ? Math.max(hybrid.depth, exact) : Math.max(depth, exact),
     yieldEvery,
   });
   const failed = new Map(scan.failed);
+  // The exact final stage over each query's token list (hits a failed segment holds are left out and it is named).
+  const tokenHits: Hit[][] = [];
+  const tExact = performance.now();
+  for (const [qi, hits] of scan.hits.entries()) {
+    if (!hits || exact === 0) {
+      tokenHits.push(hits ?? []);
+      continue;
+    }
+    const ex = await warpExactStage(deps, collection, plan, queries[qi], hits, exact);
+    for (const [position, err] of ex.failed) if (!failed.has(position)) failed.set(position, err);
+    tokenHits.push(ex.hits);
+  }
+  const exactMs = Math.round((performance.now() - tExact) * 100) / 100;
   // Hybrid: BM25's part over the same plan (its indexes), then the fusion of the two lists per query.
   let fused: Hit[][] | null = null;
   if (hybrid) {
@@ -216,17 +229,16 @@ async function warpSearchJob(
     fused = [];
     for (const [qi, pass] of passes.entries()) {
       const b = pass ? await runStepsYielding(pass.finish(plan.parts.length), yieldEvery) : [];
-      fused.push(fuse(kept(scan.hits[qi] ?? []), kept(b), hybrid, depth));
+      fused.push(fuse(kept(tokenHits[qi].slice(0, hybrid.depth)), kept(b), hybrid, depth));
     }
   }
   const loadMs = Date.now() - tLoad;
   await job?.updateProgress(90);
   const results: SearchResult['results'] = [];
   for (const [qi, q] of req.queries.entries()) {
-    const hits = fused ? fused[qi] : (scan.hits[qi] ?? []);
+    const hits = fused ? fused[qi] : tokenHits[qi].filter((h) => !failed.has(plan.parts[h.segment].position));
     const segs = await hitSegments(plan, hits, false);
     let out: SearchHit[] = hits.map((h) => toHit(h, segs, modeLabel(req.mode), null));
-    if (exact > 0 && out.length > 0) out = await warpExactStage(deps, collection, manifest, encoder, queries[qi], out, exact);
     if (req.rerank && out.length > 0) out = await secondStage(deps, collection, manifest, encoder, queries[qi], out.slice(0, req.rerank.depth), req.rerank.scorer);
     results.push({ queryId: q.id, hits: out.slice(0, shaping.depth), ...(!fused && scan.hits[qi] === null ? { reason: 'the query has no tokens' } : {}) });
   }
@@ -237,7 +249,7 @@ async function warpSearchJob(
     mode: req.mode,
     generation: manifest.generation,
     results,
-    timings: { totalMs: Date.now() - t0, encodeQueriesMs, searchMs: Date.now() - tSearch, loadMs },
+    timings: { totalMs: Date.now() - t0, encodeQueriesMs, searchMs: Date.now() - tSearch, loadMs, ...(exact > 0 ? { exactMs } : {}) },
     stats: {
       warp: {
         nprobe: scan.nprobe,
@@ -257,20 +269,6 @@ async function finish(deps: Pick<SearchDeps, 'store'>, resultKey: string, result
   const hits = result.results.reduce((s, r) => s + r.hits.length, 0);
   logSearchDone(result, hits);
   return { resultKey, queries: result.results.length, hits };
-}
-
-/**
- * WARP's exact final stage (PLAID-style): the first `depth` hits re-scored with MaxSim divided by
- * the query's tokens (XTR's scale) from the segments' document-ordered codes (the view reads only
- * those documents: one ranged read each where the cache reads ranges), ranked by it (ties keep
- * WARP's order); the hits after them follow in WARP's order with WARP's scores. WARP's imputed
- * scores order the top of its list below exhaustive MaxSim although its candidates hold
- * exhaustive's best documents (docs/benchmarks.md, "WARP"). scoredBy stays the mode's.
- */
-async function warpExactStage(deps: SearchDeps, collection: Collection, manifest: CollectionManifest, encoder: TokenEncoder, q: EncodedText, hits: SearchHit[], depth: number): Promise<SearchHit[]> {
-  const head = await secondStage(deps, collection, manifest, encoder, q, hits.slice(0, depth), { name: 'maxsim', normalize: true });
-  const byId = new Map(hits.slice(0, depth).map((h) => [h.id, h]));
-  return [...head.map((h) => ({ ...byId.get(h.id)!, score: h.score })), ...hits.slice(depth)];
 }
 
 /** The second stage: the first stage's top hits re-scored by a re-rank scorer over the loaded generation. */

@@ -3,6 +3,7 @@ import {
   PermanentJobError,
   SearchRequestSchema,
   ValidationError,
+  WARP_DEFAULT_EXACT,
   type Collection,
   type CollectionManifest,
   type SearchMode,
@@ -28,7 +29,7 @@ import type { EncodedText } from '@lateral/model';
 import { hitSegments, searchSegments, bm25QueryTerms, scoreGroup, GROUP_DEPTH_FACTOR, hitShaping, groupIndicesByKey, eventLoopYielder, runStepsYielding, searchNeeds, toHit, needsBm25, needsXtr, xtrOf, scopedManifest, warpScan, type ShardScope, type SegmentUnavailableError } from '@lateral/serving';
 import { permanentModelErrors } from '../model-errors';
 import { storedFilterPredicate } from '../stored-filter';
-import { usesWarp, warpEpoch, warpFilterMasks, warpPlanListSizes, type WarpEpochSizes } from './warp-search';
+import { usesWarp, warpEpoch, warpExactScores, warpFilterMasks, warpPlanListSizes, type WarpEpochSizes } from './warp-search';
 import type { ShardedDeps } from './query-deps';
 import { type HitsPartial, type RerankInput, type RerankPartial, type SearchInput, type ShardHit, type StatsPartial } from './shard-rounds';
 
@@ -188,7 +189,18 @@ async function hitsChild(deps: ShardedDeps, ctx: SearchContext, req: SearchReque
   const label = req.mode.name;
   // WARP: the token lists of every query from one scan of the shard's layouts, before the segment pass (BM25's part of hybrid).
   if (ctx.warp && !warpSizes) throw new Error('a sharded WARP search reached its ranking round without the collection-wide list sizes');
-  const scan = ctx.warp ? await warpShardScan(deps, ctx, req, warpSizes!, req.mode.name === 'hybrid' ? req.mode.depth : depth) : null;
+  // WARP's exact final stage: the exact scores of the shard's first `exact` hits, sent beside WARP's (the parent merges by
+  // WARP's scores, as one process ranks, then orders the merged list's first `exact` by these: exactHead).
+  const exact = ctx.warp && (req.mode.name === 'xtr' || req.mode.name === 'hybrid') ? (req.mode.exact ?? WARP_DEFAULT_EXACT) : 0;
+  const scan = ctx.warp ? await warpShardScan(deps, ctx, req, warpSizes!, Math.max(req.mode.name === 'hybrid' ? req.mode.depth : depth, exact)) : null;
+  const exactFailed = new Map<number, SegmentUnavailableError>();
+  const exactScores: Map<number, number>[] = [];
+  for (const [qi, hits] of (scan?.hits ?? []).entries()) {
+    const head = exact > 0 && hits ? hits.slice(0, exact) : [];
+    const ex = await warpExactScores(deps, ctx.collection, ctx.plan, ctx.queries[qi], head);
+    for (const [position, err] of ex.failed) exactFailed.set(position, err);
+    exactScores.push(new Map(head.flatMap((h, i) => (Number.isNaN(ex.scores[i]) ? [] : [[h.key, ex.scores[i]] as const]))));
+  }
   const list = async (qi: number, mode: SearchMode, n: number): Promise<ShardList> => {
     const e = ctx.queries[qi];
     const of = (pass: SegmentPass): ShardList => ({ pass, finish: (S) => pass.finish(S) });
@@ -210,7 +222,7 @@ async function hitsChild(deps: ShardedDeps, ctx: SearchContext, req: SearchReque
       case 'xtr': {
         if (e.length === 0) return none('the query has no tokens');
         if (scan) {
-          const hits = scan.hits[qi] ?? [];
+          const hits = (scan.hits[qi] ?? []).slice(0, Math.max(n, exact));
           return { pass: null, finish: function* () { return hits; } };
         }
         const pass = (await xtrShardPass(deps, ctx, mode, qi, n, req.explain))!;
@@ -231,18 +243,19 @@ async function hitsChild(deps: ShardedDeps, ctx: SearchContext, req: SearchReque
   }
   const report = await searchSegments(ctx.plan, lists.flat().flatMap((l) => (l.pass ? [l.pass] : [])), { predicate: ctx.predicate, yieldEvery: ctx.yieldEvery });
   // A segment unreadable for WARP's lists or for the pass is left out of every list and named (one degraded answer).
-  const failed = new Map<number, SegmentUnavailableError>([...(scan?.failed ?? []), ...report.failed]);
+  const failed = new Map<number, SegmentUnavailableError>([...(scan?.failed ?? []), ...exactFailed, ...report.failed]);
   const S = ctx.plan.parts.length;
   const out: HitsPartial['queries'] = [];
   for (let qi = 0; qi < req.queries.length; qi++) {
-    const shardHits = async (l: ShardList): Promise<ShardHit[]> => {
+    const shardHits = async (l: ShardList, exactOf?: Map<number, number>): Promise<ShardHit[]> => {
       const hits = (await runStepsYielding(l.finish(S), ctx.yieldEvery)).filter((h) => !failed.has(ctx.plan.parts[h.segment].position));
       const segs = await hitSegments(ctx.plan, hits, !!req.explain);
-      return hits.map((h) => ({ key: h.key, ...toHit(h, segs, label, req.explain ? { encoder: ctx.encoder, query: ctx.queries[qi] } : null) }));
+      return hits.map((h) => ({ key: h.key, ...toHit(h, segs, label, req.explain ? { encoder: ctx.encoder, query: ctx.queries[qi] } : null), ...(exactOf?.has(h.key) ? { exactScore: exactOf.get(h.key)! } : {}) }));
     };
     const [a, b] = lists[qi];
-    if (b) out.push({ hits: await shardHits(a), second: await shardHits(b) });
-    else out.push({ hits: await shardHits(a), ...(a.reason ? { reason: a.reason } : {}) });
+    // The token list (mode xtr, hybrid's first) carries the exact scores of its first `exact` hits.
+    if (b) out.push({ hits: await shardHits(a, exactScores[qi]), second: await shardHits(b) });
+    else out.push({ hits: await shardHits(a, exactScores[qi]), ...(a.reason ? { reason: a.reason } : {}) });
   }
   const warp = scan
     ? { nprobe: scan.nprobe, centroids: scan.centroids, epochs: scan.epochs, segments: scan.segments, layoutBytes: scan.layoutBytes, queries: req.queries.map((q, qi) => ({ queryId: q.id, ...scan.queries[qi] })) }

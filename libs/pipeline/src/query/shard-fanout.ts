@@ -1,5 +1,6 @@
 import { WaitingChildrenError } from 'bullmq';
 import {
+  WARP_DEFAULT_EXACT,
   MAX_SEARCH_TOP_K,
   PermanentJobError,
   QueueName,
@@ -31,7 +32,7 @@ import { fuseHybrid, hybridBase, GROUP_DEPTH_FACTOR, hitShaping, fuse, degradedF
 import type { RerankDeps, SearchDeps } from './query-deps';
 import { dropShardWork, type FanoutJob, type HitsPartial, type RerankInput, type RerankPartial, type RoundBase, type SearchInput, type ShardCoordinatorDeps, type ShardHit, type StatsPartial } from './shard-rounds';
 import { distinctCandidates } from './rerank-candidates';
-import { sumWarpListSizes, usesWarp } from './warp-search';
+import { exactHead, sumWarpListSizes, usesWarp } from './warp-search';
 
 /**
  * Sharded re-rank and search (issue 10 item 4). The parent job, on the rerank or search queue,
@@ -262,17 +263,19 @@ export async function shardedSearch(
   const partials = await round<HitsPartial>(deps, job, base, 2, () => ({ requestKey: p.requestKey, shards: Array.from({ length: S }, (_, i) => perShardInput(i)), ...(input.warp ? { warp: input.warp } : {}) }));
 
   const tMerge = Date.now();
+  // WARP's exact final stage: the merged token list's first `exact` hits ordered by the exact scores their shards sent (exactHead).
+  const exact = warp && (req.mode.name === 'xtr' || req.mode.name === 'hybrid') ? (req.mode.exact ?? WARP_DEFAULT_EXACT) : 0;
   let results: SearchResult['results'] = req.queries.map((q, qi) => {
     const lists = partials.map((x) => x.queries[qi]);
     let hits: ShardHit[];
     if (req.mode.name === 'hybrid') {
       const m = req.mode;
-      const a = mergeShardHits(lists.map((l) => l.hits), m.depth);
+      const a = exact > 0 ? exactHead(mergeShardHits(lists.map((l) => l.hits), Math.max(m.depth, exact)), exact).slice(0, m.depth) : mergeShardHits(lists.map((l) => l.hits), m.depth);
       const b = mergeShardHits(lists.map((l) => l.second ?? []), m.depth);
       const byKey = new Map<number, ShardHit>([...a, ...b].map((h) => [h.key, h]));
       const asHit = (h: ShardHit): Hit => ({ segment: 0, doc: 0, key: h.key, score: h.score });
       hits = fuse(a.map(asHit), b.map(asHit), m, depth).map((f) => ({ ...byKey.get(f.key)!, score: f.score, explain: undefined, scoredBy: 'hybrid' }));
-    } else hits = mergeShardHits(lists.map((l) => l.hits), depth);
+    } else hits = exact > 0 ? exactHead(mergeShardHits(lists.map((l) => l.hits), Math.max(depth, exact)), exact) : mergeShardHits(lists.map((l) => l.hits), depth);
     const reason = lists[0]?.reason;
     return { queryId: q.id, hits: hits.map(({ key: _key, ...h }) => (h.explain === undefined ? { id: h.id, score: h.score, scoredBy: h.scoredBy } : h)), ...(reason ? { reason } : {}) };
   });

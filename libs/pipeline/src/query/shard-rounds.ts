@@ -105,6 +105,8 @@ export interface SearchInput {
 
 export interface ShardHit extends SearchHit {
   key: number;
+  /** WARP's exact final stage: this hit's exact MaxSim / query tokens, when it is among its shard's first `exact` (the parent orders by it: exactHead). */
+  exactScore?: number;
 }
 
 /** Round 2: per query, the shard's ranked hits (hybrid: its two lists) and the reason a query has none. */

@@ -1,5 +1,5 @@
 import { warpLayoutOf, type Collection, type SearchRequest } from '@lateral/shared';
-import { andMasks, centroidsChecksum, docMask, warpCodecChecksum, warpListSizes, type DocMask, type DocPredicate, type WarpCodec, type WarpDirectory } from '@lateral/search';
+import { andMasks, centroidsChecksum, docMask, warpCodecChecksum, warpListSizes, type DocMask, type DocPredicate, type Hit, type WarpCodec, type WarpDirectory } from '@lateral/search';
 import { SegmentUnavailableError, needsXtr, type SearchPlan } from '@lateral/serving';
 import type { SearchDeps } from './query-deps';
 import type { WarpEpochSizes } from './shard-rounds';
@@ -97,4 +97,78 @@ export function sumWarpListSizes(shards: readonly (readonly WarpEpochSizes[])[])
       }
     }
   return [...sum].sort((a, b) => a[0] - b[0]).map(([epoch, sizes]) => ({ epoch, sizes }));
+}
+
+/**
+ * WARP's exact final stage (PLAID-style): the first `n` hits re-scored with exact MaxSim divided by
+ * the query's tokens (XTR's scale) and ranked by it (ties keep WARP's order); the hits after them
+ * follow in WARP's order with WARP's scores. WARP's imputed scores order the top of its list below
+ * exhaustive MaxSim although its candidates hold exhaustive's best documents (docs/benchmarks.md,
+ * "WARP"). A hit whose segment cannot be read is left out and its segment returned in `failed`
+ * (manifest position), to be named as the scan names one.
+ */
+export async function warpExactStage(
+  deps: Pick<SearchDeps, 'segments' | 'scorers'>,
+  collection: Pick<Collection, 'tenantId' | 'id' | 'model'>,
+  plan: SearchPlan,
+  query: { vectors: Float32Array; length: number },
+  hits: readonly Hit[],
+  n: number,
+): Promise<{ hits: Hit[]; failed: Map<number, SegmentUnavailableError> }> {
+  const head = hits.slice(0, n);
+  const { scores, failed } = await warpExactScores(deps, collection, plan, query, head);
+  const rescored = head.flatMap((h, i) => (failed.has(plan.parts[h.segment].position) ? [] : [{ ...h, score: scores[i] }]));
+  return { hits: [...byScore(rescored), ...hits.slice(n)], failed };
+}
+
+/**
+ * Exact MaxSim / query tokens of each of `hits` (NaN where its segment cannot be read; those
+ * segments in `failed`, by manifest position). The candidates' rows come straight from where the
+ * scan found them (plan part and document: no id lookup, no view): each document's codes alone,
+ * from the segment held in memory or by positioned reads of its local copy
+ * (SegmentCache.documentRows), decoded, and scored in one ONNX Runtime GEMM MaxSim (GemmMaxsim,
+ * the re-rank stage's maxsim scorer over decoded rows).
+ */
+export async function warpExactScores(
+  deps: Pick<SearchDeps, 'segments' | 'scorers'>,
+  collection: Pick<Collection, 'tenantId' | 'id' | 'model'>,
+  plan: SearchPlan,
+  query: { vectors: Float32Array; length: number },
+  hits: readonly Hit[],
+): Promise<{ scores: Float32Array; failed: Map<number, SegmentUnavailableError> }> {
+  const failed = new Map<number, SegmentUnavailableError>();
+  const scores = new Float32Array(hits.length).fill(NaN);
+  if (hits.length === 0 || query.length === 0) return { scores, failed };
+  const rows = await deps.segments.documentRows(
+    collection,
+    hits.map((h) => [plan.parts[h.segment].ref, h.doc] as const),
+  );
+  const kept = hits.flatMap((h, i) => {
+    const err = rows.failed.get(plan.parts[h.segment].ref.key);
+    if (err) failed.set(plan.parts[h.segment].position, err);
+    return err ? [] : [i];
+  });
+  if (kept.length === 0) return { scores, failed };
+  const d = rows.dims;
+  if (query.vectors.length !== query.length * d) throw new Error(`WARP exact stage: query rows of ${query.vectors.length / query.length} dimensions against documents of ${d}`);
+  // A failed segment's documents got no rows, so the kept candidates' rows are rows.docs as they are.
+  const offsets = Uint32Array.from([...kept.map((i) => rows.offsets[i]), rows.offsets[hits.length]]);
+  const [got] = await (await deps.scorers.gemm()).score([query], rows.docs, offsets, d, { normalize: true });
+  kept.forEach((i, k) => (scores[i] = got[k]));
+  return { scores, failed };
+}
+
+/**
+ * The parent of a sharded WARP search: the merged list's first `n` hits (merged by WARP's scores,
+ * as one process ranks them) ordered by the exact scores their shards computed (`exactScore`),
+ * which become their scores; the rest as merged. The same list one process's warpExactStage gives.
+ */
+export function exactHead<H extends { score: number; exactScore?: number }>(hits: readonly H[], n: number): H[] {
+  const head = hits.slice(0, n).flatMap((h) => (h.exactScore === undefined ? [] : [{ ...h, score: h.exactScore, exactScore: undefined }]));
+  return [...byScore(head), ...hits.slice(n)];
+}
+
+/** Best first (stable: ties keep their order; NaN last). */
+function byScore<H extends { score: number }>(hits: H[]): H[] {
+  return hits.sort((a, b) => (Number.isNaN(b.score) ? -1 : b.score - a.score));
 }
