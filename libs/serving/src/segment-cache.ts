@@ -117,9 +117,14 @@ export const WHOLE_DECODE_FRACTION = 16;
  * a fresh batch's segment (1,024 documents of ~55 tokens: ~3.7 MB at 4 bits) has lists of a few
  * hundred bytes, and a query probes ~1,000 of them: one GET of 4 MiB (~50 ms at 10 ms + 100 MB/s)
  * costs less than ~1,000 ranged GETs (~160 ms at 64 in flight), and the merge policy keeps such
- * segments few (docs/segment-format.md, "Reading a layout by ranges").
+ * segments few (docs/segment-format.md, "Reading a layout by ranges"). Merged layouts of a few tens
+ * of MB are read whole too: a scorer that keeps answering queries pays one GET of such a layout
+ * (~0.7 s for 64 MiB at 100 MB/s) once, against ~100 ranged reads every query while its lists are
+ * not yet hot (full Vaswani: search job p50 172 ms by ranges, 25 ms with the layouts whole;
+ * docs/benchmarks.md, "WARP"). Layouts larger than this (a large collection's merged segments)
+ * keep the ranged path, so a cold scorer's first query still fetches only its probed lists there.
  */
-export const WARP_WHOLE_READ_BYTES = 4 << 20;
+export const WARP_WHOLE_READ_BYTES = 64 << 20;
 
 /** Default gap (bytes of other lists) across which two probed lists are read in one range. */
 export const WARP_RANGE_GAP_BYTES = 0;

@@ -72,8 +72,10 @@ export const ConfigSchema = z.object({
   /**
    * WARP search layouts up to this many bytes are read whole (one GET) and kept whole in memory;
    * larger ones are read by their probed lists' byte ranges (ranged GETs). 0 = always by ranges.
+   * 64 MiB: full Vaswani's merged layouts (20-29 MB) searched by ranges took a 172 ms search job
+   * (114 ranged reads a query), read whole 25 ms (docs/benchmarks.md, "WARP").
    */
-  SCORER_WARP_WHOLE_BYTES: int(4 * 2 ** 20, 0, 2 ** 40),
+  SCORER_WARP_WHOLE_BYTES: int(64 * 2 ** 20, 0, 2 ** 40),
   /**
    * How a re-rank reads its candidates' codes: `ranges` = positioned reads of the segments' copies
    * in the disk cache, the memory cache keeping only each segment's head (ids, token offsets, code
