@@ -3,7 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { roundToHalf } from '@lateral/codec';
 import { DEFAULT_HYBRID_LAMBDA } from '@lateral/shared';
 import { getEncoder, type EncodedText, type TokenEncoder } from '@lateral/model';
-import { dense, maxsim } from '@lateral/scoring';
+import { dense, maxsim, mebert } from '@lateral/scoring';
 import { startServer, type Server } from '../apps/all-in-one/src/server';
 import { loadCranfield } from '../scripts/lib/cranfield';
 import { http, testConfig, until } from './helpers';
@@ -87,6 +87,22 @@ describe('search (real Redis, real S3 server, real ONNX model)', () => {
     queries.forEach((_, qi) => expect(res.results[qi].hits.map((h) => h.id)).toEqual(ref[qi].slice(0, 5).map((x) => x.id)));
     const none = await search({ mode: 'bm25', filter: { must: [{ key: 'year', range: { gt: 3000 } }] }, queries: [{ id: 'q', text: queries[0].text }] });
     expect(none.results[0].hits).toEqual([]);
+  });
+
+  it('mebert: each document\'s best of its first m rows, read from the segments\' prefix sections (m <= 4) or their codes (m > 4), the same answers', async () => {
+    const enc = await encoder.encodeQueries(queries.map((q) => q.text));
+    for (const m of [4, 2, 6]) {
+      const res = await search({ mode: { name: 'mebert', m }, topK: 5, queries: queries.map((q) => ({ id: q.id, text: q.text })) });
+      enc.forEach((q, qi) => {
+        // fp16 segments: the stored rows are the fp16 vectors; the prefix section holds them unchanged.
+        const ref = docs
+          .map((d, i) => ({ id: d.id, score: mebert(encoder.pool(q), roundToHalf(encDocs[i].vectors), encDocs[i].length, encoder.dims, m) }))
+          .sort((a, b) => b.score - a.score);
+        expect(res.results[qi].hits.map((h) => h.id)).toEqual(ref.slice(0, 5).map((x) => x.id));
+        res.results[qi].hits.forEach((h, r) => expect(Math.abs(h.score - ref[r].score)).toBeLessThan(1e-5));
+        expect(res.results[qi].hits[0].scoredBy).toBe('mebert');
+      });
+    }
   });
 
   it('bm25 ranks documents holding the query terms; hybrid fuses; explain names the matched tokens; a second stage re-scores', async () => {

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { CodecSettingsSchema, type CodecSettings } from '@lateral/shared';
-import { createCodec, fitCodec, readSegment, writeSegment } from './index';
-import { gaussian } from './test-utils';
+import { createCodec, encodeHalf, fitCodec, prefixRowCount, readSegment, SegmentCopier, SegmentCorruptError, segmentSectionOffsets, writeSegment } from './index';
+import { gaussian, rng } from './test-utils';
 
 /**
  * SegmentReader.decodeDocPrefix(i, m) (ME-BERT reads the first m vectors of each document) must
@@ -56,4 +56,128 @@ describe('SegmentReader.decodeDocPrefix', () => {
       expect(() => r.decodeDocPrefix(0, -1)).toThrow(RangeError);
       expect(() => r.decodeDocPrefix(lengths.length, 1)).toThrow(RangeError);
     });
+});
+
+/**
+ * The prefix section (format v2, `PFXV`): ME-BERT's first rows of each document as they decode,
+ * in fp16, written beside the other sections and checked like them.
+ */
+describe('prefix section (format v2)', () => {
+  const ids = lengths.map((_, i) => `doc-${i}`);
+  const M = 3;
+  /** What the section must hold: each document's decodeDocPrefix(i, M), rounded to fp16, in order. */
+  const expected = (r: ReturnType<typeof readSegment>, m: number) => {
+    const out = new Uint16Array(prefixRowCount(r.tokenOffsets, m) * r.dims);
+    let at = 0;
+    for (let i = 0; i < r.documents; i++) {
+      const rows = encodeHalf(r.decodeDocPrefix(i, m));
+      out.set(rows, at);
+      at += rows.length;
+    }
+    return out;
+  };
+
+  for (const [name, raw] of cases)
+    it(`holds the decoded prefix rows in fp16, read back through the reader and by offset: ${name}`, () => {
+      const settings = CodecSettingsSchema.parse(raw);
+      const side = settings.sideInfo ? statics(tokenIds) : undefined;
+      const artifact = fitCodec(settings, vectors, d, { seed: 9n, staticEmbeddings: side, staticDims: side ? S : undefined, centroids: 4 });
+      const codec = createCodec(settings, artifact);
+      const docs = { docIds: ids, tokenOffsets, tokenIds, vectors, dims: d, staticEmbeddings: side, docVectors: gaussian(lengths.length, d, 5) };
+      const opts = side ? { staticEmbeddings: (_doc: number, t: Int32Array) => statics(t) } : {};
+      const v1 = writeSegment(docs, codec, { docVectors: 'fp16' });
+      const v2 = writeSegment(docs, codec, { docVectors: 'fp16', prefixRows: M });
+      const view = (b: Uint8Array) => new DataView(b.buffer, b.byteOffset, b.byteLength);
+      expect([view(v1).getUint16(4, true), view(v1).getUint8(7), view(v1).getUint16(32, true)]).toEqual([1, 0, 7]);
+      expect([view(v2).getUint16(4, true), view(v2).getUint8(7), view(v2).getUint16(32, true)]).toEqual([2, M, 8]);
+      const r1 = readSegment(v1, 'v1', artifact, opts);
+      const r2 = readSegment(v2, 'v2', artifact, opts);
+      expect([r1.prefixRows, r1.prefixVectors, r1.prefixVectorBytes(4).byteLength]).toEqual([0, null, 0]);
+      expect(r2.prefixRows).toBe(M);
+      const want = expected(r1, M);
+      expect(want.length).toBe((0 + 1 + 3 + 3 + 3) * d);
+      expect(Array.from(r2.prefixVectors!)).toEqual(Array.from(want));
+      // Everything else reads as from v1.
+      expect(Array.from(r2.decodeAll())).toEqual(Array.from(r1.decodeAll()));
+      expect(Array.from(r2.docVectors!)).toEqual(Array.from(r1.docVectors!));
+      // Per document, and at the offset segmentSectionOffsets gives (what a scorer reads by position).
+      let at = 0;
+      for (let i = 0; i < lengths.length; i++) {
+        const b = r2.prefixVectorBytes(i);
+        expect(b.byteLength).toBe(Math.min(M, lengths[i]) * d * 2);
+        expect(Buffer.from(b).equals(Buffer.from(want.buffer, at * 2, b.byteLength))).toBe(true);
+        at += b.byteLength / 2;
+      }
+      const sizes = r2.sectionSizes();
+      const off = segmentSectionOffsets(sizes);
+      expect(sizes.prefixVectors).toBe(want.byteLength);
+      expect(off.prefixVectors + sizes.prefixVectors).toBe(v2.byteLength);
+      expect(Buffer.from(v2.subarray(off.prefixVectors)).equals(Buffer.from(want.buffer))).toBe(true);
+      // v1's offsets are those of before (no prefix section named).
+      expect(r1.sectionSizes().prefixVectors).toBeUndefined();
+      expect(segmentSectionOffsets(r1.sectionSizes()).metadata + r1.sectionSizes().metadata).toBe(v1.byteLength);
+    });
+
+  it('refuses prefixRows outside 0..64 (writer and copier)', () => {
+    const codec = createCodec(CodecSettingsSchema.parse({ kind: 'fp16' }));
+    const docs = { docIds: ids, tokenOffsets, tokenIds, vectors, dims: d };
+    for (const bad of [-1, 65, 1.5]) {
+      expect(() => writeSegment(docs, codec, { prefixRows: bad })).toThrow(RangeError);
+      expect(() => new SegmentCopier({ prefixRows: bad })).toThrow(RangeError);
+    }
+  });
+
+  it('every flipped byte and every truncation of a v2 segment throws SegmentCorruptError naming a section', () => {
+    const codec = createCodec(CodecSettingsSchema.parse({ kind: 'int8', norms: 'fp16' }));
+    const small = writeSegment({ docIds: ['a', 'b', 'c'], tokenOffsets: Uint32Array.of(0, 2, 2, 7), tokenIds: Int32Array.from({ length: 7 }, (_, t) => t), vectors: gaussian(7, 4, 3), dims: 4 }, codec, { prefixRows: 4 });
+    expect(readSegment(small, 'ok').prefixRows).toBe(4);
+    for (let at = 0; at < small.length; at++) {
+      const bad = small.slice();
+      bad[at] ^= 0x80;
+      expect(() => readSegment(bad, 'x'), `flip at ${at}`).toThrow(SegmentCorruptError);
+    }
+    for (let len = 0; len < small.length; len++) expect(() => readSegment(small.subarray(0, len), 'x'), `cut at ${len}`).toThrow(SegmentCorruptError);
+    // The section's own checksum names it.
+    const off = segmentSectionOffsets(readSegment(small, 'ok').sectionSizes()).prefixVectors;
+    const bad = small.slice();
+    bad[off + 3] ^= 1;
+    expect(() => readSegment(bad, 'seg')).toThrow(/section "prefixVectors": checksum mismatch/);
+  });
+
+  it('SegmentCopier: copies the section from inputs that hold one, makes it from the codes of those that do not; the merged bytes equal writing the kept documents', () => {
+    const settings = CodecSettingsSchema.parse({ kind: 'eden', bits: 4 });
+    const artifact = fitCodec(settings, gaussian(400, d, 3), d, { seed: 11n });
+    const eden = createCodec(settings, artifact);
+    const r = rng(7);
+    const make = (lens: number[], seed: number) => {
+      const off = Uint32Array.from([0, ...lens.map((_, i) => lens.slice(0, i + 1).reduce((a, b) => a + b, 0))]);
+      const n = off[lens.length];
+      return { docIds: lens.map((_, i) => `s${seed}-${i}`), tokenOffsets: off, tokenIds: Int32Array.from({ length: n }, () => Math.floor(r() * 1000)), vectors: gaussian(n, d, seed), dims: d };
+    };
+    const a = make([5, 0, 2, 9], 31);
+    const b = make([1, 6, 4], 32);
+    const old = readSegment(writeSegment(a, eden), 'a-v1', artifact); // written before prefix sections
+    const fresh = readSegment(writeSegment(b, eden, { prefixRows: M }), 'b-v2', artifact);
+    const keepA = [0, 1, 3];
+    const keepB = [1, 2];
+    const copier = new SegmentCopier({ prefixRows: M });
+    copier.append(old, keepA);
+    copier.append(fresh, keepB);
+    const merged = copier.finish();
+    const pick = (x: typeof a, keep: number[]) => keep.map((i) => ({ id: x.docIds[i], ids: x.tokenIds.subarray(x.tokenOffsets[i], x.tokenOffsets[i + 1]), v: x.vectors.subarray(x.tokenOffsets[i] * d, x.tokenOffsets[i + 1] * d) }));
+    const kept = [...pick(a, keepA), ...pick(b, keepB)];
+    const offs = [0];
+    for (const k of kept) offs.push(offs[offs.length - 1] + k.ids.length);
+    const direct = writeSegment(
+      { docIds: kept.map((k) => k.id), tokenOffsets: Uint32Array.from(offs), tokenIds: Int32Array.from(kept.flatMap((k) => [...k.ids])), vectors: Float32Array.from(kept.flatMap((k) => [...k.v])), dims: d },
+      eden,
+      { prefixRows: M },
+    );
+    expect(Buffer.from(merged).equals(Buffer.from(direct))).toBe(true);
+    // Without prefixRows the copier writes v1, whatever its inputs hold.
+    const plain = new SegmentCopier();
+    plain.append(fresh, [0, 2]);
+    const v1 = readSegment(plain.finish(), 'plain', artifact);
+    expect([v1.prefixRows, v1.version]).toEqual([0, 1]);
+  });
 });

@@ -1,7 +1,7 @@
 import { crc32c } from './crc32c';
 import { SegmentCorruptError } from './errors';
 import { decodeHalf, encodeHalf } from './float16';
-import { bytesOf, viewAs, type Codec, type CodecDescriptor, type DocKey } from './codec';
+import { bytesOf, viewAs, type Codec, type CodecDescriptor, type DocKey, type EncodedDoc } from './codec';
 import { codecFromDescriptor, type CodecArtifact } from './create-codec';
 import { POOL_FACTOR_MAX } from './token-pooling';
 
@@ -32,6 +32,13 @@ export interface WriteSegmentOptions {
    * descriptor as `poolFactor` when above 1; default 1 (nothing recorded).
    */
   poolFactor?: number;
+  /**
+   * ME-BERT's prefix section (format v2, docs/segment-format.md): each document's first
+   * min(prefixRows, tokens_i) rows, decoded from their codes and stored as fp16, beside the pooled
+   * vector, so ME-BERT scans them as dense scans the pooled vectors. 0 (default): none, and the
+   * segment is written in format v1, byte for byte as before. At most PREFIX_ROWS_MAX.
+   */
+  prefixRows?: number;
 }
 
 export interface ReadSegmentOptions {
@@ -76,15 +83,56 @@ export interface SegmentReader {
   docVectorBytes(i: number): Uint8Array;
   /** Bytes per section, plus `header` and `total`. */
   sectionSizes(): Record<string, number>;
+  /** Rows per document in the prefix section (format v2's header byte 7); 0: the segment has none (format v1). */
+  readonly prefixRows: number;
+  /**
+   * The prefix section as fp16 bits: document i's first min(prefixRows, tokens_i) decoded rows
+   * (x dims), documents in order; null when prefixRows is 0.
+   */
+  readonly prefixVectors: Uint16Array | null;
+  /** The stored bytes of doc i's prefix rows (empty when the segment has none): copied as they are by SegmentCopier. */
+  prefixVectorBytes(i: number): Uint8Array;
+}
+
+/** Most rows per document a prefix section may hold (ME-BERT's m is at most 64). */
+export const PREFIX_ROWS_MAX = 64;
+
+/**
+ * Rows of the prefix section: sum over documents of min(prefixRows, tokens_i); and, with `starts`
+ * (documents + 1 entries), each document's first row in it.
+ */
+export function prefixRowCount(tokenOffsets: Uint32Array, prefixRows: number, starts?: Uint32Array | Float64Array): number {
+  const n = tokenOffsets.length - 1;
+  let rows = 0;
+  if (starts) starts[0] = 0;
+  for (let i = 0; i < n; i++) {
+    rows += Math.min(prefixRows, tokenOffsets[i + 1] - tokenOffsets[i]);
+    if (starts) starts[i + 1] = rows;
+  }
+  return rows;
+}
+
+/**
+ * The first k of a document's `len` decoded rows (k x dims): EDEN's token layout codes each token
+ * on its own, so only those are decoded; other codecs decode the document and keep its first k.
+ * The reader's decodeDocPrefix and the writer's prefix section both go through here.
+ */
+function decodePrefix(codec: Codec, tokenwise: boolean, enc: EncodedDoc, len: number, k: number, dims: number, key: DocKey, side: Float32Array | undefined): Float32Array {
+  if (k === len) return codec.decodeDoc(enc, len, dims, key, side);
+  if (!tokenwise) return codec.decodeDoc(enc, len, dims, key, side).slice(0, k * dims);
+  return codec.decodeDoc(enc, k, dims, key, side?.subarray(0, k * (side.length / len)));
 }
 
 export const SEGMENT_MAGIC = 'LSEG';
-export const SEGMENT_VERSION = 1;
+/** Newest format written: v2 when a segment has a prefix section, else v1 (both read). */
+export const SEGMENT_VERSION = 2;
 const FIXED_HEADER = 40;
 const SECTION_ENTRY = 16;
-/** Section ids in file order; v1 always writes all seven (possibly empty). */
-export const SECTION_IDS = ['DIDS', 'TOFF', 'TIDS', 'NORM', 'CODE', 'DVEC', 'META'] as const;
+/** Section ids in file order; v1 always writes the first seven (possibly empty), v2 all eight (PFXV: the prefix section). */
+export const SECTION_IDS = ['DIDS', 'TOFF', 'TIDS', 'NORM', 'CODE', 'DVEC', 'META', 'PFXV'] as const;
 type SectionId = (typeof SECTION_IDS)[number];
+/** Sections of each format version, in file order. */
+const VERSION_SECTIONS: Record<number, readonly SectionId[]> = { 1: SECTION_IDS.slice(0, 7), 2: SECTION_IDS };
 const SECTION_NAMES: Record<SectionId, string> = {
   DIDS: 'docIds',
   TOFF: 'tokenOffsets',
@@ -93,6 +141,7 @@ const SECTION_NAMES: Record<SectionId, string> = {
   CODE: 'codes',
   DVEC: 'docVectors',
   META: 'metadata',
+  PFXV: 'prefixVectors',
 };
 /**
  * Byte offset of each section in a segment's object, by section name (docIds, tokenOffsets, ...),
@@ -106,7 +155,7 @@ export function segmentSectionOffsets(sizes: Record<string, number>): Record<str
   for (const id of SECTION_IDS) {
     const name = SECTION_NAMES[id];
     out[name] = at;
-    at += sizes[name];
+    at += sizes[name] ?? 0; // a v1 segment has no prefix section
   }
   if (at !== sizes.total) throw new RangeError(`segmentSectionOffsets: sections end at ${at}, the object is ${sizes.total} bytes`);
   return out;
@@ -147,6 +196,31 @@ export function writeSegment(docs: SegmentDocs, codec: Codec, opts: WriteSegment
   const dvFormat = docs.docVectors ? (opts.docVectors ?? 'fp32') : 'none';
   const dvec = !docs.docVectors ? new Uint8Array(0) : dvFormat === 'fp16' ? bytesOf(encodeHalf(docs.docVectors)) : bytesOf(docs.docVectors);
   const meta = docs.metadata && docs.metadata.some((m) => m !== null) ? utf8.encode(JSON.stringify(docs.metadata)) : new Uint8Array(0);
+  const prefixRows = opts.prefixRows ?? 0;
+  if (!Number.isInteger(prefixRows) || prefixRows < 0 || prefixRows > PREFIX_ROWS_MAX) throw new RangeError(`prefixRows must be an integer in 0..${PREFIX_ROWS_MAX}, got ${prefixRows}`);
+  // The prefix rows as their codes decode (what a search scoring the codes sees), rounded to fp16.
+  let pfxv: Uint8Array = new Uint8Array(0);
+  if (prefixRows > 0) {
+    const tokenwise = codec.descriptor.kind === 'eden' && codec.descriptor.layout === 'token';
+    const staticDims = docs.staticEmbeddings && T > 0 ? docs.staticEmbeddings.length / T : 0;
+    const out = new Uint16Array(prefixRowCount(tokenOffsets, prefixRows) * dims);
+    let codeAt = 0;
+    let normAt = 0;
+    let at = 0;
+    for (let i = 0; i < n; i++) {
+      const len = tokenOffsets[i + 1] - tokenOffsets[i];
+      const b = codec.docBytes(len, dims);
+      const enc = { codes: encoded.codes.subarray(codeAt, codeAt + b.codes), norms: encoded.norms.subarray(normAt, normAt + b.norms) };
+      codeAt += b.codes;
+      normAt += b.norms;
+      const k = Math.min(prefixRows, len);
+      if (k === 0) continue;
+      const side = docs.staticEmbeddings?.subarray(tokenOffsets[i] * staticDims, tokenOffsets[i + 1] * staticDims);
+      out.set(encodeHalf(decodePrefix(codec, tokenwise, enc, len, k, dims, keys[i], side)), at);
+      at += k * dims;
+    }
+    pfxv = bytesOf(out);
+  }
   const sections: Record<SectionId, Uint8Array> = {
     DIDS: utf8.encode(JSON.stringify(docs.docIds)),
     TOFF: bytesOf(tokenOffsets),
@@ -155,6 +229,7 @@ export function writeSegment(docs: SegmentDocs, codec: Codec, opts: WriteSegment
     CODE: encoded.codes,
     DVEC: dvec,
     META: meta,
+    PFXV: pfxv,
   };
 
   const pool = opts.poolFactor ?? 1;
@@ -162,37 +237,42 @@ export function writeSegment(docs: SegmentDocs, codec: Codec, opts: WriteSegment
   if (pool > 1 && codec.descriptor.sideInfo) throw new RangeError('poolFactor > 1 cannot be written with a side-information codec (its rows need one token id each)');
   // poolFactor 1 writes the codec's descriptor alone: the bytes of an unpooled segment do not change.
   const descriptor = utf8.encode(JSON.stringify(pool > 1 ? { ...codec.descriptor, poolFactor: pool } : codec.descriptor));
-  return assemble({ documents: n, tokens: T, dims, seed, dvFormat, descriptor }, Object.fromEntries(SECTION_IDS.map((id) => [id, [sections[id]]])) as Record<SectionId, Uint8Array[]>);
+  return assemble({ documents: n, tokens: T, dims, seed, dvFormat, descriptor, prefixRows }, Object.fromEntries(SECTION_IDS.map((id) => [id, [sections[id]]])) as Record<SectionId, Uint8Array[]>);
 }
 
 /**
- * Lays out a v1 segment: the header (fixed fields, section table, descriptor, header CRC), then
- * every section, each the concatenation of its parts (copied once into the output).
+ * Lays out a segment: the header (fixed fields, section table, descriptor, header CRC), then
+ * every section, each the concatenation of its parts (copied once into the output). Format v1
+ * (seven sections) when prefixRows is 0, else v2 (eight, the prefix section last; header byte 7
+ * holds prefixRows).
  */
 function assemble(
-  h: { documents: number; tokens: number; dims: number; seed: bigint; dvFormat: DocVectorFormat; descriptor: Uint8Array },
+  h: { documents: number; tokens: number; dims: number; seed: bigint; dvFormat: DocVectorFormat; descriptor: Uint8Array; prefixRows: number },
   sections: Record<SectionId, Uint8Array[]>,
 ): Uint8Array {
   const { descriptor } = h;
-  const lengths = SECTION_IDS.map((id) => sections[id].reduce((s, x) => s + x.length, 0));
-  const headerLength = FIXED_HEADER + SECTION_IDS.length * SECTION_ENTRY + descriptor.length + 4;
+  const version = h.prefixRows > 0 ? 2 : 1;
+  const ids = VERSION_SECTIONS[version];
+  const lengths = ids.map((id) => sections[id].reduce((s, x) => s + x.length, 0));
+  const headerLength = FIXED_HEADER + ids.length * SECTION_ENTRY + descriptor.length + 4;
   let total = headerLength;
   for (const len of lengths) total += len;
   if (total > 0xffffffff) throw new RangeError(`segment of ${total} bytes exceeds the 4 GiB limit of format v1`);
   const out = new Uint8Array(total);
   const view = new DataView(out.buffer);
   out.set(utf8.encode(SEGMENT_MAGIC), 0);
-  view.setUint16(4, SEGMENT_VERSION, true);
+  view.setUint16(4, version, true);
   view.setUint8(6, DOC_VECTOR_FORMATS[h.dvFormat]);
+  view.setUint8(7, h.prefixRows);
   view.setUint32(8, headerLength, true);
   view.setUint32(12, h.documents, true);
   view.setUint32(16, h.tokens, true);
   view.setUint32(20, h.dims, true);
   view.setBigUint64(24, h.seed, true);
-  view.setUint16(32, SECTION_IDS.length, true);
+  view.setUint16(32, ids.length, true);
   view.setUint32(36, descriptor.length, true);
   let offset = headerLength;
-  SECTION_IDS.forEach((id, k) => {
+  ids.forEach((id, k) => {
     const e = FIXED_HEADER + k * SECTION_ENTRY;
     const start = offset;
     for (const part of sections[id]) {
@@ -204,7 +284,7 @@ function assemble(
     view.setUint32(e + 8, lengths[k], true);
     view.setUint32(e + 12, crc32c(out.subarray(start, offset)), true);
   });
-  out.set(descriptor, FIXED_HEADER + SECTION_IDS.length * SECTION_ENTRY);
+  out.set(descriptor, FIXED_HEADER + ids.length * SECTION_ENTRY);
   view.setUint32(headerLength - 4, crc32c(out.subarray(0, headerLength - 4)), true);
   return out;
 }
@@ -228,7 +308,11 @@ export function readSegment(bytes: Uint8Array, name: string, artifact?: CodecArt
   if (crc32c(bytes.subarray(0, headerLength - 4)) !== headerCrc) fail('header', 'checksum mismatch (truncated or corrupted)');
   // From here on the header bytes are exactly what the writer produced.
   const version = view.getUint16(4, true);
-  if (version !== SEGMENT_VERSION) fail('header', `unsupported version ${version}`);
+  const ids = VERSION_SECTIONS[version];
+  if (!ids) fail('header', `unsupported version ${version}`);
+  // v2: header byte 7 is the prefix section's rows per document (v1: reserved, 0).
+  const prefixRows = version === 2 ? view.getUint8(7) : 0;
+  if (version === 2 && (prefixRows < 1 || prefixRows > PREFIX_ROWS_MAX)) fail('header', `prefix rows ${prefixRows} out of range 1..${PREFIX_ROWS_MAX}`);
   const dvCode = view.getUint8(6);
   const dvFormat = (Object.keys(DOC_VECTOR_FORMATS) as (keyof typeof DOC_VECTOR_FORMATS)[]).find((k) => DOC_VECTOR_FORMATS[k] === dvCode);
   if (dvFormat === undefined) fail('header', `unknown docVectors format ${dvCode}`);
@@ -239,7 +323,7 @@ export function readSegment(bytes: Uint8Array, name: string, artifact?: CodecArt
   const seed = view.getBigUint64(24, true);
   const sectionCount = view.getUint16(32, true);
   const descriptorLength = view.getUint32(36, true);
-  if (sectionCount !== SECTION_IDS.length) fail('header', `expected ${SECTION_IDS.length} sections, found ${sectionCount}`);
+  if (sectionCount !== ids.length) fail('header', `expected ${ids.length} sections in version ${version}, found ${sectionCount}`);
   const descStart = FIXED_HEADER + sectionCount * SECTION_ENTRY;
   if (descStart + descriptorLength + 4 !== headerLength) fail('header', 'descriptor length disagrees with header length');
   let descriptor: CodecDescriptor;
@@ -262,10 +346,10 @@ export function readSegment(bytes: Uint8Array, name: string, artifact?: CodecArt
   }
   if (descriptor.artifact && artifact && artifact.inputDims !== dims) fail('header', `dims ${dims} differ from the artifact's ${artifact.inputDims}`);
 
-  const sec = {} as Record<SectionId, Uint8Array>;
+  const sec = { PFXV: new Uint8Array(0) } as Record<SectionId, Uint8Array>;
   const sizes: Record<string, number> = { header: headerLength };
   let expected = headerLength;
-  SECTION_IDS.forEach((id, k) => {
+  ids.forEach((id, k) => {
     const e = FIXED_HEADER + k * SECTION_ENTRY;
     const label = SECTION_NAMES[id];
     const got = String.fromCharCode(bytes[e], bytes[e + 1], bytes[e + 2], bytes[e + 3]);
@@ -279,7 +363,7 @@ export function readSegment(bytes: Uint8Array, name: string, artifact?: CodecArt
     sizes[label] = len;
     expected = off + len;
   });
-  if (expected !== bytes.length) fail('metadata', `${bytes.length - expected} trailing bytes after the last section`);
+  if (expected !== bytes.length) fail(SECTION_NAMES[ids[ids.length - 1]], `${bytes.length - expected} trailing bytes after the last section`);
   sizes.total = bytes.length;
 
   // Contents: checksums passed, so these only fail on writer bugs or a mismatched artifact.
@@ -318,6 +402,12 @@ export function readSegment(bytes: Uint8Array, name: string, artifact?: CodecArt
     if (sec.DVEC.length !== documents * dims * width) fail('docVectors', `${sec.DVEC.length} bytes, expected ${documents * dims * width}`);
     docVectors = dvFormat === 'fp32' ? viewAs(sec.DVEC, Float32Array) : decodeHalf(viewAs(sec.DVEC, Uint16Array));
   }
+  let prefixVectors: Uint16Array | null = null;
+  if (prefixRows > 0) {
+    const want = prefixRowCount(tokenOffsets, prefixRows) * dims * 2;
+    if (sec.PFXV.length !== want) fail('prefixVectors', `${sec.PFXV.length} bytes, expected ${want} (${prefixRows} rows per document at most, fp16)`);
+    prefixVectors = viewAs(sec.PFXV, Uint16Array);
+  }
   let metadata: (Record<string, unknown> | null)[] | null = null;
   if (sec.META.length > 0) {
     let parsed: unknown;
@@ -335,7 +425,7 @@ export function readSegment(bytes: Uint8Array, name: string, artifact?: CodecArt
   // they are made in, and readSegment's holds `bytes` and a DataView over it (the section loop
   // captures them), so closures made here would keep the whole object's buffer alive beside the
   // copies above: about twice what a cache counts for a segment.
-  return segmentReader({ name, version, descriptor, codec, seed, documents, tokens, dims, ids: docIds as string[], tokenOffsets, tokenIds, codes, norms, codeStart, normStart, docVectors, dvec, dvFormat: dvFormat!, metadata, sizes, opts });
+  return segmentReader({ name, version, descriptor, codec, seed, documents, tokens, dims, ids: docIds as string[], tokenOffsets, tokenIds, codes, norms, codeStart, normStart, docVectors, dvec, dvFormat: dvFormat!, metadata, sizes, opts, prefixRows, prefixVectors });
 }
 
 interface ReaderParts {
@@ -360,11 +450,13 @@ interface ReaderParts {
   metadata: (Record<string, unknown> | null)[] | null;
   sizes: Record<string, number>;
   opts: ReadSegmentOptions;
+  prefixRows: number;
+  prefixVectors: Uint16Array | null;
 }
 
 /** A SegmentReader over parts already read and checked (copies, no view into the object's bytes). */
 function segmentReader(parts: ReaderParts): SegmentReader {
-  const { name, version, descriptor, codec, seed, documents, tokens, dims, ids, tokenOffsets, tokenIds, codes, norms, codeStart, normStart, docVectors, dvec, dvFormat, metadata, sizes, opts } = parts;
+  const { name, version, descriptor, codec, seed, documents, tokens, dims, ids, tokenOffsets, tokenIds, codes, norms, codeStart, normStart, docVectors, dvec, dvFormat, metadata, sizes, opts, prefixRows, prefixVectors } = parts;
   const keyOf = (i: number): DocKey => ({ docId: ids[i], seed });
   const encodedDoc = (i: number) => ({
     codes: codes.subarray(codeStart[i], codeStart[i + 1]),
@@ -383,12 +475,11 @@ function segmentReader(parts: ReaderParts): SegmentReader {
     if (!Number.isInteger(i) || i < 0 || i >= documents) throw new RangeError(`document index ${i} out of range [0, ${documents})`);
     const len = tokenOffsets[i + 1] - tokenOffsets[i];
     const k = Math.min(m, len);
-    if (k === len) return decodeDoc(i);
-    if (!tokenwise) return decodeDoc(i).slice(0, k * dims);
-    const full = descriptor.sideInfo ? sideFor(i) : undefined;
-    const side = full?.subarray(0, k * (full.length / len));
-    return codec.decodeDoc(encodedDoc(i), k, dims, keyOf(i), side);
+    return decodePrefix(codec, tokenwise, encodedDoc(i), len, k, dims, keyOf(i), descriptor.sideInfo ? sideFor(i) : undefined);
   };
+  // Each document's first row in the prefix section (documents + 1), for prefixVectorBytes.
+  const prefixStart = prefixRows > 0 ? new Float64Array(documents + 1) : null;
+  if (prefixStart) prefixRowCount(tokenOffsets, prefixRows, prefixStart);
   const sideFor = (i: number): Float32Array => {
     if (!opts.staticEmbeddings) throw new Error(`segment "${name}" uses side information: pass opts.staticEmbeddings to readSegment`);
     return opts.staticEmbeddings(i, tokenIds.subarray(tokenOffsets[i], tokenOffsets[i + 1]));
@@ -428,6 +519,13 @@ function segmentReader(parts: ReaderParts): SegmentReader {
       return dvec.subarray(i * w, (i + 1) * w);
     },
     sectionSizes: () => ({ ...sizes }),
+    prefixRows,
+    prefixVectors,
+    prefixVectorBytes: (i: number) => {
+      if (!Number.isInteger(i) || i < 0 || i >= documents) throw new RangeError(`document index ${i} out of range [0, ${documents})`);
+      if (!prefixVectors || !prefixStart) return new Uint8Array(0);
+      return new Uint8Array(prefixVectors.buffer, prefixVectors.byteOffset + prefixStart[i] * dims * 2, (prefixStart[i + 1] - prefixStart[i]) * dims * 2);
+    },
   };
 }
 
@@ -446,9 +544,21 @@ export class SegmentCopier {
   private readonly ids: string[] = [];
   private readonly lengths: number[] = [];
   private readonly meta: (Record<string, unknown> | null)[] = [];
-  private readonly parts: Record<'TIDS' | 'NORM' | 'CODE' | 'DVEC', Uint8Array[]> = { TIDS: [], NORM: [], CODE: [], DVEC: [] };
+  private readonly parts: Record<'TIDS' | 'NORM' | 'CODE' | 'DVEC' | 'PFXV', Uint8Array[]> = { TIDS: [], NORM: [], CODE: [], DVEC: [], PFXV: [] };
   private rows = 0;
   private finished = false;
+  private readonly prefixRows: number;
+
+  /**
+   * `prefixRows` > 0: the output has a prefix section of that many rows per document (format v2),
+   * copied from inputs that hold one of the same width, else made from the input's codes as
+   * writeSegment makes it (the same bytes); 0 (default): none (format v1), whatever the inputs hold.
+   */
+  constructor(opts: { prefixRows?: number } = {}) {
+    const rows = opts.prefixRows ?? 0;
+    if (!Number.isInteger(rows) || rows < 0 || rows > PREFIX_ROWS_MAX) throw new RangeError(`prefixRows must be an integer in 0..${PREFIX_ROWS_MAX}, got ${rows}`);
+    this.prefixRows = rows;
+  }
 
   /** Documents appended so far. */
   get documents(): number {
@@ -492,6 +602,13 @@ export class SegmentCopier {
     const codes = new Uint8Array(codeBytes);
     const norms = new Uint8Array(normBytes);
     const dv = new Uint8Array(dvBytes);
+    // The prefix rows: copied when the input holds the same width, else decoded from its codes and rounded as writeSegment does.
+    const P = this.prefixRows;
+    const copyPrefix = P > 0 && reader.prefixRows === P;
+    let pfxRows = 0;
+    if (P > 0) for (let k = 0; k < n; k++) pfxRows += Math.min(P, reader.tokenOffsets[docs[k] + 1] - reader.tokenOffsets[docs[k]]);
+    const pfx = new Uint16Array(pfxRows * reader.dims);
+    let pAt = 0;
     let t = 0;
     let c = 0;
     let m = 0;
@@ -510,6 +627,11 @@ export class SegmentCopier {
       const d = reader.docVectorBytes(i);
       dv.set(d, v);
       v += d.length;
+      if (P > 0) {
+        const rows = copyPrefix ? viewAs(reader.prefixVectorBytes(i), Uint16Array) : encodeHalf(reader.decodeDocPrefix(i, P));
+        pfx.set(rows, pAt);
+        pAt += rows.length;
+      }
       this.ids.push(reader.docIds[i]);
       this.lengths.push(b - a);
       this.meta.push(reader.metadata(i));
@@ -518,6 +640,7 @@ export class SegmentCopier {
     this.parts.CODE.push(codes);
     this.parts.NORM.push(norms);
     this.parts.DVEC.push(dv);
+    this.parts.PFXV.push(bytesOf(pfx));
     this.rows += tokens;
   }
 
@@ -530,10 +653,10 @@ export class SegmentCopier {
     const offsets = new Uint32Array(n + 1);
     for (let i = 0; i < n; i++) offsets[i + 1] = offsets[i] + this.lengths[i];
     const meta = this.meta.some((x) => x !== null) ? utf8.encode(JSON.stringify(this.meta)) : new Uint8Array(0);
-    const { TIDS, NORM, CODE, DVEC } = this.parts;
+    const { TIDS, NORM, CODE, DVEC, PFXV } = this.parts;
     const out = assemble(
-      { documents: n, tokens: this.rows, dims: this.shape.dims, seed: this.shape.seed, dvFormat: this.shape.dvFormat, descriptor: utf8.encode(this.shape.codec) },
-      { DIDS: [utf8.encode(JSON.stringify(this.ids))], TOFF: [new Uint8Array(offsets.buffer)], TIDS, NORM, CODE, DVEC, META: [meta] },
+      { documents: n, tokens: this.rows, dims: this.shape.dims, seed: this.shape.seed, dvFormat: this.shape.dvFormat, descriptor: utf8.encode(this.shape.codec), prefixRows: this.prefixRows },
+      { DIDS: [utf8.encode(JSON.stringify(this.ids))], TOFF: [new Uint8Array(offsets.buffer)], TIDS, NORM, CODE, DVEC, META: [meta], PFXV },
     );
     this.ids.length = 0;
     this.lengths.length = 0;

@@ -1,4 +1,4 @@
-export { concatDocPrefixes, docPrefixesOf, searchSegment, tokenOwners, type SearchSegment, type SegmentSource, type DocMask, type Hit, type HitExplain, type RowScorer, type SegmentHits } from './types';
+export { concatDocPrefixes, docPrefixesOf, searchSegment, tokenOwners, type SearchSegment, type SegmentSource, type PrefixVectors, type DocMask, type Hit, type HitExplain, type RowScorer, type SegmentHits } from './types';
 export { TopK } from './select';
 export { runSteps, DOC_SLICE, DENSE_DOC_SLICE, type Steps } from './steps';
 export { kWayMerge, mergeHits, mergeIntoHits, compareRanked, hitKeys, type RankedList, type MergedPositions } from './merge';

@@ -50,7 +50,21 @@ export interface SearchSegment {
   readonly tokenDoc: Uint32Array;
   /** documents x dims pooled, normalised vectors (`dense`), or null when the segment has none. */
   readonly docVectors: Float32Array | null;
+  /** ME-BERT's prefix section (PrefixVectors), or null when the segment has none (written before it) or the source did not read it. */
+  readonly prefixVectors: PrefixVectors | null;
   metadata(i: number): Record<string, unknown> | null;
+}
+
+/**
+ * A segment's prefix section (docs/segment-format.md, `PFXV`): each document's first
+ * min(rows, tokens_i) token rows as their codes decode, rounded to fp16, documents in order.
+ * ME-BERT with m <= rows scans it instead of the code sections.
+ */
+export interface PrefixVectors {
+  /** rows stored per document at most (the segment's prefixRows) */
+  rows: number;
+  /** fp16 bits, (sum_i min(rows, tokens_i)) x dims */
+  bits: Uint16Array;
 }
 
 /** Query token i against token row r of one segment (SearchSegment.rowScorer). */
@@ -90,7 +104,9 @@ export interface Hit {
  * The part of a SegmentReader that search needs, and optionally a range decode (documents
  * [from, to) -> their rows x dims): without one, ranges are views of `decodeAll()`, kept.
  */
-export type SegmentSource = Pick<SegmentReader, 'name' | 'documents' | 'dims' | 'docIds' | 'tokenOffsets' | 'tokenIds' | 'docVectors' | 'metadata' | 'decodeAll'> & {
+export type SegmentSource = Pick<SegmentReader, 'name' | 'documents' | 'dims' | 'docIds' | 'tokenOffsets' | 'tokenIds' | 'docVectors' | 'metadata' | 'decodeAll'> &
+  /** ME-BERT's prefix section (SearchSegment.prefixVectors): its rows per document and fp16 bits; absent or 0 / null: none. */
+  Partial<Pick<SegmentReader, 'prefixRows' | 'prefixVectors'>> & {
   decodeDocs?(from: number, to: number): Float32Array;
   /** Documents [from, to), the first min(m, tokens_i) rows of each, concatenated (docPrefixTokens). */
   decodeDocPrefixes?(from: number, to: number, m: number): Float32Array;
@@ -165,6 +181,7 @@ export function searchSegment(source: SegmentSource, docBase = 0): SearchSegment
       return tokenDoc;
     },
     docVectors: source.docVectors,
+    prefixVectors: source.prefixRows && source.prefixVectors ? { rows: source.prefixRows, bits: source.prefixVectors } : null,
     metadata: (i: number) => source.metadata(i),
   };
 }

@@ -12,14 +12,15 @@ import type { SearchNeeds } from './search-plan';
 
 /**
  * What the request reads of each segment beyond its index (SearchNeeds): BM25 and dense (and
- * their hybrid) no token rows (dense the pooled vectors, BM25 nothing beyond heads), XTR and ME-BERT (and XTR's hybrid) the rows' scores, exhaustive
+ * their hybrid) no token rows (dense the pooled vectors, BM25 nothing beyond heads), XTR and ME-BERT (and XTR's hybrid) the rows' scores (ME-BERT
+ * its segments' prefix sections where they hold m rows), exhaustive
  * their vectors; explain the token ids; a filter the metadata.
  */
 export function searchNeeds(req: Pick<SearchRequest, 'mode' | 'filter' | 'explain'>): SearchNeeds {
   const m = req.mode;
   const base = m.name === 'hybrid' ? m.base : m.name;
   const rows = base === 'bm25' || base === 'dense' ? 'none' : base === 'xtr' || base === 'mebert' ? 'scores' : 'vectors';
-  return { rows, tokenIds: !!req.explain, metadata: req.filter !== undefined, pooled: base === 'dense' };
+  return { rows, tokenIds: !!req.explain, metadata: req.filter !== undefined, pooled: base === 'dense', ...(m.name === 'mebert' ? { prefixRows: m.m } : {}) };
 }
 
 /** Linear (lambda, by default hybridLambda's for the normalisation) or RRF fusion of two hit lists over their union. */

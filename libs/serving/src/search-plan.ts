@@ -54,6 +54,11 @@ export interface SearchNeeds {
   metadata: boolean;
   /** With `rows: 'none'`: the pooled document vectors (dense); BM25 reads only heads and indexes. */
   pooled: boolean;
+  /**
+   * ME-BERT's m: a segment whose prefix section holds at least m rows per document is read as its
+   * head and that section (not its code sections); others as `rows` says. Absent or 0: not read.
+   */
+  prefixRows?: number;
 }
 
 export const ALL_SEARCH_NEEDS: SearchNeeds = { rows: 'vectors', tokenIds: true, metadata: true, pooled: true };

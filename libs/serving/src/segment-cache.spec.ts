@@ -28,8 +28,8 @@ interface Stored {
   bytes: Uint8Array;
 }
 
-function segment(batchId: string, ids: string[], salt: number, settings: CodecSettings = fp16, artifact: CodecArtifact = fp16Artifact): Stored {
-  return storedSegment(T, C, batchId, ids, encodedDocs(ids.length, salt), DIMS, settings, artifact);
+function segment(batchId: string, ids: string[], salt: number, settings: CodecSettings = fp16, artifact: CodecArtifact = fp16Artifact, prefixRows = 0): Stored {
+  return storedSegment(T, C, batchId, ids, encodedDocs(ids.length, salt), DIMS, settings, artifact, prefixRows);
 }
 
 const manifestOf = (generation: number, refs: SegmentRef[]): CollectionManifest => storedManifest(T, C, generation, refs);
@@ -277,6 +277,48 @@ describe('SegmentCache', () => {
       expect(bm25Search(heads, terms, 5).map((h) => [h.key, h.score])).toEqual(rank(full).bm25);
       expect(heads[0].segment.docVectors).toBeNull();
       expect(bm25Only.heldKeys().filter((k) => !/^(head|idx|ids|gen):/.test(k))).toEqual([]);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('rangeReads: ME-BERT reads the prefix section alone where a segment has one (m up to its rows), the code sections of a segment written before; scores as the code path within fp16 rounding', async () => {
+    const dir = mkdtempSync(path.join(tmpdir(), 'lateral-ranges-'));
+    try {
+      const idsA = Array.from({ length: 12 }, (_, i) => `a${i}`);
+      const idsB = Array.from({ length: 7 }, (_, i) => `b${i}`);
+      const P1 = segment('p-1', idsA, 9, eden4, edenArtifact, 4); // written with the section
+      const O2 = segment('p-2', idsB, 10, eden4, edenArtifact); // written before it
+      const centroids = Float32Array.from({ length: 3 * DIMS }, (_, i) => Math.sin(i + 5));
+      const { ranges, whole, m } = rangesAndWhole(dir, [P1, O2], centroids);
+      const needs = (prefixRows: number) => ({ rows: 'scores' as const, tokenIds: false, metadata: false, pooled: false, prefixRows });
+      const parts = await ranges.searchParts(collection, m, needs(2));
+      expect(parts[0].segment.prefixVectors?.rows).toBe(4);
+      expect(parts[1].segment.prefixVectors).toBeNull();
+      // The first segment's prefix section only; the second's code sections (today's path).
+      expect(ranges.heldKeys()).toContain(`pfx:${P1.ref.key}`);
+      expect(ranges.heldKeys()).not.toContain(`rows:${P1.ref.key}`);
+      expect(ranges.heldKeys()).toContain(`rows:${O2.ref.key}`);
+      expect(ranges.heldKeys().filter((k) => !/^(head|pfx|rows|idx|ids|gen):/.test(k))).toEqual([]);
+      // The reference: the same documents written without the section, scored from their codes.
+      const { ranges: old, m: mOld } = rangesAndWhole(path.join(dir, 'old'), [segment('p-1', idsA, 9, eden4, edenArtifact), O2], centroids);
+      const before = await old.searchParts(collection, mOld, needs(2));
+      expect(before[0].segment.prefixVectors).toBeNull();
+      const q = Float32Array.from({ length: DIMS }, (_, i) => Math.cos(i * 1.1));
+      for (const mv of [1, 2, 4]) {
+        const got = mebertSearch(await ranges.searchParts(collection, m, needs(mv)), q, mv, 100);
+        const want = mebertSearch(before, q, mv, 100);
+        expect(got.map((h) => h.key).sort((x, y) => x - y)).toEqual(want.map((h) => h.key).sort((x, y) => x - y));
+        const wanted = new Map(want.map((h) => [h.key, h.score]));
+        // |q| = ~2.2 and rows of norm ~1: fp16 rounding moves a score by at most ~1e-3.
+        for (const h of got) expect(Math.abs(h.score - wanted.get(h.key)!)).toBeLessThan(2e-3);
+        // A whole segment read (no local copy) answers from its reader's section: the same scores bit for bit.
+        expect(mebertSearch(await whole.searchParts(collection, m, needs(mv)), q, mv, 100).map((h) => [h.key, h.score])).toEqual(got.map((h) => [h.key, h.score]));
+      }
+      // m above the stored rows: the code sections, as for a segment written before.
+      const five = await ranges.searchParts(collection, m, needs(5));
+      expect(mebertSearch(five, q, 5, 100).map((h) => [h.key, h.score])).toEqual(mebertSearch(before, q, 5, 100).map((h) => [h.key, h.score]));
+      expect(ranges.heldKeys()).toContain(`rows:${P1.ref.key}`);
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }

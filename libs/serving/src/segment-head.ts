@@ -24,6 +24,9 @@ export interface SegmentHeadData {
   /** Bytes of one document's pooled vector in the object (0: none), and their format. */
   dvWidth: number;
   dvFormat: 'none' | 'fp16' | 'fp32';
+  /** ME-BERT's prefix section: rows per document (0: none, a segment written before it) and its byte offset in the object. */
+  pfxRows: number;
+  pfxAt: number;
 }
 
 /** A segment's head from its (checked) reader. */
@@ -52,19 +55,22 @@ export function segmentHeadData(reader: SegmentReader, objectBytes: number): Seg
     dvecAt: at.docVectors,
     dvWidth: reader.docVectorFormat === 'none' ? 0 : (reader.docVectorFormat === 'fp32' ? 4 : 2) * reader.dims,
     dvFormat: reader.docVectorFormat,
+    pfxRows: reader.prefixRows,
+    pfxAt: reader.prefixRows > 0 ? at.prefixVectors : 0,
   };
 }
 
 /**
  * A head as bytes, kept beside the segment's local copy so a scorer that starts again over the
  * same disk cache reads heads, not every segment whole (a cold re-rank over a large collection).
- * Layout: `LHD1`, u32 JSON length, the JSON (scalars, codec, ids), zero padding to 8 bytes, the
+ * Layout: `LHD1`, u32 JSON length, the JSON (scalars, codec, ids; `pfxRows` / `pfxAt` absent in heads
+ * written before prefix sections, read as none), zero padding to 8 bytes, the
  * token offsets (u32 x (D + 1)), padding to 8, the code and norm starts (f64 x (D + 1) each), and a
  * CRC32C of everything before it (u32). Little-endian.
  */
 export function serializeSegmentHead(h: SegmentHeadData): Uint8Array {
   const json = new TextEncoder().encode(
-    JSON.stringify({ objectBytes: h.objectBytes, documents: h.documents, dims: h.dims, seed: h.seed.toString(), codec: h.codec, codeAt: h.codeAt, normAt: h.normAt, dvecAt: h.dvecAt, dvWidth: h.dvWidth, dvFormat: h.dvFormat, docIds: h.docIds }),
+    JSON.stringify({ objectBytes: h.objectBytes, documents: h.documents, dims: h.dims, seed: h.seed.toString(), codec: h.codec, codeAt: h.codeAt, normAt: h.normAt, dvecAt: h.dvecAt, dvWidth: h.dvWidth, dvFormat: h.dvFormat, pfxRows: h.pfxRows, pfxAt: h.pfxAt, docIds: h.docIds }),
   );
   const n = h.documents + 1;
   const offAt = align8(8 + json.byteLength);
@@ -89,7 +95,7 @@ export function parseSegmentHead(bytes: Uint8Array): SegmentHeadData | null {
   if (view.getUint32(bytes.byteLength - 4, true) !== crc32c(bytes.subarray(0, bytes.byteLength - 4))) return null;
   const jsonLength = view.getUint32(4, true);
   if (8 + jsonLength > bytes.byteLength) return null;
-  let meta: Omit<SegmentHeadData, 'seed' | 'tokenOffsets' | 'codeStart' | 'normStart'> & { seed: string };
+  let meta: Omit<SegmentHeadData, 'seed' | 'tokenOffsets' | 'codeStart' | 'normStart' | 'pfxRows' | 'pfxAt'> & { seed: string; pfxRows?: number; pfxAt?: number };
   try {
     meta = JSON.parse(new TextDecoder('utf-8', { fatal: true }).decode(bytes.subarray(8, 8 + jsonLength)));
   } catch {
@@ -101,8 +107,13 @@ export function parseSegmentHead(bytes: Uint8Array): SegmentHeadData | null {
   if (!Number.isInteger(meta.documents) || meta.documents < 0 || !Array.isArray(meta.docIds) || meta.docIds.length !== meta.documents || startsAt + 16 * n + 4 !== bytes.byteLength) return null;
   // Copies: the head outlives the bytes it was read from (and their buffer may not be 8-aligned).
   const copy = <T extends Uint32Array | Float64Array>(Ctor: { new (b: ArrayBuffer): T }, at: number, count: number, width: number): T => new Ctor(bytes.slice(at, at + count * width).buffer);
+  // A head written before prefix sections (no pfxRows) describes a segment without one.
+  const pfxRows = meta.pfxRows ?? 0;
+  if (!Number.isInteger(pfxRows) || pfxRows < 0 || (pfxRows > 0 && !Number.isInteger(meta.pfxAt))) return null;
   return {
     ...meta,
+    pfxRows,
+    pfxAt: pfxRows > 0 ? meta.pfxAt! : 0,
     seed: BigInt(meta.seed),
     tokenOffsets: copy(Uint32Array, offAt, n, 4),
     codeStart: copy(Float64Array, startsAt, n, 8),

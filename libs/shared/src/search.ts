@@ -40,6 +40,13 @@ export function withWarpDefaults(mode: SearchMode, rawMode: unknown): SearchMode
   return mode;
 }
 
+/**
+ * ME-BERT's default m, and the rows per document that coded segments store apart for it (their
+ * prefix section, docs/segment-format.md): a query with m up to this scans that section; a larger
+ * m, or a segment written without one, reads the first m rows from the segment's codes.
+ */
+export const MEBERT_PREFIX_ROWS = 4;
+
 /** First-stage retrieval modes over a whole collection (SPEC section 3), each with its parameters. */
 export const SearchModeSchema = z.discriminatedUnion('name', [
   z
@@ -72,7 +79,7 @@ export const SearchModeSchema = z.discriminatedUnion('name', [
     .strict(),
   z.object({ name: z.literal('bm25'), k1: z.number().min(0).max(10).default(0.9), b: z.number().min(0).max(1).default(0.4) }).strict(),
   z.object({ name: z.literal('dense') }).strict(),
-  z.object({ name: z.literal('mebert'), m: z.number().int().min(1).max(64).default(4) }).strict(),
+  z.object({ name: z.literal('mebert'), m: z.number().int().min(1).max(64).default(MEBERT_PREFIX_ROWS) }).strict(),
   /** Exact MaxSim over every document: the reference the approximate modes are measured against. */
   z.object({ name: z.literal('exhaustive') }).strict(),
   z

@@ -1,4 +1,5 @@
 import {
+  MEBERT_PREFIX_ROWS,
   PermanentJobError,
   QueueName,
   warpLayoutOf,
@@ -143,7 +144,8 @@ async function mergeOn(deps: MergeDeps, p: MergePayload, collection: Collection,
   const docIds: string[] = [];
   const sources: IngestDocument[] = [];
   const infos: StoredDocumentInfo[] = [];
-  const codes = new SegmentCopier();
+  // ME-BERT's prefix section: copied from inputs that hold one, made from the codes of those written before it.
+  const codes = new SegmentCopier({ prefixRows: MEBERT_PREFIX_ROWS });
   const raws = new SegmentCopier();
   let index: SegmentIndexCopier | null = new SegmentIndexCopier();
   // A WARP collection's search layouts: the inputs' lists concatenated centroid by centroid (null: one is missing or unusable, rebuilt from the merged segment).
@@ -156,7 +158,7 @@ async function mergeOn(deps: MergeDeps, p: MergePayload, collection: Collection,
     const rawKey = s3Keys.rawVectors(p.tenantId, p.collectionId, ref.batchId);
     const raw = await readRaw(deps, rawKey, ref);
     // A segment missing or corrupt in S3 is coded again from its raw batch (same artifact and seed: the same codes), so a merge repairs it.
-    let seg = await readStored(deps, ref.key, artifact, ref);
+    let seg = await readStored(deps, ref.key, artifact, ref, collection);
     if (!seg) {
       seg = readSegment(await compressRaw(deps, collection, raw, cv, rawKey), ref.key, artifact);
       recoded++;
@@ -308,7 +310,7 @@ export async function enqueueMerge(queues: Pick<JobQueues, 'add'>, tenantId: str
 }
 
 /** A segment of the generation, read with its codec artifact (ids, offsets, coded rows; nothing decoded); null when missing or corrupt in S3. */
-async function readStored(deps: MergeDeps, key: string, artifact: CodecArtifact, ref: SegmentRef): Promise<SegmentReader | null> {
+async function readStored(deps: MergeDeps, key: string, artifact: CodecArtifact, ref: SegmentRef, collection: Collection): Promise<SegmentReader | null> {
   const bytes = await deps.store.get(key);
   if (!bytes) {
     deps.logger.warn(`merge: segment ${key} is missing from S3; coding its raw batch again`);
@@ -316,7 +318,8 @@ async function readStored(deps: MergeDeps, key: string, artifact: CodecArtifact,
   }
   let seg: SegmentReader;
   try {
-    seg = readSegment(bytes, key, artifact);
+    // Static embeddings for side-information codecs: an input without a prefix section has its prefix rows decoded.
+    seg = readSegment(bytes, key, artifact, await segmentReadOptions(artifact, collection, deps.staticEmbeddings));
   } catch (err) {
     if (!(err instanceof SegmentCorruptError)) throw err;
     deps.logger.warn(`merge: ${err.message}; coding its raw batch again`);

@@ -18,7 +18,7 @@ export const threeTokenDocs = (n: number, salt: number, dims: number, firstToken
     truncated: false,
   }));
 
-/** Segment `batchId` (codec version 1) of `ids` over `docs`, written with `settings`, and its manifest reference. */
+/** Segment `batchId` (codec version 1) of `ids` over `docs`, written with `settings` (and ME-BERT's prefix section of `prefixRows` rows when > 0), and its manifest reference. */
 export function storedSegment(
   tenantId: string,
   collectionId: string,
@@ -28,8 +28,9 @@ export function storedSegment(
   dims: number,
   settings: CodecSettings,
   artifact: CodecArtifact,
+  prefixRows = 0,
 ): { ref: SegmentRef; bytes: Uint8Array } {
-  const bytes = writeSegment(assembleSegmentDocs(ids, docs, dims), createCodec(settings, artifact));
+  const bytes = writeSegment(assembleSegmentDocs(ids, docs, dims), createCodec(settings, artifact), { prefixRows });
   const ref: SegmentRef = {
     batchId,
     codecVersion: 1,
