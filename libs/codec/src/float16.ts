@@ -52,11 +52,6 @@ function table(): Float32Array {
   return decodeTable;
 }
 
-/** The float32 value of every float16 bit pattern (65,536 entries, exact; shared, never to be written): decodeHalf's table, for scans that decode as they read. */
-export function halfTable(): Float32Array {
-  return table();
-}
-
 /** Shape: n -> n. */
 export function encodeHalf(values: Float32Array): Uint16Array {
   const out = new Uint16Array(values.length);

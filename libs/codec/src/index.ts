@@ -1,5 +1,5 @@
 export { crc32c, crc32cUpdate } from './crc32c';
-export { toHalfBits, fromHalfBits, encodeHalf, decodeHalf, halfTable, roundToHalf } from './float16';
+export { toHalfBits, fromHalfBits, encodeHalf, decodeHalf, roundToHalf } from './float16';
 export { SegmentCorruptError } from './errors';
 export type { Codec, CodecDescriptor, DocKey, EncodedDoc, EncodedVectors } from './codec';
 export { Fp32Codec, Fp16Codec, Int8Codec } from './simple-codecs';
@@ -8,7 +8,8 @@ export { ResidualCodec } from './residual-codec';
 export { createCodec, codecFromDescriptor } from './create-codec';
 export { fitCodec, DEFAULT_BITS, type FitCodecOptions } from './fit-codec';
 export { serializeArtifact, deserializeArtifact, makeArtifact, ARTIFACT_VERSION, CodecArtifactCorruptError, type CodecArtifact } from './artifact';
-export { writeSegment, readSegment, segmentSectionOffsets, prefixRowCount, SegmentCopier, SEGMENT_MAGIC, SEGMENT_VERSION, SECTION_IDS, PREFIX_ROWS_MAX } from './segment';
+export { writeSegment, readSegment, segmentSectionOffsets, SegmentCopier, SEGMENT_MAGIC, SEGMENT_VERSION, SECTION_IDS } from './segment';
+export { PREFIX_ROWS_MAX, prefixRowBytes, prefixStarts, prefixSectionBytes, buildPrefixSection, splitPrefixSection, decodePrefixRows, type PrefixRowBytes, type PrefixSection } from './prefix-section';
 export type { SegmentDocs, SegmentReader, WriteSegmentOptions, ReadSegmentOptions, DocVectorFormat } from './segment';
 export { SplitMix64, fnv1a64, signKey, rademacher } from './prng';
 export { fwht, nextPow2 } from './hadamard';

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { CodecSettingsSchema, type CodecSettings } from '@lateral/shared';
-import { createCodec, encodeHalf, fitCodec, prefixRowCount, readSegment, SegmentCopier, SegmentCorruptError, segmentSectionOffsets, writeSegment } from './index';
+import { createCodec, decodePrefixRows, fitCodec, prefixRowBytes, prefixSectionBytes, prefixStarts, readSegment, SegmentCopier, SegmentCorruptError, segmentSectionOffsets, splitPrefixSection, writeSegment } from './index';
 import { gaussian, rng } from './test-utils';
 
 /**
@@ -59,26 +59,17 @@ describe('SegmentReader.decodeDocPrefix', () => {
 });
 
 /**
- * The prefix section (format v2, `PFXV`): ME-BERT's first rows of each document as they decode,
- * in fp16, written beside the other sections and checked like them.
+ * The prefix section (format v2, `PFXV`): ME-BERT's first rows of each document in the codec's
+ * own codes (the bytes the code and norm sections hold for them), for codecs whose rows code on
+ * their own; the others are written in format v1 whatever prefixRows asks.
  */
 describe('prefix section (format v2)', () => {
   const ids = lengths.map((_, i) => `doc-${i}`);
   const M = 3;
-  /** What the section must hold: each document's decodeDocPrefix(i, M), rounded to fp16, in order. */
-  const expected = (r: ReturnType<typeof readSegment>, m: number) => {
-    const out = new Uint16Array(prefixRowCount(r.tokenOffsets, m) * r.dims);
-    let at = 0;
-    for (let i = 0; i < r.documents; i++) {
-      const rows = encodeHalf(r.decodeDocPrefix(i, m));
-      out.set(rows, at);
-      at += rows.length;
-    }
-    return out;
-  };
+  const rowwise = new Set(['fp32', 'fp16', 'int8', 'eden token 4-bit', 'eden token 3-bit, PCA to 8 dims, fp16 norms', 'eden token 5-bit with side information']);
 
   for (const [name, raw] of cases)
-    it(`holds the decoded prefix rows in fp16, read back through the reader and by offset: ${name}`, () => {
+    it(`holds the first rows' codes and norms, which decode as the code sections do: ${name}`, () => {
       const settings = CodecSettingsSchema.parse(raw);
       const side = settings.sideInfo ? statics(tokenIds) : undefined;
       const artifact = fitCodec(settings, vectors, d, { seed: 9n, staticEmbeddings: side, staticDims: side ? S : undefined, centroids: 4 });
@@ -89,32 +80,53 @@ describe('prefix section (format v2)', () => {
       const v2 = writeSegment(docs, codec, { docVectors: 'fp16', prefixRows: M });
       const view = (b: Uint8Array) => new DataView(b.buffer, b.byteOffset, b.byteLength);
       expect([view(v1).getUint16(4, true), view(v1).getUint8(7), view(v1).getUint16(32, true)]).toEqual([1, 0, 7]);
-      expect([view(v2).getUint16(4, true), view(v2).getUint8(7), view(v2).getUint16(32, true)]).toEqual([2, M, 8]);
       const r1 = readSegment(v1, 'v1', artifact, opts);
+      expect([r1.prefixRows, r1.prefix]).toEqual([0, null]);
+      if (!rowwise.has(name)) {
+        // No prefix of a document's bytes decodes on its own: format v1, byte for byte.
+        expect(prefixRowBytes(codec, d)).toBeNull();
+        expect(Buffer.from(v2).equals(Buffer.from(v1))).toBe(true);
+        return;
+      }
+      const rb = prefixRowBytes(codec, d)!;
+      expect(rb).toEqual(codec.docBytes(1, d));
+      expect([view(v2).getUint16(4, true), view(v2).getUint8(7), view(v2).getUint16(32, true)]).toEqual([2, M, 8]);
       const r2 = readSegment(v2, 'v2', artifact, opts);
-      expect([r1.prefixRows, r1.prefixVectors, r1.prefixVectorBytes(4).byteLength]).toEqual([0, null, 0]);
-      expect(r2.prefixRows).toBe(M);
-      const want = expected(r1, M);
-      expect(want.length).toBe((0 + 1 + 3 + 3 + 3) * d);
-      expect(Array.from(r2.prefixVectors!)).toEqual(Array.from(want));
+      const s = r2.prefix!;
+      expect([r2.prefixRows, s.rows]).toEqual([M, M]);
+      const ks = lengths.map((len) => Math.min(M, len));
+      expect(Array.from(s.start)).toEqual(ks.reduce((acc, k) => [...acc, acc[acc.length - 1] + k], [0]));
+      expect(Array.from(prefixStarts(tokenOffsets, M))).toEqual(Array.from(s.start));
+      // The bytes: each document's first k rows of codes, then of norms, as its code sections hold them.
+      for (let i = 0; i < lengths.length; i++) {
+        const e = r1.encodedDoc(i);
+        const a = s.start[i];
+        expect(Buffer.from(s.codes.subarray(a * rb.codes, (a + ks[i]) * rb.codes)).equals(Buffer.from(e.codes.subarray(0, ks[i] * rb.codes)))).toBe(true);
+        expect(Buffer.from(s.norms.subarray(a * rb.norms, (a + ks[i]) * rb.norms)).equals(Buffer.from(e.norms.subarray(0, ks[i] * rb.norms)))).toBe(true);
+        // Decoded from the section: the code sections' first rows, bit for bit.
+        for (const m of [1, 2, M]) {
+          const sideRows = side ? statics(tokenIds.subarray(tokenOffsets[i], tokenOffsets[i + 1])) : undefined;
+          expect(decodePrefixRows(codec, s, i, m, d, { docId: ids[i], seed: r2.seed }, sideRows, S), `doc ${i}, m ${m}`).toEqual(r1.decodeDocPrefix(i, m));
+        }
+      }
+      // Its size: the section's rows' share of the coded bytes (sum k_i / T of codes + norms).
+      const sizes = r2.sectionSizes();
+      const rows = ks.reduce((x, y) => x + y, 0);
+      expect(sizes.prefixCodes).toBe(rows * (rb.codes + rb.norms));
+      expect(sizes.prefixCodes).toBe(prefixSectionBytes(tokenOffsets, M, rb));
+      expect(sizes.prefixCodes / (sizes.codes + sizes.norms)).toBeCloseTo(rows / T, 10);
+      expect(v2.byteLength - v1.byteLength).toBe(sizes.prefixCodes + 16);
+      // At the offset segmentSectionOffsets gives (what a scorer reads by position).
+      const off = segmentSectionOffsets(sizes);
+      expect(off.prefixCodes + sizes.prefixCodes).toBe(v2.byteLength);
+      const split = splitPrefixSection(v2.subarray(off.prefixCodes), tokenOffsets, M, rb);
+      expect(Buffer.from(split.codes).equals(Buffer.from(s.codes))).toBe(true);
+      expect(Buffer.from(split.norms).equals(Buffer.from(s.norms))).toBe(true);
+      expect(() => splitPrefixSection(v2.subarray(off.prefixCodes + 1), tokenOffsets, M, rb)).toThrow(RangeError);
       // Everything else reads as from v1.
       expect(Array.from(r2.decodeAll())).toEqual(Array.from(r1.decodeAll()));
       expect(Array.from(r2.docVectors!)).toEqual(Array.from(r1.docVectors!));
-      // Per document, and at the offset segmentSectionOffsets gives (what a scorer reads by position).
-      let at = 0;
-      for (let i = 0; i < lengths.length; i++) {
-        const b = r2.prefixVectorBytes(i);
-        expect(b.byteLength).toBe(Math.min(M, lengths[i]) * d * 2);
-        expect(Buffer.from(b).equals(Buffer.from(want.buffer, at * 2, b.byteLength))).toBe(true);
-        at += b.byteLength / 2;
-      }
-      const sizes = r2.sectionSizes();
-      const off = segmentSectionOffsets(sizes);
-      expect(sizes.prefixVectors).toBe(want.byteLength);
-      expect(off.prefixVectors + sizes.prefixVectors).toBe(v2.byteLength);
-      expect(Buffer.from(v2.subarray(off.prefixVectors)).equals(Buffer.from(want.buffer))).toBe(true);
-      // v1's offsets are those of before (no prefix section named).
-      expect(r1.sectionSizes().prefixVectors).toBeUndefined();
+      expect(r1.sectionSizes().prefixCodes).toBeUndefined();
       expect(segmentSectionOffsets(r1.sectionSizes()).metadata + r1.sectionSizes().metadata).toBe(v1.byteLength);
     });
 
@@ -138,13 +150,13 @@ describe('prefix section (format v2)', () => {
     }
     for (let len = 0; len < small.length; len++) expect(() => readSegment(small.subarray(0, len), 'x'), `cut at ${len}`).toThrow(SegmentCorruptError);
     // The section's own checksum names it.
-    const off = segmentSectionOffsets(readSegment(small, 'ok').sectionSizes()).prefixVectors;
+    const off = segmentSectionOffsets(readSegment(small, 'ok').sectionSizes()).prefixCodes;
     const bad = small.slice();
     bad[off + 3] ^= 1;
-    expect(() => readSegment(bad, 'seg')).toThrow(/section "prefixVectors": checksum mismatch/);
+    expect(() => readSegment(bad, 'seg')).toThrow(/section "prefixCodes": checksum mismatch/);
   });
 
-  it('SegmentCopier: copies the section from inputs that hold one, makes it from the codes of those that do not; the merged bytes equal writing the kept documents', () => {
+  it("SegmentCopier: makes the section from each document's codes, whether its input held one or not; the merged bytes equal writing the kept documents", () => {
     const settings = CodecSettingsSchema.parse({ kind: 'eden', bits: 4 });
     const artifact = fitCodec(settings, gaussian(400, d, 3), d, { seed: 11n });
     const eden = createCodec(settings, artifact);
@@ -157,7 +169,7 @@ describe('prefix section (format v2)', () => {
     const a = make([5, 0, 2, 9], 31);
     const b = make([1, 6, 4], 32);
     const old = readSegment(writeSegment(a, eden), 'a-v1', artifact); // written before prefix sections
-    const fresh = readSegment(writeSegment(b, eden, { prefixRows: M }), 'b-v2', artifact);
+    const fresh = readSegment(writeSegment(b, eden, { prefixRows: 2 }), 'b-v2', artifact); // a narrower section
     const keepA = [0, 1, 3];
     const keepB = [1, 2];
     const copier = new SegmentCopier({ prefixRows: M });
@@ -173,11 +185,19 @@ describe('prefix section (format v2)', () => {
       eden,
       { prefixRows: M },
     );
+    expect(readSegment(merged, 'merged', artifact).prefixRows).toBe(M);
     expect(Buffer.from(merged).equals(Buffer.from(direct))).toBe(true);
     // Without prefixRows the copier writes v1, whatever its inputs hold.
     const plain = new SegmentCopier();
     plain.append(fresh, [0, 2]);
     const v1 = readSegment(plain.finish(), 'plain', artifact);
     expect([v1.prefixRows, v1.version]).toEqual([0, 1]);
+    // A codec whose rows do not code on their own (EDEN cross): v1 though prefixRows is asked for.
+    const cs = CodecSettingsSchema.parse({ kind: 'eden', bits: 4, layout: 'cross' });
+    const cart = fitCodec(cs, gaussian(400, d, 3), d, { seed: 11n });
+    const cross = readSegment(writeSegment(b, createCodec(cs, cart), { prefixRows: M }), 'cross', cart);
+    const cc = new SegmentCopier({ prefixRows: M });
+    cc.append(cross, [0, 1, 2]);
+    expect(readSegment(cc.finish(), 'cross-merged', cart).version).toBe(1);
   });
 });

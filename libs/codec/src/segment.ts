@@ -2,6 +2,7 @@ import { crc32c } from './crc32c';
 import { SegmentCorruptError } from './errors';
 import { decodeHalf, encodeHalf } from './float16';
 import { bytesOf, viewAs, type Codec, type CodecDescriptor, type DocKey, type EncodedDoc } from './codec';
+import { buildPrefixSection, prefixRowBytes, PREFIX_ROWS_MAX, splitPrefixSection, type PrefixRowBytes, type PrefixSection } from './prefix-section';
 import { codecFromDescriptor, type CodecArtifact } from './create-codec';
 import { POOL_FACTOR_MAX } from './token-pooling';
 
@@ -33,10 +34,12 @@ export interface WriteSegmentOptions {
    */
   poolFactor?: number;
   /**
-   * ME-BERT's prefix section (format v2, docs/segment-format.md): each document's first
-   * min(prefixRows, tokens_i) rows, decoded from their codes and stored as fp16, beside the pooled
-   * vector, so ME-BERT scans them as dense scans the pooled vectors. 0 (default): none, and the
-   * segment is written in format v1, byte for byte as before. At most PREFIX_ROWS_MAX.
+   * ME-BERT's prefix section (format v2, docs/segment-format.md, prefix-section.ts): each
+   * document's first min(prefixRows, tokens_i) rows in the codec's own codes (the bytes the code
+   * and norm sections hold for them), so ME-BERT scans them without the code sections. Written
+   * only for codecs whose rows code on their own (prefixRowBytes: fp32, fp16, int8, EDEN token
+   * layout); for the others, and for 0 (default), none, and the segment is written in format v1,
+   * byte for byte as before. At most PREFIX_ROWS_MAX.
    */
   prefixRows?: number;
 }
@@ -85,37 +88,15 @@ export interface SegmentReader {
   sectionSizes(): Record<string, number>;
   /** Rows per document in the prefix section (format v2's header byte 7); 0: the segment has none (format v1). */
   readonly prefixRows: number;
-  /**
-   * The prefix section as fp16 bits: document i's first min(prefixRows, tokens_i) decoded rows
-   * (x dims), documents in order; null when prefixRows is 0.
-   */
-  readonly prefixVectors: Uint16Array | null;
-  /** The stored bytes of doc i's prefix rows (empty when the segment has none): copied as they are by SegmentCopier. */
-  prefixVectorBytes(i: number): Uint8Array;
-}
-
-/** Most rows per document a prefix section may hold (ME-BERT's m is at most 64). */
-export const PREFIX_ROWS_MAX = 64;
-
-/**
- * Rows of the prefix section: sum over documents of min(prefixRows, tokens_i); and, with `starts`
- * (documents + 1 entries), each document's first row in it.
- */
-export function prefixRowCount(tokenOffsets: Uint32Array, prefixRows: number, starts?: Uint32Array | Float64Array): number {
-  const n = tokenOffsets.length - 1;
-  let rows = 0;
-  if (starts) starts[0] = 0;
-  for (let i = 0; i < n; i++) {
-    rows += Math.min(prefixRows, tokenOffsets[i + 1] - tokenOffsets[i]);
-    if (starts) starts[i + 1] = rows;
-  }
-  return rows;
+  /** The prefix section split (codes, norms, each document's first row); null when prefixRows is 0. */
+  readonly prefix: PrefixSection | null;
+  /** A row's code and norm bytes when the codec codes rows on their own (prefix-section.ts), else null: whether a prefix section can be written. */
+  readonly rowBytes: PrefixRowBytes | null;
 }
 
 /**
  * The first k of a document's `len` decoded rows (k x dims): EDEN's token layout codes each token
  * on its own, so only those are decoded; other codecs decode the document and keep its first k.
- * The reader's decodeDocPrefix and the writer's prefix section both go through here.
  */
 function decodePrefix(codec: Codec, tokenwise: boolean, enc: EncodedDoc, len: number, k: number, dims: number, key: DocKey, side: Float32Array | undefined): Float32Array {
   if (k === len) return codec.decodeDoc(enc, len, dims, key, side);
@@ -141,7 +122,7 @@ const SECTION_NAMES: Record<SectionId, string> = {
   CODE: 'codes',
   DVEC: 'docVectors',
   META: 'metadata',
-  PFXV: 'prefixVectors',
+  PFXV: 'prefixCodes',
 };
 /**
  * Byte offset of each section in a segment's object, by section name (docIds, tokenOffsets, ...),
@@ -198,29 +179,10 @@ export function writeSegment(docs: SegmentDocs, codec: Codec, opts: WriteSegment
   const meta = docs.metadata && docs.metadata.some((m) => m !== null) ? utf8.encode(JSON.stringify(docs.metadata)) : new Uint8Array(0);
   const prefixRows = opts.prefixRows ?? 0;
   if (!Number.isInteger(prefixRows) || prefixRows < 0 || prefixRows > PREFIX_ROWS_MAX) throw new RangeError(`prefixRows must be an integer in 0..${PREFIX_ROWS_MAX}, got ${prefixRows}`);
-  // The prefix rows as their codes decode (what a search scoring the codes sees), rounded to fp16.
-  let pfxv: Uint8Array = new Uint8Array(0);
-  if (prefixRows > 0) {
-    const tokenwise = codec.descriptor.kind === 'eden' && codec.descriptor.layout === 'token';
-    const staticDims = docs.staticEmbeddings && T > 0 ? docs.staticEmbeddings.length / T : 0;
-    const out = new Uint16Array(prefixRowCount(tokenOffsets, prefixRows) * dims);
-    let codeAt = 0;
-    let normAt = 0;
-    let at = 0;
-    for (let i = 0; i < n; i++) {
-      const len = tokenOffsets[i + 1] - tokenOffsets[i];
-      const b = codec.docBytes(len, dims);
-      const enc = { codes: encoded.codes.subarray(codeAt, codeAt + b.codes), norms: encoded.norms.subarray(normAt, normAt + b.norms) };
-      codeAt += b.codes;
-      normAt += b.norms;
-      const k = Math.min(prefixRows, len);
-      if (k === 0) continue;
-      const side = docs.staticEmbeddings?.subarray(tokenOffsets[i] * staticDims, tokenOffsets[i + 1] * staticDims);
-      out.set(encodeHalf(decodePrefix(codec, tokenwise, enc, len, k, dims, keys[i], side)), at);
-      at += k * dims;
-    }
-    pfxv = bytesOf(out);
-  }
+  // The prefix rows in the codec's own codes (the bytes the code and norm sections hold for them); none for a codec whose rows do not code on their own.
+  const rowBytes = prefixRows > 0 ? prefixRowBytes(codec, dims) : null;
+  const written = rowBytes ? prefixRows : 0;
+  const pfxv = rowBytes ? buildPrefixSection(encoded.codes, encoded.norms, tokenOffsets, prefixRows, rowBytes) : new Uint8Array(0);
   const sections: Record<SectionId, Uint8Array> = {
     DIDS: utf8.encode(JSON.stringify(docs.docIds)),
     TOFF: bytesOf(tokenOffsets),
@@ -237,7 +199,7 @@ export function writeSegment(docs: SegmentDocs, codec: Codec, opts: WriteSegment
   if (pool > 1 && codec.descriptor.sideInfo) throw new RangeError('poolFactor > 1 cannot be written with a side-information codec (its rows need one token id each)');
   // poolFactor 1 writes the codec's descriptor alone: the bytes of an unpooled segment do not change.
   const descriptor = utf8.encode(JSON.stringify(pool > 1 ? { ...codec.descriptor, poolFactor: pool } : codec.descriptor));
-  return assemble({ documents: n, tokens: T, dims, seed, dvFormat, descriptor, prefixRows }, Object.fromEntries(SECTION_IDS.map((id) => [id, [sections[id]]])) as Record<SectionId, Uint8Array[]>);
+  return assemble({ documents: n, tokens: T, dims, seed, dvFormat, descriptor, prefixRows: written }, Object.fromEntries(SECTION_IDS.map((id) => [id, [sections[id]]])) as Record<SectionId, Uint8Array[]>);
 }
 
 /**
@@ -402,11 +364,15 @@ export function readSegment(bytes: Uint8Array, name: string, artifact?: CodecArt
     if (sec.DVEC.length !== documents * dims * width) fail('docVectors', `${sec.DVEC.length} bytes, expected ${documents * dims * width}`);
     docVectors = dvFormat === 'fp32' ? viewAs(sec.DVEC, Float32Array) : decodeHalf(viewAs(sec.DVEC, Uint16Array));
   }
-  let prefixVectors: Uint16Array | null = null;
+  const rowBytes = prefixRowBytes(codec, dims);
+  let prefix: PrefixSection | null = null;
   if (prefixRows > 0) {
-    const want = prefixRowCount(tokenOffsets, prefixRows) * dims * 2;
-    if (sec.PFXV.length !== want) fail('prefixVectors', `${sec.PFXV.length} bytes, expected ${want} (${prefixRows} rows per document at most, fp16)`);
-    prefixVectors = viewAs(sec.PFXV, Uint16Array);
+    if (!rowBytes) fail('prefixCodes', `a prefix section with a codec whose rows do not code on their own (${descriptor.kind}${descriptor.layout ? ` ${descriptor.layout}` : ''})`);
+    try {
+      prefix = splitPrefixSection(sec.PFXV.slice(), tokenOffsets, prefixRows, rowBytes!);
+    } catch (e) {
+      return fail('prefixCodes', (e as Error).message);
+    }
   }
   let metadata: (Record<string, unknown> | null)[] | null = null;
   if (sec.META.length > 0) {
@@ -425,7 +391,7 @@ export function readSegment(bytes: Uint8Array, name: string, artifact?: CodecArt
   // they are made in, and readSegment's holds `bytes` and a DataView over it (the section loop
   // captures them), so closures made here would keep the whole object's buffer alive beside the
   // copies above: about twice what a cache counts for a segment.
-  return segmentReader({ name, version, descriptor, codec, seed, documents, tokens, dims, ids: docIds as string[], tokenOffsets, tokenIds, codes, norms, codeStart, normStart, docVectors, dvec, dvFormat: dvFormat!, metadata, sizes, opts, prefixRows, prefixVectors });
+  return segmentReader({ name, version, descriptor, codec, seed, documents, tokens, dims, ids: docIds as string[], tokenOffsets, tokenIds, codes, norms, codeStart, normStart, docVectors, dvec, dvFormat: dvFormat!, metadata, sizes, opts, prefixRows, prefix, rowBytes });
 }
 
 interface ReaderParts {
@@ -451,12 +417,13 @@ interface ReaderParts {
   sizes: Record<string, number>;
   opts: ReadSegmentOptions;
   prefixRows: number;
-  prefixVectors: Uint16Array | null;
+  prefix: PrefixSection | null;
+  rowBytes: PrefixRowBytes | null;
 }
 
 /** A SegmentReader over parts already read and checked (copies, no view into the object's bytes). */
 function segmentReader(parts: ReaderParts): SegmentReader {
-  const { name, version, descriptor, codec, seed, documents, tokens, dims, ids, tokenOffsets, tokenIds, codes, norms, codeStart, normStart, docVectors, dvec, dvFormat, metadata, sizes, opts, prefixRows, prefixVectors } = parts;
+  const { name, version, descriptor, codec, seed, documents, tokens, dims, ids, tokenOffsets, tokenIds, codes, norms, codeStart, normStart, docVectors, dvec, dvFormat, metadata, sizes, opts, prefixRows, prefix, rowBytes } = parts;
   const keyOf = (i: number): DocKey => ({ docId: ids[i], seed });
   const encodedDoc = (i: number) => ({
     codes: codes.subarray(codeStart[i], codeStart[i + 1]),
@@ -477,9 +444,6 @@ function segmentReader(parts: ReaderParts): SegmentReader {
     const k = Math.min(m, len);
     return decodePrefix(codec, tokenwise, encodedDoc(i), len, k, dims, keyOf(i), descriptor.sideInfo ? sideFor(i) : undefined);
   };
-  // Each document's first row in the prefix section (documents + 1), for prefixVectorBytes.
-  const prefixStart = prefixRows > 0 ? new Float64Array(documents + 1) : null;
-  if (prefixStart) prefixRowCount(tokenOffsets, prefixRows, prefixStart);
   const sideFor = (i: number): Float32Array => {
     if (!opts.staticEmbeddings) throw new Error(`segment "${name}" uses side information: pass opts.staticEmbeddings to readSegment`);
     return opts.staticEmbeddings(i, tokenIds.subarray(tokenOffsets[i], tokenOffsets[i + 1]));
@@ -520,12 +484,8 @@ function segmentReader(parts: ReaderParts): SegmentReader {
     },
     sectionSizes: () => ({ ...sizes }),
     prefixRows,
-    prefixVectors,
-    prefixVectorBytes: (i: number) => {
-      if (!Number.isInteger(i) || i < 0 || i >= documents) throw new RangeError(`document index ${i} out of range [0, ${documents})`);
-      if (!prefixVectors || !prefixStart) return new Uint8Array(0);
-      return new Uint8Array(prefixVectors.buffer, prefixVectors.byteOffset + prefixStart[i] * dims * 2, (prefixStart[i + 1] - prefixStart[i]) * dims * 2);
-    },
+    prefix,
+    rowBytes,
   };
 }
 
@@ -544,15 +504,18 @@ export class SegmentCopier {
   private readonly ids: string[] = [];
   private readonly lengths: number[] = [];
   private readonly meta: (Record<string, unknown> | null)[] = [];
-  private readonly parts: Record<'TIDS' | 'NORM' | 'CODE' | 'DVEC' | 'PFXV', Uint8Array[]> = { TIDS: [], NORM: [], CODE: [], DVEC: [], PFXV: [] };
+  private readonly parts: Record<'TIDS' | 'NORM' | 'CODE' | 'DVEC' | 'PFXC' | 'PFXN', Uint8Array[]> = { TIDS: [], NORM: [], CODE: [], DVEC: [], PFXC: [], PFXN: [] };
   private rows = 0;
   private finished = false;
   private readonly prefixRows: number;
+  /** prefixRows when the inputs' codec codes rows on their own (set at the first append: every input has that codec), else 0. */
+  private prefixWritten = 0;
 
   /**
-   * `prefixRows` > 0: the output has a prefix section of that many rows per document (format v2),
-   * copied from inputs that hold one of the same width, else made from the input's codes as
-   * writeSegment makes it (the same bytes); 0 (default): none (format v1), whatever the inputs hold.
+   * `prefixRows` > 0: the output has a prefix section of that many rows per document (format v2)
+   * when the inputs' codec codes rows on their own, made from each document's codes (the bytes
+   * writeSegment would write, whether or not the input holds a section); 0 (default), or another
+   * codec: none (format v1), whatever the inputs hold.
    */
   constructor(opts: { prefixRows?: number } = {}) {
     const rows = opts.prefixRows ?? 0;
@@ -602,12 +565,13 @@ export class SegmentCopier {
     const codes = new Uint8Array(codeBytes);
     const norms = new Uint8Array(normBytes);
     const dv = new Uint8Array(dvBytes);
-    // The prefix rows: copied when the input holds the same width, else decoded from its codes and rounded as writeSegment does.
-    const P = this.prefixRows;
-    const copyPrefix = P > 0 && reader.prefixRows === P;
+    // The prefix rows: each document's first min(P, tokens_i) rows of codes and norms, the bytes its code sections hold (inputs with or without a section alike).
+    const rb = this.prefixRows > 0 ? reader.rowBytes : null;
+    const P = rb ? this.prefixRows : 0;
     let pfxRows = 0;
     if (P > 0) for (let k = 0; k < n; k++) pfxRows += Math.min(P, reader.tokenOffsets[docs[k] + 1] - reader.tokenOffsets[docs[k]]);
-    const pfx = new Uint16Array(pfxRows * reader.dims);
+    const pfxCodes = new Uint8Array(rb ? pfxRows * rb.codes : 0);
+    const pfxNorms = new Uint8Array(rb ? pfxRows * rb.norms : 0);
     let pAt = 0;
     let t = 0;
     let c = 0;
@@ -627,10 +591,11 @@ export class SegmentCopier {
       const d = reader.docVectorBytes(i);
       dv.set(d, v);
       v += d.length;
-      if (P > 0) {
-        const rows = copyPrefix ? viewAs(reader.prefixVectorBytes(i), Uint16Array) : encodeHalf(reader.decodeDocPrefix(i, P));
-        pfx.set(rows, pAt);
-        pAt += rows.length;
+      if (rb) {
+        const r = Math.min(P, b - a);
+        pfxCodes.set(e.codes.subarray(0, r * rb.codes), pAt * rb.codes);
+        pfxNorms.set(e.norms.subarray(0, r * rb.norms), pAt * rb.norms);
+        pAt += r;
       }
       this.ids.push(reader.docIds[i]);
       this.lengths.push(b - a);
@@ -640,7 +605,9 @@ export class SegmentCopier {
     this.parts.CODE.push(codes);
     this.parts.NORM.push(norms);
     this.parts.DVEC.push(dv);
-    this.parts.PFXV.push(bytesOf(pfx));
+    this.parts.PFXC.push(pfxCodes);
+    this.parts.PFXN.push(pfxNorms);
+    this.prefixWritten = P;
     this.rows += tokens;
   }
 
@@ -653,10 +620,11 @@ export class SegmentCopier {
     const offsets = new Uint32Array(n + 1);
     for (let i = 0; i < n; i++) offsets[i + 1] = offsets[i] + this.lengths[i];
     const meta = this.meta.some((x) => x !== null) ? utf8.encode(JSON.stringify(this.meta)) : new Uint8Array(0);
-    const { TIDS, NORM, CODE, DVEC, PFXV } = this.parts;
+    const { TIDS, NORM, CODE, DVEC, PFXC, PFXN } = this.parts;
     const out = assemble(
-      { documents: n, tokens: this.rows, dims: this.shape.dims, seed: this.shape.seed, dvFormat: this.shape.dvFormat, descriptor: utf8.encode(this.shape.codec), prefixRows: this.prefixRows },
-      { DIDS: [utf8.encode(JSON.stringify(this.ids))], TOFF: [new Uint8Array(offsets.buffer)], TIDS, NORM, CODE, DVEC, META: [meta], PFXV },
+      { documents: n, tokens: this.rows, dims: this.shape.dims, seed: this.shape.seed, dvFormat: this.shape.dvFormat, descriptor: utf8.encode(this.shape.codec), prefixRows: this.prefixWritten },
+      // The prefix section: every row's codes, then every row's norms.
+      { DIDS: [utf8.encode(JSON.stringify(this.ids))], TOFF: [new Uint8Array(offsets.buffer)], TIDS, NORM, CODE, DVEC, META: [meta], PFXV: [...PFXC, ...PFXN] },
     );
     this.ids.length = 0;
     this.lengths.length = 0;
