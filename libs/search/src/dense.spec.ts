@@ -3,8 +3,9 @@ import { dedupMaxByDoc, denseBatch, mebert } from '@lateral/scoring';
 import { denseSearch, denseSegmentSearch, mebertSearch, mebertSegmentSearch } from './dense';
 import { docMask } from './filters';
 import { makeCorpus, randomCuts, randomUnit, rng, segmentsOf } from './test-utils';
-import { searchSegment, type Hit, type SearchSegment } from './types';
-import { createCodec, decodeHalf, encodeHalf, fitCodec, readSegment, writeSegment } from '@lateral/codec';
+import { concatDocPrefixes, searchSegment, type Hit, type SearchSegment } from './types';
+import { prefixScanOf } from './prefix-scan';
+import { createCodec, fitCodec, readSegment, writeSegment, type EdenCodec } from '@lateral/codec';
 import { CodecSettingsSchema } from '@lateral/shared';
 
 const d = 12;
@@ -93,103 +94,79 @@ describe('mebert', () => {
   });
 });
 
-describe('mebert over a prefix section (segment format v2)', () => {
-  // EDEN 4-bit codes (decoded rows differ from the originals), long enough for several scan steps (8,192 prefix rows each).
+describe('mebert over a prefix section (segment format v2): the answers of the code sections\' scan, bit for bit', () => {
+  // Long enough for several scan steps; documents of 0 to 9 tokens (empty ones included).
   const big = makeCorpus(61, { documents: 3200, dims: d, maxLen: 9, minLen: 0 });
-  const settings = CodecSettingsSchema.parse({ kind: 'eden', bits: 4 });
-  const artifact = fitCodec(settings, big.vectors, d, { seed: 3n });
-  const eden = createCodec(settings, artifact);
   const cuts = [0, 1, 1700, 3200];
   const bstarts = [0];
   big.lengths.forEach((m, i) => bstarts.push(bstarts[i] + m));
-  /** The corpus's segments as the pipeline writes them: with a prefix section of `rows` (0: none, format v1). */
-  const segments = (rows: number): { segment: SearchSegment }[] =>
-    cuts.slice(1).map((b, s) => {
+  const codecs: [string, Record<string, unknown>][] = [
+    ['eden 4-bit token', { kind: 'eden', bits: 4 }],
+    ['eden 2-bit token, fp16 norms', { kind: 'eden', bits: 2, norms: 'fp16' }],
+    ['fp16', { kind: 'fp16' }],
+    ['int8', { kind: 'int8', norms: 'fp16' }],
+  ];
+  /**
+   * The corpus's segments written with a prefix section of 4 rows: searched through their code
+   * sections (prefixScan null, as a segment written before it) and through the section; `lut`:
+   * rows scored from their codes by EDEN's query table (both ways), else decoded.
+   */
+  const build = (raw: Record<string, unknown>, lut: boolean) => {
+    const settings = CodecSettingsSchema.parse(raw);
+    const artifact = fitCodec(settings, big.vectors, d, { seed: 3n });
+    const codec = createCodec(settings, artifact);
+    const readers = cuts.slice(1).map((b, s) => {
       const a = cuts[s];
       const tokenOffsets = Uint32Array.from({ length: b - a + 1 }, (_, i) => bstarts[a + i] - bstarts[a]);
       const bytes = writeSegment(
         { docIds: big.docIds.slice(a, b), tokenOffsets, tokenIds: big.tokenIds.slice(bstarts[a], bstarts[b]), vectors: big.vectors.slice(bstarts[a] * d, bstarts[b] * d), dims: d, metadata: big.metadata.slice(a, b) },
-        eden,
-        { prefixRows: rows },
+        codec,
+        { prefixRows: 4 },
       );
-      return { segment: searchSegment(readSegment(bytes, `seg-${s}`, artifact), a) };
+      return readSegment(bytes, `seg-${s}`, artifact);
     });
-  const v1 = segments(0);
-  const v2 = segments(4);
-
-  it('reads the section: scores equal the code path within fp16 rounding, and equal float64 sums over the fp16 rows exactly', () => {
-    expect(v1.every((p) => p.segment.prefixVectors === null)).toBe(true);
-    expect(v2.every((p) => p.segment.prefixVectors?.rows === 4)).toBe(true);
-    const all = big.lengths.filter((len) => len > 0).length;
-    // Each document's first 4 decoded rows (the code path's vectors), rounded to fp16.
-    const pref = big.lengths.map((_, key) => {
-      const s = cuts.findIndex((c, i) => c <= key && key < cuts[i + 1]);
-      const local = key - cuts[s];
-      return decodeHalf(encodeHalf(v1[s].segment.docPrefixTokens(local, local + 1, 4)));
-    });
-    for (let t = 0; t < 2; t++) {
-      const q = randomUnit(rng(70 + t), 1, d);
-      for (const m of [1, 2, 3, 4]) {
-        const before = mebertSearch(v1, q, m, 4000, { explain: true });
-        const after = mebertSearch(v2, q, m, 4000, { explain: true });
-        expect(after.length).toBe(all);
-        expect(before.length).toBe(all);
-        const was = new Map(before.map((h) => [h.key, h]));
-        for (const h of after) {
-          const seg = v2[h.segment].segment;
-          const local = h.doc;
-          const len = big.lengths[h.key];
-          const k = Math.min(m, len);
-          // The reference: each of the first k decoded rows rounded to fp16, float64 sums in dimension order, the first best row.
-          const rows = pref[h.key];
-          let best = -Infinity;
-          let arg = -1;
-          let bound = 0; // |<q, x> - <q, fp16(x)>| <= sum_t |q_t x_t| 2^-11, per row
-          for (let j = 0; j < k; j++) {
-            let s = 0;
-            let mag = 0;
-            for (let u = 0; u < d; u++) {
-              s += q[u] * rows[j * d + u];
-              mag += Math.abs(q[u] * rows[j * d + u]);
-            }
-            bound = Math.max(bound, mag * 2 ** -11);
-            if (s > best) {
-              best = s;
-              arg = j;
-            }
-          }
-          expect(h.score).toBe(best);
-          expect(h.explain!.rows[0]).toBe(seg.tokenOffsets[local] + arg);
-          expect(Math.abs(h.score - was.get(h.key)!.score)).toBeLessThanOrEqual(bound * 1.01 + 1e-12);
-        }
-        // The same documents lead, but for near ties within fp16 rounding: the top 10 by the code path's scores.
-        const top = (hs: Hit[]) => hs.slice(0, 10).map((h) => h.key);
-        const tenth = before[9].score;
-        const clear = top(before).filter((key) => was.get(key)!.score > tenth + 1e-3);
-        for (const key of clear) expect(top(after)).toContain(key);
-      }
-    }
+    const scorer = (r: (typeof readers)[number], rows: { codes: Uint8Array; norms: Uint8Array }) => (q: Float32Array) => (codec as EdenCodec).queryLut(q, d, r.seed).rows(rows);
+    const codes = readers.map((r, s) => ({ segment: searchSegment({ ...pick(r), rowScorer: lut ? (q: Float32Array) => scorer(r, r.rowCodes()!)(q) : undefined }, cuts[s]) }));
+    const prefix = readers.map((r, s) => ({
+      segment: searchSegment({ ...pick(r), prefixScan: prefixScanOf(r.prefix!, codec, d, (i) => ({ docId: r.docIds[i], seed: r.seed }), lut ? (q, _n, rows) => scorer(r, rows)(q) : undefined), rowScorer: () => { throw new Error('the code sections were read'); } }, cuts[s]),
+    }));
+    return { codes, prefix, readers };
+  };
+  const pick = (r: ReturnType<typeof readSegment>) => ({
+    name: r.name, documents: r.documents, dims: r.dims, docIds: r.docIds, tokenOffsets: r.tokenOffsets, tokenIds: r.tokenIds, docVectors: r.docVectors,
+    metadata: (i: number) => r.metadata(i), decodeAll: () => r.decodeAll(),
+    decodeDocPrefixes: (from: number, to: number, m: number) => concatDocPrefixes(r.tokenOffsets, d, from, to, m, (i) => r.decodeDocPrefix(i, m)),
   });
 
-  it('m above the section\'s rows, or a mask, or many segments: the answers a code scan gives', () => {
-    const r = rng(80);
-    const q = randomUnit(r, 1, d);
-    // m = 5 > 4 stored: read from the codes, bit for bit what a v1 segment answers.
-    expect(plain(mebertSearch(v2, q, 5, 300))).toEqual(plain(mebertSearch(v1, q, 5, 300)));
-    // A mask keeps filtered documents out of the section's scan as of the code path's.
-    const pred = (m: Record<string, unknown> | null) => m !== null && (m.n as number) % 3 === 0;
-    const masked = v2.map((p) => ({ ...p, mask: docMask(p.segment, pred) }));
-    const keys = mebertSearch(masked, q, 4, 50).map((h) => h.key);
-    expect(keys.every((k) => pred(big.metadata[k]))).toBe(true);
-    expect(keys).toEqual(mebertSearch(v2, q, 4, 4000).filter((h) => pred(big.metadata[h.key])).slice(0, 50).map((h) => h.key));
-    // The steps (one per ~8,192 rows) give what one pass gives: the section scanned whole as one segment.
-    const whole = segments(4).length; // 3 segments
-    expect(whole).toBe(3);
-    const oneSeg = (() => {
-      const bytes = writeSegment({ docIds: big.docIds, tokenOffsets: Uint32Array.from(bstarts), tokenIds: big.tokenIds, vectors: big.vectors, dims: d }, eden, { prefixRows: 4 });
-      return [{ segment: searchSegment(readSegment(bytes, 'one', artifact), 0) }];
-    })();
-    expect(oneSeg[0].segment.prefixVectors!.bits.length / d).toBeGreaterThan(8192); // two steps
-    expect(plain(mebertSearch(oneSeg, q, 4, 100))).toEqual(plain(mebertSearch(v2, q, 4, 100)));
+  for (const [name, raw] of codecs)
+    for (const lut of raw.kind === 'eden' ? [false, true] : [false])
+      it(`${name}${lut ? ', rows scored from their codes' : ', rows decoded'}: scores, order and explained rows equal the code scan's for m = 1..4, masked or not`, () => {
+        const { codes, prefix, readers } = build(raw, lut);
+        expect(readers.every((r) => r.prefixRows === 4 && r.prefix !== null)).toBe(true);
+        const all = big.lengths.filter((len) => len > 0).length;
+        const pred = (m: Record<string, unknown> | null) => m !== null && (m.n as number) % 3 === 0;
+        for (let t = 0; t < 2; t++) {
+          const q = randomUnit(rng(70 + t), 1, d);
+          for (const m of [1, 2, 3, 4]) {
+            const want = mebertSearch(codes, q, m, 4000, { explain: true });
+            const got = mebertSearch(prefix, q, m, 4000, { explain: true });
+            expect(want.length).toBe(all);
+            expect(got.map((h) => [h.key, h.score, h.explain!.rows[0]])).toEqual(want.map((h) => [h.key, h.score, h.explain!.rows[0]]));
+            // A filter: the same documents, the same scores.
+            const mask = (parts: { segment: SearchSegment }[]) => parts.map((p) => ({ ...p, mask: docMask(p.segment, pred) }));
+            const masked = mebertSearch(mask(prefix), q, m, 50);
+            expect(masked.every((h) => pred(big.metadata[h.key]))).toBe(true);
+            expect(plain(masked)).toEqual(plain(mebertSearch(mask(codes), q, m, 50)));
+          }
+        }
+      });
+
+  it('m above the section\'s rows: the code sections, as for a segment written before it', () => {
+    const { codes } = build(codecs[0][1], false);
+    const q = randomUnit(rng(80), 1, d);
+    const reads: string[] = [];
+    const watched = codes.map((p) => ({ segment: { ...p.segment, prefixScan: { rows: 4, start: new Uint32Array(p.segment.documents + 1), rowScorer: () => (reads.push('prefix'), null), decodePrefixes: () => { throw new Error('read the section'); } } } }));
+    expect(plain(mebertSearch(watched, q, 5, 300))).toEqual(plain(mebertSearch(codes, q, 5, 300)));
+    expect(reads).toEqual([]);
   });
 });

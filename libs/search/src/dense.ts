@@ -1,8 +1,7 @@
-import { halfTable, prefixRowCount } from '@lateral/codec';
 import { mergeHits } from './merge';
 import { TopK } from './select';
 import { DENSE_DOC_SLICE, DOC_SLICE, runSteps, type Steps } from './steps';
-import { assertMask, assertTopN, type DocMask, type Hit, type HitExplain, type PrefixVectors, type RowScorer, type SearchSegment, type SegmentHits } from './types';
+import { assertMask, assertTopN, type DocMask, type Hit, type HitExplain, type PrefixScan, type RowScorer, type SearchSegment, type SegmentHits } from './types';
 
 /**
  * Exact single-vector search (SPEC 3.3), per segment then merged.
@@ -12,9 +11,9 @@ import { assertMask, assertTopN, type DocMask, type Hit, type HitExplain, type P
  *   max_j <q, d_j> over them. Scoring documents directly is the "search m x K vectors, then keep
  *   each document's best" of the paper without the detour: each document appears once, with
  *   its best vector (SPEC 5.9). Documents without tokens never score. A segment with a prefix
- *   section (PrefixVectors) of at least m rows per document is scanned there, as dense scans the
- *   pooled vectors: its fp16 rows are the decoded codes rounded, so the scores equal the code
- *   path's within fp16 rounding; without one the first m rows come from the codes.
+ *   section (PrefixScan) of at least m rows per document is scanned there instead of its code
+ *   sections: it holds the same rows' codes, scored or decoded the same way, so the answers are
+ *   the code scan's bit for bit; without one the first m rows come from the code sections.
  * Inner products are float64 sums in dimension order (as @lateral/scoring's dense / mebert),
  * computed four documents (or vectors) at a time.
  */
@@ -118,9 +117,17 @@ export function* mebertSegmentSearchSteps(seg: SearchSegment, qVec: Float32Array
   const off = seg.tokenOffsets;
   const top = new TopK(topN, D);
   const bestRow = new Int32Array(D).fill(-1);
-  const pv = seg.prefixVectors;
-  if (pv && mVecs <= pv.rows) {
-    yield* mebertPrefixSteps(pv, qVec, mVecs, off, d, D, mask, bestRow, top);
+  const ps = seg.prefixScan;
+  if (ps && mVecs <= ps.rows) {
+    if (ps.start.length !== D + 1) throw new RangeError(`${fn}: segment "${seg.name}" has a prefix section of ${ps.start.length - 1} documents, expected ${D}`);
+    // The section's rows scored from their codes when the segment scores its code sections so, else decoded.
+    const fromPrefix = ps.rowScorer(qVec, 1);
+    for (let from = 0; from < D; from += DOC_SLICE) {
+      if (from > 0) yield;
+      const to = Math.min(D, from + DOC_SLICE);
+      if (fromPrefix) mebertPrefixRangeWith(fromPrefix, ps, mVecs, off, mask, from, to, bestRow, top);
+      else mebertRange(qVec, mVecs, ps.decodePrefixes(from, to, mVecs), off, d, mask, from, to, bestRow, top);
+    }
     return mebertHits(seg, top, bestRow, opts);
   }
   // Rows scored from their codes when the segment can (nothing decoded), else the first mVecs vectors decoded.
@@ -143,73 +150,21 @@ function mebertHits(seg: SearchSegment, top: TopK, bestRow: Int32Array, opts: Me
   return hits;
 }
 
-/** Prefix rows scored per step (about dense's DENSE_DOC_SLICE documents' worth of multiply-adds at 4 rows each). */
-const PREFIX_SLICE_ROWS = DENSE_DOC_SLICE;
-
-/**
- * ME-BERT over a prefix section: documents in steps of about PREFIX_SLICE_ROWS rows, per document
- * its best of the first min(mVecs, k_i) rows (k_i = min(pv.rows, tokens_i)), each fp16 value read
- * through the float16 table as it is multiplied (nothing decoded to memory), four rows at a time
- * when a document has four. Float64 sums in dimension order, the first best row kept on ties (as
- * mebertRange); bestRow records segment rows.
- */
-function* mebertPrefixSteps(pv: PrefixVectors, qVec: Float32Array, mVecs: number, off: Uint32Array, d: number, D: number, mask: DocMask | undefined, bestRow: Int32Array, top: TopK): Steps<void> {
-  const M = pv.rows;
-  const H = pv.bits;
-  const F = halfTable();
-  const rows = prefixRowCount(off, M);
-  if (rows * d !== H.length) throw new RangeError(`mebertSegmentSearch: the prefix section holds ${H.length / d} rows of ${d} dims, the documents ${rows}`);
-  let at = 0; // the document's first row in the section
-  let done = 0; // rows scored since the last step
-  for (let i = 0; i < D; i++) {
-    if (done >= PREFIX_SLICE_ROWS) {
-      done = 0;
-      yield;
-    }
-    const k = Math.min(M, off[i + 1] - off[i]);
-    const first = at;
-    at += k;
-    const use = Math.min(mVecs, k);
-    done += Math.max(1, use); // a skipped document counts one row: a step is bounded however many are masked
-    if (use === 0 || (mask && mask[i] === 0)) continue;
+/** mebertRangeWith over a prefix section: document i's rows are the section's [start[i], ...); bestRow records segment rows. */
+function mebertPrefixRangeWith(scorer: RowScorer, ps: PrefixScan, mVecs: number, off: Uint32Array, mask: DocMask | undefined, from: number, to: number, bestRow: Int32Array, top: TopK): void {
+  const start = ps.start;
+  for (let i = from; i < to; i++) {
+    if (mask && mask[i] === 0) continue;
+    const a = start[i];
+    const k = Math.min(mVecs, start[i + 1] - a);
+    if (k === 0) continue;
     let best = -Infinity;
     let arg = 0;
-    const b0 = first * d;
-    if (use === 4) {
-      const b1 = b0 + d, b2 = b1 + d, b3 = b2 + d;
-      let s0 = 0, s1 = 0, s2 = 0, s3 = 0;
-      for (let t = 0; t < d; t++) {
-        const x = qVec[t];
-        s0 += x * F[H[b0 + t]];
-        s1 += x * F[H[b1 + t]];
-        s2 += x * F[H[b2 + t]];
-        s3 += x * F[H[b3 + t]];
-      }
-      if (s0 > best) {
-        best = s0;
-        arg = 0;
-      }
-      if (s1 > best) {
-        best = s1;
-        arg = 1;
-      }
-      if (s2 > best) {
-        best = s2;
-        arg = 2;
-      }
-      if (s3 > best) {
-        best = s3;
-        arg = 3;
-      }
-    } else {
-      for (let j = 0; j < use; j++) {
-        const b = b0 + j * d;
-        let s = 0;
-        for (let t = 0; t < d; t++) s += qVec[t] * F[H[b + t]];
-        if (s > best) {
-          best = s;
-          arg = j;
-        }
+    for (let j = 0; j < k; j++) {
+      const s = scorer.score(0, a + j);
+      if (s > best) {
+        best = s;
+        arg = j;
       }
     }
     bestRow[i] = off[i] + arg;

@@ -1,4 +1,4 @@
-export { concatDocPrefixes, docPrefixesOf, searchSegment, tokenOwners, type SearchSegment, type SegmentSource, type PrefixVectors, type DocMask, type Hit, type HitExplain, type RowScorer, type SegmentHits } from './types';
+export { concatDocPrefixes, docPrefixesOf, searchSegment, tokenOwners, type SearchSegment, type SegmentSource, type PrefixScan, type DocMask, type Hit, type HitExplain, type RowScorer, type SegmentHits } from './types';
 export { TopK } from './select';
 export { runSteps, DOC_SLICE, DENSE_DOC_SLICE, type Steps } from './steps';
 export { kWayMerge, mergeHits, mergeIntoHits, compareRanked, hitKeys, type RankedList, type MergedPositions } from './merge';
@@ -37,3 +37,4 @@ export { densePass, mebertPass, exhaustivePass, bm25Pass, xtrPass, pairPass, Bm2
 export * from './warp';
 /** BM25's analysers (SPEC 3.6): the `english` analysis and its term ids. */
 export { englishTerms, englishTermIds, analyzeTexts, termHash, ENGLISH_STOP_WORDS, MAX_WORD_LENGTH } from './analyzer';
+export { prefixScanOf } from './prefix-scan';

@@ -50,21 +50,26 @@ export interface SearchSegment {
   readonly tokenDoc: Uint32Array;
   /** documents x dims pooled, normalised vectors (`dense`), or null when the segment has none. */
   readonly docVectors: Float32Array | null;
-  /** ME-BERT's prefix section (PrefixVectors), or null when the segment has none (written before it) or the source did not read it. */
-  readonly prefixVectors: PrefixVectors | null;
+  /** ME-BERT's prefix section (PrefixScan), or null when the segment has none (written before it, or its codec has none) or the source did not read it. */
+  readonly prefixScan: PrefixScan | null;
   metadata(i: number): Record<string, unknown> | null;
 }
 
 /**
- * A segment's prefix section (docs/segment-format.md, `PFXV`): each document's first
- * min(rows, tokens_i) token rows as their codes decode, rounded to fp16, documents in order.
- * ME-BERT with m <= rows scans it instead of the code sections.
+ * A segment's prefix section (docs/segment-format.md, `PFXV`; @lateral/codec's prefix-section.ts):
+ * each document's first min(rows, tokens_i) token rows in the segment's own codes, the bytes its
+ * code sections hold for them. ME-BERT with m <= rows scans it instead of the code sections and
+ * scores or decodes the same bytes: the same answers, bit for bit.
  */
-export interface PrefixVectors {
+export interface PrefixScan {
   /** rows stored per document at most (the segment's prefixRows) */
-  rows: number;
-  /** fp16 bits, (sum_i min(rows, tokens_i)) x dims */
-  bits: Uint16Array;
+  readonly rows: number;
+  /** documents + 1: document i's rows are section rows [start[i], start[i + 1]) */
+  readonly start: Uint32Array;
+  /** Scores section rows (indexed by their place in the section) from their codes, as SearchSegment.rowScorer scores the same rows; null: decodePrefixes. */
+  rowScorer(q: Float32Array, n: number): RowScorer | null;
+  /** Documents [from, to): the first min(m, their stored rows) rows of each decoded, concatenated in document order (as docPrefixTokens). */
+  decodePrefixes(from: number, to: number, m: number): Float32Array;
 }
 
 /** Query token i against token row r of one segment (SearchSegment.rowScorer). */
@@ -105,8 +110,9 @@ export interface Hit {
  * [from, to) -> their rows x dims): without one, ranges are views of `decodeAll()`, kept.
  */
 export type SegmentSource = Pick<SegmentReader, 'name' | 'documents' | 'dims' | 'docIds' | 'tokenOffsets' | 'tokenIds' | 'docVectors' | 'metadata' | 'decodeAll'> &
-  /** ME-BERT's prefix section (SearchSegment.prefixVectors): its rows per document and fp16 bits; absent or 0 / null: none. */
-  Partial<Pick<SegmentReader, 'prefixRows' | 'prefixVectors'>> & {
+  {
+  /** ME-BERT's prefix section (SearchSegment.prefixScan); absent or null: none. */
+  prefixScan?: PrefixScan | null;
   decodeDocs?(from: number, to: number): Float32Array;
   /** Documents [from, to), the first min(m, tokens_i) rows of each, concatenated (docPrefixTokens). */
   decodeDocPrefixes?(from: number, to: number, m: number): Float32Array;
@@ -181,7 +187,7 @@ export function searchSegment(source: SegmentSource, docBase = 0): SearchSegment
       return tokenDoc;
     },
     docVectors: source.docVectors,
-    prefixVectors: source.prefixRows && source.prefixVectors ? { rows: source.prefixRows, bits: source.prefixVectors } : null,
+    prefixScan: source.prefixScan ?? null,
     metadata: (i: number) => source.metadata(i),
   };
 }

@@ -1,4 +1,4 @@
-import { IMAGE_MAX_BITS, SegmentCorruptError, codecFromDescriptor, decodeHalf, prefixRowCount, readSegment, type Codec, type CodecArtifact, type CodecDescriptor, type EdenCodec, type EdenQueryLut, type SegmentReader } from '@lateral/codec';
+import { IMAGE_MAX_BITS, SegmentCorruptError, codecFromDescriptor, decodeHalf, prefixRowBytes, prefixSectionBytes, readSegment, splitPrefixSection, type Codec, type CodecArtifact, type CodecDescriptor, type EdenCodec, type EdenQueryLut, type PrefixSection, type SegmentReader } from '@lateral/codec';
 import { parseSegmentHead, segmentHeadData, serializeSegmentHead, type SegmentHeadData } from './segment-head';
 import { s3Keys, type Collection, type CollectionManifest, type SegmentRef, type UnavailableSegment } from '@lateral/shared';
 import type { CodecArtifactRepository, DiskCacheStats } from '@lateral/infra';
@@ -9,6 +9,7 @@ import {
   deserializeSegmentIndex,
   docPrefixesOf,
   parseWarpDirectory,
+  prefixScanOf,
   searchSegment,
   warpCoalescedRanges,
   warpDirectoryBytes,
@@ -175,7 +176,7 @@ interface ImageCodec {
   p: number;
 }
 
-type Cached = LoadedSegment | SegmentHead | SegmentIdTable | GenerationTable | SegmentIndex | WarpDirectory | WarpLayoutReader | WarpList | Float32Array | Uint16Array | { codes: Uint8Array; norms: Uint8Array } | null;
+type Cached = LoadedSegment | SegmentHead | SegmentIdTable | GenerationTable | SegmentIndex | WarpDirectory | WarpLayoutReader | WarpList | Float32Array | PrefixSection | { codes: Uint8Array; norms: Uint8Array } | null;
 
 /** Memory a kept WARP list costs beyond its bytes (its object and typed-array views), for the cache bound. */
 const WARP_LIST_OVERHEAD_BYTES = 256;
@@ -848,9 +849,9 @@ export class SegmentCache {
       // BM25 reads the head alone; modes that read ranges of the segment's bytes get them checked first.
       const head = needs.rows === 'scores' || needs.pooled ? await this.checkedHead(collection, ref) : await this.head(collection, ref);
       // ME-BERT: the prefix section where it holds m rows per document, else the code sections.
-      const prefix = !!needs.prefixRows && head.pfxRows >= needs.prefixRows;
+      const prefix = needs.prefixRows && head.pfxRows >= needs.prefixRows ? await this.prefixSource(collection, ref, head) : null;
       const part = prefix
-        ? await this.prefixSource(collection, ref, head)
+        ? prefix
         : needs.rows === 'scores'
           ? await this.codesSource(collection, ref, head)
           : needs.pooled
@@ -869,8 +870,6 @@ export class SegmentCache {
       tokenOffsets: r.tokenOffsets,
       tokenIds: r.tokenIds,
       docVectors: r.docVectors,
-      prefixRows: r.prefixRows,
-      prefixVectors: r.prefixVectors,
       metadata: (d: number) => r.metadata(d),
       decodeAll: () => this.decoded(ref.key, r),
       decodeDocs: (from: number, to: number) => this.decodedDocs(ref.key, r, from, to),
@@ -880,7 +879,7 @@ export class SegmentCache {
   }
 
   /** A segment's head, with what a search that reads neither token ids nor metadata never touches made to fail loudly. */
-  private headSource(ref: SegmentRef, head: SegmentHead, docVectors: Float32Array | null, rows: Partial<Pick<SegmentSource, 'decodeAll' | 'decodeDocs' | 'decodeDocPrefixes' | 'rowScorer' | 'prefixRows' | 'prefixVectors'>> = {}): SegmentSource {
+  private headSource(ref: SegmentRef, head: SegmentHead, docVectors: Float32Array | null, rows: Partial<Pick<SegmentSource, 'decodeAll' | 'decodeDocs' | 'decodeDocPrefixes' | 'rowScorer' | 'prefixScan'>> = {}): SegmentSource {
     const absent = (what: string) => () => {
       throw new Error(`segment ${ref.key} was opened for a search that reads no ${what} (SearchNeeds)`);
     };
@@ -901,19 +900,26 @@ export class SegmentCache {
   }
 
   /**
-   * ME-BERT: the head and the prefix section (fp16 bits, kept in the cache as `pfx:`: 2 d bytes per
-   * stored row, about 4 x the pooled vectors' fp16 bytes); null when there is no local copy. The
-   * code sections are not read.
+   * ME-BERT: the head and the prefix section (the first rows' codes and norms, kept in the cache
+   * as `pfx:`: about m / tokens_i of the code sections' bytes), scored from the codes as
+   * codesSource scores the code sections (EDEN token layout), else decoded with the segment's
+   * codec (fp32, fp16, int8). The code sections are not read. null when there is no local copy,
+   * or the codec needs an artifact the head does not bring or side information: the code
+   * sections then, as for a segment written before the section.
    */
   private async prefixSource(collection: Pick<Collection, 'tenantId' | 'id' | 'model'>, ref: SegmentRef, head: SegmentHead): Promise<SegmentSource | null> {
-    const n = prefixRowCount(head.tokenOffsets, head.pfxRows) * head.dims;
-    const bits = await this.keptRanges(`pfx:${ref.key}`, collection, ref, [[head.pfxAt, 2 * n]], ([b]) => {
-      // kept as read (its own buffer), else copied: what the cache counts is what it holds
-      const v = b.byteOffset === 0 && b.byteLength === b.buffer.byteLength ? new Uint16Array(b.buffer, 0, n) : new Uint16Array(b.slice().buffer, 0, n);
-      return { value: v, bytes: v.byteLength };
-    });
-    if (!bits) return null;
-    return this.headSource(ref, head, null, { prefixRows: head.pfxRows, prefixVectors: bits });
+    const image = this.opts.scoreFromCodes ? head.image : null;
+    const { poolFactor: _pool, ...descriptor } = head.codec;
+    const codec = image?.codec ?? (descriptor.artifact || descriptor.sideInfo ? null : codecFromDescriptor(descriptor));
+    const rowBytes = codec ? prefixRowBytes(codec, head.dims) : null;
+    if (!codec || !rowBytes) return null;
+    const bytes = prefixSectionBytes(head.tokenOffsets, head.pfxRows, rowBytes);
+    // A section shorter than the head says throws RangeError in split: the copy is dropped and the segment read whole.
+    const section = await this.keptRanges(`pfx:${ref.key}`, collection, ref, [[head.pfxAt, bytes]], ([b]) => ({ value: splitPrefixSection(b, head.tokenOffsets, head.pfxRows, rowBytes), bytes }));
+    if (!section) return null;
+    const d = head.dims;
+    const prefixScan = prefixScanOf(section, codec, d, (i) => ({ docId: head.docIds[i], seed: head.seed }), image ? (q, _n, rows) => this.queryLut(image, q, d, head.seed).rows(rows) : undefined);
+    return this.headSource(ref, head, null, { prefixScan });
   }
 
   /** BM25 and dense: the head and the pooled vectors; null when there is no local copy. */
@@ -1114,8 +1120,8 @@ export class SegmentCache {
           const { loaded, objectBytes } = await this.readObject(collection, ref);
           const { reader } = loaded;
           const own = reader.docVectors ? reader.docVectors.byteLength : 0;
-          // The object's bytes (the reader's copies of its sections), fp32 doc vectors made from fp16, the ids' strings and the per-document code and norm starts (2 x float64; and prefix row starts, float64, where there is a prefix section).
-          return { value: loaded, bytes: objectBytes + own + stringBytes(reader.docIds) + (reader.prefixRows > 0 ? 24 : 16) * (reader.documents + 1) };
+          // The object's bytes (the reader's copies of its sections), fp32 doc vectors made from fp16, the ids' strings and the per-document code and norm starts (2 x float64; and prefix row starts, uint32, where there is a prefix section).
+          return { value: loaded, bytes: objectBytes + own + stringBytes(reader.docIds) + (reader.prefixRows > 0 ? 20 : 16) * (reader.documents + 1) };
         }),
       )) as LoadedSegment,
     );

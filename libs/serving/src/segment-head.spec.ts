@@ -37,9 +37,10 @@ describe('segment heads', () => {
     const { r, bytes } = reader(eden4, ['a', 'b', 'c', 'd', 'e', 'f'], 3);
     const h = segmentHeadData(r, bytes.byteLength);
     expect(h.pfxRows).toBe(3);
-    // (0 + 1 + 2 + 3 + 3 + 0) rows of fp16 at the end of the object
-    expect(h.pfxAt).toBe(bytes.byteLength - 9 * DIMS * 2);
-    expect(Array.from(new Uint16Array(bytes.slice(h.pfxAt).buffer))).toEqual(Array.from(r.prefixVectors!));
+    // (0 + 1 + 2 + 3 + 3 + 0) rows of EDEN codes and norms at the end of the object
+    const rb = r.rowBytes!;
+    expect(h.pfxAt).toBe(bytes.byteLength - 9 * (rb.codes + rb.norms));
+    expect(Buffer.from(bytes.subarray(h.pfxAt)).equals(Buffer.concat([r.prefix!.codes, r.prefix!.norms]))).toBe(true);
     expect(parseSegmentHead(serializeSegmentHead(h))).toEqual(h);
     // A head serialised before prefix sections: its JSON has no pfxRows / pfxAt.
     const old = serializeSegmentHead({ ...h, pfxRows: undefined, pfxAt: undefined } as unknown as typeof h);

@@ -56,7 +56,7 @@ export function segmentHeadData(reader: SegmentReader, objectBytes: number): Seg
     dvWidth: reader.docVectorFormat === 'none' ? 0 : (reader.docVectorFormat === 'fp32' ? 4 : 2) * reader.dims,
     dvFormat: reader.docVectorFormat,
     pfxRows: reader.prefixRows,
-    pfxAt: reader.prefixRows > 0 ? at.prefixVectors : 0,
+    pfxAt: reader.prefixRows > 0 ? at.prefixCodes : 0,
   };
 }
 

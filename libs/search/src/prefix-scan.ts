@@ -1,0 +1,43 @@
+import { decodePrefixRows, type Codec, type DocKey, type PrefixSection } from '@lateral/codec';
+import type { PrefixScan, RowScorer } from './types';
+
+/**
+ * A PrefixScan (SearchSegment.prefixScan) over a segment's prefix section: rows decoded with the
+ * segment's codec, or scored from their codes by `rowScorer` (handed the section's codes and norms,
+ * it scores them as the segment's row scorer scores the code sections: one row's bytes, one
+ * score). Codecs with side information need each token's static row to decode: not here (their
+ * segments are scanned through their code sections).
+ */
+export function prefixScanOf(
+  section: PrefixSection,
+  codec: Codec,
+  dims: number,
+  keyOf: (i: number) => DocKey,
+  rowScorer?: (q: Float32Array, n: number, rows: { codes: Uint8Array; norms: Uint8Array }) => RowScorer | null,
+): PrefixScan {
+  if (codec.descriptor.sideInfo) throw new Error('prefixScanOf: a side-information codec decodes with static rows; scan its code sections');
+  const { start } = section;
+  const documents = start.length - 1;
+  return {
+    rows: section.rows,
+    start,
+    rowScorer: (q: Float32Array, n: number) => (rowScorer && n > 0 ? rowScorer(q, n, { codes: section.codes, norms: section.norms }) : null),
+    decodePrefixes(from: number, to: number, m: number): Float32Array {
+      if (!(Number.isInteger(from) && Number.isInteger(to) && 0 <= from && from <= to && to <= documents)) {
+        throw new RangeError(`prefix section: documents [${from}, ${to}) are out of range (it has ${documents})`);
+      }
+      if (!Number.isInteger(m) || m < 1 || m > section.rows) throw new RangeError(`prefix section: m must be an integer in 1..${section.rows}, got ${m}`);
+      let rows = 0;
+      for (let i = from; i < to; i++) rows += Math.min(m, start[i + 1] - start[i]);
+      const out = new Float32Array(rows * dims);
+      let at = 0;
+      for (let i = from; i < to; i++) {
+        if (start[i + 1] === start[i]) continue;
+        const v = decodePrefixRows(codec, section, i, m, dims, keyOf(i));
+        out.set(v, at);
+        at += v.length;
+      }
+      return out;
+    },
+  };
+}
