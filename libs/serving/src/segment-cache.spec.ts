@@ -322,6 +322,26 @@ describe('SegmentCache', () => {
     }
   });
 
+  it('rangeReads: a corrupt prefix section is named like a corrupt segment (section prefixCodes), the other segments served', async () => {
+    const dir = mkdtempSync(path.join(tmpdir(), 'lateral-ranges-'));
+    try {
+      const P1 = segment('q-1', Array.from({ length: 12 }, (_, i) => `a${i}`), 9, eden4, edenArtifact, 4);
+      const P2 = segment('q-2', Array.from({ length: 7 }, (_, i) => `b${i}`), 10, eden4, edenArtifact, 4);
+      const centroids = Float32Array.from({ length: 3 * DIMS }, (_, i) => Math.sin(i + 5));
+      const { src, ranges, m } = rangesAndWhole(dir, [P1, P2], centroids);
+      // The prefix section is the object's last: flip a byte of it.
+      const bad = P1.bytes.slice();
+      bad[bad.byteLength - 3] ^= 0xff;
+      src.add({ ref: P1.ref, bytes: bad });
+      const plan = await ranges.searchGeneration(collection, m, { rows: 'scores', tokenIds: false, metadata: false, pooled: false, prefixRows: 4 });
+      expect(plan.unavailable.map((u) => u.key)).toEqual([P1.ref.key]);
+      expect(plan.unavailable[0].reason).toMatch(/section "prefixCodes": checksum mismatch/);
+      expect(plan.parts.map((p) => p.ref.key)).toEqual([P2.ref.key]);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
   it('rangeReads: XTR and ME-BERT score rows from the code sections alone, as from whole segments; their documents decode the same', async () => {
     const dir = mkdtempSync(path.join(tmpdir(), 'lateral-ranges-'));
     try {

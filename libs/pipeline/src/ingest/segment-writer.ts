@@ -23,7 +23,8 @@ function lookupStatic(se: StaticEmbeddings, tokenIds: Int32Array, rawKey: string
 /**
  * Codes raw fp16 vectors (a raw segment) with the collection's codec `codecVersion` (fitting its
  * artifact when it is the first batch): the bytes of the compressed segment, with ME-BERT's prefix
- * section (MEBERT_PREFIX_ROWS decoded rows per document, fp16). Deterministic per
+ * section (each document's first MEBERT_PREFIX_ROWS rows' codes again, for codecs that code rows
+ * on their own; docs/segment-format.md). Deterministic per
  * document (same artifact, same seed), so a merge that re-codes the raw vectors of several
  * batches writes the codes their own segments held.
  */
@@ -56,7 +57,7 @@ export async function compressRaw(
   return writeSegment(
     { docIds: raw.docIds, tokenOffsets: rows.tokenOffsets, tokenIds: rows.tokenIds, vectors: rows.vectors, dims: raw.dims, docVectors: raw.docVectors ?? undefined, metadata, staticEmbeddings },
     codec,
-    // ME-BERT's prefix section: each document's first MEBERT_PREFIX_ROWS rows as they decode, in fp16 (format v2).
+    // ME-BERT's prefix section: each document's first MEBERT_PREFIX_ROWS rows' codes (format v2; none for EDEN cross / residual).
     { seed: artifact.seed, poolFactor, prefixRows: MEBERT_PREFIX_ROWS },
   );
 }

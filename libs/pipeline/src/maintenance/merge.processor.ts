@@ -144,7 +144,7 @@ async function mergeOn(deps: MergeDeps, p: MergePayload, collection: Collection,
   const docIds: string[] = [];
   const sources: IngestDocument[] = [];
   const infos: StoredDocumentInfo[] = [];
-  // ME-BERT's prefix section: copied from inputs that hold one, made from the codes of those written before it.
+  // ME-BERT's prefix section (row-wise codecs): made from each kept document's codes, whether its input held one or not.
   const codes = new SegmentCopier({ prefixRows: MEBERT_PREFIX_ROWS });
   const raws = new SegmentCopier();
   let index: SegmentIndexCopier | null = new SegmentIndexCopier();
@@ -158,7 +158,7 @@ async function mergeOn(deps: MergeDeps, p: MergePayload, collection: Collection,
     const rawKey = s3Keys.rawVectors(p.tenantId, p.collectionId, ref.batchId);
     const raw = await readRaw(deps, rawKey, ref);
     // A segment missing or corrupt in S3 is coded again from its raw batch (same artifact and seed: the same codes), so a merge repairs it.
-    let seg = await readStored(deps, ref.key, artifact, ref, collection);
+    let seg = await readStored(deps, ref.key, artifact, ref);
     if (!seg) {
       seg = readSegment(await compressRaw(deps, collection, raw, cv, rawKey), ref.key, artifact);
       recoded++;
@@ -310,7 +310,7 @@ export async function enqueueMerge(queues: Pick<JobQueues, 'add'>, tenantId: str
 }
 
 /** A segment of the generation, read with its codec artifact (ids, offsets, coded rows; nothing decoded); null when missing or corrupt in S3. */
-async function readStored(deps: MergeDeps, key: string, artifact: CodecArtifact, ref: SegmentRef, collection: Collection): Promise<SegmentReader | null> {
+async function readStored(deps: MergeDeps, key: string, artifact: CodecArtifact, ref: SegmentRef): Promise<SegmentReader | null> {
   const bytes = await deps.store.get(key);
   if (!bytes) {
     deps.logger.warn(`merge: segment ${key} is missing from S3; coding its raw batch again`);
@@ -318,8 +318,7 @@ async function readStored(deps: MergeDeps, key: string, artifact: CodecArtifact,
   }
   let seg: SegmentReader;
   try {
-    // Static embeddings for side-information codecs: an input without a prefix section has its prefix rows decoded.
-    seg = readSegment(bytes, key, artifact, await segmentReadOptions(artifact, collection, deps.staticEmbeddings));
+    seg = readSegment(bytes, key, artifact);
   } catch (err) {
     if (!(err instanceof SegmentCorruptError)) throw err;
     deps.logger.warn(`merge: ${err.message}; coding its raw batch again`);
