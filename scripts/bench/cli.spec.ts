@@ -18,6 +18,9 @@ const BENCHES: [string, () => Promise<Bench>, string[]][] = [
   ['score', async () => (await import('./score')).runScoreBench, ['--quick', '--threads N (2)', '--warp-bits 2|4 (4)', '--warp-centroids K (1024)', '--aesi-only', '--simd-only', '--simd-cranfield', '--warp-only']],
   ['scale', async () => (await import('./scale')).runScaleBench, ['--docs N (1000000)', '--codec eden4|fp16 (eden4)', '--layout ivf|warp (ivf)', '--bits 2|4 (4)', '--search-modes xtr,bm25', '--ingest-only', '--variant-env K=V,K=V', '--heap-snapshot', '--keep', '--reuse DIR']],
   ['cold-scorer', async () => (await import('./cold-scorer')).runColdScorerBench, ['--section both|rerank|warp (both)', '--quick', '--segments N (400', '--latency-ms N (10)', '--warp-docs N,N', '--bits 2|4 (4)', '--range-gap N (0)']],
+  ['peers', async () => (await import('./peers')).runPeersBench, ['--dataset DIR (../shared/datasets/vaswani)', '--quick', '--peers a,b|none', '--no-install', '--threads N (1)', '--layout warp|ivf (warp)', '--data DIR', '--docs N', '--modes xtr,exhaustive,bm25', '--nprobe N', '--exact N', '--tprime N', '--as-is']],
+  ['latency', async () => (await import('./latency')).runLatencyBench, ['--requests N', '--docs N', '--candidates N', '--warmup N', '--gap-ms N']],
+  ['encode', async () => (await import('./encode')).runEncodeBench, ['--models LIST', '--dir DIR', '--data DIR', '--docs N', '--real-docs N', '--passes N', '--threads N', '--inference MODE']],
 ];
 
 const run = (entry: Bench, args: string[]) => runUntilExit(entry, args, 'the bench');
@@ -64,6 +67,16 @@ describe('npm run bench: each bench parses its flags with parseArgs', () => {
     ['cold-scorer', ['--section', 'all'], '--section must be both, rerank or warp, got all'],
     ['cold-scorer', ['--latency-ms', '-1'], '--latency-ms must be a number of at least 0, got "-1"'],
     ['cold-scorer', ['--bits', '3'], '--bits must be 2 or 4, got 3'],
+    ['peers', ['--peers', 'colbert'], "--peers: unknown peer 'colbert'"],
+    ['peers', ['--modes', 'xtr,dense'], "--modes: unknown mode 'dense'"],
+    ['peers', ['--layout', 'plaid'], '--layout must be warp or ivf, got plaid'],
+    ['peers', ['--threads', '0'], '--threads must be a whole number of at least 1, got "0"'],
+    ['peers', ['--exact', '-1'], '--exact must be a whole number of at least 0, got "-1"'],
+    ['peers', ['--as-is'], '--as-is measures the collection kept in --data DIR: give --data'],
+    ['latency', ['--requests', '0'], '--requests must be a whole number of at least 1, got "0"'],
+    ['latency', ['--gap-ms', '-5'], '--gap-ms must be a whole number of at least 0, got "-5"'],
+    ['encode', ['--inference', 'gpu'], '--inference: thread, inline or both (got gpu)'],
+    ['encode', ['--passes', 'x'], '--passes must be a whole number of at least 1, got "x"'],
   ])('%s %j: refused with exit 2, naming the flag and the rule', async (name, args, message) => {
     const r = await run(loaded.get(name)!, args);
     expect(r.code).toBe(2);
@@ -81,5 +94,13 @@ describe('npm run bench / eval: the command list', () => {
     const bad = runScript('scripts/bench.ts', 'nope');
     expect(bad.status).toBe(2);
     expect(bad.stderr).toContain('bench: unknown bench "nope"');
+  });
+
+  it('peers --help through npm run bench prints its usage and exits 0 without starting anything', () => {
+    const help = runScript('scripts/bench.ts', 'peers', '--help');
+    expect(help.status).toBe(0);
+    expect(help.stdout).toContain('usage: npm run bench -- peers');
+    expect(help.stderr).not.toContain('peers: creating');
+    expect(help.stderr).not.toContain('pip install');
   });
 });

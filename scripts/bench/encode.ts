@@ -33,13 +33,13 @@
 import { join, resolve } from 'node:path';
 import { copyFileSync, existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { parseArgs } from 'node:util';
 import { TokenEncoder } from '../../libs/model/src/token-encoder';
 import { setInferenceObserver } from '../../libs/kernels/src/inference-observer';
 import { GraphBuilder, floatTensor, int64Tensor, makeModel, makeValueInfo, writeModel } from '../../libs/kernels/src/onnx-graph';
 import { loadCranfield } from '../lib/cranfield';
+import { CliUsageError, intFlag, parseCliOrExit } from '../lib/cli';
 
-const HELP = `npm run bench -- encode [options]
+const HELP = `usage: npm run bench -- encode [options]
 
   --models LIST     comma-separated model directories under --dir
                     (default test-transformer,minilm-l6-384-free,minilm-l6-384,minilm-l6-384-int8,glove-ctx-100d;
@@ -113,41 +113,39 @@ export function writeFreeGraphModel(source: string): string {
   return dir;
 }
 
-function positiveInt(name: string, v: string | undefined, fallback: number): number {
-  if (v === undefined) return fallback;
-  const n = Number(v);
-  if (!Number.isInteger(n) || n < 1) throw new Error(`--${name}: a positive integer (got ${v})`);
-  return n;
-}
-
 export async function runEncodeBench(argv: string[]): Promise<Record<string, unknown>> {
-  const { values } = parseArgs({
-    args: argv,
-    strict: true,
-    options: {
+  // The whole command line is read before any model loads: an unknown flag or a bad value exits 2 with the usage, --help prints it and exits 0.
+  const { values, passes, modes, threads, docs, realDocs } = parseCliOrExit(
+    'bench encode',
+    HELP,
+    argv,
+    {
       models: { type: 'string', default: 'test-transformer,minilm-l6-384-free,minilm-l6-384,minilm-l6-384-int8,glove-ctx-100d' },
       dir: { type: 'string', default: '.cache/models' },
       data: { type: 'string', default: 'data/cranfield' },
       docs: { type: 'string' },
       'real-docs': { type: 'string' },
-      passes: { type: 'string' },
+      passes: { type: 'string', default: '3' },
       threads: { type: 'string' },
       inference: { type: 'string', default: 'thread' },
       json: { type: 'boolean', default: false },
-      help: { type: 'boolean', default: false },
     },
-  });
-  if (values.help) {
-    console.log(HELP);
-    return { help: true };
-  }
-  const passes = positiveInt('passes', values.passes, 3);
-  if (!['thread', 'inline', 'both'].includes(values.inference)) throw new Error(`--inference: thread, inline or both (got ${values.inference})`);
-  const modes: ('thread' | 'inline')[] = values.inference === 'both' ? ['inline', 'thread'] : [values.inference as 'thread' | 'inline'];
-  const threads = values.threads === undefined ? undefined : positiveInt('threads', values.threads, 1);
+    {},
+    ({ values }) => {
+      if (!['thread', 'inline', 'both'].includes(values.inference)) throw new CliUsageError(`--inference: thread, inline or both (got ${values.inference})`);
+      return {
+        values,
+        passes: intFlag('passes', values.passes),
+        modes: (values.inference === 'both' ? ['inline', 'thread'] : [values.inference]) as ('thread' | 'inline')[],
+        threads: values.threads === undefined ? undefined : intFlag('threads', values.threads),
+        docs: values.docs === undefined ? undefined : intFlag('docs', values.docs),
+        realDocs: intFlag('real-docs', values['real-docs'] ?? '200'),
+      };
+    },
+  );
   const all = loadCranfield(resolve(values.data)).docs.map((d) => d.text).filter((t) => t.length > 0); // 1,398 (two records are empty)
-  const tinyDocs = Math.min(all.length, positiveInt('docs', values.docs, all.length));
-  const realDocs = Math.min(all.length, positiveInt('real-docs', values['real-docs'], 200));
+  const tinyDocs = Math.min(all.length, docs ?? all.length);
+  const realCount = Math.min(all.length, realDocs);
 
   // Inside session.run: the summed time (the inference observer), and the runs' own intervals.
   let runMs = 0;
@@ -170,7 +168,7 @@ export async function runEncodeBench(argv: string[]): Promise<Record<string, unk
     const tiny = free || model === 'test-transformer';
     // The stand-in for a free GPU runs on one ONNX Runtime thread, so the CPU time outside its runs is the glue's.
     const intraOpThreads = threads ?? (tiny ? 1 : undefined);
-    const texts = all.slice(0, tiny ? tinyDocs : realDocs);
+    const texts = all.slice(0, tiny ? tinyDocs : realCount);
     const encs: { mode: 'thread' | 'inline'; enc: TokenEncoder }[] = [];
     for (const mode of modes) {
       const enc = await TokenEncoder.load(dir, { executionProvider: 'cpu', inferenceThread: mode === 'thread', ...(intraOpThreads ? { intraOpThreads } : {}) });

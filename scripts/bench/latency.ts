@@ -26,8 +26,8 @@ import { createHash } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { parseArgs } from 'node:util';
 import { loadCranfield } from '../lib/cranfield';
+import { intFlag, parseCliOrExit } from '../lib/cli';
 import { ingest, recreateCollection } from '../lib/client';
 import { startService } from './load';
 
@@ -67,12 +67,6 @@ export function parseServerTiming(header: string | null): { durations: Record<st
   return { durations, at };
 }
 
-const positive = (name: string, raw: string): number => {
-  const n = Number(raw);
-  if (!/^\d+$/.test(raw) || !Number.isSafeInteger(n) || n < 1) throw new Error(`--${name}: a positive integer, got '${raw}'\n${USAGE}`);
-  return n;
-};
-
 function quantile(xs: number[], q: number): number {
   if (xs.length === 0) return NaN;
   const s = [...xs].sort((a, b) => a - b);
@@ -87,35 +81,29 @@ interface Kind {
 }
 
 export async function runLatencyBench(argv: string[]): Promise<Record<string, unknown> | undefined> {
-  let parsed;
-  try {
-    parsed = parseArgs({
-    args: argv,
-    strict: true,
-    allowPositionals: false,
-    options: {
+  // The whole command line is read before the service starts: an unknown flag or a bad value exits 2 with the usage, --help prints it and exits 0.
+  const { values, requests, nDocs, nCandidates, warmup, gapMs } = parseCliOrExit(
+    'bench latency',
+    USAGE,
+    argv,
+    {
       requests: { type: 'string', default: '200' },
       docs: { type: 'string', default: '300' },
       candidates: { type: 'string', default: '50' },
       warmup: { type: 'string', default: '10' },
       'gap-ms': { type: 'string', default: '0' },
       json: { type: 'boolean', default: false },
-      help: { type: 'boolean', default: false },
     },
-  });
-  } catch (err) {
-    throw new Error(`${(err as Error).message}\n${USAGE}`);
-  }
-  const { values } = parsed;
-  if (values.help) {
-    console.log(USAGE);
-    return undefined;
-  }
-  const requests = positive('requests', values.requests);
-  const nDocs = positive('docs', values.docs);
-  const nCandidates = positive('candidates', values.candidates);
-  const warmup = values.warmup === '0' ? 0 : positive('warmup', values.warmup);
-  const gapMs = values['gap-ms'] === '0' ? 0 : positive('gap-ms', values['gap-ms']);
+    {},
+    ({ values }) => ({
+      values,
+      requests: intFlag('requests', values.requests),
+      nDocs: intFlag('docs', values.docs),
+      nCandidates: intFlag('candidates', values.candidates),
+      warmup: intFlag('warmup', values.warmup, 0),
+      gapMs: intFlag('gap-ms', values['gap-ms'], 0),
+    }),
+  );
   const say = (s: string) => (values.json ? console.error(s) : console.log(s));
 
   const cran = loadCranfield(path.join(ROOT, 'data/cranfield'));

@@ -58,6 +58,7 @@ import { BULLMQ_CONNECTION_OPTIONS, createRedis } from '@lateral/infra';
 import { startServer, type Server } from '../../apps/all-in-one/src/server';
 import { getCollection, ingest, recreateCollection, search } from '../lib/client';
 import { hasRelevant } from '../lib/metrics';
+import { CliUsageError, intFlag, parseCliOrExit } from '../lib/cli';
 import { loadRetrievalDataset } from '../lib/retrieval-dataset';
 import { percentile, queryMetrics, quickSubset } from '../eval/retrieval';
 
@@ -256,56 +257,89 @@ async function indexSeconds(server: Server): Promise<number> {
   }
 }
 
+const USAGE = `usage: npm run bench -- peers [--dataset DIR (../shared/datasets/vaswani)] [--quick] [--json]
+  [--peers a,b|none (${PEERS.join(',')})] [--no-install] [--threads N (1)] [--layout warp|ivf (warp)] [--data DIR]
+  [--docs N] [--modes xtr,exhaustive,bm25 (all three)] [--nprobe N (the service's default for the layout)] [--exact N (the service's default; 0 off)]
+  [--tprime N] [--as-is (with --data)]`;
+
+const LATERAL_MODES = ['xtr', 'exhaustive', 'bm25'];
+
+/** The command line of the peers bench, read whole before anything is installed or started: an unknown flag or a bad value exits 2 with the usage. */
+export function parsePeersFlags(args: string[]) {
+  return parseCliOrExit(
+    'bench peers',
+    USAGE,
+    args,
+    {
+      dataset: { type: 'string', default: '../shared/datasets/vaswani' },
+      quick: { type: 'boolean' },
+      json: { type: 'boolean' },
+      peers: { type: 'string' },
+      'no-install': { type: 'boolean' },
+      threads: { type: 'string', default: '1' },
+      layout: { type: 'string', default: 'warp' },
+      data: { type: 'string' },
+      docs: { type: 'string' },
+      modes: { type: 'string', default: LATERAL_MODES.join(',') },
+      nprobe: { type: 'string' },
+      exact: { type: 'string' },
+      tprime: { type: 'string' },
+      'as-is': { type: 'boolean' },
+    },
+    {},
+    ({ values: v }) => {
+      const peers = (v.peers === 'none' ? [] : (v.peers?.split(',') ?? [...PEERS])) as Peer[];
+      for (const p of peers) if (!PEERS.includes(p)) throw new CliUsageError(`--peers: unknown peer '${p}' (known: ${PEERS.join(', ')}, or none)`);
+      const modes = v.modes.split(',');
+      for (const m of modes) if (!LATERAL_MODES.includes(m)) throw new CliUsageError(`--modes: unknown mode '${m}' (known: ${LATERAL_MODES.join(', ')})`);
+      if (v.layout !== 'warp' && v.layout !== 'ivf') throw new CliUsageError(`--layout must be warp or ivf, got ${v.layout}`);
+      if (v['as-is'] && v.data === undefined) throw new CliUsageError('--as-is measures the collection kept in --data DIR: give --data');
+      return {
+        dataset: path.resolve(v.dataset),
+        quick: v.quick === true,
+        peers,
+        install: v['no-install'] !== true,
+        threads: intFlag('threads', v.threads),
+        layout: v.layout,
+        data: v.data === undefined ? undefined : path.resolve(v.data),
+        docs: v.docs === undefined ? undefined : intFlag('docs', v.docs),
+        modes,
+        nprobe: v.nprobe === undefined ? undefined : intFlag('nprobe', v.nprobe),
+        exact: v.exact === undefined ? undefined : intFlag('exact', v.exact, 0),
+        tPrime: v.tprime === undefined ? undefined : intFlag('tprime', v.tprime),
+        asIs: v['as-is'] === true,
+      };
+    },
+  );
+}
+
 export async function runPeersBench(args: string[]): Promise<Record<string, unknown>> {
+  const { dataset, quick, peers, install, threads, layout, data, docs, modes, nprobe, exact, tPrime, asIs } = parsePeersFlags(args);
   const log = (m: string) => process.stderr.write(`${m}\n`);
-  const flag = (name: string) => (args.includes(name) ? args[args.indexOf(name) + 1] : undefined);
-  const dataset = path.resolve(flag('--dataset') ?? '../shared/datasets/vaswani');
-  const peerFlag = flag('--peers');
-  const peers = (peerFlag === 'none' ? [] : (peerFlag?.split(',') ?? [...PEERS])) as Peer[];
-  const modes = flag('--modes')?.split(',') ?? ['xtr', 'exhaustive', 'bm25'];
-  for (const m of modes) if (!['xtr', 'exhaustive', 'bm25'].includes(m)) throw new Error(`--modes: unknown mode '${m}' (known: xtr, exhaustive, bm25)`);
-  for (const p of peers) if (!PEERS.includes(p)) throw new Error(`--peers: unknown peer '${p}' (known: ${PEERS.join(', ')})`);
-  const unavailable = ensureVenv(peers, log, !args.includes('--no-install'));
+  const unavailable = ensureVenv(peers, log, install);
   for (const [p, why] of unavailable) log(`peers: skipping ${p}: ${why}`);
 
   let ds = loadRetrievalDataset(dataset);
-  if (args.includes('--quick')) ds = quickSubset(ds);
-  if (flag('--docs')) ds = firstDocuments(ds, Number(flag('--docs')));
+  if (quick) ds = quickSubset(ds);
+  if (docs !== undefined) ds = firstDocuments(ds, docs);
   const judged = ds.queries.filter((q) => hasRelevant(ds.qrels.get(q.id)));
   const tmp = mkdtempSync(path.join(os.tmpdir(), 'lateral-peers-'));
-  const dataDir = flag('--data') ? path.resolve(flag('--data')!) : path.join(tmp, 'data');
-  const threads = Number(flag('--threads') ?? 1);
-  if (!Number.isInteger(threads) || threads < 1) throw new Error(`--threads must be an integer >= 1, got ${flag('--threads')}`);
+  const dataDir = data ?? path.join(tmp, 'data');
   // lateral's ONNX sessions (query encoding, the centroid GEMM) get the peers' thread count too, unless set.
   const config = loadConfig({ ...process.env, PORT: '0', LOG_LEVEL: process.env.LOG_LEVEL ?? 'warn', DATA_DIR: dataDir, ORT_INTRA_OP_THREADS: process.env.ORT_INTRA_OP_THREADS ?? String(threads) });
   const model = config.DEFAULT_MODEL;
-  const nprobeFlag = flag('--nprobe');
-  const nprobe = Number(nprobeFlag ?? 32);
-  if (!Number.isInteger(nprobe) || nprobe < 1) throw new Error(`--nprobe must be an integer >= 1, got ${nprobeFlag}`);
-  const intFlag = (name: string, min: number) => {
-    const v = flag(name);
-    if (v === undefined) return undefined;
-    const x = Number(v);
-    if (!Number.isInteger(x) || x < min) throw new Error(`${name} must be an integer >= ${min}, got ${v}`);
-    return x;
-  };
-  const exact = intFlag('--exact', 0);
-  const tPrime = intFlag('--tprime', 1);
-  const layout = flag('--layout') ?? 'warp';
-  if (layout !== 'warp' && layout !== 'ivf') throw new Error(`--layout must be warp or ivf, got ${layout}`);
-  const asIs = args.includes('--as-is');
   const server = await startServer(config, { quiet: true, ...(asIs ? { queues: [QueueName.search] } : {}) });
   const engines: EngineFigures[] = [];
   const lateral: Record<string, EngineFigures> = {};
   try {
     const collection = `peers-${path.basename(dataset)}`.replace(/[^A-Za-z0-9_.-]/g, '-');
-    const kept = flag('--data') ? await getCollection(server.url, collection).catch(() => null) : null;
+    const kept = data !== undefined ? await getCollection(server.url, collection).catch(() => null) : null;
     let ing = { seconds: 0 };
     // The collection kept in --data DIR must hold exactly the measured documents: one holding others
     // (an earlier run without --docs, or with another N) would be searched against judgments cut
     // to this run's documents, so it is built again.
     const have = kept ? await storedIds(server, collection) : new Set<string>();
-    if (args.includes('--as-is')) {
+    if (asIs) {
       // The kept collection measured as it is (e.g. copied from a run still ingesting): judgments cut to the documents it holds.
       if (!kept) throw new Error(`--as-is: no collection ${collection} in ${dataDir}`);
       ds = keepDocuments(ds, have);
@@ -336,7 +370,7 @@ export async function runPeersBench(args: string[]): Promise<Record<string, unkn
 
     const allModes = [
       // Without --nprobe the mode names none: the service's default for the layout (32 over the IVF, WARP_DEFAULT_NPROBE over WARP's).
-      ['xtr', { name: 'xtr', kPrime: 1000, ...(nprobeFlag !== undefined ? { nprobe } : {}), ...(exact !== undefined ? { exact } : {}), ...(tPrime !== undefined ? { tPrime } : {}) }],
+      ['xtr', { name: 'xtr', kPrime: 1000, ...(nprobe !== undefined ? { nprobe } : {}), ...(exact !== undefined ? { exact } : {}), ...(tPrime !== undefined ? { tPrime } : {}) }],
       ['exhaustive', 'exhaustive'],
       ['bm25', 'bm25'],
     ] as const;
@@ -403,7 +437,7 @@ export async function runPeersBench(args: string[]): Promise<Record<string, unkn
       const text = new Map(ds.docs.map((d) => [d.id, d.text]));
       writeFileSync(path.join(dir, 'texts.json'), JSON.stringify({ docs: exported.docIds.map((id) => text.get(id) ?? ''), queries: judged.map((q) => q.text) }));
       // --nprobe: xtr-warp-rs probes as many lists per query token as lateral (else its own defaults, chosen per query).
-      writeFileSync(path.join(dir, 'settings.json'), JSON.stringify({ top_k: TOP_K, threads, nprobe: nprobeFlag === undefined ? null : nprobe }));
+      writeFileSync(path.join(dir, 'settings.json'), JSON.stringify({ top_k: TOP_K, threads, nprobe: nprobe ?? null }));
       for (const p of runnable) {
         log(`peers: ${p} on the exported vectors (${threads} threads)`);
         const r = spawnSync(path.join(VENV, 'bin', 'python'), [path.resolve('scripts/bench/peers.py'), dir, p], { encoding: 'utf8', env: { ...process.env, TQDM_DISABLE: '1' } });
@@ -437,7 +471,7 @@ export async function runPeersBench(args: string[]): Promise<Record<string, unkn
     const comparisons = engines
       .filter((e) => e.status === 'ok' && (PEERS as readonly string[]).includes(e.engine) && lateral[COUNTERPART[e.engine as Peer]])
       .map((e) => ({ peer: e.engine, lateral: `lateral ${COUNTERPART[e.engine as Peer]}`, 'lateral/peer': ratios(lateral[COUNTERPART[e.engine as Peer]]!, e) }));
-    const result = { dataset, documents: exported.docIds.length, tokens, queries: judged.length, model, threads, quick: args.includes('--quick'), engines, comparisons, load_average: os.loadavg()[0] };
+    const result = { dataset, documents: exported.docIds.length, tokens, queries: judged.length, model, threads, quick, engines, comparisons, load_average: os.loadavg()[0] };
     {
       console.log(`peers on ${path.basename(dataset)}: ${result.documents} documents, ${tokens} tokens, ${judged.length} judged queries, ${model}, ${threads} threads`);
       console.log(`${'engine'.padEnd(18)} ${'build s'.padStart(8)} ${'B/token'.padStart(8)} ${'nDCG@10'.padStart(8)} ${'R@100'.padStart(7)} ${'p50 ms'.padStart(8)} ${'p95 ms'.padStart(8)} ${'q/s'.padStart(7)}`);

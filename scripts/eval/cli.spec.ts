@@ -14,6 +14,8 @@ const EVALS: [string, () => Promise<Eval>, string[]][] = [
   ['fusion', async () => (await import('./fusion')).runFusionEval, ['--datasets DIR,DIR', '--model NAME', '--depth N (100)', '--sample N', '--bm25-only', '--export DIR']],
   ['compression', async () => (await import('./compression')).runCompressionEvalCli, ['--dataset DIR', '--static-model DIR', '--settings', '--docs-per-segment N (1000)', '--sample-tokens N (20000)', '--seed N (20261121)', '--plot', '--pool-factors', '--pool-codecs', '--aesi c:bits', '--aesi-width 1536']],
   ['heads', async () => (await import('./heads')).runHeadsEval, ['--quick', '--datasets', '--models', '--heads', '--folds N (5', '--only-folds', '--no-cv', '--dl19 DIR|none', '--epochs', '--distill-steps', '--distill-weight', '--lr', '--distill-lr', '--depth', '--max-docs', '--seed N (1)', '--positives', '--aesi-json', '--aesi-model', '--sample-tokens']],
+  ['negation', async () => (await import('./negation')).runNegationEval, ['--docs 2000', '--queries 100', '--seed 1', '--model .cache/models/glove-ctx-100d']],
+  ['retrieval', async () => (await import('./retrieval')).runRetrievalEvalCli, ['--dataset DIR', '--docs FILE', '--queries FILE', '--qrels FILE', '--model NAME|DIR', '--nprobe N', '--modes a,b', '--layout warp', '--bits 2|4', '--quick', '--plot out.svg']],
 ];
 
 const run = (entry: Eval, args: string[]) => runUntilExit(entry, args, 'the evaluation');

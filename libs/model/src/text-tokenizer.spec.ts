@@ -5,6 +5,7 @@ import { describe, expect, it } from 'vitest';
 import { ModelManifestSchema, type ModelManifest } from '@lateral/shared';
 import { ModelLoadError } from './errors';
 import { TextTokenizer, prepareTokenizerJson } from './text-tokenizer';
+import { wordPieceTokenizerJson } from './testing/wordpiece-json';
 
 /** A small BERT-uncased style vocabulary: specials first, whole words, then '##' continuations. */
 const VOCAB = [
@@ -15,44 +16,10 @@ const VOCAB = [
   '.', ',', '!', '?', ':', '-', "'", '(', ')',
   'over', 'high', 'low', 'speed', 'mach',
 ];
-const SPECIALS = ['[PAD]', '[UNK]', '[CLS]', '[SEP]', '[MASK]'];
 const ID = Object.fromEntries(VOCAB.map((t, i) => [t, i])) as Record<string, number>;
 
-/** The shape of a Hugging Face BERT (uncased) tokenizer.json: BertNormalizer, BertPreTokenizer, WordPiece, TemplateProcessing. */
-function wordPieceJson(over: Record<string, unknown> = {}): Record<string, unknown> {
-  return {
-    version: '1.0',
-    truncation: null,
-    padding: null,
-    added_tokens: SPECIALS.map((content) => ({ id: ID[content], content, single_word: false, lstrip: false, rstrip: false, normalized: false, special: true })),
-    normalizer: { type: 'BertNormalizer', clean_text: true, handle_chinese_chars: true, strip_accents: null, lowercase: true },
-    pre_tokenizer: { type: 'BertPreTokenizer' },
-    post_processor: {
-      type: 'TemplateProcessing',
-      single: [{ SpecialToken: { id: '[CLS]', type_id: 0 } }, { Sequence: { id: 'A', type_id: 0 } }, { SpecialToken: { id: '[SEP]', type_id: 0 } }],
-      pair: [
-        { SpecialToken: { id: '[CLS]', type_id: 0 } },
-        { Sequence: { id: 'A', type_id: 0 } },
-        { SpecialToken: { id: '[SEP]', type_id: 0 } },
-        { Sequence: { id: 'B', type_id: 1 } },
-        { SpecialToken: { id: '[SEP]', type_id: 1 } },
-      ],
-      special_tokens: {
-        '[CLS]': { id: '[CLS]', ids: [ID['[CLS]']], tokens: ['[CLS]'] },
-        '[SEP]': { id: '[SEP]', ids: [ID['[SEP]']], tokens: ['[SEP]'] },
-      },
-    },
-    decoder: { type: 'WordPiece', prefix: '##', cleanup: true },
-    model: {
-      type: 'WordPiece',
-      unk_token: '[UNK]',
-      continuing_subword_prefix: '##',
-      max_input_chars_per_word: 100,
-      vocab: Object.fromEntries(VOCAB.map((t, i) => [t, i])),
-    },
-    ...over,
-  };
-}
+/** A BERT-uncased tokenizer.json over VOCAB; `over` replaces top-level fields. */
+const wordPieceJson = (over: Record<string, unknown> = {}) => wordPieceTokenizerJson(VOCAB, over);
 
 const manifest = (over: Record<string, unknown> = {}): ModelManifest =>
   ModelManifestSchema.parse({ name: 'bert-like', format: 1, dims: 8, maxQueryTokens: 16, maxDocTokens: 512, clsToken: '[CLS]', sepToken: '[SEP]', ...over });

@@ -10,6 +10,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { meanPool } from '@lateral/scoring';
 import { ModelLoadError, TokenEncoder, poolEncoded, type EncodedText } from './index';
 import { GraphBuilder, floatTensor, int64Tensor, makeModel, makeValueInfo, writeModel } from '@lateral/kernels';
+import { wordPieceTokenizerJson } from './testing/wordpiece-json';
 
 const cpu = { executionProvider: 'cpu' as const, intraOpThreads: 1 };
 const D = 4;
@@ -19,7 +20,6 @@ const VOCAB = [
   '##aff', '##able', '##ing', '##s', '.', ',', '!',
 ];
 const ID = Object.fromEntries(VOCAB.map((t, i) => [t, i])) as Record<string, number>;
-const SPECIALS = ['[PAD]', '[UNK]', '[CLS]', '[SEP]', '[MASK]'];
 
 /** Token embedding row i: distinct, non-zero, exact in float32. */
 const embRow = (i: number) => Array.from({ length: D }, (_, k) => ((i * 5 + k * 3) % 11) / 8 - 0.5 + (k === 0 ? 1 : 0));
@@ -28,23 +28,11 @@ const TYPE0 = [0.25, -0.125, 0.5, 0.0625];
 const TYPE1 = [100, 100, 100, 100];
 
 function tokenizerJson(): Record<string, unknown> {
-  return {
-    version: '1.0',
-    // saved by a pipeline that padded / truncated to 128: must not affect the encoder
+  // saved by a pipeline that padded / truncated to 128: must not affect the encoder
+  return wordPieceTokenizerJson(VOCAB, {
     padding: { strategy: { Fixed: 128 }, direction: 'Right', pad_to_multiple_of: null, pad_id: 0, pad_type_id: 0, pad_token: '[PAD]' },
     truncation: { direction: 'Right', max_length: 128, strategy: 'LongestFirst', stride: 0 },
-    added_tokens: SPECIALS.map((content) => ({ id: ID[content], content, single_word: false, lstrip: false, rstrip: false, normalized: false, special: true })),
-    normalizer: { type: 'BertNormalizer', clean_text: true, handle_chinese_chars: true, strip_accents: null, lowercase: true },
-    pre_tokenizer: { type: 'BertPreTokenizer' },
-    post_processor: {
-      type: 'TemplateProcessing',
-      single: [{ SpecialToken: { id: '[CLS]', type_id: 0 } }, { Sequence: { id: 'A', type_id: 0 } }, { SpecialToken: { id: '[SEP]', type_id: 0 } }],
-      pair: [],
-      special_tokens: { '[CLS]': { id: '[CLS]', ids: [ID['[CLS]']], tokens: ['[CLS]'] }, '[SEP]': { id: '[SEP]', ids: [ID['[SEP]']], tokens: ['[SEP]'] } },
-    },
-    decoder: { type: 'WordPiece', prefix: '##', cleanup: true },
-    model: { type: 'WordPiece', unk_token: '[UNK]', continuing_subword_prefix: '##', max_input_chars_per_word: 100, vocab: ID },
-  };
+  });
 }
 
 interface GraphOptions {

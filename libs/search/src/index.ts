@@ -15,11 +15,13 @@ export {
   BM25_K1, BM25_B, Bm25TermStats, segmentBm25Stats, serializeBm25Stats, deserializeBm25Stats, documentsBm25Stats, adjustBm25Stats, BM25_STATS_MAGIC, BM25_STATS_VERSION, sumBm25Stats, documentFrequency, bm25Query, bm25SegmentSearch, bm25Search, bm25SearchSteps,
   type Bm25Params, type Bm25Stats, type Bm25Query, type SegmentSearchOptions,
 } from './bm25';
+export { xtrProbe, xtrSegmentSearch, xtrSegmentSearchSteps, xtrSearch, xtrSearchSteps, scoreRows as xtrScoreRows, type XtrProbe, type XtrSegmentOptions, type XtrSearchOptions, type XtrSearchResult } from './xtr';
+export { xtrMerge, xtrMergeSteps, XTR_MAX_QUERY_TOKENS, type XtrSegmentLists, type XtrMerged } from './xtr-merge';
 export {
-  xtrProbe, xtrSegmentSearch, xtrSegmentSearchSteps, xtrMerge, xtrMergeSteps, xtrAccumulate, xtrCandidates, xtrCandidateCount, XtrWorkspace, xtrAggregateSegment, xtrSearch, xtrSearchSteps, XtrRunningMerge, benchXtrAccumulator, XTR_MAX_QUERY_TOKENS, scoreRows as xtrScoreRows,
-  type XtrProbe, type XtrSegmentLists, type XtrSegmentOptions, type XtrMerged, type XtrAggregateOptions, type XtrSearchOptions,
-  type XtrSearchResult, type XtrAccumulatorBenchOptions, type XtrAccumulatorBench,
-} from './xtr';
+  xtrAccumulate, xtrCandidates, xtrCandidateCount, XtrWorkspace, xtrAggregateSegment, benchXtrAccumulator,
+  type XtrAggregateOptions, type XtrAccumulatorBenchOptions, type XtrAccumulatorBench,
+} from './xtr-aggregate';
+export { XtrRunningMerge } from './xtr-running-merge';
 export {
   denseSegmentSearch, denseSegmentSearchSteps, denseSearch, denseSearchSteps, mebertSegmentSearch, mebertSegmentSearchSteps, mebertSearch, mebertSearchSteps,
   type DenseOptions, type MebertOptions,

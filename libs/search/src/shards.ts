@@ -1,5 +1,6 @@
 import { kWayMerge, mergeHits } from './merge';
-import { xtrAggregateSegment, XtrWorkspace, type XtrMerged, type XtrSegmentLists } from './xtr';
+import { xtrAggregateSegment, XtrWorkspace } from './xtr-aggregate';
+import type { XtrMerged, XtrSegmentLists } from './xtr-merge';
 import { runSteps, type Steps } from './steps';
 import type { Hit, SegmentHits } from './types';
 

@@ -10,7 +10,9 @@ import { Bm25StatsPass, bm25Pass, densePass, exhaustivePass, mebertPass, pairPas
 import { intMatrixCorpus, makeCorpus, randomCuts, randomUnit, rng, segmentsOf, type Corpus } from './test-utils';
 import type { DocMask, Hit, SearchSegment, SegmentHits } from './types';
 import { mergeShardHits, xtrGlobalCut, xtrShardHits } from './shards';
-import { XtrRunningMerge, xtrMerge, xtrProbe, xtrSearchSteps, xtrSegmentSearch } from './xtr';
+import { xtrProbe, xtrSearchSteps, xtrSegmentSearch } from './xtr';
+import { xtrMerge } from './xtr-merge';
+import { XtrRunningMerge } from './xtr-running-merge';
 
 const d = 8;
 const corpus = makeCorpus(77, { documents: 120, dims: d, maxLen: 16, clusters: 5, vocab: 60 });

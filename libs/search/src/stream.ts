@@ -5,7 +5,10 @@ import { mergeIntoHits } from './merge';
 import type { SegmentIndex } from './segment-index';
 import type { Steps } from './steps';
 import type { DocMask, Hit, SearchSegment, SegmentHits } from './types';
-import { XtrRunningMerge, XtrWorkspace, xtrSegmentSearchSteps, type XtrMerged, type XtrProbe } from './xtr';
+import { xtrSegmentSearchSteps, type XtrProbe } from './xtr';
+import { XtrWorkspace } from './xtr-aggregate';
+import type { XtrMerged } from './xtr-merge';
+import { XtrRunningMerge } from './xtr-running-merge';
 
 /**
  * Segment-major search (issue 10, ARCHITECTURE "Serving"): the caller visits a generation's

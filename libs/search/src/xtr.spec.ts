@@ -1,6 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import { maxsim, xtrScores } from '@lateral/scoring';
-import { benchXtrAccumulator, xtrAccumulate, xtrCandidateCount, xtrCandidates, XtrWorkspace, xtrAggregateSegment, xtrMerge, xtrProbe, xtrSearch, xtrSegmentSearch, type XtrMerged } from './xtr';
+import { xtrProbe, xtrSearch, xtrSegmentSearch } from './xtr';
+import { benchXtrAccumulator, xtrAccumulate, xtrCandidateCount, xtrCandidates, XtrWorkspace, xtrAggregateSegment } from './xtr-aggregate';
+import { xtrMerge, type XtrMerged } from './xtr-merge';
 import { sphericalKmeans } from './kmeans';
 import { buildSegmentIndex } from './segment-index';
 import { docMask } from './filters';

@@ -1,5 +1,5 @@
 import { codecFromDescriptor, type Codec, type CodecDescriptor } from '@lateral/codec';
-import { s3Keys, type Collection, type SegmentRef } from '@lateral/shared';
+import { DEFAULT_WARP_WHOLE_BYTES, s3Keys, type Collection, type SegmentRef } from '@lateral/shared';
 import {
   WARP_HEADER_BYTES,
   WarpLayoutCorruptError,
@@ -33,8 +33,9 @@ import type { LoadedSegment, SegmentStore } from './segment-store';
  * not yet hot (full Vaswani: search job p50 172 ms by ranges, 25 ms with the layouts whole;
  * docs/benchmarks.md, "WARP"). Layouts larger than this (a large collection's merged segments)
  * keep the ranged path, so a cold scorer's first query still fetches only its probed lists there.
+ * The one number lives in the configuration (SCORER_WARP_WHOLE_BYTES's default), so the two never drift.
  */
-export const WARP_WHOLE_READ_BYTES = 64 << 20;
+export const WARP_WHOLE_READ_BYTES = DEFAULT_WARP_WHOLE_BYTES;
 
 /** Default gap (bytes of other lists) across which two probed lists are read in one range. */
 export const WARP_RANGE_GAP_BYTES = 0;

@@ -6,6 +6,9 @@ const bool = z
   .transform((v) => v === true || v === 'true' || v === '1' || v === 'yes');
 const int = (def: number, min: number, max: number) => z.coerce.number().int().min(min).max(max).default(def);
 
+/** SCORER_WARP_WHOLE_BYTES when unset (64 MiB), also the serving library's default where no configuration is given (WARP_WHOLE_READ_BYTES). */
+export const DEFAULT_WARP_WHOLE_BYTES = 64 * 2 ** 20;
+
 /**
  * Every environment variable lateral reads, validated once at start-up.
  * The configuration table (docs/configuration.md) is this object, one row per key.
@@ -75,7 +78,7 @@ export const ConfigSchema = z.object({
    * 64 MiB: full Vaswani's merged layouts (20-29 MB) searched by ranges took a 172 ms search job
    * (114 ranged reads a query), read whole 25 ms (docs/benchmarks.md, "WARP").
    */
-  SCORER_WARP_WHOLE_BYTES: int(64 * 2 ** 20, 0, 2 ** 40),
+  SCORER_WARP_WHOLE_BYTES: int(DEFAULT_WARP_WHOLE_BYTES, 0, 2 ** 40),
   /**
    * How a re-rank reads its candidates' codes: `ranges` = positioned reads of the segments' copies
    * in the disk cache, the memory cache keeping only each segment's head (ids, token offsets, code

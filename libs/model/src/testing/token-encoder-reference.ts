@@ -7,11 +7,11 @@ import { resolve } from 'node:path';
 import { ort } from '@lateral/kernels';
 import type { ModelManifest } from '@lateral/shared';
 import { planBatches } from '../batching';
-import { ModelShapeError } from '../errors';
 import { readModelDir } from '../model-dir';
 import { Tokenizer } from '@huggingface/tokenizers';
 import { TextTokenizer, prepareTokenizerJson, type TextKind, type TokenizedText } from '../text-tokenizer';
 import type { EncodedText } from '../token-encoder';
+import { checkedOutputs } from '../encoder-session';
 
 const DEFAULT_TOKEN_BUDGET = 16_384;
 const TOKENIZE_CHUNK = 64;
@@ -42,7 +42,6 @@ function referenceTokenize(tok: TextTokenizer, text: string, kind: TextKind, max
   return { ids, length: ids.length, truncated };
 }
 
-const shapeOf = (dims: readonly number[]) => `[${dims.join(',')}]`;
 
 /**
  * Text -> token vectors with one ONNX Runtime session. Holds the tokenizer, the manifest and the
@@ -142,25 +141,7 @@ export class ReferenceTokenEncoder {
     const fetch = [m.outputs.tokenEmbeddings, ...(m.outputs.tokenWeights ? [m.outputs.tokenWeights] : [])];
     const out = await this.session.run(feeds, fetch);
 
-    const emb = out[m.outputs.tokenEmbeddings]!;
-    const expected = [batch, seqLen, m.dims];
-    if (emb.dims.length !== 3 || emb.dims.some((d, i) => d !== expected[i]) || emb.type !== 'float32') {
-      throw new ModelShapeError(
-        `model output '${m.outputs.tokenEmbeddings}' has shape ${shapeOf(emb.dims)} (${emb.type}) but manifest.json declares dims ${m.dims} ` +
-          `(expected float32 [batch, seq, ${m.dims}] = ${shapeOf(expected)}) in ${this.dir}`,
-      );
-    }
-    let weights: Float32Array | null = null;
-    if (m.outputs.tokenWeights) {
-      const w = out[m.outputs.tokenWeights]!;
-      if (w.dims.length !== 2 || w.dims[0] !== batch || w.dims[1] !== seqLen || w.type !== 'float32') {
-        throw new ModelShapeError(
-          `model output '${m.outputs.tokenWeights}' has shape ${shapeOf(w.dims)} (${w.type}) but the token weights must be float32 [batch, seq] = ${shapeOf([batch, seqLen])} in ${this.dir}`,
-        );
-      }
-      weights = w.data as Float32Array;
-    }
-    const data = emb.data as Float32Array;
+    const { data, weights } = checkedOutputs(out, m.outputs.tokenEmbeddings, m, batch, seqLen, this.dir);
     const d = m.dims;
     const skip = kind === 'doc' ? this.tokenizer.skipIds : null;
     /** Copies the output row of (b, t) into `dst` at `at`, L2-normalised when the manifest says so. */
