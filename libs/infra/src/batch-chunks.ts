@@ -110,7 +110,7 @@ export function batchFlow(tenantId: string, rerankBatchId: string, withTexts: re
           {
             queue: QueueName.encodeTexts,
             jobId: textJobIds.batchChunkTexts(tenantId, rerankBatchId, n),
-            payload: { tenantId, model: space.model, maxTokens: space.maxTokens, codec: space.codec, textsKey: batchKeys.chunkTexts(tenantId, rerankBatchId, n), texts: 0 },
+            payload: { tenantId, model: space.model, maxTokens: space.maxTokens, codec: space.codec, textsKey: batchKeys.chunkTexts(tenantId, rerankBatchId, n), texts: 0, chunkKey: batchKeys.chunk(tenantId, rerankBatchId, n) },
           },
         ]
       : undefined,
