@@ -94,7 +94,7 @@ describe('batchFlow', () => {
     expect(flow).toMatchObject({ queue: QueueName.batch, jobId: textJobIds.batchFinalize('t', 'b'), payload: { step: 'finalize', chunks: 2 } });
     expect(flow.children![0]).toMatchObject({ jobId: textJobIds.batchChunk('t', 'b', 0), payload: { step: 'chunk', chunk: 0 } });
     expect(flow.children![0].children).toEqual([
-      { queue: QueueName.encodeTexts, jobId: textJobIds.batchChunkTexts('t', 'b', 0), payload: { tenantId: 't', model: 'm', maxTokens: 180, codec: null, textsKey: batchKeys.chunkTexts('t', 'b', 0), texts: 0 } },
+      { queue: QueueName.encodeTexts, jobId: textJobIds.batchChunkTexts('t', 'b', 0), payload: { tenantId: 't', model: 'm', maxTokens: 180, codec: null, textsKey: batchKeys.chunkTexts('t', 'b', 0), texts: 0, chunkKey: batchKeys.chunk('t', 'b', 0) } },
     ]);
     expect(flow.children![1].children).toBeUndefined();
   });

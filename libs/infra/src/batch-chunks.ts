@@ -1,4 +1,4 @@
-import { QueueName, batchKeys, compactEntry, textHash, textJobIds, validateRow, type ChunkHeader, type ChunkTexts, type JobPayload } from '@lateral/shared';
+import { DistinctTexts, QueueName, batchKeys, compactEntry, textHash, textJobIds, validateRow, type ChunkHeader, type ChunkTexts, type JobPayload } from '@lateral/shared';
 import type { FlowNode } from './job-flows';
 import type { ObjectStore } from './object-store';
 
@@ -23,7 +23,7 @@ export class BatchChunkWriter {
   private readonly seen = new Map<string, number>();
   private readonly withTexts: boolean[] = [];
   private entries: string[] = [];
-  private texts = new Map<string, number>();
+  private texts = new DistinctTexts();
   private lineNo = 0;
   private rows = 0;
   private invalid = 0;
@@ -66,13 +66,13 @@ export class BatchChunkWriter {
   private async flush(): Promise<void> {
     if (this.entries.length === 0) return;
     const n = this.withTexts.length;
-    const distinct = [...this.texts.keys()];
+    const distinct = this.texts.texts;
     // The chunk names each distinct text once, by its hash (hashed here, once): the header line, and the texts file (ChunkTexts) beside it.
     const textHashes = distinct.map(textHash);
     const header = JSON.stringify({ textHashes } satisfies ChunkHeader);
     const body = `${header}\n${this.entries.join('\n')}\n`;
     this.entries = [];
-    this.texts = new Map();
+    this.texts = new DistinctTexts();
     this.withTexts.push(distinct.length > 0);
     // At most one chunk's writes in flight: the one before this must have landed (or its failure is thrown here).
     await this.settle();
@@ -110,7 +110,7 @@ export function batchFlow(tenantId: string, rerankBatchId: string, withTexts: re
           {
             queue: QueueName.encodeTexts,
             jobId: textJobIds.batchChunkTexts(tenantId, rerankBatchId, n),
-            payload: { tenantId, model: space.model, maxTokens: space.maxTokens, codec: space.codec, textsKey: batchKeys.chunkTexts(tenantId, rerankBatchId, n), texts: 0 },
+            payload: { tenantId, model: space.model, maxTokens: space.maxTokens, codec: space.codec, textsKey: batchKeys.chunkTexts(tenantId, rerankBatchId, n), texts: 0, chunkKey: batchKeys.chunk(tenantId, rerankBatchId, n) },
           },
         ]
       : undefined,

@@ -30,4 +30,35 @@ describe('LineSplitter / readLines', () => {
     for await (const l of readLines(pieces())) out.push(l);
     expect(out).toEqual(['{"a":1}', '{"b":2}', '{"c":3}']);
   });
+
+  it('decodes as TextDecoder does: a leading byte order mark dropped, invalid bytes as U+FFFD, at every cut into two or three pieces', () => {
+    const texts = [
+      Buffer.concat([Buffer.from([0xef, 0xbb, 0xbf]), Buffer.from('a 😀 b\r\nc\n', 'utf8')]),
+      Buffer.concat([Buffer.from('x'), Buffer.from([0xe2, 0x0a, 0xff, 0xc3]), Buffer.from('\ny é\r'), Buffer.from([0xf0, 0x9f])]),
+      Buffer.from([0xef, 0xbb, 0xbf]),
+      Buffer.from('\r'),
+      Buffer.from('\n\n'),
+    ];
+    for (const bytes of texts) {
+      // The reference: the whole text decoded at once, then cut.
+      const whole = new TextDecoder('utf-8').decode(bytes);
+      const expected = whole.split('\n').map((l) => (l.endsWith('\r') ? l.slice(0, -1) : l));
+      if (whole.endsWith('\n') || whole === '') expected.pop();
+      for (let i = 0; i <= bytes.length; i++) {
+        for (let j = i; j <= bytes.length; j++) {
+          const s = new LineSplitter();
+          const lines = [...s.push(bytes.subarray(0, i)), ...s.push(bytes.subarray(i, j)), ...s.push(bytes.subarray(j)), ...s.end()];
+          expect(lines, `${bytes.toString('hex')} cut at ${i}, ${j}`).toEqual(expected);
+        }
+      }
+    }
+  });
+
+  it('keeps its own copy of a line in progress: a caller may reuse its buffer', () => {
+    const s = new LineSplitter();
+    const buf = Buffer.from('abc');
+    expect(s.push(buf)).toEqual([]);
+    buf.write('xyz');
+    expect(s.push(Buffer.from('d\n'))).toEqual(['abcd']);
+  });
 });

@@ -130,16 +130,51 @@ export interface ChunkTextCandidate {
   score?: number;
 }
 
+/**
+ * A chunk's distinct candidate texts in first-seen order, each with its place. Looked up by a short
+ * key (a text's first KEY_CHARS characters) and then compared whole, so a text of hundreds of
+ * characters is not hashed whole for every row naming it (a map keyed by the texts themselves cost
+ * a batch upload a third as much as parsing its JSON). Texts whose keys collide are kept in a map
+ * of their own, keyed by the whole text: no key ever holds a list to scan.
+ */
+export class DistinctTexts {
+  private static readonly KEY_CHARS = 24;
+  /** Short key to the place of the one text with that key, or to a map of the several texts with it. */
+  private readonly byKey = new Map<string, number | Map<string, number>>();
+  readonly texts: string[] = [];
+
+  get size(): number {
+    return this.texts.length;
+  }
+
+  /** The text's place, added at the end when it is new. */
+  indexOf(text: string): number {
+    const key = text.slice(0, DistinctTexts.KEY_CHARS);
+    const at = this.byKey.get(key);
+    if (at === undefined) {
+      this.byKey.set(key, this.texts.length);
+      return this.texts.push(text) - 1;
+    }
+    if (typeof at === 'number') {
+      if (this.texts[at] === text) return at;
+      this.byKey.set(key, new Map([[this.texts[at], at], [text, this.texts.length]]));
+      return this.texts.push(text) - 1;
+    }
+    const i = at.get(text);
+    if (i !== undefined) return i;
+    at.set(text, this.texts.length);
+    return this.texts.push(text) - 1;
+  }
+}
+
 /** A valid row as its chunk file holds it: each text candidate replaced by its place in `texts` (the chunk's distinct texts, added here). */
-export function compactEntry(entry: Extract<BatchChunkEntry, { row: BatchRow }>, texts: Map<string, number>): { line: number; custom_id: string; row: Omit<BatchRow, 'candidates'> & { candidates: (Candidate | ChunkTextCandidate)[] } } {
+export function compactEntry(entry: Extract<BatchChunkEntry, { row: BatchRow }>, texts: DistinctTexts): { line: number; custom_id: string; row: Omit<BatchRow, 'candidates'> & { candidates: (Candidate | ChunkTextCandidate)[] } } {
   const candidates = entry.row.candidates.map((c): Candidate | ChunkTextCandidate => {
     if (!isTextCandidate(c)) return c;
-    let at = texts.get(c.text);
-    if (at === undefined) texts.set(c.text, (at = texts.size));
+    const at = texts.indexOf(c.text);
     const out: ChunkTextCandidate = c.id === undefined ? { t: at } : { id: c.id, t: at };
     if (c.score !== undefined) out.score = c.score;
     return out;
   });
   return { line: entry.line, custom_id: entry.custom_id, row: { ...entry.row, candidates } };
 }
-

@@ -123,9 +123,15 @@ export const JobPayloadSchemas = {
     maxTokens: z.number().int().positive(),
     /** Codec of the cached vectors: a collection's current codec version, or null for the default (fp16). */
     codec: z.object({ collectionId, codecVersion: z.number().int().positive() }).nullable(),
-    /** JSON array of the distinct texts to have encoded. */
+    /** JSON array of the distinct texts to have encoded (a batch chunk's: ChunkTexts, the texts with their hashes). */
     textsKey: s3Key,
     texts: z.number().int().nonnegative(),
+    /**
+     * A batch chunk's file, whose header line names the chunk's texts by hash (ChunkHeader, in the
+     * texts file's order): read first, and the texts file only when some text is not cached (a
+     * chunk whose texts are all cached reads its hashes, not its texts). Absent: the texts file.
+     */
+    chunkKey: s3Key.optional(),
   }),
   /**
    * A batch re-rank file's step. `rerankBatchId` names the file (POST /v1/batches), not an ingest

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { BatchRowSchema, RerankRequestSchema, batchKeys, compactEntry, isTextCandidate, plainBatchRow, type BatchRecord, type BatchRow, type Candidate, type ChunkHeader } from '@lateral/shared';
+import { BatchRowSchema, DistinctTexts, RerankRequestSchema, batchKeys, compactEntry, isTextCandidate, plainBatchRow, type BatchRecord, type BatchRow, type Candidate, type ChunkHeader } from '@lateral/shared';
 import { batchFlow, type FlowNode } from '@lateral/infra';
 import { batchProcessor, chunkRequestIssues, readChunk, type BatchDeps } from './batch.processor';
 import { textHash } from './text-cache';
@@ -50,11 +50,11 @@ describe('batch chunks', () => {
   });
 
   it('a chunk file names each distinct text once by its hash, and reads back as the rows with their texts hashed', () => {
-    const texts = new Map<string, number>();
+    const texts = new DistinctTexts();
     const rows = good.slice(0, 3).map((r, i) => ({ line: i + 1, custom_id: (r as BatchRow).custom_id, row: BatchRowSchema.parse(r) }));
     const lines = rows.map((e) => JSON.stringify(compactEntry(e, texts)));
-    expect([...texts.keys()]).toEqual(['some text', 'x']);
-    const header: ChunkHeader = { textHashes: [...texts.keys()].map(textHash) };
+    expect(texts.texts).toEqual(['some text', 'x']);
+    const header: ChunkHeader = { textHashes: texts.texts.map(textHash) };
     const error = { line: 4, custom_id: null, error: { message: 'line 4: not JSON' } };
     const read = readChunk(`${JSON.stringify(header)}\n${lines.join('\n')}\n${JSON.stringify(error)}\n`);
     expect(read).toEqual([

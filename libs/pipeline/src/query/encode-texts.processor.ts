@@ -1,5 +1,5 @@
 import type { Job } from 'bullmq';
-import { PermanentJobError, QueueName, type ChunkTexts, type CodecSettings, type JobPayload, type JobResults } from '@lateral/shared';
+import { PermanentJobError, QueueName, type ChunkHeader, type ChunkTexts, type CodecSettings, type JobPayload, type JobResults } from '@lateral/shared';
 import type { CodecArtifact } from '@lateral/codec';
 import { listWithDates, objectHead, type CodecArtifactRepository, type CollectionRepository, type ObjectStore } from '@lateral/infra';
 import type { EncoderProvider } from '../encoders';
@@ -22,7 +22,7 @@ export class KnownTexts {
 
 /** What the encode-texts processor touches. */
 export interface EncodeTextsDeps {
-  store: Pick<ObjectStore, 'getJson' | 'put' | 's3' | 'bucket'>;
+  store: Pick<ObjectStore, 'get' | 'getJson' | 'put' | 's3' | 'bucket'>;
   collections: Pick<CollectionRepository, 'get'>;
   codecs: Pick<CodecArtifactRepository, 'get'>;
   encoders: EncoderProvider;
@@ -46,26 +46,24 @@ const MIN_LIFE_LEFT_MS = 3600 * 1000;
  */
 export async function encodeTextsProcessor(deps: EncodeTextsDeps, p: JobPayload<QueueName.encodeTexts>, job?: Pick<Job, 'updateProgress'>): Promise<JobResults[QueueName.encodeTexts]> {
   const t0 = Date.now();
-  // A re-rank request's texts (an array), or a batch chunk's with their hashes (ChunkTexts: hashed once, when planned).
-  const file = await deps.store.getJson<string[] | ChunkTexts>(p.textsKey);
-  if (!file) throw new PermanentJobError(`candidate texts are missing from S3: ${p.textsKey}`);
-  const texts = Array.isArray(file) ? file : file.texts;
-  const given = Array.isArray(file) ? null : file.textHashes;
-  if (given && given.length !== texts.length) throw new PermanentJobError(`candidate texts file ${p.textsKey} names ${given.length} hashes for ${texts.length} texts`);
+  // A batch chunk's hashes from its chunk file's header (its texts are read below only if one is missing); else the texts file.
+  const fromChunk = p.chunkKey ? await chunkHashes(deps, p.chunkKey) : null;
+  let texts: Map<string, string> | null = fromChunk ? null : await readTexts(deps, p.textsKey);
+  const hashes = fromChunk ?? [...texts!.keys()];
   const encoder = await deps.encoders(p.model).catch(permanentModelErrors);
   const space: TextSpace = { tenantId: p.tenantId, model: p.model, modelVersion: await modelVersion(deps.modelsDir, p.model), maxTokens: p.maxTokens, codec: p.codec };
   const ttlMs = deps.ttlDays * 24 * 3600 * 1000;
   const now = Date.now();
   const fresh = (at: number | null | undefined) => at !== null && at !== undefined && now - at < ttlMs - Math.min(MIN_LIFE_LEFT_MS, ttlMs / 2);
 
-  const distinct = new Map<string, string>();
-  texts.forEach((t, i) => distinct.set(given ? given[i] : textHash(t), t));
-  const hashes = [...distinct.keys()];
+  // Each text's cache key, built once (a chunk names thousands).
+  const keys = hashes.map((h) => textKey(space, h));
   // Many texts this process has not seen: one listing of the text space (1,000 keys a request)
   // instead of a HEAD per text; a space too large to list falls back to HEADs.
-  const unknown = hashes.filter((h) => !fresh(deps.known.get(textKey(space, h))));
+  let unknown = 0;
+  for (const key of keys) if (!fresh(deps.known.get(key))) unknown++;
   let listedAll = false;
-  if (unknown.length > LIST_ABOVE) {
+  if (unknown > LIST_ABOVE) {
     const prefix = textKey(space, '0'.repeat(64)).replace(/00\/0{64}\.seg$/, '');
     let listed = 0;
     listedAll = true;
@@ -77,8 +75,7 @@ export async function encodeTextsProcessor(deps: EncodeTextsDeps, p: JobPayload<
       }
     }
   }
-  const present = await mapLimit(hashes, 16, async (h) => {
-    const key = textKey(space, h);
+  const present = await mapLimit(keys, 16, async (key) => {
     if (fresh(deps.known.get(key))) return true;
     if (listedAll) return false;
     const head = await objectHead(deps.store, key);
@@ -92,8 +89,14 @@ export async function encodeTextsProcessor(deps: EncodeTextsDeps, p: JobPayload<
   const missing = hashes.filter((_, i) => !present[i]);
   let tokens = 0;
   if (missing.length > 0) {
+    texts ??= await readTexts(deps, p.textsKey);
+    const missingTexts = missing.map((h) => {
+      const t = texts!.get(h);
+      if (t === undefined) throw new PermanentJobError(`candidate texts file ${p.textsKey} lacks text ${h} that chunk file ${p.chunkKey} names`);
+      return t;
+    });
     const { settings, artifact } = await cacheCodec(deps, p);
-    const encoded = await encoder.encodeDocuments(missing.map((h) => distinct.get(h)!), { maxTokens: p.maxTokens, tokenBudget: deps.tokenBudget }).catch(permanentModelErrors);
+    const encoded = await encoder.encodeDocuments(missingTexts, { maxTokens: p.maxTokens, tokenBudget: deps.tokenBudget }).catch(permanentModelErrors);
     await job?.updateProgress(80);
     const at = Date.now();
     await mapLimit(missing, 32, async (h, i) => {
@@ -104,6 +107,39 @@ export async function encodeTextsProcessor(deps: EncodeTextsDeps, p: JobPayload<
     });
   }
   return { texts: hashes.length, encoded: missing.length, reused: hashes.length - missing.length, tokens, ms: Date.now() - t0 };
+}
+
+/** A texts file's distinct texts by hash: a re-rank request's (an array, hashed here), or a batch chunk's with their hashes (ChunkTexts: hashed once, when planned). */
+async function readTexts(deps: Pick<EncodeTextsDeps, 'store'>, textsKey: string): Promise<Map<string, string>> {
+  const file = await deps.store.getJson<string[] | ChunkTexts>(textsKey);
+  if (!file) throw new PermanentJobError(`candidate texts are missing from S3: ${textsKey}`);
+  const texts = Array.isArray(file) ? file : file.texts;
+  const given = Array.isArray(file) ? null : file.textHashes;
+  if (given && given.length !== texts.length) throw new PermanentJobError(`candidate texts file ${textsKey} names ${given.length} hashes for ${texts.length} texts`);
+  const distinct = new Map<string, string>();
+  texts.forEach((t, i) => distinct.set(given ? given[i] : textHash(t), t));
+  return distinct;
+}
+
+/**
+ * The distinct text hashes a batch chunk file's header line names (only that line is decoded);
+ * null for a chunk file without the header (written before chunks named their texts by hash): its
+ * texts file is then the list.
+ */
+async function chunkHashes(deps: Pick<EncodeTextsDeps, 'store'>, chunkKey: string): Promise<string[] | null> {
+  const bytes = await deps.store.get(chunkKey);
+  if (!bytes) throw new PermanentJobError(`batch chunk file is missing from S3: ${chunkKey}`);
+  const nl = bytes.indexOf(10);
+  const head = Buffer.from(bytes.buffer, bytes.byteOffset, nl < 0 ? bytes.byteLength : nl).toString('utf8');
+  if (!head.startsWith('{"textHashes":')) return null;
+  let header: ChunkHeader;
+  try {
+    header = JSON.parse(head) as ChunkHeader;
+  } catch {
+    throw new PermanentJobError(`batch chunk file ${chunkKey} has a header line that is not JSON`);
+  }
+  if (!Array.isArray(header.textHashes)) throw new PermanentJobError(`batch chunk file ${chunkKey} has a header line without textHashes`);
+  return [...new Set(header.textHashes)];
 }
 
 /** Codec of the cached entries: the collection's (with its artifact), or null = the raw fp16 default. */

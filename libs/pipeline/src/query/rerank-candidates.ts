@@ -130,13 +130,21 @@ export async function resolveCandidates(
   const collectionRow = new Map<number, number>();
   const sources: ({ hash: string } | { row: number })[] = [];
   let textCandidates = 0;
+  // One pass over each query's candidates (a batch chunk holds tens of thousands): distinct by the
+  // id its hits carry (distinctCandidates' rule: the first place counts), no object per candidate.
   const plans = queries.map((q, qi) => {
     if (!hasText[qi]) return null;
     const ids: string[] = [];
     const rows: number[] = [];
     const missing: string[] = [];
     const first: number[] = [];
-    for (const { id, candidate, firstStage } of distinctCandidates(q.candidates)) {
+    const seen = new Set<string>();
+    const candidates = q.candidates;
+    for (let position = 0; position < candidates.length; position++) {
+      const candidate = candidates[position];
+      const id = idOf(candidate, position);
+      if (seen.has(id)) continue;
+      seen.add(id);
       let row: number | undefined;
       const h = candidateTextHash(candidate);
       if (h !== null) {
@@ -162,7 +170,7 @@ export async function resolveCandidates(
       }
       ids.push(id);
       rows.push(row);
-      first.push(firstStage);
+      first.push(firstStageOf(candidate));
     }
     return { qi, ids, rows, missing, first };
   });
