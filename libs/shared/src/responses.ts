@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { CodecSettingsSchema } from './codec-settings';
-import { BM25_ANALYZERS, PassageSettingsSchema, SearchLayoutSettingsSchema, STAGES, type Collection } from './collection';
+import { BM25_ANALYZERS, IvfLayoutSettingsSchema, PassageSettingsSchema, STAGES, WarpLayoutSettingsSchema, type Collection } from './collection';
 import { HitDocumentFieldsSchema, TRUNCATED_IDS_SHOWN } from './documents';
 import { ScorerSchema, type RerankResult } from './rerank';
 import { SearchModeSchema, type SearchResult } from './search';
@@ -48,7 +48,10 @@ export const CollectionSchema = z.object({
   codec,
   passages: PassageSettingsSchema.optional().describe('documents over maxDocTokens are split into passages (absent: truncated)'),
   shards: int.min(2).optional().describe('shards the segments are split into, each served through its own queue (absent: 1)'),
-  search: SearchLayoutSettingsSchema.optional().describe("the opt-in search layout (`{ layout: 'warp', bits }`); absent: the segment index's IVF alone"),
+  search: z
+    .union([WarpLayoutSettingsSchema, IvfLayoutSettingsSchema])
+    .optional()
+    .describe("how mode xtr reads the collection: `{ layout: 'warp', bits }` (WARP's engine over a centroid-major layout per segment; the default of new collections) or `{ layout: 'ivf' }` (the segment index's IVF); absent: a collection created before WARP became the default, searched through the IVF"),
   bm25: z
     .object({ analyzer: z.enum(BM25_ANALYZERS) })
     .optional()

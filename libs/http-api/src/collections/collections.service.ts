@@ -100,7 +100,7 @@ export class CollectionsService {
       codec: req.codec,
       ...(req.passages ? { passages: req.passages } : {}),
       ...(req.shards !== undefined && req.shards > 1 ? { shards: req.shards } : {}),
-      ...(req.search ? { search: req.search } : {}),
+      search: req.search,
       bm25: req.bm25,
       codecVersion: 1,
       createdAt: new Date().toISOString(),

@@ -6,7 +6,8 @@ import { errorAnswer, errors, json, param, type ApiRegistry } from './registry';
 
 /** Requests that show the forms; each one is accepted as written (rules.spec.ts). */
 export const CREATE_COLLECTION_EXAMPLES = {
-  plain: { summary: 'the default model and codec (fp16)', value: { id: 'papers' } },
+  plain: { summary: "the default model and codec (fp16), and the default search layout (WARP, 4 bits)", value: { id: 'papers' } },
+  ivf: { summary: "mode xtr over the segment index's IVF alone (no WARP search layout)", value: { id: 'papers-ivf', search: { layout: 'ivf' } } },
   eden: { summary: 'a 4-bit EDEN codec', value: { id: 'papers-eden', codec: { kind: 'eden', bits: 4 } } },
   sharded: { summary: 'two shards, each served through its own queue', value: { id: 'papers-sharded', shards: 2 } },
 };
@@ -25,7 +26,7 @@ export function registerCollections(api: ApiRegistry): void {
   api.op('collections', 'post', '/v1/collections', {
     summary: 'Create a collection',
     description:
-      "400 names the failing field, e.g. `codec.sideInfo` when side information is asked for with a kind other than 'eden' or a model that declares no static input embeddings (manifest `staticEmbeddings`), `codec.poolFactor` outside 1..16, or `codec.poolFactor` above 1 together with `codec.sideInfo` (both fields named).",
+      "400 names the failing field, e.g. `codec.sideInfo` when side information is asked for with a kind other than 'eden' or a model that declares no static input embeddings (manifest `staticEmbeddings`), `codec.poolFactor` outside 1..16, or `codec.poolFactor` above 1 together with `codec.sideInfo` (both fields named); `search.layout` other than 'warp' or 'ivf', `search.bits` other than 2 or 4, or `search.bits` with layout 'ivf'. `search` absent: `{ layout: 'warp', bits: 4 }`.",
     request: { body: { required: true, content: { 'application/json': { schema: api.input(CreateCollectionForm), examples: CREATE_COLLECTION_EXAMPLES } } } },
     responses: { '201': json('created: the stored collection', api.output(CollectionSchema)), ...errors(400, 503), '409': errorAnswer('a collection with this id already exists') },
   });
