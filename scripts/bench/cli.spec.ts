@@ -13,10 +13,10 @@ const BENCHES: [string, () => Promise<Bench>, string[]][] = [
   ['documents', async () => (await import('./documents')).runDocumentsBench, ['--docs N', '--rounds N (5']],
   ['rerank-batch', async () => (await import('./rerank-batch')).runRerankBatchBench, ['--quick', '--rows N (10000)', '--model NAME (glove-ctx-100d)', '--chunk-rows']],
   ['segment-cache', async () => (await import('./segment-cache')).runSegmentCacheBench, ['--segments N', '--docs N (256)', '--tokens N (40', '--dims N (128)', '--candidates N (1000)', '--latency-ms N (10)', '--codec fp16|eden4 (fp16)']],
-  ['load', async () => (await import('./load')).runLoadBench, ['--seconds N (60)', '--docs N (300)', '--candidates N (100)', '--connections N (4)', '--only search|rerank (both)', '--idle-seconds N (10)']],
+  ['load', async () => (await import('./load')).runLoadBench, ['--seconds N (60)', '--docs N (300)', '--candidates N (100)', '--connections N (4)', '--only search|rerank (both)', '--layout warp|ivf (warp)', '--idle-seconds N (10)']],
   ['refit', async () => (await import('./refit')).runRefitBench, ['--centroids K (4096)', '--dims D (100)', '--tokens T (200000)', '--rounds R (2)', '--threads N (0']],
   ['score', async () => (await import('./score')).runScoreBench, ['--quick', '--threads N (2)', '--warp-bits 2|4 (4)', '--warp-centroids K (1024)', '--aesi-only', '--simd-only', '--simd-cranfield', '--warp-only']],
-  ['scale', async () => (await import('./scale')).runScaleBench, ['--docs N (1000000)', '--codec eden4|fp16 (eden4)', '--layout ivf|warp (ivf)', '--bits 2|4 (4)', '--search-modes xtr,bm25', '--ingest-only', '--variant-env K=V,K=V', '--heap-snapshot', '--keep', '--reuse DIR']],
+  ['scale', async () => (await import('./scale')).runScaleBench, ['--docs N (1000000)', '--codec eden4|fp16 (eden4)', '--layout warp|ivf (warp)', '--bits 2|4 (4)', '--search-modes xtr,bm25', '--ingest-only', '--variant-env K=V,K=V', '--heap-snapshot', '--keep', '--reuse DIR']],
   ['cold-scorer', async () => (await import('./cold-scorer')).runColdScorerBench, ['--section both|rerank|warp (both)', '--quick', '--segments N (400', '--latency-ms N (10)', '--warp-docs N,N', '--bits 2|4 (4)', '--range-gap N (0)']],
 ];
 
@@ -53,6 +53,7 @@ describe('npm run bench: each bench parses its flags with parseArgs', () => {
     ['segment-cache', ['--latency-ms', '-1'], '--latency-ms must be a number of at least 0, got "-1"'],
     ['load', ['--seconds'], "Option '--seconds <value>' argument missing"],
     ['load', ['--only', 'both'], '--only: search or rerank (got both)'],
+    ['load', ['--layout', 'plaid'], '--layout: warp or ivf (got plaid)'],
     ['load', ['--idle-seconds', '-1'], '--idle-seconds must be a whole number of at least 0, got "-1"'],
     ['score', ['--warp-bits', '3'], '--warp-bits must be 2 or 4, got 3'],
     ['refit', ['--centroids', '8'], '--centroids must be a whole number of at least 16, got "8"'],

@@ -95,7 +95,7 @@ export const RecompressForm = z.object({ codec: z.union([...codecForms(), z.obje
 
 const W = WarpLayoutSettingsSchema.shape as unknown as Shape;
 /** `search` at creation: WARP (the default; `bits` 2 or 4), or the IVF alone (no `bits`). */
-export const SearchLayoutForm = z.union([z.object({ layout: (W.layout as z.ZodType).optional(), bits: (W.bits as z.ZodDefault).unwrap().optional() }).strict(), IvfLayoutSettingsSchema]);
+export const SearchLayoutForm = z.union([z.object({ layout: (W.layout as z.ZodType).optional(), bits: ((W.bits as z.ZodDefault).unwrap() as z.ZodType).optional() }).strict(), IvfLayoutSettingsSchema]);
 
 export const CreateCollectionForm = (CreateCollectionSchema as unknown as z.ZodObject)
   .extend({
