@@ -67,6 +67,48 @@ export function warpLayoutOf(c: Pick<Collection, 'search'>): WarpLayoutSettings 
   return c.search?.layout === 'warp' ? c.search : null;
 }
 
+/**
+ * POST /v1/collections/{id}/reindex: the WARP layout an IVF collection is to get (`layout` 'warp',
+ * the only one a re-index builds; `bits` 2 or 4, default 4). Absent `search`: WARP at 4 bits.
+ */
+export const ReindexRequestSchema = z
+  .object({
+    search: z
+      .object({
+        layout: z.literal('warp', { error: "layout must be 'warp': a re-index builds WARP search layouts (an IVF collection needs none)" }).default('warp').describe("'warp' (default): the only layout a re-index builds"),
+        bits: z.literal([2, 4], { error: 'bits must be 2 or 4' }).default(DEFAULT_WARP_BITS).describe('bits per residual dimension: 2 or 4 (default 4)'),
+      })
+      .strict()
+      .prefault({})
+      .describe("the WARP search layout to build: `{ layout: 'warp', bits: 2 | 4 }` (default bits 4)"),
+  })
+  .strict();
+export type ReindexRequest = z.infer<typeof ReindexRequestSchema>;
+
+/**
+ * A re-index in flight (POST /v1/collections/{id}/reindex): an IVF collection getting WARP search
+ * layouts for `codecVersion` at centroid epoch `epoch` (fitted by the re-index job, on the merge
+ * queue; absent until then). Searches keep the IVF path until every live segment has its layout
+ * and the job sets `search`; index jobs meanwhile write the new segments' layouts at `epoch`.
+ */
+export interface PendingReindex {
+  search: WarpLayoutSettings;
+  codecVersion: number;
+  epoch?: number;
+  startedAt: string;
+}
+
+/**
+ * The WARP layout an index job or a commit writes a segment with: the collection's own, or the one
+ * a re-index in flight builds (at its fitted epoch, for its codec version); null: none.
+ */
+export function warpLayoutToWrite(c: Pick<Collection, 'search' | 'reindex'>, codecVersion: number): { search: WarpLayoutSettings; epoch: number | null } | null {
+  const own = warpLayoutOf(c);
+  if (own) return { search: own, epoch: null };
+  const r = c.reindex;
+  return r && r.epoch !== undefined && r.codecVersion === codecVersion ? { search: r.search, epoch: r.epoch } : null;
+}
+
 /** The layout a collection's XTR searches use ('ivf' for a record stored without `search`). */
 export function searchLayoutOf(c: Pick<Collection, 'search'>): SearchLayoutName {
   return warpLayoutOf(c) ? 'warp' : 'ivf';
@@ -139,6 +181,8 @@ export interface Collection {
    * as 'ivf' (warpLayoutOf).
    */
   search?: SearchLayoutSettings;
+  /** A re-index to WARP search layouts in flight (POST /v1/collections/{id}/reindex); absent: none. */
+  reindex?: PendingReindex;
   /** BM25's analyser (absent: records written before analysers existed, BM25 over the encoder's pieces; see bm25AnalyzerOf). */
   bm25?: Bm25Settings;
   /** Hybrid's fusion fitted on the collection's judgments (POST /v1/collections/{id}/fusion/fit); absent: the service's defaults. */

@@ -1,4 +1,4 @@
-import { PermanentJobError, QueueName, s3Keys, warpEpochOf, warpLayoutOf, type JobPayload, type JobResults } from '@lateral/shared';
+import { PermanentJobError, QueueName, s3Keys, warpEpochOf, warpLayoutToWrite, type JobPayload, type JobResults } from '@lateral/shared';
 import { SegmentCorruptError, readSegment, type SegmentReader } from '@lateral/codec';
 import type { CodecArtifactRepository, CollectionRepository, GenerationRepository, JobQueues, ObjectStore } from '@lateral/infra';
 import { segmentHeadData, segmentReadOptions, serializeSegmentHead, type StaticEmbeddingsCache } from '@lateral/serving';
@@ -66,9 +66,11 @@ export async function indexProcessor(deps: IndexDeps, p: JobPayload<QueueName.in
   }
   // BM25's terms: the batch's analysed words (analyser 'english'), else the encoder's pieces (a pooled segment's from its raw batch).
   const terms = (await batchBm25Terms(deps.store, collection, p.batchId, reader.docIds)) ?? (await pooledTerms(deps, reader, s3Keys.rawVectors(p.tenantId, p.collectionId, p.batchId)));
-  // A refitted WARP collection's new segments get layouts at its newest centroid epoch (maintenance/warp-refit.ts).
-  const warpEpoch = warpLayoutOf(collection) && deps.generations ? warpEpochOf((await deps.generations.manifest(p.tenantId, p.collectionId))?.segments.filter((s) => s.codecVersion === p.codecVersion) ?? []) : 0;
-  const { index: out, warp } = await segmentSearchObjects(deps, collection, reader, p.codecVersion, terms, warpEpoch);
+  // A refitted WARP collection's new segments get layouts at its newest centroid epoch (maintenance/warp-refit.ts);
+  // during a re-index to WARP (maintenance/warp-reindex.ts), at the epoch the re-index fitted.
+  const toWrite = warpLayoutToWrite(collection, p.codecVersion);
+  const warpEpoch = !toWrite ? 0 : (toWrite.epoch ?? (deps.generations ? warpEpochOf((await deps.generations.manifest(p.tenantId, p.collectionId))?.segments.filter((s) => s.codecVersion === p.codecVersion) ?? []) : 0));
+  const { index: out, warp } = await segmentSearchObjects(deps, toWrite ? { ...collection, search: toWrite.search } : collection, reader, p.codecVersion, terms, warpEpoch);
   const indexKey = s3Keys.segmentIndex(p.tenantId, p.collectionId, p.batchId, p.codecVersion);
   // The WARP search layout (collections with search.layout 'warp') before the index: a committed segment always has both.
   if (warp) await deps.store.put(s3Keys.searchLayout(p.tenantId, p.collectionId, p.batchId, p.codecVersion, warpEpoch), warp);
