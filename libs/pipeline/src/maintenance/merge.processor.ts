@@ -112,7 +112,11 @@ async function merge(deps: MergeDeps, p: MergePayload): Promise<JobResults[Queue
   const collection = await deps.collections.get(p.tenantId, p.collectionId);
   if (!collection) throw new PermanentJobError(`collection ${p.tenantId}/${p.collectionId} no longer exists`);
   let manifest = await deps.generations.manifest(p.tenantId, p.collectionId);
-  if (!manifest) return { generation: 0, committed: false, merged: outcome('nothing-to-merge') };
+  if (!manifest) {
+    // Nothing committed yet: a re-index only switches the record (the index jobs write the layouts from then on).
+    const reindexed = collection.reindex ? await warpReindex(deps, collection, { tenantId: p.tenantId, collectionId: p.collectionId, generation: 0, codecVersion: collection.codecVersion, committedAt: '', segments: [] }) : null;
+    return { generation: 0, committed: false, merged: outcome('nothing-to-merge'), ...(reindexed ? { reindex: reindexed } : {}) };
+  }
   // A re-compression rewrites every segment anyway; merging meanwhile would race it.
   if (collection.pending) return { generation: manifest.generation, committed: false, merged: outcome('recompressing') };
   // A re-index in flight (POST /v1/collections/{id}/reindex): every segment's WARP layout built, then the record switched to it (warp-reindex.ts).
