@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { CreateCollectionSchema, searchLayoutOf, warpLayoutOf, type Collection } from './collection';
+import { CreateCollectionSchema, ReindexRequestSchema, searchLayoutOf, warpLayoutOf, warpLayoutToWrite, type Collection } from './collection';
 
 const create = (extra: Record<string, unknown> = {}) => CreateCollectionSchema.safeParse({ id: 'c', ...extra });
 
@@ -38,5 +38,30 @@ describe('search layout settings', () => {
     expect(searchLayoutOf({ search: { layout: 'ivf' } })).toBe('ivf');
     expect(warpLayoutOf({ search: { layout: 'warp', bits: 2 } })).toEqual({ layout: 'warp', bits: 2 });
     expect(searchLayoutOf({ search: { layout: 'warp', bits: 4 } })).toBe('warp');
+  });
+});
+
+describe('re-index settings', () => {
+  it('parses to a WARP layout (default 4 bits) and refuses anything else naming the field', () => {
+    expect(ReindexRequestSchema.parse({}).search).toEqual({ layout: 'warp', bits: 4 });
+    expect(ReindexRequestSchema.parse({ search: { bits: 2 } }).search).toEqual({ layout: 'warp', bits: 2 });
+    for (const [body, field] of [[{ search: { layout: 'ivf' } }, 'search.layout'], [{ search: { bits: 3 } }, 'search.bits'], [{ extra: 1 }, '']] as const) {
+      const r = ReindexRequestSchema.safeParse(body);
+      expect(r.success, JSON.stringify(body)).toBe(false);
+      if (field) expect(r.error!.issues.map((i) => i.path.join('.'))).toContain(field);
+    }
+  });
+
+  it('the layout a segment is written with: the collection\'s own, or a re-index\'s once its epoch is fitted, for its codec version only', () => {
+    const warp = { layout: 'warp', bits: 2 } as const;
+    expect(warpLayoutToWrite({ search: { layout: 'warp', bits: 4 } }, 1)).toEqual({ search: { layout: 'warp', bits: 4 }, epoch: null });
+    expect(warpLayoutToWrite({}, 1)).toBeNull();
+    expect(warpLayoutToWrite({ search: { layout: 'ivf' } }, 1)).toBeNull();
+    // asked, no epoch yet: nothing to write
+    expect(warpLayoutToWrite({ search: { layout: 'ivf' }, reindex: { search: warp, codecVersion: 1, startedAt: 'x' } }, 1)).toBeNull();
+    expect(warpLayoutToWrite({ search: { layout: 'ivf' }, reindex: { search: warp, codecVersion: 1, epoch: 1, startedAt: 'x' } }, 1)).toEqual({ search: warp, epoch: 1 });
+    expect(warpLayoutToWrite({ reindex: { search: warp, codecVersion: 1, epoch: 1, startedAt: 'x' } }, 2)).toBeNull();
+    // searches still read the IVF while the re-index runs
+    expect(warpLayoutOf({ search: { layout: 'ivf' }, reindex: { search: warp, codecVersion: 1, epoch: 1, startedAt: 'x' } } as Pick<Collection, 'search'>)).toBeNull();
   });
 });
