@@ -2,7 +2,7 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { readSegment } from '@lateral/codec';
 import { OnnxNearestCentroid } from '@lateral/kernels';
-import { DEFAULT_MERGE_POLICY, SegmentIds, encoderProvider, mergeProcessor, type MergeDeps } from '@lateral/pipeline';
+import { DEFAULT_MERGE_POLICY, SegmentIds, encoderProvider, indexProcessor, mergeProcessor, type MergeDeps } from '@lateral/pipeline';
 import { StaticEmbeddingsCache } from '@lateral/serving';
 import { s3Keys, type Collection, type CollectionManifest } from '@lateral/shared';
 import { startServer, type Server } from '../apps/all-in-one/src/server';
@@ -144,5 +144,29 @@ describe('re-index to WARP search layouts (real Redis, real S3 server, real ONNX
     const res = await search('racing', { mode: 'xtr', topK: 10 });
     expect(res.stats!.warp!.segments).toBe(3);
     expect(res.stats!.warp!.epochs).toBe(1);
+
+    // An index job that read the record before the switch (no layout to write) and ends after it:
+    // it reads the record again and writes the segment's layout at the generation's epoch.
+    const seg = now.segments[0];
+    const key = s3Keys.searchLayout('default', 'racing', seg.batchId, seg.codecVersion, 1);
+    const kept = (await server.runtime.store.get(key))!;
+    await server.runtime.store.delete(key);
+    const switched = await record('racing');
+    let reads = 0;
+    const queued: unknown[] = [];
+    await indexProcessor(
+      {
+        ...merge,
+        // the first read: the record as it was before the re-index; the second (after the index is written): as it is now
+        collections: { get: async () => (reads++ === 0 ? { ...switched, search: { layout: 'ivf' }, reindex: undefined } : switched) },
+        queues: { add: async (...args: unknown[]) => (queued.push(args), { id: 'x' }) as never },
+      },
+      { tenantId: 'default', collectionId: 'racing', ingestionId: null, batchId: seg.batchId, segmentKey: seg.key, codecVersion: seg.codecVersion, documents: seg.documents },
+    );
+    expect(reads).toBe(2);
+    expect(queued).toHaveLength(1);
+    const rewritten = await server.runtime.store.get(key);
+    expect(rewritten).not.toBeNull();
+    expect(Buffer.from(rewritten!).equals(Buffer.from(kept))).toBe(true);
   }, 600_000);
 });
