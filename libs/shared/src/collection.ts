@@ -14,7 +14,8 @@ export const PassageSettingsSchema = z
 export type PassageSettings = z.infer<typeof PassageSettingsSchema>;
 
 /**
- * How token search (mode `xtr`) reads a collection, fixed at creation.
+ * How token search (mode `xtr`) reads a collection, chosen at creation (an IVF collection can be
+ * moved to WARP by POST /v1/collections/{id}/reindex, never back).
  * - `layout: 'warp'` (the default of new collections, `bits` 4): the index job and merges also
  *   write each segment's centroid-major search layout (docs/segment-format.md, "Search layout
  *   (centroid-major)"; `bits` per residual dimension, 2 or 4), and XTR searches run WARP's engine
@@ -157,7 +158,7 @@ export const CreateCollectionSchema = z
      * MAX_SHARDS here, and COLLECTION_MAX_SHARDS of the deployment (checked by the API).
      */
     bm25: Bm25SettingsSchema.prefault({}).describe("BM25's text analysis, fixed at creation: `{ analyzer: 'english' | 'pieces' }` (default 'english')"),
-    search: SearchLayoutRequestSchema.prefault({}).describe("how mode xtr reads the collection, fixed at creation: `{ layout: 'warp', bits: 2 | 4 }` (the default, bits 4) writes a centroid-major layout per segment and runs WARP's engine over it; `{ layout: 'ivf' }` probes the segment index's IVF alone"),
+    search: SearchLayoutRequestSchema.prefault({}).describe("how mode xtr reads the collection, chosen at creation: `{ layout: 'warp', bits: 2 | 4 }` (the default, bits 4) writes a centroid-major layout per segment and runs WARP's engine over it; `{ layout: 'ivf' }` probes the segment index's IVF alone (POST /v1/collections/{id}/reindex moves it to WARP later)"),
     shards: z.number().int().min(1).max(MAX_SHARDS).optional().describe('shards the segments are split into, each served through its queue `shard-<i>`; re-rank and search fan out over them (default 1; at most COLLECTION_MAX_SHARDS, 8 by default)'),
   })
   .strict();
