@@ -64,6 +64,8 @@ describe('merge (real Redis, real S3 server, real ONNX model)', () => {
       generations: rt.generations,
       codecs: rt.codecs,
       ivf: rt.ivf,
+      // as the merge worker has them (handlers.ts): collections get WARP search layouts by default
+      warpCodecs: rt.warpCodecs,
       encoders: encoderProvider({ modelsDir: config.MODELS_DIR, executionProvider: config.ORT_EXECUTION_PROVIDER, deviceId: config.ORT_CUDA_DEVICE_ID, intraOpThreads: config.ORT_INTRA_OP_THREADS }, rt.logger),
       staticEmbeddings: new StaticEmbeddingsCache(path.resolve(config.MODELS_DIR)),
       assigner: () => (nearest ??= OnnxNearestCentroid.create(config.ORT_INTRA_OP_THREADS)),
@@ -180,9 +182,12 @@ describe('merge (real Redis, real S3 server, real ONNX model)', () => {
     }
   }, 300_000);
 
-  /** A collection of four single-batch segments, and a merge whose commit first lets `race` commit through the service. */
+  /**
+   * A collection of four single-batch segments, and a merge whose commit first lets `race` commit through the service.
+   * The IVF layout: a WARP collection's merge job may first commit a centroid refit (warp-refit.ts), which the race would hit instead of the merge's commit.
+   */
   const mergeRacing = async (collectionId: string, race: () => Promise<void>) => {
-    await api('POST', '/v1/collections', { id: collectionId });
+    await api('POST', '/v1/collections', { id: collectionId, search: { layout: 'ivf' } });
     for (let i = 40; i < 80; i += 10) await ingest(collectionId, docs.slice(i, i + 10).map((d) => ({ id: d.id, text: d.text })));
     const read = await manifest(collectionId);
     expect(read.segments).toHaveLength(4);
@@ -272,7 +277,8 @@ describe('merge (real Redis, real S3 server, real ONNX model)', () => {
 
   it('an input without its index: the merged index is rebuilt on the collection centroids; search unchanged', async () => {
     const c = 'm6';
-    await api('POST', '/v1/collections', { id: c });
+    // The segment index's IVF is what xtr searches here, so the collection names that layout (WARP's layouts are merged apart from the index).
+    await api('POST', '/v1/collections', { id: c, search: { layout: 'ivf' } });
     for (let i = 40; i < 80; i += 10) await ingest(c, docs.slice(i, i + 10).map((d) => ({ id: d.id, text: d.text })));
     const inputs = (await manifest(c)).segments;
     const queries = [docs[44].text, docs[71].text];
@@ -290,7 +296,8 @@ describe('merge (real Redis, real S3 server, real ONNX model)', () => {
 
   it('one merge per collection at a time: a second merge started meanwhile waits for the lease, then finds nothing to merge', async () => {
     const c = 'm7';
-    await api('POST', '/v1/collections', { id: c });
+    // IVF: the merge is the job's only commit (a WARP collection's job may commit a centroid refit first)
+    await api('POST', '/v1/collections', { id: c, search: { layout: 'ivf' } });
     for (let i = 40; i < 80; i += 10) await ingest(c, docs.slice(i, i + 10).map((d) => ({ id: d.id, text: d.text })));
     const before = await manifest(c);
     const exclusive: MergeDeps['exclusive'] = (tenantId, collectionId, fn) => withRedisLease(server.runtime.redis, `test:merge-lease:${tenantId}:${collectionId}`, fn, { pollMs: 20 });
@@ -304,7 +311,8 @@ describe('merge (real Redis, real S3 server, real ONNX model)', () => {
 
   it("a merge that finds the collection's lease held past its wait answers 'busy' and changes nothing", async () => {
     const c = 'm8';
-    await api('POST', '/v1/collections', { id: c });
+    // IVF: the merge is the job's only commit (a WARP collection's job may commit a centroid refit first)
+    await api('POST', '/v1/collections', { id: c, search: { layout: 'ivf' } });
     for (let i = 40; i < 80; i += 10) await ingest(c, docs.slice(i, i + 10).map((d) => ({ id: d.id, text: d.text })));
     const before = await manifest(c);
     const key = `test:merge-lease:default:${c}`;
@@ -321,7 +329,8 @@ describe('merge (real Redis, real S3 server, real ONNX model)', () => {
 
   it('garbage collection: the objects a merge replaced go once no kept generation lists them and the grace period passed', async () => {
     const c = 'm5';
-    await api('POST', '/v1/collections', { id: c });
+    // IVF: the merge is the job's only commit (a WARP collection's job may commit a centroid refit first; WARP's layouts' collection: test/warp-search.integration.spec.ts)
+    await api('POST', '/v1/collections', { id: c, search: { layout: 'ivf' } });
     for (let i = 40; i < 80; i += 10) await ingest(c, docs.slice(i, i + 10).map((d) => ({ id: d.id, text: d.text })));
     const inputs = (await manifest(c)).segments;
     const objects = inputs.flatMap((r) => segmentObjects('default', c, r));

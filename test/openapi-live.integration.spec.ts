@@ -86,6 +86,8 @@ describe('OpenAPI document vs the live service', () => {
     await call('POST /v1/collections', '/v1/collections', { id: 'c' }); // 409: already exists
     await call('POST /v1/collections', '/v1/collections', { id: 'bad id' }); // 400
     await call('POST /v1/collections', '/v1/collections', { id: 'empty', codec: { kind: 'int8' } });
+    expect((await call('POST /v1/collections', '/v1/collections', { id: 'ivf', search: { layout: 'ivf' } })).status).toBe(201);
+    await call('POST /v1/collections', '/v1/collections', { id: 'bad', search: { layout: 'ivf', bits: 4 } }); // 400
     await call('GET /v1/collections', '/v1/collections');
     await call('GET /v1/collections', '/v1/collections', undefined, {}); // 401: no key
     await call('GET /v1/collections/{id}', '/v1/collections/c');
@@ -225,6 +227,13 @@ describe('OpenAPI document vs the live service', () => {
     await call('POST /v1/collections/{id}/recompress', '/v1/collections/empty/recompress', { codec: { kind: 'fp32' } });
     await call('POST /v1/collections/{id}/recompress', '/v1/collections/c/recompress', { codec: { kind: 'nope' } }); // 400
     await until(async () => (await call('GET /v1/collections/{id}', '/v1/collections/c')).body.codec?.kind === 'int8', 60_000, 250);
+
+    // re-index to WARP layouts: queued on an IVF collection, 409 on a WARP one (the default), 400, 404
+    expect((await call('POST /v1/collections/{id}/reindex', '/v1/collections/ivf/reindex', { search: { layout: 'warp', bits: 2 } })).status).toBe(202);
+    expect((await call('POST /v1/collections/{id}/reindex', '/v1/collections/c/reindex', {})).status).toBe(409);
+    expect((await call('POST /v1/collections/{id}/reindex', '/v1/collections/ivf/reindex', { search: { bits: 3 } })).status).toBe(400);
+    expect((await call('POST /v1/collections/{id}/reindex', '/v1/collections/nope/reindex', {})).status).toBe(404);
+    await until(async () => (await call('GET /v1/collections/{id}', '/v1/collections/ivf')).body.search?.layout === 'warp', 60_000, 250);
 
     // operators
     await call('GET /v1/admin/overview', '/v1/admin/overview', undefined, operator);

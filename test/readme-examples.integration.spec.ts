@@ -238,7 +238,10 @@ const EXPECTATIONS: Expectation[] = [
     path: /^\/v1\/collections$/,
     check: (status, body, ctx) => {
       expect(status, JSON.stringify(body)).toBe(201);
-      expect(body).toMatchObject({ id: 'papers', model: ctx.model, maxDocTokens: ctx.limit, codec: { kind: 'fp16' } });
+      // the re-index example's collection, created on the IVF path
+      if (body.id === 'papers-ivf') return expect(body).toMatchObject({ search: { layout: 'ivf' } });
+      // WARP at 4 bits, the default layout
+      expect(body).toMatchObject({ id: 'papers', model: ctx.model, maxDocTokens: ctx.limit, codec: { kind: 'fp16' }, search: { layout: 'warp', bits: 4 } });
     },
   },
   {
@@ -362,6 +365,15 @@ const EXPECTATIONS: Expectation[] = [
     check: (status, body) => {
       expect(status, JSON.stringify(body)).toBe(202);
       expect(body.codecVersion).toBe(2);
+    },
+  },
+  {
+    name: 're-index to WARP',
+    method: 'POST',
+    path: /^\/v1\/collections\/papers-ivf\/reindex$/,
+    check: (status, body) => {
+      expect(status, JSON.stringify(body)).toBe(202);
+      expect(body).toMatchObject({ collection: 'papers-ivf', search: { layout: 'warp', bits: 4 }, status: '/v1/collections/papers-ivf' });
     },
   },
   {

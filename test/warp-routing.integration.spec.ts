@@ -26,7 +26,7 @@ describe('WARP for hybrid and for sharded collections (real Redis, real S3 serve
 
   beforeAll(async () => {
     server = await startServer(config, { quiet: true });
-    for (const [id, extra] of [['plain', {}], ['warp', { search: { layout: 'warp', bits: 4 } }], ['warp2', { search: { layout: 'warp', bits: 4 }, shards: 2 }]] as const) {
+    for (const [id, extra] of [['plain', { search: { layout: 'ivf' } }], ['warp', { search: { layout: 'warp', bits: 4 } }], ['warp2', { search: { layout: 'warp', bits: 4 }, shards: 2 }]] as const) {
       const c = await api('POST', '/v1/collections', { id, codec: { kind: 'fp16' }, ...extra });
       expect(c.status, JSON.stringify(c.body)).toBe(201);
       await ingest(id, items.slice(0, 100));

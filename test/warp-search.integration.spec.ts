@@ -7,9 +7,9 @@ import { testConfig } from './helpers';
 import { warpBed } from './warp-bed';
 
 /**
- * Mode xtr on a collection created with `search: { layout: 'warp' }` runs WARP's engine over the
+ * Mode xtr on a collection created with the default search layout (`search: { layout: 'warp' }`) runs WARP's engine over the
  * segments' centroid-major search layouts (written by the index job), through HTTP, queues, S3
- * and the workers: its top 10 agrees with XTR over the segment index of a plain collection of the
+ * and the workers: its top 10 agrees with XTR over the segment index of a plain collection (`layout: 'ivf'`) of the
  * same documents, each query reads only its probed lists' bytes (stats.warp), and a corrupt
  * layout is named like a corrupt segment (the degraded answer, the rest served).
  */
@@ -23,8 +23,11 @@ describe('WARP search layouts (real Redis, real S3 server, real ONNX model)', ()
 
   beforeAll(async () => {
     server = await startServer(config, { quiet: true });
-    expect((await api('POST', '/v1/collections', { id: 'plain' })).status).toBe(201);
-    expect((await api('POST', '/v1/collections', { id: 'warp', search: { layout: 'warp', bits: 4 } })).status).toBe(201);
+    expect((await api('POST', '/v1/collections', { id: 'plain', search: { layout: 'ivf' } })).status).toBe(201);
+    // WARP at 4 bits is the default of a new collection
+    const created = await api('POST', '/v1/collections', { id: 'warp' });
+    expect(created.status).toBe(201);
+    expect((created.body as { search?: unknown }).search).toEqual({ layout: 'warp', bits: 4 });
     await ingest('plain', items);
     await ingest('warp', items);
   }, 400_000);
@@ -32,8 +35,8 @@ describe('WARP search layouts (real Redis, real S3 server, real ONNX model)', ()
     await server?.stop();
   });
 
-  it('refuses bad search layout settings with a 400 naming the field; off by default', async () => {
-    for (const [search, field] of [[{ layout: 'warp', bits: 3 }, 'search.bits'], [{ layout: 'plaid' }, 'search.layout'], [{ bits: 4 }, 'search.layout']] as const) {
+  it("refuses bad search layout settings with a 400 naming the field; 'ivf' writes no layouts", async () => {
+    for (const [search, field] of [[{ layout: 'warp', bits: 3 }, 'search.bits'], [{ layout: 'plaid' }, 'search.layout'], [{ layout: 'ivf', bits: 4 }, 'search.bits']] as const) {
       const r = await api('POST', '/v1/collections', { id: 'bad', search });
       expect(r.status).toBe(400);
       expect(JSON.stringify(r.body)).toContain(field);
@@ -46,7 +49,7 @@ describe('WARP search layouts (real Redis, real S3 server, real ONNX model)', ()
       expect(r.status).toBe(400);
       expect(JSON.stringify(r.body)).toContain(field);
     }
-    // a plain collection has no layouts; every segment of the warp one has one, beside its index
+    // an 'ivf' collection has no layouts; every segment of the warp one has one, beside its index
     const plain = await manifest('plain');
     for (const ref of plain.segments) expect(await server.runtime.store.exists(s3Keys.searchLayout('default', 'plain', ref.batchId, ref.codecVersion))).toBe(false);
     expect((await search('plain', { mode: 'xtr' })).stats).toBeUndefined();

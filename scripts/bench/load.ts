@@ -1,5 +1,5 @@
 /**
- * `npm run bench -- load [--json] [--seconds N] [--docs N] [--candidates N] [--connections N] [--only search|rerank] [--root DIR]`
+ * `npm run bench -- load [--json] [--seconds N] [--docs N] [--candidates N] [--connections N] [--only search|rerank] [--layout warp|ivf] [--root DIR]`
  *
  * Load on the service as a user runs it (issue 12, item 6): the all-in-one process (API, every
  * worker, the in-process S3 server, and its redis-server as a separate process) is started as a
@@ -8,6 +8,9 @@
  * traffic at the same time for `--seconds` (default 60) with autocannon: `--connections`
  * (default 4) connections each, re-ranks of `--candidates` (default 100, as issue 31's target names) ids per query and
  * searches (xtr, top 10), both with `?wait=30` so a request's latency is the job's round trip,
+ * on a collection created with `--layout` (default warp, the service's default: WARP's engine over
+ * centroid-major search layouts, 4 bits; ivf: XTR over the segment index's IVF; the warm-up search
+ * checks which one answered: `stats.warp` present or not),
  * the queries cycling through Cranfield's (`--only search` or `--only rerank`: that traffic alone,
  * so the CPU per request is that path's). Before the traffic the service's idle CPU is measured
  * for `--idle-seconds` (default 10) and the CPU per request is also given net of it. Prints throughput, p50 / p99 latency, non-2xx answers
@@ -28,7 +31,7 @@ import { fetchRetrying, ingest, recreateCollection } from '../lib/client';
 
 const ROOT = path.resolve(__dirname, '..', '..');
 
-const USAGE = 'usage: npm run bench -- load [--seconds N (60)] [--docs N (300)] [--candidates N (100)] [--connections N (4)] [--only search|rerank (both)] [--idle-seconds N (10)] [--root DIR (this checkout)] [--json]';
+const USAGE = 'usage: npm run bench -- load [--seconds N (60)] [--docs N (300)] [--candidates N (100)] [--connections N (4)] [--only search|rerank (both)] [--layout warp|ivf (warp)] [--idle-seconds N (10)] [--root DIR (this checkout)] [--json]';
 const round = (x: number, d = 1) => Math.round(x * 10 ** d) / 10 ** d;
 
 /** Resident set size of a process in MB (Linux /proc), or null when it cannot be read. */
@@ -132,15 +135,16 @@ function drive(url: string, pathAndQuery: string, bodies: string[], seconds: num
 }
 
 export async function runLoadBench(args: string[]): Promise<Record<string, unknown>> {
-  const { seconds, nDocs, nCandidates, connections, only, idleSeconds, root, json } = parseCliOrExit(
+  const { seconds, nDocs, nCandidates, connections, only, layout, idleSeconds, root, json } = parseCliOrExit(
     'bench load',
     USAGE,
     args,
-    { seconds: { type: 'string', default: '60' }, docs: { type: 'string', default: '300' }, candidates: { type: 'string', default: '100' }, connections: { type: 'string', default: '4' }, only: { type: 'string' }, 'idle-seconds': { type: 'string', default: '10' }, root: { type: 'string', default: ROOT }, json: { type: 'boolean' } },
+    { seconds: { type: 'string', default: '60' }, docs: { type: 'string', default: '300' }, candidates: { type: 'string', default: '100' }, connections: { type: 'string', default: '4' }, only: { type: 'string' }, layout: { type: 'string', default: 'warp' }, 'idle-seconds': { type: 'string', default: '10' }, root: { type: 'string', default: ROOT }, json: { type: 'boolean' } },
     {},
     ({ values: v }) => {
       if (v.only !== undefined && v.only !== 'search' && v.only !== 'rerank') throw new CliUsageError(`--only: search or rerank (got ${v.only})`);
-      return { seconds: intFlag('seconds', v.seconds), nDocs: intFlag('docs', v.docs), nCandidates: intFlag('candidates', v.candidates), connections: intFlag('connections', v.connections), idleSeconds: intFlag('idle-seconds', v['idle-seconds'], 0), only: v.only as 'search' | 'rerank' | undefined, root: path.resolve(v.root), json: v.json === true };
+      if (v.layout !== 'warp' && v.layout !== 'ivf') throw new CliUsageError(`--layout: warp or ivf (got ${v.layout})`);
+      return { layout: v.layout as 'warp' | 'ivf', seconds: intFlag('seconds', v.seconds), nDocs: intFlag('docs', v.docs), nCandidates: intFlag('candidates', v.candidates), connections: intFlag('connections', v.connections), idleSeconds: intFlag('idle-seconds', v['idle-seconds'], 0), only: v.only as 'search' | 'rerank' | undefined, root: path.resolve(v.root), json: v.json === true };
     },
   );
   const say = (s: string) => (json ? console.error(s) : console.log(s));
@@ -151,7 +155,7 @@ export async function runLoadBench(args: string[]): Promise<Record<string, unkno
   const service = await startService(dataDir, root);
   try {
     say(`service ${service.url} from ${root} (pid ${service.child.pid}, redis-server pid ${service.redisPid ?? '?'}); ingesting ${docs.length} documents`);
-    await recreateCollection(service.url, 'bench-load', 'glove-ctx-100d');
+    await recreateCollection(service.url, 'bench-load', 'glove-ctx-100d', { search: layout === 'warp' ? { layout: 'warp', bits: 4 } : { layout: 'ivf' } });
     await ingest(service.url, 'bench-load', docs, { progress: false });
     const rerankBodies = cran.queries.map((q, i) =>
       JSON.stringify({
@@ -164,8 +168,10 @@ export async function runLoadBench(args: string[]): Promise<Record<string, unkno
     // One request of each before the clock: the first re-rank loads the model and the segments.
     for (const [p, b] of [['/v1/rerank?wait=60', rerankBodies[0]], ['/v1/search?wait=60', searchBodies[0]]] as const) {
       const res = await fetchRetrying(service.url + p, { method: 'POST', headers: { 'content-type': 'application/json' }, body: b });
-      const body = (await res.json()) as { status?: string };
+      const body = (await res.json()) as { status?: string; result?: { stats?: { warp?: unknown } } };
       if (res.status !== 200 || body.status !== 'completed') throw new Error(`warm-up ${p}: ${res.status} ${JSON.stringify(body).slice(0, 500)}`);
+      // The search path the traffic measures: WARP's answers carry stats.warp, the IVF's none.
+      if (p.startsWith('/v1/search') && (body.result?.stats?.warp !== undefined) !== (layout === 'warp')) throw new Error(`warm-up search: --layout ${layout}, but the answer ${body.result?.stats?.warp ? 'came from' : 'did not come from'} WARP's engine`);
     }
     const pids = { service: service.child.pid, redis: service.redisPid, loadgen: process.pid };
     const rss = () => Object.fromEntries(Object.entries(pids).map(([k, pid]) => [k, rssMb(pid)]));
@@ -181,7 +187,7 @@ export async function runLoadBench(args: string[]): Promise<Record<string, unkno
     const cpuStart = cpu();
     const tTraffic = Date.now();
     const loadStart = round(os.loadavg()[0], 2);
-    say(`driving ${only ?? 're-rank and search'} for ${seconds} s (${connections} connections each, ${nCandidates} candidates per re-rank)`);
+    say(`driving ${only ?? 're-rank and search'} (search layout ${layout}) for ${seconds} s (${connections} connections each, ${nCandidates} candidates per re-rank)`);
     const idle: Phase = { rps: 0, p50: 0, p99: 0, requests: 0, non2xx: 0, errors: 0, timeouts: 0 };
     const [rr, se] = await Promise.all([
       only === 'search' ? idle : drive(service.url, '/v1/rerank?wait=30', rerankBodies, seconds, connections),
@@ -215,6 +221,7 @@ export async function runLoadBench(args: string[]): Promise<Record<string, unkno
       candidates: nCandidates,
       connections,
       only: only ?? 'both',
+      layout,
       rerank_rps: rr.rps,
       rerank_p50_ms: rr.p50,
       rerank_p99_ms: rr.p99,

@@ -356,7 +356,7 @@ export async function runPeersBench(args: string[]): Promise<Record<string, unkn
       log(`peers: ${collection} in ${dataDir} holds ${have.size} of the documents: ingesting the other ${rest.length}`);
       ing = await ingest(server.url, collection, rest, { label: 'ingest', progress: false });
     } else {
-      await recreateCollection(server.url, collection, model, layout === 'warp' ? { search: { layout: 'warp', bits: 4 } } : {});
+      await recreateCollection(server.url, collection, model, { search: layout === 'warp' ? { layout: 'warp', bits: 4 } : { layout: 'ivf' } });
       log(`peers: ingesting ${ds.docs.length} documents of ${dataset} into lateral (${model}) over HTTP`);
       ing = await ingest(server.url, collection, ds.docs, { label: 'ingest', progress: false });
     }

@@ -10,7 +10,7 @@ export const SEARCH_MODES: Record<string, unknown> = { xtr: 'xtr', bm25: 'bm25',
 export const USAGE = `usage: npm run bench -- scale [--json] [--docs N (1000000)] [--model NAME (glove-ctx-100d)] [--codec eden4|fp16 (eden4)]
   [--seed N (1)] [--per-request N (1000)] [--window N (16000)] [--cache-bytes N (2 GiB)] [--rounds N (20)] [--cold-rounds N (5)]
   [--ingest-only] [--ingest-seconds S (0: all)] [--search-modes ${Object.keys(SEARCH_MODES).join(',')}] [--search-timeout SECONDS (600)]
-  [--layout ivf|warp (ivf)] [--bits 2|4 (4)] [--overlap-queries N (50)] [--variant-env K=V,K=V] [--glibc-defaults]
+  [--layout warp|ivf (warp)] [--bits 2|4 (4)] [--overlap-queries N (50)] [--variant-env K=V,K=V] [--glibc-defaults]
   [--heap-snapshot [--snapshot-dir DIR]] [--keep] [--reuse DIR]`;
 
 export const FLAGS = {
@@ -28,7 +28,7 @@ export const FLAGS = {
   'ingest-seconds': { type: 'string', default: '0' },
   'search-modes': { type: 'string', default: Object.keys(SEARCH_MODES).join(',') },
   'search-timeout': { type: 'string', default: '600' },
-  layout: { type: 'string', default: 'ivf' },
+  layout: { type: 'string', default: 'warp' },
   bits: { type: 'string', default: '4' },
   'overlap-queries': { type: 'string', default: '50' },
   'variant-env': { type: 'string' },
@@ -46,7 +46,7 @@ export function scaleFlags(args: string[]) {
     const codecName = v.codec;
     const codec = codecName === 'eden4' ? { kind: 'eden', bits: 4, layout: 'token' } : codecName === 'fp16' ? { kind: 'fp16' } : null;
     if (!codec) throw new CliUsageError(`--codec: eden4 or fp16 (got ${codecName})`);
-    // --layout warp [--bits 2|4]: the collection is created with WARP's centroid-major search layout (issue 32).
+    // --layout warp [--bits 2|4] (the service's default): WARP's centroid-major search layout (issue 32); ivf: the segment index's IVF. Named at creation either way.
     if (v.layout !== 'ivf' && v.layout !== 'warp') throw new CliUsageError(`--layout: ivf or warp (got ${v.layout})`);
     const warpBits = int('bits');
     if (warpBits !== 2 && warpBits !== 4) throw new CliUsageError(`--bits: 2 or 4 (got ${warpBits})`);
@@ -73,7 +73,7 @@ export function scaleFlags(args: string[]) {
       model: v.model,
       codec,
       codecName,
-      searchLayout: v.layout === 'warp' ? { layout: 'warp', bits: warpBits } : null,
+      searchLayout: v.layout === 'warp' ? ({ layout: 'warp', bits: warpBits } as const) : ({ layout: 'ivf' } as const),
       seed: int('seed'),
       perRequest,
       window: Math.max(perRequest, int('window')),

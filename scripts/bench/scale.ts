@@ -32,9 +32,10 @@
  * itself (`search_job_ms`: the result's timings.searchMs, first stage and merge after query
  * encoding, and totalMs); then the top 10 of `--overlap-queries` sampled queries (default 50, one
  * batched request per mode) against exhaustive MaxSim's (`overlap_with_exhaustive`).
- * `--layout warp [--bits 2|4]` creates the collection with WARP's centroid-major search layout
- * (`search: { layout: 'warp', bits }`; mode xtr, hybrid's xtr part and sharded searches run WARP's
- * engine over it); its xtr searches also report what each query read (`search_reads`: bytes of
+ * `--layout warp [--bits 2|4]` (the default, as the service's) creates the collection with WARP's
+ * centroid-major search layout (`search: { layout: 'warp', bits }`; mode xtr, hybrid's xtr part and
+ * sharded searches run WARP's engine over it), `--layout ivf` with `search: { layout: 'ivf' }` (XTR
+ * over the segment index's IVF); its WARP xtr searches also report what each query read (`search_reads`: bytes of
  * list ranges and ranged reads per query, from stats.warp) and `search_layout_bytes_per_token`.
  *
  * Where the scorer's memory goes: after the warm re-ranks, after each search mode and after each
@@ -165,8 +166,9 @@ export async function runScaleBench(args: string[]): Promise<Record<string, unkn
             return { ingested: d.documents, ingestRss: {}, result: { bench: 'scale', docs: d.documents, docs_requested: N, tokens: d.tokens, model, codec: codecName, search_layout: d.search ?? null, documents_source: `vendored corpora with variations (seed ${seed})`, ingest: null, ingest_docs_per_s: null, ingest_recorded: false, segments: d.segments, generation: d.generation, bytes_per_token: round(d.bytesPerToken, 3), scorer_cache_bytes: cacheBytes, cpus: os.cpus().length } };
           })()
         : (JSON.parse(readFileSync(path.join(reuseDir, INGEST_STATE), 'utf8')) as Saved);
-      const savedLayout = (saved.result.search_layout as { layout: string; bits: number } | null | undefined) ?? null;
-      if (JSON.stringify(savedLayout) !== JSON.stringify(searchLayout)) throw new Error(`--reuse: ${reuseDir} holds a collection with search layout ${JSON.stringify(savedLayout)}; pass ${savedLayout ? `--layout warp --bits ${savedLayout.bits}` : 'no --layout'}`);
+      // null: a collection kept from before the layout was always named (the IVF path then).
+      const savedLayout = (saved.result.search_layout as { layout: string; bits?: number } | null | undefined) ?? { layout: 'ivf' };
+      if (JSON.stringify(savedLayout) !== JSON.stringify(searchLayout)) throw new Error(`--reuse: ${reuseDir} holds a collection with search layout ${JSON.stringify(savedLayout)}; pass ${savedLayout.layout === 'warp' ? `--layout warp --bits ${savedLayout.bits}` : '--layout ivf'}`);
       if (saved.result.model !== model || saved.result.codec !== codecName) throw new Error(`--reuse: ${reuseDir} holds a ${saved.result.model} / ${saved.result.codec} collection; pass --model ${saved.result.model} --codec ${saved.result.codec}`);
       const savedSeed = Number(/seed (\d+)\)/.exec(String(saved.result.documents_source))?.[1]);
       if (savedSeed !== seed) throw new Error(`--reuse: ${reuseDir} was built with --seed ${savedSeed}; pass it`);
@@ -182,7 +184,7 @@ export async function runScaleBench(args: string[]): Promise<Record<string, unkn
       (resumed ?? saved).result.reused_from = reuseDir;
     }
     if (!reuseDir || resumed) {
-      if (!resumed) await api(base, 'POST', '/v1/collections', JSON.stringify({ id: collection, model, codec, ...(searchLayout ? { search: searchLayout } : {}) }));
+      if (!resumed) await api(base, 'POST', '/v1/collections', JSON.stringify({ id: collection, model, codec, search: searchLayout }));
       phase = 'ingest';
       const retries = { n: 0 };
       const first = resumed?.ingested ?? 0;

@@ -85,7 +85,7 @@ describe('eval retrieval: helpers', () => {
 });
 
 describe('eval retrieval: through the service (real Redis, S3 server, GloVe model)', () => {
-  it.skipIf(!existsSync('.cache/models/glove-ctx-100d/manifest.json'))('ingests over HTTP, searches per mode one query per request, tunes the hybrid on one half and writes the plot', async () => {
+  it.skipIf(!existsSync('.cache/models/glove-ctx-100d/manifest.json'))('--layout ivf: ingests over HTTP, searches per mode one query per request, tunes the hybrid on one half and writes the plot', async () => {
     const dir = mkdtempSync(path.join(os.tmpdir(), 'retrieval-eval-'));
     dirs.push(dir);
     const topics = ['wing flutter at supersonic speed', 'laminar boundary layer transition', 'heat transfer in hypersonic flow', 'shock wave interaction', 'buckling of thin cylindrical shells', 'jet noise'];
@@ -95,8 +95,10 @@ describe('eval retrieval: through the service (real Redis, S3 server, GloVe mode
     writeFileSync(path.join(dir, 'small.rel'), topics.flatMap((_, q) => [`${q + 1} ${q + 1} 1`, `${q + 1} ${q + 7} 2`, `${q + 1} ${q + 2} -1`]).join('\n'));
     const plot = path.join(dir, 'plot.svg');
     const printed: string[] = [];
-    const res = await evaluateRetrieval({ dataset: dir, model: 'glove-ctx-100d', plot, config: testConfig(), log: () => undefined, print: (l) => printed.push(l) });
+    const res = await evaluateRetrieval({ dataset: dir, model: 'glove-ctx-100d', plot, layout: { layout: 'ivf' }, config: testConfig(), log: () => undefined, print: (l) => printed.push(l) });
     expect(res).toMatchObject({ format: 'glasgow', model: 'glove-ctx-100d', documents: 36, queries: 6, test_half: { queries: 3, query_ids: ['2', '4', '6'] } });
+    // --layout ivf: the segment index's IVF, no search layout to report
+    expect(res.search_layout).toBeNull();
     expect(Object.keys(res.modes)).toEqual(['exhaustive', 'xtr@100', 'xtr@1000', 'xtr@10000', 'bm25', 'dense', 'mebert', 'hybrid@default', 'hybrid']);
     expect(res.modes['hybrid@default']!.queries).toBe(6);
     for (const m of Object.values(res.modes)) {

@@ -1,5 +1,5 @@
 /**
- * `npm run eval -- retrieval --dataset DIR [--model NAME|DIR] [--layout warp [--bits 2|4]] [--json] [--plot out.svg] [--quick]`
+ * `npm run eval -- retrieval --dataset DIR [--model NAME|DIR] [--layout warp|ivf] [--bits 2|4] [--json] [--plot out.svg] [--quick]`
  *
  * Full retrieval through the service, as a user runs it: the all-in-one server (API + workers,
  * embedded Redis and S3 under a temporary DATA_DIR unless REDIS_URL / S3_ENDPOINT are set) is
@@ -27,13 +27,15 @@
  *   (scripts/lib/retrieval-dataset.ts); --docs / --queries / --qrels FILE name a file when the
  *   folder has several candidates. Default: the vendored data/cranfield.
  * --model: a model under MODELS_DIR (default DEFAULT_MODEL, minilm-l6-384) or a model directory.
- * --nprobe N: IVF lists probed per query token by the xtr modes and the hybrid's base (default: the
- *   API's, 32).
+ * --nprobe N: lists probed per query token by the xtr modes and the hybrid's base (default: the
+ *   API's for the layout, WARP_DEFAULT_NPROBE on WARP and 32 on the IVF).
  * --modes a,b: only these modes (names as reported: exhaustive, xtr@100, xtr@1000, xtr@10000, bm25,
  *   dense, mebert, hybrid@default); the tuned hybrid always runs.
- * --layout warp [--bits 2|4]: the collection is created with WARP's centroid-major search layout
- *   (`search: { layout: 'warp', bits }`, default bits 4): the xtr modes and the hybrid's base run
- *   WARP's engine (kPrime does not apply to it: xtr@100 / @1000 / @10000 then differ only by noise).
+ * --layout warp|ivf [--bits 2|4]: the collection's search layout, named explicitly at creation.
+ *   warp (default, as the service's; `search: { layout: 'warp', bits }`, default bits 4): WARP's
+ *   centroid-major search layout, the xtr modes and the hybrid's base run WARP's engine (kPrime does
+ *   not apply to it: xtr@100 / @1000 / @10000 then differ only by noise); ivf (`search: { layout:
+ *   'ivf' }`): XTR over the segment index's IVF.
  *   Every mode also reports its search job's own p50 / p95 (the result's timings.searchMs) and, for
  *   the modes WARP serves, the bytes of list ranges and the ranged reads per query (stats.warp);
  *   the result names the layout's bytes per token (`search_layout`).
@@ -48,7 +50,7 @@
 import { existsSync, mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { loadConfig, mulberry32, type Config } from '@lateral/shared';
+import { DEFAULT_WARP_BITS, loadConfig, mulberry32, type Config, type SearchLayoutSettings, type WarpLayoutSettings } from '@lateral/shared';
 import { startServer } from '../../apps/all-in-one/src/server';
 import { getCollection, ingest, recreateCollection, search } from '../lib/client';
 import { hasRelevant, mean, ndcgAt, recallAt, type Judgments } from '../lib/metrics';
@@ -100,7 +102,7 @@ export interface RetrievalEvalResult {
   test_half: { queries: number; query_ids: string[]; modes: Record<string, ModeFigures> };
   /** IVF lists probed per query token by the xtr modes. */
   nprobe: number;
-  /** --layout warp: the search layout, its bytes (every segment's object) and bytes per stored token; null: the IVF path. */
+  /** --layout warp (the default): the search layout, its bytes (every segment's object) and bytes per stored token; null: --layout ivf. */
   search_layout: { layout: 'warp'; bits: number; layout_bytes: number; bytes_per_token: number; segments: number; centroids: number } | null;
   hybrid: { settings: Record<string, unknown>; lambda: number; grid: { lambda: number; 'ndcg@10': number }[]; tuned_on: string; reported_on: string };
   dataset: string;
@@ -218,8 +220,8 @@ export interface RetrievalEvalOptions {
   nprobe?: number;
   /** Only these modes of MODES (by their reported names); default all. The tuned hybrid always runs. */
   modes?: string[];
-  /** WARP's centroid-major search layout for the collection (--layout warp --bits b); absent: the IVF path. */
-  layout?: { layout: 'warp'; bits: 2 | 4 };
+  /** The collection's search layout (--layout, --bits); absent: the service's default, WARP at 4 bits (named explicitly at creation). */
+  layout?: SearchLayoutSettings;
   files?: Partial<Record<Role, string>>;
   /** Server configuration (tests); default: the environment, PORT 0, a temporary DATA_DIR. */
   config?: Config;
@@ -255,7 +257,8 @@ export async function evaluateRetrieval(opts: RetrievalEvalOptions): Promise<Ret
   try {
     const base = server.url;
     const collection = `retrieval-${path.basename(dir)}-${model}`.replace(/[^A-Za-z0-9_.-]/g, '-').slice(0, 120);
-    await recreateCollection(base, collection, model, opts.layout ? { search: opts.layout } : {});
+    const layout: SearchLayoutSettings = opts.layout ?? { layout: 'warp', bits: DEFAULT_WARP_BITS };
+    await recreateCollection(base, collection, model, { search: layout });
     log(`ingesting ${ds.docs.length} documents into ${collection} (${model}) over HTTP`);
     const ing = await ingest(base, collection, ds.docs, { label: `ingest ${model}`, progress: false });
     const info = await getCollection(base, collection);
@@ -319,7 +322,7 @@ export async function evaluateRetrieval(opts: RetrievalEvalOptions): Promise<Ret
       modes,
       test_half: { queries: test.length, query_ids: test.map((q) => q.id), modes: testModes },
       nprobe: opts.nprobe ?? DEFAULT_NPROBE,
-      search_layout: searchLayoutFigures(opts.layout, layoutSeen, ing.tokens),
+      search_layout: searchLayoutFigures(layout.layout === 'warp' ? layout : undefined, layoutSeen, ing.tokens),
       hybrid: {
         settings: { ...HYBRID, kPrime: 1000, nprobe: opts.nprobe ?? DEFAULT_NPROBE, note: `base xtr with kPrime 1000 (the API default), nprobe ${opts.nprobe ?? DEFAULT_NPROBE}; lambda weighs the min-max normalised BM25 score` },
         lambda,
@@ -357,7 +360,7 @@ export async function evaluateRetrieval(opts: RetrievalEvalOptions): Promise<Ret
 
 /** The layout's figures from what a WARP answer said (stats.warp: every segment's layout bytes), per stored token. */
 export function searchLayoutFigures(
-  layout: RetrievalEvalOptions['layout'],
+  layout: WarpLayoutSettings | undefined,
   seen: { layoutBytes: number; segments: number; centroids?: number } | null,
   tokens: number,
 ): RetrievalEvalResult['search_layout'] {
@@ -456,7 +459,7 @@ export function retrievalPlotSvg(r: RetrievalEvalResult): string {
   return out.join('\n');
 }
 
-const USAGE = `usage: npm run eval -- retrieval [--dataset DIR] [--docs FILE] [--queries FILE] [--qrels FILE] [--model NAME|DIR] [--nprobe N] [--modes a,b] [--layout warp] [--bits 2|4] [--quick] [--plot out.svg] [--json]
+const USAGE = `usage: npm run eval -- retrieval [--dataset DIR] [--docs FILE] [--queries FILE] [--qrels FILE] [--model NAME|DIR] [--nprobe N] [--modes a,b] [--layout warp|ivf] [--bits 2|4] [--quick] [--plot out.svg] [--json]
   (scripts/eval/retrieval.ts's opening comment says what each does; --data is --dataset)`;
 
 const OPTIONS = {
@@ -479,9 +482,9 @@ const OPTIONS = {
 export async function runRetrievalEvalCli(args: string[]): Promise<RetrievalEvalResult> {
   const v = parseCliOrExit('eval retrieval', USAGE, args, OPTIONS, {}, ({ values }) => {
     if (values.nprobe !== undefined) intFlag('nprobe', values.nprobe);
-    if (values.layout !== undefined && values.layout !== 'warp') throw new Error(`--layout: warp (absent: the IVF path), got ${values.layout}`);
+    if (values.layout !== undefined && values.layout !== 'warp' && values.layout !== 'ivf') throw new Error(`--layout: warp (the default) or ivf, got ${values.layout}`);
     if (values.bits !== undefined && values.bits !== '2' && values.bits !== '4') throw new Error(`--bits: 2 or 4, got ${values.bits}`);
-    if (values.bits !== undefined && values.layout === undefined) throw new Error('--bits applies to --layout warp');
+    if (values.bits !== undefined && values.layout === 'ivf') throw new Error('--bits applies to --layout warp');
     return values;
   });
   return evaluateRetrieval({
@@ -491,7 +494,7 @@ export async function runRetrievalEvalCli(args: string[]): Promise<RetrievalEval
     plot: v.plot,
     nprobe: v.nprobe === undefined ? undefined : Number(v.nprobe),
     ...(v.modes ? { modes: v.modes.split(',') } : {}),
-    layout: v.layout === 'warp' ? { layout: 'warp', bits: v.bits === '2' ? 2 : 4 } : undefined,
+    layout: v.layout === 'ivf' ? { layout: 'ivf' } : { layout: 'warp', bits: v.bits === '2' ? 2 : 4 },
     files: { docs: v.docs, queries: v.queries, qrels: v.qrels },
   });
 }

@@ -24,4 +24,5 @@ export * from './maintenance/delete.processor';
 export * from './maintenance/merge-policy';
 export * from './maintenance/merge.processor';
 export * from './maintenance/gc';
+export { warpReindex, type WarpReindexOutcome } from './maintenance/warp-reindex';
 export * from './maintenance/bm25-generation-stats';

@@ -14,23 +14,105 @@ export const PassageSettingsSchema = z
 export type PassageSettings = z.infer<typeof PassageSettingsSchema>;
 
 /**
- * How token search (mode `xtr`) reads a collection. `layout: 'warp'` (opt-in): the index job also
- * writes each segment's centroid-major search layout (docs/segment-format.md, "Search layout
- * (centroid-major)"; `bits` per residual dimension, 2 or 4), and XTR searches run WARP's engine
- * over it (SPEC 3.5), reading only the probed lists' byte ranges. Fixed at creation. Absent: the
- * IVF of the segment index alone (XTR's two-stage inference, SPEC 3.2).
+ * How token search (mode `xtr`) reads a collection, chosen at creation (an IVF collection can be
+ * moved to WARP by POST /v1/collections/{id}/reindex, never back).
+ * - `layout: 'warp'` (the default of new collections, `bits` 4): the index job and merges also
+ *   write each segment's centroid-major search layout (docs/segment-format.md, "Search layout
+ *   (centroid-major)"; `bits` per residual dimension, 2 or 4), and XTR searches run WARP's engine
+ *   over it (SPEC 3.5), reading only the probed lists' byte ranges.
+ * - `layout: 'ivf'`: the IVF of the segment index alone (XTR's two-stage inference, SPEC 3.2), as
+ *   every collection searched before WARP layouts existed.
+ * A stored record without `search` (written before WARP became the default) is an IVF collection:
+ * see warpLayoutOf, which alone decides.
  */
-export const SearchLayoutSettingsSchema = z
+export const SEARCH_LAYOUTS = ['warp', 'ivf'] as const;
+export type SearchLayoutName = (typeof SEARCH_LAYOUTS)[number];
+export const DEFAULT_WARP_BITS = 4;
+export const WarpLayoutSettingsSchema = z
   .object({
     layout: z.literal('warp').describe("'warp': each segment also gets a centroid-major search layout, and mode xtr runs WARP's engine over it"),
-    bits: z.literal([2, 4], { error: 'bits must be 2 or 4' }).default(4).describe('bits per residual dimension of the search layout: 2 or 4 (default 4)'),
+    bits: z.literal([2, 4], { error: 'bits must be 2 or 4' }).default(DEFAULT_WARP_BITS).describe('bits per residual dimension of the search layout: 2 or 4 (default 4)'),
   })
   .strict();
-export type SearchLayoutSettings = z.infer<typeof SearchLayoutSettingsSchema>;
+export const IvfLayoutSettingsSchema = z
+  .object({ layout: z.literal('ivf').describe("'ivf': no search layout; mode xtr probes the segment index's IVF") })
+  .strict();
+export type WarpLayoutSettings = z.infer<typeof WarpLayoutSettingsSchema>;
+export type SearchLayoutSettings = WarpLayoutSettings | z.infer<typeof IvfLayoutSettingsSchema>;
 
-/** Whether XTR searches of the collection read WARP search layouts. */
-export function warpLayoutOf(c: Pick<Collection, 'search'>): SearchLayoutSettings | null {
+/**
+ * `search` at creation: one closed object whose `layout` defaults to 'warp', so that a refusal
+ * names the field at fault (`search.layout`, `search.bits`); `bits` belongs to 'warp' alone.
+ * Parses to the stored form: `{ layout: 'warp', bits }` or `{ layout: 'ivf' }`.
+ */
+export const SearchLayoutRequestSchema = z
+  .object({
+    layout: z
+      .enum(SEARCH_LAYOUTS, { error: `layout must be one of ${SEARCH_LAYOUTS.join(', ')}` })
+      .default('warp')
+      .describe("'warp' (default): a centroid-major search layout per segment, mode xtr runs WARP's engine over it; 'ivf': the segment index's IVF alone"),
+    bits: z.literal([2, 4], { error: 'bits must be 2 or 4' }).optional().describe("layout 'warp' only: bits per residual dimension, 2 or 4 (default 4)"),
+  })
+  .strict()
+  .superRefine((v, ctx) => {
+    if (v.layout === 'ivf' && v.bits !== undefined) ctx.addIssue({ code: 'custom', path: ['bits'], message: "bits is for layout 'warp' only (layout 'ivf' has no packed residuals)" });
+  })
+  .transform((v): SearchLayoutSettings => (v.layout === 'ivf' ? { layout: 'ivf' } : { layout: 'warp', bits: v.bits ?? DEFAULT_WARP_BITS }));
+
+/**
+ * Whether XTR searches of the collection read WARP search layouts: only a record that names
+ * `search.layout` 'warp'. A record without `search` (stored before WARP became the default of new
+ * collections) keeps the IVF path; it gets layouts only by a re-index.
+ */
+export function warpLayoutOf(c: Pick<Collection, 'search'>): WarpLayoutSettings | null {
   return c.search?.layout === 'warp' ? c.search : null;
+}
+
+/**
+ * POST /v1/collections/{id}/reindex: the WARP layout an IVF collection is to get (`layout` 'warp',
+ * the only one a re-index builds; `bits` 2 or 4, default 4). Absent `search`: WARP at 4 bits.
+ */
+export const ReindexRequestSchema = z
+  .object({
+    search: z
+      .object({
+        layout: z.literal('warp', { error: "layout must be 'warp': a re-index builds WARP search layouts (an IVF collection needs none)" }).default('warp').describe("'warp' (default): the only layout a re-index builds"),
+        bits: z.literal([2, 4], { error: 'bits must be 2 or 4' }).default(DEFAULT_WARP_BITS).describe('bits per residual dimension: 2 or 4 (default 4)'),
+      })
+      .strict()
+      .prefault({})
+      .describe("the WARP search layout to build: `{ layout: 'warp', bits: 2 | 4 }` (default bits 4)"),
+  })
+  .strict();
+export type ReindexRequest = z.infer<typeof ReindexRequestSchema>;
+
+/**
+ * A re-index in flight (POST /v1/collections/{id}/reindex): an IVF collection getting WARP search
+ * layouts for `codecVersion` at centroid epoch `epoch` (fitted by the re-index job, on the merge
+ * queue; absent until then). Searches keep the IVF path until every live segment has its layout
+ * and the job sets `search`; index jobs meanwhile write the new segments' layouts at `epoch`.
+ */
+export interface PendingReindex {
+  search: WarpLayoutSettings;
+  codecVersion: number;
+  epoch?: number;
+  startedAt: string;
+}
+
+/**
+ * The WARP layout an index job or a commit writes a segment with: the collection's own, or the one
+ * a re-index in flight builds (at its fitted epoch, for its codec version); null: none.
+ */
+export function warpLayoutToWrite(c: Pick<Collection, 'search' | 'reindex'>, codecVersion: number): { search: WarpLayoutSettings; epoch: number | null } | null {
+  const own = warpLayoutOf(c);
+  if (own) return { search: own, epoch: null };
+  const r = c.reindex;
+  return r && r.epoch !== undefined && r.codecVersion === codecVersion ? { search: r.search, epoch: r.epoch } : null;
+}
+
+/** The layout a collection's XTR searches use ('ivf' for a record stored without `search`). */
+export function searchLayoutOf(c: Pick<Collection, 'search'>): SearchLayoutName {
+  return warpLayoutOf(c) ? 'warp' : 'ivf';
 }
 
 /**
@@ -76,7 +158,7 @@ export const CreateCollectionSchema = z
      * MAX_SHARDS here, and COLLECTION_MAX_SHARDS of the deployment (checked by the API).
      */
     bm25: Bm25SettingsSchema.prefault({}).describe("BM25's text analysis, fixed at creation: `{ analyzer: 'english' | 'pieces' }` (default 'english')"),
-    search: SearchLayoutSettingsSchema.optional().describe("opt-in search layout: `{ layout: 'warp', bits: 2 | 4 }` writes a centroid-major layout per segment and runs mode xtr with WARP's engine over it (absent: the segment index's IVF alone)"),
+    search: SearchLayoutRequestSchema.prefault({}).describe("how mode xtr reads the collection, chosen at creation: `{ layout: 'warp', bits: 2 | 4 }` (the default, bits 4) writes a centroid-major layout per segment and runs WARP's engine over it; `{ layout: 'ivf' }` probes the segment index's IVF alone (POST /v1/collections/{id}/reindex moves it to WARP later)"),
     shards: z.number().int().min(1).max(MAX_SHARDS).optional().describe('shards the segments are split into, each served through its queue `shard-<i>`; re-rank and search fan out over them (default 1; at most COLLECTION_MAX_SHARDS, 8 by default)'),
   })
   .strict();
@@ -94,8 +176,14 @@ export interface Collection {
   passages?: PassageSettings;
   /** Shards (absent: 1, the records written before shards existed). */
   shards?: number;
-  /** The opt-in WARP search layout (absent: XTR over the segment index's IVF). */
+  /**
+   * How mode xtr reads the collection: `{ layout: 'warp', bits }` (written for new collections by
+   * default) or `{ layout: 'ivf' }`. Absent: a record stored before WARP became the default, read
+   * as 'ivf' (warpLayoutOf).
+   */
   search?: SearchLayoutSettings;
+  /** A re-index to WARP search layouts in flight (POST /v1/collections/{id}/reindex); absent: none. */
+  reindex?: PendingReindex;
   /** BM25's analyser (absent: records written before analysers existed, BM25 over the encoder's pieces; see bm25AnalyzerOf). */
   bm25?: Bm25Settings;
   /** Hybrid's fusion fitted on the collection's judgments (POST /v1/collections/{id}/fusion/fit); absent: the service's defaults. */

@@ -53,8 +53,8 @@ export const MergePayloadSchema = z.object({
   op: z.literal('merge'),
   tenantId,
   collectionId,
-  /** Who asked: 'commit' (after a committed generation) or 'api' (POST /v1/collections/{id}/merge). */
-  trigger: z.enum(['commit', 'api']),
+  /** Who asked: 'commit' (after a committed generation), 'api' (POST /v1/collections/{id}/merge) or 'reindex' (POST /v1/collections/{id}/reindex: the job builds the WARP layouts first). */
+  trigger: z.enum(['commit', 'api', 'reindex']),
 });
 export type MergePayload = z.infer<typeof MergePayloadSchema>;
 /** A merge's job id: one per collection and generation it was asked on (BullMQ forbids ':'; '~' never appears in resource ids). */
@@ -219,6 +219,8 @@ export interface JobResults {
     merged: MergeOutcome;
     /** WARP collections: the centroid refit / layout rebuild the job ran before merging (libs/pipeline/src/maintenance/warp-refit.ts). */
     warp?: { epoch: number; centroids: number; refitted: boolean; rebuilt: number; generation: number };
+    /** A re-index to WARP layouts the job ran first (libs/pipeline/src/maintenance/warp-reindex.ts). */
+    reindex?: { status: 'done' | 'incomplete'; bits: 2 | 4; epoch: number; centroids: number; built: number; segments: number; unreadable: string[]; generation: number };
   };
   /** `texts`: requests with text candidates (how many texts were encoded for this job, how many reused). */
   [QueueName.rerank]: { resultKey: string; queries: number; candidates: number; missing: number; texts?: { candidates: number; encoded: number; reused: number } } & InlineJobResult;

@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { CodecSettingsSchema } from './codec-settings';
-import { BM25_ANALYZERS, PassageSettingsSchema, SearchLayoutSettingsSchema, STAGES, type Collection } from './collection';
+import { BM25_ANALYZERS, IvfLayoutSettingsSchema, PassageSettingsSchema, STAGES, WarpLayoutSettingsSchema, type Collection } from './collection';
 import { HitDocumentFieldsSchema, TRUNCATED_IDS_SHOWN } from './documents';
 import { ScorerSchema, type RerankResult } from './rerank';
 import { SearchModeSchema, type SearchResult } from './search';
@@ -48,11 +48,18 @@ export const CollectionSchema = z.object({
   codec,
   passages: PassageSettingsSchema.optional().describe('documents over maxDocTokens are split into passages (absent: truncated)'),
   shards: int.min(2).optional().describe('shards the segments are split into, each served through its own queue (absent: 1)'),
-  search: SearchLayoutSettingsSchema.optional().describe("the opt-in search layout (`{ layout: 'warp', bits }`); absent: the segment index's IVF alone"),
+  search: z
+    .union([WarpLayoutSettingsSchema, IvfLayoutSettingsSchema])
+    .optional()
+    .describe("how mode xtr reads the collection: `{ layout: 'warp', bits }` (WARP's engine over a centroid-major layout per segment; the default of new collections) or `{ layout: 'ivf' }` (the segment index's IVF); absent: a collection created before WARP became the default, searched through the IVF"),
   bm25: z
     .object({ analyzer: z.enum(BM25_ANALYZERS) })
     .optional()
     .describe("BM25's analyser: 'english' (words, stop words, Porter stems) or 'pieces' (the encoder's sub-word tokens); absent: a collection created before analysers existed, BM25 over pieces"),
+  reindex: z
+    .object({ search: WarpLayoutSettingsSchema, codecVersion: int, epoch: int.optional().describe('the centroid epoch of the new layouts, once the job fitted it'), startedAt: z.string() })
+    .optional()
+    .describe('a re-index to WARP search layouts in flight (POST /v1/collections/{id}/reindex): searches read the IVF until every live segment has its layout, then `search` is set and this field goes'),
   fusion: FittedFusionSchema.optional().describe("hybrid's fusion fitted on the collection's judgments (POST /v1/collections/{id}/fusion/fit): a linear hybrid search naming no lambda uses it; absent: the service's defaults"),
   codecVersion: int.describe('codec artifact version (bumped by re-compression)'),
   createdAt: z.string(),
@@ -117,6 +124,14 @@ export const IngestionStatusSchema = z.object({
 
 /** POST /v1/collections/{id}/documents with `wait`, finished in time (200). */
 export const IngestionFinishedSchema = IngestionAcceptedSchema.extend(IngestionStatusSchema.shape);
+
+/** POST /v1/collections/{id}/reindex (202). */
+export const ReindexAcceptedSchema = z.object({
+  collection: z.string(),
+  search: WarpLayoutSettingsSchema.describe('the WARP search layout being built'),
+  startedAt: z.string().describe('when the re-index was asked for (asking again with the same settings keeps it)'),
+  status: z.string().describe('URL to poll: the collection (`reindex` while it runs; `search` set to the layout, `reindex` gone, when searches read the new layouts)'),
+});
 
 /** POST /v1/collections/{id}/recompress (202). */
 export const RecompressAcceptedSchema = z.object({
@@ -436,6 +451,19 @@ export const MergeResultSchema = z.object({
     })
     .optional()
     .describe("WARP collections, when the job refitted the centroids or moved segments' search layouts to the newest centroid epoch before merging (docs/scaling.md, \"WARP centroids\"); absent: nothing to do"),
+  reindex: z
+    .object({
+      status: z.enum(['done', 'incomplete']).describe("done: `search` is now the WARP layout; incomplete: segments could not be read (`unreadable`), searches stay on the IVF and the next merge job resumes"),
+      bits: z.union([z.literal(2), z.literal(4)]),
+      epoch: int.describe('the centroid epoch of the layouts'),
+      centroids: int,
+      built: int.describe('layouts this job built'),
+      segments: int.describe('segments moved to the epoch'),
+      unreadable: z.array(z.string()).describe('segment keys that could not be read'),
+      generation: int.describe('the last generation the re-index committed (0: none)'),
+    })
+    .optional()
+    .describe('a re-index to WARP search layouts the job ran before merging (POST /v1/collections/{id}/reindex)'),
 });
 export type MergeOutcomeBody = Produces<typeof MergeResultSchema.shape.status, MergeOutcome['status']>;
 

@@ -29,6 +29,13 @@ export class CollectionsController {
     await this.svc.delete(id);
   }
 
+  @Post(':id/reindex')
+  @HttpCode(202)
+  reindex(@Param('id', CollectionIdParam) id: string, @Body() body: unknown) {
+    // no body: the defaults (WARP at 4 bits)
+    return this.svc.reindex(id, body === undefined || body === '' ? {} : json(body));
+  }
+
   @Post(':id/recompress')
   @HttpCode(202)
   recompress(@Param('id', CollectionIdParam) id: string, @Body() body: unknown) {

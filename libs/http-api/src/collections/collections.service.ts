@@ -8,8 +8,11 @@ import {
   ModelManifestSchema,
   NotFoundError,
   QueueName,
+  ReindexRequestSchema,
   ValidationError,
   jobIds,
+  mergeJobId,
+  warpLayoutOf,
   s3Keys,
   trainingKeys,
   type Collection,
@@ -100,7 +103,7 @@ export class CollectionsService {
       codec: req.codec,
       ...(req.passages ? { passages: req.passages } : {}),
       ...(req.shards !== undefined && req.shards > 1 ? { shards: req.shards } : {}),
-      ...(req.search ? { search: req.search } : {}),
+      search: req.search,
       bm25: req.bm25,
       codecVersion: 1,
       createdAt: new Date().toISOString(),
@@ -122,6 +125,7 @@ export class CollectionsService {
     this.checkPipelineCodec(parsed.data.codec, collection.model, this.modelManifest(collection.model), true);
     if (parsed.data.codec.trained) await this.checkTrainedCodec(id, parsed.data.codec);
     if (collection.pending) throw new ConflictError(`collection '${id}' is already being re-compressed to codec v${collection.pending.codecVersion}`);
+    if (collection.reindex) throw new ConflictError(`collection '${id}' is being re-indexed to WARP search layouts (since ${collection.reindex.startedAt}); re-compress once it is done (GET /v1/collections/${id}: \`search\` set, \`reindex\` gone)`);
     const manifest = await this.deps.generations.manifest(this.tenantId, id);
     if (!manifest || manifest.segments.length === 0) throw new ConflictError(`collection '${id}' has no committed segments to re-compress`);
     const codecVersion = Math.max(collection.codecVersion, ...manifest.segments.map((s) => s.codecVersion)) + 1;
@@ -143,6 +147,33 @@ export class CollectionsService {
       })),
     );
     return { collection: id, codecVersion, batches: batches.length, status: `/v1/collections/${id}` };
+  }
+
+  /**
+   * POST /v1/collections/{id}/reindex: gives an IVF collection (created with `search: { layout:
+   * 'ivf' }`, or before WARP was the default) WARP search layouts. Records the re-index in the
+   * collection (`reindex`) and queues a merge job, which builds every live segment's layout from its
+   * codes and then sets `search` (libs/pipeline/src/maintenance/warp-reindex.ts); searches keep the
+   * IVF path until then. 409 when the collection already has WARP layouts, is being re-compressed,
+   * or is being re-indexed at other bits; asking again with the same settings queues the job again.
+   */
+  async reindex(id: string, body: unknown) {
+    const collection = await this.require(id);
+    const parsed = ReindexRequestSchema.safeParse(body ?? {});
+    if (!parsed.success) throw new ValidationError('invalid re-index request', zodIssues(parsed.error));
+    const search = parsed.data.search;
+    const warp = warpLayoutOf(collection);
+    if (warp) throw new ConflictError(`collection '${id}' already has WARP search layouts (bits ${warp.bits}); a collection's layout bits are fixed once built`);
+    if (collection.pending) throw new ConflictError(`collection '${id}' is being re-compressed to codec v${collection.pending.codecVersion}; re-index once it is done`);
+    if (collection.reindex && collection.reindex.search.bits !== search.bits) {
+      throw new ConflictError(`collection '${id}' is already being re-indexed to WARP at ${collection.reindex.search.bits} bits (since ${collection.reindex.startedAt})`);
+    }
+    const reindex = collection.reindex ?? { search, codecVersion: collection.codecVersion, startedAt: new Date().toISOString() };
+    if (!collection.reindex) await this.deps.collections.update({ ...collection, reindex });
+    const generation = (await this.deps.generations.manifest(this.tenantId, id))?.generation ?? 0;
+    // A job id of its own (a merge job of this generation may have run already: its id would not run again).
+    await this.deps.queues.add(QueueName.merge, `${mergeJobId(this.tenantId, id, 'reindex', generation)}-${Date.now()}`, { op: 'merge', tenantId: this.tenantId, collectionId: id, trigger: 'reindex' });
+    return { collection: id, search: reindex.search, startedAt: reindex.startedAt, status: `/v1/collections/${id}` };
   }
 
   /**

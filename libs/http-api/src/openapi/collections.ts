@@ -1,15 +1,17 @@
 /** Collections (collections.controller.ts): create, list, describe, delete, merge, re-compress. Tag `collections`. */
 import { z } from 'zod';
-import { CodecSettingsSchema, CollectionDescriptionSchema, CollectionListSchema, CollectionSchema, MergePendingSchema, MergeResultSchema, RecompressAcceptedSchema } from '@lateral/shared';
+import { CodecSettingsSchema, CollectionDescriptionSchema, CollectionListSchema, CollectionSchema, MergePendingSchema, MergeResultSchema, RecompressAcceptedSchema, ReindexAcceptedSchema, ReindexRequestSchema } from '@lateral/shared';
 import { CreateCollectionForm, RecompressForm } from './request-forms';
 import { errorAnswer, errors, json, param, type ApiRegistry } from './registry';
 
 /** Requests that show the forms; each one is accepted as written (rules.spec.ts). */
 export const CREATE_COLLECTION_EXAMPLES = {
-  plain: { summary: 'the default model and codec (fp16)', value: { id: 'papers' } },
+  plain: { summary: "the default model and codec (fp16), and the default search layout (WARP, 4 bits)", value: { id: 'papers' } },
+  ivf: { summary: "mode xtr over the segment index's IVF alone (no WARP search layout)", value: { id: 'papers-ivf', search: { layout: 'ivf' } } },
   eden: { summary: 'a 4-bit EDEN codec', value: { id: 'papers-eden', codec: { kind: 'eden', bits: 4 } } },
   sharded: { summary: 'two shards, each served through its own queue', value: { id: 'papers-sharded', shards: 2 } },
 };
+export const REINDEX_EXAMPLES = { warp4: { summary: 'WARP search layouts at 4 bits (the default; an empty object does the same)', value: { search: { layout: 'warp', bits: 4 } } } };
 export const RECOMPRESS_EXAMPLES = { int8: { summary: 'int8 codes from the stored raw vectors', value: { codec: { kind: 'int8' } } } };
 
 export function registerCollections(api: ApiRegistry): void {
@@ -25,7 +27,7 @@ export function registerCollections(api: ApiRegistry): void {
   api.op('collections', 'post', '/v1/collections', {
     summary: 'Create a collection',
     description:
-      "400 names the failing field, e.g. `codec.sideInfo` when side information is asked for with a kind other than 'eden' or a model that declares no static input embeddings (manifest `staticEmbeddings`), `codec.poolFactor` outside 1..16, or `codec.poolFactor` above 1 together with `codec.sideInfo` (both fields named).",
+      "400 names the failing field, e.g. `codec.sideInfo` when side information is asked for with a kind other than 'eden' or a model that declares no static input embeddings (manifest `staticEmbeddings`), `codec.poolFactor` outside 1..16, or `codec.poolFactor` above 1 together with `codec.sideInfo` (both fields named); `search.layout` other than 'warp' or 'ivf', `search.bits` other than 2 or 4, or `search.bits` with layout 'ivf'. `search` absent: `{ layout: 'warp', bits: 4 }`.",
     request: { body: { required: true, content: { 'application/json': { schema: api.input(CreateCollectionForm), examples: CREATE_COLLECTION_EXAMPLES } } } },
     responses: { '201': json('created: the stored collection', api.output(CollectionSchema)), ...errors(400, 503), '409': errorAnswer('a collection with this id already exists') },
   });
@@ -49,6 +51,17 @@ export function registerCollections(api: ApiRegistry): void {
       '200': json('the merge finished', api.output(MergeResultSchema)),
       '202': json('still in the merge queue; ask again (same generation: same job)', api.output(MergePendingSchema)),
       ...errors(400, 404, 503),
+    },
+  });
+  api.op('collections', 'post', '/v1/collections/{id}/reindex', {
+    summary: 'Give an IVF collection WARP search layouts (built from the stored codes by a job; searches read the IVF until every layout is committed)',
+    description:
+      "For a collection created with `search: { layout: 'ivf' }`, or before WARP layouts were the default (its record names no `search`). The request is recorded in the collection (`reindex`) and a job on the merge queue fits a centroid epoch on every segment's tokens (PLAID's rule, or IVF_CENTROIDS) and its residual codec at `bits`, builds each live segment's layout from its codes, commits the segments at that epoch, and only then sets the collection's `search`: until that write mode xtr reads the segment index's IVF, after it WARP's layouts. Segments ingested meanwhile get their layouts from their index jobs. A segment that cannot be read leaves the re-index running (searches stay on the IVF); the next merge job resumes it. 400 names the field (`search.layout` other than 'warp', `search.bits` other than 2 or 4); 409 when the collection already has WARP layouts, is being re-compressed, or is being re-indexed at other bits (the same settings again: 202, the job queued again).",
+    request: { params, body: { required: false, content: { 'application/json': { schema: api.input(ReindexRequestSchema), examples: REINDEX_EXAMPLES } } } },
+    responses: {
+      '202': json('re-index queued: poll the collection (status URL)', api.output(ReindexAcceptedSchema)),
+      ...errors(400, 404, 503),
+      '409': errorAnswer('not now: the collection already has WARP search layouts, is being re-compressed, or is being re-indexed at other bits'),
     },
   });
   api.op('collections', 'post', '/v1/collections/{id}/recompress', {

@@ -12,6 +12,7 @@ import {
   CandidateSchema,
   CodecSettingsSchema,
   CreateCollectionSchema,
+  IvfLayoutSettingsSchema,
   DeleteDocumentsSchema,
   LIVE,
   MAX_CANDIDATES_PER_QUERY,
@@ -22,6 +23,7 @@ import {
   SearchRequestSchema,
   TextCandidateSchema,
   TrainRequestSchema,
+  WarpLayoutSettingsSchema,
 } from '@lateral/shared';
 import { FilterFormSchema } from '@lateral/search';
 
@@ -91,9 +93,14 @@ export const CreateCodecForm = z.union(codecForms());
 /** Re-compression: the creation forms, or a trained AESI codec (kind 'eden', sideInfo true). */
 export const RecompressForm = z.object({ codec: z.union([...codecForms(), z.object({ ...codecCommon, kind: z.literal('eden'), sideInfo: z.literal(true), poolFactor: z.literal(1).optional(), trained: C.trained }).strict()]) }).strict();
 
+const W = WarpLayoutSettingsSchema.shape as unknown as Shape;
+/** `search` at creation: WARP (the default; `bits` 2 or 4), or the IVF alone (no `bits`). */
+export const SearchLayoutForm = z.union([z.object({ layout: (W.layout as z.ZodType).optional(), bits: ((W.bits as z.ZodDefault).unwrap() as z.ZodType).optional() }).strict(), IvfLayoutSettingsSchema]);
+
 export const CreateCollectionForm = (CreateCollectionSchema as unknown as z.ZodObject)
   .extend({
     codec: CreateCodecForm.optional(),
+    search: SearchLayoutForm.optional().describe((CreateCollectionSchema.shape.search as z.ZodType).description ?? ''),
     shards: ((CreateCollectionSchema.shape.shards as z.ZodOptional).unwrap() as z.ZodNumber).meta({ [LIVE]: 'max-shards' }).optional(),
   })
   .strict()

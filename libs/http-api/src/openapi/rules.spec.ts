@@ -5,6 +5,7 @@ import {
   CodecSettingsSchema,
   CreateApiKeySchema,
   CreateCollectionSchema,
+  ReindexRequestSchema,
   DeleteDocumentsSchema,
   JudgmentsJsonSchema,
   RerankRequestSchema,
@@ -87,6 +88,7 @@ describe('the examples of the OpenAPI document', () => {
   const SERVICE: Record<string, (body: unknown) => unknown> = {
     'POST /v1/collections': (b) => CreateCollectionSchema.parse(b),
     'POST /v1/collections/{id}/recompress': (b) => z.object({ codec: CodecSettingsSchema }).strict().parse(b),
+    'POST /v1/collections/{id}/reindex': (b) => ReindexRequestSchema.parse(b),
     'POST /v1/collections/{id}/documents': (b) => validateDocuments((Array.isArray(b) ? b : (b as { documents: unknown[] }).documents) as unknown[], { maxDocumentBytes: 1 << 20, maxBatchDocuments: 100 }),
     'POST /v1/collections/{id}/documents/delete': (b) => DeleteDocumentsSchema.parse(b),
     'POST /v1/search': (b) => SearchRequestSchema.parse(b),

@@ -1,4 +1,4 @@
-import { PermanentJobError, QueueName, assignShard, collectionShards, parentOf, s3Keys, warpEpochOf, warpLayoutOf, type Collection, type JobPayload, type JobResults, type SegmentRef } from '@lateral/shared';
+import { PermanentJobError, QueueName, assignShard, collectionShards, parentOf, s3Keys, warpEpochOf, warpLayoutToWrite, type Collection, type JobPayload, type JobResults, type SegmentRef } from '@lateral/shared';
 
 /** A commit job that commits a written segment (the commit queue also carries deletes: delete.processor.ts). */
 export type SegmentCommitPayload = Extract<JobPayload<QueueName.commit>, { batchId: string }>;
@@ -56,7 +56,8 @@ export async function commitProcessor(deps: CommitDeps, p: SegmentCommitPayload)
 
   const mergedAway = (q: SegmentCommitPayload) => deps.store.exists(gcKeys.mergedAway(q.tenantId, q.collectionId, q.batchId));
   const result = await deps.generations.commit(p.tenantId, p.collectionId, async (segments, current) => {
-    if (warpLayoutOf(collection)) ref = await withWarpEpoch(deps, p, ref, segments);
+    const warp = warpLayoutToWrite(collection, p.codecVersion);
+    if (warp) ref = await withWarpEpoch(deps, p, ref, segments, warp.epoch ?? 0);
     const i = segments.findIndex((s) => s.batchId === p.batchId);
     if (i >= 0 && segments[i].key === ref.key && segments[i].checksum === ref.checksum) return null; // already committed
     if (i >= 0) segments[i] = withTombstones(ref, segments[i]); // the same batch's documents, in the same order
@@ -73,12 +74,13 @@ export async function commitProcessor(deps: CommitDeps, p: SegmentCommitPayload)
 
 /**
  * A WARP collection's segment names the centroid epoch its index job built its layout at: the
- * newest epoch of the generation it joins whose layout exists for the batch (an index job that ran
- * before a refit committed built an older one; the next merge job moves it).
+ * newest epoch of the generation it joins (or `from`, a re-index's epoch, when newer) whose layout
+ * exists for the batch (an index job that ran before a refit committed built an older one; the
+ * next merge job moves it).
  */
-async function withWarpEpoch(deps: Pick<CommitDeps, 'store'>, p: SegmentCommitPayload, ref: SegmentRef, segments: readonly SegmentRef[]): Promise<SegmentRef> {
+async function withWarpEpoch(deps: Pick<CommitDeps, 'store'>, p: SegmentCommitPayload, ref: SegmentRef, segments: readonly SegmentRef[], from = 0): Promise<SegmentRef> {
   const { warpEpoch: _, ...plain } = ref;
-  for (let e = warpEpochOf(segments.filter((s) => s.codecVersion === p.codecVersion)); e > 0; e--) {
+  for (let e = Math.max(from, warpEpochOf(segments.filter((s) => s.codecVersion === p.codecVersion))); e > 0; e--) {
     if (await deps.store.exists(s3Keys.searchLayout(p.tenantId, p.collectionId, p.batchId, p.codecVersion, e))) return { ...plain, warpEpoch: e };
   }
   return plain;

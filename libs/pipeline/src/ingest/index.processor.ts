@@ -1,9 +1,10 @@
-import { PermanentJobError, QueueName, s3Keys, warpEpochOf, warpLayoutOf, type JobPayload, type JobResults } from '@lateral/shared';
+import { PermanentJobError, QueueName, s3Keys, warpEpochOf, warpLayoutToWrite, type JobPayload, type JobResults } from '@lateral/shared';
 import { SegmentCorruptError, readSegment, type SegmentReader } from '@lateral/codec';
 import type { CodecArtifactRepository, CollectionRepository, GenerationRepository, JobQueues, ObjectStore } from '@lateral/infra';
+import { searchSegment } from '@lateral/search';
 import { segmentHeadData, segmentReadOptions, serializeSegmentHead, type StaticEmbeddingsCache } from '@lateral/serving';
 import { enqueueNext } from '../pipeline';
-import { segmentSearchObjects, type SegmentIndexerDeps } from './segment-indexer';
+import { segmentSearchObjects, warpLayoutObject, type SegmentIndexerDeps } from './segment-indexer';
 import { batchBm25Terms } from './bm25-terms';
 
 /** What the index processor touches. */
@@ -51,6 +52,22 @@ async function pooledTerms(deps: Pick<IndexDeps, 'store'>, reader: SegmentReader
  * (`search-layouts/v{n}/{batch}.warp`), built with the same centroids and the collection's WARP
  * codec (fitted once per codec version, the same way).
  */
+/**
+ * A re-index (maintenance/warp-reindex.ts) that recorded its centroid epoch while this job ran,
+ * after the job read the collection: the segment's layout at that epoch now, so its commit names
+ * the epoch and the re-index finds it built (the record read again; nothing when it still asks
+ * for none, or for an epoch-0 layout, which only a first index job fits).
+ */
+async function lateWarpLayout(deps: IndexDeps, p: JobPayload<QueueName.index>, reader: SegmentReader): Promise<void> {
+  const now = await deps.collections.get(p.tenantId, p.collectionId);
+  const late = now ? warpLayoutToWrite(now, p.codecVersion) : null;
+  if (!now || !late) return;
+  const epoch = late.epoch ?? (deps.generations ? warpEpochOf((await deps.generations.manifest(p.tenantId, p.collectionId))?.segments.filter((s) => s.codecVersion === p.codecVersion) ?? []) : 0);
+  if (epoch === 0) return;
+  const layout = await warpLayoutObject(deps, { ...now, search: late.search }, searchSegment(reader), p.codecVersion, epoch);
+  await deps.store.put(s3Keys.searchLayout(p.tenantId, p.collectionId, p.batchId, p.codecVersion, epoch), layout);
+}
+
 export async function indexProcessor(deps: IndexDeps, p: JobPayload<QueueName.index>): Promise<JobResults[QueueName.index]> {
   const collection = await deps.collections.get(p.tenantId, p.collectionId);
   if (!collection) throw new PermanentJobError(`collection ${p.tenantId}/${p.collectionId} no longer exists`);
@@ -66,12 +83,15 @@ export async function indexProcessor(deps: IndexDeps, p: JobPayload<QueueName.in
   }
   // BM25's terms: the batch's analysed words (analyser 'english'), else the encoder's pieces (a pooled segment's from its raw batch).
   const terms = (await batchBm25Terms(deps.store, collection, p.batchId, reader.docIds)) ?? (await pooledTerms(deps, reader, s3Keys.rawVectors(p.tenantId, p.collectionId, p.batchId)));
-  // A refitted WARP collection's new segments get layouts at its newest centroid epoch (maintenance/warp-refit.ts).
-  const warpEpoch = warpLayoutOf(collection) && deps.generations ? warpEpochOf((await deps.generations.manifest(p.tenantId, p.collectionId))?.segments.filter((s) => s.codecVersion === p.codecVersion) ?? []) : 0;
-  const { index: out, warp } = await segmentSearchObjects(deps, collection, reader, p.codecVersion, terms, warpEpoch);
+  // A refitted WARP collection's new segments get layouts at its newest centroid epoch (maintenance/warp-refit.ts);
+  // during a re-index to WARP (maintenance/warp-reindex.ts), at the epoch the re-index fitted.
+  const toWrite = warpLayoutToWrite(collection, p.codecVersion);
+  const warpEpoch = !toWrite ? 0 : (toWrite.epoch ?? (deps.generations ? warpEpochOf((await deps.generations.manifest(p.tenantId, p.collectionId))?.segments.filter((s) => s.codecVersion === p.codecVersion) ?? []) : 0));
+  const { index: out, warp } = await segmentSearchObjects(deps, toWrite ? { ...collection, search: toWrite.search } : collection, reader, p.codecVersion, terms, warpEpoch);
   const indexKey = s3Keys.segmentIndex(p.tenantId, p.collectionId, p.batchId, p.codecVersion);
   // The WARP search layout (collections with search.layout 'warp') before the index: a committed segment always has both.
   if (warp) await deps.store.put(s3Keys.searchLayout(p.tenantId, p.collectionId, p.batchId, p.codecVersion, warpEpoch), warp);
+  else await lateWarpLayout(deps, p, reader);
   await deps.store.put(indexKey, out);
   // The head from the same checked read, before the commit: every committed segment has one (older ones are read whole once).
   await deps.store.put(s3Keys.segmentHead(p.tenantId, p.collectionId, p.batchId, p.codecVersion), serializeSegmentHead(segmentHeadData(reader, bytes.byteLength)));

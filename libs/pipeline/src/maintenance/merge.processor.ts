@@ -34,6 +34,7 @@ import { SegmentIndexCopier } from './merge-index';
 import { chooseMerge, type MergePolicySettings } from './merge-policy';
 import { collectGarbage, gcKeys, segmentObjects, type GarbageRecord, type GcSettings } from './gc';
 import { warpMaintain, type WarpMaintenance } from './warp-refit';
+import { warpReindex, type WarpReindexOutcome } from './warp-reindex';
 import { segmentHeadData, segmentReadOptions, serializeSegmentHead, type StaticEmbeddingsCache } from '@lateral/serving';
 
 /** What the merge processor touches. */
@@ -44,8 +45,9 @@ export interface MergeDeps extends Pick<SegmentIndexerDeps, 'encoders' | 'ivfCen
   staticEmbeddings: Pick<StaticEmbeddingsCache, 'forCollection'>;
   /** The collection's IVF centroids: looked up (the inputs' indexes were built with them), fitted only when an index must be rebuilt and none exist. */
   ivf: Pick<IvfCentroidRepository, 'ensure' | 'get'>;
-  store: Pick<ObjectStore, 'get' | 'put' | 'getJson' | 'list' | 'delete'>;
-  collections: Pick<CollectionRepository, 'get'>;
+  store: Pick<ObjectStore, 'get' | 'put' | 'getJson' | 'list' | 'delete' | 'exists'>;
+  /** `update`: a re-index switches the record to its WARP layout when every layout is built (warp-reindex.ts). */
+  collections: Pick<CollectionRepository, 'get' | 'update'>;
   generations: Pick<GenerationRepository, 'manifest' | 'commit'>;
   codecs: Pick<CodecArtifactRepository, 'get' | 'ensure'>;
   liveIds: Pick<SegmentIds, 'remember' | 'live'>;
@@ -111,14 +113,25 @@ async function merge(deps: MergeDeps, p: MergePayload): Promise<JobResults[Queue
   const collection = await deps.collections.get(p.tenantId, p.collectionId);
   if (!collection) throw new PermanentJobError(`collection ${p.tenantId}/${p.collectionId} no longer exists`);
   let manifest = await deps.generations.manifest(p.tenantId, p.collectionId);
-  if (!manifest) return { generation: 0, committed: false, merged: outcome('nothing-to-merge') };
+  if (!manifest) {
+    // Nothing committed yet: a re-index only switches the record (the index jobs write the layouts from then on).
+    const reindexed = collection.reindex ? await warpReindex(deps, collection, { tenantId: p.tenantId, collectionId: p.collectionId, generation: 0, codecVersion: collection.codecVersion, committedAt: '', segments: [] }) : null;
+    return { generation: 0, committed: false, merged: outcome('nothing-to-merge'), ...(reindexed ? { reindex: reindexed } : {}) };
+  }
   // A re-compression rewrites every segment anyway; merging meanwhile would race it.
   if (collection.pending) return { generation: manifest.generation, committed: false, merged: outcome('recompressing') };
+  // A re-index in flight (POST /v1/collections/{id}/reindex): every segment's WARP layout built, then the record switched to it (warp-reindex.ts).
+  let current = collection;
+  const reindexed: WarpReindexOutcome | null = collection.reindex ? await warpReindex(deps, collection, manifest) : null;
+  if (collection.reindex) {
+    current = (await deps.collections.get(p.tenantId, p.collectionId)) ?? collection;
+    manifest = (await deps.generations.manifest(p.tenantId, p.collectionId)) ?? manifest;
+  }
   // WARP: centroids refitted as the collection grows, every segment's layout moved to the newest epoch (warp-refit.ts), before the merge.
-  const warpDone: WarpMaintenance | null = await warpMaintain({ ...deps, warpCodecs: deps.warpCodecs }, collection, manifest);
+  const warpDone: WarpMaintenance | null = await warpMaintain({ ...deps, warpCodecs: deps.warpCodecs }, current, manifest);
   if (warpDone?.generation) manifest = (await deps.generations.manifest(p.tenantId, p.collectionId)) ?? manifest;
-  const withWarp = <T extends JobResults[QueueName.merge]>(r: T): T => (warpDone ? { ...r, warp: warpDone } : r);
-  return withWarp(await mergeOn(deps, p, collection, manifest));
+  const withWarp = <T extends JobResults[QueueName.merge]>(r: T): T => ({ ...r, ...(warpDone ? { warp: warpDone } : {}), ...(reindexed ? { reindex: reindexed } : {}) });
+  return withWarp(await mergeOn(deps, p, current, manifest));
 }
 
 async function mergeOn(deps: MergeDeps, p: MergePayload, collection: Collection, manifest: CollectionManifest): Promise<JobResults[QueueName.merge]> {

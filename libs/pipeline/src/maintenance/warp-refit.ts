@@ -76,7 +76,7 @@ export function liveTokens(ref: Pick<SegmentRef, 'tokens' | 'documents' | 'tombs
 }
 
 /** A segment of the generation decoded (its tokens as float rows); null when missing or corrupt (named in the log, left as it is). */
-async function decoded(deps: WarpRefitDeps, collection: Collection, ref: SegmentRef): Promise<SearchSegment | null> {
+export async function decoded(deps: WarpRefitDeps, collection: Collection, ref: SegmentRef): Promise<SearchSegment | null> {
   const bytes = await deps.store.get(ref.key);
   if (!bytes) {
     deps.logger.warn(`WARP refit of ${collection.id}: segment ${ref.key} is missing from S3; its layout stays at epoch ${ref.warpEpoch ?? 0}`);
@@ -117,7 +117,7 @@ async function refitCentroids(assigner: OnnxNearestCentroid, x: Float32Array, n:
 }
 
 /** Fits epoch `epoch`'s k centroids and residual codec on a seeded sample of every segment's tokens (read one segment at a time). */
-async function fitEpoch(deps: WarpRefitDeps, collection: Collection, refs: readonly SegmentRef[], k: number, epoch: number, bits: 2 | 4): Promise<void> {
+export async function fitEpoch(deps: WarpRefitDeps, collection: Collection, refs: readonly SegmentRef[], k: number, epoch: number, bits: 2 | 4): Promise<void> {
   const tenantId = collection.tenantId;
   const collectionId = collection.id;
   const cv = collection.codecVersion;
