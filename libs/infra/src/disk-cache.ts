@@ -167,9 +167,10 @@ export class DiskObjectCache {
   /**
    * readRanges of a few small ranges of a local copy: synchronous positioned reads (pread from the
    * page cache, microseconds each) instead of one trip through libuv's thread pool per range plus
-   * the open and close (WARP's exact final stage reads ~32 documents' rows a query: those trips
-   * were most of its time, 6.6 ms p50 per segment at load ~12 against 0.4 ms decoding; notes in
-   * docs/benchmarks.md). null: the copy is gone (forgotten here).
+   * the open and close (WARP's exact final stage reads ~32 documents' rows a query: in a CPU
+   * profile of the search worker over 90 full-Vaswani queries at load ~14, readRanges took 290 ms
+   * through the pool and 81 ms this way; docs/benchmarks.md, "WARP's per-query overheads"). null:
+   * the copy is gone (forgotten here).
    */
   private readRangesSync(name: string, key: string, size: number, ranges: readonly (readonly [number, number])[]): Uint8Array[] | null {
     let fd: number;
