@@ -1,8 +1,8 @@
-import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { mkdtempSync, readdirSync, rmSync, unlinkSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { ByteIntervals, DiskObjectCache } from './disk-cache';
+import { ByteIntervals, DiskObjectCache, SYNC_RANGE_READ_BYTES } from './disk-cache';
 
 const dirs: string[] = [];
 afterAll(() => dirs.forEach((d) => rmSync(d, { recursive: true, force: true })));
@@ -90,6 +90,30 @@ describe('DiskObjectCache.getRanges', () => {
     expect(s.log.ranged).toEqual([]);
     await expect(disk.getRanges('k', [[9995, 10]])).rejects.toThrow(RangeError);
     expect(await disk.getRanges('nope', [[0, 10]])).toBeNull();
+  });
+
+  it('readRanges: positioned reads of the local copy, synchronous up to SYNC_RANGE_READ_BYTES and through the thread pool above it, the same bytes either way; a range past the end throws; a copy removed by another process is fetched again', async () => {
+    const big = Uint8Array.from({ length: SYNC_RANGE_READ_BYTES + 4096 }, (_, i) => (i * 131 + 3) & 0xff);
+    const s = store(new Map([['k', big]]));
+    // byte-for-byte, without an element-wise deep equal of megabytes
+    const same = (got: Uint8Array[] | null, want: [number, number][]) => expect(got?.map((g, i) => g.length === want[i][1] && Buffer.from(g).equals(big.subarray(want[i][0], want[i][0] + want[i][1])))).toEqual(want.map(() => true));
+    const dir = folder();
+    const disk = new DiskObjectCache(s, dir, 64 << 20, 'ns');
+    const small: [number, number][] = [[5, 100], [0, 0], [big.length - 7, 7], [1 << 20, 3000]];
+    // first call: fetched whole (one GET) and written; the ranges are slices of what was fetched
+    same(await disk.readRanges('k', small), small);
+    expect(s.log.whole).toEqual(['k']);
+    // then from the local copy: small ranges (synchronous reads) and ranges summing past the bound (asynchronous)
+    same(await disk.readRanges('k', small), small);
+    const large: [number, number][] = [[0, SYNC_RANGE_READ_BYTES], [SYNC_RANGE_READ_BYTES, 4096]];
+    same(await disk.readRanges('k', large), large);
+    expect(s.log.whole).toEqual(['k']);
+    await expect(disk.readRanges('k', [[big.length - 5, 10]])).rejects.toThrow(RangeError);
+    await expect(disk.readRanges('k', [[0, SYNC_RANGE_READ_BYTES], [big.length - 5, 10]])).rejects.toThrow(RangeError);
+    // removed by another process: fetched from the store again, same bytes
+    for (const f of readdirSync(dir)) unlinkSync(path.join(dir, f));
+    same(await disk.readRanges('k', small), small);
+    expect(s.log.whole).toEqual(['k', 'k']);
   });
 
   it('invalidate drops the sparse copy (a range that failed its checksum is fetched again); the bound evicts sparse copies; a restart starts them empty', async () => {

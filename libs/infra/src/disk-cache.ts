@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import { constants } from 'node:fs';
+import { closeSync, constants, openSync, readSync } from 'node:fs';
 import { mkdir, open, readFile, readdir, rename, stat, unlink, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import type { ObjectStore } from './object-store';
@@ -18,6 +18,14 @@ export interface DiskCacheStats {
   /** Ranges getRanges answered from the local copies (whole or sparse) without a GET. */
   rangeHits: number;
 }
+
+/**
+ * readRanges of a local copy reads ranges summing to at most this many bytes synchronously (one
+ * pread each from the page cache, a few microseconds) rather than through libuv's thread pool: a
+ * short block of the event loop instead of a trip through the pool per range. Larger reads (a
+ * re-rank's thousand documents) stay asynchronous.
+ */
+export const SYNC_RANGE_READ_BYTES = 4 << 20;
 
 /** Ranged GETs in flight at once per cache, by default (DiskObjectCache options). */
 export const RANGE_GETS_IN_FLIGHT = 64;
@@ -118,6 +126,13 @@ export class DiskObjectCache {
         continue;
       }
       const size = this.index.get(name)!;
+      let total = 0;
+      for (const [, length] of ranges) total += length;
+      if (total <= SYNC_RANGE_READ_BYTES) {
+        const out = this.readRangesSync(name, key, size, ranges);
+        if (!out) continue; // removed by another process sharing the folder: fetched again
+        return out;
+      }
       let fh: Awaited<ReturnType<typeof open>>;
       try {
         fh = await open(path.join(this.dir, name), 'r');
@@ -147,6 +162,42 @@ export class DiskObjectCache {
       }
     }
     return null;
+  }
+
+  /**
+   * readRanges of a few small ranges of a local copy: synchronous positioned reads (pread from the
+   * page cache, microseconds each) instead of one trip through libuv's thread pool per range plus
+   * the open and close (WARP's exact final stage reads ~32 documents' rows a query: in a CPU
+   * profile of the search worker over 90 full-Vaswani queries at load ~14, readRanges took 290 ms
+   * through the pool and 81 ms this way; docs/benchmarks.md, "WARP's per-query overheads"). null:
+   * the copy is gone (forgotten here).
+   */
+  private readRangesSync(name: string, key: string, size: number, ranges: readonly (readonly [number, number])[]): Uint8Array[] | null {
+    let fd: number;
+    try {
+      fd = openSync(path.join(this.dir, name), 'r');
+    } catch {
+      this.forget(name);
+      return null;
+    }
+    try {
+      const out = ranges.map(([offset, length]) => {
+        if (!(Number.isInteger(offset) && Number.isInteger(length) && offset >= 0 && length >= 0 && offset + length <= size)) throw new RangeError(`${key}: range [${offset}, ${offset + length}) is outside the ${size}-byte object`);
+        const b = new Uint8Array(length);
+        let got = 0;
+        while (got < length) {
+          const n = readSync(fd, b, got, length - got, offset + got);
+          if (n === 0) throw new RangeError(`${key}: local copy ended at ${offset + got} (expected ${size} bytes)`);
+          got += n;
+        }
+        return b;
+      });
+      if (this.index.has(name)) this.touch(name);
+      this.counters.hits++;
+      return out;
+    } finally {
+      closeSync(fd);
+    }
   }
 
   /**

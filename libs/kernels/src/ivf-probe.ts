@@ -10,34 +10,47 @@ export interface IvfProbe {
 
 /**
  * XTR's first step as one ONNX Runtime graph: the nprobe centroids nearest each query token,
- * S = q C^T ([n, K]) then TopK over K (largest, sorted; ONNX's TopK puts the lower index first
- * among equal values, the tie rule of `xtrProbe`). In JavaScript this is n x K x d multiply-adds
- * per query (16 x 8,192 x 384 = 50 M at Vaswani's K with MiniLM), the largest part of an XTR
- * search's time; here it is one GEMM in ORT's thread pool. Scores are float32 GEMM sums, so a
- * near-tie between two centroids may order differently from `xtrProbe`'s float64 sums (which set
- * of lists is probed can differ only at such ties); with nprobe = K both probe every list.
+ * S^T = C q^T ([K, n]), transposed, then TopK over K (largest, sorted; ONNX's TopK puts the lower
+ * index first among equal values, the tie rule of `xtrProbe`). In JavaScript this is n x K x d
+ * multiply-adds per query (16 x 8,192 x 384 = 50 M at Vaswani's K with MiniLM), the largest part
+ * of an XTR search's time; here it is one GEMM in ORT's thread pool. Scores are float32 GEMM sums,
+ * so a near-tie between two centroids may order differently from `xtrProbe`'s float64 sums (which
+ * set of lists is probed can differ only at such ties); with nprobe = K both probe every list.
  *
- * The transposed centroid matrix is built once per centroid array (a collection's centroids are
- * immutable per codec version) and kept while that array is alive.
+ * The centroids are the GEMM's left operand as they are stored (K x d, row-major) and the query
+ * the small right one: the GEMM streams the 12.6 MB of centroids (K = 8,192, d = 384) once,
+ * where q C^T repacked them as its right operand on every query (3.1-3.8 ms against 1.5 ms for
+ * the GEMM alone, n = 14, one thread, `npm run bench -- peers` notes in docs/benchmarks.md); no
+ * transposed copy of the centroids is kept.
  */
 export class OnnxIvfProbe {
-  private readonly transposed = new WeakMap<Float32Array, ort.Tensor>();
-
   private constructor(private readonly session: ort.InferenceSession) {}
 
   static async create(threads = 0): Promise<OnnxIvfProbe> {
     const g = new GraphBuilder();
-    const s = g.op('MatMul', ['q', 'centroids_t']);
+    const st = g.op('MatMul', ['centroids', 'q_t']);
+    const s = g.op('Transpose', [st], { perm: [1, 0] });
     g.opOutputs('TopK', [s, 'k'], ['top_scores', 'top_ids'], { axis: 1, largest: 1, sorted: 1 });
     const model = makeModel(
       g.build(
         'ivf_probe',
-        [makeValueInfo('q', 'FLOAT', ['n', 'd']), makeValueInfo('centroids_t', 'FLOAT', ['d', 'K']), makeValueInfo('k', 'INT64', [1])],
+        [makeValueInfo('centroids', 'FLOAT', ['K', 'd']), makeValueInfo('q_t', 'FLOAT', ['d', 'n']), makeValueInfo('k', 'INT64', [1])],
         [makeValueInfo('top_scores', 'FLOAT', ['n', 'p']), makeValueInfo('top_ids', 'INT64', ['n', 'p'])],
       ),
       { opset: 18 },
     );
     return new OnnxIvfProbe(await createScorerSession(model, { intraOpThreads: threads }));
+  }
+
+  /** The graph's feeds: the centroids as stored, the query transposed (d x n), k. */
+  private feeds(q: Float32Array, n: number, centroids: Float32Array, d: number, k: number): Record<string, ort.Tensor> {
+    const qt = new Float32Array(d * n);
+    for (let i = 0; i < n; i++) for (let j = 0; j < d; j++) qt[j * n + i] = q[i * d + j];
+    return {
+      centroids: new ort.Tensor('float32', centroids, [centroids.length / d, d]),
+      q_t: new ort.Tensor('float32', qt, [d, n]),
+      k: new ort.Tensor('int64', BigInt64Array.of(BigInt(k)), [1]),
+    };
   }
 
   /**
@@ -50,7 +63,7 @@ export class OnnxIvfProbe {
     this.checked(q, n, centroids, d, k);
     const ids = new Uint32Array(n * k);
     if (n === 0) return { ids, scores: new Float32Array(0) };
-    const r = await this.session.run({ q: new ort.Tensor('float32', q, [n, d]), centroids_t: this.transpose(centroids, d), k: new ort.Tensor('int64', BigInt64Array.of(BigInt(k)), [1]) });
+    const r = await this.session.run(this.feeds(q, n, centroids, d, k));
     const got = r.top_ids.data as BigInt64Array;
     for (let i = 0; i < got.length; i++) ids[i] = Number(got[i]);
     return { ids, scores: Float32Array.from(r.top_scores.data as Float32Array) };
@@ -63,24 +76,12 @@ export class OnnxIvfProbe {
     if (!Number.isInteger(nprobe) || nprobe < 1 || nprobe > K) throw new RangeError(`OnnxIvfProbe: nprobe must be an integer in [1, K = ${K}], got ${nprobe}`);
   }
 
-  private transpose(centroids: Float32Array, d: number): ort.Tensor {
-    let ct = this.transposed.get(centroids);
-    if (!ct) {
-      const K = centroids.length / d;
-      const t = new Float32Array(d * K);
-      for (let c = 0; c < K; c++) for (let j = 0; j < d; j++) t[j * K + c] = centroids[c * d + j];
-      ct = new ort.Tensor('float32', t, [d, K]);
-      this.transposed.set(centroids, ct);
-    }
-    return ct;
-  }
-
   /** q: n x d; centroids: K x d. */
   async probe(q: Float32Array, n: number, centroids: Float32Array, d: number, nprobe: number): Promise<IvfProbe> {
     this.checked(q, n, centroids, d, nprobe);
     const out = new Uint32Array(n * nprobe);
     if (n === 0) return { n, nprobe, centroids: out };
-    const r = await this.session.run({ q: new ort.Tensor('float32', q, [n, d]), centroids_t: this.transpose(centroids, d), k: new ort.Tensor('int64', BigInt64Array.of(BigInt(nprobe)), [1]) });
+    const r = await this.session.run(this.feeds(q, n, centroids, d, nprobe));
     const ids = r.top_ids.data as BigInt64Array;
     for (let i = 0; i < ids.length; i++) out[i] = Number(ids[i]);
     return { n, nprobe, centroids: out };

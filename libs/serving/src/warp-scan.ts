@@ -109,6 +109,15 @@ function memo<K extends object>(cache: WeakMap<K, number>, key: K, f: (k: K) => 
   return v;
 }
 
+/**
+ * Lookup-table buffers of finished scans, taken by the next one (a scan holds its own while it
+ * runs): a fresh 2-6 MB Float32Array per search was allocated, zeroed and collected per query.
+ * At most KEPT_TABLES of at most KEPT_TABLE_BYTES each (concurrent searches beyond that allocate).
+ */
+const spareTables: Float32Array[] = [];
+const KEPT_TABLES = 2;
+const KEPT_TABLE_BYTES = 16 << 20;
+
 /** The segments of one centroid epoch, with what their queries need. */
 interface EpochGroup {
   epoch: number;
@@ -176,51 +185,57 @@ export async function warpScan(reads: WarpReads, collection: Pick<Collection, 't
     segments: readable.length, layoutBytes: readable.reduce((n, x) => n + x.byteLength, 0),
   };
   const workspaces: WarpWorkspace[] = [];
-  let tables: Float32Array | undefined;
+  // A query's lookup tables (n x bytesPerToken x 256 float32: 2.75 MB at n = 14, d = 384, b = 4), kept for the next scan.
+  let tables: Float32Array | undefined = spareTables.pop();
   const perQuery: (SegmentHits | null)[][] = [];
-  for (const q of queries) {
-    if (q.n === 0) {
-      perQuery.push([]);
-      out.queries.push({ bytesRead: 0, bytesFetched: 0, ranges: 0, probed: 0 });
-      continue;
-    }
-    const stats: WarpScanQueryStats = { bytesRead: 0, bytesFetched: 0, ranges: 0, probed: 0 };
-    const hits: (SegmentHits | null)[] = plan.parts.map(() => null);
-    for (const g of groups) {
-      const K = g.centroids.length / g.codec.dims;
-      const k = Math.max(g.nprobe, Math.min(K, WARP_DEFAULT_BOUND));
-      const centroidTop = opts.centroidTop ? { k, ...(await opts.centroidTop(q.vectors, q.n, g.centroids, g.codec.dims, k)) } : undefined;
-      const query = warpQuery(q.vectors, q.n, g.centroids, g.codec, g.listSizes, { nprobe: g.nprobe, tPrime: opts.tPrime, tables, centroidTop });
-      tables = query.tables;
-      const probed = warpProbedCentroids(query);
-      stats.probed += probed.length;
-      // The probed ranges of every segment at once (reads overlap), then the segments scored in turn.
-      const lists = await Promise.all(
-        g.parts.map((s) => {
-          const part = plan.parts[s];
-          const dir = dirs[s];
-          if (!dir || failed.has(part.position)) return null;
-          return reads.warpLists(collection, part.ref, dir, probed).catch((err: unknown) => (fail(part.position, err), null));
-        }),
-      );
-      // Every readable segment of the epoch scored query token by query token (warpSegmentsSearchSteps: a token's tables stay cached over all segments).
-      const read: number[] = [];
-      const segs: WarpSegment[] = [];
-      for (const [k, s] of g.parts.entries()) {
-        const got = lists[k];
-        if (!got) continue;
-        const part = plan.parts[s];
-        stats.bytesRead += got.bytes;
-        stats.bytesFetched += got.fetched;
-        stats.ranges += got.ranges;
-        read.push(s);
-        segs.push({ documents: dirs[s]!.documents, docBase: bases.get(part.ref)!, lists: got.lists, mask: opts.masks ? opts.masks[s] : part.live });
+  try {
+    for (const q of queries) {
+      if (q.n === 0) {
+        perQuery.push([]);
+        out.queries.push({ bytesRead: 0, bytesFetched: 0, ranges: 0, probed: 0 });
+        continue;
       }
-      const got = await runStepsYielding(warpSegmentsSearchSteps(query, segs, { topN: opts.topN, workspaces }), opts.yieldEvery);
-      read.forEach((s, k) => (hits[s] = got[k]));
+      const stats: WarpScanQueryStats = { bytesRead: 0, bytesFetched: 0, ranges: 0, probed: 0 };
+      const hits: (SegmentHits | null)[] = plan.parts.map(() => null);
+      for (const g of groups) {
+        const K = g.centroids.length / g.codec.dims;
+        const k = Math.max(g.nprobe, Math.min(K, WARP_DEFAULT_BOUND));
+        const centroidTop = opts.centroidTop ? { k, ...(await opts.centroidTop(q.vectors, q.n, g.centroids, g.codec.dims, k)) } : undefined;
+        const query = warpQuery(q.vectors, q.n, g.centroids, g.codec, g.listSizes, { nprobe: g.nprobe, tPrime: opts.tPrime, tables, centroidTop });
+        // (a view of the kept buffer when it was large enough; else a new buffer, kept instead)
+        if (query.tables.buffer !== tables?.buffer) tables = query.tables;
+        const probed = warpProbedCentroids(query);
+        stats.probed += probed.length;
+        // The probed ranges of every segment at once (reads overlap), then the segments scored in turn.
+        const lists = await Promise.all(
+          g.parts.map((s) => {
+            const part = plan.parts[s];
+            const dir = dirs[s];
+            if (!dir || failed.has(part.position)) return null;
+            return reads.warpLists(collection, part.ref, dir, probed).catch((err: unknown) => (fail(part.position, err), null));
+          }),
+        );
+        // Every readable segment of the epoch scored query token by query token (warpSegmentsSearchSteps: a token's tables stay cached over all segments).
+        const read: number[] = [];
+        const segs: WarpSegment[] = [];
+        for (const [k, s] of g.parts.entries()) {
+          const got = lists[k];
+          if (!got) continue;
+          const part = plan.parts[s];
+          stats.bytesRead += got.bytes;
+          stats.bytesFetched += got.fetched;
+          stats.ranges += got.ranges;
+          read.push(s);
+          segs.push({ documents: dirs[s]!.documents, docBase: bases.get(part.ref)!, lists: got.lists, mask: opts.masks ? opts.masks[s] : part.live });
+        }
+        const got = await runStepsYielding(warpSegmentsSearchSteps(query, segs, { topN: opts.topN, workspaces }), opts.yieldEvery);
+        read.forEach((s, k) => (hits[s] = got[k]));
+      }
+      perQuery.push(hits);
+      out.queries.push(stats);
     }
-    perQuery.push(hits);
-    out.queries.push(stats);
+  } finally {
+    if (tables && tables.byteLength <= KEPT_TABLE_BYTES && spareTables.length < KEPT_TABLES) spareTables.push(tables);
   }
   // Segments that failed in any query are left out of every query's answer (one degraded answer, one list of unavailable segments).
   queries.forEach((q, qi) => {

@@ -407,6 +407,9 @@ class ResidentLists {
   }
 }
 
+/** Per token() call: each list's offset in the module (reused; grown as needed). */
+let residentOffs = new Uint32Array(1024);
+
 const SEG_RECORD = 32;
 const LIST_RECORD = 24;
 
@@ -475,7 +478,8 @@ class ResidentScan implements WarpResidentScan {
     const recAt = this.callAt;
     let transient = align(recAt + nl * LIST_RECORD);
     a.grow(transient);
-    let offs = new Array<number>(nl);
+    if (residentOffs.length < nl) residentOffs = new Uint32Array(Math.max(nl, 2 * residentOffs.length));
+    const offs = residentOffs;
     let reset = false;
     for (let k = 0; k < nl; k++) {
       const l = lists[k];
@@ -497,7 +501,6 @@ class ResidentScan implements WarpResidentScan {
         // Over the budget: every kept list dropped, this call's lists copied in again from the first.
         store.reset(a.clobbers);
         reset = true;
-        offs = new Array<number>(nl);
         k = -1;
         continue;
       } else {

@@ -334,20 +334,36 @@ function foldTokenMaxima(ws: WarpWorkspace, nt: number, mi: number, counters: Se
   counters.candidates = nc;
 }
 
-/** Per call of scoreQueryTokenAll: the probed lists of every segment (reused). */
-const tokenLists: WarpList[] = [];
-const tokenCodes: Uint8Array[] = [];
+/**
+ * A query token's probed lists over every segment, gathered once per token (module-level, reused):
+ * the `count` non-empty lists in segment order, then probe order, with each one's segment, probe
+ * position and centroid score; `scored[s]` the entries of segment s. Both scans (the JavaScript
+ * path and the resident WebAssembly one) read them.
+ */
+const probed = {
+  count: 0,
+  lists: [] as WarpList[],
+  codes: [] as Uint8Array[],
+  segs: new Uint32Array(1024),
+  probe: new Uint32Array(1024),
+  cs: new Float64Array(1024),
+  /** entries summed over the gathered lists */
+  total: 0,
+};
 
 /**
- * scoreQueryToken for query token i over every segment, with one kernel call for all their probed
- * lists (lookupSumsMany: sums with cs = -0, then cs + sum here, bit for bit lookupSums with cs):
- * a segment's lists hold a few entries each (571k tokens over 8,192 centroids and tens of
- * segments), so a call per list cost more than its lookups. The same per-document maxima and
- * sums, in the same order, as scoreQueryToken per segment.
+ * Gathers query token i's probed lists of every segment into `probed` (empty lists left out), each
+ * checked against its count; `scored[s]` += the entries of segment s. Returns the list count.
  */
-function scoreQueryTokenAll(fn: string, query: WarpQuery, i: number, segs: readonly WarpSegment[], wss: readonly WarpWorkspace[], counters: SegmentCounters[]): void {
-  const { nprobe: np, probes, probeScores, imputed, tables, bytesPerToken: bpt } = query;
+function gatherProbed(fn: string, query: WarpQuery, i: number, segs: readonly WarpSegment[], scored: number[]): number {
+  const { nprobe: np, probes, probeScores, bytesPerToken: bpt } = query;
   const S = segs.length;
+  const cap = S * np;
+  if (probed.segs.length < cap) {
+    probed.segs = new Uint32Array(cap);
+    probed.probe = new Uint32Array(cap);
+    probed.cs = new Float64Array(cap);
+  }
   let m = 0;
   let total = 0;
   for (let s = 0; s < S; s++) {
@@ -356,15 +372,44 @@ function scoreQueryTokenAll(fn: string, query: WarpQuery, i: number, segs: reado
       const c = probes[i * np + p];
       const list = src.list(c);
       const { count, docs, codes } = list;
-      if (count > 0 && (docs.length < count || codes.length < count * bpt)) throw new RangeError(`${fn}: list of centroid ${c} has ${docs.length} ids and ${codes.length} code bytes for ${count} entries`);
-      tokenLists[m] = list;
-      tokenCodes[m++] = codes.length === count * bpt ? codes : codes.subarray(0, count * bpt);
+      if (count === 0) continue;
+      if (docs.length < count || codes.length < count * bpt) throw new RangeError(`${fn}: list of centroid ${c} has ${docs.length} ids and ${codes.length} code bytes for ${count} entries`);
+      probed.lists[m] = list;
+      probed.codes[m] = codes.length === count * bpt ? codes : codes.subarray(0, count * bpt);
+      probed.segs[m] = s;
+      probed.probe[m] = p;
+      probed.cs[m++] = probeScores[i * np + p];
+      scored[s] += count;
       total += count;
     }
   }
-  tokenCodes.length = m;
-  const scores = listScratch(total);
-  if (total > 0) kernels().lookupSumsMany(tables, i * bpt * 256, tokenCodes, bpt, scores);
+  probed.count = m;
+  probed.total = total;
+  probed.lists.length = m;
+  probed.codes.length = m;
+  return m;
+}
+
+/** Drops the gathered lists (nothing kept alive between scans). */
+function releaseProbed(): void {
+  probed.count = 0;
+  probed.lists.length = 0;
+  probed.codes.length = 0;
+}
+
+/**
+ * scoreQueryToken for query token i over every segment, with one kernel call for all their probed
+ * lists (lookupSumsMany: sums with cs = -0, then cs + sum here, bit for bit lookupSums with cs):
+ * a segment's lists hold a few entries each (571k tokens over 8,192 centroids and tens of
+ * segments), so a call per list cost more than its lookups. The same per-document maxima and
+ * sums, in the same order, as scoreQueryToken per segment.
+ */
+function scoreQueryTokenAll(fn: string, query: WarpQuery, i: number, segs: readonly WarpSegment[], wss: readonly WarpWorkspace[], counters: SegmentCounters[], scored: number[]): void {
+  const { nprobe: np, probes, imputed, tables, bytesPerToken: bpt } = query;
+  const S = segs.length;
+  const m = gatherProbed(fn, query, i, segs, scored);
+  const scores = listScratch(probed.total);
+  if (probed.total > 0) kernels().lookupSumsMany(tables, i * bpt * 256, probed.codes, bpt, scores);
   const stamp = i + 1;
   const mi = imputed[i];
   let at = 0;
@@ -376,13 +421,12 @@ function scoreQueryTokenAll(fn: string, query: WarpQuery, i: number, segs: reado
     const mask = seg.mask;
     const counter = counters[s];
     let nt = 0;
-    for (let p = 0; p < np; p++, l++) {
-      const { count, docs } = tokenLists[l];
-      if (count === 0) continue;
-      const cs = probeScores[i * np + p];
+    for (; l < m && probed.segs[l] === s; l++) {
+      const { count, docs } = probed.lists[l];
+      const cs = probed.cs[l];
       for (let e = 0; e < count; e++) {
         const doc = docs[e];
-        if (doc >= D) throw new RangeError(`${fn}: list of centroid ${probes[i * np + p]} names document ${doc}, the segment has ${D}`);
+        if (doc >= D) throw new RangeError(`${fn}: list of centroid ${probes[i * np + probed.probe[l]]} names document ${doc}, the segment has ${D}`);
         if (mask && mask[doc] === 0) continue;
         const sc = cs + scores[at + e];
         if (tag[doc] !== stamp) {
@@ -392,11 +436,10 @@ function scoreQueryTokenAll(fn: string, query: WarpQuery, i: number, segs: reado
         } else if (sc > best[doc]) best[doc] = sc;
       }
       at += count;
-      counter.scored += count;
     }
     foldTokenMaxima(wss[s], nt, mi, counter);
   }
-  tokenLists.length = 0;
+  releaseProbed();
 }
 
 /** One segment's top-n documents by WARP's score (steps 5 and 6), from its probed lists. */
@@ -475,11 +518,12 @@ export function* warpSegmentsSearchSteps(query: WarpQuery, segs: readonly WarpSe
   }
   const { n, imputed } = query;
   const counters: SegmentCounters[] = segs.map(() => ({ candidates: 0, scored: 0 }));
+  const scored = new Array<number>(S).fill(0);
   let finished = false;
   try {
     for (let i = 0; i < n; i++) {
       if (i > 0) yield;
-      scoreQueryTokenAll(fn, query, i, segs, wss, counters);
+      scoreQueryTokenAll(fn, query, i, segs, wss, counters, scored);
     }
     finished = true;
   } finally {
@@ -500,14 +544,9 @@ export function* warpSegmentsSearchSteps(query: WarpQuery, segs: readonly WarpSe
       reached[doc] = 0;
     }
     const { scores, ids } = top.drain();
-    return { docBase: seg.docBase, docs: ids, scores, scored: counters[s].scored, candidates: nc };
+    return { docBase: seg.docBase, docs: ids, scores, scored: scored[s], candidates: nc };
   });
 }
-
-/** Per query token of residentSegmentsSearchSteps: the probed lists of every segment (reused). */
-const residentLists: WarpList[] = [];
-let residentSegs = new Uint32Array(1024);
-let residentCs = new Float64Array(1024);
 
 /**
  * warpSegmentsSearchSteps with the token maxima and document sums in the WebAssembly module
@@ -521,33 +560,13 @@ function* residentSegmentsSearchSteps(fn: string, query: WarpQuery, segs: readon
   const scan = kernels().warpResident?.(segs.map((s) => s.documents), segs.map((s) => s.mask));
   if (!scan) return null;
   try {
-    const { n, nprobe: np, probes, probeScores, imputed, tables, bytesPerToken: bpt } = query;
-    const S = segs.length;
-    const scored = new Array<number>(S).fill(0);
-    const cap = S * np;
-    if (residentSegs.length < cap) {
-      residentSegs = new Uint32Array(cap);
-      residentCs = new Float64Array(cap);
-    }
+    const { n, imputed, tables, bytesPerToken: bpt } = query;
+    const scored = new Array<number>(segs.length).fill(0);
     for (let i = 0; i < n; i++) {
       if (i > 0) yield;
-      let m = 0;
-      for (let s = 0; s < S; s++) {
-        const src = segs[s].lists;
-        for (let p = 0; p < np; p++) {
-          const c = probes[i * np + p];
-          const list = src.list(c);
-          const { count, docs, codes } = list;
-          if (count === 0) continue;
-          if (docs.length < count || codes.length < count * bpt) throw new RangeError(`${fn}: list of centroid ${c} has ${docs.length} ids and ${codes.length} code bytes for ${count} entries`);
-          residentLists[m] = list;
-          residentSegs[m] = s;
-          residentCs[m++] = probeScores[i * np + p];
-          scored[s] += count;
-        }
-      }
-      const ok = scan.token(tables, i * bpt * 256, bpt, residentLists, residentSegs, residentCs, m, i + 1, imputed[i]);
-      residentLists.length = 0;
+      const m = gatherProbed(fn, query, i, segs, scored);
+      const ok = scan.token(tables, i * bpt * 256, bpt, probed.lists, probed.segs, probed.cs, m, i + 1, imputed[i]);
+      releaseProbed();
       if (!ok) return null;
     }
     let base = 0;
@@ -564,7 +583,7 @@ function* residentSegmentsSearchSteps(fn: string, query: WarpQuery, segs: readon
       return { docBase: seg.docBase, docs: ids, scores, scored: scored[s], candidates: count };
     });
   } finally {
-    residentLists.length = 0;
+    releaseProbed();
     scan.end();
   }
 }
