@@ -5,6 +5,9 @@ import { runSteps, type Steps } from '../steps';
 import { assertMask, assertQuery, assertTopN, type DocMask, type Hit, type SegmentHits } from '../types';
 import { assertWarpCodec, warpCodeBytes, type WarpCodec } from './codec';
 import type { WarpList, WarpListSource } from './layout';
+import { drainCandidates, imputedBase, WarpWorkspace } from './workspace';
+
+export { WarpWorkspace };
 
 /**
  * WARP's search (SPEC 3.5; Scheerer et al., SIGIR 2025) over segments' centroid-major layouts.
@@ -187,40 +190,6 @@ export function warpQuery(q: Float32Array, n: number, centroids: Float32Array, c
     n, dims: d, bits: codec.bits, centroidCount: K, nprobe, tPrime, bytesPerToken: warpCodeBytes(d, codec.bits),
     probes, probeScores, imputed, tables: warpTables(q, n, codec, reuse),
   };
-}
-
-/**
- * Reusable per-document scratch for warpSegmentSearch, grown to the largest segment seen and
- * left clean after each segment (only the slots a segment touched are reset).
- */
-export class WarpWorkspace {
-  best = new Float64Array(0);
-  acc = new Float64Array(0);
-  /** per document: the last query token (i + 1) that reached it */
-  tag = new Uint32Array(0);
-  /** per document: 1 once any query token reached it */
-  reached = new Uint8Array(0);
-  /** documents reached by the current query token */
-  touched = new Uint32Array(0);
-  /** documents reached by any query token */
-  candidates = new Uint32Array(0);
-
-  /** Zeroes the first `documents` slots (after a segment's search failed midway). */
-  clear(documents: number): void {
-    this.acc.fill(0, 0, documents);
-    this.tag.fill(0, 0, documents);
-    this.reached.fill(0, 0, documents);
-  }
-
-  ensure(documents: number): void {
-    if (this.best.length >= documents) return;
-    this.best = new Float64Array(documents);
-    this.acc = new Float64Array(documents);
-    this.tag = new Uint32Array(documents);
-    this.reached = new Uint8Array(documents);
-    this.touched = new Uint32Array(documents);
-    this.candidates = new Uint32Array(documents);
-  }
 }
 
 /** One segment as the engine sees it. */
@@ -471,22 +440,11 @@ export function* warpSegmentSearchSteps(query: WarpQuery, seg: WarpSegment, opts
   } finally {
     if (!finished) ws.clear(D);
   }
-  const { acc, tag, reached, candidates } = ws;
   const nc = counters.candidates;
-  let base = 0;
-  for (let i = 0; i < n; i++) base += imputed[i];
-  const divide = (opts.normalize ?? true) ? n : 1;
-  const top = new TopK(opts.topN, nc);
-  for (let k = 0; k < nc; k++) {
-    const doc = candidates[k];
-    top.push((base + acc[doc]) / divide, doc);
-    acc[doc] = 0;
-    tag[doc] = 0;
-    reached[doc] = 0;
-  }
-  const { scores, ids } = top.drain();
+  const { scores, ids } = drainCandidates(ws, nc, imputedBase(imputed, n), (opts.normalize ?? true) ? n : 1, opts.topN);
   return { docBase: seg.docBase, docs: ids, scores, scored: counters.scored, candidates: nc };
 }
+
 
 /**
  * warpSegmentSearchSteps over several segments at once, query token by query token: token i
@@ -529,21 +487,11 @@ export function* warpSegmentsSearchSteps(query: WarpQuery, segs: readonly WarpSe
   } finally {
     if (!finished) for (let s = 0; s < S; s++) wss[s].clear(segs[s].documents);
   }
-  let base = 0;
-  for (let i = 0; i < n; i++) base += imputed[i];
+  const base = imputedBase(imputed, n);
   const divide = (opts.normalize ?? true) ? n : 1;
   return segs.map((seg, s) => {
-    const { acc, tag, reached, candidates } = wss[s];
     const nc = counters[s].candidates;
-    const top = new TopK(opts.topN, nc);
-    for (let k = 0; k < nc; k++) {
-      const doc = candidates[k];
-      top.push((base + acc[doc]) / divide, doc);
-      acc[doc] = 0;
-      tag[doc] = 0;
-      reached[doc] = 0;
-    }
-    const { scores, ids } = top.drain();
+    const { scores, ids } = drainCandidates(wss[s], nc, base, divide, opts.topN);
     return { docBase: seg.docBase, docs: ids, scores, scored: scored[s], candidates: nc };
   });
 }

@@ -50,8 +50,8 @@ export interface WarpListSource {
   list(centroid: number): WarpList;
 }
 
-/** A segment's search layout in memory (as built, before serialisation). */
-export interface WarpLayout {
+/** What a layout's header says, shared by the layout as built and its directory as read. */
+export interface WarpLayoutHeader {
   dims: number;
   bits: WarpBits;
   centroidCount: number;
@@ -61,6 +61,10 @@ export interface WarpLayout {
   docIdBytes: 2 | 4;
   centroidsChecksum: number;
   codecChecksum: number;
+}
+
+/** A segment's search layout in memory (as built, before serialisation). */
+export interface WarpLayout extends WarpLayoutHeader {
   /** K + 1: list c holds entries [listOffsets[c], listOffsets[c + 1]) */
   listOffsets: Uint32Array;
   /** T local document ids, list-major */
@@ -234,17 +238,8 @@ export interface WarpLayoutExpectations {
 }
 
 /** A layout's header and directory, verified: kept in memory for every segment. */
-export interface WarpDirectory {
+export interface WarpDirectory extends WarpLayoutHeader {
   name: string;
-  dims: number;
-  bits: WarpBits;
-  centroidCount: number;
-  documents: number;
-  tokens: number;
-  bytesPerToken: number;
-  docIdBytes: 2 | 4;
-  centroidsChecksum: number;
-  codecChecksum: number;
   /** K entry counts */
   counts: Uint32Array;
   /** K CRC-32s, one per list range */
