@@ -165,8 +165,10 @@ describe('webhooks (real Redis, real S3 server, local receiver)', () => {
     const r = await api('POST', '/v1/search?wait=60', { collection: 'hooks', queries: [{ id: 'q', text: 'fluids' }], callback: `${base}/flaky` });
     expect(r.body.status).toBe('completed');
     const job = await until(async () => {
-      const j = await server.runtime.queues.get(QueueName.webhook).getJob(`${config.DEFAULT_TENANT}~search~${r.body.id}~completed`);
-      return j && (await j.getState()) === 'completed' ? j : null;
+      const q = server.runtime.queues.get(QueueName.webhook);
+      const j = await q.getJob(`${config.DEFAULT_TENANT}~search~${r.body.id}~completed`);
+      // read again once finished: the first read may predate the finishing attempt's update of the job
+      return j && (await j.getState()) === 'completed' ? q.getJob(j.id!) : null;
     }, 30_000);
     expect(at('/flaky').map((x) => x.answered)).toEqual([500, 500, 200]);
     expect(job.attemptsMade).toBe(3);
@@ -179,8 +181,10 @@ describe('webhooks (real Redis, real S3 server, local receiver)', () => {
     const r = await api('POST', '/v1/search?wait=60', { collection: 'hooks', queries: [{ id: 'q', text: 'lift' }], callback: `${base}/busy` });
     expect(r.body.status).toBe('completed');
     const job = await until(async () => {
-      const j = await server.runtime.queues.get(QueueName.webhook).getJob(`${config.DEFAULT_TENANT}~search~${r.body.id}~completed`);
-      return j && (await j.getState()) === 'completed' ? j : null;
+      const q = server.runtime.queues.get(QueueName.webhook);
+      const j = await q.getJob(`${config.DEFAULT_TENANT}~search~${r.body.id}~completed`);
+      // read again once finished: the first read may predate the finishing attempt's update of the job
+      return j && (await j.getState()) === 'completed' ? q.getJob(j.id!) : null;
     }, 30_000);
     const tries = at('/busy');
     expect(tries.map((x) => x.answered)).toEqual([503, 200]);
@@ -200,8 +204,10 @@ describe('webhooks (real Redis, real S3 server, local receiver)', () => {
     const r = await api('POST', '/v1/search?wait=60', { collection: 'hooks', queries: [{ id: 'q', text: 'wings' }], callback: `${base}/down` });
     expect(r.body.status).toBe('completed');
     const job = await until(async () => {
-      const j = await server.runtime.queues.get(QueueName.webhook).getJob(`${config.DEFAULT_TENANT}~search~${r.body.id}~completed`);
-      return j && (await j.getState()) === 'failed' ? j : null;
+      const q = server.runtime.queues.get(QueueName.webhook);
+      const j = await q.getJob(`${config.DEFAULT_TENANT}~search~${r.body.id}~completed`);
+      // read again once finished: the first read may predate the finishing attempt's update of the job
+      return j && (await j.getState()) === 'failed' ? q.getJob(j.id!) : null;
     }, 30_000);
     expect(at('/down')).toHaveLength(3);
     expect(job.failedReason).toBe(`webhook to ${new URL(base).host} answered HTTP 500`);
