@@ -83,7 +83,8 @@ describe('stalled jobs', () => {
     for (;;) {
       const job = (await Job.fromId(queue, id))!;
       const state = await job.getState();
-      if (state === 'completed' || state === 'failed') return job;
+      // read again once final: the first read may predate the finishing move's update (failedReason, attemptsMade)
+      if (state === 'completed' || state === 'failed') return (await Job.fromId(queue, id))!;
       if (Date.now() > deadline) throw new Error(`job ${id} still ${state} after ${timeoutMs} ms`);
       await new Promise((r) => setTimeout(r, 100));
     }
