@@ -223,6 +223,21 @@ export const SearchResultSchema = z.object({
   timings: z
     .object({ totalMs: z.number(), encodeQueriesMs: z.number(), searchMs: z.number(), loadMs: z.number(), exactMs: z.number().optional() })
     .describe("milliseconds: searchMs covers the pass over the segments (each read as the search reaches it) and the second stage; loadMs is the part of it spent waiting for segments to be read (with shards: the slowest shard); exactMs (WARP with an exact final stage, one process) the part spent in that stage, every query's summed"),
+  stats: z
+    .object({
+      warp: z
+        .object({
+          nprobe: count.describe("lists probed per query token (the request's, clamped to the collection's centroids)"),
+          centroids: count.describe("centroids of the collection's newest WARP centroid epoch"),
+          epochs: count.describe("centroid epochs the segments were at (1, except while a refit's rebuild catches up)"),
+          segments: count.describe('segments scanned (their layout directories read)'),
+          layoutBytes: count.describe("bytes of those segments' search layout objects"),
+          queries: z.array(z.object({ queryId: z.string(), bytesRead: count, bytesFetched: count, ranges: count, probed: count })).describe('per query: bytes of the probed lists scored, bytes of them fetched (ranged GETs or disk-cache copies), ranged reads, distinct centroids probed'),
+        })
+        .optional(),
+    })
+    .optional()
+    .describe("what the search read: WARP collections' per-query reads (mode xtr on a WARP layout)"),
   ...DEGRADED_FIELDS,
 });
 export type SearchResultBody = Produces<typeof SearchResultSchema, SearchResult>;
