@@ -190,7 +190,7 @@ export class DocumentsService {
    * (done or failed), or 202 with the accepted ingestion as without `wait`.
    */
   async ingestAndWait(id: string, body: string, contentType: string | undefined, queryWait: string | undefined): Promise<{ status: number; body: Record<string, unknown> }> {
-    const waitSeconds = this.parseWait(queryWait ?? bodyWait(body, contentType));
+    const waitSeconds = this.parseWait(queryWait !== undefined && queryWait !== '' ? queryWait : bodyWait(body, contentType));
     const accepted = await this.ingest(id, body, contentType);
     if (waitSeconds <= 0) return { status: 202, body: accepted };
     const deadline = Date.now() + waitSeconds * 1000;
