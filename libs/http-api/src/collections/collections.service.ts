@@ -184,7 +184,8 @@ export class CollectionsService {
   private async checkTrainedCodec(id: string, codec: CodecSettings): Promise<void> {
     const name = codec.trained!;
     const bytes = await this.deps.store.get(trainingKeys.trainedCodec(this.tenantId, id, name));
-    if (!bytes) throw new NotFoundError(`codec.trained '${name}' is not a trained codec of collection '${id}' (POST /v1/collections/${id}/train with head 'aesi' writes one)`);
+    // 400, not 404: the collection (the URL) exists; the body names a codec that does not.
+    if (!bytes) throw new ValidationError(`codec.trained '${name}' is not a trained codec of collection '${id}' (POST /v1/collections/${id}/train with head 'aesi' writes one)`, [{ field: 'codec.trained', message: `no trained codec '${name}'` }]);
     const trained = deserializeArtifact(bytes);
     if (codec.kind !== 'eden' || !codec.sideInfo || codec.dims !== trained.codedDims) {
       throw new ConflictError(`codec.trained '${name}' is an AESI codec of ${trained.codedDims} code dims: it needs kind 'eden', sideInfo true and dims ${trained.codedDims}`);
