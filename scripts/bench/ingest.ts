@@ -21,7 +21,7 @@
  * file and a /metrics scrape every 5 s (`on`), both in every round, each on a fresh server and
  * collection; the ratio of the two medians is the overhead. Default: `on`.
  */
-import { createWriteStream, readFileSync, rmSync } from 'node:fs';
+import { createWriteStream, readFileSync, readdirSync, rmSync } from 'node:fs';
 import path from 'node:path';
 import { QueueName, loadConfig } from '@lateral/shared';
 import { createCodec, readSegment, writeSegment } from '@lateral/codec';
@@ -34,6 +34,9 @@ import { startServer } from '../../apps/all-in-one/src/server';
 import { loadCranfield, withPlaceholders } from '../lib/cranfield';
 import { CliUsageError, intFlag, parseCliOrExit } from '../lib/cli';
 import { fetchRetrying, ingest, recreateCollection } from '../lib/client';
+
+/** How often the pipeline run reads its ingestions' status (the run's end is known to within it). */
+const STATUS_POLL_MS = 1000;
 
 const USAGE = `usage: npm run bench -- ingest [--docs N (all of Cranfield)] [--metrics on|off|both (on)] [--rounds N (1, at most 20)] [--json]`;
 
@@ -105,7 +108,11 @@ export async function runIngestBench(args: string[]): Promise<Record<string, unk
       pipeline_seconds: round(runs.filter((x) => x.variant === (metricsArg === 'off' ? 'off' : 'on'))[i].seconds, 1),
       pipeline_vs_bare: round(1 / ratio, 2),
     })),
-    profiles: runs.map((r) => ({ variant: r.variant, seconds: round(r.seconds, 1), ...r.profile })),
+    profiles: runs.map((r) => ({ variant: r.variant, seconds: round(r.seconds, 1), ...r.profile, cpu: r.cpu })),
+    // CPU seconds per document, whatever the load: the bare encoding's and the pipeline's (this process's threads and its child processes, Redis among them)
+    bare_cpu: bares.map((b) => b.cpu),
+    bare_cpu_ms_per_doc: round((1000 * median(bares.map((b) => b.cpu.total_s))) / docs.length, 1),
+    pipeline_cpu_ms_per_doc: round((1000 * median(runs.map((r) => r.cpu.total_s))) / docs.length, 1),
     bare_tokens: bares[0].tokens,
     model: config.DEFAULT_MODEL,
     metrics: metricsArg,
@@ -113,6 +120,7 @@ export async function runIngestBench(args: string[]): Promise<Record<string, unk
   console.log(`ingest ${out.documents} Cranfield documents (${out.tokens} tokens, ${out.model}), ${rounds} round(s), bare and pipeline alternated`);
   console.log(`  pipeline (HTTP + Redis + S3 + workers${metricsArg === 'off' ? ', metrics and logs off' : ''}): ${out.pipeline_seconds} s = ${out.docs_per_s} docs/s, ${out.tokens_per_s} tokens/s${main.length > 1 ? ` (median of ${main.length})` : ''}`);
   console.log(`  bare compute (tokenize + encode + segments, in-process): ${out.bare_seconds} s = ${out.bare_docs_per_s} docs/s${bares.length > 1 ? ` (median of ${bares.length})` : ''}`);
+  console.log(`  CPU per document: bare ${out.bare_cpu_ms_per_doc} ms, pipeline ${out.pipeline_cpu_ms_per_doc} ms (this process's threads and its child processes; medians)`);
   console.log(`  pipeline / bare, docs/s = ${out.pipeline_vs_bare}x (time: ${out.overhead_ratio}x; ${rounds > 1 ? `median of the rounds' ${roundRatios.map((x) => round(1 / x, 2)).join(', ')}` : 'one round'})`);
   if (metricsArg === 'both') {
     const off = median(secondsOf('off'));
@@ -133,12 +141,14 @@ interface BareRun {
   /** Time inside session.run (the inference observer). */
   runSeconds: number;
   tokens: number;
+  cpu: CpuUse;
 }
 
 /** The bare compute: the same documents, encode jobs of `batch` documents one after the other, each written as a raw and an fp16 segment. */
 async function bareCompute(encoder: TokenEncoder, docs: { id: string; text: string }[], batch: number, tokenBudget: number): Promise<BareRun> {
   const codec = createCodec({ kind: 'fp16', layout: 'token', norms: 'fp32', sideInfo: false });
   let runMs = 0;
+  const cpu0 = cpuSnapshot();
   // (startServer sets the service's own observer again; no server runs while this one is set)
   setInferenceObserver((e) => (runMs += e.ms));
   try {
@@ -152,7 +162,7 @@ async function bareCompute(encoder: TokenEncoder, docs: { id: string; text: stri
       writeSegment({ docIds: r.docIds, tokenOffsets: r.tokenOffsets, tokenIds: r.tokenIds, vectors: r.decodeAll(), dims: r.dims, docVectors: r.docVectors ?? undefined }, codec);
       tokens += enc.reduce((s, e) => s + e.length, 0);
     }
-    return { seconds: (performance.now() - t0) / 1000, runSeconds: runMs / 1000, tokens };
+    return { seconds: (performance.now() - t0) / 1000, runSeconds: runMs / 1000, tokens, cpu: cpuSince(cpu0) };
   } finally {
     setInferenceObserver(undefined);
   }
@@ -180,6 +190,7 @@ interface PipelineRun {
   tokens: number;
   scrapes: number;
   profile: PipelineProfile;
+  cpu: CpuUse;
 }
 
 async function pipelineRun(config: ReturnType<typeof loadConfig>, docs: { id: string; text: string }[], variant: 'on' | 'off', logFile: string, graph: string, label: string, json: boolean): Promise<PipelineRun> {
@@ -202,11 +213,16 @@ async function pipelineRun(config: ReturnType<typeof loadConfig>, docs: { id: st
   try {
     await recreateCollection(server.url, 'bench-ingest', config.DEFAULT_MODEL);
     const startedAt = Date.now();
-    const run = await ingest(server.url, 'bench-ingest', docs, { label, progress: !json });
+    const cpu0 = cpuSnapshot();
+    // Status read once a second, as a client would: at 100 ms each ingestion's status was read 10 times a
+    // second, and on this 2-core machine those reads (API and S3 threads) took as much CPU as one of the
+    // encoder's threads, work the bare encoding does not do and the pipeline's documents do not need.
+    const run = await ingest(server.url, 'bench-ingest', docs, { label, progress: !json, pollMs: STATUS_POLL_MS });
+    const cpu = cpuSince(cpu0);
     const endedAt = startedAt + run.seconds * 1000;
     const metricsText = variant === 'on' ? await scrape() : undefined;
     const profile = await profileOf(server.runtime.queues, startedAt, endedAt, metricsText === undefined ? null : inferenceSeconds(metricsText, graph));
-    return { variant, ...run, scrapes, profile };
+    return { variant, ...run, scrapes, profile, cpu };
   } finally {
     if (scraper) clearInterval(scraper);
     await server.stop();
@@ -270,4 +286,60 @@ function median(xs: number[]): number {
 
 function round(x: number, digits = 1): number {
   return Number(x.toFixed(digits));
+}
+
+/** CPU seconds of a phase: this process (all its threads), its busiest threads by kernel id (the main thread is `main`), and its child processes (Redis). */
+interface CpuUse {
+  total_s: number;
+  process_s: number;
+  children_s: number;
+  threads: Record<string, number>;
+}
+
+interface CpuSnapshot {
+  process: NodeJS.CpuUsage;
+  threads: Map<string, number>;
+  children: Map<string, number>;
+}
+
+/** Ticks (utime + stime, USER_HZ 100) from a /proc stat line, or 0. */
+function ticksOf(statPath: string): number {
+  try {
+    const text = readFileSync(statPath, 'utf8');
+    const f = text.slice(text.lastIndexOf(')') + 2).split(' ');
+    return Number(f[11]) + Number(f[12]);
+  } catch {
+    return 0;
+  }
+}
+
+function cpuSnapshot(): CpuSnapshot {
+  const threads = new Map<string, number>();
+  const children = new Map<string, number>();
+  if (process.platform === 'linux') {
+    for (const t of readdirSync('/proc/self/task')) threads.set(t, ticksOf(`/proc/self/task/${t}/stat`));
+    for (const p of readdirSync('/proc')) {
+      if (!/^\d+$/.test(p)) continue;
+      try {
+        const text = readFileSync(`/proc/${p}/stat`, 'utf8');
+        if (Number(text.slice(text.lastIndexOf(')') + 2).split(' ')[1]) === process.pid) children.set(p, ticksOf(`/proc/${p}/stat`));
+      } catch {
+        // gone meanwhile
+      }
+    }
+  }
+  return { process: process.cpuUsage(), threads, children };
+}
+
+function cpuSince(a: CpuSnapshot): CpuUse {
+  const b = cpuSnapshot();
+  const u = process.cpuUsage(a.process);
+  const process_s = (u.user + u.system) / 1e6;
+  let children = 0;
+  for (const [p, t] of b.children) children += t - (a.children.get(p) ?? 0);
+  const deltas = [...b.threads].map(([tid, t]) => [tid === String(process.pid) ? 'main' : tid, (t - (a.threads.get(tid) ?? 0)) / 100] as const).filter(([, s]) => s >= 0.5);
+  deltas.sort((x, y) => y[1] - x[1]);
+  const threads: Record<string, number> = {};
+  for (const [tid, s2] of deltas.slice(0, 8)) threads[tid] = round(s2, 1);
+  return { total_s: round(process_s + children / 100, 1), process_s: round(process_s, 1), children_s: round(children / 100, 1), threads };
 }

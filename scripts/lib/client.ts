@@ -110,7 +110,8 @@ export async function ingest(
   base: string,
   collection: string,
   docs: Doc[],
-  opts: { perRequest?: number; label?: string; progress?: boolean; stages?: boolean } = {},
+  /** pollMs: how often the ingestions' status is read while waiting (default 250 ms with `stages`, else 100 ms). */
+  opts: { perRequest?: number; label?: string; progress?: boolean; stages?: boolean; pollMs?: number } = {},
 ): Promise<{ seconds: number; tokens: number }> {
   const t0 = performance.now();
   const per = opts.perRequest ?? 250;
@@ -171,7 +172,7 @@ export async function ingest(
       throw new Error(`${failed} documents failed to ingest into ${collection}`);
     }
     if (indexed >= docs.length) break;
-    await new Promise((r) => setTimeout(r, opts.stages ? 250 : 100));
+    await new Promise((r) => setTimeout(r, opts.pollMs ?? (opts.stages ? 250 : 100)));
   }
   bar?.stop();
   multi?.stop();

@@ -1,3 +1,6 @@
+import { Worker } from 'node:worker_threads';
+import os from 'node:os';
+import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { GraphBuilder, encodeModel, floatTensor, makeModel, makeValueInfo } from './onnx-graph';
 import { SessionThread } from './session-thread';
@@ -63,5 +66,36 @@ describe('SessionThread', () => {
     } finally {
       await t.release();
     }
+  });
+
+  it.runIf(process.platform === 'linux')('keeps the priority it started with when the thread that started it lowers its own afterwards (an encoder process\'s compute thread)', async () => {
+    const before = os.getPriority(process.pid);
+    const r = await new Promise<{ own: number; session: number; sessionTid: number | null; ownTid: number; y: number }>((resolve, reject) => {
+      const w = new Worker(
+        `
+        require('tsx/cjs');
+        const { parentPort, workerData } = require('node:worker_threads');
+        const os = require('node:os');
+        const fs = require('node:fs');
+        const { SessionThread } = require(workerData.dir + '/session-thread.ts');
+        (async () => {
+          const t = await SessionThread.start(workerData.model, { intraOpThreads: 2 });
+          const ownTid = Number(/\\/task\\/(\\d+)$/.exec(fs.readlinkSync('/proc/thread-self'))[1]);
+          os.setPriority(ownTid, Math.max(os.getPriority(ownTid), 9));
+          const out = await t.run({ x: { type: 'float32', data: new Float32Array([2]), dims: [1] } }, ['y']);
+          parentPort.postMessage({ own: os.getPriority(ownTid), session: os.getPriority(t.tid), sessionTid: t.tid, ownTid, y: out.outputs.y.data[0] });
+          await t.release();
+        })().catch((e) => { throw e; });
+        `,
+        { eval: true, workerData: { dir: path.resolve(__dirname), model: graph() } },
+      );
+      w.once('message', resolve);
+      w.once('error', reject);
+    });
+    expect(r.y).toBe(5);
+    expect(r.sessionTid).toBeGreaterThan(0);
+    expect(r.sessionTid).not.toBe(r.ownTid);
+    expect(r.own).toBe(Math.max(before, 9));
+    expect(r.session).toBe(before);
   });
 });

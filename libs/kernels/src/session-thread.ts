@@ -40,7 +40,7 @@ export interface ThreadRunResult {
 }
 
 type FromThread =
-  | { t: 'loaded'; provider: 'cpu' | 'cuda'; inputNames: string[]; outputNames: string[]; fallback?: string }
+  | { t: 'loaded'; provider: 'cpu' | 'cuda'; inputNames: string[]; outputNames: string[]; fallback?: string; tid: number | null }
   | { t: 'load-failed'; message: string; fallback?: string }
   | { t: 'done'; id: number; ok: true; outputs: Record<string, ThreadTensor>; feeds: Record<string, ThreadTensor>; start: number; end: number }
   | { t: 'done'; id: number; ok: false; message: string; feeds: Record<string, ThreadTensor> };
@@ -57,6 +57,8 @@ const buffersOf = (tensors) => {
   return [...out];
 };
 const why = (err) => (err instanceof Error ? err.message : String(err));
+// this thread's kernel id (Linux), so its starter can tell it apart (its OS priority: libs/workers/src/compute/thread-priority.ts)
+const tid = (() => { try { const m = /\\/task\\/(\\d+)$/.exec(require('node:fs').readlinkSync('/proc/thread-self')); return m ? Number(m[1]) : null; } catch { return null; } })();
 let session = null;
 let queue = Promise.resolve();
 async function load() {
@@ -65,7 +67,7 @@ async function load() {
   for (const a of workerData.attempts) {
     try {
       session = await ort.InferenceSession.create(workerData.model, a.options);
-      parentPort.postMessage({ t: 'loaded', provider: a.provider, inputNames: session.inputNames, outputNames: session.outputNames, fallback });
+      parentPort.postMessage({ t: 'loaded', provider: a.provider, inputNames: session.inputNames, outputNames: session.outputNames, fallback, tid });
       return;
     } catch (err) {
       last = err;
@@ -117,6 +119,8 @@ export class SessionThread {
     readonly provider: 'cpu' | 'cuda',
     readonly inputNames: readonly string[],
     readonly outputNames: readonly string[],
+    /** The thread's kernel id (Linux; null elsewhere). ONNX Runtime's intra-op threads are started from it, with its priority. */
+    readonly tid: number | null = null,
   ) {}
 
   /**
@@ -174,7 +178,7 @@ export class SessionThread {
       void link.worker.terminate();
       throw new Error(`kernels: ONNX Runtime cannot load ${what}: ${loaded.message}`);
     }
-    return new SessionThread(link, loaded.provider, loaded.inputNames, loaded.outputNames);
+    return new SessionThread(link, loaded.provider, loaded.inputNames, loaded.outputNames, loaded.tid);
   }
 
   /**

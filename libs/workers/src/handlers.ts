@@ -42,7 +42,7 @@ export const HANDLED_QUEUES: QueueName[] = [QueueName.encode, QueueName.compress
  * The complete queue -> handler registry; WorkerHost refuses to start a queue without one. Each
  * processor receives only the repositories and settings it uses.
  */
-export function pipelineHandlers(rt: Runtime, extra: { shardChild?: (p: ShardJobPayload) => Promise<ShardJobResult> } = {}): HandlerRegistry {
+export function pipelineHandlers(rt: Runtime, extra: { shardChild?: (p: ShardJobPayload) => Promise<ShardJobResult>; encoders?: (model: string) => Promise<unknown> } = {}): HandlerRegistry {
   const { config, store, collections, generations, codecs, queues, logger } = rt;
   const encoders = encoderProvider(
     {
@@ -54,6 +54,8 @@ export function pipelineHandlers(rt: Runtime, extra: { shardChild?: (p: ShardJob
     },
     logger,
   );
+  // The same encoders, for a compute thread that loads its default model before lowering its priority (compute/thread-main.ts).
+  extra.encoders = encoders;
   const staticEmbeddings = new StaticEmbeddingsCache(path.resolve(config.MODELS_DIR));
   // Trained heads come from S3 on first use (cached under SCORERS_DIR/tenants/), so any scorer serves any tenant's head.
   const scorerArtifacts = new ScorerArtifactStore(store, path.resolve(config.SCORERS_DIR));

@@ -95,6 +95,8 @@ export function startWorkers(rt: Runtime, queues: QueueName[]): WorkerHost {
           redisUrl: rt.services.redisUrl,
           s3Endpoint: rt.services.s3Endpoint,
           logger: rt.logger,
+          // An encoder process: the encoder's threads first, the compute threads' other work below them (COMPUTE_NICE).
+          nice: queues.includes(QueueName.encode) ? config.COMPUTE_NICE : 0,
         })
       : null;
   host.start(queues, pool ? pooledHandlers(rt, pool) : pipelineHandlers(rt, extra));

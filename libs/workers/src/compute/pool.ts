@@ -222,6 +222,8 @@ export interface ComputePoolOptions {
   logger: Logger;
   /** The thread's entry (default compute-thread.cjs; the pool's own spec starts a small stand-in). */
   entry?: string;
+  /** The nice value the threads lower themselves to once the default encoder is loaded (ThreadInit.nice); 0 or unset: none. */
+  nice?: number;
 }
 
 /** COMPUTE_THREADS persistent threads running the processors (see the module comment). */
@@ -236,7 +238,7 @@ export class ComputePool {
       { length: opts.threads },
       (_, index) =>
         new ComputeThread(
-          { config: threadConfig(opts.config, index, opts.threads), redisUrl: opts.redisUrl, s3Endpoint: opts.s3Endpoint, index, logLevel: opts.logger.level ?? opts.config.LOG_LEVEL },
+          { config: threadConfig(opts.config, index, opts.threads), redisUrl: opts.redisUrl, s3Endpoint: opts.s3Endpoint, index, logLevel: opts.logger.level ?? opts.config.LOG_LEVEL, nice: opts.nice ?? 0 },
           opts.entry ?? COMPUTE_THREAD_ENTRY,
           opts.logger,
           () => this.closing,

@@ -15,6 +15,11 @@ export interface ThreadInit {
   index: number;
   /** The least severe level the main thread's logger writes: the thread does not send lines below it. */
   logLevel: LogLevel;
+  /**
+   * > 0: once the default model's encoder (its session thread) is loaded, the thread lowers its own
+   * OS priority to this nice value (./thread-priority.ts); 0: it keeps the process's.
+   */
+  nice?: number;
 }
 
 /** A BullMQ job as its processor sees it in the thread: its fields; its methods are calls back to the main thread. */

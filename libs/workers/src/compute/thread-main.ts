@@ -10,6 +10,7 @@ import { setInferenceObserver } from '@lateral/kernels';
 import type { ShardJobPayload, ShardJobResult } from '@lateral/shared';
 import { pipelineHandlers } from '../handlers';
 import { ProgressThrottle } from './progress-throttle';
+import { lowerThreadPriority } from './thread-priority';
 import { toWire, type FromThread, type JobMethod, type JobSnapshot, type ThreadInit, type ToThread } from './protocol';
 
 const port = parentPort!;
@@ -60,6 +61,21 @@ function jobOf(run: number, s: JobSnapshot, progress: (send: (p: unknown) => Pro
   return job as unknown as Job;
 }
 
+/**
+ * An encoder process's compute thread (ThreadInit.nice > 0): loads the default model's encoder,
+ * whose session thread (and ONNX Runtime's intra-op threads in it) starts with this thread's
+ * current priority, then lowers this thread's own (./thread-priority.ts), so that its compress,
+ * index, commit and merge work, and the threads it starts from now on, yield the cores to the
+ * encoder's runs. An encoder loaded later (another model) starts at the lowered priority. A model
+ * that cannot be loaded here is logged and the priority lowered all the same (its first job reports the error).
+ */
+async function encoderFirst(nice: number, model: string, encoders: ((model: string) => Promise<unknown>) | undefined): Promise<void> {
+  if (encoders) await encoders(model).catch((err: Error) => logger.info(`default encoder ${model} not loaded before lowering this thread's priority: ${err.message}`));
+  const out = lowerThreadPriority(nice);
+  if (out.applied) logger.debug(`compute thread ${init.index} (tid ${out.tid}) at nice ${out.nice}; the encoder's threads keep the process's priority`);
+  else logger.warn(`compute thread ${init.index} keeps the process's priority: ${out.reason}`);
+}
+
 async function main(): Promise<void> {
   let rt: Runtime;
   try {
@@ -68,8 +84,9 @@ async function main(): Promise<void> {
     post({ t: 'start-failed', error: toWire(err) });
     process.exit(1);
   }
-  const extra: { shardChild?: (p: ShardJobPayload) => Promise<ShardJobResult> } = {};
+  const extra: { shardChild?: (p: ShardJobPayload) => Promise<ShardJobResult>; encoders?: (model: string) => Promise<unknown> } = {};
   const handlers = pipelineHandlers(rt, extra) as Record<string, ((p: unknown, job: Job) => Promise<unknown>) | undefined>;
+  if (init.nice) await encoderFirst(init.nice, init.config.DEFAULT_MODEL, extra.encoders);
   const workerLog = logger.child('worker');
   const active = new Set<Promise<unknown>>();
   let closing = false;
