@@ -150,9 +150,11 @@ export const ConfigSchema = z.object({
    * In a process that serves the encode queue, its compute threads lower their own OS priority to
    * this nice value (Linux) once the default model's encoder is loaded: the encoder's session
    * thread and ONNX Runtime's threads keep the process's priority, and the compute threads'
-   * compress, index, commit and merge work takes the cores they leave (docs/models.md). 0 = off.
+   * compress, index, commit and merge work takes the cores they leave (docs/models.md). 0 = off
+   * (the default: at the load it was measured under, 20-40 on 2 cores, it changed nothing measurable,
+   * and it would slow an all-in-one's searches beside other processes' busy cores).
    */
-  COMPUTE_NICE: int(10, 0, 19),
+  COMPUTE_NICE: int(0, 0, 19),
   /**
    * Encode jobs a process runs at once. 2: the second job's batches wait in line behind the first
    * one's in the encoder's session thread (oldest job first, libs/model/src/batch-slots.ts), so the
