@@ -84,7 +84,8 @@ describe('text candidates, batches and the Cohere endpoint', () => {
   const upload = (body: string, query = `?model=${config.DEFAULT_MODEL}&topK=5`) => api('POST', `/v1/batches${query}`, body, { 'content-type': 'application/jsonl' });
   const finished = (id: string) =>
     until(async () => {
-      const st = await api('GET', `/v1/batches/${id}`);
+      // Long-polled: answered once the batch is finished (or after 30 s, then asked again).
+      const st = await api('GET', `/v1/batches/${id}?wait=30`);
       return ['completed', 'failed', 'cancelled'].includes(st.body.state) ? st : null;
     }, 120_000);
 
@@ -167,6 +168,16 @@ describe('text candidates, batches and the Cohere endpoint', () => {
     expect(unknownModel.status).toBe(400);
     expect(unknownModel.body.message).toContain("'nope-model'");
     expect((await api('GET', '/v1/batches/batch-none')).status).toBe(404);
+    // `wait` on a batch's status: a bad value is a 400 naming it and its limit; a finished batch answers at once.
+    for (const bad of ['abc', '-1', String(config.RERANK_MAX_WAIT_SECONDS + 1)]) {
+      const res = await api('GET', `/v1/batches/${created.body.id}?wait=${bad}`);
+      expect(res.status, bad).toBe(400);
+      expect(res.body.message).toContain('RERANK_MAX_WAIT_SECONDS');
+      expect(JSON.stringify(res.body.details)).toContain('wait');
+    }
+    const t = Date.now();
+    expect((await api('GET', `/v1/batches/${created.body.id}?wait=20`)).body.state).toBe('cancelled');
+    expect(Date.now() - t).toBeLessThan(5000);
   });
 
   it('a batch that names an upload runs over a collection with id candidates', async () => {

@@ -13,8 +13,9 @@
  * pools run concurrently in this process, so the shares can overlap.
  * The phases of each run: upload (POST until 202: a JSONL body is validated and cut into chunk
  * files as it streams in), plan (from the 202 until the record's startedAt: only for a batch whose
- * plan job cuts it, none here), chunks (re-rank and result files until completion). The status
- * is polled every 100 ms (a poll costs the process an S3 read and a few Redis calls).
+ * plan job cuts it, none here), chunks (re-rank and result files until completion). The completion
+ * is waited for with `GET /v1/batches/{id}?wait=10` (woken by the finalize job's completion, no
+ * polling; the progress is logged whenever a wait runs out).
  * The MaxSim kernel in the same run: the scorers' GEMM kernel (GemmMaxsim, the one a chunk's
  * maxsim runs) over the same fp16-rounded candidate vectors and encoded queries, one query per
  * call (each query's 100 candidates), and with the query repeated as often as a chunk repeats it
@@ -169,15 +170,10 @@ export async function runRerankBatchBench(args: string[]): Promise<Record<string
       if (created.status !== 202) throw new Error(`POST /v1/batches: ${created.status} ${JSON.stringify(created.body)}`);
       const id = created.body.id as string;
       let st: Record<string, any>; // eslint-disable-line @typescript-eslint/no-explicit-any
-      let lastLog = 0;
       for (;;) {
-        st = (await (await fetchRetrying(`${server.url}/v1/batches/${id}`)).json()) as Record<string, unknown>;
+        st = (await (await fetchRetrying(`${server.url}/v1/batches/${id}?wait=10`)).json()) as Record<string, unknown>;
         if (['completed', 'failed', 'cancelled'].includes(st.state)) break;
-        if (performance.now() - lastLog > 10_000) {
-          lastLog = performance.now();
-          log(`  ${label}: ${st.state} ${(100 * (st.progress?.fraction ?? 0)).toFixed(0)}% eta ${st.progress?.etaSeconds ?? '?'} s`);
-        }
-        await new Promise((r) => setTimeout(r, 100));
+        log(`  ${label}: ${st.state} ${(100 * (st.progress?.fraction ?? 0)).toFixed(0)}% eta ${st.progress?.etaSeconds ?? '?'} s`);
       }
       const seconds = (performance.now() - t0) / 1000;
       const cpuSeconds = cpuSecondsSince(cpu0);

@@ -41,6 +41,22 @@ describe('BatchChunkWriter', () => {
     expect(store.objects.size).toBe(0);
   });
 
+  it("each distinct text of a batch is written once: a later chunk's header names the earlier chunk holding it (textsIn)", async () => {
+    const store = memoryStore();
+    const w = new BatchChunkWriter(store as never, 't', 'b4', 1, { hasCollection: false, maxTextBytes: 100 });
+    for (const l of [row('a', ['x', 'y']), row('b', ['y', 'z']), row('c', ['x', 'y'])]) await w.line(l);
+    expect(await w.finish()).toEqual({ rows: 3, invalid: 0, withTexts: [true, true, true] });
+    const header = (n: number) => JSON.parse(store.objects.get(batchKeys.chunk('t', 'b4', n))!.split('\n')[0]) as ChunkHeader;
+    const texts = (n: number) => JSON.parse(store.objects.get(batchKeys.chunkTexts('t', 'b4', n))!) as ChunkTexts;
+    expect(header(0)).toEqual({ textHashes: ['x', 'y'].map(textHash) });
+    expect(texts(0)).toEqual({ textHashes: ['x', 'y'].map(textHash), texts: ['x', 'y'] });
+    expect(header(1)).toEqual({ textHashes: ['y', 'z'].map(textHash), textsIn: [0, 1] });
+    expect(texts(1)).toEqual({ textHashes: [textHash('z')], texts: ['z'] });
+    // Every text in earlier files: a texts file of its own all the same (empty), which the encode-texts child reads and a re-plan finds.
+    expect(header(2)).toEqual({ textHashes: ['x', 'y'].map(textHash), textsIn: [0, 0] });
+    expect(texts(2)).toEqual({ textHashes: [], texts: [] });
+  });
+
   it('a text over maxTextBytes fails its row, counted in UTF-8 bytes', async () => {
     const store = memoryStore();
     const w = new BatchChunkWriter(store as never, 't', 'b2', 10, { hasCollection: false, maxTextBytes: 8 });

@@ -2,6 +2,9 @@ import { DistinctTexts, QueueName, batchKeys, compactEntry, textHash, textJobIds
 import type { FlowNode } from './job-flows';
 import type { ObjectStore } from './object-store';
 
+/** Texts a batch remembers as written (their hashes, ~150 bytes each): past this many, a text is written again in each chunk naming it. */
+export const MAX_SHARED_TEXTS = 500_000;
+
 /** What each chunk of a planned batch holds, as the flow needs it: whether it has candidate texts (an encode-texts child). */
 export interface PlannedChunks {
   rows: number;
@@ -15,12 +18,16 @@ export interface PlannedChunks {
  * while an upload streams in, the plan job for a batch that names an upload). Each line is
  * validated (validateRow: a bad row becomes its error entry, it never stops the batch); every
  * BATCH_CHUNK_ROWS lines a chunk file is written (a header naming the chunk's distinct texts by
- * their sha256, then one compact entry per row) with the chunk's texts file beside it. A chunk's
+ * their sha256, then one compact entry per row) with the chunk's texts file beside it, holding the
+ * texts no earlier chunk's file holds (each distinct text of a batch is written once). A chunk's
  * files are written while the next chunk's lines are cut (one write in flight; the next full
- * chunk waits for it). Memory: two chunks, plus the custom_ids seen so far.
+ * chunk waits for it). Memory: two chunks, plus the custom_ids seen so far and the hashes of the
+ * texts written (up to MAX_SHARED_TEXTS).
  */
 export class BatchChunkWriter {
   private readonly seen = new Map<string, number>();
+  /** Hash of each text written to a texts file so far -> that chunk (up to MAX_SHARED_TEXTS; a text past it is written again). */
+  private readonly written = new Map<string, number>();
   private readonly withTexts: boolean[] = [];
   private entries: string[] = [];
   private texts = new DistinctTexts();
@@ -67,9 +74,24 @@ export class BatchChunkWriter {
     if (this.entries.length === 0) return;
     const n = this.withTexts.length;
     const distinct = this.texts.texts;
-    // The chunk names each distinct text once, by its hash (hashed here, once): the header line, and the texts file (ChunkTexts) beside it.
+    // The chunk names each distinct text once, by its hash (hashed here, once): the header line, and
+    // the texts file (ChunkTexts) beside it with the texts no earlier chunk's file holds (textsIn
+    // names where the others are: a batch repeating its texts writes each once).
     const textHashes = distinct.map(textHash);
-    const header = JSON.stringify({ textHashes } satisfies ChunkHeader);
+    const own: ChunkTexts = { textHashes: [], texts: [] };
+    let shared = false;
+    const textsIn = textHashes.map((h, i) => {
+      const at = this.written.get(h);
+      if (at !== undefined) {
+        shared = true;
+        return at;
+      }
+      if (this.written.size < MAX_SHARED_TEXTS) this.written.set(h, n);
+      own.textHashes.push(h);
+      own.texts.push(distinct[i]);
+      return n;
+    });
+    const header = JSON.stringify((shared ? { textHashes, textsIn } : { textHashes }) satisfies ChunkHeader);
     const body = `${header}\n${this.entries.join('\n')}\n`;
     this.entries = [];
     this.texts = new DistinctTexts();
@@ -78,7 +100,8 @@ export class BatchChunkWriter {
     await this.settle();
     const writing = Promise.all([
       this.store.put(batchKeys.chunk(this.tenantId, this.rerankBatchId, n), body, 'application/x-ndjson'),
-      distinct.length > 0 ? this.store.putJson(batchKeys.chunkTexts(this.tenantId, this.rerankBatchId, n), { textHashes, texts: distinct } satisfies ChunkTexts) : undefined,
+      // Written for every chunk with texts (its encode-texts child reads it; a re-plan finds the chunks with texts by it), even with none of its own.
+      distinct.length > 0 ? this.store.putJson(batchKeys.chunkTexts(this.tenantId, this.rerankBatchId, n), own) : undefined,
     ]).then(() => undefined);
     writing.catch(() => undefined); // seen by settle(); not an unhandled rejection meanwhile
     this.writing = writing;

@@ -35,6 +35,12 @@ export const batchKeys = {
   /** One chunk's rows as the plan validated them (JSONL: `{ line, custom_id, row }` or `{ line, custom_id, error }`). */
   chunk: (tenantId: string, rerankBatchId: string, n: number) => `tenants/${id('tenant id', tenantId)}/batches/${id('batch id', rerankBatchId)}/chunks/${chunkName(n)}.jsonl`,
   chunkTexts: (tenantId: string, rerankBatchId: string, n: number) => `tenants/${id('tenant id', tenantId)}/batches/${id('batch id', rerankBatchId)}/chunks/${chunkName(n)}.texts.json`,
+  /** The texts file of chunk `n` of the batch whose chunk texts file `textsKey` is (a chunk's header names texts kept in an earlier chunk's file). */
+  siblingChunkTexts: (textsKey: string, n: number) => {
+    const m = /^(tenants\/[^/]+\/batches\/[^/]+\/chunks\/)\d{6}\.texts\.json$/.exec(textsKey);
+    if (!m) throw new Error(`'${textsKey.slice(0, 200)}' is not a batch chunk's texts file`);
+    return `${m[1]}${chunkName(n)}.texts.json`;
+  },
   chunkResult: (tenantId: string, rerankBatchId: string, n: number) => `tenants/${id('tenant id', tenantId)}/batches/${id('batch id', rerankBatchId)}/chunks/${chunkName(n)}.result.jsonl`,
   chunksPrefix: (tenantId: string, rerankBatchId: string) => `tenants/${id('tenant id', tenantId)}/batches/${id('batch id', rerankBatchId)}/chunks/`,
   result: (tenantId: string, rerankBatchId: string) => `tenants/${id('tenant id', tenantId)}/batches/${id('batch id', rerankBatchId)}/results.jsonl`,

@@ -111,16 +111,22 @@ export function plainBatchRow(value: object): BatchRow | null {
 
 /**
  * A chunk's texts file (its encode-texts job's input): the distinct texts with their hashes, so
- * the job hashes none again. The texts file of a re-rank request is a plain array of texts.
+ * the job hashes none again; of a batch's texts, those no earlier chunk's file holds (ChunkHeader's
+ * textsIn). The texts file of a re-rank request is a plain array of texts.
  */
 export interface ChunkTexts {
   textHashes: string[];
   texts: string[];
 }
 
-/** The header line of a chunk file. */
+/**
+ * The header line of a chunk file. `textsIn` (absent: every text is in this chunk's own texts
+ * file): for each of textHashes, the chunk whose texts file holds the text. A batch writes each
+ * distinct text once, in the texts file of the first chunk naming it; later chunks point there.
+ */
 export interface ChunkHeader {
   textHashes: string[];
+  textsIn?: number[];
 }
 
 /** A text candidate in a chunk file: its place in the header's textHashes. */

@@ -129,7 +129,8 @@ export const JobPayloadSchemas = {
     /**
      * A batch chunk's file, whose header line names the chunk's texts by hash (ChunkHeader, in the
      * texts file's order): read first, and the texts file only when some text is not cached (a
-     * chunk whose texts are all cached reads its hashes, not its texts). Absent: the texts file.
+     * chunk whose texts are all cached reads its hashes, not its texts; a text an earlier chunk's
+     * texts file holds, per the header's textsIn, is read from there). Absent: the texts file.
      */
     chunkKey: s3Key.optional(),
   }),

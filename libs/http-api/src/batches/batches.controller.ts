@@ -23,9 +23,10 @@ export class BatchesController {
     return out;
   }
 
+  /** The status; `?wait=S` answers once the batch is completed, failed or cancelled, or after S seconds. */
   @Get(':id')
-  status(@Param('id', JobIdParam) id: string) {
-    return this.svc.status(id);
+  status(@Param('id', JobIdParam) id: string, @Query('wait') wait?: unknown) {
+    return this.svc.status(id, this.svc.parseWait(wait));
   }
 
   @Post(':id/cancel')

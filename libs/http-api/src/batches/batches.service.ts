@@ -18,6 +18,7 @@ import {
 } from '@lateral/shared';
 import { BatchChunkWriter, LineSplitter, S3Upload, batchFlow, callerUploadKey, checkScorerArtifactExists, getObjectStream, objectHead, type ApiRepositories } from '@lateral/infra';
 import { currentTenant } from '../common/request-context';
+import { parseWaitSeconds } from '../common/json-body';
 import { TextRerankSubmitter } from '../rerank/text-candidates';
 import { zodIssues } from '../common/zod-issues';
 import type { TenantQuotas } from '../auth/quotas';
@@ -25,6 +26,9 @@ import type { TenantQuotas } from '../auth/quotas';
 /** Lines of the input's head checked for JSONL (a file none of whose first lines is a JSON object is refused). */
 const HEAD_LINES = 100;
 const HEAD_BYTES = 1 << 20;
+/** A status that waits (`?wait=`) reads the batch again at least this often: a cancel, or a job Redis lost, is seen within it. */
+const WAIT_RECHECK_MS = 1000;
+const FINISHED: ReadonlySet<BatchRecord['state']> = new Set(['completed', 'failed', 'cancelled']);
 
 /** A request body read as a stream (the body reader leaves JSONL uploads unread). */
 type UploadRequest = Readable & { headers: Record<string, string | string[] | undefined> };
@@ -48,8 +52,8 @@ export interface BatchStatus {
 }
 
 /** The repositories this service is given (app.ts passes only these: pickRepositories). */
-export const BATCHES_REPOSITORIES = ['config', 'store', 'queues', 'jobs', 'flows'] as const satisfies readonly (keyof ApiRepositories)[];
-/** What batch files use: S3 (inputs, records, results), the batch queue and its jobs, the re-rank submitter's checks, the quotas. */
+export const BATCHES_REPOSITORIES = ['config', 'store', 'queues', 'jobs', 'flows', 'completions'] as const satisfies readonly (keyof ApiRepositories)[];
+/** What batch files use: S3 (inputs, records, results), the batch queue and its jobs (and their completions, for `wait`), the re-rank submitter's checks, the quotas. */
 export type BatchesDeps = Pick<ApiRepositories, (typeof BATCHES_REPOSITORIES)[number]> & { texts: TextRerankSubmitter; quotas: TenantQuotas };
 
 /**
@@ -269,8 +273,32 @@ export class BatchesService {
     return r;
   }
 
-  async status(id: string): Promise<BatchStatus> {
-    return this.view(await this.record(id));
+  /** `wait` (query), seconds: 0..RERANK_MAX_WAIT_SECONDS, a 400 naming it otherwise. */
+  parseWait(raw: unknown): number {
+    return parseWaitSeconds(raw, this.deps.config.RERANK_MAX_WAIT_SECONDS);
+  }
+
+  /**
+   * GET /v1/batches/{id}: the status at once, or with `waitSeconds` > 0 once the batch is
+   * completed, failed or cancelled (or the wait ran out): woken by the completion of its plan job
+   * (validating) or finalize job (running), as interactive requests are (JobCompletions: this
+   * process's worker, else the queue's completion event), not by polling; read again at least every
+   * WAIT_RECHECK_MS for what completes no job (a cancel).
+   */
+  async status(id: string, waitSeconds = 0): Promise<BatchStatus> {
+    let view = await this.view(await this.record(id));
+    const deadline = Date.now() + waitSeconds * 1000;
+    for (let left = deadline - Date.now(); left > 0 && !FINISHED.has(view.state); left = deadline - Date.now()) {
+      const slice = Math.min(left, WAIT_RECHECK_MS);
+      const t = Date.now();
+      const jobId = view.state === 'validating' ? textJobIds.batchPlan(this.tenantId, id) : textJobIds.batchFinalize(this.tenantId, id);
+      const done = await this.deps.completions.wait(QueueName.batch, jobId, slice);
+      view = await this.view(await this.record(id));
+      // No job to wait on (not added yet, or lost with Redis) or a failure: the rest of the slice, then read again.
+      const rest = slice - (Date.now() - t);
+      if (!done && rest > 0 && !FINISHED.has(view.state)) await new Promise((r) => setTimeout(r, rest));
+    }
+    return view;
   }
 
   async cancel(id: string): Promise<BatchStatus> {

@@ -67,9 +67,15 @@ export function registerBatches(api: ApiRegistry): void {
     },
   });
   api.op('batches', 'get', '/v1/batches/{id}', {
-    summary: 'State (validating, running, completed, failed, cancelled), row counts, progress and ETA, texts encoded / reused, time per part, the result location',
-    request: { params: batch },
-    responses: { '200': json('status', status), '404': err('unknown batch'), '503': err('Redis or S3 unavailable, or the record unreadable for the moment (retry)') },
+    summary:
+      'State (validating, running, completed, failed, cancelled), row counts, progress and ETA, texts encoded / reused, time per part, the result location. With `wait`: answered once the batch is completed, failed or cancelled, or when `wait` runs out (then still validating or running).',
+    request: { params: batch, query: z.object({ wait: param.wait(api.maxWaitSeconds) }) },
+    responses: {
+      '200': json('status', status),
+      '400': err('`wait` not a number of seconds between 0 and RERANK_MAX_WAIT_SECONDS'),
+      '404': err('unknown batch'),
+      '503': err('Redis or S3 unavailable, or the record unreadable for the moment (retry)'),
+    },
   });
   api.op('batches', 'post', '/v1/batches/{id}/cancel', {
     summary: 'Cancel a batch: chunks not yet started skip their rows; no result file is written',

@@ -98,6 +98,29 @@ describe('encodeTextsProcessor on a batch chunk', () => {
     expect(s.encoded).toEqual(['beta']);
   });
 
+  it("a text an earlier chunk's texts file holds (the header's textsIn) is read from there, and only the files of missing texts are read", async () => {
+    const s = await setup(['alpha', 'beta', 'gamma'], ['alpha']);
+    // Chunk 1 names alpha and beta (in chunk 0's file) and gamma (its own).
+    const chunk1 = batchKeys.chunk('t', 'b1', 1);
+    const texts1 = batchKeys.chunkTexts('t', 'b1', 1);
+    s.objects.set(chunk1, Buffer.from(`${JSON.stringify({ textHashes: s.textHashes, textsIn: [0, 0, 1] })}\n{"line":1,"custom_id":"b","row":{"custom_id":"b","query":"q","candidates":[{"t":0},{"t":1},{"t":2}]}}\n`));
+    s.objects.set(texts1, Buffer.from(JSON.stringify({ textHashes: [textHash('gamma')], texts: ['gamma'] } satisfies ChunkTexts)));
+    const out = await encodeTextsProcessor(s.deps, { ...s.payload, chunkKey: chunk1, textsKey: texts1 });
+    expect(out).toMatchObject({ texts: 3, encoded: 2, reused: 1 });
+    expect(s.encoded.sort()).toEqual(['beta', 'gamma']);
+    expect(s.store.gets).toEqual([chunk1, s.textsKey, texts1]);
+    // Only gamma missing: chunk 0's file is not read.
+    s.store.gets.length = 0;
+    const known = new KnownTexts();
+    for (const t of ['alpha', 'beta']) known.set(textKey(s.space, textHash(t)), Date.now());
+    const again = await encodeTextsProcessor({ ...(s.deps as object), known } as never, { ...s.payload, chunkKey: chunk1, textsKey: texts1 });
+    expect(again).toMatchObject({ encoded: 1, reused: 2 });
+    expect(s.store.gets).toEqual([chunk1, texts1]);
+    // A textsIn that does not match textHashes fails the job for good.
+    s.objects.set(chunk1, Buffer.from(`${JSON.stringify({ textHashes: s.textHashes, textsIn: [0] })}\n`));
+    await expect(encodeTextsProcessor(s.deps, { ...s.payload, chunkKey: chunk1, textsKey: texts1 })).rejects.toThrow(/textsIn/);
+  });
+
   it('a texts file that lacks a text its chunk names fails the job for good; a chunk file without the header line (an older batch) reads the texts file', async () => {
     const s = await setup(['alpha', 'beta'], []);
     s.objects.set(s.textsKey, Buffer.from(JSON.stringify({ textHashes: [textHash('alpha')], texts: ['alpha'] })));

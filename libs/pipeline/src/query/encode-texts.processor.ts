@@ -1,5 +1,5 @@
 import type { Job } from 'bullmq';
-import { PermanentJobError, QueueName, type ChunkHeader, type ChunkTexts, type CodecSettings, type JobPayload, type JobResults } from '@lateral/shared';
+import { PermanentJobError, QueueName, batchKeys, type ChunkHeader, type ChunkTexts, type CodecSettings, type JobPayload, type JobResults } from '@lateral/shared';
 import type { CodecArtifact } from '@lateral/codec';
 import { listWithDates, objectHead, type CodecArtifactRepository, type CollectionRepository, type ObjectStore } from '@lateral/infra';
 import type { EncoderProvider } from '../encoders';
@@ -48,8 +48,8 @@ export async function encodeTextsProcessor(deps: EncodeTextsDeps, p: JobPayload<
   const t0 = Date.now();
   // A batch chunk's hashes from its chunk file's header (its texts are read below only if one is missing); else the texts file.
   const fromChunk = p.chunkKey ? await chunkHashes(deps, p.chunkKey) : null;
-  let texts: Map<string, string> | null = fromChunk ? null : await readTexts(deps, p.textsKey);
-  const hashes = fromChunk ?? [...texts!.keys()];
+  const own: Map<string, string> | null = fromChunk ? null : await readTexts(deps, p.textsKey);
+  const hashes = fromChunk ? [...fromChunk.keys()] : [...own!.keys()];
   const encoder = await deps.encoders(p.model).catch(permanentModelErrors);
   const space: TextSpace = { tenantId: p.tenantId, model: p.model, modelVersion: await modelVersion(deps.modelsDir, p.model), maxTokens: p.maxTokens, codec: p.codec };
   const ttlMs = deps.ttlDays * 24 * 3600 * 1000;
@@ -89,10 +89,17 @@ export async function encodeTextsProcessor(deps: EncodeTextsDeps, p: JobPayload<
   const missing = hashes.filter((_, i) => !present[i]);
   let tokens = 0;
   if (missing.length > 0) {
-    texts ??= await readTexts(deps, p.textsKey);
+    // The texts files holding the missing texts: this chunk's, or an earlier chunk's (its header's textsIn).
+    const fileOf = (h: string) => {
+      const n = fromChunk?.get(h);
+      return n === undefined || n === null ? p.textsKey : batchKeys.siblingChunkTexts(p.textsKey, n);
+    };
+    const files = new Map<string, Map<string, string>>(own ? [[p.textsKey, own]] : []);
+    for (const key of new Set(missing.map(fileOf))) if (!files.has(key)) files.set(key, await readTexts(deps, key));
     const missingTexts = missing.map((h) => {
-      const t = texts!.get(h);
-      if (t === undefined) throw new PermanentJobError(`candidate texts file ${p.textsKey} lacks text ${h} that chunk file ${p.chunkKey} names`);
+      const file = fileOf(h);
+      const t = files.get(file)!.get(h);
+      if (t === undefined) throw new PermanentJobError(`candidate texts file ${file} lacks text ${h} that chunk file ${p.chunkKey} names`);
       return t;
     });
     const { settings, artifact } = await cacheCodec(deps, p);
@@ -122,11 +129,12 @@ async function readTexts(deps: Pick<EncodeTextsDeps, 'store'>, textsKey: string)
 }
 
 /**
- * The distinct text hashes a batch chunk file's header line names (only that line is decoded);
- * null for a chunk file without the header (written before chunks named their texts by hash): its
- * texts file is then the list.
+ * The distinct text hashes a batch chunk file's header line names (only that line is decoded),
+ * each with the chunk whose texts file holds its text (null: this chunk's own, as for every text of
+ * a header without textsIn); null for a chunk file without the header (written before chunks named
+ * their texts by hash): its texts file is then the list.
  */
-async function chunkHashes(deps: Pick<EncodeTextsDeps, 'store'>, chunkKey: string): Promise<string[] | null> {
+async function chunkHashes(deps: Pick<EncodeTextsDeps, 'store'>, chunkKey: string): Promise<Map<string, number | null> | null> {
   const bytes = await deps.store.get(chunkKey);
   if (!bytes) throw new PermanentJobError(`batch chunk file is missing from S3: ${chunkKey}`);
   const nl = bytes.indexOf(10);
@@ -139,7 +147,15 @@ async function chunkHashes(deps: Pick<EncodeTextsDeps, 'store'>, chunkKey: strin
     throw new PermanentJobError(`batch chunk file ${chunkKey} has a header line that is not JSON`);
   }
   if (!Array.isArray(header.textHashes)) throw new PermanentJobError(`batch chunk file ${chunkKey} has a header line without textHashes`);
-  return [...new Set(header.textHashes)];
+  const textsIn = header.textsIn;
+  if (textsIn !== undefined && (!Array.isArray(textsIn) || textsIn.length !== header.textHashes.length || !textsIn.every((n) => Number.isInteger(n) && n >= 0))) {
+    throw new PermanentJobError(`batch chunk file ${chunkKey} has a header whose textsIn does not name a chunk for each of its textHashes`);
+  }
+  const out = new Map<string, number | null>();
+  header.textHashes.forEach((h, i) => {
+    if (!out.has(h)) out.set(h, textsIn ? textsIn[i] : null);
+  });
+  return out;
 }
 
 /** Codec of the cached entries: the collection's (with its artifact), or null = the raw fp16 default. */
