@@ -62,6 +62,24 @@ describe('OnnxIvfProbe', () => {
     expect((await probe.probe(new Float32Array(0), 0, C, 8, 2)).centroids.length).toBe(0);
   });
 
+  it('a large centroid set gets its own session with the centroids packed as a constant: the same ids, scores within float32 rounding', async () => {
+    probe ??= await OnnxIvfProbe.create(1);
+    const rand = mulberry32(21);
+    const [n, K, d, k] = [5, 1024, 96, 128];
+    const q = unitRows(rand, n, d);
+    const C = unitRows(rand, K, d);
+    // The first call starts the packed session and is served by the shared graph.
+    const shared = await probe.top(q, n, C, d, k);
+    expect(await probe.pack(C, d)).toBe(true);
+    const packed = await probe.top(q, n, C, d, k);
+    expect(Array.from(packed.ids)).toEqual(Array.from(shared.ids));
+    for (let i = 0; i < n * k; i++) expect(packed.scores[i]).toBeCloseTo(shared.scores[i], 5);
+    const probed = await probe.probe(q, n, C, d, 8);
+    for (let i = 0; i < n; i++) expect(Array.from(probed.centroids.subarray(i * 8, i * 8 + 8))).toEqual(Array.from(shared.ids.subarray(i * k, i * k + 8)));
+    // small sets stay on the shared graph
+    expect(await probe.pack(unitRows(rand, 16, 8), 8)).toBe(false);
+  });
+
   it("top: the k best centroids with their scores; WARP's warpQuery given them probes and imputes as from Q C^T", async () => {
     probe ??= await OnnxIvfProbe.create(1);
     const rand = mulberry32(11);

@@ -110,6 +110,22 @@ function memo<K extends object>(cache: WeakMap<K, number>, key: K, f: (k: K) => 
 }
 
 /**
+ * The collection-wide list sizes summed over a set of directories, kept for the last sets seen
+ * (keyed by their first directory; the cache keeps one directory object per segment layout, so the
+ * same objects mean the same sizes): K x segments additions per search otherwise (82k at K = 8,192
+ * over 10 segments), for sums that change only when a commit changes the segments.
+ */
+const sizeSums = new WeakMap<WarpDirectory, { dirs: readonly WarpDirectory[]; sizes: Float64Array }>();
+
+function listSizesOf(dirs: readonly WarpDirectory[]): Float64Array {
+  const kept = sizeSums.get(dirs[0]);
+  if (kept && kept.dirs.length === dirs.length && kept.dirs.every((d, i) => d === dirs[i])) return kept.sizes;
+  const sizes = warpListSizes(dirs);
+  sizeSums.set(dirs[0], { dirs: [...dirs], sizes });
+  return sizes;
+}
+
+/**
  * Lookup-table buffers of finished scans, taken by the next one (a scan holds its own while it
  * runs): a fresh 2-6 MB Float32Array per search was allocated, zeroed and collected per query.
  * At most KEPT_TABLES of at most KEPT_TABLE_BYTES each (concurrent searches beyond that allocate).
@@ -176,7 +192,7 @@ export async function warpScan(reads: WarpReads, collection: Pick<Collection, 't
     got.forEach((dir, k) => (dirs[parts[k]] = dir));
     const readable = got.filter((x): x is WarpDirectory => x !== null);
     // Collection-wide sizes (of the epoch's segments), once per search (not per query, not per segment).
-    groups.push({ epoch, centroids, codec, nprobe: Math.max(1, Math.min(opts.nprobe, K)), parts, listSizes: opts.listSizes?.(epoch) ?? (readable.length > 0 ? warpListSizes(readable) : new Float64Array(K)) });
+    groups.push({ epoch, centroids, codec, nprobe: Math.max(1, Math.min(opts.nprobe, K)), parts, listSizes: opts.listSizes?.(epoch) ?? (readable.length > 0 ? listSizesOf(readable) : new Float64Array(K)) });
   }
   const readable = dirs.filter((x): x is WarpDirectory => x !== null);
   const newest = groups[0];

@@ -61,12 +61,12 @@ export async function searchProcessor(deps: SearchDeps, p: JobPayload<QueueName.
   if (!raw) throw new PermanentJobError(`search request missing from S3: ${p.requestKey}`);
   const parsed = SearchRequestSchema.safeParse(raw);
   if (!parsed.success) throw new PermanentJobError(`invalid stored search request ${p.requestKey}: ${parsed.error.message}`);
-  const collection = await deps.collections.get(p.tenantId, parsed.data.collection);
+  // The record and the current manifest read at once (each one Redis GET through the serving cache when nothing changed).
+  const [collection, manifest] = await Promise.all([deps.collections.get(p.tenantId, parsed.data.collection), deps.generations.manifest(p.tenantId, parsed.data.collection)]);
   if (!collection) throw new PermanentJobError(`collection ${p.tenantId}/${parsed.data.collection} does not exist`);
   // A hybrid naming no weight fuses with the collection's fitted one, else the defaults (the result's mode says which).
   const req: SearchRequest = withCollectionFusion(parsed.data, collection);
   const predicate = storedFilterPredicate(req.filter);
-  const manifest = await deps.generations.manifest(p.tenantId, req.collection);
   const resultKey = s3Keys.searchResult(p.tenantId, p.searchId);
   const empty = (reason: string, generation: number, timings = { encodeQueriesMs: 0, searchMs: 0, loadMs: 0 }) =>
     finish(deps, resultKey, { searchId: p.searchId, collection: req.collection, mode: req.mode, generation, results: req.queries.map((q) => ({ queryId: q.id, hits: [], reason })), timings: { totalMs: Date.now() - t0, ...timings } });
