@@ -47,6 +47,7 @@ async function main() {
   const cache = new SegmentCache(objects, rt.codecs, { forCollection: async () => Promise.reject(new Error('no side information')) }, { maxBytes: 2 << 30, loadConcurrency: 2, scoreFromCodes: true, rangeReads: true });
   const gemm = await GemmMaxsim.create(1);
   const coll = { tenantId: tenant, id: collection, model: (await rt.collections.get(tenant, collection))!.model };
+  console.error(`warp-exact-ab: ${enc.length} queries encoded; WARP's candidates next`);
   const wheres = enc.map((e) => {
     const q = warpQuery(e.vectors, e.length, ivf.centroids, codec, sizes, { nprobe: 32 });
     const hits = runSteps(warpSegmentsSearchSteps(q, segs, { topN: 100 }));
@@ -55,6 +56,7 @@ async function main() {
     all.sort((a, b) => b[2] - a[2]);
     return all.slice(0, exact).map(([s, d]) => [refs[s], d] as readonly [SegmentRef, number]);
   });
+  console.error('warp-exact-ab: timing');
   const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
   const t: Record<'old' | 'new', number[]> = { old: [], new: [] };
   let worst = 0;
