@@ -32,6 +32,14 @@ export function parseWaitSeconds(raw: unknown, max: number, limitName = 'RERANK_
   return n;
 }
 
+/**
+ * The wait a request asks for: the query string's `?wait=` when it has a value, else the body's
+ * `wait` field. An empty `?wait=` does not hide the body's field (which may be invalid: a 400).
+ */
+export function requestedWait(queryWait: string | undefined, bodyWait: unknown): unknown {
+  return queryWait !== undefined && queryWait !== '' ? queryWait : bodyWait;
+}
+
 /** A service behind the asynchronous request contract (re-rank, search). */
 export interface AsyncSubmitter<B> {
   parseWait(raw: unknown): number;
@@ -55,7 +63,7 @@ export async function submitAsync<B extends { id: string }>(
   timing?.lap('json');
   const bodyWait = parsed && typeof parsed === 'object' && 'wait' in parsed ? parsed.wait : undefined;
   if (bodyWait !== undefined) delete parsed.wait;
-  const out = await svc.submit(parsed, svc.parseWait(queryWait ?? bodyWait), timing);
+  const out = await svc.submit(parsed, svc.parseWait(requestedWait(queryWait, bodyWait)), timing);
   res.status(out.status);
   if (out.status === 202) res.setHeader('Location', `${base}/${out.body.id}`);
   if (timing) res.setHeader('Server-Timing', timing.header());

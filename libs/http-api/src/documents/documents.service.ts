@@ -17,6 +17,7 @@ import {
 import type { ApiRepositories, DocumentRepository } from '@lateral/infra';
 import { currentTenant } from '../common/request-context';
 import { codecVersions } from '../common/codec-versions';
+import { parseWaitSeconds, requestedWait } from '../common/json-body';
 import type { TenantQuotas } from '../auth/quotas';
 import { parseDocumentsBody, validateDocuments } from './documents';
 
@@ -176,13 +177,7 @@ export class DocumentsService {
 
   /** `wait` of an ingest (query or body): seconds, at most RERANK_MAX_WAIT_SECONDS, as for re-rank. */
   parseWait(raw: unknown): number {
-    if (raw === undefined || raw === '') return 0;
-    const n = Number(raw);
-    const max = this.deps.config.RERANK_MAX_WAIT_SECONDS;
-    if (typeof raw === 'boolean' || !Number.isFinite(n) || n < 0 || n > max) {
-      throw new ValidationError(`wait must be a number of seconds between 0 and ${max} (RERANK_MAX_WAIT_SECONDS)`, [{ field: 'wait', message: `0..${max}` }]);
-    }
-    return n;
+    return parseWaitSeconds(raw, this.deps.config.RERANK_MAX_WAIT_SECONDS);
   }
 
   /**
@@ -190,7 +185,7 @@ export class DocumentsService {
    * (done or failed), or 202 with the accepted ingestion as without `wait`.
    */
   async ingestAndWait(id: string, body: string, contentType: string | undefined, queryWait: string | undefined): Promise<{ status: number; body: Record<string, unknown> }> {
-    const waitSeconds = this.parseWait(queryWait !== undefined && queryWait !== '' ? queryWait : bodyWait(body, contentType));
+    const waitSeconds = this.parseWait(requestedWait(queryWait, bodyWait(body, contentType)));
     const accepted = await this.ingest(id, body, contentType);
     if (waitSeconds <= 0) return { status: 202, body: accepted };
     const deadline = Date.now() + waitSeconds * 1000;
