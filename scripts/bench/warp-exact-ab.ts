@@ -43,8 +43,8 @@ async function main() {
   const encoder = await openEncoder();
   const enc = await encoder.encodeQueries(ds.queries.map((q) => q.text));
   const dir = mkdtempSync(path.join(tmpdir(), 'lateral-exact-ab-'));
-  const objects = new DiskObjectCache(rt.store, dir, 8 << 30, 'exact-ab');
-  const cache = new SegmentCache(objects, rt.codecs, { forCollection: async () => Promise.reject(new Error('no side information')) }, { maxBytes: 2 << 30, loadConcurrency: 2, scoreFromCodes: true, rangeReads: true });
+  const objects = new DiskObjectCache(rt.store, dir, 8 * 2 ** 30, 'exact-ab');
+  const cache = new SegmentCache(objects, rt.codecs, { forCollection: async () => Promise.reject(new Error('no side information')) }, { maxBytes: 2 * 2 ** 30, loadConcurrency: 2, scoreFromCodes: true, rangeReads: true });
   const gemm = await GemmMaxsim.create(1);
   const coll = { tenantId: tenant, id: collection, model: (await rt.collections.get(tenant, collection))!.model };
   console.error(`warp-exact-ab: ${enc.length} queries encoded; WARP's candidates next`);
