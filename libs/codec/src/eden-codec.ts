@@ -237,6 +237,29 @@ export class EdenCodec extends DocCodec {
   }
 
   /**
+   * What scoring token rows from their codes in the rotated domain needs (token layout without side
+   * information; else null): <q_i, x^_r> = offsets_i + scale_r <H Dg P q_i, levels[C_r]> with
+   * rotateQuery's rotated query and offsets, levels the centroid table (2^bits values) and
+   * scale_r = ||z_r|| / sqrt p (0 for a zero or non-finite norm, which decodes to the mean alone):
+   * the decoded row's inner product up to rounding, no row decoded. WARP's exact final stage.
+   */
+  rotatedRows(dims: number): { p: number; levels: Float64Array; scales: (norms: Uint8Array, tokens: number) => Float32Array } | null {
+    if (this.layout !== 'token' || this.stage.sideDims > 0) return null;
+    const { p } = this.shape(dims);
+    const inv = 1 / Math.sqrt(p);
+    return {
+      p,
+      levels: Float64Array.from(this.table.centroids),
+      scales: (norms, tokens) => {
+        const z = readNorms(norms, tokens, this.norms);
+        const out = new Float32Array(tokens);
+        for (let t = 0; t < tokens; t++) out[t] = z[t] === 0 || !Number.isFinite(z[t]) ? 0 : z[t] * inv;
+        return out;
+      },
+    };
+  }
+
+  /**
    * Query tokens prepared to score token rows straight from their codes (token layout, no side
    * information): per query token i and row r, <q_i, x^_r> = offsets_i + ||z_r|| / sqrt p
    * <H Dg P q_i, C[X_r]>, summed from a table of the rotated query times every centroid (for

@@ -10,6 +10,7 @@ import { decoded, decodedDocs, decodedPrefixes, rowScorer } from './decode-keepi
 import { codesSource, headSource, pooledSource, prefixSource } from './head-sections';
 import { documentRows, warpDirectory, warpLists, type WarpListReads } from './warp-reads';
 import { view } from './candidate-view';
+import { documentScores } from './exact-scores';
 import { liveTable, tableKey, unavailableOf } from './generation-tables';
 
 export { HEAD_SUFFIX, HEAD_READS_PER_LOAD, UNAVAILABLE_RECHECK_MS, type ObjectSource, type SegmentCacheOptions, type SegmentCacheStats } from './segment-store';
@@ -58,6 +59,19 @@ export class SegmentCache {
     where: readonly (readonly [SegmentRef, number])[],
   ): Promise<{ dims: number; docs: Float32Array; offsets: Uint32Array; failed: Map<string, SegmentUnavailableError> }> {
     return documentRows(this.store, collection, where);
+  }
+
+  /**
+   * Exact MaxSim / query tokens of documents named by where they lie, in that order, scored from
+   * their codes in the WebAssembly module (exact-scores.ts); null when the module is not in use
+   * (documentRows + GemmMaxsim then, the same scores).
+   */
+  documentScores(
+    collection: Pick<Collection, 'tenantId' | 'id' | 'model'>,
+    where: readonly (readonly [SegmentRef, number])[],
+    query: { vectors: Float32Array; length: number },
+  ): Promise<{ scores: Float32Array; failed: Map<string, SegmentUnavailableError> } | null> {
+    return documentScores(this.store, collection, where, query);
   }
 
   /** The generation's live documents among `ids` as a CollectionView over those documents only (candidate-view.ts). */

@@ -14,8 +14,9 @@ export const MAX_T_PRIME = 10_000_000;
  * Mode xtr (and hybrid's xtr part) on a WARP search layout without `exact`: WARP's first 32 hits
  * re-scored by exact MaxSim. Measured on the full Vaswani collection (docs/benchmarks.md, "WARP";
  * docs/scaling.md): WARP alone 0.965x exhaustive MaxSim's nDCG@10 at nprobe 32; its first 32 hits
- * re-scored 0.993x at nprobe 8 (WARP_DEFAULT_NPROBE). The stage reads only those documents' rows
- * (SegmentCache.documentRows) and scores them in one GEMM MaxSim call.
+ * re-scored 0.993x at nprobe 8 (WARP_DEFAULT_NPROBE). The stage reads only those documents' codes
+ * and scores them in the WebAssembly module (SegmentCache.documentScores; without the module,
+ * their decoded rows in one GEMM MaxSim call).
  */
 export const WARP_DEFAULT_EXACT = 32;
 

@@ -395,3 +395,137 @@ export function warpToken(tables: usize, bpt: i32, lists: usize, nl: i32, segs: 
     store<u32>(sr, <u32>nc, 28);
   }
 }
+
+// ---------------------------------------------------------------------------------------------
+// WARP's exact final stage: exact MaxSim of one query against a few documents, scored from their
+// codes in this module (decoded here to float32 rows, a block at a time, then one pass of dot
+// products per row and query token in float32 SIMD). Within float tolerance of decode + GEMM.
+
+/** IEEE binary16 bits h[0 .. count) as float32 at out: exact (every half is a float32). */
+export function halfToF32(h: usize, count: i32, out: usize): void {
+  const magic = f32x4.splat(reinterpret<f32>(0x77800000)); // 2^112: rebias a half's exponent
+  const low = i32x4.splat(0x7fff), top = i32x4.splat(0x7c00), expAll = i32x4.splat(0x7f800000);
+  let i = 0;
+  for (; i + 8 <= count; i += 8) {
+    const v = v128.load(h + (<usize>i << 1));
+    v128.store(out + (<usize>i << 2), half4(i32x4.extend_low_i16x8_u(v), magic, low, top, expAll));
+    v128.store(out + (<usize>i << 2) + 16, half4(i32x4.extend_high_i16x8_u(v), magic, low, top, expAll));
+  }
+  for (; i < count; i++) {
+    const x = <i32>load<u16>(h + (<usize>i << 1));
+    const em = x & 0x7fff;
+    let b = reinterpret<i32>(reinterpret<f32>(em << 13) * reinterpret<f32>(0x77800000));
+    if (em >= 0x7c00) b = (em << 13) | 0x7f800000;
+    store<i32>(out + (<usize>i << 2), b | ((x & 0x8000) << 16));
+  }
+}
+
+/** Four halves (low 16 bits of each i32 lane) as float32: normals and subnormals by one multiply, infinities and NaN by their exponent. */
+// @ts-ignore: decorator
+@inline function half4(x: v128, magic: v128, low: v128, top: v128, expAll: v128): v128 {
+  const em = v128.and(x, low);
+  const sh = i32x4.shl(em, 13);
+  const f = v128.bitselect(v128.or(sh, expAll), f32x4.mul(sh, magic), i32x4.ge_s(em, top));
+  return v128.or(f, i32x4.shl(v128.xor(x, em), 16));
+}
+
+/**
+ * Coded rows (b = 1..8 bits per value, little-endian bit stream, row r from bit r p b) as float32
+ * values levels[code] at out (rows x p). lut: for b = 4, 256 pairs [levels[v & 15], levels[v >> 4]]
+ * (one 8-byte store per code byte); else unused.
+ */
+export function codesToF32(codes: usize, rows: i32, p: i32, bits: i32, levels: usize, lut: usize, out: usize): void {
+  if (bits == 4 && (p & 1) == 0) {
+    const bytes = (rows * p) >> 1;
+    for (let b = 0; b < bytes; b++) store<u64>(out + (<usize>b << 3), load<u64>(lut + (<usize>load<u8>(codes + <usize>b) << 3)));
+    return;
+  }
+  const mask = (1 << bits) - 1;
+  const total = rows * p;
+  for (let k = 0; k < total; k++) {
+    const pos = k * bits;
+    const v = (<i32>load<u16>(codes + <usize>(pos >> 3)) >> (pos & 7)) & mask;
+    store<f32>(out + (<usize>k << 2), load<f32>(levels + (<usize>v << 2)));
+  }
+}
+
+/**
+ * Per query token i (q: n x w float32), best[i] (f32) = max(best[i], max over rows r of
+ * scale_r (q_i . x_r)) over float32 rows x (rows x w); scales: f32 per row, or 0 for none. Dot
+ * products in float32, 4 lanes over the dimensions, 4 rows x 2 query tokens at a time.
+ */
+export function maxsimF32(q: usize, n: i32, w: i32, x: usize, rows: i32, scales: usize, best: usize): void {
+  const rowBytes = <usize>w << 2;
+  let j = 0;
+  for (; j + 4 <= rows; j += 4) {
+    const x0 = x + <usize>j * rowBytes, x1 = x0 + rowBytes, x2 = x1 + rowBytes, x3 = x2 + rowBytes;
+    let c0: f32 = 1, c1: f32 = 1, c2: f32 = 1, c3: f32 = 1;
+    if (scales != 0) {
+      const sp = scales + (<usize>j << 2);
+      c0 = load<f32>(sp); c1 = load<f32>(sp, 4); c2 = load<f32>(sp, 8); c3 = load<f32>(sp, 12);
+    }
+    let i = 0;
+    for (; i + 2 <= n; i += 2) {
+      const qa = q + <usize>i * rowBytes, qb = qa + rowBytes;
+      let a0 = f32x4.splat(0), a1 = f32x4.splat(0), a2 = f32x4.splat(0), a3 = f32x4.splat(0);
+      let b0 = f32x4.splat(0), b1 = f32x4.splat(0), b2 = f32x4.splat(0), b3 = f32x4.splat(0);
+      let k = 0;
+      for (; k + 4 <= w; k += 4) {
+        const o = <usize>k << 2;
+        const va = v128.load(qa + o), vb = v128.load(qb + o);
+        const y0 = v128.load(x0 + o), y1 = v128.load(x1 + o), y2 = v128.load(x2 + o), y3 = v128.load(x3 + o);
+        a0 = f32x4.add(a0, f32x4.mul(va, y0)); a1 = f32x4.add(a1, f32x4.mul(va, y1));
+        a2 = f32x4.add(a2, f32x4.mul(va, y2)); a3 = f32x4.add(a3, f32x4.mul(va, y3));
+        b0 = f32x4.add(b0, f32x4.mul(vb, y0)); b1 = f32x4.add(b1, f32x4.mul(vb, y1));
+        b2 = f32x4.add(b2, f32x4.mul(vb, y2)); b3 = f32x4.add(b3, f32x4.mul(vb, y3));
+      }
+      let sa0 = hsum(a0), sa1 = hsum(a1), sa2 = hsum(a2), sa3 = hsum(a3);
+      let sb0 = hsum(b0), sb1 = hsum(b1), sb2 = hsum(b2), sb3 = hsum(b3);
+      for (; k < w; k++) {
+        const o = <usize>k << 2;
+        const qa1 = load<f32>(qa + o), qb1 = load<f32>(qb + o);
+        const y0 = load<f32>(x0 + o), y1 = load<f32>(x1 + o), y2 = load<f32>(x2 + o), y3 = load<f32>(x3 + o);
+        sa0 += qa1 * y0; sa1 += qa1 * y1; sa2 += qa1 * y2; sa3 += qa1 * y3;
+        sb0 += qb1 * y0; sb1 += qb1 * y1; sb2 += qb1 * y2; sb3 += qb1 * y3;
+      }
+      raise(best, i, max4(sa0 * c0, sa1 * c1, sa2 * c2, sa3 * c3));
+      raise(best, i + 1, max4(sb0 * c0, sb1 * c1, sb2 * c2, sb3 * c3));
+    }
+    if (i < n) {
+      const qa = q + <usize>i * rowBytes;
+      raise(best, i, max4(dotF32(qa, x0, w) * c0, dotF32(qa, x1, w) * c1, dotF32(qa, x2, w) * c2, dotF32(qa, x3, w) * c3));
+    }
+  }
+  for (; j < rows; j++) {
+    const xr = x + <usize>j * rowBytes;
+    const c: f32 = scales != 0 ? load<f32>(scales + (<usize>j << 2)) : 1;
+    for (let i = 0; i < n; i++) raise(best, i, dotF32(q + <usize>i * rowBytes, xr, w) * c);
+  }
+}
+
+/** Lanes summed: (l0 + l1) + (l2 + l3). */
+// @ts-ignore: decorator
+@inline function hsum(a: v128): f32 {
+  return (f32x4.extract_lane(a, 0) + f32x4.extract_lane(a, 1)) + (f32x4.extract_lane(a, 2) + f32x4.extract_lane(a, 3));
+}
+
+// @ts-ignore: decorator
+@inline function max4(a: f32, b: f32, c: f32, d: f32): f32 {
+  return max(max(a, b), max(c, d));
+}
+
+// @ts-ignore: decorator
+@inline function raise(best: usize, i: i32, s: f32): void {
+  const p = best + (<usize>i << 2);
+  if (s > load<f32>(p)) store<f32>(p, s);
+}
+
+/** q . x over w float32 values, 4 lanes then the tail (maxsimF32's order). */
+function dotF32(q: usize, x: usize, w: i32): f32 {
+  let a = f32x4.splat(0);
+  let k = 0;
+  for (; k + 4 <= w; k += 4) a = f32x4.add(a, f32x4.mul(v128.load(q + (<usize>k << 2)), v128.load(x + (<usize>k << 2))));
+  let s = hsum(a);
+  for (; k < w; k++) s += load<f32>(q + (<usize>k << 2)) * load<f32>(x + (<usize>k << 2));
+  return s;
+}

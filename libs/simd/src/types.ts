@@ -57,6 +57,23 @@ export interface WarpResidentScan {
 }
 
 /**
+ * One document's rows for exactMaxsim (rows x w values): float32 values, IEEE binary16 bits (2
+ * bytes a value, little-endian), or b-bit codes (a little-endian bit stream, row r from bit r w b)
+ * standing for levels[code], each row's dot products multiplied by its scale.
+ */
+export type ExactRows =
+  | { kind: 'f32'; rows: number; values: Float32Array }
+  | { kind: 'f16'; rows: number; bytes: Uint8Array }
+  | { kind: 'codes'; rows: number; codes: Uint8Array; scales: Float32Array };
+
+/** The code values of ExactRows of kind 'codes' (one table for a call). */
+export interface ExactLevels {
+  bits: number;
+  /** 2^bits float32 values */
+  levels: Float32Array;
+}
+
+/**
  * The numeric kernels of search and scoring. Every implementation computes the same float64
  * operations in the same order, so their results are equal bit for bit (libs/simd/src/kernels.spec.ts).
  */
@@ -87,4 +104,12 @@ export interface Kernels {
    * engine's JavaScript path, with the same results.
    */
   warpResident?(documents: readonly number[], masks: readonly (Uint8Array | undefined)[]): WarpResidentScan | null;
+  /**
+   * Exact MaxSim of one query (q: n x w float32) against each of `docs`, decoded and scored in the
+   * WebAssembly module a block of rows at a time (WebAssembly only): out[k] = the float64 sum over
+   * query tokens i, in order, of max over doc k's rows r of scale_r (q_i . x_r) (float32 dot
+   * products, 4 lanes over the dimensions); -Infinity for a document without rows. Equal to MaxSim
+   * over the decoded rows within float32 rounding (WARP's exact final stage).
+   */
+  exactMaxsim?(q: Float32Array, n: number, w: number, docs: readonly ExactRows[], out: Float64Array, codes?: ExactLevels): void;
 }

@@ -24,6 +24,9 @@ export interface Exports {
   warpTables(q: number, n: number, dims: number, bits: number, weights: number, bpt: number, out: number, scratch: number): void;
   lookupSums(tables: number, codes: number, count: number, bpt: number, cs: number, out: number): void;
   warpToken(tables: number, bpt: number, lists: number, nl: number, segs: number, ns: number, stamp: number, mi: number): void;
+  halfToF32(h: number, count: number, out: number): void;
+  codesToF32(codes: number, rows: number, p: number, bits: number, levels: number, lut: number, out: number): void;
+  maxsimF32(q: number, n: number, w: number, x: number, rows: number, scales: number, best: number): void;
 }
 
 export const align = (x: number) => (x + 15) & ~15;

@@ -10,7 +10,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { noteTableBuild, tableBuilds } from './builds';
 import { jsDots, jsKernels, jsLookupSums, jsLookupSumsMany, jsMaxima, jsScoreRows, jsWarpTables } from './js';
-import type { Kernels, PreparedQuery, WarpResidentScan, WarpTablesInput } from './types';
+import type { ExactLevels, ExactRows, Kernels, PreparedQuery, WarpResidentScan, WarpTablesInput } from './types';
 import { Arena, BLOCK_BYTES, MAX_QUERY_BYTES, MAX_RESIDENT_TABLE_BYTES, RESIDENT_LIST_BYTES, align, type Exports, type WasmApi } from './wasm-memory';
 import { ResidentLists, ResidentScan } from './wasm-resident';
 
@@ -263,6 +263,70 @@ class WasmKernels implements Kernels {
     });
     this.scanOwner = scan;
     return scan;
+  }
+
+  exactMaxsim(q: Float32Array, n: number, w: number, docs: readonly ExactRows[], out: Float64Array, codes?: ExactLevels): void {
+    if (docs.length === 0) return;
+    if (n === 0) {
+      docs.forEach((doc, k) => (out[k] = doc.rows > 0 ? 0 : -Infinity));
+      return;
+    }
+    const a = this.a;
+    a.evict(); // the resident query or tables are the scan's; this stage runs after it
+    const rowBytes = w * 4;
+    const step = Math.max(1, Math.floor(BLOCK_BYTES / rowBytes)); // rows per decode block
+    let most = 0;
+    for (const doc of docs) most = Math.max(most, doc.rows);
+    const block = Math.min(step, most);
+    const bOff = align(n * rowBytes);
+    const lOff = bOff + align(n * 4);
+    const tOff = lOff + 1024; // up to 256 levels
+    const sOff = tOff + 2048; // 256 level pairs (4-bit codes)
+    const cOff = sOff + align(block * 4);
+    const xOff = cOff + align(block * w * 2 + 16); // a half or at most 8 bits a value, + the bit reader's overrun
+    a.ensure(xOff + block * rowBytes);
+    const { f32, u8 } = a;
+    f32.set(q.subarray(0, n * w), 0);
+    if (codes) {
+      const L = 1 << codes.bits;
+      if (codes.levels.length !== L) throw new RangeError(`exactMaxsim: ${codes.bits}-bit codes need ${L} levels, got ${codes.levels.length}`);
+      f32.set(codes.levels, lOff >> 2);
+      if (codes.bits === 4)
+        for (let v = 0; v < 256; v++) {
+          f32[(tOff >> 2) + 2 * v] = codes.levels[v & 15];
+          f32[(tOff >> 2) + 2 * v + 1] = codes.levels[v >> 4];
+        }
+    }
+    const best = f32.subarray(bOff >> 2, (bOff >> 2) + n);
+    for (let k = 0; k < docs.length; k++) {
+      const doc = docs[k];
+      if (doc.rows === 0) {
+        out[k] = -Infinity;
+        continue;
+      }
+      best.fill(-Infinity);
+      for (let r0 = 0; r0 < doc.rows; r0 += step) {
+        const r = Math.min(step, doc.rows - r0);
+        let scales = 0;
+        if (doc.kind === 'f32') f32.set(doc.values.subarray(r0 * w, (r0 + r) * w), xOff >> 2);
+        else if (doc.kind === 'f16') {
+          u8.set(doc.bytes.subarray(r0 * w * 2, (r0 + r) * w * 2), cOff);
+          a.x.halfToF32(cOff, r * w, xOff);
+        } else {
+          if (!codes) throw new Error('exactMaxsim: coded rows need their levels');
+          const b = codes.bits;
+          if ((w * b) % 8 !== 0) throw new RangeError(`exactMaxsim: rows of ${w} ${b}-bit codes do not end on a byte`);
+          u8.set(doc.codes.subarray((r0 * w * b) / 8, ((r0 + r) * w * b) / 8), cOff);
+          a.x.codesToF32(cOff, r, w, b, lOff, tOff, xOff);
+          f32.set(doc.scales.subarray(r0, r0 + r), sOff >> 2);
+          scales = sOff;
+        }
+        a.x.maxsimF32(0, n, w, xOff, r, scales, bOff);
+      }
+      let s = 0;
+      for (let i = 0; i < n; i++) s += best[i];
+      out[k] = s;
+    }
   }
 
   /** The module offset of tables[to]: the query's tables made resident (whole when they fit, else token to's). */

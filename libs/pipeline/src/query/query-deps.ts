@@ -33,7 +33,7 @@ export interface SearchDeps extends HitDocumentDeps {
   warpCodecs?: Pick<WarpCodecRepository, 'get'>;
   encoders: EncoderProvider;
   /** Segments with their indexes and live documents, WARP layouts' directories and lists, WARP's exact stage's document rows, and (second stage) views over candidates: one cache. */
-  segments: Pick<SegmentCache, 'searchPlan' | 'view' | 'warpDirectory' | 'warpLists' | 'documentRows'>;
+  segments: Pick<SegmentCache, 'searchPlan' | 'view' | 'warpDirectory' | 'warpLists' | 'documentRows' | 'documentScores'>;
   scorers: ScorerResources;
   /** Fans searches of collections with several shards out to the shard queues (absent: every segment is searched here). */
   shardCoordinator?: ShardCoordinatorDeps;

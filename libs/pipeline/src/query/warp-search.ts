@@ -123,13 +123,37 @@ export async function warpExactStage(
 
 /**
  * Exact MaxSim / query tokens of each of `hits` (NaN where its segment cannot be read; those
- * segments in `failed`, by manifest position). The candidates' rows come straight from where the
+ * segments in `failed`, by manifest position). The candidates' codes come straight from where the
  * scan found them (plan part and document: no id lookup, no view): each document's codes alone,
- * from the segment held in memory or by positioned reads of its local copy
- * (SegmentCache.documentRows), decoded, and scored in one ONNX Runtime GEMM MaxSim (GemmMaxsim,
- * the re-rank stage's maxsim scorer over decoded rows).
+ * from the segment held in memory or by positioned reads of its local copy, decoded and scored in
+ * the resident WebAssembly module (SegmentCache.documentScores: fp16 converted there, EDEN token
+ * codes scored against the query rotated once). Without the module: the rows decoded
+ * (SegmentCache.documentRows) and scored in one ONNX Runtime GEMM MaxSim (GemmMaxsim), the same
+ * scores within float32 rounding.
  */
 export async function warpExactScores(
+  deps: Pick<SearchDeps, 'segments' | 'scorers'>,
+  collection: Pick<Collection, 'tenantId' | 'id' | 'model'>,
+  plan: SearchPlan,
+  query: { vectors: Float32Array; length: number },
+  hits: readonly Hit[],
+): Promise<{ scores: Float32Array; failed: Map<number, SegmentUnavailableError> }> {
+  const failed = new Map<number, SegmentUnavailableError>();
+  if (hits.length === 0 || query.length === 0) return { scores: new Float32Array(hits.length).fill(NaN), failed };
+  const where = hits.map((h) => [plan.parts[h.segment].ref, h.doc] as const);
+  const fast = await deps.segments.documentScores(collection, where, query);
+  if (fast) {
+    hits.forEach((h) => {
+      const err = fast.failed.get(plan.parts[h.segment].ref.key);
+      if (err) failed.set(plan.parts[h.segment].position, err);
+    });
+    return { scores: fast.scores, failed };
+  }
+  return warpExactScoresGemm(deps, collection, plan, query, hits);
+}
+
+/** warpExactScores by decoded rows and one ONNX Runtime GEMM MaxSim: where the WebAssembly module is not in use (and the reference its specs compare with). */
+export async function warpExactScoresGemm(
   deps: Pick<SearchDeps, 'segments' | 'scorers'>,
   collection: Pick<Collection, 'tenantId' | 'id' | 'model'>,
   plan: SearchPlan,
