@@ -3,7 +3,7 @@ import { kernels, type ExactRows, type Kernels } from '@lateral/simd';
 import type { Collection, SegmentRef } from '@lateral/shared';
 import { SegmentUnavailableError } from './search-plan';
 import type { LoadedSegment, SegmentStore } from './segment-store';
-import { decodeCodec } from './warp-reads';
+import { decodeCodec, documentCodesByRanges } from './warp-reads';
 
 /*
  * WARP's exact final stage scored from the candidates' codes: exact MaxSim / query tokens of a few
@@ -113,32 +113,11 @@ export async function segmentDocumentCodes(store: SegmentStore, collection: Pick
   };
   const held = store.lru.peek(`seg:${ref.key}`) as LoadedSegment | undefined;
   if (held) return fromReader(held);
-  if (store.opts.rangeReads && store.source.readRanges) {
-    const h = await store.checkedHead(collection, ref);
-    if (!h.codec.sideInfo) {
-      for (const d of docs) if (!(Number.isInteger(d) && d >= 0 && d < h.documents)) throw new RangeError(`document ${d} is outside segment ${ref.key} (${h.documents} documents)`);
-      // Every document's code bytes, then the norm bytes of those that have any (fp16 / fp32: none).
-      const ranges: (readonly [number, number])[] = [];
-      for (const d of docs) ranges.push([h.codeAt + h.codeStart[d], h.codeStart[d + 1] - h.codeStart[d]]);
-      for (const d of docs) if (h.normStart[d + 1] > h.normStart[d]) ranges.push([h.normAt + h.normStart[d], h.normStart[d + 1] - h.normStart[d]]);
-      // A copy fetched again here is checked first; a corrupt one sends the segment to the whole read below, which names it.
-      const got = await store.source.readRanges(ref.key, ranges, store.copyCheck(collection, ref)).catch((err: unknown) => {
-        if (err instanceof SegmentUnavailableError) return null;
-        throw err;
-      });
-      if (got) {
-        const codec = await decodeCodec(store, collection, ref, h.codec);
-        const off = h.tokenOffsets;
-        const empty = new Uint8Array(0);
-        let nr = docs.length;
-        return {
-          dims: h.dims,
-          codec,
-          seed: h.seed,
-          docs: docs.map((d, k) => ({ kind: 'codes', codes: got[k], norms: h.normStart[d + 1] > h.normStart[d] ? got[nr++] : empty, tokens: off[d + 1] - off[d], docId: h.docIds[d] })),
-        };
-      }
-    }
+  const read = await documentCodesByRanges(store, collection, ref, docs);
+  if (read) {
+    const { head: h, codec, codes, norms } = read;
+    const off = h.tokenOffsets;
+    return { dims: h.dims, codec, seed: h.seed, docs: docs.map((d, k) => ({ kind: 'codes', codes: codes[k], norms: norms[k], tokens: off[d + 1] - off[d], docId: h.docIds[d] })) };
   }
   return fromReader(await store.segment(collection, ref));
 }

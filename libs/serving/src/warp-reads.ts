@@ -14,7 +14,7 @@ import {
   type WarpListSource,
 } from '@lateral/search';
 import { SegmentUnavailableError } from './search-plan';
-import type { LoadedSegment, SegmentStore } from './segment-store';
+import type { LoadedSegment, SegmentHead, SegmentStore } from './segment-store';
 
 /**
  * WARP's reads: a segment's search layout (its directory, kept; its probed lists, read whole with
@@ -254,27 +254,46 @@ export async function segmentDocumentRows(store: SegmentStore, collection: Pick<
   };
   const held = store.lru.peek(`seg:${ref.key}`) as LoadedSegment | undefined;
   if (held) return fromReader(held);
-  if (store.opts.rangeReads && store.source.readRanges) {
-    const h = await store.checkedHead(collection, ref);
-    if (!h.codec.sideInfo) {
-      for (const d of docs) if (!(Number.isInteger(d) && d >= 0 && d < h.documents)) throw new RangeError(`document ${d} is outside segment ${ref.key} (${h.documents} documents)`);
-      const ranges = docs.flatMap((d) => [
-        [h.codeAt + h.codeStart[d], h.codeStart[d + 1] - h.codeStart[d]] as const,
-        [h.normAt + h.normStart[d], h.normStart[d + 1] - h.normStart[d]] as const,
-      ]);
-      // A copy fetched again here is checked first; a corrupt one sends the segment to the whole read below, which names it.
-      const got = await store.source.readRanges(ref.key, ranges, store.copyCheck(collection, ref)).catch((err: unknown) => {
-        if (err instanceof SegmentUnavailableError) return null;
-        throw err;
-      });
-      if (got) {
-        const codec = await decodeCodec(store, collection, ref, h.codec);
-        const off = h.tokenOffsets;
-        return { dims: h.dims, rows: docs.map((d, k) => codec.decodeDoc({ codes: got[2 * k], norms: got[2 * k + 1] }, off[d + 1] - off[d], h.dims, { docId: h.docIds[d], seed: h.seed })) };
-      }
-    }
+  const read = await documentCodesByRanges(store, collection, ref, docs);
+  if (read) {
+    const { head: h, codec, codes, norms } = read;
+    const off = h.tokenOffsets;
+    return { dims: h.dims, rows: docs.map((d, k) => codec.decodeDoc({ codes: codes[k], norms: norms[k] }, off[d + 1] - off[d], h.dims, { docId: h.docIds[d], seed: h.seed })) };
   }
   return fromReader(await store.segment(collection, ref));
+}
+
+/**
+ * Documents `docs` (indexes) of a segment read by positioned reads of its local copy (documentRows,
+ * exact-scores.ts): each one's code bytes and norm bytes (empty where it has none: fp16, fp32),
+ * with the segment's checked head and the codec that decodes them. null where the segment is not
+ * read so (no ranged reads, side information, or a corrupt copy: the caller's whole read of the
+ * segment names it); a RangeError for a document outside the segment.
+ */
+export async function documentCodesByRanges(
+  store: SegmentStore,
+  collection: Pick<Collection, 'tenantId' | 'id' | 'model'>,
+  ref: SegmentRef,
+  docs: readonly number[],
+): Promise<{ head: SegmentHead; codec: Codec; codes: Uint8Array[]; norms: Uint8Array[] } | null> {
+  if (!store.opts.rangeReads || !store.source.readRanges) return null;
+  const h = await store.checkedHead(collection, ref);
+  if (h.codec.sideInfo) return null;
+  for (const d of docs) if (!(Number.isInteger(d) && d >= 0 && d < h.documents)) throw new RangeError(`document ${d} is outside segment ${ref.key} (${h.documents} documents)`);
+  // Every document's code bytes, then the norm bytes of those that have any.
+  const ranges: (readonly [number, number])[] = [];
+  for (const d of docs) ranges.push([h.codeAt + h.codeStart[d], h.codeStart[d + 1] - h.codeStart[d]]);
+  for (const d of docs) if (h.normStart[d + 1] > h.normStart[d]) ranges.push([h.normAt + h.normStart[d], h.normStart[d + 1] - h.normStart[d]]);
+  // A copy fetched again here is checked first; a corrupt one sends the segment to the caller's whole read, which names it.
+  const got = await store.source.readRanges(ref.key, ranges, store.copyCheck(collection, ref)).catch((err: unknown) => {
+    if (err instanceof SegmentUnavailableError) return null;
+    throw err;
+  });
+  if (!got) return null;
+  const codec = await decodeCodec(store, collection, ref, h.codec);
+  const empty = new Uint8Array(0);
+  let next = docs.length;
+  return { head: h, codec, codes: got.slice(0, docs.length), norms: docs.map((d) => (h.normStart[d + 1] > h.normStart[d] ? got[next++] : empty)) };
 }
 
 /** The codec that decodes a segment's documents (documentRows), made once per collection, codec version and descriptor. */
