@@ -1,15 +1,14 @@
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { readSegment } from '@lateral/codec';
-import { OnnxNearestCentroid } from '@lateral/kernels';
-import { DEFAULT_MERGE_POLICY, SegmentIds, commitProcessor, encoderProvider, gcKeys, mergeProcessor, segmentObjects, type MergeDeps } from '@lateral/pipeline';
-import { StaticEmbeddingsCache } from '@lateral/serving';
+import { DEFAULT_MERGE_POLICY, commitProcessor, gcKeys, mergeProcessor, segmentObjects, type MergeDeps } from '@lateral/pipeline';
 import { Job } from 'bullmq';
 import { withRedisLease } from '@lateral/infra';
 import { QueueName, mergeJobId, s3Keys, type CollectionManifest, type SegmentRef } from '@lateral/shared';
 import { startServer, type Server } from '../apps/all-in-one/src/server';
 import { loadCranfield } from '../scripts/lib/cranfield';
 import { http, testConfig, until } from './helpers';
+import { mergeDepsFor } from './merge-deps';
 
 /**
  * Merges through the service (issue 10 item 3): several small ingests, deletes and a replaced id,
@@ -55,25 +54,8 @@ describe('merge (real Redis, real S3 server, real ONNX model)', () => {
   beforeAll(async () => {
     server = await startServer(config, { quiet: true });
     const rt = server.runtime;
-    const store = rt.store;
     // The merge job's dependencies, as the worker's handlers build them.
-    let nearest: Promise<OnnxNearestCentroid> | null = null;
-    merge = {
-      store,
-      collections: rt.collections,
-      generations: rt.generations,
-      codecs: rt.codecs,
-      ivf: rt.ivf,
-      // as the merge worker has them (handlers.ts): collections get WARP search layouts by default
-      warpCodecs: rt.warpCodecs,
-      encoders: encoderProvider({ modelsDir: config.MODELS_DIR, executionProvider: config.ORT_EXECUTION_PROVIDER, deviceId: config.ORT_CUDA_DEVICE_ID, intraOpThreads: config.ORT_INTRA_OP_THREADS }, rt.logger),
-      staticEmbeddings: new StaticEmbeddingsCache(path.resolve(config.MODELS_DIR)),
-      assigner: () => (nearest ??= OnnxNearestCentroid.create(config.ORT_INTRA_OP_THREADS)),
-      ivfCentroids: config.IVF_CENTROIDS,
-      liveIds: new SegmentIds(async (tenantId, collectionId, ref) => readSegment((await store.get(ref.key))!, ref.key, await rt.codecs.get(tenantId, collectionId, ref.codecVersion)).docIds),
-      policy: { ...DEFAULT_MERGE_POLICY, factor: 4 },
-      logger: rt.logger,
-    };
+    merge = mergeDepsFor(rt, config, { policy: { ...DEFAULT_MERGE_POLICY, factor: 4 } });
   }, 180_000);
   afterAll(async () => {
     await server?.stop();

@@ -1,12 +1,9 @@
-import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { readSegment } from '@lateral/codec';
-import { OnnxNearestCentroid } from '@lateral/kernels';
-import { DEFAULT_MERGE_POLICY, SegmentIds, encoderProvider, indexProcessor, mergeProcessor, type MergeDeps } from '@lateral/pipeline';
-import { StaticEmbeddingsCache } from '@lateral/serving';
+import { indexProcessor, mergeProcessor, type MergeDeps } from '@lateral/pipeline';
 import { s3Keys, type Collection, type CollectionManifest } from '@lateral/shared';
 import { startServer, type Server } from '../apps/all-in-one/src/server';
 import { testConfig, until } from './helpers';
+import { mergeDepsFor } from './merge-deps';
 import { warpBed } from './warp-bed';
 
 /**
@@ -28,23 +25,8 @@ describe('re-index to WARP search layouts (real Redis, real S3 server, real ONNX
   beforeAll(async () => {
     server = await startServer(config, { quiet: true });
     const rt = server.runtime;
-    let nearest: Promise<OnnxNearestCentroid> | null = null;
     // The merge job's dependencies, as the worker's handlers build them (for the job run here).
-    merge = {
-      store: rt.store,
-      collections: rt.collections,
-      generations: rt.generations,
-      codecs: rt.codecs,
-      ivf: rt.ivf,
-      warpCodecs: rt.warpCodecs,
-      encoders: encoderProvider({ modelsDir: config.MODELS_DIR, executionProvider: config.ORT_EXECUTION_PROVIDER, deviceId: config.ORT_CUDA_DEVICE_ID, intraOpThreads: config.ORT_INTRA_OP_THREADS }, rt.logger),
-      staticEmbeddings: new StaticEmbeddingsCache(path.resolve(config.MODELS_DIR)),
-      assigner: () => (nearest ??= OnnxNearestCentroid.create(config.ORT_INTRA_OP_THREADS)),
-      ivfCentroids: config.IVF_CENTROIDS,
-      liveIds: new SegmentIds(async (tenantId, collectionId, ref) => readSegment((await rt.store.get(ref.key))!, ref.key, await rt.codecs.get(tenantId, collectionId, ref.codecVersion)).docIds),
-      policy: DEFAULT_MERGE_POLICY,
-      logger: rt.logger,
-    };
+    merge = mergeDepsFor(rt, config);
   }, 180_000);
   afterAll(async () => {
     await server?.stop();

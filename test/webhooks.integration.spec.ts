@@ -5,7 +5,7 @@ import { hostname } from 'node:os';
 import Ajv from 'ajv';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { PermanentJobError, QueueName, WebhookEventSchema, jobIds, specialAddress, verifyWebhookSignature, type WebhookEvent } from '@lateral/shared';
-import { WebhookRetryableError, deliverWebhook, webhookEventFor } from '@lateral/infra';
+import { WebhookRetryableError, deliverWebhook, settledJob, webhookEventFor } from '@lateral/infra';
 import { startServer, type Server } from '../apps/all-in-one/src/server';
 import { http, testConfig, until } from './helpers';
 
@@ -164,12 +164,8 @@ describe('webhooks (real Redis, real S3 server, local receiver)', () => {
   it('a receiver answering 500 twice then 200 gets three attempts, each signed, then the delivery completes', async () => {
     const r = await api('POST', '/v1/search?wait=60', { collection: 'hooks', queries: [{ id: 'q', text: 'fluids' }], callback: `${base}/flaky` });
     expect(r.body.status).toBe('completed');
-    const job = await until(async () => {
-      const q = server.runtime.queues.get(QueueName.webhook);
-      const j = await q.getJob(`${config.DEFAULT_TENANT}~search~${r.body.id}~completed`);
-      // read again once finished: the first read may predate the finishing attempt's update of the job
-      return j && (await j.getState()) === 'completed' ? q.getJob(j.id!) : null;
-    }, 30_000);
+    const job = await settledJob(server.runtime.queues.get(QueueName.webhook), `${config.DEFAULT_TENANT}~search~${r.body.id}~completed`, 30_000);
+    expect(await job.getState()).toBe('completed');
     expect(at('/flaky').map((x) => x.answered)).toEqual([500, 500, 200]);
     expect(job.attemptsMade).toBe(3);
     expect(job.returnvalue).toMatchObject({ status: 200, host: new URL(base).host, address: '127.0.0.1' });
@@ -180,12 +176,8 @@ describe('webhooks (real Redis, real S3 server, local receiver)', () => {
   it('a receiver answering 503 with Retry-After: 3 is tried again after those 3 s, not after WEBHOOK_BACKOFF_MS; one asking for hours is not retried', async () => {
     const r = await api('POST', '/v1/search?wait=60', { collection: 'hooks', queries: [{ id: 'q', text: 'lift' }], callback: `${base}/busy` });
     expect(r.body.status).toBe('completed');
-    const job = await until(async () => {
-      const q = server.runtime.queues.get(QueueName.webhook);
-      const j = await q.getJob(`${config.DEFAULT_TENANT}~search~${r.body.id}~completed`);
-      // read again once finished: the first read may predate the finishing attempt's update of the job
-      return j && (await j.getState()) === 'completed' ? q.getJob(j.id!) : null;
-    }, 30_000);
+    const job = await settledJob(server.runtime.queues.get(QueueName.webhook), `${config.DEFAULT_TENANT}~search~${r.body.id}~completed`, 30_000);
+    expect(await job.getState()).toBe('completed');
     const tries = at('/busy');
     expect(tries.map((x) => x.answered)).toEqual([503, 200]);
     expect(job.attemptsMade).toBe(2);
@@ -203,12 +195,8 @@ describe('webhooks (real Redis, real S3 server, local receiver)', () => {
   it('a receiver that keeps answering 500 is tried WEBHOOK_ATTEMPTS times, then the job fails naming the host and status', async () => {
     const r = await api('POST', '/v1/search?wait=60', { collection: 'hooks', queries: [{ id: 'q', text: 'wings' }], callback: `${base}/down` });
     expect(r.body.status).toBe('completed');
-    const job = await until(async () => {
-      const q = server.runtime.queues.get(QueueName.webhook);
-      const j = await q.getJob(`${config.DEFAULT_TENANT}~search~${r.body.id}~completed`);
-      // read again once finished: the first read may predate the finishing attempt's update of the job
-      return j && (await j.getState()) === 'failed' ? q.getJob(j.id!) : null;
-    }, 30_000);
+    const job = await settledJob(server.runtime.queues.get(QueueName.webhook), `${config.DEFAULT_TENANT}~search~${r.body.id}~completed`, 30_000);
+    expect(await job.getState()).toBe('failed');
     expect(at('/down')).toHaveLength(3);
     expect(job.failedReason).toBe(`webhook to ${new URL(base).host} answered HTTP 500`);
     // The search itself stays completed: the slow or failing receiver never touched it.

@@ -9,6 +9,7 @@ export * from './job-flows';
 export * from './batch-chunks';
 export * from './shard-queues';
 export * from './queues';
+export * from './settled-job';
 export * from './collection.repository';
 export * from './generations.repository';
 export * from './serving-cache';

@@ -1,13 +1,14 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import path from 'node:path';
 import { randomUUID } from 'node:crypto';
-import { Job, Queue } from 'bullmq';
+import { Queue } from 'bullmq';
 import { Redis } from 'ioredis';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { inject } from 'vitest';
 import { QueueName } from '@lateral/shared';
 import { createLogger } from './logger';
 import { BULLMQ_CONNECTION_OPTIONS, WorkerHost, type HandlerRegistry } from './queues';
+import { settledJob } from './settled-job';
 
 /**
  * Stalled jobs and shutdown (issue 12 item 3): a job held by a worker killed with SIGKILL is
@@ -78,17 +79,7 @@ describe('stalled jobs', () => {
     return host;
   }
 
-  async function settled(id: string, timeoutMs = 60_000): Promise<Job> {
-    const deadline = Date.now() + timeoutMs;
-    for (;;) {
-      const job = (await Job.fromId(queue, id))!;
-      const state = await job.getState();
-      // read again once final: the first read may predate the finishing move's update (failedReason, attemptsMade)
-      if (state === 'completed' || state === 'failed') return (await Job.fromId(queue, id))!;
-      if (Date.now() > deadline) throw new Error(`job ${id} still ${state} after ${timeoutMs} ms`);
-      await new Promise((r) => setTimeout(r, 100));
-    }
-  }
+  const settled = (id: string) => settledJob(queue, id);
 
   const payload = (id: string) => ({ tenantId: 't', rerankId: id, requestKey: `tenants/t/rerank/${id}/request.json` });
   const result = { resultKey: 'k', queries: 0, candidates: 0, missing: 0 };
