@@ -2,7 +2,7 @@
  * `npm run bench -- cold-scorer [--json] [--section both|rerank|warp] [--quick] [--segments N] [--docs N] [--tokens N]
  *   [--dims N] [--candidates N] [--latency-ms N] [--mb-per-s N] [--rounds N]`
  * and for the WARP section (cold-scorer-warp.ts) `[--warp-docs N,N] [--doc-tokens N] [--batch N] [--queries N]
- *   [--query-tokens N] [--nprobe N] [--bits 2|4] [--max-segments N] [--range-gap N]`
+ *   [--query-tokens N] [--nprobe N] [--bits 2|4] [--max-segments N] [--range-gap N] [--ranged-only]`
  *
  * Section rerank:
  * What segment heads stored in S3 change for a scorer that starts with an empty disk (a new pod,
@@ -31,13 +31,14 @@ const USAGE = `usage: npm run bench -- cold-scorer [--json] [--section both|rera
     [--latency-ms N (10)] [--mb-per-s N (100)] [--rounds N (4; --quick 2)]
   warp: [--warp-docs N,N (20000,50000; --quick 5000)] [--doc-tokens N (55)] [--batch N (1024)] [--queries N (6; --quick 3)]
     [--query-tokens N (32)] [--nprobe N (32)] [--bits 2|4 (4)] [--dims N (128)] [--latency-ms N (10)] [--mb-per-s N (100)]
-    [--max-segments N] [--range-gap N (0)] [--rounds N (2; --quick 1)]`;
+    [--max-segments N] [--range-gap N (0)] [--rounds N (2; --quick 1)] [--ranged-only]`;
 
 /** The numeric flags of both sections (each a number of at least 0). */
 const NUMBER_FLAGS = ['segments', 'docs', 'tokens', 'dims', 'candidates', 'latency-ms', 'mb-per-s', 'rounds', 'doc-tokens', 'batch', 'queries', 'query-tokens', 'nprobe', 'bits', 'max-segments', 'range-gap'] as const;
 const FLAGS = {
   json: { type: 'boolean' },
   quick: { type: 'boolean' },
+  'ranged-only': { type: 'boolean' },
   section: { type: 'string', default: 'both' },
   'warp-docs': { type: 'string' },
   ...(Object.fromEntries(NUMBER_FLAGS.map((f) => [f, { type: 'string' }])) as Record<(typeof NUMBER_FLAGS)[number], { type: 'string' }>),
@@ -90,6 +91,7 @@ export async function runColdScorerBench(args: string[]): Promise<Record<string,
       maxSegments: num('max-segments', w.maxSegments),
       rangeGap: num('range-gap', w.rangeGap),
       rounds: num('rounds', w.rounds),
+      rangedOnly: v['ranged-only'] ?? false,
     };
     return { section: v.section, rerank, warp };
   });
