@@ -103,8 +103,9 @@ export function plainBatchRow(value: object): BatchRow | null {
 }
 
 /*
- * Chunk files. The first line is a header naming the chunk's distinct candidate texts by their
- * sha256 (ChunkHeader.textHashes, in the order of the chunk's texts file, which the encode-texts
+ * JSONL chunk files, as batches were cut before the binary chunk format (batch-chunk-format.ts,
+ * what BatchChunkWriter writes now); still read. The first line is a header naming the chunk's
+ * distinct candidate texts by their sha256 (ChunkHeader.textHashes, in the order of the chunk's texts file, which the encode-texts
  * job reads); each row's text candidates are written as `{ id?, t, score? }` with `t` the text's
  * place in that list, so a chunk job reads no text, hashes none and parses no row again.
  */
@@ -173,7 +174,7 @@ export class DistinctTexts {
   }
 }
 
-/** A valid row as its chunk file holds it: each text candidate replaced by its place in `texts` (the chunk's distinct texts, added here). */
+/** A valid row as a JSONL chunk file holds it: each text candidate replaced by its place in `texts` (the chunk's distinct texts, added here). */
 export function compactEntry(entry: Extract<BatchChunkEntry, { row: BatchRow }>, texts: DistinctTexts): { line: number; custom_id: string; row: Omit<BatchRow, 'candidates'> & { candidates: (Candidate | ChunkTextCandidate)[] } } {
   const candidates = entry.row.candidates.map((c): Candidate | ChunkTextCandidate => {
     if (!isTextCandidate(c)) return c;

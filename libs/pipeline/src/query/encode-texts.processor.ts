@@ -1,5 +1,5 @@
 import type { Job } from 'bullmq';
-import { PermanentJobError, QueueName, batchKeys, type ChunkHeader, type ChunkTexts, type CodecSettings, type JobPayload, type JobResults } from '@lateral/shared';
+import { ChunkFormatError, PermanentJobError, QueueName, batchKeys, binaryChunkTexts, isBinaryChunk, type ChunkHeader, type ChunkTexts, type CodecSettings, type JobPayload, type JobResults } from '@lateral/shared';
 import type { CodecArtifact } from '@lateral/codec';
 import { listWithDates, objectHead, type CodecArtifactRepository, type CollectionRepository, type ObjectStore } from '@lateral/infra';
 import type { EncoderProvider } from '../encoders';
@@ -129,7 +129,8 @@ async function readTexts(deps: Pick<EncodeTextsDeps, 'store'>, textsKey: string)
 }
 
 /**
- * The distinct text hashes a batch chunk file's header line names (only that line is decoded),
+ * The distinct text hashes a batch chunk file names (a binary file's hashes section, or a JSONL
+ * file's header line: only those are decoded),
  * each with the chunk whose texts file holds its text (null: this chunk's own, as for every text of
  * a header without textsIn); null for a chunk file without the header (written before chunks named
  * their texts by hash): its texts file is then the list.
@@ -137,6 +138,21 @@ async function readTexts(deps: Pick<EncodeTextsDeps, 'store'>, textsKey: string)
 async function chunkHashes(deps: Pick<EncodeTextsDeps, 'store'>, chunkKey: string): Promise<Map<string, number | null> | null> {
   const bytes = await deps.store.get(chunkKey);
   if (!bytes) throw new PermanentJobError(`batch chunk file is missing from S3: ${chunkKey}`);
+  if (isBinaryChunk(bytes)) {
+    // A binary chunk file (batch-chunk-format.ts): its hashes section only.
+    let texts: { textHashes: string[]; textsIn: number[] | null };
+    try {
+      texts = binaryChunkTexts(bytes);
+    } catch (err) {
+      if (err instanceof ChunkFormatError) throw new PermanentJobError(`batch chunk file ${chunkKey} cannot be read: ${err.message}`);
+      throw err;
+    }
+    const out = new Map<string, number | null>();
+    texts.textHashes.forEach((h, i) => {
+      if (!out.has(h)) out.set(h, texts.textsIn ? texts.textsIn[i] : null);
+    });
+    return out;
+  }
   const nl = bytes.indexOf(10);
   const head = Buffer.from(bytes.buffer, bytes.byteOffset, nl < 0 ? bytes.byteLength : nl).toString('utf8');
   if (!head.startsWith('{"textHashes":')) return null;
