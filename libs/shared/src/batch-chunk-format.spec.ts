@@ -6,7 +6,7 @@ import { textHash } from './batch-rows';
 
 const valid = (line: number, row: object): BatchChunkEntry => ({ line, custom_id: (row as { custom_id: string }).custom_id, row: BatchRowSchema.parse(row) });
 
-/** Columns of a few rows of every candidate kind: a list repeated, lists differing only in a score or an id, errors. */
+/** Columns of a few rows of every candidate kind: a list repeated, lists differing only in a score (-0 and -2.5) or a middle id (the same length, first, middle and last text), errors. */
 function sample(): { cols: ChunkColumns; hashes: string[] } {
   const cols = new ChunkColumns();
   const list = [{ id: 'p1', text: 'alpha' }, { text: 'beta' }, { id: 'p3', text: 'alpha', score: -2.5 }];

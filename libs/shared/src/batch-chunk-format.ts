@@ -66,8 +66,7 @@ export class ChunkFormatError extends Error {}
 
 /**
  * A chunk's rows as they are cut, columns and each distinct candidate list once, encoded by
- * `encode`. Lists are told apart by a key of their candidates (kind, text place, id, score),
- * built while their texts are added to `texts`.
+ * `encode`. A list's texts are added to `texts` when the list is first seen.
  */
 export class ChunkColumns {
   readonly texts = new DistinctTexts();
@@ -77,13 +76,14 @@ export class ChunkColumns {
   private readonly customIds: (string | null)[] = [];
   private readonly queries: string[] = [];
   private readonly errors: [number, BatchRowError][] = [];
-  private readonly listOf = new Map<string, number>();
+  /** The lists by their length, first, middle and last candidate; each list's candidates as its first row gave them. */
+  private readonly listsBy = new Map<string, number[]>();
+  private readonly listRows: BatchRow['candidates'][] = [];
   private readonly listStarts: number[] = [0];
   private readonly kinds: number[] = [];
   private readonly ts: number[] = [];
   private readonly scores: number[] = [];
   private readonly candidateIds: (string | null)[] = [];
-  private readonly scratch: number[] = [];
 
   /** Entries added. */
   get size(): number {
@@ -107,25 +107,22 @@ export class ChunkColumns {
     this.queries.push(entry.row.query);
   }
 
-  /** The list's place, added when no earlier row of the chunk had the same candidates. */
+  /**
+   * The list's place, added when no earlier row of the chunk has the same candidates: the lists
+   * with the same length, first, middle and last candidate are compared whole (a repeated list
+   * costs a comparison, not a look-up of each of its texts).
+   */
   private list(candidates: BatchRow['candidates']): number {
-    const ts = this.scratch;
-    let key = '';
-    for (let i = 0; i < candidates.length; i++) {
-      const c = candidates[i];
-      if (typeof c === 'string') key += `s${c.length}:${c};`;
-      else if (isTextCandidate(c)) {
-        const t = this.texts.indexOf(c.text);
-        ts[i] = t;
-        key += `t${t}|${idKey(c.id)}|${scoreKey(c.score)};`;
-      } else key += `i${idKey(c.id)}|${scoreKey(c.score)};`;
-    }
-    const known = this.listOf.get(key);
-    if (known !== undefined) return known;
-    const n = this.listStarts.length - 1;
-    this.listOf.set(key, n);
-    for (let i = 0; i < candidates.length; i++) {
-      const c = candidates[i];
+    const n = candidates.length;
+    const pre = `${n}|${headOf(candidates[0])}|${headOf(candidates[n >> 1])}|${headOf(candidates[n - 1])}`;
+    let same = this.listsBy.get(pre);
+    if (same) {
+      for (const l of same) if (sameCandidates(this.listRows[l], candidates)) return l;
+    } else this.listsBy.set(pre, (same = []));
+    const l = this.listRows.length;
+    same.push(l);
+    this.listRows.push(candidates);
+    for (const c of candidates) {
       if (typeof c === 'string') {
         this.kinds.push(KIND_ID);
         this.ts.push(-1);
@@ -133,7 +130,7 @@ export class ChunkColumns {
         this.candidateIds.push(c);
       } else if (isTextCandidate(c)) {
         this.kinds.push(KIND_TEXT);
-        this.ts.push(ts[i]);
+        this.ts.push(this.texts.indexOf(c.text));
         this.scores.push(c.score ?? NaN);
         this.candidateIds.push(c.id ?? null);
       } else {
@@ -144,7 +141,7 @@ export class ChunkColumns {
       }
     }
     this.listStarts.push(this.kinds.length);
-    return n;
+    return l;
   }
 
   /** The chunk file: these rows, naming the texts by `textHashes` (hex sha256, in `texts`' order) and, when given, where each text's file is (`textsIn`). */
@@ -167,8 +164,26 @@ export class ChunkColumns {
   }
 }
 
-const idKey = (id: string | undefined) => (id === undefined ? '-' : `${id.length}:${id}`);
-const scoreKey = (score: number | undefined) => (score === undefined ? '-' : Object.is(score, -0) ? '-0' : String(score));
+/** A short key of a candidate: its kind and its id or text's first characters. */
+const headOf = (c: BatchRow['candidates'][number]): string => (typeof c === 'string' ? `s${c}` : isTextCandidate(c) ? `t${c.text.slice(0, 24)}` : `i${c.id}`);
+
+type AnyCandidate = { id?: string; text?: string; score?: number };
+/** Whether two candidate lists are the same: kinds, texts, ids and scores (Object.is: -0 is not 0). */
+function sameCandidates(a: BatchRow['candidates'], b: BatchRow['candidates']): boolean {
+  if (a.length !== b.length) return false;
+  for (let i = 0; i < a.length; i++) {
+    const x = a[i];
+    const y = b[i];
+    if (typeof x === 'string' || typeof y === 'string') {
+      if (x !== y) return false;
+      continue;
+    }
+    const p = x as AnyCandidate;
+    const q = y as AnyCandidate;
+    if (p.text !== q.text || p.id !== q.id || !Object.is(p.score, q.score)) return false;
+  }
+  return true;
+}
 
 interface Columns {
   textHashes: readonly string[];

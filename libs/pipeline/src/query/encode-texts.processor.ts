@@ -60,10 +60,12 @@ export async function encodeTextsProcessor(deps: EncodeTextsDeps, p: JobPayload<
   const keys = hashes.map((h) => textKey(space, h));
   // Many texts this process has not seen: one listing of the text space (1,000 keys a request)
   // instead of a HEAD per text; a space too large to list falls back to HEADs.
-  let unknown = 0;
-  for (const key of keys) if (!fresh(deps.known.get(key))) unknown++;
+  // Texts this process knows are answered in one pass, without a promise each (a chunk of a batch
+  // that repeats its texts knows them all); the others are listed or HEADed below.
+  const present = keys.map((key) => fresh(deps.known.get(key)));
+  const unknown = keys.flatMap((_, i) => (present[i] ? [] : [i]));
   let listedAll = false;
-  if (unknown > LIST_ABOVE) {
+  if (unknown.length > LIST_ABOVE) {
     const prefix = textKey(space, '0'.repeat(64)).replace(/00\/0{64}\.seg$/, '');
     let listed = 0;
     listedAll = true;
@@ -75,16 +77,17 @@ export async function encodeTextsProcessor(deps: EncodeTextsDeps, p: JobPayload<
       }
     }
   }
-  const present = await mapLimit(keys, 16, async (key) => {
-    if (fresh(deps.known.get(key))) return true;
-    if (listedAll) return false;
-    const head = await objectHead(deps.store, key);
-    const at = head?.lastModified?.getTime() ?? null;
-    if (fresh(at)) {
-      deps.known.set(key, at!);
-      return true;
+  await mapLimit(unknown, 16, async (i) => {
+    const key = keys[i];
+    if (fresh(deps.known.get(key))) present[i] = true;
+    else if (!listedAll) {
+      const head = await objectHead(deps.store, key);
+      const at = head?.lastModified?.getTime() ?? null;
+      if (fresh(at)) {
+        deps.known.set(key, at!);
+        present[i] = true;
+      }
     }
-    return false;
   });
   const missing = hashes.filter((_, i) => !present[i]);
   let tokens = 0;
