@@ -1,4 +1,4 @@
-import { ChunkColumns, QueueName, batchKeys, textHash, textJobIds, validateRow, type ChunkTexts, type JobPayload } from '@lateral/shared';
+import { ChunkColumns, QueueName, RepeatedCandidates, batchKeys, textHash, textJobIds, validateRow, type ChunkTexts, type JobPayload } from '@lateral/shared';
 import type { FlowNode } from './job-flows';
 import type { ObjectStore } from './object-store';
 
@@ -22,8 +22,10 @@ export interface PlannedChunks {
  * list) with the chunk's texts file beside it, holding the texts no earlier chunk's file holds
  * (each distinct text of a batch is written once). A chunk's
  * files are written while the next chunk's lines are cut (one write in flight; the next full
- * chunk waits for it). Memory: two chunks, plus the custom_ids seen so far and the hashes of the
- * texts written (up to MAX_SHARED_TEXTS).
+ * chunk waits for it). A row repeating an earlier row's candidate list (as written) parses only
+ * the rest of its line (RepeatedCandidates). Memory: two chunks, plus the custom_ids seen so far,
+ * the hashes of the texts written (up to MAX_SHARED_TEXTS) and the repeated candidate lists
+ * remembered (up to 8M characters).
  */
 export class BatchChunkWriter {
   private readonly seen = new Map<string, number>();
@@ -31,6 +33,8 @@ export class BatchChunkWriter {
   private readonly written = new Map<string, number>();
   private readonly withTexts: boolean[] = [];
   private rowsOf = new ChunkColumns();
+  /** Candidate lists of earlier rows, so a row repeating one parses only the rest of its line. */
+  private readonly repeats = new RepeatedCandidates();
   private lineNo = 0;
   private rows = 0;
   private invalid = 0;
@@ -50,7 +54,7 @@ export class BatchChunkWriter {
     this.lineNo++;
     if (line.trim().length === 0) return;
     this.rows++;
-    const entry = validateRow(line, this.lineNo, this.seen, this.opts);
+    const entry = validateRow(line, this.lineNo, this.seen, this.opts, this.repeats);
     if ('error' in entry) this.invalid++;
     this.rowsOf.add(entry);
     if (this.rowsOf.size >= this.chunkRows) await this.flush();

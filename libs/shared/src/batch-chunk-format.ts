@@ -170,6 +170,7 @@ const headOf = (c: BatchRow['candidates'][number]): string => (typeof c === 'str
 type AnyCandidate = { id?: string; text?: string; score?: number };
 /** Whether two candidate lists are the same: kinds, texts, ids and scores (Object.is: -0 is not 0). */
 function sameCandidates(a: BatchRow['candidates'], b: BatchRow['candidates']): boolean {
+  if (a === b) return true;
   if (a.length !== b.length) return false;
   for (let i = 0; i < a.length; i++) {
     const x = a[i];
