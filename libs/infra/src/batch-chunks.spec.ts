@@ -1,13 +1,13 @@
 import { describe, expect, it } from 'vitest';
-import { QueueName, batchKeys, textHash, textJobIds, type ChunkHeader, type ChunkTexts } from '@lateral/shared';
+import { QueueName, batchKeys, decodeBinaryChunk, isBinaryChunk, textHash, textJobIds, type ChunkTexts, type DecodedChunk } from '@lateral/shared';
 import { BatchChunkWriter, batchFlow } from './batch-chunks';
 
 /** The three store calls the writer makes, over a Map. */
 function memoryStore() {
-  const objects = new Map<string, string>();
+  const objects = new Map<string, string | Uint8Array>();
   return {
     objects,
-    put: async (key: string, body: Uint8Array | string) => void objects.set(key, typeof body === 'string' ? body : Buffer.from(body).toString('utf8')),
+    put: async (key: string, body: Uint8Array | string) => void objects.set(key, body),
     putJson: async (key: string, value: unknown) => void objects.set(key, JSON.stringify(value)),
     deletePrefix: async (prefix: string) => {
       let n = 0;
@@ -16,6 +16,14 @@ function memoryStore() {
     },
   };
 }
+
+/** A chunk file the writer wrote, decoded (it must be a binary one). */
+const chunkOf = (objects: Map<string, string | Uint8Array>, key: string): DecodedChunk => {
+  const body = objects.get(key);
+  if (!(body instanceof Uint8Array) || !isBinaryChunk(body)) throw new Error(`${key} is not a binary chunk file`);
+  return decodeBinaryChunk(body);
+};
+const textsOf = (objects: Map<string, string | Uint8Array>, key: string) => JSON.parse(objects.get(key) as string) as ChunkTexts;
 
 const row = (id: string, texts: string[]) => JSON.stringify({ custom_id: id, query: `q ${id}`, candidates: texts.map((text) => ({ text })) });
 
@@ -26,16 +34,24 @@ describe('BatchChunkWriter', () => {
     for (const l of [row('a', ['x', 'y']), '', row('b', ['y', 'z']), 'not json', row('a', ['x']), JSON.stringify({ custom_id: 'c', query: 'q', candidates: ['d1'] })]) await w.line(l);
     const planned = await w.finish();
     expect(planned).toEqual({ rows: 5, invalid: 3, withTexts: [true, false, false] });
-    const chunk0 = store.objects.get(batchKeys.chunk('t', 'b1', 0))!.trim().split('\n');
-    expect(JSON.parse(chunk0[0]) as ChunkHeader).toEqual({ textHashes: ['x', 'y', 'z'].map(textHash) });
-    expect(JSON.parse(chunk0[1])).toEqual({ line: 1, custom_id: 'a', row: { custom_id: 'a', query: 'q a', candidates: [{ t: 0 }, { t: 1 }] } });
-    expect(JSON.parse(chunk0[2]).row.candidates).toEqual([{ t: 1 }, { t: 2 }]);
-    expect(JSON.parse(store.objects.get(batchKeys.chunkTexts('t', 'b1', 0))!) as ChunkTexts).toEqual({ textHashes: ['x', 'y', 'z'].map(textHash), texts: ['x', 'y', 'z'] });
-    const chunk1 = store.objects.get(batchKeys.chunk('t', 'b1', 1))!.trim().split('\n');
-    expect(JSON.parse(chunk1[0])).toEqual({ textHashes: [] });
-    expect(JSON.parse(chunk1[1]).error.message).toContain('line 4: not JSON');
-    expect(JSON.parse(chunk1[2]).error.message).toContain('duplicate custom_id (first at line 1)');
-    expect(JSON.parse(store.objects.get(batchKeys.chunk('t', 'b1', 2))!.trim().split('\n')[1]).error.message).toContain('needs the batch to name a collection');
+    const chunk0 = chunkOf(store.objects, batchKeys.chunk('t', 'b1', 0));
+    expect(chunk0.textHashes).toEqual(['x', 'y', 'z'].map(textHash));
+    expect(chunk0.textsIn).toBeNull();
+    expect(chunk0.entries).toEqual([
+      { line: 1, custom_id: 'a', query: 'q a', list: 0 },
+      { line: 3, custom_id: 'b', query: 'q b', list: 1 },
+    ]);
+    expect(chunk0.lists).toEqual([[{ t: 0 }, { t: 1 }], [{ t: 1 }, { t: 2 }]]);
+    expect(textsOf(store.objects, batchKeys.chunkTexts('t', 'b1', 0))).toEqual({ textHashes: ['x', 'y', 'z'].map(textHash), texts: ['x', 'y', 'z'] });
+    const chunk1 = chunkOf(store.objects, batchKeys.chunk('t', 'b1', 1));
+    expect(chunk1.textHashes).toEqual([]);
+    expect(chunk1.lists).toEqual([]);
+    expect(chunk1.entries.map((e) => ('error' in e ? [e.line, e.custom_id, e.error.message] : e))).toEqual([
+      [4, null, expect.stringContaining('line 4: not JSON')],
+      [5, 'a', expect.stringContaining('duplicate custom_id (first at line 1)')],
+    ]);
+    const chunk2 = chunkOf(store.objects, batchKeys.chunk('t', 'b1', 2)).entries[0];
+    expect('error' in chunk2 && chunk2.error.message).toContain('needs the batch to name a collection');
     expect(store.objects.has(batchKeys.chunkTexts('t', 'b1', 1))).toBe(false);
     await w.discard();
     expect(store.objects.size).toBe(0);
@@ -46,8 +62,11 @@ describe('BatchChunkWriter', () => {
     const w = new BatchChunkWriter(store as never, 't', 'b4', 1, { hasCollection: false, maxTextBytes: 100 });
     for (const l of [row('a', ['x', 'y']), row('b', ['y', 'z']), row('c', ['x', 'y'])]) await w.line(l);
     expect(await w.finish()).toEqual({ rows: 3, invalid: 0, withTexts: [true, true, true] });
-    const header = (n: number) => JSON.parse(store.objects.get(batchKeys.chunk('t', 'b4', n))!.split('\n')[0]) as ChunkHeader;
-    const texts = (n: number) => JSON.parse(store.objects.get(batchKeys.chunkTexts('t', 'b4', n))!) as ChunkTexts;
+    const header = (n: number) => {
+      const c = chunkOf(store.objects, batchKeys.chunk('t', 'b4', n));
+      return c.textsIn ? { textHashes: c.textHashes, textsIn: c.textsIn } : { textHashes: c.textHashes };
+    };
+    const texts = (n: number) => textsOf(store.objects, batchKeys.chunkTexts('t', 'b4', n));
     expect(header(0)).toEqual({ textHashes: ['x', 'y'].map(textHash) });
     expect(texts(0)).toEqual({ textHashes: ['x', 'y'].map(textHash), texts: ['x', 'y'] });
     expect(header(1)).toEqual({ textHashes: ['y', 'z'].map(textHash), textsIn: [0, 1] });
@@ -63,8 +82,8 @@ describe('BatchChunkWriter', () => {
     await w.line(row('ok', ['abcdefgh']));
     await w.line(row('long', ['ééééé'])); // 5 characters, 10 bytes
     expect(await w.finish()).toEqual({ rows: 2, invalid: 1, withTexts: [true] });
-    const lines = store.objects.get(batchKeys.chunk('t', 'b2', 0))!.trim().split('\n');
-    expect(JSON.parse(lines[2]).error.message).toContain('text is 10 bytes, over MAX_DOCUMENT_BYTES (8)');
+    const long = chunkOf(store.objects, batchKeys.chunk('t', 'b2', 0)).entries[1];
+    expect('error' in long && long.error.message).toContain('text is 10 bytes, over MAX_DOCUMENT_BYTES (8)');
   });
   it("a chunk's files are written while the next chunk is cut, one chunk in flight; a failed write is thrown by the next flush or by finish", async () => {
     const store = memoryStore();

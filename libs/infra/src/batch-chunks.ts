@@ -1,4 +1,4 @@
-import { DistinctTexts, QueueName, batchKeys, compactEntry, textHash, textJobIds, validateRow, type ChunkHeader, type ChunkTexts, type JobPayload } from '@lateral/shared';
+import { ChunkColumns, QueueName, RepeatedCandidates, batchKeys, textHash, textJobIds, validateRow, type ChunkTexts, type JobPayload } from '@lateral/shared';
 import type { FlowNode } from './job-flows';
 import type { ObjectStore } from './object-store';
 
@@ -17,20 +17,24 @@ export interface PlannedChunks {
  * Cuts a batch file's lines into chunk files as they come (the one planner of batches: the API
  * while an upload streams in, the plan job for a batch that names an upload). Each line is
  * validated (validateRow: a bad row becomes its error entry, it never stops the batch); every
- * BATCH_CHUNK_ROWS lines a chunk file is written (a header naming the chunk's distinct texts by
- * their sha256, then one compact entry per row) with the chunk's texts file beside it, holding the
- * texts no earlier chunk's file holds (each distinct text of a batch is written once). A chunk's
+ * BATCH_CHUNK_ROWS lines a chunk file is written (binary and columnar, batch-chunk-format.ts: the
+ * chunk's distinct texts by their sha256, each distinct candidate list once, each row naming its
+ * list) with the chunk's texts file beside it, holding the texts no earlier chunk's file holds
+ * (each distinct text of a batch is written once). A chunk's
  * files are written while the next chunk's lines are cut (one write in flight; the next full
- * chunk waits for it). Memory: two chunks, plus the custom_ids seen so far and the hashes of the
- * texts written (up to MAX_SHARED_TEXTS).
+ * chunk waits for it). A row repeating an earlier row's candidate list (as written) parses only
+ * the rest of its line (RepeatedCandidates). Memory: two chunks, plus the custom_ids seen so far,
+ * the hashes of the texts written (up to MAX_SHARED_TEXTS) and the repeated candidate lists
+ * remembered (up to 8M characters).
  */
 export class BatchChunkWriter {
   private readonly seen = new Map<string, number>();
   /** Hash of each text written to a texts file so far -> that chunk (up to MAX_SHARED_TEXTS; a text past it is written again). */
   private readonly written = new Map<string, number>();
   private readonly withTexts: boolean[] = [];
-  private entries: string[] = [];
-  private texts = new DistinctTexts();
+  private rowsOf = new ChunkColumns();
+  /** Candidate lists of earlier rows, so a row repeating one parses only the rest of its line. */
+  private readonly repeats = new RepeatedCandidates();
   private lineNo = 0;
   private rows = 0;
   private invalid = 0;
@@ -50,10 +54,10 @@ export class BatchChunkWriter {
     this.lineNo++;
     if (line.trim().length === 0) return;
     this.rows++;
-    const entry = validateRow(line, this.lineNo, this.seen, this.opts);
+    const entry = validateRow(line, this.lineNo, this.seen, this.opts, this.repeats);
     if ('error' in entry) this.invalid++;
-    this.entries.push(JSON.stringify('error' in entry ? entry : compactEntry(entry, this.texts)));
-    if (this.entries.length >= this.chunkRows) await this.flush();
+    this.rowsOf.add(entry);
+    if (this.rowsOf.size >= this.chunkRows) await this.flush();
   }
 
   /** Writes the last chunk; what the flow and the record need. */
@@ -65,16 +69,17 @@ export class BatchChunkWriter {
 
   /** Removes the chunk files written so far (an upload refused half-way). */
   async discard(): Promise<void> {
-    this.entries = [];
+    this.rowsOf = new ChunkColumns();
     await this.settle().catch(() => undefined);
     await this.store.deletePrefix(batchKeys.chunksPrefix(this.tenantId, this.rerankBatchId)).catch(() => undefined);
   }
 
   private async flush(): Promise<void> {
-    if (this.entries.length === 0) return;
+    const rows = this.rowsOf;
+    if (rows.size === 0) return;
     const n = this.withTexts.length;
-    const distinct = this.texts.texts;
-    // The chunk names each distinct text once, by its hash (hashed here, once): the header line, and
+    const distinct = rows.texts.texts;
+    // The chunk names each distinct text once, by its hash (hashed here, once): in the chunk file, and
     // the texts file (ChunkTexts) beside it with the texts no earlier chunk's file holds (textsIn
     // names where the others are: a batch repeating its texts writes each once).
     const textHashes = distinct.map(textHash);
@@ -91,15 +96,13 @@ export class BatchChunkWriter {
       own.texts.push(distinct[i]);
       return n;
     });
-    const header = JSON.stringify((shared ? { textHashes, textsIn } : { textHashes }) satisfies ChunkHeader);
-    const body = `${header}\n${this.entries.join('\n')}\n`;
-    this.entries = [];
-    this.texts = new DistinctTexts();
+    const body = rows.encode(textHashes, shared ? textsIn : null);
+    this.rowsOf = new ChunkColumns();
     this.withTexts.push(distinct.length > 0);
     // At most one chunk's writes in flight: the one before this must have landed (or its failure is thrown here).
     await this.settle();
     const writing = Promise.all([
-      this.store.put(batchKeys.chunk(this.tenantId, this.rerankBatchId, n), body, 'application/x-ndjson'),
+      this.store.put(batchKeys.chunk(this.tenantId, this.rerankBatchId, n), body, 'application/octet-stream'),
       // Written for every chunk with texts (its encode-texts child reads it; a re-plan finds the chunks with texts by it), even with none of its own.
       distinct.length > 0 ? this.store.putJson(batchKeys.chunkTexts(this.tenantId, this.rerankBatchId, n), own) : undefined,
     ]).then(() => undefined);

@@ -32,7 +32,7 @@ export const batchKeys = {
   record: (tenantId: string, rerankBatchId: string) => `tenants/${id('tenant id', tenantId)}/batches/${id('batch id', rerankBatchId)}/batch.json`,
   prefix: (tenantId: string) => `tenants/${id('tenant id', tenantId)}/batches/`,
   input: (tenantId: string, rerankBatchId: string) => `tenants/${id('tenant id', tenantId)}/batches/${id('batch id', rerankBatchId)}/input.jsonl`,
-  /** One chunk's rows as the plan validated them (JSONL: `{ line, custom_id, row }` or `{ line, custom_id, error }`). */
+  /** One chunk's rows as the plan validated them: binary and columnar (batch-chunk-format.ts); a chunk cut before that format is JSONL (`{ line, custom_id, row }` or `{ line, custom_id, error }`), still read. The name is kept, so a batch cut by either writer finds its chunks. */
   chunk: (tenantId: string, rerankBatchId: string, n: number) => `tenants/${id('tenant id', tenantId)}/batches/${id('batch id', rerankBatchId)}/chunks/${chunkName(n)}.jsonl`,
   chunkTexts: (tenantId: string, rerankBatchId: string, n: number) => `tenants/${id('tenant id', tenantId)}/batches/${id('batch id', rerankBatchId)}/chunks/${chunkName(n)}.texts.json`,
   /** The texts file of chunk `n` of the batch whose chunk texts file `textsKey` is (a chunk's header names texts kept in an earlier chunk's file). */

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { DistinctTexts } from './batch-rows';
+import { DistinctTexts, RepeatedCandidates, validateRow } from './batch-rows';
 
 describe('DistinctTexts', () => {
   it('gives each distinct text one place in first-seen order, long texts sharing their first characters included', () => {
@@ -21,5 +21,62 @@ describe('DistinctTexts', () => {
       expect(e.indexOf(t)).toBe(reference.get(t));
     }
     expect(e.texts).toEqual([...reference.keys()]);
+  });
+});
+
+describe('RepeatedCandidates', () => {
+  const opts = { hasCollection: true, maxTextBytes: 1000 };
+  const list = '[{"id":"d1","text":"a \\"quoted\\" [text] {x}"},{"text":"é\\u00e9 \\\\"},"d3",{"id":"d4","score":-1.5}]';
+  const lines = [
+    `{"custom_id":"a","query":"q1","candidates":${list},"topK":2}`,
+    // The same list: read without parsing it again.
+    `{"custom_id":"b","query":"q2","candidates":${list}}`,
+    // Spaced as Python writes JSON, the list written the same way as before: remembered apart.
+    `{"custom_id": "c", "query": "q3", "candidates": ${list.replace(/,"/g, ', "')}}`,
+    `{"custom_id": "d", "query": "q4", "candidates": ${list.replace(/,"/g, ', "')}}`,
+    // The list under a nested "candidates" key first, then the row's own: not taken for the row's candidates.
+    `{"custom_id":"e","x":{"candidates":${list}},"query":"q","candidates":["z"]}`,
+    // The list followed by more of an array, by a duplicate key, by an extra key, or by broken JSON: read as JSON.parse reads them.
+    `{"custom_id":"f","query":"q","candidates":${list.slice(0, -1)},"d9"]}`,
+    `{"custom_id":"g","query":"q","candidates":${list},"candidates":["y"]}`,
+    `{"custom_id":"h","query":"q","candidates":${list},"extra":1}`,
+    `{"custom_id":"i","query":"q","candidates":${list},`,
+    `{"custom_id":"j","query":"q","candidates":${list}}`,
+    `{"custom_id":"k","query":"q","candidates":${list}} trailing`,
+  ];
+
+  it('gives every row exactly what JSON.parse gives, the rows repeating a list sharing its parsed candidates', () => {
+    const repeats = new RepeatedCandidates();
+    const seenA = new Map<string, number>();
+    const seenB = new Map<string, number>();
+    const fast = lines.map((l, i) => validateRow(l, i + 1, seenA, opts, repeats));
+    const plain = lines.map((l, i) => validateRow(l, i + 1, seenB, opts));
+    expect(fast).toEqual(plain);
+    expect(plain.map((e) => ('error' in e ? 'error' : 'row'))).toEqual(['row', 'row', 'row', 'row', 'error', 'row', 'row', 'error', 'error', 'row', 'error']);
+    const candidates = (i: number) => (fast[i] as { row: { candidates: unknown } }).row.candidates;
+    expect(candidates(1)).toBe(candidates(0)); // the first row's own, kept
+    expect(candidates(9)).toBe(candidates(0));
+    expect(candidates(3)).toBe(candidates(2));
+    expect(candidates(6)).toEqual(['y']);
+    expect(repeats.parse(`{"custom_id":"z","query":"q","candidates":${list}}`)).toEqual({ custom_id: 'z', query: 'q', candidates: JSON.parse(list) });
+    expect(repeats.parse('{"custom_id":"z","query":"q","candidates":["other"]}')).toBeUndefined();
+  });
+
+  it('holds at most its characters, and stops learning when the lists it learns do not repeat', () => {
+    const small = new RepeatedCandidates(list.length);
+    small.learn(lines[0], JSON.parse(lines[0]));
+    small.learn(lines[2], JSON.parse(lines[2]));
+    expect(small.parse(lines[1])).toBeDefined();
+    expect(small.parse(lines[3])).toBeUndefined(); // over its characters: the spaced list was not kept
+    const unique = new RepeatedCandidates();
+    const row = (id: string, doc: string) => `{"custom_id":"${id}","query":"q","candidates":["${doc.padEnd(70, '.')}"]}`;
+    for (let i = 0; i < 64; i++) unique.learn(row(`u${i}`, `d${i}`), JSON.parse(row(`u${i}`, `d${i}`)));
+    unique.learn(row('v', 'late'), JSON.parse(row('v', 'late')));
+    expect(unique.parse(row('w', 'd7'))).toEqual(JSON.parse(row('w', 'd7')));
+    expect(unique.parse(row('w', 'late'))).toBeUndefined();
+    // A list shorter than 64 characters is not remembered.
+    const short = new RepeatedCandidates();
+    short.learn('{"custom_id":"s","query":"q","candidates":["d1"]}', { custom_id: 's', query: 'q', candidates: ['d1'] });
+    expect(short.parse('{"custom_id":"t","query":"q","candidates":["d1"]}')).toBeUndefined();
   });
 });

@@ -1,4 +1,4 @@
-import { hash } from 'node:crypto';
+import { hash, randomUUID } from 'node:crypto';
 import { BatchRowSchema, type BatchChunkEntry, type BatchRow } from './batches';
 import { MAX_CANDIDATES_PER_QUERY, MAX_CANDIDATE_TEXT_CHARS, MAX_QUERY_CHARS, isTextCandidate, type Candidate } from './rerank';
 
@@ -19,12 +19,16 @@ export function validateRow(
   lineNo: number,
   seen: Map<string, number>,
   opts: { hasCollection: boolean; maxTextBytes: number },
+  repeats?: RepeatedCandidates,
 ): BatchChunkEntry {
-  let value: unknown;
-  try {
-    value = JSON.parse(line);
-  } catch (err) {
-    return { line: lineNo, custom_id: null, error: { message: `line ${lineNo}: not JSON (${(err as Error).message})` } };
+  let value: unknown = repeats?.parse(line) ?? undefined;
+  if (value === undefined) {
+    try {
+      value = JSON.parse(line);
+    } catch (err) {
+      return { line: lineNo, custom_id: null, error: { message: `line ${lineNo}: not JSON (${(err as Error).message})` } };
+    }
+    repeats?.learn(line, value);
   }
   if (!value || typeof value !== 'object' || Array.isArray(value)) return { line: lineNo, custom_id: null, error: { message: `line ${lineNo}: not a JSON object` } };
   const cid = (value as { custom_id?: unknown }).custom_id;
@@ -57,6 +61,120 @@ export function validateRow(
   });
   if (issues.length > 0) return { line: lineNo, custom_id: customId, error: { message: `${where}: ${issues.map((i) => `${i.field}: ${i.message}`).join('; ')}`, issues } };
   return { line: lineNo, custom_id: customId, row };
+}
+
+/**
+ * Rows that repeat an earlier row's candidates, read without parsing the candidates again (a bulk
+ * batch re-ranks the same candidate lists for many queries: JSON.parse of their texts was most of
+ * an upload's cost). The raw text of a row's `candidates` value is remembered as written; a later
+ * line holding the same text right after its `"candidates":` parses the rest of its line with a
+ * placeholder in that place and takes the earlier (already parsed) candidates. Exact: the text is
+ * remembered only when it parses alone as a JSON array and the rest of its line parses with the
+ * placeholder as the row's top-level candidates, and a later line is taken only when the rest of
+ * it does the same, so the row read is the one JSON.parse would give. Learns lists of at least 64
+ * characters, up to 64 lists and then only while lists repeat; holds at most `maxChars` characters
+ * of them.
+ */
+export class RepeatedCandidates {
+  private static readonly HEAD = 64;
+  private static readonly TRIAL = 64;
+  /** A string no row holds (a fresh random id): the placeholder of the candidates value. */
+  private readonly placeholder = `lateral-candidates-${randomUUID()}`;
+  private readonly byHead = new Map<string, { text: string; candidates: unknown[] }[]>();
+  private chars = 0;
+  private learned = 0;
+  private hits = 0;
+
+  constructor(private readonly maxChars = 8 << 20) {}
+
+  /** The row of a line that repeats remembered candidates (its rest parsed, the candidates shared); undefined otherwise. */
+  parse(line: string): object | undefined {
+    if (this.learned === 0) return undefined;
+    const at = candidatesAt(line);
+    if (at < 0) return undefined;
+    const known = this.byHead.get(line.slice(at, at + RepeatedCandidates.HEAD));
+    if (!known) return undefined;
+    for (const k of known) {
+      // Compared as a slice (startsWith with a position compared char by char: 30x slower on these texts).
+      if (line.slice(at, at + k.text.length) !== k.text) continue;
+      const rest = this.rest(line, at, k.text.length);
+      if (!rest) return undefined;
+      rest.candidates = k.candidates;
+      this.hits++;
+      return rest;
+    }
+    return undefined;
+  }
+
+  /** Remembers the candidates of a line that parsed as `value` (see the class); a list shorter than HEAD characters is not worth it. */
+  learn(line: string, value: unknown): void {
+    if (this.chars >= this.maxChars || (this.learned >= RepeatedCandidates.TRIAL && this.hits < this.learned)) return;
+    const at = candidatesAt(line);
+    if (at < 0 || line.charCodeAt(at) !== 0x5b) return;
+    const end = arrayEnd(line, at);
+    if (end < 0) return;
+    if (end - at < RepeatedCandidates.HEAD) return;
+    const text = line.slice(at, end);
+    try {
+      // Only a text that is a whole array by itself is remembered (what makes a later line's reading exact).
+      if (!Array.isArray(JSON.parse(text))) return;
+    } catch {
+      return;
+    }
+    // Its place is the row's top-level candidates: value's are the ones this text holds (kept, so the first row shares them too).
+    const candidates = (value as { candidates?: unknown }).candidates;
+    if (!Array.isArray(candidates) || !this.rest(line, at, text.length)) return;
+    const head = text.slice(0, RepeatedCandidates.HEAD);
+    const known = this.byHead.get(head);
+    if (known?.some((k) => k.text === text)) return;
+    if (known) known.push({ text, candidates });
+    else this.byHead.set(head, [{ text, candidates }]);
+    this.chars += text.length;
+    this.learned++;
+  }
+
+  /** The line parsed with the placeholder for its `length` characters at `at`, when that place is the row's top-level candidates value. */
+  private rest(line: string, at: number, length: number): Record<string, unknown> | null {
+    let rest: unknown;
+    try {
+      rest = JSON.parse(`${line.slice(0, at)}"${this.placeholder}"${line.slice(at + length)}`);
+    } catch {
+      return null;
+    }
+    if (!rest || typeof rest !== 'object' || Array.isArray(rest) || (rest as { candidates?: unknown }).candidates !== this.placeholder) return null;
+    return rest as Record<string, unknown>;
+  }
+}
+
+/** Where the value after a line's first `"candidates":` starts (blanks skipped), or -1. */
+function candidatesAt(line: string): number {
+  const key = line.indexOf('"candidates":');
+  if (key < 0) return -1;
+  let at = key + 13;
+  while (at < line.length && (line.charCodeAt(at) === 0x20 || line.charCodeAt(at) === 0x09)) at++;
+  return at;
+}
+
+/** The end (exclusive) of the JSON array starting at `at`: brackets counted outside strings; -1 when it does not end. */
+function arrayEnd(s: string, at: number): number {
+  let depth = 0;
+  for (let i = at; i < s.length; i++) {
+    const c = s.charCodeAt(i);
+    if (c === 0x22) {
+      // Skip the string: its closing quote is the next one not escaped by an odd run of backslashes.
+      let q = i;
+      for (;;) {
+        q = s.indexOf('"', q + 1);
+        if (q < 0) return -1;
+        let b = q - 1;
+        while (s.charCodeAt(b) === 0x5c) b--;
+        if ((q - 1 - b) % 2 === 0) break;
+      }
+      i = q;
+    } else if (c === 0x5b || c === 0x7b) depth++;
+    else if ((c === 0x5d || c === 0x7d) && --depth === 0) return i + 1;
+  }
+  return -1;
 }
 
 const ROW_KEYS = new Set(['custom_id', 'query', 'candidates', 'topK', 'top_k']);
@@ -103,8 +221,9 @@ export function plainBatchRow(value: object): BatchRow | null {
 }
 
 /*
- * Chunk files. The first line is a header naming the chunk's distinct candidate texts by their
- * sha256 (ChunkHeader.textHashes, in the order of the chunk's texts file, which the encode-texts
+ * JSONL chunk files, as batches were cut before the binary chunk format (batch-chunk-format.ts,
+ * what BatchChunkWriter writes now); still read. The first line is a header naming the chunk's
+ * distinct candidate texts by their sha256 (ChunkHeader.textHashes, in the order of the chunk's texts file, which the encode-texts
  * job reads); each row's text candidates are written as `{ id?, t, score? }` with `t` the text's
  * place in that list, so a chunk job reads no text, hashes none and parses no row again.
  */
@@ -173,7 +292,7 @@ export class DistinctTexts {
   }
 }
 
-/** A valid row as its chunk file holds it: each text candidate replaced by its place in `texts` (the chunk's distinct texts, added here). */
+/** A valid row as a JSONL chunk file holds it: each text candidate replaced by its place in `texts` (the chunk's distinct texts, added here). */
 export function compactEntry(entry: Extract<BatchChunkEntry, { row: BatchRow }>, texts: DistinctTexts): { line: number; custom_id: string; row: Omit<BatchRow, 'candidates'> & { candidates: (Candidate | ChunkTextCandidate)[] } } {
   const candidates = entry.row.candidates.map((c): Candidate | ChunkTextCandidate => {
     if (!isTextCandidate(c)) return c;

@@ -11,6 +11,7 @@ export * from './rerank';
 export * from './batch-keys';
 export * from './batches';
 export * from './batch-rows';
+export * from './batch-chunk-format';
 export * from './config';
 export * from './random';
 export * from './scorer-artifacts';

@@ -127,10 +127,10 @@ export const JobPayloadSchemas = {
     textsKey: s3Key,
     texts: z.number().int().nonnegative(),
     /**
-     * A batch chunk's file, whose header line names the chunk's texts by hash (ChunkHeader, in the
-     * texts file's order): read first, and the texts file only when some text is not cached (a
+     * A batch chunk's file, which names the chunk's texts by hash (its hashes section, or a JSONL
+     * file's header line: ChunkHeader, in the texts file's order): read first, and the texts file only when some text is not cached (a
      * chunk whose texts are all cached reads its hashes, not its texts; a text an earlier chunk's
-     * texts file holds, per the header's textsIn, is read from there). Absent: the texts file.
+     * texts file holds, per the file's textsIn, is read from there). Absent: the texts file.
      */
     chunkKey: s3Key.optional(),
   }),

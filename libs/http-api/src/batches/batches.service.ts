@@ -375,24 +375,24 @@ export class BatchesService {
  * object (single bad rows are the rows' own errors, in the result file).
  */
 class HeadScan {
-  private text = '';
+  private readonly pieces: Buffer[] = [];
   private bytes = 0;
+  private lines = 0;
   private full = false;
 
-  /** Returns true once it has seen enough. */
+  /** Returns true once it has seen enough. Counts the line breaks of the new piece only (rescanning the head for each piece cost a body of long lines quadratic time). */
   push(chunk: Buffer): boolean {
     if (this.full) return true;
     const take = chunk.subarray(0, Math.max(0, HEAD_BYTES - this.bytes));
     this.bytes += take.byteLength;
-    this.text += take.toString('utf8');
-    let lines = 0;
-    for (let i = this.text.indexOf('\n'); i >= 0 && lines <= HEAD_LINES; i = this.text.indexOf('\n', i + 1)) lines++;
-    this.full = lines > HEAD_LINES || this.bytes >= HEAD_BYTES;
+    this.pieces.push(take);
+    for (let i = take.indexOf(10); i >= 0 && this.lines <= HEAD_LINES; i = take.indexOf(10, i + 1)) this.lines++;
+    this.full = this.lines > HEAD_LINES || this.bytes >= HEAD_BYTES;
     return this.full;
   }
 
   check(ended: boolean): void {
-    let lines = this.text.split('\n');
+    let lines = Buffer.concat(this.pieces).toString('utf8').split('\n');
     if (!ended) lines = lines.slice(0, -1); // the last one may be cut
     const nonEmpty = lines.map((l) => l.trim()).filter((l) => l.length > 0).slice(0, HEAD_LINES);
     if (nonEmpty.length === 0) {

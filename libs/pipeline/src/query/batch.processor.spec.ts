@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { BatchRowSchema, DistinctTexts, RerankRequestSchema, batchKeys, compactEntry, isTextCandidate, plainBatchRow, type BatchRecord, type BatchRow, type Candidate, type ChunkHeader } from '@lateral/shared';
+import { BatchRowSchema, ChunkColumns, DistinctTexts, PermanentJobError, RerankRequestSchema, batchKeys, compactEntry, isTextCandidate, plainBatchRow, type BatchRecord, type BatchRow, type Candidate, type ChunkHeader } from '@lateral/shared';
 import { batchFlow, type FlowNode } from '@lateral/infra';
 import { batchProcessor, chunkRequestIssues, readChunk, type BatchDeps } from './batch.processor';
 import { textHash } from './text-cache';
@@ -66,6 +66,34 @@ describe('batch chunks', () => {
     // A chunk file written before the header (rows with their texts) reads as it was written.
     const old = rows.map((e) => JSON.stringify(e)).join('\n');
     expect(readChunk(old)).toEqual(rows);
+  });
+
+  it('a binary chunk file reads back as the same rows, the rows sharing a candidate list sharing one array; a corrupt one fails for good, naming the file', () => {
+    const cols = new ChunkColumns();
+    const rows = good.slice(0, 3).map((r, i) => ({ line: i + 1, custom_id: (r as BatchRow).custom_id, row: BatchRowSchema.parse(r) }));
+    for (const e of rows) cols.add(e);
+    const again = { line: 4, custom_id: 'b2', row: { ...rows[1].row, custom_id: 'b2', topK: undefined } };
+    delete again.row.topK;
+    cols.add(again);
+    cols.add({ line: 5, custom_id: null, error: { message: 'line 5: not JSON' } });
+    const bytes = cols.encode(cols.texts.texts.map(textHash), null);
+    const read = readChunk(bytes, 'chunk file 0 of batch b');
+    expect(read).toEqual([
+      { line: 1, custom_id: 'a', row: { custom_id: 'a', query: 'q', candidates: ['d1', 'd2'] } },
+      { line: 2, custom_id: 'b', row: { custom_id: 'b', query: 'q', topK: 3, candidates: [{ id: 'd1', score: 1.5 }, { textHash: textHash('some text') }, { id: 't', textHash: textHash('x'), score: -2 }] } },
+      { line: 3, custom_id: 'c', row: { custom_id: 'c', query: 'q', topK: 2, candidates: [{ textHash: textHash('x') }] } },
+      { line: 4, custom_id: 'b2', row: { custom_id: 'b2', query: 'q', candidates: [{ id: 'd1', score: 1.5 }, { textHash: textHash('some text') }, { id: 't', textHash: textHash('x'), score: -2 }] } },
+      { line: 5, custom_id: null, error: { message: 'line 5: not JSON' } },
+    ]);
+    const rowOf = (i: number) => (read[i] as { row: { candidates: unknown } }).row;
+    expect(rowOf(3).candidates).toBe(rowOf(1).candidates);
+    const corrupt = Buffer.from(bytes);
+    corrupt[60] ^= 1;
+    expect(() => readChunk(corrupt, 'chunk file 0 of batch b')).toThrow(PermanentJobError);
+    expect(() => readChunk(corrupt, 'chunk file 0 of batch b')).toThrow('chunk file 0 of batch b cannot be read: checksum mismatch (corrupt)');
+    expect(() => readChunk(corrupt.subarray(0, 40), 'chunk file 0 of batch b')).toThrow(/cannot be read: its header describes/);
+    // A JSONL chunk file with a line that is not JSON fails for good too (it would fail every retry alike).
+    expect(() => readChunk('{"textHashes":[]}\n{"line":1,"custom_id":"a","ro', 'chunk file 3 of batch b')).toThrow(/chunk file 3 of batch b cannot be read: its line 2 is not JSON/);
   });
 
   it("chunkRequestIssues finds what RerankRequestSchema refuses across a chunk's rows, with its messages", () => {

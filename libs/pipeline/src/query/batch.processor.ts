@@ -3,7 +3,10 @@ import {
   MAX_RERANK_CANDIDATES,
   PermanentJobError,
   QueueName,
+  ChunkFormatError,
   batchKeys,
+  decodeBinaryChunk,
+  isBinaryChunk,
   s3Keys,
   type BatchChunkEntry,
   type BatchRecord,
@@ -11,6 +14,7 @@ import {
   type BatchRow,
   type ChunkHeader,
   type ChunkTextCandidate,
+  type DecodedChunk,
   type JobPayload,
   type JobResults,
   type RerankResult,
@@ -107,7 +111,7 @@ async function runChunk(deps: BatchDeps, tenantId: string, rerankBatchId: string
   const tRead = Date.now();
   const bytes = await deps.store.get(batchKeys.chunk(tenantId, rerankBatchId, n));
   if (!bytes) throw new PermanentJobError(`chunk ${n} of batch ${rerankBatchId} is missing from S3`);
-  const entries = readChunk(Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).toString('utf8'));
+  const entries = readChunk(bytes, `chunk file ${n} of batch ${rerankBatchId}`);
   const readMs = Date.now() - tRead;
   const valid = entries.filter((e): e is Extract<ChunkEntry, { row: unknown }> => 'row' in e);
   const childValues = (typeof job?.getChildrenValues === 'function' ? await job.getChildrenValues().catch(() => ({})) : {}) as Record<string, Partial<JobResults[QueueName.encodeTexts]>>;
@@ -234,23 +238,60 @@ type ChunkRow = Omit<BatchRow, 'candidates'> & { candidates: ResolvableCandidate
 /** A chunk file's row as the chunk job reads it: text candidates named by hash. */
 type ChunkEntry = Extract<BatchChunkEntry, { error: unknown }> | { line: number; custom_id: string; row: ChunkRow };
 
-/** Parses a chunk file: its entries, text candidates named by their hash (a file without the header keeps its texts). */
-export function readChunk(text: string): ChunkEntry[] {
+/**
+ * Parses a chunk file: its entries, text candidates named by their hash. A binary chunk file
+ * (batch-chunk-format.ts) gives the rows sharing a candidate list one candidates array, which the
+ * resolver resolves once; a JSONL one (written before it) is read as it always was, a file without
+ * the header keeping its texts. A file that cannot be read fails for good, naming what is wrong.
+ */
+export function readChunk(file: Uint8Array | string, name = 'chunk file'): ChunkEntry[] {
+  if (typeof file !== 'string' && isBinaryChunk(file)) {
+    let chunk: DecodedChunk;
+    try {
+      chunk = decodeBinaryChunk(file);
+    } catch (err) {
+      if (err instanceof ChunkFormatError) throw new PermanentJobError(`${name} cannot be read: ${err.message}`);
+      throw err;
+    }
+    const lists = chunk.lists.map((list) => list.map((c): ResolvableCandidate => (typeof c === 'string' || !('t' in c) ? c : hashed(c, chunk.textHashes[c.t]))));
+    return chunk.entries.map((e) => {
+      if ('error' in e) return e;
+      const row: ChunkRow = e.topK === undefined ? { custom_id: e.custom_id, query: e.query, candidates: lists[e.list] } : { custom_id: e.custom_id, query: e.query, candidates: lists[e.list], topK: e.topK };
+      return { line: e.line, custom_id: e.custom_id, row };
+    });
+  }
+  const text = typeof file === 'string' ? file : Buffer.from(file.buffer, file.byteOffset, file.byteLength).toString('utf8');
   const lines = text.split('\n').filter((l) => l.length > 0);
+  const parse = (l: string, i: number) => {
+    try {
+      return JSON.parse(l) as unknown;
+    } catch (err) {
+      throw new PermanentJobError(`${name} cannot be read: its line ${i + 1} is not JSON (${(err as Error).message})`);
+    }
+  };
   let hashes: string[] = [];
-  if (lines.length > 0 && lines[0].startsWith('{"textHashes":')) hashes = (JSON.parse(lines.shift()!) as ChunkHeader).textHashes;
-  return lines.map((l) => {
-    const e = JSON.parse(l) as BatchChunkEntry | ChunkEntry;
+  let first = 0;
+  if (lines.length > 0 && lines[0].startsWith('{"textHashes":')) {
+    hashes = (parse(lines[0], 0) as ChunkHeader).textHashes;
+    first = 1;
+  }
+  return lines.slice(first).map((l, i) => {
+    const e = parse(l, i + first) as BatchChunkEntry | ChunkEntry;
+    if (!e || typeof e !== 'object' || typeof e.line !== 'number') throw new PermanentJobError(`${name} cannot be read: its line ${i + first + 1} is not a chunk entry`);
     if (!('row' in e)) return e;
     const candidates = (e.row.candidates as (ResolvableCandidate | ChunkTextCandidate)[]).map((c): ResolvableCandidate => {
       if (typeof c !== 'object' || !('t' in c)) return c;
       const textHash = hashes[c.t];
       if (textHash === undefined) throw new PermanentJobError(`chunk file names text ${c.t}, which its header does not list`);
-      return c.id === undefined ? { textHash, ...(c.score !== undefined ? { score: c.score } : {}) } : { id: c.id, textHash, ...(c.score !== undefined ? { score: c.score } : {}) };
+      return hashed(c, textHash);
     });
     return { line: e.line, custom_id: e.custom_id, row: { ...e.row, candidates } };
   });
 }
+
+/** A chunk's text candidate named by its text's hash. */
+const hashed = (c: ChunkTextCandidate, textHash: string): ResolvableCandidate =>
+  c.id === undefined ? { textHash, ...(c.score !== undefined ? { score: c.score } : {}) } : { id: c.id, textHash, ...(c.score !== undefined ? { score: c.score } : {}) };
 
 /**
  * What a chunk's rows, as one re-rank request, must satisfy beyond each row's own checks

@@ -2,7 +2,7 @@ import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { PermanentJobError, batchKeys, textHash, type ChunkTexts } from '@lateral/shared';
+import { ChunkColumns, PermanentJobError, batchKeys, textHash, type ChunkTexts } from '@lateral/shared';
 import { KnownTexts, encodeTextsProcessor } from './encode-texts.processor';
 import { modelVersion, textKey, type TextSpace } from './text-cache';
 
@@ -47,19 +47,27 @@ function fakeEncoder(encodedTexts: string[]) {
   };
 }
 
-/** A batch chunk of `texts`: its chunk file (header line of hashes, then a row) and its texts file, as BatchChunkWriter writes them. */
-function chunk(texts: string[]) {
+/** A binary chunk file of one row naming `texts` (as BatchChunkWriter writes it). */
+function binaryChunk(texts: string[], textsIn: number[] | null = null): Uint8Array {
+  const cols = new ChunkColumns();
+  cols.add({ line: 1, custom_id: 'a', row: { custom_id: 'a', query: 'q', candidates: texts.map((text) => ({ text })) } });
+  return cols.encode(cols.texts.texts.map(textHash), textsIn);
+}
+
+/** A batch chunk of `texts`: its chunk file (binary as BatchChunkWriter writes it, or JSONL as it wrote before: a header line of hashes, then a row) and its texts file. */
+function chunk(texts: string[], format: 'binary' | 'jsonl' = 'binary') {
   const textHashes = texts.map(textHash);
   const objects = new Map<string, Uint8Array>();
   const chunkKey = batchKeys.chunk('t', 'b1', 0);
   const textsKey = batchKeys.chunkTexts('t', 'b1', 0);
-  objects.set(chunkKey, Buffer.from(`${JSON.stringify({ textHashes })}\n${JSON.stringify({ line: 1, custom_id: 'a', row: { custom_id: 'a', query: 'q', candidates: texts.map((_, t) => ({ t })) } })}\n`));
+  const jsonl = `${JSON.stringify({ textHashes })}\n${JSON.stringify({ line: 1, custom_id: 'a', row: { custom_id: 'a', query: 'q', candidates: texts.map((_, t) => ({ t })) } })}\n`;
+  objects.set(chunkKey, format === 'binary' ? binaryChunk(texts) : Buffer.from(jsonl));
   objects.set(textsKey, Buffer.from(JSON.stringify({ textHashes, texts } satisfies ChunkTexts)));
   return { objects, chunkKey, textsKey, textHashes };
 }
 
-async function setup(texts: string[], cached: string[]) {
-  const c = chunk(texts);
+async function setup(texts: string[], cached: string[], format: 'binary' | 'jsonl' = 'binary') {
+  const c = chunk(texts, format);
   const store = memoryStore(c.objects);
   const dir = modelsDir();
   const space: TextSpace = { tenantId: 't', model: 'm', modelVersion: await modelVersion(dir, 'm'), maxTokens: 16, codec: null };
@@ -78,6 +86,18 @@ describe('encodeTextsProcessor on a batch chunk', () => {
     expect(out).toMatchObject({ texts: 2, encoded: 0, reused: 2, tokens: 0 });
     expect(s.store.gets).toEqual([s.chunkKey]);
     expect(s.encoded).toEqual([]);
+  });
+
+  it('a JSONL chunk file (a batch cut before the binary format) is read by its header line alike; a corrupt binary one fails the job for good', async () => {
+    const s = await setup(['alpha', 'beta', 'gamma'], ['alpha', 'beta'], 'jsonl');
+    expect(await encodeTextsProcessor(s.deps, s.payload)).toMatchObject({ texts: 3, encoded: 1, reused: 2 });
+    expect(s.store.gets).toEqual([s.chunkKey, s.textsKey]);
+    expect(s.encoded).toEqual(['gamma']);
+    const corrupt = Buffer.from(binaryChunk(['alpha']));
+    corrupt[50] ^= 1;
+    s.objects.set(s.chunkKey, corrupt);
+    await expect(encodeTextsProcessor(s.deps, s.payload)).rejects.toThrow(PermanentJobError);
+    await expect(encodeTextsProcessor(s.deps, s.payload)).rejects.toThrow(`batch chunk file ${s.chunkKey} cannot be read: checksum mismatch (corrupt)`);
   });
 
   it('a text not cached: the texts file is read and only that text is encoded and written', async () => {
@@ -103,7 +123,7 @@ describe('encodeTextsProcessor on a batch chunk', () => {
     // Chunk 1 names alpha and beta (in chunk 0's file) and gamma (its own).
     const chunk1 = batchKeys.chunk('t', 'b1', 1);
     const texts1 = batchKeys.chunkTexts('t', 'b1', 1);
-    s.objects.set(chunk1, Buffer.from(`${JSON.stringify({ textHashes: s.textHashes, textsIn: [0, 0, 1] })}\n{"line":1,"custom_id":"b","row":{"custom_id":"b","query":"q","candidates":[{"t":0},{"t":1},{"t":2}]}}\n`));
+    s.objects.set(chunk1, binaryChunk(['alpha', 'beta', 'gamma'], [0, 0, 1]));
     s.objects.set(texts1, Buffer.from(JSON.stringify({ textHashes: [textHash('gamma')], texts: ['gamma'] } satisfies ChunkTexts)));
     const out = await encodeTextsProcessor(s.deps, { ...s.payload, chunkKey: chunk1, textsKey: texts1 });
     expect(out).toMatchObject({ texts: 3, encoded: 2, reused: 1 });
@@ -116,7 +136,7 @@ describe('encodeTextsProcessor on a batch chunk', () => {
     const again = await encodeTextsProcessor({ ...(s.deps as object), known } as never, { ...s.payload, chunkKey: chunk1, textsKey: texts1 });
     expect(again).toMatchObject({ encoded: 1, reused: 2 });
     expect(s.store.gets).toEqual([chunk1, texts1]);
-    // A textsIn that does not match textHashes fails the job for good.
+    // A textsIn that does not match textHashes (a JSONL header) fails the job for good.
     s.objects.set(chunk1, Buffer.from(`${JSON.stringify({ textHashes: s.textHashes, textsIn: [0] })}\n`));
     await expect(encodeTextsProcessor(s.deps, { ...s.payload, chunkKey: chunk1, textsKey: texts1 })).rejects.toThrow(/textsIn/);
   });

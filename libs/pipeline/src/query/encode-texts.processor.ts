@@ -1,5 +1,5 @@
 import type { Job } from 'bullmq';
-import { PermanentJobError, QueueName, batchKeys, type ChunkHeader, type ChunkTexts, type CodecSettings, type JobPayload, type JobResults } from '@lateral/shared';
+import { ChunkFormatError, PermanentJobError, QueueName, batchKeys, binaryChunkTexts, isBinaryChunk, type ChunkHeader, type ChunkTexts, type CodecSettings, type JobPayload, type JobResults } from '@lateral/shared';
 import type { CodecArtifact } from '@lateral/codec';
 import { listWithDates, objectHead, type CodecArtifactRepository, type CollectionRepository, type ObjectStore } from '@lateral/infra';
 import type { EncoderProvider } from '../encoders';
@@ -60,10 +60,12 @@ export async function encodeTextsProcessor(deps: EncodeTextsDeps, p: JobPayload<
   const keys = hashes.map((h) => textKey(space, h));
   // Many texts this process has not seen: one listing of the text space (1,000 keys a request)
   // instead of a HEAD per text; a space too large to list falls back to HEADs.
-  let unknown = 0;
-  for (const key of keys) if (!fresh(deps.known.get(key))) unknown++;
+  // Texts this process knows are answered in one pass, without a promise each (a chunk of a batch
+  // that repeats its texts knows them all); the others are listed or HEADed below.
+  const present = keys.map((key) => fresh(deps.known.get(key)));
+  const unknown = keys.flatMap((_, i) => (present[i] ? [] : [i]));
   let listedAll = false;
-  if (unknown > LIST_ABOVE) {
+  if (unknown.length > LIST_ABOVE) {
     const prefix = textKey(space, '0'.repeat(64)).replace(/00\/0{64}\.seg$/, '');
     let listed = 0;
     listedAll = true;
@@ -75,16 +77,17 @@ export async function encodeTextsProcessor(deps: EncodeTextsDeps, p: JobPayload<
       }
     }
   }
-  const present = await mapLimit(keys, 16, async (key) => {
-    if (fresh(deps.known.get(key))) return true;
-    if (listedAll) return false;
-    const head = await objectHead(deps.store, key);
-    const at = head?.lastModified?.getTime() ?? null;
-    if (fresh(at)) {
-      deps.known.set(key, at!);
-      return true;
+  await mapLimit(unknown, 16, async (i) => {
+    const key = keys[i];
+    if (fresh(deps.known.get(key))) present[i] = true;
+    else if (!listedAll) {
+      const head = await objectHead(deps.store, key);
+      const at = head?.lastModified?.getTime() ?? null;
+      if (fresh(at)) {
+        deps.known.set(key, at!);
+        present[i] = true;
+      }
     }
-    return false;
   });
   const missing = hashes.filter((_, i) => !present[i]);
   let tokens = 0;
@@ -129,7 +132,8 @@ async function readTexts(deps: Pick<EncodeTextsDeps, 'store'>, textsKey: string)
 }
 
 /**
- * The distinct text hashes a batch chunk file's header line names (only that line is decoded),
+ * The distinct text hashes a batch chunk file names (a binary file's hashes section, or a JSONL
+ * file's header line: only those are decoded),
  * each with the chunk whose texts file holds its text (null: this chunk's own, as for every text of
  * a header without textsIn); null for a chunk file without the header (written before chunks named
  * their texts by hash): its texts file is then the list.
@@ -137,6 +141,21 @@ async function readTexts(deps: Pick<EncodeTextsDeps, 'store'>, textsKey: string)
 async function chunkHashes(deps: Pick<EncodeTextsDeps, 'store'>, chunkKey: string): Promise<Map<string, number | null> | null> {
   const bytes = await deps.store.get(chunkKey);
   if (!bytes) throw new PermanentJobError(`batch chunk file is missing from S3: ${chunkKey}`);
+  if (isBinaryChunk(bytes)) {
+    // A binary chunk file (batch-chunk-format.ts): its hashes section only.
+    let texts: { textHashes: string[]; textsIn: number[] | null };
+    try {
+      texts = binaryChunkTexts(bytes);
+    } catch (err) {
+      if (err instanceof ChunkFormatError) throw new PermanentJobError(`batch chunk file ${chunkKey} cannot be read: ${err.message}`);
+      throw err;
+    }
+    const out = new Map<string, number | null>();
+    texts.textHashes.forEach((h, i) => {
+      if (!out.has(h)) out.set(h, texts.textsIn ? texts.textsIn[i] : null);
+    });
+    return out;
+  }
   const nl = bytes.indexOf(10);
   const head = Buffer.from(bytes.buffer, bytes.byteOffset, nl < 0 ? bytes.byteLength : nl).toString('utf8');
   if (!head.startsWith('{"textHashes":')) return null;

@@ -132,8 +132,18 @@ export async function resolveCandidates(
   let textCandidates = 0;
   // One pass over each query's candidates (a batch chunk holds tens of thousands): distinct by the
   // id its hits carry (distinctCandidates' rule: the first place counts), no object per candidate.
-  const plans = queries.map((q, qi) => {
+  // Queries given the same candidates array (the rows of a binary chunk file sharing a list) are
+  // resolved once.
+  type Plan = { ids: string[]; rows: number[]; missing: string[]; first: Float64Array; key: string; texts: number };
+  const planOf = new Map<readonly ResolvableCandidate[], Plan>();
+  const plans = queries.map((q, qi): (Plan & { qi: number }) | null => {
     if (!hasText[qi]) return null;
+    const known = planOf.get(q.candidates);
+    if (known) {
+      textCandidates += known.texts;
+      return { ...known, qi };
+    }
+    const before = textCandidates;
     const ids: string[] = [];
     const rows: number[] = [];
     const missing: string[] = [];
@@ -172,7 +182,9 @@ export async function resolveCandidates(
       rows.push(row);
       first.push(firstStageOf(candidate));
     }
-    return { qi, ids, rows, missing, first };
+    const plan: Plan = { ids, rows, missing, first: Float64Array.from(first), key: `t:${rows.join(',')}`, texts: textCandidates - before };
+    planOf.set(q.candidates, plan);
+    return { ...plan, qi };
   });
 
   const hashes = [...hashRow.keys()];
@@ -185,7 +197,7 @@ export async function resolveCandidates(
   const textView = buildTextView(job.encoder.dims, view, sources, byHash, collectionRow);
   for (const p of plans) {
     if (!p) continue;
-    resolved[p.qi] = { ids: p.ids, rows: p.rows, missing: p.missing, first: Float64Array.from(p.first), key: `t:${p.rows.join(',')}`, view: textView };
+    resolved[p.qi] = { ids: p.ids, rows: p.rows, missing: p.missing, first: p.first, key: p.key, view: textView };
   }
   return { resolved, texts: { candidates: textCandidates, encoded: 0, reused: 0 } };
 }

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { TextCacheReader, TextMemoryCache, mapLimit, textHash, textKey, type TextSpace } from './text-cache';
-import { validateRow } from '@lateral/shared';
+import { textCodecTag, textKeys, validateRow } from '@lateral/shared';
 
 const entry = (floats: number, encodedAt: number) => ({ vectors: new Float32Array(floats), length: 1, docVector: new Float32Array(0), tokenIds: new Int32Array(0), encodedAt });
 
@@ -17,6 +17,18 @@ describe('TextMemoryCache', () => {
     expect(c.get('a', 10, 11)).toBeUndefined(); // older than the TTL
     c.set('huge', entry(1000, 0)); // larger than the whole budget: not kept
     expect(c.get('huge', 10, 5)).toBeUndefined();
+  });
+});
+
+describe('textKey', () => {
+  it('is textKeys.vectors of the space and hash, built lately or not; a hash that is not a sha256 in hex is refused every time', () => {
+    const space: TextSpace = { tenantId: 'default', model: 'm', modelVersion: '0123456789abcdef', maxTokens: 16, codec: { collectionId: 'c1', codecVersion: 2 } };
+    const h = textHash('some text');
+    const expected = textKeys.vectors('default', 'm', '0123456789abcdef', 16, textCodecTag(space.codec), h);
+    expect(textKey(space, h)).toBe(expected);
+    expect(textKey({ ...space }, h)).toBe(expected); // built lately, another space object
+    expect(textKey({ ...space, maxTokens: 32 }, h)).toBe(textKeys.vectors('default', 'm', '0123456789abcdef', 32, textCodecTag(space.codec), h));
+    for (const bad of [h.toUpperCase(), h.slice(1), `../${h.slice(3)}`]) expect(() => textKey(space, bad)).toThrow('text hash must be a sha256 in hex');
   });
 });
 

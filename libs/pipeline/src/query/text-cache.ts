@@ -47,15 +47,36 @@ export interface TextSpace {
 const HEX64 = /^[0-9a-f]{64}$/;
 const ZERO_TAIL = `00/${'0'.repeat(64)}.seg`;
 const spacePrefixes = new WeakMap<TextSpace, string>();
-/** An entry's S3 key (textKeys.vectors); the space's part is built and checked once per space object (a batch chunk names thousands of texts). */
+/** Keys built lately, by space prefix and hash (up to MAX_BUILT_KEYS, then forgotten all at once). */
+const builtKeys = new Map<string, Map<string, string>>();
+let builtCount = 0;
+const MAX_BUILT_KEYS = 100_000;
+/**
+ * An entry's S3 key (textKeys.vectors); the space's part is built and checked once per space
+ * object. A key built lately is returned again, the same string: the chunks of a batch name the
+ * same texts again and again, and the caches keyed by it (KnownTexts, TextMemoryCache) then find
+ * it without checking, building and hashing a new string each time.
+ */
 export const textKey = (s: TextSpace, hash: string): string => {
   let prefix = spacePrefixes.get(s);
   if (prefix === undefined) {
     prefix = textKeys.vectors(s.tenantId, s.model, s.modelVersion, s.maxTokens, textCodecTag(s.codec), '0'.repeat(64)).slice(0, -ZERO_TAIL.length);
     spacePrefixes.set(s, prefix);
   }
+  let built = builtKeys.get(prefix);
+  const known = built?.get(hash);
+  if (known !== undefined) return known;
   if (!HEX64.test(hash)) throw new Error('text hash must be a sha256 in hex');
-  return `${prefix}${hash.slice(0, 2)}/${hash}.seg`;
+  const key = `${prefix}${hash.slice(0, 2)}/${hash}.seg`;
+  if (builtCount >= MAX_BUILT_KEYS) {
+    builtKeys.clear();
+    builtCount = 0;
+    built = undefined;
+  }
+  if (!built) builtKeys.set(prefix, (built = new Map()));
+  built.set(hash, key);
+  builtCount++;
+  return key;
 };
 
 /** One decoded cached text. */
