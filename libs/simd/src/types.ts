@@ -53,15 +53,16 @@ export interface WarpResidentSource {
  */
 export interface WarpResidentScan {
   /**
-   * Query token `stamp - 1` (tables from tables[to], bpt x 256) over its np probed centroids
-   * probes[po .. po + np) (scores cs[po ..], best first) in every segment of the scan, in segment
-   * order then probe order (empty lists skipped); mi: the token's imputed value; scored[s] += the
-   * entries of segment s's probed lists. The same float64 operations, in the same order, as the
-   * engine's JavaScript path. A list with fewer ids or code bytes than its count, or naming a
-   * document past its segment's, throws a RangeError. false: the scan's state was lost (another
-   * user of the module's memory since the last call); the caller starts over without it.
+   * Query token i over its np probed centroids probes[po .. po + np) (scores cs[po ..], best
+   * first) in every segment of the scan, in segment order then probe order (empty lists
+   * skipped), its lookup tables built in the module from the scan's query rows (the warpTables
+   * kernel's values for token i); mi: the token's imputed value; scored[s] += the entries of
+   * segment s's probed lists. The same float64 operations, in the same order, as the engine's
+   * JavaScript path. A list with fewer ids or code bytes than its count, or naming a document
+   * past its segment's, throws a RangeError. false: the scan's state was lost (another user of
+   * the module's memory since the last call); the caller starts over without it.
    */
-  token(tables: Float32Array, to: number, bpt: number, probes: ArrayLike<number>, cs: ArrayLike<number>, po: number, np: number, stamp: number, mi: number, scored: number[]): boolean;
+  token(i: number, probes: ArrayLike<number>, cs: ArrayLike<number>, po: number, np: number, mi: number, scored: number[]): boolean;
   /** Segment s's candidates (count) and every document's sum, as views valid until the next kernel call. */
   result(s: number): { count: number; candidates: Uint32Array; acc: Float64Array };
   /** Releases the module's scan state (always call, also after an error). */
@@ -111,11 +112,13 @@ export interface Kernels {
    */
   lookupSumsMany(tables: Float32Array, to: number, parts: readonly Uint8Array[], bpt: number, out: Float64Array): void;
   /**
-   * A resident WARP scan over segments of these sizes and masks (WebAssembly only), or null where
+   * A resident WARP scan over segments of these sizes, masks and lists, for the query whose
+   * tables `tables` describes (WebAssembly only; the query's rows and the codec's weights are
+   * copied into the module once, each token's tables built there as it is scored), or null where
    * it does not apply (JavaScript kernels, another scan holds the state): the caller then runs the
    * engine's JavaScript path, with the same results.
    */
-  warpResident?(documents: readonly number[], masks: readonly (Uint8Array | undefined)[], sources: readonly WarpResidentSource[]): WarpResidentScan | null;
+  warpResident?(documents: readonly number[], masks: readonly (Uint8Array | undefined)[], sources: readonly WarpResidentSource[], tables: WarpTablesInput): WarpResidentScan | null;
   /**
    * Exact MaxSim of one query (q: n x w float32) against each of `docs`, decoded and scored in the
    * WebAssembly module a block of rows at a time (WebAssembly only): out[k] = the float64 sum over

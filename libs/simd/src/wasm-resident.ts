@@ -3,7 +3,7 @@
  * queries (ResidentLists) and one search's per-segment state and per-call records (ResidentScan).
  * No I/O.
  */
-import type { WarpResidentList, WarpResidentScan, WarpResidentSource } from './types';
+import type { WarpResidentList, WarpResidentScan, WarpResidentSource, WarpTablesInput } from './types';
 import { align, LOW_BYTES, RESIDENT_LIST_BYTES, type Arena } from './wasm-memory';
 
 const align8 = (x: number) => (x + 7) & ~7;
@@ -72,6 +72,11 @@ export class ResidentScan implements WarpResidentScan {
   private readonly segsAt = LOW_BYTES + RESIDENT_LIST_BYTES;
   /** where per-call records (and lists copied for one call) start */
   private readonly callAt: number;
+  /** the query's rows, the codec's weights, the table build's scratch, one query token's tables */
+  private readonly qAt: number;
+  private readonly wAt: number;
+  private readonly scratchAt: number;
+  private readonly tAt: number;
   private readonly clobbers: number;
   private ended = false;
   /** per segment: entries of the current call's lists */
@@ -83,7 +88,7 @@ export class ResidentScan implements WarpResidentScan {
     private readonly documents: readonly number[],
     masks: readonly (Uint8Array | undefined)[],
     private readonly sources: readonly WarpResidentSource[],
-    private readonly tablesAt: (tables: Float32Array, to: number, bpt: number) => number,
+    private readonly t: WarpTablesInput,
     private readonly release: () => void,
   ) {
     let at = align(this.segsAt + documents.length * SEG_RECORD);
@@ -101,9 +106,17 @@ export class ResidentScan implements WarpResidentScan {
       at = align((mask || reached) + align8(D));
       this.segOff.push([best, tag, touched, mask, acc, reached, candidates]);
     }
-    this.callAt = at;
+    const { n, dims, weights, bytesPerToken: bpt } = t;
+    if (t.q.length < n * dims || weights.length !== dims << t.bits) throw new RangeError(`warpResident: ${t.q.length} query values and ${weights.length} weights for n = ${n}, dims = ${dims}, b = ${t.bits}`);
+    this.qAt = at;
+    this.wAt = at = align(at + n * dims * 4);
+    this.scratchAt = at = align(at + weights.length * 4);
+    this.tAt = at = at + 256;
+    this.callAt = at = align(at + bpt * 1024);
     a.grow(at);
     const { u8, u32 } = a;
+    a.f32.set(t.q.subarray(0, n * dims), this.qAt >> 2);
+    a.f32.set(weights, this.wAt >> 2);
     for (let s = 0; s < ns; s++) {
       const [best, tag, touched, mask, acc, reached, candidates] = this.segOff[s];
       const D = documents[s];
@@ -124,12 +137,14 @@ export class ResidentScan implements WarpResidentScan {
     this.clobbers = a.clobbers;
   }
 
-  token(tables: Float32Array, to: number, bpt: number, probes: ArrayLike<number>, cs: ArrayLike<number>, po: number, np: number, stamp: number, mi: number, scored: number[]): boolean {
+  token(i: number, probes: ArrayLike<number>, cs: ArrayLike<number>, po: number, np: number, mi: number, scored: number[]): boolean {
     const a = this.a;
     if (this.ended) throw new Error('warpResident: token() after end()');
     if (a.clobbers !== this.clobbers) return false;
-    const tOff = this.tablesAt(tables, to, bpt);
-    if (a.clobbers !== this.clobbers) return false;
+    const { n, dims, bits, bytesPerToken: bpt } = this.t;
+    if (!Number.isInteger(i) || i < 0 || i >= n) throw new RangeError(`warpResident: token ${i} of a query of ${n}`);
+    // Token i's tables, built where the lookups read them (the CPU's cache still holds them).
+    a.x.warpTables(this.qAt + i * dims * 4, 1, dims, bits, this.wAt, bpt, this.tAt, this.scratchAt);
     const store = this.store;
     if (store.clobbers !== a.clobbers) store.reset(a.clobbers);
     const ns = this.documents.length;
@@ -205,7 +220,7 @@ export class ResidentScan implements WarpResidentScan {
       }
     }
     for (let s = 0; s < ns; s++) scored[s] += entries[s];
-    a.x.warpToken(tOff, bpt, recAt, nl, this.segsAt, ns, stamp, mi);
+    a.x.warpToken(this.tAt, bpt, recAt, nl, this.segsAt, ns, i + 1, mi);
     return true;
   }
 

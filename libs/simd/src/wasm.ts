@@ -256,9 +256,9 @@ class WasmKernels implements Kernels {
     this.lists.budget = bytes;
   }
 
-  warpResident(documents: readonly number[], masks: readonly (Uint8Array | undefined)[], sources: readonly WarpResidentSource[]): WarpResidentScan | null {
+  warpResident(documents: readonly number[], masks: readonly (Uint8Array | undefined)[], sources: readonly WarpResidentSource[], tables: WarpTablesInput): WarpResidentScan | null {
     if (this.scanOwner) return null;
-    const scan = new ResidentScan(this.a, this.lists, documents, masks, sources, (tables, to, bpt) => this.residentTables(tables, to, bpt), () => {
+    const scan = new ResidentScan(this.a, this.lists, documents, masks, sources, tables, () => {
       if (this.scanOwner === scan) this.scanOwner = null;
     });
     this.scanOwner = scan;
