@@ -3,7 +3,7 @@
  * queries (ResidentLists) and one search's per-segment state and per-call records (ResidentScan).
  * No I/O.
  */
-import type { WarpResidentList, WarpResidentScan, WarpResidentSource, WarpTablesInput } from './types';
+import type { WarpResidentScan, WarpResidentSource, WarpTablesInput } from './types';
 import { align, LOW_BYTES, RESIDENT_LIST_BYTES, type Arena } from './wasm-memory';
 
 const align8 = (x: number) => (x + 7) & ~7;
