@@ -4,6 +4,7 @@ import {
   WarpWorkspace,
   centroidsChecksum,
   mergeHits,
+  warpCodeBytes,
   warpCodecChecksum,
   warpListSizes,
   warpProbedCentroids,
@@ -217,9 +218,10 @@ export async function warpScan(reads: WarpReads, collection: Pick<Collection, 't
         const K = g.centroids.length / g.codec.dims;
         const k = Math.max(g.nprobe, Math.min(K, WARP_DEFAULT_BOUND));
         const centroidTop = opts.centroidTop ? { k, ...(await opts.centroidTop(q.vectors, q.n, g.centroids, g.codec.dims, k)) } : undefined;
+        // The buffer for the query's tables, grown when too small and kept: the tables are built into it only where the JavaScript path runs (the resident scan builds each token's in the WebAssembly module).
+        const need = q.n * warpCodeBytes(g.codec.dims, g.codec.bits) * 256;
+        if (!tables || tables.length < need) tables = new Float32Array(need);
         const query = warpQuery(q.vectors, q.n, g.centroids, g.codec, g.listSizes, { nprobe: g.nprobe, tPrime: opts.tPrime, tables, centroidTop });
-        // (a view of the kept buffer when it was large enough; else a new buffer, kept instead)
-        if (query.tables.buffer !== tables?.buffer) tables = query.tables;
         const probed = warpProbedCentroids(query);
         stats.probed += probed.length;
         // The probed ranges of every segment at once (reads overlap), then the segments scored in turn.

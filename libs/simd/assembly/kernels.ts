@@ -312,19 +312,23 @@ export function warpTables(q: usize, n: i32, dims: i32, bits: i32, weights: usiz
  * One token's table sum (s0 + s1) + (s2 + s3) over its bpt code bytes at c: s_r the float64 sum of
  * the lookups of bytes p = r (mod 4), in byte order, bytes past the last whole word of 4 (b4 =
  * bpt & ~3) going to s0 (the JavaScript lookupSum's order). lookupSums and warpToken share it.
+ * Each code byte is loaded on its own (a byte load, then the table load at a constant offset):
+ * measured ~20% faster than one u32 load per 4 bytes split by shifts and masks (fewer
+ * instructions per lookup; the sums are the same).
  */
+// @ts-ignore: decorator
 @inline function tableSum(tables: usize, c: usize, bpt: i32, b4: i32): f64 {
   let s0: f64 = 0, s1: f64 = 0, s2: f64 = 0, s3: f64 = 0;
   let t = tables;
-  let p = 0;
-  for (; p < b4; p += 4, t += 4096) {
-    const w = load<u32>(c + <usize>p);
-    s0 += <f64>load<f32>(t + (<usize>(w & 255) << 2));
-    s1 += <f64>load<f32>(t + 1024 + (<usize>((w >>> 8) & 255) << 2));
-    s2 += <f64>load<f32>(t + 2048 + (<usize>((w >>> 16) & 255) << 2));
-    s3 += <f64>load<f32>(t + 3072 + (<usize>(w >>> 24) << 2));
+  let q = c;
+  const q4 = c + <usize>b4;
+  for (; q < q4; q += 4, t += 4096) {
+    s0 += <f64>load<f32>(t + (<usize>load<u8>(q) << 2));
+    s1 += <f64>load<f32>(t + (<usize>load<u8>(q, 1) << 2), 1024);
+    s2 += <f64>load<f32>(t + (<usize>load<u8>(q, 2) << 2), 2048);
+    s3 += <f64>load<f32>(t + (<usize>load<u8>(q, 3) << 2), 3072);
   }
-  for (; p < bpt; p++, t += 1024) s0 += <f64>load<f32>(t + (<usize>load<u8>(c + <usize>p) << 2));
+  for (let p = b4; p < bpt; p++, t += 1024) s0 += <f64>load<f32>(t + (<usize>load<u8>(c + <usize>p) << 2));
   return s0 + s1 + (s2 + s3);
 }
 

@@ -2,7 +2,7 @@ import { jsKernels } from './js';
 import type { Kernels } from './types';
 import { wasmKernels } from './wasm';
 
-export type { ExactLevels, ExactRows, Kernels, PreparedQuery, WarpResidentList, WarpResidentScan, WarpTablesInput } from './types';
+export type { ExactLevels, ExactRows, Kernels, PreparedQuery, WarpResidentList, WarpResidentScan, WarpResidentSource, WarpTablesInput } from './types';
 export { jsKernels, jsDots, jsLookupSums, jsLookupSumsMany, jsMaxima, jsScoreRows, jsWarpTables } from './js';
 export { wasmKernels, simdStatus, simdModulePath, type SimdStatus, type ScoreRowsVariant, type WasmKernels } from './wasm';
 

@@ -35,6 +35,16 @@ export interface WarpResidentList {
 }
 
 /**
+ * One segment's probed lists as the resident WARP scan reads them (a WarpListSource of
+ * @lateral/search): for as long as the source lives, list(c) holds the same entries for the same
+ * centroid (a layout reader keeps its views; a query's ranged reads are fixed for that query), so
+ * the scan keeps, per source and centroid, where the list sits in the module.
+ */
+export interface WarpResidentSource {
+  list(centroid: number): WarpResidentList;
+}
+
+/**
  * WARP's per-query-token work (token maxima per document, their fold into the document sums) run
  * in the WebAssembly module over lists kept in its memory: a list's codes and ids are copied in
  * once, the first time a query probes it, not once per query (up to a fixed budget; over it the
@@ -43,13 +53,16 @@ export interface WarpResidentList {
  */
 export interface WarpResidentScan {
   /**
-   * Query token `stamp - 1` (tables from tables[to], bpt x 256) over `nl` lists: lists[k] of
-   * segment segments[k] (ascending), centroid score cs[k]; mi: the token's imputed value. The same
-   * float64 operations, in the same order, as the engine's JavaScript path. false: the scan's state
-   * was lost (another user of the module's memory since the last call); the caller starts over
-   * without it.
+   * Query token i over its np probed centroids probes[po .. po + np) (scores cs[po ..], best
+   * first) in every segment of the scan, in segment order then probe order (empty lists
+   * skipped), its lookup tables built in the module from the scan's query rows (the warpTables
+   * kernel's values for token i); mi: the token's imputed value; scored[s] += the entries of
+   * segment s's probed lists. The same float64 operations, in the same order, as the engine's
+   * JavaScript path. A list with fewer ids or code bytes than its count, or naming a document
+   * past its segment's, throws a RangeError. false: the scan's state was lost (another user of
+   * the module's memory since the last call); the caller starts over without it.
    */
-  token(tables: Float32Array, to: number, bpt: number, lists: readonly WarpResidentList[], segments: ArrayLike<number>, cs: ArrayLike<number>, nl: number, stamp: number, mi: number): boolean;
+  token(i: number, probes: ArrayLike<number>, cs: ArrayLike<number>, po: number, np: number, mi: number, scored: number[]): boolean;
   /** Segment s's candidates (count) and every document's sum, as views valid until the next kernel call. */
   result(s: number): { count: number; candidates: Uint32Array; acc: Float64Array };
   /** Releases the module's scan state (always call, also after an error). */
@@ -99,11 +112,13 @@ export interface Kernels {
    */
   lookupSumsMany(tables: Float32Array, to: number, parts: readonly Uint8Array[], bpt: number, out: Float64Array): void;
   /**
-   * A resident WARP scan over segments of these sizes and masks (WebAssembly only), or null where
+   * A resident WARP scan over segments of these sizes, masks and lists, for the query whose
+   * tables `tables` describes (WebAssembly only; the query's rows and the codec's weights are
+   * copied into the module once, each token's tables built there as it is scored), or null where
    * it does not apply (JavaScript kernels, another scan holds the state): the caller then runs the
    * engine's JavaScript path, with the same results.
    */
-  warpResident?(documents: readonly number[], masks: readonly (Uint8Array | undefined)[]): WarpResidentScan | null;
+  warpResident?(documents: readonly number[], masks: readonly (Uint8Array | undefined)[], sources: readonly WarpResidentSource[], tables: WarpTablesInput): WarpResidentScan | null;
   /**
    * Exact MaxSim of one query (q: n x w float32) against each of `docs`, decoded and scored in the
    * WebAssembly module a block of rows at a time (WebAssembly only): out[k] = the float64 sum over

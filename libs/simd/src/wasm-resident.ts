@@ -3,14 +3,32 @@
  * queries (ResidentLists) and one search's per-segment state and per-call records (ResidentScan).
  * No I/O.
  */
-import type { WarpResidentList, WarpResidentScan } from './types';
+import type { WarpResidentScan, WarpResidentSource, WarpTablesInput } from './types';
 import { align, LOW_BYTES, RESIDENT_LIST_BYTES, type Arena } from './wasm-memory';
 
 const align8 = (x: number) => (x + 7) & ~7;
 
-/** WARP lists kept in the module's memory from LOW_BYTES: per WarpResidentList object, its codes then its ids as u32. */
+/**
+ * Per WarpResidentSource: its lists' places in the module by centroid (0: an empty list; -1: not
+ * known yet), valid while the store's epoch is `epoch`.
+ */
+interface SourceSlots {
+  epoch: number;
+  at: Int32Array;
+}
+
+/** Distinct for every reset of any store (a source's slots never outlive the lists they name). */
+let epochs = 0;
+
+/**
+ * WARP lists kept in the module's memory from LOW_BYTES: per WarpResidentList object, its codes
+ * then its ids as u32 (`at`); and per source, where its centroids' lists sit (`slots`), so a list
+ * probed again is found by one array read, not a list() call and a WeakMap lookup.
+ */
 export class ResidentLists {
   at = new WeakMap<object, number>();
+  slots = new WeakMap<object, SourceSlots>();
+  epoch = ++epochs;
   next = LOW_BYTES;
   clobbers = -1;
   /** bytes of lists kept (at most RESIDENT_LIST_BYTES; lowered by tests) */
@@ -18,16 +36,35 @@ export class ResidentLists {
 
   reset(clobbers: number): void {
     this.at = new WeakMap();
+    this.epoch = ++epochs;
     this.next = LOW_BYTES;
     this.clobbers = clobbers;
   }
-}
 
-/** Per token() call: each list's offset in the module (reused; grown as needed). */
-let residentOffs = new Uint32Array(1024);
+  /** The slots of `source` for the current epoch (emptied when the lists were dropped since). */
+  slotsOf(source: object, epoch: number): SourceSlots {
+    let s = this.slots.get(source);
+    if (!s) {
+      s = { epoch, at: new Int32Array(1024).fill(-1) };
+      this.slots.set(source, s);
+    } else if (s.epoch !== epoch) {
+      s.epoch = epoch;
+      s.at.fill(-1);
+    }
+    return s;
+  }
+}
 
 const SEG_RECORD = 32;
 const LIST_RECORD = 24;
+/** A kept list: its count (u32), padded to 16 bytes, then its codes and ids. */
+const HEAD_BYTES = 16;
+
+function grow(at: Int32Array, size: number): Int32Array {
+  const grown = new Int32Array(Math.max(size, 2 * at.length)).fill(-1);
+  grown.set(at);
+  return grown;
+}
 
 export class ResidentScan implements WarpResidentScan {
   /** per segment: [best, tag, touched, mask, acc, reached, candidates] offsets */
@@ -35,19 +72,28 @@ export class ResidentScan implements WarpResidentScan {
   private readonly segsAt = LOW_BYTES + RESIDENT_LIST_BYTES;
   /** where per-call records (and lists copied for one call) start */
   private readonly callAt: number;
+  /** the query's rows, the codec's weights, the table build's scratch, one query token's tables */
+  private readonly qAt: number;
+  private readonly wAt: number;
+  private readonly scratchAt: number;
+  private readonly tAt: number;
   private readonly clobbers: number;
   private ended = false;
+  /** per segment: entries of the current call's lists */
+  private readonly entries: number[];
 
   constructor(
     private readonly a: Arena,
     private readonly store: ResidentLists,
     private readonly documents: readonly number[],
     masks: readonly (Uint8Array | undefined)[],
-    private readonly tablesAt: (tables: Float32Array, to: number, bpt: number) => number,
+    private readonly sources: readonly WarpResidentSource[],
+    private readonly t: WarpTablesInput,
     private readonly release: () => void,
   ) {
     let at = align(this.segsAt + documents.length * SEG_RECORD);
     const ns = documents.length;
+    this.entries = new Array<number>(ns).fill(0);
     for (let s = 0; s < ns; s++) {
       const D = documents[s];
       const best = at;
@@ -60,9 +106,17 @@ export class ResidentScan implements WarpResidentScan {
       at = align((mask || reached) + align8(D));
       this.segOff.push([best, tag, touched, mask, acc, reached, candidates]);
     }
-    this.callAt = at;
+    const { n, dims, weights, bytesPerToken: bpt } = t;
+    if (t.q.length < n * dims || weights.length !== dims << t.bits) throw new RangeError(`warpResident: ${t.q.length} query values and ${weights.length} weights for n = ${n}, dims = ${dims}, b = ${t.bits}`);
+    this.qAt = at;
+    this.wAt = at = align(at + n * dims * 4);
+    this.scratchAt = at = align(at + weights.length * 4);
+    this.tAt = at = at + 256;
+    this.callAt = at = align(at + bpt * 1024);
     a.grow(at);
     const { u8, u32 } = a;
+    a.f32.set(t.q.subarray(0, n * dims), this.qAt >> 2);
+    a.f32.set(weights, this.wAt >> 2);
     for (let s = 0; s < ns; s++) {
       const [best, tag, touched, mask, acc, reached, candidates] = this.segOff[s];
       const D = documents[s];
@@ -83,62 +137,90 @@ export class ResidentScan implements WarpResidentScan {
     this.clobbers = a.clobbers;
   }
 
-  token(tables: Float32Array, to: number, bpt: number, lists: readonly WarpResidentList[], segments: ArrayLike<number>, cs: ArrayLike<number>, nl: number, stamp: number, mi: number): boolean {
+  token(i: number, probes: ArrayLike<number>, cs: ArrayLike<number>, po: number, np: number, mi: number, scored: number[]): boolean {
     const a = this.a;
     if (this.ended) throw new Error('warpResident: token() after end()');
     if (a.clobbers !== this.clobbers) return false;
-    const tOff = this.tablesAt(tables, to, bpt);
-    if (a.clobbers !== this.clobbers) return false;
+    const { n, dims, bits, bytesPerToken: bpt } = this.t;
+    if (!Number.isInteger(i) || i < 0 || i >= n) throw new RangeError(`warpResident: token ${i} of a query of ${n}`);
+    // Token i's tables, built where the lookups read them (the CPU's cache still holds them).
+    a.x.warpTables(this.qAt + i * dims * 4, 1, dims, bits, this.wAt, bpt, this.tAt, this.scratchAt);
     const store = this.store;
     if (store.clobbers !== a.clobbers) store.reset(a.clobbers);
+    const ns = this.documents.length;
     const recAt = this.callAt;
-    let transient = align(recAt + nl * LIST_RECORD);
-    a.grow(transient);
-    if (residentOffs.length < nl) residentOffs = new Uint32Array(Math.max(nl, 2 * residentOffs.length));
-    const offs = residentOffs;
+    const recEnd = align(recAt + ns * np * LIST_RECORD);
+    a.grow(recEnd);
+    const entries = this.entries;
+    let transient = recEnd;
+    let nl = 0;
     let reset = false;
-    for (let k = 0; k < nl; k++) {
-      const l = lists[k];
-      let off = store.at.get(l);
-      if (off !== undefined) {
-        offs[k] = off;
-        continue;
+    // Every segment's probed lists, in segment order then probe order: a record per non-empty
+    // list. A list probed before is found in its source's slots (one array read); else it is
+    // looked up by object (kept for another source) or copied in (kept while the budget allows).
+    for (let s = 0; s < ns; s++) {
+      const src = this.sources[s];
+      const slots = store.slotsOf(src, store.epoch);
+      let at = slots.at;
+      entries[s] = 0;
+      for (let p = 0; p < np; p++) {
+        const c = probes[po + p];
+        if (c >= at.length) at = slots.at = grow(at, c + 1);
+        let off = at[c];
+        if (off === 0) continue;
+        if (off < 0) {
+          const l = src.list(c);
+          const count = l.count;
+          if (count === 0) {
+            at[c] = 0;
+            continue;
+          }
+          const kept = store.at.get(l);
+          if (kept !== undefined) at[c] = off = kept;
+          else {
+            if (l.docs.length < count || l.codes.length < count * bpt) throw new RangeError(`warpSegmentSearch: list of centroid ${c} has ${l.docs.length} ids and ${l.codes.length} code bytes for ${count} entries`);
+            const D = this.documents[s];
+            for (let e = 0; e < count; e++) if (l.docs[e] >= D) throw new RangeError(`warpSegmentSearch: list of centroid ${c} names document ${l.docs[e]}, the segment has ${D}`);
+            const codesBytes = align(count * bpt);
+            const need = HEAD_BYTES + codesBytes + count * 4;
+            if (store.next + need <= LOW_BYTES + store.budget) {
+              off = store.next;
+              store.next = align(off + need);
+              a.grow(store.next);
+              store.at.set(l, off);
+              at[c] = off;
+            } else if (!reset && need <= store.budget) {
+              // Over the budget: every kept list dropped, this call's lists copied in again from the first.
+              store.reset(a.clobbers);
+              reset = true;
+              nl = 0;
+              s = -1;
+              break;
+            } else {
+              // copied after this call's records, for this call only
+              off = transient;
+              transient = align(off + need);
+              a.grow(transient);
+            }
+            a.u32[off >> 2] = count;
+            a.u8.set(l.codes.length === count * bpt ? l.codes : l.codes.subarray(0, count * bpt), off + HEAD_BYTES);
+            a.u32.set(l.docs.length === count ? l.docs : l.docs.subarray(0, count), (off + HEAD_BYTES + codesBytes) >> 2);
+          }
+        }
+        const { u32, f64 } = a;
+        const count = u32[off >> 2];
+        const r = (recAt + nl * LIST_RECORD) >> 2;
+        u32[r] = off + HEAD_BYTES;
+        u32[r + 1] = off + HEAD_BYTES + align(count * bpt);
+        u32[r + 2] = count;
+        u32[r + 3] = s;
+        f64[(r + 4) >> 1] = cs[po + p];
+        nl++;
+        entries[s] += count;
       }
-      const codesBytes = align(l.count * bpt);
-      const need = codesBytes + l.count * 4;
-      const D = this.documents[segments[k]];
-      for (let e = 0; e < l.count; e++) if (l.docs[e] >= D) throw new RangeError(`warpSegmentSearch: a list names document ${l.docs[e]}, the segment has ${D}`);
-      if (store.next + need <= LOW_BYTES + store.budget) {
-        off = store.next;
-        store.next = align(off + need);
-        a.grow(store.next);
-        store.at.set(l, off);
-      } else if (!reset && need <= store.budget) {
-        // Over the budget: every kept list dropped, this call's lists copied in again from the first.
-        store.reset(a.clobbers);
-        reset = true;
-        k = -1;
-        continue;
-      } else {
-        off = transient;
-        transient = align(off + need);
-        a.grow(transient);
-      }
-      a.u8.set(l.codes.length === l.count * bpt ? l.codes : l.codes.subarray(0, l.count * bpt), off);
-      a.u32.set(l.docs.length === l.count ? l.docs : l.docs.subarray(0, l.count), (off + codesBytes) >> 2);
-      offs[k] = off;
     }
-    const { u32, f64 } = a;
-    for (let k = 0; k < nl; k++) {
-      const r = (recAt + k * LIST_RECORD) >> 2;
-      const count = lists[k].count;
-      u32[r] = offs[k];
-      u32[r + 1] = offs[k] + align(count * bpt);
-      u32[r + 2] = count;
-      u32[r + 3] = segments[k];
-      f64[(r + 4) >> 1] = cs[k];
-    }
-    a.x.warpToken(tOff, bpt, recAt, nl, this.segsAt, this.documents.length, stamp, mi);
+    for (let s = 0; s < ns; s++) scored[s] += entries[s];
+    a.x.warpToken(this.tAt, bpt, recAt, nl, this.segsAt, ns, i + 1, mi);
     return true;
   }
 

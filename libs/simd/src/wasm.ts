@@ -10,7 +10,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { noteTableBuild, tableBuilds } from './builds';
 import { jsDots, jsKernels, jsLookupSums, jsLookupSumsMany, jsMaxima, jsScoreRows, jsWarpTables } from './js';
-import type { ExactLevels, ExactRows, Kernels, PreparedQuery, WarpResidentScan, WarpTablesInput } from './types';
+import type { ExactLevels, ExactRows, Kernels, PreparedQuery, WarpResidentScan, WarpResidentSource, WarpTablesInput } from './types';
 import { Arena, BLOCK_BYTES, MAX_QUERY_BYTES, MAX_RESIDENT_TABLE_BYTES, RESIDENT_LIST_BYTES, align, type Exports, type WasmApi } from './wasm-memory';
 import { ResidentLists, ResidentScan } from './wasm-resident';
 
@@ -256,9 +256,9 @@ class WasmKernels implements Kernels {
     this.lists.budget = bytes;
   }
 
-  warpResident(documents: readonly number[], masks: readonly (Uint8Array | undefined)[]): WarpResidentScan | null {
+  warpResident(documents: readonly number[], masks: readonly (Uint8Array | undefined)[], sources: readonly WarpResidentSource[], tables: WarpTablesInput): WarpResidentScan | null {
     if (this.scanOwner) return null;
-    const scan = new ResidentScan(this.a, this.lists, documents, masks, (tables, to, bpt) => this.residentTables(tables, to, bpt), () => {
+    const scan = new ResidentScan(this.a, this.lists, documents, masks, sources, tables, () => {
       if (this.scanOwner === scan) this.scanOwner = null;
     });
     this.scanOwner = scan;

@@ -348,6 +348,46 @@ describe('warp engine', () => {
     }
   });
 
+  it('the resident scan: lists found by source and centroid across queries, a list object shared by two sources, and a bad list refused as the JavaScript path refuses it', () => {
+    const wasm = wasmKernels();
+    if (!wasm) return; // JavaScript kernels only: the resident path does not exist
+    for (const bits of [4, 2] as const) {
+      const f = warpFixture(211 + bits, { documents: 60, dims: 20, K: 10, bits });
+      const { layouts, segments } = segmentsFor(f, [0, 25, 60], true);
+      const sizes = warpListSizes(layouts);
+      // a third segment reading the first's list objects through another source: found by object, not copied again
+      const shared: WarpSegment = { ...segments[0], docBase: 60, lists: { list: (c) => segments[0].lists.list(c) } };
+      const segs = [...segments, shared];
+      for (const seed of [1, 2, 3]) {
+        const n = 2 + seed;
+        const query = warpQuery(randomQuery(300 + seed, n, 20), n, f.centroids, f.codec, sizes, { nprobe: 3 + seed });
+        const js = runSteps(warpSegmentsSearchSteps(query, segs, { topN: 30, resident: false }));
+        const got = runSteps(warpSegmentsSearchSteps(query, segs, { topN: 30 }));
+        got.forEach((h, k) => {
+          expect([...h.docs]).toEqual([...js[k].docs]);
+          expect(h.scores.every((x, i) => Object.is(x, js[k].scores[i]))).toBe(true);
+          expect([h.scored, h.candidates]).toEqual([js[k].scored, js[k].candidates]);
+        });
+        expect([...got[2].scores]).toEqual([...got[0].scores]);
+      }
+      // bad lists (every centroid probed): too few ids, or an id past the segment's documents
+      const query = warpQuery(randomQuery(9, 2, 20), 2, f.centroids, f.codec, sizes, { nprobe: f.K });
+      const real = layouts[0];
+      const good = warpLayoutLists(real);
+      const c = [...Array(f.K).keys()].find((k) => good.list(k).count > 1)!;
+      const fewIds: WarpSegment = { documents: 25, docBase: 0, lists: { list: (k) => (k === c ? { ...good.list(k), docs: good.list(k).docs.subarray(0, 1) } : good.list(k)) } };
+      const pastEnd: WarpSegment = { documents: 25, docBase: 0, lists: { list: (k) => (k === c ? { ...good.list(k), docs: Uint32Array.from(good.list(k).docs, () => 25) } : good.list(k)) } };
+      for (const resident of [true, false]) {
+        expect(() => runSteps(warpSegmentsSearchSteps(query, [fewIds], { topN: 5, resident }))).toThrow(new RegExp(`list of centroid ${c} has 1 ids`));
+        expect(() => runSteps(warpSegmentsSearchSteps(query, [pastEnd], { topN: 5, resident }))).toThrow(new RegExp(`list of centroid ${c} names document 25, the segment has 25`));
+      }
+      // the module is left usable: the good lists still answer as the JavaScript path does
+      const ok = runSteps(warpSegmentsSearchSteps(query, [{ documents: 25, docBase: 0, lists: good }], { topN: 25 }));
+      const okJs = runSteps(warpSegmentsSearchSteps(query, [{ documents: 25, docBase: 0, lists: good }], { topN: 25, resident: false }));
+      expect([...ok[0].scores]).toEqual([...okJs[0].scores]);
+    }
+  });
+
   it('masked documents are never scored; the others keep their scores', () => {
     const f = warpFixture(51, { documents: 40, dims: 10, K: 8, bits: 4 });
     const q = randomQuery(5, 4, 10);

@@ -121,8 +121,15 @@ export interface WarpQuery {
   probeScores: Float64Array;
   /** n: m_i */
   imputed: Float64Array;
-  /** n x bytesPerToken x 256 (warpTables) */
-  tables: Float32Array;
+  /**
+   * n x bytesPerToken x 256 (warpTables), built on first read (into the `tables` option's buffer
+   * when it is large enough): the resident WebAssembly scan never reads them, it builds each
+   * query token's tables in the module from `rows` as it scores that token.
+   */
+  readonly tables: Float32Array;
+  /** the query's rows (n x dims) the tables are built from, with the codec's bucket weights */
+  rows: Float32Array;
+  codec: WarpCodec;
 }
 
 /**
@@ -186,9 +193,13 @@ export function warpQuery(q: Float32Array, n: number, centroids: Float32Array, c
     }
     imputed[i] = scores[at];
   }
+  let tables: Float32Array | undefined;
   return {
     n, dims: d, bits: codec.bits, centroidCount: K, nprobe, tPrime, bytesPerToken: warpCodeBytes(d, codec.bits),
-    probes, probeScores, imputed, tables: warpTables(q, n, codec, reuse),
+    probes, probeScores, imputed, rows: q, codec,
+    get tables() {
+      return (tables ??= warpTables(q, n, codec, reuse));
+    },
   };
 }
 
@@ -306,8 +317,8 @@ function foldTokenMaxima(ws: WarpWorkspace, nt: number, mi: number, counters: Se
 /**
  * A query token's probed lists over every segment, gathered once per token (module-level, reused):
  * the `count` non-empty lists in segment order, then probe order, with each one's segment, probe
- * position and centroid score; `scored[s]` the entries of segment s. Both scans (the JavaScript
- * path and the resident WebAssembly one) read them.
+ * position and centroid score; `scored[s]` the entries of segment s. The JavaScript path reads
+ * them (the resident WebAssembly scan finds its lists by source and centroid itself).
  */
 const probed = {
   count: 0,
@@ -466,7 +477,7 @@ export function* warpSegmentsSearchSteps(query: WarpQuery, segs: readonly WarpSe
     assertMask(fn, segs[s].mask, D);
   }
   if (opts.resident ?? true) {
-    const got = yield* residentSegmentsSearchSteps(fn, query, segs, opts);
+    const got = yield* residentSegmentsSearchSteps(query, segs, opts);
     if (got) return got;
   }
   const wss = opts.workspaces ?? [];
@@ -499,23 +510,25 @@ export function* warpSegmentsSearchSteps(query: WarpQuery, segs: readonly WarpSe
 /**
  * warpSegmentsSearchSteps with the token maxima and document sums in the WebAssembly module
  * (Kernels.warpResident): the lists' codes and ids are copied into its memory once, when first
- * probed, instead of once per query, and no per-entry work runs in JavaScript. The same hits, bit
+ * probed, instead of once per query, and no per-entry work runs in JavaScript; per query token,
+ * the scan is handed the token's probes and finds each segment's lists by source and centroid
+ * (WarpListSource.list(c) must give the same entries for as long as the source lives), and
+ * builds that token's lookup tables in the module just before (196 KB at d = 384, b = 4: still in
+ * the CPU's cache for the lookups; the query's n x 196 KB are never copied out to JavaScript). The same hits, bit
  * for bit (the same float64 operations in the same order). null: not available (JavaScript
  * kernels, another scan holds the module's state) or the state was lost between two query tokens
  * (another scan's kernels used the module's memory meanwhile): the caller runs the JavaScript path.
  */
-function* residentSegmentsSearchSteps(fn: string, query: WarpQuery, segs: readonly WarpSegment[], opts: { topN: number; normalize?: boolean }): Steps<WarpSegmentHits[] | null> {
-  const scan = kernels().warpResident?.(segs.map((s) => s.documents), segs.map((s) => s.mask));
+function* residentSegmentsSearchSteps(query: WarpQuery, segs: readonly WarpSegment[], opts: { topN: number; normalize?: boolean }): Steps<WarpSegmentHits[] | null> {
+  const { n, dims, codec, nprobe: np, probes, probeScores, imputed, rows, bytesPerToken } = query;
+  const tables = { q: rows, n, dims, bits: codec.bits, weights: codec.weights, bytesPerToken };
+  const scan = kernels().warpResident?.(segs.map((s) => s.documents), segs.map((s) => s.mask), segs.map((s) => s.lists), tables);
   if (!scan) return null;
   try {
-    const { n, imputed, tables, bytesPerToken: bpt } = query;
     const scored = new Array<number>(segs.length).fill(0);
     for (let i = 0; i < n; i++) {
       if (i > 0) yield;
-      const m = gatherProbed(fn, query, i, segs, scored);
-      const ok = scan.token(tables, i * bpt * 256, bpt, probed.lists, probed.segs, probed.cs, m, i + 1, imputed[i]);
-      releaseProbed();
-      if (!ok) return null;
+      if (!scan.token(i, probes, probeScores, i * np, np, imputed[i], scored)) return null;
     }
     let base = 0;
     for (let i = 0; i < n; i++) base += imputed[i];
@@ -531,7 +544,6 @@ function* residentSegmentsSearchSteps(fn: string, query: WarpQuery, segs: readon
       return { docBase: seg.docBase, docs: ids, scores, scored: scored[s], candidates: count };
     });
   } finally {
-    releaseProbed();
     scan.end();
   }
 }

@@ -45,7 +45,11 @@ export function warpCodeWords(codes: Uint8Array, bytesPerToken: number): Uint32A
   return new Uint32Array(codes.slice().buffer);
 }
 
-/** What the engine reads from one segment: the list of a probed centroid. */
+/**
+ * What the engine reads from one segment: the list of a probed centroid, the same entries for the
+ * same centroid for as long as the source lives (the resident scan keeps where each source's
+ * lists sit in the WebAssembly module by source and centroid).
+ */
 export interface WarpListSource {
   list(centroid: number): WarpList;
 }
