@@ -469,6 +469,8 @@ function segmentReader(parts: ReaderParts): SegmentReader {
     rowCodes: () => (tokenwise ? { codes, norms } : null),
     decodeAll: () => {
       const out = new Float32Array(tokens * dims);
+      // fp16 without side information decodes value by value: the whole code section at once (the same values, no copy per document).
+      if (descriptor.kind === 'fp16' && !descriptor.sideInfo && codes.byteOffset % 2 === 0) return decodeHalf(new Uint16Array(codes.buffer, codes.byteOffset, tokens * dims), out);
       for (let i = 0; i < documents; i++) out.set(decodeDoc(i), tokenOffsets[i] * dims);
       return out;
     },
