@@ -97,3 +97,13 @@ export function decodeHalf(bits: Uint16Array, out: Float32Array = new Float32Arr
 export function roundToHalf(values: Float32Array): Float32Array {
   return decodeHalf(encodeHalf(values));
 }
+
+/**
+ * Whether any of `bits` is a NaN half. Every other half survives decodeHalf then encodeHalf bit for
+ * bit (decoding is exact, and the nearest half to a half is itself); a NaN comes back as 0x7e00,
+ * its sign and payload lost.
+ */
+export function containsNaNHalf(bits: Uint16Array): boolean {
+  for (let i = 0; i < bits.length; i++) if ((bits[i] & 0x7c00) === 0x7c00 && (bits[i] & 0x3ff) !== 0) return true;
+  return false;
+}
