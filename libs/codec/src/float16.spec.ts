@@ -66,4 +66,17 @@ describe('float16', () => {
     const back = decodeHalf(encodeHalf(v));
     for (let i = 0; i < v.length; i++) expect(Math.abs(back[i] - v[i])).toBeLessThanOrEqual(Math.max(Math.abs(v[i]) * 2 ** -11, 2 ** -25));
   });
+  it('encodeHalf (from the values\' bits) equals toHalfBits on every exponent, NaNs, and a view at an offset', () => {
+    const r = rng(29);
+    const bits = new Uint32Array(1 << 16);
+    // every float32 exponent with random signs and mantissas (normals, subnormals, overflow, Inf, NaN payloads)
+    for (let i = 0; i < bits.length; i++) bits[i] = ((i & 0x1ff) << 23) | Math.floor(r() * 2 ** 23);
+    bits[0] = 0x7fc00000; // quiet NaN
+    bits[1] = 0xff800001; // signalling NaN, negative
+    bits[2] = 0x80000000; // -0
+    const values = new Float32Array(bits.buffer);
+    const expected = Array.from(values, (x) => toHalfBits(x));
+    expect(Array.from(encodeHalf(values))).toEqual(expected);
+    expect(Array.from(encodeHalf(values.subarray(3, 1003)))).toEqual(expected.slice(3, 1003));
+  });
 });

@@ -52,10 +52,37 @@ function table(): Float32Array {
   return decodeTable;
 }
 
+/** toHalfBits of the float32 with bits `b` (the same steps, from the bits: no store and load per value). */
+function halfOfBits(b: number): number {
+  const sign = (b >>> 16) & 0x8000;
+  const exp = (b >>> 23) & 0xff;
+  const mant = b & 0x7fffff;
+  const e = exp - 127 + 15;
+  if (e > 0 && e < 0x1f) {
+    // the common case: a normal half
+    let v = (e << 10) | (mant >>> 13);
+    const rem = mant & 0x1fff;
+    if (rem > 0x1000 || (rem === 0x1000 && (v & 1) === 1)) v++;
+    return sign | v;
+  }
+  if (exp === 0xff) return sign | 0x7c00 | (mant !== 0 ? 0x200 | (mant >>> 13) : 0);
+  if (e >= 0x1f) return sign | 0x7c00;
+  if (e < -10) return sign;
+  const m = mant | 0x800000;
+  const shift = 14 - e;
+  let k = m >>> shift;
+  const rem = m & ((1 << shift) - 1);
+  const half = 1 << (shift - 1);
+  if (rem > half || (rem === half && (k & 1) === 1)) k++;
+  return sign | k;
+}
+
 /** Shape: n -> n. */
 export function encodeHalf(values: Float32Array): Uint16Array {
   const out = new Uint16Array(values.length);
-  for (let i = 0; i < values.length; i++) out[i] = toHalfBits(values[i]);
+  // the values' bits, read in place (a Float32Array is always 4-byte aligned)
+  const bits = new Uint32Array(values.buffer, values.byteOffset, values.length);
+  for (let i = 0; i < bits.length; i++) out[i] = halfOfBits(bits[i]);
   return out;
 }
 
@@ -69,4 +96,14 @@ export function decodeHalf(bits: Uint16Array, out: Float32Array = new Float32Arr
 /** Rounds every element of `values` to the nearest float16 value. Shape: n -> n. */
 export function roundToHalf(values: Float32Array): Float32Array {
   return decodeHalf(encodeHalf(values));
+}
+
+/**
+ * Whether any of `bits` is a NaN half. Every other half survives decodeHalf then encodeHalf bit for
+ * bit (decoding is exact, and the nearest half to a half is itself); a NaN comes back as 0x7e00,
+ * its sign and payload lost.
+ */
+export function containsNaNHalf(bits: Uint16Array): boolean {
+  for (let i = 0; i < bits.length; i++) if ((bits[i] & 0x7c00) === 0x7c00 && (bits[i] & 0x3ff) !== 0) return true;
+  return false;
 }

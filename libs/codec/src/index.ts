@@ -1,5 +1,5 @@
 export { crc32c, crc32cUpdate } from './crc32c';
-export { toHalfBits, fromHalfBits, encodeHalf, decodeHalf, roundToHalf } from './float16';
+export { toHalfBits, fromHalfBits, encodeHalf, decodeHalf, roundToHalf, containsNaNHalf } from './float16';
 export { SegmentCorruptError } from './errors';
 export type { Codec, CodecDescriptor, DocKey, EncodedDoc, EncodedVectors } from './codec';
 export { Fp32Codec, Fp16Codec, Int8Codec } from './simple-codecs';

@@ -35,6 +35,20 @@ function expectSameMeta(r: SegmentReader, docs: SegmentDocs) {
 }
 
 describe('segment format v1', () => {
+  it('fp16 codes the batch at once and decodes it at once: the bytes of per-document coding, and decodeDoc concatenated', () => {
+    const docs = makeDocs([5, 0, 17, 1, 33], 12, 3);
+    const c = codec('fp16');
+    const whole = c.encode(docs.vectors, docs.tokenOffsets, docs.dims, []);
+    const perDoc: number[] = [];
+    for (let i = 0; i < 5; i++) perDoc.push(...c.encodeDoc(docs.vectors.subarray(docs.tokenOffsets[i] * 12, docs.tokenOffsets[i + 1] * 12), 12, { docId: '', seed: 0n }).codes);
+    expect(Array.from(whole.codes)).toEqual(perDoc);
+    const r = readSegment(writeSegment(docs, c), 'fp16');
+    const all = r.decodeAll();
+    const concatenated: number[] = [];
+    for (let i = 0; i < r.documents; i++) concatenated.push(...r.decodeDoc(i));
+    expect(Array.from(all)).toEqual(concatenated);
+    expect(Array.from(all)).toEqual(Array.from(roundToHalf(docs.vectors)));
+  });
   it('round-trips fp32 exactly, with doc vectors and metadata', () => {
     const docs = makeDocs([5, 0, 17, 1], 12, 1);
     const bytes = writeSegment(docs, codec('fp32'), { seed: 42n });

@@ -1,7 +1,7 @@
 import { crc32c } from './crc32c';
 import { SegmentCorruptError } from './errors';
 import { decodeHalf, encodeHalf } from './float16';
-import { bytesOf, viewAs, type Codec, type CodecDescriptor, type DocKey, type EncodedDoc } from './codec';
+import { bytesOf, viewAs, type Codec, type CodecDescriptor, type DocKey, type EncodedDoc, type EncodedVectors } from './codec';
 import { buildPrefixSection, prefixRowBytes, PREFIX_ROWS_MAX, splitPrefixSection, type PrefixRowBytes, type PrefixSection } from './prefix-section';
 import { codecFromDescriptor, type CodecArtifact } from './create-codec';
 import { POOL_FACTOR_MAX } from './token-pooling';
@@ -42,6 +42,12 @@ export interface WriteSegmentOptions {
    * byte for byte as before. At most PREFIX_ROWS_MAX.
    */
   prefixRows?: number;
+  /**
+   * The rows already in `codec`'s codes, as `codec.encode(docs.vectors, ...)` would return them
+   * (the compress stage's raw fp16 codes, which a plain fp16 codec stores as they are):
+   * docs.vectors is then not read and may be empty. Their lengths are checked against the codec's.
+   */
+  coded?: EncodedVectors;
 }
 
 export interface ReadSegmentOptions {
@@ -78,6 +84,8 @@ export interface SegmentReader {
    * null for other codecs.
    */
   rowCodes(): { codes: Uint8Array; norms: Uint8Array } | null;
+  /** The code and norm sections as stored, every document's in order (the reader's own bytes, not copied: read only). */
+  codedVectors(): { codes: Uint8Array; norms: Uint8Array };
   /** The coded bytes of doc i (codes and norms), for compressed-domain scoring. */
   encodedDoc(i: number): { codes: Uint8Array; norms: Uint8Array };
   /** How docVectors are stored (the header's format). */
@@ -167,12 +175,12 @@ export function writeSegment(docs: SegmentDocs, codec: Codec, opts: WriteSegment
   for (let i = 0; i < n; i++) if (tokenOffsets[i + 1] < tokenOffsets[i]) throw new RangeError(`tokenOffsets must be non-decreasing (doc ${i})`);
   const T = tokenOffsets[n];
   if (docs.tokenIds.length !== T) throw new RangeError(`tokenIds has ${docs.tokenIds.length} entries, expected ${T}`);
-  if (docs.vectors.length !== T * dims) throw new RangeError(`vectors has ${docs.vectors.length} values, expected T x dims = ${T * dims}`);
+  if (!opts.coded && docs.vectors.length !== T * dims) throw new RangeError(`vectors has ${docs.vectors.length} values, expected T x dims = ${T * dims}`);
   if (docs.docVectors && docs.docVectors.length !== n * dims) throw new RangeError(`docVectors has ${docs.docVectors.length} values, expected docs x dims = ${n * dims}`);
   if (docs.metadata && docs.metadata.length !== n) throw new RangeError(`metadata has ${docs.metadata.length} entries, expected ${n}`);
   const seed = seedBigInt(opts.seed ?? codec.defaultSeed);
   const keys: DocKey[] = docs.docIds.map((docId) => ({ docId, seed }));
-  const encoded = codec.encode(docs.vectors, tokenOffsets, dims, keys, docs.staticEmbeddings);
+  const encoded = opts.coded ? checkedCoded(opts.coded, codec, tokenOffsets, dims) : codec.encode(docs.vectors, tokenOffsets, dims, keys, docs.staticEmbeddings);
 
   const dvFormat = docs.docVectors ? (opts.docVectors ?? 'fp32') : 'none';
   const dvec = !docs.docVectors ? new Uint8Array(0) : dvFormat === 'fp16' ? bytesOf(encodeHalf(docs.docVectors)) : bytesOf(docs.docVectors);
@@ -200,6 +208,19 @@ export function writeSegment(docs: SegmentDocs, codec: Codec, opts: WriteSegment
   // poolFactor 1 writes the codec's descriptor alone: the bytes of an unpooled segment do not change.
   const descriptor = utf8.encode(JSON.stringify(pool > 1 ? { ...codec.descriptor, poolFactor: pool } : codec.descriptor));
   return assemble({ documents: n, tokens: T, dims, seed, dvFormat, descriptor, prefixRows: written }, Object.fromEntries(SECTION_IDS.map((id) => [id, [sections[id]]])) as Record<SectionId, Uint8Array[]>);
+}
+
+/** WriteSegmentOptions.coded, when its code and norm bytes are what `codec` writes for these documents' token counts. */
+function checkedCoded(coded: EncodedVectors, codec: Codec, tokenOffsets: Uint32Array, dims: number): EncodedVectors {
+  let codes = 0;
+  let norms = 0;
+  for (let i = 0; i + 1 < tokenOffsets.length; i++) {
+    const b = codec.docBytes(tokenOffsets[i + 1] - tokenOffsets[i], dims);
+    codes += b.codes;
+    norms += b.norms;
+  }
+  if (coded.codes.length !== codes || coded.norms.length !== norms) throw new RangeError(`coded vectors have ${coded.codes.length} code and ${coded.norms.length} norm bytes, the codec writes ${codes} and ${norms}`);
+  return coded;
 }
 
 /**
@@ -467,8 +488,11 @@ function segmentReader(parts: ReaderParts): SegmentReader {
     decodeDoc,
     decodeDocPrefix,
     rowCodes: () => (tokenwise ? { codes, norms } : null),
+    codedVectors: () => ({ codes, norms }),
     decodeAll: () => {
       const out = new Float32Array(tokens * dims);
+      // fp16 without side information decodes value by value: the whole code section at once (the same values, no copy per document).
+      if (descriptor.kind === 'fp16' && !descriptor.sideInfo && codes.byteOffset % 2 === 0) return decodeHalf(new Uint16Array(codes.buffer, codes.byteOffset, tokens * dims), out);
       for (let i = 0; i < documents; i++) out.set(decodeDoc(i), tokenOffsets[i] * dims);
       return out;
     },

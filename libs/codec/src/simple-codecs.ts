@@ -1,4 +1,4 @@
-import { DocCodec, type CodecDescriptor, type EncodedDoc, bytesOf, viewAs } from './codec';
+import { DocCodec, type CodecDescriptor, type EncodedDoc, type EncodedVectors, bytesOf, viewAs } from './codec';
 import { decodeHalf, encodeHalf } from './float16';
 
 /** Raw float32: 4 d bytes per token, exact. */
@@ -32,6 +32,14 @@ export class Fp16Codec extends DocCodec {
   /** tokens x dims -> 2 tokens dims bytes. */
   encodeDoc(vectors: Float32Array): EncodedDoc {
     return { codes: bytesOf(encodeHalf(vectors)), norms: new Uint8Array(0) };
+  }
+  /**
+   * The batch at once: a document's codes are its values' halves, so the document-major
+   * concatenation of encodeDoc is encodeHalf of the rows [tokenOffsets[0], T), with no copy per document.
+   */
+  override encode(vectors: Float32Array, tokenOffsets: Uint32Array, dims: number): EncodedVectors {
+    const h = encodeHalf(vectors.subarray(tokenOffsets[0] * dims, tokenOffsets[tokenOffsets.length - 1] * dims));
+    return { codes: new Uint8Array(h.buffer, h.byteOffset, h.byteLength), norms: new Uint8Array(0) };
   }
   /** -> tokens x dims. */
   decodeDoc(doc: EncodedDoc): Float32Array {

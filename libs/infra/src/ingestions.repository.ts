@@ -6,6 +6,8 @@ export interface IngestionState {
   state: 'processing' | 'done' | 'failed';
   stages: StageCounts;
   failures: IngestBatchFailure[];
+  /** Batch ids (of this ingestion) whose raw vectors exist: the LIST the `encoded` stage was counted from. */
+  rawBatches: ReadonlySet<string>;
 }
 
 const batchOf = (key: string) => key.slice(key.lastIndexOf('/') + 1).replace(/\.(seg|json)$/, '');
@@ -108,7 +110,7 @@ export class IngestionRepository {
       }
     }
     const state = stages.indexed >= record.documents ? 'done' : stages.failed > 0 ? 'failed' : 'processing';
-    return { record, state, stages, failures };
+    return { record, state, stages, failures, rawBatches: done.encoded };
   }
 
   /** Batch ids (those starting with `batchPrefix`) that reached each stage. */

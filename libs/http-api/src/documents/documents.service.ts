@@ -106,7 +106,7 @@ export class DocumentsService {
       stages: s.stages,
       batches: s.record.batches.length,
       createdAt: s.record.createdAt,
-      ...(await this.longDocuments(id, s.record)),
+      ...(await this.longDocuments(id, s.record, s.rawBatches)),
       ...(s.failures.length ? { failures: s.failures.map((f) => ({ batchId: f.batchId, stage: f.queue, documents: f.documents, error: f.error })) } : {}),
     };
   }
@@ -116,10 +116,8 @@ export class DocumentsService {
    * were truncated to maxDocTokens (the first TRUNCATED_IDS_SHOWN ids named) and, in a collection
    * with passages, how many were split and into how many passages.
    */
-  private async longDocuments(id: string, record: IngestionRecord) {
-    // only batches with raw vectors have been encoded (one LIST), and a found info.json is cached: a status poll reads little
-    const raw = await this.deps.store.list(`${s3Keys.rawPrefix(this.tenantId, id)}${record.ingestionId}-`);
-    const encoded = new Set(raw.map((k) => k.key.slice(k.key.lastIndexOf('/') + 1).replace(/\.seg$/, '')));
+  private async longDocuments(id: string, record: IngestionRecord, encoded: ReadonlySet<string>) {
+    // only batches with raw vectors have been encoded (`encoded`: the state's LIST of them, not a second one), and a found info.json is cached: a status poll reads little
     const infos = await Promise.all(record.batches.filter((b) => encoded.has(b.batchId)).map((b) => this.documents.encodedInfo(this.tenantId, id, b.batchId)));
     let truncated = 0;
     const ids: string[] = [];

@@ -1,6 +1,6 @@
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import { PermanentJobError, QueueName, jobIds, s3Keys, type CodecSettings, type Collection, type JobPayload } from '@lateral/shared';
-import { fitCodec, readSegment, writeSegment, type CodecArtifact } from '@lateral/codec';
+import { MEBERT_PREFIX_ROWS, PermanentJobError, QueueName, jobIds, s3Keys, type CodecSettings, type Collection, type JobPayload } from '@lateral/shared';
+import { createCodec, fitCodec, readSegment, writeSegment, type CodecArtifact } from '@lateral/codec';
 import { staticEmbeddingsFromTable, type EncodedText, type StaticEmbeddings } from '@lateral/model';
 import type { FitSample } from '@lateral/infra';
 import { compressProcessor, type CompressDeps } from './compress.processor';
@@ -158,6 +158,30 @@ describe('compressProcessor', () => {
     const seg = readSegment(bytes, key);
     expect(seg.codec).toMatchObject({ kind: 'fp16', artifact: null });
     expect(seg.decodeAll()).toEqual(readSegment(s.raw!, 'raw').decodeAll());
+  });
+
+  it('fp16: the raw codes are stored as they are, the bytes that coding the decoded values gives; a batch with a NaN is coded again (its NaN quieted)', async () => {
+    const viaValues = (rawBytes: Uint8Array) => {
+      const raw = readSegment(rawBytes, 'raw');
+      const metadata = [0, 1, 2].map((i) => raw.metadata(i));
+      const docs = { docIds: raw.docIds, tokenOffsets: raw.tokenOffsets, tokenIds: raw.tokenIds, vectors: raw.decodeAll(), dims: DIMS, docVectors: raw.docVectors ?? undefined, metadata };
+      return writeSegment(docs, createCodec(fp16), { seed: fit(fp16, { vectors: docs.vectors, dims: DIMS }).seed, prefixRows: MEBERT_PREFIX_ROWS });
+    };
+    const s = setup({ collection: collectionWith(fp16) });
+    await compressProcessor(s.deps, payload());
+    expect(s.samples[0]).toEqual({ vectors: readSegment(s.raw!, 'raw').decodeAll(), dims: DIMS });
+    expect(Buffer.from(written(s).bytes).equals(Buffer.from(viaValues(s.raw!)))).toBe(true);
+    // A signalling NaN with a payload in the raw codes: decoded and coded again it is 0x7e00, as before.
+    const raw = readSegment(rawSegment(), 'raw');
+    const codes = new Uint16Array(raw.codedVectors().codes.slice().buffer);
+    codes[5] = 0xfd01;
+    const docs = { docIds: raw.docIds, tokenOffsets: raw.tokenOffsets, tokenIds: raw.tokenIds, vectors: new Float32Array(0), dims: DIMS, docVectors: raw.docVectors ?? undefined, metadata: [0, 1, 2].map((i) => raw.metadata(i)) };
+    const withNaN = writeSegment(docs, RAW_CODEC, { coded: { codes: new Uint8Array(codes.buffer), norms: new Uint8Array(0) } });
+    const n = setup({ collection: collectionWith(fp16), raw: withNaN });
+    await compressProcessor(n.deps, payload());
+    const out = written(n).bytes;
+    expect(Buffer.from(out).equals(Buffer.from(viaValues(withNaN)))).toBe(true);
+    expect(new Uint16Array(readSegment(out, 'seg').codedVectors().codes.slice().buffer)[5]).toBe(0x7e00);
   });
 
   it('is idempotent: the same job twice writes identical bytes and enqueues the same commit job', async () => {

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { unpackCodes } from '@lateral/codec';
 import { rng } from '../test-utils';
-import { decodeWarpResiduals, encodeWarpResiduals, fitWarpCodec, warpCodeAt, warpCodeBytes, warpCodecChecksum, warpResiduals, type WarpBits, type WarpCodec } from './codec';
+import { Float32Sorter, decodeWarpResiduals, encodeWarpResiduals, fitWarpCodec, warpCodeAt, warpCodeBytes, warpCodecChecksum, warpResiduals, type WarpBits, type WarpCodec } from './codec';
 
 function randomResiduals(seed: number, n: number, d: number): Float32Array {
   const r = rng(seed);
@@ -79,6 +79,58 @@ describe('warp residual codec', () => {
       });
     }
   }
+
+  it('Float32Sorter orders as Float32Array.prototype.sort does: -0 before +0, infinities, subnormals, duplicates, NaN (the typed sort), a view at an offset', () => {
+    const r = rng(41);
+    const specials = [0, -0, Infinity, -Infinity, 1e-45, -1e-45, 3.4e38, -3.4e38, 2 ** -126, -(2 ** -126)];
+    const values = Float32Array.from({ length: 5000 }, (_, i) => (i % 9 === 0 ? specials[i % specials.length] : (r() - 0.5) * (i % 4 === 0 ? 1e-30 : 1)));
+    for (let i = 0; i < 300; i++) values[(i * 37) % values.length] = values[(i * 11) % values.length];
+    const bytes = (a: Float32Array) => Array.from(new Uint32Array(a.slice().buffer));
+    const sorter = new Float32Sorter(values.length);
+    for (const len of [0, 1, 2, 7, 2049, values.length]) {
+      const a = values.slice(0, len);
+      const b = a.slice().sort();
+      sorter.sort(a);
+      expect(bytes(a), `length ${len}`).toEqual(bytes(b));
+    }
+    const withNaN = values.slice(0, 100);
+    withNaN[3] = NaN;
+    const expected = withNaN.slice().sort();
+    sorter.sort(withNaN);
+    expect(bytes(withNaN)).toEqual(bytes(expected));
+    const backing = values.slice();
+    const view = new Float32Array(backing.buffer, 40, 1000);
+    const viewSorted = view.slice().sort();
+    sorter.sort(view);
+    expect(bytes(view)).toEqual(bytes(viewSorted));
+    expect(Array.from(backing.subarray(0, 10))).toEqual(Array.from(values.subarray(0, 10)));
+    expect(() => sorter.sort(new Float32Array(values.length + 1))).toThrow(/capacity/);
+  });
+
+  it('fitWarpCodec: cutoffs are the sorted sample quantiles and weights its bucket means in ascending order (a typed-array sort for reference)', () => {
+    const n = 3000;
+    const d = 6;
+    const res = randomResiduals(43, n, d);
+    for (const bits of [2, 4] as const) {
+      const codec = fitWarpCodec(res, n, d, bits);
+      const B = 1 << bits;
+      for (let j = 0; j < d; j++) {
+        const col = Float32Array.from({ length: n }, (_, i) => res[i * d + j]).sort();
+        const cut = Array.from({ length: B - 1 }, (_, k) => col[Math.min(n - 1, Math.floor(((k + 1) / B) * n))]);
+        expect(Array.from(codec.cutoffs.subarray(j * (B - 1), (j + 1) * (B - 1)))).toEqual(cut);
+        let i = 0;
+        for (let k = 0; k < B; k++) {
+          let sum = 0;
+          let count = 0;
+          while (i < n && col[i] <= (k < B - 1 ? cut[k] : Infinity)) {
+            sum += col[i++];
+            count++;
+          }
+          expect(codec.weights[j * B + k]).toBe(Math.fround(count > 0 ? sum / count : col[Math.min(n - 1, Math.floor(((k + 0.5) / B) * n))]));
+        }
+      }
+    }
+  });
 
   it('residuals are vector minus assigned centroid; the checksum names the codec version', () => {
     const v = Float32Array.from([1, 2, 3, 4]);

@@ -78,10 +78,11 @@ export function fitWarpCodec(residuals: Float32Array, n: number, dims: number, b
   const cutoffs = new Float32Array(dims * (B - 1));
   const weights = new Float32Array(dims * B);
   const col = new Float32Array(n);
+  const sorter = new Float32Sorter(n);
   const quantile = (p: number) => col[Math.min(n - 1, Math.floor(p * n))];
   for (let j = 0; j < dims; j++) {
     for (let i = 0; i < n; i++) col[i] = residuals[i * dims + j];
-    col.sort();
+    sorter.sort(col);
     for (let k = 0; k < B - 1; k++) cutoffs[j * (B - 1) + k] = quantile((k + 1) / B);
     // col is ascending: bucket k holds the values in (cutoff[k-1], cutoff[k]]
     let i = 0;
@@ -97,6 +98,68 @@ export function fitWarpCodec(residuals: Float32Array, n: number, dims: number, b
     }
   }
   return { dims, bits, cutoffs, weights };
+}
+
+/**
+ * Sorts float32 arrays ascending in the order Float32Array.prototype.sort gives (numeric, -0
+ * before +0), by a least-significant-digit radix sort of their bits (three 11-bit digits):
+ * fitWarpCodec sorts every dimension's sample, 65,536 values each, and the typed array's own sort
+ * was most of a first index job's codec fit. The float's bits, with the sign bit flipped for a
+ * positive value and every bit for a negative one, order as unsigned integers as the values do.
+ * An array holding a NaN is left to the typed array's sort (which puts NaNs last).
+ */
+export class Float32Sorter {
+  private readonly keys: Uint32Array;
+  private readonly other: Uint32Array;
+  private readonly counts = new Uint32Array(3 * 2048);
+
+  constructor(capacity: number) {
+    this.keys = new Uint32Array(capacity);
+    this.other = new Uint32Array(capacity);
+  }
+
+  sort(a: Float32Array): void {
+    const n = a.length;
+    if (n > this.keys.length) throw new RangeError(`Float32Sorter: ${n} values, capacity ${this.keys.length}`);
+    const bits = new Uint32Array(a.buffer, a.byteOffset, n);
+    const { keys, other, counts } = this;
+    counts.fill(0);
+    for (let i = 0; i < n; i++) {
+      const b = bits[i];
+      if ((b & 0x7fffffff) > 0x7f800000) {
+        a.sort(); // a NaN
+        return;
+      }
+      const k = (b & 0x80000000 ? ~b : b | 0x80000000) >>> 0;
+      keys[i] = k;
+      counts[k & 0x7ff]++;
+      counts[2048 + ((k >>> 11) & 0x7ff)]++;
+      counts[4096 + (k >>> 22)]++;
+    }
+    let from = keys;
+    let to = other;
+    for (let pass = 0; pass < 3; pass++) {
+      const base = pass * 2048;
+      const shift = pass * 11;
+      let sum = 0;
+      for (let d = 0; d < 2048; d++) {
+        const c = counts[base + d];
+        counts[base + d] = sum;
+        sum += c;
+      }
+      for (let i = 0; i < n; i++) {
+        const k = from[i];
+        to[counts[base + ((k >>> shift) & 0x7ff)]++] = k;
+      }
+      const t = from;
+      from = to;
+      to = t;
+    }
+    for (let i = 0; i < n; i++) {
+      const k = from[i];
+      bits[i] = (k & 0x80000000 ? k & 0x7fffffff : ~k) >>> 0;
+    }
+  }
 }
 
 /**
