@@ -9,28 +9,7 @@ const u32 = new Uint32Array(f32.buffer);
 /** Bits of the float16 nearest to `x` (after x is first rounded to float32). */
 export function toHalfBits(x: number): number {
   f32[0] = x;
-  const b = u32[0];
-  const sign = (b >>> 16) & 0x8000;
-  const exp = (b >>> 23) & 0xff;
-  const mant = b & 0x7fffff;
-  if (exp === 0xff) return sign | 0x7c00 | (mant !== 0 ? 0x200 | (mant >>> 13) : 0);
-  const e = exp - 127 + 15; // rebiased exponent
-  if (e >= 0x1f) return sign | 0x7c00;
-  if (e <= 0) {
-    // Subnormal half: k * 2^-24 with k = M * 2^(e-14), M = mantissa with its implicit bit.
-    if (e < -10) return sign;
-    const m = mant | 0x800000;
-    const shift = 14 - e;
-    let k = m >>> shift;
-    const rem = m & ((1 << shift) - 1);
-    const half = 1 << (shift - 1);
-    if (rem > half || (rem === half && (k & 1) === 1)) k++;
-    return sign | k; // k may reach 0x400: the carry lands in the exponent, which is correct
-  }
-  let v = (e << 10) | (mant >>> 13);
-  const rem = mant & 0x1fff;
-  if (rem > 0x1000 || (rem === 0x1000 && (v & 1) === 1)) v++; // carry may give 0x7c00 = Inf
-  return sign | v;
+  return halfOfBits(u32[0]);
 }
 
 /** The float16 with bits `h` as a number (exact). */
@@ -52,7 +31,7 @@ function table(): Float32Array {
   return decodeTable;
 }
 
-/** toHalfBits of the float32 with bits `b` (the same steps, from the bits: no store and load per value). */
+/** The float16 bits nearest to the float32 with bits `b` (encodeHalf reads a batch's bits in place: no store and load per value). */
 function halfOfBits(b: number): number {
   const sign = (b >>> 16) & 0x8000;
   const exp = (b >>> 23) & 0xff;
@@ -62,11 +41,12 @@ function halfOfBits(b: number): number {
     // the common case: a normal half
     let v = (e << 10) | (mant >>> 13);
     const rem = mant & 0x1fff;
-    if (rem > 0x1000 || (rem === 0x1000 && (v & 1) === 1)) v++;
+    if (rem > 0x1000 || (rem === 0x1000 && (v & 1) === 1)) v++; // carry may give 0x7c00 = Inf
     return sign | v;
   }
   if (exp === 0xff) return sign | 0x7c00 | (mant !== 0 ? 0x200 | (mant >>> 13) : 0);
   if (e >= 0x1f) return sign | 0x7c00;
+  // Subnormal half: k * 2^-24 with k = M * 2^(e-14), M = mantissa with its implicit bit.
   if (e < -10) return sign;
   const m = mant | 0x800000;
   const shift = 14 - e;
@@ -74,7 +54,7 @@ function halfOfBits(b: number): number {
   const rem = m & ((1 << shift) - 1);
   const half = 1 << (shift - 1);
   if (rem > half || (rem === half && (k & 1) === 1)) k++;
-  return sign | k;
+  return sign | k; // k may reach 0x400: the carry lands in the exponent, which is correct
 }
 
 /** Shape: n -> n. */
