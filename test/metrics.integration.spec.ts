@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createLogger, startMetricsServer } from '@lateral/infra';
+import { simdStatus } from '@lateral/simd';
 import { startServer, type Server } from '../apps/all-in-one/src/server';
 import { http, testConfig, until } from './helpers';
 
@@ -71,12 +72,20 @@ describe('metrics and structured logs against a live API (real Redis, S3, ONNX)'
   });
 
   it('GET /metrics after the ingest: queue depths, job durations, HTTP durations, S3 bytes, ONNX batches, per-collection figures', async () => {
-    const res = await fetch(`${server.url}/metrics`);
-    expect(res.status).toBe(200);
-    expect(res.headers.get('content-type')).toMatch(/^text\/plain/);
-    expect(res.headers.get('x-request-id')).toMatch(/^[0-9a-f-]{36}$/); // generated when the caller sends none
-    const m = parseMetrics(await res.text());
     const batches = DOCS.length / BATCH;
+    // The ingestion reads as done once its last commit is recorded in S3; BullMQ marks that commit
+    // job completed just after its handler returns, so a busy machine may scrape in between: the
+    // scrape is taken once every stage's job has been marked completed (or after 30 s, and fails below).
+    const scrape = async () => {
+      const res = await fetch(`${server.url}/metrics`);
+      expect(res.status).toBe(200);
+      expect(res.headers.get('content-type')).toMatch(/^text\/plain/);
+      expect(res.headers.get('x-request-id')).toMatch(/^[0-9a-f-]{36}$/); // generated when the caller sends none
+      return parseMetrics(await res.text());
+    };
+    const settled = (m: Map<string, number>) => ['encode', 'compress', 'index', 'commit'].every((queue) => sample(m, 'lateral_queue_jobs', { queue, state: 'completed' }) === batches && sample(m, 'lateral_job_duration_seconds_count', { queue, outcome: 'completed' }) === batches);
+    let m = await scrape();
+    for (const deadline = Date.now() + 30_000; !settled(m) && Date.now() < deadline; m = await scrape()) await new Promise((r) => setTimeout(r, 200));
 
     expect(sample(m, 'lateral_redis_up')).toBe(1);
     for (const queue of ['encode', 'compress', 'index', 'commit']) {
@@ -114,6 +123,12 @@ describe('metrics and structured logs against a live API (real Redis, S3, ONNX)'
     // The jobs ran in the compute thread (COMPUTE_THREADS=1), whose series above joined this registry's.
     expect(sample(m, 'lateral_compute_jobs_total', { thread: '0', queue: 'encode' })).toBe(DOCS.length / BATCH);
     expect(sample(m, 'lateral_compute_jobs_total', { thread: '0', queue: 'commit' })).toBeGreaterThan(0);
+    // The scoring kernels this process runs: the gauge names the kind simdStatus() reports, and the
+    // start-up log says it (a warning when it is the JavaScript fallback).
+    const kind = simdStatus().kind;
+    expect(sample(m, 'lateral_simd_kernels', { kind })).toBe(1);
+    expect(sample(m, 'lateral_simd_kernels', { kind: kind === 'wasm' ? 'js' : 'wasm' })).toBeUndefined();
+    expect(lines.some((l) => typeof l.msg === 'string' && l.msg.startsWith('scoring kernels: ') && l.level === (kind === 'wasm' ? 'info' : 'warn'))).toBe(true);
   });
 
   it('a re-rank and a search each write one summary line carrying their request id, collection and figures', async () => {

@@ -70,6 +70,12 @@ const SERIES = {
   collectionDocuments: { kind: 'gauge', name: 'lateral_collection_documents', help: 'Live documents in the current generation, by tenant and collection (API; refreshed at most every 30 s).', labels: ['tenant', 'collection'] },
   collectionTokens: { kind: 'gauge', name: 'lateral_collection_tokens', help: 'Stored tokens in the current generation, by tenant and collection.', labels: ['tenant', 'collection'] },
   collectionBytes: { kind: 'gauge', name: 'lateral_collection_bytes', help: 'Segment bytes in S3 of the current generation, by tenant and collection.', labels: ['tenant', 'collection'] },
+  simdKernels: {
+    kind: 'gauge',
+    name: 'lateral_simd_kernels',
+    help: 'The scoring kernels this worker process runs: 1 on kind="wasm" (the WebAssembly SIMD module) or kind="js" (the JavaScript fallback, about 2x slower: module not built or failing its self-check).',
+    labels: ['kind'],
+  },
 } as const satisfies Record<string, MetricDefinition>;
 
 /**
@@ -115,6 +121,7 @@ export class LateralMetrics {
   readonly collectionDocuments = metric(this.registry, SERIES.collectionDocuments);
   readonly collectionTokens = metric(this.registry, SERIES.collectionTokens);
   readonly collectionBytes = metric(this.registry, SERIES.collectionBytes);
+  readonly simdKernels = metric(this.registry, SERIES.simdKernels);
 
   private readonly caches = new Map<string, () => CacheStats>();
 
@@ -266,6 +273,13 @@ export interface InferenceEvent {
   ms: number;
   batch?: number;
   tokens?: number;
+}
+
+/** Which scoring kernels this process runs (set once by a worker process at start). */
+export function recordSimdKernels(kind: 'wasm' | 'js'): void {
+  const m = processMetrics();
+  m.simdKernels.reset();
+  m.simdKernels.set({ kind }, 1);
 }
 
 export function recordInference(e: InferenceEvent): void {

@@ -1,8 +1,9 @@
 import os from 'node:os';
 import { QueueName, ShardJobPayloadSchema, loadConfig, scorerShards, shardQueueName, type ShardJobPayload, type ShardJobResult } from '@lateral/shared';
 import type { Job } from 'bullmq';
-import { WorkerHost, deliverWebhook, enqueueWebhook, webhookEventFor, createLogger, createRuntime, recordInference, requireServices, startMetricsServer, stopOnSignal, type HandlerRegistry, type Runtime } from '@lateral/infra';
+import { WorkerHost, deliverWebhook, enqueueWebhook, webhookEventFor, createLogger, createRuntime, recordInference, recordSimdKernels, requireServices, startMetricsServer, stopOnSignal, type HandlerRegistry, type Runtime } from '@lateral/infra';
 import { setInferenceObserver } from '@lateral/kernels';
+import { simdStatus } from '@lateral/simd';
 import { dropShardWorkOfFailedJob } from '@lateral/pipeline';
 import { HANDLED_QUEUES, pipelineHandlers } from './handlers';
 import { ComputePool } from './compute/pool';
@@ -108,11 +109,26 @@ export function startWorkers(rt: Runtime, queues: QueueName[]): WorkerHost {
     for (const i of shards) host.startExtra(shardQueueName(i), (d) => ShardJobPayloadSchema.parse(d), shardChild, config.SCORER_SHARD_CONCURRENCY);
     if (shards.length < config.COLLECTION_MAX_SHARDS) rt.logger.info(`holding shards ${shards.length ? shards.join(', ') : 'none'} (SCORER_SHARDS)`);
   }
+  reportKernels(rt, queues);
   startHeartbeat(rt, host);
   startTextCacheCleanup(rt, queues);
   // The processes that take ingestion work put back what Redis lost (reconciler.ts).
   if (queues.includes(QueueName.encode)) host.onClose(startReconciler(rt));
   return host;
+}
+
+/**
+ * Says which scoring kernels this process runs (the compute threads load the same module file):
+ * a warning when it is the JavaScript fallback, which gives the same results about 2x slower
+ * (a module not built for this source, e.g. after an update without `node scripts/ensure-deps.cjs`),
+ * and the `lateral_simd_kernels` gauge either way. Only processes that score or build indexes.
+ */
+function reportKernels(rt: Runtime, queues: QueueName[]): void {
+  if (!queues.some((q) => q !== QueueName.webhook)) return;
+  const s = simdStatus();
+  recordSimdKernels(s.kind);
+  if (s.kind === 'wasm') rt.logger.info(`scoring kernels: WebAssembly SIMD (${s.module})`);
+  else rt.logger.warn(`scoring kernels: JavaScript fallback (${s.reason}; ${s.module}): the same results, about 2x slower; \`node scripts/ensure-deps.cjs\` builds the module`);
 }
 
 /**
