@@ -186,6 +186,8 @@ export const ConfigSchema = z.object({
   MERGE_WARP_MAX_BYTES: int(512 * 2 ** 20, 1 << 20, 2 ** 32 - 1),
   /** Concurrent merge jobs per process (the merge queue; one merge per collection at a time whatever this is). */
   MERGE_CONCURRENCY: int(1, 1, 16),
+  /** Concurrent WARP refit jobs per process (the refit queue; one refit per collection at a time whatever this is). */
+  REFIT_CONCURRENCY: int(1, 1, 16),
   /** Enqueue a merge job after each committed generation (false: only POST /v1/collections/{id}/merge). */
   MERGE_AFTER_COMMIT: bool.default(true),
   /** Newest generations whose segments are kept; objects a merge replaced are removed once older ones only list them (and GC_GRACE_SECONDS passed). */
