@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ivfCentroidCount } from '@lateral/search';
 import { QueueName, refitJobId, s3Keys, type CollectionManifest } from '@lateral/shared';
-import { enqueueWarpRefit, refitProcessor, warpRefitDue, type RefitDeps } from '@lateral/pipeline';
+import { DEFAULT_MERGE_POLICY, enqueueWarpRefit, mergeProcessor, refitProcessor, warpRefitDue, type RefitDeps } from '@lateral/pipeline';
 import type { ObjectStore } from '@lateral/infra';
 import { HANDLED_QUEUES } from '@lateral/workers';
 import { startServer, type Server } from '../apps/all-in-one/src/server';
@@ -111,3 +111,45 @@ describe('WARP refits beside merges (real Redis, real S3 server, real ONNX model
   }, 600_000);
 });
 
+/**
+ * Ingest back-pressure (INGEST_WARP_SEGMENTS_FACTOR): a WARP collection whose generation holds more
+ * than the factor x MERGE_WARP_MAX_SEGMENTS segments answers an ingest 503 + Retry-After naming the
+ * overload, until a merge brings the count back; an IVF collection is not held. The server runs no
+ * merge worker, so the merges its commits queue wait and this spec merges when it chooses.
+ */
+describe('ingest back-pressure on a WARP collection\'s segment count (real Redis, real S3 server)', () => {
+  let server: Server;
+  const config = testConfig({ ENCODE_BATCH_DOCUMENTS: '2', MERGE_AFTER_COMMIT: 'true', MERGE_WARP_MAX_SEGMENTS: '1', INGEST_WARP_SEGMENTS_FACTOR: '2' });
+  const { docs, api, ingest } = warpBed(() => server);
+  const batch = (from: number, n: number) => docs.slice(from, from + n).map((d) => ({ id: d.id, text: d.text }));
+
+  beforeAll(async () => {
+    server = await startServer(config, { quiet: true, queues: HANDLED_QUEUES.filter((q) => q !== QueueName.merge && q !== QueueName.refit) });
+    expect((await api('POST', '/v1/collections', { id: 'bp' })).status).toBe(201);
+    expect((await api('POST', '/v1/collections', { id: 'bpivf', search: { layout: 'ivf' } })).status).toBe(201);
+  }, 120_000);
+  afterAll(async () => {
+    await server?.stop();
+  });
+
+  it('over twice the bound: 503 with Retry-After naming the segments and the bound, nothing accepted; a merge lets ingest in again', async () => {
+    await ingest('bp', batch(0, 6)); // 3 segments of 2 documents: over 2 x 1
+    const m = await server.runtime.generations.manifest('default', 'bp');
+    expect(m!.segments).toHaveLength(3);
+    const refused = await api('POST', '/v1/collections/bp/documents', batch(6, 2));
+    expect(refused.status, JSON.stringify(refused.body)).toBe(503);
+    expect(refused.headers.get('retry-after')).toBe('10');
+    expect(refused.body.error).toBe('unavailable');
+    expect(refused.body.message).toContain(`collection 'bp' is overloaded: 3 segments at generation ${m!.generation}, over 2 (INGEST_WARP_SEGMENTS_FACTOR 2 x MERGE_WARP_MAX_SEGMENTS 1)`);
+    expect((await server.runtime.generations.manifest('default', 'bp'))!.generation).toBe(m!.generation);
+    // the IVF collection is not bound by WARP's segment count
+    await ingest('bpivf', batch(0, 6));
+    await ingest('bpivf', batch(6, 2));
+    expect((await server.runtime.generations.manifest('default', 'bpivf'))!.segments).toHaveLength(4);
+    // a merge for the bound: one segment, and ingest is accepted again
+    const merged = await mergeProcessor({ ...mergeDepsFor(server.runtime, config), policy: { ...DEFAULT_MERGE_POLICY, maxSegments: 1 } }, { op: 'merge', tenantId: 'default', collectionId: 'bp', trigger: 'api' });
+    expect(merged.merged).toMatchObject({ status: 'merged', reason: 'segments' });
+    await ingest('bp', batch(6, 2));
+    expect((await server.runtime.generations.manifest('default', 'bp'))!.segments).toHaveLength(2);
+  }, 300_000);
+});

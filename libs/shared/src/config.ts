@@ -182,6 +182,13 @@ export const ConfigSchema = z.object({
    * segment); 0 = no bound (the tiered policy alone).
    */
   MERGE_WARP_MAX_SEGMENTS: int(12, 0, 100_000),
+  /**
+   * Ingest back-pressure of collections with a WARP search layout: while a shard of the current
+   * generation holds more than this many times MERGE_WARP_MAX_SEGMENTS segments, POST
+   * .../documents answers 503 (Retry-After) instead of letting merges fall further behind; applied
+   * only with MERGE_AFTER_COMMIT (merges in the background) and MERGE_WARP_MAX_SEGMENTS > 0. 0 = off.
+   */
+  INGEST_WARP_SEGMENTS_FACTOR: int(2, 0, 1000),
   /** Cap on the output of a merge made for MERGE_WARP_MAX_SEGMENTS, in coded segment bytes (over MERGE_MAX_BYTES: segments grow instead of their count). */
   MERGE_WARP_MAX_BYTES: int(512 * 2 ** 20, 1 << 20, 2 ** 32 - 1),
   /** Concurrent merge jobs per process (the merge queue; one merge per collection at a time whatever this is). */
