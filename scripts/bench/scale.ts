@@ -7,7 +7,7 @@
  *
  * Processes, each its own, on loopback, as a deployment runs them: redis-server, the S3 server
  * (s3rver, scale-s3.ts), the API (apps/api), one ingest worker (apps/encoder-worker with
- * WORKER_QUEUES=encode,compress,index,commit,merge,encode-texts: the fault suite's split, plus the
+ * WORKER_QUEUES=encode,compress,index,commit,merge,refit,encode-texts: the fault suite's split, plus the
  * text candidates of the cold rounds' model warm-up) and one scorer
  * (WORKER_QUEUES=rerank,search, `SCORER_CACHE_BYTES` = `--cache-bytes`, default the configured
  * 2 GiB). Each runs with the glibc allocator settings the images set (`MALLOC_ARENA_MAX=2

@@ -115,7 +115,7 @@ export async function warpRefitDue(
 /**
  * Queues a refit of the collection when one is due (warpRefitDue), called after committed
  * generations (commits, deletes, merges). The job id names the collection and the target epoch and
- * the job is removed once it completes, so a collection has at most one refit per epoch queued or
+ * the job is removed once it ends (completed, or failed after its attempts), so a collection has at most one refit per epoch queued or
  * running, and a later commit can queue the next one. Returns the job id queued, or null.
  */
 export async function enqueueWarpRefit(
@@ -129,6 +129,7 @@ export async function enqueueWarpRefit(
   const epoch = await warpRefitDue(deps, collection, await deps.generations.manifest(tenantId, collectionId));
   if (epoch === null) return null;
   const jobId = refitJobId(tenantId, collectionId, epoch);
-  await queues.add(QueueName.refit, jobId, { tenantId, collectionId, epoch }, { removeOnComplete: true });
+  // Removed when it ends, failed for good included (the worker logs the failure): a job kept under this id would stop every later one of the epoch.
+  await queues.add(QueueName.refit, jobId, { tenantId, collectionId, epoch }, { removeOnComplete: true, removeOnFail: true });
   return jobId;
 }
