@@ -117,7 +117,7 @@ describe('docker-compose.yml', () => {
     expect(enc.WORKER_QUEUES).toEqual(['encode', 'compress', 'encode-texts']);
     expect(enc.ORT_EXECUTION_PROVIDER).toBe('cuda');
     const sc = cfg('scorer-worker');
-    expect(sc.WORKER_QUEUES).toEqual(['index', 'commit', 'merge', 'rerank', 'search', 'batch', 'train', 'webhook']);
+    expect(sc.WORKER_QUEUES).toEqual(['index', 'commit', 'merge', 'refit', 'rerank', 'search', 'batch', 'train', 'webhook']);
     expect(sc.ORT_EXECUTION_PROVIDER).toBe('cpu');
     // The sharded pool: the main scorer holds no shard, each shard service holds its own.
     expect(sc.SCORER_SHARDS).toBe('none');
@@ -305,7 +305,7 @@ describe('infra/k8s', () => {
     const c = deploymentConfig(dep);
     expect(c.ORT_EXECUTION_PROVIDER).toBe('cuda');
     expect(c.WORKER_QUEUES).toEqual(['encode', 'compress', 'encode-texts']);
-    expect(deploymentConfig(deployments.find((d) => d.metadata.name === 'lateral-scorer-worker')!).WORKER_QUEUES).toEqual(['index', 'commit', 'merge', 'rerank', 'search', 'batch', 'train', 'webhook']);
+    expect(deploymentConfig(deployments.find((d) => d.metadata.name === 'lateral-scorer-worker')!).WORKER_QUEUES).toEqual(['index', 'commit', 'merge', 'refit', 'rerank', 'search', 'batch', 'train', 'webhook']);
   });
 
   it('has a scorer pool holding each shard a collection may have (COLLECTION_MAX_SHARDS)', () => {

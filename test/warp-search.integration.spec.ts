@@ -1,9 +1,9 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { readSegment } from '@lateral/codec';
 import { ivfCentroidCount, parseWarpDirectory, warpDirectoryBytes } from '@lateral/search';
-import { WARP_DEFAULT_NPROBE, s3Keys, type CollectionManifest } from '@lateral/shared';
+import { WARP_DEFAULT_NPROBE, refitJobId, s3Keys, type CollectionManifest } from '@lateral/shared';
 import { startServer, type Server } from '../apps/all-in-one/src/server';
-import { testConfig } from './helpers';
+import { testConfig, until } from './helpers';
 import { warpBed } from './warp-bed';
 
 /**
@@ -156,7 +156,7 @@ describe('WARP search layouts (real Redis, real S3 server, real ONNX model)', ()
     for (const q of probed.stats!.warp!.queries) expect(q.bytesRead).toBeLessThan(0.65 * (layoutBytes - directoryBytes)); // measured 30-54 % (300 documents, K 1,024: many small lists)
    }, 300_000); // five searches of 10 queries, exhaustive and exact XTR among them: over a minute on a loaded machine
 
-  it("a merge job refits the centroids as the collection grew (PLAID's rule on all its tokens), moves every layout to the new epoch, then merges; garbage collection removes the old layouts", async () => {
+  it("a merge job merges at the current epoch, then queues a refit job (its own queue) that refits the centroids as the collection grew (PLAID's rule on its live tokens) and moves every layout to the new epoch; garbage collection removes the old layouts", async () => {
     const gone = docs[5].id;
     expect((await api('DELETE', `/v1/collections/warp/documents/${encodeURIComponent(gone)}`)).status).toBe(200);
     const inputs = (await manifest('warp')).segments;
@@ -170,18 +170,24 @@ describe('WARP search layouts (real Redis, real S3 server, real ONNX model)', ()
     const before = await search('warp', body);
     const r = await api('POST', '/v1/collections/warp/merge?wait=300');
     expect(r.status, JSON.stringify(r.body)).toBe(200);
-    expect(r.body).toMatchObject({ status: 'merged', committed: true, dropped: 1, warp: { epoch: 1, centroids: K1, refitted: true, rebuilt: 3 } });
+    // the merge ran at epoch 0 (the inputs' layouts merged list by list) and named the refit it queued
+    expect(r.body).toMatchObject({ status: 'merged', committed: true, dropped: 1, refit: refitJobId('default', 'warp', 1) });
+    const mergedRef = (await manifest('warp')).segments[0];
+    // the refit job, on the refit queue: done once the generation's one segment is at epoch 1
+    await until(async () => (await manifest('warp')).segments[0]?.warpEpoch === 1, 300_000);
     expect((await server.runtime.ivf.get('default', 'warp', cv, 1))!.k).toBe(K1);
     expect(await server.runtime.warpCodecs.get('default', 'warp', cv, 1)).not.toBeNull();
     const after = await manifest('warp');
     expect(after.segments).toHaveLength(1);
     const ref = after.segments[0];
+    expect(ref.key).toBe(mergedRef.key);
     expect(ref.warpEpoch).toBe(1);
     const key = s3Keys.searchLayout('default', 'warp', ref.batchId, ref.codecVersion, 1);
     expect(key).toContain('/search-layouts/v1/e1/');
     const dir = parseWarpDirectory((await server.runtime.store.get(key))!, key, { documents: ref.documents, centroidCount: K1 });
     expect(dir).toMatchObject({ documents: docs.length - 1, tokens: ref.tokens });
-    // the inputs' layouts of both epochs are gone (the refit's record and the merge's)
+    // the inputs' layouts are gone (the merge's record), and so is the merged segment's of epoch 0 (the refit's record, collected by the refit job)
+    await until(async () => !(await server.runtime.store.exists(s3Keys.searchLayout('default', 'warp', ref.batchId, ref.codecVersion))), 30_000);
     for (const old of inputs) {
       expect(await server.runtime.store.exists(s3Keys.searchLayout('default', 'warp', old.batchId, old.codecVersion))).toBe(false);
       expect(await server.runtime.store.exists(s3Keys.searchLayout('default', 'warp', old.batchId, old.codecVersion, 1))).toBe(false);

@@ -7,7 +7,7 @@
  *
  * Processes, each its own, on loopback, as a deployment runs them: redis-server, the S3 server
  * (s3rver, scale-s3.ts), the API (apps/api), one ingest worker (apps/encoder-worker with
- * WORKER_QUEUES=encode,compress,index,commit,merge,encode-texts: the fault suite's split, plus the
+ * WORKER_QUEUES=encode,compress,index,commit,merge,refit,encode-texts: the fault suite's split, plus the
  * text candidates of the cold rounds' model warm-up) and one scorer
  * (WORKER_QUEUES=rerank,search, `SCORER_CACHE_BYTES` = `--cache-bytes`, default the configured
  * 2 GiB). Each runs with the glibc allocator settings the images set (`MALLOC_ARENA_MAX=2
@@ -60,7 +60,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { randomBytes } from 'node:crypto';
 import { CONFIG_KEYS, mulberry32 } from '@lateral/shared';
-import { freePort, startEmbeddedRedis, type EmbeddedRedis } from '@lateral/infra';
+import { createRedis, freePort, startEmbeddedRedis, type EmbeddedRedis } from '@lateral/infra';
 import { fetchRetrying } from '../lib/client';
 import { DocumentGenerator, checkScaleResult, docId, loadSourceCorpus, percentile, round, summarizeRss, topOverlap } from './scale-docs';
 import { SEARCH_MODES, scaleFlags } from './scale-flags';
@@ -112,6 +112,7 @@ export async function runScaleBench(args: string[]): Promise<Record<string, unkn
     }
   };
   const sampler = setInterval(sample, 1000);
+  let counter: ReturnType<typeof createRedis> | null = null;
   try {
     // --reuse starts an empty Redis (its own folder): the kept run's Redis folder holds its queues, and a run stopped
     // during its ingest left jobs there that would encode, commit and merge (refits included) while this run serves.
@@ -135,8 +136,17 @@ export async function runScaleBench(args: string[]): Promise<Record<string, unkn
       METRICS_PORT: '0',
       AUTH: 'none',
     };
+    // Maintenance as ingest goes: merge jobs done and waiting, refit jobs waiting and running (BullMQ's keys).
+    counter = createRedis(redis.url, 'producer');
+    const maintenanceCounts = async () => {
+      const k = (q: string, what: string) => `${vars.REDIS_PREFIX}:${q}:${what}`;
+      const c = counter!;
+      const [done, waiting, refitsWaiting, refitsActive] = await Promise.all([c.zcard(k('merge', 'completed')), c.llen(k('merge', 'wait')), c.llen(k('refit', 'wait')), c.llen(k('refit', 'active'))]);
+      return { merges_done: done, merges_waiting: waiting, refits_waiting: refitsWaiting, refits_active: refitsActive };
+    };
+    const segmentTrace: ({ s: number; committed: number; segments: number; generation: number } & Awaited<ReturnType<typeof maintenanceCounts>>)[] = [];
     procs.api = await startProc('api', 'apps/api/src/main.ts', [], { ...vars, PORT: String(port), HOST: '127.0.0.1' }, /API on http/);
-    procs['ingest-worker'] = await startProc('ingest-worker', 'apps/encoder-worker/src/main.ts', [], { ...vars, WORKER_QUEUES: 'encode,compress,index,commit,merge,encode-texts' }, /working on/);
+    procs['ingest-worker'] = await startProc('ingest-worker', 'apps/encoder-worker/src/main.ts', [], { ...vars, WORKER_QUEUES: 'encode,compress,index,commit,merge,refit,encode-texts' }, /working on/);
     let scorerMetricsPort = 0;
     const startScorer = async (cache: number, extraEnv: NodeJS.ProcessEnv = {}) => {
       scorerMetricsPort = await freePort();
@@ -232,7 +242,11 @@ export async function runScaleBench(args: string[]): Promise<Record<string, unkn
           const secs = (performance.now() - tIngest) / 1000;
           if (secs - lastPrint >= 30) {
             lastPrint = secs;
-            say(`  ${round(secs, 0)} s: accepted ${accepted}, committed ${committed}, failed ${failedDocs} (${round(committed / secs)} docs/s); RSS MB ${ROLES.map((r) => `${r} ${round(samples[r]?.at(-1)?.rss ?? NaN, 0)}`).join(', ')}`);
+            // The segment count as ingest goes (merges and WARP refits run beside it; docs/scaling.md, "The refit beside merges").
+            const now = (await api(base, 'GET', `/v1/collections/${collection}`)).body as { segments?: number; generation?: number };
+            const m = await maintenanceCounts();
+            segmentTrace.push({ s: round(secs, 0), committed, segments: now.segments ?? 0, generation: now.generation ?? 0, ...m });
+            say(`  ${round(secs, 0)} s: accepted ${accepted}, committed ${committed}, failed ${failedDocs} (${round(committed / secs)} docs/s); ${now.segments} segments, generation ${now.generation}; merge jobs done ${m.merges_done}, waiting ${m.merges_waiting}; refits waiting ${m.refits_waiting}, running ${m.refits_active}; RSS MB ${ROLES.map((r) => `${r} ${round(samples[r]?.at(-1)?.rss ?? NaN, 0)}`).join(', ')}`);
           }
           if (performance.now() - lastProgress > 900_000) throw new Error(`ingest: nothing committed for 15 minutes (accepted ${accepted}, committed ${committed}):\n${procs['ingest-worker']?.tail()}`);
         }
@@ -290,6 +304,9 @@ export async function runScaleBench(args: string[]): Promise<Record<string, unkn
         projection_1m_hours_idle_machine: round((1e6 * pipelineCpu) / docs / os.cpus().length / 3600, 2),
         segments: desc.segments,
         generation: desc.generation,
+        // every 30 s of the ingest: segments, generation, merge jobs done / waiting, refit jobs waiting / running
+        segments_over_ingest: segmentTrace,
+        maintenance_after_ingest: await maintenanceCounts(),
         bytes_per_token: round(desc.bytesPerToken, 3),
         s3_bytes_per_token: round(s3Bytes / desc.tokens, 2),
         s3_bytes: s3Bytes,
@@ -592,6 +609,7 @@ export async function runScaleBench(args: string[]): Promise<Record<string, unkn
     return result;
   } finally {
     clearInterval(sampler);
+    counter?.disconnect();
     for (const role of ['api', 'scorer', 'ingest-worker']) await procs[role]?.stop().catch(() => undefined);
     await procs.s3?.stop().catch(() => undefined);
     await redis?.stop().catch(() => undefined);

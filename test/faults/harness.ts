@@ -20,7 +20,7 @@ import { http, until } from '../helpers';
 
 const ROOT = path.resolve('.');
 const WORKER_ENTRY = 'apps/encoder-worker/src/main.ts';
-export const INGEST_QUEUES = [QueueName.encode, QueueName.compress, QueueName.index, QueueName.commit, QueueName.merge];
+export const INGEST_QUEUES = [QueueName.encode, QueueName.compress, QueueName.index, QueueName.commit, QueueName.merge, QueueName.refit];
 
 export interface WorkerProc {
   child: ChildProcess;

@@ -3,4 +3,4 @@ import { runMain } from '@lateral/infra';
 import { runWorkerApp } from '@lateral/workers';
 
 /** Commits and re-ranking (CPU pool); encodes queries itself. */
-runMain(() => runWorkerApp('scorer-worker', [QueueName.commit, QueueName.merge, QueueName.rerank, QueueName.batch]));
+runMain(() => runWorkerApp('scorer-worker', [QueueName.commit, QueueName.merge, QueueName.refit, QueueName.rerank, QueueName.batch]));

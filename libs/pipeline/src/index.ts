@@ -24,5 +24,6 @@ export * from './maintenance/delete.processor';
 export * from './maintenance/merge-policy';
 export * from './maintenance/merge.processor';
 export * from './maintenance/gc';
+export * from './maintenance/refit.processor';
 export { warpReindex, type WarpReindexOutcome } from './maintenance/warp-reindex';
 export * from './maintenance/bm25-generation-stats';

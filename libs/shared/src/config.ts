@@ -182,10 +182,19 @@ export const ConfigSchema = z.object({
    * segment); 0 = no bound (the tiered policy alone).
    */
   MERGE_WARP_MAX_SEGMENTS: int(12, 0, 100_000),
+  /**
+   * Ingest back-pressure of collections with a WARP search layout: while a shard of the current
+   * generation holds more than this many times MERGE_WARP_MAX_SEGMENTS segments, POST
+   * .../documents answers 503 (Retry-After) instead of letting merges fall further behind; applied
+   * only with MERGE_AFTER_COMMIT (merges in the background) and MERGE_WARP_MAX_SEGMENTS > 0. 0 = off.
+   */
+  INGEST_WARP_SEGMENTS_FACTOR: int(2, 0, 1000),
   /** Cap on the output of a merge made for MERGE_WARP_MAX_SEGMENTS, in coded segment bytes (over MERGE_MAX_BYTES: segments grow instead of their count). */
   MERGE_WARP_MAX_BYTES: int(512 * 2 ** 20, 1 << 20, 2 ** 32 - 1),
   /** Concurrent merge jobs per process (the merge queue; one merge per collection at a time whatever this is). */
   MERGE_CONCURRENCY: int(1, 1, 16),
+  /** Concurrent WARP refit jobs per process (the refit queue; one refit per collection at a time whatever this is). */
+  REFIT_CONCURRENCY: int(1, 1, 16),
   /** Enqueue a merge job after each committed generation (false: only POST /v1/collections/{id}/merge). */
   MERGE_AFTER_COMMIT: bool.default(true),
   /** Newest generations whose segments are kept; objects a merge replaced are removed once older ones only list them (and GC_GRACE_SECONDS passed). */

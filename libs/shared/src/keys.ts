@@ -79,6 +79,8 @@ export const redisKeys = {
   codecFitLock: (prefix: string, tenantId: string, collectionId: string, v: number) => `${prefix}:t:${safe('tenant id', tenantId)}:c:${safe('collection id', collectionId)}:codec-fit:v${v}`,
   /** Lease held while a merge of the collection runs (one merge per collection at a time). */
   mergeLease: (prefix: string, tenantId: string, collectionId: string) => `${prefix}:t:${safe('tenant id', tenantId)}:c:${safe('collection id', collectionId)}:merge`,
+  /** Lease held while a WARP refit of the collection runs (one refit per collection at a time; merges take mergeLease, not this). */
+  refitLease: (prefix: string, tenantId: string, collectionId: string) => `${prefix}:t:${safe('tenant id', tenantId)}:c:${safe('collection id', collectionId)}:refit`,
   /** A random token replaced after every change of the collection's record or generation (ServingCache in libs/infra). */
   servingVersion: (prefix: string, tenantId: string, collectionId: string) => `${prefix}:t:${safe('tenant id', tenantId)}:c:${safe('collection id', collectionId)}:serving-version`,
 };

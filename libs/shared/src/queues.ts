@@ -12,6 +12,12 @@ export enum QueueName {
   commit = 'commit',
   /** Merges of a collection's segments (the tiered policy); only the reference swap goes through the generation commit. */
   merge = 'merge',
+  /**
+   * WARP centroid refits (libs/pipeline/src/maintenance/refit.processor.ts): the next epoch's
+   * centroids fitted when the tokens call for more, every segment's layout moved to the newest
+   * epoch; one per collection at a time (its own lease), beside merges, which go on at the current epoch.
+   */
+  refit = 'refit',
   rerank = 'rerank',
   search = 'search',
   /** Fits a learned head (LITE, K-NRM) on a collection's judgments; scorer workers, concurrency 1. */
@@ -61,6 +67,17 @@ export type MergePayload = z.infer<typeof MergePayloadSchema>;
 export const mergeJobId = (tenantId: string, collectionId: string, trigger: MergePayload['trigger'], generation: number) =>
   `${assertResourceId('tenant id', tenantId)}~${assertResourceId('collection id', collectionId)}~merge~${trigger}-g${generation}`;
 
+/**
+ * A WARP refit (the refit queue): `epoch` is the centroid epoch it was queued for (the generation's
+ * newest + 1 when the tokens called for more centroids, the newest when segments of an older epoch
+ * were left to move). The job does what is due when it runs, whatever `epoch` says.
+ */
+export const RefitPayloadSchema = z.object({ tenantId, collectionId, epoch: z.number().int().nonnegative() });
+export type RefitPayload = z.infer<typeof RefitPayloadSchema>;
+/** A refit's job id: one per collection and target epoch (removed when completed, so it dedupes only while queued or running). */
+export const refitJobId = (tenantId: string, collectionId: string, epoch: number) =>
+  `${assertResourceId('tenant id', tenantId)}~${assertResourceId('collection id', collectionId)}~refit~e${epoch}`;
+
 /** Payloads carry references only (ids and S3 keys), never vectors. */
 /**
  * A re-rank or search request whose JSON is at most this many bytes travels in its job's data
@@ -92,6 +109,7 @@ export const JobPayloadSchemas = {
   /** A written segment to commit or a delete (tombstones): both change the generation, so they share one queue (and merges queued here before the merge queue). */
   [QueueName.commit]: z.union([writtenSegment, DeletePayloadSchema, MergePayloadSchema]),
   [QueueName.merge]: MergePayloadSchema,
+  [QueueName.refit]: RefitPayloadSchema,
   [QueueName.rerank]: z.object({
     tenantId,
     rerankId: resourceId('rerankId'),
@@ -218,11 +236,17 @@ export interface JobResults {
     committed: boolean;
     documents?: number;
     merged: MergeOutcome;
-    /** WARP collections: the centroid refit / layout rebuild the job ran before merging (libs/pipeline/src/maintenance/warp-refit.ts). */
-    warp?: { epoch: number; centroids: number; refitted: boolean; rebuilt: number; generation: number };
+    /** WARP collections: the refit job queued after this merge (refit queue), when one was due. */
+    refit?: string;
     /** A re-index to WARP layouts the job ran first (libs/pipeline/src/maintenance/warp-reindex.ts). */
     reindex?: { status: 'done' | 'incomplete'; bits: 2 | 4; epoch: number; centroids: number; built: number; segments: number; unreadable: string[]; generation: number };
   };
+  /**
+   * A refit: 'done' (`rounds` passes made; `stale`: segments still at an older epoch), 'nothing-to-do'
+   * (not a WARP collection, nothing indexed, nothing due), 'busy' (another refit of the collection
+   * held its lease), 'recompressing' or 'reindexing' (left to those jobs).
+   */
+  [QueueName.refit]: { status: 'done' | 'nothing-to-do' | 'busy' | 'recompressing' | 'reindexing'; epoch: number; centroids: number; refitted: boolean; rebuilt: number; rounds: number; generation: number; stale: number };
   /** `texts`: requests with text candidates (how many texts were encoded for this job, how many reused). */
   [QueueName.rerank]: { resultKey: string; queries: number; candidates: number; missing: number; texts?: { candidates: number; encoded: number; reused: number } } & InlineJobResult;
   [QueueName.search]: { resultKey: string; queries: number; hits: number } & InlineJobResult;

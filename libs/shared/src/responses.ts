@@ -456,16 +456,10 @@ export const MergeResultSchema = z.object({
   reason: z.enum(['tier', 'deletes']).optional(),
   index: z.enum(['copied', 'rebuilt']).optional().describe("the merged segment's search index: copied from the inputs' indexes, or rebuilt (an input had none usable)"),
   recoded: int.optional().describe('inputs coded again from their raw fp16 batch because their segment was missing or corrupt in S3 (absent: none)'),
-  warp: z
-    .object({
-      epoch: int.describe('the centroid epoch the layouts are now at'),
-      centroids: int.describe("that epoch's centroids"),
-      refitted: z.boolean().describe('this job fitted the epoch'),
-      rebuilt: int.describe('segments whose layouts were rebuilt at the epoch'),
-      generation: int.describe('the generation that moved them (0: none)'),
-    })
+  refit: z
+    .string()
     .optional()
-    .describe("WARP collections, when the job refitted the centroids or moved segments' search layouts to the newest centroid epoch before merging (docs/scaling.md, \"WARP centroids\"); absent: nothing to do"),
+    .describe("WARP collections: the id of the refit job queued after this merge (the refit queue: the centroids refitted when the collection's tokens call for more, segments' search layouts moved to the newest centroid epoch; docs/scaling.md, \"WARP centroids\"). Refits run beside merges, never inside them; absent: none due"),
   reindex: z
     .object({
       status: z.enum(['done', 'incomplete']).describe("done: `search` is now the WARP layout; incomplete: segments could not be read (`unreadable`), searches stay on the IVF and the next merge job resumes"),

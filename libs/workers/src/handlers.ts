@@ -8,6 +8,8 @@ import {
   deleteProcessor,
   mergeProcessor,
   enqueueMerge,
+  refitProcessor,
+  enqueueWarpRefit,
   DEFAULT_MERGE_POLICY,
   compressProcessor,
   encodeProcessor,
@@ -36,7 +38,7 @@ import { jobObjects } from './inline-io';
 const epochMs = (): number => performance.timeOrigin + performance.now();
 
 /** Queues this build has processors for. */
-export const HANDLED_QUEUES: QueueName[] = [QueueName.encode, QueueName.compress, QueueName.index, QueueName.commit, QueueName.merge, QueueName.rerank, QueueName.search, QueueName.encodeTexts, QueueName.batch, QueueName.train, QueueName.webhook];
+export const HANDLED_QUEUES: QueueName[] = [QueueName.encode, QueueName.compress, QueueName.index, QueueName.commit, QueueName.merge, QueueName.refit, QueueName.rerank, QueueName.search, QueueName.encodeTexts, QueueName.batch, QueueName.train, QueueName.webhook];
 
 /**
  * The complete queue -> handler registry; WorkerHost refuses to start a queue without one. Each
@@ -141,12 +143,23 @@ export function pipelineHandlers(rt: Runtime, extra: { shardChild?: (p: ShardJob
   // generation without them count the statistics in a first walk over the indexes, as before.
   const writeBm25Stats = (tenantId: string, collectionId: string, generation: number) =>
     writeBm25GenerationStats({ store, generations, logger }, tenantId, collectionId, generation).catch((err: Error) => logger.warn(`BM25 statistics of ${collectionId} g${generation} not written: ${err.message}`));
+  // WARP refits on their own queue and lease (refit.processor.ts): merges go on while one runs. A
+  // refit is queued after committed generations when one is due (a failure to queue never fails
+  // the job: the next commit asks again).
+  const refitLease = <T>(tenantId: string, collectionId: string, fn: () => Promise<T>) => withRedisLease(rt.redis, redisKeys.refitLease(config.REDIS_PREFIX, tenantId, collectionId), fn, { ttlMs: lockMs, maxWaitMs: lockMs });
+  const enqueueRefit = (tenantId: string, collectionId: string) =>
+    enqueueWarpRefit({ collections, generations, ivf: rt.ivf, ivfCentroids: config.IVF_CENTROIDS }, queues, tenantId, collectionId).catch((err: Error) => {
+      logger.warn(`refit not enqueued: ${err.message}`);
+      return null;
+    });
   const runMerge = async (p: MergePayload) => {
     const out = await mergeProcessor(
       { store, collections, generations, codecs, liveIds, logger, policy: mergePolicy, exclusive, gc: { keepGenerations: config.KEEP_GENERATIONS, graceSeconds: config.GC_GRACE_SECONDS }, ivf: rt.ivf, warpCodecs: rt.warpCodecs, encoders, ivfCentroids: config.IVF_CENTROIDS, assigner, staticEmbeddings },
       p,
     );
     if (out.committed) await writeBm25Stats(p.tenantId, p.collectionId, out.generation);
+    // After every merge job (POST .../merge included): a refit when the tokens call for one, or segments of an older epoch to move.
+    const refit = await enqueueRefit(p.tenantId, p.collectionId);
     // A committed merge may fill the next tier: ask again on its generation.
     if (out.committed && config.MERGE_AFTER_COMMIT) await enqueueMerge(queues, p.tenantId, p.collectionId, 'commit', out.generation).catch((err: Error) => logger.warn(`merge not enqueued: ${err.message}`));
     // Busy (another merge held the lease): the same merge again, after a job lock's time (its own id: the holder's may reuse this one's).
@@ -154,7 +167,7 @@ export function pipelineHandlers(rt: Runtime, extra: { shardChild?: (p: ShardJob
       await queues
         .add(QueueName.merge, `${mergeJobId(p.tenantId, p.collectionId, p.trigger, out.generation)}-busy${Date.now()}`, { op: 'merge', tenantId: p.tenantId, collectionId: p.collectionId, trigger: p.trigger }, { delay: lockMs })
         .catch((err: Error) => logger.warn(`busy merge not queued again: ${err.message}`));
-    return out;
+    return refit ? { ...out, refit } : out;
   };
   return {
     [QueueName.encode]: (p, job) => encodeProcessor({ store, collections, encoders, queues, tokenBudget: config.ENCODE_TOKEN_BUDGET, logger }, p, job),
@@ -171,10 +184,18 @@ export function pipelineHandlers(rt: Runtime, extra: { shardChild?: (p: ShardJob
       if (out.committed) await writeBm25Stats(p.tenantId, p.collectionId, out.generation);
       // Each new generation may fill a merge tier: a job of the merge queue (a failure to enqueue never fails the commit: the next one asks again).
       if (out.committed && config.MERGE_AFTER_COMMIT) await enqueueMerge(queues, p.tenantId, p.collectionId, 'commit', out.generation).catch((err: Error) => logger.warn(`merge not enqueued: ${err.message}`));
+      // Background maintenance after commits (MERGE_AFTER_COMMIT) includes WARP refits.
+      if (out.committed && config.MERGE_AFTER_COMMIT) await enqueueRefit(p.tenantId, p.collectionId);
       return out;
     },
     // Merges, beside commits and deletes: only their reference swap is a generation commit.
     [QueueName.merge]: (p) => runMerge(p),
+    // WARP refits: own lease (one per collection at a time), never the merge lease.
+    [QueueName.refit]: (p) =>
+      refitProcessor(
+        { store, collections, generations, codecs, logger, ivf: rt.ivf, warpCodecs: rt.warpCodecs, ivfCentroids: config.IVF_CENTROIDS, assigner, staticEmbeddings, exclusive: refitLease, gc: { keepGenerations: config.KEEP_GENERATIONS, graceSeconds: config.GC_GRACE_SECONDS } },
+        p,
+      ),
     // A small request comes in the job's data and a small result goes back in its return value (inline-io.ts).
     [QueueName.search]: async (p, job) => {
       const startedAt = epochMs();

@@ -56,6 +56,7 @@ export function startWorkers(rt: Runtime, queues: QueueName[]): WorkerHost {
       index: config.INDEX_CONCURRENCY,
       commit: config.COMMIT_CONCURRENCY,
       merge: config.MERGE_CONCURRENCY,
+      refit: config.REFIT_CONCURRENCY,
       rerank: config.RERANK_CONCURRENCY,
       search: config.SEARCH_CONCURRENCY,
       'encode-texts': config.ENCODE_TEXTS_CONCURRENCY,

@@ -96,8 +96,8 @@ export class DeletesService {
       if (state === 'completed' || state === 'failed') {
         const fresh = await this.deps.jobs.reread(QueueName.merge, job);
         if (state === 'failed') throw new Error(`merge of ${collectionId} failed: ${fresh.failedReason}`);
-        const r = fresh.returnvalue as { generation: number; committed: boolean; documents?: number; merged: MergeOutcome; warp?: Record<string, unknown>; reindex?: Record<string, unknown> };
-        return { status: 200, body: { collection: collectionId, generation: r.generation, committed: r.committed, ...r.merged, ...(r.warp ? { warp: r.warp } : {}), ...(r.reindex ? { reindex: r.reindex } : {}) } };
+        const r = fresh.returnvalue as { generation: number; committed: boolean; documents?: number; merged: MergeOutcome; refit?: string; reindex?: Record<string, unknown> };
+        return { status: 200, body: { collection: collectionId, generation: r.generation, committed: r.committed, ...r.merged, ...(r.refit ? { refit: r.refit } : {}), ...(r.reindex ? { reindex: r.reindex } : {}) } };
       }
       if (Date.now() >= until) return { status: 202, body: { collection: collectionId, generation, status: state === 'active' ? 'running' : 'queued' } };
       await new Promise((r) => setTimeout(r, Math.min(pause, Math.max(1, until - Date.now()))));

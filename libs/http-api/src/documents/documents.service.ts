@@ -2,7 +2,11 @@ import { randomUUID } from 'node:crypto';
 import {
   NotFoundError,
   QueueName,
+  UnavailableError,
   ValidationError,
+  collectionShards,
+  segmentShard,
+  warpLayoutOf,
   jobIds,
   s3Keys,
   toNdjson,
@@ -20,6 +24,9 @@ import { codecVersions } from '../common/codec-versions';
 import { parseWaitSeconds, requestedWait } from '../common/json-body';
 import type { TenantQuotas } from '../auth/quotas';
 import { parseDocumentsBody, validateDocuments } from './documents';
+
+/** Retry-After of an ingest refused for a WARP collection's segment count (a merge of small segments takes seconds). */
+export const BACKPRESSURE_RETRY_AFTER_SECONDS = 10;
 
 /** The repositories this service is given (app.ts passes only these: pickRepositories). */
 export const DOCUMENTS_REPOSITORIES = ['config', 'collections', 'generations', 'ingestions', 'documents', 'store', 'queues'] as const satisfies readonly (keyof ApiRepositories)[];
@@ -60,6 +67,7 @@ export class DocumentsService {
       maxBatchDocuments: this.deps.config.MAX_BATCH_DOCUMENTS,
       passages: collection.passages !== undefined,
     });
+    await this.segmentBackPressure(collection);
     const ingestionId = `ing-${randomUUID()}`;
     const release = await this.quotas.admit(this.tenantId, { kind: 'ingest', collection: collection.id, id: ingestionId, documents: docs.length });
     try {
@@ -67,6 +75,30 @@ export class DocumentsService {
     } catch (err) {
       await release();
       throw err;
+    }
+  }
+
+  /**
+   * Ingest back-pressure on a WARP collection's segment count (INGEST_WARP_SEGMENTS_FACTOR x
+   * MERGE_WARP_MAX_SEGMENTS per shard): over it, 503 with Retry-After naming the count and the bound,
+   * so a client slows down while background merges (MERGE_AFTER_COMMIT) bring it back, instead of
+   * every search paying per segment (docs/scaling.md, "Ingest back-pressure").
+   */
+  private async segmentBackPressure(collection: Collection): Promise<void> {
+    const { INGEST_WARP_SEGMENTS_FACTOR: factor, MERGE_WARP_MAX_SEGMENTS: bound, MERGE_AFTER_COMMIT: merging } = this.deps.config;
+    if (factor <= 0 || bound <= 0 || !merging || !warpLayoutOf(collection)) return;
+    const manifest = await this.deps.generations.manifest(this.tenantId, collection.id);
+    if (!manifest) return;
+    const shards = collectionShards(collection);
+    const perShard = new Map<number, number>();
+    for (const s of manifest.segments) if (s.codecVersion === collection.codecVersion) perShard.set(segmentShard(s, shards), (perShard.get(segmentShard(s, shards)) ?? 0) + 1);
+    const limit = factor * bound;
+    for (const [shard, n] of perShard) {
+      if (n <= limit) continue;
+      throw new UnavailableError(
+        `collection '${collection.id}' is overloaded: ${n} segments${shards > 1 ? ` in shard ${shard}` : ''} at generation ${manifest.generation}, over ${limit} (INGEST_WARP_SEGMENTS_FACTOR ${factor} x MERGE_WARP_MAX_SEGMENTS ${bound}); merges are catching up: send the documents again after Retry-After`,
+        BACKPRESSURE_RETRY_AFTER_SECONDS,
+      );
     }
   }
 

@@ -33,7 +33,6 @@ import { analysedBatchTerms } from '../ingest/bm25-terms';
 import { SegmentIndexCopier } from './merge-index';
 import { chooseMerge, type MergePolicySettings } from './merge-policy';
 import { collectGarbage, gcKeys, segmentObjects, type GarbageRecord, type GcSettings } from './gc';
-import { warpMaintain, type WarpMaintenance } from './warp-refit';
 import { warpReindex, type WarpReindexOutcome } from './warp-reindex';
 import { segmentHeadData, segmentReadOptions, serializeSegmentHead, type StaticEmbeddingsCache } from '@lateral/serving';
 
@@ -127,11 +126,10 @@ async function merge(deps: MergeDeps, p: MergePayload): Promise<JobResults[Queue
     current = (await deps.collections.get(p.tenantId, p.collectionId)) ?? collection;
     manifest = (await deps.generations.manifest(p.tenantId, p.collectionId)) ?? manifest;
   }
-  // WARP: centroids refitted as the collection grows, every segment's layout moved to the newest epoch (warp-refit.ts), before the merge.
-  const warpDone: WarpMaintenance | null = await warpMaintain({ ...deps, warpCodecs: deps.warpCodecs }, current, manifest);
-  if (warpDone?.generation) manifest = (await deps.generations.manifest(p.tenantId, p.collectionId)) ?? manifest;
-  const withWarp = <T extends JobResults[QueueName.merge]>(r: T): T => ({ ...r, ...(warpDone ? { warp: warpDone } : {}), ...(reindexed ? { reindex: reindexed } : {}) });
-  return withWarp(await mergeOn(deps, p, current, manifest));
+  // WARP: centroid refits are the refit queue's (refit.processor.ts), beside merges: this merge
+  // works at the generation's current epoch, whatever refit is running.
+  const withReindex = <T extends JobResults[QueueName.merge]>(r: T): T => (reindexed ? { ...r, reindex: reindexed } : r);
+  return withReindex(await mergeOn(deps, p, current, manifest));
 }
 
 async function mergeOn(deps: MergeDeps, p: MergePayload, collection: Collection, manifest: CollectionManifest): Promise<JobResults[QueueName.merge]> {
@@ -268,9 +266,11 @@ async function mergeOn(deps: MergeDeps, p: MergePayload, collection: Collection,
     };
   }
 
-  const state: { status: MergeOutcome['status'] } = { status: 'merged' };
+  // `listed`: the inputs as the generation committed on lists them (a refit may have moved them to a newer epoch since they were read).
+  const state: { status: MergeOutcome['status']; listed: SegmentRef[] } = { status: 'merged', listed: [] };
   const result = await deps.generations.commit(p.tenantId, p.collectionId, async (segments, current) => {
     state.status = 'merged';
+    state.listed = [];
     const at = inputs.map((x) => segments.findIndex((s) => s.key === x.ref.key));
     // An input replaced meanwhile (another merge, a re-compression): this merge no longer applies.
     if (at.some((i) => i < 0)) {
@@ -288,6 +288,7 @@ async function mergeOn(deps: MergeDeps, p: MergePayload, collection: Collection,
         carried.add(j);
       }
     });
+    state.listed = at.map((i) => segments[i]);
     const gone = new Set(at);
     // The merged segment takes the place of the latest input: every live copy it holds was the
     // last copy of its id among the inputs, and copies in segments after it stay the later ones.
@@ -304,7 +305,9 @@ async function mergeOn(deps: MergeDeps, p: MergePayload, collection: Collection,
   const merged: MergeOutcome = { status, inputs: refs.map((r) => r.key), output: status === 'merged' ? (output?.key ?? null) : null, dropped, reason: spec.reason, ...(output ? { index: indexMade } : {}), ...(recoded > 0 ? { recoded } : {}) };
   if (result.committed && status === 'merged') {
     // The inputs' objects, for garbage collection once no kept generation lists them.
-    const record: GarbageRecord = { generation: result.manifest.generation, committedAt: result.manifest.committedAt, objects: refs.flatMap((r) => segmentObjects(p.tenantId, p.collectionId, r, { warp })) };
+    // With a refit's commit between this merge's read and its commit, an input is listed at the refit's epoch: its layouts of both epochs go.
+    const objects = [...new Set([...refs, ...state.listed].flatMap((r) => segmentObjects(p.tenantId, p.collectionId, r, { warp })))];
+    const record: GarbageRecord = { generation: result.manifest.generation, committedAt: result.manifest.committedAt, objects };
     for (const r of refs) await deps.store.put(gcKeys.mergedAway(p.tenantId, p.collectionId, r.batchId), JSON.stringify({ batchId: r.batchId, into: output?.key ?? null, generation: record.generation }), 'application/json');
     await deps.store.put(gcKeys.record(p.tenantId, p.collectionId, record.generation), JSON.stringify(record), 'application/json');
   }

@@ -11,9 +11,9 @@ import { gcKeys, type GarbageRecord } from './gc';
  * WARP centroid refits (docs/scaling.md, "WARP centroids"). A WARP collection's first centroids
  * are fitted by its first index job on that one segment's tokens (PLAID's rule on ~10^4 tokens:
  * 1,024 centroids), so as the collection grows its lists grow with it and a query's probes scan an
- * ever larger share of its tokens. The merge job (queued after every committed generation, and
- * by POST /v1/collections/{id}/merge) calls `warpMaintain` first, under the collection's merge
- * lease:
+ * ever larger share of its tokens. The refit job (refit.processor.ts, its own queue and lease,
+ * queued after committed generations when one is due) calls `warpMaintain`, while merges go on
+ * at the generation's current epoch:
  * - refit: when PLAID's rule on the generation's stored tokens gives more centroids than the
  *   current epoch has (2^floor(log2(16 sqrt N)): it doubles each time N grows 4x), it fits the
  *   next epoch's centroids (spherical k-means on a seeded sample drawn from every segment) and its
@@ -22,9 +22,10 @@ import { gcKeys, type GarbageRecord } from './gc';
  *   its codes (decoded, assigned to the new centroids, residuals packed), written under
  *   `search-layouts/v{n}/e{epoch}/`; one generation then moves those segments to the epoch
  *   (`SegmentRef.warpEpoch`), and their old layouts go to garbage collection like a merge's inputs.
- * A segment committed while a rebuild runs (its index job used the older epoch) is searched with
- * its own epoch's centroids meanwhile (warpScan groups segments by epoch) and moved by the next
- * merge job. Segment indexes (IVF and BM25 postings) keep epoch 0's centroids: only WARP's layouts
+ * A segment committed while a rebuild runs (its index job used the older epoch), or a merge's
+ * output committed after it (the merge read its inputs at the older epoch), is searched with its
+ * own epoch's centroids meanwhile (warpScan groups segments by epoch) and moved by the refit job's
+ * next round, or by a later refit job (queued while segments of an older epoch are listed). Segment indexes (IVF and BM25 postings) keep epoch 0's centroids: only WARP's layouts
  * are refitted. A fixed IVF_CENTROIDS (> 0) never refits.
  */
 
@@ -175,7 +176,7 @@ export async function fitEpoch(deps: WarpRefitDeps, collection: Collection, refs
  * newest epoch (see the file comment). null: not a WARP collection, nothing indexed yet, or
  * nothing to do.
  */
-export async function warpMaintain(deps: WarpRefitDeps, collection: Collection, manifest: CollectionManifest): Promise<WarpMaintenance | null> {
+export async function warpMaintain(deps: WarpRefitDeps & { store: Pick<ObjectStore, 'get' | 'put' | 'delete'> }, collection: Collection, manifest: CollectionManifest): Promise<WarpMaintenance | null> {
   const warp = warpLayoutOf(collection);
   if (!warp || !deps.warpCodecs) return null;
   const tenantId = collection.tenantId;
@@ -193,12 +194,16 @@ export async function warpMaintain(deps: WarpRefitDeps, collection: Collection, 
   if (k !== null) {
     const t0 = performance.now();
     epoch++;
-    await fitEpoch(deps, collection, refs, k, epoch, warp.bits);
-    refitted = true;
-    deps.logger.info(`WARP refit of ${collectionId}: ${tokens} tokens, ${current.k} -> ${k} centroids (epoch ${epoch}) in ${((performance.now() - t0) / 1000).toFixed(1)} s`);
+    // Fitted already (an earlier pass or job whose segments were all merged away before its commit, or that stopped after the fit): reused, not sampled again.
+    const fitted = (await deps.ivf.get(tenantId, collectionId, cv, epoch)) && (await deps.warpCodecs.get(tenantId, collectionId, cv, epoch));
+    if (!fitted) {
+      await fitEpoch(deps, collection, refs, k, epoch, warp.bits);
+      refitted = true;
+      deps.logger.info(`WARP refit of ${collectionId}: ${tokens} tokens, ${current.k} -> ${k} centroids (epoch ${epoch}) in ${((performance.now() - t0) / 1000).toFixed(1)} s`);
+    }
   }
   const stale = refs.filter((r) => (r.warpEpoch ?? 0) !== epoch);
-  if (stale.length === 0) return refitted ? { epoch, centroids: k!, refitted, rebuilt: 0, generation: 0 } : null;
+  if (stale.length === 0) return k !== null ? { epoch, centroids: (await deps.ivf.get(tenantId, collectionId, cv, epoch))!.k, refitted, rebuilt: 0, generation: 0 } : null;
   const rebuilt = new Map<string, SegmentRef>();
   const t0 = performance.now();
   for (const ref of stale) {
@@ -207,22 +212,33 @@ export async function warpMaintain(deps: WarpRefitDeps, collection: Collection, 
     await deps.store.put(s3Keys.searchLayout(tenantId, collectionId, ref.batchId, cv, epoch), await warpLayoutObject(deps, collection, seg, cv, epoch));
     rebuilt.set(ref.key, ref);
   }
+  // Applied to the newest generation (GenerationRepository.commit re-runs it on a lost race): a
+  // segment merged away meanwhile is not listed any more and stays behind; a merge that committed
+  // its output meanwhile left that output at its own epoch (moved by the next round, refit.processor.ts).
+  let moved: SegmentRef[] = [];
+  let gone: SegmentRef[] = [];
   const result = await deps.generations.commit(tenantId, collectionId, (segments, now) => {
-    let changed = false;
+    moved = [];
+    const listed = new Set<string>();
     const next = segments.map((s) => {
+      listed.add(s.key);
       const r = rebuilt.get(s.key);
       if (!r || r.checksum !== s.checksum || (s.warpEpoch ?? 0) === epoch) return s;
-      changed = true;
+      moved.push(s);
       return { ...s, warpEpoch: epoch };
     });
-    return changed ? { segments: next, codecVersion: now?.codecVersion ?? cv, documents: now?.documents } : null;
+    gone = [...rebuilt.values()].filter((r) => !listed.has(r.key));
+    return moved.length > 0 ? { segments: next, codecVersion: now?.codecVersion ?? cv, documents: now?.documents } : null;
   });
+  // The layouts built for segments merged away before this commit: no generation lists them at this epoch, nor ever will (removed now).
+  for (const r of gone) await deps.store.delete(s3Keys.searchLayout(tenantId, collectionId, r.batchId, r.codecVersion, epoch));
   if (result.committed) {
-    // The replaced layouts, removed once no kept generation lists their epoch (gc.ts).
-    const record: GarbageRecord = { generation: result.manifest.generation, committedAt: result.manifest.committedAt, objects: [...rebuilt.values()].map((r) => s3Keys.searchLayout(tenantId, collectionId, r.batchId, r.codecVersion, r.warpEpoch ?? 0)) };
+    // The replaced layouts (each moved segment's at the epoch it had in the generation replaced), removed once no kept generation lists them (gc.ts).
+    const objects = moved.map((r) => s3Keys.searchLayout(tenantId, collectionId, r.batchId, r.codecVersion, r.warpEpoch ?? 0));
+    const record: GarbageRecord = { generation: result.manifest.generation, committedAt: result.manifest.committedAt, objects };
     await deps.store.put(gcKeys.record(tenantId, collectionId, record.generation), JSON.stringify(record), 'application/json');
   }
   const centroids = (await deps.ivf.get(tenantId, collectionId, cv, epoch))!.k;
-  deps.logger.info(`WARP layouts of ${collectionId}: ${rebuilt.size} segments rebuilt at epoch ${epoch} (${centroids} centroids) in ${((performance.now() - t0) / 1000).toFixed(1)} s${result.committed ? `: generation ${result.manifest.generation}` : ''}`);
-  return { epoch, centroids, refitted, rebuilt: rebuilt.size, generation: result.committed ? result.manifest.generation : 0 };
+  deps.logger.info(`WARP layouts of ${collectionId}: ${rebuilt.size} segments rebuilt at epoch ${epoch} (${centroids} centroids) in ${((performance.now() - t0) / 1000).toFixed(1)} s${result.committed ? `: generation ${result.manifest.generation} moved ${moved.length}` : ''}${gone.length ? `, ${gone.length} merged away meanwhile` : ''}`);
+  return { epoch, centroids, refitted, rebuilt: moved.length, generation: result.committed ? result.manifest.generation : 0 };
 }
