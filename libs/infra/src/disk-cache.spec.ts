@@ -185,6 +185,27 @@ describe('DiskObjectCache.getRanges', () => {
     expect(disk.stats()).toMatchObject({ rangeGets: 399, rangeHits: 2 });
   });
 
+  it('caches sharing a folder keep their sparse copies of one object in files of their own: each reads back its own ranges, byte for byte', async () => {
+    const d = folder();
+    const s = store(new Map([['k', object]]));
+    const a = new DiskObjectCache(s, d, 1 << 20, 'ns');
+    const b = new DiskObjectCache(s, d, 1 << 20, 'ns');
+    // both started (a cache's start deletes the sparse files it finds: an earlier process's)
+    expect([await a.get('absent'), await b.get('absent')]).toEqual([null, null]);
+    await a.getRanges('k', [[100, 300]]);
+    await b.getRanges('k', [[5000, 200]]);
+    await a.getRanges('k', [[7000, 50]]);
+    expect(readdirSync(d).filter((n) => n.endsWith('.part')).length).toBe(2);
+    expect(await a.getRanges('k', [[100, 300], [7000, 50]])).toEqual([object.slice(100, 400), object.slice(7000, 7050)]);
+    expect(await b.getRanges('k', [[5000, 200]])).toEqual([object.slice(5000, 5200)]);
+    expect(s.log.ranged.length).toBe(3);
+    // invalidated by one: its file goes, the other's stays and still answers
+    await a.invalidate('k');
+    expect(readdirSync(d).filter((n) => n.endsWith('.part')).length).toBe(1);
+    expect(await b.getRanges('k', [[5000, 200]])).toEqual([object.slice(5000, 5200)]);
+    expect(s.log.ranged.length).toBe(3);
+  });
+
   it('Gate: at most its limit at once, the rest in order, over a long queue', async () => {
     const gate = new Gate(3);
     let now = 0;

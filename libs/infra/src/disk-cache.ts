@@ -43,7 +43,8 @@ export const RANGE_GETS_IN_FLIGHT = 64;
  *
  * Objects read by ranges (`getRanges`: WARP search layouts, whose lists are checksummed one by one)
  * are never fetched whole: each range missing locally is one ranged GET, and the bytes fetched that
- * were not present yet are appended, in one write per call, to a local file (`.part`) whose map of
+ * were not present yet are appended, in one write per call, to a local file of this process's
+ * (`<sha256>.<pid>.<n>.part`) whose map of
  * object intervals to file positions this process keeps in memory (ByteExtents; a restart deletes
  * those files); the bound counts the bytes of that file.
  */
@@ -254,7 +255,7 @@ export class DiskObjectCache {
     const local = have ? ranges.map((r, i) => i).filter((i) => have.covers(ranges[i][0], ranges[i][0] + ranges[i][1])) : [];
     if (have && local.length > 0) {
       try {
-        const fh = await open(path.join(this.dir, part), 'r');
+        const fh = await open(path.join(this.dir, have.file), 'r');
         try {
           for (const i of local) {
             const [o, n] = ranges[i];
@@ -293,7 +294,10 @@ export class DiskObjectCache {
    * write records nothing.
    */
   private async writeSparse(part: string, pieces: readonly (readonly [number, Uint8Array])[]): Promise<void> {
-    const copy = this.sparse.get(part) ?? new ByteExtents();
+    // A file of this process's own for each copy (pid and a counter in its name): the copies of
+    // processes sharing the folder, and a copy dropped while a write to it was in flight, never
+    // share a file, so no append lands in another copy's bytes.
+    const copy = this.sparse.get(part) ?? new ByteExtents(`${part.slice(0, -'.part'.length)}.${process.pid}.${sparseCopies++}.part`);
     this.sparse.set(part, copy);
     const news: [number, Uint8Array][] = [];
     let total = 0;
@@ -306,7 +310,7 @@ export class DiskObjectCache {
     // the file's bytes [at, at + total) are this call's (reserved now: concurrent calls append after them)
     const at = copy.reserve(total);
     try {
-      const fh = await open(path.join(this.dir, part), constants.O_RDWR | constants.O_CREAT, 0o644);
+      const fh = await open(path.join(this.dir, copy.file), constants.O_RDWR | constants.O_CREAT, 0o644);
       try {
         // one gathered write of the pieces as they are (not copied into one buffer first: fresh
         // memory is the dearer part of a copy here, and the fetched ranges are already in memory)
@@ -330,7 +334,10 @@ export class DiskObjectCache {
     } catch {
       return; // a full or read-only disk: the ranges are answered, not kept
     }
-    if (this.sparse.get(part) !== copy) return; // dropped meanwhile (invalidate, eviction)
+    if (this.sparse.get(part) !== copy) {
+      await unlink(path.join(this.dir, copy.file)).catch(() => undefined); // dropped meanwhile (invalidate, eviction): its file goes too
+      return;
+    }
     let k = at;
     for (const [a, bytes] of news) {
       copy.add(a, a + bytes.byteLength, k);
@@ -374,10 +381,11 @@ export class DiskObjectCache {
   async invalidate(key: string): Promise<void> {
     if (!this.enabled) return;
     const name = fileName(this.namespace, key);
+    const part = this.sparse.get(partName(name));
     this.forget(name);
     this.forget(partName(name));
     await unlink(path.join(this.dir, name)).catch(() => undefined);
-    await unlink(path.join(this.dir, partName(name))).catch(() => undefined);
+    if (part) await unlink(path.join(this.dir, part.file)).catch(() => undefined);
   }
 
   stats(): DiskCacheStats {
@@ -436,12 +444,16 @@ export class DiskObjectCache {
   private async evict(): Promise<void> {
     while (this.held > this.maxBytes && this.index.size > 0) {
       const oldest = this.index.keys().next().value as string;
+      const file = this.sparse.get(oldest)?.file ?? oldest;
       this.forget(oldest);
       this.counters.evictions++;
-      await unlink(path.join(this.dir, oldest)).catch(() => undefined);
+      await unlink(path.join(this.dir, file)).catch(() => undefined);
     }
   }
 }
+
+/** Sparse copies made by this process (every cache): numbers their files apart. */
+let sparseCopies = 0;
 
 function fileName(namespace: string, key: string): string {
   return `${createHash('sha256').update(namespace).update('\0').update(key).digest('hex')}.obj`;
@@ -468,9 +480,13 @@ async function readFully(fh: Awaited<ReturnType<typeof open>>, key: string, offs
 /**
  * A sparse local copy of an object: which of its bytes are present (disjoint, sorted half-open
  * intervals) and where each lies in the local file, which is appended to (reserve) rather than
- * written at the object's offsets, so a call's fetched ranges are one write.
+ * written at the object's offsets, so a call's fetched ranges are one write. The file
+ * (`<sha256>.<pid>.<n>.part`) is this copy's alone.
  */
 export class ByteExtents {
+  /** @param file the local file's name in the cache folder ('' where there is none, e.g. in a spec) */
+  constructor(readonly file = '') {}
+
   private starts: number[] = [];
   private ends: number[] = [];
   /** file position of each interval's first byte */
