@@ -18,13 +18,14 @@ type Result = {
 /**
  * A scorer with an empty disk and memory (a new pod) answers a WARP search by ranged GETs of the
  * probed lists (real Redis, real S3 server, the real worker and read path; SCORER_WARP_WHOLE_BYTES 0
- * so these small layouts are read as large ones are), never fetching a layout whole, and returns
+ * so these small layouts are read as large ones are, and SCORER_WARP_RANGE_GAP_BYTES 0 since their
+ * lists are a few hundred bytes: the default gap would join most of them), never fetching a layout whole, and returns
  * the same hits as a warm scorer. The warm scorer's second search reads nothing (hot lists).
  */
 describe('WARP layouts read by ranges on a cold scorer (real Redis, real S3 server)', () => {
   const diskA = mkdtempSync(path.join(os.tmpdir(), 'lateral-warp-disk-a-'));
   const diskB = mkdtempSync(path.join(os.tmpdir(), 'lateral-warp-disk-b-'));
-  const config = testConfig({ ENCODE_BATCH_DOCUMENTS: '100', SCORER_WARP_WHOLE_BYTES: '0', SCORER_DISK_CACHE_DIR: diskA, RERANK_MAX_WAIT_SECONDS: '300' });
+  const config = testConfig({ ENCODE_BATCH_DOCUMENTS: '100', SCORER_WARP_WHOLE_BYTES: '0', SCORER_WARP_RANGE_GAP_BYTES: '0', SCORER_DISK_CACHE_DIR: diskA, RERANK_MAX_WAIT_SECONDS: '300' });
   const cran = loadCranfield(path.resolve('data/cranfield'));
   const docs = cran.docs.filter((d) => d.text.length > 0).slice(0, 200);
   const queries = cran.queries.slice(0, 6).map((q) => ({ id: q.id, text: q.text }));

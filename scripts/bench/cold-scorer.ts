@@ -31,7 +31,7 @@ const USAGE = `usage: npm run bench -- cold-scorer [--json] [--section both|rera
     [--latency-ms N (10)] [--mb-per-s N (100)] [--rounds N (4; --quick 2)]
   warp: [--warp-docs N,N (20000,50000; --quick 5000)] [--doc-tokens N (55)] [--batch N (1024)] [--queries N (6; --quick 3)]
     [--query-tokens N (32)] [--nprobe N (32)] [--bits 2|4 (4)] [--dims N (128)] [--latency-ms N (10)] [--mb-per-s N (100)]
-    [--max-segments N] [--range-gap N (0)] [--rounds N (2; --quick 1)] [--ranged-only]`;
+    [--max-segments N] [--range-gap N (32768: the scorer's default)] [--rounds N (2; --quick 1)] [--ranged-only]`;
 
 /** The numeric flags of both sections (each a number of at least 0). */
 const NUMBER_FLAGS = ['segments', 'docs', 'tokens', 'dims', 'candidates', 'latency-ms', 'mb-per-s', 'rounds', 'doc-tokens', 'batch', 'queries', 'query-tokens', 'nprobe', 'bits', 'max-segments', 'range-gap'] as const;

@@ -1,8 +1,8 @@
-import { mkdtempSync, readdirSync, rmSync, unlinkSync } from 'node:fs';
+import { mkdtempSync, readdirSync, rmSync, statSync, unlinkSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { ByteIntervals, DiskObjectCache, SYNC_RANGE_READ_BYTES } from './disk-cache';
+import { ByteExtents, DiskObjectCache, Gate, SYNC_RANGE_READ_BYTES } from './disk-cache';
 
 const dirs: string[] = [];
 afterAll(() => dirs.forEach((d) => rmSync(d, { recursive: true, force: true })));
@@ -30,40 +30,61 @@ function store(objects: Map<string, Uint8Array>) {
 
 const object = Uint8Array.from({ length: 10_000 }, (_, i) => (i * 31 + 7) & 0xff);
 
-describe('ByteIntervals', () => {
-  it('adds, merges touching and overlapping intervals, counts new bytes only, and answers coverage', () => {
-    const iv = new ByteIntervals();
-    expect(iv.add(10, 20)).toBe(10);
-    expect(iv.add(30, 40)).toBe(10);
-    expect(iv.covers(10, 20)).toBe(true);
-    expect(iv.covers(15, 25)).toBe(false);
-    expect(iv.add(20, 30)).toBe(10); // touches both: one interval
-    expect(iv.covers(10, 40)).toBe(true);
-    expect(iv.add(5, 45)).toBe(10); // only the new edges count
-    expect(iv.add(12, 18)).toBe(0);
-    expect(iv.bytes).toBe(40);
-    expect(iv.covers(4, 6)).toBe(false);
-    expect(iv.add(100, 100)).toBe(0);
-    // a brute-force reference over random adds
-    const ref = new Uint8Array(300);
-    const r = new ByteIntervals();
+describe('ByteExtents', () => {
+  it('records where present bytes lie in the appended file, counts new bytes only, answers coverage and the pieces to read', () => {
+    const ex = new ByteExtents();
+    expect(ex.add(10, 20, ex.reserve(10))).toBe(10); // file [0, 10)
+    expect(ex.add(30, 40, ex.reserve(10))).toBe(10); // file [10, 20)
+    expect(ex.covers(10, 20)).toBe(true);
+    expect(ex.covers(15, 25)).toBe(false);
+    expect(ex.missing(5, 45)).toEqual([[5, 10], [20, 30], [40, 45]]);
+    expect(ex.add(20, 30, ex.reserve(10))).toBe(10); // file [20, 30): touches both in the object, not in the file
+    expect(ex.covers(10, 40)).toBe(true);
+    expect(ex.pieces(15, 35)).toEqual([[5, 5], [20, 10], [10, 5]]);
+    expect(ex.extents).toBe(3);
+    // a fetch of [5, 45): only its missing edges are recorded, at their place in what was appended
+    const at = ex.reserve(40);
+    expect(ex.add(5, 45, at)).toBe(10);
+    expect(ex.pieces(5, 11)).toEqual([[at, 5], [0, 1]]);
+    expect(ex.pieces(39, 45)).toEqual([[19, 1], [at + 35, 5]]);
+    expect(ex.add(12, 18, ex.reserve(6))).toBe(0);
+    expect(ex.bytes).toBe(40);
+    expect(ex.covers(4, 6)).toBe(false);
+    expect(ex.pieces(4, 6)).toBeNull();
+    expect(ex.add(100, 100, 0)).toBe(0);
+    // contiguous in the object and in the file: one extent
+    const j = new ByteExtents();
+    j.add(0, 10, j.reserve(10));
+    j.add(10, 20, j.reserve(10));
+    expect(j.extents).toBe(1);
+    expect(j.pieces(0, 20)).toEqual([[0, 20]]);
+    // a brute-force reference over random adds: each byte's file position
+    const ref = new Int32Array(300).fill(-1);
+    const r = new ByteExtents();
     let seed = 7;
     const rnd = () => ((seed = (seed * 1103515245 + 12345) & 0x7fffffff), seed / 0x7fffffff);
     for (let k = 0; k < 200; k++) {
       const a = Math.floor(rnd() * 290);
       const b = a + 1 + Math.floor(rnd() * 10);
+      const pos = r.reserve(b - a);
       let fresh = 0;
       for (let i = a; i < b; i++) {
-        if (ref[i]) continue;
-        ref[i] = 1;
+        if (ref[i] >= 0) continue;
+        ref[i] = pos + (i - a);
         fresh++;
       }
-      expect(r.add(a, b)).toBe(fresh);
+      expect(r.add(a, b, pos)).toBe(fresh);
       const x = Math.floor(rnd() * 290);
       const y = x + 1 + Math.floor(rnd() * 10);
-      expect(r.covers(x, y)).toBe(ref.subarray(x, y).every((v) => v === 1));
+      const present = Array.from(ref.subarray(x, y)).every((v) => v >= 0);
+      expect(r.covers(x, y)).toBe(present);
+      const where = r.pieces(x, y);
+      if (present) expect(where!.flatMap(([p, n]) => Array.from({ length: n }, (_, i) => p + i))).toEqual(Array.from(ref.subarray(x, y)));
+      else expect(where).toBeNull();
+      const gaps = r.missing(x, y).flatMap(([s, e]) => Array.from({ length: e - s }, (_, i) => s + i));
+      expect(gaps).toEqual(Array.from({ length: y - x }, (_, i) => x + i).filter((i) => ref[i] < 0));
     }
-    expect(r.bytes).toBe(ref.reduce((a, v) => a + v, 0));
+    expect(r.bytes).toBe(ref.reduce((a, v) => a + (v >= 0 ? 1 : 0), 0));
   });
 });
 
@@ -143,6 +164,66 @@ describe('DiskObjectCache.getRanges', () => {
     expect(await off.getRanges('k', [[0, 10]])).toEqual([object.slice(0, 10)]);
     expect(await off.getRanges('k', [[0, 10]])).toEqual([object.slice(0, 10)]);
     expect(s.log.ranged.length).toBe(2);
+  });
+
+  it('keeps a call\'s fetched ranges appended to one file (only the bytes not yet present; the bound counts the file), and answers ranges spanning several of them locally, byte for byte', async () => {
+    const d = folder();
+    const s = store(new Map([['k', object]]));
+    const disk = new DiskObjectCache(s, d, 1 << 20, 'ns');
+    const first = Array.from({ length: 200 }, (_, i) => [i * 40, 20] as const);
+    expect(await disk.getRanges('k', first)).toEqual(first.map(([o, n]) => object.slice(o, o + n)));
+    const [part] = readdirSync(d).filter((n) => n.endsWith('.part'));
+    expect(statSync(path.join(d, part)).size).toBe(4000);
+    expect(disk.stats()).toMatchObject({ bytes: 4000, rangeGets: 200 });
+    // the gaps between them, overlapping the kept ranges: only the gaps' bytes are appended
+    const second = Array.from({ length: 199 }, (_, i) => [i * 40 + 10, 40] as const);
+    expect(await disk.getRanges('k', second)).toEqual(second.map(([o, n]) => object.slice(o, o + n)));
+    expect(statSync(path.join(d, part)).size).toBe(4000 + 199 * 20);
+    expect(disk.stats()).toMatchObject({ bytes: 4000 + 199 * 20, rangeGets: 399 });
+    // a range over many extents of both writes: read locally, the object's bytes
+    expect(await disk.getRanges('k', [[5, 7000], [3, 1]])).toEqual([object.slice(5, 7005), object.slice(3, 4)]);
+    expect(disk.stats()).toMatchObject({ rangeGets: 399, rangeHits: 2 });
+  });
+
+  it('caches sharing a folder keep their sparse copies of one object in files of their own: each reads back its own ranges, byte for byte', async () => {
+    const d = folder();
+    const s = store(new Map([['k', object]]));
+    const a = new DiskObjectCache(s, d, 1 << 20, 'ns');
+    const b = new DiskObjectCache(s, d, 1 << 20, 'ns');
+    // both started (a cache's start deletes the sparse files it finds: an earlier process's)
+    expect([await a.get('absent'), await b.get('absent')]).toEqual([null, null]);
+    await a.getRanges('k', [[100, 300]]);
+    await b.getRanges('k', [[5000, 200]]);
+    await a.getRanges('k', [[7000, 50]]);
+    expect(readdirSync(d).filter((n) => n.endsWith('.part')).length).toBe(2);
+    expect(await a.getRanges('k', [[100, 300], [7000, 50]])).toEqual([object.slice(100, 400), object.slice(7000, 7050)]);
+    expect(await b.getRanges('k', [[5000, 200]])).toEqual([object.slice(5000, 5200)]);
+    expect(s.log.ranged.length).toBe(3);
+    // invalidated by one: its file goes, the other's stays and still answers
+    await a.invalidate('k');
+    expect(readdirSync(d).filter((n) => n.endsWith('.part')).length).toBe(1);
+    expect(await b.getRanges('k', [[5000, 200]])).toEqual([object.slice(5000, 5200)]);
+    expect(s.log.ranged.length).toBe(3);
+  });
+
+  it('Gate: at most its limit at once, the rest in order, over a long queue', async () => {
+    const gate = new Gate(3);
+    let now = 0;
+    let peak = 0;
+    const order: number[] = [];
+    await Promise.all(
+      Array.from({ length: 3000 }, (_, i) =>
+        gate.run(async () => {
+          peak = Math.max(peak, ++now);
+          order.push(i);
+          await Promise.resolve();
+          now--;
+        }),
+      ),
+    );
+    expect(peak).toBe(3);
+    expect(order).toEqual(Array.from({ length: 3000 }, (_, i) => i));
+    expect(gate.queued).toBe(0);
   });
 
   it('at most rangeGetsInFlight ranged GETs at once', async () => {

@@ -69,7 +69,7 @@ export interface SegmentCacheOptions {
   /**
    * Two probed lists of a segment are read in one range when at most this many bytes of other
    * lists lie between them (the bytes between are read and dropped). Default
-   * WARP_RANGE_GAP_BYTES.
+   * WARP_RANGE_GAP_BYTES (32 KiB; SCORER_WARP_RANGE_GAP_BYTES).
    */
   warpRangeGapBytes?: number;
   /**

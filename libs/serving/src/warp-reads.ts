@@ -1,5 +1,5 @@
 import { codecFromDescriptor, type Codec, type CodecDescriptor } from '@lateral/codec';
-import { DEFAULT_WARP_WHOLE_BYTES, s3Keys, type Collection, type SegmentRef } from '@lateral/shared';
+import { DEFAULT_WARP_RANGE_GAP_BYTES, DEFAULT_WARP_WHOLE_BYTES, s3Keys, type Collection, type SegmentRef } from '@lateral/shared';
 import {
   WARP_HEADER_BYTES,
   WarpLayoutCorruptError,
@@ -37,8 +37,8 @@ import type { LoadedSegment, SegmentHead, SegmentStore } from './segment-store';
  */
 export const WARP_WHOLE_READ_BYTES = DEFAULT_WARP_WHOLE_BYTES;
 
-/** Default gap (bytes of other lists) across which two probed lists are read in one range. */
-export const WARP_RANGE_GAP_BYTES = 0;
+/** Default gap (bytes of other lists) across which two probed lists are read in one range (SCORER_WARP_RANGE_GAP_BYTES's default, 32 KiB). */
+export const WARP_RANGE_GAP_BYTES = DEFAULT_WARP_RANGE_GAP_BYTES;
 
 /** Memory a kept WARP list costs beyond its bytes (its object and typed-array views), for the cache bound. */
 const WARP_LIST_OVERHEAD_BYTES = 256;
@@ -149,8 +149,11 @@ export async function warpLists(store: SegmentStore, collection: Pick<Collection
           // the range holding the list (lists and ranges both ascending)
           while (want[r].offset + want[r].length < dir.offsets[c + 1]) r++;
           const start = dir.offsets[c] - want[r].offset;
-          // its own copy (aligned, and holding nothing of its neighbours while it stays in memory), verified
-          const list = readWarpList(dir, c, got[r].slice(start, start + dir.offsets[c + 1] - dir.offsets[c]));
+          const length = dir.offsets[c + 1] - dir.offsets[c];
+          // its own buffer (aligned, and holding nothing of its neighbours while it stays in memory):
+          // the range's when the range is exactly this list in a buffer of its own, else a copy; verified
+          const own = got[r].byteLength === length && got[r].byteOffset === 0 && got[r].buffer.byteLength === length;
+          const list = readWarpList(dir, c, own ? got[r] : got[r].slice(start, start + length));
           held.set(c, list);
           store.lru.keep(`warplist:${key}#${c}`, list, dir.offsets[c + 1] - dir.offsets[c] + WARP_LIST_OVERHEAD_BYTES);
         }

@@ -13,10 +13,11 @@ import {
   serializeWarpLayout,
   warpCentroidScores,
   warpDirectoryBytes,
+  warpCoalescedRanges,
   warpSearch,
   type WarpCodec,
 } from '@lateral/search';
-import { SegmentCache, type ObjectSource } from './segment-cache';
+import { SegmentCache, WARP_RANGE_GAP_BYTES, type ObjectSource } from './segment-cache';
 import { SegmentUnavailableError, type SearchPlan } from './search-plan';
 import { warpScan } from './warp-scan';
 
@@ -249,7 +250,8 @@ describe('warpScan over the segment cache (WARP search layouts read by ranges)',
 });
 
 /** A segment cache over a disk cache of a store that answers ranged GETs (as ObjectStore.getRange), recording every GET. */
-function rangedSetup(objects: Map<string, Uint8Array>, opts: { dir?: string; maxBytes?: number; gap?: number } = {}) {
+/** gap: warpRangeGapBytes (0 unless given: these layouts are a few KB, so the default gap would join every list; 'default': the option left out). */
+function rangedSetup(objects: Map<string, Uint8Array>, opts: { dir?: string; maxBytes?: number; gap?: number | 'default' } = {}) {
   const dir = opts.dir ?? mkdtempSync(path.join(tmpdir(), 'warp-ranged-'));
   if (!opts.dir) dirs.push(dir);
   const whole: string[] = [];
@@ -266,7 +268,7 @@ function rangedSetup(objects: Map<string, Uint8Array>, opts: { dir?: string; max
   };
   const disk = new DiskObjectCache(store, dir, 1 << 26, 'test');
   const source: ObjectSource = { get: (k) => disk.get(k), invalidate: (k) => disk.invalidate(k), readRanges: (k, r, c) => disk.readRanges(k, r, c), ranged: disk.ranged, getRanges: (k, r) => disk.getRanges(k, r) };
-  const cache = new SegmentCache(source, { get: async () => Promise.reject(new Error('no codec artifact')) }, { forCollection: async () => Promise.reject(new Error('none')) }, { maxBytes: opts.maxBytes ?? 1 << 30, loadConcurrency: 2, scoreFromCodes: true, warpLayoutInMemoryBytes: 0, warpRangeGapBytes: opts.gap });
+  const cache = new SegmentCache(source, { get: async () => Promise.reject(new Error('no codec artifact')) }, { forCollection: async () => Promise.reject(new Error('none')) }, { maxBytes: opts.maxBytes ?? 1 << 30, loadConcurrency: 2, scoreFromCodes: true, warpLayoutInMemoryBytes: 0, ...(opts.gap === 'default' ? {} : { warpRangeGapBytes: opts.gap ?? 0 }) });
   return { cache, disk, whole, ranged, dir };
 }
 
@@ -316,7 +318,7 @@ describe('warpScan by ranged GETs (a cold scorer fetches its probed lists, never
     const got = first.ranged.length;
     // a new memory cache over the same disk cache: the directories and lists come from the local copies
     const source: ObjectSource = { get: (k) => first.disk.get(k), ranged: true, getRanges: (k, r) => first.disk.getRanges(k, r), invalidate: (k) => first.disk.invalidate(k) };
-    const cold = new SegmentCache(source, { get: async () => Promise.reject(new Error('no codec artifact')) }, { forCollection: async () => Promise.reject(new Error('none')) }, { maxBytes: 1 << 30, loadConcurrency: 2, scoreFromCodes: true, warpLayoutInMemoryBytes: 0 });
+    const cold = new SegmentCache(source, { get: async () => Promise.reject(new Error('no codec artifact')) }, { forCollection: async () => Promise.reject(new Error('none')) }, { maxBytes: 1 << 30, loadConcurrency: 2, scoreFromCodes: true, warpLayoutInMemoryBytes: 0, warpRangeGapBytes: 0 });
     const again = await warpScan(cold, collection, manifest, plan(), queries, opts(3));
     expect(again.hits).toEqual(reference(3));
     expect(first.ranged.length).toBe(got);
@@ -326,6 +328,28 @@ describe('warpScan by ranged GETs (a cold scorer fetches its probed lists, never
     expect(all.hits).toEqual(reference(K));
     expect(first.ranged.length).toBeGreaterThan(got);
     expect(first.whole).toEqual([]);
+  });
+
+  it('by default, probed lists at most WARP_RANGE_GAP_BYTES apart are one ranged GET', async () => {
+    const { cache, ranged } = rangedSetup(stored(), { gap: 'default' });
+    const scan = await warpScan(cache, collection, manifest, plan(), queries.slice(0, 1), opts(3));
+    expect(scan.hits).toEqual(reference(3).slice(0, 1));
+    const probed = new Map<string, number[]>();
+    const listGets = ranged.filter((x) => x.offset !== 0);
+    // what warpCoalescedRanges gives for the lists the scan fetched, at the default gap
+    let want = 0;
+    for (const [i, ref] of refs.entries()) {
+      const d = parseWarpDirectory(layouts[i], 'x');
+      const mine = listGets.filter((x) => x.key === layoutKey(ref));
+      const lists: number[] = [];
+      for (let c = 0; c < K; c++) if (d.counts[c] > 0 && mine.some((x) => d.offsets[c] >= x.offset && d.offsets[c + 1] <= x.offset + x.length)) lists.push(c);
+      probed.set(ref.key, lists);
+      want += lists.length === 0 ? 0 : warpCoalescedRanges(d, lists, WARP_RANGE_GAP_BYTES).length;
+    }
+    expect(WARP_RANGE_GAP_BYTES).toBe(32768);
+    expect(scan.queries[0].ranges).toBe(listGets.length);
+    expect(listGets.length).toBeLessThanOrEqual(want);
+    expect(listGets.length).toBeLessThanOrEqual(refs.length); // these layouts are smaller than the gap: one range each
   });
 
   it('coalescing across gaps: fewer ranged GETs, more bytes fetched, the same hits', async () => {
@@ -360,6 +384,40 @@ describe('warpScan by ranged GETs (a cold scorer fetches its probed lists, never
     const fresh = await disk.getRanges(layoutKey(refs[1]), [[d.offsets[c], d.offsets[c + 1] - d.offsets[c]]]);
     expect(fresh![0]).toEqual(bad.subarray(d.offsets[c], d.offsets[c + 1]));
     expect(disk.stats().rangeHits).toBe(0);
+  });
+
+  it('a list fetched alone is kept in the buffer its ranged GET returned (no copy) and still verified: its entries as the whole layout gives them; corrupt, the segment is named with the list and its byte range', async () => {
+    const d = parseWarpDirectory(layouts[1], 'x');
+    let c = 0;
+    for (let i = 1; i < K; i++) if (d.counts[i] > d.counts[c]) c = i;
+    const length = d.offsets[c + 1] - d.offsets[c];
+    const expectDir = { centroidsChecksum: d.centroidsChecksum, codecChecksum: d.codecChecksum, centroidCount: K, dims: D, bits: codec.bits, documents: refs[1].documents };
+    const good = rangedSetup(stored());
+    // the buffers the ranged reads gave the scorer
+    const given: Uint8Array[] = [];
+    const source: ObjectSource = { get: (k) => good.disk.get(k), ranged: true, getRanges: async (k, r) => { const got = await good.disk.getRanges(k, r); given.push(...(got ?? [])); return got; }, invalidate: (k) => good.disk.invalidate(k) };
+    const cache = new SegmentCache(source, { get: async () => Promise.reject(new Error('no codec artifact')) }, { forCollection: async () => Promise.reject(new Error('none')) }, { maxBytes: 1 << 30, loadConcurrency: 2, scoreFromCodes: true, warpLayoutInMemoryBytes: 0 });
+    const dir = await cache.warpDirectory(collection, refs[1], expectDir);
+    const read = await cache.warpLists(collection, refs[1], dir, [c]);
+    expect(read).toMatchObject({ ranges: 1, fetched: length, bytes: length });
+    const list = read.lists.list(c);
+    const want = openWarpLayout(layouts[1], 'ref').list(c);
+    expect(list.count).toBe(want.count);
+    expect(Array.from(list.docs)).toEqual(Array.from(want.docs));
+    expect(Array.from(list.codes)).toEqual(Array.from(want.codes));
+    expect(given.some((b) => b.buffer === list.codes.buffer)).toBe(true); // the GET's own buffer, no second copy
+    // one flipped bit in that list: refused by its CRC-32, named as before
+    const bad = new Uint8Array(layouts[1]);
+    bad[d.offsets[c + 1] - 1] ^= 0x01;
+    const corrupt = rangedSetup(new Map([[layoutKey(refs[1]), bad]]));
+    const dir2 = await corrupt.cache.warpDirectory(collection, refs[1], expectDir);
+    const err = await corrupt.cache.warpLists(collection, refs[1], dir2, [c]).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(SegmentUnavailableError);
+    expect(err).toMatchObject({ key: layoutKey(refs[1]), object: 'index', segment: refs[1].key });
+    expect((err as SegmentUnavailableError).reason).toContain(`corrupt in section "list ${c}"`);
+    expect((err as SegmentUnavailableError).reason).toContain(`bytes ${d.offsets[c]}..${d.offsets[c + 1]}`);
+    // not kept: the next read fetches it again
+    expect(corrupt.disk.stats().bytes).toBe(0);
   });
 
   it('under a small memory bound: the memory cache holds lists (never a whole layout) within the bound, the same hits', async () => {

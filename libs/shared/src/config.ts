@@ -10,6 +10,18 @@ const int = (def: number, min: number, max: number) => z.coerce.number().int().m
 export const DEFAULT_WARP_WHOLE_BYTES = 64 * 2 ** 20;
 
 /**
+ * SCORER_WARP_RANGE_GAP_BYTES when unset (32 KiB), also the serving library's default
+ * (WARP_RANGE_GAP_BYTES): two probed lists at most this far apart are read in one ranged GET.
+ * A GET's first byte (~10 ms) costs what ~1 MB does at 100 MB/s, so 32 KiB read and dropped costs
+ * ~3% of the GET it saves; the bound is the bytes a cold query fetches (the 5% target of issue
+ * 32): at 1,000,000 documents (synthetic, uniform centroid ids) 32 KiB saves ~8% of the first
+ * query's ranged GETs for +0.35 points of the layout bytes (3.24% to 3.6%), where 64 KiB saves
+ * ~16% for +1.4 points (4.6%, near the target before real lists' skew) (docs/segment-format.md,
+ * "Reading a layout by ranges").
+ */
+export const DEFAULT_WARP_RANGE_GAP_BYTES = 32 * 2 ** 10;
+
+/**
  * Every environment variable lateral reads, validated once at start-up.
  * The configuration table (docs/configuration.md) is this object, one row per key.
  */
@@ -79,6 +91,12 @@ export const ConfigSchema = z.object({
    * (114 ranged reads a query), read whole 25 ms (docs/benchmarks.md, "WARP").
    */
   SCORER_WARP_WHOLE_BYTES: int(DEFAULT_WARP_WHOLE_BYTES, 0, 2 ** 40),
+  /**
+   * WARP layouts read by ranges: two probed lists of a segment are read in one ranged GET when at
+   * most this many bytes of other lists lie between them (read and dropped). Fewer GETs for more
+   * bytes; 0 = exactly the probed lists' bytes (adjacent lists still one GET).
+   */
+  SCORER_WARP_RANGE_GAP_BYTES: int(DEFAULT_WARP_RANGE_GAP_BYTES, 0, 2 ** 30),
   /**
    * How a re-rank reads its candidates' codes: `ranges` = positioned reads of the segments' copies
    * in the disk cache, the memory cache keeping only each segment's head (ids, token offsets, code

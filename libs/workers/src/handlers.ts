@@ -74,6 +74,7 @@ export function pipelineHandlers(rt: Runtime, extra: { shardChild?: (p: ShardJob
     alternateScans: config.SCORER_SCAN_ORDER === 'alternate',
     // WARP layouts: small ones read whole, larger ones by their probed lists' ranges (ranged GETs through the disk cache).
     warpLayoutInMemoryBytes: Math.min(config.SCORER_WARP_WHOLE_BYTES, config.SCORER_CACHE_BYTES / 16),
+    warpRangeGapBytes: config.SCORER_WARP_RANGE_GAP_BYTES,
     // A segment that cannot be read: its ids from its batch's info.json (so its candidates are named
     // unavailable), and the collection's degraded record in S3, a log line and metrics.
     segmentIds: async (tenantId, collectionId, ref) => (await documents.encodedInfo(tenantId, collectionId, ref.batchId))?.documents.map((d) => d.id) ?? null,
