@@ -76,6 +76,34 @@ describe('BatchChunkWriter', () => {
     expect(texts(2)).toEqual({ textHashes: [], texts: [] });
   });
 
+  it('lines given as bytes (ByteLineSplitter) write the same files as the same lines given as text, repeated lists and bad rows included', async () => {
+    const long = (n: number) => Array.from({ length: 5 }, (_, i) => `text ${n}.${i} ${'é'.repeat(20)}`);
+    const lines = [
+      row('a', long(1)),
+      row('b', long(1)),
+      '  ',
+      row('c', long(2)),
+      row('d', long(1)),
+      `${row('e', long(2)).slice(0, -1)},"topK":3}`,
+      'not json',
+      row('a', long(2)),
+      row('f', [...long(1), 'x'.repeat(200)]),
+      row('g', long(1)),
+    ];
+    const files = async (asBytes: boolean) => {
+      const store = memoryStore();
+      const w = new BatchChunkWriter(store as never, 't', 'b9', 3, { hasCollection: false, maxTextBytes: 150 });
+      for (const l of lines) await w.line(asBytes ? Buffer.from(l, 'utf8') : l);
+      return { planned: await w.finish(), objects: store.objects };
+    };
+    const text = await files(false);
+    const bytes = await files(true);
+    expect(bytes.planned).toEqual(text.planned);
+    expect(text.planned).toEqual({ rows: 9, invalid: 3, withTexts: [true, true, true] });
+    expect([...bytes.objects.keys()]).toEqual([...text.objects.keys()]);
+    for (const [key, body] of text.objects) expect(bytes.objects.get(key), key).toEqual(body);
+  });
+
   it('a text over maxTextBytes fails its row, counted in UTF-8 bytes', async () => {
     const store = memoryStore();
     const w = new BatchChunkWriter(store as never, 't', 'b2', 10, { hasCollection: false, maxTextBytes: 8 });

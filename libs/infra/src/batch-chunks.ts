@@ -1,9 +1,11 @@
-import { ChunkColumns, QueueName, RepeatedCandidates, batchKeys, textHash, textJobIds, validateRow, type ChunkTexts, type JobPayload } from '@lateral/shared';
+import { ChunkColumns, QueueName, RepeatedCandidates, batchKeys, isBlankLine, textHash, textJobIds, validateRow, type BatchLine, type ChunkTexts, type JobPayload } from '@lateral/shared';
 import type { FlowNode } from './job-flows';
 import type { ObjectStore } from './object-store';
 
 /** Texts a batch remembers as written (their hashes, ~150 bytes each): past this many, a text is written again in each chunk naming it. */
 export const MAX_SHARED_TEXTS = 500_000;
+/** Characters of texts whose hash a batch keeps (so a text named again by a later chunk is not hashed again). */
+const HASHED_TEXT_CHARS = 16 << 20;
 
 /** What each chunk of a planned batch holds, as the flow needs it: whether it has candidate texts (an encode-texts child). */
 export interface PlannedChunks {
@@ -23,14 +25,18 @@ export interface PlannedChunks {
  * (each distinct text of a batch is written once). A chunk's
  * files are written while the next chunk's lines are cut (one write in flight; the next full
  * chunk waits for it). A row repeating an earlier row's candidate list (as written) parses only
- * the rest of its line (RepeatedCandidates). Memory: two chunks, plus the custom_ids seen so far,
- * the hashes of the texts written (up to MAX_SHARED_TEXTS) and the repeated candidate lists
- * remembered (up to 8M characters).
+ * the rest of its line (RepeatedCandidates; a line given as bytes is decoded only where it does not
+ * repeat a list). Memory: two chunks, plus the custom_ids seen so far, the hashes of the texts
+ * written (up to MAX_SHARED_TEXTS), the texts hashed with their hashes (up to 16M characters) and
+ * the repeated candidate lists remembered (up to 8M characters).
  */
 export class BatchChunkWriter {
   private readonly seen = new Map<string, number>();
   /** Hash of each text written to a texts file so far -> that chunk (up to MAX_SHARED_TEXTS; a text past it is written again). */
   private readonly written = new Map<string, number>();
+  /** Each text hashed so far -> its hash (up to HASHED_TEXT_CHARS characters: a later chunk naming it does not hash it again). */
+  private readonly hashes = new Map<string, string>();
+  private hashedChars = 0;
   private readonly withTexts: boolean[] = [];
   private rowsOf = new ChunkColumns();
   /** Candidate lists of earlier rows, so a row repeating one parses only the rest of its line. */
@@ -49,10 +55,10 @@ export class BatchChunkWriter {
     private readonly opts: { hasCollection: boolean; maxTextBytes: number },
   ) {}
 
-  /** One line of the file (without its line break); blank lines are skipped but counted. */
-  async line(line: string): Promise<void> {
+  /** One line of the file (without its line break), as text or as UTF-8 bytes (ByteLineSplitter); blank lines are skipped but counted. */
+  async line(line: BatchLine): Promise<void> {
     this.lineNo++;
-    if (line.trim().length === 0) return;
+    if (isBlankLine(line)) return;
     this.rows++;
     const entry = validateRow(line, this.lineNo, this.seen, this.opts, this.repeats);
     if ('error' in entry) this.invalid++;
@@ -82,7 +88,7 @@ export class BatchChunkWriter {
     // The chunk names each distinct text once, by its hash (hashed here, once): in the chunk file, and
     // the texts file (ChunkTexts) beside it with the texts no earlier chunk's file holds (textsIn
     // names where the others are: a batch repeating its texts writes each once).
-    const textHashes = distinct.map(textHash);
+    const textHashes = distinct.map((t) => this.hashOf(t));
     const own: ChunkTexts = { textHashes: [], texts: [] };
     let shared = false;
     const textsIn = textHashes.map((h, i) => {
@@ -108,6 +114,19 @@ export class BatchChunkWriter {
     ]).then(() => undefined);
     writing.catch(() => undefined); // seen by settle(); not an unhandled rejection meanwhile
     this.writing = writing;
+  }
+
+  /** The text's hash (textHash), kept for the next chunk naming it while there is room. */
+  private hashOf(text: string): string {
+    let h = this.hashes.get(text);
+    if (h === undefined) {
+      h = textHash(text);
+      if (this.hashedChars + text.length <= HASHED_TEXT_CHARS) {
+        this.hashes.set(text, h);
+        this.hashedChars += text.length;
+      }
+    }
+    return h;
   }
 
   /** Waits for the chunk writes in flight; throws their failure. */

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { LineSplitter, readLines } from './object-streams';
+import { decodeLine } from '@lateral/shared';
+import { ByteLineSplitter, LineSplitter, readByteLines, readLines } from './object-streams';
 
 describe('LineSplitter / readLines', () => {
   it('cuts pieces that end inside a line or inside a character into whole lines, without their breaks', () => {
@@ -60,5 +61,52 @@ describe('LineSplitter / readLines', () => {
     expect(s.push(buf)).toEqual([]);
     buf.write('xyz');
     expect(s.push(Buffer.from('d\n'))).toEqual(['abcd']);
+  });
+});
+
+describe('ByteLineSplitter / readByteLines', () => {
+  it('gives the bytes of the lines LineSplitter gives: decoded, the same lines at every cut into two or three pieces', () => {
+    const texts = [
+      Buffer.concat([Buffer.from([0xef, 0xbb, 0xbf]), Buffer.from('a 😀 b\r\nc\n', 'utf8')]),
+      Buffer.concat([Buffer.from('x'), Buffer.from([0xe2, 0x0a, 0xff, 0xc3]), Buffer.from('\ny é\r'), Buffer.from([0xf0, 0x9f])]),
+      // A byte order mark inside the stream is kept (only the stream's first is dropped), a partial one at its start too.
+      Buffer.concat([Buffer.from('a\n'), Buffer.from([0xef, 0xbb, 0xbf]), Buffer.from('b\n')]),
+      Buffer.from([0xef, 0xbb, 0x0a, 0x41]),
+      Buffer.from([0xef, 0xbb, 0xbf]),
+      Buffer.from([0xef, 0xbb]),
+      Buffer.from([0xef]),
+      Buffer.from('\r'),
+      Buffer.from('\n\n'),
+      Buffer.from(''),
+      Buffer.from('{"a":1}\r\n\r\n{"b":"\u00e9"}'),
+    ];
+    for (const bytes of texts) {
+      for (let i = 0; i <= bytes.length; i++) {
+        for (let j = i; j <= bytes.length; j++) {
+          const pieces = [bytes.subarray(0, i), bytes.subarray(i, j), bytes.subarray(j)];
+          const s = new LineSplitter();
+          const expected = [...pieces.flatMap((p) => s.push(p)), ...s.end()];
+          const b = new ByteLineSplitter();
+          const lines = [...pieces.flatMap((p) => b.push(p)), ...b.end()];
+          expect(lines.map((l) => decodeLine(l)), `${bytes.toString('hex')} cut at ${i}, ${j}`).toEqual(expected);
+        }
+      }
+    }
+  });
+
+  it('keeps its own copy of a line in progress, and readByteLines over a stream yields the same lines', async () => {
+    const s = new ByteLineSplitter();
+    const buf = Buffer.from('abc');
+    expect(s.push(buf)).toEqual([]);
+    buf.write('xyz');
+    expect(s.push(Buffer.from('d\n')).map((l) => decodeLine(l))).toEqual(['abcd']);
+    async function* pieces() {
+      yield Buffer.from('{"a":1}\n{"b"');
+      yield ':2}\r\n';
+      yield Buffer.from('{"c":3}');
+    }
+    const out: string[] = [];
+    for await (const l of readByteLines(pieces())) out.push(decodeLine(l));
+    expect(out).toEqual(['{"a":1}', '{"b":2}', '{"c":3}']);
   });
 });

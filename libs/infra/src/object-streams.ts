@@ -151,6 +151,75 @@ export class LineSplitter {
   }
 }
 
+/**
+ * LineSplitter's lines as bytes, not decoded (decodeLine gives the text LineSplitter gives: a
+ * batch upload decodes only what it cannot read from the bytes, RepeatedCandidates). The same
+ * lines: cut at '\n' bytes (never inside a UTF-8 character), a '\r' before it dropped, a leading
+ * byte order mark dropped as TextDecoder drops it. A line is a view of the piece it lies in (valid
+ * while the caller keeps the piece unchanged); a line spanning pieces is a copy.
+ */
+export class ByteLineSplitter {
+  private rest: Buffer[] = [];
+  private restBytes = 0;
+  /** Bytes of the stream seen so far, while fewer than a byte order mark's 3 (it is dropped only there). */
+  private start: Buffer | null = Buffer.alloc(0);
+
+  push(piece: Uint8Array): Uint8Array[] {
+    let buf = Buffer.from(piece.buffer, piece.byteOffset, piece.byteLength);
+    if (this.start) {
+      buf = Buffer.concat([this.start, buf]);
+      if (buf.byteLength < 3) {
+        this.start = buf;
+        return [];
+      }
+      this.start = null;
+      if (buf[0] === 0xef && buf[1] === 0xbb && buf[2] === 0xbf) buf = buf.subarray(3);
+    }
+    return this.split(buf);
+  }
+
+  end(): Uint8Array[] {
+    // A stream of fewer than 3 bytes: no byte order mark to drop.
+    const lines = this.start ? this.split(this.start) : [];
+    this.start = null;
+    const rest = Buffer.concat(this.rest);
+    this.rest = [];
+    this.restBytes = 0;
+    if (rest.byteLength > 0) lines.push(rest[rest.byteLength - 1] === 13 ? rest.subarray(0, -1) : rest);
+    return lines;
+  }
+
+  private split(buf: Buffer): Uint8Array[] {
+    const lines: Uint8Array[] = [];
+    let from = 0;
+    for (let nl = buf.indexOf(10); nl >= 0; nl = buf.indexOf(10, from)) {
+      let line: Buffer = buf.subarray(from, nl);
+      if (this.restBytes > 0) {
+        line = Buffer.concat([...this.rest, line]);
+        this.rest = [];
+        this.restBytes = 0;
+      }
+      lines.push(line.byteLength > 0 && line[line.byteLength - 1] === 13 ? line.subarray(0, -1) : line);
+      from = nl + 1;
+    }
+    if (from < buf.byteLength) {
+      // A copy (Buffer.from of a Buffer copies byte by byte: allocUnsafe + copy is one memcpy): the caller may reuse its piece once push returns.
+      const tail = Buffer.allocUnsafe(buf.byteLength - from);
+      buf.copy(tail, 0, from);
+      this.rest.push(tail);
+      this.restBytes += buf.byteLength - from;
+    }
+    return lines;
+  }
+}
+
+/** Lines of a stream of UTF-8 text as bytes (ByteLineSplitter), one at a time. */
+export async function* readByteLines(stream: AsyncIterable<Uint8Array | string>): AsyncGenerator<Uint8Array> {
+  const lines = new ByteLineSplitter();
+  for await (const chunk of stream) yield* lines.push(typeof chunk === 'string' ? Buffer.from(chunk, 'utf8') : chunk);
+  yield* lines.end();
+}
+
 /** Lines of a stream of UTF-8 text, without their line breaks ('\r\n' or '\n'), one at a time. */
 export async function* readLines(stream: AsyncIterable<Uint8Array | string>): AsyncGenerator<string> {
   const lines = new LineSplitter();

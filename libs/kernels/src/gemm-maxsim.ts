@@ -293,7 +293,10 @@ export class GemmMaxsim {
           });
           return { docs: new ort.Tensor('float32', buf, [members.length, L, d]) };
         }
-        // Rows row0..row1: the members' blocks one after another (they are consecutive candidates).
+        // Rows row0..row1: the members' blocks one after another (they are consecutive candidates),
+        // taken as they lie when they already are (texts read together share a buffer: TextCacheReader), else copied.
+        const lying = contiguous(members.map((c) => blocks[c]));
+        if (lying) return { docs: new ort.Tensor('float32', lying, [row1 - row0, d]), index: new ort.Tensor('int32', index, [members.length, L]) };
         const buf = room((row1 - row0) * d).subarray(0, (row1 - row0) * d);
         for (const c of members) buf.set(blocks[c], (offsets[c] - row0) * d);
         return { docs: new ort.Tensor('float32', buf, [row1 - row0, d]), index: new ort.Tensor('int32', index, [members.length, L]) };
@@ -307,6 +310,19 @@ export class GemmMaxsim {
     await this.unpadded.release();
     await this.padded.release();
   }
+}
+
+/** The blocks as one view when each starts where the one before it ends, in one buffer; else null. */
+export function contiguous(blocks: Float32Array[]): Float32Array | null {
+  if (blocks.length === 0) return null;
+  const first = blocks[0];
+  let end = first.byteOffset + first.byteLength;
+  for (let k = 1; k < blocks.length; k++) {
+    const b = blocks[k];
+    if (b.buffer !== first.buffer || b.byteOffset !== end) return null;
+    end += b.byteLength;
+  }
+  return new Float32Array(first.buffer, first.byteOffset, (end - first.byteOffset) / 4);
 }
 
 /** Groups whole queries into blocks of at most MAX_COLS token columns, transposed to [d, N]. */

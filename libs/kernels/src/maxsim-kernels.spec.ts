@@ -3,7 +3,7 @@ import * as ort from 'onnxruntime-node';
 import { createCodec, PAIR_SUM_LIMIT, quantizeRotatedQuery, scoreImage, worstPairSum, type EdenCodec } from '@lateral/codec';
 import { maxsim, maxsimOfSimilarities } from '@lateral/scoring';
 import { mulberry32 } from '@lateral/shared';
-import { GemmMaxsim } from './gemm-maxsim';
+import { GemmMaxsim, contiguous } from './gemm-maxsim';
 import { RotatedMaxsim, type RotatedImageSet } from './rotated-maxsim';
 
 /** The two ONNX MaxSim paths of the scorer against the library references, on ragged candidates. */
@@ -61,6 +61,19 @@ describe('ONNX MaxSim kernels', () => {
     // and the small ragged set, against the reference
     const small = await gemm.scoreBlocks(queries, lengths.map((_, c) => docs.slice(offsets[c] * d, offsets[c + 1] * d)), d);
     expect(small).toEqual(await gemm.score(queries, docs, offsets, d));
+    // Blocks lying one after another in one buffer (taken as they lie), some runs broken (copied): the same scores.
+    const lying = big.map((_, c) => (c % 50 === 17 ? bigDocs.slice(bigOffsets[c] * d, bigOffsets[c + 1] * d) : bigDocs.subarray(bigOffsets[c] * d, bigOffsets[c + 1] * d)));
+    expect(await gemm.scoreBlocks(queries, lying, d, { normalize: true })).toEqual(whole);
+    expect(await gemm.scoreBlocks(queries, big.map((_, c) => bigDocs.subarray(bigOffsets[c] * d, bigOffsets[c + 1] * d)), d, { normalize: true })).toEqual(whole);
+  });
+
+  it('contiguous gives one view of blocks lying one after another in one buffer, and null otherwise', () => {
+    const buf = new Float32Array(10).map((_, i) => i);
+    expect(Array.from(contiguous([buf.subarray(1, 3), buf.subarray(3, 3), buf.subarray(3, 6)])!)).toEqual([1, 2, 3, 4, 5]);
+    expect(contiguous([buf.subarray(1, 3), buf.subarray(4, 6)])).toBeNull(); // a gap
+    expect(contiguous([buf.subarray(3, 6), buf.subarray(1, 3)])).toBeNull(); // out of order
+    expect(contiguous([buf.subarray(1, 3), buf.slice(3, 6)])).toBeNull(); // another buffer
+    expect(contiguous([])).toBeNull();
   });
 
   /** The test documents EDEN-coded (4 bits, token layout) and expanded to the int8 rotated image. */

@@ -163,6 +163,26 @@ describe('topK', () => {
     expect(topK(s, ids, 2)).toEqual([{ id: 'b', score: 3 }, { id: 'c', score: 3 }]);
     expect(topK(s, ids, 0)).toEqual([]);
   });
+  it('selecting a few of many gives the first k of the whole order (ties, NaN, -0 and infinities included)', () => {
+    let seed = 7;
+    const rnd = () => ((seed = (seed * 1103515245 + 12345) % 2 ** 31) / 2 ** 31);
+    const pool = [NaN, -Infinity, Infinity, -0, 0, 1, 1, 2.5, -3];
+    for (let trial = 0; trial < 300; trial++) {
+      const C = 1 + Math.floor(rnd() * 120);
+      const s = Float32Array.from({ length: C }, () => (rnd() < 0.4 ? pool[Math.floor(rnd() * pool.length)] : Math.round(rnd() * 20) / 4));
+      const ids = Array.from({ length: C }, (_, i) => `d${i}`);
+      // The reference: every index sorted by the documented order, then cut.
+      const all = Array.from({ length: C }, (_, i) => i).sort((a, b) => {
+        const na = Number.isNaN(s[a]), nb = Number.isNaN(s[b]);
+        if (na || nb) return na === nb ? a - b : na ? 1 : -1;
+        return s[a] !== s[b] ? s[b] - s[a] : a - b;
+      });
+      for (const k of [1, 2, 10, 32, 33, C - 1, C, C + 5]) {
+        if (k < 0) continue;
+        expect(topK(s, ids, k).map((h) => h.id), `C ${C} k ${k}`).toEqual(all.slice(0, k).map((i) => ids[i]));
+      }
+    }
+  });
   it('errors', () => {
     expect(() => topK(f([1]), ['a', 'b'], 1)).toThrow('topK: scores has length 1 but ids has length 2');
     expect(() => topK(f([1]), ['a'], -1)).toThrow('topK: k must be an integer >= 0, got -1');

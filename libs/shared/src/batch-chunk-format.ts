@@ -79,6 +79,8 @@ export class ChunkColumns {
   /** The lists by their length, first, middle and last candidate; each list's candidates as its first row gave them. */
   private readonly listsBy = new Map<string, number[]>();
   private readonly listRows: BatchRow['candidates'][] = [];
+  /** Each candidates array added so far -> its list. */
+  private readonly listOf = new Map<BatchRow['candidates'], number>();
   private readonly listStarts: number[] = [0];
   private readonly kinds: number[] = [];
   private readonly ts: number[] = [];
@@ -110,9 +112,18 @@ export class ChunkColumns {
   /**
    * The list's place, added when no earlier row of the chunk has the same candidates: the lists
    * with the same length, first, middle and last candidate are compared whole (a repeated list
-   * costs a comparison, not a look-up of each of its texts).
+   * costs a comparison, not a look-up of each of its texts). The very array of an earlier row (rows
+   * sharing a remembered list: RepeatedCandidates) is found by itself, with no key built.
    */
   private list(candidates: BatchRow['candidates']): number {
+    const known = this.listOf.get(candidates);
+    if (known !== undefined) return known;
+    const l = this.newList(candidates);
+    this.listOf.set(candidates, l);
+    return l;
+  }
+
+  private newList(candidates: BatchRow['candidates']): number {
     const n = candidates.length;
     const pre = `${n}|${headOf(candidates[0])}|${headOf(candidates[n >> 1])}|${headOf(candidates[n - 1])}`;
     let same = this.listsBy.get(pre);

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { DistinctTexts, RepeatedCandidates, validateRow } from './batch-rows';
+import { DistinctTexts, RepeatedCandidates, decodeLine, isBlankLine, validateRow } from './batch-rows';
 
 describe('DistinctTexts', () => {
   it('gives each distinct text one place in first-seen order, long texts sharing their first characters included', () => {
@@ -62,6 +62,48 @@ describe('RepeatedCandidates', () => {
     expect(repeats.parse('{"custom_id":"z","query":"q","candidates":["other"]}')).toBeUndefined();
   });
 
+  it('reads a line given as bytes as it reads its text: the same rows, a repeated list compared as bytes and shared, invalid UTF-8 as U+FFFD', () => {
+    // Bytes that decode to a remembered list's text only through U+FFFD (a lone 0xff where the list has U+FFFD): parsed in full, the same row.
+    const withReplacement = '[{"text":"\ufffd replaced, long enough to be remembered as a list of candidates"}]';
+    const bad = (id: string) => Buffer.concat([Buffer.from(`{"custom_id":"${id}","query":"q","candidates":[{"text":"`), Buffer.from([0xff]), Buffer.from(' replaced, long enough to be remembered as a list of candidates"}]}')]);
+    const texts = [...lines, `{"custom_id":"r1","query":"q","candidates":${withReplacement}}`, `{"custom_id":"r2","query":"é","candidates":${withReplacement}}`];
+    const byteLines: Uint8Array[] = [...texts.map((l) => Buffer.from(l, 'utf8')), bad('r3'), bad('r4')];
+    const repeatsA = new RepeatedCandidates();
+    const repeatsB = new RepeatedCandidates();
+    const seenA = new Map<string, number>();
+    const seenB = new Map<string, number>();
+    const seenC = new Map<string, number>();
+    const fromBytes = byteLines.map((l, i) => validateRow(l, i + 1, seenA, opts, repeatsA));
+    const fromText = byteLines.map((l, i) => validateRow(decodeLine(l), i + 1, seenB, opts, repeatsB));
+    const plain = byteLines.map((l, i) => validateRow(new TextDecoder().decode(l), i + 1, seenC, opts));
+    expect(fromBytes).toEqual(plain);
+    expect(fromText).toEqual(plain);
+    const candidates = (i: number) => (fromBytes[i] as { row: { candidates: unknown } }).row.candidates;
+    expect(candidates(1)).toBe(candidates(0));
+    expect(candidates(9)).toBe(candidates(0));
+    expect(candidates(3)).toBe(candidates(2));
+    expect(candidates(12)).toBe(candidates(11));
+    expect(candidates(13)).not.toBe(candidates(11)); // 0xff is not the list's bytes: parsed in full
+    expect(candidates(13)).toEqual(candidates(11));
+    expect(repeatsA.parse(Buffer.from(`{"custom_id":"z","query":"q","candidates":${list}}`))).toEqual({ custom_id: 'z', query: 'q', candidates: JSON.parse(list) });
+    expect(repeatsA.parse(Buffer.from(`{"custom_id":"z","query":"q","candidates":${list.slice(0, -1)}`))).toBeUndefined();
+  });
+
+  it('does not check a repeated list again under the same options, and checks it under others', () => {
+    const long = 'x'.repeat(80);
+    const row = (id: string) => `{"custom_id":"${id}","query":"q","candidates":[{"text":"${long}"},{"text":"${long}y"}]}`;
+    const repeats = new RepeatedCandidates();
+    const seen = new Map<string, number>();
+    const roomy = { hasCollection: false, maxTextBytes: 1000 };
+    const first = validateRow(row('a'), 1, seen, roomy, repeats) as { row: { candidates: object } };
+    expect(repeats.checked(first.row.candidates, roomy)).toBe(true);
+    expect(validateRow(row('b'), 2, seen, roomy, repeats)).toMatchObject({ row: { candidates: first.row.candidates } });
+    // Other options (a smaller MAX_DOCUMENT_BYTES): the same list is checked, and fails.
+    const tight = { hasCollection: false, maxTextBytes: 30 };
+    expect(repeats.checked(first.row.candidates, tight)).toBe(false);
+    expect(validateRow(row('c'), 3, seen, tight, repeats)).toMatchObject({ error: { message: expect.stringContaining('over MAX_DOCUMENT_BYTES (30)') } });
+  });
+
   it('holds at most its characters, and stops learning when the lists it learns do not repeat', () => {
     const small = new RepeatedCandidates(list.length);
     small.learn(lines[0], JSON.parse(lines[0]));
@@ -78,5 +120,14 @@ describe('RepeatedCandidates', () => {
     const short = new RepeatedCandidates();
     short.learn('{"custom_id":"s","query":"q","candidates":["d1"]}', { custom_id: 's', query: 'q', candidates: ['d1'] });
     expect(short.parse('{"custom_id":"t","query":"q","candidates":["d1"]}')).toBeUndefined();
+  });
+});
+
+describe('isBlankLine', () => {
+  it('says what String.prototype.trim says, for text and for bytes', () => {
+    for (const l of ['', ' ', '\t\r\u000b\u000c', '\u00a0', ' \u2028 \ufeff', ' x', '\u00a0x', '{}', 'é']) {
+      expect(isBlankLine(l), JSON.stringify(l)).toBe(l.trim().length === 0);
+      expect(isBlankLine(Buffer.from(l, 'utf8')), JSON.stringify(l)).toBe(l.trim().length === 0);
+    }
   });
 });

@@ -11,11 +11,30 @@ import { MAX_CANDIDATES_PER_QUERY, MAX_CANDIDATE_TEXT_CHARS, MAX_QUERY_CHARS, is
 /** sha256 of a candidate text (UTF-8), in hex: the text's name in the text cache (one-shot: a Hash object per text cost 6x more). */
 export const textHash = (text: string): string => hash('sha256', text, 'hex');
 
+/** A line of a batch file: its text, or its UTF-8 bytes (ByteLineSplitter's lines), read as decodeLine decodes them. */
+export type BatchLine = string | Uint8Array;
+
+/** Decodes a line's bytes as the stream's TextDecoder would (invalid bytes as U+FFFD; a byte order mark inside the stream kept). */
+const lineDecoder = new TextDecoder('utf-8', { ignoreBOM: true });
+export const decodeLine = (line: BatchLine): string => (typeof line === 'string' ? line : lineDecoder.decode(line));
+
+/** Whether a line is blank (String.prototype.trim leaves nothing): bytes are decoded only when a non-ASCII byte comes before anything else. */
+export function isBlankLine(line: BatchLine): boolean {
+  if (typeof line === 'string') return line.trim().length === 0;
+  for (let i = 0; i < line.byteLength; i++) {
+    const c = line[i];
+    if (c === 0x20 || (c >= 0x09 && c <= 0x0d)) continue;
+    return c < 0x80 ? false : decodeLine(line).trim().length === 0;
+  }
+  return true;
+}
+
 /**
- * Validates a row. Every problem names its line and custom_id; the row fails alone.
+ * Validates a row. Every problem names its line and custom_id; the row fails alone. `repeats`:
+ * one per planner, always given the same `opts` (a list it checked under them is not checked again).
  */
 export function validateRow(
-  line: string,
+  line: BatchLine,
   lineNo: number,
   seen: Map<string, number>,
   opts: { hasCollection: boolean; maxTextBytes: number },
@@ -23,12 +42,13 @@ export function validateRow(
 ): BatchChunkEntry {
   let value: unknown = repeats?.parse(line) ?? undefined;
   if (value === undefined) {
+    const text = decodeLine(line);
     try {
-      value = JSON.parse(line);
+      value = JSON.parse(text);
     } catch (err) {
       return { line: lineNo, custom_id: null, error: { message: `line ${lineNo}: not JSON (${(err as Error).message})` } };
     }
-    repeats?.learn(line, value);
+    repeats?.learn(text, value);
   }
   if (!value || typeof value !== 'object' || Array.isArray(value)) return { line: lineNo, custom_id: null, error: { message: `line ${lineNo}: not a JSON object` } };
   const cid = (value as { custom_id?: unknown }).custom_id;
@@ -40,7 +60,10 @@ export function validateRow(
     return { line: lineNo, custom_id: customId, error: { message: `${where}: duplicate custom_id (first at line ${earlier})`, issues: [{ field: 'custom_id', message: `duplicate of line ${earlier}` }] } };
   }
   seen.set(customId, lineNo);
-  let row = plainBatchRow(value);
+  // A repeated list (the same array as an earlier row's, RepeatedCandidates) that passed every check below under these opts: not checked again.
+  const listChecked = repeats?.checked((value as { candidates?: unknown }).candidates, opts) ?? false;
+  let row = plainBatchRow(value, listChecked);
+  const plain = row !== null;
   if (!row) {
     const parsed = BatchRowSchema.safeParse(value);
     if (!parsed.success) {
@@ -49,6 +72,7 @@ export function validateRow(
     }
     row = parsed.data;
   }
+  if (plain && listChecked) return { line: lineNo, custom_id: customId, row };
   const issues: { field: string; message: string }[] = [];
   row.candidates.forEach((c, ci) => {
     if (isTextCandidate(c)) {
@@ -60,6 +84,7 @@ export function validateRow(
     }
   });
   if (issues.length > 0) return { line: lineNo, custom_id: customId, error: { message: `${where}: ${issues.map((i) => `${i.field}: ${i.message}`).join('; ')}`, issues } };
+  if (plain) repeats?.markChecked(row.candidates, opts);
   return { line: lineNo, custom_id: customId, row };
 }
 
@@ -73,14 +98,21 @@ export function validateRow(
  * placeholder as the row's top-level candidates, and a later line is taken only when the rest of
  * it does the same, so the row read is the one JSON.parse would give. Learns lists of at least 64
  * characters, up to 64 lists and then only while lists repeat; holds at most `maxChars` characters
- * of them.
+ * of them (and their UTF-8 bytes). A line given as bytes is compared as bytes (the list's UTF-8
+ * encoding, byte for byte: the text it decodes to is the list's) and only the rest of it is
+ * decoded, so a repeated list is neither decoded nor parsed. It also remembers which remembered
+ * lists validateRow found valid (`checked`), so their candidates are not checked again.
  */
 export class RepeatedCandidates {
   private static readonly HEAD = 64;
   private static readonly TRIAL = 64;
   /** A string no row holds (a fresh random id): the placeholder of the candidates value. */
   private readonly placeholder = `lateral-candidates-${randomUUID()}`;
-  private readonly byHead = new Map<string, { text: string; candidates: unknown[] }[]>();
+  private readonly byHead = new Map<string, Known[]>();
+  /** The same lists by the first HEAD bytes of their UTF-8 encoding (as latin1). */
+  private readonly byHeadBytes = new Map<string, Known[]>();
+  /** Lists validateRow found valid, with the options it checked them under. */
+  private readonly valid = new WeakMap<object, object>();
   private chars = 0;
   private learned = 0;
   private hits = 0;
@@ -88,8 +120,9 @@ export class RepeatedCandidates {
   constructor(private readonly maxChars = 8 << 20) {}
 
   /** The row of a line that repeats remembered candidates (its rest parsed, the candidates shared); undefined otherwise. */
-  parse(line: string): object | undefined {
+  parse(line: BatchLine): object | undefined {
     if (this.learned === 0) return undefined;
+    if (typeof line !== 'string') return this.parseBytes(Buffer.from(line.buffer, line.byteOffset, line.byteLength));
     const at = candidatesAt(line);
     if (at < 0) return undefined;
     const known = this.byHead.get(line.slice(at, at + RepeatedCandidates.HEAD));
@@ -104,6 +137,37 @@ export class RepeatedCandidates {
       return rest;
     }
     return undefined;
+  }
+
+  /** parse() of a line's bytes: the list compared as bytes, only the line's rest decoded. */
+  private parseBytes(line: Buffer): object | undefined {
+    const key = line.indexOf(CANDIDATES_KEY);
+    if (key < 0) return undefined;
+    let at = key + CANDIDATES_KEY.byteLength;
+    while (at < line.byteLength && (line[at] === 0x20 || line[at] === 0x09)) at++;
+    const known = this.byHeadBytes.get(line.toString('latin1', at, at + RepeatedCandidates.HEAD));
+    if (!known) return undefined;
+    for (const k of known) {
+      const end = at + k.bytes.byteLength;
+      if (end > line.byteLength || line.compare(k.bytes, 0, k.bytes.byteLength, at, end) !== 0) continue;
+      // Cut before '[' and after ']' (ASCII bytes, which no UTF-8 sequence holds): the rest decodes as it does within the whole line.
+      const rest = this.restOf(decodeLine(line.subarray(0, at)), decodeLine(line.subarray(end)));
+      if (!rest) return undefined;
+      rest.candidates = k.candidates;
+      this.hits++;
+      return rest;
+    }
+    return undefined;
+  }
+
+  /** Whether validateRow found this list (one of those remembered) valid under these options. */
+  checked(list: unknown, opts: object): boolean {
+    return typeof list === 'object' && list !== null && this.valid.get(list) === opts;
+  }
+
+  /** validateRow found this list valid under these options (only a remembered list is ever given again). */
+  markChecked(list: object, opts: object): void {
+    this.valid.set(list, opts);
   }
 
   /** Remembers the candidates of a line that parsed as `value` (see the class); a list shorter than HEAD characters is not worth it. */
@@ -127,17 +191,27 @@ export class RepeatedCandidates {
     const head = text.slice(0, RepeatedCandidates.HEAD);
     const known = this.byHead.get(head);
     if (known?.some((k) => k.text === text)) return;
-    if (known) known.push({ text, candidates });
-    else this.byHead.set(head, [{ text, candidates }]);
+    const k: Known = { text, bytes: Buffer.from(text, 'utf8'), candidates };
+    if (known) known.push(k);
+    else this.byHead.set(head, [k]);
+    const headBytes = k.bytes.toString('latin1', 0, RepeatedCandidates.HEAD);
+    const knownBytes = this.byHeadBytes.get(headBytes);
+    if (knownBytes) knownBytes.push(k);
+    else this.byHeadBytes.set(headBytes, [k]);
     this.chars += text.length;
     this.learned++;
   }
 
   /** The line parsed with the placeholder for its `length` characters at `at`, when that place is the row's top-level candidates value. */
   private rest(line: string, at: number, length: number): Record<string, unknown> | null {
+    return this.restOf(line.slice(0, at), line.slice(at + length));
+  }
+
+  /** The line `before` + the placeholder + `after` parsed, when the placeholder's place is the row's top-level candidates value. */
+  private restOf(before: string, after: string): Record<string, unknown> | null {
     let rest: unknown;
     try {
-      rest = JSON.parse(`${line.slice(0, at)}"${this.placeholder}"${line.slice(at + length)}`);
+      rest = JSON.parse(`${before}"${this.placeholder}"${after}`);
     } catch {
       return null;
     }
@@ -145,6 +219,15 @@ export class RepeatedCandidates {
     return rest as Record<string, unknown>;
   }
 }
+
+/** A remembered candidate list: its text as written, its UTF-8 bytes, its parsed candidates. */
+interface Known {
+  text: string;
+  bytes: Buffer;
+  candidates: unknown[];
+}
+
+const CANDIDATES_KEY = Buffer.from('"candidates":');
 
 /** Where the value after a line's first `"candidates":` starts (blanks skipped), or -1. */
 function candidatesAt(line: string): number {
@@ -189,9 +272,10 @@ const hitCount = (v: unknown) => v === undefined || (typeof v === 'number' && Nu
  * A row as BatchRowSchema outputs it, without zod, when the row is plainly valid (the common
  * case: zod's union of candidate shapes costs more than the rest of planning); null when anything
  * is off, and the caller asks BatchRowSchema, whose issues name what. Accepts only what the
- * schema accepts (batch.processor.spec.ts compares the two).
+ * schema accepts (batch.processor.spec.ts compares the two). `candidatesChecked`: the candidates
+ * array already passed this check (a repeated list, RepeatedCandidates.checked): not walked again.
  */
-export function plainBatchRow(value: object): BatchRow | null {
+export function plainBatchRow(value: object, candidatesChecked = false): BatchRow | null {
   for (const k in value) if (!ROW_KEYS.has(k)) return null;
   const r = value as Record<string, unknown>;
   if (!boundedString(r.custom_id, 512) || typeof r.query !== 'string') return null;
@@ -199,25 +283,31 @@ export function plainBatchRow(value: object): BatchRow | null {
   if (query.length < 1 || query.length > MAX_QUERY_CHARS) return null;
   const candidates = r.candidates;
   if (!Array.isArray(candidates) || candidates.length < 1 || candidates.length > MAX_CANDIDATES_PER_QUERY) return null;
-  for (const c of candidates as unknown[]) {
-    if (typeof c === 'string') {
-      if (c.length < 1 || c.length > 512) return null;
-      continue;
-    }
-    if (!c || typeof c !== 'object' || Array.isArray(c)) return null;
-    const o = c as Record<string, unknown>;
-    if ('text' in o) {
-      if (!hasOnly(o, ['id', 'text', 'score']) || !boundedString(o.text, MAX_CANDIDATE_TEXT_CHARS)) return null;
-      if (o.id !== undefined && !boundedString(o.id, 512)) return null;
-      if (o.score !== undefined && (typeof o.score !== 'number' || !Number.isFinite(o.score))) return null;
-      if (('id' in o && o.id === undefined) || ('score' in o && o.score === undefined)) return null;
-    } else if (!hasOnly(o, ['id', 'score']) || !boundedString(o.id, 512) || typeof o.score !== 'number' || !Number.isFinite(o.score)) return null;
-  }
+  if (!candidatesChecked && !plainCandidates(candidates)) return null;
   if (!hitCount(r.topK) || !hitCount(r.top_k) || ('topK' in r && r.topK === undefined) || ('top_k' in r && r.top_k === undefined)) return null;
   if (r.topK !== undefined && r.top_k !== undefined && r.topK !== r.top_k) return null;
   const topK = (r.topK ?? r.top_k) as number | undefined;
   const row = { custom_id: r.custom_id, query, candidates: candidates as BatchRow['candidates'] };
   return topK === undefined ? row : { ...row, topK };
+}
+
+/** plainBatchRow's check of the candidates: each one plainly valid. */
+function plainCandidates(candidates: unknown[]): boolean {
+  for (const c of candidates) {
+    if (typeof c === 'string') {
+      if (c.length < 1 || c.length > 512) return false;
+      continue;
+    }
+    if (!c || typeof c !== 'object' || Array.isArray(c)) return false;
+    const o = c as Record<string, unknown>;
+    if ('text' in o) {
+      if (!hasOnly(o, ['id', 'text', 'score']) || !boundedString(o.text, MAX_CANDIDATE_TEXT_CHARS)) return false;
+      if (o.id !== undefined && !boundedString(o.id, 512)) return false;
+      if (o.score !== undefined && (typeof o.score !== 'number' || !Number.isFinite(o.score))) return false;
+      if (('id' in o && o.id === undefined) || ('score' in o && o.score === undefined)) return false;
+    } else if (!hasOnly(o, ['id', 'score']) || !boundedString(o.id, 512) || typeof o.score !== 'number' || !Number.isFinite(o.score)) return false;
+  }
+  return true;
 }
 
 /*

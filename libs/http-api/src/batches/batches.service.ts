@@ -16,7 +16,7 @@ import {
   type BatchRecord,
   type Collection,
 } from '@lateral/shared';
-import { BatchChunkWriter, LineSplitter, S3Upload, batchFlow, callerUploadKey, checkScorerArtifactExists, getObjectStream, objectHead, type ApiRepositories } from '@lateral/infra';
+import { BatchChunkWriter, ByteLineSplitter, S3Upload, batchFlow, callerUploadKey, checkScorerArtifactExists, getObjectStream, objectHead, type ApiRepositories } from '@lateral/infra';
 import { currentTenant } from '../common/request-context';
 import { parseWaitSeconds } from '../common/json-body';
 import { TextRerankSubmitter } from '../rerank/text-candidates';
@@ -177,9 +177,9 @@ export class BatchesService {
     return bytes;
   }
 
-  /** Feeds a JSONL body to the chunk writer line by line (readJsonlBody's checks first). Returns its bytes. */
+  /** Feeds a JSONL body to the chunk writer line by line, as bytes (the writer decodes what it must; readJsonlBody's checks first). Returns its bytes. */
   private async planJsonl(req: UploadRequest, writer: BatchChunkWriter): Promise<number> {
-    const lines = new LineSplitter();
+    const lines = new ByteLineSplitter();
     const bytes = await this.readJsonlBody(req, async (piece) => {
       for (const line of lines.push(piece)) await writer.line(line);
     });

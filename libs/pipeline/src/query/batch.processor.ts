@@ -20,7 +20,7 @@ import {
   type RerankResult,
   type ScorerSpec,
 } from '@lateral/shared';
-import { BatchChunkWriter, S3Upload, batchFlow, getObjectStream, objectHead, readLines, type JobFlows, type ObjectStore } from '@lateral/infra';
+import { BatchChunkWriter, S3Upload, batchFlow, getObjectStream, objectHead, readByteLines, type JobFlows, type ObjectStore } from '@lateral/infra';
 import { rerankByIds } from './rerank-ids';
 import { hasTextCandidates, rerankWithTexts, textStatsOf, type RerankJobDeps, type ResolvableRerankRequest } from './rerank-texts';
 import { isTextLike, type ResolvableCandidate } from './rerank-candidates';
@@ -85,7 +85,7 @@ async function planBatch(deps: BatchDeps, tenantId: string, rerankBatchId: strin
   const stream = await getObjectStream(deps.store, inputKey);
   if (!stream) throw new PermanentJobError(`batch input ${inputKey} is missing from S3`);
   const writer = new BatchChunkWriter(deps.store, tenantId, rerankBatchId, deps.chunkRows, { hasCollection: !!rec.options.collection, maxTextBytes: deps.maxTextBytes });
-  for await (const line of readLines(stream)) await writer.line(line);
+  for await (const line of readByteLines(stream)) await writer.line(line);
   const planned = await writer.finish();
   const space = await deps.textSpace(rec);
   const latest = await record(deps.store, tenantId, rerankBatchId);

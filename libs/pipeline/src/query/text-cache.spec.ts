@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { TextCacheReader, TextMemoryCache, mapLimit, textHash, textKey, type TextSpace } from './text-cache';
+import { TextCacheReader, TextMemoryCache, mapLimit, packVectors, textHash, textKey, type TextSpace } from './text-cache';
 import { textCodecTag, textKeys, validateRow } from '@lateral/shared';
 
 const entry = (floats: number, encodedAt: number) => ({ vectors: new Float32Array(floats), length: 1, docVector: new Float32Array(0), tokenIds: new Int32Array(0), encodedAt });
@@ -17,6 +17,40 @@ describe('TextMemoryCache', () => {
     expect(c.get('a', 10, 11)).toBeUndefined(); // older than the TTL
     c.set('huge', entry(1000, 0)); // larger than the whole budget: not kept
     expect(c.get('huge', 10, 5)).toBeUndefined();
+  });
+});
+
+describe('TextMemoryCache with packed vectors', () => {
+  it('counts a shared vectors buffer once, from the first entry holding it to the last one dropped', () => {
+    const packed = packVectors([entry(25, 0), entry(25, 0), entry(25, 0)], 1 << 20) as ReturnType<typeof entry>[];
+    expect(packed[0].vectors.buffer).toBe(packed[2].vectors.buffer);
+    const c = new TextMemoryCache(1000);
+    c.set('a', packed[0]);
+    expect(c.heldBytes).toBe(300 + 2); // the whole shared buffer (75 floats) and the key
+    c.set('b', packed[1]);
+    expect(c.heldBytes).toBe(300 + 4);
+    c.set('x', entry(100, 0)); // 400 + 2: room for it
+    expect(c.heldBytes).toBe(706);
+    c.set('y', entry(100, 0)); // over: a goes (frees only its key: b holds the buffer), then b (frees the buffer)
+    expect(c.get('a', 10, 5)).toBeUndefined();
+    expect(c.get('b', 10, 5)).toBeUndefined();
+    expect(c.heldBytes).toBe(804);
+    c.set('b', packed[1]); // 804 + 302 > 1000: x goes
+    expect(c.get('x', 10, 5)).toBeUndefined();
+    expect(c.heldBytes).toBe(402 + 302);
+  });
+
+  it('packVectors copies runs of entries one after another into buffers of at most maxBytes, the values unchanged', () => {
+    const e = (n: number, v: number) => ({ ...entry(n, 0), vectors: new Float32Array(n).fill(v) });
+    const entries = [e(10, 1), null, e(10, 2), e(30, 3), e(10, 4), e(5, 5)];
+    const out = packVectors(entries, 100); // 25 floats a buffer
+    expect(out.map((x) => (x ? Array.from(new Set(x.vectors)) : null))).toEqual([[1], null, [2], [3], [4], [5]]);
+    expect(out.map((x) => x?.vectors.length ?? null)).toEqual([10, null, 10, 30, 10, 5]);
+    expect(out[0]!.vectors.buffer).toBe(out[2]!.vectors.buffer); // 20 floats
+    expect(out[2]!.vectors.byteOffset).toBe(40);
+    expect(out[3]).toBe(entries[3]); // larger than a buffer: kept
+    expect(out[4]!.vectors.buffer).toBe(out[5]!.vectors.buffer);
+    expect(out[0]!.vectors.buffer).not.toBe(out[4]!.vectors.buffer);
   });
 });
 

@@ -124,13 +124,22 @@ export function decodeTextEntry(bytes: Uint8Array, key: string, artifact: CodecA
 
 /**
  * Decoded texts kept in a process, least recently used first out, bounded by bytes. Keys are S3
- * keys, so entries of different models, codecs and tenants never mix.
+ * keys, so entries of different models, codecs and tenants never mix. Token vectors are counted by
+ * the memory they hold: entries whose vectors share one buffer (texts read together,
+ * TextCacheReader) count it once, from the first entry set to the last one dropped.
  */
 export class TextMemoryCache {
   private readonly entries = new Map<string, CachedText>();
+  /** Entries held per vectors buffer. */
+  private readonly holders = new Map<ArrayBufferLike, number>();
   private bytes = 0;
 
-  constructor(private readonly maxBytes: number) {}
+  constructor(readonly maxBytes: number) {}
+
+  /** Bytes the cache holds (what maxBytes bounds). */
+  get heldBytes(): number {
+    return this.bytes;
+  }
 
   get(key: string, ttlMs: number, now = Date.now()): CachedText | undefined {
     const e = this.entries.get(key);
@@ -145,11 +154,12 @@ export class TextMemoryCache {
   }
 
   set(key: string, e: CachedText): void {
-    const size = e.vectors.byteLength + e.docVector.byteLength + e.tokenIds.byteLength + key.length * 2;
-    if (size > this.maxBytes) return;
+    if (e.vectors.buffer.byteLength + e.docVector.byteLength + e.tokenIds.byteLength + key.length * 2 > this.maxBytes) return;
     this.delete(key);
     this.entries.set(key, e);
-    this.bytes += size;
+    const held = this.holders.get(e.vectors.buffer) ?? 0;
+    this.holders.set(e.vectors.buffer, held + 1);
+    this.bytes += (held === 0 ? e.vectors.buffer.byteLength : 0) + e.docVector.byteLength + e.tokenIds.byteLength + key.length * 2;
     while (this.bytes > this.maxBytes) this.delete(this.entries.keys().next().value as string);
   }
 
@@ -157,7 +167,10 @@ export class TextMemoryCache {
     const e = this.entries.get(key);
     if (!e) return;
     this.entries.delete(key);
-    this.bytes -= e.vectors.byteLength + e.docVector.byteLength + e.tokenIds.byteLength + key.length * 2;
+    const held = this.holders.get(e.vectors.buffer)! - 1;
+    if (held === 0) this.holders.delete(e.vectors.buffer);
+    else this.holders.set(e.vectors.buffer, held);
+    this.bytes -= (held === 0 ? e.vectors.buffer.byteLength : 0) + e.docVector.byteLength + e.tokenIds.byteLength + key.length * 2;
   }
 }
 
@@ -175,6 +188,37 @@ export async function mapLimit<T, R>(items: T[], limit: number, fn: (item: T, i:
   return out;
 }
 
+/** Largest buffer texts read together share (TextCacheReader.read). */
+const PACKED_BYTES = 16 << 20;
+
+/** The entries with their token vectors copied one after another into shared buffers of at most `maxBytes` (an entry larger than that keeps its own). */
+export function packVectors(entries: (CachedText | null)[], maxBytes: number): (CachedText | null)[] {
+  const out = entries.slice();
+  let i = 0;
+  while (i < entries.length) {
+    let j = i;
+    let bytes = 0;
+    while (j < entries.length && bytes + (entries[j]?.vectors.byteLength ?? 0) <= maxBytes) bytes += entries[j++]?.vectors.byteLength ?? 0;
+    if (j === i) {
+      i++; // larger than a buffer: kept as it is
+      continue;
+    }
+    if (j - i > 1) {
+      const buf = new Float32Array(bytes / 4);
+      let off = 0;
+      for (let k = i; k < j; k++) {
+        const e = entries[k];
+        if (!e) continue;
+        buf.set(e.vectors, off);
+        out[k] = { ...e, vectors: buf.subarray(off, off + e.vectors.length) };
+        off += e.vectors.length;
+      }
+    }
+    i = j;
+  }
+  return out;
+}
+
 /** Reads cached texts (memory first, then S3), decoded; a missing or expired text is null. */
 export class TextCacheReader {
   constructor(
@@ -185,6 +229,13 @@ export class TextCacheReader {
     return this.deps.ttlDays * DAY_MS;
   }
 
+  /**
+   * The texts, in order (null: missing or expired). Texts read from S3 together get their token
+   * vectors packed one after another in shared buffers (in the order asked, up to
+   * PACKED_BYTES each, at most an eighth of the memory cache): a batch chunk asks for its lists'
+   * texts in list order, so a list read together is one run of rows that MaxSim takes as it lies
+   * (GemmMaxsim.scoreBlocks), with no copy per scoring.
+   */
   async read(space: TextSpace, hashes: string[]): Promise<(CachedText | null)[]> {
     // Memory first, in one pass (a batch chunk finds thousands of texts there); S3 for the rest.
     const out: (CachedText | null)[] = new Array(hashes.length).fill(null);
@@ -197,10 +248,13 @@ export class TextCacheReader {
     });
     if (misses.length === 0) return out;
     const artifact = space.codec ? await this.deps.codecs.get(space.tenantId, space.codec.collectionId, space.codec.codecVersion).catch(() => undefined) : undefined;
-    await mapLimit(misses, 16, async ({ at, key }) => {
+    const decoded = await mapLimit(misses, 16, async ({ key }) => {
       const bytes = await this.deps.store.get(key);
-      if (!bytes) return;
-      const e = decodeTextEntry(bytes, key, artifact ?? undefined, this.ttlMs);
+      return bytes ? decodeTextEntry(bytes, key, artifact ?? undefined, this.ttlMs) : null;
+    });
+    const packed = packVectors(decoded, Math.min(PACKED_BYTES, Math.floor(this.deps.memory.maxBytes / 8)));
+    misses.forEach(({ at, key }, i) => {
+      const e = packed[i];
       if (e) this.deps.memory.set(key, e);
       out[at] = e;
     });
