@@ -126,6 +126,11 @@ describe('DiskObjectCache.getRanges', () => {
     expect(s.log.whole).toEqual(['k']);
     // then from the local copy: small ranges (synchronous reads) and ranges summing past the bound (asynchronous)
     same(await disk.readRanges('k', small), small);
+    // the synchronous reads share one buffer: each range starts on a multiple of 8 (typed-array views of it stay valid) and none overlaps another
+    const views = (await disk.readRanges('k', small))!;
+    expect(views.map((v) => v.byteOffset % 8)).toEqual(small.map(() => 0));
+    views[0].fill(0xee);
+    same(views.slice(1), small.slice(1));
     const large: [number, number][] = [[0, SYNC_RANGE_READ_BYTES], [SYNC_RANGE_READ_BYTES, 4096]];
     same(await disk.readRanges('k', large), large);
     expect(s.log.whole).toEqual(['k']);

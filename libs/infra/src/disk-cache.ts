@@ -115,7 +115,7 @@ export class DiskObjectCache {
    * off, the object is missing, or its copy vanished twice; an object too large for the cache is
    * answered from one read of S3. A range outside the object throws.
    */
-  async readRanges(key: string, ranges: readonly (readonly [number, number])[], check?: (bytes: Uint8Array) => Promise<void>): Promise<Uint8Array[] | null> {
+  async readRanges(key: string, ranges: readonly (readonly [number, number])[], check?: (bytes: Uint8Array) => Promise<void>, into?: (bytes: number) => Uint8Array): Promise<Uint8Array[] | null> {
     if (!this.enabled) return null;
     await this.init();
     const name = fileName(this.namespace, key);
@@ -131,7 +131,7 @@ export class DiskObjectCache {
       let total = 0;
       for (const [, length] of ranges) total += length;
       if (total <= SYNC_RANGE_READ_BYTES) {
-        const out = this.readRangesSync(name, key, size, ranges);
+        const out = this.readRangesSync(name, key, size, ranges, into);
         if (!out) continue; // removed by another process sharing the folder: fetched again
         return out;
       }
@@ -174,7 +174,7 @@ export class DiskObjectCache {
    * through the pool and 81 ms this way; docs/benchmarks.md, "WARP's per-query overheads"). null:
    * the copy is gone (forgotten here).
    */
-  private readRangesSync(name: string, key: string, size: number, ranges: readonly (readonly [number, number])[]): Uint8Array[] | null {
+  private readRangesSync(name: string, key: string, size: number, ranges: readonly (readonly [number, number])[], into?: (bytes: number) => Uint8Array): Uint8Array[] | null {
     let fd: number;
     try {
       fd = openSync(path.join(this.dir, name), 'r');
@@ -183,9 +183,20 @@ export class DiskObjectCache {
       return null;
     }
     try {
-      const out = ranges.map(([offset, length]) => {
+      // One buffer for every range of the call (each range a view of it, starting on a multiple of 8
+      // bytes, as a buffer of its own would, so typed-array views of it stay valid): one allocation,
+      // not one per range (WARP's exact stage reads ~32 documents a query).
+      let total = 0;
+      for (const [offset, length] of ranges) {
         if (!(Number.isInteger(offset) && Number.isInteger(length) && offset >= 0 && length >= 0 && offset + length <= size)) throw new RangeError(`${key}: range [${offset}, ${offset + length}) is outside the ${size}-byte object`);
-        const b = new Uint8Array(length);
+        total += align8(length);
+      }
+      const all = into ? into(total) : new Uint8Array(total);
+      if (all.length < total || all.byteOffset % 8 !== 0) throw new RangeError(`readRanges: the buffer given for ${total} bytes has ${all.length} at offset ${all.byteOffset}`);
+      let at = 0;
+      const out = ranges.map(([offset, length]) => {
+        const b = all.subarray(at, at + length);
+        at += align8(length);
         let got = 0;
         while (got < length) {
           const n = readSync(fd, b, got, length - got, offset + got);
@@ -455,8 +466,21 @@ export class DiskObjectCache {
 /** Sparse copies made by this process (every cache): numbers their files apart. */
 let sparseCopies = 0;
 
+const align8 = (n: number) => (n + 7) & ~7;
+
+/** File names of recent keys (a SHA-256 per read was measurable on WARP's exact stage: a few reads per search). */
+const names = new Map<string, string>();
+const NAMES_KEPT = 4096;
+
 function fileName(namespace: string, key: string): string {
-  return `${createHash('sha256').update(namespace).update('\0').update(key).digest('hex')}.obj`;
+  const k = `${namespace}\0${key}`;
+  let name = names.get(k);
+  if (name === undefined) {
+    name = `${createHash('sha256').update(namespace).update('\0').update(key).digest('hex')}.obj`;
+    if (names.size >= NAMES_KEPT) names.delete(names.keys().next().value!);
+    names.set(k, name);
+  }
+  return name;
 }
 
 function sliceRange(bytes: Uint8Array, key: string, offset: number, length: number): Uint8Array {

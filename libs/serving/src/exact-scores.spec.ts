@@ -108,6 +108,13 @@ describe.skipIf(!wasm)("WARP's exact stage from codes (documentScores)", () => {
               expected.forEach((e, i) => (Number.isNaN(e) ? expect(got.scores[i]).toBeNaN() : expect(Math.abs(got.scores[i] - e)).toBeLessThanOrEqual(1e-5 * (1 + Math.abs(e)))));
             }
           }
+          // Two calls at once by ranges (their codes read into scratch buffers reused across calls): each gets its own documents' scores.
+          const q4 = Float32Array.from({ length: 4 * dims }, rnd);
+          const q5 = Float32Array.from({ length: 5 * dims }, rnd);
+          const back = [...where].reverse();
+          const [g4, g5] = await Promise.all([ranges.documentScores(collection, where, { vectors: q4, length: 4 }), ranges.documentScores(collection, back, { vectors: q5, length: 5 })]);
+          for (const [got, q, n, w] of [[g4!, q4, 4, where], [g5!, q5, 5, back]] as const)
+            w.forEach(([ref, d], i) => (ref === gone.ref ? expect(got.scores[i]).toBeNaN() : expect(Math.abs(got.scores[i] - reference(q, n, decoded(ref === A.ref ? A : B, d), dims))).toBeLessThanOrEqual(1e-5 * (1 + Math.abs(got.scores[i])))));
           // By ranges the memory cache holds heads only; whole reads hold the segments, never a whole decode.
           expect(ranges.heldKeys().filter((k) => !/^head:/.test(k))).toEqual([]);
           expect(whole.heldKeys()).toContain(`seg:${A.ref.key}`);

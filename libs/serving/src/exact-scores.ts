@@ -42,17 +42,73 @@ export async function documentScores(
   where.forEach(([ref], i) => (bySegment.get(ref.key) ?? bySegment.set(ref.key, { ref, at: [] }).get(ref.key)!).at.push(i));
   const failed = new Map<string, SegmentUnavailableError>();
   const scores = new Float32Array(where.length).fill(NaN);
-  const got = await Promise.all(
-    [...bySegment.values()].map(async ({ ref, at }) => {
-      try {
-        return { at, codes: await segmentDocumentCodes(store, collection, ref, at.map((i) => where[i][1])) };
-      } catch (err) {
-        if (!(err instanceof SegmentUnavailableError)) throw err;
-        failed.set(ref.key, err);
-        return null;
-      }
-    }),
-  );
+  // The candidates' codes read from the local copies go to a scratch this call holds (its bytes are
+  // only read below, before it returns), not to ~1.2 MB of new buffers a query (Vaswani's 32 fp16
+  // documents): external memory that drove the search thread's full garbage collections.
+  const scratch = ExactScratch.take();
+  let done = false;
+  try {
+    const out = scoreCodes(using.exactMaxsim.bind(using), query, scores, failed, await Promise.all(
+      [...bySegment.values()].map(async ({ ref, at }) => {
+        try {
+          return { at, codes: await segmentDocumentCodes(store, collection, ref, at.map((i) => where[i][1]), scratch.into) };
+        } catch (err) {
+          if (!(err instanceof SegmentUnavailableError)) throw err;
+          failed.set(ref.key, err);
+          return null;
+        }
+      }),
+    ));
+    done = true;
+    return out;
+  } finally {
+    // After a failure another segment's read may still be going on: that scratch is not lent again.
+    if (done) scratch.give();
+  }
+}
+
+/**
+ * A bump allocator over one buffer, lent to one documentScores call at a time (a call takes a
+ * free one or makes one, and gives it back when it returns): the views it handed out are not
+ * read after that. Growing starts a new buffer (views of the old one stay valid). At most
+ * KEPT_SCRATCH are kept, each at most KEPT_SCRATCH_BYTES.
+ */
+class ExactScratch {
+  private static readonly free: ExactScratch[] = [];
+  private buf = new Uint8Array(1 << 16);
+  private at = 0;
+
+  static take(): ExactScratch {
+    return ExactScratch.free.pop() ?? new ExactScratch();
+  }
+
+  readonly into = (bytes: number): Uint8Array => {
+    if (this.at + bytes > this.buf.length) {
+      this.buf = new Uint8Array(Math.max(2 * this.buf.length, bytes + 7) & ~7);
+      this.at = 0;
+    }
+    const out = this.buf.subarray(this.at, this.at + bytes);
+    this.at = (this.at + bytes + 7) & ~7;
+    return out;
+  };
+
+  give(): void {
+    this.at = 0;
+    if (this.buf.byteLength <= KEPT_SCRATCH_BYTES && ExactScratch.free.length < KEPT_SCRATCH) ExactScratch.free.push(this);
+  }
+}
+
+const KEPT_SCRATCH = 2;
+const KEPT_SCRATCH_BYTES = 16 << 20;
+
+/** documentScores' scoring of the segments' codes read (null: a segment that failed). */
+function scoreCodes(
+  exactMaxsim: NonNullable<Kernels['exactMaxsim']>,
+  query: { vectors: Float32Array; length: number },
+  scores: Float32Array,
+  failed: Map<string, SegmentUnavailableError>,
+  got: readonly ({ at: number[]; codes: SegmentCodes } | null)[],
+): { scores: Float32Array; failed: Map<string, SegmentUnavailableError> } {
   const n = query.length;
   const rotated = new Map<string, { q: Float32Array; w: number; offsets: number; scaleOf: (norms: Uint8Array, tokens: number) => Float32Array; levels: Float32Array; bits: number }>();
   for (const g of got) {
@@ -78,7 +134,7 @@ export async function documentScores(
         const c = x as Extract<SegmentCodes['docs'][number], { kind: 'codes' }>;
         return { kind: 'codes', rows: c.tokens, codes: c.codes, scales: r.scaleOf(c.norms, c.tokens) };
       });
-      using.exactMaxsim(r.q, n, r.w, rows, out, { bits: r.bits, levels: r.levels });
+      exactMaxsim(r.q, n, r.w, rows, out, { bits: r.bits, levels: r.levels });
       at.forEach((i, k) => (scores[i] = (out[k] + r.offsets) / n));
       continue;
     }
@@ -88,7 +144,7 @@ export async function documentScores(
       if (codec instanceof Fp32Codec) return { kind: 'f32', rows: x.tokens, values: new Float32Array(x.codes.buffer.slice(x.codes.byteOffset, x.codes.byteOffset + x.codes.byteLength)) };
       return { kind: 'f32', rows: x.tokens, values: codec!.decodeDoc({ codes: x.codes, norms: x.norms }, x.tokens, d, { docId: x.docId, seed: seg.seed }) };
     });
-    using.exactMaxsim(query.vectors, n, d, rows, out);
+    exactMaxsim(query.vectors, n, d, rows, out);
     at.forEach((i, k) => (scores[i] = n > 0 ? out[k] / n : out[k]));
   }
   return { scores, failed };
@@ -101,7 +157,7 @@ export async function documentScores(
  * bytes, which fp16 and fp32 have none of) from the local copy; else the segment loaded as
  * re-rank loads it. A codec with side information gets rows decoded by the segment's reader.
  */
-export async function segmentDocumentCodes(store: SegmentStore, collection: Pick<Collection, 'tenantId' | 'id' | 'model'>, ref: SegmentRef, docs: readonly number[]): Promise<SegmentCodes> {
+export async function segmentDocumentCodes(store: SegmentStore, collection: Pick<Collection, 'tenantId' | 'id' | 'model'>, ref: SegmentRef, docs: readonly number[], into?: (bytes: number) => Uint8Array): Promise<SegmentCodes> {
   const fromReader = async (loaded: LoadedSegment): Promise<SegmentCodes> => {
     const r = loaded.reader;
     for (const d of docs) if (!(Number.isInteger(d) && d >= 0 && d < r.documents)) throw new RangeError(`document ${d} is outside segment ${ref.key} (${r.documents} documents)`);
@@ -113,7 +169,7 @@ export async function segmentDocumentCodes(store: SegmentStore, collection: Pick
   };
   const held = store.lru.peek(`seg:${ref.key}`) as LoadedSegment | undefined;
   if (held) return fromReader(held);
-  const read = await documentCodesByRanges(store, collection, ref, docs);
+  const read = await documentCodesByRanges(store, collection, ref, docs, into);
   if (read) {
     const { head: h, codec, codes, norms } = read;
     const off = h.tokenOffsets;

@@ -19,9 +19,12 @@ export interface ObjectSource {
    * Byte ranges [offset, offset + length) of an object, read from its local copy (positioned
    * reads: the object is not held in memory); null when the source keeps no local copy. When the
    * copy has to be fetched for this read, the whole object goes to `check` first (a throw
-   * propagates and no copy is kept).
+   * propagates and no copy is kept). `into`: where ranges read synchronously from the local copy
+   * go (given the bytes needed, a buffer of at least that many starting on a multiple of 8 that the
+   * caller owns until it is done with the result, e.g. a scratch reused across searches); absent,
+   * or for other reads, a new buffer.
    */
-  readRanges?(key: string, ranges: readonly (readonly [number, number])[], check?: (bytes: Uint8Array) => Promise<void>): Promise<Uint8Array[] | null>;
+  readRanges?(key: string, ranges: readonly (readonly [number, number])[], check?: (bytes: Uint8Array) => Promise<void>, into?: (bytes: number) => Uint8Array): Promise<Uint8Array[] | null>;
   /**
    * true: `getRanges` reads byte ranges of an object by ranged GETs (the disk cache keeps what they
    * fetched), never fetching it whole; absent or false: ranges come from `readRanges` or `get`.

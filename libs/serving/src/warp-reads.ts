@@ -271,13 +271,16 @@ export async function segmentDocumentRows(store: SegmentStore, collection: Pick<
  * exact-scores.ts): each one's code bytes and norm bytes (empty where it has none: fp16, fp32),
  * with the segment's checked head and the codec that decodes them. null where the segment is not
  * read so (no ranged reads, side information, or a corrupt copy: the caller's whole read of the
- * segment names it); a RangeError for a document outside the segment.
+ * segment names it); a RangeError for a document outside the segment. `into`: the buffer the
+ * synchronous reads go to (ObjectSource.readRanges), whose bytes the caller owns while it uses
+ * the codes.
  */
 export async function documentCodesByRanges(
   store: SegmentStore,
   collection: Pick<Collection, 'tenantId' | 'id' | 'model'>,
   ref: SegmentRef,
   docs: readonly number[],
+  into?: (bytes: number) => Uint8Array,
 ): Promise<{ head: SegmentHead; codec: Codec; codes: Uint8Array[]; norms: Uint8Array[] } | null> {
   if (!store.opts.rangeReads || !store.source.readRanges) return null;
   const h = await store.checkedHead(collection, ref);
@@ -288,7 +291,7 @@ export async function documentCodesByRanges(
   for (const d of docs) ranges.push([h.codeAt + h.codeStart[d], h.codeStart[d + 1] - h.codeStart[d]]);
   for (const d of docs) if (h.normStart[d + 1] > h.normStart[d]) ranges.push([h.normAt + h.normStart[d], h.normStart[d + 1] - h.normStart[d]]);
   // A copy fetched again here is checked first; a corrupt one sends the segment to the caller's whole read, which names it.
-  const got = await store.source.readRanges(ref.key, ranges, store.copyCheck(collection, ref)).catch((err: unknown) => {
+  const got = await store.source.readRanges(ref.key, ranges, store.copyCheck(collection, ref), into).catch((err: unknown) => {
     if (err instanceof SegmentUnavailableError) return null;
     throw err;
   });
