@@ -1,8 +1,8 @@
-import { mkdtempSync, readdirSync, rmSync, statSync, unlinkSync } from 'node:fs';
+import { mkdtempSync, readdirSync, rmSync, statSync, unlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { ByteExtents, DiskObjectCache, Gate, SYNC_RANGE_READ_BYTES } from './disk-cache';
+import { ByteExtents, DiskObjectCache, Gate, SYNC_RANGE_READ_BYTES, partOfLiveProcess } from './disk-cache';
 
 const dirs: string[] = [];
 afterAll(() => dirs.forEach((d) => rmSync(d, { recursive: true, force: true })));
@@ -195,7 +195,7 @@ describe('DiskObjectCache.getRanges', () => {
     const s = store(new Map([['k', object]]));
     const a = new DiskObjectCache(s, d, 1 << 20, 'ns');
     const b = new DiskObjectCache(s, d, 1 << 20, 'ns');
-    // both started (a cache's start deletes the sparse files it finds: an earlier process's)
+    // both started (a cache's start deletes the sparse files of processes that are gone)
     expect([await a.get('absent'), await b.get('absent')]).toEqual([null, null]);
     await a.getRanges('k', [[100, 300]]);
     await b.getRanges('k', [[5000, 200]]);
@@ -209,6 +209,18 @@ describe('DiskObjectCache.getRanges', () => {
     expect(readdirSync(d).filter((n) => n.endsWith('.part')).length).toBe(1);
     expect(await b.getRanges('k', [[5000, 200]])).toEqual([object.slice(5000, 5200)]);
     expect(s.log.ranged.length).toBe(3);
+  });
+
+  it("a cache's start deletes the sparse copies of processes that are gone, and keeps a live process's", async () => {
+    const d = folder();
+    const sha = 'a'.repeat(64);
+    // pid_max is at most 2^22 on Linux: a pid above it names no process
+    const files = { live: `${sha}.${process.ppid}.0.part`, mine: `${sha}.${process.pid}.7.part`, gone: `${sha}.${(1 << 22) + 12345}.0.part`, old: `${'b'.repeat(64)}.part` };
+    for (const f of Object.values(files)) writeFileSync(path.join(d, f), new Uint8Array(10));
+    expect(Object.values(files).map(partOfLiveProcess)).toEqual([true, true, false, false]);
+    const cache = new DiskObjectCache(store(new Map()), d, 1 << 20, 'ns');
+    expect(await cache.get('absent')).toBeNull(); // started
+    expect(readdirSync(d).filter((n) => n.endsWith('.part')).sort()).toEqual([files.live, files.mine].sort());
   });
 
   it('Gate: at most its limit at once, the rest in order, over a long queue', async () => {

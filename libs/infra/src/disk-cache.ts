@@ -407,8 +407,10 @@ export class DiskObjectCache {
     this.ready ??= (async () => {
       await mkdir(this.dir, { recursive: true });
       const all = await readdir(this.dir);
-      // Sparse copies from an earlier process: which of their bytes are present is not known, so they go.
-      await Promise.all(all.filter((n) => n.endsWith('.part')).map((n) => unlink(path.join(this.dir, n)).catch(() => undefined)));
+      // Sparse copies of a process that is gone: which of their bytes are present is not known, so
+      // they go. A live process's copies (this one's other caches, a sibling sharing the folder)
+      // stay: deleting them made the sibling read holes, fail a checksum and fetch again.
+      await Promise.all(all.filter((n) => n.endsWith('.part') && !partOfLiveProcess(n)).map((n) => unlink(path.join(this.dir, n)).catch(() => undefined)));
       const names = all.filter((n) => n.endsWith('.obj'));
       const found = await Promise.all(names.map(async (n) => ({ n, s: await stat(path.join(this.dir, n)).catch(() => null) })));
       found
@@ -489,6 +491,25 @@ function sliceRange(bytes: Uint8Array, key: string, offset: number, length: numb
 }
 
 const partName = (objName: string) => objName.replace(/\.obj$/, '.part');
+
+/**
+ * Whether a sparse copy's file (`<sha256>.<pid>.<n>.part`) belongs to a process running on this
+ * host (this one included); a file of the older `<sha256>.part` form, or of a pid that is gone,
+ * does not. Pids are per host (per PID namespace): processes sharing a folder across hosts or
+ * containers are told apart by this only when they share the namespace.
+ */
+export function partOfLiveProcess(file: string): boolean {
+  const m = /^[0-9a-f]{64}\.(\d+)\.\d+\.part$/.exec(file);
+  if (!m) return false;
+  const pid = Number(m[1]);
+  if (pid === process.pid) return true;
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === 'EPERM'; // alive, owned by another user
+  }
+}
 
 async function readFully(fh: Awaited<ReturnType<typeof open>>, key: string, offset: number, length: number): Promise<Uint8Array> {
   const b = new Uint8Array(length);
