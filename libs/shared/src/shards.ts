@@ -52,6 +52,20 @@ export function segmentShard(ref: Pick<ShardedSegment, 'batchId' | 'shard'>, sha
 }
 
 /**
+ * The positions in `segments` of those at `codecVersion`, grouped by shard (segmentShard): the
+ * merge policy's segment bound and the ingest back-pressure count the same groups.
+ */
+export function segmentsByShard(segments: readonly (Pick<ShardedSegment, 'batchId' | 'shard'> & { codecVersion: number })[], codecVersion: number, shards: number): Map<number, number[]> {
+  const out = new Map<number, number[]>();
+  segments.forEach((s, i) => {
+    if (s.codecVersion !== codecVersion) return;
+    const sh = segmentShard(s, shards);
+    (out.get(sh) ?? out.set(sh, []).get(sh)!).push(i);
+  });
+  return out;
+}
+
+/**
  * The shard a newly committed segment goes to: the one holding the fewest live documents in
  * `segments` (the generation it joins), the lowest index on a tie. Deterministic: a replayed
  * commit on the same generation picks the same shard.

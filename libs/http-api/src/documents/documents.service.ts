@@ -5,7 +5,7 @@ import {
   UnavailableError,
   ValidationError,
   collectionShards,
-  segmentShard,
+  segmentsByShard,
   warpLayoutOf,
   jobIds,
   s3Keys,
@@ -90,10 +90,9 @@ export class DocumentsService {
     const manifest = await this.deps.generations.manifest(this.tenantId, collection.id);
     if (!manifest) return;
     const shards = collectionShards(collection);
-    const perShard = new Map<number, number>();
-    for (const s of manifest.segments) if (s.codecVersion === collection.codecVersion) perShard.set(segmentShard(s, shards), (perShard.get(segmentShard(s, shards)) ?? 0) + 1);
     const limit = factor * bound;
-    for (const [shard, n] of perShard) {
+    for (const [shard, members] of segmentsByShard(manifest.segments, collection.codecVersion, shards)) {
+      const n = members.length;
       if (n <= limit) continue;
       throw new UnavailableError(
         `collection '${collection.id}' is overloaded: ${n} segments${shards > 1 ? ` in shard ${shard}` : ''} at generation ${manifest.generation}, over ${limit} (INGEST_WARP_SEGMENTS_FACTOR ${factor} x MERGE_WARP_MAX_SEGMENTS ${bound}); merges are catching up: send the documents again after Retry-After`,

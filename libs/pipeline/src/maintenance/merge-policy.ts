@@ -1,4 +1,4 @@
-import { MAX_SHARDS, segmentShard, type SegmentRef } from '@lateral/shared';
+import { MAX_SHARDS, segmentShard, segmentsByShard, type SegmentRef } from '@lateral/shared';
 
 /** Settings of the tiered merge policy (MERGE_FACTOR, MERGE_DELETED_FRACTION, MERGE_FLOOR_DOCUMENTS, MERGE_MAX_DOCUMENTS, MERGE_MAX_BYTES). */
 export interface MergePolicySettings {
@@ -99,12 +99,7 @@ export function chooseMerge(segments: readonly SegmentRef[], codecVersion: numbe
     // before it is full (its smallest, up to `factor` of them, within searchMaxBytes). Each document
     // is still rewritten about once per tier; only the tiers' fill is capped.
     const cap = p.searchMaxBytes ?? p.maxBytes * 4;
-    const perShard = new Map<number, number[]>();
-    segments.forEach((s, i) => {
-      if (s.codecVersion !== codecVersion) return;
-      const sh = segmentShard(s, shards);
-      (perShard.get(sh) ?? perShard.set(sh, []).get(sh)!).push(i);
-    });
+    const perShard = segmentsByShard(segments, codecVersion, shards);
     for (const sh of [...perShard.keys()].sort((a, b) => a - b)) {
       const members = perShard.get(sh)!;
       if (members.length <= p.maxSegments) continue;
