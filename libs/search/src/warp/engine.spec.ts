@@ -5,7 +5,7 @@ import { xtrSearch } from '../xtr';
 import type { Hit } from '../types';
 import { decodeWarpResiduals, encodeWarpResiduals, fitWarpCodec, warpCodeBytes, type WarpBits } from './codec';
 import { buildWarpLayout, openWarpLayout, serializeWarpLayout, warpLayoutLists, warpListSizes, WarpLayoutCorruptError, type WarpLayout } from './layout';
-import { warpCentroidScores, warpQuery, warpSearch, warpSearchSteps, warpSegmentSearch, warpSegmentSearchSteps, warpSegmentsSearchSteps, warpTables, warpTPrime, WarpWorkspace, type WarpSegment } from './engine';
+import { warpCentroidScores, warpQuery, warpSearch, warpSearchSteps, warpSegmentSearch, warpSegmentSearchSteps, warpSegmentsSearchSteps, warpTables, warpTopSuffices, warpTPrime, warpQueryTPrime, WarpWorkspace, type WarpSegment } from './engine';
 import { fixtureSlice, randomQuery, warpFixture, type WarpFixture } from './test-utils';
 import { wasmKernels } from '@lateral/simd';
 import { runSteps } from '../steps';
@@ -191,6 +191,54 @@ describe('warp engine', () => {
     expect(warpTPrime(0)).toBe(1000);
     expect(warpTPrime(571_000)).toBe(2000);
     expect(warpTPrime(660_000_000)).toBe(72_000);
+  });
+
+  it('warpTopSuffices: when the best k are enough, warpQuery with bound k and those k equals warpQuery with the whole bound; when not, the walk needs more', () => {
+    const r = rng(23);
+    let enough = 0;
+    let short = 0;
+    for (let trial = 0; trial < 300; trial++) {
+      const K = 2 + Math.floor(r() * 30);
+      const n = 1 + Math.floor(r() * 4);
+      const d = 4;
+      const S = Float32Array.from({ length: n * K }, () => Math.round(r() * 10) / 10 - 0.5); // many ties
+      const sizes = Float64Array.from({ length: K }, () => (r() < 0.3 ? 0 : Math.floor(r() * 50)));
+      const nprobe = 1 + Math.floor(r() * Math.min(K, 4));
+      const bound = Math.max(nprobe, Math.min(K, 1 + Math.floor(r() * (K + 3))));
+      const k = nprobe + Math.floor(r() * (bound - nprobe + 1));
+      const tPrime = 1 + Math.floor(r() * 300);
+      const codec = fitWarpCodec(Float32Array.from({ length: 8 * d }, () => r() - 0.5), 8, d, 2);
+      const q = new Float32Array(n * d);
+      // the best `w` per token as a TopK gives them (best first, ties: lower index)
+      const topOf = (w: number) => {
+        const ids = new Uint32Array(n * w);
+        const scores = new Float32Array(n * w);
+        for (let i = 0; i < n; i++) {
+          const order = [...Array(K).keys()].sort((a, b) => S[i * K + b] - S[i * K + a] || a - b).slice(0, w);
+          order.forEach((c, p) => ((ids[i * w + p] = c), (scores[i * w + p] = S[i * K + c])));
+        }
+        return { k: w, ids, scores };
+      };
+      const full = warpQuery(q, n, new Float32Array(K * d), codec, sizes, { nprobe, bound, tPrime, centroidScores: S });
+      const top = topOf(k);
+      if (warpTopSuffices(top.ids, n, k, sizes, tPrime)) {
+        enough++;
+        const got = warpQuery(q, n, new Float32Array(K * d), codec, sizes, { nprobe, bound: k, tPrime, centroidTop: top });
+        expect([...got.probes]).toEqual([...full.probes]);
+        expect([...got.probeScores]).toEqual([...full.probeScores]);
+        expect([...got.imputed]).toEqual([...full.imputed]);
+      } else {
+        short++;
+        // some token's best k hold fewer than t' tokens: its walk goes past them
+        const walks = [...Array(n).keys()].map((i) => [...top.ids.subarray(i * k, (i + 1) * k)].reduce((a, c) => a + sizes[c], 0));
+        expect(walks.some((x) => x < tPrime)).toBe(true);
+      }
+    }
+    expect(enough).toBeGreaterThan(20);
+    expect(short).toBeGreaterThan(20);
+    expect(() => warpTopSuffices(new Uint32Array(3), 2, 2, new Float64Array(4), 1)).toThrow(/n x k/);
+    expect(warpQueryTPrime(Float64Array.of(300_000, 271_000))).toBe(2000);
+    expect(warpQueryTPrime(Float64Array.of(300_000, 271_000), 7)).toBe(7);
   });
 
   it('partial probes: documents, scores and imputation equal the brute-force WARP reference on the decoded vectors', () => {

@@ -83,6 +83,36 @@ export function warpTables(q: Float32Array, n: number, codec: WarpCodec, out?: F
   return tables;
 }
 
+/**
+ * Whether a query's best `k` centroids per token (n x k ids, best first, as WarpQueryOptions.centroidTop)
+ * are enough for warpQuery to give the same query as with any larger bound: every token's walk over
+ * cumulative list sizes reaches tPrime within its first k centroids (so its imputed value is the
+ * score at the same position whatever the bound beyond k). Then warpQuery with bound k and these
+ * k equals warpQuery with bound B >= k and the best B (the first k of the best B are these k: the
+ * same scores, ties to the lower index). n x k additions at most.
+ */
+export function warpTopSuffices(ids: Uint32Array, n: number, k: number, listSizes: ArrayLike<number>, tPrime: number): boolean {
+  if (ids.length !== n * k) throw new RangeError(`warpTopSuffices: ${ids.length} ids, expected n x k = ${n * k}`);
+  for (let i = 0; i < n; i++) {
+    let cum = 0;
+    let p = 0;
+    for (; p < k; p++) {
+      cum += listSizes[ids[i * k + p]];
+      if (cum >= tPrime) break;
+    }
+    if (p === k) return false;
+  }
+  return true;
+}
+
+/** The t' warpQuery uses: the option when given, else warpTPrime of the collection's tokens (the sum of listSizes). */
+export function warpQueryTPrime(listSizes: ArrayLike<number>, tPrime?: number): number {
+  if (tPrime !== undefined) return tPrime;
+  let total = 0;
+  for (let c = 0; c < listSizes.length; c++) total += listSizes[c];
+  return warpTPrime(total);
+}
+
 export interface WarpQueryOptions {
   /** lists probed per query token, in [1, K] */
   nprobe: number;
@@ -146,9 +176,7 @@ export function warpQuery(q: Float32Array, n: number, centroids: Float32Array, c
   if (listSizes.length !== K) throw new RangeError(`${fn}: listSizes has ${listSizes.length} entries, expected K = ${K}`);
   const { nprobe } = opts;
   if (!Number.isInteger(nprobe) || nprobe < 1 || nprobe > K) throw new RangeError(`${fn}: nprobe must be an integer in [1, K = ${K}], got ${nprobe}`);
-  let total = 0;
-  for (let c = 0; c < K; c++) total += listSizes[c];
-  const tPrime = opts.tPrime ?? warpTPrime(total);
+  const tPrime = warpQueryTPrime(listSizes, opts.tPrime);
   if (!Number.isInteger(tPrime) || tPrime < 1) throw new RangeError(`${fn}: tPrime must be an integer >= 1, got ${tPrime}`);
   const boundOpt = opts.bound ?? WARP_DEFAULT_BOUND;
   if (!Number.isInteger(boundOpt) || boundOpt < 1) throw new RangeError(`${fn}: bound must be an integer >= 1, got ${boundOpt}`);

@@ -9,7 +9,7 @@ export {
   type WarpList, type WarpListSource, type WarpLayout, type BuildWarpLayoutInput, type WarpLayoutExpectations, type WarpDirectory, type WarpLayoutReader,
 } from './layout';
 export {
-  WARP_DEFAULT_BOUND, warpTPrime, warpCentroidScores, warpTables, warpQuery, WarpWorkspace, warpScoreList, warpSegmentSearch, warpSegmentSearchSteps, warpSegmentsSearchSteps, warpSearch, warpSearchSteps,
+  WARP_DEFAULT_BOUND, warpTPrime, warpTopSuffices, warpQueryTPrime, warpCentroidScores, warpTables, warpQuery, WarpWorkspace, warpScoreList, warpSegmentSearch, warpSegmentSearchSteps, warpSegmentsSearchSteps, warpSearch, warpSearchSteps,
   type WarpQueryOptions, type WarpQuery, type WarpSegment, type WarpSegmentOptions, type WarpSegmentHits, type WarpSearchOptions, type WarpSearchResult,
 } from './engine';
 export { benchWarp, warpBenchFixture, type WarpBenchOptions, type WarpBench, type WarpBenchFixture } from './bench';
