@@ -22,15 +22,6 @@ export interface EncoderOptions {
    * true). false: the session runs on the calling thread, one batch after the other, as before.
    */
   inferenceThread?: boolean;
-  /**
-   * With the session in its own thread (inferenceThread), a second session of the same graph on
-   * the calling thread for query calls that fit one batch (a search's few queries): such a call
-   * gains nothing from the thread's pipelining and pays two thread hops (post, wake, answer), about
-   * as much as the run itself for one short query on a busy machine. Built on the first query call
-   * (meanwhile queries go through the thread); costs one more copy of the graph in memory. CPU
-   * provider only (default false).
-   */
-  inlineQueries?: boolean;
 }
 
 /** Where the session runs: in its own thread (SessionThread) or on the calling thread. */

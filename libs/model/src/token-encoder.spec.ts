@@ -275,44 +275,6 @@ describe('where the session runs (EncoderOptions.inferenceThread)', () => {
     }
   });
 
-  it('inlineQueries: a one-batch query call runs on a session of the calling thread once built, with the same vectors; documents and larger query calls keep the thread', async () => {
-    const dir = newTinyDir('threads-inline', { seed: 14, tokenWeights: true });
-    const plain = await TokenEncoder.load(dir, cpu);
-    const e = await TokenEncoder.load(dir, { ...cpu, inlineQueries: true });
-    try {
-      type Runner = { offThread: boolean; run: (...a: unknown[]) => Promise<unknown> };
-      const own = (e as unknown as { runner: Runner }).runner;
-      const run = own.run.bind(own);
-      let threadRuns = 0;
-      own.run = (...a: unknown[]) => (threadRuns++, run(...a));
-      const texts = ['lift', 'the drag of a wing at mach three', 'boundary layer'];
-      // the first call starts the inline session's build and goes through the thread
-      const [first] = await e.encodeQueries([texts[0]!]);
-      expect(threadRuns).toBe(1);
-      const inline = await vi.waitUntil(() => (e as unknown as { queryRunner: Runner | null }).queryRunner, { timeout: 30_000 });
-      expect(inline.offThread).toBe(false);
-      const before = threadRuns;
-      const got = await e.encodeQueries(texts);
-      expect(threadRuns).toBe(before); // one batch: the calling thread's session
-      const want = await plain.encodeQueries(texts);
-      for (let i = 0; i < texts.length; i++) {
-        expect(Array.from(got[i]!.tokenIds)).toEqual(Array.from(want[i]!.tokenIds));
-        expect(maxAbsDiff(got[i]!.vectors, want[i]!.vectors)).toBe(0);
-        expect(Array.from(got[i]!.weights!)).toEqual(Array.from(want[i]!.weights!));
-      }
-      expect(maxAbsDiff(first!.vectors, want[0]!.vectors)).toBe(0);
-      // several batches of queries, and documents, go through the thread
-      await e.encodeQueries(texts, { tokenBudget: 1 });
-      expect(threadRuns).toBe(before + texts.length);
-      await e.encodeDocuments(texts);
-      expect(threadRuns).toBe(before + texts.length + 1);
-    } finally {
-      await e.release();
-      await plain.release();
-    }
-    await expect(e.encodeQueries(['lift'])).rejects.toThrow(/released/);
-  });
-
   it('concurrent document calls run their batches oldest call first, with the vectors of a call alone; a query does not wait behind them', async () => {
     const dir = newTinyDir('threads-order', { seed: 13 });
     const e = await TokenEncoder.load(dir, cpu);

@@ -83,33 +83,8 @@ export class TokenEncoder {
     readonly executionProvider: 'cpu' | 'cuda',
     /** The graph output holding the L2-normalised token vectors (appendL2Normalize), or null: runBatch normalises. */
     private readonly normalizedOutput: string | null = null,
-    /** Opens the same graph on the calling thread for one-batch query calls (EncoderOptions.inlineQueries), or null. */
-    private readonly openInline: (() => Promise<SessionRunner>) | null = null,
   ) {
     this.dims = manifest.dims;
-  }
-
-  /** The calling thread's session for one-batch query calls: null until built (or when it could not be). */
-  private queryRunner: SessionRunner | null = null;
-  private queryRunnerStarted = false;
-
-  /**
-   * The session a one-batch query call runs on: the inline one once built (its build started by the
-   * first such call, which goes through the thread meanwhile), else the encoder's own.
-   */
-  private queryRunnerFor(batches: number): SessionRunner {
-    if (batches !== 1 || !this.openInline) return this.runner;
-    if (!this.queryRunnerStarted) {
-      this.queryRunnerStarted = true;
-      this.openInline().then(
-        (r) => {
-          if (this.released) void r.release();
-          else this.queryRunner = r;
-        },
-        () => undefined, // queries keep going through the thread
-      );
-    }
-    return this.queryRunner ?? this.runner;
   }
 
   static async load(dir: string, opts: EncoderOptions): Promise<TokenEncoder> {
@@ -142,18 +117,10 @@ export class TokenEncoder {
       throw err;
     }
     const provider = runner.provider;
-    // The same graph (with the normalising tail when the thread's has it: the same output), on the calling thread.
-    const openInline =
-      opts.inlineQueries && runner.offThread && provider === 'cpu'
-        ? () => {
-            const tail = normalizedOutput ? appendL2Normalize(readFileSync(files.modelPath), manifest.outputs.tokenEmbeddings) : null;
-            return openSession(tail ? tail.bytes : files.modelPath, files.modelPath, { ...opts, inferenceThread: false });
-          }
-        : null;
     opts.logger?.info(
-      `loaded model ${manifest.name} from ${abs} (dims ${manifest.dims}, ${provider}${normalizedOutput ? ', normalised in the graph' : ''}${runner.offThread ? ', session in its own thread' : ''}${openInline ? ', one-batch queries on the calling thread' : ''})`,
+      `loaded model ${manifest.name} from ${abs} (dims ${manifest.dims}, ${provider}${normalizedOutput ? ', normalised in the graph' : ''}${runner.offThread ? ', session in its own thread' : ''})`,
     );
-    return new TokenEncoder(abs, manifest, tokenizer, runner, provider, normalizedOutput, openInline);
+    return new TokenEncoder(abs, manifest, tokenizer, runner, provider, normalizedOutput);
   }
 
   /**
@@ -188,9 +155,7 @@ export class TokenEncoder {
     if (this.released) return;
     this.released = true;
     forgetEncoder(this);
-    const inline = this.queryRunner;
-    this.queryRunner = null;
-    await Promise.all([this.runner.release(), inline?.release()]);
+    await this.runner.release();
   }
 
   private async encode(texts: string[], kind: TextKind, maxTokens: number, tokenBudget: number): Promise<EncodedText[]> {
@@ -202,11 +167,9 @@ export class TokenEncoder {
     }
     const results: EncodedText[] = new Array(texts.length);
     const batches = planBatches(seqs.map((s) => s.length), tokenBudget);
-    // One batch of queries (a search's): on the calling thread's session when there is one (EncoderOptions.inlineQueries).
-    const runner = kind === 'query' ? this.queryRunnerFor(batches.length) : this.runner;
-    if (!runner.offThread) {
+    if (!this.runner.offThread) {
       for (const batch of batches) {
-        const out = await this.runBatch(batch.map((i) => seqs[i]!), kind, runner);
+        const out = await this.runBatch(batch.map((i) => seqs[i]!), kind);
         batch.forEach((i, j) => (results[i] = out[j]!));
         await yieldToEventLoop();
       }
@@ -319,7 +282,7 @@ export class TokenEncoder {
     return this.skipTable;
   }
 
-  private async runBatch(seqs: TokenizedText[], kind: TextKind, runner: SessionRunner = this.runner): Promise<EncodedText[]> {
+  private async runBatch(seqs: TokenizedText[], kind: TextKind): Promise<EncodedText[]> {
     const m = this.manifest;
     const batch = seqs.length;
     let seqLen = 1;
@@ -356,12 +319,12 @@ export class TokenEncoder {
     const fetch = [embName, ...(m.outputs.tokenWeights ? [m.outputs.tokenWeights] : [])];
     let ran: ThreadRunResult;
     try {
-      ran = await runner.run(feeds, fetch);
+      ran = await this.runner.run(feeds, fetch);
     } catch (err) {
-      if (!runner.offThread) this.inputPool.push(buf);
+      if (!this.runner.offThread) this.inputPool.push(buf);
       throw err;
     }
-    if (runner.offThread) this.returnInputs(buf, ran.feeds);
+    if (this.runner.offThread) this.returnInputs(buf, ran.feeds);
     else this.inputPool.push(buf);
     const out = ran.outputs;
     reportInference({ graph: m.name, ms: ran.end - ran.start, batch, tokens: size });

@@ -22,7 +22,7 @@ export function encoderDir(modelsDir: string, model: string, want: EncoderPrecis
 
 /** One ONNX session per model directory per process, loaded lazily on first use. */
 export function encoderProvider(
-  opts: { modelsDir: string; executionProvider: 'cpu' | 'cuda'; deviceId: number; intraOpThreads: number; precision?: EncoderPrecision; inlineQueries?: boolean },
+  opts: { modelsDir: string; executionProvider: 'cpu' | 'cuda'; deviceId: number; intraOpThreads: number; precision?: EncoderPrecision },
   logger: Logger,
 ): EncoderProvider {
   return (model: string) =>
@@ -30,7 +30,6 @@ export function encoderProvider(
       executionProvider: opts.executionProvider,
       deviceId: opts.deviceId,
       intraOpThreads: opts.intraOpThreads || undefined,
-      inlineQueries: opts.inlineQueries ?? false,
       logger: logger.child('onnx'),
     });
 }

@@ -140,13 +140,6 @@ export const ConfigSchema = z.object({
    * nDCG@10 cost is within 0.002 on Cranfield and TREC DL 2019), fp32 on CUDA (docs/models.md).
    */
   ENCODER_PRECISION: z.enum(['auto', 'fp32', 'fp16', 'int8']).default('auto'),
-  /**
-   * A search's (or re-rank's) queries that fit one encoder batch run on a second session of the
-   * encoder's graph in the job's own thread instead of the encoder's session thread (CPU provider
-   * only): no thread hop for a few short queries (docs/models.md). false: every call goes through
-   * the session thread. Costs one more copy of the graph in memory in a process that serves queries.
-   */
-  ENCODER_INLINE_QUERIES: bool.default(true),
   /** Threads per ONNX session (0 = ONNX Runtime's default). */
   ORT_INTRA_OP_THREADS: int(0, 0, 256),
   /** Token budget of one encoder batch (sum of padded lengths). */

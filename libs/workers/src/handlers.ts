@@ -53,7 +53,6 @@ export function pipelineHandlers(rt: Runtime, extra: { shardChild?: (p: ShardJob
       deviceId: config.ORT_CUDA_DEVICE_ID,
       intraOpThreads: config.ORT_INTRA_OP_THREADS,
       precision: config.ENCODER_PRECISION,
-      inlineQueries: config.ENCODER_INLINE_QUERIES,
     },
     logger,
   );
