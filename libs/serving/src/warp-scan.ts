@@ -139,10 +139,12 @@ const KEPT_TABLE_BYTES = 16 << 20;
 
 /**
  * Centroids per query token asked of `centroidTop` first (at least nprobe, at most the imputation's
- * bound): enough for the imputation's walk of most queries (t' = 2,000 tokens over lists of ~70 on
- * full Vaswani); the others ask again for the whole bound.
+ * bound): enough for the imputation's walk of nearly every query (on full Vaswani, t' = 2,000 tokens
+ * over lists of ~70, the longest walk of a query's tokens ended at positions 22-43 for all 93
+ * queries); the others ask again for the whole bound (a second GEMM). t' and the lists' mean size
+ * both grow as the square root of the tokens under PLAID's rule for K, so the walk stays this short.
  */
-const FIRST_TOP = 32;
+const FIRST_TOP = 48;
 
 /** The segments of one centroid epoch, with what their queries need. */
 interface EpochGroup {
@@ -229,7 +231,7 @@ export async function warpScan(reads: WarpReads, collection: Pick<Collection, 't
       for (const g of groups) {
         const K = g.centroids.length / g.codec.dims;
         const k = Math.max(g.nprobe, Math.min(K, WARP_DEFAULT_BOUND));
-        // The best FIRST_TOP centroids first (ONNX Runtime's TopK costs ~0.5 ms more at k = 128 than at 32, n = 14, K = 8,192):
+        // The best FIRST_TOP centroids first (ONNX Runtime's TopK costs ~0.35 ms more at k = 128 than at 48, n = 14, K = 8,192):
         // when every token's imputation walk ends within them, the query is the same as with all k (warpTopSuffices); else all k.
         const first = Math.max(g.nprobe, Math.min(k, FIRST_TOP));
         let centroidTop: { k: number; ids: Uint32Array; scores: Float32Array } | undefined;
