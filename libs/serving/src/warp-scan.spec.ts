@@ -104,13 +104,13 @@ function setup(objects: Map<string, Uint8Array>, warpLayoutInMemoryBytes = 0) {
 }
 
 const opts = (nprobe: number) => ({ centroids, codec, nprobe, topN: 7, yieldEvery: async () => {} });
-const reference = (nprobe: number, which = [0, 1, 2]) =>
+const reference = (nprobe: number, which = [0, 1, 2], tPrime?: number) =>
   queries.map((q) => {
     const segments = which.map((s) => ({ documents: refs[s].documents, docBase: refs.slice(0, s).reduce((n, x) => n + x.documents, 0), lists: openWarpLayout(layouts[s], 'ref') }));
     const sizes = new Float64Array(K);
     for (const l of layouts) parseWarpDirectory(l, 'x').counts.forEach((c, i) => (sizes[i] += c));
     // hits name the segment by its place in the plan
-    return warpSearch(segments, q.vectors, q.n, centroids, codec, sizes, { nprobe, topN: 7 }).hits.map((h) => ({ ...h, segment: which[h.segment] }));
+    return warpSearch(segments, q.vectors, q.n, centroids, codec, sizes, { nprobe, topN: 7, tPrime }).hits.map((h) => ({ ...h, segment: which[h.segment] }));
   });
 
 describe('warpScan over the segment cache (WARP search layouts read by ranges)', () => {
@@ -183,9 +183,18 @@ describe('warpScan over the segment cache (WARP search layouts read by ranges)',
       const scan = await warpScan(cache, collection, manifest, plan(), queries, { ...opts(nprobe), centroidTop });
       expect(scan.hits).toEqual(reference(Math.min(nprobe, K)));
     }
-    // k = the imputation's bound (128, clamped to [nprobe, K]), once per query and epoch
+    // k = the imputation's bound (128, clamped to [nprobe, K]), once per query and epoch (K < the first ask's 48)
     expect(new Set(asked)).toEqual(new Set([Math.min(K, 128), K]));
     expect(asked.length).toBe(2 * queries.filter((q) => q.n > 0).length);
+    // A first ask for fewer (firstTop): when every token's walk to t' ends within them, that one call; else the whole bound
+    // too. The same hits either way, as from Q C^T in JavaScript.
+    const withQuery = queries.filter((q) => q.n > 0).length;
+    for (const [tPrime, calls] of [[1, [5]], [100_000, [5, K]]] as const) {
+      asked.length = 0;
+      const scan = await warpScan(cache, collection, manifest, plan(), queries, { ...opts(3), tPrime, centroidTop, firstTop: 5 });
+      expect(scan.hits).toEqual(reference(3, [0, 1, 2], tPrime));
+      expect(asked).toEqual(Array.from({ length: withQuery }, () => calls).flat());
+    }
   });
 
   it('equals warpSearch over the whole layouts, reading the directories once and then only probed lists', async () => {

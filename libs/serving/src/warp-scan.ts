@@ -45,6 +45,8 @@ export interface WarpScanOptions {
    * e.g. ONNX Runtime's GEMM + TopK (OnnxIvfProbe.top); absent: Q C^T in JavaScript (warpQuery).
    */
   centroidTop?: (q: Float32Array, n: number, centroids: Float32Array, d: number, k: number) => Promise<{ ids: Uint32Array; scores: Float32Array }>;
+  /** Centroids per query token asked of centroidTop first (FIRST_TOP when absent); all of the imputation's bound when they are not enough. */
+  firstTop?: number;
   /**
    * Per plan part, the documents a filter keeps and the segment holds live (andMasks of part.live
    * and the filter's docMask); absent: part.live. A part whose segment could not be read for its
@@ -233,7 +235,7 @@ export async function warpScan(reads: WarpReads, collection: Pick<Collection, 't
         const k = Math.max(g.nprobe, Math.min(K, WARP_DEFAULT_BOUND));
         // The best FIRST_TOP centroids first (ONNX Runtime's TopK costs ~0.35 ms more at k = 128 than at 48, n = 14, K = 8,192):
         // when every token's imputation walk ends within them, the query is the same as with all k (warpTopSuffices); else all k.
-        const first = Math.max(g.nprobe, Math.min(k, FIRST_TOP));
+        const first = Math.max(g.nprobe, Math.min(k, opts.firstTop ?? FIRST_TOP));
         let centroidTop: { k: number; ids: Uint32Array; scores: Float32Array } | undefined;
         if (opts.centroidTop) {
           centroidTop = { k: first, ...(await opts.centroidTop(q.vectors, q.n, g.centroids, g.codec.dims, first)) };
