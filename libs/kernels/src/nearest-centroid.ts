@@ -84,10 +84,10 @@ export class OnnxNearestCentroid {
       const size = groups.start[g + 1] - groups.start[g];
       if (m === 0 || size === 0) continue;
       const xg = new Float32Array(m * d);
+      // row by row with the typed array's copy (a memcpy), not element by element
       for (let r = 0; r < m; r++) {
         const from = rowsOf[count[g] + r] * d;
-        const to = r * d;
-        for (let j = 0; j < d; j++) xg[to + j] = x[from + j];
+        xg.set(x.subarray(from, from + d), r * d);
       }
       const cg = groupRows(groups, centroids, g, d);
       const got = await this.assign(xg, m, cg, size, d);

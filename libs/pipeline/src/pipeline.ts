@@ -31,7 +31,8 @@ export async function enqueueNext<Q extends QueueName>(queues: Pick<JobQueues, '
     case QueueName.index: {
       // The segment and its search index are both written: commit it.
       const p = payload as JobPayload<QueueName.index>;
-      await queues.add(QueueName.commit, jobIds.commit(p.tenantId, p.collectionId, p.batchId, p.codecVersion), { ...p });
+      const r = result as JobResults[QueueName.index];
+      await queues.add(QueueName.commit, jobIds.commit(p.tenantId, p.collectionId, p.batchId, p.codecVersion), { ...p, ...(r.segment ? { verified: r.segment } : {}) });
       return;
     }
     default:

@@ -50,6 +50,16 @@ const writtenSegment = z.object({
 });
 
 /**
+ * A written segment to commit: what its index job was given, and (`verified`) the whole object's
+ * CRC-32C and size as the index job read it, every section's checksum verified (and its head stored
+ * from that read): the commit then reads the small head instead of the whole segment. A job queued
+ * without it (an older version, a spec) reads and verifies the segment itself.
+ */
+const committedSegment = writtenSegment.extend({
+  verified: z.object({ checksum: z.string().regex(/^[0-9a-f]{8}$/), bytes: z.number().int().positive() }).optional(),
+});
+
+/**
  * A merge (op 'merge') on the merge queue: the tiered policy chooses the segments on the current
  * generation (libs/pipeline/src/maintenance/merge-policy.ts); one merge per collection at a time, beside
  * commits and deletes (only its reference swap is a generation commit). Merge jobs queued on the
@@ -107,7 +117,7 @@ export const JobPayloadSchemas = {
   }),
   [QueueName.index]: writtenSegment,
   /** A written segment to commit or a delete (tombstones): both change the generation, so they share one queue (and merges queued here before the merge queue). */
-  [QueueName.commit]: z.union([writtenSegment, DeletePayloadSchema, MergePayloadSchema]),
+  [QueueName.commit]: z.union([committedSegment, DeletePayloadSchema, MergePayloadSchema]),
   [QueueName.merge]: MergePayloadSchema,
   [QueueName.refit]: RefitPayloadSchema,
   [QueueName.rerank]: z.object({
@@ -195,7 +205,7 @@ export function jobName<Q extends QueueName>(queue: Q, payload: JobPayloadInput<
   return queue;
 }
 /** A commit job that commits a written segment (not a delete). */
-export type SegmentCommitPayload = z.infer<typeof writtenSegment>;
+export type SegmentCommitPayload = z.infer<typeof committedSegment>;
 
 /** What a merge did: the segments it replaced (keys) and the one it wrote (null: nothing was live), or why it did nothing. */
 export interface MergeOutcome {
@@ -227,7 +237,7 @@ export interface InlineJobResult {
 export interface JobResults {
   [QueueName.encode]: { rawKey: string; documents: number; tokens: number; codecVersion: number };
   [QueueName.compress]: { segmentKey: string; bytes: number };
-  [QueueName.index]: { indexKey: string; bytes: number };
+  [QueueName.index]: { indexKey: string; bytes: number; /** the segment as the index job verified it (its whole-object CRC-32C, 8 hex digits, and size) */ segment?: { checksum: string; bytes: number } };
   /** A delete also returns what it deleted (DeleteResult). */
   [QueueName.commit]: { generation: number; committed: boolean; deleted?: number; notFound?: string[]; documents?: number; merged?: MergeOutcome };
   /** The generation the merge committed (or found), and what it did. */

@@ -1,13 +1,13 @@
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { PermanentJobError, s3Keys, type CodecSettings, type Collection, type CollectionManifest, type SegmentRef } from '@lateral/shared';
-import { crc32c, createCodec, fitCodec, writeSegment, type CodecArtifact } from '@lateral/codec';
+import { crc32c, createCodec, fitCodec, readSegment, writeSegment, type CodecArtifact } from '@lateral/codec';
 import type { EncodedText } from '@lateral/model';
 import type { CommitResult, GenerationChange, Logger } from '@lateral/infra';
 import { commitProcessor, type CommitDeps, type SegmentCommitPayload } from './commit.processor';
 import { SegmentIds } from '../segment-ids';
 import { strictMock, takeStrictMockViolations } from '../testing/strict-mock';
 import { gcKeys } from '../maintenance/gc';
-import { assembleSegmentDocs } from '@lateral/serving';
+import { assembleSegmentDocs, segmentHeadData, serializeSegmentHead } from '@lateral/serving';
 
 afterEach(() => expect(takeStrictMockViolations()).toEqual([]));
 
@@ -190,6 +190,45 @@ describe('commitProcessor', () => {
     expect(await commitProcessor(s.deps, payload('b-1'))).toEqual({ generation: 6, committed: true });
     // b-0, later in the manifest, holds d2 too: the rewritten b-1's d2 is the superseded copy.
     expect(s.changes).toEqual([{ segments: [{ ...newRef, tombstones: [0] }, ref0], codecVersion: 1, documents: 3 }]);
+  });
+
+  describe('a job its index job verified the segment for (payload.verified)', () => {
+    const headKey = s3Keys.segmentHead(T, C, 'b-0', 1);
+    const head0 = serializeSegmentHead(segmentHeadData(readSegment(b0, ref0.key), b0.byteLength));
+    const verified = { ...payload('b-0'), verified: { checksum: ref0.checksum, bytes: b0.byteLength } };
+
+    it('commits from the stored head and the verified checksum, without reading the segment whole', async () => {
+      const s = setup({ objects: { [ref0.key]: b0, [headKey]: head0 }, current: null });
+      expect(await commitProcessor(s.deps, verified)).toEqual({ generation: 1, committed: true });
+      expect(s.changes).toEqual([{ segments: [{ ...ref0, head: true }], codecVersion: 1, documents: 2 }]);
+      expect(s.get).toHaveBeenCalledWith(headKey);
+      expect(s.get).not.toHaveBeenCalledWith(ref0.key);
+      expect(s.codecsGet).not.toHaveBeenCalled();
+    });
+
+    it('a missing, corrupt or other object\'s head: the segment is read whole and verified (a corrupt segment then fails for good)', async () => {
+      const corruptHead = head0.slice();
+      corruptHead[20] ^= 0xff;
+      const otherHead = serializeSegmentHead(segmentHeadData(readSegment(b0, ref0.key), b0.byteLength + 1));
+      for (const head of [undefined, corruptHead, otherHead]) {
+        const s = setup({ objects: { [ref0.key]: b0, ...(head ? { [headKey]: head } : {}) }, current: null });
+        expect(await commitProcessor(s.deps, verified)).toEqual({ generation: 1, committed: true });
+        expect(s.changes).toEqual([{ segments: [head ? { ...ref0, head: true } : ref0], codecVersion: 1, documents: 2 }]);
+        expect(s.get).toHaveBeenCalledWith(headKey);
+        expect(s.get).toHaveBeenCalledWith(ref0.key);
+      }
+      const flipped = b0.slice();
+      flipped[b0.byteLength - 9] ^= 0xff;
+      const s = setup({ objects: { [ref0.key]: flipped }, current: null });
+      await expect(commitProcessor(s.deps, verified)).rejects.toThrow(PermanentJobError);
+      expect(s.commit).not.toHaveBeenCalled();
+    });
+
+    it('a segment object gone from S3 is permanent, whatever the head says', async () => {
+      const s = setup({ objects: { [headKey]: head0 }, current: null });
+      await expect(commitProcessor(s.deps, verified)).rejects.toThrow(new PermanentJobError(`segment missing from S3: ${ref0.key}`));
+      expect(s.commit).not.toHaveBeenCalled();
+    });
   });
 
   it('a missing segment object or collection is permanent; nothing is committed', async () => {

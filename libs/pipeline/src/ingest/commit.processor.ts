@@ -4,6 +4,7 @@ import { PermanentJobError, QueueName, assignShard, collectionShards, parentOf, 
 export type SegmentCommitPayload = Extract<JobPayload<QueueName.commit>, { batchId: string }>;
 import { SegmentCorruptError, crc32c, readSegment } from '@lateral/codec';
 import type { CodecArtifactRepository, CollectionRepository, GenerationRepository, Logger, ObjectStore } from '@lateral/infra';
+import { parseSegmentHead } from '@lateral/serving';
 import { logIngestionIfFinished } from '../job-logs';
 import { gcKeys } from '../maintenance/gc';
 import type { SegmentIds } from '../segment-ids';
@@ -28,18 +29,7 @@ export interface CommitDeps {
 export async function commitProcessor(deps: CommitDeps, p: SegmentCommitPayload): Promise<JobResults[QueueName.commit]> {
   const collection = await deps.collections.get(p.tenantId, p.collectionId);
   if (!collection) throw new PermanentJobError(`collection ${p.tenantId}/${p.collectionId} no longer exists`);
-  const bytes = await deps.store.get(p.segmentKey);
-  if (!bytes) throw new PermanentJobError(`segment missing from S3: ${p.segmentKey}`);
-  // Verifies every section's checksum before the segment becomes visible to readers.
-  const artifact = await deps.codecs.get(p.tenantId, p.collectionId, p.codecVersion);
-  let seg;
-  try {
-    seg = readSegment(bytes, p.segmentKey, artifact);
-  } catch (err) {
-    // Retrying the commit cannot repair the object (only its compress job writes it): fail for good.
-    if (err instanceof SegmentCorruptError) throw new PermanentJobError(err.message);
-    throw err;
-  }
+  const seg = (await verifiedByIndex(deps, p)) ?? (await readAndVerify(deps, p));
   deps.liveIds.remember(p.tenantId, p.collectionId, p.segmentKey, seg.docIds);
   let ref: SegmentRef = {
     batchId: p.batchId,
@@ -47,10 +37,9 @@ export async function commitProcessor(deps: CommitDeps, p: SegmentCommitPayload)
     key: p.segmentKey,
     documents: seg.documents,
     tokens: seg.tokens,
-    bytes: bytes.byteLength,
-    checksum: crc32c(bytes).toString(16).padStart(8, '0'),
-    // The index stage stores the head before enqueueing the commit; a replayed job from before heads were stored finds none.
-    ...((await deps.store.exists(s3Keys.segmentHead(p.tenantId, p.collectionId, p.batchId, p.codecVersion))) ? { head: true } : {}),
+    bytes: seg.bytes,
+    checksum: seg.checksum,
+    ...(seg.head ? { head: true } : {}),
   };
   if (collection.pending && collection.pending.codecVersion === p.codecVersion) return commitRecompression(deps, collection, p, ref);
 
@@ -70,6 +59,56 @@ export async function commitProcessor(deps: CommitDeps, p: SegmentCommitPayload)
   // The ingestion's one summary line, when this commit completed it (a log failure never fails the commit).
   if (result.committed) await logIngestionIfFinished(deps.store, deps.logger, p, result.manifest).catch((err: Error) => deps.logger.debug(`ingestion summary skipped: ${err.message}`));
   return { generation: result.manifest.generation, committed: result.committed };
+}
+
+/** What the commit needs of a segment: its ids and counts, its size and whole-object CRC-32C (8 hex digits), and whether its head is stored. */
+interface CommittedSegment {
+  docIds: string[];
+  documents: number;
+  tokens: number;
+  bytes: number;
+  checksum: string;
+  head: boolean;
+}
+
+/**
+ * The segment as its index job verified it (`p.verified`: every section's checksum checked on the
+ * bytes whose whole-object CRC-32C and size it names, the head stored from the same read), from the
+ * small stored head instead of the whole object: the object must still be in S3 and the head's
+ * size the verified one. null (the caller reads the segment whole): a job queued without it, or a
+ * head that is missing, corrupt or of another object.
+ */
+async function verifiedByIndex(deps: Pick<CommitDeps, 'store'>, p: SegmentCommitPayload): Promise<CommittedSegment | null> {
+  if (!p.verified) return null;
+  const [headBytes, present] = await Promise.all([deps.store.get(s3Keys.segmentHead(p.tenantId, p.collectionId, p.batchId, p.codecVersion)), deps.store.exists(p.segmentKey)]);
+  if (!present) throw new PermanentJobError(`segment missing from S3: ${p.segmentKey}`);
+  const head = headBytes ? parseSegmentHead(headBytes) : null;
+  if (!head || head.objectBytes !== p.verified.bytes) return null;
+  return { docIds: [...head.docIds], documents: head.documents, tokens: head.tokenOffsets[head.documents], bytes: p.verified.bytes, checksum: p.verified.checksum, head: true };
+}
+
+/** The segment read whole, every section's checksum verified before it becomes visible to readers. */
+async function readAndVerify(deps: Pick<CommitDeps, 'store' | 'codecs'>, p: SegmentCommitPayload): Promise<CommittedSegment> {
+  const bytes = await deps.store.get(p.segmentKey);
+  if (!bytes) throw new PermanentJobError(`segment missing from S3: ${p.segmentKey}`);
+  const artifact = await deps.codecs.get(p.tenantId, p.collectionId, p.codecVersion);
+  let seg;
+  try {
+    seg = readSegment(bytes, p.segmentKey, artifact);
+  } catch (err) {
+    // Retrying the commit cannot repair the object (only its compress job writes it): fail for good.
+    if (err instanceof SegmentCorruptError) throw new PermanentJobError(err.message);
+    throw err;
+  }
+  return {
+    docIds: seg.docIds,
+    documents: seg.documents,
+    tokens: seg.tokens,
+    bytes: bytes.byteLength,
+    checksum: crc32c(bytes).toString(16).padStart(8, '0'),
+    // The index stage stores the head before enqueueing the commit; a replayed job from before heads were stored finds none.
+    head: await deps.store.exists(s3Keys.segmentHead(p.tenantId, p.collectionId, p.batchId, p.codecVersion)),
+  };
 }
 
 /**

@@ -1,5 +1,5 @@
 import { PermanentJobError, QueueName, s3Keys, warpEpochOf, warpLayoutToWrite, type JobPayload, type JobResults } from '@lateral/shared';
-import { SegmentCorruptError, readSegment, type SegmentReader } from '@lateral/codec';
+import { SegmentCorruptError, crc32c, readSegment, type SegmentReader } from '@lateral/codec';
 import type { CodecArtifactRepository, CollectionRepository, GenerationRepository, JobQueues, ObjectStore } from '@lateral/infra';
 import { searchSegment } from '@lateral/search';
 import { segmentHeadData, segmentReadOptions, serializeSegmentHead, type StaticEmbeddingsCache } from '@lateral/serving';
@@ -95,7 +95,9 @@ export async function indexProcessor(deps: IndexDeps, p: JobPayload<QueueName.in
   await deps.store.put(indexKey, out);
   // The head from the same checked read, before the commit: every committed segment has one (older ones are read whole once).
   await deps.store.put(s3Keys.segmentHead(p.tenantId, p.collectionId, p.batchId, p.codecVersion), serializeSegmentHead(segmentHeadData(reader, bytes.byteLength)));
-  const result = { indexKey, bytes: out.byteLength };
+  // The whole object's checksum, of the bytes whose every section was verified above: the commit
+  // records it (SegmentRef.checksum) and reads the head instead of the segment again.
+  const result = { indexKey, bytes: out.byteLength, segment: { checksum: crc32c(bytes).toString(16).padStart(8, '0'), bytes: bytes.byteLength } };
   await enqueueNext(deps.queues, QueueName.index, p, result);
   return result;
 }
