@@ -173,7 +173,8 @@ export function pipelineHandlers(rt: Runtime, extra: { shardChild?: (p: ShardJob
     // The policy still asks a merge on the newest generation this job saw (its output filled the next
     // tier, more segments than the bound): the collection's next merge (a request made while this one
     // ran is already kept for after it: the two are one).
-    if (out.again && config.MERGE_AFTER_COMMIT) await askMerge(p.tenantId, p.collectionId, 'commit', out.generation);
+    // Its id names the generation this merge committed ('-again': no other job asks under it), else the newest it found, which another job committed (and may have asked a merge under): a time suffix.
+    if (out.again && config.MERGE_AFTER_COMMIT) await askMerge(p.tenantId, p.collectionId, 'commit', out.generation, { suffix: out.committed ? '-again' : `-again${Date.now()}` });
     // Busy (another merge held the lease): the same merge again, after a job lock's time (its own id: the holder's may reuse this one's).
     if (out.merged.status === 'busy') await askMerge(p.tenantId, p.collectionId, p.trigger, out.generation, { delayMs: lockMs, suffix: `-busy${Date.now()}` });
     return refit ? { ...out, refit } : out;
