@@ -9,7 +9,7 @@ export const SEARCH_MODES: Record<string, unknown> = { xtr: 'xtr', bm25: 'bm25',
 
 export const USAGE = `usage: npm run bench -- scale [--json] [--docs N (1000000)] [--model NAME (glove-ctx-100d)] [--codec eden4|fp16 (eden4)]
   [--seed N (1)] [--per-request N (1000)] [--window N (16000)] [--cache-bytes N (2 GiB)] [--rounds N (20)] [--cold-rounds N (5)]
-  [--ingest-only] [--ingest-seconds S (0: all)] [--search-modes ${Object.keys(SEARCH_MODES).join(',')}] [--search-timeout SECONDS (600)]
+  [--ingest-only] [--ingest-seconds S (0: all)] [--drain-seconds S (0)] [--search-modes ${Object.keys(SEARCH_MODES).join(',')}] [--search-timeout SECONDS (600)]
   [--layout warp|ivf (warp)] [--bits 2|4 (4)] [--overlap-queries N (50)] [--variant-env K=V,K=V] [--glibc-defaults]
   [--heap-snapshot [--snapshot-dir DIR]] [--keep] [--reuse DIR]`;
 
@@ -26,6 +26,7 @@ export const FLAGS = {
   'cold-rounds': { type: 'string', default: '5' },
   'ingest-only': { type: 'boolean' },
   'ingest-seconds': { type: 'string', default: '0' },
+  'drain-seconds': { type: 'string', default: '0' },
   'search-modes': { type: 'string', default: Object.keys(SEARCH_MODES).join(',') },
   'search-timeout': { type: 'string', default: '600' },
   layout: { type: 'string', default: 'warp' },
@@ -83,6 +84,8 @@ export function scaleFlags(args: string[]) {
       ingestOnly: v['ingest-only'] === true,
       // Stop posting after this many seconds (0: post all N) and serve what was accepted: a bounded run at the largest N a time budget allows.
       ingestLimitS: int('ingest-seconds'),
+      // After ingest, wait up to this many seconds for the merge queue to empty (0: not at all): the maintenance left behind.
+      drainS: int('drain-seconds'),
       searchModes,
       searchTimeoutMs: int('search-timeout') * 1000,
       // Sampled queries whose top 10 per mode is compared with exhaustive MaxSim's (0: none).

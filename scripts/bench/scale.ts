@@ -73,7 +73,7 @@ const BUCKET = 'scale';
 const INGEST_STATE = 'bench-ingest.json';
 
 export async function runScaleBench(args: string[]): Promise<Record<string, unknown>> {
-  const { N, model, codec, codecName, searchLayout, seed, perRequest, window, cacheBytes, rounds, coldRounds, ingestOnly, ingestLimitS, searchModes, searchTimeoutMs, overlapQueries, variantEnv, json, allocatorEnv, reuseDir, snapshotDir, keep } =
+  const { N, model, codec, codecName, searchLayout, seed, perRequest, window, cacheBytes, rounds, coldRounds, ingestOnly, ingestLimitS, drainS, searchModes, searchTimeoutMs, overlapQueries, variantEnv, json, allocatorEnv, reuseDir, snapshotDir, keep } =
     scaleFlags(args);
   const say = (s: string) => (json ? console.error(s) : console.log(s));
   const t00 = performance.now();
@@ -318,6 +318,22 @@ export async function runScaleBench(args: string[]): Promise<Record<string, unkn
         loadavg: os.loadavg().map((x) => round(x, 2)),
       };
       if (resumed) result = resumedResult(resumed.result, result, docs);
+      if (drainS > 0) {
+        // The maintenance left behind: how long the merge queue takes to empty after ingest (--drain-seconds at most), the merge jobs run meanwhile and the segments then.
+        const t0 = performance.now();
+        const k = (q: string, what: string) => `${vars.REDIS_PREFIX}:${q}:${what}`;
+        const mergesLeft = async () => (await Promise.all([counter!.llen(k('merge', 'wait')), counter!.llen(k('merge', 'active')), counter!.zcard(k('merge', 'delayed'))])).reduce((a, b) => a + b, 0);
+        const doneBefore = (await maintenanceCounts()).merges_done;
+        let left = await mergesLeft();
+        while (left > 0 && performance.now() - t0 < drainS * 1000) {
+          await new Promise((r) => setTimeout(r, 2000));
+          left = await mergesLeft();
+        }
+        const after = (await api(base, 'GET', `/v1/collections/${collection}`)).body as { segments: number; generation: number };
+        const m = await maintenanceCounts();
+        result.maintenance_drain = { seconds: round((performance.now() - t0) / 1000, 1), drained: left === 0, merges_left: left, merge_jobs_run: m.merges_done - doneBefore, segments: after.segments, generation: after.generation, ...m, loadavg: os.loadavg().map((x) => round(x, 2)) };
+        say(`drain: ${JSON.stringify(result.maintenance_drain)}`);
+      }
       if (keep) writeFileSync(path.join(dir, INGEST_STATE), JSON.stringify({ ingested, result, ingestRss }));
     }
 

@@ -23,6 +23,7 @@ export * from './training/train.processor';
 export * from './maintenance/delete.processor';
 export * from './maintenance/merge-policy';
 export * from './maintenance/merge.processor';
+export * from './maintenance/merge-schedule';
 export * from './maintenance/gc';
 export * from './maintenance/refit.processor';
 export { warpReindex, type WarpReindexOutcome } from './maintenance/warp-reindex';

@@ -76,6 +76,12 @@ export type MergePayload = z.infer<typeof MergePayloadSchema>;
 /** A merge's job id: one per collection and generation it was asked on (BullMQ forbids ':'; '~' never appears in resource ids). */
 export const mergeJobId = (tenantId: string, collectionId: string, trigger: MergePayload['trigger'], generation: number) =>
   `${assertResourceId('tenant id', tenantId)}~${assertResourceId('collection id', collectionId)}~merge~${trigger}-g${generation}`;
+/**
+ * The BullMQ deduplication id of a collection's background merges (after commits, deletes and
+ * merges): one per collection, so a waiting merge absorbs every later request and a request made
+ * while one runs becomes one merge after it (libs/pipeline/src/maintenance/merge-schedule.ts).
+ */
+export const mergeDedupId = (tenantId: string, collectionId: string) => `${assertResourceId('tenant id', tenantId)}~${assertResourceId('collection id', collectionId)}~merge`;
 
 /**
  * A WARP refit (the refit queue): `epoch` is the centroid epoch it was queued for (the generation's
@@ -246,6 +252,11 @@ export interface JobResults {
     committed: boolean;
     documents?: number;
     merged: MergeOutcome;
+    /**
+     * The policy still asks a merge on the newest generation the job saw (after its own commit):
+     * a background merge queues the next one (merge-schedule.ts). Absent on jobs of earlier versions.
+     */
+    again?: boolean;
     /** WARP collections: the refit job queued after this merge (refit queue), when one was due. */
     refit?: string;
     /** A re-index to WARP layouts the job ran first (libs/pipeline/src/maintenance/warp-reindex.ts). */

@@ -1,16 +1,17 @@
 import path from 'node:path';
-import { PermanentJobError, QueueName, mergeJobId, redisKeys, s3Keys, textCodecRef, trainingKeys, type MergePayload, type SegmentRef, type ShardJobPayload, type ShardJobResult } from '@lateral/shared';
+import { PermanentJobError, QueueName, redisKeys, s3Keys, textCodecRef, trainingKeys, type MergePayload, type SegmentRef, type ShardJobPayload, type ShardJobResult } from '@lateral/shared';
 import { DiskObjectCache, ScorerArtifactStore, registerCacheMetrics, DocumentRepository, JobFlows, ShardQueues, deliverWebhook, enqueueWebhook, webhookEventFor, withRedisLease, type HandlerRegistry, type Runtime } from '@lateral/infra';
 import {
   SegmentIds,
-  commitProcessor,
+  commitSegment,
   writeBm25GenerationStats,
-  deleteProcessor,
+  deleteDocuments,
   mergeProcessor,
   enqueueMerge,
   refitProcessor,
   enqueueWarpRefit,
   DEFAULT_MERGE_POLICY,
+  type CommittedGeneration,
   compressProcessor,
   encodeProcessor,
   indexProcessor,
@@ -148,10 +149,18 @@ export function pipelineHandlers(rt: Runtime, extra: { shardChild?: (p: ShardJob
   // refit is queued after committed generations when one is due (a failure to queue never fails
   // the job: the next commit asks again).
   const refitLease = <T>(tenantId: string, collectionId: string, fn: () => Promise<T>) => withRedisLease(rt.redis, redisKeys.refitLease(config.REDIS_PREFIX, tenantId, collectionId), fn, { ttlMs: lockMs, maxWaitMs: lockMs });
-  const enqueueRefit = (tenantId: string, collectionId: string) =>
-    enqueueWarpRefit({ collections, generations, ivf: rt.ivf, ivfCentroids: config.IVF_CENTROIDS }, queues, tenantId, collectionId).catch((err: Error) => {
+  const enqueueRefit = (tenantId: string, collectionId: string, committed?: CommittedGeneration) =>
+    enqueueWarpRefit({ collections, generations, ivf: rt.ivf, ivfCentroids: config.IVF_CENTROIDS }, queues, tenantId, collectionId, committed).catch((err: Error) => {
       logger.warn(`refit not enqueued: ${err.message}`);
       return null;
+    });
+  // Background merges: one pending per collection (merge-schedule.ts: deduplicated by collection; a
+  // request made while one runs becomes one merge after it). A failure to enqueue never fails the
+  // job: the next commit asks again.
+  const askMerge = (tenantId: string, collectionId: string, trigger: MergePayload['trigger'], generation: number, opts?: Parameters<typeof enqueueMerge>[5]) =>
+    enqueueMerge(queues, tenantId, collectionId, trigger, generation, opts).catch((err: Error) => {
+      logger.warn(`merge not enqueued: ${err.message}`);
+      return undefined;
     });
   const runMerge = async (p: MergePayload) => {
     const out = await mergeProcessor(
@@ -161,13 +170,13 @@ export function pipelineHandlers(rt: Runtime, extra: { shardChild?: (p: ShardJob
     if (out.committed) await writeBm25Stats(p.tenantId, p.collectionId, out.generation);
     // After every merge job (POST .../merge included): a refit when the tokens call for one, or segments of an older epoch to move.
     const refit = await enqueueRefit(p.tenantId, p.collectionId);
-    // A committed merge may fill the next tier: ask again on its generation.
-    if (out.committed && config.MERGE_AFTER_COMMIT) await enqueueMerge(queues, p.tenantId, p.collectionId, 'commit', out.generation).catch((err: Error) => logger.warn(`merge not enqueued: ${err.message}`));
+    // The policy still asks a merge on the newest generation this job saw (its output filled the next
+    // tier, more segments than the bound): the collection's next merge (a request made while this one
+    // ran is already kept for after it: the two are one).
+    // Its id names the generation this merge committed ('-again': no other job asks under it), else the newest it found, which another job committed (and may have asked a merge under): a time suffix.
+    if (out.again && config.MERGE_AFTER_COMMIT) await askMerge(p.tenantId, p.collectionId, 'commit', out.generation, { suffix: out.committed ? '-again' : `-again${Date.now()}` });
     // Busy (another merge held the lease): the same merge again, after a job lock's time (its own id: the holder's may reuse this one's).
-    if (out.merged.status === 'busy')
-      await queues
-        .add(QueueName.merge, `${mergeJobId(p.tenantId, p.collectionId, p.trigger, out.generation)}-busy${Date.now()}`, { op: 'merge', tenantId: p.tenantId, collectionId: p.collectionId, trigger: p.trigger }, { delay: lockMs })
-        .catch((err: Error) => logger.warn(`busy merge not queued again: ${err.message}`));
+    if (out.merged.status === 'busy') await askMerge(p.tenantId, p.collectionId, p.trigger, out.generation, { delayMs: lockMs, suffix: `-busy${Date.now()}` });
     return refit ? { ...out, refit } : out;
   };
   return {
@@ -179,14 +188,14 @@ export function pipelineHandlers(rt: Runtime, extra: { shardChild?: (p: ShardJob
     [QueueName.commit]: async (p) => {
       // A merge queued here by an earlier version: run as on the merge queue.
       if ('op' in p && p.op === 'merge') return runMerge(p);
-      const out = !('op' in p)
-        ? await commitProcessor({ store, collections, generations, codecs, liveIds, logger }, p)
-        : await deleteProcessor({ store, collections, generations, liveIds, segmentDocs, logger }, p);
+      const { result: out, committed } = !('op' in p)
+        ? await commitSegment({ store, collections, generations, codecs, liveIds, logger }, p)
+        : await deleteDocuments({ store, collections, generations, liveIds, segmentDocs, logger }, p);
       if (out.committed) await writeBm25Stats(p.tenantId, p.collectionId, out.generation);
-      // Each new generation may fill a merge tier: a job of the merge queue (a failure to enqueue never fails the commit: the next one asks again).
-      if (out.committed && config.MERGE_AFTER_COMMIT) await enqueueMerge(queues, p.tenantId, p.collectionId, 'commit', out.generation).catch((err: Error) => logger.warn(`merge not enqueued: ${err.message}`));
-      // Background maintenance after commits (MERGE_AFTER_COMMIT) includes WARP refits.
-      if (out.committed && config.MERGE_AFTER_COMMIT) await enqueueRefit(p.tenantId, p.collectionId);
+      // Each new generation may fill a merge tier: the collection's one pending merge (it reads the newest generation when it starts).
+      if (out.committed && config.MERGE_AFTER_COMMIT) await askMerge(p.tenantId, p.collectionId, 'commit', out.generation);
+      // Background maintenance after commits (MERGE_AFTER_COMMIT) includes WARP refits: decided on the record and manifest this job committed (no read of either).
+      if (committed && config.MERGE_AFTER_COMMIT) await enqueueRefit(p.tenantId, p.collectionId, committed);
       return out;
     },
     // Merges, beside commits and deletes: only their reference swap is a generation commit.

@@ -3,7 +3,7 @@ import { PermanentJobError, s3Keys, type CodecSettings, type Collection, type Co
 import { crc32c, createCodec, fitCodec, readSegment, writeSegment, type CodecArtifact } from '@lateral/codec';
 import type { EncodedText } from '@lateral/model';
 import type { CommitResult, GenerationChange, Logger } from '@lateral/infra';
-import { commitProcessor, type CommitDeps, type SegmentCommitPayload } from './commit.processor';
+import { commitProcessor, commitSegment, type CommitDeps, type SegmentCommitPayload } from './commit.processor';
 import { SegmentIds } from '../segment-ids';
 import { strictMock, takeStrictMockViolations } from '../testing/strict-mock';
 import { gcKeys } from '../maintenance/gc';
@@ -147,6 +147,17 @@ describe('commitProcessor', () => {
     // The committed segment's ids are remembered, the other one is loaded once.
     expect(s.load).toHaveBeenCalledExactlyOnceWith(T, C, ref0);
     expect(result).toEqual({ generation: 5, committed: true });
+  });
+
+  it('commitSegment hands the record it read and the manifest it committed to the maintenance after it (no second read); nothing when it committed nothing', async () => {
+    const s = setup({ objects: { [ref1.key]: b1 }, current: manifestOf(4, 1, [ref0], 2), stored: { [ref0.key]: ['d1', 'd2'] } });
+    const out = await commitSegment(s.deps, payload('b-1'));
+    expect(out.result).toEqual({ generation: 5, committed: true });
+    expect(out.committed?.collection).toEqual(collectionWith());
+    expect(out.committed?.manifest).toMatchObject({ generation: 5, segments: [{ ...ref0, tombstones: [1] }, ref1], documents: 3 });
+    expect(s.collectionsGet).toHaveBeenCalledOnce();
+    const replay = setup({ objects: { [ref1.key]: b1 }, current: manifestOf(5, 1, [ref0, ref1], 3), stored: { [ref0.key]: ['d1', 'd2'] } });
+    expect(await commitSegment(replay.deps, payload('b-1'))).toEqual({ result: { generation: 5, committed: false }, committed: null });
   });
 
   it('a replayed job of a batch a merge replaced writes no generation (the merged-away segment does not come back)', async () => {
@@ -305,6 +316,16 @@ describe('commitProcessor', () => {
       expect(s.commit.mock.invocationCallOrder[0]).toBeLessThan(s.update.mock.invocationCallOrder[0]);
       expect(s.update.mock.invocationCallOrder[0]).toBeLessThan(s.clearPending.mock.invocationCallOrder[0]);
       expect(s.info).toHaveBeenCalledExactlyOnceWith('re-compressed c1 to codec v2: generation 5');
+    });
+
+    it('commitSegment of the last batch hands on the record as it wrote it (re-compression done) and the generation committed', async () => {
+      const latest = collectionWith({ pending, maxDocTokens: 32 });
+      const s = recSetup({ recorded: [ref0v2], current: manifestOf(4, 1, [ref0, ref1, ref2], 4), commitStubbed: true, latest, update: true, info: true });
+      const out = await commitSegment(s.deps, payload('b-1', 2));
+      expect(out.committed?.collection).toEqual(s.update.mock.calls[0][0]);
+      expect(out.committed?.manifest).toMatchObject({ generation: 5, codecVersion: 2, segments: [ref0v2, ref1v2, ref2] });
+      const waiting = recSetup({ recorded: [], current: manifestOf(4, 1, [ref0, ref1, ref2], 4), commitStubbed: false, latest: recompressing, update: false, info: false });
+      expect(await commitSegment(waiting.deps, payload('b-0', 2))).toEqual({ result: { generation: 0, committed: false }, committed: null });
     });
 
     it('a second last job finds the version committed: no generation, no collection update, pending still cleared', async () => {

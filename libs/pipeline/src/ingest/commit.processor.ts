@@ -7,6 +7,7 @@ import type { CodecArtifactRepository, CollectionRepository, GenerationRepositor
 import { parseSegmentHead } from '@lateral/serving';
 import { logIngestionIfFinished } from '../job-logs';
 import { gcKeys } from '../maintenance/gc';
+import type { CommitOutcome } from '../maintenance/merge-schedule';
 import type { SegmentIds } from '../segment-ids';
 
 /** What the commit processor touches. */
@@ -27,6 +28,11 @@ export interface CommitDeps {
  * segments at one codec and half at another.
  */
 export async function commitProcessor(deps: CommitDeps, p: SegmentCommitPayload): Promise<JobResults[QueueName.commit]> {
+  return (await commitSegment(deps, p)).result;
+}
+
+/** commitProcessor, with the record and the manifest committed (for the maintenance the worker schedules next: no second read). */
+export async function commitSegment(deps: CommitDeps, p: SegmentCommitPayload): Promise<CommitOutcome<JobResults[QueueName.commit]>> {
   const collection = await deps.collections.get(p.tenantId, p.collectionId);
   if (!collection) throw new PermanentJobError(`collection ${p.tenantId}/${p.collectionId} no longer exists`);
   const seg = (await verifiedByIndex(deps, p)) ?? (await readAndVerify(deps, p));
@@ -58,7 +64,7 @@ export async function commitProcessor(deps: CommitDeps, p: SegmentCommitPayload)
   });
   // The ingestion's one summary line, when this commit completed it (a log failure never fails the commit).
   if (result.committed) await logIngestionIfFinished(deps.store, deps.logger, p, result.manifest).catch((err: Error) => deps.logger.debug(`ingestion summary skipped: ${err.message}`));
-  return { generation: result.manifest.generation, committed: result.committed };
+  return { result: { generation: result.manifest.generation, committed: result.committed }, committed: result.committed ? { collection, manifest: result.manifest } : null };
 }
 
 /** What the commit needs of a segment: its ids and counts, its size and whole-object CRC-32C (8 hex digits), and whether its head is stored. */
@@ -125,11 +131,11 @@ async function withWarpEpoch(deps: Pick<CommitDeps, 'store'>, p: SegmentCommitPa
   return plain;
 }
 
-async function commitRecompression(deps: CommitDeps, collection: Collection, p: SegmentCommitPayload, ref: SegmentRef): Promise<JobResults[QueueName.commit]> {
+async function commitRecompression(deps: CommitDeps, collection: Collection, p: SegmentCommitPayload, ref: SegmentRef): Promise<CommitOutcome<JobResults[QueueName.commit]>> {
   const pending = collection.pending!;
   await deps.generations.recordPending(p.tenantId, p.collectionId, p.codecVersion, ref);
   const written = await deps.generations.pending(p.tenantId, p.collectionId, p.codecVersion);
-  if (!pending.batches.every((b) => written.has(b))) return { generation: 0, committed: false };
+  if (!pending.batches.every((b) => written.has(b))) return { result: { generation: 0, committed: false }, committed: null };
   // Two last jobs can both see the set complete: the second finds the version committed and changes nothing.
   const result = await deps.generations.commit(p.tenantId, p.collectionId, (segments, current) =>
     current?.codecVersion === p.codecVersion
@@ -143,13 +149,15 @@ async function commitRecompression(deps: CommitDeps, collection: Collection, p: 
         },
   );
   // Re-read: the collection record may have changed while the segments were written.
-  const latest = (await deps.collections.get(p.tenantId, p.collectionId)) ?? collection;
-  if (latest.pending?.codecVersion === p.codecVersion) {
-    await deps.collections.update({ ...latest, codec: pending.codec, codecVersion: p.codecVersion, pending: undefined });
+  let record = (await deps.collections.get(p.tenantId, p.collectionId)) ?? collection;
+  if (record.pending?.codecVersion === p.codecVersion) {
+    record = { ...record, codec: pending.codec, codecVersion: p.codecVersion, pending: undefined };
+    await deps.collections.update(record);
   }
   await deps.generations.clearPending(p.tenantId, p.collectionId, p.codecVersion);
   if (result.committed) deps.logger.info(`re-compressed ${p.collectionId} to codec v${p.codecVersion}: generation ${result.manifest.generation}`);
-  return { generation: result.manifest.generation, committed: result.committed };
+  // The record as written here (the re-compression done), with the generation it committed.
+  return { result: { generation: result.manifest.generation, committed: result.committed }, committed: result.committed ? { collection: record, manifest: result.manifest } : null };
 }
 
 /** `ref` carrying `previous`'s tombstones (the same batch written again: same documents, same order). */

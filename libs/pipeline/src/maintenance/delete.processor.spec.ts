@@ -2,7 +2,7 @@ import { afterEach, describe, expect, it, vi } from 'vitest';
 import { PermanentJobError, deleteKeys, s3Keys, type Collection, type CollectionManifest, type DeletePayload, type SegmentRef } from '@lateral/shared';
 import type { CommitResult, GenerationChange, Logger } from '@lateral/infra';
 import { SegmentIds } from '../segment-ids';
-import { deleteProcessor, type DeleteDeps, type SegmentDocs } from './delete.processor';
+import { deleteDocuments, deleteProcessor, type DeleteDeps, type SegmentDocs } from './delete.processor';
 import { strictMock, takeStrictMockViolations } from '../testing/strict-mock';
 
 afterEach(() => expect(takeStrictMockViolations()).toEqual([]));
@@ -106,6 +106,15 @@ describe('deleteProcessor', () => {
     expect(s.getJson).toHaveBeenCalledExactlyOnceWith(REQUEST);
     expect(s.segmentDocs).not.toHaveBeenCalled();
     expect(s.info).toHaveBeenCalledOnce();
+  });
+
+  it('deleteDocuments hands the record it read and the manifest it committed to the maintenance after it; nothing when nothing was committed', async () => {
+    const s = setup({ request: { ids: ['b'] } });
+    const out = await deleteDocuments(s.deps, payload);
+    expect(out.result).toMatchObject({ generation: 4, committed: true, deleted: 1 });
+    expect(out.committed?.manifest).toBe(s.written[0]);
+    expect(out.committed?.collection).toMatchObject({ tenantId: T, id: C });
+    expect((await deleteDocuments(s.deps, payload)).committed).toBeNull();
   });
 
   it('replayed (or nothing live matches): no generation is written', async () => {

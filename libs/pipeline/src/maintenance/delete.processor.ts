@@ -3,6 +3,7 @@ import type { DocPredicate } from '@lateral/search';
 import type { CollectionRepository, GenerationRepository, Logger, ObjectStore } from '@lateral/infra';
 import type { SegmentIds } from '../segment-ids';
 import { storedFilterPredicate } from '../stored-filter';
+import type { CommitOutcome } from './merge-schedule';
 
 /** A segment's documents as a filter delete reads them. */
 export interface SegmentDocs {
@@ -32,6 +33,11 @@ export interface DeleteDeps {
  * Nothing live to delete: no generation is written.
  */
 export async function deleteProcessor(deps: DeleteDeps, p: DeletePayload): Promise<DeleteResult> {
+  return (await deleteDocuments(deps, p)).result;
+}
+
+/** deleteProcessor, with the record and the manifest committed (for the maintenance the worker schedules next: no second read). */
+export async function deleteDocuments(deps: DeleteDeps, p: DeletePayload): Promise<CommitOutcome<DeleteResult>> {
   const collection = await deps.collections.get(p.tenantId, p.collectionId);
   if (!collection) throw new PermanentJobError(`collection ${p.tenantId}/${p.collectionId} no longer exists`);
   const raw = await deps.store.getJson<unknown>(p.requestKey);
@@ -41,7 +47,7 @@ export async function deleteProcessor(deps: DeleteDeps, p: DeletePayload): Promi
   const predicate = storedFilterPredicate(parsed.data.filter);
   const ids = parsed.data.ids ? [...new Set(parsed.data.ids)] : null;
   const manifest = await deps.generations.manifest(p.tenantId, p.collectionId);
-  if (!manifest) return { deleteId: p.deleteId, generation: 0, committed: false, deleted: 0, notFound: ids ?? [], documents: 0 };
+  if (!manifest) return { result: { deleteId: p.deleteId, generation: 0, committed: false, deleted: 0, notFound: ids ?? [], documents: 0 }, committed: null };
 
   let outcome = { deleted: 0, notFound: [] as string[] };
   const result = await deps.generations.commit(p.tenantId, p.collectionId, async (segments, current) => {
@@ -57,12 +63,15 @@ export async function deleteProcessor(deps: DeleteDeps, p: DeletePayload): Promi
   });
   if (result.committed) deps.logger.info(`deleted ${outcome.deleted} documents of ${p.collectionId}: generation ${result.manifest.generation}`);
   return {
-    deleteId: p.deleteId,
-    generation: result.manifest.generation,
-    committed: result.committed,
-    deleted: outcome.deleted,
-    notFound: outcome.notFound,
-    documents: result.manifest.documents ?? 0,
+    result: {
+      deleteId: p.deleteId,
+      generation: result.manifest.generation,
+      committed: result.committed,
+      deleted: outcome.deleted,
+      notFound: outcome.notFound,
+      documents: result.manifest.documents ?? 0,
+    },
+    committed: result.committed ? { collection, manifest: result.manifest } : null,
   };
 }
 

@@ -8,7 +8,6 @@ import {
   bm25AnalyzerOf,
   collectionShards,
   fromNdjson,
-  mergeJobId,
   s3Keys,
   segmentBatches,
   segmentShard,
@@ -25,13 +24,14 @@ import {
 } from '@lateral/shared';
 import { SegmentCopier, SegmentCorruptError, crc32c, readSegment, type CodecArtifact, type SegmentReader } from '@lateral/codec';
 import { WarpLayoutCorruptError, centroidsChecksum, deserializeSegmentIndex, mergeWarpLayouts, serializeSegmentIndex, serializeWarpLayout, warpLayoutFromBytes, type SegmentIndex, type WarpMergePart } from '@lateral/search';
-import { LeaseBusyError, type WarpCodecRepository, type CodecArtifactRepository, type CollectionRepository, type GenerationRepository, type IvfCentroidRepository, type JobQueues, type Logger, type ObjectStore } from '@lateral/infra';
+import { LeaseBusyError, type WarpCodecRepository, type CodecArtifactRepository, type CollectionRepository, type GenerationRepository, type IvfCentroidRepository, type Logger, type ObjectStore } from '@lateral/infra';
 import type { SegmentIds } from '../segment-ids';
 import { compressRaw } from '../ingest/segment-writer';
 import { segmentSearchObjects, type SegmentIndexerDeps } from '../ingest/segment-indexer';
 import { analysedBatchTerms } from '../ingest/bm25-terms';
 import { SegmentIndexCopier } from './merge-index';
 import { chooseMerge, type MergePolicySettings } from './merge-policy';
+import { mergeDue, mergePolicyFor } from './merge-schedule';
 import { collectGarbage, gcKeys, segmentObjects, type GarbageRecord, type GcSettings } from './gc';
 import { warpReindex, type WarpReindexOutcome } from './warp-reindex';
 import { segmentHeadData, segmentReadOptions, serializeSegmentHead, type StaticEmbeddingsCache } from '@lateral/serving';
@@ -135,11 +135,11 @@ async function merge(deps: MergeDeps, p: MergePayload): Promise<JobResults[Queue
 async function mergeOn(deps: MergeDeps, p: MergePayload, collection: Collection, manifest: CollectionManifest): Promise<JobResults[QueueName.merge]> {
   const shards = collectionShards(collection);
   // The segment bound (maxSegments) is for WARP searches, whose ranged reads grow with the segment count.
-  const policy = warpLayoutOf(collection) ? deps.policy : { ...deps.policy, maxSegments: 0 };
-  const spec = chooseMerge(manifest.segments, collection.codecVersion, policy, shards);
+  // On the generation read now, not the one the job was asked on: one pending merge serves every request made before it started (merge-schedule.ts).
+  const spec = chooseMerge(manifest.segments, collection.codecVersion, mergePolicyFor(collection, deps.policy), shards);
   if (!spec) {
     if (deps.gc) await collectGarbage({ store: deps.store, generations: deps.generations, logger: deps.logger }, p.tenantId, p.collectionId, deps.gc);
-    return { generation: manifest.generation, committed: false, merged: outcome('nothing-to-merge') };
+    return { generation: manifest.generation, committed: false, merged: outcome('nothing-to-merge'), again: false };
   }
 
   const refs = spec.segments.map((i) => manifest.segments[i]);
@@ -314,15 +314,8 @@ async function mergeOn(deps: MergeDeps, p: MergePayload, collection: Collection,
   if (deps.gc) await collectGarbage({ store: deps.store, generations: deps.generations, logger: deps.logger }, p.tenantId, p.collectionId, deps.gc);
   if (result.committed) deps.logger.info(`merged ${refs.length} segments of ${p.collectionId} (${spec.reason}, tier ${spec.tier}) into ${output?.key ?? 'nothing'}: generation ${result.manifest.generation}`);
   else if (status === 'inputs-gone') deps.logger.info(`merge of ${p.collectionId} dropped: its inputs changed before it committed`);
-  return { generation: result.manifest.generation, committed: result.committed, documents: result.manifest.documents, merged };
-}
-
-/**
- * Enqueues a merge of a collection on the merge queue, for the generation just committed (or the
- * current one, for the API): deterministic job id, one per collection, trigger and generation.
- */
-export async function enqueueMerge(queues: Pick<JobQueues, 'add'>, tenantId: string, collectionId: string, trigger: MergePayload['trigger'], generation: number) {
-  return queues.add(QueueName.merge, mergeJobId(tenantId, collectionId, trigger, generation), { op: 'merge', tenantId, collectionId, trigger });
+  // The newest generation (committed here, or the one that made this merge drop): does the policy want another merge (the next tier, more segments over the bound)?
+  return { generation: result.manifest.generation, committed: result.committed, documents: result.manifest.documents, merged, again: mergeDue(collection, result.manifest, deps.policy) };
 }
 
 /** A segment of the generation, read with its codec artifact (ids, offsets, coded rows; nothing decoded); null when missing or corrupt in S3. */

@@ -1,6 +1,10 @@
-import { describe, expect, it } from 'vitest';
-import type { Collection, CollectionManifest, SegmentRef } from '@lateral/shared';
-import { warpRefitDue } from './refit.processor';
+import { afterEach, describe, expect, it, vi } from 'vitest';
+import { QueueName, refitJobId, type Collection, type CollectionManifest, type SegmentRef } from '@lateral/shared';
+import type { JobQueues } from '@lateral/infra';
+import { enqueueWarpRefit, warpRefitDue } from './refit.processor';
+import { strictMock, takeStrictMockViolations } from '../testing/strict-mock';
+
+afterEach(() => expect(takeStrictMockViolations()).toEqual([]));
 
 /** A collection record as warpRefitDue reads it (the rest does not matter to it). */
 const collection = (over: Partial<Collection> = {}) => ({ tenantId: 't', id: 'c', codecVersion: 1, search: { layout: 'warp', bits: 4 }, ...over }) as Collection;
@@ -55,5 +59,39 @@ describe('warpRefitDue: which refit job a committed generation queues', () => {
     expect(await warpRefitDue({ ivf: ivf({}), ivfCentroids: 0 }, collection(), m)).toBeNull();
     // the due case of the same manifest, for contrast
     expect(await warpRefitDue({ ivf: repo, ivfCentroids: 0 }, collection(), m)).toBe(1);
+  });
+});
+
+describe('enqueueWarpRefit after a commit: decided on what the commit job holds', () => {
+  const queue = () => {
+    const add = vi.fn(async (_q: QueueName, jobId: string) => ({ id: jobId }));
+    return { add, queues: strictMock<Pick<JobQueues, 'add'>>('queues', { add: add as unknown as JobQueues['add'] }) };
+  };
+  const due = manifest([seg(0, 10_000), seg(1, 10_000)]); // 20,000 tokens: epoch 1 due over 1,024 centroids
+  const settled = manifest([seg(0, 100), seg(1, 100)]);
+
+  it('with the committed record and manifest: no read of either (unstubbed: a read fails), the same job as when both are read', async () => {
+    const none = { collections: strictMock<{ get: never }>('collections'), generations: strictMock<{ manifest: never }>('generations') };
+    const q = queue();
+    expect(await enqueueWarpRefit({ ...none, ivf: ivf({ 0: 1024 }), ivfCentroids: 0 }, q.queues, 't', 'c', { collection: collection(), manifest: due })).toBe(refitJobId('t', 'c', 1));
+    expect(q.add).toHaveBeenCalledExactlyOnceWith(QueueName.refit, refitJobId('t', 'c', 1), { tenantId: 't', collectionId: 'c', epoch: 1 }, { removeOnComplete: true, removeOnFail: true });
+
+    // Read from the repositories instead (merge jobs): the same decision on the same state.
+    const get = vi.fn(async () => collection());
+    const read = vi.fn(async () => due);
+    const r = queue();
+    const deps = { collections: strictMock<{ get: typeof get }>('collections', { get }), generations: strictMock<{ manifest: typeof read }>('generations', { manifest: read }), ivf: ivf({ 0: 1024 }), ivfCentroids: 0 };
+    expect(await enqueueWarpRefit(deps, r.queues, 't', 'c')).toBe(refitJobId('t', 'c', 1));
+    expect(get).toHaveBeenCalledExactlyOnceWith('t', 'c');
+    expect(read).toHaveBeenCalledExactlyOnceWith('t', 'c');
+    expect(r.add.mock.calls).toEqual(q.add.mock.calls);
+  });
+
+  it('nothing due on the committed state: nothing queued, nothing read', async () => {
+    const none = { collections: strictMock<{ get: never }>('collections'), generations: strictMock<{ manifest: never }>('generations') };
+    const q = queue();
+    expect(await enqueueWarpRefit({ ...none, ivf: ivf({ 0: 1024 }), ivfCentroids: 0 }, q.queues, 't', 'c', { collection: collection(), manifest: settled })).toBeNull();
+    expect(await enqueueWarpRefit({ ...none, ivf: ivf({ 0: 1024 }), ivfCentroids: 0 }, q.queues, 't', 'c', { collection: collection({ search: { layout: 'ivf' } }), manifest: due })).toBeNull();
+    expect(q.add).not.toHaveBeenCalled();
   });
 });

@@ -1,6 +1,7 @@
 import { PermanentJobError, QueueName, refitJobId, warpEpochOf, warpLayoutOf, type Collection, type CollectionManifest, type JobResults, type RefitPayload, type SegmentRef } from '@lateral/shared';
 import { LeaseBusyError, type CollectionRepository, type GenerationRepository, type IvfCentroidRepository, type JobQueues, type ObjectStore } from '@lateral/infra';
 import { collectGarbage, type GcSettings } from './gc';
+import type { CommittedGeneration } from './merge-schedule';
 import { liveTokens, warpMaintain, warpRefitCentroids, type WarpRefitDeps } from './warp-refit';
 
 /**
@@ -117,16 +118,19 @@ export async function warpRefitDue(
  * generations (commits, deletes, merges). The job id names the collection and the target epoch and
  * the job is removed once it ends (completed, or failed after its attempts), so a collection has at most one refit per epoch queued or
  * running, and a later commit can queue the next one. Returns the job id queued, or null.
+ * `committed`: the record and the manifest the calling job committed (commit and delete jobs hold
+ * both): decided on them, with no read of either; absent, both are read.
  */
 export async function enqueueWarpRefit(
   deps: { collections: Pick<CollectionRepository, 'get'>; generations: Pick<GenerationRepository, 'manifest'>; ivf: Pick<IvfCentroidRepository, 'get'>; ivfCentroids: number },
   queues: Pick<JobQueues, 'add'>,
   tenantId: string,
   collectionId: string,
+  committed?: CommittedGeneration,
 ): Promise<string | null> {
-  const collection = await deps.collections.get(tenantId, collectionId);
+  const collection = committed ? committed.collection : await deps.collections.get(tenantId, collectionId);
   if (!collection) return null;
-  const epoch = await warpRefitDue(deps, collection, await deps.generations.manifest(tenantId, collectionId));
+  const epoch = await warpRefitDue(deps, collection, committed ? committed.manifest : await deps.generations.manifest(tenantId, collectionId));
   if (epoch === null) return null;
   const jobId = refitJobId(tenantId, collectionId, epoch);
   // Removed when it ends, failed for good included (the worker logs the failure): a job kept under this id would stop every later one of the epoch.
