@@ -21,6 +21,7 @@ import {
 import { runStepsYielding } from './event-loop';
 import { SegmentUnavailableError, type SearchPlan } from './search-plan';
 import type { SegmentCache } from './segment-cache';
+import type { WarpListReads } from './warp-reads';
 
 /** What a WARP scan reads through (SegmentCache). */
 export type WarpReads = Pick<SegmentCache, 'warpDirectory' | 'warpLists'>;
@@ -135,6 +136,50 @@ const spareTables: Float32Array[] = [];
 const KEPT_TABLES = 2;
 const KEPT_TABLE_BYTES = 16 << 20;
 
+/** One turn of the event loop (timers and I/O due run first). */
+function yieldToIo(): Promise<void> {
+  return new Promise((r) => setImmediate(r));
+}
+
+/**
+ * Hands the values of `reads` to `take` in batches as they arrive: each batch is every value
+ * arrived since the last one was taken (ascending by index), taken once the previous batch's
+ * `take` finished; `pending()` says whether reads are still in flight. A read that rejects
+ * rejects this at once (as Promise.all would; the other reads go on, their results unused).
+ */
+export async function inArrivalBatches<T>(reads: readonly Promise<T>[], take: (ready: number[], values: readonly T[], pending: () => boolean) => Promise<void>): Promise<void> {
+  const values = new Array<T>(reads.length);
+  let ready: number[] = [];
+  let error: { err: unknown } | undefined;
+  let wake: (() => void) | undefined;
+  let arrived = 0;
+  const pending = () => arrived < reads.length;
+  reads.forEach((p, k) =>
+    p.then(
+      (v) => {
+        values[k] = v;
+        ready.push(k);
+        arrived++;
+        wake?.();
+      },
+      (err: unknown) => {
+        error ??= { err };
+        wake?.();
+      },
+    ),
+  );
+  let taken = 0;
+  while (taken < reads.length) {
+    if (ready.length === 0 && !error) await new Promise<void>((r) => (wake = r));
+    wake = undefined;
+    if (error) throw error.err;
+    const batch = ready.sort((a, b) => a - b);
+    ready = [];
+    taken += batch.length;
+    await take(batch, values, pending);
+  }
+}
+
 /** The segments of one centroid epoch, with what their queries need. */
 interface EpochGroup {
   epoch: number;
@@ -224,30 +269,36 @@ export async function warpScan(reads: WarpReads, collection: Pick<Collection, 't
         const query = warpQuery(q.vectors, q.n, g.centroids, g.codec, g.listSizes, { nprobe: g.nprobe, tPrime: opts.tPrime, tables, centroidTop });
         const probed = warpProbedCentroids(query);
         stats.probed += probed.length;
-        // The probed ranges of every segment at once (reads overlap), then the segments scored in turn.
-        const lists = await Promise.all(
-          g.parts.map((s) => {
-            const part = plan.parts[s];
-            const dir = dirs[s];
-            if (!dir || failed.has(part.position)) return null;
-            return reads.warpLists(collection, part.ref, dir, probed).catch((err: unknown) => (fail(part.position, err), null));
-          }),
-        );
-        // Every readable segment of the epoch scored query token by query token (warpSegmentsSearchSteps: a token's tables stay cached over all segments).
-        const read: number[] = [];
-        const segs: WarpSegment[] = [];
-        for (const [k, s] of g.parts.entries()) {
-          const got = lists[k];
-          if (!got) continue;
+        // The probed ranges of every segment requested at once (reads overlap); each segment scored as
+        // soon as its lists have arrived, with whichever others have arrived by then, while the rest
+        // are still in flight (a cold scorer's GETs and its scoring overlap).
+        const reading = g.parts.map((s): Promise<WarpListReads | null> => {
           const part = plan.parts[s];
-          stats.bytesRead += got.bytes;
-          stats.bytesFetched += got.fetched;
-          stats.ranges += got.ranges;
-          read.push(s);
-          segs.push({ documents: dirs[s]!.documents, docBase: bases.get(part.ref)!, lists: got.lists, mask: opts.masks ? opts.masks[s] : part.live });
-        }
-        const got = await runStepsYielding(warpSegmentsSearchSteps(query, segs, { topN: opts.topN, workspaces }), opts.yieldEvery);
-        read.forEach((s, k) => (hits[s] = got[k]));
+          const dir = dirs[s];
+          if (!dir || failed.has(part.position)) return Promise.resolve(null);
+          return reads.warpLists(collection, part.ref, dir, probed).catch((err: unknown) => (fail(part.position, err), null));
+        });
+        await inArrivalBatches(reading, async (ready, lists, pending) => {
+          // The arrived readable segments of the epoch scored query token by query token (warpSegmentsSearchSteps: a token's
+          // tables stay cached over the batch's segments; each segment's hits are its own whatever the batch).
+          const read: number[] = [];
+          const segs: WarpSegment[] = [];
+          for (const k of ready) {
+            const got = lists[k];
+            if (!got) continue;
+            const s = g.parts[k];
+            const part = plan.parts[s];
+            stats.bytesRead += got.bytes;
+            stats.bytesFetched += got.fetched;
+            stats.ranges += got.ranges;
+            read.push(s);
+            segs.push({ documents: dirs[s]!.documents, docBase: bases.get(part.ref)!, lists: got.lists, mask: opts.masks ? opts.masks[s] : part.live });
+          }
+          if (segs.length === 0) return;
+          // While other segments' reads are in flight, the event loop is yielded after every step (a query token) so their GETs complete and the next ones go out.
+          const got = await runStepsYielding(warpSegmentsSearchSteps(query, segs, { topN: opts.topN, workspaces }), () => (pending() ? yieldToIo() : opts.yieldEvery()));
+          read.forEach((s, k) => (hits[s] = got[k]));
+        });
       }
       perQuery.push(hits);
       out.queries.push(stats);
