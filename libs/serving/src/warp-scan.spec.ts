@@ -19,7 +19,7 @@ import {
 } from '@lateral/search';
 import { SegmentCache, WARP_RANGE_GAP_BYTES, type ObjectSource } from './segment-cache';
 import { SegmentUnavailableError, type SearchPlan } from './search-plan';
-import { warpScan, type WarpReads } from './warp-scan';
+import { earlyCentroidScores, warpScan, type WarpReads } from './warp-scan';
 
 const T = 't1';
 const C = 'c1';
@@ -525,5 +525,19 @@ describe('warpScan scores each segment as its lists arrive (a cold scorer overla
       warpLists: (c2, ref, d, probed) => (ref === refs[2] ? Promise.reject(new TypeError('boom')) : cache.warpLists(c2, ref, d, probed)),
     };
     await expect(warpScan(failing, collection, manifest, plan(), queries, opts(6))).rejects.toThrow('boom');
+  });
+});
+
+describe('the first query\'s centroid stage overlaps the directory reads', () => {
+  it('Q C^T in slices of centroids, the event loop yielded between them: the same values as warpCentroidScores in one call', async () => {
+    const rr = mulberry32(11);
+    const k = 9000; // more than one slice, the last one partial
+    const cs = normalizeRows(Float32Array.from({ length: k * D }, () => rr() * 2 - 1), k, D);
+    const q = queries[2];
+    let turned = 0;
+    const got = await earlyCentroidScores(q.vectors, q.n, cs, D, () => (turned++, true));
+    expect(turned).toBeGreaterThan(1);
+    expect(got).toEqual(warpCentroidScores(q.vectors, q.n, cs, D));
+    expect(await earlyCentroidScores(q.vectors, q.n, centroids, D, () => true)).toEqual(warpCentroidScores(q.vectors, q.n, centroids, D));
   });
 });

@@ -5,6 +5,7 @@ import {
   centroidsChecksum,
   mergeHits,
   warpCodeBytes,
+  warpCentroidScores,
   warpCodecChecksum,
   warpListSizes,
   warpProbedCentroids,
@@ -189,6 +190,32 @@ interface EpochGroup {
   /** indexes into plan.parts */
   parts: number[];
   listSizes: Float64Array;
+  /** The first query's centroid stage, computed while the directories were read (its index in `queries`). */
+  early?: { qi: number; stage: CentroidStage };
+}
+
+/** A query's centroid stage for warpQuery: the top centroids per token (opts.centroidTop) or Q C^T. */
+type CentroidStage = { centroidTop: { k: number; ids: Uint32Array; scores: Float32Array } } | { centroidScores: Float32Array };
+
+/** Centroids per slice of Q C^T computed between turns of the event loop (earlyCentroidScores). */
+const SCORE_SLICE_CENTROIDS = 4096;
+
+/**
+ * Q C^T (warpCentroidScores, the same values: each a sum of its own) in slices of centroids, the
+ * event loop yielded between slices while `pending()` (the directory reads it overlaps: their GETs
+ * complete and are parsed meanwhile, and the next ones go out).
+ */
+export async function earlyCentroidScores(q: Float32Array, n: number, centroids: Float32Array, d: number, pending: () => boolean): Promise<Float32Array> {
+  const K = centroids.length / d;
+  if (K <= SCORE_SLICE_CENTROIDS) return warpCentroidScores(q, n, centroids, d);
+  const out = new Float32Array(n * K);
+  for (let c0 = 0; c0 < K; c0 += SCORE_SLICE_CENTROIDS) {
+    const c1 = Math.min(K, c0 + SCORE_SLICE_CENTROIDS);
+    const part = warpCentroidScores(q, n, centroids.subarray(c0 * d, c1 * d), d);
+    for (let i = 0; i < n; i++) out.set(part.subarray(i * (c1 - c0), (i + 1) * (c1 - c0)), i * K + c0);
+    if (pending()) await yieldToIo();
+  }
+  return out;
 }
 
 /**
@@ -232,13 +259,28 @@ export async function warpScan(reads: WarpReads, collection: Pick<Collection, 't
     const d = codec.dims;
     const K = centroids.length / d;
     const expect: Omit<WarpLayoutExpectations, 'documents'> = { centroidsChecksum: memo(centroidSums, centroids, centroidsChecksum), codecChecksum: memo(codecSums, codec, warpCodecChecksum), centroidCount: K, dims: d, bits: codec.bits };
-    const got = await Promise.all(
+    let reading = true;
+    const dirsRead = Promise.all(
       parts.map((s) => reads.warpDirectory(collection, plan.parts[s].ref, { ...expect, documents: plan.parts[s].ref.documents }).catch((err: unknown) => (fail(plan.parts[s].position, err), null))),
-    );
+    ).finally(() => (reading = false));
+    // While the directories are read (a cold scorer's first GETs), the first query's centroid stage
+    // (Q C^T over every centroid, or the given top-k): it needs no directory, only the imputation does.
+    const qi = queries.findIndex((q) => q.n > 0);
+    let early: Promise<CentroidStage> | undefined;
+    if (qi >= 0) {
+      const q = queries[qi];
+      const k = Math.max(Math.max(1, Math.min(opts.nprobe, K)), Math.min(K, WARP_DEFAULT_BOUND));
+      early = opts.centroidTop
+        ? opts.centroidTop(q.vectors, q.n, centroids, d, k).then((top) => ({ centroidTop: { k, ...top } }))
+        : earlyCentroidScores(q.vectors, q.n, centroids, d, () => reading).then((centroidScores) => ({ centroidScores }));
+      early.catch(() => undefined); // awaited below, after the directories
+    }
+    const got = await dirsRead;
+    const stage = early && (await early);
     got.forEach((dir, k) => (dirs[parts[k]] = dir));
     const readable = got.filter((x): x is WarpDirectory => x !== null);
     // Collection-wide sizes (of the epoch's segments), once per search (not per query, not per segment).
-    groups.push({ epoch, centroids, codec, nprobe: Math.max(1, Math.min(opts.nprobe, K)), parts, listSizes: opts.listSizes?.(epoch) ?? (readable.length > 0 ? listSizesOf(readable) : new Float64Array(K)) });
+    groups.push({ epoch, centroids, codec, nprobe: Math.max(1, Math.min(opts.nprobe, K)), parts, listSizes: opts.listSizes?.(epoch) ?? (readable.length > 0 ? listSizesOf(readable) : new Float64Array(K)), early: stage ? { qi, stage } : undefined });
   }
   const readable = dirs.filter((x): x is WarpDirectory => x !== null);
   const newest = groups[0];
@@ -251,7 +293,7 @@ export async function warpScan(reads: WarpReads, collection: Pick<Collection, 't
   let tables: Float32Array | undefined = spareTables.pop();
   const perQuery: (SegmentHits | null)[][] = [];
   try {
-    for (const q of queries) {
+    for (const [qi, q] of queries.entries()) {
       if (q.n === 0) {
         perQuery.push([]);
         out.queries.push({ bytesRead: 0, bytesFetched: 0, ranges: 0, probed: 0 });
@@ -262,11 +304,11 @@ export async function warpScan(reads: WarpReads, collection: Pick<Collection, 't
       for (const g of groups) {
         const K = g.centroids.length / g.codec.dims;
         const k = Math.max(g.nprobe, Math.min(K, WARP_DEFAULT_BOUND));
-        const centroidTop = opts.centroidTop ? { k, ...(await opts.centroidTop(q.vectors, q.n, g.centroids, g.codec.dims, k)) } : undefined;
+        const stage: CentroidStage | undefined = g.early?.qi === qi ? g.early.stage : opts.centroidTop ? { centroidTop: { k, ...(await opts.centroidTop(q.vectors, q.n, g.centroids, g.codec.dims, k)) } } : undefined;
         // The buffer for the query's tables, grown when too small and kept: the tables are built into it only where the JavaScript path runs (the resident scan builds each token's in the WebAssembly module).
         const need = q.n * warpCodeBytes(g.codec.dims, g.codec.bits) * 256;
         if (!tables || tables.length < need) tables = new Float32Array(need);
-        const query = warpQuery(q.vectors, q.n, g.centroids, g.codec, g.listSizes, { nprobe: g.nprobe, tPrime: opts.tPrime, tables, centroidTop });
+        const query = warpQuery(q.vectors, q.n, g.centroids, g.codec, g.listSizes, { nprobe: g.nprobe, tPrime: opts.tPrime, tables, ...stage });
         const probed = warpProbedCentroids(query);
         stats.probed += probed.length;
         // The probed ranges of every segment requested at once (reads overlap); each segment scored as
