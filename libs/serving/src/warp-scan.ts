@@ -145,7 +145,8 @@ function yieldToIo(): Promise<void> {
 /**
  * Hands the values of `reads` to `take` in batches as they arrive: each batch is every value
  * arrived since the last one was taken (ascending by index), taken once the previous batch's
- * `take` finished; `pending()` says whether reads are still in flight. A read that rejects
+ * `take` finished (the first one turn of the event loop after the first arrival, so reads
+ * answered from memory make one batch); `pending()` says whether reads are still in flight. A read that rejects
  * rejects this at once (as Promise.all would; the other reads go on, their results unused).
  */
 export async function inArrivalBatches<T>(reads: readonly Promise<T>[], take: (ready: number[], values: readonly T[], pending: () => boolean) => Promise<void>): Promise<void> {
@@ -173,6 +174,9 @@ export async function inArrivalBatches<T>(reads: readonly Promise<T>[], take: (r
   while (taken < reads.length) {
     if (ready.length === 0 && !error) await new Promise<void>((r) => (wake = r));
     wake = undefined;
+    // reads still in flight: one turn of the event loop first, so those answered from memory (a warm
+    // scorer's hot lists, settled a few promise steps apart) join this batch rather than the next
+    if (taken === 0 && pending() && !error) await yieldToIo();
     if (error) throw error.err;
     const batch = ready.sort((a, b) => a - b);
     ready = [];
