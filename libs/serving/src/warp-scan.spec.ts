@@ -19,7 +19,7 @@ import {
 } from '@lateral/search';
 import { SegmentCache, WARP_RANGE_GAP_BYTES, type ObjectSource } from './segment-cache';
 import { SegmentUnavailableError, type SearchPlan } from './search-plan';
-import { warpScan } from './warp-scan';
+import { earlyCentroidScores, warpScan, type WarpReads } from './warp-scan';
 
 const T = 't1';
 const C = 'c1';
@@ -436,5 +436,117 @@ describe('warpScan by ranged GETs (a cold scorer fetches its probed lists, never
     expect(cache.heldKeys().some((k) => k.startsWith('warplayout:'))).toBe(false);
     expect(cache.heldKeys().some((k) => k.startsWith('warplist:'))).toBe(true);
     expect(cache.stats().bytes).toBeLessThanOrEqual(64 * 1024);
+  });
+});
+
+/** A few turns of the event loop (timers and I/O run between them). */
+async function turns(k: number): Promise<void> {
+  for (let i = 0; i < k; i++) await new Promise((res) => setImmediate(res));
+}
+
+/**
+ * The cache's WARP reads with each segment's probed lists (or its failure) handed back only when
+ * the test releases that segment, in `orders[q]` for query q, a few event-loop turns apart; `log` records
+ * each release ('arrive s') and the first read of a segment's lists by the scoring ('score s').
+ */
+function arriving(cache: SegmentCache, orders: readonly (readonly number[])[]) {
+  const log: string[] = [];
+  const waiting = new Map<number, () => void>();
+  const reads: WarpReads = {
+    warpDirectory: (c, ref, expect) => cache.warpDirectory(c, ref, expect),
+    warpLists: async (c, ref, dir, probed) => {
+      const s = refs.indexOf(ref);
+      // read first (a failure kept), then held until released
+      const got = await cache.warpLists(c, ref, dir, probed).then((v) => ({ v }), (err: unknown) => ({ err }));
+      await new Promise<void>((res) => waiting.set(s, res));
+      if ('err' in got) throw got.err;
+      const { lists, ...rest } = got.v;
+      let scored = false;
+      return {
+        ...rest,
+        lists: {
+          list: (centroid: number) => {
+            if (!scored) log.push(`score ${s}`);
+            scored = true;
+            return lists.list(centroid);
+          },
+        },
+      };
+    },
+  };
+  const driven = (async () => {
+    for (const order of orders)
+      for (const s of order) {
+        while (!waiting.has(s)) await turns(1);
+        const release = waiting.get(s)!;
+        waiting.delete(s);
+        log.push(`arrive ${s}`);
+        release();
+        await turns(5);
+      }
+  })();
+  return { reads, log, driven };
+}
+
+describe('warpScan scores each segment as its lists arrive (a cold scorer overlaps its GETs and its scoring)', () => {
+  const objects = () => new Map(refs.map((ref, i) => [layoutKey(ref), layouts[i]] as const));
+
+  it('lists arriving one by one in shuffled orders: the same hits and stats as all at once, each segment scored before the next arrives', async () => {
+    const all = await warpScan(rangedSetup(objects()).cache, collection, manifest, plan(), queries, opts(6));
+    expect(all.hits).toEqual(reference(6));
+    for (const order of [[2, 0, 1], [1, 2, 0], [0, 1, 2]]) {
+      const { reads, log, driven } = arriving(rangedSetup(objects()).cache, queries.map(() => order));
+      const scan = await warpScan(reads, collection, manifest, plan(), queries, opts(6));
+      await driven;
+      expect(scan.hits).toEqual(all.hits);
+      expect(scan.queries).toEqual(all.queries);
+      expect(scan.failed.size).toBe(0);
+      // per query: every segment scored right after it arrived, the first ones while the last was still in flight
+      const expected = Array.from({ length: queries.length }, () => order.flatMap((s) => [`arrive ${s}`, `score ${s}`])).flat();
+      expect(log).toEqual(expected);
+    }
+  });
+
+  it('a segment whose lists fail while others are scored is named, the rest served (the degraded answer of the all-at-once path); another error rejects the scan', async () => {
+    const bad = new Uint8Array(layouts[1]);
+    const dir = parseWarpDirectory(bad, 'x');
+    let c = 0;
+    for (let i = 1; i < K; i++) if (dir.counts[i] > dir.counts[c]) c = i;
+    bad[dir.offsets[c]] ^= 0xff;
+    const corrupt = () => new Map(refs.map((ref, i) => [layoutKey(ref), i === 1 ? bad : layouts[i]] as const));
+    const all = await warpScan(rangedSetup(corrupt()).cache, collection, manifest, plan(), queries, opts(K));
+    expect([...all.failed.keys()]).toEqual([1]);
+    expect(all.hits).toEqual(reference(K, [0, 2]));
+    for (const order of [[0, 1, 2], [2, 1, 0], [1, 0, 2]]) {
+      const { reads, log, driven } = arriving(rangedSetup(corrupt()).cache, queries.map((_, q) => (q === 0 ? order : order.filter((s) => s !== 1))));
+      const scan = await warpScan(reads, collection, manifest, plan(), queries, opts(K));
+      await driven;
+      expect([...scan.failed.keys()]).toEqual([1]);
+      expect(scan.failed.get(1)).toBeInstanceOf(SegmentUnavailableError);
+      expect(scan.failed.get(1)!.reason).toMatch(new RegExp(`list ${c}`));
+      expect(scan.hits).toEqual(all.hits);
+      expect(log).not.toContain('score 1');
+    }
+    // an error that is not a segment's unavailability (a bug) rejects the scan, as Promise.all did, while the other reads go on
+    const { cache } = rangedSetup(objects());
+    const failing: WarpReads = {
+      warpDirectory: (c2, ref, expect) => cache.warpDirectory(c2, ref, expect),
+      warpLists: (c2, ref, d, probed) => (ref === refs[2] ? Promise.reject(new TypeError('boom')) : cache.warpLists(c2, ref, d, probed)),
+    };
+    await expect(warpScan(failing, collection, manifest, plan(), queries, opts(6))).rejects.toThrow('boom');
+  });
+});
+
+describe('the first query\'s centroid stage overlaps the directory reads', () => {
+  it('Q C^T in slices of centroids, the event loop yielded between them: the same values as warpCentroidScores in one call', async () => {
+    const rr = mulberry32(11);
+    const k = 9000; // more than one slice, the last one partial
+    const cs = normalizeRows(Float32Array.from({ length: k * D }, () => rr() * 2 - 1), k, D);
+    const q = queries[2];
+    let turned = 0;
+    const got = await earlyCentroidScores(q.vectors, q.n, cs, D, () => (turned++, true));
+    expect(turned).toBeGreaterThan(1);
+    expect(got).toEqual(warpCentroidScores(q.vectors, q.n, cs, D));
+    expect(await earlyCentroidScores(q.vectors, q.n, centroids, D, () => true)).toEqual(warpCentroidScores(q.vectors, q.n, centroids, D));
   });
 });

@@ -5,6 +5,7 @@ import {
   centroidsChecksum,
   mergeHits,
   warpCodeBytes,
+  warpCentroidScores,
   warpCodecChecksum,
   warpListSizes,
   warpProbedCentroids,
@@ -23,6 +24,7 @@ import {
 import { runStepsYielding } from './event-loop';
 import { SegmentUnavailableError, type SearchPlan } from './search-plan';
 import type { SegmentCache } from './segment-cache';
+import type { WarpListReads } from './warp-reads';
 
 /** What a WARP scan reads through (SegmentCache). */
 export type WarpReads = Pick<SegmentCache, 'warpDirectory' | 'warpLists'>;
@@ -148,6 +150,59 @@ const KEPT_TABLE_BYTES = 16 << 20;
  */
 const FIRST_TOP = 48;
 
+/** One turn of the event loop (timers and I/O due run first). */
+function yieldToIo(): Promise<void> {
+  return new Promise((r) => setImmediate(r));
+}
+
+/**
+ * Hands the values of `reads` to `take` in batches as they arrive: each batch is every value
+ * arrived since the last one was taken (ascending by index), taken once the previous batch's
+ * `take` finished (the first one turn of the event loop after the first arrival, so reads
+ * answered from memory make one batch); `pending()` says whether reads are still in flight. A read that rejects
+ * rejects this at once (as Promise.all would; the other reads go on, their results unused).
+ */
+export async function inArrivalBatches<T>(reads: readonly Promise<T>[], take: (ready: number[], values: readonly T[], pending: () => boolean) => Promise<void>): Promise<void> {
+  const values = new Array<T>(reads.length);
+  let ready: number[] = [];
+  let error: { err: unknown } | undefined;
+  let wake: (() => void) | undefined;
+  let arrived = 0;
+  const pending = () => arrived < reads.length;
+  reads.forEach((p, k) =>
+    p.then(
+      (v) => {
+        values[k] = v;
+        ready.push(k);
+        arrived++;
+        wake?.();
+      },
+      (err: unknown) => {
+        error ??= { err };
+        wake?.();
+      },
+    ),
+  );
+  let taken = 0;
+  while (taken < reads.length) {
+    if (ready.length === 0 && !error) await new Promise<void>((r) => (wake = r));
+    wake = undefined;
+    // reads still in flight: one turn of the event loop first, so those answered from memory (a warm
+    // scorer's hot lists, settled a few promise steps apart) join this batch rather than the next
+    if (taken === 0 && pending() && !error) await yieldToIo();
+    if (error) throw error.err;
+    const batch = ready.sort((a, b) => a - b);
+    ready = [];
+    taken += batch.length;
+    await take(batch, values, pending);
+  }
+}
+
+/** Centroids per query token asked of centroidTop first: at least nprobe, at most the bound k. */
+function firstTopOf(nprobe: number, k: number, firstTop: number | undefined): number {
+  return Math.max(nprobe, Math.min(k, firstTop ?? FIRST_TOP));
+}
+
 /** The segments of one centroid epoch, with what their queries need. */
 interface EpochGroup {
   epoch: number;
@@ -159,6 +214,32 @@ interface EpochGroup {
   listSizes: Float64Array;
   /** t' of the imputation (opts.tPrime, else warpTPrime of the sizes' sum) */
   tPrime: number;
+  /** The first query's centroid stage, computed while the directories were read (its index in `queries`). */
+  early?: { qi: number; stage: CentroidStage };
+}
+
+/** A query's centroid stage for warpQuery: the top centroids per token (opts.centroidTop) or Q C^T. */
+type CentroidStage = { centroidTop: { k: number; ids: Uint32Array; scores: Float32Array } } | { centroidScores: Float32Array };
+
+/** Centroids per slice of Q C^T computed between turns of the event loop (earlyCentroidScores). */
+const SCORE_SLICE_CENTROIDS = 4096;
+
+/**
+ * Q C^T (warpCentroidScores, the same values: each a sum of its own) in slices of centroids, the
+ * event loop yielded between slices while `pending()` (the directory reads it overlaps: their GETs
+ * complete and are parsed meanwhile, and the next ones go out).
+ */
+export async function earlyCentroidScores(q: Float32Array, n: number, centroids: Float32Array, d: number, pending: () => boolean): Promise<Float32Array> {
+  const K = centroids.length / d;
+  if (K <= SCORE_SLICE_CENTROIDS) return warpCentroidScores(q, n, centroids, d);
+  const out = new Float32Array(n * K);
+  for (let c0 = 0; c0 < K; c0 += SCORE_SLICE_CENTROIDS) {
+    const c1 = Math.min(K, c0 + SCORE_SLICE_CENTROIDS);
+    const part = warpCentroidScores(q, n, centroids.subarray(c0 * d, c1 * d), d);
+    for (let i = 0; i < n; i++) out.set(part.subarray(i * (c1 - c0), (i + 1) * (c1 - c0)), i * K + c0);
+    if (pending()) await yieldToIo();
+  }
+  return out;
 }
 
 /**
@@ -202,14 +283,31 @@ export async function warpScan(reads: WarpReads, collection: Pick<Collection, 't
     const d = codec.dims;
     const K = centroids.length / d;
     const expect: Omit<WarpLayoutExpectations, 'documents'> = { centroidsChecksum: memo(centroidSums, centroids, centroidsChecksum), codecChecksum: memo(codecSums, codec, warpCodecChecksum), centroidCount: K, dims: d, bits: codec.bits };
-    const got = await Promise.all(
+    let reading = true;
+    const dirsRead = Promise.all(
       parts.map((s) => reads.warpDirectory(collection, plan.parts[s].ref, { ...expect, documents: plan.parts[s].ref.documents }).catch((err: unknown) => (fail(plan.parts[s].position, err), null))),
-    );
+    ).finally(() => (reading = false));
+    // While the directories are read (a cold scorer's first GETs), the first query's centroid stage
+    // (Q C^T over every centroid, or the given top-k): it needs no directory, only the imputation does.
+    const qi = queries.findIndex((q) => q.n > 0);
+    let early: Promise<CentroidStage> | undefined;
+    if (qi >= 0) {
+      const q = queries[qi];
+      const nprobe = Math.max(1, Math.min(opts.nprobe, K));
+      // the first TopK's size (the directories' list sizes decide afterwards whether it suffices)
+      const first = firstTopOf(nprobe, Math.max(nprobe, Math.min(K, WARP_DEFAULT_BOUND)), opts.firstTop);
+      early = opts.centroidTop
+        ? opts.centroidTop(q.vectors, q.n, centroids, d, first).then((top) => ({ centroidTop: { k: first, ...top } }))
+        : earlyCentroidScores(q.vectors, q.n, centroids, d, () => reading).then((centroidScores) => ({ centroidScores }));
+      early.catch(() => undefined); // awaited below, after the directories
+    }
+    const got = await dirsRead;
+    const stage = early && (await early);
     got.forEach((dir, k) => (dirs[parts[k]] = dir));
     const readable = got.filter((x): x is WarpDirectory => x !== null);
     // Collection-wide sizes (of the epoch's segments), once per search (not per query, not per segment).
     const listSizes = opts.listSizes?.(epoch) ?? (readable.length > 0 ? listSizesOf(readable) : new Float64Array(K));
-    groups.push({ epoch, centroids, codec, nprobe: Math.max(1, Math.min(opts.nprobe, K)), parts, listSizes, tPrime: warpQueryTPrime(listSizes, opts.tPrime) });
+    groups.push({ epoch, centroids, codec, nprobe: Math.max(1, Math.min(opts.nprobe, K)), parts, listSizes, tPrime: warpQueryTPrime(listSizes, opts.tPrime), early: stage ? { qi, stage } : undefined });
   }
   const readable = dirs.filter((x): x is WarpDirectory => x !== null);
   const newest = groups[0];
@@ -222,7 +320,7 @@ export async function warpScan(reads: WarpReads, collection: Pick<Collection, 't
   let tables: Float32Array | undefined = spareTables.pop();
   const perQuery: (SegmentHits | null)[][] = [];
   try {
-    for (const q of queries) {
+    for (const [qi, q] of queries.entries()) {
       if (q.n === 0) {
         perQuery.push([]);
         out.queries.push({ bytesRead: 0, bytesFetched: 0, ranges: 0, probed: 0 });
@@ -235,42 +333,47 @@ export async function warpScan(reads: WarpReads, collection: Pick<Collection, 't
         const k = Math.max(g.nprobe, Math.min(K, WARP_DEFAULT_BOUND));
         // The best FIRST_TOP centroids first (ONNX Runtime's TopK costs ~0.35 ms more at k = 128 than at 48, n = 14, K = 8,192):
         // when every token's imputation walk ends within them, the query is the same as with all k (warpTopSuffices); else all k.
-        const first = Math.max(g.nprobe, Math.min(k, opts.firstTop ?? FIRST_TOP));
-        let centroidTop: { k: number; ids: Uint32Array; scores: Float32Array } | undefined;
-        if (opts.centroidTop) {
-          centroidTop = { k: first, ...(await opts.centroidTop(q.vectors, q.n, g.centroids, g.codec.dims, first)) };
-          if (first < k && !warpTopSuffices(centroidTop.ids, q.n, first, g.listSizes, g.tPrime)) centroidTop = { k, ...(await opts.centroidTop(q.vectors, q.n, g.centroids, g.codec.dims, k)) };
+        const first = firstTopOf(g.nprobe, k, opts.firstTop);
+        let stage: CentroidStage | undefined = g.early?.qi === qi ? g.early.stage : opts.centroidTop ? { centroidTop: { k: first, ...(await opts.centroidTop(q.vectors, q.n, g.centroids, g.codec.dims, first)) } } : undefined;
+        if (opts.centroidTop && stage && 'centroidTop' in stage && stage.centroidTop.k < k && !warpTopSuffices(stage.centroidTop.ids, q.n, stage.centroidTop.k, g.listSizes, g.tPrime)) {
+          stage = { centroidTop: { k, ...(await opts.centroidTop(q.vectors, q.n, g.centroids, g.codec.dims, k)) } };
         }
         // The buffer for the query's tables, grown when too small and kept: the tables are built into it only where the JavaScript path runs (the resident scan builds each token's in the WebAssembly module).
         const need = q.n * warpCodeBytes(g.codec.dims, g.codec.bits) * 256;
         if (!tables || tables.length < need) tables = new Float32Array(need);
-        const query = warpQuery(q.vectors, q.n, g.centroids, g.codec, g.listSizes, { nprobe: g.nprobe, tPrime: g.tPrime, tables, centroidTop, ...(centroidTop ? { bound: centroidTop.k } : {}) });
+        const query = warpQuery(q.vectors, q.n, g.centroids, g.codec, g.listSizes, { nprobe: g.nprobe, tPrime: g.tPrime, tables, ...stage, ...(stage && 'centroidTop' in stage ? { bound: stage.centroidTop.k } : {}) });
         const probed = warpProbedCentroids(query);
         stats.probed += probed.length;
-        // The probed ranges of every segment at once (reads overlap), then the segments scored in turn.
-        const lists = await Promise.all(
-          g.parts.map((s) => {
-            const part = plan.parts[s];
-            const dir = dirs[s];
-            if (!dir || failed.has(part.position)) return null;
-            return reads.warpLists(collection, part.ref, dir, probed).catch((err: unknown) => (fail(part.position, err), null));
-          }),
-        );
-        // Every readable segment of the epoch scored query token by query token (warpSegmentsSearchSteps: a token's tables stay cached over all segments).
-        const read: number[] = [];
-        const segs: WarpSegment[] = [];
-        for (const [k, s] of g.parts.entries()) {
-          const got = lists[k];
-          if (!got) continue;
+        // The probed ranges of every segment requested at once (reads overlap); each segment scored as
+        // soon as its lists have arrived, with whichever others have arrived by then, while the rest
+        // are still in flight (a cold scorer's GETs and its scoring overlap).
+        const reading = g.parts.map((s): Promise<WarpListReads | null> => {
           const part = plan.parts[s];
-          stats.bytesRead += got.bytes;
-          stats.bytesFetched += got.fetched;
-          stats.ranges += got.ranges;
-          read.push(s);
-          segs.push({ documents: dirs[s]!.documents, docBase: bases.get(part.ref)!, lists: got.lists, mask: opts.masks ? opts.masks[s] : part.live });
-        }
-        const got = await runStepsYielding(warpSegmentsSearchSteps(query, segs, { topN: opts.topN, workspaces }), opts.yieldEvery);
-        read.forEach((s, k) => (hits[s] = got[k]));
+          const dir = dirs[s];
+          if (!dir || failed.has(part.position)) return Promise.resolve(null);
+          return reads.warpLists(collection, part.ref, dir, probed).catch((err: unknown) => (fail(part.position, err), null));
+        });
+        await inArrivalBatches(reading, async (ready, lists, pending) => {
+          // The arrived readable segments of the epoch scored query token by query token (warpSegmentsSearchSteps: a token's
+          // tables stay cached over the batch's segments; each segment's hits are its own whatever the batch).
+          const read: number[] = [];
+          const segs: WarpSegment[] = [];
+          for (const k of ready) {
+            const got = lists[k];
+            if (!got) continue;
+            const s = g.parts[k];
+            const part = plan.parts[s];
+            stats.bytesRead += got.bytes;
+            stats.bytesFetched += got.fetched;
+            stats.ranges += got.ranges;
+            read.push(s);
+            segs.push({ documents: dirs[s]!.documents, docBase: bases.get(part.ref)!, lists: got.lists, mask: opts.masks ? opts.masks[s] : part.live });
+          }
+          if (segs.length === 0) return;
+          // While other segments' reads are in flight, the event loop is yielded after every step (a query token) so their GETs complete and the next ones go out.
+          const got = await runStepsYielding(warpSegmentsSearchSteps(query, segs, { topN: opts.topN, workspaces }), () => (pending() ? yieldToIo() : opts.yieldEvery()));
+          read.forEach((s, k) => (hits[s] = got[k]));
+        });
       }
       perQuery.push(hits);
       out.queries.push(stats);
