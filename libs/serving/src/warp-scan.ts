@@ -198,6 +198,11 @@ export async function inArrivalBatches<T>(reads: readonly Promise<T>[], take: (r
   }
 }
 
+/** The imputation's bound: centroids per query token ranked (at least nprobe, at most K). */
+function boundOf(nprobe: number, K: number): number {
+  return Math.max(nprobe, Math.min(K, WARP_DEFAULT_BOUND));
+}
+
 /** Centroids per query token asked of centroidTop first: at least nprobe, at most the bound k. */
 function firstTopOf(nprobe: number, k: number, firstTop: number | undefined): number {
   return Math.max(nprobe, Math.min(k, firstTop ?? FIRST_TOP));
@@ -282,6 +287,7 @@ export async function warpScan(reads: WarpReads, collection: Pick<Collection, 't
     const { centroids, codec } = epoch === 0 || !opts.epoch ? opts : await opts.epoch(epoch);
     const d = codec.dims;
     const K = centroids.length / d;
+    const nprobe = Math.max(1, Math.min(opts.nprobe, K));
     const expect: Omit<WarpLayoutExpectations, 'documents'> = { centroidsChecksum: memo(centroidSums, centroids, centroidsChecksum), codecChecksum: memo(codecSums, codec, warpCodecChecksum), centroidCount: K, dims: d, bits: codec.bits };
     let reading = true;
     const dirsRead = Promise.all(
@@ -293,9 +299,8 @@ export async function warpScan(reads: WarpReads, collection: Pick<Collection, 't
     let early: Promise<CentroidStage> | undefined;
     if (qi >= 0) {
       const q = queries[qi];
-      const nprobe = Math.max(1, Math.min(opts.nprobe, K));
       // the first TopK's size (the directories' list sizes decide afterwards whether it suffices)
-      const first = firstTopOf(nprobe, Math.max(nprobe, Math.min(K, WARP_DEFAULT_BOUND)), opts.firstTop);
+      const first = firstTopOf(nprobe, boundOf(nprobe, K), opts.firstTop);
       early = opts.centroidTop
         ? opts.centroidTop(q.vectors, q.n, centroids, d, first).then((top) => ({ centroidTop: { k: first, ...top } }))
         : earlyCentroidScores(q.vectors, q.n, centroids, d, () => reading).then((centroidScores) => ({ centroidScores }));
@@ -307,7 +312,7 @@ export async function warpScan(reads: WarpReads, collection: Pick<Collection, 't
     const readable = got.filter((x): x is WarpDirectory => x !== null);
     // Collection-wide sizes (of the epoch's segments), once per search (not per query, not per segment).
     const listSizes = opts.listSizes?.(epoch) ?? (readable.length > 0 ? listSizesOf(readable) : new Float64Array(K));
-    groups.push({ epoch, centroids, codec, nprobe: Math.max(1, Math.min(opts.nprobe, K)), parts, listSizes, tPrime: warpQueryTPrime(listSizes, opts.tPrime), early: stage ? { qi, stage } : undefined });
+    groups.push({ epoch, centroids, codec, nprobe, parts, listSizes, tPrime: warpQueryTPrime(listSizes, opts.tPrime), early: stage ? { qi, stage } : undefined });
   }
   const readable = dirs.filter((x): x is WarpDirectory => x !== null);
   const newest = groups[0];
@@ -330,7 +335,7 @@ export async function warpScan(reads: WarpReads, collection: Pick<Collection, 't
       const hits: (SegmentHits | null)[] = plan.parts.map(() => null);
       for (const g of groups) {
         const K = g.centroids.length / g.codec.dims;
-        const k = Math.max(g.nprobe, Math.min(K, WARP_DEFAULT_BOUND));
+        const k = boundOf(g.nprobe, K);
         // The best FIRST_TOP centroids first (ONNX Runtime's TopK costs ~0.35 ms more at k = 128 than at 48, n = 14, K = 8,192):
         // when every token's imputation walk ends within them, the query is the same as with all k (warpTopSuffices); else all k.
         const first = firstTopOf(g.nprobe, k, opts.firstTop);
