@@ -46,6 +46,10 @@ import {
 } from '@lateral/serving';
 import { permanentModelErrors } from '../model-errors';
 import { usesWarp, warpEpoch, warpExactStage, warpFilterMasks } from './warp-search';
+import { EarlyQueryEncodings } from './early-encoding';
+
+/** Per process (per compute thread): the model each collection was last searched with, to start its queries' encoding early. */
+const earlyEncodings = new EarlyQueryEncodings();
 
 const modeLabel = (m: SearchMode) => m.name;
 
@@ -61,9 +65,27 @@ export async function searchProcessor(deps: SearchDeps, p: JobPayload<QueueName.
   if (!raw) throw new PermanentJobError(`search request missing from S3: ${p.requestKey}`);
   const parsed = SearchRequestSchema.safeParse(raw);
   if (!parsed.success) throw new PermanentJobError(`invalid stored search request ${p.requestKey}: ${parsed.error.message}`);
-  // The record and the current manifest read at once (each one Redis GET through the serving cache when nothing changed).
-  const [collection, manifest] = await Promise.all([deps.collections.get(p.tenantId, parsed.data.collection), deps.generations.manifest(p.tenantId, parsed.data.collection)]);
+  // Both paths below encode the queries whenever the request needs their vectors: the encoding starts in the encoder's
+  // session thread while the reads that follow run (with the model this thread last searched the collection with, else once
+  // the record names it), so that they overlap it (early-encoding.ts).
+  const texts = parsed.data.queries.map((q) => q.text);
+  const wantsVectors = parsed.data.mode.name !== 'bm25' || !!parsed.data.explain || !!parsed.data.rerank;
+  const guess = wantsVectors ? earlyEncodings.modelOf(p.tenantId, parsed.data.collection) : undefined;
+  // The record and the current manifest read at once (each one Redis GET through the serving cache when nothing changed),
+  // asked before the encoding starts (its tokenizing and posting would delay them: measured slower that way at load ~13).
+  const recordRead = deps.collections.get(p.tenantId, parsed.data.collection);
+  const reads = Promise.all([recordRead, deps.generations.manifest(p.tenantId, parsed.data.collection)]);
+  let early = guess !== undefined ? EarlyQueryEncodings.start(deps.encoders, guess, texts) : undefined;
+  reads.catch(() => undefined); // awaited below; the record's own failure is thrown first
+  const collection = await recordRead;
   if (!collection) throw new PermanentJobError(`collection ${p.tenantId}/${parsed.data.collection} does not exist`);
+  const fanout = !!deps.shardCoordinator && collectionShards(collection) > 1 && isFanoutJob(job);
+  if (wantsVectors && !fanout) {
+    if (early && early.model !== collection.model) earlyEncodings.forget(p.tenantId, parsed.data.collection);
+    earlyEncodings.remember(p.tenantId, parsed.data.collection, collection.model);
+    if (!early?.take(collection.model)) early = EarlyQueryEncodings.start(deps.encoders, collection.model, texts);
+  }
+  const [, manifest] = await reads;
   // A hybrid naming no weight fuses with the collection's fitted one, else the defaults (the result's mode says which).
   const req: SearchRequest = withCollectionFusion(parsed.data, collection);
   const predicate = storedFilterPredicate(req.filter);
@@ -72,25 +94,24 @@ export async function searchProcessor(deps: SearchDeps, p: JobPayload<QueueName.
     finish(deps, resultKey, { searchId: p.searchId, collection: req.collection, mode: req.mode, generation, results: req.queries.map((q) => ({ queryId: q.id, hits: [], reason })), timings: { totalMs: Date.now() - t0, ...timings } });
   if (!manifest || manifest.segments.length === 0) return empty('the collection has no committed generation yet', 0);
   // Several shards: one child job per shard queue and round, merged here (shard-fanout.ts).
-  if (deps.shardCoordinator && collectionShards(collection) > 1 && isFanoutJob(job)) return shardedSearch({ ...deps, shardCoordinator: deps.shardCoordinator }, p, req, collection, manifest, job, t0);
+  if (fanout && deps.shardCoordinator) return shardedSearch({ ...deps, shardCoordinator: deps.shardCoordinator }, p, req, collection, manifest, job, t0);
+  // The queries' encoding, started above whenever their vectors are needed (undefined for BM25 alone).
+  const encoding = early?.take(collection.model);
 
   // Mode xtr, and hybrid's xtr part, on a collection with a WARP search layout (filtered or not) run WARP's engine. Explain keeps
   // the IVF path below: it names the document token behind each query token's score, which WARP's packed lists do not hold.
-  if (usesWarp(collection, req)) return warpSearchJob(deps, p, req, collection, manifest, job, t0, predicate);
+  if (usesWarp(collection, req)) return warpSearchJob(deps, p, req, collection, manifest, job, t0, predicate, encoding ?? EarlyQueryEncodings.start(deps.encoders, collection.model, texts).encoding);
 
   // The generation's segments, read one window at a time as the pass reaches them (searchSegments):
   // what the search holds is bounded by the request, not by the collection.
   const plan = await deps.segments.searchPlan(collection, manifest, searchNeeds(req));
   const yieldEvery = eventLoopYielder();
 
+  // BM25 ranks by the query's terms alone: its vectors are only needed for explain or a second stage (encoding started above when they are).
+  const encoded = encoding ? await encoding.catch(permanentModelErrors) : null;
   const encoder = await deps.encoders(collection.model).catch(permanentModelErrors);
-  const tEnc = Date.now();
-  // BM25 ranks by the query's terms alone: its vectors are only needed for explain or a second stage.
-  const vectorsNeeded = req.mode.name !== 'bm25' || !!req.explain || !!req.rerank;
-  const queries = vectorsNeeded
-    ? await encoder.encodeQueries(req.queries.map((q) => q.text)).catch(permanentModelErrors)
-    : req.queries.map((): EncodedText => ({ tokenIds: new Int32Array(0), vectors: new Float32Array(0), weights: null, length: 0, truncated: false }));
-  const encodeQueriesMs = Date.now() - tEnc;
+  const queries = encoded ? encoded.queries : req.queries.map((): EncodedText => ({ tokenIds: new Int32Array(0), vectors: new Float32Array(0), weights: null, length: 0, truncated: false }));
+  const encodeQueriesMs = encoded ? Math.round(encoded.ms) : 0;
   // BM25's terms under the collection's analyser (analysed words, or the encoder's pieces).
   const bm25 = bm25QueryTerms(collection, encoder, req.queries.map((q) => q.text));
   const skip = bm25.skip;
@@ -168,6 +189,7 @@ async function warpSearchJob(
   job: Pick<Job, 'updateProgress'> | undefined,
   t0: number,
   predicate: DocPredicate | undefined,
+  encoding: Promise<{ queries: EncodedText[]; ms: number }>,
 ): Promise<JobResults[QueueName.search]> {
   const mode = req.mode as Extract<SearchMode, { name: 'xtr' | 'hybrid' }>;
   const hybrid = mode.name === 'hybrid' ? mode : null;
@@ -178,10 +200,10 @@ async function warpSearchJob(
   // A filter: each segment's mask from its documents' metadata (the segment opened without its rows, one at a time), and its live documents.
   const { masks, failed: failedBefore } = await warpFilterMasks(plan, predicate);
   const yieldEvery = eventLoopYielder();
+  // Started before the record and manifest reads (searchProcessor); its time is the encoding's own, which those reads overlap.
+  const { queries, ms } = await encoding.catch(permanentModelErrors);
+  const encodeQueriesMs = Math.round(ms);
   const encoder = await deps.encoders(collection.model).catch(permanentModelErrors);
-  const tEnc = Date.now();
-  const queries = await encoder.encodeQueries(req.queries.map((q) => q.text)).catch(permanentModelErrors);
-  const encodeQueriesMs = Date.now() - tEnc;
   const shaping = hitShaping(collection, req, Math.min(10 * MAX_SEARCH_TOP_K, req.topK * GROUP_DEPTH_FACTOR));
   const depth = Math.max(shaping.depth, req.rerank?.depth ?? 0);
   // WARP's first `exact` hits per query re-scored by exact MaxSim (mode xtr, and hybrid's token part before the fusion; WARP_DEFAULT_EXACT when the request names none).
