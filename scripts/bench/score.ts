@@ -268,6 +268,7 @@ export async function runScoreBench(args: string[]): Promise<Record<string, unkn
   const aesi = await aesiCase(quick, log);
   const warp = warpCase(opts.warp, quick, log);
   const simd = await simdCase(quick, log);
+  const mebert = mebertCase(opts.mebert, quick, log);
 
   const maxsimGflops = FLOPS / maxsimMs / 1e6;
   const result: Record<string, unknown> = {
@@ -306,6 +307,7 @@ export async function runScoreBench(args: string[]): Promise<Record<string, unkn
     ...aesi.result,
     ...warp.result,
     ...simd.result,
+    ...mebert.result,
   };
 
   const f = (x: number, p = 2) => x.toFixed(p);
@@ -327,6 +329,7 @@ export async function runScoreBench(args: string[]): Promise<Record<string, unkn
     ...aesi.rows,
     ...warp.rows,
     ...simd.rows,
+    ...mebert.rows,
   ];
   const w = Math.max(...rows.map(([k]) => k.length));
   console.log(rows.map(([k, v]) => `${k.padEnd(w)}  ${v}`).join('\n'));
