@@ -132,6 +132,22 @@ describe('rowMaxima (ME-BERT from EDEN 4-bit codes)', () => {
     }
   });
 
+  it('many documents without rows: blocks bounded by documents too, the same bits, and the module\'s resident regions untouched', () => {
+    const D = 4_300_000; // 16 B of scratch a document: past LOW_BYTES (64 MiB) in one block
+    const t = input(10, 8, false, 0); // every document empty but a few
+    t.start = new Uint32Array(D + 1);
+    for (let k = 0; k < D; k++) t.start[k + 1] = t.start[k] + (k % 500_000 === 0 ? 3 : 0);
+    const rows = t.start[D];
+    t.codes = Uint8Array.from({ length: rows * 8 }, () => Math.floor(r() * 256));
+    t.norms = new Uint8Array(new Float32Array(rows).fill(1.5).buffer);
+    const clobbers = (w as unknown as { a: { clobbers: number } }).a.clobbers;
+    const js = run(jsRowMaxima, t, 0, D, 4);
+    const wa = run((...a) => w.rowMaxima(...a), t, 0, D, 4);
+    expect(same(wa.best, js.best)).toBe(true);
+    expect(wa.arg.every((v, k) => v === js.arg[k])).toBe(true);
+    expect((w as unknown as { a: { clobbers: number } }).a.clobbers).toBe(clobbers);
+  });
+
   it('inputs over several copy blocks (4 MiB) give the same bits', () => {
     const t = input(30_001, 64, false, 8); // ~120k rows x 72 B: about 9 MB
     for (const m of [3, 8]) {

@@ -347,12 +347,15 @@ class WasmKernels implements Kernels {
       a.hold(key, tBytes, () => a.f64.set(table.subarray(t.to, t.to + bpt * 256), 0));
     }
     const nb = half ? 2 : 4;
-    // Documents in blocks whose rows' codes and norms take at most BLOCK_BYTES (a document holds a few rows).
+    // Documents in blocks whose rows (codes, norms, scores) take at most BLOCK_BYTES, and at most
+    // BLOCK_BYTES / 16 documents (bounds, maxima, places): the scratch stays below LOW_BYTES, so a
+    // resident WARP scan's state above it is kept. A document holds a few rows (at most 64).
     const maxRows = Math.max(1, Math.floor(BLOCK_BYTES / (bpt + nb + 8)));
+    const maxDocs = BLOCK_BYTES >> 4;
     let k0 = from;
     while (k0 < to) {
       let k1 = k0 + 1;
-      while (k1 < to && start[k1 + 1] - start[k0] <= maxRows) k1++;
+      while (k1 < to && k1 - k0 < maxDocs && start[k1 + 1] - start[k0] <= maxRows) k1++;
       const docs = k1 - k0;
       const r0 = start[k0];
       const rows = start[k1] - r0;
