@@ -437,12 +437,16 @@ export async function runScaleBench(args: string[]): Promise<Record<string, unkn
         const job: Record<string, { search_p50: number; search_p95: number; total_p50: number; total_p95: number; encode_p50: number }> = {};
         const reads: Record<string, { bytes_read_p50: number; bytes_read_p95: number; ranges_p50: number; probed_p50: number; segments: number; centroids: number; nprobe: number; layout_bytes: number }> = {};
         const errors: Record<string, string> = {};
+        // Every mode asks the same queries (the warm-up one, then the timed ones), so the modes compare on equal terms.
+        const first = qi;
+        const n = Math.max(3, Math.round(rounds / 2));
+        qi += n + 1;
         for (const [name, mode] of Object.entries(modes)) {
+          let at = first;
           const one = async () => {
-            const r = await searchRequest(name, mode, [{ id: `s${qi}`, text: queryAt(qi++) }]);
+            const r = await searchRequest(name, mode, [{ id: `s${at}`, text: queryAt(at++) }]);
             return { ms: r.ms, timings: r.result.timings as { totalMs: number; searchMs: number; encodeQueriesMs: number }, warp: r.result.stats?.warp as Json };
           };
-          const n = Math.max(3, Math.round(rounds / 2));
           const xs: Awaited<ReturnType<typeof one>>[] = [];
           try {
             await one();
