@@ -113,9 +113,12 @@ export async function segmentSearchObjects(
     if (n === 0) throw new PermanentJobError(`${reader.name} has no tokens to fit the WARP codec of ${p.collectionId} v${p.codecVersion} on`);
     const rows = distinctSample(T, n, mulberry32(3)).sort();
     const residuals = new Float32Array(n * d);
+    // (the arrays read once: \`seg.tokens\` is a getter, and read per value it cost ~2 s of the first index job: issue 29's profile)
+    const tokens = seg.tokens;
+    const centroids = ivf.centroids;
     rows.forEach((r, i) => {
       const c = nearest[r];
-      for (let j = 0; j < d; j++) residuals[i * d + j] = seg.tokens[r * d + j] - ivf.centroids[c * d + j];
+      for (let j = 0; j < d; j++) residuals[i * d + j] = tokens[r * d + j] - centroids[c * d + j];
     });
     return fitWarpCodec(residuals, n, d, warp.bits);
   });
