@@ -42,6 +42,7 @@ import { CliUsageError, intFlag, parseCliOrExit } from '../lib/cli';
 import { C, M, D, N, FLOPS, gemmPeakSession, timeIt, randomUnit, interleaved } from './score-timing';
 import { aesiCase, compressedCase } from './score-compressed';
 import { simdCase, simdCranfieldCase } from './score-simd';
+import { mebertCase, type MebertBenchOptions } from './score-mebert';
 import { runIfMain } from '../lib/command';
 
 function numpyMaxsim(reps: number): { ms: number; threads: string } | null {
@@ -109,8 +110,10 @@ function warpCase({ bits, centroids }: { bits: 2 | 4; centroids: number }, quick
 }
 
 const USAGE = `usage: npm run bench -- score [--quick] [--threads N (2)] [--warp-bits 2|4 (4)] [--warp-centroids K (1024)] [--json]
-  one section alone: [--aesi-only | --simd-only | --simd-cranfield | --warp-only]
+  one section alone: [--aesi-only | --simd-only | --simd-cranfield | --warp-only | --mebert-only]
   --quick           fewer repetitions
+  --mebert-docs N (1000000) --mebert-dims D (100) --mebert-segments S (12) --mebert-queries Q (5)
+                    ME-BERT's prefix scan over synthesised segments (EDEN 4-bit codes, 4 rows a document)
   --threads N       ONNX Runtime intra-op threads of the MaxSim and GEMM sessions
   --warp-bits       WARP's residual bits; --warp-centroids its centroids (K)`;
 
@@ -125,6 +128,11 @@ export async function runScoreBench(args: string[]): Promise<Record<string, unkn
       'simd-only': { type: 'boolean' },
       'simd-cranfield': { type: 'boolean' },
       'warp-only': { type: 'boolean' },
+      'mebert-only': { type: 'boolean' },
+      'mebert-docs': { type: 'string', default: '1000000' },
+      'mebert-dims': { type: 'string', default: '100' },
+      'mebert-segments': { type: 'string', default: '12' },
+      'mebert-queries': { type: 'string', default: '5' },
       threads: { type: 'string', default: '2' },
       'warp-bits': { type: 'string', default: '4' },
       'warp-centroids': { type: 'string', default: '1024' },
@@ -134,7 +142,13 @@ export async function runScoreBench(args: string[]): Promise<Record<string, unkn
     ({ values: v }) => {
       const bits = Number(v['warp-bits']) as 2 | 4;
       if (bits !== 2 && bits !== 4) throw new CliUsageError(`--warp-bits must be 2 or 4, got ${v['warp-bits']}`);
-      return { ...v, threads: intFlag('threads', v.threads), warp: { bits, centroids: intFlag('warp-centroids', v['warp-centroids'], 2) } };
+      const mebert: MebertBenchOptions = {
+        documents: intFlag('mebert-docs', v['mebert-docs']),
+        dims: intFlag('mebert-dims', v['mebert-dims'], 8),
+        segments: intFlag('mebert-segments', v['mebert-segments']),
+        queries: intFlag('mebert-queries', v['mebert-queries']),
+      };
+      return { ...v, threads: intFlag('threads', v.threads), warp: { bits, centroids: intFlag('warp-centroids', v['warp-centroids'], 2) }, mebert };
     },
   );
   const quick = opts.quick === true;
@@ -150,6 +164,11 @@ export async function runScoreBench(args: string[]): Promise<Record<string, unkn
   }
   if (opts['simd-only']) {
     const { result, rows } = await simdCase(quick, (m) => process.stderr.write(`${m}\n`));
+    console.log(rows.map(([k, v]) => `${k}  ${v}`).join('\n'));
+    return result;
+  }
+  if (opts['mebert-only']) {
+    const { result, rows } = mebertCase(opts.mebert, quick, (m) => process.stderr.write(`${m}\n`));
     console.log(rows.map(([k, v]) => `${k}  ${v}`).join('\n'));
     return result;
   }
@@ -249,6 +268,7 @@ export async function runScoreBench(args: string[]): Promise<Record<string, unkn
   const aesi = await aesiCase(quick, log);
   const warp = warpCase(opts.warp, quick, log);
   const simd = await simdCase(quick, log);
+  const mebert = mebertCase(opts.mebert, quick, log);
 
   const maxsimGflops = FLOPS / maxsimMs / 1e6;
   const result: Record<string, unknown> = {
@@ -287,6 +307,7 @@ export async function runScoreBench(args: string[]): Promise<Record<string, unkn
     ...aesi.result,
     ...warp.result,
     ...simd.result,
+    ...mebert.result,
   };
 
   const f = (x: number, p = 2) => x.toFixed(p);
@@ -308,6 +329,7 @@ export async function runScoreBench(args: string[]): Promise<Record<string, unkn
     ...aesi.rows,
     ...warp.rows,
     ...simd.rows,
+    ...mebert.rows,
   ];
   const w = Math.max(...rows.map(([k]) => k.length));
   console.log(rows.map(([k, v]) => `${k.padEnd(w)}  ${v}`).join('\n'));

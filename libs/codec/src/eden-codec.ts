@@ -7,6 +7,7 @@ import { fnv1a64, rademacher, signKey } from './prng';
 import { packCodes, packedBytes, unpackCodes } from './bitpack';
 import { edenDecodeBlock, edenEncodeBlock, edenRotate } from './eden';
 import { fromHalfBits, toHalfBits } from './float16';
+import { kernels, type RowMaximaInput } from '@lateral/simd';
 
 /** SDR's cross-token block length. */
 export const CROSS_BLOCK = 128;
@@ -425,17 +426,53 @@ export class EdenRowScorer {
   private readonly inv: number;
   private readonly unpacked: Uint8Array;
   private readonly levels: number;
+  private input: RowMaximaInput | null = null;
 
   constructor(
     private readonly q: QueryTable,
     private readonly codes: Uint8Array,
-    norms: Uint8Array,
+    private readonly norms: Uint8Array,
   ) {
     this.view = new DataView(norms.buffer, norms.byteOffset, norms.byteLength);
     this.rowBytes = (q.p * q.bits) / 8;
     this.inv = 1 / Math.sqrt(q.p);
     this.unpacked = new Uint8Array(q.p);
     this.levels = 1 << q.bits;
+  }
+
+  /**
+   * ME-BERT's per-document best row: for each document k in [from, to) (its rows
+   * [start[k], start[k + 1]) of this scorer's rows), best[k - from] = the largest score(i, r) over
+   * its first min(m, rows) rows, the first on ties (-Infinity without rows), arg[k - from] = that
+   * row's place among the document's rows (0 when none exceeds -Infinity). The same values as
+   * score, bit for bit: 4-bit codes go through the rowMaxima kernel of @lateral/simd (WebAssembly
+   * SIMD, or its JavaScript twin; a block of documents per call), other widths through score.
+   */
+  maxRows(i: number, start: Uint32Array, from: number, to: number, m: number, best: Float64Array, arg: Int32Array): void {
+    const q = this.q;
+    if (q.byteWise) {
+      const input = (this.input ??= { table: q.table, to: 0, bpt: this.rowBytes, offset: 0, inv: this.inv, codes: this.codes, norms: this.norms, half: q.normFormat === 'fp16', start });
+      input.to = i * q.width;
+      input.offset = q.offsets[i];
+      input.start = start;
+      kernels().rowMaxima(input, from, to, m, best, arg);
+      return;
+    }
+    for (let k = from; k < to; k++) {
+      const r0 = start[k];
+      const rows = Math.min(m, start[k + 1] - r0);
+      let b = -Infinity;
+      let a = 0;
+      for (let j = 0; j < rows; j++) {
+        const s = this.score(i, r0 + j);
+        if (s > b) {
+          b = s;
+          a = j;
+        }
+      }
+      best[k - from] = b;
+      arg[k - from] = a;
+    }
   }
 
   /** Query token i against token row r. */

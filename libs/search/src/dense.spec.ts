@@ -7,6 +7,7 @@ import { concatDocPrefixes, searchSegment, type Hit, type SearchSegment } from '
 import { prefixScanOf } from './prefix-scan';
 import { createCodec, fitCodec, readSegment, writeSegment, type EdenCodec } from '@lateral/codec';
 import { CodecSettingsSchema } from '@lateral/shared';
+import { jsKernels, useKernels } from '@lateral/simd';
 
 const d = 12;
 const corpus = makeCorpus(51, { documents: 150, dims: d, maxLen: 10, minLen: 0 });
@@ -160,6 +161,25 @@ describe('mebert over a prefix section (segment format v2): the answers of the c
           }
         }
       });
+
+  it('eden 4-bit rows scored from their codes through the rowMaxima kernel: the same answers on the JavaScript kernels as on the WebAssembly ones', () => {
+    for (const raw of [{ kind: 'eden', bits: 4 }, { kind: 'eden', bits: 4, norms: 'fp16' }]) {
+      const { codes, prefix } = build(raw, true);
+      for (let t = 0; t < 2; t++) {
+        const q = randomUnit(rng(90 + t), 1, d);
+        for (const m of [2, 4]) {
+          const want = mebertSearch(codes, q, m, 4000, { explain: true }).map((h) => [h.key, h.score, h.explain!.rows[0]]);
+          expect(mebertSearch(prefix, q, m, 4000, { explain: true }).map((h) => [h.key, h.score, h.explain!.rows[0]])).toEqual(want);
+          useKernels(jsKernels);
+          try {
+            expect(mebertSearch(prefix, q, m, 4000, { explain: true }).map((h) => [h.key, h.score, h.explain!.rows[0]])).toEqual(want);
+          } finally {
+            useKernels(null);
+          }
+        }
+      }
+    }
+  });
 
   it('m above the section\'s rows: the code sections, as for a segment written before it', () => {
     const { codes } = build(codecs[0][1], false);

@@ -122,10 +122,11 @@ export function* mebertSegmentSearchSteps(seg: SearchSegment, qVec: Float32Array
     if (ps.start.length !== D + 1) throw new RangeError(`${fn}: segment "${seg.name}" has a prefix section of ${ps.start.length - 1} documents, expected ${D}`);
     // The section's rows scored from their codes when the segment scores its code sections so, else decoded.
     const fromPrefix = ps.rowScorer(qVec, 1);
+    const scratch = { best: new Float64Array(Math.min(D, DOC_SLICE)), arg: new Int32Array(Math.min(D, DOC_SLICE)) };
     for (let from = 0; from < D; from += DOC_SLICE) {
       if (from > 0) yield;
       const to = Math.min(D, from + DOC_SLICE);
-      if (fromPrefix) mebertPrefixRangeWith(fromPrefix, ps, mVecs, off, mask, from, to, bestRow, top);
+      if (fromPrefix) mebertPrefixRangeWith(fromPrefix, ps, mVecs, off, mask, from, to, bestRow, top, scratch);
       else mebertRange(qVec, mVecs, ps.decodePrefixes(from, to, mVecs), off, d, mask, from, to, bestRow, top);
     }
     return mebertHits(seg, top, bestRow, opts);
@@ -150,9 +151,24 @@ function mebertHits(seg: SearchSegment, top: TopK, bestRow: Int32Array, opts: Me
   return hits;
 }
 
-/** mebertRangeWith over a prefix section: document i's rows are the section's [start[i], ...); bestRow records segment rows. */
-function mebertPrefixRangeWith(scorer: RowScorer, ps: PrefixScan, mVecs: number, off: Uint32Array, mask: DocMask | undefined, from: number, to: number, bestRow: Int32Array, top: TopK): void {
+/**
+ * mebertRangeWith over a prefix section: document i's rows are the section's [start[i], ...);
+ * bestRow records segment rows. With the scorer's maxRows (EDEN 4-bit: the rowMaxima kernel), the
+ * documents' best rows in one call (`best` / `arg`: at least to - from entries), the same values.
+ */
+function mebertPrefixRangeWith(scorer: RowScorer, ps: PrefixScan, mVecs: number, off: Uint32Array, mask: DocMask | undefined, from: number, to: number, bestRow: Int32Array, top: TopK, scratch: { best: Float64Array; arg: Int32Array }): void {
   const start = ps.start;
+  if (scorer.maxRows) {
+    const { best, arg } = scratch;
+    scorer.maxRows(0, start, from, to, mVecs, best, arg);
+    for (let i = from; i < to; i++) {
+      if (start[i + 1] === start[i] || (mask && mask[i] === 0)) continue;
+      const s = best[i - from];
+      bestRow[i] = off[i] + arg[i - from];
+      if (s >= top.floor) top.push(s, i);
+    }
+    return;
+  }
   for (let i = from; i < to; i++) {
     if (mask && mask[i] === 0) continue;
     const a = start[i];

@@ -75,6 +75,13 @@ export interface PrefixScan {
 /** Query token i against token row r of one segment (SearchSegment.rowScorer). */
 export interface RowScorer {
   score(i: number, row: number): number;
+  /**
+   * Optional, the same values as score: per document k in [from, to) with rows [start[k],
+   * start[k + 1]), best[k - from] = max over its first min(m, rows) rows of score(i, r), the first
+   * on ties (-Infinity without rows), arg[k - from] = that row's place in the document (0 when
+   * none exceeds -Infinity). ME-BERT's prefix scan, a block of documents per call.
+   */
+  maxRows?(i: number, start: Uint32Array, from: number, to: number, m: number, best: Float64Array, arg: Int32Array): void;
 }
 
 /** Per document of a segment: non-zero = searchable. Filters and tombstones both end up here. */

@@ -401,6 +401,169 @@ export function warpToken(tables: usize, bpt: i32, lists: usize, nl: i32, segs: 
 }
 
 // ---------------------------------------------------------------------------------------------
+// ME-BERT's prefix scan from EDEN codes: per document the max over its first rows of
+// offset + norm inv S, S the float64 sum of one query token's table entries (bpt x 256 f64) over
+// the row's code bytes in byte order (EdenRowScorer.score; jsRowMaxima). WebAssembly has no
+// gather: four rows of a document are summed side by side (four independent chains), their code
+// bytes read as u32 words.
+
+/** Row r's norm (f32, or IEEE binary16 bits when half != 0) as f64, exact. */
+// @ts-ignore: decorator
+@inline function normAt(norms: usize, half: i32, r: usize): f64 {
+  if (half == 0) return <f64>load<f32>(norms + (r << 2));
+  const x = <i32>load<u16>(norms + (r << 1));
+  const em = x & 0x7fff;
+  let b = reinterpret<i32>(reinterpret<f32>(em << 13) * reinterpret<f32>(0x77800000));
+  if (em >= 0x7c00) b = (em << 13) | 0x7f800000;
+  return <f64>reinterpret<f32>(b | ((x & 0x8000) << 16));
+}
+
+// @ts-ignore: decorator
+@inline function rowScore(norms: usize, half: i32, r: usize, offset: f64, inv: f64, s: f64): f64 {
+  const norm = normAt(norms, half, r);
+  // a zero or non-finite norm: the mean alone
+  return norm == 0 || !(abs<f64>(norm) < Infinity) ? offset : offset + norm * inv * s;
+}
+
+/** out[j] (f64) = the scores of rows [0, rows), eight rows side by side (eight independent sums), then one at a time. */
+function rowScores(table: usize, bpt: i32, offset: f64, inv: f64, codes: usize, norms: usize, half: i32, rows: i32, out: usize): void {
+  const rb = <usize>bpt;
+  const w4 = bpt & ~3;
+  let j = 0;
+  for (; j + 8 <= rows; j += 8) {
+    const c0 = codes + <usize>j * rb, c1 = c0 + rb, c2 = c1 + rb, c3 = c2 + rb, c4 = c3 + rb, c5 = c4 + rb, c6 = c5 + rb, c7 = c6 + rb;
+    let s0: f64 = 0, s1: f64 = 0, s2: f64 = 0, s3: f64 = 0, s4: f64 = 0, s5: f64 = 0, s6: f64 = 0, s7: f64 = 0;
+    let t = table;
+    let p = 0;
+    for (; p < w4; p += 4, t += 8192) {
+      const x0 = load<u32>(c0 + <usize>p), x1 = load<u32>(c1 + <usize>p), x2 = load<u32>(c2 + <usize>p), x3 = load<u32>(c3 + <usize>p);
+      const x4 = load<u32>(c4 + <usize>p), x5 = load<u32>(c5 + <usize>p), x6 = load<u32>(c6 + <usize>p), x7 = load<u32>(c7 + <usize>p);
+      s0 += load<f64>(t + <usize>((x0 << 3) & 0x7f8)); s1 += load<f64>(t + <usize>((x1 << 3) & 0x7f8));
+      s2 += load<f64>(t + <usize>((x2 << 3) & 0x7f8)); s3 += load<f64>(t + <usize>((x3 << 3) & 0x7f8));
+      s4 += load<f64>(t + <usize>((x4 << 3) & 0x7f8)); s5 += load<f64>(t + <usize>((x5 << 3) & 0x7f8));
+      s6 += load<f64>(t + <usize>((x6 << 3) & 0x7f8)); s7 += load<f64>(t + <usize>((x7 << 3) & 0x7f8));
+      s0 += load<f64>(t + <usize>((x0 >> 5) & 0x7f8), 2048); s1 += load<f64>(t + <usize>((x1 >> 5) & 0x7f8), 2048);
+      s2 += load<f64>(t + <usize>((x2 >> 5) & 0x7f8), 2048); s3 += load<f64>(t + <usize>((x3 >> 5) & 0x7f8), 2048);
+      s4 += load<f64>(t + <usize>((x4 >> 5) & 0x7f8), 2048); s5 += load<f64>(t + <usize>((x5 >> 5) & 0x7f8), 2048);
+      s6 += load<f64>(t + <usize>((x6 >> 5) & 0x7f8), 2048); s7 += load<f64>(t + <usize>((x7 >> 5) & 0x7f8), 2048);
+      s0 += load<f64>(t + <usize>((x0 >> 13) & 0x7f8), 4096); s1 += load<f64>(t + <usize>((x1 >> 13) & 0x7f8), 4096);
+      s2 += load<f64>(t + <usize>((x2 >> 13) & 0x7f8), 4096); s3 += load<f64>(t + <usize>((x3 >> 13) & 0x7f8), 4096);
+      s4 += load<f64>(t + <usize>((x4 >> 13) & 0x7f8), 4096); s5 += load<f64>(t + <usize>((x5 >> 13) & 0x7f8), 4096);
+      s6 += load<f64>(t + <usize>((x6 >> 13) & 0x7f8), 4096); s7 += load<f64>(t + <usize>((x7 >> 13) & 0x7f8), 4096);
+      s0 += load<f64>(t + <usize>((x0 >> 21) & 0x7f8), 6144); s1 += load<f64>(t + <usize>((x1 >> 21) & 0x7f8), 6144);
+      s2 += load<f64>(t + <usize>((x2 >> 21) & 0x7f8), 6144); s3 += load<f64>(t + <usize>((x3 >> 21) & 0x7f8), 6144);
+      s4 += load<f64>(t + <usize>((x4 >> 21) & 0x7f8), 6144); s5 += load<f64>(t + <usize>((x5 >> 21) & 0x7f8), 6144);
+      s6 += load<f64>(t + <usize>((x6 >> 21) & 0x7f8), 6144); s7 += load<f64>(t + <usize>((x7 >> 21) & 0x7f8), 6144);
+    }
+    for (; p < bpt; p++, t += 2048) {
+      s0 += load<f64>(t + (<usize>load<u8>(c0 + <usize>p) << 3)); s1 += load<f64>(t + (<usize>load<u8>(c1 + <usize>p) << 3));
+      s2 += load<f64>(t + (<usize>load<u8>(c2 + <usize>p) << 3)); s3 += load<f64>(t + (<usize>load<u8>(c3 + <usize>p) << 3));
+      s4 += load<f64>(t + (<usize>load<u8>(c4 + <usize>p) << 3)); s5 += load<f64>(t + (<usize>load<u8>(c5 + <usize>p) << 3));
+      s6 += load<f64>(t + (<usize>load<u8>(c6 + <usize>p) << 3)); s7 += load<f64>(t + (<usize>load<u8>(c7 + <usize>p) << 3));
+    }
+    const r = <usize>j;
+    const o = out + (r << 3);
+    store<f64>(o, rowScore(norms, half, r, offset, inv, s0));
+    store<f64>(o, rowScore(norms, half, r + 1, offset, inv, s1), 8);
+    store<f64>(o, rowScore(norms, half, r + 2, offset, inv, s2), 16);
+    store<f64>(o, rowScore(norms, half, r + 3, offset, inv, s3), 24);
+    store<f64>(o, rowScore(norms, half, r + 4, offset, inv, s4), 32);
+    store<f64>(o, rowScore(norms, half, r + 5, offset, inv, s5), 40);
+    store<f64>(o, rowScore(norms, half, r + 6, offset, inv, s6), 48);
+    store<f64>(o, rowScore(norms, half, r + 7, offset, inv, s7), 56);
+  }
+  for (; j < rows; j++) {
+    const c = codes + <usize>j * rb;
+    let s: f64 = 0;
+    let t = table;
+    for (let p = 0; p < bpt; p++, t += 2048) s += load<f64>(t + (<usize>load<u8>(c + <usize>p) << 3));
+    store<f64>(out + (<usize>j << 3), rowScore(norms, half, <usize>j, offset, inv, s));
+  }
+}
+
+/**
+ * Per document k < docs: rows [start[k], start[k] + min(m, start[k + 1] - start[k])) (start: u32,
+ * rows numbered from the first row at codes / norms), best[k] (f64) = the largest row score
+ * (the first on ties; -Infinity without rows), arg[k] (i32) = its place among the document's rows.
+ */
+export function rowMaxima(table: usize, bpt: i32, offset: f64, inv: f64, codes: usize, norms: usize, half: i32, start: usize, docs: i32, m: i32, best: usize, arg: usize, scratch: usize): void {
+  // Every document within m rows (ME-BERT's m = the section's rows, the default): every row is
+  // scored, eight at a time across documents (scores at scratch), then each document's max.
+  let all = true;
+  for (let k = 0; k < docs; k++) {
+    if (<i32>(load<u32>(start + (<usize>(k + 1) << 2)) - load<u32>(start + (<usize>k << 2))) > m) {
+      all = false;
+      break;
+    }
+  }
+  if (all) {
+    const base = load<u32>(start);
+    rowScores(table, bpt, offset, inv, codes + <usize>base * <usize>bpt, norms + (<usize>base << (half ? 1 : 2)), half, <i32>(load<u32>(start + (<usize>docs << 2)) - base), scratch);
+    for (let k = 0; k < docs; k++) {
+      const r0 = load<u32>(start + (<usize>k << 2)) - base;
+      const rows = <i32>(load<u32>(start + (<usize>(k + 1) << 2)) - base - r0);
+      let b = -Infinity;
+      let a = 0;
+      for (let j = 0; j < rows; j++) {
+        const y = load<f64>(scratch + ((<usize>r0 + <usize>j) << 3));
+        if (y > b) { b = y; a = j; }
+      }
+      store<f64>(best + (<usize>k << 3), b);
+      store<i32>(arg + (<usize>k << 2), a);
+    }
+    return;
+  }
+  const rb = <usize>bpt;
+  const w4 = bpt & ~3;
+  for (let k = 0; k < docs; k++) {
+    const r0 = <i32>load<u32>(start + (<usize>k << 2));
+    let rows = <i32>load<u32>(start + (<usize>(k + 1) << 2)) - r0;
+    if (rows > m) rows = m;
+    let b = -Infinity;
+    let a = 0;
+    let j = 0;
+    for (; j + 4 <= rows; j += 4) {
+      const c0 = codes + <usize>(r0 + j) * rb, c1 = c0 + rb, c2 = c1 + rb, c3 = c2 + rb;
+      let s0: f64 = 0, s1: f64 = 0, s2: f64 = 0, s3: f64 = 0;
+      let t = table;
+      let p = 0;
+      for (; p < w4; p += 4, t += 8192) {
+        const x0 = load<u32>(c0 + <usize>p), x1 = load<u32>(c1 + <usize>p), x2 = load<u32>(c2 + <usize>p), x3 = load<u32>(c3 + <usize>p);
+        s0 += load<f64>(t + <usize>((x0 << 3) & 0x7f8)); s1 += load<f64>(t + <usize>((x1 << 3) & 0x7f8));
+        s2 += load<f64>(t + <usize>((x2 << 3) & 0x7f8)); s3 += load<f64>(t + <usize>((x3 << 3) & 0x7f8));
+        s0 += load<f64>(t + <usize>((x0 >> 5) & 0x7f8), 2048); s1 += load<f64>(t + <usize>((x1 >> 5) & 0x7f8), 2048);
+        s2 += load<f64>(t + <usize>((x2 >> 5) & 0x7f8), 2048); s3 += load<f64>(t + <usize>((x3 >> 5) & 0x7f8), 2048);
+        s0 += load<f64>(t + <usize>((x0 >> 13) & 0x7f8), 4096); s1 += load<f64>(t + <usize>((x1 >> 13) & 0x7f8), 4096);
+        s2 += load<f64>(t + <usize>((x2 >> 13) & 0x7f8), 4096); s3 += load<f64>(t + <usize>((x3 >> 13) & 0x7f8), 4096);
+        s0 += load<f64>(t + <usize>((x0 >> 21) & 0x7f8), 6144); s1 += load<f64>(t + <usize>((x1 >> 21) & 0x7f8), 6144);
+        s2 += load<f64>(t + <usize>((x2 >> 21) & 0x7f8), 6144); s3 += load<f64>(t + <usize>((x3 >> 21) & 0x7f8), 6144);
+      }
+      for (; p < bpt; p++, t += 2048) {
+        s0 += load<f64>(t + (<usize>load<u8>(c0 + <usize>p) << 3)); s1 += load<f64>(t + (<usize>load<u8>(c1 + <usize>p) << 3));
+        s2 += load<f64>(t + (<usize>load<u8>(c2 + <usize>p) << 3)); s3 += load<f64>(t + (<usize>load<u8>(c3 + <usize>p) << 3));
+      }
+      const r = <usize>(r0 + j);
+      const y0 = rowScore(norms, half, r, offset, inv, s0), y1 = rowScore(norms, half, r + 1, offset, inv, s1);
+      const y2 = rowScore(norms, half, r + 2, offset, inv, s2), y3 = rowScore(norms, half, r + 3, offset, inv, s3);
+      if (y0 > b) { b = y0; a = j; }
+      if (y1 > b) { b = y1; a = j + 1; }
+      if (y2 > b) { b = y2; a = j + 2; }
+      if (y3 > b) { b = y3; a = j + 3; }
+    }
+    for (; j < rows; j++) {
+      const c = codes + <usize>(r0 + j) * rb;
+      let s: f64 = 0;
+      let t = table;
+      for (let p = 0; p < bpt; p++, t += 2048) s += load<f64>(t + (<usize>load<u8>(c + <usize>p) << 3));
+      const y = rowScore(norms, half, <usize>(r0 + j), offset, inv, s);
+      if (y > b) { b = y; a = j; }
+    }
+    store<f64>(best + (<usize>k << 3), b);
+    store<i32>(arg + (<usize>k << 2), a);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
 // WARP's exact final stage: exact MaxSim of one query against a few documents, scored from their
 // codes in this module (decoded here to float32 rows, a block at a time, then one pass of dot
 // products per row and query token in float32 SIMD). Within float tolerance of decode + GEMM.

@@ -2,8 +2,8 @@ import { jsKernels } from './js';
 import type { Kernels } from './types';
 import { wasmKernels } from './wasm';
 
-export type { ExactLevels, ExactRows, Kernels, PreparedQuery, WarpResidentList, WarpResidentScan, WarpResidentSource, WarpTablesInput } from './types';
-export { jsKernels, jsDots, jsLookupSums, jsLookupSumsMany, jsMaxima, jsScoreRows, jsWarpTables } from './js';
+export type { ExactLevels, ExactRows, Kernels, PreparedQuery, RowMaximaInput, WarpResidentList, WarpResidentScan, WarpResidentSource, WarpTablesInput } from './types';
+export { jsKernels, jsDots, jsLookupSums, jsLookupSumsMany, jsMaxima, jsRowMaxima, jsScoreRows, jsWarpTables } from './js';
 export { wasmKernels, simdStatus, simdModulePath, type SimdStatus, type ScoreRowsVariant, type WasmKernels } from './wasm';
 
 let chosen: Kernels | null = null;

@@ -5,7 +5,7 @@
  * implementations that keep that order agree bit for bit.
  */
 import { noteTableBuild } from './builds';
-import type { Kernels, PreparedQuery, WarpTablesInput } from './types';
+import type { Kernels, PreparedQuery, RowMaximaInput, WarpTablesInput } from './types';
 
 /** A query for maxima / dots: the rows of q (n x d) as given. */
 class JsQuery implements PreparedQuery {
@@ -244,6 +244,85 @@ export function jsLookupSumsMany(tables: Float32Array, to: number, parts: readon
   }
 }
 
+/** Row r's norm (RowMaximaInput.norms), exact. */
+function normOf(norms: Uint8Array, half: boolean, r: number): number {
+  if (half) return halfValue(norms[2 * r] | (norms[2 * r + 1] << 8));
+  f32Bytes[0] = norms[4 * r];
+  f32Bytes[1] = norms[4 * r + 1];
+  f32Bytes[2] = norms[4 * r + 2];
+  f32Bytes[3] = norms[4 * r + 3];
+  return f32Word[0];
+}
+const f32Word = new Float32Array(1);
+const f32Bytes = new Uint8Array(f32Word.buffer);
+
+/** IEEE binary16 bits as their value (exact; @lateral/codec's fromHalfBits). */
+function halfValue(h: number): number {
+  const sign = h & 0x8000 ? -1 : 1;
+  const exp = (h >>> 10) & 0x1f;
+  const mant = h & 0x3ff;
+  if (exp === 0) return sign * mant * 2 ** -24;
+  if (exp === 0x1f) return mant !== 0 ? NaN : sign * Infinity;
+  return sign * (1 + mant / 1024) * 2 ** (exp - 15);
+}
+
+/** RangeError naming what is short when rowMaxima's input does not hold documents [from, to). */
+export function checkRowMaxima(t: RowMaximaInput, from: number, to: number, m: number): void {
+  const { table, bpt, codes, norms, half, start } = t;
+  if (!(Number.isInteger(from) && Number.isInteger(to) && 0 <= from && from <= to && to < start.length)) throw new RangeError(`rowMaxima: documents [${from}, ${to}) are out of range (start has ${start.length} entries)`);
+  if (!Number.isInteger(m) || m < 1) throw new RangeError(`rowMaxima: m must be an integer >= 1, got ${m}`);
+  if (!Number.isInteger(bpt) || bpt < 1) throw new RangeError(`rowMaxima: bpt must be an integer >= 1, got ${bpt}`);
+  if (!Number.isInteger(t.to) || t.to < 0 || t.to + bpt * 256 > table.length) throw new RangeError(`rowMaxima: the table has ${table.length} entries, ${bpt * 256} needed from ${t.to}`);
+  const rows = start[to];
+  if (codes.length < rows * bpt) throw new RangeError(`rowMaxima: codes has ${codes.length} bytes, ${rows} rows of ${bpt} needed`);
+  if (norms.length < rows * (half ? 2 : 4)) throw new RangeError(`rowMaxima: norms has ${norms.length} bytes, ${rows} rows of ${half ? 2 : 4} needed`);
+}
+
+/**
+ * rowMaxima (types.ts) in JavaScript: a document's rows four at a time (four independent float64
+ * sums, each in byte order), then one at a time.
+ */
+export function jsRowMaxima(t: RowMaximaInput, from: number, to: number, m: number, best: Float64Array, arg: Int32Array): void {
+  checkRowMaxima(t, from, to, m);
+  const { table, bpt, offset, inv, codes, norms, half, start } = t;
+  const t0 = t.to;
+  const score = (r: number, s: number) => {
+    const norm = normOf(norms, half, r);
+    return norm === 0 || !Number.isFinite(norm) ? offset : offset + norm * inv * s;
+  };
+  for (let k = from; k < to; k++) {
+    const r0 = start[k];
+    const rows = Math.min(m, start[k + 1] - r0);
+    let b = -Infinity;
+    let a = 0;
+    let j = 0;
+    for (; j + 4 <= rows; j += 4) {
+      const c0 = (r0 + j) * bpt, c1 = c0 + bpt, c2 = c1 + bpt, c3 = c2 + bpt;
+      let s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+      for (let p = 0, o = t0; p < bpt; p++, o += 256) {
+        s0 += table[o + codes[c0 + p]];
+        s1 += table[o + codes[c1 + p]];
+        s2 += table[o + codes[c2 + p]];
+        s3 += table[o + codes[c3 + p]];
+      }
+      const x0 = score(r0 + j, s0), x1 = score(r0 + j + 1, s1), x2 = score(r0 + j + 2, s2), x3 = score(r0 + j + 3, s3);
+      if (x0 > b) { b = x0; a = j; }
+      if (x1 > b) { b = x1; a = j + 1; }
+      if (x2 > b) { b = x2; a = j + 2; }
+      if (x3 > b) { b = x3; a = j + 3; }
+    }
+    for (; j < rows; j++) {
+      const c = (r0 + j) * bpt;
+      let s = 0;
+      for (let p = 0, o = t0; p < bpt; p++, o += 256) s += table[o + codes[c + p]];
+      const x = score(r0 + j, s);
+      if (x > b) { b = x; a = j; }
+    }
+    best[k - from] = b;
+    arg[k - from] = a;
+  }
+}
+
 export const jsKernels: Kernels = {
   kind: 'js',
   prepare: (q, n, d) => new JsQuery(q, n, d),
@@ -254,4 +333,5 @@ export const jsKernels: Kernels = {
   },
   lookupSums: jsLookupSums,
   lookupSumsMany: jsLookupSumsMany,
+  rowMaxima: jsRowMaxima,
 };

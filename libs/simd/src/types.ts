@@ -87,6 +87,29 @@ export interface ExactLevels {
 }
 
 /**
+ * What rowMaxima reads: one query token's EDEN table over 4-bit codes scored byte-wise (a code
+ * byte's two coordinates at once) and the rows of a prefix section (ME-BERT's first rows).
+ */
+export interface RowMaximaInput {
+  /** the query token's table: bpt x 256 float64 entries from table[to] (entry (b, v) at to + 256 b + v); never changed once made */
+  table: Float64Array;
+  to: number;
+  /** code bytes of a row */
+  bpt: number;
+  /** the query token's <q, mean> */
+  offset: number;
+  /** 1 / sqrt(p) */
+  inv: number;
+  /** row r's code bytes at codes[r bpt ..] */
+  codes: Uint8Array;
+  /** row r's norm: float32 at norms[4 r ..] or IEEE binary16 bits at norms[2 r ..] (little-endian) */
+  norms: Uint8Array;
+  half: boolean;
+  /** per document k, its rows [start[k], start[k + 1]) */
+  start: Uint32Array;
+}
+
+/**
  * The numeric kernels of search and scoring. Every implementation computes the same float64
  * operations in the same order, so their results are equal bit for bit (libs/simd/src/kernels.spec.ts).
  */
@@ -111,6 +134,15 @@ export interface Kernels {
    * segment), instead of one call per list.
    */
   lookupSumsMany(tables: Float32Array, to: number, parts: readonly Uint8Array[], bpt: number, out: Float64Array): void;
+  /**
+   * ME-BERT's scan of a prefix section from its codes: per document k in [from, to), its first
+   * min(m, start[k + 1] - start[k]) rows r scored s_r = offset + norm_r inv S_r, S_r the float64
+   * sum over code bytes b, in byte order, of table[to + 256 b + codes[r bpt + b]] (offset alone
+   * for a zero or non-finite norm): EdenRowScorer.score's operations in its order. best[k - from]
+   * = the largest s_r, the first on ties (-Infinity without rows), arg[k - from] = its place among
+   * the document's rows (0 when no score exceeds -Infinity).
+   */
+  rowMaxima(t: RowMaximaInput, from: number, to: number, m: number, best: Float64Array, arg: Int32Array): void;
   /**
    * A resident WARP scan over segments of these sizes, masks and lists, for the query whose
    * tables `tables` describes (WebAssembly only; the query's rows and the codec's weights are

@@ -27,6 +27,7 @@ export interface Exports {
   halfToF32(h: number, count: number, out: number): void;
   codesToF32(codes: number, rows: number, p: number, bits: number, levels: number, lut: number, out: number): void;
   maxsimF32(q: number, n: number, w: number, x: number, rows: number, scales: number, best: number): void;
+  rowMaxima(table: number, bpt: number, offset: number, inv: number, codes: number, norms: number, half: number, start: number, docs: number, m: number, best: number, arg: number, scratch: number): void;
 }
 
 export const align = (x: number) => (x + 15) & ~15;

@@ -9,8 +9,8 @@ import { createHash } from 'node:crypto';
 import { existsSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { noteTableBuild, tableBuilds } from './builds';
-import { jsDots, jsKernels, jsLookupSums, jsLookupSumsMany, jsMaxima, jsScoreRows, jsWarpTables } from './js';
-import type { ExactLevels, ExactRows, Kernels, PreparedQuery, WarpResidentScan, WarpResidentSource, WarpTablesInput } from './types';
+import { jsDots, jsKernels, jsLookupSums, jsLookupSumsMany, jsMaxima, jsRowMaxima, jsScoreRows, jsWarpTables, checkRowMaxima } from './js';
+import type { ExactLevels, ExactRows, Kernels, PreparedQuery, RowMaximaInput, WarpResidentScan, WarpResidentSource, WarpTablesInput } from './types';
 import { Arena, BLOCK_BYTES, MAX_QUERY_BYTES, MAX_RESIDENT_TABLE_BYTES, RESIDENT_LIST_BYTES, align, type Exports, type WasmApi } from './wasm-memory';
 import { ResidentLists, ResidentScan } from './wasm-resident';
 
@@ -329,6 +329,55 @@ class WasmKernels implements Kernels {
     }
   }
 
+  /** Which EDEN query token's table (RowMaximaInput) is resident at offset 0 when the arena's resident is this key. */
+  private readonly rowTableKey = { table: null as Float64Array | null, to: -1 };
+
+  rowMaxima(t: RowMaximaInput, from: number, to: number, m: number, best: Float64Array, arg: Int32Array): void {
+    checkRowMaxima(t, from, to, m);
+    if (to === from) return;
+    const { table, bpt, codes, norms, half, start } = t;
+    const a = this.a;
+    const tBytes = bpt * 256 * 8;
+    const key = this.rowTableKey;
+    // The query token's table (bpt x 256 f64: 128 KiB at d = 100) is copied in once and kept while the same table is used.
+    if (a.resident !== key || key.table !== table || key.to !== t.to) {
+      a.evict();
+      key.table = table;
+      key.to = t.to;
+      a.hold(key, tBytes, () => a.f64.set(table.subarray(t.to, t.to + bpt * 256), 0));
+    }
+    const nb = half ? 2 : 4;
+    // Documents in blocks whose rows (codes, norms, scores) take at most BLOCK_BYTES, and at most
+    // BLOCK_BYTES / 16 documents (bounds, maxima, places): the scratch stays below LOW_BYTES, so a
+    // resident WARP scan's state above it is kept. A document holds a few rows (at most 64).
+    const maxRows = Math.max(1, Math.floor(BLOCK_BYTES / (bpt + nb + 8)));
+    const maxDocs = BLOCK_BYTES >> 4;
+    let k0 = from;
+    while (k0 < to) {
+      let k1 = k0 + 1;
+      while (k1 < to && k1 - k0 < maxDocs && start[k1 + 1] - start[k0] <= maxRows) k1++;
+      const docs = k1 - k0;
+      const r0 = start[k0];
+      const rows = start[k1] - r0;
+      const cOff = a.free;
+      const nOff = cOff + align(rows * bpt);
+      const sOff = nOff + align(rows * nb);
+      const bOff = sOff + align((docs + 1) * 4);
+      const aOff = bOff + docs * 8;
+      const xOff = aOff + align(docs * 4);
+      a.ensure(xOff + rows * 8);
+      a.u8.set(codes.subarray(r0 * bpt, (r0 + rows) * bpt), cOff);
+      a.u8.set(norms.subarray(r0 * nb, (r0 + rows) * nb), nOff);
+      const u32 = a.u32;
+      const sw = sOff >> 2;
+      for (let k = 0; k <= docs; k++) u32[sw + k] = start[k0 + k] - r0;
+      a.x.rowMaxima(0, bpt, t.offset, t.inv, cOff, nOff, half ? 1 : 0, sOff, docs, m, bOff, aOff, xOff);
+      best.set(a.f64.subarray(bOff >> 3, (bOff >> 3) + docs), k0 - from);
+      arg.set(a.i32.subarray(aOff >> 2, (aOff >> 2) + docs), k0 - from);
+      k0 = k1;
+    }
+  }
+
   /** The module offset of tables[to]: the query's tables made resident (whole when they fit, else token to's). */
   private residentTables(tables: Float32Array, to: number, bpt: number): number {
     const a = this.a;
@@ -389,6 +438,26 @@ function selfCheck(k: WasmKernels): string | null {
     k.lookupSumsMany(t1, bpt * 256, parts, bpt, m1);
     jsLookupSumsMany(t2, bpt * 256, parts, bpt, m2);
     if (m1.some((v, i) => !Object.is(v, m2[i]))) return `lookupSumsMany (b = ${bits})`;
+  }
+  for (const half of [false, true]) {
+    // 3 documents: 6 rows (a run of 4, then 2), none, 3 rows; bpt 6 (a word and a tail); a zero and a non-finite norm.
+    const bpt = 6;
+    const start = Uint32Array.from([0, 6, 6, 9]);
+    const table = Float64Array.from({ length: 3 + bpt * 256 }, rnd);
+    const codes = Uint8Array.from({ length: 9 * bpt }, () => Math.floor((rnd() + 0.5) * 256));
+    const norms = new Uint8Array(9 * (half ? 2 : 4));
+    const nv = new DataView(norms.buffer);
+    for (let r = 0; r < 9; r++) {
+      if (half) nv.setUint16(2 * r, r === 2 ? 0 : r === 7 ? 0x7c00 : 0x3c00 + r * 97, true);
+      else nv.setFloat32(4 * r, r === 2 ? 0 : r === 7 ? NaN : 0.5 + rnd(), true);
+    }
+    const t: RowMaximaInput = { table, to: 3, bpt, offset: 0.125, inv: 0.25, codes, norms, half, start };
+    for (const m of [1, 5, 6]) {
+      const b1 = new Float64Array(3), b2 = new Float64Array(3), g1 = new Int32Array(3), g2 = new Int32Array(3);
+      k.rowMaxima(t, 0, 3, m, b1, g1);
+      jsRowMaxima(t, 0, 3, m, b2, g2);
+      if (b1.some((v, i) => !Object.is(v, b2[i])) || g1.some((v, i) => v !== g2[i])) return `rowMaxima (m = ${m}${half ? ', fp16 norms' : ''})`;
+    }
   }
   return null;
 }
