@@ -17,7 +17,8 @@
  * and query tokens near random centroids. Real lists are skewed (popular centroids hold more),
  * which raises the bytes a probe reads: the share here is for uniform lists.
  */
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { Session } from 'node:inspector';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { DiskObjectCache } from '@lateral/infra';
@@ -40,7 +41,8 @@ import {
   type WarpDirectory,
   type WarpLayout,
 } from '@lateral/search';
-import { SegmentCache, WARP_RANGE_GAP_BYTES, warpScan, type ObjectSource, type SearchPlan } from '@lateral/serving';
+import { OnnxIvfProbe } from '@lateral/kernels';
+import { SegmentCache, WARP_RANGE_GAP_BYTES, warpScan, type ObjectSource, type SearchPlan, type WarpScanOptions, type WarpScanQueryStats } from '@lateral/serving';
 import { mulberry32, s3Keys, type CollectionManifest, type SegmentRef } from '@lateral/shared';
 import { median, round } from './segment-cache';
 
@@ -134,19 +136,44 @@ export interface ColdWarpOptions {
    * whole path copies every layout (~3.6 GB) through the disk cache, which the comparison does not need.
    */
   rangedOnly: boolean;
+  /**
+   * Warm rounds (0: none): after the cold scorers, one scorer with a 2 GiB memory cache reads every
+   * query once (filling its memory and disk caches), then repeats every query this many times with
+   * its lists in memory; then each query on a scorer whose memory holds only the directories (lists
+   * from the warm disk cache). Centroid scores by ONNX Runtime's GEMM + TopK (`centroidTop`, as the
+   * search job runs them), so the figures are the search job's warm scan (its exact stage aside).
+   */
+  warmRounds: number;
+  /** A file for a CPU profile (.cpuprofile, the inspector's sampler) of the warm rounds from memory alone; absent: none. */
+  profileTo?: string;
+}
+
+/** The inspector's CPU sampler started now; the function it returns stops it and writes the profile to a file. */
+async function startProfile(): Promise<(file: string) => Promise<void>> {
+  const session = new Session();
+  session.connect();
+  const post = (method: string, params?: object) => new Promise<unknown>((res, rej) => session.post(method, params ?? {}, (err, out) => (err ? rej(err) : res(out))));
+  await post('Profiler.enable');
+  await post('Profiler.setSamplingInterval', { interval: 200 });
+  await post('Profiler.start');
+  return async (file) => {
+    const { profile } = (await post('Profiler.stop')) as { profile: unknown };
+    writeFileSync(file, JSON.stringify(profile));
+    session.disconnect();
+  };
 }
 
 /** The defaults of the WARP section (`quick`: a smaller run for a loaded machine). */
 export function coldWarpDefaults(quick: boolean): ColdWarpOptions {
-  return { sizes: quick ? [5000] : [20000, 50000], docTokens: 55, batch: 1024, queries: quick ? 3 : 6, queryTokens: 32, nprobe: 32, bits: 4, dims: 128, latencyMs: 10, mbPerS: 100, maxSegments: DEFAULT_WARP_MAX_SEGMENTS, rangeGap: WARP_RANGE_GAP_BYTES, rounds: quick ? 1 : 2, rangedOnly: false };
+  return { sizes: quick ? [5000] : [20000, 50000], docTokens: 55, batch: 1024, queries: quick ? 3 : 6, queryTokens: 32, nprobe: 32, bits: 4, dims: 128, latencyMs: 10, mbPerS: 100, maxSegments: DEFAULT_WARP_MAX_SEGMENTS, rangeGap: WARP_RANGE_GAP_BYTES, rounds: quick ? 1 : 2, rangedOnly: false, warmRounds: 0 };
 }
 
 export async function runColdWarpBench(o: ColdWarpOptions): Promise<Record<string, unknown>> {
-  const { sizes: totals, docTokens: L, batch, queries: Q, queryTokens: n, nprobe, bits, dims, latencyMs: latency, mbPerS, maxSegments, rangeGap: gap, rounds, rangedOnly } = o;
+  const { sizes: totals, docTokens: L, batch, queries: Q, queryTokens: n, nprobe, bits, dims, latencyMs: latency, mbPerS, maxSegments, rangeGap: gap, rounds, rangedOnly, warmRounds, profileTo } = o;
   const policy: MergePolicySettings = { ...DEFAULT_MERGE_POLICY, maxSegments, searchMaxBytes: DEFAULT_WARP_MAX_BYTES };
   const results: Record<string, unknown>[] = [];
   for (const total of totals) results.push(await oneSize(total));
-  return { latency_ms: latency, mb_per_s: mbPerS, doc_tokens: L, batch, queries: Q, query_tokens: n, nprobe, bits, dims, max_segments: maxSegments, range_gap: gap, rounds, sizes: results };
+  return { latency_ms: latency, mb_per_s: mbPerS, doc_tokens: L, batch, queries: Q, query_tokens: n, nprobe, bits, dims, max_segments: maxSegments, range_gap: gap, rounds, warm_rounds: warmRounds, sizes: results };
 
   async function oneSize(total: number): Promise<Record<string, unknown>> {
     const t0 = Date.now();
@@ -186,6 +213,7 @@ export async function runColdWarpBench(o: ColdWarpOptions): Promise<Record<strin
       return { vectors: normalizeRows(v, n, dims), n };
     });
     const scanOpts = { centroids, codec, nprobe, topN: 100, yieldEvery: async () => {} };
+    let warmFigures: Record<string, unknown> | undefined;
 
     /** A scorer with an empty disk and memory over a store that charges each GET; ranged: the store answers ranged GETs. */
     const coldScorer = async (ranged: boolean) => {
@@ -241,6 +269,102 @@ export async function runColdWarpBench(o: ColdWarpOptions): Promise<Record<strin
       }
     };
 
+    /**
+     * The warm scan (warmRounds > 0): a scorer with a 2 GiB memory cache reads every query once
+     * (its lists fetched into the memory and disk caches, timed apart), then repeats each query
+     * `warmRounds` times with no GET; then each query again on a scorer over the same warm disk
+     * whose memory holds only the directories (read before the timing), so its lists are positioned
+     * reads of the disk cache's copies. Per query: wall and process CPU time, bytes of the probed
+     * lists scored, bytes fetched (0: all from memory), ranged reads, and the disk cache's counters.
+     */
+    const warmScorer = async () => {
+      const probe = await OnnxIvfProbe.create(0);
+      const centroidTop: WarpScanOptions['centroidTop'] = (q, qn, c, d, k) => probe.top(q, qn, c, d, k);
+      const warmOpts = { ...scanOpts, centroidTop };
+      const store = {
+        async get(key: string) {
+          const b = objects.get(key) ?? null;
+          return b ? b.slice() : null;
+        },
+        async getRange(key: string, offset: number, length: number) {
+          const b = objects.get(key);
+          return b ? b.slice(offset, offset + length) : null;
+        },
+      };
+      const dir = mkdtempSync(path.join(tmpdir(), 'lateral-warm-warp-'));
+      const disk = new DiskObjectCache(store, dir, 2 ** 40, 'bench');
+      const source: ObjectSource = { get: (k) => disk.get(k), invalidate: (k) => disk.invalidate(k), readRanges: (k, rs, c) => disk.readRanges(k, rs, c), ranged: disk.ranged, getRanges: (k, rs) => disk.getRanges(k, rs) };
+      const scorer = () => new SegmentCache(source, { get: async () => Promise.reject(new Error('no codec artifact')) }, { forCollection: async () => Promise.reject(new Error('none')) }, { maxBytes: 2 * 2 ** 30, loadConcurrency: 4, scoreFromCodes: true, warpRangeGapBytes: gap });
+      type Timed = { ms: number; cpuMs: number; stats: WarpScanQueryStats; hits: string; diskRangeHits: number; diskRangeGets: number };
+      const timed = async (cache: SegmentCache, q: number): Promise<Timed> => {
+        const d0 = disk.stats();
+        const cpu = process.cpuUsage();
+        const t = performance.now();
+        const got = await warpScan(cache, { tenantId: T, id: C }, manifest, plan, queries.slice(q, q + 1), warmOpts);
+        const ms = performance.now() - t;
+        const used = process.cpuUsage(cpu);
+        const d1 = disk.stats();
+        if (got.failed.size > 0) throw new Error(`segments failed: ${[...got.failed.values()].map((e) => e.message).join('; ')}`);
+        return { ms, cpuMs: (used.user + used.system) / 1000, stats: got.queries[0], hits: JSON.stringify(got.hits), diskRangeHits: d1.rangeHits - d0.rangeHits, diskRangeGets: d1.rangeGets - d0.rangeGets };
+      };
+      try {
+        const cache = scorer();
+        const fill: Timed[] = [];
+        for (let q = 0; q < Q; q++) fill.push(await timed(cache, q));
+        const memory: Timed[] = [];
+        const profiler = profileTo ? await startProfile() : null;
+        for (let k = 0; k < warmRounds; k++)
+          for (let q = 0; q < Q; q++) {
+            const w = await timed(cache, q);
+            if (w.hits !== fill[q].hits) throw new Error(`warm query ${q}: hits differ from its first run`);
+            if (w.stats.bytesFetched !== 0) throw new Error(`warm query ${q} fetched ${w.stats.bytesFetched} bytes (its lists should be in memory)`);
+            memory.push(w);
+          }
+        if (profiler && profileTo) await profiler(profileTo);
+        console.error(`  warm from memory: ${memory.map((w) => round(w.ms)).join(', ')} ms`);
+        // A fresh scorer coalesces a query's lists into other ranges than the filling one did (that
+        // one already held some lists), so the gaps between them may not be on disk yet: each query
+        // runs once on a fresh scorer first (untimed; its few GETs fill them), then on another that
+        // has run the next query (its directories and whole small layouts in memory), timed.
+        const fromDisk: Timed[] = [];
+        for (let q = 0; q < Q; q++) {
+          // every directory, and the layouts small enough to be read whole, in memory first (another query)
+          await timed(scorer(), q);
+          const c = scorer();
+          await timed(c, (q + 1) % Q);
+          const w = await timed(c, q);
+          if (w.hits !== fill[q].hits) throw new Error(`query ${q} from the disk cache: hits differ from its first run`);
+          fromDisk.push(w);
+        }
+        return { fill, memory, fromDisk, memoryStats: cache.stats() };
+      } finally {
+        rmSync(dir, { recursive: true, force: true });
+      }
+    };
+    const warmRun = warmRounds > 0 ? await warmScorer() : null;
+    if (warmRun) {
+      const pct = (xs: number[], p: number) => {
+        const s = [...xs].sort((a, b) => a - b);
+        return s[Math.min(s.length - 1, Math.ceil((p / 100) * s.length) - 1)];
+      };
+      const sum = (xs: { ms: number; cpuMs: number; stats: WarpScanQueryStats; diskRangeHits: number; diskRangeGets: number }[]) => ({
+        ms_p50: round(pct(xs.map((x) => x.ms), 50)),
+        ms_p95: round(pct(xs.map((x) => x.ms), 95)),
+        cpu_ms_p50: round(pct(xs.map((x) => x.cpuMs), 50)),
+        list_mib_scored_p50: round(median(xs.map((x) => x.stats.bytesRead)) / 2 ** 20),
+        mib_fetched_p50: round(median(xs.map((x) => x.stats.bytesFetched)) / 2 ** 20),
+        ranged_reads_p50: median(xs.map((x) => x.stats.ranges)),
+        disk_range_hits_p50: median(xs.map((x) => x.diskRangeHits)),
+        disk_range_gets_p50: median(xs.map((x) => x.diskRangeGets)),
+        probed_lists_p50: median(xs.map((x) => x.stats.probed)),
+        queries: xs.length,
+      });
+      warmFigures = { fill: sum(warmRun.fill), memory: sum(warmRun.memory), disk: sum(warmRun.fromDisk), memory_cache: warmRun.memoryStats };
+      console.error(`  warm (nprobe ${nprobe}): fill ${JSON.stringify(warmFigures.fill)}`);
+      console.error(`  warm from memory: ${JSON.stringify(warmFigures.memory)}`);
+      console.error(`  warm from the disk cache: ${JSON.stringify(warmFigures.disk)}`);
+    }
+
     const ranged: Awaited<ReturnType<typeof coldScorer>>[] = [];
     const whole: Awaited<ReturnType<typeof coldScorer>>[] = [];
     for (let k = 0; k < rounds; k++) {
@@ -293,6 +417,7 @@ export async function runColdWarpBench(o: ColdWarpOptions): Promise<Record<strin
       warm_query_mib_fetched: round(median(ranged.flatMap((x) => x.warm.map((w) => w.queries[0].bytesFetched))) / 2 ** 20),
       ranged_reads_per_query: { measured_first: first.ranges, bounded_segments: readsPerQuery(boundedDirs), without_bound: readsPerQuery(unboundedDirs), without_bound_segments: unbounded.sizes.length },
       probed_lists_per_query: first.probed,
+      ...(warmFigures ? { warm: warmFigures } : {}),
     };
     console.log(
       `WARP cold scorer, ${total} documents (${refs.length} segments, K ${K}, ${result.layout_mib} MiB of layouts; ${latency} ms + ${mbPerS} MB/s per GET): first XTR query ${result.first_query_ms.ranged} ms by ranges ` +

@@ -2,7 +2,7 @@
  * `npm run bench -- cold-scorer [--json] [--section both|rerank|warp] [--quick] [--segments N] [--docs N] [--tokens N]
  *   [--dims N] [--candidates N] [--latency-ms N] [--mb-per-s N] [--rounds N]`
  * and for the WARP section (cold-scorer-warp.ts) `[--warp-docs N,N] [--doc-tokens N] [--batch N] [--queries N]
- *   [--query-tokens N] [--nprobe N] [--bits 2|4] [--max-segments N] [--range-gap N] [--ranged-only]`
+ *   [--query-tokens N] [--nprobe N] [--bits 2|4] [--max-segments N] [--range-gap N] [--ranged-only] [--warm-rounds N]`
  *
  * Section rerank:
  * What segment heads stored in S3 change for a scorer that starts with an empty disk (a new pod,
@@ -31,16 +31,19 @@ const USAGE = `usage: npm run bench -- cold-scorer [--json] [--section both|rera
     [--latency-ms N (10)] [--mb-per-s N (100)] [--rounds N (4; --quick 2)]
   warp: [--warp-docs N,N (20000,50000; --quick 5000)] [--doc-tokens N (55)] [--batch N (1024)] [--queries N (6; --quick 3)]
     [--query-tokens N (32)] [--nprobe N (32)] [--bits 2|4 (4)] [--dims N (128)] [--latency-ms N (10)] [--mb-per-s N (100)]
-    [--max-segments N] [--range-gap N (32768: the scorer's default)] [--rounds N (2; --quick 1)] [--ranged-only]`;
+    [--max-segments N] [--range-gap N (32768: the scorer's default)] [--rounds N (2; --quick 1)] [--ranged-only]
+    [--warm-rounds N (0): then every query repeated N times on a warm scorer, lists in memory, and once from the disk cache]
+    [--warm-profile FILE: a CPU profile of the warm rounds from memory]`;
 
 /** The numeric flags of both sections (each a number of at least 0). */
-const NUMBER_FLAGS = ['segments', 'docs', 'tokens', 'dims', 'candidates', 'latency-ms', 'mb-per-s', 'rounds', 'doc-tokens', 'batch', 'queries', 'query-tokens', 'nprobe', 'bits', 'max-segments', 'range-gap'] as const;
+const NUMBER_FLAGS = ['segments', 'docs', 'tokens', 'dims', 'candidates', 'latency-ms', 'mb-per-s', 'rounds', 'doc-tokens', 'batch', 'queries', 'query-tokens', 'nprobe', 'bits', 'max-segments', 'range-gap', 'warm-rounds'] as const;
 const FLAGS = {
   json: { type: 'boolean' },
   quick: { type: 'boolean' },
   'ranged-only': { type: 'boolean' },
   section: { type: 'string', default: 'both' },
   'warp-docs': { type: 'string' },
+  'warm-profile': { type: 'string' },
   ...(Object.fromEntries(NUMBER_FLAGS.map((f) => [f, { type: 'string' }])) as Record<(typeof NUMBER_FLAGS)[number], { type: 'string' }>),
 } as const;
 
@@ -92,6 +95,8 @@ export async function runColdScorerBench(args: string[]): Promise<Record<string,
       rangeGap: num('range-gap', w.rangeGap),
       rounds: num('rounds', w.rounds),
       rangedOnly: v['ranged-only'] ?? false,
+      warmRounds: num('warm-rounds', w.warmRounds),
+      ...(v['warm-profile'] ? { profileTo: v['warm-profile'] } : {}),
     };
     return { section: v.section, rerank, warp };
   });

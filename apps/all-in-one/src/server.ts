@@ -1,7 +1,7 @@
 import type { NestExpressApplication } from '@nestjs/platform-express';
 import { QueueName, type Config } from '@lateral/shared';
 import { createLogger, createRuntime, resolveServices, type Logger, type Runtime, type WorkerHost } from '@lateral/infra';
-import { HANDLED_QUEUES, startWorkers } from '@lateral/workers';
+import { HANDLED_QUEUES, startWorkers, workersReady } from '@lateral/workers';
 import { closeApi, createApiApp } from '@lateral/http-api';
 
 export interface Server {
@@ -23,6 +23,8 @@ export async function startServer(config: Config, opts: { queues?: QueueName[]; 
   const workers = startWorkers(runtime, opts.queues ?? HANDLED_QUEUES);
   const app = await createApiApp(runtime);
   detachNestSignalHandlers(app);
+  // Answers once the compute threads are up (they load while the API app is made).
+  await workersReady(workers);
   await app.listen(config.PORT, config.HOST);
   const addr = app.getHttpServer().address() as { port: number };
   const url = `http://${config.HOST}:${addr.port}`;

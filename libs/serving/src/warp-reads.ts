@@ -164,6 +164,8 @@ export async function warpLists(store: SegmentStore, collection: Pick<Collection
     }
     const empty: WarpList = { count: 0, docs: dir.docIdBytes === 2 ? new Uint16Array(0) : new Uint32Array(0), codes: new Uint8Array(0) };
     const lists: WarpListSource = {
+      // the layout's lists are immutable: every query's source over them is the same lists to the resident scan (its slots kept per directory, not per query)
+      identity: dir,
       list(c: number): WarpList {
         if (dir.counts[c] === 0) return empty;
         const l = held.get(c);

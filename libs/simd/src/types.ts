@@ -42,6 +42,14 @@ export interface WarpResidentList {
  */
 export interface WarpResidentSource {
   list(centroid: number): WarpResidentList;
+  /**
+   * What names the lists' content when it outlives this source (e.g. a segment layout's directory:
+   * its lists are immutable, and each query's ranged reads make a new source over them): sources of
+   * the same identity hold the same entries for every centroid, so the scan keeps where a list sits
+   * per identity, and a list another source of it copied in is found without a list() call. Absent:
+   * the source itself.
+   */
+  readonly identity?: object;
 }
 
 /**

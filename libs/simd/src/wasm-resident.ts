@@ -22,8 +22,9 @@ let epochs = 0;
 
 /**
  * WARP lists kept in the module's memory from LOW_BYTES: per WarpResidentList object, its codes
- * then its ids as u32 (`at`); and per source, where its centroids' lists sit (`slots`), so a list
- * probed again is found by one array read, not a list() call and a WeakMap lookup.
+ * then its ids as u32 (`at`); and per source (or its identity: the same lists read again by another
+ * query's source), where its centroids' lists sit (`slots`), so a list probed again is found by one
+ * array read, not a list() call and a WeakMap lookup.
  */
 export class ResidentLists {
   at = new WeakMap<object, number>();
@@ -160,7 +161,7 @@ export class ResidentScan implements WarpResidentScan {
     // looked up by object (kept for another source) or copied in (kept while the budget allows).
     for (let s = 0; s < ns; s++) {
       const src = this.sources[s];
-      const slots = store.slotsOf(src, store.epoch);
+      const slots = store.slotsOf(src.identity ?? src, store.epoch);
       let at = slots.at;
       entries[s] = 0;
       for (let p = 0; p < np; p++) {

@@ -1,3 +1,3 @@
 export { HANDLED_QUEUES, pipelineHandlers } from './handlers';
-export { startWorkers, runWorkerApp } from './start';
+export { startWorkers, runWorkerApp, workersReady } from './start';
 export { reconcile, startReconciler, type ReconcileReport } from './reconciler';

@@ -31,6 +31,24 @@ function affinityOf(kind: string, p: unknown): string | undefined {
   return typeof tenantId === 'string' ? `${tenantId}/${typeof collectionId === 'string' ? collectionId : ''}` : undefined;
 }
 
+const poolsOf = new WeakMap<WorkerHost, ComputePool>();
+
+/**
+ * Resolves once the compute threads of a host that startWorkers started have loaded their modules
+ * and runtime (at once without threads). The all-in-one server waits for it before it answers: a
+ * service that took documents while its one compute thread was still loading (~3 s of CPU on the
+ * 2-core machine) ran that start-up beside its first jobs (issue 29's ingest bench counted it as
+ * pipeline work). A thread that fails to start is not waited for here (it is started again, and
+ * its jobs are retried meanwhile), nor one that takes longer than `timeoutMs`.
+ */
+export async function workersReady(host: WorkerHost, timeoutMs = 60_000): Promise<void> {
+  const pool = poolsOf.get(host);
+  if (!pool) return;
+  let timer: NodeJS.Timeout | undefined;
+  await Promise.race([pool.ready().catch(() => undefined), new Promise<void>((resolve) => (timer = setTimeout(resolve, timeoutMs).unref()))]);
+  clearTimeout(timer);
+}
+
 /**
  * Starts BullMQ workers for `queues` in this process, with the pipeline's handlers: in
  * COMPUTE_THREADS worker threads (compute/pool.ts) or, with COMPUTE_THREADS=0, on this event loop.
@@ -102,7 +120,10 @@ export function startWorkers(rt: Runtime, queues: QueueName[]): WorkerHost {
         })
       : null;
   host.start(queues, pool ? pooledHandlers(rt, pool) : pipelineHandlers(rt, extra));
-  if (pool) host.onClosed(() => pool.close());
+  if (pool) {
+    host.onClosed(() => pool.close());
+    poolsOf.set(host, pool);
+  }
   // A scorer (a process working on rerank or search) serves the shard queues of the shards it holds.
   if (queues.includes(QueueName.rerank) || queues.includes(QueueName.search)) {
     const shards = scorerShards(config.SCORER_SHARDS, config.COLLECTION_MAX_SHARDS, config.SCORER_SHARD_FROM_HOSTNAME, os.hostname());

@@ -20,9 +20,21 @@ export interface SegmentIndexerDeps {
   warpCodecs?: Pick<WarpCodecRepository, 'ensure'> & Partial<Pick<WarpCodecRepository, 'get'>>;
 }
 
-/** Lloyd iterations of the IVF fit, and sampled tokens per centroid. */
+/** Lloyd iterations of a WARP refit's k-means (maintenance/warp-refit.ts) and of the centroid groups of a grouped assignment. */
 export const KMEANS_ITERATIONS = 4;
-export const SAMPLE_PER_CENTROID = 32;
+/**
+ * The first fit of a collection's centroids (its first indexed segment): sampled tokens per
+ * centroid and Lloyd iterations. Each iteration is a T x K x d GEMM, so the fit cost as many
+ * nearest-centroid passes as it had iterations over the sample; on a 512-document ingest (issue 29,
+ * 45k tokens in the first segment, K = 2,048) the former 32 per centroid (all 45k tokens) and 4
+ * iterations were the largest single cost beside the encoder. 16 per centroid and 2 iterations
+ * cost a third of it; on held-out Vaswani tokens (`scripts/bench/first-fit-probe.ts`) the mean
+ * inner product with the nearest centroid fell 0.7210 -> 0.7096 (a refit's 8 per centroid and 4
+ * iterations: 0.7007), and WARP's nDCG@10 / recall@100 stayed within noise (docs/benchmarks.md,
+ * "Ingest: the CPU beside the encoder").
+ */
+export const SAMPLE_PER_CENTROID = 16;
+export const FIRST_FIT_ITERATIONS = 2;
 /** Residuals sampled for WARP's codec fit (per-dimension quantiles). */
 export const WARP_CODEC_SAMPLE = 65_536;
 
@@ -75,14 +87,14 @@ export async function segmentSearchObjects(
   const T = reader.tokens;
   const assigner = await deps.assigner();
   const ivf = await deps.ivf.ensure(p.tenantId, p.collectionId, p.codecVersion, async () => {
-    // Fitted on this (the first indexed) segment's tokens: a seeded sample, 32 per centroid.
+    // Fitted on this (the first indexed) segment's tokens: a seeded sample, SAMPLE_PER_CENTROID per centroid.
     const k = Math.min(T, deps.ivfCentroids || ivfCentroidCount(T));
     const n = Math.min(T, Math.max(SAMPLE_PER_CENTROID * k, 4096));
     const rows = distinctSample(T, n, mulberry32(1)).sort();
     const sample = new Float32Array(n * d);
     rows.forEach((r, i) => sample.set(seg.tokens.subarray(r * d, r * d + d), i * d));
     const x = normalizeRows(sample, n, d);
-    const centroids = await onnxSphericalKmeans(assigner, x, n, d, distinctSample(n, k, mulberry32(2)), KMEANS_ITERATIONS);
+    const centroids = await onnxSphericalKmeans(assigner, x, n, d, distinctSample(n, k, mulberry32(2)), FIRST_FIT_ITERATIONS);
     return { k, dims: d, centroids };
   });
   if (ivf.dims !== d) throw new PermanentJobError(`IVF centroids of ${p.collectionId} v${p.codecVersion} have ${ivf.dims} dims, the segment ${d}`);
@@ -101,9 +113,12 @@ export async function segmentSearchObjects(
     if (n === 0) throw new PermanentJobError(`${reader.name} has no tokens to fit the WARP codec of ${p.collectionId} v${p.codecVersion} on`);
     const rows = distinctSample(T, n, mulberry32(3)).sort();
     const residuals = new Float32Array(n * d);
+    // (the arrays read once: \`seg.tokens\` is a getter, and read per value it cost ~2 s of the first index job: issue 29's profile)
+    const tokens = seg.tokens;
+    const centroids = ivf.centroids;
     rows.forEach((r, i) => {
       const c = nearest[r];
-      for (let j = 0; j < d; j++) residuals[i * d + j] = seg.tokens[r * d + j] - ivf.centroids[c * d + j];
+      for (let j = 0; j < d; j++) residuals[i * d + j] = tokens[r * d + j] - centroids[c * d + j];
     });
     return fitWarpCodec(residuals, n, d, warp.bits);
   });
@@ -127,7 +142,7 @@ const epochGroups = new WeakMap<Float32Array, Promise<CentroidGroups>>();
  * listed under the best one inside them (0.5% of tokens in that bench), its residual taken against
  * that centroid, so its decoded vector is as exact as any other's.
  */
-async function assignToEpoch(assigner: OnnxNearestCentroid, x: Float32Array, n: number, centroids: Float32Array, k: number, d: number): Promise<{ nearest: Uint32Array }> {
+export async function assignToEpoch(assigner: OnnxNearestCentroid, x: Float32Array, n: number, centroids: Float32Array, k: number, d: number): Promise<{ nearest: Uint32Array }> {
   if (k < GROUPED_ASSIGN_MIN) return assigner.assign(x, n, centroids, k, d);
   let groups = epochGroups.get(centroids);
   if (!groups) {

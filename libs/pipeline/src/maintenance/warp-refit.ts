@@ -4,7 +4,7 @@ import { distinctSample, fitWarpCodec, ivfCentroidCount, normalizeRows, searchSe
 import { onnxSphericalKmeans, onnxTwoLevelKmeans, type OnnxNearestCentroid } from '@lateral/kernels';
 import type { CodecArtifactRepository, GenerationRepository, IvfCentroidRepository, Logger, ObjectStore, WarpCodecRepository } from '@lateral/infra';
 import { segmentReadOptions, type StaticEmbeddingsCache } from '@lateral/serving';
-import { KMEANS_ITERATIONS, WARP_CODEC_SAMPLE, warpLayoutObject, type SegmentIndexerDeps } from '../ingest/segment-indexer';
+import { KMEANS_ITERATIONS, WARP_CODEC_SAMPLE, assignToEpoch, warpLayoutObject, type SegmentIndexerDeps } from '../ingest/segment-indexer';
 import { gcKeys, type GarbageRecord } from './gc';
 
 /**
@@ -162,7 +162,8 @@ export async function fitEpoch(deps: WarpRefitDeps, collection: Collection, refs
       // The codec on the residuals of (up to WARP_CODEC_SAMPLE of) the same sample against the new centroids.
       const m = Math.min(got, WARP_CODEC_SAMPLE);
       // exactly m rows: a sample that skipped deleted rows holds fewer than it was sized for
-      const { nearest } = await assigner.assign(sample.subarray(0, m * d), m, ivf.centroids, ivf.k, d);
+      // (grouped from GROUPED_ASSIGN_MIN centroids, as the layouts' tokens are: a flat pass over 8 x K rows cost as much as the k-means)
+      const { nearest } = await assignToEpoch(assigner, sample.subarray(0, m * d), m, ivf.centroids, ivf.k, d);
       const residuals = new Float32Array(m * d);
       for (let i = 0; i < m; i++) for (let j = 0; j < d; j++) residuals[i * d + j] = sample[i * d + j] - ivf.centroids[nearest[i] * d + j];
       return fitWarpCodec(residuals, m, d, bits);

@@ -436,6 +436,35 @@ describe('warp engine', () => {
     }
   });
 
+  it('the resident scan: sources of one identity (each query\'s reads of one layout) share where their lists sit, the same bits; another identity is not taken for it', () => {
+    const wasm = wasmKernels();
+    if (!wasm) return; // JavaScript kernels only: the resident path does not exist
+    const f = warpFixture(227, { documents: 50, dims: 16, K: 12, bits: 4 });
+    const { layouts, segments } = segmentsFor(f, [0, 20, 50], true);
+    const sizes = warpListSizes(layouts);
+    const identities = segments.map(() => ({}));
+    let calls = 0;
+    // a query's source, as warpLists makes one per query: its own object, the layout's identity
+    const sourceOf = (k: number, identity: object): WarpSegment => ({ ...segments[k], lists: { identity, list: (c) => (calls++, segments[k].lists.list(c)) } });
+    const query = warpQuery(randomQuery(41, 4, 16), 4, f.centroids, f.codec, sizes, { nprobe: 4 });
+    const js = runSteps(warpSegmentsSearchSteps(query, segments, { topN: 50, resident: false }));
+    const same = (got: typeof js) =>
+      got.forEach((h, k) => {
+        expect([...h.docs]).toEqual([...js[k].docs]);
+        expect(h.scores.every((x, i) => Object.is(x, js[k].scores[i]))).toBe(true);
+        expect([h.scored, h.candidates]).toEqual([js[k].scored, js[k].candidates]);
+      });
+    same(runSteps(warpSegmentsSearchSteps(query, segments.map((_, k) => sourceOf(k, identities[k])), { topN: 50 })));
+    expect(calls).toBeGreaterThan(0);
+    calls = 0;
+    // new sources of the same identities: every list found where the first query's sources put it
+    same(runSteps(warpSegmentsSearchSteps(query, segments.map((_, k) => sourceOf(k, identities[k])), { topN: 50 })));
+    expect(calls).toBe(0);
+    // the two segments' identities swapped would name the other's lists: each identity is its own, so new identities ask their sources again
+    same(runSteps(warpSegmentsSearchSteps(query, segments.map((_, k) => sourceOf(k, {})), { topN: 50 })));
+    expect(calls).toBeGreaterThan(0);
+  });
+
   it('masked documents are never scored; the others keep their scores', () => {
     const f = warpFixture(51, { documents: 40, dims: 10, K: 8, bits: 4 });
     const q = randomQuery(5, 4, 10);

@@ -52,6 +52,8 @@ export function warpCodeWords(codes: Uint8Array, bytesPerToken: number): Uint32A
  */
 export interface WarpListSource {
   list(centroid: number): WarpList;
+  /** Sources of the same identity hold the same lists (WarpResidentSource.identity of @lateral/simd); absent: the source itself. */
+  readonly identity?: object;
 }
 
 /** What a layout's header says, shared by the layout as built and its directory as read. */
