@@ -3,6 +3,11 @@
  * float32 -> float16 rounds to nearest, ties to even; overflow goes to +-Infinity, values below
  * half the smallest subnormal (2^-25) go to +-0, NaN stays NaN (quiet). float16 -> float32 is exact.
  */
+import { fromHalfBits } from '@lateral/simd';
+
+/** The float16 with bits `h` as a number (exact): one definition, in @lateral/simd, whose kernels read fp16 norms too. */
+export { fromHalfBits };
+
 const f32 = new Float32Array(1);
 const u32 = new Uint32Array(f32.buffer);
 
@@ -10,16 +15,6 @@ const u32 = new Uint32Array(f32.buffer);
 export function toHalfBits(x: number): number {
   f32[0] = x;
   return halfOfBits(u32[0]);
-}
-
-/** The float16 with bits `h` as a number (exact). */
-export function fromHalfBits(h: number): number {
-  const sign = h & 0x8000 ? -1 : 1;
-  const exp = (h >>> 10) & 0x1f;
-  const mant = h & 0x3ff;
-  if (exp === 0) return sign * mant * 2 ** -24;
-  if (exp === 0x1f) return mant !== 0 ? NaN : sign * Infinity;
-  return sign * (1 + mant / 1024) * 2 ** (exp - 15);
 }
 
 let decodeTable: Float32Array | null = null;

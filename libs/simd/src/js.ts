@@ -246,7 +246,7 @@ export function jsLookupSumsMany(tables: Float32Array, to: number, parts: readon
 
 /** Row r's norm (RowMaximaInput.norms), exact. */
 function normOf(norms: Uint8Array, half: boolean, r: number): number {
-  if (half) return halfValue(norms[2 * r] | (norms[2 * r + 1] << 8));
+  if (half) return fromHalfBits(norms[2 * r] | (norms[2 * r + 1] << 8));
   f32Bytes[0] = norms[4 * r];
   f32Bytes[1] = norms[4 * r + 1];
   f32Bytes[2] = norms[4 * r + 2];
@@ -256,8 +256,8 @@ function normOf(norms: Uint8Array, half: boolean, r: number): number {
 const f32Word = new Float32Array(1);
 const f32Bytes = new Uint8Array(f32Word.buffer);
 
-/** IEEE binary16 bits as their value (exact; @lateral/codec's fromHalfBits). */
-function halfValue(h: number): number {
+/** The float16 with bits `h` as a number (exact); @lateral/codec re-exports it with its float16 conversions. */
+export function fromHalfBits(h: number): number {
   const sign = h & 0x8000 ? -1 : 1;
   const exp = (h >>> 10) & 0x1f;
   const mant = h & 0x3ff;
