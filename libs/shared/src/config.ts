@@ -174,6 +174,20 @@ export const ConfigSchema = z.object({
    */
   COMPUTE_NICE: int(0, 0, 19),
   /**
+   * Compute threads of their own for maintenance (issue 32: a WARP refit's k-means and layout
+   * rebuild in the one compute thread held encode, index and commit jobs for minutes) in a process
+   * that serves the merge or refit queue: 2 = merges in one thread and refits in another, 1 = both
+   * in one thread, 0 = merges and refits share the COMPUTE_THREADS pool with the other jobs (as
+   * before). Started on the first merge or refit job; needs COMPUTE_THREADS > 0.
+   */
+  MAINTENANCE_THREADS: int(2, 0, 2),
+  /**
+   * The OS nice value (Linux) of the thread that runs refits (MAINTENANCE_THREADS > 0), set when it
+   * starts, so its ONNX Runtime threads inherit it: a refit takes the cores that ingest, merges and
+   * searches leave. 0 = the process's priority.
+   */
+  REFIT_NICE: int(10, 0, 19),
+  /**
    * Encode jobs a process runs at once. 2: the second job's batches wait in line behind the first
    * one's in the encoder's session thread (oldest job first, libs/model/src/batch-slots.ts), so the
    * session never idles while a job tokenizes, writes its segment or is handed over (docs/models.md).

@@ -7,6 +7,7 @@ import { simdStatus } from '@lateral/simd';
 import { dropShardWorkOfFailedJob } from '@lateral/pipeline';
 import { HANDLED_QUEUES, pipelineHandlers } from './handlers';
 import { ComputePool } from './compute/pool';
+import { MAINTENANCE_QUEUES, MaintenanceLanes } from './compute/lanes';
 import { startHeartbeat } from './heartbeat';
 import { startTextCacheCleanup } from './text-cache-cleanup';
 import { startReconciler } from './reconciler';
@@ -16,11 +17,17 @@ const COLLECTION_AFFINITY = new Set<string>([QueueName.search, QueueName.rerank,
 
 /**
  * The registry of a process with compute threads: every pipeline queue's processor runs in the
- * pool (compute/pool.ts); webhook deliveries (I/O only) stay here.
+ * pool (compute/pool.ts), merges and refits in their maintenance threads when the process has them
+ * (compute/lanes.ts); webhook deliveries (I/O only) stay here.
  */
-function pooledHandlers(rt: Runtime, pool: ComputePool): HandlerRegistry {
+function pooledHandlers(rt: Runtime, pool: ComputePool | null, lanes: MaintenanceLanes | null): HandlerRegistry {
   const out: Record<string, (p: unknown, job: Job) => Promise<unknown>> = {};
-  for (const q of HANDLED_QUEUES) if (q !== QueueName.webhook) out[q] = (p, job) => pool.run(q, p, job, q, affinityOf(q, p));
+  for (const q of HANDLED_QUEUES) {
+    if (q === QueueName.webhook) continue;
+    if (lanes?.handles(q)) out[q] = (p, job) => lanes.run(q, p, job);
+    else if (pool) out[q] = (p, job) => pool.run(q, p, job, q, affinityOf(q, p));
+    else out[q] = () => Promise.reject(new Error(`queue ${q} is not served by this process's compute threads`));
+  }
   out[QueueName.webhook] = (p) => deliverWebhook(rt.config, p as never);
   return out as HandlerRegistry;
 }
@@ -107,8 +114,23 @@ export function startWorkers(rt: Runtime, queues: QueueName[]): WorkerHost {
   });
   const extra: Parameters<typeof pipelineHandlers>[1] = {};
   // Only the queues this process serves decide whether it needs the threads (a webhook-only process does not).
+  const threaded = config.COMPUTE_THREADS > 0 && queues.some((q) => q !== QueueName.webhook);
+  // Merges and refits in threads of their own (MAINTENANCE_THREADS, compute/lanes.ts): a refit's
+  // minutes of k-means and rebuild no longer hold the encode, index and commit jobs (issue 32).
+  const lanes =
+    threaded && config.MAINTENANCE_THREADS > 0 && queues.some((q) => MAINTENANCE_QUEUES.has(q))
+      ? new MaintenanceLanes({
+          threads: config.MAINTENANCE_THREADS,
+          firstIndex: config.COMPUTE_THREADS,
+          refitNice: config.REFIT_NICE,
+          config,
+          redisUrl: rt.services.redisUrl,
+          s3Endpoint: rt.services.s3Endpoint,
+          logger: rt.logger,
+        })
+      : null;
   const pool =
-    config.COMPUTE_THREADS > 0 && queues.some((q) => q !== QueueName.webhook)
+    threaded && queues.some((q) => q !== QueueName.webhook && !lanes?.handles(q))
       ? new ComputePool({
           threads: config.COMPUTE_THREADS,
           config,
@@ -119,11 +141,9 @@ export function startWorkers(rt: Runtime, queues: QueueName[]): WorkerHost {
           nice: queues.includes(QueueName.encode) ? config.COMPUTE_NICE : 0,
         })
       : null;
-  host.start(queues, pool ? pooledHandlers(rt, pool) : pipelineHandlers(rt, extra));
-  if (pool) {
-    host.onClosed(() => pool.close());
-    poolsOf.set(host, pool);
-  }
+  host.start(queues, pool || lanes ? pooledHandlers(rt, pool, lanes) : pipelineHandlers(rt, extra));
+  if (pool || lanes) host.onClosed(async () => void (await Promise.all([pool?.close(), lanes?.close()])));
+  if (pool) poolsOf.set(host, pool);
   // A scorer (a process working on rerank or search) serves the shard queues of the shards it holds.
   if (queues.includes(QueueName.rerank) || queues.includes(QueueName.search)) {
     const shards = scorerShards(config.SCORER_SHARDS, config.COLLECTION_MAX_SHARDS, config.SCORER_SHARD_FROM_HOSTNAME, os.hostname());
@@ -172,5 +192,11 @@ export async function runWorkerApp(name: string, defaults: QueueName[]): Promise
     await rt.close();
   }, { timeoutMs: (config.SHUTDOWN_GRACE_SECONDS + 30) * 1000 });
   // After the handlers: a signal sent as soon as this line is seen finds them installed.
-  logger.info(`${name} working on ${queues.join(', ')} (onnx: ${config.ORT_EXECUTION_PROVIDER}; compute threads: ${config.COMPUTE_THREADS}${metrics ? `; metrics: http://${config.HOST}:${metrics.port}/metrics` : ''})`);
+  logger.info(`${name} working on ${queues.join(', ')} (onnx: ${config.ORT_EXECUTION_PROVIDER}; compute threads: ${config.COMPUTE_THREADS}${maintenanceNote(config, queues)}${metrics ? `; metrics: http://${config.HOST}:${metrics.port}/metrics` : ''})`);
+}
+
+/** The start-up line's note on maintenance threads (MAINTENANCE_THREADS), when the process has them. */
+function maintenanceNote(config: ReturnType<typeof loadConfig>, queues: QueueName[]): string {
+  if (config.COMPUTE_THREADS <= 0 || config.MAINTENANCE_THREADS <= 0 || !queues.some((q) => MAINTENANCE_QUEUES.has(q))) return '';
+  return config.MAINTENANCE_THREADS >= 2 ? `; merges and refits in threads of their own (refits at nice ${config.REFIT_NICE})` : `; merges and refits in a thread of their own (nice ${config.REFIT_NICE})`;
 }

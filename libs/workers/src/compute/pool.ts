@@ -213,6 +213,16 @@ class ComputeThread {
   }
 }
 
+/**
+ * The configuration of a maintenance thread (./lanes.ts): merges and refits read and write S3
+ * directly and use none of the scorer's caches, so it gets the smallest budgets (not a share of the
+ * process's, which stay with the COMPUTE_THREADS pool) and a disk cache folder of its own.
+ */
+export function maintenanceThreadConfig(config: Config, lane: number): Config {
+  const base = config.SCORER_DISK_CACHE_DIR ?? path.join(config.DATA_DIR, 'scorer-cache');
+  return { ...config, SCORER_CACHE_BYTES: 1 << 20, SCORER_DISK_CACHE_BYTES: 0, SCORER_DISK_CACHE_DIR: path.join(base, `maintenance-${lane}`), TEXT_CACHE_MEMORY_MB: 0 };
+}
+
 export interface ComputePoolOptions {
   threads: number;
   config: Config;
@@ -224,6 +234,12 @@ export interface ComputePoolOptions {
   entry?: string;
   /** The nice value the threads lower themselves to once the default encoder is loaded (ThreadInit.nice); 0 or unset: none. */
   nice?: number;
+  /** The nice value the threads lower themselves to as they start, before they load anything (ThreadInit.niceAtStart); 0 or unset: none. */
+  niceAtStart?: number;
+  /** The first thread's index (its log name and metrics label): maintenance threads come after the COMPUTE_THREADS pool's. Default 0. */
+  firstIndex?: number;
+  /** A thread's configuration from the process's (default threadConfig: the budgets split between the threads). */
+  configFor?: (config: Config, index: number, threads: number) => Config;
 }
 
 /** COMPUTE_THREADS persistent threads running the processors (see the module comment). */
@@ -236,9 +252,17 @@ export class ComputePool {
     if (opts.threads < 1) throw new Error('a compute pool needs at least one thread');
     this.threads = Array.from(
       { length: opts.threads },
-      (_, index) =>
+      (_, i) =>
         new ComputeThread(
-          { config: threadConfig(opts.config, index, opts.threads), redisUrl: opts.redisUrl, s3Endpoint: opts.s3Endpoint, index, logLevel: opts.logger.level ?? opts.config.LOG_LEVEL, nice: opts.nice ?? 0 },
+          {
+            config: (opts.configFor ?? threadConfig)(opts.config, i, opts.threads),
+            redisUrl: opts.redisUrl,
+            s3Endpoint: opts.s3Endpoint,
+            index: (opts.firstIndex ?? 0) + i,
+            logLevel: opts.logger.level ?? opts.config.LOG_LEVEL,
+            nice: opts.nice ?? 0,
+            niceAtStart: opts.niceAtStart ?? 0,
+          },
           opts.entry ?? COMPUTE_THREAD_ENTRY,
           opts.logger,
           () => this.closing,

@@ -20,6 +20,12 @@ export interface ThreadInit {
    * OS priority to this nice value (./thread-priority.ts); 0: it keeps the process's.
    */
   nice?: number;
+  /**
+   * > 0: the thread lowers its own OS priority to this nice value as it starts, before it creates
+   * its runtime, so every thread it starts later (ONNX Runtime's intra-op threads) inherits it
+   * (a refit's thread: REFIT_NICE, ./lanes.ts); 0: it keeps the process's.
+   */
+  niceAtStart?: number;
 }
 
 /** A BullMQ job as its processor sees it in the thread: its fields; its methods are calls back to the main thread. */

@@ -77,6 +77,11 @@ async function encoderFirst(nice: number, model: string, encoders: ((model: stri
 }
 
 async function main(): Promise<void> {
+  if (init.niceAtStart) {
+    const out = lowerThreadPriority(init.niceAtStart);
+    if (out.applied) logger.debug(`compute thread ${init.index} (tid ${out.tid}) at nice ${out.nice} from its start`);
+    else logger.warn(`compute thread ${init.index} keeps the process's priority: ${out.reason}`);
+  }
   let rt: Runtime;
   try {
     rt = await createRuntime(init.config, { redisUrl: init.redisUrl, s3Endpoint: init.s3Endpoint, embedded: [], stop: async () => undefined }, logger);

@@ -1,7 +1,13 @@
 // A stand-in compute thread for pool.spec.ts: speaks the pool's protocol (../protocol.ts) without
 // Redis, S3 or the pipeline. Payload `op` says what the "job" does: echo, call its job's methods,
-// fail with a named error, keep its thread busy for `ms`, or end the thread mid-job.
+// fail with a named error, keep its thread busy for `ms`, say its nice value, or end the thread mid-job.
 const { parentPort, workerData } = require('node:worker_threads');
+
+// As thread-main.ts does first: a thread started with niceAtStart lowers its own priority (lanes.spec.ts).
+if (workerData.niceAtStart) {
+  require('tsx/cjs');
+  require('../thread-priority.ts').lowerThreadPriority(workerData.niceAtStart);
+}
 
 let seq = 0;
 const calls = new Map();
@@ -32,6 +38,9 @@ async function run(m) {
       const until = Date.now() + p.ms;
       while (Date.now() < until);
       value = { blocked: p.ms };
+    } else if (p.op === 'nice') {
+      const tid = Number(/\/task\/(\d+)$/.exec(require('node:fs').readlinkSync('/proc/thread-self'))[1]);
+      value = { nice: require('node:os').getPriority(tid), niceAtStart: workerData.niceAtStart, diskDir: workerData.config.SCORER_DISK_CACHE_DIR };
     } else value = { echo: p };
     post({ t: 'done', id: m.id, ok: true, value: { thread: workerData.index, ...value } });
   } catch (err) {
