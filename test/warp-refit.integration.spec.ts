@@ -3,9 +3,9 @@ import { ivfCentroidCount } from '@lateral/search';
 import { QueueName, refitJobId, s3Keys, type CollectionManifest } from '@lateral/shared';
 import { DEFAULT_MERGE_POLICY, enqueueWarpRefit, mergeProcessor, refitProcessor, warpRefitDue, type RefitDeps } from '@lateral/pipeline';
 import type { ObjectStore } from '@lateral/infra';
-import { HANDLED_QUEUES } from '@lateral/workers';
+import { HANDLED_QUEUES, startWorkers } from '@lateral/workers';
 import { startServer, type Server } from '../apps/all-in-one/src/server';
-import { testConfig } from './helpers';
+import { testConfig, until } from './helpers';
 import { mergeDepsFor } from './merge-deps';
 import { warpBed } from './warp-bed';
 
@@ -140,7 +140,7 @@ describe('ingest back-pressure on a WARP collection\'s segment count (real Redis
     expect(refused.status, JSON.stringify(refused.body)).toBe(503);
     expect(refused.headers.get('retry-after')).toBe('10');
     expect(refused.body.error).toBe('unavailable');
-    expect(refused.body.message).toContain(`collection 'bp' is overloaded: 3 segments at generation ${m!.generation}, over 2 (INGEST_WARP_SEGMENTS_FACTOR 2 x MERGE_WARP_MAX_SEGMENTS 1)`);
+    expect(refused.body.message).toContain(`collection 'bp' is overloaded: 3 segments at generation ${m!.generation} + 0 batches accepted and not yet committed + this request's 1, over 2 (INGEST_WARP_SEGMENTS_FACTOR 2 x MERGE_WARP_MAX_SEGMENTS 1)`);
     expect((await server.runtime.generations.manifest('default', 'bp'))!.generation).toBe(m!.generation);
     // the IVF collection is not bound by WARP's segment count
     await ingest('bpivf', batch(0, 6));
@@ -152,4 +152,68 @@ describe('ingest back-pressure on a WARP collection\'s segment count (real Redis
     await ingest('bp', batch(6, 2));
     expect((await server.runtime.generations.manifest('default', 'bp'))!.segments).toHaveLength(2);
   }, 300_000);
+});
+
+/**
+ * Ingest back-pressure counts the batches accepted and not yet committed (issue 32: a 100,000-document
+ * run peaked at 63 segments against a bound of 24, the batches accepted before the first 503 landing
+ * after it). The server runs no commit worker at first, so accepted batches stay in flight; a commit
+ * worker started later lands them. Bound: 2 x 2 = 4 segments, one per 2-document batch.
+ */
+describe('ingest back-pressure counts batches in flight (real Redis, real S3 server)', () => {
+  let server: Server;
+  const config = testConfig({ ENCODE_BATCH_DOCUMENTS: '2', MERGE_AFTER_COMMIT: 'true', MERGE_WARP_MAX_SEGMENTS: '2', INGEST_WARP_SEGMENTS_FACTOR: '2', COMPUTE_THREADS: '0' });
+  const { docs, api } = warpBed(() => server);
+  const batch = (from: number, n: number) => docs.slice(from, from + n).map((d) => ({ id: d.id, text: d.text }));
+  const manifest = () => server.runtime.generations.manifest('default', 'fl');
+  const inFlight = () => server.runtime.ingestBacklog.inFlight('default', 'fl');
+
+  beforeAll(async () => {
+    server = await startServer(config, { quiet: true, queues: HANDLED_QUEUES.filter((q) => q !== QueueName.merge && q !== QueueName.refit && q !== QueueName.commit) });
+    expect((await api('POST', '/v1/collections', { id: 'fl' })).status).toBe(201);
+  }, 120_000);
+  afterAll(async () => {
+    await server?.stop();
+  });
+
+  it('refuses once committed + in flight + the request pass the bound; concurrent requests never take the count past it', async () => {
+    // nothing committed: 2 + 2 batches in flight fill the bound of 4
+    expect((await api('POST', '/v1/collections/fl/documents', batch(0, 4))).status).toBe(202);
+    expect((await api('POST', '/v1/collections/fl/documents', batch(4, 4))).status).toBe(202);
+    expect(await inFlight()).toBe(4);
+    // the old check (committed segments only: 0) let this in; the segments would then have passed the bound
+    const refused = await api('POST', '/v1/collections/fl/documents', batch(8, 2));
+    expect(refused.status, JSON.stringify(refused.body)).toBe(503);
+    expect(refused.headers.get('retry-after')).toBe('10');
+    expect(refused.body.message).toContain("collection 'fl' is overloaded: 0 segments at generation 0 + 4 batches accepted and not yet committed + this request's 1, over 4 (INGEST_WARP_SEGMENTS_FACTOR 2 x MERGE_WARP_MAX_SEGMENTS 2)");
+    expect(await inFlight()).toBe(4); // a refused request reserves nothing
+
+    // a commit worker lands the four batches: each leaves the backlog as its commit is made
+    const committer = startWorkers(server.runtime, [QueueName.commit]);
+    try {
+      await until(async () => (await manifest())?.segments.length === 4 && (await inFlight()) === 0, 180_000);
+      const full = await api('POST', '/v1/collections/fl/documents', batch(8, 2));
+      expect(full.status).toBe(503);
+      expect(full.body.message).toContain(`4 segments at generation ${(await manifest())!.generation} + 0 batches accepted and not yet committed + this request's 1, over 4`);
+
+      // a merge to one segment leaves room for 3 batches: of 5 concurrent one-batch requests exactly 3 are admitted (atomic in Redis)
+      const merged = await mergeProcessor({ ...mergeDepsFor(server.runtime, config), policy: { ...DEFAULT_MERGE_POLICY, maxSegments: 1 } }, { op: 'merge', tenantId: 'default', collectionId: 'fl', trigger: 'api' });
+      expect(merged.merged).toMatchObject({ status: 'merged', reason: 'segments' });
+      expect((await manifest())!.segments).toHaveLength(1);
+      const answers = await Promise.all([0, 1, 2, 3, 4].map((i) => api('POST', '/v1/collections/fl/documents', batch(10 + 2 * i, 2))));
+      expect(answers.map((a) => a.status).sort()).toEqual([202, 202, 202, 503, 503]);
+      // every admitted batch lands, and the count stays within the bound all the way
+      let peak = 0;
+      await until(async () => {
+        const m = await manifest();
+        peak = Math.max(peak, m!.segments.length);
+        return m!.segments.length === 4 && (await inFlight()) === 0;
+      }, 180_000, 50);
+      expect(peak).toBe(4);
+      const accepted = answers.filter((a) => a.status === 202);
+      for (const a of accepted) expect((await api('GET', a.body.status)).body.state).toBe('done');
+    } finally {
+      await committer.close();
+    }
+  }, 400_000);
 });

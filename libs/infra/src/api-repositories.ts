@@ -24,6 +24,8 @@ export interface ApiRepositories {
   generations: Runtime['generations'];
   serving: Runtime['serving'];
   ingestions: Runtime['ingestions'];
+  /** Ingest batches accepted and not yet committed (ingest back-pressure). */
+  ingestBacklog: Runtime['ingestBacklog'];
   /** The queues' jobs as the API reads them (status, dashboard, retry, cancel). */
   jobs: JobRecordRepository;
   /** Waits for re-rank and search jobs to finish (the `wait` parameter). */
@@ -68,6 +70,7 @@ export function apiRepositories(rt: Runtime): ApiRepositories {
     generations: rt.generations,
     serving: rt.serving,
     ingestions: rt.ingestions,
+    ingestBacklog: rt.ingestBacklog,
     jobs: new JobRecordRepository(rt.queues, rt.redis),
     completions,
     flows,

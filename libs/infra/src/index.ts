@@ -31,6 +31,7 @@ export * from './redis-lease';
 export * from './overload';
 export * from './job-records.repository';
 export * from './in-flight-jobs.repository';
+export * from './ingest-backlog.repository';
 export * from './worker-heartbeats.repository';
 export * from './training-cancels.repository';
 export * from './api-repositories';

@@ -9,6 +9,7 @@ import { JobQueues, createRedis, waitReady } from './queues';
 import { CollectionRepository } from './collection.repository';
 import { GenerationRepository } from './generations.repository';
 import { IngestionRepository } from './ingestions.repository';
+import { IngestBacklogRepository } from './ingest-backlog.repository';
 import { CodecArtifactRepository } from './codec-artifacts.repository';
 import { IvfCentroidRepository } from './ivf-centroids.repository';
 import { WarpCodecRepository } from './warp-codec.repository';
@@ -101,6 +102,8 @@ export interface Runtime {
   /** Collection records and current manifests for search and re-rank, kept fresh by the repositories' writes (serving-cache.ts). */
   serving: ServingCache;
   ingestions: IngestionRepository;
+  /** Ingest batches accepted and not yet committed, per collection (ingest back-pressure: ingest-backlog.repository.ts). */
+  ingestBacklog: IngestBacklogRepository;
   codecs: CodecArtifactRepository;
   ivf: IvfCentroidRepository;
   /** WARP residual codecs (collections with `search.layout` 'warp'). */
@@ -131,6 +134,7 @@ export async function createRuntime(config: Config, services: ResolvedServices, 
     generations,
     serving: new ServingCache(redis, config.REDIS_PREFIX, collections, generations),
     ingestions: new IngestionRepository(store),
+    ingestBacklog: new IngestBacklogRepository(redis, config.REDIS_PREFIX),
     codecs: new CodecArtifactRepository(store, redis, config.REDIS_PREFIX),
     ivf: new IvfCentroidRepository(store),
     warpCodecs: new WarpCodecRepository(store),

@@ -81,6 +81,8 @@ export const redisKeys = {
   mergeLease: (prefix: string, tenantId: string, collectionId: string) => `${prefix}:t:${safe('tenant id', tenantId)}:c:${safe('collection id', collectionId)}:merge`,
   /** Lease held while a WARP refit of the collection runs (one refit per collection at a time; merges take mergeLease, not this). */
   refitLease: (prefix: string, tenantId: string, collectionId: string) => `${prefix}:t:${safe('tenant id', tenantId)}:c:${safe('collection id', collectionId)}:refit`,
+  /** The collection's ingest batches accepted and not yet committed (IngestBacklogRepository in libs/infra: ingest back-pressure counts them). */
+  ingestBacklog: (prefix: string, tenantId: string, collectionId: string) => `${prefix}:t:${safe('tenant id', tenantId)}:c:${safe('collection id', collectionId)}:ingest-backlog`,
   /** A random token replaced after every change of the collection's record or generation (ServingCache in libs/infra). */
   servingVersion: (prefix: string, tenantId: string, collectionId: string) => `${prefix}:t:${safe('tenant id', tenantId)}:c:${safe('collection id', collectionId)}:serving-version`,
 };

@@ -191,6 +191,8 @@ export function pipelineHandlers(rt: Runtime, extra: { shardChild?: (p: ShardJob
       const { result: out, committed } = !('op' in p)
         ? await commitSegment({ store, collections, generations, codecs, liveIds, logger }, p)
         : await deleteDocuments({ store, collections, generations, liveIds, segmentDocs, logger }, p);
+      // The batch's segment is in the generation (committed now or before): no longer in flight for ingest back-pressure.
+      if (!('op' in p)) await rt.ingestBacklog.done(p.tenantId, p.collectionId, p.batchId).catch((err: Error) => logger.warn(`ingest backlog: batch ${p.batchId} not removed: ${err.message}`));
       if (out.committed) await writeBm25Stats(p.tenantId, p.collectionId, out.generation);
       // Each new generation may fill a merge tier: the collection's one pending merge (it reads the newest generation when it starts).
       if (out.committed && config.MERGE_AFTER_COMMIT) await askMerge(p.tenantId, p.collectionId, 'commit', out.generation);

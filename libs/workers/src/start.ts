@@ -100,6 +100,10 @@ export function startWorkers(rt: Runtime, queues: QueueName[]): WorkerHost {
       await dropShardWorkOfFailedJob(rt.store, queue, cb);
       // A batch that failed for good is recorded in S3, so its ingestion reports it and never looks stuck.
       const d = job.data as { tenantId?: string; collectionId?: string; ingestionId?: string | null; batchId?: string; documents?: number };
+      if ((queue === QueueName.encode || queue === QueueName.compress || queue === QueueName.index || queue === QueueName.commit) && d.tenantId && d.collectionId && d.batchId) {
+        // It will not become a segment: no longer in flight for ingest back-pressure.
+        await rt.ingestBacklog.done(d.tenantId, d.collectionId, d.batchId).catch((e: Error) => rt.logger.warn(`ingest backlog: batch ${d.batchId} not removed: ${e.message}`));
+      }
       if ((queue === QueueName.encode || queue === QueueName.compress || queue === QueueName.index || queue === QueueName.commit) && d.tenantId && d.collectionId && d.batchId && d.ingestionId) {
         await rt.ingestions.recordFailure(d.tenantId, d.collectionId, {
           batchId: d.batchId,

@@ -28,8 +28,13 @@ import { parseDocumentsBody, validateDocuments } from './documents';
 /** Retry-After of an ingest refused for a WARP collection's segment count (a merge of small segments takes seconds). */
 export const BACKPRESSURE_RETRY_AFTER_SECONDS = 10;
 
+/** The ingest batch ids of an ingestion of `documents` documents, `size` per batch (one encode job, and one segment, each). */
+export function ingestBatchIds(ingestionId: string, documents: number, size: number): string[] {
+  return Array.from({ length: Math.ceil(documents / size) }, (_, i) => `${ingestionId}-${String(i).padStart(5, '0')}`);
+}
+
 /** The repositories this service is given (app.ts passes only these: pickRepositories). */
-export const DOCUMENTS_REPOSITORIES = ['config', 'collections', 'generations', 'ingestions', 'documents', 'store', 'queues'] as const satisfies readonly (keyof ApiRepositories)[];
+export const DOCUMENTS_REPOSITORIES = ['config', 'collections', 'generations', 'ingestions', 'ingestBacklog', 'documents', 'store', 'queues'] as const satisfies readonly (keyof ApiRepositories)[];
 /** What ingestion and document reads use: collection records, manifests, ingestions, stored documents, S3, the encode queue, the quotas. */
 export type DocumentsDeps = Pick<ApiRepositories, (typeof DOCUMENTS_REPOSITORIES)[number]> & { quotas: TenantQuotas };
 
@@ -67,46 +72,61 @@ export class DocumentsService {
       maxBatchDocuments: this.deps.config.MAX_BATCH_DOCUMENTS,
       passages: collection.passages !== undefined,
     });
-    await this.segmentBackPressure(collection);
     const ingestionId = `ing-${randomUUID()}`;
-    const release = await this.quotas.admit(this.tenantId, { kind: 'ingest', collection: collection.id, id: ingestionId, documents: docs.length });
+    const batchIds = ingestBatchIds(ingestionId, docs.length, this.deps.config.ENCODE_BATCH_DOCUMENTS);
+    const unreserve = await this.segmentBackPressure(collection, batchIds);
+    let release: (() => Promise<void>) | undefined;
     try {
+      release = await this.quotas.admit(this.tenantId, { kind: 'ingest', collection: collection.id, id: ingestionId, documents: docs.length });
       return await this.accept(collection, ingestionId, docs);
     } catch (err) {
-      await release();
+      // Nothing was queued: the batches are not in flight, and the job does not count against the quotas.
+      await release?.();
+      await unreserve();
       throw err;
     }
   }
 
   /**
    * Ingest back-pressure on a WARP collection's segment count (INGEST_WARP_SEGMENTS_FACTOR x
-   * MERGE_WARP_MAX_SEGMENTS per shard): over it, 503 with Retry-After naming the count and the bound,
-   * so a client slows down while background merges (MERGE_AFTER_COMMIT) bring it back, instead of
-   * every search paying per segment (docs/scaling.md, "Ingest back-pressure").
+   * MERGE_WARP_MAX_SEGMENTS per shard): each accepted batch becomes one segment, so the request's
+   * batches are admitted only while the committed segments (of the fullest shard) plus the batches
+   * accepted and not yet committed plus the request's stay within the bound (a request is let in
+   * alone when nothing is committed or in flight). Over it, 503 with Retry-After naming the counts
+   * and the bound, so a client slows down while background merges (MERGE_AFTER_COMMIT) bring it
+   * back, instead of every search paying per segment (docs/scaling.md, "Ingest back-pressure").
+   * The admission is atomic in Redis (IngestBacklogRepository); returns what undoes it for a
+   * request that fails before its jobs are queued.
    */
-  private async segmentBackPressure(collection: Collection): Promise<void> {
+  private async segmentBackPressure(collection: Collection, batchIds: readonly string[]): Promise<() => Promise<void>> {
+    const none = async () => undefined;
     const { INGEST_WARP_SEGMENTS_FACTOR: factor, MERGE_WARP_MAX_SEGMENTS: bound, MERGE_AFTER_COMMIT: merging } = this.deps.config;
-    if (factor <= 0 || bound <= 0 || !merging || !warpLayoutOf(collection)) return;
+    if (factor <= 0 || bound <= 0 || !merging || !warpLayoutOf(collection)) return none;
     const manifest = await this.deps.generations.manifest(this.tenantId, collection.id);
-    if (!manifest) return;
     const shards = collectionShards(collection);
     const limit = factor * bound;
-    for (const [shard, members] of segmentsByShard(manifest.segments, collection.codecVersion, shards)) {
-      const n = members.length;
-      if (n <= limit) continue;
-      throw new UnavailableError(
-        `collection '${collection.id}' is overloaded: ${n} segments${shards > 1 ? ` in shard ${shard}` : ''} at generation ${manifest.generation}, over ${limit} (INGEST_WARP_SEGMENTS_FACTOR ${factor} x MERGE_WARP_MAX_SEGMENTS ${bound}); merges are catching up: send the documents again after Retry-After`,
-        BACKPRESSURE_RETRY_AFTER_SECONDS,
-      );
+    // The fullest shard: a new segment goes to the shard with the fewest live documents, which need not be the one with the fewest segments.
+    let committed = 0;
+    let fullest = 0;
+    for (const [shard, members] of manifest ? segmentsByShard(manifest.segments, collection.codecVersion, shards) : []) {
+      if (members.length > committed) [committed, fullest] = [members.length, shard];
     }
+    const tenantId = this.tenantId;
+    const out = await this.deps.ingestBacklog.admit(tenantId, collection.id, batchIds, committed, limit);
+    if (out.admitted) return () => this.deps.ingestBacklog.done(tenantId, collection.id, ...batchIds).catch(() => undefined);
+    throw new UnavailableError(
+      `collection '${collection.id}' is overloaded: ${committed} segments${shards > 1 ? ` in shard ${fullest}` : ''} at generation ${manifest?.generation ?? 0} + ${out.inFlight} batches accepted and not yet committed + this request's ${batchIds.length}, over ${limit} (INGEST_WARP_SEGMENTS_FACTOR ${factor} x MERGE_WARP_MAX_SEGMENTS ${bound}); merges are catching up: send the documents again after Retry-After`,
+      BACKPRESSURE_RETRY_AFTER_SECONDS,
+    );
   }
 
   /** Writes an admitted ingestion: its documents to S3, its record, then its encode jobs. */
   private async accept(collection: Collection, ingestionId: string, docs: ReturnType<typeof validateDocuments>) {
     const size = this.deps.config.ENCODE_BATCH_DOCUMENTS;
     const batches: { batchId: string; key: string; documents: number }[] = [];
+    const ids = ingestBatchIds(ingestionId, docs.length, size);
     for (let i = 0; i < docs.length; i += size) {
-      const ingestBatchId = `${ingestionId}-${String(batches.length).padStart(5, '0')}`;
+      const ingestBatchId = ids[batches.length];
       const chunk = docs.slice(i, i + size);
       const key = s3Keys.batchDocuments(this.tenantId, collection.id, ingestBatchId);
       await this.deps.store.put(key, toNdjson(chunk), 'application/x-ndjson');
