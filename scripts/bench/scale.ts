@@ -142,7 +142,23 @@ export async function runScaleBench(args: string[]): Promise<Record<string, unkn
       const k = (q: string, what: string) => `${vars.REDIS_PREFIX}:${q}:${what}`;
       const c = counter!;
       const [done, waiting, refitsWaiting, refitsActive] = await Promise.all([c.zcard(k('merge', 'completed')), c.llen(k('merge', 'wait')), c.llen(k('refit', 'wait')), c.llen(k('refit', 'active'))]);
-      return { merges_done: done, merges_waiting: waiting, refits_waiting: refitsWaiting, refits_active: refitsActive };
+      return { merges_done: done, merges_waiting: waiting, refits_waiting: refitsWaiting, refits_active: refitsActive, ...warpEpochs() };
+    };
+    // How far the WARP refits got (read from the S3 server's folder, as objects stored by s3rver): the
+    // newest centroid epoch fitted, and the segments of the newest manifest by the epoch of their layout.
+    const warpEpochs = (): { epoch_fitted: number; segments_by_epoch: Record<string, number> } => {
+      const root = path.join(dir, 's3', BUCKET, 'tenants', 'default', 'collections', 'bench-scale');
+      const files = (sub: string) => (existsSync(path.join(root, sub)) ? readdirSync(path.join(root, sub)).filter((f) => f.endsWith('._S3rver_object')) : []);
+      const epoch_fitted = Math.max(0, ...files('ivf').map((f) => Number(/\.e(\d+)\.centroids/.exec(f)?.[1] ?? 0)));
+      const segments_by_epoch: Record<string, number> = {};
+      const newest = files('manifests').sort().at(-1);
+      try {
+        const m = newest ? (JSON.parse(readFileSync(path.join(root, 'manifests', newest), 'utf8')) as { segments: { warpEpoch?: number }[] }) : null;
+        for (const sg of m?.segments ?? []) segments_by_epoch[`e${sg.warpEpoch ?? 0}`] = (segments_by_epoch[`e${sg.warpEpoch ?? 0}`] ?? 0) + 1;
+      } catch {
+        // a manifest being written or collected at that instant: none this sample
+      }
+      return { epoch_fitted, segments_by_epoch };
     };
     const segmentTrace: ({ s: number; committed: number; segments: number; generation: number } & Awaited<ReturnType<typeof maintenanceCounts>>)[] = [];
     procs.api = await startProc('api', 'apps/api/src/main.ts', [], { ...vars, PORT: String(port), HOST: '127.0.0.1' }, /API on http/);
@@ -246,7 +262,7 @@ export async function runScaleBench(args: string[]): Promise<Record<string, unkn
             const now = (await api(base, 'GET', `/v1/collections/${collection}`)).body as { segments?: number; generation?: number };
             const m = await maintenanceCounts();
             segmentTrace.push({ s: round(secs, 0), committed, segments: now.segments ?? 0, generation: now.generation ?? 0, ...m });
-            say(`  ${round(secs, 0)} s: accepted ${accepted}, committed ${committed}, failed ${failedDocs} (${round(committed / secs)} docs/s); ${now.segments} segments, generation ${now.generation}; merge jobs done ${m.merges_done}, waiting ${m.merges_waiting}; refits waiting ${m.refits_waiting}, running ${m.refits_active}; RSS MB ${ROLES.map((r) => `${r} ${round(samples[r]?.at(-1)?.rss ?? NaN, 0)}`).join(', ')}`);
+            say(`  ${round(secs, 0)} s: accepted ${accepted}, committed ${committed}, failed ${failedDocs} (${round(committed / secs)} docs/s); ${now.segments} segments, generation ${now.generation}; merge jobs done ${m.merges_done}, waiting ${m.merges_waiting}; refits waiting ${m.refits_waiting}, running ${m.refits_active}, epoch fitted ${m.epoch_fitted}, segments by epoch ${JSON.stringify(m.segments_by_epoch)}; RSS MB ${ROLES.map((r) => `${r} ${round(samples[r]?.at(-1)?.rss ?? NaN, 0)}`).join(', ')}`);
           }
           if (performance.now() - lastProgress > 900_000) throw new Error(`ingest: nothing committed for 15 minutes (accepted ${accepted}, committed ${committed}):\n${procs['ingest-worker']?.tail()}`);
         }
