@@ -113,13 +113,14 @@ export const BERT_OPSET = 21;
 /**
  * Builds the encoder graph. `name` goes into the model's metadata.
  *
- * Few nodes, because on short inputs (a query of ~14 tokens) ONNX Runtime's cost is per node, not
- * per multiply: per layer one Q/K/V projection ([H, 3H], split in three), ONNX Runtime's
+ * Few nodes, because on short inputs (a query of ~14 tokens) much of ONNX Runtime's cost is per
+ * node, not per multiply: per layer one Q/K/V projection ([H, 3H], split in three), ONNX Runtime's
  * MultiHeadAttention (heads, scaling, key padding mask and softmax in one kernel, the Q/K/V biases
- * added there), SkipLayerNormalization for each residual + bias + LayerNorm, BiasGelu for the
+ * added there), Sum + LayerNormalization for each residual + bias + LayerNorm, BiasGelu for the
  * feed-forward's bias + exact-erf GELU; activations stay [B, S, H] throughout (no reshape or
- * transpose). The vectors equal the unfused graph's (testing/bert-graph-unfused.ts) within float
- * tolerance (`bert-graph-fused.spec.ts`).
+ * transpose). The vectors equal those of the graph it replaced (testing/bert-graph-unfused.ts):
+ * to the bit in fp32 and int8 on this repository's AVX-512 machine, within float tolerance in any case
+ * (`bert-graph-fused.spec.ts`); docs/models.md, "The graph's nodes".
  */
 export function buildBertModel(weights: BertWeights, name: string, opts: BertBuildOptions = {}): ModelProto {
   const int8 = opts.quantize === 'int8';
@@ -187,8 +188,8 @@ export function buildBertModel(weights: BertWeights, name: string, opts: BertBui
   });
   let x = addLayerNorm(word, pos, types, 'embeddings.LayerNorm');
 
-  // key padding mask [B, S] int32: MultiHeadAttention adds mask_filter_value to the scores of keys
-  // whose mask is 0 (exactly zero attention after the softmax, as the unfused graph's -1e9)
+  // key padding mask [B, S] int32: MultiHeadAttention gives the keys whose mask is 0
+  // mask_filter_value before the softmax (exactly zero attention, as the unfused graph's -1e9 bias)
   const keyMask = g.op('Cast', ['attention_mask'], { to: DataType.INT32 });
   const last = c.numLayers - 1;
   for (let l = 0; l <= last; l++) {
@@ -218,7 +219,7 @@ export function buildBertModel(weights: BertWeights, name: string, opts: BertBui
     const out = `${p}.output`;
     x = addLayerNorm(linear(h, `${out}.dense`, c.intermediateSize, H), cst(`${out}.dense_b`, [H], vec(`${out}.dense.bias`, H)), a, `${out}.LayerNorm`, l === last && !fp16 ? 'last_hidden_state' : undefined);
   }
-  if (c.numLayers === 0) g.op('Identity', [x], {}, fp16 ? undefined : 'last_hidden_state');
+  if (c.numLayers === 0 && !fp16) g.op('Identity', [x], {}, 'last_hidden_state');
   if (fp16) g.op('Cast', [x], { to: DataType.FLOAT }, 'last_hidden_state');
   const ids = ['input_ids', 'attention_mask', 'token_type_ids'].map((n) => makeValueInfo(n, 'INT64', ['batch', 'seq']));
   const graph = g.build('bert', ids, [makeValueInfo('last_hidden_state', 'FLOAT', ['batch', 'seq', H])]);
