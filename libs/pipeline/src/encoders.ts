@@ -22,7 +22,7 @@ export function encoderDir(modelsDir: string, model: string, want: EncoderPrecis
 
 /** One ONNX session per model directory per process, loaded lazily on first use. */
 export function encoderProvider(
-  opts: { modelsDir: string; executionProvider: 'cpu' | 'cuda'; deviceId: number; intraOpThreads: number; precision?: EncoderPrecision },
+  opts: { modelsDir: string; executionProvider: 'cpu' | 'cuda'; deviceId: number; intraOpThreads: number; precision?: EncoderPrecision; sessions?: number },
   logger: Logger,
 ): EncoderProvider {
   return (model: string) =>
@@ -30,6 +30,7 @@ export function encoderProvider(
       executionProvider: opts.executionProvider,
       deviceId: opts.deviceId,
       intraOpThreads: opts.intraOpThreads || undefined,
+      sessions: opts.sessions ?? 1,
       logger: logger.child('onnx'),
     });
 }

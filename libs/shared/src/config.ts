@@ -140,6 +140,12 @@ export const ConfigSchema = z.object({
    * nDCG@10 cost is within 0.002 on Cranfield and TREC DL 2019), fp32 on CUDA (docs/models.md).
    */
   ENCODER_PRECISION: z.enum(['auto', 'fp32', 'fp16', 'int8']).default('auto'),
+  /**
+   * Sessions of each encoder model, each in a thread of its own, that its batches are spread over:
+   * on a GPU 2 runs batches side by side (docs/models.md, "Encoder processes per GPU"); on a CPU
+   * leave 1 (one session's intra-op threads already use every core).
+   */
+  ENCODER_SESSIONS: int(1, 1, 16),
   /** Threads per ONNX session (0 = ONNX Runtime's default). */
   ORT_INTRA_OP_THREADS: int(0, 0, 256),
   /** Token budget of one encoder batch (sum of padded lengths). */
