@@ -29,6 +29,11 @@
  * on a loaded machine, where the wall figures grow with the load.
  * `--inference both` loads each model both ways and alternates their passes, so the two compare
  * within one run. Ratios only compare within one run: the machine is shared.
+ *
+ * `--queries N`: then the first N Cranfield queries, each encoded alone (`encodeQueries([q])`, the
+ * search path's call) by every listed model in turn, the models' order rotating from query to query
+ * so that none always runs first, --passes times over; the median ms per query and model, and the
+ * median query length in tokens. Two graphs of one model compare within the run this way.
  */
 import { join, resolve } from 'node:path';
 import { copyFileSync, existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -53,6 +58,7 @@ const HELP = `usage: npm run bench -- encode [options]
   --inference MODE  thread: the session in its own thread, batches pipelined (the service's default);
                     inline: on the calling thread, one batch after the other (as before);
                     both: each model both ways, passes alternated (default thread)
+  --queries N       then encode the first N Cranfield queries one at a time, the models alternated query by query (default 0: none)
   --json            print the result as one JSON object on the last line
   --help            this text`;
 
@@ -115,7 +121,7 @@ export function writeFreeGraphModel(source: string): string {
 
 export async function runEncodeBench(argv: string[]): Promise<Record<string, unknown>> {
   // The whole command line is read before any model loads: an unknown flag or a bad value exits 2 with the usage, --help prints it and exits 0.
-  const { values, passes, modes, threads, docs, realDocs } = parseCliOrExit(
+  const { values, passes, modes, threads, docs, realDocs, queries } = parseCliOrExit(
     'bench encode',
     HELP,
     argv,
@@ -128,6 +134,7 @@ export async function runEncodeBench(argv: string[]): Promise<Record<string, unk
       passes: { type: 'string', default: '3' },
       threads: { type: 'string' },
       inference: { type: 'string', default: 'thread' },
+      queries: { type: 'string', default: '0' },
       json: { type: 'boolean', default: false },
     },
     {},
@@ -140,10 +147,12 @@ export async function runEncodeBench(argv: string[]): Promise<Record<string, unk
         threads: values.threads === undefined ? undefined : intFlag('threads', values.threads),
         docs: values.docs === undefined ? undefined : intFlag('docs', values.docs),
         realDocs: intFlag('real-docs', values['real-docs'] ?? '200'),
+        queries: intFlag('queries', values.queries, 0),
       };
     },
   );
-  const all = loadCranfield(resolve(values.data)).docs.map((d) => d.text).filter((t) => t.length > 0); // 1,398 (two records are empty)
+  const cranfield = loadCranfield(resolve(values.data));
+  const all = cranfield.docs.map((d) => d.text).filter((t) => t.length > 0); // 1,398 (two records are empty)
   const tinyDocs = Math.min(all.length, docs ?? all.length);
   const realCount = Math.min(all.length, realDocs);
 
@@ -228,5 +237,46 @@ export async function runEncodeBench(argv: string[]): Promise<Record<string, unk
     }
   }
   setInferenceObserver(undefined);
-  return { bench: 'encode', node: process.version, passes, threads: threads ?? 'default', inference: values.inference, results };
+  const queryResults = queries > 0 ? await queryPasses(values.models.split(',').filter(Boolean), resolve(values.dir), cranfield.queries.slice(0, queries).map((q) => q.text), passes, threads) : [];
+  return { bench: 'encode', node: process.version, passes, threads: threads ?? 'default', inference: values.inference, results, queries: queryResults };
+}
+
+export interface QueryBenchModel {
+  model: string;
+  queries: number;
+  medianTokens: number;
+  medianMs: number;
+  p90Ms: number;
+}
+
+/** Each query alone through every model in turn (the order rotating per query), `passes` times over: median and p90 ms per model. */
+async function queryPasses(models: string[], dir: string, texts: string[], passes: number, threads: number | undefined): Promise<QueryBenchModel[]> {
+  const encs: { model: string; enc: TokenEncoder; ms: number[] }[] = [];
+  for (const model of models) {
+    const source = join(dir, model);
+    if (model.endsWith(FREE) || !existsSync(join(source, 'model.onnx'))) continue;
+    const enc = await TokenEncoder.load(source, { executionProvider: 'cpu', ...(threads ? { intraOpThreads: threads } : {}) });
+    for (const t of texts.slice(0, 20)) await enc.encodeQueries([t]); // warm-up
+    encs.push({ model, enc, ms: [] });
+  }
+  for (let p = 0; p < passes; p++) {
+    for (const [i, t] of texts.entries()) {
+      for (let k = 0; k < encs.length; k++) {
+        const e = encs[(i + p + k) % encs.length]!;
+        const t0 = performance.now();
+        await e.enc.encodeQueries([t]);
+        e.ms.push(performance.now() - t0);
+      }
+    }
+  }
+  const out: QueryBenchModel[] = [];
+  for (const { model, enc, ms } of encs) {
+    const lengths = (await enc.encodeQueries(texts)).map((q) => q.length);
+    const sorted = [...ms].sort((a, b) => a - b);
+    const r = { model, queries: texts.length, medianTokens: median(lengths), medianMs: round(median(ms)), p90Ms: round(sorted[Math.floor(0.9 * (sorted.length - 1))]!) };
+    out.push(r);
+    console.log(`${model}: ${r.queries} queries one at a time (median ${r.medianTokens} tokens), ${passes} passes alternated with the other models: median ${r.medianMs} ms, p90 ${r.p90Ms} ms per query`);
+    await enc.release();
+  }
+  return out;
 }

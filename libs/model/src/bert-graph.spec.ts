@@ -2,42 +2,11 @@ import { existsSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { ort } from '@lateral/kernels';
 import { describe, expect, it } from 'vitest';
-import { mulberry32 } from '@lateral/shared';
 import { BERT_INT8_WEIGHT_MAX, BertWeights, bertConfigFromJson, bertStaticEmbeddings, buildBertModel, quantizeColumns, type BertConfig } from './bert-graph';
 import { encodeModel } from '@lateral/kernels';
-import { readSafetensors, type NamedTensor } from './safetensors';
+import { readSafetensors } from './safetensors';
+import { randomBert } from './testing/random-bert';
 import { bertReferenceForward, erf } from './testing/bert-reference';
-
-/** A small BERT with seeded random weights in the Hugging Face layout. */
-function randomBert(c: BertConfig, seed = 3): BertWeights {
-  const next = mulberry32(seed);
-  const t = new Map<string, NamedTensor>();
-  const add = (name: string, shape: number[], scale: number, offset = 0) =>
-    t.set(name, { shape, data: Float32Array.from({ length: shape.reduce((a, b) => a * b, 1) }, () => offset + (next() * 2 - 1) * scale) });
-  const H = c.hiddenSize;
-  add('embeddings.word_embeddings.weight', [c.vocabSize, H], 1);
-  add('embeddings.position_embeddings.weight', [c.maxPositions, H], 0.3);
-  add('embeddings.token_type_embeddings.weight', [c.typeVocabSize, H], 0.3);
-  const lnorm = (p: string, w: number) => {
-    add(`${p}.weight`, [w], 0.2, 1);
-    add(`${p}.bias`, [w], 0.1);
-  };
-  const lin = (p: string, i: number, o: number) => {
-    add(`${p}.weight`, [o, i], 1 / Math.sqrt(i));
-    add(`${p}.bias`, [o], 0.1);
-  };
-  lnorm('embeddings.LayerNorm', H);
-  for (let l = 0; l < c.numLayers; l++) {
-    const p = `encoder.layer.${l}`;
-    for (const x of ['query', 'key', 'value']) lin(`${p}.attention.self.${x}`, H, H);
-    lin(`${p}.attention.output.dense`, H, H);
-    lnorm(`${p}.attention.output.LayerNorm`, H);
-    lin(`${p}.intermediate.dense`, H, c.intermediateSize);
-    lin(`${p}.output.dense`, c.intermediateSize, H);
-    lnorm(`${p}.output.LayerNorm`, H);
-  }
-  return new BertWeights(t, c);
-}
 
 const small: BertConfig = { hiddenSize: 32, numLayers: 2, numHeads: 4, intermediateSize: 64, vocabSize: 50, maxPositions: 40, typeVocabSize: 2, layerNormEps: 1e-12 };
 

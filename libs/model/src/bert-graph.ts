@@ -104,7 +104,24 @@ export interface BertBuildOptions {
   precision?: 'fp32' | 'fp16';
 }
 
-/** Builds the encoder graph. `name` goes into the model's metadata. */
+/**
+ * Default-domain opset of the built graph: 21 for QuantizeLinear's blocked form (one scale per
+ * token of a [B, S, H] tensor without reshaping it to rows) and ReduceMax's axes as an input.
+ */
+export const BERT_OPSET = 21;
+
+/**
+ * Builds the encoder graph. `name` goes into the model's metadata.
+ *
+ * Few nodes, because on short inputs (a query of ~14 tokens) much of ONNX Runtime's cost is per
+ * node, not per multiply: per layer one Q/K/V projection ([H, 3H], split in three), ONNX Runtime's
+ * MultiHeadAttention (heads, scaling, key padding mask and softmax in one kernel, the Q/K/V biases
+ * added there), Sum + LayerNormalization for each residual + bias + LayerNorm, BiasGelu for the
+ * feed-forward's bias + exact-erf GELU; activations stay [B, S, H] throughout (no reshape or
+ * transpose). The vectors equal those of the graph it replaced (testing/bert-graph-unfused.ts):
+ * to the bit in fp32 and int8 on this repository's AVX-512 machine, within float tolerance in any case
+ * (`bert-graph-fused.spec.ts`); docs/models.md, "The graph's nodes".
+ */
 export function buildBertModel(weights: BertWeights, name: string, opts: BertBuildOptions = {}): ModelProto {
   const int8 = opts.quantize === 'int8';
   const fp16 = opts.precision === 'fp16';
@@ -112,53 +129,54 @@ export function buildBertModel(weights: BertWeights, name: string, opts: BertBui
   const c = weights.bertConfig;
   const H = c.hiddenSize;
   const nh = c.numHeads;
-  const dh = H / nh;
   const g = new GraphBuilder();
+  const ms = 'com.microsoft';
   const cst = (n: string, dims: number[], data: Float32Array) => g.constant(fp16 ? makeTensor(n, dims, encodeHalf(data)) : floatTensor(n, dims, data));
-  const floatScalar = (n: string, v: number) => cst(n, [], Float32Array.of(v));
-  const layerNorm = (x: string, prefix: string) =>
-    g.op('LayerNormalization', [x, cst(`${prefix}_gamma`, [H], weights.get(`${prefix}.weight`, [H])), cst(`${prefix}_beta`, [H], weights.get(`${prefix}.bias`, [H]))], {
-      axis: -1,
-      epsilon: floatAttr(c.layerNormEps),
-    });
-  const denseFp32 = (x: string, prefix: string, inDim: number, outDim: number) =>
-    g.op('Add', [g.op('MatMul', [x, cst(`${prefix}_w`, [inDim, outDim], weights.linear(prefix, inDim, outDim))]), cst(`${prefix}_b`, [outDim], weights.get(`${prefix}.bias`, [outDim]))]);
+  const f32Scalar = (n: string, v: number) => g.constant(floatTensor(n, [], [v]));
+  const vec = (n: string, w: number) => weights.get(n, [w]);
+  const eps = floatAttr(c.layerNormEps);
+  /**
+   * LayerNorm(skip + (x + bias)): Sum adds its inputs left to right, the two Adds of the unfused
+   * graph in one node, bit for bit. Not SkipLayerNormalization: its own mean / variance pass rounds
+   * differently (2e-6 in fp32), and in the int8 graph such a difference moves some activations
+   * across a rounding boundary of the next layer's per-token quantisation, so the codes and then
+   * the vectors drift (0.995 cosine to the unfused graph after 6 layers, against 1.0 this way).
+   */
+  const addLayerNorm = (x: string, bias: string, skip: string, prefix: string, output?: string) =>
+    g.op('LayerNormalization', [g.op('Sum', [x, bias, skip]), cst(`${prefix}_gamma`, [H], vec(`${prefix}.weight`, H)), cst(`${prefix}_beta`, [H], vec(`${prefix}.bias`, H))], { axis: -1, epsilon: eps }, output);
+
   // int8: each token's activations quantised on their own (symmetric, 127 levels, the scale from
   // the token's largest |x|), stored as u8 around a zero point of 128 so that the product runs on
-  // MatMulInteger's u8 x s8 kernels (the fast path on AVX2 and VNNI alike). One scale per token,
-  // not per batch tensor: a text's vectors do not depend on what else is in its batch or how far
-  // the batch is padded. Tokens are rows of [B*S, in] so that QuantizeLinear and DequantizeLinear
-  // take the scales per axis (each one fused pass: scale, round half to even, saturate, cast).
+  // MatMulIntegerToFloat's u8 x s8 kernels (the fast path on AVX2 and VNNI alike). One scale per
+  // token, not per batch tensor: a text's vectors do not depend on what else is in its batch or
+  // how far the batch is padded. The scales are [B, S, 1]: QuantizeLinear's blocked form (one
+  // block = one token's H values) takes them as they are, and MatMulIntegerToFloat takes them as
+  // its A scale, applied to each output row after the per-column weight scales (the same two
+  // multiplications, in the same order, as a separate Mul). The zero point tensor is built once.
   const i8 = int8
     ? {
-        max: floatScalar('i8_max', 127),
-        tiny: floatScalar('i8_tiny', 1e-12),
-        one: floatScalar('i8_one', 1),
-        axis1: g.constant(int64Tensor('i8_axis1', [1], [1])),
+        max: f32Scalar('i8_max', 127),
+        lastAxis: g.constant(int64Tensor('i8_last_axis', [1], [-1])),
         zero: g.constant(makeTensor('i8_zero_point', [], Uint8Array.of(128))),
-        batchSeq: g.op('Shape', ['input_ids']), // [B, S]
-        outShapes: new Map<number, string>(),
+        zeros: g.op('Expand', [
+          g.constant(makeTensor('i8_zero_point_111', [1, 1, 1], Uint8Array.of(128))),
+          g.op('Concat', [g.op('Shape', ['input_ids']), g.constant(int64Tensor('i8_one_axis', [1], [1]))], { axis: 0 }),
+        ]), // [B, S, 1]
       }
     : null;
-  const denseInt8 = (x: string, prefix: string, inDim: number, outDim: number) => {
-    const q8 = i8!;
-    const w = weights.linear(prefix, inDim, outDim); // [in, out]
+  /** x [B, S, in] times the Linear layer `prefix`'s weight (no bias): [B, S, out]. */
+  const project = (x: string, prefix: string, w: Float32Array, inDim: number, outDim: number) => {
+    if (!i8) return g.op('MatMul', [x, cst(`${prefix}_w`, [inDim, outDim], w)]);
     const { codes, scales } = quantizeColumns(w, inDim, outDim, BERT_INT8_WEIGHT_MAX);
-    const rows = g.op('Reshape', [x, g.constant(int64Tensor(`${prefix}_rows`, [2], [-1, inDim]))]); // [B*S, in]
-    const scale = g.op('Max', [g.op('Div', [g.op('ReduceMax', [g.op('Abs', [rows])], { axes: [1], keepdims: 1 }), q8.max]), q8.tiny]); // [B*S, 1]
-    const perRow = g.op('Squeeze', [scale, q8.axis1]); // [B*S]
-    const q = g.op('QuantizeLinear', [rows, perRow, g.op('Expand', [q8.zero, g.op('Shape', [perRow])])], { axis: 0 });
-    // codes x per-column weight scales in the GEMM's own output pass, then the per-token scale
-    const acc = g.op('MatMulIntegerToFloat', [q, g.constant(makeTensor(`${prefix}_wq`, [inDim, outDim], codes)), q8.one, cst(`${prefix}_ws`, [outDim], scales), q8.zero], {}, undefined, 'com.microsoft');
-    const y = g.op('Add', [g.op('Mul', [acc, scale]), cst(`${prefix}_b`, [outDim], weights.get(`${prefix}.bias`, [outDim]))]);
-    let shape = q8.outShapes.get(outDim);
-    if (!shape) {
-      shape = g.op('Concat', [q8.batchSeq, g.constant(int64Tensor(`i8_out_${outDim}`, [1], [outDim]))], { axis: 0 });
-      q8.outShapes.set(outDim, shape);
-    }
-    return g.op('Reshape', [y, shape]);
+    // No floor under the scale (the unfused graph's Max(scale, 1e-12)): a token whose activations
+    // are all zero gets scale 0, its codes are whatever QuantizeLinear makes of 0/0, and its output
+    // row is those codes' products times 0, the exact 0 that x = 0 gives; any other token's scale
+    // is at least 1/127 of its largest |x|, and the floor never applied (the vectors are the same).
+    const scale = g.op('Div', [g.op('ReduceMax', [g.op('Abs', [x]), i8.lastAxis], { keepdims: 1 }), i8.max]); // [B, S, 1]
+    const q = g.op('QuantizeLinear', [x, scale, i8.zeros], { axis: 2, block_size: inDim });
+    return g.op('MatMulIntegerToFloat', [q, g.constant(makeTensor(`${prefix}_wq`, [inDim, outDim], codes)), scale, g.constant(floatTensor(`${prefix}_ws`, [outDim], scales)), i8.zero], {}, undefined, ms);
   };
-  const dense = int8 ? denseInt8 : denseFp32;
+  const linear = (x: string, prefix: string, inDim: number, outDim: number) => project(x, prefix, weights.linear(prefix, inDim, outDim), inDim, outDim);
 
   // embeddings
   const word = g.op('Gather', [cst('word_embeddings', [c.vocabSize, H], weights.get('embeddings.word_embeddings.weight', [c.vocabSize, H])), 'input_ids'], { axis: 0 });
@@ -168,40 +186,47 @@ export function buildBertModel(weights: BertWeights, name: string, opts: BertBui
   const types = g.op('Gather', [cst('token_type_embeddings', [c.typeVocabSize, H], weights.get('embeddings.token_type_embeddings.weight', [c.typeVocabSize, H])), 'token_type_ids'], {
     axis: 0,
   });
-  let x = layerNorm(g.op('Add', [g.op('Add', [word, pos]), types]), 'embeddings.LayerNorm');
+  let x = addLayerNorm(word, pos, types, 'embeddings.LayerNorm');
 
-  // [B,1,1,S] additive mask: 0 for real tokens, -1e9 for padding
-  const maskf = g.op('Cast', ['attention_mask'], { to: fp16 ? DataType.FLOAT16 : DataType.FLOAT });
-  const bias = g.op('Mul', [g.op('Sub', [maskf, floatScalar('one_f', 1)]), floatScalar('big', fp16 ? 1e4 : 1e9)]);
-  const bias4 = g.op('Unsqueeze', [bias, g.constant(int64Tensor('mask_axes', [2], [1, 2]))]);
-  const heads = g.constant(int64Tensor('heads_shape', [4], [0, 0, nh, dh]));
-  const merged = g.constant(int64Tensor('merged_shape', [3], [0, 0, H]));
-  const scale = floatScalar('inv_sqrt_dh', 1 / Math.sqrt(dh));
-  const sqrtHalf = floatScalar('inv_sqrt2', Math.SQRT1_2);
-  const half = floatScalar('half', 0.5);
-  const oneF = floatScalar('one_gelu', 1);
-
-  for (let l = 0; l < c.numLayers; l++) {
+  // key padding mask [B, S] int32: MultiHeadAttention gives the keys whose mask is 0
+  // mask_filter_value before the softmax (exactly zero attention, as the unfused graph's -1e9 bias)
+  const keyMask = g.op('Cast', ['attention_mask'], { to: DataType.INT32 });
+  const last = c.numLayers - 1;
+  for (let l = 0; l <= last; l++) {
     const p = `encoder.layer.${l}`;
-    const split = (t: string, perm: number[]) => g.op('Transpose', [g.op('Reshape', [t, heads])], { perm });
-    const q = split(dense(x, `${p}.attention.self.query`, H, H), [0, 2, 1, 3]); // [B,nh,S,dh]
-    const k = split(dense(x, `${p}.attention.self.key`, H, H), [0, 2, 3, 1]); // [B,nh,dh,S]
-    const v = split(dense(x, `${p}.attention.self.value`, H, H), [0, 2, 1, 3]); // [B,nh,S,dh]
-    const scores = g.op('Add', [g.op('Mul', [g.op('MatMul', [q, k]), scale]), bias4]);
-    const ctx = g.op('MatMul', [g.op('Softmax', [scores], { axis: -1 }), v]); // [B,nh,S,dh]
-    const ctxMerged = g.op('Reshape', [g.op('Transpose', [ctx], { perm: [0, 2, 1, 3] }), merged]);
-    const a = layerNorm(g.op('Add', [x, dense(ctxMerged, `${p}.attention.output.dense`, H, H)]), `${p}.attention.output.LayerNorm`);
-    const h = dense(a, `${p}.intermediate.dense`, H, c.intermediateSize);
-    const gelu = g.op('Mul', [g.op('Mul', [h, half]), g.op('Add', [g.op('Erf', [g.op('Mul', [h, sqrtHalf])]), oneF])]);
-    x = layerNorm(g.op('Add', [a, dense(gelu, `${p}.output.dense`, c.intermediateSize, H)]), `${p}.output.LayerNorm`);
+    const att = `${p}.attention.self`;
+    const wq = weights.linear(`${att}.query`, H, H);
+    const wk = weights.linear(`${att}.key`, H, H);
+    const wv = weights.linear(`${att}.value`, H, H);
+    const wqkv = new Float32Array(H * 3 * H); // [H, 3H]: the three weights side by side
+    for (let i = 0; i < H; i++) {
+      wqkv.set(wq.subarray(i * H, (i + 1) * H), i * 3 * H);
+      wqkv.set(wk.subarray(i * H, (i + 1) * H), i * 3 * H + H);
+      wqkv.set(wv.subarray(i * H, (i + 1) * H), i * 3 * H + 2 * H);
+    }
+    const bqkv = new Float32Array(3 * H);
+    bqkv.set(vec(`${att}.query.bias`, H), 0);
+    bqkv.set(vec(`${att}.key.bias`, H), H);
+    bqkv.set(vec(`${att}.value.bias`, H), 2 * H);
+    const qkv = project(x, `${att}.qkv`, wqkv, H, 3 * H);
+    const [q, k, v] = g.opOutputs('Split', [qkv], [g.fresh('q'), g.fresh('k'), g.fresh('v')], { axis: 2, num_outputs: 3 });
+    // heads, scores scaled by 1/sqrt(head size) (the op's default), key padding mask, softmax, context: one kernel
+    const ctx = g.op('MultiHeadAttention', [q!, k!, v!, cst(`${att}.qkv_b`, [3 * H], bqkv), keyMask], { num_heads: nh, mask_filter_value: floatAttr(fp16 ? -1e4 : -1e9) }, undefined, ms);
+    const ao = `${p}.attention.output`;
+    const a = addLayerNorm(linear(ctx, `${ao}.dense`, H, H), cst(`${ao}.dense_b`, [H], vec(`${ao}.dense.bias`, H)), x, `${ao}.LayerNorm`);
+    const inter = `${p}.intermediate.dense`;
+    const h = g.op('BiasGelu', [linear(a, inter, H, c.intermediateSize), cst(`${inter}_b`, [c.intermediateSize], vec(`${inter}.bias`, c.intermediateSize))], {}, undefined, ms);
+    const out = `${p}.output`;
+    x = addLayerNorm(linear(h, `${out}.dense`, c.intermediateSize, H), cst(`${out}.dense_b`, [H], vec(`${out}.dense.bias`, H)), a, `${out}.LayerNorm`, l === last && !fp16 ? 'last_hidden_state' : undefined);
   }
+  if (c.numLayers === 0 && !fp16) g.op('Identity', [x], {}, 'last_hidden_state');
   if (fp16) g.op('Cast', [x], { to: DataType.FLOAT }, 'last_hidden_state');
-  else g.op('Identity', [x], {}, 'last_hidden_state');
   const ids = ['input_ids', 'attention_mask', 'token_type_ids'].map((n) => makeValueInfo(n, 'INT64', ['batch', 'seq']));
   const graph = g.build('bert', ids, [makeValueInfo('last_hidden_state', 'FLOAT', ['batch', 'seq', H])]);
   return makeModel(graph, {
-    ...(int8 ? { extraOpsets: [{ domain: 'com.microsoft', version: 1 }] } : {}),
-    metadata: { name, architecture: `bert L${c.numLayers} H${H} A${nh}`, quantize: int8 ? 'int8 (dynamic, 7-bit weights per column)' : 'none', precision: fp16 ? 'fp16' : 'fp32' },
+    opset: BERT_OPSET,
+    extraOpsets: [{ domain: ms, version: 1 }],
+    metadata: { name, architecture: `bert L${c.numLayers} H${H} A${nh}`, quantize: int8 ? 'int8 (dynamic per token, 7-bit weights per column)' : 'none', precision: fp16 ? 'fp16' : 'fp32' },
   });
 }
 
