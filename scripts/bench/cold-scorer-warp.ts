@@ -146,6 +146,8 @@ export interface ColdWarpOptions {
   warmRounds: number;
   /** A file for a CPU profile (.cpuprofile, the inspector's sampler) of the warm rounds from memory alone; absent: none. */
   profileTo?: string;
+  /** A file name for CPU profiles of the timed queries from the disk cache, one per query (FILE-q.cpuprofile; the untimed runs that prepare each are left out); absent: none. */
+  diskProfileTo?: string;
 }
 
 /** The inspector's CPU sampler started now; the function it returns stops it and writes the profile to a file. */
@@ -169,7 +171,7 @@ export function coldWarpDefaults(quick: boolean): ColdWarpOptions {
 }
 
 export async function runColdWarpBench(o: ColdWarpOptions): Promise<Record<string, unknown>> {
-  const { sizes: totals, docTokens: L, batch, queries: Q, queryTokens: n, nprobe, bits, dims, latencyMs: latency, mbPerS, maxSegments, rangeGap: gap, rounds, rangedOnly, warmRounds, profileTo } = o;
+  const { sizes: totals, docTokens: L, batch, queries: Q, queryTokens: n, nprobe, bits, dims, latencyMs: latency, mbPerS, maxSegments, rangeGap: gap, rounds, rangedOnly, warmRounds, profileTo, diskProfileTo } = o;
   const policy: MergePolicySettings = { ...DEFAULT_MERGE_POLICY, maxSegments, searchMaxBytes: DEFAULT_WARP_MAX_BYTES };
   const results: Record<string, unknown>[] = [];
   for (const total of totals) results.push(await oneSize(total));
@@ -332,7 +334,9 @@ export async function runColdWarpBench(o: ColdWarpOptions): Promise<Record<strin
           await timed(scorer(), q);
           const c = scorer();
           await timed(c, (q + 1) % Q);
+          const diskProfiler = diskProfileTo ? await startProfile() : null;
           const w = await timed(c, q);
+          if (diskProfiler && diskProfileTo) await diskProfiler(diskProfileTo.replace(/(\.cpuprofile)?$/, `-${q}.cpuprofile`));
           if (w.hits !== fill[q].hits) throw new Error(`query ${q} from the disk cache: hits differ from its first run`);
           fromDisk.push(w);
         }
