@@ -127,11 +127,11 @@ export async function warpLists(store: SegmentStore, collection: Pick<Collection
     // Hot lists from memory (touched: kept, moved to the recent end when not already near it); the rest by ranges.
     const held = new Map<number, WarpList>();
     const missing: number[] = [];
-    const keys = listKeys(dir, key);
     for (let k = 0; k < centroids.length; k++) {
       const c = centroids[k];
       if (dir.counts[c] === 0) continue;
-      const hot = store.lru.touch((keys[c] ??= `warplist:${key}#${c}`)) as WarpList | undefined;
+      // one lookup (a hot list was peeked, then kept: its key built twice, three map operations)
+      const hot = store.lru.touch(`warplist:${key}#${c}`) as WarpList | undefined;
       if (hot) held.set(c, hot);
       else missing.push(c);
     }
@@ -154,10 +154,10 @@ export async function warpLists(store: SegmentStore, collection: Pick<Collection
           const own = got[r].byteLength === length && got[r].byteOffset === 0 && got[r].buffer.byteLength === length;
           const list = readWarpList(dir, c, own ? got[r] : got[r].slice(start, start + length));
           held.set(c, list);
-          store.lru.keep((keys[c] ??= `warplist:${key}#${c}`), list, dir.offsets[c + 1] - dir.offsets[c] + WARP_LIST_OVERHEAD_BYTES);
+          store.lru.keep(`warplist:${key}#${c}`, list, dir.offsets[c + 1] - dir.offsets[c] + WARP_LIST_OVERHEAD_BYTES);
         }
       } catch (err) {
-        for (const c of missing) store.lru.delete((keys[c] ??= `warplist:${key}#${c}`));
+        for (const c of missing) store.lru.delete(`warplist:${key}#${c}`);
         throw await layoutUnavailable(store, key, ref, err);
       }
     }
@@ -174,19 +174,6 @@ export async function warpLists(store: SegmentStore, collection: Pick<Collection
     };
     return { lists, bytes, fetched, ranges };
   });
-}
-
-/**
- * Per layout directory, its lists' memory-cache keys (`warplist:{key}#{c}`) by centroid, made when
- * first probed and kept with the directory: a warm query probes ~3,000 lists, whose keys were built
- * (and hashed by the cache's map) again on every query.
- */
-const listKeyTables = new WeakMap<WarpDirectory, { key: string; keys: (string | undefined)[] }>();
-
-function listKeys(dir: WarpDirectory, key: string): (string | undefined)[] {
-  let t = listKeyTables.get(dir);
-  if (!t || t.key !== key) listKeyTables.set(dir, (t = { key, keys: new Array<string | undefined>(dir.counts.length).fill(undefined) }));
-  return t.keys;
 }
 
 /** Bytes [offset, offset + length) of a layout object (layoutRanges). */
