@@ -34,7 +34,8 @@ const USAGE = `usage: npm run bench -- cold-scorer [--json] [--section both|rera
     [--max-segments N] [--range-gap N (32768: the scorer's default)] [--rounds N (2; --quick 1)] [--ranged-only]
     [--warm-rounds N (0): then every query repeated N times on a warm scorer, lists in memory, and once from the disk cache]
     [--warm-profile FILE: a CPU profile of the warm rounds from memory]
-    [--disk-profile FILE: a CPU profile of the timed queries from the disk cache]`;
+    [--disk-profile FILE: a CPU profile of the timed queries from the disk cache]
+    [--hits-out FILE: the warm scorer's hits of every query, as JSON (to compare two builds' answers)]`;
 
 /** The numeric flags of both sections (each a number of at least 0). */
 const NUMBER_FLAGS = ['segments', 'docs', 'tokens', 'dims', 'candidates', 'latency-ms', 'mb-per-s', 'rounds', 'doc-tokens', 'batch', 'queries', 'query-tokens', 'nprobe', 'bits', 'max-segments', 'range-gap', 'warm-rounds'] as const;
@@ -46,6 +47,7 @@ const FLAGS = {
   'warp-docs': { type: 'string' },
   'warm-profile': { type: 'string' },
   'disk-profile': { type: 'string' },
+  'hits-out': { type: 'string' },
   ...(Object.fromEntries(NUMBER_FLAGS.map((f) => [f, { type: 'string' }])) as Record<(typeof NUMBER_FLAGS)[number], { type: 'string' }>),
 } as const;
 
@@ -100,6 +102,7 @@ export async function runColdScorerBench(args: string[]): Promise<Record<string,
       warmRounds: num('warm-rounds', w.warmRounds),
       ...(v['warm-profile'] ? { profileTo: v['warm-profile'] } : {}),
       ...(v['disk-profile'] ? { diskProfileTo: v['disk-profile'] } : {}),
+      ...(v['hits-out'] ? { hitsTo: v['hits-out'] } : {}),
     };
     return { section: v.section, rerank, warp };
   });
