@@ -18,7 +18,31 @@ export function prefixScanOf(
   if (codec.descriptor.sideInfo) throw new Error('prefixScanOf: a side-information codec decodes with static rows; scan its code sections');
   const { start } = section;
   const documents = start.length - 1;
+  const { codes: cb, norms: nb } = section.rowBytes;
   return {
+    gather(docs: Uint32Array, count: number): PrefixScan {
+      if (!(Number.isInteger(count) && count >= 0 && count <= docs.length)) throw new RangeError(`prefix section: count must be an integer in 0..${docs.length}, got ${count}`);
+      const sub = new Uint32Array(count + 1);
+      let prev = -1;
+      for (let k = 0; k < count; k++) {
+        const i = docs[k];
+        if (!(i > prev && i < documents)) throw new RangeError(`prefix section: gathered documents must ascend within 0..${documents - 1}, got ${i} at ${k}`);
+        prev = i;
+        sub[k + 1] = sub[k] + (start[i + 1] - start[i]);
+      }
+      const rows = sub[count];
+      const codes = new Uint8Array(rows * cb);
+      const norms = new Uint8Array(rows * nb);
+      for (let k = 0; k < count; k++) {
+        const i = docs[k];
+        const a = start[i], b = start[i + 1];
+        if (a === b) continue;
+        codes.set(section.codes.subarray(a * cb, b * cb), sub[k] * cb);
+        norms.set(section.norms.subarray(a * nb, b * nb), sub[k] * nb);
+      }
+      const picked = docs.slice(0, count);
+      return prefixScanOf({ rows: section.rows, rowBytes: section.rowBytes, start: sub, codes, norms }, codec, dims, (k) => keyOf(picked[k]), rowScorer);
+    },
     rows: section.rows,
     start,
     rowScorer: (q: Float32Array, n: number) => (rowScorer && n > 0 ? rowScorer(q, n, { codes: section.codes, norms: section.norms }) : null),

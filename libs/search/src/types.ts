@@ -70,6 +70,12 @@ export interface PrefixScan {
   rowScorer(q: Float32Array, n: number): RowScorer | null;
   /** Documents [from, to): the first min(m, their stored rows) rows of each decoded, concatenated in document order (as docPrefixTokens). */
   decodePrefixes(from: number, to: number, m: number): Float32Array;
+  /**
+   * Optional: a PrefixScan over documents docs[0 .. count) of this one (ascending local ids; its
+   * document k is docs[k]): their rows' bytes copied together, scored and decoded as here, so the
+   * same values bit for bit. ME-BERT's IVF (mebert-ivf.ts) rescores its candidates through it.
+   */
+  gather?(docs: Uint32Array, count: number): PrefixScan;
 }
 
 /** Query token i against token row r of one segment (SearchSegment.rowScorer). */
