@@ -23,7 +23,7 @@
 import { existsSync } from 'node:fs';
 import { createCodec, fitCodec, prefixRowBytes, type EdenCodec, type PrefixSection } from '@lateral/codec';
 import {
-  assignNearest, buildMebertLists, mebertIvfSearch, mebertListSource, mebertProbe, mebertSearch, prefixScanOf, searchSegment, sphericalKmeans,
+  assignNearest, buildMebertLists, mebertIvfSearch, mebertIvfStats, mebertListSource, mebertProbe, mebertSearch, prefixScanOf, searchSegment, sphericalKmeans,
   type Hit, type MebertIvfStats, type MebertListSource, type RowScorer, type SearchSegment, type SegmentSource,
 } from '@lateral/search';
 import { TokenEncoder } from '@lateral/model';
@@ -53,6 +53,8 @@ const ROWS = 4;
 const WAYS = ['rows', 'batch', 'batch-js'] as const;
 type Way = (typeof WAYS)[number];
 const POOL_DOCS = 4096;
+/** The IVF's rows-first mode: the best RESCORE documents of a segment by their probed rows rescored exactly. */
+const RESCORE = 100;
 
 /** Synthesised segments: per segment, a prefix section of `documents / segments` documents of 4 rows each. */
 function synthesise(o: MebertBenchOptions, log: (m: string) => void) {
@@ -74,7 +76,7 @@ function synthesise(o: MebertBenchOptions, log: (m: string) => void) {
     poolCodes.set(enc.codes, i * ROWS * rowBytes.codes);
     poolNorms.set(enc.norms, i * ROWS * rowBytes.norms);
   }
-  const segments: { source: SegmentSource; docBase: number }[] = [];
+  const segments: { source: SegmentSource; docBase: number; section: PrefixSection }[] = [];
   const per = Math.ceil(o.documents / o.segments);
   const rc = ROWS * rowBytes.codes;
   const rn = ROWS * rowBytes.norms;
@@ -109,6 +111,7 @@ function synthesise(o: MebertBenchOptions, log: (m: string) => void) {
           prefixScan: scan,
       },
       docBase,
+      section,
     });
     docBase += D;
   }
@@ -123,7 +126,8 @@ function synthesise(o: MebertBenchOptions, log: (m: string) => void) {
   const poolScan = prefixScanOf(poolSection, codec, d, (i) => ({ docId: `p${i}`, seed }));
   /** Segment s's document i is pool document poolOf(s, i) (the tiling above). */
   const poolOf = (s: number, i: number) => (i * 2654435761 + s * 40503) % POOL_DOCS >>> 0;
-  return { segments, rowBytes, bytes: docBase * ROWS * (rowBytes.codes + rowBytes.norms), codec, seed, poolRows: poolScan.decodePrefixes(0, POOL_DOCS, ROWS), poolOf };
+  const scorer = (q: Float32Array, _n: number, rows: { codes: Uint8Array; norms: Uint8Array }) => lutOf(q).rows(rows);
+  return { segments, rowBytes, bytes: docBase * ROWS * (rowBytes.codes + rowBytes.norms), codec, seed, poolRows: poolScan.decodePrefixes(0, POOL_DOCS, ROWS), poolOf, scorer };
 }
 
 /** The IVF over the tiled segments: centroids fitted on the pool's decoded rows, each segment's lists tiled from the pool rows' nearest centroids. */
@@ -139,14 +143,15 @@ function tiledIvf(syn: ReturnType<typeof synthesise>, K: number, d: number, log:
       const p = syn.poolOf(s, i);
       for (let j = 0; j < ROWS; j++) assignment[i * ROWS + j] = near[p * ROWS + j];
     }
-    return mebertListSource(buildMebertLists({ start: seg.source.prefixScan!.start, assignment, centroidCount: K }));
+    // the lists hold their rows' codes, list-major (WARP's layout, one "token" per prefix row)
+    return mebertListSource(buildMebertLists({ start: seg.source.prefixScan!.start, assignment, centroidCount: K }), { ...seg.section, scorer: syn.scorer });
   });
   log(`score bench: ME-BERT IVF, K = ${K} centroids fitted on the pool's ${n} rows and the ${syn.segments.length} segments' lists built in ${((performance.now() - t0) / 1000).toFixed(1)} s`);
   return { centroids, lists };
 }
 
 /** One segment of distinct documents (4 rows each, `vectors`: D x 4 x d) coded with `codec`; its prefix scan scored from the codes with EDEN's table. */
-function codedSegment(codec: EdenCodec, seed: bigint, d: number, vectors: Float32Array, start: Uint32Array, name: string): SearchSegment {
+function codedSegment(codec: EdenCodec, seed: bigint, d: number, vectors: Float32Array, start: Uint32Array, name: string) {
   const rowBytes = prefixRowBytes(codec, d)!;
   const D = start.length - 1;
   const R = start[D];
@@ -165,14 +170,16 @@ function codedSegment(codec: EdenCodec, seed: bigint, d: number, vectors: Float3
     if (!l) luts.set(q, (l = codec.queryLut(q, d, seed)));
     return l;
   };
-  const scan = prefixScanOf(section, codec, d, (i) => ({ docId: `${name}-${i}`, seed }), (q, _n, rows) => lutOf(q).rows(rows));
-  return searchSegment({
+  const scorer = (q: Float32Array, _n: number, rows: { codes: Uint8Array; norms: Uint8Array }) => lutOf(q).rows(rows);
+  const scan = prefixScanOf(section, codec, d, (i) => ({ docId: `${name}-${i}`, seed }), scorer);
+  const segment = searchSegment({
     name, documents: D, dims: d, docIds: Array.from({ length: D }, (_, i) => `${name}-${i}`), tokenOffsets: start, tokenIds: new Int32Array(0), docVectors: null, metadata: () => null,
     decodeAll: () => {
       throw new Error('mebert bench: the code sections were read');
     },
     prefixScan: scan,
   });
+  return { segment, section, scorer };
 }
 
 /**
@@ -180,26 +187,31 @@ function codedSegment(codec: EdenCodec, seed: bigint, d: number, vectors: Float3
  * (spherical k-means on every decoded prefix row, 4 steps), per nprobe the mean over the queries
  * of |IVF top-10 and exact top-10| / 10, and the mean share of documents scored.
  */
-function ivfRecall(seg: SearchSegment, d: number, K: number, probes: number[], queries: Float32Array[]): { nprobe: number; recall: number; scored: number }[] {
+function ivfRecall(coded: ReturnType<typeof codedSegment>, d: number, K: number, probes: number[], queries: Float32Array[]): { nprobe: number; recall: number; recallRescore: number; scored: number }[] {
+  const seg = coded.segment;
   const ps = seg.prefixScan!;
   const D = seg.documents;
   const R = ps.start[D];
   const rows = ps.decodePrefixes(0, D, ROWS);
   const { centroids } = sphericalKmeans(rows, R, d, K, { seed: 13, iterations: 4 });
   const near = assignNearest(rows, R, centroids, K, d).index;
-  const parts = [{ segment: seg, lists: mebertListSource(buildMebertLists({ start: ps.start, assignment: near, centroidCount: K })) as MebertListSource | null }];
+  const parts = [{ segment: seg, lists: mebertListSource(buildMebertLists({ start: ps.start, assignment: near, centroidCount: K }), { ...coded.section, scorer: coded.scorer }) as MebertListSource | null }];
   const withRows = ps.start.reduce((a, _, i) => (i < D && ps.start[i + 1] > ps.start[i] ? a + 1 : a), 0);
   const exact = queries.map((q) => new Set(mebertSearch(parts, q, ROWS, 10).map((h) => h.key)));
   return probes.map((nprobe) => {
     let hit = 0;
+    let hitRescore = 0;
     let scored = 0;
     queries.forEach((q, t) => {
-      const stats: MebertIvfStats = { candidates: 0, entries: 0, scanned: false };
-      const got = mebertIvfSearch(parts, mebertProbe(q, centroids, d, nprobe), q, ROWS, 10, {}, stats);
+      const stats = mebertIvfStats();
+      const probed = mebertProbe(q, centroids, d, nprobe);
+      const got = mebertIvfSearch(parts, probed, q, ROWS, 10, {}, stats);
       hit += got.filter((h) => exact[t].has(h.key)).length / Math.max(1, exact[t].size);
+      const rescored = mebertIvfSearch(parts, probed, q, ROWS, 10, { rescore: RESCORE });
+      hitRescore += rescored.filter((h) => exact[t].has(h.key)).length / Math.max(1, exact[t].size);
       scored += stats.candidates / withRows;
     });
-    return { nprobe, recall: hit / queries.length, scored: scored / queries.length };
+    return { nprobe, recall: hit / queries.length, recallRescore: hitRescore / queries.length, scored: scored / queries.length };
   });
 }
 
@@ -253,10 +265,13 @@ export async function mebertCase(o: MebertBenchOptions, quick: boolean, log: (m:
   const probes = (o.ivfProbes ?? [8, 16, 32, 64, 128, 256, 512, 1024]).filter((n) => n >= 1 && n <= K);
   const ivf = tiledIvf(syn, K, o.dims, log);
   const ivfParts = batchParts.map((p, s) => ({ ...p, lists: ivf.lists[s] }));
-  const ivfTimes = probes.map(() => [] as number[]);
-  const ivfCpu = probes.map(() => [] as number[]);
-  const ivfScored = probes.map(() => [] as number[]);
-  const ivfOverlap = probes.map(() => [] as number[]);
+  const MODES = ['rescore', 'exact'] as const;
+  const per = () => probes.map(() => ({ rescore: [] as number[], exact: [] as number[] }));
+  const ivfTimes = per();
+  const ivfCpu = per();
+  const ivfScored = per();
+  const ivfRows = per();
+  const ivfOverlap = per();
   log(`score bench: ME-BERT prefix scan, ${o.documents.toLocaleString('en')} documents x ${ROWS} rows in ${segments.length} segments (${(bytes / 2 ** 20).toFixed(0)} MiB of prefix sections), ${o.queries} queries x ${rounds} rounds, alternated...`);
   // One warm-up query each (table build paths, JIT).
   mebertSearch(batchParts, queries[0], ROWS, 10);
@@ -283,15 +298,18 @@ export async function mebertCase(o: MebertBenchOptions, quick: boolean, log: (m:
       // The IVF at each nprobe (the probe, the candidates' lists and their exact rescoring), beside the scan's answer.
       const exact10 = new Set(got.batch!.map((h) => h.key));
       probes.forEach((nprobe, k) => {
-        const stats: MebertIvfStats = { candidates: 0, entries: 0, scanned: false };
-        const t0 = performance.now();
-        const c0 = process.cpuUsage();
-        const hits: Hit[] = mebertIvfSearch(ivfParts, mebertProbe(q, ivf.centroids, o.dims, nprobe), q, ROWS, 10, { explain: true }, stats);
-        ivfTimes[k].push(performance.now() - t0);
-        const c = process.cpuUsage(c0);
-        ivfCpu[k].push((c.user + c.system) / 1000);
-        ivfScored[k].push(stats.candidates);
-        ivfOverlap[k].push(hits.filter((h) => exact10.has(h.key)).length / Math.max(1, exact10.size));
+        for (const mode of checked % 2 ? [...MODES].reverse() : MODES) {
+          const stats = mebertIvfStats();
+          const t0 = performance.now();
+          const c0 = process.cpuUsage();
+          const hits: Hit[] = mebertIvfSearch(ivfParts, mebertProbe(q, ivf.centroids, o.dims, nprobe), q, ROWS, 10, { explain: true, rescore: mode === 'rescore' ? RESCORE : undefined }, stats);
+          ivfTimes[k][mode].push(performance.now() - t0);
+          const c = process.cpuUsage(c0);
+          ivfCpu[k][mode].push((c.user + c.system) / 1000);
+          ivfScored[k][mode].push(stats.candidates);
+          ivfRows[k][mode].push(stats.rows);
+          ivfOverlap[k][mode].push(hits.filter((h) => exact10.has(h.key)).length / Math.max(1, exact10.size));
+        }
       });
       const want = got.rows!.map((h) => [h.key, h.score, h.explain!.rows[0]]);
       for (const way of ['batch', 'batch-js'] as const) {
@@ -308,9 +326,12 @@ export async function mebertCase(o: MebertBenchOptions, quick: boolean, log: (m:
   const totalRows = o.documents * ROWS;
   const simd = simdStatus();
   const mean = (xs: number[]) => xs.reduce((a, b) => a + b, 0) / Math.max(1, xs.length);
-  const ivfRows = probes.map((nprobe, k) => ({
-    nprobe, fraction: nprobe / K, ms: median(ivfTimes[k]), cpu_ms: median(ivfCpu[k]), candidates: mean(ivfScored[k]), tiled_overlap10: mean(ivfOverlap[k]),
-    recall10_random: null as number | null, recall10_real: null as number | null,
+  const ivfTable = probes.map((nprobe, k) => ({
+    nprobe, fraction: nprobe / K,
+    ms: median(ivfTimes[k].rescore), cpu_ms: median(ivfCpu[k].rescore), rows: mean(ivfRows[k].rescore), tiled_overlap10: mean(ivfOverlap[k].rescore),
+    exact_ms: median(ivfTimes[k].exact), exact_cpu_ms: median(ivfCpu[k].exact), exact_rows: mean(ivfRows[k].exact), exact_tiled_overlap10: mean(ivfOverlap[k].exact),
+    candidates: mean(ivfScored[k].rescore),
+    recall10_random: null as number | null, recall10_random_exact: null as number | null, recall10_real: null as number | null, recall10_real_exact: null as number | null,
   }));
   // recall@10 on distinct rows: uniform random (the worst case), then real encoded vectors; the same fractions of the lists.
   const recallDocs = o.recallDocs ?? 50_000;
@@ -325,7 +346,7 @@ export async function mebertCase(o: MebertBenchOptions, quick: boolean, log: (m:
     const rq = Array.from({ length: recallQueries }, () => randomUnit(rr, 1, o.dims));
     const rp = probes.map((n) => (n * recallK) / K);
     const got = ivfRecall(seg, o.dims, recallK, rp.filter((n) => Number.isInteger(n) && n >= 1), rq);
-    for (const g of got) ivfRows[rp.indexOf(g.nprobe)].recall10_random = g.recall;
+    for (const g of got) Object.assign(ivfTable[rp.indexOf(g.nprobe)], { recall10_random: g.recallRescore, recall10_random_exact: g.recall });
   }
   const realK = 64;
   let realModel: string | null = null;
@@ -336,7 +357,7 @@ export async function mebertCase(o: MebertBenchOptions, quick: boolean, log: (m:
       const seg = codedSegment(syn.codec, syn.seed, o.dims, real.vectors, real.start, 'cran');
       const rp = probes.map((n) => (n * realK) / K);
       const got = ivfRecall(seg, o.dims, realK, rp.filter((n) => Number.isInteger(n) && n >= 1), real.queries);
-      for (const g of got) ivfRows[rp.indexOf(g.nprobe)].recall10_real = g.recall;
+      for (const g of got) Object.assign(ivfTable[rp.indexOf(g.nprobe)], { recall10_real: g.recallRescore, recall10_real_exact: g.recall });
     }
   }
   const shape = `${o.documents.toLocaleString('en')} docs x ${ROWS} rows, d = ${o.dims} (${rowBytes.codes} code B a row), ${segments.length} segments`;
@@ -360,7 +381,8 @@ export async function mebertCase(o: MebertBenchOptions, quick: boolean, log: (m:
       mebert_batch_js_cpu_ms: cpuMs.js,
       mebert_kernels: simd.kind,
       mebert_ivf_centroids: K,
-      mebert_ivf: ivfRows,
+      mebert_ivf_rescore: RESCORE,
+      mebert_ivf: ivfTable,
       mebert_ivf_recall_docs: recallDocs,
       mebert_ivf_recall_centroids: recallK,
       mebert_ivf_real_model: realModel,
@@ -371,12 +393,16 @@ export async function mebertCase(o: MebertBenchOptions, quick: boolean, log: (m:
         `ME-BERT prefix scan (${shape}, top-10; ${simd.kind} kernels)`,
         `rowMaxima kernel ${f(batchMs)} ms/query (${f(totalRows / batchMs / 1000, 1)}M rows/s), its JavaScript twin ${f(batchJsMs)} ms, vs row at a time ${f(rowsMs)} ms (${f(totalRows / rowsMs / 1000, 1)}M rows/s): ${f(rowsMs / batchMs, 2)}x and ${f(rowsMs / batchJsMs, 2)}x; ${checked} queries, hits equal bit for bit; process CPU per query ${f(cpuMs.batch)} / ${f(cpuMs.js)} / ${f(cpuMs.rows)} ms`,
       ],
-      ...ivfRows.map((r): [string, string] => [
-        `ME-BERT IVF nprobe ${r.nprobe} of ${K} (${(100 * r.fraction).toFixed(2)}% of the lists)`,
-        `${f(r.ms)} ms/query wall, ${f(r.cpu_ms)} ms CPU (scan: ${f(batchMs)} / ${f(cpuMs.batch)}); ${Math.round(r.candidates).toLocaleString('en')} documents rescored; top-10 overlap with the scan ${f(r.tiled_overlap10, 2)} (tiled pool)` +
-          `; recall@10 ${r.recall10_random === null ? '-' : f(r.recall10_random, 3)} on ${recallDocs.toLocaleString('en')} distinct uniform random documents (K ${recallK})` +
-          `; ${r.recall10_real === null ? '-' : f(r.recall10_real, 3)} on Cranfield ${realModel ?? '(no model)'} (K ${realK})`,
-      ]),
+      ...ivfTable.map((r): [string, string] => {
+        const g = (x: number | null) => (x === null ? '-' : f(x, 3));
+        return [
+          `ME-BERT IVF nprobe ${r.nprobe} of ${K} (${(100 * r.fraction).toFixed(2)}% of the lists)`,
+          `rows first, ${RESCORE} rescored: ${f(r.ms)} ms/query wall, ${f(r.cpu_ms)} ms CPU, ${Math.round(r.rows).toLocaleString('en')} rows scored; every candidate rescored: ${f(r.exact_ms)} / ${f(r.exact_cpu_ms)} ms, ${Math.round(r.exact_rows).toLocaleString('en')} rows ` +
+            `(scan: ${f(batchMs)} / ${f(cpuMs.batch)} ms, ${totalRows.toLocaleString('en')} rows); ${Math.round(r.candidates).toLocaleString('en')} candidates; top-10 overlap with the scan ${f(r.tiled_overlap10, 2)} / ${f(r.exact_tiled_overlap10, 2)} (tiled pool)` +
+            `; recall@10 ${g(r.recall10_random)} / ${g(r.recall10_random_exact)} on ${recallDocs.toLocaleString('en')} distinct uniform random documents (K ${recallK})` +
+            `; ${g(r.recall10_real)} / ${g(r.recall10_real_exact)} on Cranfield ${realModel ?? '(no model)'} (K ${realK})`,
+        ];
+      }),
     ],
   };
 }

@@ -41,6 +41,6 @@ export * from './warp';
 export { englishTerms, englishTermIds, analyzeTexts, termHash, ENGLISH_STOP_WORDS, MAX_WORD_LENGTH } from './analyzer';
 export { prefixScanOf } from './prefix-scan';
 export {
-  buildMebertLists, buildMebertListsFromPrefix, mebertListSource, mebertProbe, mebertIvfSegmentSearch, mebertIvfSegmentSearchSteps, mebertIvfSearch, mebertIvfSearchSteps,
+  buildMebertLists, buildMebertListsFromPrefix, mebertListSource, mebertProbe, mebertIvfStats, mebertIvfSegmentSearch, mebertIvfSegmentSearchSteps, mebertIvfSearch, mebertIvfSearchSteps,
   type MebertLists, type MebertListSource, type BuildMebertListsInput, type MebertIvfOptions, type MebertIvfStats,
 } from './mebert-ivf';

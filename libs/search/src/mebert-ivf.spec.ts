@@ -5,7 +5,7 @@ import { jsKernels, useKernels } from '@lateral/simd';
 import { mebertSearch } from './dense';
 import { docMask } from './filters';
 import { assignNearest, sphericalKmeans } from './kmeans';
-import { buildMebertLists, buildMebertListsFromPrefix, mebertIvfSearch, mebertListSource, mebertProbe, type MebertIvfStats, type MebertListSource } from './mebert-ivf';
+import { buildMebertLists, buildMebertListsFromPrefix, mebertIvfSearch, mebertIvfStats, mebertListSource, mebertProbe, type MebertListSource } from './mebert-ivf';
 import { prefixScanOf } from './prefix-scan';
 import { makeCorpus, randomUnit, rng } from './test-utils';
 import { concatDocPrefixes, searchSegment, type Hit, type PrefixScan, type SearchSegment } from './types';
@@ -59,7 +59,13 @@ function build(raw: Record<string, unknown>, lut: boolean) {
   const { centroids } = sphericalKmeans(all, all.length / d, d, K, { seed: 5, iterations: 4 });
   const lists = parts.map((p) => buildMebertListsFromPrefix(p.segment.prefixScan!, d, centroids));
   const ivf = parts.map((p, s) => ({ ...p, lists: mebertListSource(lists[s]) as MebertListSource | null }));
-  return { parts, ivf, centroids, lists };
+  // the lists holding their rows' codes (list-major), scored by the same factory: lut codecs only
+  const ivfCodes = parts.map((p, s) => {
+    const r = readers[s];
+    const scorer = (q: Float32Array, _n: number, rows: { codes: Uint8Array; norms: Uint8Array }) => (codec as EdenCodec).queryLut(q, d, r.seed).rows(rows);
+    return { ...p, lists: (lut ? mebertListSource(lists[s], { ...r.prefix!, scorer }) : mebertListSource(lists[s])) as MebertListSource | null };
+  });
+  return { parts, ivf, ivfCodes, centroids, lists };
 }
 
 /** The same segments with a prefix scan that cannot gather (its rows scored in place). */
@@ -80,7 +86,7 @@ const codecs: [string, Record<string, unknown>, boolean][] = [
 describe('mebert through an IVF over the prefix rows', () => {
   for (const [name, raw, lut] of codecs)
     it(`${name}: every list probed == the prefix scan bit for bit (scores, order, explained rows), m = 1..4, masked or not, gathered or in place`, () => {
-      const { parts, ivf, centroids } = build(raw, lut);
+      const { parts, ivf, ivfCodes, centroids } = build(raw, lut);
       const withRows = big.lengths.filter((len) => len > 0).length;
       const pred = (m: Record<string, unknown> | null) => m !== null && (m.n as number) % 3 === 0;
       for (let t = 0; t < 2; t++) {
@@ -90,17 +96,26 @@ describe('mebert through an IVF over the prefix rows', () => {
         for (const m of [1, 2, 3, 4]) {
           const want = mebertSearch(parts, q, m, 4000, { explain: true });
           expect(want.length).toBe(withRows);
-          const stats: MebertIvfStats = { candidates: 0, entries: 0, scanned: false };
+          const stats = mebertIvfStats();
           expect(full(mebertIvfSearch(ivf, probed, q, m, 4000, { explain: true }, stats))).toEqual(full(want));
           expect(stats.candidates).toBe(withRows);
           expect(stats.scanned).toBe(false);
           expect(full(mebertIvfSearch(noGather(ivf), probed, q, m, 4000, { explain: true }))).toEqual(full(want));
           const top10 = mebertSearch(parts, q, m, 10, { explain: true });
           expect(full(mebertIvfSearch(ivf, probed, q, m, 10, { explain: true }))).toEqual(full(top10));
+          // probed rows first, then the best 10 or 40 documents rescored: every row probed, so the same
+          for (const rescore of [10, 40])
+            for (const source of [ivf, ivfCodes]) {
+              const st = mebertIvfStats();
+              expect(full(mebertIvfSearch(source, probed, q, m, 10, { explain: true, rescore }, st))).toEqual(full(top10));
+              // the probed rows once (list entries), then at most `rescore` documents' m rows per segment
+              if (lut) expect(st.rows).toBeLessThanOrEqual(st.entries + cuts.length * rescore * m);
+            }
           const mask = <P extends { segment: SearchSegment }>(ps: P[]) => ps.map((p) => ({ ...p, mask: docMask(p.segment, pred) }));
           const masked = mebertIvfSearch(mask(ivf), probed, q, m, 50);
           expect(masked.every((h) => pred(big.metadata[h.key]))).toBe(true);
           expect(plain(masked)).toEqual(plain(mebertSearch(mask(parts), q, m, 50)));
+          expect(plain(mebertIvfSearch(mask(ivf), probed, q, m, 50, { rescore: 60 }))).toEqual(plain(masked));
         }
       }
     });
@@ -164,11 +179,51 @@ describe('mebert through an IVF over the prefix rows', () => {
     expect(mean(0)).toBeLessThan(mean(5));
   });
 
+  it('rescore r, nprobe < K: the exact top-n of each segment\'s best r documents by their probed rows (a brute-force reference)', () => {
+    const { parts, ivf, ivfCodes, centroids } = build(codecs[0][1], true);
+    for (let t = 0; t < 4; t++) {
+      const q = randomUnit(rng(500 + t), 1, d);
+      const exact = mebertSearch(parts, q, 3, 4000);
+      for (const [nprobe, r] of [[2, 10], [4, 25], [8, 12]]) {
+        const probed = mebertProbe(q, centroids, d, nprobe);
+        const inProbe = new Set(probed);
+        const kept = new Set<number>();
+        parts.forEach((p, s) => {
+          const ps = p.segment.prefixScan!;
+          const D = p.segment.documents;
+          const near = assignNearest(ps.decodePrefixes(0, D, 4), ps.start[D], centroids, K, d).index;
+          const scorer = ps.rowScorer(q, 1)!;
+          const bound: [number, number][] = [];
+          for (let i = 0; i < D; i++) {
+            let b = -Infinity;
+            for (let j = 0; j < Math.min(3, ps.start[i + 1] - ps.start[i]); j++) if (inProbe.has(near[ps.start[i] + j])) b = Math.max(b, scorer.score(0, ps.start[i] + j));
+            if (b > -Infinity) bound.push([b, i]);
+          }
+          bound.sort((x, y) => y[0] - x[0] || x[1] - y[1]);
+          for (const [, i] of bound.slice(0, r)) kept.add(cuts[s] + i);
+        });
+        const want = exact.filter((h) => kept.has(h.key)).slice(0, 10);
+        for (const source of [ivf, ivfCodes]) {
+          const st = mebertIvfStats();
+          expect(plain(mebertIvfSearch(source, probed, q, 3, 10, { rescore: r }, st))).toEqual(plain(want));
+          expect(st.rows).toBeLessThan(st.candidates * 3);
+        }
+        useKernels(jsKernels);
+        try {
+          expect(plain(mebertIvfSearch(ivfCodes, probed, q, 3, 10, { rescore: r }))).toEqual(plain(want));
+        } finally {
+          useKernels(null);
+        }
+      }
+    }
+    expect(() => mebertIvfSearch(ivf, mebertProbe(randomUnit(rng(9), 1, d), centroids, d, 2), randomUnit(rng(9), 1, d), 3, 10, { rescore: 9 })).toThrow(/rescore must be an integer >= topN \(10\), got 9/);
+  });
+
   it('a segment without lists, without a prefix section or asked m above its rows is scanned whole: the same answers', () => {
     const { parts, ivf, centroids } = build(codecs[0][1], true);
     const q = randomUnit(rng(300), 1, d);
     const probed = mebertProbe(q, centroids, d, 2);
-    const stats: MebertIvfStats = { candidates: 0, entries: 0, scanned: false };
+    const stats = mebertIvfStats();
     expect(full(mebertIvfSearch(ivf.map((p) => ({ ...p, lists: null })), probed, q, 3, 100, { explain: true }, stats))).toEqual(full(mebertSearch(parts, q, 3, 100, { explain: true })));
     expect(stats.scanned).toBe(true);
     expect(stats.candidates).toBe(big.lengths.length);
@@ -182,7 +237,8 @@ describe('mebert through an IVF over the prefix rows', () => {
     const assignment = Uint32Array.of(2, 0, 2, /* doc 1: none */ 1, 1, 0, 2, 2, 1);
     const lists = buildMebertLists({ start, assignment, centroidCount: 4 });
     const src = mebertListSource(lists);
-    expect([0, 1, 2, 3].map((c) => Array.from(src.list(c).docs))).toEqual([[0, 3], [2, 3], [0, 3], []]);
+    expect([0, 1, 2, 3].map((c) => Array.from(src.list(c).docs))).toEqual([[0, 3], [2, 2, 3], [0, 0, 3, 3], []]);
+    expect([0, 1, 2, 3].map((c) => Array.from(src.list(c).places ?? []))).toEqual([[1, 0], [0, 1, 3], [0, 2, 1, 2], []]);
     expect(() => src.list(4)).toThrow(/centroid 4 is out of range/);
     expect(() => buildMebertLists({ start, assignment: assignment.subarray(1), centroidCount: 4 })).toThrow(/assignment has 8 entries, expected the 9 prefix rows/);
     expect(() => buildMebertLists({ start, assignment: Uint32Array.of(2, 0, 2, 1, 1, 0, 2, 4, 1), centroidCount: 4 })).toThrow(/assignment\[7\] = 4 is not a centroid/);
@@ -199,6 +255,14 @@ describe('mebert through an IVF over the prefix rows', () => {
       expect(sub.decodePrefixes(k, k + 1, 4)).toEqual(ps.decodePrefixes(i, i + 1, 4));
     });
     expect(() => ps.gather!(Uint32Array.of(5, 5), 2)).toThrow(/must ascend/);
+    // gatherRows: any rows of each document, scored as in place
+    const rowsOf = (i: number) => Array.from({ length: ps.start[i + 1] - ps.start[i] }, (_, j) => ps.start[i] + j).reverse();
+    const picked = [5, 6, 400].filter((i) => ps.start[i + 1] > ps.start[i]);
+    const flat = picked.flatMap(rowsOf);
+    const gstart = Uint32Array.from([0, ...picked.map((i) => rowsOf(i).length)].map((_, k, xs) => xs.slice(0, k + 1).reduce((x, y) => x + y, 0)));
+    const g = ps.gatherRows!(Uint32Array.from(picked), gstart, Uint32Array.from(flat), picked.length).rowScorer(q, 1)!;
+    flat.forEach((row, e) => expect(g.score(0, e)).toBe(a.score(0, row)));
+    expect(() => ps.gatherRows!(Uint32Array.of(5), Uint32Array.of(0, 1), Uint32Array.of(ps.start[7]), 1)).toThrow(/is not a row of document 5/);
     expect(() => mebertProbe(q, new Float32Array(d * 3), d, 0)).toThrow(/nprobe must be an integer >= 1, got 0/);
     expect(() => mebertProbe(q.subarray(1), new Float32Array(d * 3), d, 1)).toThrow(/qVec has length 11/);
   });

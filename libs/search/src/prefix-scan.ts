@@ -40,6 +40,31 @@ export function prefixScanOf(
       const picked = docs.slice(0, count);
       return prefixScanOf({ rows: section.rows, rowBytes: section.rowBytes, start: sub, codes, norms }, codec, dims, (k) => keyOf(picked[k]), rowScorer);
     },
+    gatherRows(docs: Uint32Array, sub: Uint32Array, rows: Uint32Array, count: number): PrefixScan {
+      if (!(Number.isInteger(count) && count >= 0 && count <= docs.length && sub.length >= count + 1 && sub[0] === 0 && sub[count] <= rows.length)) {
+        throw new RangeError(`prefix section: gatherRows needs count in 0..${docs.length}, start[0] = 0 and start[count] <= rows (${rows.length}), got count ${count}`);
+      }
+      for (let k = 0; k < count; k++) {
+        const i = docs[k];
+        if (!(i < documents)) throw new RangeError(`prefix section: document ${i} is out of range (it has ${documents})`);
+        for (let e = sub[k]; e < sub[k + 1]; e++) {
+          if (!(rows[e] >= start[i] && rows[e] < start[i + 1])) throw new RangeError(`prefix section: row ${rows[e]} is not a row of document ${i}`);
+        }
+      }
+      const total = sub[count];
+      const codes = new Uint8Array(total * cb);
+      const norms = new Uint8Array(total * nb);
+      copyRowList(section.codes, codes, cb, rows, total);
+      copyRowList(section.norms, norms, nb, rows, total);
+      const picked = docs.slice(0, count);
+      const scan = prefixScanOf({ rows: section.rows, rowBytes: section.rowBytes, start: sub.slice(0, count + 1), codes, norms }, codec, dims, (k) => keyOf(picked[k]), rowScorer);
+      return {
+        ...scan,
+        decodePrefixes: () => {
+          throw new Error('prefix section: rows gathered by gatherRows are scored, not decoded (a row need not be its document\'s first)');
+        },
+      };
+    },
     rows: section.rows,
     start,
     rowScorer: (q: Float32Array, n: number) => (rowScorer && n > 0 ? rowScorer(q, n, { codes: section.codes, norms: section.norms }) : null),
@@ -83,6 +108,26 @@ function copyRows(from: Uint8Array, to: Uint8Array, w: number, docs: Uint32Array
     let a = start[i] * w;
     const b = start[i + 1] * w;
     let o = sub[k] * w;
+    while (a < b) to[o++] = from[a++];
+  }
+}
+
+/** Rows rows[0 .. total) of `from` (w bytes a row) to rows 0 .. total - 1 of `to`. */
+function copyRowList(from: Uint8Array, to: Uint8Array, w: number, rows: Uint32Array, total: number): void {
+  if (w % 4 === 0 && from.byteOffset % 4 === 0 && from.byteLength % 4 === 0) {
+    const f = new Uint32Array(from.buffer, from.byteOffset, from.byteLength >> 2);
+    const t = new Uint32Array(to.buffer, to.byteOffset, to.byteLength >> 2);
+    const ww = w >> 2;
+    for (let e = 0, o = 0; e < total; e++) {
+      let a = rows[e] * ww;
+      const b = a + ww;
+      while (a < b) t[o++] = f[a++];
+    }
+    return;
+  }
+  for (let e = 0, o = 0; e < total; e++) {
+    let a = rows[e] * w;
+    const b = a + w;
     while (a < b) to[o++] = from[a++];
   }
 }
