@@ -24,7 +24,7 @@ import { existsSync } from 'node:fs';
 import { createCodec, fitCodec, prefixRowBytes, type EdenCodec, type PrefixSection } from '@lateral/codec';
 import {
   assignNearest, buildMebertLists, mebertIvfSearch, mebertIvfStats, mebertListSource, mebertProbe, mebertSearch, prefixScanOf, searchSegment, sphericalKmeans,
-  type Hit, type MebertIvfStats, type MebertListSource, type RowScorer, type SearchSegment, type SegmentSource,
+  type Hit, type MebertListSource, type RowScorer, type SegmentSource,
 } from '@lateral/search';
 import { TokenEncoder } from '@lateral/model';
 import { CodecSettingsSchema } from '@lateral/shared';

@@ -55,7 +55,10 @@ function build(raw: Record<string, unknown>, lut: boolean) {
   const rows = parts.map((p) => p.segment.prefixScan!.decodePrefixes(0, p.segment.documents, 4));
   const all = new Float32Array(rows.reduce((a, x) => a + x.length, 0));
   let at = 0;
-  for (const x of rows) (all.set(x, at), (at += x.length));
+  for (const x of rows) {
+    all.set(x, at);
+    at += x.length;
+  }
   const { centroids } = sphericalKmeans(all, all.length / d, d, K, { seed: 5, iterations: 4 });
   const lists = parts.map((p) => buildMebertListsFromPrefix(p.segment.prefixScan!, d, centroids));
   const ivf = parts.map((p, s) => ({ ...p, lists: mebertListSource(lists[s]) as MebertListSource | null }));

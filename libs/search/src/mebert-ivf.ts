@@ -1,6 +1,7 @@
 import { kernels } from '@lateral/simd';
 import { assignNearest, type AssignFn } from './kmeans';
 import { mergeHits } from './merge';
+import { copyRowList } from './prefix-scan';
 import { mebertSegmentSearchSteps } from './dense';
 import { TopK } from './select';
 import { DOC_SLICE, runSteps, type Steps } from './steps';
@@ -124,11 +125,10 @@ export function mebertListSource(
     if (rowCodes.start.length !== lists.documents + 1) throw new RangeError(`mebertListSource: start has ${rowCodes.start.length} entries, expected documents + 1 = ${lists.documents + 1}`);
     const codes = new Uint8Array(E * cb);
     const norms = new Uint8Array(E * nb);
-    for (let e = 0; e < E; e++) {
-      const r = rowCodes.start[docs[e]] + places[e];
-      codes.set(rowCodes.codes.subarray(r * cb, (r + 1) * cb), e * cb);
-      norms.set(rowCodes.norms.subarray(r * nb, (r + 1) * nb), e * nb);
-    }
+    const rows = new Uint32Array(E);
+    for (let e = 0; e < E; e++) rows[e] = rowCodes.start[docs[e]] + places[e];
+    copyRowList(rowCodes.codes, codes, cb, rows, E);
+    copyRowList(rowCodes.norms, norms, nb, rows, E);
     source.rows = (q: Float32Array) => rowCodes.scorer(q, 1, { codes, norms });
   }
   return source;

@@ -113,7 +113,7 @@ function copyRows(from: Uint8Array, to: Uint8Array, w: number, docs: Uint32Array
 }
 
 /** Rows rows[0 .. total) of `from` (w bytes a row) to rows 0 .. total - 1 of `to`. */
-function copyRowList(from: Uint8Array, to: Uint8Array, w: number, rows: Uint32Array, total: number): void {
+export function copyRowList(from: Uint8Array, to: Uint8Array, w: number, rows: Uint32Array, total: number): void {
   if (w % 4 === 0 && from.byteOffset % 4 === 0 && from.byteLength % 4 === 0) {
     const f = new Uint32Array(from.buffer, from.byteOffset, from.byteLength >> 2);
     const t = new Uint32Array(to.buffer, to.byteOffset, to.byteLength >> 2);
