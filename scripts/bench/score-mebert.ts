@@ -350,10 +350,12 @@ export async function mebertCase(o: MebertBenchOptions, quick: boolean, log: (m:
   }
   const realK = 64;
   let realModel: string | null = null;
+  let realRows = 0;
   if (o.realRecall !== false) {
     const real = await cranfieldVectors(o.dims, log);
     if (real) {
       realModel = real.model;
+      realRows = real.start[real.start.length - 1];
       const seg = codedSegment(syn.codec, syn.seed, o.dims, real.vectors, real.start, 'cran');
       const rp = probes.map((n) => (n * realK) / K);
       const got = ivfRecall(seg, o.dims, realK, rp.filter((n) => Number.isInteger(n) && n >= 1), real.queries);
@@ -387,6 +389,7 @@ export async function mebertCase(o: MebertBenchOptions, quick: boolean, log: (m:
       mebert_ivf_recall_centroids: recallK,
       mebert_ivf_real_model: realModel,
       mebert_ivf_real_centroids: realModel ? realK : null,
+      mebert_ivf_real_rows: realRows,
     },
     rows: [
       [
