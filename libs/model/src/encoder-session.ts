@@ -22,6 +22,14 @@ export interface EncoderOptions {
    * true). false: the session runs on the calling thread, one batch after the other, as before.
    */
   inferenceThread?: boolean;
+  /**
+   * Sessions of the model, each in a thread of its own, that the encoder's batches are spread over
+   * (default 1; needs the session thread). On a GPU several sessions run their batches at once, on
+   * streams of their own, so one batch's copies and launch overhead overlap another's kernels:
+   * `ENCODER_SESSIONS` (docs/models.md, "Encoder processes per GPU"). On a CPU one session already
+   * uses every core through its intra-op threads: leave it at 1 there.
+   */
+  sessions?: number;
 }
 
 /** Where the session runs: in its own thread (SessionThread) or on the calling thread. */
@@ -31,6 +39,8 @@ export interface SessionRunner {
   readonly outputNames: readonly string[];
   /** True when run() returns while other JavaScript of the caller may go on (the session thread). */
   readonly offThread: boolean;
+  /** Batches that run at the same time (the number of sessions). */
+  readonly parallel: number;
   run(feeds: Record<string, ThreadTensor>, fetches: readonly string[]): Promise<ThreadRunResult>;
   release(): Promise<void>;
 }
@@ -38,6 +48,7 @@ export interface SessionRunner {
 /** The session on the calling thread (EncoderOptions.inferenceThread false). */
 class InlineRunner implements SessionRunner {
   readonly offThread = false;
+  readonly parallel = 1;
   constructor(
     private readonly session: ort.InferenceSession,
     readonly provider: 'cpu' | 'cuda',
@@ -68,6 +79,7 @@ class InlineRunner implements SessionRunner {
 
 class ThreadRunner implements SessionRunner {
   readonly offThread = true;
+  readonly parallel = 1;
   constructor(private readonly thread: SessionThread) {}
   get provider(): 'cpu' | 'cuda' {
     return this.thread.provider;
@@ -86,6 +98,49 @@ class ThreadRunner implements SessionRunner {
   }
 }
 
+/**
+ * Several sessions of one model, each in its own thread (EncoderOptions.sessions): a run goes to
+ * the session with the fewest runs in flight (the first of them on a tie), so batches posted
+ * together run side by side. Every session is the same graph on the same provider, so which one
+ * runs a batch does not change its vectors.
+ */
+class PooledRunner implements SessionRunner {
+  readonly offThread = true;
+  private readonly inFlight: number[];
+  constructor(private readonly runners: ThreadRunner[]) {
+    this.inFlight = runners.map(() => 0);
+  }
+  get parallel(): number {
+    return this.runners.length;
+  }
+  get provider(): 'cpu' | 'cuda' {
+    return this.runners[0]!.provider;
+  }
+  get inputNames(): readonly string[] {
+    return this.runners[0]!.inputNames;
+  }
+  get outputNames(): readonly string[] {
+    return this.runners[0]!.outputNames;
+  }
+  /** Runs in flight per session (tests). */
+  get load(): readonly number[] {
+    return this.inFlight;
+  }
+  async run(feeds: Record<string, ThreadTensor>, fetches: readonly string[]): Promise<ThreadRunResult> {
+    let k = 0;
+    for (let i = 1; i < this.inFlight.length; i++) if (this.inFlight[i]! < this.inFlight[k]!) k = i;
+    this.inFlight[k]!++;
+    try {
+      return await this.runners[k]!.run(feeds, fetches);
+    } finally {
+      this.inFlight[k]!--;
+    }
+  }
+  async release(): Promise<void> {
+    await Promise.all(this.runners.map((r) => r.release()));
+  }
+}
+
 export async function openSession(model: string | Uint8Array, modelPath: string, opts: EncoderOptions): Promise<SessionRunner> {
   const sessionOpts = {
     executionProvider: opts.executionProvider,
@@ -93,7 +148,24 @@ export async function openSession(model: string | Uint8Array, modelPath: string,
     intraOpThreads: opts.intraOpThreads,
     onFallback: (why: string) => opts.logger?.warn(`CUDA execution provider unavailable for ${modelPath} (${why}); falling back to CPU`),
   };
+  const sessions = opts.sessions ?? 1;
+  if (!Number.isInteger(sessions) || sessions < 1) throw new RangeError(`encoder sessions must be a whole number >= 1, got ${sessions}`);
+  if (sessions > 1 && opts.inferenceThread === false) throw new RangeError(`encoder sessions ${sessions} need the session thread (inferenceThread true)`);
   try {
+    if (sessions > 1) {
+      // SessionThread.start moves an in-memory model's bytes to its thread: each session gets its own copy
+      const bytesFor = (i: number) => (typeof model === 'string' || i === sessions - 1 ? model : model.slice());
+      // one after the other: the first one's provider (CUDA, or the fallback) is every one's
+      const first = await SessionThread.start(bytesFor(0), sessionOpts);
+      const runners = [new ThreadRunner(first)];
+      try {
+        while (runners.length < sessions) runners.push(new ThreadRunner(await SessionThread.start(bytesFor(runners.length), { ...sessionOpts, executionProvider: first.provider })));
+      } catch (err) {
+        await Promise.allSettled(runners.map((r) => r.release()));
+        throw err;
+      }
+      return new PooledRunner(runners);
+    }
     if (opts.inferenceThread !== false) return new ThreadRunner(await SessionThread.start(model, sessionOpts));
     // runBatch reports each run with its batch and token counts
     const { session, provider } = await createSession(model, { ...sessionOpts, observe: false });

@@ -275,6 +275,55 @@ describe('where the session runs (EncoderOptions.inferenceThread)', () => {
     }
   });
 
+  it('several sessions (EncoderOptions.sessions): the same vectors as one, batches spread over every session, side by side', async () => {
+    const dir = newTinyDir('threads-pool', { seed: 14, tokenWeights: true });
+    const one = await TokenEncoder.load(dir, cpu);
+    const logs: string[] = [];
+    const two = await TokenEncoder.load(dir, { ...cpu, sessions: 3, logger: { info: (m) => logs.push(m), warn: (m) => logs.push(m) } });
+    // every session got the graph with its normalisation tail (the in-memory bytes are copied per session, not moved once)
+    expect(logs.join('\n')).toMatch(/normalised in the graph, 3 sessions in threads of their own/);
+    try {
+      type Run = (feeds: unknown, fetches: readonly string[]) => Promise<unknown>;
+      const runner = (two as unknown as { runner: { parallel: number; load: readonly number[]; runners: { run: Run }[] } }).runner;
+      expect(runner.parallel).toBe(3);
+      // count each session's runs, and the most runs in flight at once over all of them
+      const perSession = [0, 0, 0];
+      let inFlight = 0;
+      let most = 0;
+      runner.runners.forEach((r, k) => {
+        const run = r.run.bind(r);
+        r.run = async (feeds, fetches) => {
+          perSession[k]!++;
+          most = Math.max(most, ++inFlight);
+          try {
+            return await run(feeds, fetches);
+          } finally {
+            inFlight--;
+          }
+        };
+      });
+      const texts = Array.from({ length: 120 }, (_, i) => `the flow over a wing ${'at mach three '.repeat(i % 9)}, number ${i}.`);
+      const [a, b] = await Promise.all([one.encodeDocuments(texts, { tokenBudget: 96 }), two.encodeDocuments(texts, { tokenBudget: 96 })]);
+      for (let i = 0; i < texts.length; i++) {
+        expect(Array.from(b[i]!.tokenIds)).toEqual(Array.from(a[i]!.tokenIds));
+        expect(maxAbsDiff(b[i]!.vectors, a[i]!.vectors)).toBe(0);
+        expect(Array.from(b[i]!.weights!)).toEqual(Array.from(a[i]!.weights!));
+      }
+      const [q] = await two.encodeQueries(['lift']);
+      const [r] = await one.encodeQueries(['lift']);
+      expect(maxAbsDiff(q!.vectors, r!.vectors)).toBe(0);
+      for (const n of perSession) expect(n).toBeGreaterThan(0);
+      expect(most).toBeGreaterThan(1);
+      expect(most).toBeLessThanOrEqual(6); // PIPELINE_DEPTH (2) per session
+      expect(runner.load).toEqual([0, 0, 0]);
+    } finally {
+      await one.release();
+      await two.release();
+    }
+    await expect(TokenEncoder.load(dir, { ...cpu, sessions: 0 })).rejects.toThrow(/sessions must be a whole number >= 1, got 0/);
+    await expect(TokenEncoder.load(dir, { ...cpu, sessions: 2, inferenceThread: false })).rejects.toThrow(/need the session thread/);
+  });
+
   it('concurrent document calls run their batches oldest call first, with the vectors of a call alone; a query does not wait behind them', async () => {
     const dir = newTinyDir('threads-order', { seed: 13 });
     const e = await TokenEncoder.load(dir, cpu);

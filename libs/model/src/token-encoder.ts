@@ -85,6 +85,8 @@ export class TokenEncoder {
     private readonly normalizedOutput: string | null = null,
   ) {
     this.dims = manifest.dims;
+    // PIPELINE_DEPTH batches per session: with several sessions (EncoderOptions.sessions) each one has its next batch ready
+    this.docSlots = new BatchSlots(PIPELINE_DEPTH * runner.parallel);
   }
 
   static async load(dir: string, opts: EncoderOptions): Promise<TokenEncoder> {
@@ -118,7 +120,7 @@ export class TokenEncoder {
     }
     const provider = runner.provider;
     opts.logger?.info(
-      `loaded model ${manifest.name} from ${abs} (dims ${manifest.dims}, ${provider}${normalizedOutput ? ', normalised in the graph' : ''}${runner.offThread ? ', session in its own thread' : ''})`,
+      `loaded model ${manifest.name} from ${abs} (dims ${manifest.dims}, ${provider}${normalizedOutput ? ', normalised in the graph' : ''}${runner.parallel > 1 ? `, ${runner.parallel} sessions in threads of their own` : runner.offThread ? ', session in its own thread' : ''})`,
     );
     return new TokenEncoder(abs, manifest, tokenizer, runner, provider, normalizedOutput);
   }
@@ -188,7 +190,7 @@ export class TokenEncoder {
         const done = this.runBatch(batch.map((i) => seqs[i]!), kind).then((out) => batch.forEach((i, j) => (results[i] = out[j]!)));
         done.catch(() => undefined); // awaited below; never an unhandled rejection meanwhile
         pending.push(done);
-        if (pending.length >= PIPELINE_DEPTH) await pending.shift();
+        if (pending.length >= PIPELINE_DEPTH * this.runner.parallel) await pending.shift();
       }
       while (pending.length > 0) await pending.shift();
     } catch (err) {
@@ -199,7 +201,7 @@ export class TokenEncoder {
   }
 
   /** Session batch slots shared by this encoder's document encodings, oldest call first. */
-  private readonly docSlots = new BatchSlots(PIPELINE_DEPTH);
+  private readonly docSlots: BatchSlots;
 
   /** The documents' batches through the shared slots (see encode); a failed batch stops the call's later ones. */
   private async encodeInLine(seqs: TokenizedText[], batches: number[][], results: EncodedText[]): Promise<EncodedText[]> {

@@ -2,7 +2,7 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { encoderDir } from './encoders';
+import { encoderDir, encoderSessions } from './encoders';
 
 describe('encoderDir (ENCODER_PRECISION)', () => {
   const root = mkdtempSync(join(tmpdir(), 'lateral-variants-'));
@@ -30,5 +30,14 @@ describe('encoderDir (ENCODER_PRECISION)', () => {
     expect(encoderDir(root, 'k', 'auto', 'cpu')).toBe(join(root, 'k-int8'));
     expect(encoderDir(root, 'k', 'auto', 'cuda')).toBe(join(root, 'k'));
     expect(encoderDir(root, 'm', 'auto', 'cpu')).toBe(join(root, 'm'));
+  });
+});
+
+describe('encoderSessions (ENCODER_SESSIONS)', () => {
+  it('0 (auto): two sessions on CUDA, one on the CPU provider; a configured count is kept on either', () => {
+    expect(encoderSessions(0, 'cuda')).toBe(2);
+    expect(encoderSessions(0, 'cpu')).toBe(1);
+    expect(encoderSessions(3, 'cpu')).toBe(3);
+    expect(encoderSessions(1, 'cuda')).toBe(1);
   });
 });

@@ -20,9 +20,14 @@ export function encoderDir(modelsDir: string, model: string, want: EncoderPrecis
   return existsSync(path.join(variant, 'model.onnx')) ? variant : own;
 }
 
-/** One ONNX session per model directory per process, loaded lazily on first use. */
+/** ENCODER_SESSIONS: 0 (auto) is 2 sessions on CUDA, where two batches run side by side, and 1 on the CPU provider. */
+export function encoderSessions(configured: number, provider: 'cpu' | 'cuda'): number {
+  return configured > 0 ? configured : provider === 'cuda' ? 2 : 1;
+}
+
+/** One ONNX encoder (its sessions) per model directory per process, loaded lazily on first use. */
 export function encoderProvider(
-  opts: { modelsDir: string; executionProvider: 'cpu' | 'cuda'; deviceId: number; intraOpThreads: number; precision?: EncoderPrecision },
+  opts: { modelsDir: string; executionProvider: 'cpu' | 'cuda'; deviceId: number; intraOpThreads: number; precision?: EncoderPrecision; sessions?: number },
   logger: Logger,
 ): EncoderProvider {
   return (model: string) =>
@@ -30,6 +35,7 @@ export function encoderProvider(
       executionProvider: opts.executionProvider,
       deviceId: opts.deviceId,
       intraOpThreads: opts.intraOpThreads || undefined,
+      sessions: encoderSessions(opts.sessions ?? 0, opts.executionProvider),
       logger: logger.child('onnx'),
     });
 }

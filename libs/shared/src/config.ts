@@ -140,6 +140,13 @@ export const ConfigSchema = z.object({
    * nDCG@10 cost is within 0.002 on Cranfield and TREC DL 2019), fp32 on CUDA (docs/models.md).
    */
   ENCODER_PRECISION: z.enum(['auto', 'fp32', 'fp16', 'int8']).default('auto'),
+  /**
+   * Sessions of each encoder model, each in a thread of its own, that its batches are spread over;
+   * 0 = auto: 2 on CUDA (two batches side by side: 1.5-1.6x one session on an H200,
+   * docs/models.md "Encoder processes per GPU"), 1 on the CPU provider (one session's intra-op
+   * threads already use every core).
+   */
+  ENCODER_SESSIONS: int(0, 0, 16),
   /** Threads per ONNX session (0 = ONNX Runtime's default). */
   ORT_INTRA_OP_THREADS: int(0, 0, 256),
   /** Token budget of one encoder batch (sum of padded lengths). */

@@ -54,6 +54,7 @@ export function pipelineHandlers(rt: Runtime, extra: { shardChild?: (p: ShardJob
       deviceId: config.ORT_CUDA_DEVICE_ID,
       intraOpThreads: config.ORT_INTRA_OP_THREADS,
       precision: config.ENCODER_PRECISION,
+      sessions: config.ENCODER_SESSIONS,
     },
     logger,
   );
