@@ -146,6 +146,10 @@ export interface ColdWarpOptions {
   warmRounds: number;
   /** A file for a CPU profile (.cpuprofile, the inspector's sampler) of the warm rounds from memory alone; absent: none. */
   profileTo?: string;
+  /** A file name for CPU profiles of the timed queries from the disk cache, one per query (FILE-q.cpuprofile; the untimed runs that prepare each are left out); absent: none. */
+  diskProfileTo?: string;
+  /** A file for the warm scorer's hits of every query (JSON: one array per query), to compare the answers of two builds; absent: none. */
+  hitsTo?: string;
 }
 
 /** The inspector's CPU sampler started now; the function it returns stops it and writes the profile to a file. */
@@ -169,7 +173,7 @@ export function coldWarpDefaults(quick: boolean): ColdWarpOptions {
 }
 
 export async function runColdWarpBench(o: ColdWarpOptions): Promise<Record<string, unknown>> {
-  const { sizes: totals, docTokens: L, batch, queries: Q, queryTokens: n, nprobe, bits, dims, latencyMs: latency, mbPerS, maxSegments, rangeGap: gap, rounds, rangedOnly, warmRounds, profileTo } = o;
+  const { sizes: totals, docTokens: L, batch, queries: Q, queryTokens: n, nprobe, bits, dims, latencyMs: latency, mbPerS, maxSegments, rangeGap: gap, rounds, rangedOnly, warmRounds, profileTo, diskProfileTo, hitsTo } = o;
   const policy: MergePolicySettings = { ...DEFAULT_MERGE_POLICY, maxSegments, searchMaxBytes: DEFAULT_WARP_MAX_BYTES };
   const results: Record<string, unknown>[] = [];
   for (const total of totals) results.push(await oneSize(total));
@@ -311,6 +315,7 @@ export async function runColdWarpBench(o: ColdWarpOptions): Promise<Record<strin
         const cache = scorer();
         const fill: Timed[] = [];
         for (let q = 0; q < Q; q++) fill.push(await timed(cache, q));
+        if (hitsTo) writeFileSync(hitsTo, `[${fill.map((f) => f.hits).join(',\n')}]\n`);
         const memory: Timed[] = [];
         const profiler = profileTo ? await startProfile() : null;
         for (let k = 0; k < warmRounds; k++)
@@ -332,7 +337,9 @@ export async function runColdWarpBench(o: ColdWarpOptions): Promise<Record<strin
           await timed(scorer(), q);
           const c = scorer();
           await timed(c, (q + 1) % Q);
+          const diskProfiler = diskProfileTo ? await startProfile() : null;
           const w = await timed(c, q);
+          if (diskProfiler && diskProfileTo) await diskProfiler(diskProfileTo.replace(/(\.cpuprofile)?$/, `-${q}.cpuprofile`));
           if (w.hits !== fill[q].hits) throw new Error(`query ${q} from the disk cache: hits differ from its first run`);
           fromDisk.push(w);
         }

@@ -33,7 +33,9 @@ const USAGE = `usage: npm run bench -- cold-scorer [--json] [--section both|rera
     [--query-tokens N (32)] [--nprobe N (32)] [--bits 2|4 (4)] [--dims N (128)] [--latency-ms N (10)] [--mb-per-s N (100)]
     [--max-segments N] [--range-gap N (32768: the scorer's default)] [--rounds N (2; --quick 1)] [--ranged-only]
     [--warm-rounds N (0): then every query repeated N times on a warm scorer, lists in memory, and once from the disk cache]
-    [--warm-profile FILE: a CPU profile of the warm rounds from memory]`;
+    [--warm-profile FILE: a CPU profile of the warm rounds from memory]
+    [--disk-profile FILE: a CPU profile of the timed queries from the disk cache]
+    [--hits-out FILE: the warm scorer's hits of every query, as JSON (to compare two builds' answers)]`;
 
 /** The numeric flags of both sections (each a number of at least 0). */
 const NUMBER_FLAGS = ['segments', 'docs', 'tokens', 'dims', 'candidates', 'latency-ms', 'mb-per-s', 'rounds', 'doc-tokens', 'batch', 'queries', 'query-tokens', 'nprobe', 'bits', 'max-segments', 'range-gap', 'warm-rounds'] as const;
@@ -44,6 +46,8 @@ const FLAGS = {
   section: { type: 'string', default: 'both' },
   'warp-docs': { type: 'string' },
   'warm-profile': { type: 'string' },
+  'disk-profile': { type: 'string' },
+  'hits-out': { type: 'string' },
   ...(Object.fromEntries(NUMBER_FLAGS.map((f) => [f, { type: 'string' }])) as Record<(typeof NUMBER_FLAGS)[number], { type: 'string' }>),
 } as const;
 
@@ -97,6 +101,8 @@ export async function runColdScorerBench(args: string[]): Promise<Record<string,
       rangedOnly: v['ranged-only'] ?? false,
       warmRounds: num('warm-rounds', w.warmRounds),
       ...(v['warm-profile'] ? { profileTo: v['warm-profile'] } : {}),
+      ...(v['disk-profile'] ? { diskProfileTo: v['disk-profile'] } : {}),
+      ...(v['hits-out'] ? { hitsTo: v['hits-out'] } : {}),
     };
     return { section: v.section, rerank, warp };
   });

@@ -38,7 +38,7 @@ import { benchWarp, benchXtrAccumulator, xtrProbe } from '@lateral/search';
 import { createScorerSession, OnnxIvfProbe, OnnxLite, randomLiteWeights, seededUniform } from '@lateral/kernels';
 import { buildMaxsimModel, OnnxMaxsim } from './maxsim-single-tensor';
 import * as ort from 'onnxruntime-node';
-import { CliUsageError, intFlag, parseCliOrExit } from '../lib/cli';
+import { CliUsageError, intFlag, intListFlag, parseCliOrExit } from '../lib/cli';
 import { C, M, D, N, FLOPS, gemmPeakSession, timeIt, randomUnit, interleaved } from './score-timing';
 import { aesiCase, compressedCase } from './score-compressed';
 import { simdCase, simdCranfieldCase } from './score-simd';
@@ -114,6 +114,9 @@ const USAGE = `usage: npm run bench -- score [--quick] [--threads N (2)] [--warp
   --quick           fewer repetitions
   --mebert-docs N (1000000) --mebert-dims D (100) --mebert-segments S (12) --mebert-queries Q (5)
                     ME-BERT's prefix scan over synthesised segments (EDEN 4-bit codes, 4 rows a document)
+  --mebert-centroids K (4096) --mebert-nprobe LIST (8,16,...,1024) --mebert-recall-docs N (50000, 0: none) [--mebert-no-real]
+                    and its IVF beside it: ms/query per nprobe; recall@10 on N distinct random documents and on
+                    Cranfield encoded by the model of that d (glove-ctx-100d, minilm-l6-384)
   --threads N       ONNX Runtime intra-op threads of the MaxSim and GEMM sessions
   --warp-bits       WARP's residual bits; --warp-centroids its centroids (K)`;
 
@@ -133,6 +136,10 @@ export async function runScoreBench(args: string[]): Promise<Record<string, unkn
       'mebert-dims': { type: 'string', default: '100' },
       'mebert-segments': { type: 'string', default: '12' },
       'mebert-queries': { type: 'string', default: '5' },
+      'mebert-centroids': { type: 'string', default: '4096' },
+      'mebert-nprobe': { type: 'string', default: '8,16,32,64,128,256,512,1024' },
+      'mebert-recall-docs': { type: 'string', default: '50000' },
+      'mebert-no-real': { type: 'boolean' },
       threads: { type: 'string', default: '2' },
       'warp-bits': { type: 'string', default: '4' },
       'warp-centroids': { type: 'string', default: '1024' },
@@ -147,6 +154,10 @@ export async function runScoreBench(args: string[]): Promise<Record<string, unkn
         dims: intFlag('mebert-dims', v['mebert-dims'], 8),
         segments: intFlag('mebert-segments', v['mebert-segments']),
         queries: intFlag('mebert-queries', v['mebert-queries']),
+        ivfCentroids: intFlag('mebert-centroids', v['mebert-centroids']),
+        ivfProbes: intListFlag('mebert-nprobe', String(v['mebert-nprobe'])),
+        recallDocs: intFlag('mebert-recall-docs', v['mebert-recall-docs'], 0),
+        realRecall: v['mebert-no-real'] !== true,
       };
       return { ...v, threads: intFlag('threads', v.threads), warp: { bits, centroids: intFlag('warp-centroids', v['warp-centroids'], 2) }, mebert };
     },
@@ -168,7 +179,7 @@ export async function runScoreBench(args: string[]): Promise<Record<string, unkn
     return result;
   }
   if (opts['mebert-only']) {
-    const { result, rows } = mebertCase(opts.mebert, quick, (m) => process.stderr.write(`${m}\n`));
+    const { result, rows } = await mebertCase(opts.mebert, quick, (m) => process.stderr.write(`${m}\n`));
     console.log(rows.map(([k, v]) => `${k}  ${v}`).join('\n'));
     return result;
   }
@@ -268,7 +279,7 @@ export async function runScoreBench(args: string[]): Promise<Record<string, unkn
   const aesi = await aesiCase(quick, log);
   const warp = warpCase(opts.warp, quick, log);
   const simd = await simdCase(quick, log);
-  const mebert = mebertCase(opts.mebert, quick, log);
+  const mebert = await mebertCase(opts.mebert, quick, log);
 
   const maxsimGflops = FLOPS / maxsimMs / 1e6;
   const result: Record<string, unknown> = {

@@ -171,6 +171,39 @@ describe('DiskObjectCache.getRanges', () => {
     expect(s.log.ranged.length).toBe(2);
   });
 
+  it('getRanges from the local copies (sparse and whole): synchronous reads up to SYNC_RANGE_READ_BYTES and through the thread pool above it, the same bytes either way, each range a buffer of its own', async () => {
+    const big = Uint8Array.from({ length: SYNC_RANGE_READ_BYTES + 8192 }, (_, i) => (i * 131 + 3) & 0xff);
+    const s = store(new Map([['k', big]]));
+    const same = (got: Uint8Array[] | null, want: (readonly [number, number])[]) => {
+      expect(got?.map((g, i) => g.length === want[i][1] && Buffer.from(g).equals(big.subarray(want[i][0], want[i][0] + want[i][1])))).toEqual(want.map(() => true));
+      // a buffer of its own (typed-array views of a list stay aligned)
+      expect(got?.every((g) => g.byteOffset === 0 && g.buffer.byteLength === g.length)).toBe(true);
+    };
+    const disk = new DiskObjectCache(s, folder(), 1 << 30, 'ns');
+    // two calls whose fetched pieces interleave in the sparse file, so later ranges span pieces of both
+    const small: (readonly [number, number])[] = Array.from({ length: 50 }, (_, i) => [i * 1000, 300] as const);
+    const gaps: (readonly [number, number])[] = Array.from({ length: 49 }, (_, i) => [i * 1000 + 200, 900] as const);
+    same(await disk.getRanges('k', small), small);
+    same(await disk.getRanges('k', gaps), gaps);
+    const gets = s.log.ranged.length;
+    const spanning: (readonly [number, number])[] = [[0, 48_000], [150, 2000], [7, 1]];
+    same(await disk.getRanges('k', spanning), spanning); // small: synchronous
+    // over the synchronous bound: the whole object asked by ranges, then again (local, through the pool)
+    const all: (readonly [number, number])[] = [[0, SYNC_RANGE_READ_BYTES], [SYNC_RANGE_READ_BYTES, 8192]];
+    same(await disk.getRanges('k', all), all);
+    const afterFetch = s.log.ranged.length;
+    expect(afterFetch).toBeGreaterThan(gets);
+    same(await disk.getRanges('k', all), all);
+    same(await disk.getRanges('k', spanning), spanning);
+    expect(s.log.ranged.length).toBe(afterFetch);
+    // a whole local copy: both ways too
+    const whole = new DiskObjectCache(s, folder(), 1 << 30, 'ns');
+    await whole.get('k');
+    same(await whole.getRanges('k', spanning), spanning);
+    same(await whole.getRanges('k', all), all);
+    expect(s.log.ranged.length).toBe(afterFetch);
+  });
+
   it('keeps a call\'s fetched ranges appended to one file (only the bytes not yet present; the bound counts the file), and answers ranges spanning several of them locally, byte for byte', async () => {
     const d = folder();
     const s = store(new Map([['k', object]]));

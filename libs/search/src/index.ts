@@ -40,3 +40,7 @@ export * from './warp';
 /** BM25's analysers (SPEC 3.6): the `english` analysis and its term ids. */
 export { englishTerms, englishTermIds, analyzeTexts, termHash, ENGLISH_STOP_WORDS, MAX_WORD_LENGTH } from './analyzer';
 export { prefixScanOf } from './prefix-scan';
+export {
+  buildMebertLists, buildMebertListsFromPrefix, mebertListSource, mebertProbe, mebertIvfStats, mebertIvfSegmentSearch, mebertIvfSegmentSearchSteps, mebertIvfSearch, mebertIvfSearchSteps,
+  type MebertLists, type MebertListSource, type BuildMebertListsInput, type MebertIvfOptions, type MebertIvfStats,
+} from './mebert-ivf';

@@ -70,6 +70,18 @@ export interface PrefixScan {
   rowScorer(q: Float32Array, n: number): RowScorer | null;
   /** Documents [from, to): the first min(m, their stored rows) rows of each decoded, concatenated in document order (as docPrefixTokens). */
   decodePrefixes(from: number, to: number, m: number): Float32Array;
+  /**
+   * Optional: a PrefixScan over documents docs[0 .. count) of this one (ascending local ids; its
+   * document k is docs[k]): their rows' bytes copied together, scored and decoded as here, so the
+   * same values bit for bit. ME-BERT's IVF (mebert-ivf.ts) rescores its candidates through it.
+   */
+  gather?(docs: Uint32Array, count: number): PrefixScan;
+  /**
+   * Optional: a PrefixScan whose document k (k < count) holds this one's section rows
+   * rows[start[k] .. start[k + 1]) (any rows of document docs[k], in that order): their bytes copied
+   * together, for rowScorer (scores of the same bits). ME-BERT's IVF scores probed rows through it.
+   */
+  gatherRows?(docs: Uint32Array, start: Uint32Array, rows: Uint32Array, count: number): PrefixScan;
 }
 
 /** Query token i against token row r of one segment (SearchSegment.rowScorer). */

@@ -35,4 +35,32 @@ describe('ByteLru', () => {
     expect(lru.has('bad')).toBe(false);
     await expect(lru.get('bad', load(2, 5))).resolves.toBe(5);
   });
+
+  it('touch: the value, moved to the recent end only when placed at least half the entries ago (so never among the evicted first); no lookup counted; undefined for a missing or loading key', async () => {
+    const lru = new ByteLru<number>(100);
+    for (const k of ['a', 'b', 'c', 'd']) lru.keep(k, k.charCodeAt(0), 10);
+    // a: 3 placements after its own (b, c, d), >= 4 / 2: moved to the end
+    expect(lru.touch('a')).toBe(97);
+    expect(lru.keys()).toEqual(['b', 'c', 'd', 'a']);
+    // d: 1 placement after its own (a): stays where it is, in the recent half
+    expect(lru.touch('d')).toBe(100);
+    expect(lru.keys()).toEqual(['b', 'c', 'd', 'a']);
+    // c: 2 placements after its own (d, a): moved
+    expect(lru.touch('c')).toBe(99);
+    expect(lru.keys()).toEqual(['b', 'd', 'a', 'c']);
+    expect(lru.touch('zz')).toBeUndefined();
+    let release: () => void = () => {};
+    const loading = lru.get('e', () => new Promise((r) => (release = () => r({ value: 5, bytes: 10 }))));
+    expect(lru.touch('e')).toBeUndefined();
+    release();
+    await loading;
+    expect(lru.stats()).toMatchObject({ hits: 0, misses: 1, entries: 5 });
+    // eviction takes the front of the order first: b (d, touched in the recent half, was not moved but is not first)
+    lru.keep('f', 6, 60);
+    expect(lru.keys()).toEqual(['d', 'a', 'c', 'e', 'f']);
+    // the touched keys moved behind d (each had >= 2 placements after its own): d goes next
+    for (const k of ['a', 'c', 'e', 'f']) expect(lru.touch(k)).toBeDefined();
+    lru.keep('g', 7, 10);
+    expect(lru.keys()).toEqual(['a', 'c', 'e', 'f', 'g']);
+  });
 });

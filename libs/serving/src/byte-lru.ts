@@ -15,6 +15,8 @@ interface Entry<V> {
   settled: boolean;
   /** The loaded value, once settled. */
   resolved?: V;
+  /** `placed` when this entry was last put at the most recent end of the order */
+  at: number;
 }
 
 /**
@@ -39,6 +41,8 @@ interface Entry<V> {
 export class ByteLru<V> {
   private readonly entries = new Map<string, Entry<V>>();
   private held = 0;
+  /** Entries put at the most recent end so far (every insertion and promotion counts one): touch's clock. */
+  private placed = 0;
   private readonly counters = { hits: 0, misses: 0, evictions: 0 };
 
   constructor(readonly maxBytes: number) {}
@@ -51,7 +55,7 @@ export class ByteLru<V> {
       return hit.value;
     }
     this.counters.misses++;
-    const entry: Entry<V> = { value: null as unknown as Promise<V>, bytes: 0, settled: false };
+    const entry: Entry<V> = { value: null as unknown as Promise<V>, bytes: 0, settled: false, at: this.placed++ };
     entry.value = load().then(
       ({ value, bytes }) => {
         if (this.entries.get(key) === entry) {
@@ -97,6 +101,22 @@ export class ByteLru<V> {
     else this.put(key, value, bytes);
   }
 
+  /**
+   * The kept, loaded value of `key` (undefined: none), used now: like `keep` of the value held,
+   * except that an entry with fewer than half the entries' count of placements after its own stays
+   * where it is (it lies in the more recent half of the order, far from eviction).
+   * Not counted as a lookup. For values touched by the thousand per request (a WARP query's hot
+   * lists: 3,072 a query at 1,000,000 documents), where moving each to the end again cost two
+   * map operations per value per request; the order is LRU to within half the entries.
+   */
+  touch(key: string): V | undefined {
+    const e = this.entries.get(key);
+    if (!e?.settled) return undefined;
+    // entries placed after this one: at most this.placed - e.at - 1 (each placement adds one, deletes remove)
+    if (this.placed - e.at - 1 >= this.entries.size >> 1) this.promote(key, e);
+    return e.resolved;
+  }
+
   /** Forgets `key` (a value that must not be reused, e.g. a table built while a segment was unreadable). */
   delete(key: string): void {
     this.drop(key);
@@ -120,13 +140,14 @@ export class ByteLru<V> {
   /** Most recently used last. */
   private promote(key: string, e: Entry<V>): void {
     this.entries.delete(key);
+    e.at = this.placed++;
     this.entries.set(key, e);
   }
 
   /** A settled value kept under `key` (replacing any entry there), then the bound enforced. */
   private put(key: string, value: V, bytes: number): void {
     this.drop(key);
-    this.entries.set(key, { value: Promise.resolve(value), bytes, settled: true, resolved: value });
+    this.entries.set(key, { value: Promise.resolve(value), bytes, settled: true, resolved: value, at: this.placed++ });
     this.held += bytes;
     this.evict();
   }

@@ -124,17 +124,16 @@ export async function warpLists(store: SegmentStore, collection: Pick<Collection
         throw await layoutUnavailable(store, key, ref, err);
       }
     }
-    // Hot lists from memory; the rest by ranges.
+    // Hot lists from memory (touched: kept, moved to the recent end when not already near it); the rest by ranges.
     const held = new Map<number, WarpList>();
     const missing: number[] = [];
     for (let k = 0; k < centroids.length; k++) {
       const c = centroids[k];
       if (dir.counts[c] === 0) continue;
-      const hot = store.lru.peek(`warplist:${key}#${c}`) as WarpList | undefined;
-      if (hot) {
-        store.lru.keep(`warplist:${key}#${c}`, hot, 0);
-        held.set(c, hot);
-      } else missing.push(c);
+      // one lookup (a hot list was peeked, then kept: its key built twice, three map operations)
+      const hot = store.lru.touch(`warplist:${key}#${c}`) as WarpList | undefined;
+      if (hot) held.set(c, hot);
+      else missing.push(c);
     }
     let fetched = 0;
     let ranges = 0;

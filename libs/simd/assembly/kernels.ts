@@ -346,24 +346,42 @@ export function lookupSums(tables: usize, codes: usize, count: i32, bpt: i32, cs
 }
 
 /**
+ * WARP's per-document state in a resident scan (warpToken): a record of 16 bytes per document,
+ * [best f64, acc f64], so the fields a list entry touches at a random document lie in one cache
+ * line (a query's documents span tens of MB; separate best / tag / acc / reached arrays cost up to
+ * four misses an entry). Both fields start as UNSET, a signalling NaN: best UNSET means no score
+ * for the current query token yet (reset after each token's fold), acc UNSET means never reached
+ * (not a candidate). No arithmetic result has these bits (WebAssembly's float operations give
+ * quiet NaNs), so they never stand for a score.
+ */
+const UNSET: u64 = 0xfff4000000000001;
+
+/** Sets count u64 at `at` (16-byte aligned, count even) to UNSET: a scan's records before its first token. */
+export function warpClear(at: usize, count: i32): void {
+  const v = i64x2.splat(<i64>UNSET);
+  const end = at + (<usize>count << 3);
+  for (let p = at; p < end; p += 16) v128.store(p, v);
+}
+
+/**
  * One query token of WARP's search over the probed lists of every segment, in module memory, with
  * no copy per query: the per-document token maxima and their fold into the document sums (the
  * engine's scoreQueryTokenAll and foldTokenMaxima, the same float64 operations in the same order).
  * lists: nl records of 24 bytes, grouped by segment in segment order:
  *   [codes u32, docs u32 (count u32 local ids), count u32, segment u32, cs f64];
- * segs: ns records of 32 bytes: [best (f64 per doc), tag (u32), touched (u32), mask (u8, 0 = none),
- *   acc (f64), reached (u8), candidates (u32), nc u32 (the candidates so far, updated)].
+ * segs: ns records of 32 bytes: [docs u32 (the documents' records), 0, touched (u32), mask (u8,
+ *   0 = none), 0, 0, candidates (u32), nc u32 (the candidates so far, updated)].
  * Entry e of a list scores s = cs + ((s0 + s1) + (s2 + s3)) as lookupSums; a masked document's
- * entries are skipped; a document's first score for this token (tag != stamp) starts its maximum
- * and lists it as touched; then each touched document adds best - mi to acc, and one reached for
- * the first time is appended to the candidates.
+ * entries are skipped; a document's first score for this token (best UNSET) starts its maximum
+ * and lists it as touched; then each touched document adds best - mi to acc (from +0 when it had
+ * none: appended to the candidates) and its best is UNSET again.
  */
-export function warpToken(tables: usize, bpt: i32, lists: usize, nl: i32, segs: usize, ns: i32, stamp: u32, mi: f64): void {
+export function warpToken(tables: usize, bpt: i32, lists: usize, nl: i32, segs: usize, ns: i32, mi: f64): void {
   const b4 = bpt & ~3;
   let l = 0;
   for (let s = 0; s < ns; s++) {
     const sr = segs + (<usize>s << 5);
-    const best = <usize>load<u32>(sr), tag = <usize>load<u32>(sr, 4), touched = <usize>load<u32>(sr, 8), mask = <usize>load<u32>(sr, 12);
+    const recs = <usize>load<u32>(sr), touched = <usize>load<u32>(sr, 8), mask = <usize>load<u32>(sr, 12);
     let nt = 0;
     for (; l < nl; l++) {
       const lr = lists + <usize>(l * 24);
@@ -374,30 +392,131 @@ export function warpToken(tables: usize, bpt: i32, lists: usize, nl: i32, segs: 
         const doc = <usize>load<u32>(docs + (<usize>e << 2));
         if (mask != 0 && load<u8>(mask + doc) == 0) continue;
         const sc = cs + tableSum(tables, codes + <usize>(e * bpt), bpt, b4);
-        const tp = tag + (doc << 2);
-        const bp = best + (doc << 3);
-        if (load<u32>(tp) != stamp) {
-          store<u32>(tp, stamp);
-          store<f64>(bp, sc);
+        const rp = recs + (doc << 4);
+        if (load<u64>(rp) == UNSET) {
+          store<f64>(rp, sc);
           store<u32>(touched + (<usize>nt << 2), <u32>doc);
           nt++;
-        } else if (sc > load<f64>(bp)) store<f64>(bp, sc);
+        } else if (sc > load<f64>(rp)) store<f64>(rp, sc);
       }
     }
-    const acc = <usize>load<u32>(sr, 16), reached = <usize>load<u32>(sr, 20), candidates = <usize>load<u32>(sr, 24);
+    const candidates = <usize>load<u32>(sr, 24);
     let nc = <i32>load<u32>(sr, 28);
     for (let k = 0; k < nt; k++) {
       const doc = <usize>load<u32>(touched + (<usize>k << 2));
-      if (load<u8>(reached + doc) == 0) {
-        store<u8>(reached + doc, 1);
+      const rp = recs + (doc << 4);
+      const d = load<f64>(rp) - mi;
+      if (load<u64>(rp, 8) == UNSET) {
         store<u32>(candidates + (<usize>nc << 2), <u32>doc);
         nc++;
-      }
-      const ap = acc + (doc << 3);
-      store<f64>(ap, load<f64>(ap) + (load<f64>(best + (doc << 3)) - mi));
+        store<f64>(rp, 0.0 + d, 8);
+      } else store<f64>(rp, load<f64>(rp, 8) + d, 8);
+      store<u64>(rp, UNSET);
     }
     store<u32>(sr, <u32>nc, 28);
   }
+}
+
+/** TopK.siftDown: (score, id) placed from the root of the heap [0, size) (hs: f64 scores, hid: u32 ids). */
+function topSiftDown(hs: usize, hid: usize, score: f64, id: u32, size: i32): void {
+  let p = 0;
+  for (;;) {
+    const l = 2 * p + 1;
+    if (l >= size) break;
+    let c = l;
+    const r = l + 1;
+    // the worse child
+    if (r < size) {
+      const sr = load<f64>(hs + (<usize>r << 3)), sl = load<f64>(hs + (<usize>l << 3));
+      if (sr < sl || (sr == sl && load<u32>(hid + (<usize>r << 2)) > load<u32>(hid + (<usize>l << 2)))) c = r;
+    }
+    const sc = load<f64>(hs + (<usize>c << 3)), ic = load<u32>(hid + (<usize>c << 2));
+    if (score < sc || (score == sc && id > ic)) break;
+    store<f64>(hs + (<usize>p << 3), sc);
+    store<u32>(hid + (<usize>p << 2), ic);
+    p = c;
+  }
+  store<f64>(hs + (<usize>p << 3), score);
+  store<u32>(hid + (<usize>p << 2), id);
+}
+
+/** TopK.push of (score, doc) into the heap of `size` pairs bounded by kk (score not NaN): the new size. */
+// @ts-ignore: decorator
+@inline function topPush(hs: usize, hid: usize, size: i32, kk: i32, score: f64, doc: u32): i32 {
+  if (size < kk) {
+    let p = size;
+    while (p > 0) {
+      const parent = (p - 1) >> 1;
+      const ps = load<f64>(hs + (<usize>parent << 3)), pid = load<u32>(hid + (<usize>parent << 2));
+      // stop when the parent is worse than or equal to the new pair
+      if (ps < score || (ps == score && pid > doc)) break;
+      store<f64>(hs + (<usize>p << 3), ps);
+      store<u32>(hid + (<usize>p << 2), pid);
+      p = parent;
+    }
+    store<f64>(hs + (<usize>p << 3), score);
+    store<u32>(hid + (<usize>p << 2), doc);
+    return size + 1;
+  }
+  // full: enter only when better than the root (the worst kept)
+  const rs = load<f64>(hs);
+  if (score < rs || (score == rs && doc > load<u32>(hid))) return size;
+  topSiftDown(hs, hid, score, doc, kk);
+  return size;
+}
+
+/** TopK.drain in place: the root (the worst left) to the end of the shrinking heap; best first when done. */
+function topDrain(hs: usize, hid: usize, size: i32): void {
+  for (let n = size; n > 1; n--) {
+    const rs = load<f64>(hs), ri = load<u32>(hid);
+    const last = <usize>(n - 1);
+    topSiftDown(hs, hid, load<f64>(hs + (last << 3)), load<u32>(hid + (last << 2)), n - 1);
+    store<f64>(hs + (last << 3), rs);
+    store<u32>(hid + (last << 2), ri);
+  }
+}
+
+/**
+ * One segment's top k (the engine's TopK over its candidates, in the module): each candidate doc
+ * (u32 at candidates, count of them, in order) scores (base + acc_doc) / divide (f64), acc_doc
+ * the f64 at acc + (doc << shift) (3: an array of f64; 4: warpToken's document records from
+ * their acc field); the k best by score, then lower id (NaN never kept), left in hs (f64) and hid
+ * (u32) best first. Returns how many (min(k, count) at most). TopK.push per candidate then
+ * TopK.drain: the same pairs in the same order (the order of pushes does not change them: the
+ * kept set and its drained order are those of a total order).
+ */
+export function warpTop(candidates: usize, count: i32, acc: usize, shift: i32, base: f64, divide: f64, k: i32, hs: usize, hid: usize): i32 {
+  const kk = min(k, count);
+  if (kk <= 0) return 0;
+  let size = 0;
+  for (let e = 0; e < count; e++) {
+    const doc = load<u32>(candidates + (<usize>e << 2));
+    const score = (base + load<f64>(acc + (<usize>doc << <usize>shift))) / divide;
+    if (score != score) continue;
+    size = topPush(hs, hid, size, kk, score, doc);
+  }
+  topDrain(hs, hid, size);
+  return size;
+}
+
+/**
+ * warpTop over a scan's document records (recs, D of them) in document order, the reached ones
+ * (acc not UNSET) being the candidates: the same pairs (the push order does not matter), read
+ * front to back instead of at the candidates' random places (cheaper once the candidates are a
+ * fair share of the documents). kk: at most the candidates' count.
+ */
+export function warpTopRecords(recs: usize, D: i32, base: f64, divide: f64, kk: i32, hs: usize, hid: usize): i32 {
+  if (kk <= 0) return 0;
+  let size = 0;
+  for (let d = 0; d < D; d++) {
+    const rp = recs + (<usize>d << 4);
+    if (load<u64>(rp, 8) == UNSET) continue;
+    const score = (base + load<f64>(rp, 8)) / divide;
+    if (score != score) continue;
+    size = topPush(hs, hid, size, kk, score, <u32>d);
+  }
+  topDrain(hs, hid, size);
+  return size;
 }
 
 // ---------------------------------------------------------------------------------------------

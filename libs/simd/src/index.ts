@@ -3,7 +3,7 @@ import type { Kernels } from './types';
 import { wasmKernels } from './wasm';
 
 export type { ExactLevels, ExactRows, Kernels, PreparedQuery, RowMaximaInput, WarpResidentList, WarpResidentScan, WarpResidentSource, WarpTablesInput } from './types';
-export { fromHalfBits, jsKernels, jsDots, jsLookupSums, jsLookupSumsMany, jsMaxima, jsRowMaxima, jsScoreRows, jsWarpTables } from './js';
+export { fromHalfBits, jsKernels, jsDots, jsLookupSums, jsLookupSumsMany, jsMaxima, jsRowMaxima, jsScoreRows, jsWarpTables, jsWarpTop } from './js';
 export { wasmKernels, simdStatus, simdModulePath, type SimdStatus, type ScoreRowsVariant, type WasmKernels } from './wasm';
 
 let chosen: Kernels | null = null;

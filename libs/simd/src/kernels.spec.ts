@@ -2,7 +2,7 @@ import { spawnSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { mulberry32 } from '@lateral/shared';
-import { jsKernels, jsDots, jsLookupSums, jsLookupSumsMany, jsMaxima, jsScoreRows, jsWarpTables, kernels, simdModulePath, simdStatus, wasmKernels, type WarpTablesInput, type WasmKernels } from './index';
+import { jsKernels, jsDots, jsLookupSums, jsLookupSumsMany, jsMaxima, jsScoreRows, jsWarpTables, jsWarpTop, kernels, simdModulePath, simdStatus, wasmKernels, type WarpTablesInput, type WasmKernels } from './index';
 
 /**
  * Every WebAssembly kernel against the JavaScript reference, on odd shapes (d = 1, 5, 7, 128;
@@ -280,5 +280,49 @@ describe('@lateral/simd WebAssembly kernels', () => {
     w.prepare(bq, bn, bd).maxima(bx, 0, 9, c1, null, 0);
     jsMaxima(bq, bn, bx, 0, 9, bd, c2, null, 0);
     expect(c1.every((v, i) => Object.is(v, c2[i]))).toBe(true);
+  });
+
+  it('warpTop (a segment\'s top k in the module) equals jsWarpTop bit for bit, and both a full sort: ties to the lower document, NaN never kept, k past the candidates', () => {
+    /** The reference: every candidate's score, sorted by score (descending) then document (ascending), NaN left out, the first k. */
+    const sorted = (cands: Uint32Array, count: number, acc: Float64Array, base: number, divide: number, k: number) => {
+      const all: [number, number][] = [];
+      for (let e = 0; e < count; e++) {
+        const s = (base + acc[cands[e]]) / divide;
+        if (s === s) all.push([s, cands[e]]);
+      }
+      all.sort((a, b) => (a[0] !== b[0] ? b[0] - a[0] : a[1] - b[1]));
+      return all.slice(0, k);
+    };
+    for (const D of [1, 7, 100, 5_000]) {
+      for (const ties of [false, true]) {
+        // sums: coarse values when ties, else random; a few NaN and infinite sums
+        const acc = Float64Array.from({ length: D }, () => (ties ? Math.floor(r() * 8) / 4 : r() * 10 - 5));
+        if (D > 10) {
+          acc[3] = NaN;
+          acc[5] = -Infinity;
+          acc[9] = Infinity;
+        }
+        // the candidates: a random order of a random subset of the documents (as first reached)
+        const order = Uint32Array.from({ length: D }, (_, i) => i);
+        for (let i = D - 1; i > 0; i--) {
+          const j = Math.floor(r() * (i + 1));
+          [order[i], order[j]] = [order[j], order[i]];
+        }
+        for (const count of [0, 1, Math.ceil(D / 3), D]) {
+          for (const k of [0, 1, 2, 10, 100, count, count + 3]) {
+            const base = ties ? 1.5 : r();
+            const divide = 32;
+            const got = w.warpTop(order, count, acc, base, divide, k);
+            const js = jsWarpTop(order, count, acc, base, divide, k);
+            const want = sorted(order, count, acc, base, divide, k);
+            const what = `D=${D} ties=${ties} count=${count} k=${k}`;
+            expect(Array.from(got.ids), what).toEqual(Array.from(js.ids));
+            expect(got.scores.every((v, i) => Object.is(v, js.scores[i])) && got.scores.length === js.scores.length, what).toBe(true);
+            expect(Array.from(js.ids), what).toEqual(want.map((x) => x[1]));
+            expect(Array.from(js.scores), what).toEqual(want.map((x) => x[0]));
+          }
+        }
+      }
+    }
   });
 });

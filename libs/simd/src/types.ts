@@ -71,8 +71,13 @@ export interface WarpResidentScan {
    * the module's memory since the last call); the caller starts over without it.
    */
   token(i: number, probes: ArrayLike<number>, cs: ArrayLike<number>, po: number, np: number, mi: number, scored: number[]): boolean;
-  /** Segment s's candidates (count) and every document's sum, as views valid until the next kernel call. */
-  result(s: number): { count: number; candidates: Uint32Array; acc: Float64Array };
+  /**
+   * Segment s's top k after the last token, in the module (jsWarpTop over its candidates, in the
+   * order first reached, and their sums: the same pairs in the same order): each candidate scores (base + acc[doc]) / divide;
+   * best first, ties to the lower document. Copies of k pairs at most; `candidates`: the segment's
+   * candidate count. null: the scan's state was lost (as token()).
+   */
+  top(s: number, base: number, divide: number, k: number): { scores: Float64Array; ids: Uint32Array; candidates: number } | null;
   /** Releases the module's scan state (always call, also after an error). */
   end(): void;
 }

@@ -23,7 +23,10 @@ export interface Exports {
   scoreRowsF32(q: number, x: number, base: number, d: number, list: number, count: number, out: number): void;
   warpTables(q: number, n: number, dims: number, bits: number, weights: number, bpt: number, out: number, scratch: number): void;
   lookupSums(tables: number, codes: number, count: number, bpt: number, cs: number, out: number): void;
-  warpToken(tables: number, bpt: number, lists: number, nl: number, segs: number, ns: number, stamp: number, mi: number): void;
+  warpClear(at: number, count: number): void;
+  warpToken(tables: number, bpt: number, lists: number, nl: number, segs: number, ns: number, mi: number): void;
+  warpTop(candidates: number, count: number, acc: number, shift: number, base: number, divide: number, k: number, hs: number, hid: number): number;
+  warpTopRecords(recs: number, D: number, base: number, divide: number, k: number, hs: number, hid: number): number;
   halfToF32(h: number, count: number, out: number): void;
   codesToF32(codes: number, rows: number, p: number, bits: number, levels: number, lut: number, out: number): void;
   maxsimF32(q: number, n: number, w: number, x: number, rows: number, scales: number, best: number): void;

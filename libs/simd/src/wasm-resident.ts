@@ -6,7 +6,8 @@
 import type { WarpResidentScan, WarpResidentSource, WarpTablesInput } from './types';
 import { align, LOW_BYTES, RESIDENT_LIST_BYTES, type Arena } from './wasm-memory';
 
-const align8 = (x: number) => (x + 7) & ~7;
+/** a cache line's boundary (64 bytes), where each segment's document records start */
+const alignLine = (x: number) => (x + 63) & ~63;
 
 /**
  * Per WarpResidentSource: its lists' places in the module by centroid (0: an empty list; -1: not
@@ -57,6 +58,14 @@ export class ResidentLists {
 }
 
 const SEG_RECORD = 32;
+/** A document's state in a scan (warpToken's records): best f64, acc f64, both UNSET at first (warpClear). */
+const DOC_RECORD = 16;
+/**
+ * A segment's top-k reads every document's record in order when its candidates are at least
+ * 1 / TOP_BY_RECORDS of its documents (a record line holds 4 documents: reading them in order
+ * costs less than a miss per candidate at random places), else only the candidates'.
+ */
+const TOP_BY_RECORDS = 8;
 const LIST_RECORD = 24;
 /** A kept list: its count (u32), padded to 16 bytes, then its codes and ids. */
 const HEAD_BYTES = 16;
@@ -68,7 +77,7 @@ function grow(at: Int32Array, size: number): Int32Array {
 }
 
 export class ResidentScan implements WarpResidentScan {
-  /** per segment: [best, tag, touched, mask, acc, reached, candidates] offsets */
+  /** per segment: [docs (DOC_RECORD bytes each), touched, mask, candidates] offsets */
   private readonly segOff: number[][] = [];
   private readonly segsAt = LOW_BYTES + RESIDENT_LIST_BYTES;
   /** where per-call records (and lists copied for one call) start */
@@ -97,15 +106,12 @@ export class ResidentScan implements WarpResidentScan {
     this.entries = new Array<number>(ns).fill(0);
     for (let s = 0; s < ns; s++) {
       const D = documents[s];
-      const best = at;
-      const acc = (at = best + align8(D * 8));
-      const tag = (at = acc + align8(D * 8));
-      const touched = (at = tag + D * 4);
+      const docs = (at = alignLine(at));
+      const touched = (at = docs + D * DOC_RECORD);
       const candidates = (at = touched + D * 4);
-      const reached = (at = candidates + D * 4);
-      const mask = masks[s] ? (at = reached + align8(D)) : 0;
-      at = align((mask || reached) + align8(D));
-      this.segOff.push([best, tag, touched, mask, acc, reached, candidates]);
+      const mask = masks[s] ? (at = candidates + D * 4) : 0;
+      at = align(mask ? mask + D : candidates + D * 4);
+      this.segOff.push([docs, touched, mask, candidates]);
     }
     const { n, dims, weights, bytesPerToken: bpt } = t;
     if (t.q.length < n * dims || weights.length !== dims << t.bits) throw new RangeError(`warpResident: ${t.q.length} query values and ${weights.length} weights for n = ${n}, dims = ${dims}, b = ${t.bits}`);
@@ -119,19 +125,18 @@ export class ResidentScan implements WarpResidentScan {
     a.f32.set(t.q.subarray(0, n * dims), this.qAt >> 2);
     a.f32.set(weights, this.wAt >> 2);
     for (let s = 0; s < ns; s++) {
-      const [best, tag, touched, mask, acc, reached, candidates] = this.segOff[s];
+      const [docs, touched, mask, candidates] = this.segOff[s];
       const D = documents[s];
-      u8.fill(0, acc, acc + D * 8);
-      u8.fill(0, tag, tag + D * 4);
-      u8.fill(0, reached, reached + D);
+      // every document's best and sum UNSET (no score yet, not reached)
+      a.x.warpClear(docs, D * 2);
       if (mask) u8.set(masks[s]!, mask);
       const r = (this.segsAt + s * SEG_RECORD) >> 2;
-      u32[r] = best;
-      u32[r + 1] = tag;
+      u32[r] = docs;
+      u32[r + 1] = 0;
       u32[r + 2] = touched;
       u32[r + 3] = mask;
-      u32[r + 4] = acc;
-      u32[r + 5] = reached;
+      u32[r + 4] = 0;
+      u32[r + 5] = 0;
       u32[r + 6] = candidates;
       u32[r + 7] = 0;
     }
@@ -221,16 +226,26 @@ export class ResidentScan implements WarpResidentScan {
       }
     }
     for (let s = 0; s < ns; s++) scored[s] += entries[s];
-    a.x.warpToken(this.tAt, bpt, recAt, nl, this.segsAt, ns, i + 1, mi);
+    a.x.warpToken(this.tAt, bpt, recAt, nl, this.segsAt, ns, mi);
     return true;
   }
 
-  result(s: number): { count: number; candidates: Uint32Array; acc: Float64Array } {
-    const { u32, f64 } = this.a;
-    const [, , , , acc, , candidates] = this.segOff[s];
-    const count = u32[((this.segsAt + s * SEG_RECORD) >> 2) + 7];
+  top(s: number, base: number, divide: number, k: number): { scores: Float64Array; ids: Uint32Array; candidates: number } | null {
+    if (this.ended) throw new Error('warpResident: top() after end()');
+    if (!Number.isInteger(k) || k < 0) throw new RangeError(`warpResident: k must be an integer >= 0, got ${k}`);
+    const a = this.a;
+    if (a.clobbers !== this.clobbers) return null;
+    const [docs, , , candidates] = this.segOff[s];
+    const count = a.u32[((this.segsAt + s * SEG_RECORD) >> 2) + 7];
+    const kk = Math.min(k, count);
+    // the heap where the per-call records were (no token runs after the top-k)
+    const hs = this.callAt;
+    const hid = align(hs + kk * 8);
+    a.grow(hid + kk * 4);
+    // The candidates where they lie (few of the documents), else every document's record front to back: the same pairs.
     const D = this.documents[s];
-    return { count, candidates: u32.subarray(candidates >> 2, (candidates >> 2) + count), acc: f64.subarray(acc >> 3, (acc >> 3) + D) };
+    const got = count * TOP_BY_RECORDS < D ? a.x.warpTop(candidates, count, docs + 8, 4, base, divide, kk, hs, hid) : a.x.warpTopRecords(docs, D, base, divide, kk, hs, hid);
+    return { scores: a.f64.slice(hs >> 3, (hs >> 3) + got), ids: a.u32.slice(hid >> 2, (hid >> 2) + got), candidates: count };
   }
 
   end(): void {

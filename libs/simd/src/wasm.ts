@@ -9,7 +9,7 @@ import { createHash } from 'node:crypto';
 import { existsSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { noteTableBuild, tableBuilds } from './builds';
-import { jsDots, jsKernels, jsLookupSums, jsLookupSumsMany, jsMaxima, jsRowMaxima, jsScoreRows, jsWarpTables, checkRowMaxima } from './js';
+import { jsDots, jsKernels, jsLookupSums, jsLookupSumsMany, jsMaxima, jsRowMaxima, jsScoreRows, jsWarpTables, jsWarpTop, checkRowMaxima } from './js';
 import type { ExactLevels, ExactRows, Kernels, PreparedQuery, RowMaximaInput, WarpResidentScan, WarpResidentSource, WarpTablesInput } from './types';
 import { Arena, BLOCK_BYTES, MAX_QUERY_BYTES, MAX_RESIDENT_TABLE_BYTES, RESIDENT_LIST_BYTES, align, type Exports, type WasmApi } from './wasm-memory';
 import { ResidentLists, ResidentScan } from './wasm-resident';
@@ -256,6 +256,24 @@ class WasmKernels implements Kernels {
     this.lists.budget = bytes;
   }
 
+  /**
+   * The warpTop kernel over arrays given here (copied into the module's scratch): jsWarpTop's
+   * result, for the load-time self-check and the specs (a resident scan runs it on its own state).
+   */
+  warpTop(candidates: Uint32Array, count: number, acc: Float64Array, base: number, divide: number, k: number): { scores: Float64Array; ids: Uint32Array } {
+    const a = this.a;
+    const kk = Math.max(0, Math.min(k, count));
+    const cOff = align(a.free);
+    const accOff = align(cOff + count * 4);
+    const hs = align(accOff + acc.length * 8);
+    const hid = align(hs + kk * 8);
+    a.ensure(hid + kk * 4);
+    a.u32.set(candidates.subarray(0, count), cOff >> 2);
+    a.f64.set(acc, accOff >> 3);
+    const got = a.x.warpTop(cOff, count, accOff, 3, base, divide, kk, hs, hid);
+    return { scores: a.f64.slice(hs >> 3, (hs >> 3) + got), ids: a.u32.slice(hid >> 2, (hid >> 2) + got) };
+  }
+
   warpResident(documents: readonly number[], masks: readonly (Uint8Array | undefined)[], sources: readonly WarpResidentSource[], tables: WarpTablesInput): WarpResidentScan | null {
     if (this.scanOwner) return null;
     const scan = new ResidentScan(this.a, this.lists, documents, masks, sources, tables, () => {
@@ -457,6 +475,17 @@ function selfCheck(k: WasmKernels): string | null {
       k.rowMaxima(t, 0, 3, m, b1, g1);
       jsRowMaxima(t, 0, 3, m, b2, g2);
       if (b1.some((v, i) => !Object.is(v, b2[i])) || g1.some((v, i) => v !== g2[i])) return `rowMaxima (m = ${m}${half ? ', fp16 norms' : ''})`;
+    }
+  }
+  // warpTop: ties on score (broken by the lower id), a NaN, fewer candidates than k, and k = 0
+  {
+    const acc = Float64Array.from({ length: 40 }, (_, i) => (i % 7 === 3 ? 0.5 : rnd()));
+    acc[11] = NaN;
+    const cands = Uint32Array.from({ length: 30 }, (_, i) => (i * 17 + 5) % 40);
+    for (const [count, top] of [[30, 6], [30, 1], [4, 9], [30, 0], [0, 3], [30, 30]] as const) {
+      const w = k.warpTop(cands, count, acc, 0.25, 3, top);
+      const j = jsWarpTop(cands, count, acc, 0.25, 3, top);
+      if (w.scores.length !== j.scores.length || w.scores.some((v, i) => !Object.is(v, j.scores[i])) || w.ids.some((v, i) => v !== j.ids[i])) return `warpTop (count = ${count}, k = ${top})`;
     }
   }
   return null;

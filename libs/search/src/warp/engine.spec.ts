@@ -396,6 +396,33 @@ describe('warp engine', () => {
     }
   });
 
+  it('the resident scan\'s top-k in the module equals the JavaScript path bit for bit, from the candidates where they are few and from every document\'s record where they are many', () => {
+    const wasm = wasmKernels();
+    if (!wasm) return; // JavaScript kernels only: the resident path does not exist
+    const f = warpFixture(977, { documents: 1500, dims: 16, K: 128, bits: 4, maxLen: 4 });
+    const { segments } = segmentsFor(f, [0, 700, 1500], true);
+    const sizes = warpListSizes(segments.map((s) => (s.lists as ReturnType<typeof openWarpLayout>).directory));
+    let sparse = 0;
+    let dense = 0;
+    for (const [n, nprobe] of [[1, 1], [2, 1], [6, 8], [12, 32]] as const) {
+      const query = warpQuery(randomQuery(40 + n, n, 16), n, f.centroids, f.codec, sizes, { nprobe });
+      for (const topN of [1, 10, 5000]) {
+        const js = runSteps(warpSegmentsSearchSteps(query, segments, { topN, resident: false }));
+        const got = runSteps(warpSegmentsSearchSteps(query, segments, { topN }));
+        got.forEach((h, k) => {
+          expect([...h.docs], `n=${n} nprobe=${nprobe} topN=${topN}`).toEqual([...js[k].docs]);
+          expect(h.scores.every((x, i) => Object.is(x, js[k].scores[i])) && h.scores.length === js[k].scores.length).toBe(true);
+          expect(h.candidates).toBe(js[k].candidates);
+          if (h.candidates * 8 < segments[k].documents) sparse++;
+          else dense++;
+        });
+      }
+    }
+    // both ways of reading the candidates ran
+    expect(sparse).toBeGreaterThan(0);
+    expect(dense).toBeGreaterThan(0);
+  });
+
   it('the resident scan: lists found by source and centroid across queries, a list object shared by two sources, and a bad list refused as the JavaScript path refuses it', () => {
     const wasm = wasmKernels();
     if (!wasm) return; // JavaScript kernels only: the resident path does not exist

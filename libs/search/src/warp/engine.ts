@@ -561,16 +561,14 @@ function* residentSegmentsSearchSteps(query: WarpQuery, segs: readonly WarpSegme
     let base = 0;
     for (let i = 0; i < n; i++) base += imputed[i];
     const divide = (opts.normalize ?? true) ? n : 1;
-    return segs.map((seg, s) => {
-      const { count, candidates, acc } = scan.result(s);
-      const top = new TopK(opts.topN, count);
-      for (let k = 0; k < count; k++) {
-        const doc = candidates[k];
-        top.push((base + acc[doc]) / divide, doc);
-      }
-      const { scores, ids } = top.drain();
-      return { docBase: seg.docBase, docs: ids, scores, scored: scored[s], candidates: count };
-    });
+    // Each segment's top n in the module (the kernels' warpTop: TopK's pushes and drain over its candidates, the same pairs in the same order).
+    const out: WarpSegmentHits[] = [];
+    for (let s = 0; s < segs.length; s++) {
+      const top = scan.top(s, base, divide, opts.topN);
+      if (!top) return null;
+      out.push({ docBase: segs[s].docBase, docs: top.ids, scores: top.scores, scored: scored[s], candidates: top.candidates });
+    }
+    return out;
   } finally {
     scan.end();
   }
