@@ -139,7 +139,8 @@ describe('ingest back-pressure on a WARP collection\'s segment count (real Redis
     const refused = await api('POST', '/v1/collections/bp/documents', batch(6, 2));
     expect(refused.status, JSON.stringify(refused.body)).toBe(503);
     expect(refused.headers.get('retry-after')).toBe('10');
-    expect(refused.body.error).toBe('unavailable');
+    // load, not an outage: the error code says so (a client tells it from Redis or S3 being down)
+    expect(refused.body.error).toBe('overloaded');
     expect(refused.body.message).toContain(`collection 'bp' is overloaded: 3 segments at generation ${m!.generation} + 0 batches accepted and not yet committed + this request's 1, over 2 (INGEST_WARP_SEGMENTS_FACTOR 2 x MERGE_WARP_MAX_SEGMENTS 1)`);
     expect((await server.runtime.generations.manifest('default', 'bp'))!.generation).toBe(m!.generation);
     // the IVF collection is not bound by WARP's segment count

@@ -402,6 +402,11 @@ describe.skipIf(!!forbidden)('fault: a cluster across hosts (network namespaces)
     for (let i = 0; i < 30 && !w.seen.some((s) => s.state === 'done' || s.state === 'failed'); i++) searches.push(await searchOnce('q'));
     await done(w);
     const tDone = Date.now();
+    // The ingestion can finish before B takes the held job over: a commit from the head commits
+    // the batches before it, so B's next commit can make A's held commit unnecessary. B must still
+    // take the held job over once its lock lapses (and find it made): wait for that, as the
+    // cut-from-Redis case does, instead of assuming it comes before the ingestion's end.
+    await until(async () => stallsSince(b, mark) > 0, (LOCK_S + 4 * STALLED_S + 20) * 1000, 100).catch(() => undefined);
     searches.push(await searchOnce('q'));
     const c = await census(target, 'k', docs);
     const table = await liveIdTable(target, 'k');

@@ -30,7 +30,16 @@ export class NotFoundError extends LateralError {}
 export class ConflictError extends LateralError {}
 
 export class UnavailableError extends LateralError {
-  constructor(message: string, readonly retryAfterSeconds = 5) {
+  /**
+   * `code`: the error field of the 503: 'unavailable' (a dependency is down) or 'overloaded' (the
+   * service is up and refuses more work for now, e.g. ingest back-pressure), so that a client can
+   * tell an outage from load.
+   */
+  constructor(
+    message: string,
+    readonly retryAfterSeconds = 5,
+    readonly code: 'unavailable' | 'overloaded' = 'unavailable',
+  ) {
     super(message);
   }
 }

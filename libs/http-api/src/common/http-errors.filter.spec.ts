@@ -1,6 +1,7 @@
 import type { ArgumentsHost } from '@nestjs/common';
 import { describe, expect, it } from 'vitest';
 import { createLogger } from '@lateral/infra';
+import { UnavailableError } from '@lateral/shared';
 import { HttpErrorsFilter, type LoadProbe } from './http-errors.filter';
 
 /** What the filter answers for an error, given the state of the process (a probe with fixed readings). */
@@ -47,6 +48,13 @@ describe('HttpErrorsFilter: down or overloaded', () => {
     const idle = answer(reset);
     expect([idle.status, idle.headers['retry-after'], idle.body!.error]).toEqual([503, '5', 'unavailable']);
     expect(idle.body!.message).toMatch(/^the object store \(S3\) is unreachable or failing, so this request was not carried out; retry after 5 s\..*S3_ENDPOINT/);
+  });
+
+  it("an UnavailableError keeps its own Retry-After and code: 'unavailable' by default, 'overloaded' when the service refuses work for load (ingest back-pressure)", () => {
+    const down = answer(new UnavailableError('the thing is down', 7));
+    expect([down.status, down.headers['retry-after'], down.body!.error, down.body!.message]).toEqual([503, '7', 'unavailable', 'the thing is down']);
+    const busy = answer(new UnavailableError("collection 'c' is overloaded: 24 segments", 10, 'overloaded'));
+    expect([busy.status, busy.headers['retry-after'], busy.body!.error, busy.body!.message]).toEqual([503, '10', 'overloaded', "collection 'c' is overloaded: 24 segments"]);
   });
 
   it('Redis not connected stays unreachable (503 unavailable, Retry-After 5), busy or not', () => {

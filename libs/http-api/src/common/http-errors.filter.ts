@@ -57,7 +57,7 @@ export class HttpErrorsFilter implements ExceptionFilter {
       const retry = err instanceof UnavailableError ? err.retryAfterSeconds : SERVICE_RETRY_AFTER_SECONDS;
       res.setHeader('Retry-After', String(retry));
       if (fault) this.logger.warn(`${fault.service} unreachable: ${(err as Error).message}`);
-      return send(503, 'unavailable', fault ? fault.message(retry) : (err as Error).message);
+      return send(503, err instanceof UnavailableError ? err.code : 'unavailable', fault ? fault.message(retry) : (err as Error).message);
     }
     const e = err as { type?: string; status?: number; statusCode?: number; limit?: number; length?: number; message?: string };
     if (e?.type === 'entity.too.large') {

@@ -117,6 +117,7 @@ export class DocumentsService {
     throw new UnavailableError(
       `collection '${collection.id}' is overloaded: ${committed} segments${shards > 1 ? ` in shard ${fullest}` : ''} at generation ${manifest?.generation ?? 0} + ${out.inFlight} batches accepted and not yet committed + this request's ${batchIds.length}, over ${limit} (INGEST_WARP_SEGMENTS_FACTOR ${factor} x MERGE_WARP_MAX_SEGMENTS ${bound}); merges are catching up: send the documents again after Retry-After`,
       BACKPRESSURE_RETRY_AFTER_SECONDS,
+      'overloaded',
     );
   }
 

@@ -83,7 +83,7 @@ export function registerDocuments(api: ApiRegistry): void {
     responses: {
       '200': json('finished within wait: the accepted ingestion and its final status', api.output(IngestionFinishedSchema)),
       '202': { ...json('accepted (or not done within wait); poll the ingestion status', ingestion), headers: location('the ingestion status') },
-      ...errors(400, [404, 'no collection with this id'], 413, 415, [503, "Redis or S3 unreachable; or ingest back-pressure: a collection with a WARP search layout whose current generation holds more than INGEST_WARP_SEGMENTS_FACTOR x MERGE_WARP_MAX_SEGMENTS segments in a shard while background merges (MERGE_AFTER_COMMIT) catch up (the message says 'overloaded' and names the count and the bound; nothing was accepted); Retry-After"]),
+      ...errors(400, [404, 'no collection with this id'], 413, 415, [503, "Redis or S3 unreachable; or ingest back-pressure: a collection with a WARP search layout whose current generation holds more than INGEST_WARP_SEGMENTS_FACTOR x MERGE_WARP_MAX_SEGMENTS segments in a shard while background merges (MERGE_AFTER_COMMIT) catch up (error 'overloaded'; the message names the segments, the batches in flight and the bound; nothing was accepted); Retry-After"]),
       '409': errorAnswer("an id holds '#', which a collection with passages reserves for passage ids (the message names them)"),
     },
   });
