@@ -158,11 +158,7 @@ export class DiskObjectCache {
       return null;
     }
     try {
-      return rangeReads(key, size, ranges, into ?? ((n) => new Uint8Array(n)), (b, position) => {
-        const reads = fillReads(key, size, b, position);
-        for (let r = reads.next(); !r.done; r = reads.next(readSync(fd, b, r.value[0], r.value[1], r.value[2])));
-        return b;
-      });
+      return rangeReads(key, size, ranges, into ?? ((n) => new Uint8Array(n)), (b, at, length, position) => readSync(fd, b, at, length, position));
     } finally {
       closeSync(fd);
     }
@@ -182,13 +178,7 @@ export class DiskObjectCache {
       return null;
     }
     try {
-      return await Promise.all(
-        rangeReads(key, size, ranges, null, async (b, position) => {
-          const reads = fillReads(key, size, b, position);
-          for (let r = reads.next(); !r.done; r = reads.next((await fh.read(b, r.value[0], r.value[1], r.value[2])).bytesRead));
-          return b;
-        }),
-      );
+      return await Promise.all(rangeReads(key, size, ranges, null, async (b, at, length, position) => (await fh.read(b, at, length, position)).bytesRead));
     } finally {
       await fh.close();
     }
@@ -484,14 +474,20 @@ let sparseCopies = 0;
 
 const align8 = (n: number) => (n + 7) & ~7;
 
+/** A positioned read of a local copy: up to `length` bytes at file `position` into b[at ..]; the bytes read (0 at its end). */
+type ReadAt<R> = (b: Uint8Array, at: number, length: number, position: number) => R;
+
 /**
- * readRanges' one loop over a local copy of `size` bytes, whatever reads it: every range checked
- * first (a range outside the object throws before any read), then each range's buffer given to
- * `read` with the range's offset, in order: a view of one buffer for the call when `one` gives it
- * (asked for the ranges' total, each range starting on a multiple of 8 bytes), else a buffer of
- * its own. `read`'s results, in the ranges' order (bytes, or their promises).
+ * readRanges over a local copy of `size` bytes, whatever reads it: every range checked first (a
+ * range outside the object throws before any read), then each range's buffer filled by `read`, in
+ * the ranges' order: a view of one buffer for the call when `one` gives it (asked for the ranges'
+ * total, each range starting on a multiple of 8 bytes), else a buffer of its own. Synchronous
+ * reads give the bytes; asynchronous ones their promises (each range's reads in turn, the ranges
+ * at once).
  */
-function rangeReads<T>(key: string, size: number, ranges: readonly (readonly [number, number])[], one: ((bytes: number) => Uint8Array) | null, read: (b: Uint8Array, offset: number) => T): T[] {
+function rangeReads(key: string, size: number, ranges: readonly (readonly [number, number])[], one: ((bytes: number) => Uint8Array) | null, read: ReadAt<number>): Uint8Array[];
+function rangeReads(key: string, size: number, ranges: readonly (readonly [number, number])[], one: ((bytes: number) => Uint8Array) | null, read: ReadAt<Promise<number>>): Promise<Uint8Array>[];
+function rangeReads(key: string, size: number, ranges: readonly (readonly [number, number])[], one: ((bytes: number) => Uint8Array) | null, read: ReadAt<number | Promise<number>>): (Uint8Array | Promise<Uint8Array>)[] {
   let total = 0;
   for (const [offset, length] of ranges) {
     if (!(Number.isInteger(offset) && Number.isInteger(length) && offset >= 0 && length >= 0 && offset + length <= size)) throw new RangeError(`${key}: range [${offset}, ${offset + length}) is outside the ${size}-byte object`);
@@ -503,22 +499,29 @@ function rangeReads<T>(key: string, size: number, ranges: readonly (readonly [nu
   return ranges.map(([offset, length]) => {
     const b = all ? all.subarray(at, at + length) : new Uint8Array(length);
     at += align8(length);
-    return read(b, offset);
+    return fill(key, size, b, offset, read, 0);
   });
 }
 
 /**
- * The positioned reads that fill b with a local copy's bytes from `position`, as many as it takes:
- * yields each read's [at in b, length, file position] and is sent the bytes it read (0: the copy
- * ended, which throws). One loop for synchronous reads (the count sent at once) and asynchronous
- * ones (sent once awaited).
+ * b[got ..] filled with a local copy's bytes from `position + got` by as many reads as it takes;
+ * b. The one loop of the synchronous and the asynchronous reads: a read that answers a promise
+ * ends it, and the loop goes on from where it was once the promise settles (so synchronous reads
+ * stay synchronous, without a promise or a generator per range).
  */
-function* fillReads(key: string, size: number, b: Uint8Array, position: number): Generator<readonly [number, number, number], void, number> {
-  for (let got = 0; got < b.length; ) {
-    const n = yield [got, b.length - got, position + got];
-    if (n === 0) throw new RangeError(`${key}: local copy ended at ${position + got} (expected ${size} bytes)`);
-    got += n;
+function fill(key: string, size: number, b: Uint8Array, position: number, read: ReadAt<number | Promise<number>>, got: number): Uint8Array | Promise<Uint8Array> {
+  while (got < b.length) {
+    const n = read(b, got, b.length - got, position + got);
+    if (typeof n !== 'number') return n.then((m) => fill(key, size, b, position, read, got + bytesRead(key, size, position + got, m)));
+    got += bytesRead(key, size, position + got, n);
   }
+  return b;
+}
+
+/** A read's byte count; 0 (the copy ended before the object's size) throws. */
+function bytesRead(key: string, size: number, position: number, n: number): number {
+  if (n === 0) throw new RangeError(`${key}: local copy ended at ${position} (expected ${size} bytes)`);
+  return n;
 }
 
 /** File names of recent keys (a SHA-256 per read was measurable on WARP's exact stage: a few reads per search). */
