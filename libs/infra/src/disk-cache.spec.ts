@@ -159,7 +159,7 @@ describe('DiskObjectCache.getRanges', () => {
     // above the bound: `into` is not asked, each range a buffer of its own
     const large: [number, number][] = [[3, SYNC_RANGE_READ_BYTES], [SYNC_RANGE_READ_BYTES, 4096]];
     const own = (await disk.readRanges('k', large, undefined, () => { throw new Error('into asked'); }))!;
-    expect(own.map((g) => [g.byteOffset, g.buffer.byteLength])).toEqual([[0, SYNC_RANGE_READ_BYTES], [0, 4096]]);
+    expect(own.map((g) => [g.byteOffset, g.buffer.byteLength, Buffer.isBuffer(g)])).toEqual([[0, SYNC_RANGE_READ_BYTES, false], [0, 4096, false]]);
     expect(own.map((g, i) => Buffer.from(g).equals(big.subarray(large[i][0], large[i][0] + large[i][1])))).toEqual([true, true]);
     // the copy cut short under the cache (its index still says the object's size): the reads past the cut throw, naming where it ended
     const [copy] = readdirSync(dir).filter((n) => n.endsWith('.obj'));
@@ -205,6 +205,8 @@ describe('DiskObjectCache.getRanges', () => {
       expect(got?.map((g, i) => g.length === want[i][1] && Buffer.from(g).equals(big.subarray(want[i][0], want[i][0] + want[i][1])))).toEqual(want.map(() => true));
       // a buffer of its own (typed-array views of a list stay aligned)
       expect(got?.every((g) => g.byteOffset === 0 && g.buffer.byteLength === g.length)).toBe(true);
+      // a plain Uint8Array (read into without being zeroed first), not a Buffer: its slice() copies (warpLists' slice of a range holding several lists)
+      expect(got?.every((g) => !Buffer.isBuffer(g) && (g.length === 0 || g.slice(0, 1).buffer !== g.buffer))).toBe(true);
     };
     const disk = new DiskObjectCache(s, folder(), 1 << 30, 'ns');
     // two calls whose fetched pieces interleave in the sparse file, so later ranges span pieces of both

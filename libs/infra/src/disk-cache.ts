@@ -221,7 +221,7 @@ export class DiskObjectCache {
         if (rangeBytes(ranges) <= SYNC_RANGE_READ_BYTES) {
           const fd = openSync(path.join(this.dir, name), 'r');
           try {
-            whole = ranges.map(([o, n]) => readFullySync(fd, key, new Uint8Array(n), 0, o, n));
+            whole = ranges.map(([o, n]) => readFullySync(fd, key, unfilled(n), 0, o, n));
           } finally {
             closeSync(fd);
           }
@@ -257,7 +257,7 @@ export class DiskObjectCache {
           try {
             for (const i of local) {
               const [o, n] = ranges[i];
-              const b = new Uint8Array(n);
+              const b = unfilled(n);
               let at = 0;
               for (const [pos, len] of have.pieces(o, o + n)!) {
                 readFullySync(fd, key, b, at, pos, len);
@@ -273,10 +273,11 @@ export class DiskObjectCache {
           try {
             for (const i of local) {
               const [o, n] = ranges[i];
-              const b = new Uint8Array(n);
+              const b = unfilled(n);
               let at = 0;
+              // each piece read straight into the range's buffer (not into one of its own, then copied)
               for (const [pos, len] of have.pieces(o, o + n)!) {
-                b.set(await readFully(fh, key, pos, len), at);
+                await readFully(fh, key, pos, len, b, at);
                 at += len;
               }
               out[i] = b;
@@ -497,7 +498,7 @@ function rangeReads(key: string, size: number, ranges: readonly (readonly [numbe
   if (all && (all.length < total || all.byteOffset % 8 !== 0)) throw new RangeError(`readRanges: the buffer given for ${total} bytes has ${all.length} at offset ${all.byteOffset}`);
   let at = 0;
   return ranges.map(([offset, length]) => {
-    const b = all ? all.subarray(at, at + length) : new Uint8Array(length);
+    const b = all ? all.subarray(at, at + length) : unfilled(length);
     at += align8(length);
     return fill(key, size, b, offset, read, 0);
   });
@@ -573,6 +574,20 @@ function rangeBytes(ranges: readonly (readonly [number, number])[]): number {
 }
 
 /** length bytes at offset of the file read into b[at ..] (synchronous positioned reads); b. */
+/**
+ * A buffer of `n` bytes for a read that overwrites every one of them (readFullySync, readFully,
+ * fill: each throws when the copy ends first, and the buffer is dropped), so not zero-filled
+ * first: a query's ~2,500 range buffers from the disk cache (~14 MB at 1,000,000 documents) were
+ * each zeroed and then read into, 6-20 ms a query for the allocations alone against 2-3 ms
+ * (docs/scaling.md, "The disk path's list bytes"). A plain Uint8Array (a Buffer's slice() is a
+ * view, and warpLists' slice of a range must copy) over an ArrayBuffer of exactly n bytes at
+ * offset 0, as `new Uint8Array(n)` is (warpLists keeps such a range as a list's own buffer).
+ */
+function unfilled(n: number): Uint8Array {
+  const b = Buffer.allocUnsafeSlow(n);
+  return new Uint8Array(b.buffer, b.byteOffset, n);
+}
+
 function readFullySync(fd: number, key: string, b: Uint8Array, at: number, offset: number, length: number): Uint8Array {
   let got = 0;
   while (got < length) {
@@ -583,11 +598,11 @@ function readFullySync(fd: number, key: string, b: Uint8Array, at: number, offse
   return b;
 }
 
-async function readFully(fh: Awaited<ReturnType<typeof open>>, key: string, offset: number, length: number): Promise<Uint8Array> {
-  const b = new Uint8Array(length);
+/** `length` bytes of a local copy from `offset`, read into b[at ..] (by default a buffer of their own); b. */
+async function readFully(fh: Awaited<ReturnType<typeof open>>, key: string, offset: number, length: number, b = unfilled(length), at = 0): Promise<Uint8Array> {
   let got = 0;
   while (got < length) {
-    const { bytesRead } = await fh.read(b, got, length - got, offset + got);
+    const { bytesRead } = await fh.read(b, at + got, length - got, offset + got);
     if (bytesRead === 0) throw new Error(`${key}: local sparse copy ended at ${offset + got}`);
     got += bytesRead;
   }
