@@ -573,7 +573,6 @@ function rangeBytes(ranges: readonly (readonly [number, number])[]): number {
   return n;
 }
 
-/** length bytes at offset of the file read into b[at ..] (synchronous positioned reads); b. */
 /**
  * A buffer of `n` bytes for a read that overwrites every one of them (readFullySync, readFully,
  * fill: each throws when the copy ends first, and the buffer is dropped), so not zero-filled
@@ -588,6 +587,7 @@ function unfilled(n: number): Uint8Array {
   return new Uint8Array(b.buffer, b.byteOffset, n);
 }
 
+/** length bytes at offset of the file read into b[at ..] (synchronous positioned reads); b. */
 function readFullySync(fd: number, key: string, b: Uint8Array, at: number, offset: number, length: number): Uint8Array {
   let got = 0;
   while (got < length) {
