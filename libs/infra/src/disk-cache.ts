@@ -577,7 +577,7 @@ function rangeBytes(ranges: readonly (readonly [number, number])[]): number {
  * A buffer of `n` bytes for a read that overwrites every one of them (readFullySync, readFully,
  * fill: each throws when the copy ends first, and the buffer is dropped), so not zero-filled
  * first: a query's ~2,500 range buffers from the disk cache (~14 MB at 1,000,000 documents) were
- * each zeroed and then read into, 6-20 ms a query for the allocations alone against 2-3 ms
+ * each zeroed and then read into: 6-22 ms a query for the allocations alone against 2-8 ms
  * (docs/scaling.md, "The disk path's list bytes"). A plain Uint8Array (a Buffer's slice() is a
  * view, and warpLists' slice of a range must copy) over an ArrayBuffer of exactly n bytes at
  * offset 0, as `new Uint8Array(n)` is (warpLists keeps such a range as a list's own buffer).
