@@ -9,6 +9,14 @@
  * the ratio is taken within each round: on a shared machine, phases minutes apart see different
  * loads, so only phases side by side are compared; the figure is the median of the rounds' ratios.
  *
+ * A second comparator runs in every round between those two: the bare compute *with the index
+ * stage's work* (each compressed segment read back and given its segment index and WARP layout by
+ * segmentSearchObjects, the first one fitting the collection's centroids and WARP codec, in process,
+ * one stage after the other on the same cores). `pipeline_vs_bare` (the issue 29 figure, the bare
+ * encoding and segment writing alone) stays as it was; `pipeline_vs_bare_with_index` says what the
+ * service costs beyond the work it has to do (HTTP, queues, S3, commits, refits, scheduling), where
+ * above 1 the pipeline's overlap of stages gains more than its overheads cost.
+ *
  * The profile of each pipeline run says where it loses time against the bare encoding: the
  * session.run seconds of the encoder in the pipeline (its compute threads' metrics) and in the
  * bare encoding (an inference observer), and from the BullMQ jobs' start and end times how long
