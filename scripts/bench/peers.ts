@@ -43,7 +43,7 @@
  * `overlap_at_10_min`), and its nDCG@10 over exhaustive's (`ndcg_vs_exhaustive`).
  * `--as-is` (with --data): the kept collection measured as it holds, nothing ingested, judgments
  * cut to its documents (a copy of a run's data folder while that run still ingests); the service
- * then runs only its search workers, so jobs the copy still holds (ingests, merges) stay queued.
+ * then runs only its search workers, so jobs the copy still holds (ingests, merges, refits) stay queued.
  * `--peers none` measures lateral alone; `--modes` the lateral modes measured (default all three), e.g.
  * `--peers none --modes xtr` under `node --cpu-prof` profiles lateral's WARP search in this process.
  * `--data DIR`: the service's data folder (S3 objects, Redis), kept after the run; a later run with
@@ -386,7 +386,7 @@ export async function runPeersBench(args: string[]): Promise<Record<string, unkn
       log(`peers: ingesting ${ds.docs.length} documents of ${dataset} into lateral (${model}) over HTTP`);
       ing = await ingest(server.url, collection, ds.docs, { label: 'ingest', progress: false });
     }
-    // Merges (and the centroid refits they run) settle before anything is measured (--as-is: nothing runs them).
+    // Merges and centroid refits settle before anything is measured (--as-is: nothing runs them).
     if (!asIs) await maintenanceIdle(server);
     const info = await getCollection(server.url, collection);
     const exported = await exportStored(server, collection);
@@ -582,19 +582,26 @@ export async function runPeersBench(args: string[]): Promise<Record<string, unkn
   }
 }
 
-/** Waits until the merge queue (merges, and the WARP refits they run) has no job waiting or running. */
+/**
+ * Waits until the merge and refit queues (merges, and WARP's centroid refits on a queue of their own)
+ * have no job waiting or running, seen so twice 2 s apart: a merge queues a refit when one is due and
+ * a refit's commit can queue a merge. Waiting on merges alone measured full Vaswani at its first
+ * index job's 1,024 centroids while the refit to 8,192 was still running.
+ */
 async function maintenanceIdle(server: Server): Promise<void> {
   const rt = server.runtime;
-  const q = new Queue('merge', { ...BULLMQ_CONNECTION_OPTIONS, connection: createRedis(rt.services.redisUrl, 'producer'), prefix: rt.config.REDIS_PREFIX });
+  const queues = [QueueName.merge, QueueName.refit].map((name) => new Queue(name, { ...BULLMQ_CONNECTION_OPTIONS, connection: createRedis(rt.services.redisUrl, 'producer'), prefix: rt.config.REDIS_PREFIX }));
+  const idle = async () => (await Promise.all(queues.map((q) => q.getJobCounts('active', 'waiting', 'delayed', 'prioritized')))).every((c) => Object.values(c).every((n) => n === 0));
   try {
-    for (;;) {
-      const c = await q.getJobCounts('active', 'waiting', 'delayed', 'prioritized');
-      if (Object.values(c).every((n) => n === 0)) return;
-      await new Promise((r) => setTimeout(r, 1000));
+    for (let seen = 0; seen < 2; ) {
+      seen = (await idle()) ? seen + 1 : 0;
+      await new Promise((r) => setTimeout(r, seen > 0 ? 2000 : 1000));
     }
   } finally {
-    await q.close();
-    await (await q.client).quit().catch(() => undefined);
+    for (const q of queues) {
+      await q.close();
+      await (await q.client).quit().catch(() => undefined);
+    }
   }
 }
 
