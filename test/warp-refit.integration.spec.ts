@@ -217,4 +217,30 @@ describe('ingest back-pressure counts batches in flight (real Redis, real S3 ser
       await committer.close();
     }
   }, 400_000);
+
+  it('a batch that fails for good leaves the count (the workers\' final-failure hook): it will never become a segment', async () => {
+    // room again: the first case left the bound's 4 segments
+    const merged = await mergeProcessor({ ...mergeDepsFor(server.runtime, config), policy: { ...DEFAULT_MERGE_POLICY, maxSegments: 1 } }, { op: 'merge', tenantId: 'default', collectionId: 'fl', trigger: 'api' });
+    expect(merged.merged).toMatchObject({ status: 'merged' });
+    const encode = server.runtime.queues.get(QueueName.encode);
+    await encode.pause();
+    let status = '';
+    try {
+      const ing = await api('POST', '/v1/collections/fl/documents', batch(20, 2));
+      expect(ing.status, JSON.stringify(ing.body)).toBe(202);
+      status = ing.body.status;
+      expect(await inFlight()).toBe(1);
+      // its accepted documents vanish from S3 before the encode: every attempt fails, and the last is final
+      await server.runtime.store.delete(s3Keys.batchDocuments('default', 'fl', `${ing.body.ingestionId}-00000`));
+    } finally {
+      await encode.resume();
+    }
+    const failed = await until(async () => {
+      const s = (await api('GET', status)).body;
+      return s.state === 'failed' ? s : null;
+    }, 180_000, 200);
+    expect(failed.stages).toMatchObject({ accepted: 2, encoded: 0, failed: 2 });
+    // the hook removes the batch before it records the failure the status reports
+    expect(await inFlight()).toBe(0);
+  }, 240_000);
 });

@@ -9,6 +9,14 @@
  * the ratio is taken within each round: on a shared machine, phases minutes apart see different
  * loads, so only phases side by side are compared; the figure is the median of the rounds' ratios.
  *
+ * A second comparator runs in every round between those two: the bare compute *with the index
+ * stage's work* (each compressed segment read back and given its segment index and WARP layout by
+ * segmentSearchObjects, the first one fitting the collection's centroids and WARP codec, in process,
+ * one stage after the other on the same cores). `pipeline_vs_bare` (the issue 29 figure, the bare
+ * encoding and segment writing alone) stays as it was; `pipeline_vs_bare_with_index` says what the
+ * service costs beyond the work it has to do (HTTP, queues, S3, commits, refits, scheduling), where
+ * above 1 the pipeline's overlap of stages gains more than its overheads cost.
+ *
  * The profile of each pipeline run says where it loses time against the bare encoding: the
  * session.run seconds of the encoder in the pipeline (its compute threads' metrics) and in the
  * bare encoding (an inference observer), and from the BullMQ jobs' start and end times how long
@@ -23,12 +31,13 @@
  */
 import { createWriteStream, readFileSync, readdirSync, rmSync } from 'node:fs';
 import path from 'node:path';
-import { QueueName, loadConfig } from '@lateral/shared';
+import { CreateCollectionSchema, QueueName, loadConfig, type Collection } from '@lateral/shared';
 import { createCodec, readSegment, writeSegment } from '@lateral/codec';
 import { getEncoder, type TokenEncoder } from '@lateral/model';
-import { setInferenceObserver } from '@lateral/kernels';
+import { OnnxNearestCentroid, setInferenceObserver } from '@lateral/kernels';
 import { RAW_CODEC, assembleSegmentDocs } from '@lateral/serving';
-import { encoderDir } from '@lateral/pipeline';
+import { analyzeTexts } from '@lateral/search';
+import { encoderDir, segmentSearchObjects, type SegmentIndexerDeps } from '@lateral/pipeline';
 import { createLogger, setMetricsEnabled } from '@lateral/infra';
 import { startServer } from '../../apps/all-in-one/src/server';
 import { loadCranfield, withPlaceholders } from '../lib/cranfield';
@@ -60,19 +69,30 @@ export async function runIngestBench(args: string[]): Promise<Record<string, unk
   rmSync(logFile, { force: true });
   const runs: PipelineRun[] = [];
   const bares: BareRun[] = [];
+  const baresWithIndex: BareRun[] = [];
   const roundRatios: number[] = [];
+  const roundRatiosWithIndex: number[] = [];
+  // The index stage's nearest-centroid kernel, as a worker makes it (ORT_INTRA_OP_THREADS), one for the bench.
+  let nearest: Promise<OnnxNearestCentroid> | undefined;
+  const indexSetup: BareIndexSetup = { assigner: () => (nearest ??= OnnxNearestCentroid.create(config.ORT_INTRA_OP_THREADS)), encoder, ivfCentroids: config.IVF_CENTROIDS, model: config.DEFAULT_MODEL };
   let n = 0;
   for (let r = 0; r < rounds; r++) {
     // Bare first in odd rounds (1st, 3rd ...), last in even ones: a load that drifts over the run weighs on both sides.
+    // The bare compute with the index stage's work sits between them in both orders.
     const variants: ('on' | 'off')[] = metricsArg === 'both' ? ['off', 'on'] : [metricsArg as 'on' | 'off'];
-    const phases: ('bare' | 'on' | 'off')[] = r % 2 === 0 ? ['bare', ...variants] : [...variants, 'bare'];
+    const phases: ('bare' | 'bare+index' | 'on' | 'off')[] = r % 2 === 0 ? ['bare', 'bare+index', ...variants] : [...variants, 'bare+index', 'bare'];
     const pipelineOfRound: PipelineRun[] = [];
     let bareOfRound: BareRun | undefined;
+    let bareWithIndexOfRound: BareRun | undefined;
     for (const phase of phases) {
       if (phase === 'bare') {
         bareOfRound = await bareCompute(encoder, docs, config.ENCODE_BATCH_DOCUMENTS, config.ENCODE_TOKEN_BUDGET);
         bares.push(bareOfRound);
         if (!json) console.log(`  round ${r + 1}/${rounds} bare: ${round(bareOfRound.seconds, 1)} s (session.run ${round(bareOfRound.runSeconds, 1)} s)`);
+      } else if (phase === 'bare+index') {
+        bareWithIndexOfRound = await bareCompute(encoder, docs, config.ENCODE_BATCH_DOCUMENTS, config.ENCODE_TOKEN_BUDGET, indexSetup);
+        baresWithIndex.push(bareWithIndexOfRound);
+        if (!json) console.log(`  round ${r + 1}/${rounds} bare with the index stage: ${round(bareWithIndexOfRound.seconds, 1)} s (session.run ${round(bareWithIndexOfRound.runSeconds, 1)} s, index ${round(bareWithIndexOfRound.indexSeconds, 1)} s)`);
       } else {
         const run = await pipelineRun(config, docs, phase, logFile, encoder.manifest.name, `pipeline (metrics and logs ${phase}, ${++n}/${rounds * variants.length})`, json);
         runs.push(run);
@@ -82,7 +102,9 @@ export async function runIngestBench(args: string[]): Promise<Record<string, unk
     }
     const main = pipelineOfRound.find((p) => p.variant === (metricsArg === 'off' ? 'off' : 'on'))!;
     roundRatios.push(main.seconds / bareOfRound!.seconds);
+    roundRatiosWithIndex.push(main.seconds / bareWithIndexOfRound!.seconds);
   }
+  await (await nearest)?.release();
   setMetricsEnabled(true);
   const secondsOf = (variant: 'on' | 'off') => runs.filter((r) => r.variant === variant).map((r) => r.seconds);
   const main = secondsOf(metricsArg === 'off' ? 'off' : 'on');
@@ -90,6 +112,8 @@ export async function runIngestBench(args: string[]): Promise<Record<string, unk
   const bareSeconds = median(bares.map((b) => b.seconds));
   const tokens = runs[runs.length - 1].tokens;
   const overhead = median(roundRatios);
+  const bareWithIndexSeconds = median(baresWithIndex.map((b) => b.seconds));
+  const overheadWithIndex = median(roundRatiosWithIndex);
   const out: Record<string, unknown> = {
     documents: docs.length,
     tokens,
@@ -102,16 +126,27 @@ export async function runIngestBench(args: string[]): Promise<Record<string, unk
     overhead_ratio: round(overhead, 2),
     // the same as docs/s: pipeline docs/s / bare docs/s (issue 29's target: >= 0.95)
     pipeline_vs_bare: round(1 / overhead, 2),
+    // the bare compute with the index stage's work as well (in process, one stage after the other, same cores): what the service adds beyond the work itself
+    bare_with_index_seconds: round(bareWithIndexSeconds, 3),
+    bare_with_index_docs_per_s: round(docs.length / bareWithIndexSeconds),
+    bare_index_seconds: round(median(baresWithIndex.map((b) => b.indexSeconds)), 3),
+    // pipeline docs/s / bare-with-index docs/s, median of the rounds' ratios (no target; 1: the service costs nothing beyond its work)
+    pipeline_vs_bare_with_index: round(1 / overheadWithIndex, 2),
     rounds: roundRatios.map((ratio, i) => ({
       bare_seconds: round(bares[i].seconds, 1),
       bare_run_seconds: round(bares[i].runSeconds, 1),
       pipeline_seconds: round(runs.filter((x) => x.variant === (metricsArg === 'off' ? 'off' : 'on'))[i].seconds, 1),
       pipeline_vs_bare: round(1 / ratio, 2),
+      bare_with_index_seconds: round(baresWithIndex[i].seconds, 1),
+      bare_index_seconds: round(baresWithIndex[i].indexSeconds, 1),
+      pipeline_vs_bare_with_index: round(1 / roundRatiosWithIndex[i], 2),
     })),
     profiles: runs.map((r) => ({ variant: r.variant, seconds: round(r.seconds, 1), ...r.profile, cpu: r.cpu })),
     // CPU seconds per document, whatever the load: the bare encoding's and the pipeline's (this process's threads and its child processes, Redis among them)
     bare_cpu: bares.map((b) => b.cpu),
     bare_cpu_ms_per_doc: round((1000 * median(bares.map((b) => b.cpu.total_s))) / docs.length, 1),
+    bare_with_index_cpu: baresWithIndex.map((b) => b.cpu),
+    bare_with_index_cpu_ms_per_doc: round((1000 * median(baresWithIndex.map((b) => b.cpu.total_s))) / docs.length, 1),
     pipeline_cpu_ms_per_doc: round((1000 * median(runs.map((r) => r.cpu.total_s))) / docs.length, 1),
     bare_tokens: bares[0].tokens,
     model: config.DEFAULT_MODEL,
@@ -120,8 +155,10 @@ export async function runIngestBench(args: string[]): Promise<Record<string, unk
   console.log(`ingest ${out.documents} Cranfield documents (${out.tokens} tokens, ${out.model}), ${rounds} round(s), bare and pipeline alternated`);
   console.log(`  pipeline (HTTP + Redis + S3 + workers${metricsArg === 'off' ? ', metrics and logs off' : ''}): ${out.pipeline_seconds} s = ${out.docs_per_s} docs/s, ${out.tokens_per_s} tokens/s${main.length > 1 ? ` (median of ${main.length})` : ''}`);
   console.log(`  bare compute (tokenize + encode + segments, in-process): ${out.bare_seconds} s = ${out.bare_docs_per_s} docs/s${bares.length > 1 ? ` (median of ${bares.length})` : ''}`);
-  console.log(`  CPU per document: bare ${out.bare_cpu_ms_per_doc} ms, pipeline ${out.pipeline_cpu_ms_per_doc} ms (this process's threads and its child processes; medians)`);
+  console.log(`  bare compute with the index stage (the above + centroid fit, assignment, segment index, WARP layout, in-process): ${out.bare_with_index_seconds} s = ${out.bare_with_index_docs_per_s} docs/s, of which index ${out.bare_index_seconds} s${baresWithIndex.length > 1 ? ` (medians of ${baresWithIndex.length})` : ''}`);
+  console.log(`  CPU per document: bare ${out.bare_cpu_ms_per_doc} ms, bare with index ${out.bare_with_index_cpu_ms_per_doc} ms, pipeline ${out.pipeline_cpu_ms_per_doc} ms (this process's threads and its child processes; medians)`);
   console.log(`  pipeline / bare, docs/s = ${out.pipeline_vs_bare}x (time: ${out.overhead_ratio}x; ${rounds > 1 ? `median of the rounds' ${roundRatios.map((x) => round(1 / x, 2)).join(', ')}` : 'one round'})`);
+  console.log(`  pipeline / bare with the index stage, docs/s = ${out.pipeline_vs_bare_with_index}x (${rounds > 1 ? `median of the rounds' ${roundRatiosWithIndex.map((x) => round(1 / x, 2)).join(', ')}` : 'one round'})`);
   if (metricsArg === 'both') {
     const off = median(secondsOf('off'));
     out.docs_per_s_metrics_off = round(docs.length / off);
@@ -140,15 +177,37 @@ interface BareRun {
   seconds: number;
   /** Time inside session.run (the inference observer). */
   runSeconds: number;
+  /** Of `seconds`, the index stage's work (bare with index only; 0 otherwise). */
+  indexSeconds: number;
   tokens: number;
   cpu: CpuUse;
 }
 
-/** The bare compute: the same documents, encode jobs of `batch` documents one after the other, each written as a raw and an fp16 segment. */
-async function bareCompute(encoder: TokenEncoder, docs: { id: string; text: string }[], batch: number, tokenBudget: number): Promise<BareRun> {
+/**
+ * What the bare compute needs to do the index stage's work too: the service's nearest-centroid
+ * kernel (one per bench, as one per worker process) and settings. Each run fits its collection's
+ * centroids and WARP codec afresh (in-memory repositories), as the pipeline's first index job does.
+ */
+interface BareIndexSetup {
+  assigner: () => Promise<OnnxNearestCentroid>;
+  encoder: TokenEncoder;
+  ivfCentroids: number;
+  model: string;
+}
+
+/**
+ * The bare compute: the same documents, encode jobs of `batch` documents one after the other, each
+ * written as a raw and an fp16 segment; with `index`, each compressed segment then read back and
+ * given its search objects as the index stage makes them (segmentSearchObjects: BM25's analysed
+ * terms, the first segment's centroid fit and WARP codec fit, every token's centroid assignment,
+ * the segment index and the WARP layout, serialised), in process, without S3, queues or commits.
+ */
+async function bareCompute(encoder: TokenEncoder, docs: { id: string; text: string }[], batch: number, tokenBudget: number, index?: BareIndexSetup): Promise<BareRun> {
   const codec = createCodec({ kind: 'fp16', layout: 'token', norms: 'fp32', sideInfo: false });
   let runMs = 0;
+  let indexMs = 0;
   const cpu0 = cpuSnapshot();
+  const indexing = index ? bareIndexer(index) : undefined;
   // (startServer sets the service's own observer again; no server runs while this one is set)
   setInferenceObserver((e) => (runMs += e.ms));
   try {
@@ -159,13 +218,43 @@ async function bareCompute(encoder: TokenEncoder, docs: { id: string; text: stri
       const enc = await encoder.encodeDocuments(chunk.map((d) => d.text), { maxTokens: encoder.manifest.maxDocTokens, tokenBudget });
       const raw = writeSegment(assembleSegmentDocs(chunk.map((d) => d.id), enc, encoder.dims), RAW_CODEC);
       const r = readSegment(raw, 'bench');
-      writeSegment({ docIds: r.docIds, tokenOffsets: r.tokenOffsets, tokenIds: r.tokenIds, vectors: r.decodeAll(), dims: r.dims, docVectors: r.docVectors ?? undefined }, codec);
+      const segment = writeSegment({ docIds: r.docIds, tokenOffsets: r.tokenOffsets, tokenIds: r.tokenIds, vectors: r.decodeAll(), dims: r.dims, docVectors: r.docVectors ?? undefined }, codec);
       tokens += enc.reduce((s, e) => s + e.length, 0);
+      if (indexing) {
+        const t1 = performance.now();
+        await indexing(segment, chunk.map((d) => d.text));
+        indexMs += performance.now() - t1;
+      }
     }
-    return { seconds: (performance.now() - t0) / 1000, runSeconds: runMs / 1000, tokens, cpu: cpuSince(cpu0) };
+    return { seconds: (performance.now() - t0) / 1000, runSeconds: runMs / 1000, indexSeconds: indexMs / 1000, tokens, cpu: cpuSince(cpu0) };
   } finally {
     setInferenceObserver(undefined);
   }
+}
+
+/** A fresh collection's index stage in process: (compressed segment bytes, the batch's texts) -> its search objects, as indexProcessor computes them. */
+function bareIndexer(setup: BareIndexSetup): (segment: Uint8Array, texts: string[]) => Promise<void> {
+  const settings = CreateCollectionSchema.parse({ id: 'bench-ingest', model: setup.model });
+  const collection: Collection = { ...settings, tenantId: 'bench', model: setup.model, dims: setup.encoder.dims, maxDocTokens: setup.encoder.manifest.maxDocTokens, codecVersion: 1, createdAt: new Date(0).toISOString() };
+  // In-memory stand-ins for the S3 repositories' conditional writes (the first fit is the one kept).
+  const inMemory = <T>() => {
+    let held: Promise<T> | undefined;
+    return { ensure: (_t: string, _c: string, _v: number, fit: () => T | Promise<T>) => (held ??= Promise.resolve().then(fit)) };
+  };
+  const deps: SegmentIndexerDeps = {
+    ivf: inMemory(),
+    warpCodecs: inMemory(),
+    encoders: () => Promise.resolve(setup.encoder),
+    ivfCentroids: setup.ivfCentroids,
+    assigner: setup.assigner,
+  };
+  let batch = 0;
+  return async (segment, texts) => {
+    const reader = readSegment(segment, `bench/${batch++}`);
+    // the `english` analyser's terms (the collection default), as batchBm25Terms reads them from the batch's texts
+    const terms = settings.bm25.analyzer === 'english' ? analyzeTexts(texts) : undefined;
+    await segmentSearchObjects(deps, collection, reader, collection.codecVersion, terms);
+  };
 }
 
 interface PipelineProfile {

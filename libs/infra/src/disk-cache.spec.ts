@@ -1,4 +1,4 @@
-import { mkdtempSync, readdirSync, rmSync, statSync, unlinkSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readdirSync, rmSync, statSync, truncateSync, unlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -140,6 +140,33 @@ describe('DiskObjectCache.getRanges', () => {
     for (const f of readdirSync(dir)) unlinkSync(path.join(dir, f));
     same(await disk.readRanges('k', small), small);
     expect(s.log.whole).toEqual(['k', 'k']);
+  });
+
+  it("readRanges: the synchronous reads go to `into`'s buffer (one too small or not 8-byte aligned refused), the asynchronous ones to buffers of their own; a local copy shorter than its object throws the same error on either path", async () => {
+    const big = Uint8Array.from({ length: SYNC_RANGE_READ_BYTES + 4096 }, (_, i) => (i * 131 + 3) & 0xff);
+    const dir = folder();
+    const disk = new DiskObjectCache(store(new Map([['k', big]])), dir, 64 << 20, 'ns');
+    await disk.readRanges('k', [[0, 1]]); // fetched whole and written
+    const small: [number, number][] = [[5, 100], [0, 0], [big.length - 7, 7]];
+    const lent = new Uint8Array(1024);
+    const asked: number[] = [];
+    const got = (await disk.readRanges('k', small, undefined, (n) => (asked.push(n), lent)))!;
+    expect(asked).toEqual([104 + 0 + 8]);
+    expect(got.map((g) => [g.buffer === lent.buffer, g.byteOffset, g.length])).toEqual([[true, 0, 100], [true, 104, 0], [true, 104, 7]]);
+    expect(got.map((g, i) => Buffer.from(g).equals(big.subarray(small[i][0], small[i][0] + small[i][1])))).toEqual([true, true, true]);
+    await expect(disk.readRanges('k', small, undefined, () => new Uint8Array(100))).rejects.toThrow('readRanges: the buffer given for 112 bytes has 100 at offset 0');
+    await expect(disk.readRanges('k', small, undefined, () => lent.subarray(4))).rejects.toThrow('readRanges: the buffer given for 112 bytes has 1020 at offset 4');
+    // above the bound: `into` is not asked, each range a buffer of its own
+    const large: [number, number][] = [[3, SYNC_RANGE_READ_BYTES], [SYNC_RANGE_READ_BYTES, 4096]];
+    const own = (await disk.readRanges('k', large, undefined, () => { throw new Error('into asked'); }))!;
+    expect(own.map((g) => [g.byteOffset, g.buffer.byteLength])).toEqual([[0, SYNC_RANGE_READ_BYTES], [0, 4096]]);
+    expect(own.map((g, i) => Buffer.from(g).equals(big.subarray(large[i][0], large[i][0] + large[i][1])))).toEqual([true, true]);
+    // the copy cut short under the cache (its index still says the object's size): the reads past the cut throw, naming where it ended
+    const [copy] = readdirSync(dir).filter((n) => n.endsWith('.obj'));
+    truncateSync(path.join(dir, copy), big.length - 10);
+    const ended = `k: local copy ended at ${big.length - 10} (expected ${big.length} bytes)`;
+    await expect(disk.readRanges('k', [[big.length - 20, 20]])).rejects.toThrow(ended);
+    await expect(disk.readRanges('k', [[0, SYNC_RANGE_READ_BYTES], [big.length - 20, 20]])).rejects.toThrow(ended);
   });
 
   it('invalidate drops the sparse copy (a range that failed its checksum is fetched again); the bound evicts sparse copies; a restart starts them empty', async () => {

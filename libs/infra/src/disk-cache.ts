@@ -130,40 +130,11 @@ export class DiskObjectCache {
         continue;
       }
       const size = this.index.get(name)!;
-      let total = 0;
-      for (const [, length] of ranges) total += length;
-      if (total <= SYNC_RANGE_READ_BYTES) {
-        const out = this.readRangesSync(name, key, size, ranges, into);
-        if (!out) continue; // removed by another process sharing the folder: fetched again
-        return out;
-      }
-      let fh: Awaited<ReturnType<typeof open>>;
-      try {
-        fh = await open(path.join(this.dir, name), 'r');
-      } catch {
-        this.forget(name); // removed by another process sharing the folder: fetched again
-        continue;
-      }
-      try {
-        const out = await Promise.all(
-          ranges.map(async ([offset, length]) => {
-            if (!(Number.isInteger(offset) && Number.isInteger(length) && offset >= 0 && length >= 0 && offset + length <= size)) throw new RangeError(`${key}: range [${offset}, ${offset + length}) is outside the ${size}-byte object`);
-            const b = new Uint8Array(length);
-            let got = 0;
-            while (got < length) {
-              const { bytesRead } = await fh.read(b, got, length - got, offset + got);
-              if (bytesRead === 0) throw new RangeError(`${key}: local copy ended at ${offset + got} (expected ${size} bytes)`);
-              got += bytesRead;
-            }
-            return b;
-          }),
-        );
-        if (this.index.has(name)) this.touch(name);
-        this.counters.hits++;
-        return out;
-      } finally {
-        await fh.close();
-      }
+      const out = rangeBytes(ranges) <= SYNC_RANGE_READ_BYTES ? this.readLocalSync(name, key, size, ranges, into) : await this.readLocal(name, key, size, ranges);
+      if (!out) continue; // removed by another process sharing the folder: fetched again
+      if (this.index.has(name)) this.touch(name);
+      this.counters.hits++;
+      return out;
     }
     return null;
   }
@@ -173,10 +144,12 @@ export class DiskObjectCache {
    * page cache, microseconds each) instead of one trip through libuv's thread pool per range plus
    * the open and close (WARP's exact final stage reads ~32 documents' rows a query: in a CPU
    * profile of the search worker over 90 full-Vaswani queries at load ~14, readRanges took 290 ms
-   * through the pool and 81 ms this way; docs/benchmarks.md, "WARP's per-query overheads"). null:
-   * the copy is gone (forgotten here).
+   * through the pool and 81 ms this way; docs/benchmarks.md, "WARP's per-query overheads"). One
+   * buffer for every range of the call (`into`'s, or a new one; each range a view of it starting
+   * on a multiple of 8 bytes, as a buffer of its own would, so typed-array views of it stay
+   * valid): one allocation, not one per range. null: the copy is gone (forgotten here).
    */
-  private readRangesSync(name: string, key: string, size: number, ranges: readonly (readonly [number, number])[], into?: (bytes: number) => Uint8Array): Uint8Array[] | null {
+  private readLocalSync(name: string, key: string, size: number, ranges: readonly (readonly [number, number])[], into?: (bytes: number) => Uint8Array): Uint8Array[] | null {
     let fd: number;
     try {
       fd = openSync(path.join(this.dir, name), 'r');
@@ -185,33 +158,29 @@ export class DiskObjectCache {
       return null;
     }
     try {
-      // One buffer for every range of the call (each range a view of it, starting on a multiple of 8
-      // bytes, as a buffer of its own would, so typed-array views of it stay valid): one allocation,
-      // not one per range (WARP's exact stage reads ~32 documents a query).
-      let total = 0;
-      for (const [offset, length] of ranges) {
-        if (!(Number.isInteger(offset) && Number.isInteger(length) && offset >= 0 && length >= 0 && offset + length <= size)) throw new RangeError(`${key}: range [${offset}, ${offset + length}) is outside the ${size}-byte object`);
-        total += align8(length);
-      }
-      const all = into ? into(total) : new Uint8Array(total);
-      if (all.length < total || all.byteOffset % 8 !== 0) throw new RangeError(`readRanges: the buffer given for ${total} bytes has ${all.length} at offset ${all.byteOffset}`);
-      let at = 0;
-      const out = ranges.map(([offset, length]) => {
-        const b = all.subarray(at, at + length);
-        at += align8(length);
-        let got = 0;
-        while (got < length) {
-          const n = readSync(fd, b, got, length - got, offset + got);
-          if (n === 0) throw new RangeError(`${key}: local copy ended at ${offset + got} (expected ${size} bytes)`);
-          got += n;
-        }
-        return b;
-      });
-      if (this.index.has(name)) this.touch(name);
-      this.counters.hits++;
-      return out;
+      return rangeReads(key, size, ranges, into ?? ((n) => new Uint8Array(n)), (b, at, length, position) => readSync(fd, b, at, length, position));
     } finally {
       closeSync(fd);
+    }
+  }
+
+  /**
+   * readRanges of ranges summing to more than SYNC_RANGE_READ_BYTES (a re-rank's thousand
+   * documents): every range's reads through libuv's thread pool at once, each into a buffer of its
+   * own. null: the copy is gone (forgotten here).
+   */
+  private async readLocal(name: string, key: string, size: number, ranges: readonly (readonly [number, number])[]): Promise<Uint8Array[] | null> {
+    let fh: Awaited<ReturnType<typeof open>>;
+    try {
+      fh = await open(path.join(this.dir, name), 'r');
+    } catch {
+      this.forget(name);
+      return null;
+    }
+    try {
+      return await Promise.all(rangeReads(key, size, ranges, null, async (b, at, length, position) => (await fh.read(b, at, length, position)).bytesRead));
+    } finally {
+      await fh.close();
     }
   }
 
@@ -504,6 +473,56 @@ export class DiskObjectCache {
 let sparseCopies = 0;
 
 const align8 = (n: number) => (n + 7) & ~7;
+
+/** A positioned read of a local copy: up to `length` bytes at file `position` into b[at ..]; the bytes read (0 at its end). */
+type ReadAt<R> = (b: Uint8Array, at: number, length: number, position: number) => R;
+
+/**
+ * readRanges over a local copy of `size` bytes, whatever reads it: every range checked first (a
+ * range outside the object throws before any read), then each range's buffer filled by `read`, in
+ * the ranges' order: a view of one buffer for the call when `one` gives it (asked for the ranges'
+ * total, each range starting on a multiple of 8 bytes), else a buffer of its own. Synchronous
+ * reads give the bytes; asynchronous ones their promises (each range's reads in turn, the ranges
+ * at once).
+ */
+function rangeReads(key: string, size: number, ranges: readonly (readonly [number, number])[], one: ((bytes: number) => Uint8Array) | null, read: ReadAt<number>): Uint8Array[];
+function rangeReads(key: string, size: number, ranges: readonly (readonly [number, number])[], one: ((bytes: number) => Uint8Array) | null, read: ReadAt<Promise<number>>): Promise<Uint8Array>[];
+function rangeReads(key: string, size: number, ranges: readonly (readonly [number, number])[], one: ((bytes: number) => Uint8Array) | null, read: ReadAt<number | Promise<number>>): (Uint8Array | Promise<Uint8Array>)[] {
+  let total = 0;
+  for (const [offset, length] of ranges) {
+    if (!(Number.isInteger(offset) && Number.isInteger(length) && offset >= 0 && length >= 0 && offset + length <= size)) throw new RangeError(`${key}: range [${offset}, ${offset + length}) is outside the ${size}-byte object`);
+    total += align8(length);
+  }
+  const all = one?.(total);
+  if (all && (all.length < total || all.byteOffset % 8 !== 0)) throw new RangeError(`readRanges: the buffer given for ${total} bytes has ${all.length} at offset ${all.byteOffset}`);
+  let at = 0;
+  return ranges.map(([offset, length]) => {
+    const b = all ? all.subarray(at, at + length) : new Uint8Array(length);
+    at += align8(length);
+    return fill(key, size, b, offset, read, 0);
+  });
+}
+
+/**
+ * b[got ..] filled with a local copy's bytes from `position + got` by as many reads as it takes;
+ * b. The one loop of the synchronous and the asynchronous reads: a read that answers a promise
+ * ends it, and the loop goes on from where it was once the promise settles (so synchronous reads
+ * stay synchronous, without a promise or a generator per range).
+ */
+function fill(key: string, size: number, b: Uint8Array, position: number, read: ReadAt<number | Promise<number>>, got: number): Uint8Array | Promise<Uint8Array> {
+  while (got < b.length) {
+    const n = read(b, got, b.length - got, position + got);
+    if (typeof n !== 'number') return n.then((m) => fill(key, size, b, position, read, got + bytesRead(key, size, position + got, m)));
+    got += bytesRead(key, size, position + got, n);
+  }
+  return b;
+}
+
+/** A read's byte count; 0 (the copy ended before the object's size) throws. */
+function bytesRead(key: string, size: number, position: number, n: number): number {
+  if (n === 0) throw new RangeError(`${key}: local copy ended at ${position} (expected ${size} bytes)`);
+  return n;
+}
 
 /** File names of recent keys (a SHA-256 per read was measurable on WARP's exact stage: a few reads per search). */
 const names = new Map<string, string>();

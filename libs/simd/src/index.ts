@@ -4,6 +4,7 @@ import { wasmKernels } from './wasm';
 
 export type { ExactLevels, ExactRows, Kernels, PreparedQuery, RowMaximaInput, WarpResidentList, WarpResidentScan, WarpResidentSource, WarpTablesInput } from './types';
 export { fromHalfBits, jsKernels, jsDots, jsLookupSums, jsLookupSumsMany, jsMaxima, jsRowMaxima, jsScoreRows, jsWarpTables, jsWarpTop } from './js';
+export { TopK } from './top-k';
 export { wasmKernels, simdStatus, simdModulePath, type SimdStatus, type ScoreRowsVariant, type WasmKernels } from './wasm';
 
 let chosen: Kernels | null = null;

@@ -5,6 +5,7 @@
  * implementations that keep that order agree bit for bit.
  */
 import { noteTableBuild } from './builds';
+import { TopK } from './top-k';
 import type { Kernels, PreparedQuery, RowMaximaInput, WarpTablesInput } from './types';
 
 /** A query for maxima / dots: the rows of q (n x d) as given. */
@@ -326,60 +327,17 @@ export function jsRowMaxima(t: RowMaximaInput, from: number, to: number, m: numb
 /**
  * One segment's top k of WARP's scan from its candidates and document sums: candidate doc
  * (candidates[e], e < count, in order) scores (base + acc[doc]) / divide; the k best by score,
- * then by lower id (NaN never kept), best first. A bounded binary min-heap whose root is the
- * worst kept pair, then drained root by root (@lateral/search's TopK, push then drain: the same
- * comparisons in the same order): the reference of the WebAssembly warpTop kernel
- * (WarpResidentScan.top), so both give the same pairs in the same order.
+ * then by lower id (NaN never kept), best first (k <= 0: none). TopK's pushes then its drain (the
+ * heap search selects with): the reference of the WebAssembly warpTop kernel
+ * (WarpResidentScan.top), which ports them, so both give the same pairs in the same order.
  */
 export function jsWarpTop(candidates: ArrayLike<number>, count: number, acc: ArrayLike<number>, base: number, divide: number, k: number): { scores: Float64Array; ids: Uint32Array } {
-  const kk = Math.max(0, Math.min(k, count));
-  const s = new Float64Array(kk);
-  const ids = new Uint32Array(kk);
-  const siftDown = (score: number, id: number, size: number) => {
-    let p = 0;
-    for (;;) {
-      const l = 2 * p + 1;
-      if (l >= size) break;
-      let c = l;
-      const r = l + 1;
-      if (r < size && (s[r] < s[l] || (s[r] === s[l] && ids[r] > ids[l]))) c = r;
-      if (score < s[c] || (score === s[c] && id > ids[c])) break;
-      s[p] = s[c];
-      ids[p] = ids[c];
-      p = c;
-    }
-    s[p] = score;
-    ids[p] = id;
-  };
-  let size = 0;
-  for (let e = 0; e < count && kk > 0; e++) {
+  const top = new TopK(Math.max(0, k), count);
+  for (let e = 0; e < count; e++) {
     const doc = candidates[e];
-    const score = (base + acc[doc]) / divide;
-    if (!(score === score)) continue;
-    if (size < kk) {
-      let p = size++;
-      while (p > 0) {
-        const parent = (p - 1) >> 1;
-        if (s[parent] < score || (s[parent] === score && ids[parent] > doc)) break;
-        s[p] = s[parent];
-        ids[p] = ids[parent];
-        p = parent;
-      }
-      s[p] = score;
-      ids[p] = doc;
-      continue;
-    }
-    if (score < s[0] || (score === s[0] && doc > ids[0])) continue;
-    siftDown(score, doc, kk);
+    top.push((base + acc[doc]) / divide, doc);
   }
-  for (let n = size; n > 1; n--) {
-    const rs = s[0];
-    const ri = ids[0];
-    siftDown(s[n - 1], ids[n - 1], n - 1);
-    s[n - 1] = rs;
-    ids[n - 1] = ri;
-  }
-  return size === kk ? { scores: s, ids } : { scores: s.slice(0, size), ids: ids.slice(0, size) };
+  return top.drain();
 }
 
 export const jsKernels: Kernels = {

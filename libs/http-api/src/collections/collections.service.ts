@@ -184,8 +184,9 @@ export class CollectionsService {
   private async checkTrainedCodec(id: string, codec: CodecSettings): Promise<void> {
     const name = codec.trained!;
     const bytes = await this.deps.store.get(trainingKeys.trainedCodec(this.tenantId, id, name));
-    // 400, not 404: the collection (the URL) exists; the body names a codec that does not.
-    if (!bytes) throw new ValidationError(`codec.trained '${name}' is not a trained codec of collection '${id}' (POST /v1/collections/${id}/train with head 'aesi' writes one)`, [{ field: 'codec.trained', message: `no trained codec '${name}'` }]);
+    // 404 naming codec.trained, as for a trained head named in a search or re-rank: the body is
+    // well formed, the resource it names is not there (a 400 would call valid input invalid).
+    if (!bytes) throw new NotFoundError(`codec.trained '${name}' is not a trained codec of collection '${id}' (POST /v1/collections/${id}/train with head 'aesi' writes one)`);
     const trained = deserializeArtifact(bytes);
     if (codec.kind !== 'eden' || !codec.sideInfo || codec.dims !== trained.codedDims) {
       throw new ConflictError(`codec.trained '${name}' is an AESI codec of ${trained.codedDims} code dims: it needs kind 'eden', sideInfo true and dims ${trained.codedDims}`);

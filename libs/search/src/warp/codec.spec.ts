@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { unpackCodes } from '@lateral/codec';
 import { rng } from '../test-utils';
-import { Float32Sorter, decodeWarpResiduals, encodeWarpResiduals, fitWarpCodec, warpCodeAt, warpCodeBytes, warpCodecChecksum, warpResiduals, type WarpBits, type WarpCodec } from './codec';
+import { Float32Sorter, decodeWarpResiduals, encodeWarpResidualInto, encodeWarpResiduals, fitWarpCodec, warpCodeAt, warpCodeBytes, warpCodecChecksum, warpResiduals, type WarpBits, type WarpCodec } from './codec';
 
 function randomResiduals(seed: number, n: number, d: number): Float32Array {
   const r = rng(seed);
@@ -109,7 +109,8 @@ describe('warp residual codec', () => {
 
   it('fitWarpCodec: cutoffs are the sorted sample quantiles and weights its bucket means in ascending order (a typed-array sort for reference)', () => {
     const n = 3000;
-    const d = 6;
+    // 37 dims: two whole blocks of the columns gathered together (16) and a partial one
+    for (const d of [6, 37]) {
     const res = randomResiduals(43, n, d);
     for (const bits of [2, 4] as const) {
       const codec = fitWarpCodec(res, n, d, bits);
@@ -127,6 +128,49 @@ describe('warp residual codec', () => {
             count++;
           }
           expect(codec.weights[j * B + k]).toBe(Math.fround(count > 0 ? sum / count : col[Math.min(n - 1, Math.floor(((k + 0.5) / B) * n))]));
+        }
+      }
+    }
+    }
+  });
+
+  it('encodeWarpResidualInto gives the codes of the linear bucket scan bit for bit: values on the cutoffs, NaN, infinities, -0, odd dims, a codec whose cutoffs are not ascending', () => {
+    /** The reference: #buckets passed by a linear scan, ORed into zeroed bytes (the encoder before its bisection). */
+    const linear = (codec: WarpCodec, x: Float32Array, xo: number, centroids: Float32Array | null, co: number, out: Uint8Array, oo: number) => {
+      const C = (1 << codec.bits) - 1;
+      out.fill(0, oo, oo + warpCodeBytes(codec.dims, codec.bits));
+      for (let j = 0; j < codec.dims; j++) {
+        const r = centroids ? Math.fround(x[xo + j] - centroids[co + j]) : x[xo + j];
+        let b = 0;
+        while (b < C && r > codec.cutoffs[j * C + b]) b++;
+        out[oo + ((j * codec.bits) >>> 3)] |= b << ((j * codec.bits) & 7);
+      }
+    };
+    const r = rng(47);
+    for (const d of [64, 33]) {
+      for (const bits of [2, 4] as const) {
+        const n = 400;
+        const fitted = fitWarpCodec(randomResiduals(45, 2000, d), 2000, d, bits);
+        const shuffled: WarpCodec = { ...fitted, cutoffs: fitted.cutoffs.slice().reverse() };
+        const C = (1 << bits) - 1;
+        const x = Float32Array.from({ length: n * d }, (_, i) => {
+          const j = i % d;
+          const special = [NaN, Infinity, -Infinity, -0, 0];
+          if (i % 9 === 0) return fitted.cutoffs[j * C + (i % C)];
+          if (i % 23 === 0) return special[i % special.length];
+          return (r() - 0.5) * 0.2;
+        });
+        const centroids = Float32Array.from({ length: 3 * d }, (_, i) => (i % 5 === 0 ? 0 : (r() - 0.5) * 0.05));
+        const bpt = warpCodeBytes(d, bits);
+        for (const codec of [fitted, shuffled]) {
+          const got = new Uint8Array(n * bpt).fill(0xff);
+          const want = new Uint8Array(n * bpt);
+          for (let t = 0; t < n; t++) {
+            const c = t % 4 === 3 ? null : centroids;
+            encodeWarpResidualInto(codec, x, t * d, c, (t % 3) * d, got, t * bpt);
+            linear(codec, x, t * d, c, (t % 3) * d, want, t * bpt);
+          }
+          expect(got).toEqual(want);
         }
       }
     }

@@ -68,6 +68,9 @@ export function warpResiduals(vectors: Float32Array, T: number, d: number, centr
  * weight is the mean of the sample values in it (the reconstruction that minimises the squared
  * error for those cutoffs); an empty bucket takes its middle quantile ((k + 1/2) / 2^b).
  */
+/** Columns fitWarpCodec gathers per pass over the sample (16 float32 = 64 bytes, a cache line). */
+const FIT_COLUMNS = 16;
+
 export function fitWarpCodec(residuals: Float32Array, n: number, dims: number, bits: number): WarpCodec {
   const fn = 'fitWarpCodec';
   assertWarpBits(fn, bits);
@@ -77,11 +80,24 @@ export function fitWarpCodec(residuals: Float32Array, n: number, dims: number, b
   const B = 1 << bits;
   const cutoffs = new Float32Array(dims * (B - 1));
   const weights = new Float32Array(dims * B);
-  const col = new Float32Array(n);
   const sorter = new Float32Sorter(n);
+  // The columns gathered FIT_COLUMNS at a time: one pass over the rows reads each row's
+  // FIT_COLUMNS contiguous values (a cache line) instead of one value per row and column, which
+  // strided over the whole n x dims sample for every dimension (most of the fit's own time).
+  const block = Math.min(FIT_COLUMNS, dims);
+  const cols = new Float32Array(block * n);
+  let col = cols.subarray(0, n);
   const quantile = (p: number) => col[Math.min(n - 1, Math.floor(p * n))];
   for (let j = 0; j < dims; j++) {
-    for (let i = 0; i < n; i++) col[i] = residuals[i * dims + j];
+    const j0 = j - (j % block);
+    const width = Math.min(block, dims - j0);
+    if (j === j0) {
+      for (let i = 0; i < n; i++) {
+        const from = i * dims + j0;
+        for (let c = 0; c < width; c++) cols[c * n + i] = residuals[from + c];
+      }
+    }
+    col = cols.subarray((j - j0) * n, (j - j0 + 1) * n);
     sorter.sort(col);
     for (let k = 0; k < B - 1; k++) cutoffs[j * (B - 1) + k] = quantile((k + 1) / B);
     // col is ascending: bucket k holds the values in (cutoff[k-1], cutoff[k]]
@@ -179,21 +195,88 @@ export function encodeWarpResiduals(codec: WarpCodec, residuals: Float32Array, n
 }
 
 /**
+ * Whether every dimension's cutoffs are non-decreasing (no NaN among them): then the bucket
+ * #{k : cutoffs[k] < r}, i.e. the first k with !(r > cutoffs[k]), is found by bisection (bits
+ * comparisons instead of up to 2^bits - 1). Fitted codecs always are (sorted quantiles); any other
+ * codec takes the linear scan, which gives the same bucket wherever the bisection applies.
+ */
+const bisectable = new WeakMap<WarpCodec, boolean>();
+function cutoffsAscending(codec: WarpCodec): boolean {
+  let ok = bisectable.get(codec);
+  if (ok === undefined) {
+    const { dims, bits, cutoffs } = codec;
+    const C = (1 << bits) - 1;
+    ok = true;
+    for (let j = 0; j < dims && ok; j++) for (let k = 0; k < C - 1; k++) if (!(cutoffs[j * C + k] <= cutoffs[j * C + k + 1])) ok = false;
+    if (ok) for (let i = 0; i < cutoffs.length; i++) if (Number.isNaN(cutoffs[i])) ok = false;
+    bisectable.set(codec, ok);
+  }
+  return ok;
+}
+
+/**
  * Encodes one token into out[oo .. oo + warpCodeBytes): the residual x[xo ..] - centroids[co ..]
- * (centroids null: x is already the residual). No allocation (the index build's inner loop).
+ * (centroids null: x is already the residual). No allocation (the index build's inner loop): each
+ * byte is assembled from its dimensions' codes and stored once (unused high bits of the last byte
+ * zero), each code found by bisection over the dimension's cutoffs when they are ascending
+ * (cutoffsAscending), else by the linear scan; both give #{k : cutoffs[k] < r}.
  */
 export function encodeWarpResidualInto(codec: WarpCodec, x: Float32Array, xo: number, centroids: Float32Array | null, co: number, out: Uint8Array, oo: number): void {
   const { dims, bits, cutoffs } = codec;
   const C = (1 << bits) - 1;
-  out.fill(0, oo, oo + warpCodeBytes(dims, bits));
+  const bisect = cutoffsAscending(codec);
+  if (bisect && bits === 4 && (dims & 1) === 0) return encode4(dims, cutoffs, x, xo, centroids, co, out, oo);
+  let acc = 0;
+  let filled = 0;
+  let o = oo;
   for (let j = 0; j < dims; j++) {
     // rounded to float32 as warpResiduals stores it, so both paths pick the same buckets
     const r = centroids ? Math.fround(x[xo + j] - centroids[co + j]) : x[xo + j];
     const cb = j * C;
     let b = 0;
-    while (b < C && r > cutoffs[cb + b]) b++;
-    const bit = j * bits;
-    out[oo + (bit >>> 3)] |= b << (bit & 7);
+    if (bisect && bits === 4) {
+      if (r > cutoffs[cb + 7]) b = 8;
+      if (r > cutoffs[cb + b + 3]) b += 4;
+      if (r > cutoffs[cb + b + 1]) b += 2;
+      if (r > cutoffs[cb + b]) b += 1;
+    } else if (bisect && bits === 2) {
+      if (r > cutoffs[cb + 1]) b = 2;
+      if (r > cutoffs[cb + b]) b += 1;
+    } else {
+      while (b < C && r > cutoffs[cb + b]) b++;
+    }
+    acc |= b << filled;
+    filled += bits;
+    if (filled === 8) {
+      out[o++] = acc;
+      acc = 0;
+      filled = 0;
+    }
+  }
+  if (filled > 0) out[o] = acc;
+}
+
+/**
+ * encodeWarpResidualInto at 4 bits, an even number of dimensions and ascending cutoffs: two
+ * dimensions a byte, each code by a bisection without branches (each step's comparison added as
+ * 0 or 1): ~2x faster than with branches on residuals whose buckets are equally likely.
+ */
+function encode4(dims: number, c: Float32Array, x: Float32Array, xo: number, centroids: Float32Array | null, co: number, out: Uint8Array, oo: number): void {
+  let o = oo;
+  for (let j = 0; j < dims; j += 2) {
+    const r0 = centroids ? Math.fround(x[xo + j] - centroids[co + j]) : x[xo + j];
+    const r1 = centroids ? Math.fround(x[xo + j + 1] - centroids[co + j + 1]) : x[xo + j + 1];
+    const a = j * 15;
+    const b = a + 15;
+    let b0 = +(r0 > c[a + 7]) << 3;
+    b0 |= +(r0 > c[a + b0 + 3]) << 2;
+    b0 |= +(r0 > c[a + b0 + 1]) << 1;
+    b0 += +(r0 > c[a + b0]);
+    let b1 = +(r1 > c[b + 7]) << 3;
+    b1 |= +(r1 > c[b + b1 + 3]) << 2;
+    b1 |= +(r1 > c[b + b1 + 1]) << 1;
+    b1 += +(r1 > c[b + b1]);
+    out[o++] = b0 | (b1 << 4);
   }
 }
 
