@@ -2,7 +2,7 @@ import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { latencyFigures, npy, ratios, type EngineFigures } from './peers';
+import { latencyFigures, npy, parsePeersFlags, ratios, type EngineFigures } from './peers';
 
 /** Reads back an .npy file as numpy's format 1.0 defines it: magic, version, header, data. */
 function readNpy(file: string): { header: string; data: Buffer; headerLen: number } {
@@ -31,6 +31,15 @@ describe('bench peers helpers', () => {
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }
+  });
+
+  it('flags: one --nprobe / --exact value or none (the service default), comma lists a sweep of every pair', () => {
+    const one = parsePeersFlags(['--nprobe', '8', '--exact', '0']);
+    expect([one.nprobes, one.exacts]).toEqual([[8], [0]]);
+    const none = parsePeersFlags([]);
+    expect([none.nprobes, none.exacts]).toEqual([[undefined], [undefined]]);
+    const sweep = parsePeersFlags(['--peers', 'none', '--modes', 'xtr,exhaustive', '--nprobe', '4,8,16', '--exact', '0,32']);
+    expect([sweep.nprobes, sweep.exacts, sweep.peers]).toEqual([[4, 8, 16], [0, 32], []]);
   });
 
   it('latency figures: interpolated p50 / p95 and queries per second from the mean', () => {

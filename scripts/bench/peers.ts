@@ -1,5 +1,5 @@
 /**
- * `npm run bench -- peers [--dataset DIR] [--quick] [--json] [--peers a,b] [--no-install] [--threads N] [--layout warp|ivf] [--data DIR] [--docs N] [--modes xtr,exhaustive,bm25] [--nprobe N] [--exact N] [--tprime N] [--as-is]`
+ * `npm run bench -- peers [--dataset DIR] [--quick] [--json] [--peers a,b] [--no-install] [--threads N] [--layout warp|ivf] [--data DIR] [--docs N] [--modes xtr,exhaustive,bm25] [--nprobe N[,N..]] [--exact N[,N..]] [--tprime N] [--as-is]`
  *
  * lateral beside the engines users would pick instead, on one collection, in one run:
  *   xtr-warp-rs (WARP, XTR token retrieval), fast-plaid (PLAID), maxsim-cpu (an exact MaxSim
@@ -33,9 +33,17 @@
  * WARP_DEFAULT_NPROBE over WARP).
  * `--exact N` / `--tprime N`: lateral xtr's `exact` (WARP's first N hits re-scored by exact MaxSim;
  * 0 off; absent: the service's default) and `tPrime` (WARP's imputation threshold).
+ * A sweep: `--nprobe 4,8,16,32 --exact 0,32,64` measures lateral xtr at every (nprobe, exact) pair
+ * (lateral alone: --peers none), the pairs alternated per query (each query sent at every pair
+ * before the next query, the order rotated per query) so that load drifts alike over all of them;
+ * one line per pair, and `sweep` in the JSON.
+ * Top-10 overlap with exhaustive MaxSim: when both xtr and exhaustive are measured, each xtr
+ * setting reports per judged query |top 10 of xtr ∩ top 10 of exhaustive| / 10 (`topOverlap`, as
+ * `bench scale`'s `overlap_with_exhaustive`): the mean and the worst query (`overlap_at_10`,
+ * `overlap_at_10_min`), and its nDCG@10 over exhaustive's (`ndcg_vs_exhaustive`).
  * `--as-is` (with --data): the kept collection measured as it holds, nothing ingested, judgments
  * cut to its documents (a copy of a run's data folder while that run still ingests); the service
- * then runs only its search workers, so jobs the copy still holds (ingests, merges) stay queued.
+ * then runs only its search workers, so jobs the copy still holds (ingests, merges, refits) stay queued.
  * `--peers none` measures lateral alone; `--modes` the lateral modes measured (default all three), e.g.
  * `--peers none --modes xtr` under `node --cpu-prof` profiles lateral's WARP search in this process.
  * `--data DIR`: the service's data folder (S3 objects, Redis), kept after the run; a later run with
@@ -51,16 +59,17 @@ import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync
 import os from 'node:os';
 import path from 'node:path';
 import { Queue } from 'bullmq';
-import { QueueName, loadConfig, s3Keys } from '@lateral/shared';
+import { QueueName, WARP_DEFAULT_EXACT, WARP_DEFAULT_NPROBE, loadConfig, s3Keys } from '@lateral/shared';
 import { readSegment, type SegmentReader } from '@lateral/codec';
 import { getEncoder } from '@lateral/model';
 import { BULLMQ_CONNECTION_OPTIONS, createRedis } from '@lateral/infra';
 import { startServer, type Server } from '../../apps/all-in-one/src/server';
 import { getCollection, ingest, recreateCollection, search } from '../lib/client';
 import { hasRelevant } from '../lib/metrics';
-import { CliUsageError, intFlag, parseCliOrExit } from '../lib/cli';
+import { CliUsageError, intFlag, intListFlag, parseCliOrExit } from '../lib/cli';
 import { loadRetrievalDataset } from '../lib/retrieval-dataset';
 import { percentile, queryMetrics, quickSubset } from '../eval/retrieval';
+import { topOverlap } from './scale-docs';
 
 export const PEERS = ['xtr-warp-rs', 'fast-plaid', 'maxsim-cpu', 'bm25s'] as const;
 type Peer = (typeof PEERS)[number];
@@ -101,6 +110,14 @@ export interface EngineFigures {
   warp_centroids?: number;
   warp_epochs?: number;
   warp_segments?: number;
+  /**
+   * lateral xtr, when exhaustive is measured too: per judged query |top 10 ∩ exhaustive's top 10| / 10,
+   * the mean and the worst query, over `overlap_queries` queries; and nDCG@10 over exhaustive's.
+   */
+  overlap_at_10?: number;
+  overlap_at_10_min?: number;
+  overlap_queries?: number;
+  ndcg_vs_exhaustive?: number;
   settings?: Record<string, unknown>;
 }
 
@@ -259,8 +276,9 @@ async function indexSeconds(server: Server): Promise<number> {
 
 const USAGE = `usage: npm run bench -- peers [--dataset DIR (../shared/datasets/vaswani)] [--quick] [--json]
   [--peers a,b|none (${PEERS.join(',')})] [--no-install] [--threads N (1)] [--layout warp|ivf (warp)] [--data DIR]
-  [--docs N] [--modes xtr,exhaustive,bm25 (all three)] [--nprobe N (the service's default for the layout)] [--exact N (the service's default; 0 off)]
-  [--tprime N] [--as-is (with --data)]`;
+  [--docs N] [--modes xtr,exhaustive,bm25 (all three)] [--nprobe N[,N..] (the service's default for the layout)] [--exact N[,N..] (the service's default; 0 off)]
+  [--tprime N] [--as-is (with --data)]
+  (comma lists of --nprobe / --exact: a sweep of lateral xtr over every pair, with --peers none)`;
 
 const LATERAL_MODES = ['xtr', 'exhaustive', 'bm25'];
 
@@ -294,6 +312,12 @@ export function parsePeersFlags(args: string[]) {
       for (const m of modes) if (!LATERAL_MODES.includes(m)) throw new CliUsageError(`--modes: unknown mode '${m}' (known: ${LATERAL_MODES.join(', ')})`);
       if (v.layout !== 'warp' && v.layout !== 'ivf') throw new CliUsageError(`--layout must be warp or ivf, got ${v.layout}`);
       if (v['as-is'] && v.data === undefined) throw new CliUsageError('--as-is measures the collection kept in --data DIR: give --data');
+      // One value keeps intFlag's message; a comma list is a sweep.
+      const list = (flag: string, text: string | undefined, min: number): (number | undefined)[] => (text === undefined ? [undefined] : text.includes(',') ? intListFlag(flag, text, min) : [intFlag(flag, text, min)]);
+      const nprobes = list('nprobe', v.nprobe, 1);
+      const exacts = list('exact', v.exact, 0);
+      if (nprobes.length * exacts.length > 1 && peers.length > 0) throw new CliUsageError('--nprobe / --exact lists (a sweep) measure lateral alone: give --peers none');
+      if (nprobes.length * exacts.length > 1 && !modes.includes('xtr')) throw new CliUsageError('--nprobe / --exact lists sweep lateral xtr: --modes must include xtr');
       return {
         dataset: path.resolve(v.dataset),
         quick: v.quick === true,
@@ -304,8 +328,8 @@ export function parsePeersFlags(args: string[]) {
         data: v.data === undefined ? undefined : path.resolve(v.data),
         docs: v.docs === undefined ? undefined : intFlag('docs', v.docs),
         modes,
-        nprobe: v.nprobe === undefined ? undefined : intFlag('nprobe', v.nprobe),
-        exact: v.exact === undefined ? undefined : intFlag('exact', v.exact, 0),
+        nprobes,
+        exacts,
         tPrime: v.tprime === undefined ? undefined : intFlag('tprime', v.tprime),
         asIs: v['as-is'] === true,
       };
@@ -314,7 +338,9 @@ export function parsePeersFlags(args: string[]) {
 }
 
 export async function runPeersBench(args: string[]): Promise<Record<string, unknown>> {
-  const { dataset, quick, peers, install, threads, layout, data, docs, modes, nprobe, exact, tPrime, asIs } = parsePeersFlags(args);
+  const { dataset, quick, peers, install, threads, layout, data, docs, modes, nprobes, exacts, tPrime, asIs } = parsePeersFlags(args);
+  // xtr-warp-rs probes as many lists per query token as lateral when --nprobe names one (no sweep with peers).
+  const nprobe = nprobes.length === 1 ? nprobes[0] : undefined;
   const log = (m: string) => process.stderr.write(`${m}\n`);
   const unavailable = ensureVenv(peers, log, install);
   for (const [p, why] of unavailable) log(`peers: skipping ${p}: ${why}`);
@@ -360,7 +386,7 @@ export async function runPeersBench(args: string[]): Promise<Record<string, unkn
       log(`peers: ingesting ${ds.docs.length} documents of ${dataset} into lateral (${model}) over HTTP`);
       ing = await ingest(server.url, collection, ds.docs, { label: 'ingest', progress: false });
     }
-    // Merges (and the centroid refits they run) settle before anything is measured (--as-is: nothing runs them).
+    // Merges and centroid refits settle before anything is measured (--as-is: nothing runs them).
     if (!asIs) await maintenanceIdle(server);
     const info = await getCollection(server.url, collection);
     const exported = await exportStored(server, collection);
@@ -368,54 +394,96 @@ export async function runPeersBench(args: string[]): Promise<Record<string, unkn
     const buildS = await indexSeconds(server);
     log(`peers: lateral ingested in ${ing.seconds.toFixed(1)} s (${tokens} tokens, ${info.segments} segments; index jobs ${buildS.toFixed(1)} s)`);
 
-    const allModes = [
-      // Without --nprobe the mode names none: the service's default for the layout (32 over the IVF, WARP_DEFAULT_NPROBE over WARP's).
-      ['xtr', { name: 'xtr', kPrime: 1000, ...(nprobe !== undefined ? { nprobe } : {}), ...(exact !== undefined ? { exact } : {}), ...(tPrime !== undefined ? { tPrime } : {}) }],
-      ['exhaustive', 'exhaustive'],
-      ['bm25', 'bm25'],
-    ] as const;
-    for (const [name, mode] of allModes.filter(([m]) => modes.includes(m))) {
-      await search(server.url, { collection, mode, topK: TOP_K, queries: [judged[0]!] });
-      const ms: number[] = [];
-      const serverMs: number[] = [];
-      const encodeMs: number[] = [];
-      const exactMs: number[] = [];
-      const bytesRead: number[] = [];
-      const ranges: number[] = [];
-      let warpShape: { centroids?: number; epochs?: number; segments: number } | undefined;
-      const metrics: { ndcg: number; recall: number }[] = [];
-      for (const q of judged) {
-        const r = await search(server.url, { collection, mode, topK: TOP_K, queries: [q] });
-        ms.push(r.ms);
-        if (r.timings?.totalMs !== undefined) serverMs.push(r.timings.totalMs);
-        if (r.timings?.encodeQueriesMs !== undefined) encodeMs.push(r.timings.encodeQueriesMs);
-        if (r.timings?.exactMs !== undefined) exactMs.push(r.timings.exactMs);
-        if (r.stats?.warp) warpShape = { centroids: r.stats.warp.centroids, epochs: r.stats.warp.epochs, segments: r.stats.warp.segments };
-        for (const w of r.stats?.warp?.queries ?? []) {
-          bytesRead.push(w.bytesRead);
-          ranges.push(w.ranges);
+    // Without --nprobe / --exact the xtr mode names none: the service's default for the layout (nprobe 32 over the
+    // IVF, WARP_DEFAULT_NPROBE and WARP_DEFAULT_EXACT over WARP's). A sweep names each (nprobe, exact) pair.
+    const sweep = nprobes.length * exacts.length > 1;
+    const xtrSettings = nprobes.flatMap((np) => exacts.map((ex) => ({ nprobe: np, exact: ex })));
+    const xtrName = (c: { nprobe?: number; exact?: number }) => (sweep ? `xtr nprobe=${c.nprobe ?? 'default'} exact=${c.exact ?? 'default'}` : 'xtr');
+    // Each group's variants are alternated per query (one variant but for a sweep).
+    const groups: { name: string; mode: string | Record<string, unknown>; setting?: { nprobe?: number; exact?: number } }[][] = [];
+    if (modes.includes('xtr'))
+      groups.push(xtrSettings.map((c) => ({ name: xtrName(c), setting: c, mode: { name: 'xtr', kPrime: 1000, ...(c.nprobe !== undefined ? { nprobe: c.nprobe } : {}), ...(c.exact !== undefined ? { exact: c.exact } : {}), ...(tPrime !== undefined ? { tPrime } : {}) } })));
+    for (const m of ['exhaustive', 'bm25']) if (modes.includes(m)) groups.push([{ name: m, mode: m }]);
+    const rankings: Record<string, Map<string, string[]>> = {};
+    for (const group of groups) {
+      for (const v of group) await search(server.url, { collection, mode: v.mode, topK: TOP_K, queries: [judged[0]!] });
+      const acc = new Map(
+        group.map((v) => [
+          v.name,
+          { ms: [] as number[], serverMs: [] as number[], encodeMs: [] as number[], exactMs: [] as number[], bytesRead: [] as number[], ranges: [] as number[], warpShape: undefined as { centroids?: number; epochs?: number; segments: number } | undefined, metrics: [] as { ndcg: number; recall: number }[], top: new Map<string, string[]>() },
+        ]),
+      );
+      for (const [qi, q] of judged.entries()) {
+        for (let j = 0; j < group.length; j++) {
+          const v = group[(qi + j) % group.length]!;
+          const a = acc.get(v.name)!;
+          const r = await search(server.url, { collection, mode: v.mode, topK: TOP_K, queries: [q] });
+          a.ms.push(r.ms);
+          if (r.timings?.totalMs !== undefined) a.serverMs.push(r.timings.totalMs);
+          if (r.timings?.encodeQueriesMs !== undefined) a.encodeMs.push(r.timings.encodeQueriesMs);
+          if (r.timings?.exactMs !== undefined) a.exactMs.push(r.timings.exactMs);
+          if (r.stats?.warp) a.warpShape = { centroids: r.stats.warp.centroids, epochs: r.stats.warp.epochs, segments: r.stats.warp.segments };
+          for (const w of r.stats?.warp?.queries ?? []) {
+            a.bytesRead.push(w.bytesRead);
+            a.ranges.push(w.ranges);
+          }
+          const ids = (r.results[0]?.hits ?? []).map((h) => h.id);
+          a.top.set(q.id, ids);
+          a.metrics.push(queryMetrics(ids, ds.qrels.get(q.id)!));
         }
-        metrics.push(queryMetrics((r.results[0]?.hits ?? []).map((h) => h.id), ds.qrels.get(q.id)!));
       }
-      lateral[name] = {
-        engine: `lateral ${name}`,
-        status: 'ok',
-        build_s: name === 'bm25' || name === 'exhaustive' ? undefined : round(buildS, 2),
-        // xtr keeps the segments (token codes) and the IVF + postings; exhaustive only the segments;
-        // bm25's postings share the index objects with the IVF, so no separate figure.
-        bytes_per_token: name === 'xtr' ? round((exported.segmentBytes + exported.indexBytes) / tokens, 1) : name === 'exhaustive' ? round(exported.segmentBytes / tokens, 1) : undefined,
-        'ndcg@10': round(mean(metrics.map((m) => m.ndcg)), 4),
-        'recall@100': round(mean(metrics.map((m) => m.recall)), 4),
-        ...latencyFigures(ms),
-        ...(serverMs.length ? { search_job_p50_ms: round(percentile(serverMs, 0.5), 2), search_job_p95_ms: round(percentile(serverMs, 0.95), 2) } : {}),
-        ...(exactMs.length ? { exact_stage_p50_ms: round(percentile(exactMs, 0.5), 2), exact_stage_p95_ms: round(percentile(exactMs, 0.95), 2) } : {}),
-        ...(encodeMs.length === serverMs.length && serverMs.length ? { search_job_unencoded_p50_ms: round(percentile(serverMs.map((t, i) => t - encodeMs[i]!), 0.5), 2), encode_queries_p50_ms: round(percentile(encodeMs, 0.5), 2) } : {}),
-        ...(name === 'xtr' && bytesRead.length ? { layout_bytes_per_token: round(exported.layoutBytes / tokens, 1), bytes_read_p50: Math.round(percentile(bytesRead, 0.5)), ranges_p50: Math.round(percentile(ranges, 0.5)), warp_centroids: warpShape?.centroids, warp_epochs: warpShape?.epochs, warp_segments: warpShape?.segments } : {}),
-        settings: { mode, layout: name === 'xtr' ? layout : undefined, through: 'HTTP + queue (POST /v1/search?wait=60)', model },
-      };
-      log(`peers: lateral ${name}: nDCG@10 ${lateral[name]['ndcg@10']} p50 ${lateral[name].p50_ms} ms`);
-      engines.push(lateral[name]);
+      for (const v of group) {
+        const { name, mode } = v;
+        const { ms, serverMs, encodeMs, exactMs, bytesRead, ranges, warpShape, metrics, top } = acc.get(name)!;
+        const isXtr = v.setting !== undefined;
+        rankings[name] = top;
+        lateral[name] = {
+          engine: `lateral ${name}`,
+          status: 'ok',
+          build_s: isXtr ? round(buildS, 2) : undefined,
+          // xtr keeps the segments (token codes) and the IVF + postings; exhaustive only the segments;
+          // bm25's postings share the index objects with the IVF, so no separate figure.
+          bytes_per_token: isXtr ? round((exported.segmentBytes + exported.indexBytes) / tokens, 1) : name === 'exhaustive' ? round(exported.segmentBytes / tokens, 1) : undefined,
+          'ndcg@10': round(mean(metrics.map((m) => m.ndcg)), 4),
+          'recall@100': round(mean(metrics.map((m) => m.recall)), 4),
+          ...latencyFigures(ms),
+          ...(serverMs.length ? { search_job_p50_ms: round(percentile(serverMs, 0.5), 2), search_job_p95_ms: round(percentile(serverMs, 0.95), 2) } : {}),
+          ...(exactMs.length ? { exact_stage_p50_ms: round(percentile(exactMs, 0.5), 2), exact_stage_p95_ms: round(percentile(exactMs, 0.95), 2) } : {}),
+          ...(encodeMs.length === serverMs.length && serverMs.length ? { search_job_unencoded_p50_ms: round(percentile(serverMs.map((t, i) => t - encodeMs[i]!), 0.5), 2), encode_queries_p50_ms: round(percentile(encodeMs, 0.5), 2) } : {}),
+          ...(isXtr && bytesRead.length ? { layout_bytes_per_token: round(exported.layoutBytes / tokens, 1), bytes_read_p50: Math.round(percentile(bytesRead, 0.5)), ranges_p50: Math.round(percentile(ranges, 0.5)), warp_centroids: warpShape?.centroids, warp_epochs: warpShape?.epochs, warp_segments: warpShape?.segments } : {}),
+          settings: { mode, layout: isXtr ? layout : undefined, through: 'HTTP + queue (POST /v1/search?wait=60)', model, ...(sweep ? { alternated_with: group.length - 1 } : {}) },
+        };
+        log(`peers: lateral ${name}: nDCG@10 ${lateral[name]['ndcg@10']} p50 ${lateral[name].p50_ms} ms`);
+        engines.push(lateral[name]);
+      }
     }
+    // Each xtr setting's top 10 against exhaustive MaxSim's, per judged query (bench scale's overlap_with_exhaustive).
+    const xtrNames = xtrSettings.map(xtrName).filter((n) => lateral[n]);
+    if (rankings.exhaustive) {
+      for (const n of xtrNames) {
+        const o = topOverlap(rankings.exhaustive, rankings[n]!, 10);
+        if (!o) continue;
+        Object.assign(lateral[n]!, { overlap_at_10: round(o.mean, 3), overlap_at_10_min: round(o.min, 2), overlap_queries: o.queries, ndcg_vs_exhaustive: round(lateral[n]!['ndcg@10']! / lateral.exhaustive!['ndcg@10']!, 4) });
+      }
+    }
+    // Effective settings of a sweep's rows (a setting left out is the service's default for the layout).
+    const sweepRows = sweep
+      ? xtrSettings.map((c) => {
+          const e = lateral[xtrName(c)]!;
+          return {
+            nprobe: c.nprobe ?? (layout === 'warp' ? WARP_DEFAULT_NPROBE : 32),
+            exact: layout === 'warp' ? (c.exact ?? WARP_DEFAULT_EXACT) : null,
+            overlap_at_10: e.overlap_at_10 ?? null,
+            overlap_at_10_min: e.overlap_at_10_min ?? null,
+            'ndcg@10': e['ndcg@10'],
+            ndcg_vs_exhaustive: e.ndcg_vs_exhaustive ?? null,
+            'recall@100': e['recall@100'],
+            search_job_p50_ms: e.search_job_p50_ms ?? null,
+            search_job_p95_ms: e.search_job_p95_ms ?? null,
+            exact_stage_p50_ms: e.exact_stage_p50_ms ?? null,
+          };
+        })
+      : undefined;
 
     const runnable = peers.filter((p) => !unavailable.has(p));
     if (runnable.length > 0) {
@@ -471,7 +539,7 @@ export async function runPeersBench(args: string[]): Promise<Record<string, unkn
     const comparisons = engines
       .filter((e) => e.status === 'ok' && (PEERS as readonly string[]).includes(e.engine) && lateral[COUNTERPART[e.engine as Peer]])
       .map((e) => ({ peer: e.engine, lateral: `lateral ${COUNTERPART[e.engine as Peer]}`, 'lateral/peer': ratios(lateral[COUNTERPART[e.engine as Peer]]!, e) }));
-    const result = { dataset, documents: exported.docIds.length, tokens, queries: judged.length, model, threads, quick, engines, comparisons, load_average: os.loadavg()[0] };
+    const result = { dataset, documents: exported.docIds.length, tokens, queries: judged.length, model, threads, quick, engines, comparisons, ...(sweepRows ? { sweep: sweepRows } : {}), load_average: os.loadavg()[0] };
     {
       console.log(`peers on ${path.basename(dataset)}: ${result.documents} documents, ${tokens} tokens, ${judged.length} judged queries, ${model}, ${threads} threads`);
       console.log(`${'engine'.padEnd(18)} ${'build s'.padStart(8)} ${'B/token'.padStart(8)} ${'nDCG@10'.padStart(8)} ${'R@100'.padStart(7)} ${'p50 ms'.padStart(8)} ${'p95 ms'.padStart(8)} ${'q/s'.padStart(7)}`);
@@ -486,6 +554,16 @@ export async function runPeersBench(args: string[]): Promise<Record<string, unkn
       for (const c of comparisons) console.log(`${c.lateral} / ${c.peer}: ${Object.entries(c['lateral/peer']).filter(([, v]) => v !== null).map(([k, v]) => `${k} ${v}x`).join(', ')}`);
       console.log("lateral's latencies are a client's wall clock through HTTP and the queue; the peers' are in-process Python calls.");
       for (const [name, e] of Object.entries(lateral)) if (e.search_job_p50_ms !== undefined) console.log(`  lateral ${name}: the search job itself (timings.totalMs) p50 ${e.search_job_p50_ms} ms, p95 ${e.search_job_p95_ms} ms, of the ${e.p50_ms} ms; without query encoding (p50 ${e.encode_queries_p50_ms} ms) p50 ${e.search_job_unencoded_p50_ms} ms`);
+      for (const n of xtrNames) {
+        const e = lateral[n]!;
+        if (e.overlap_at_10 !== undefined) console.log(`  lateral ${n}: top-10 overlap with exhaustive MaxSim mean ${e.overlap_at_10}, worst ${e.overlap_at_10_min} (${e.overlap_queries} queries); nDCG@10 ${e.ndcg_vs_exhaustive}x exhaustive's`);
+      }
+      if (sweepRows) {
+        console.log(`sweep of lateral xtr (${layout}; pairs alternated per query):`);
+        console.log(`${'nprobe'.padStart(6)} ${'exact'.padStart(5)} ${'ovl@10'.padStart(7)} ${'worst'.padStart(6)} ${'nDCG@10'.padStart(8)} ${'x exh'.padStart(7)} ${'R@100'.padStart(7)} ${'job p50'.padStart(8)} ${'job p95'.padStart(8)} ${'exact p50'.padStart(9)}`);
+        const f = (x: number | null | undefined, w: number) => (x === null || x === undefined ? '-' : String(x)).padStart(w);
+        for (const r of sweepRows) console.log(`${f(r.nprobe, 6)} ${f(r.exact, 5)} ${f(r.overlap_at_10, 7)} ${f(r.overlap_at_10_min, 6)} ${f(r['ndcg@10'], 8)} ${f(r.ndcg_vs_exhaustive, 7)} ${f(r['recall@100'], 7)} ${f(r.search_job_p50_ms, 8)} ${f(r.search_job_p95_ms, 8)} ${f(r.exact_stage_p50_ms, 9)}`);
+      }
       const x = lateral.xtr;
       if (x?.exact_stage_p50_ms !== undefined) console.log(`  lateral xtr (warp): the exact final stage itself (timings.exactMs) p50 ${x.exact_stage_p50_ms} ms, p95 ${x.exact_stage_p95_ms} ms per query`);
       if (x?.layout_bytes_per_token !== undefined) console.log(`  lateral xtr (warp): search layout ${x.layout_bytes_per_token} B/token; per query p50 ${x.bytes_read_p50} bytes read in ${x.ranges_p50} ranged reads; ${x.warp_segments} segments, ${x.warp_centroids} centroids (${x.warp_epochs} epoch(s))`);
@@ -504,19 +582,26 @@ export async function runPeersBench(args: string[]): Promise<Record<string, unkn
   }
 }
 
-/** Waits until the merge queue (merges, and the WARP refits they run) has no job waiting or running. */
+/**
+ * Waits until the merge and refit queues (merges, and WARP's centroid refits on a queue of their own)
+ * have no job waiting or running, seen so twice 2 s apart: a merge queues a refit when one is due and
+ * a refit's commit can queue a merge. Waiting on merges alone measured full Vaswani at its first
+ * index job's 1,024 centroids while the refit to 8,192 was still running.
+ */
 async function maintenanceIdle(server: Server): Promise<void> {
   const rt = server.runtime;
-  const q = new Queue('merge', { ...BULLMQ_CONNECTION_OPTIONS, connection: createRedis(rt.services.redisUrl, 'producer'), prefix: rt.config.REDIS_PREFIX });
+  const queues = [QueueName.merge, QueueName.refit].map((name) => new Queue(name, { ...BULLMQ_CONNECTION_OPTIONS, connection: createRedis(rt.services.redisUrl, 'producer'), prefix: rt.config.REDIS_PREFIX }));
+  const idle = async () => (await Promise.all(queues.map((q) => q.getJobCounts('active', 'waiting', 'delayed', 'prioritized')))).every((c) => Object.values(c).every((n) => n === 0));
   try {
-    for (;;) {
-      const c = await q.getJobCounts('active', 'waiting', 'delayed', 'prioritized');
-      if (Object.values(c).every((n) => n === 0)) return;
-      await new Promise((r) => setTimeout(r, 1000));
+    for (let seen = 0; seen < 2; ) {
+      seen = (await idle()) ? seen + 1 : 0;
+      await new Promise((r) => setTimeout(r, seen > 0 ? 2000 : 1000));
     }
   } finally {
-    await q.close();
-    await (await q.client).quit().catch(() => undefined);
+    for (const q of queues) {
+      await q.close();
+      await (await q.client).quit().catch(() => undefined);
+    }
   }
 }
 

@@ -78,8 +78,8 @@ export async function fetchRetrying(url: string | URL, init: RequestInit | (() =
   }
 }
 
-async function call(base: string, method: string, url: string, body?: unknown, contentType = 'application/json') {
-  const res = await fetchRetrying(base + url, { method, headers: body === undefined ? {} : { 'content-type': contentType }, body: body === undefined ? undefined : typeof body === 'string' ? body : JSON.stringify(body) });
+async function call(base: string, method: string, url: string, body?: unknown, contentType = 'application/json', policy: RetryPolicy = {}) {
+  const res = await fetchRetrying(base + url, { method, headers: body === undefined ? {} : { 'content-type': contentType }, body: body === undefined ? undefined : typeof body === 'string' ? body : JSON.stringify(body) }, policy);
   const text = await res.text();
   const json = text ? JSON.parse(text) : null;
   if (res.status >= 400) throw new Error(`${method} ${url} -> ${res.status}: ${json?.message ?? text}`);
@@ -97,6 +97,13 @@ export async function recreateCollection(base: string, id: string, model: string
   if (exists.status === 200) await call(base, 'DELETE', `/v1/collections/${id}`);
   await call(base, 'POST', '/v1/collections', { id, model, ...extra });
 }
+
+/**
+ * The POSTs of `ingest` wait out the collection's back-pressure (503 overloaded while merges catch
+ * up, as its Retry-After asks) for up to 30 minutes: on a loaded machine a whole collection's
+ * batches outrun the merges for longer than DEFAULT_RETRY's 2 minutes, and giving up there loses the run.
+ */
+const INGEST_RETRY: RetryPolicy = { attempts: 1000, totalMs: 30 * 60_000 };
 
 /** The ingestion stages a document passes, in order (GET /v1/collections/{id}/ingestions/{ingestionId}). */
 const STAGES = ['encoded', 'compressed', 'indexed'] as const;
@@ -131,7 +138,7 @@ export async function ingest(
     let r;
     for (let attempt = 1; ; attempt++) {
       try {
-        r = await call(base, 'POST', `/v1/collections/${collection}/documents`, ndjson, 'application/x-ndjson');
+        r = await call(base, 'POST', `/v1/collections/${collection}/documents`, ndjson, 'application/x-ndjson', INGEST_RETRY);
         break;
       } catch (err) {
         if (!(err instanceof TypeError) || attempt >= 5) throw err;
