@@ -3,7 +3,7 @@ import { ivfCentroidCount } from '@lateral/search';
 import { QueueName, refitJobId, s3Keys, type CollectionManifest } from '@lateral/shared';
 import { DEFAULT_MERGE_POLICY, enqueueWarpRefit, mergeProcessor, refitProcessor, warpRefitDue, type RefitDeps } from '@lateral/pipeline';
 import type { ObjectStore } from '@lateral/infra';
-import { HANDLED_QUEUES, startWorkers } from '@lateral/workers';
+import { HANDLED_QUEUES, reconcile, startWorkers } from '@lateral/workers';
 import { startServer, type Server } from '../apps/all-in-one/src/server';
 import { testConfig, until } from './helpers';
 import { mergeDepsFor } from './merge-deps';
@@ -30,6 +30,21 @@ describe('WARP refits beside merges (real Redis, real S3 server, real ONNX model
   }, 400_000);
   afterAll(async () => {
     await server?.stop();
+  });
+
+  it('a due refit whose job Redis lost is queued again by the reconciler (an ingestion that has ended commits nothing to ask it)', async () => {
+    const rt = server.runtime;
+    const id = refitJobId('default', 'warp', 1);
+    const refits = rt.queues.get(QueueName.refit);
+    // the commits queued it (due: the first fit saw one 100-document segment); lost here as with Redis' data
+    await (await refits.getJob(id))?.remove();
+    expect(await refits.getJob(id)).toBeUndefined();
+    const pass = await reconcile(rt);
+    expect(pass.refits).toBe(1);
+    expect((await refits.getJob(id))?.data).toMatchObject({ tenantId: 'default', collectionId: 'warp', epoch: 1 });
+    // a pass while it is held keeps the one job (its id names the collection and epoch)
+    expect((await reconcile(rt)).refits).toBe(1);
+    expect((await refits.getJobCounts('waiting')).waiting).toBe(1);
   });
 
   it('a merge commits while a refit is queued and while one runs; the refit commits on the newest generation and moves the merge output in its next pass', async () => {

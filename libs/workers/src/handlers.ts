@@ -204,11 +204,16 @@ export function pipelineHandlers(rt: Runtime, extra: { shardChild?: (p: ShardJob
     // Merges, beside commits and deletes: only their reference swap is a generation commit.
     [QueueName.merge]: (p) => runMerge(p),
     // WARP refits: own lease (one per collection at a time), never the merge lease.
-    [QueueName.refit]: (p) =>
-      refitProcessor(
+    [QueueName.refit]: async (p) => {
+      const out = await refitProcessor(
         { store, collections, generations, codecs, logger, ivf: rt.ivf, warpCodecs: rt.warpCodecs, ivfCentroids: config.IVF_CENTROIDS, assigner, staticEmbeddings, exclusive: refitLease, gc: { keepGenerations: config.KEEP_GENERATIONS, graceSeconds: config.GC_GRACE_SECONDS } },
         p,
-      ),
+      );
+      // The tokens committed while it ran may call for the next epoch already: asked now, not at the
+      // collection's next commit (an ingestion that has ended makes none). Its own epoch's id is still held by this job.
+      if (out.status === 'done') await enqueueRefit(p.tenantId, p.collectionId);
+      return out;
+    },
     // A small request comes in the job's data and a small result goes back in its return value (inline-io.ts).
     [QueueName.search]: async (p, job) => {
       const startedAt = epochMs();

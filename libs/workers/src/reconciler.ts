@@ -1,5 +1,6 @@
 import { QueueName, batchKeys, jobIds, s3Keys, textJobIds, type BatchRecord } from '@lateral/shared';
 import { ApiKeyRepository, LeaseBusyError, withRedisLease, type Runtime } from '@lateral/infra';
+import { enqueueWarpRefit } from '@lateral/pipeline';
 
 /** What one pass found and did. */
 export interface ReconcileReport {
@@ -11,6 +12,8 @@ export interface ReconcileReport {
   failed: number;
   /** Batch files (re-rank batches) validating or running with no job in Redis: their plan enqueued again. */
   batchFiles: number;
+  /** WARP refits due (warpRefitDue) and asked for: a job queued, or already held under its deterministic id. */
+  refits: number;
   ms: number;
 }
 
@@ -28,11 +31,14 @@ export interface ReconcileReport {
  *
  * Deletes and merges are not reconciled: a delete holds no "applied" mark in S3 (re-applying one
  * later could tombstone a document ingested again since), and a lost merge is asked again by the
- * merge policy at the next commit.
+ * merge policy at the next commit. A WARP refit that is due is asked for at every pass (its job id
+ * names the collection and epoch, so a held one is kept): one lost with Redis, or cut off by a
+ * shutdown, would otherwise wait for the collection's next commit, which an ingestion that has
+ * ended never makes, and the collection would be served on too few centroids.
  */
 export async function reconcile(rt: Runtime): Promise<ReconcileReport> {
   const t0 = Date.now();
-  const report: ReconcileReport = { unfinished: 0, requeued: { encode: 0, compress: 0, index: 0 }, failed: 0, batchFiles: 0, ms: 0 };
+  const report: ReconcileReport = { unfinished: 0, requeued: { encode: 0, compress: 0, index: 0 }, failed: 0, batchFiles: 0, refits: 0, ms: 0 };
   for (const tenantId of await tenants(rt)) {
     for (const collectionId of await rt.collections.list(tenantId)) await reconcileCollection(rt, tenantId, collectionId, report);
     await reconcileBatchFiles(rt, tenantId, report);
@@ -61,6 +67,10 @@ async function reconcileCollection(rt: Runtime, tenantId: string, collectionId: 
   const v = collection.codecVersion;
   // Jobs first, S3 second: a batch whose last job completes between the two reads is then seen committed.
   const manifestBefore = await rt.generations.manifest(tenantId, collectionId);
+  if (manifestBefore) {
+    const refit = await enqueueWarpRefit({ collections: rt.collections, generations: rt.generations, ivf: rt.ivf, ivfCentroids: rt.config.IVF_CENTROIDS }, rt.queues, tenantId, collectionId, { collection, manifest: manifestBefore });
+    if (refit) report.refits++;
+  }
   const candidates = await rt.ingestions.unfinished(tenantId, collectionId, manifestBefore, v);
   if (candidates.length === 0) return;
   const orphans: typeof candidates = [];
