@@ -1,24 +1,17 @@
-import os from 'node:os';
-import path from 'node:path';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { Redis } from 'ioredis';
+import type { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startEmbeddedRedis, type EmbeddedRedis } from './embedded-services';
 import { INGEST_BACKLOG_MAX_AGE_MS, IngestBacklogRepository } from './ingest-backlog.repository';
+import { startRealRedis } from './testing/real-redis';
 
 /** Ingest back-pressure's batches in flight (issue 32) against a real redis-server: admission, removal, and the age after which a lost batch stops counting. */
 describe('IngestBacklogRepository (real Redis)', () => {
-  let server: EmbeddedRedis;
   let redis: Redis;
-  const dir = mkdtempSync(path.join(os.tmpdir(), 'lateral-backlog-'));
+  let stop: (() => Promise<void>) | undefined;
   beforeAll(async () => {
-    server = await startEmbeddedRedis({ dir });
-    redis = new Redis(server.url);
+    ({ redis, stop } = await startRealRedis('lateral-backlog-'));
   }, 60_000);
   afterAll(async () => {
-    redis?.disconnect();
-    await server?.stop();
-    rmSync(dir, { recursive: true, force: true });
+    await stop?.();
   });
 
   it('admits within committed + in flight <= limit, lets a request in alone when nothing is committed or in flight, and frees room as batches are done', async () => {

@@ -1,24 +1,17 @@
-import os from 'node:os';
-import path from 'node:path';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { Redis } from 'ioredis';
+import type { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startEmbeddedRedis, type EmbeddedRedis } from './embedded-services';
 import { LeaseBusyError, withRedisLease } from './redis-lease';
+import { startRealRedis } from './testing/real-redis';
 
 /** The merge lease (one merge per collection at a time) against a real redis-server. */
 describe('withRedisLease (real Redis)', () => {
-  let server: EmbeddedRedis;
   let redis: Redis;
-  const dir = mkdtempSync(path.join(os.tmpdir(), 'lateral-lease-'));
+  let stop: (() => Promise<void>) | undefined;
   beforeAll(async () => {
-    server = await startEmbeddedRedis({ dir });
-    redis = new Redis(server.url);
+    ({ redis, stop } = await startRealRedis('lateral-lease-'));
   }, 60_000);
   afterAll(async () => {
-    redis?.disconnect();
-    await server?.stop();
-    rmSync(dir, { recursive: true, force: true });
+    await stop?.();
   });
 
   it('runs holders of one key one at a time (the second waits), other keys at once, and renews a lease held past its ttl', async () => {
