@@ -49,8 +49,26 @@ export function deserializeIvfCentroids(bytes: Uint8Array, name: string): IvfCen
  */
 export class IvfCentroidRepository {
   private readonly cache = new Map<string, Promise<IvfCentroids | null>>();
+  /** Centroid counts read from headers alone (count()). */
+  private readonly counts = new Map<string, number>();
 
-  constructor(private readonly store: Pick<ObjectStore, 'get' | 'putIfAbsent'>) {}
+  constructor(private readonly store: Pick<ObjectStore, 'get' | 'getRange' | 'putIfAbsent'>) {}
+
+  /**
+   * How many centroids the version and epoch has (null: none written yet), for a caller that needs
+   * only that (is a refit due?): the centroids when this process holds them, else their object's
+   * 16-byte header by a ranged read, so asking for every collection (the reconciler's passes)
+   * neither fetches nor keeps k x dims floats of each. Kept once found: the object is immutable.
+   */
+  async count(tenantId: string, collectionId: string, v: number, epoch = 0): Promise<number | null> {
+    const key = s3Keys.ivfCentroids(tenantId, collectionId, v, epoch);
+    const known = this.counts.get(key);
+    if (known !== undefined) return known;
+    const held = this.cache.get(key);
+    const k = held ? ((await held)?.k ?? null) : headerCount(await this.store.getRange(key, 0, HEADER), key);
+    if (k !== null) this.counts.set(key, k);
+    return k;
+  }
 
   get(tenantId: string, collectionId: string, v: number, epoch = 0): Promise<IvfCentroids | null> {
     const key = s3Keys.ivfCentroids(tenantId, collectionId, v, epoch);
@@ -80,5 +98,15 @@ export class IvfCentroidRepository {
   forget(tenantId: string, collectionId: string): void {
     const prefix = s3Keys.collectionPrefix(tenantId, collectionId);
     for (const k of [...this.cache.keys()]) if (k.startsWith(prefix)) this.cache.delete(k);
+    for (const k of [...this.counts.keys()]) if (k.startsWith(prefix)) this.counts.delete(k);
   }
+}
+
+/** k from a centroids object's header (magic and version checked), or null when there is no object. */
+function headerCount(header: Uint8Array | null, name: string): number | null {
+  if (!header) return null;
+  if (header.length < HEADER || String.fromCharCode(...header.subarray(0, 4)) !== MAGIC) throw new Error(`IVF centroids ${name}: bad header`);
+  const view = new DataView(header.buffer, header.byteOffset, header.byteLength);
+  if (view.getUint32(4, true) !== 1) throw new Error(`IVF centroids ${name}: unsupported version ${view.getUint32(4, true)}`);
+  return view.getUint32(8, true);
 }

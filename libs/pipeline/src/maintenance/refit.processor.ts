@@ -99,7 +99,7 @@ function staleRefs(collection: Collection, manifest: CollectionManifest, reached
  * null. Never for a collection without WARP layouts, being re-compressed or re-indexed.
  */
 export async function warpRefitDue(
-  deps: { ivf: Pick<IvfCentroidRepository, 'get'>; ivfCentroids: number },
+  deps: { ivf: Pick<IvfCentroidRepository, 'count'>; ivfCentroids: number },
   collection: Collection,
   manifest: CollectionManifest | null,
 ): Promise<number | null> {
@@ -107,9 +107,9 @@ export async function warpRefitDue(
   const refs = manifest.segments.filter((s) => s.codecVersion === collection.codecVersion);
   if (refs.length === 0) return null;
   const epoch = warpEpochOf(refs);
-  const current = await deps.ivf.get(collection.tenantId, collection.id, collection.codecVersion, epoch);
-  if (!current) return null;
-  if (warpRefitCentroids(refs.reduce((a, r) => a + liveTokens(r), 0), current.k, deps.ivfCentroids) !== null) return epoch + 1;
+  const k = await deps.ivf.count(collection.tenantId, collection.id, collection.codecVersion, epoch);
+  if (k === null) return null;
+  if (warpRefitCentroids(refs.reduce((a, r) => a + liveTokens(r), 0), k, deps.ivfCentroids) !== null) return epoch + 1;
   return refs.some((r) => (r.warpEpoch ?? 0) !== epoch) ? epoch : null;
 }
 
@@ -122,7 +122,7 @@ export async function warpRefitDue(
  * both): decided on them, with no read of either; absent, both are read.
  */
 export async function enqueueWarpRefit(
-  deps: { collections: Pick<CollectionRepository, 'get'>; generations: Pick<GenerationRepository, 'manifest'>; ivf: Pick<IvfCentroidRepository, 'get'>; ivfCentroids: number },
+  deps: { collections: Pick<CollectionRepository, 'get'>; generations: Pick<GenerationRepository, 'manifest'>; ivf: Pick<IvfCentroidRepository, 'count'>; ivfCentroids: number },
   queues: Pick<JobQueues, 'add'>,
   tenantId: string,
   collectionId: string,
