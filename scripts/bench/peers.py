@@ -8,12 +8,23 @@ imported by lateral itself. Input folder (written by peers.ts):
   query_lens.npy   int64   [q]
   texts.json       {"docs": [str], "queries": [str]} for the text engine (bm25s)
   settings.json    {"top_k": int, "threads": int, "nprobe": int or null (xtr-warp-rs: null = its own defaults)}
-Usage: python peers.py FOLDER PEER. Each peer runs in its own process (a peer that crashes, as
-maxsim-cpu can on CPUs its JIT misdetects, takes nothing else down).
+Usage: python peers.py FOLDER PEER [--serve]. Each peer runs in its own process (a peer that
+crashes, as maxsim-cpu can on CPUs its JIT misdetects, takes nothing else down).
 Output: peer-<PEER>.json in the same folder:
   {"status": "ok", "build_s", "index_bytes", "latencies_ms": [...], "rankings": [[doc index, ...], ...], "settings": {...}}
   or {"status": "skipped", "reason": "..."}.
 Each query is searched alone (batch of one) after one warm-up query, as lateral is measured.
+
+--serve: the peer builds its index, then answers queries one at a time, so that peers.ts can send
+each query to lateral and to the peer in turns (both see the same load). Protocol, one JSON object
+a line (the process's fd 1 is moved to stderr, so a library's prints cannot corrupt it):
+  peer -> peers.ts, once built: {"status": "ready", "build_s", "index_bytes", "queries": n}
+                                (or {"status": "skipped", "reason"} and exit)
+  peers.ts -> peer:             {"q": i}   (i: index into the query files)
+  peer -> peers.ts:             {"q": i, "ms": search time, "ranking": [doc index, ...]}
+  peers.ts -> peer:             end of input (stdin closed)
+  peer -> peers.ts:             {"status": "done", "settings": {...}} and exit
+The time is the search call alone, as in the batch path; reading and writing the lines is outside it.
 """
 
 import json
@@ -54,18 +65,36 @@ def accepted(fn, **kwargs):
     return {k: v for k, v in kwargs.items() if k in params}
 
 
+def timed_one(search_one, q):
+    """One query's search time in ms and its ranking (doc indices)."""
+    t0 = time.perf_counter()
+    ranking = search_one(q)
+    ms = (time.perf_counter() - t0) * 1000.0
+    return ms, [int(i) for i in ranking]
+
+
 def timed_queries(search_one, queries):
     search_one(queries[0])  # warm-up, not counted
     latencies, rankings = [], []
     for q in queries:
-        t0 = time.perf_counter()
-        ranking = search_one(q)
-        latencies.append((time.perf_counter() - t0) * 1000.0)
-        rankings.append([int(i) for i in ranking])
+        ms, ranking = timed_one(search_one, q)
+        latencies.append(ms)
+        rankings.append(ranking)
     return latencies, rankings
 
 
-def run_xtr_warp(docs, queries, top_k, threads, work, nprobe=None):
+class Prepared:
+    """A peer with its index built: `one(q)` searches one query of `queries` (vectors, or texts for bm25s)."""
+
+    def __init__(self, build_s, index_bytes, one, queries, settings):
+        self.build_s, self.index_bytes, self.one, self.queries = build_s, index_bytes, one, queries
+        self._settings = settings
+
+    def settings(self):
+        return self._settings() if callable(self._settings) else self._settings
+
+
+def prepare_xtr_warp(docs, queries, top_k, threads, work, nprobe=None):
     import torch
     from xtr_warp import XTRWarp
 
@@ -84,19 +113,21 @@ def run_xtr_warp(docs, queries, top_k, threads, work, nprobe=None):
         res = index.search(torch.from_numpy(q).unsqueeze(0), top_k=top_k, num_threads=threads, **extra)
         return [pid for pid, _ in res[0]]
 
-    lat, rankings = timed_queries(one, queries)
-    # The hyperparameters its search chose (bound, nprobe, centroid score threshold, max candidates, t'), for the median query length.
-    chosen = None
-    try:
-        mid = sorted(queries, key=len)[len(queries) // 2]
-        chosen = index.optimize_hyperparams(top_k, torch.from_numpy(mid).unsqueeze(0))
-    except Exception:  # noqa: BLE001 - an older or newer API: reported as unknown
-        pass
-    auto = dict(zip(["bound", "nprobe", "centroid_score_threshold", "max_candidates", "t_prime"], chosen)) if chosen else "unknown"
-    return {"build_s": build_s, "index_bytes": folder_bytes(path), "latencies_ms": lat, "rankings": rankings, "settings": {"device": "cpu", "num_threads": threads, "nbits": 4, "nprobe": nprobe if nprobe is not None else "default", "defaults_chosen": auto}}
+    def settings():
+        # The hyperparameters its search chose (bound, nprobe, centroid score threshold, max candidates, t'), for the median query length.
+        chosen = None
+        try:
+            mid = sorted(queries, key=len)[len(queries) // 2]
+            chosen = index.optimize_hyperparams(top_k, torch.from_numpy(mid).unsqueeze(0))
+        except Exception:  # noqa: BLE001 - an older or newer API: reported as unknown
+            pass
+        auto = dict(zip(["bound", "nprobe", "centroid_score_threshold", "max_candidates", "t_prime"], chosen)) if chosen else "unknown"
+        return {"device": "cpu", "num_threads": threads, "omp_num_threads": os.environ.get("OMP_NUM_THREADS"), "nbits": 4, "nprobe": nprobe if nprobe is not None else "default", "defaults_chosen": auto}
+
+    return Prepared(build_s, folder_bytes(path), one, queries, settings)
 
 
-def run_fast_plaid(docs, queries, top_k, threads, work):
+def prepare_fast_plaid(docs, queries, top_k, threads, work):
     import torch
     from fast_plaid import search as fp_search
 
@@ -110,11 +141,10 @@ def run_fast_plaid(docs, queries, top_k, threads, work):
         res = index.search(torch.from_numpy(q).unsqueeze(0), top_k=top_k, show_progress=False)
         return [pid for pid, _ in res[0]]
 
-    lat, rankings = timed_queries(one, queries)
-    return {"build_s": build_s, "index_bytes": folder_bytes(path), "latencies_ms": lat, "rankings": rankings, "settings": {"device": "cpu", "nbits": 4, "n_ivf_probe": 8, "n_full_scores": 4096}}
+    return Prepared(build_s, folder_bytes(path), one, queries, {"device": "cpu", "nbits": 4, "n_ivf_probe": 8, "n_full_scores": 4096})
 
 
-def run_maxsim_cpu(docs, queries, top_k, threads, work):
+def prepare_maxsim_cpu(docs, queries, top_k, threads, work):
     import numpy as np
     import maxsim_cpu
 
@@ -128,12 +158,11 @@ def run_maxsim_cpu(docs, queries, top_k, threads, work):
         top = np.argpartition(-scores, k - 1)[:k]
         return top[np.argsort(-scores[top], kind="stable")]
 
-    lat, rankings = timed_queries(one, queries)
     stored = sum(d.nbytes for d in normed)
-    return {"build_s": build_s, "index_bytes": stored, "latencies_ms": lat, "rankings": rankings, "settings": {"exact": True, "storage": "fp32 in RAM"}}
+    return Prepared(build_s, stored, one, queries, {"exact": True, "storage": "fp32 in RAM"})
 
 
-def run_bm25s(texts_docs, texts_queries, top_k, work):
+def prepare_bm25s(texts_docs, texts_queries, top_k, work):
     import bm25s
 
     t0 = time.perf_counter()
@@ -150,12 +179,50 @@ def run_bm25s(texts_docs, texts_queries, top_k, work):
         results, _ = retriever.retrieve(toks, k=k, show_progress=False)
         return results[0]
 
-    lat, rankings = timed_queries(one, texts_queries)
-    return {"build_s": build_s, "index_bytes": folder_bytes(path), "latencies_ms": lat, "rankings": rankings, "settings": {"k1": 0.9, "b": 0.4, "stopwords": "en", "tokenizer": "bm25s default (words, no stemmer)"}}
+    return Prepared(build_s, folder_bytes(path), one, texts_queries, {"k1": 0.9, "b": 0.4, "stopwords": "en", "tokenizer": "bm25s default (words, no stemmer)"})
+
+
+def batch(prepared):
+    """The batch path: every query in order after one warm-up, the figures in one object."""
+    lat, rankings = timed_queries(prepared.one, prepared.queries)
+    return {"build_s": prepared.build_s, "index_bytes": prepared.index_bytes, "latencies_ms": lat, "rankings": rankings, "settings": prepared.settings()}
+
+
+def serve(prepare, protocol):
+    """The serving path (--serve): build, say ready, then answer {"q": i} lines until stdin closes."""
+
+    def say(obj):
+        protocol.write(json.dumps(obj) + "\n")
+        protocol.flush()
+
+    try:
+        prepared = prepare()
+    except ImportError as err:
+        say({"status": "skipped", "reason": f"not importable: {err}"})
+        return
+    except Exception as err:  # noqa: BLE001 - reported as this peer's result, not a crash
+        traceback.print_exc()
+        say({"status": "skipped", "reason": f"{type(err).__name__}: {err}"})
+        return
+    say({"status": "ready", "build_s": prepared.build_s, "index_bytes": prepared.index_bytes, "queries": len(prepared.queries)})
+    for line in sys.stdin:
+        if not line.strip():
+            continue
+        i = int(json.loads(line)["q"])
+        ms, ranking = timed_one(prepared.one, prepared.queries[i])
+        say({"q": i, "ms": ms, "ranking": ranking})
+    say({"status": "done", "settings": prepared.settings()})
 
 
 def main():
     folder, name = sys.argv[1], sys.argv[2]
+    serving = "--serve" in sys.argv[3:]
+    protocol = None
+    if serving:
+        # The protocol keeps the real stdout; anything else written to fd 1 (a library's prints, Rust's println!) goes to stderr.
+        protocol = os.fdopen(os.dup(1), "w", encoding="utf8")
+        os.dup2(2, 1)
+        sys.stdout = sys.stderr
     import numpy as np
 
     settings = json.load(open(os.path.join(folder, "settings.json")))
@@ -170,14 +237,20 @@ def main():
     queries = split(np.load(os.path.join(folder, "query_vectors.npy")), np.load(os.path.join(folder, "query_lens.npy")))
     texts = json.load(open(os.path.join(folder, "texts.json")))
     work = tempfile.mkdtemp(prefix="lateral-peers-")
-    runners = {
-        "xtr-warp-rs": lambda: run_xtr_warp(docs, queries, top_k, threads, work, settings.get("nprobe")),
-        "fast-plaid": lambda: run_fast_plaid(docs, queries, top_k, threads, work),
-        "maxsim-cpu": lambda: run_maxsim_cpu(docs, queries, top_k, threads, work),
-        "bm25s": lambda: run_bm25s(texts["docs"], texts["queries"], top_k, work),
+    preparers = {
+        "xtr-warp-rs": lambda: prepare_xtr_warp(docs, queries, top_k, threads, work, settings.get("nprobe")),
+        "fast-plaid": lambda: prepare_fast_plaid(docs, queries, top_k, threads, work),
+        "maxsim-cpu": lambda: prepare_maxsim_cpu(docs, queries, top_k, threads, work),
+        "bm25s": lambda: prepare_bm25s(texts["docs"], texts["queries"], top_k, work),
     }
+    if serving:
+        try:
+            serve(preparers[name], protocol)
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+        return
     try:
-        out = {"status": "ok", **runners[name]()}
+        out = {"status": "ok", **batch(preparers[name]())}
     except ImportError as err:
         out = {"status": "skipped", "reason": f"not importable: {err}"}
     except Exception as err:  # noqa: BLE001 - reported as this peer's result, not a crash

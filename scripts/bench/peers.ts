@@ -1,5 +1,5 @@
 /**
- * `npm run bench -- peers [--dataset DIR] [--quick] [--json] [--peers a,b] [--no-install] [--threads N] [--layout warp|ivf] [--data DIR] [--docs N] [--modes xtr,exhaustive,bm25] [--nprobe N[,N..]] [--exact N[,N..]] [--tprime N] [--as-is]`
+ * `npm run bench -- peers [--dataset DIR] [--quick] [--json] [--peers a,b] [--no-install] [--threads N] [--layout warp|ivf] [--data DIR] [--docs N] [--modes xtr,exhaustive,bm25] [--nprobe N[,N..]] [--exact N[,N..]] [--tprime N] [--as-is] [--no-alternate]`
  *
  * lateral beside the engines users would pick instead, on one collection, in one run:
  *   xtr-warp-rs (WARP, XTR token retrieval), fast-plaid (PLAID), maxsim-cpu (an exact MaxSim
@@ -49,15 +49,30 @@
  * `--data DIR`: the service's data folder (S3 objects, Redis), kept after the run; a later run with
  * the same DIR and dataset finds the collection holding every document and measures it again
  * without ingesting (after code changes to the search path).
+ * Alternation (the default; `--no-alternate` the old way): on a shared machine the load changes
+ * between lateral's half of a run and a peer's, so each peer whose lateral counterpart is measured
+ * runs as a server (peers.py --serve, its own process): it builds its index before lateral is
+ * measured, then answers one query index a line on its stdin with its search time and ranking.
+ * lateral's counterpart mode and the peer get each judged query in turns, the order rotated per query
+ * (lateral first on even queries, the peer first on odd ones; with two served peers of one mode
+ * the three sides rotate), after one warm-up each. Per served peer the bench reports, beside the
+ * usual figures, `paired`: both sides' p50 / p95 (lateral's search job, with and without its query
+ * encoding), lateral / peer of the p50s, the median over queries of lateral / peer for the same
+ * query, and the load average at the start and end of the turns. A peer whose counterpart is not
+ * measured, or any peer under --no-alternate, runs after lateral in one process as before
+ * (`settings.measured` says which). The peers' rankings and quality are the same either way
+ * (`rankings_digest` compares runs).
  * lateral's latency is a client's wall clock through HTTP and the queue (POST /v1/search?wait=60),
  * the peers' an in-process Python call: the ratio includes lateral's service overhead, and says
  * so. lateral's build time is the sum of its index jobs (IVF fit + per-segment postings), taken
  * from BullMQ's job records; its bytes per token count segments, indexes and centroids in S3.
  */
-import { spawnSync } from 'node:child_process';
+import { spawn, spawnSync, type ChildProcessWithoutNullStreams } from 'node:child_process';
+import { createHash } from 'node:crypto';
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { createInterface } from 'node:readline';
 import { Queue } from 'bullmq';
 import { QueueName, WARP_DEFAULT_EXACT, WARP_DEFAULT_NPROBE, loadConfig, s3Keys } from '@lateral/shared';
 import { readSegment, type SegmentReader } from '@lateral/codec';
@@ -118,6 +133,8 @@ export interface EngineFigures {
   overlap_at_10_min?: number;
   overlap_queries?: number;
   ndcg_vs_exhaustive?: number;
+  /** peers: a digest of the rankings (doc indices per judged query), to compare runs */
+  rankings_digest?: string;
   settings?: Record<string, unknown>;
 }
 
@@ -131,6 +148,241 @@ export function latencyFigures(ms: readonly number[]): { p50_ms: number; p95_ms:
 export function ratios(lateral: EngineFigures, peer: EngineFigures): Record<string, number | null> {
   const keys = ['build_s', 'bytes_per_token', 'ndcg@10', 'recall@100', 'p50_ms', 'p95_ms', 'qps'] as const;
   return Object.fromEntries(keys.map((k) => [k, lateral[k] !== undefined && peer[k] ? round(lateral[k]! / peer[k]!, 3) : null]));
+}
+
+/**
+ * The order in which query `qi` goes to the `n` sides of an alternation (lateral's variants, then
+ * the served peers): rotated by one per query, so each side goes first as often as the others
+ * (n = 2: lateral first on even queries, the peer first on odd ones).
+ */
+export function turnOrder(qi: number, n: number): number[] {
+  return Array.from({ length: n }, (_, j) => (qi + j) % n);
+}
+
+/** Per query lateral / peer of two series timed in turns (same query index), and their median; a query either side lacks, or the peer timed at 0, is left out. */
+export function pairedRatios(lateralMs: readonly (number | undefined)[], peerMs: readonly (number | undefined)[]): { ratios: number[]; median: number | null } {
+  if (lateralMs.length !== peerMs.length) throw new Error(`paired series differ in length: ${lateralMs.length} lateral, ${peerMs.length} peer`);
+  const ratios: number[] = [];
+  for (let i = 0; i < lateralMs.length; i++) {
+    const l = lateralMs[i], p = peerMs[i];
+    if (l === undefined || p === undefined || !Number.isFinite(l) || !Number.isFinite(p) || p <= 0) continue;
+    ratios.push(l / p);
+  }
+  return { ratios, median: ratios.length ? percentile(ratios, 0.5) : null };
+}
+
+/** lateral's search job beside a served peer, the two timed in turns query by query (`--no-alternate` off). */
+export interface PairedFigures {
+  peer: string;
+  lateral: string;
+  /** queries both sides answered (the warm-up of each not counted) */
+  queries: number;
+  /** lateral's search job (timings.totalMs) and the same less its query encoding, p50 / p95 */
+  lateral_job_p50_ms: number;
+  lateral_job_p95_ms: number;
+  lateral_job_unencoded_p50_ms: number | null;
+  lateral_job_unencoded_p95_ms: number | null;
+  /** the peer's in-process search call */
+  peer_p50_ms: number;
+  peer_p95_ms: number;
+  /** lateral p50 / peer p50 */
+  p50_ratio: number | null;
+  p50_ratio_unencoded: number | null;
+  /** median over queries of lateral / peer for that query */
+  paired_ratio_median: number | null;
+  paired_ratio_median_unencoded: number | null;
+  load_average_start: number;
+  load_average_end: number;
+}
+
+/**
+ * The paired figures of one alternation: `jobMs[i]` / `encodeMs[i]` lateral's search job and its
+ * query encoding for query i, `peerMs[i]` the peer's time for the same query (undefined where a
+ * side has no time for it; such a query is left out of both sides).
+ */
+export function pairedFigures(
+  names: { peer: string; lateral: string },
+  jobMs: readonly (number | undefined)[],
+  encodeMs: readonly (number | undefined)[],
+  peerMs: readonly (number | undefined)[],
+  load: { start: number; end: number },
+): PairedFigures {
+  const both = jobMs.map((j, i) => j !== undefined && peerMs[i] !== undefined);
+  const lat = jobMs.filter((_, i) => both[i]) as number[];
+  const peer = peerMs.filter((_, i) => both[i]) as number[];
+  const enc = encodeMs.filter((_, i) => both[i]);
+  const unencoded = enc.every((e) => e !== undefined) && lat.length ? lat.map((t, i) => t - enc[i]!) : null;
+  const p = (xs: number[], q: number) => round(percentile(xs, q), 2);
+  const ratio = (a: number, b: number) => (b > 0 ? round(a / b, 3) : null);
+  const paired = pairedRatios(lat, peer).median;
+  const pairedU = unencoded ? pairedRatios(unencoded, peer).median : null;
+  return {
+    ...names,
+    queries: lat.length,
+    lateral_job_p50_ms: p(lat, 0.5),
+    lateral_job_p95_ms: p(lat, 0.95),
+    lateral_job_unencoded_p50_ms: unencoded ? p(unencoded, 0.5) : null,
+    lateral_job_unencoded_p95_ms: unencoded ? p(unencoded, 0.95) : null,
+    peer_p50_ms: p(peer, 0.5),
+    peer_p95_ms: p(peer, 0.95),
+    p50_ratio: lat.length ? ratio(percentile(lat, 0.5), percentile(peer, 0.5)) : null,
+    p50_ratio_unencoded: unencoded ? ratio(percentile(unencoded, 0.5), percentile(peer, 0.5)) : null,
+    paired_ratio_median: paired === null ? null : round(paired, 3),
+    paired_ratio_median_unencoded: pairedU === null ? null : round(pairedU, 3),
+    load_average_start: round(load.start, 2),
+    load_average_end: round(load.end, 2),
+  };
+}
+
+/** One reply line of a served peer (scripts/bench/peers.py --serve), checked: what it is, or why it is not one. */
+export function parsePeerLine(line: string):
+  | { kind: 'ready'; build_s: number; index_bytes: number; queries: number }
+  | { kind: 'skipped'; reason: string }
+  | { kind: 'answer'; q: number; ms: number; ranking: number[] }
+  | { kind: 'done'; settings: Record<string, unknown> }
+  | { kind: 'bad'; why: string } {
+  let o: Record<string, unknown>;
+  try {
+    o = JSON.parse(line) as Record<string, unknown>;
+  } catch {
+    return { kind: 'bad', why: `not JSON: ${line.slice(0, 200)}` };
+  }
+  if (o === null || typeof o !== 'object') return { kind: 'bad', why: `not an object: ${line.slice(0, 200)}` };
+  const num = (k: string) => typeof o[k] === 'number' && Number.isFinite(o[k]);
+  if (o.status === 'ready' && num('build_s') && num('index_bytes') && num('queries')) return { kind: 'ready', build_s: o.build_s as number, index_bytes: o.index_bytes as number, queries: o.queries as number };
+  if (o.status === 'skipped') return { kind: 'skipped', reason: String(o.reason ?? 'no reason given') };
+  if (o.status === 'done') return { kind: 'done', settings: (o.settings ?? {}) as Record<string, unknown> };
+  if (num('q') && num('ms') && Array.isArray(o.ranking) && o.ranking.every((d) => Number.isInteger(d))) return { kind: 'answer', q: o.q as number, ms: o.ms as number, ranking: o.ranking as number[] };
+  return { kind: 'bad', why: `unexpected line: ${line.slice(0, 200)}` };
+}
+
+/**
+ * A peer in its own Python process (peers.py --serve) with its index built, answering one query at
+ * a time: peers.ts sends it each query in turn with lateral's, so both are timed under the same load.
+ */
+class PeerServer {
+  private readonly lines: string[] = [];
+  private readonly waiters: { resolve: (l: string) => void; reject: (e: Error) => void }[] = [];
+  private readonly stderrTail: string[] = [];
+  private exited: string | undefined;
+
+  private constructor(
+    readonly peer: Peer,
+    private readonly child: ChildProcessWithoutNullStreams,
+  ) {
+    createInterface({ input: child.stdout }).on('line', (l) => {
+      const w = this.waiters.shift();
+      if (w) w.resolve(l);
+      else this.lines.push(l);
+    });
+    createInterface({ input: child.stderr }).on('line', (l) => {
+      this.stderrTail.push(l);
+      if (this.stderrTail.length > 20) this.stderrTail.shift();
+    });
+    child.stdin.on('error', () => undefined); // a peer that died: its exit says why
+    child.on('close', (code, signal) => {
+      this.exited = signal ? `crashed (${signal})` : `exited with ${code}`;
+      for (const w of this.waiters.splice(0)) w.reject(new Error(this.why()));
+    });
+  }
+
+  /** Starts the peer and waits for its index; a peer that will not build says why. */
+  static async start(dir: string, peer: Peer, threads: number): Promise<{ server: PeerServer; build_s: number; index_bytes: number } | { reason: string }> {
+    const child = spawn(path.join(VENV, 'bin', 'python'), [path.resolve('scripts/bench/peers.py'), dir, peer, '--serve'], { stdio: ['pipe', 'pipe', 'pipe'], env: peerEnv(threads) });
+    const server = new PeerServer(peer, child);
+    const first = await server.next().catch((err: Error) => err);
+    if (first instanceof Error) return { reason: `${first.message} on this machine` };
+    const r = parsePeerLine(first);
+    if (r.kind === 'ready') return { server, build_s: r.build_s, index_bytes: r.index_bytes };
+    server.kill();
+    return { reason: r.kind === 'skipped' ? r.reason : r.kind === 'bad' ? r.why : `unexpected ${r.kind} before ready` };
+  }
+
+  /** Query `qi` of the exported queries: the peer's search time and its ranking (doc indices). */
+  async query(qi: number): Promise<{ ms: number; ranking: number[] }> {
+    this.child.stdin.write(`${JSON.stringify({ q: qi })}\n`);
+    const r = parsePeerLine(await this.next());
+    if (r.kind !== 'answer' || r.q !== qi) throw new Error(r.kind === 'bad' ? r.why : `answered ${r.kind === 'answer' ? `query ${r.q}` : r.kind} to query ${qi}`);
+    return { ms: r.ms, ranking: r.ranking };
+  }
+
+  /** Ends the input; the peer reports its settings and exits. */
+  async close(): Promise<Record<string, unknown>> {
+    this.child.stdin.end();
+    const r = parsePeerLine(await this.next());
+    if (r.kind !== 'done') throw new Error(r.kind === 'bad' ? r.why : `answered ${r.kind} to the end of its input`);
+    return r.settings;
+  }
+
+  kill(): void {
+    if (this.exited === undefined) this.child.kill('SIGKILL');
+  }
+
+  private why(): string {
+    return `${this.exited ?? 'failed'}; last output: ${this.stderrTail.slice(-3).join(' | ')}`;
+  }
+
+  private next(): Promise<string> {
+    const l = this.lines.shift();
+    if (l !== undefined) return Promise.resolve(l);
+    if (this.exited !== undefined) return Promise.reject(new Error(this.why()));
+    return new Promise((resolve, reject) => this.waiters.push({ resolve, reject }));
+  }
+}
+
+/**
+ * A peer process's environment: OpenMP's pool at --threads (unless OMP_NUM_THREADS is set).
+ * torch.set_num_threads alone left xtr-warp-rs with an OpenMP pool of one thread per core whose
+ * waits spin: on the 2-core machine at load ~6, a query after 20 ms of other work took 19 ms
+ * (22 ms of CPU) against 3 ms back to back; with OMP_NUM_THREADS=1, 6 ms (4 ms of CPU).
+ */
+export function peerEnv(threads: number, env: NodeJS.ProcessEnv = process.env): NodeJS.ProcessEnv {
+  return { ...env, TQDM_DISABLE: '1', OMP_NUM_THREADS: env.OMP_NUM_THREADS ?? String(threads) };
+}
+
+/** A served peer during the run: its index's figures, its time and ranking per judged query, and its paired figures once alternated. */
+interface ServedPeer {
+  server: PeerServer;
+  build_s: number;
+  index_bytes: number;
+  ms: (number | undefined)[];
+  rankings: number[][];
+  failed?: string;
+  paired?: PairedFigures;
+}
+
+/** A short digest of a peer's rankings (doc indices per query): equal digests, equal rankings, e.g. served vs --no-alternate. */
+export function rankingsDigest(rankings: readonly (readonly number[])[]): string {
+  return createHash('sha256').update(JSON.stringify(rankings)).digest('hex').slice(0, 16);
+}
+
+/** A served peer's figures, as the batch path reports them (quality from its rankings), once its input is closed. */
+async function servedFigures(
+  p: Peer,
+  sp: ServedPeer,
+  judged: { id: string }[],
+  qrels: Map<string, Map<string, number>>,
+  docIds: string[],
+  tokens: number,
+  log: (m: string) => void,
+): Promise<EngineFigures> {
+  if (sp.failed !== undefined) return { engine: p, status: 'skipped', reason: `stopped answering while alternated: ${sp.failed}` };
+  const settings = await sp.server.close().catch((err: Error) => {
+    log(`peers: ${p} did not report its settings: ${err.message}`);
+    return { unknown: err.message } as Record<string, unknown>;
+  });
+  const metrics = judged.map((q, i) => queryMetrics((sp.rankings[i] ?? []).map((d) => docIds[d]!), qrels.get(q.id)!));
+  return {
+    engine: p,
+    status: 'ok',
+    build_s: round(sp.build_s, 2),
+    bytes_per_token: round(sp.index_bytes / tokens, 1),
+    'ndcg@10': round(mean(metrics.map((m) => m.ndcg)), 4),
+    'recall@100': round(mean(metrics.map((m) => m.recall)), 4),
+    ...latencyFigures(sp.ms.filter((x): x is number => x !== undefined)),
+    rankings_digest: rankingsDigest(sp.rankings),
+    settings: { ...settings, measured: `served, in turns with lateral ${COUNTERPART[p]} query by query` },
+  };
 }
 
 /** Creates the virtual environment and installs each peer; returns why a peer is unavailable. */
@@ -277,8 +529,14 @@ async function indexSeconds(server: Server): Promise<number> {
 const USAGE = `usage: npm run bench -- peers [--dataset DIR (../shared/datasets/vaswani)] [--quick] [--json]
   [--peers a,b|none (${PEERS.join(',')})] [--no-install] [--threads N (1)] [--layout warp|ivf (warp)] [--data DIR]
   [--docs N] [--modes xtr,exhaustive,bm25 (all three)] [--nprobe N[,N..] (the service's default for the layout)] [--exact N[,N..] (the service's default; 0 off)]
-  [--tprime N] [--as-is (with --data)]
-  (comma lists of --nprobe / --exact: a sweep of lateral xtr over every pair, with --peers none)`;
+  [--tprime N] [--as-is (with --data)] [--no-alternate]
+  (comma lists of --nprobe / --exact: a sweep of lateral xtr over every pair, with --peers none)
+  By default each peer whose lateral counterpart is measured (xtr-warp-rs and fast-plaid: xtr,
+  maxsim-cpu: exhaustive, bm25s: bm25) builds its index first and then serves one query at a time;
+  lateral and the peer get each query in turns (lateral first on even queries, the peer first on
+  odd ones; one warm-up each), and the bench reports both p50 / p95, lateral / peer of the p50s,
+  the median of the per-query ratios and the load average at the start and end of the turns.
+  --no-alternate: the old way, each peer measured in its own process after lateral is done.`;
 
 const LATERAL_MODES = ['xtr', 'exhaustive', 'bm25'];
 
@@ -303,6 +561,7 @@ export function parsePeersFlags(args: string[]) {
       exact: { type: 'string' },
       tprime: { type: 'string' },
       'as-is': { type: 'boolean' },
+      'no-alternate': { type: 'boolean' },
     },
     {},
     ({ values: v }) => {
@@ -332,16 +591,18 @@ export function parsePeersFlags(args: string[]) {
         exacts,
         tPrime: v.tprime === undefined ? undefined : intFlag('tprime', v.tprime),
         asIs: v['as-is'] === true,
+        alternate: v['no-alternate'] !== true,
       };
     },
   );
 }
 
 export async function runPeersBench(args: string[]): Promise<Record<string, unknown>> {
-  const { dataset, quick, peers, install, threads, layout, data, docs, modes, nprobes, exacts, tPrime, asIs } = parsePeersFlags(args);
+  const { dataset, quick, peers, install, threads, layout, data, docs, modes, nprobes, exacts, tPrime, asIs, alternate } = parsePeersFlags(args);
   // xtr-warp-rs probes as many lists per query token as lateral when --nprobe names one (no sweep with peers).
   const nprobe = nprobes.length === 1 ? nprobes[0] : undefined;
   const log = (m: string) => process.stderr.write(`${m}\n`);
+  const loadAtStart = os.loadavg()[0];
   const unavailable = ensureVenv(peers, log, install);
   for (const [p, why] of unavailable) log(`peers: skipping ${p}: ${why}`);
 
@@ -357,6 +618,8 @@ export async function runPeersBench(args: string[]): Promise<Record<string, unkn
   const server = await startServer(config, { quiet: true, ...(asIs ? { queues: [QueueName.search] } : {}) });
   const engines: EngineFigures[] = [];
   const lateral: Record<string, EngineFigures> = {};
+  // Peers serving query by query (the default): built before lateral is measured, then timed in turns with it.
+  const served = new Map<Peer, ServedPeer>();
   try {
     const collection = `peers-${path.basename(dataset)}`.replace(/[^A-Za-z0-9_.-]/g, '-');
     const kept = data !== undefined ? await getCollection(server.url, collection).catch(() => null) : null;
@@ -394,6 +657,30 @@ export async function runPeersBench(args: string[]): Promise<Record<string, unkn
     const buildS = await indexSeconds(server);
     log(`peers: lateral ingested in ${ing.seconds.toFixed(1)} s (${tokens} tokens, ${info.segments} segments; index jobs ${buildS.toFixed(1)} s)`);
 
+    // The peers' input, written before lateral is measured (a served peer builds its index from it first):
+    // the stored vectors, the judged queries encoded as lateral's search encodes them, and the texts.
+    const runnable = peers.filter((p) => !unavailable.has(p));
+    const dir = path.join(tmp, 'export');
+    if (runnable.length > 0) {
+      mkdirSync(dir, { recursive: true });
+      const encoder = await getEncoder(path.resolve(config.MODELS_DIR, model), { executionProvider: 'cpu' });
+      const encoded = await encoder.encodeQueries(judged.map((q) => q.text));
+      const qLens = encoded.map((e) => e.length);
+      const qVectors = new Float32Array(qLens.reduce((a, x) => a + x, 0) * exported.dims);
+      let at = 0;
+      for (const e of encoded) {
+        qVectors.set(e.vectors, at);
+        at += e.vectors.length;
+      }
+      npy(path.join(dir, 'doc_vectors.npy'), exported.vectors, [tokens, exported.dims]);
+      npy(path.join(dir, 'doc_lens.npy'), BigInt64Array.from(exported.lens, BigInt), [exported.lens.length]);
+      npy(path.join(dir, 'query_vectors.npy'), qVectors, [qVectors.length / exported.dims, exported.dims]);
+      npy(path.join(dir, 'query_lens.npy'), BigInt64Array.from(qLens, BigInt), [qLens.length]);
+      const text = new Map(ds.docs.map((d) => [d.id, d.text]));
+      writeFileSync(path.join(dir, 'texts.json'), JSON.stringify({ docs: exported.docIds.map((id) => text.get(id) ?? ''), queries: judged.map((q) => q.text) }));
+      // --nprobe: xtr-warp-rs probes as many lists per query token as lateral (else its own defaults, chosen per query).
+      writeFileSync(path.join(dir, 'settings.json'), JSON.stringify({ top_k: TOP_K, threads, nprobe: nprobe ?? null }));
+    }
     // Without --nprobe / --exact the xtr mode names none: the service's default for the layout (nprobe 32 over the
     // IVF, WARP_DEFAULT_NPROBE and WARP_DEFAULT_EXACT over WARP's). A sweep names each (nprobe, exact) pair.
     const sweep = nprobes.length * exacts.length > 1;
@@ -404,21 +691,60 @@ export async function runPeersBench(args: string[]): Promise<Record<string, unkn
     if (modes.includes('xtr'))
       groups.push(xtrSettings.map((c) => ({ name: xtrName(c), setting: c, mode: { name: 'xtr', kPrime: 1000, ...(c.nprobe !== undefined ? { nprobe: c.nprobe } : {}), ...(c.exact !== undefined ? { exact: c.exact } : {}), ...(tPrime !== undefined ? { tPrime } : {}) } })));
     for (const m of ['exhaustive', 'bm25']) if (modes.includes(m)) groups.push([{ name: m, mode: m }]);
+    // Served peers: each whose counterpart mode is measured builds its index now, one after another, and
+    // then waits for queries; nothing else runs while lateral is measured (a waiting peer reads its stdin).
+    const startFailed = new Map<Peer, string>();
+    if (alternate && !sweep) {
+      for (const p of runnable.filter((p) => modes.includes(COUNTERPART[p]))) {
+        log(`peers: ${p} building its index on the exported vectors (${threads} threads), then serving queries in turns with lateral ${COUNTERPART[p]}`);
+        const r = await PeerServer.start(dir, p, threads);
+        if ('reason' in r) {
+          log(`peers: ${p}: ${r.reason}`);
+          startFailed.set(p, r.reason);
+          continue;
+        }
+        served.set(p, { ...r, ms: judged.map(() => undefined), rankings: judged.map(() => []) });
+      }
+    }
     const rankings: Record<string, Map<string, string[]>> = {};
     for (const group of groups) {
+      // The served peers whose counterpart this group is (never a sweep's: it measures lateral alone).
+      const counterpart = group[0]!.setting !== undefined ? 'xtr' : group[0]!.name;
+      const turnPeers = [...served].filter(([p, sp]) => COUNTERPART[p] === counterpart && sp.failed === undefined).map(([p, sp]) => ({ peer: p, sp }));
+      const peerTurn = async ({ peer, sp }: { peer: Peer; sp: ServedPeer }, qi: number, warmUp = false) => {
+        if (sp.failed !== undefined) return;
+        try {
+          const r = await sp.server.query(qi);
+          if (warmUp) return;
+          sp.ms[qi] = r.ms;
+          sp.rankings[qi] = r.ranking;
+        } catch (err) {
+          sp.failed = (err as Error).message;
+          log(`peers: ${peer} stopped answering: ${sp.failed}`);
+        }
+      };
       for (const v of group) await search(server.url, { collection, mode: v.mode, topK: TOP_K, queries: [judged[0]!] });
+      for (const t of turnPeers) await peerTurn(t, 0, true);
+      const loadStart = os.loadavg()[0];
       const acc = new Map(
         group.map((v) => [
           v.name,
-          { ms: [] as number[], serverMs: [] as number[], encodeMs: [] as number[], exactMs: [] as number[], bytesRead: [] as number[], ranges: [] as number[], warpShape: undefined as { centroids?: number; epochs?: number; segments: number } | undefined, metrics: [] as { ndcg: number; recall: number }[], top: new Map<string, string[]>() },
+          { ms: [] as number[], jobByQuery: judged.map(() => undefined as number | undefined), encodeByQuery: judged.map(() => undefined as number | undefined), serverMs: [] as number[], encodeMs: [] as number[], exactMs: [] as number[], bytesRead: [] as number[], ranges: [] as number[], warpShape: undefined as { centroids?: number; epochs?: number; segments: number } | undefined, metrics: [] as { ndcg: number; recall: number }[], top: new Map<string, string[]>() },
         ]),
       );
       for (const [qi, q] of judged.entries()) {
-        for (let j = 0; j < group.length; j++) {
-          const v = group[(qi + j) % group.length]!;
+        // lateral's variants and the served peers, in turns rotated per query.
+        for (const j of turnOrder(qi, group.length + turnPeers.length)) {
+          if (j >= group.length) {
+            await peerTurn(turnPeers[j - group.length]!, qi);
+            continue;
+          }
+          const v = group[j]!;
           const a = acc.get(v.name)!;
           const r = await search(server.url, { collection, mode: v.mode, topK: TOP_K, queries: [q] });
           a.ms.push(r.ms);
+          a.jobByQuery[qi] = r.timings?.totalMs;
+          a.encodeByQuery[qi] = r.timings?.encodeQueriesMs;
           if (r.timings?.totalMs !== undefined) a.serverMs.push(r.timings.totalMs);
           if (r.timings?.encodeQueriesMs !== undefined) a.encodeMs.push(r.timings.encodeQueriesMs);
           if (r.timings?.exactMs !== undefined) a.exactMs.push(r.timings.exactMs);
@@ -431,6 +757,12 @@ export async function runPeersBench(args: string[]): Promise<Record<string, unkn
           a.top.set(q.id, ids);
           a.metrics.push(queryMetrics(ids, ds.qrels.get(q.id)!));
         }
+      }
+      const loadEnd = os.loadavg()[0];
+      for (const { peer, sp } of turnPeers) {
+        if (sp.failed !== undefined) continue;
+        const a = acc.get(group[0]!.name)!;
+        sp.paired = pairedFigures({ peer, lateral: `lateral ${group[0]!.name}` }, a.jobByQuery, a.encodeByQuery, sp.ms, { start: loadStart, end: loadEnd });
       }
       for (const v of group) {
         const { name, mode } = v;
@@ -451,7 +783,7 @@ export async function runPeersBench(args: string[]): Promise<Record<string, unkn
           ...(exactMs.length ? { exact_stage_p50_ms: round(percentile(exactMs, 0.5), 2), exact_stage_p95_ms: round(percentile(exactMs, 0.95), 2) } : {}),
           ...(encodeMs.length === serverMs.length && serverMs.length ? { search_job_unencoded_p50_ms: round(percentile(serverMs.map((t, i) => t - encodeMs[i]!), 0.5), 2), encode_queries_p50_ms: round(percentile(encodeMs, 0.5), 2) } : {}),
           ...(isXtr && bytesRead.length ? { layout_bytes_per_token: round(exported.layoutBytes / tokens, 1), bytes_read_p50: Math.round(percentile(bytesRead, 0.5)), ranges_p50: Math.round(percentile(ranges, 0.5)), warp_centroids: warpShape?.centroids, warp_epochs: warpShape?.epochs, warp_segments: warpShape?.segments } : {}),
-          settings: { mode, layout: isXtr ? layout : undefined, through: 'HTTP + queue (POST /v1/search?wait=60)', model, ...(sweep ? { alternated_with: group.length - 1 } : {}) },
+          settings: { mode, layout: isXtr ? layout : undefined, through: 'HTTP + queue (POST /v1/search?wait=60)', model, ...(sweep ? { alternated_with: group.length - 1 } : {}), ...(turnPeers.length ? { alternated_with_peers: turnPeers.map((t) => t.peer) } : {}) },
         };
         log(`peers: lateral ${name}: nDCG@10 ${lateral[name]['ndcg@10']} p50 ${lateral[name].p50_ms} ms`);
         engines.push(lateral[name]);
@@ -485,30 +817,19 @@ export async function runPeersBench(args: string[]): Promise<Record<string, unkn
         })
       : undefined;
 
-    const runnable = peers.filter((p) => !unavailable.has(p));
     if (runnable.length > 0) {
-      const dir = path.join(tmp, 'export');
-      mkdirSync(dir, { recursive: true });
-      const encoder = await getEncoder(path.resolve(config.MODELS_DIR, model), { executionProvider: 'cpu' });
-      const encoded = await encoder.encodeQueries(judged.map((q) => q.text));
-      const qLens = encoded.map((e) => e.length);
-      const qVectors = new Float32Array(qLens.reduce((a, x) => a + x, 0) * exported.dims);
-      let at = 0;
-      for (const e of encoded) {
-        qVectors.set(e.vectors, at);
-        at += e.vectors.length;
-      }
-      npy(path.join(dir, 'doc_vectors.npy'), exported.vectors, [tokens, exported.dims]);
-      npy(path.join(dir, 'doc_lens.npy'), BigInt64Array.from(exported.lens, BigInt), [exported.lens.length]);
-      npy(path.join(dir, 'query_vectors.npy'), qVectors, [qVectors.length / exported.dims, exported.dims]);
-      npy(path.join(dir, 'query_lens.npy'), BigInt64Array.from(qLens, BigInt), [qLens.length]);
-      const text = new Map(ds.docs.map((d) => [d.id, d.text]));
-      writeFileSync(path.join(dir, 'texts.json'), JSON.stringify({ docs: exported.docIds.map((id) => text.get(id) ?? ''), queries: judged.map((q) => q.text) }));
-      // --nprobe: xtr-warp-rs probes as many lists per query token as lateral (else its own defaults, chosen per query).
-      writeFileSync(path.join(dir, 'settings.json'), JSON.stringify({ top_k: TOP_K, threads, nprobe: nprobe ?? null }));
       for (const p of runnable) {
-        log(`peers: ${p} on the exported vectors (${threads} threads)`);
-        const r = spawnSync(path.join(VENV, 'bin', 'python'), [path.resolve('scripts/bench/peers.py'), dir, p], { encoding: 'utf8', env: { ...process.env, TQDM_DISABLE: '1' } });
+        const sp = served.get(p);
+        if (sp) {
+          engines.push(await servedFigures(p, sp, judged, ds.qrels, exported.docIds, tokens, log));
+          continue;
+        }
+        if (startFailed.has(p)) {
+          engines.push({ engine: p, status: 'skipped', reason: startFailed.get(p)! });
+          continue;
+        }
+        log(`peers: ${p} on the exported vectors (${threads} threads)${alternate && !sweep ? `: not alternated (lateral ${COUNTERPART[p]} is not measured)` : ''}`);
+        const r = spawnSync(path.join(VENV, 'bin', 'python'), [path.resolve('scripts/bench/peers.py'), dir, p], { encoding: 'utf8', env: peerEnv(threads) });
         const file = path.join(dir, `peer-${p}.json`);
         if (r.status !== 0 || !existsSync(file)) {
           const why = r.signal ? `crashed (${r.signal})` : `exited with ${r.status}`;
@@ -530,7 +851,8 @@ export async function runPeersBench(args: string[]): Promise<Record<string, unkn
           'ndcg@10': round(mean(metrics.map((m) => m.ndcg)), 4),
           'recall@100': round(mean(metrics.map((m) => m.recall)), 4),
           ...latencyFigures(o.latencies_ms),
-          settings: o.settings,
+          rankings_digest: rankingsDigest(o.rankings),
+          settings: { ...o.settings, measured: 'after lateral, in its own process (not alternated)' },
         });
       }
     }
@@ -538,8 +860,11 @@ export async function runPeersBench(args: string[]): Promise<Record<string, unkn
 
     const comparisons = engines
       .filter((e) => e.status === 'ok' && (PEERS as readonly string[]).includes(e.engine) && lateral[COUNTERPART[e.engine as Peer]])
-      .map((e) => ({ peer: e.engine, lateral: `lateral ${COUNTERPART[e.engine as Peer]}`, 'lateral/peer': ratios(lateral[COUNTERPART[e.engine as Peer]]!, e) }));
-    const result = { dataset, documents: exported.docIds.length, tokens, queries: judged.length, model, threads, quick, engines, comparisons, ...(sweepRows ? { sweep: sweepRows } : {}), load_average: os.loadavg()[0] };
+      .map((e) => {
+        const paired = served.get(e.engine as Peer)?.paired;
+        return { peer: e.engine, lateral: `lateral ${COUNTERPART[e.engine as Peer]}`, 'lateral/peer': ratios(lateral[COUNTERPART[e.engine as Peer]]!, e), ...(paired ? { paired } : {}) };
+      });
+    const result = { dataset, documents: exported.docIds.length, tokens, queries: judged.length, model, threads, quick, alternate, engines, comparisons, ...(sweepRows ? { sweep: sweepRows } : {}), load_average_start: round(loadAtStart, 2), load_average: os.loadavg()[0] };
     {
       console.log(`peers on ${path.basename(dataset)}: ${result.documents} documents, ${tokens} tokens, ${judged.length} judged queries, ${model}, ${threads} threads`);
       console.log(`${'engine'.padEnd(18)} ${'build s'.padStart(8)} ${'B/token'.padStart(8)} ${'nDCG@10'.padStart(8)} ${'R@100'.padStart(7)} ${'p50 ms'.padStart(8)} ${'p95 ms'.padStart(8)} ${'q/s'.padStart(7)}`);
@@ -552,6 +877,12 @@ export async function runPeersBench(args: string[]): Promise<Record<string, unkn
         console.log(`${e.engine.padEnd(18)} ${f(e.build_s, 8)} ${f(e.bytes_per_token, 8)} ${f(e['ndcg@10'], 8)} ${f(e['recall@100'], 7)} ${f(e.p50_ms, 8)} ${f(e.p95_ms, 8)} ${f(e.qps, 7)}`);
       }
       for (const c of comparisons) console.log(`${c.lateral} / ${c.peer}: ${Object.entries(c['lateral/peer']).filter(([, v]) => v !== null).map(([k, v]) => `${k} ${v}x`).join(', ')}`);
+      for (const c of comparisons) {
+        if (!('paired' in c) || !c.paired) continue;
+        const f = c.paired;
+        console.log(`  ${f.lateral} search job / ${f.peer}, in turns query by query (${f.queries} queries, load ${f.load_average_start} -> ${f.load_average_end}): p50 ${f.lateral_job_p50_ms} / ${f.peer_p50_ms} ms (${f.p50_ratio}x), p95 ${f.lateral_job_p95_ms} / ${f.peer_p95_ms} ms; per-query ratio median ${f.paired_ratio_median}x`);
+        if (f.lateral_job_unencoded_p50_ms !== null) console.log(`    without lateral's query encoding: p50 ${f.lateral_job_unencoded_p50_ms} / ${f.peer_p50_ms} ms (${f.p50_ratio_unencoded}x), p95 ${f.lateral_job_unencoded_p95_ms} ms; per-query ratio median ${f.paired_ratio_median_unencoded}x`);
+      }
       console.log("lateral's latencies are a client's wall clock through HTTP and the queue; the peers' are in-process Python calls.");
       for (const [name, e] of Object.entries(lateral)) if (e.search_job_p50_ms !== undefined) console.log(`  lateral ${name}: the search job itself (timings.totalMs) p50 ${e.search_job_p50_ms} ms, p95 ${e.search_job_p95_ms} ms, of the ${e.p50_ms} ms; without query encoding (p50 ${e.encode_queries_p50_ms} ms) p50 ${e.search_job_unencoded_p50_ms} ms`);
       for (const n of xtrNames) {
@@ -577,6 +908,7 @@ export async function runPeersBench(args: string[]): Promise<Record<string, unkn
     }
     return result;
   } finally {
+    for (const sp of served.values()) sp.server.kill();
     await server.stop();
     rmSync(tmp, { recursive: true, force: true }); // --data DIR is outside tmp: kept
   }
