@@ -319,7 +319,8 @@ class PeerServer {
   }
 
   private why(): string {
-    return `${this.exited ?? 'failed'}; last output: ${this.stderrTail.slice(-3).join(' | ')}`;
+    const tail = this.stderrTail.slice(-3).join(' | ');
+    return `${this.exited ?? 'failed'}${tail ? `; last output: ${tail}` : ''}`;
   }
 
   private next(): Promise<string> {
