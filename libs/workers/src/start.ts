@@ -153,7 +153,7 @@ export function startWorkers(rt: Runtime, queues: QueueName[]): WorkerHost {
   if (pool || lanes) host.onClosed(async () => void (await Promise.all([pool?.close(), lanes?.close()])));
   if (pool) poolsOf.set(host, pool);
   if (lanes && ingestLanesAtStart(config, queues)) {
-    lanes.startAll();
+    lanes.startFor(queues);
     lanesOf.set(host, lanes);
   }
   // A scorer (a process working on rerank or search) serves the shard queues of the shards it holds.

@@ -57,10 +57,12 @@ describe('maintenance lanes', () => {
     expect(() => l.pool(QueueName.encode)).toThrow(/does not run in a maintenance thread/);
   });
 
-  it('startAll starts both lanes now, and ready waits for them; a lane started on its first job is the same one', async () => {
+  it('startFor starts the lanes of the queues given now, and ready waits for them; a lane started on its first job is the same one', async () => {
     const l = lanes(2);
     await l.ready(); // nothing started: nothing to wait for
-    l.startAll();
+    l.startFor([QueueName.encode, QueueName.merge]);
+    expect(l.started()).toBe(1);
+    l.startFor([QueueName.merge, QueueName.refit]);
     expect(l.started()).toBe(2);
     await l.ready();
     const m = (await l.run(QueueName.merge, { op: 'nice' }, job)) as { thread: number };
@@ -68,7 +70,7 @@ describe('maintenance lanes', () => {
     expect([m.thread, r.thread]).toEqual([1, 2]);
     expect(l.started()).toBe(2);
     const one = lanes(1);
-    one.startAll();
+    one.startFor([QueueName.merge, QueueName.refit]);
     expect(one.started()).toBe(1);
   });
 
