@@ -74,10 +74,10 @@ describe('AESI training and re-compression', () => {
     expect(trained).toMatchObject({ aesiWidth: 32, codedDims: 8, inputDims: 100, sideDims: 100 });
     expect(await store.getJson(trainingKeys.trainedCodecReport(config.DEFAULT_TENANT, 'a', rep.trainedCodec))).toMatchObject({ trainId: t.body.trainId, bestEpoch: rep.bestEpoch });
 
-    // an unknown trained codec (404 naming codec.trained, as an unknown trained head: the body is valid, what it names is not there), or settings that do not fit it (409, naming its dims)
+    // an unknown trained codec (409 naming codec.trained: the body is valid and the collection in the URL exists, so neither a 400 nor a 404), or settings that do not fit it (409, naming its dims)
     const unknown = await api('POST', '/v1/collections/a/recompress', { codec: { kind: 'eden', dims: 8, sideInfo: true, layout: 'cross', trained: 'nope' } });
-    expect(unknown.status).toBe(404);
-    expect(unknown.body.error).toBe('not_found');
+    expect(unknown.status).toBe(409);
+    expect(unknown.body.error).toBe('conflict');
     expect(unknown.body.message).toContain("codec.trained 'nope'");
     const wrongDims = await api('POST', '/v1/collections/a/recompress', { codec: { kind: 'eden', dims: 16, sideInfo: true, layout: 'cross', trained: rep.trainedCodec } });
     expect(wrongDims.status).toBe(409);

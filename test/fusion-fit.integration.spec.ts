@@ -100,7 +100,7 @@ describe('fusion fit (real Redis, real S3 server, real ONNX model)', () => {
     expect((await search({ name: 'hybrid', base: 'exhaustive' }, q)).mode).toMatchObject({ normalization: 'minmax', lambda: DEFAULT_HYBRID_LAMBDA.minmax });
   }, 300_000);
 
-  it('bad input is a 400 naming the field; an unknown set or collection a 404; a collection without judgments a 409', async () => {
+  it('bad input is a 400 naming the field; an unknown collection a 404; an unknown set or a collection without judgments a 409', async () => {
     for (const [body, field] of [
       [{ lambdas: [] }, 'lambdas'],
       [{ lambdas: [-1] }, 'lambdas.0'],
@@ -114,7 +114,9 @@ describe('fusion fit (real Redis, real S3 server, real ONNX model)', () => {
       expect(r.status, JSON.stringify(body)).toBe(400);
       expect(JSON.stringify(r.body.details), JSON.stringify(body)).toContain(field);
     }
-    expect((await api('POST', '/v1/collections/fit/fusion/fit', { judgments: 'js-nope' })).status).toBe(404);
+    const unknownSet = await api('POST', '/v1/collections/fit/fusion/fit', { judgments: 'js-nope' });
+    expect(unknownSet.status).toBe(409);
+    expect(unknownSet.body.message).toMatch(/^judgments: .*'js-nope'/);
     expect((await api('POST', '/v1/collections/nope/fusion/fit', {})).status).toBe(404);
     expect((await api('DELETE', '/v1/collections/nope/fusion')).status).toBe(404);
     await api('POST', '/v1/collections', { id: 'unjudged' });

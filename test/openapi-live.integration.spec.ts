@@ -201,7 +201,7 @@ describe('OpenAPI document vs the live service', () => {
     await until(async () => ['cancelled', 'completed', 'failed'].includes((await call('GET /v1/train/{trainId}', `/v1/train/${train.body.trainId}`)).body.status), 60_000, 250);
     await call('GET /v1/train/{trainId}', '/v1/train/tr-nope'); // 404
     await call('DELETE /v1/train/{trainId}', '/v1/train/tr-nope'); // 404
-    // hybrid's fusion fitted on the judgments (200 with the grid), a bad field (400), an unknown set (404); DELETE: back to the defaults
+    // hybrid's fusion fitted on the judgments (200 with the grid), a bad field (400), an unknown set (409); DELETE: back to the defaults
     const fit = await call('POST /v1/collections/{id}/fusion/fit', '/v1/collections/c/fusion/fit', { base: 'dense', normalizations: ['minmax'], lambdas: [0.5] });
     expect(fit.status, JSON.stringify(fit.body)).toBe(200);
     await call('POST /v1/collections/{id}/fusion/fit', '/v1/collections/c/fusion/fit', { depth: 0 });

@@ -77,6 +77,11 @@ describe('judgments and training through the API', () => {
     const res = await api('POST', '/v1/collections/c/train', { head: 'knrm', judgments: few.body.judgmentsId });
     expect(res.status).toBe(409);
     expect(res.body.message).toContain(`at least ${MIN_TRAIN_QUERIES} judged queries`);
+    // a judgment set the collection does not have: 409 naming `judgments` (the collection in the URL exists, so not a 404)
+    const unknownSet = await api('POST', '/v1/collections/c/train', { head: 'knrm', judgments: 'js-nope' });
+    expect(unknownSet.status).toBe(409);
+    expect(unknownSet.body.error).toBe('conflict');
+    expect(unknownSet.body.message).toMatch(/^judgments: .*'js-nope'/);
     const badSize = await api('POST', '/v1/collections/c/train', { head: 'lite', size: 'huge' });
     expect(badSize.status).toBe(400);
     expect(JSON.stringify(badSize.body)).toContain('size');

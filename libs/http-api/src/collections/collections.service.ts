@@ -184,9 +184,10 @@ export class CollectionsService {
   private async checkTrainedCodec(id: string, codec: CodecSettings): Promise<void> {
     const name = codec.trained!;
     const bytes = await this.deps.store.get(trainingKeys.trainedCodec(this.tenantId, id, name));
-    // 404 naming codec.trained, as for a trained head named in a search or re-rank: the body is
-    // well formed, the resource it names is not there (a 400 would call valid input invalid).
-    if (!bytes) throw new NotFoundError(`codec.trained '${name}' is not a trained codec of collection '${id}' (POST /v1/collections/${id}/train with head 'aesi' writes one)`);
+    // 409 naming codec.trained: the body is well formed (a 400 would call valid input invalid) and
+    // the collection in the URL exists (a 404 would say it does not); the collection has no such
+    // codec yet, a state a train job changes. As an unknown judgment set named in a train request.
+    if (!bytes) throw new ConflictError(`codec.trained '${name}' is not a trained codec of collection '${id}' (POST /v1/collections/${id}/train with head 'aesi' writes one)`);
     const trained = deserializeArtifact(bytes);
     if (codec.kind !== 'eden' || !codec.sideInfo || codec.dims !== trained.codedDims) {
       throw new ConflictError(`codec.trained '${name}' is an AESI codec of ${trained.codedDims} code dims: it needs kind 'eden', sideInfo true and dims ${trained.codedDims}`);

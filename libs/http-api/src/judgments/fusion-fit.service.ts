@@ -124,7 +124,8 @@ export class FusionFitService {
     const judgmentsId = req.judgments ?? (await this.latest(collectionId));
     if (!judgmentsId) throw new ConflictError(`collection '${collectionId}' has no judgments: POST /v1/collections/${collectionId}/judgments first`);
     const set = await this.deps.store.getJson<JudgmentSet>(trainingKeys.judgments(this.tenantId, collectionId, judgmentsId));
-    if (!set) throw new NotFoundError(`judgment set '${judgmentsId}' of collection '${collectionId}' not found`);
+    // 409 naming `judgments`: the collection in the URL exists (a 404 would say it does not); it has no such set.
+    if (!set) throw new ConflictError(`judgments: collection '${collectionId}' has no judgment set '${judgmentsId}' (POST /v1/collections/${collectionId}/judgments answers with the id of the set it stores)`);
 
     // Judged queries with a positive judgment of a document the collection has; each one's gains over those documents.
     const unknown = new Set(set.unknownDocuments);

@@ -163,7 +163,8 @@ export class JudgmentsService {
       throw new ConflictError(`collection '${collection}' has no judgments: POST /v1/collections/${collection}/judgments first`);
     }
     const set = await this.deps.store.getJson<JudgmentSet>(trainingKeys.judgments(this.tenantId, collection, judgmentsId));
-    if (!set) throw new NotFoundError(`judgment set '${judgmentsId}' of collection '${collection}' not found`);
+    // 409 naming `judgments`: the collection in the URL exists (a 404 would say it does not); it has no such set.
+    if (!set) throw new ConflictError(`judgments: collection '${collection}' has no judgment set '${judgmentsId}' (POST /v1/collections/${collection}/judgments answers with the id of the set it stores)`);
     const unknown = new Set(set.unknownDocuments);
     const trainable = set.queries.filter((q) => q.judgments.some((j) => j.grade > 0 && !unknown.has(j.doc))).length;
     if (trainable < MIN_TRAIN_QUERIES) {

@@ -67,7 +67,7 @@ export function registerCollections(api: ApiRegistry): void {
   api.op('collections', 'post', '/v1/collections/{id}/recompress', {
     summary: 'Re-compress a collection at new codec settings from its stored raw vectors (no re-encoding); the new generation is committed when every segment is written',
     description:
-      "Same codec forms as creation, plus `codec.trained` (a trained AESI codec of this collection: kind 'eden', sideInfo true). 404 when the collection is not there, or naming `codec.trained` when the trained codec named is not one of this collection's; 409 when the settings do not fit the collection's model (`codec.dims` over its dims, side information without its static embedding table) or the trained codec (its code dims), or when a re-compression is running or nothing is committed.",
+      "Same codec forms as creation, plus `codec.trained` (a trained AESI codec of this collection: kind 'eden', sideInfo true). 404 when the collection is not there; 409 naming `codec.trained` when the trained codec named is not one of this collection's, and when the settings do not fit the collection's model (`codec.dims` over its dims, side information without its static embedding table) or the trained codec (its code dims), or when a re-compression is running or nothing is committed.",
     request: { params, body: { required: true, content: { 'application/json': { schema: api.input(RecompressForm), examples: RECOMPRESS_EXAMPLES } } } },
     responses: {
       '202': json('re-compression queued: poll the collection (status URL); its codecVersion and codec change when every segment is re-written', api.output(RecompressAcceptedSchema)),

@@ -51,7 +51,7 @@ export function registerTraining(api: ApiRegistry): void {
     summary: "Train a learned head (LITE default or small, or K-NRM) on the collection's judgments, or an AESI codec on its token vectors: 202 with the run id",
     description: `Runs on the train queue (scorer workers, one at a time). Needs at least ${MIN_TRAIN_QUERIES} judged queries with a positive judgment of a document in the collection (400 naming the minimum otherwise). The result is a versioned scorer artifact \`{collection}.{head}[-small][-residual].v{N}\` in S3 and SCORERS_DIR, named in re-rank requests as \`{"name": "lite" | "knrm", "artifact": "…"}\`. With \`residual: true\` (LITE only; 400 naming \`residual\` otherwise) LITE is trained as a correction on MaxSim: score = w x MaxSim + LITE, starting from MaxSim's own ranking, which early stopping keeps unless a trained epoch ranks the held-out queries better. With \`head: "aesi"\` (no judgments needed; the model must declare static embeddings) it fits SDR's autoencoder with side information (\`codeDims\`, \`width\`, \`bits\`, \`sampleTokens\`, \`batchTokens\`) on a seeded sample of the collection's raw token vectors; the result is a trained codec \`{collection}.aesi-c{codeDims}-h{width}.v{N}\` in S3 (\`codecs/trained/\`, with its training curve and held-out error beside it), used by \`POST /v1/collections/{id}/recompress\` with \`{"codec": {"kind": "eden", "sideInfo": true, "dims": codeDims, "trained": name}}\`.`,
     request: { params: z.object({ id }), body: { required: true, content: { 'application/json': { schema: api.input(TrainRequestForm), examples: TRAIN_EXAMPLES } } } },
-    responses: { '202': json('queued', api.output(TrainAcceptedSchema)), ...common, '409': errorAnswer('the collection has no judgments yet, or too few trainable queries (the message names the minimum)') },
+    responses: { '202': json('queued', api.output(TrainAcceptedSchema)), ...common, '409': errorAnswer('the collection has no judgments yet, no judgment set named `judgments`, or too few trainable queries (the message names the minimum)') },
   });
   api.op('training', 'post', '/v1/collections/{id}/fusion/fit', {
     summary: "Fit hybrid search's fusion weight on a judgment set of the collection and store it in the collection record",
@@ -60,7 +60,7 @@ export function registerTraining(api: ApiRegistry): void {
     responses: {
       '200': json('the grid, the parts, the default setting and the stored fusion', api.output(FusionFitResultSchema)),
       ...common,
-      '409': errorAnswer('the collection has no judgments, none of the set\'s queries judges a document it has, or no judged query got a hit (nothing committed yet)'),
+      '409': errorAnswer('the collection has no judgments or no judgment set named `judgments`, none of the set\'s queries judges a document it has, or no judged query got a hit (nothing committed yet)'),
     },
   });
   api.op('training', 'delete', '/v1/collections/{id}/fusion', {
