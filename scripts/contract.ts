@@ -65,6 +65,11 @@ async function main(): Promise<number> {
       '--phases',
       values.phases!,
       '--no-color',
+      // Longer than the longest answer the API may block for (a `wait` of at most 60 s; a DELETE of
+      // one document waits 30 s by default): schemathesis' own 10 s took a delete still running on a
+      // loaded machine for a network error.
+      '--request-timeout',
+      '90',
       // Its body is a JSONL file: schemathesis has no serializer for application/jsonl, so it cannot
       // generate one (the other JSONL and NDJSON routes also take JSON, which it tests). The upload is
       // checked by test/openapi-live.integration.spec.ts, test/rerank-texts.integration.spec.ts and test/fuzz.integration.spec.ts.

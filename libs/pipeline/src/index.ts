@@ -5,6 +5,7 @@ export * from './ingest/index.processor';
 export * from './ingest/commit.processor';
 export * from './ingest/segment-writer';
 export * from './ingest/segment-indexer';
+export * from './ingest/raw-handoff';
 export * from './segment-ids';
 export * from './encoders';
 export * from './model-errors';

@@ -26,6 +26,7 @@ import {
   childTextStats,
   encodeTextsProcessor,
   rerankProcessor,
+  RawHandoff,
 } from '@lateral/pipeline';
 import { Bm25StatsCache, DegradedSegmentsRecorder, SegmentCache, StaticEmbeddingsCache } from '@lateral/serving';
 import { readSegment } from '@lateral/codec';
@@ -139,6 +140,8 @@ export function pipelineHandlers(rt: Runtime, extra: { shardChild?: (p: ShardJob
   // Its expiry is the job lock's: a killed worker's merge is resumed (stalled job) about when its lease is free.
   // A job waits at most two job locks (a dead holder's lease is gone by then), then answers 'busy' and is
   // queued again, so a merge slot is never held for the length of another process's merge.
+  // A batch's raw vectors from its encode job to its compress job in this process, not read back from S3 (raw-handoff.ts).
+  const rawHandoff = new RawHandoff().view(store);
   const lockMs = config.JOB_LOCK_SECONDS * 1000;
   const exclusive = <T>(tenantId: string, collectionId: string, fn: () => Promise<T>) => withRedisLease(rt.redis, redisKeys.mergeLease(config.REDIS_PREFIX, tenantId, collectionId), fn, { ttlMs: lockMs, maxWaitMs: 2 * lockMs });
   // Each committed generation's BM25 statistics (carried forward from the one before): its searches
@@ -181,8 +184,8 @@ export function pipelineHandlers(rt: Runtime, extra: { shardChild?: (p: ShardJob
     return refit ? { ...out, refit } : out;
   };
   return {
-    [QueueName.encode]: (p, job) => encodeProcessor({ store, collections, encoders, queues, tokenBudget: config.ENCODE_TOKEN_BUDGET, logger }, p, job),
-    [QueueName.compress]: (p) => compressProcessor({ store, collections, codecs, staticEmbeddings, queues }, p),
+    [QueueName.encode]: (p, job) => encodeProcessor({ store: rawHandoff, collections, encoders, queues, tokenBudget: config.ENCODE_TOKEN_BUDGET, logger }, p, job),
+    [QueueName.compress]: (p) => compressProcessor({ store: rawHandoff, collections, codecs, staticEmbeddings, queues }, p),
     [QueueName.index]: (p) => indexProcessor({ store, collections, codecs, generations, ivf: rt.ivf, warpCodecs: rt.warpCodecs, encoders, queues, ivfCentroids: config.IVF_CENTROIDS, assigner, staticEmbeddings }, p),
     // The commit queue carries segment commits (jobs named 'commit') and deletes (named 'delete', jobName
     // in libs/shared): both write the next generation. The payload, not the name, chooses the handler.

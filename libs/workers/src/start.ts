@@ -39,20 +39,24 @@ function affinityOf(kind: string, p: unknown): string | undefined {
 }
 
 const poolsOf = new WeakMap<WorkerHost, ComputePool>();
+const lanesOf = new WeakMap<WorkerHost, MaintenanceLanes>();
 
 /**
  * Resolves once the compute threads of a host that startWorkers started have loaded their modules
  * and runtime (at once without threads). The all-in-one server waits for it before it answers: a
  * service that took documents while its one compute thread was still loading (~3 s of CPU on the
  * 2-core machine) ran that start-up beside its first jobs (issue 29's ingest bench counted it as
- * pipeline work). A thread that fails to start is not waited for here (it is started again, and
- * its jobs are retried meanwhile), nor one that takes longer than `timeoutMs`.
+ * pipeline work). The same for the maintenance threads started with the process (ingestLanesAtStart).
+ * A thread that fails to start is not waited for here (it is started again, and its jobs are
+ * retried meanwhile), nor one that takes longer than `timeoutMs`.
  */
 export async function workersReady(host: WorkerHost, timeoutMs = 60_000): Promise<void> {
   const pool = poolsOf.get(host);
-  if (!pool) return;
+  const lanes = lanesOf.get(host);
+  if (!pool && !lanes) return;
   let timer: NodeJS.Timeout | undefined;
-  await Promise.race([pool.ready().catch(() => undefined), new Promise<void>((resolve) => (timer = setTimeout(resolve, timeoutMs).unref()))]);
+  const ready = Promise.all([pool?.ready().catch(() => undefined), lanes?.ready().catch(() => undefined)]);
+  await Promise.race([ready, new Promise<void>((resolve) => (timer = setTimeout(resolve, timeoutMs).unref()))]);
   clearTimeout(timer);
 }
 
@@ -148,6 +152,10 @@ export function startWorkers(rt: Runtime, queues: QueueName[]): WorkerHost {
   host.start(queues, pool || lanes ? pooledHandlers(rt, pool, lanes) : pipelineHandlers(rt, extra));
   if (pool || lanes) host.onClosed(async () => void (await Promise.all([pool?.close(), lanes?.close()])));
   if (pool) poolsOf.set(host, pool);
+  if (lanes && ingestLanesAtStart(config, queues)) {
+    lanes.startFor(queues);
+    lanesOf.set(host, lanes);
+  }
   // A scorer (a process working on rerank or search) serves the shard queues of the shards it holds.
   if (queues.includes(QueueName.rerank) || queues.includes(QueueName.search)) {
     const shards = scorerShards(config.SCORER_SHARDS, config.COLLECTION_MAX_SHARDS, config.SCORER_SHARD_FROM_HOSTNAME, os.hostname());
@@ -161,6 +169,20 @@ export function startWorkers(rt: Runtime, queues: QueueName[]): WorkerHost {
   // The processes that take ingestion work put back what Redis lost (reconciler.ts).
   if (queues.includes(QueueName.encode)) host.onClose(startReconciler(rt));
   return host;
+}
+
+/**
+ * Whether a process starts its maintenance threads with itself rather than on their first jobs:
+ * one that commits ingested batches (commit queue, with encode: an ingest process) and merges after
+ * every commit (MERGE_AFTER_COMMIT) asks for a merge at its first commit, and a WARP collection's
+ * commits ask for refits, so its lanes would start during its first ingestion, their module
+ * loading (~3.7 s of CPU for the merge thread, ~1.4 s for the refit thread in issue 29's profile of
+ * a 512-document ingest, 2026-11-28) running beside that ingestion's last index jobs on the same
+ * cores. Other processes (scorers, a service with MERGE_AFTER_COMMIT off, the integration tests)
+ * keep starting a lane on its first job.
+ */
+export function ingestLanesAtStart(config: Pick<ReturnType<typeof loadConfig>, 'MERGE_AFTER_COMMIT'>, queues: readonly QueueName[]): boolean {
+  return config.MERGE_AFTER_COMMIT && queues.includes(QueueName.encode) && queues.includes(QueueName.commit) && (queues.includes(QueueName.merge) || queues.includes(QueueName.refit));
 }
 
 /**

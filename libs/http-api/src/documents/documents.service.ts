@@ -34,8 +34,8 @@ export function ingestBatchIds(ingestionId: string, documents: number, size: num
 }
 
 /** The repositories this service is given (app.ts passes only these: pickRepositories). */
-export const DOCUMENTS_REPOSITORIES = ['config', 'collections', 'generations', 'ingestions', 'ingestBacklog', 'documents', 'store', 'queues'] as const satisfies readonly (keyof ApiRepositories)[];
-/** What ingestion and document reads use: collection records, manifests, ingestions, stored documents, S3, the encode queue, the quotas. */
+export const DOCUMENTS_REPOSITORIES = ['config', 'collections', 'generations', 'ingestions', 'ingestBacklog', 'documents', 'store', 'queues', 'serving'] as const satisfies readonly (keyof ApiRepositories)[];
+/** What ingestion and document reads use: collection records, manifests (the serving cache's for status reads), ingestions, stored documents, S3, the encode queue, the quotas. */
 export type DocumentsDeps = Pick<ApiRepositories, (typeof DOCUMENTS_REPOSITORIES)[number]> & { quotas: TenantQuotas };
 
 /** The documents of a collection: ingestion (validation, S3-first writes, then the encode jobs), its progress, and reads of live documents. */
@@ -147,8 +147,13 @@ export class DocumentsService {
   }
 
   async ingestion(id: string, ingestionId: string) {
-    const c = await this.require(id);
-    const manifest = await this.deps.generations.manifest(this.tenantId, id);
+    // The record and the current manifest from the serving cache (one Redis GET each while they are
+    // unchanged, as searches read them; any commit acknowledged before this read is seen): a client
+    // polling its ingestions cost the service an S3 GET of the record and a LIST of the manifests
+    // at every read, two of a status read's five S3 requests (issue 29's ingest profile).
+    const c = await this.deps.serving.collection(this.tenantId, id);
+    if (!c) throw new NotFoundError(`collection '${id}' not found`);
+    const manifest = await this.deps.serving.manifest(this.tenantId, id);
     const s = await this.deps.ingestions.state(this.tenantId, id, ingestionId, manifest, codecVersions(c));
     if (!s) throw new NotFoundError(`ingestion '${ingestionId}' not found in collection '${id}'`);
     return {

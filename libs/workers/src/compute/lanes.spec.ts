@@ -6,6 +6,7 @@ import { QueueName, loadConfig } from '@lateral/shared';
 import { createLogger } from '@lateral/infra';
 import { ComputePool } from './pool';
 import { MaintenanceLanes, laneOf } from './lanes';
+import { ingestLanesAtStart } from '../start';
 
 const STAND_IN = path.join(__dirname, 'testing', 'stand-in-thread.cjs');
 const config = loadConfig({ DATA_DIR: '/tmp/lateral-lanes-spec' });
@@ -54,6 +55,33 @@ describe('maintenance lanes', () => {
     expect(m.diskDir).toMatch(/maintenance-0$/);
     expect(r.diskDir).toMatch(/maintenance-1$/);
     expect(() => l.pool(QueueName.encode)).toThrow(/does not run in a maintenance thread/);
+  });
+
+  it('startFor starts the lanes of the queues given now, and ready waits for them; a lane started on its first job is the same one', async () => {
+    const l = lanes(2);
+    await l.ready(); // nothing started: nothing to wait for
+    l.startFor([QueueName.encode, QueueName.merge]);
+    expect(l.started()).toBe(1);
+    l.startFor([QueueName.merge, QueueName.refit]);
+    expect(l.started()).toBe(2);
+    await l.ready();
+    const m = (await l.run(QueueName.merge, { op: 'nice' }, job)) as { thread: number };
+    const r = (await l.run(QueueName.refit, { op: 'nice' }, job)) as { thread: number };
+    expect([m.thread, r.thread]).toEqual([1, 2]);
+    expect(l.started()).toBe(2);
+    const one = lanes(1);
+    one.startFor([QueueName.merge, QueueName.refit]);
+    expect(one.started()).toBe(1);
+  });
+
+  it('an ingest process (encode and commit, merges after commits) starts its lanes with itself; others on their first job', () => {
+    const all = [QueueName.encode, QueueName.compress, QueueName.index, QueueName.commit, QueueName.merge, QueueName.refit];
+    expect(ingestLanesAtStart({ MERGE_AFTER_COMMIT: true }, all)).toBe(true);
+    expect(ingestLanesAtStart({ MERGE_AFTER_COMMIT: false }, all)).toBe(false);
+    // a scorer (merges and refits, no ingest), an encoder without maintenance queues
+    expect(ingestLanesAtStart({ MERGE_AFTER_COMMIT: true }, [QueueName.search, QueueName.rerank, QueueName.merge, QueueName.refit])).toBe(false);
+    expect(ingestLanesAtStart({ MERGE_AFTER_COMMIT: true }, [QueueName.encode, QueueName.compress, QueueName.index, QueueName.commit])).toBe(false);
+    expect(ingestLanesAtStart({ MERGE_AFTER_COMMIT: true }, [QueueName.encode, QueueName.merge, QueueName.refit])).toBe(false);
   });
 
   it('an ingest job is not held by a refit busy in its own thread (it was, in a shared one)', async () => {

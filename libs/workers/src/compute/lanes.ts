@@ -10,7 +10,10 @@
  *
  * Lanes: with 2 threads merges run in one and refits in the other (a refit never holds a merge,
  * which the ingest back-pressure waits on); with 1 both share one thread. Each lane's thread is
- * started on its first job (a service that never merges pays nothing), keeps its caches across
+ * started on its first job (a service that never merges pays nothing), or with the process
+ * (`startFor`, startWorkers: a process that commits ingested batches with MERGE_AFTER_COMMIT asks
+ * for a merge at every commit, so its lanes were started by its first ingestion anyway, and their
+ * ~3-5 s of module loading ran beside that ingestion's last index jobs); it keeps its caches across
  * jobs like any compute thread, and is started again if it dies (pool.ts). Leases, epochs and job
  * ids are unchanged: they are in Redis and S3, as for maintenance in a process of its own.
  */
@@ -70,6 +73,16 @@ export class MaintenanceLanes {
       configFor: (config) => maintenanceThreadConfig(config, lane),
       niceAtStart: refits ? this.opts.refitNice : 0,
     }));
+  }
+
+  /** Starts the threads of the lanes of `queues` (those of merge and refit it holds) now rather than on their first jobs (see the module comment). */
+  startFor(queues: readonly string[]): void {
+    for (const q of [QueueName.merge, QueueName.refit]) if (queues.includes(q)) this.pool(q);
+  }
+
+  /** Resolves once the lanes started so far have loaded (a lane not started is not waited for). */
+  async ready(): Promise<void> {
+    await Promise.all(this.pools.map((p) => p?.ready()));
   }
 
   /** The lanes started so far (tests, logs). */
