@@ -372,17 +372,31 @@ async function servedFigures(
     log(`peers: ${p} did not report its settings: ${err.message}`);
     return { unknown: err.message } as Record<string, unknown>;
   });
-  const metrics = judged.map((q, i) => queryMetrics((sp.rankings[i] ?? []).map((d) => docIds[d]!), qrels.get(q.id)!));
+  const run = { build_s: sp.build_s, index_bytes: sp.index_bytes, rankings: sp.rankings, latencies_ms: sp.ms.filter((x): x is number => x !== undefined), settings };
+  return peerFigures(p, run, `served, in turns with lateral ${COUNTERPART[p]} query by query`, judged, qrels, docIds, tokens);
+}
+
+/** A peer's figures from its run (served or batch): quality from its rankings against the judgments, size, latency, digest. */
+function peerFigures(
+  p: Peer,
+  run: { build_s: number; index_bytes: number; rankings: number[][]; latencies_ms: number[]; settings: Record<string, unknown> },
+  measured: string,
+  judged: { id: string }[],
+  qrels: Map<string, Map<string, number>>,
+  docIds: string[],
+  tokens: number,
+): EngineFigures {
+  const metrics = judged.map((q, i) => queryMetrics((run.rankings[i] ?? []).map((d) => docIds[d]!), qrels.get(q.id)!));
   return {
     engine: p,
     status: 'ok',
-    build_s: round(sp.build_s, 2),
-    bytes_per_token: round(sp.index_bytes / tokens, 1),
+    build_s: round(run.build_s, 2),
+    bytes_per_token: round(run.index_bytes / tokens, 1),
     'ndcg@10': round(mean(metrics.map((m) => m.ndcg)), 4),
     'recall@100': round(mean(metrics.map((m) => m.recall)), 4),
-    ...latencyFigures(sp.ms.filter((x): x is number => x !== undefined)),
-    rankings_digest: rankingsDigest(sp.rankings),
-    settings: { ...settings, measured: `served, in turns with lateral ${COUNTERPART[p]} query by query` },
+    ...latencyFigures(run.latencies_ms),
+    rankings_digest: rankingsDigest(run.rankings),
+    settings: { ...run.settings, measured },
   };
 }
 
@@ -843,18 +857,7 @@ export async function runPeersBench(args: string[]): Promise<Record<string, unkn
           engines.push({ engine: p, status: 'skipped', reason: o.reason ?? 'no output' });
           continue;
         }
-        const metrics = judged.map((q, i) => queryMetrics((o.rankings[i] ?? []).map((d) => exported.docIds[d]!), ds.qrels.get(q.id)!));
-        engines.push({
-          engine: p,
-          status: 'ok',
-          build_s: round(o.build_s, 2),
-          bytes_per_token: round(o.index_bytes / tokens, 1),
-          'ndcg@10': round(mean(metrics.map((m) => m.ndcg)), 4),
-          'recall@100': round(mean(metrics.map((m) => m.recall)), 4),
-          ...latencyFigures(o.latencies_ms),
-          rankings_digest: rankingsDigest(o.rankings),
-          settings: { ...o.settings, measured: 'after lateral, in its own process (not alternated)' },
-        });
+        engines.push(peerFigures(p, o, 'after lateral, in its own process (not alternated)', judged, ds.qrels, exported.docIds, tokens));
       }
     }
     for (const [p, why] of unavailable) engines.push({ engine: p, status: 'skipped', reason: why });
